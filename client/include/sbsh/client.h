@@ -1,0 +1,111 @@
+// libsbsh: the C++ client of sbshd. The sbsh CLI is built on it.
+//
+// One `connection` is one unix-socket connection to sbshd. It is not thread-safe: use one
+// connection per thread, or guard it with a mutex. No process is forked per call (only
+// connect() may start sbshd when none answers and autostart is on).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/result.h"
+
+namespace sbsh::client {
+
+struct connect_options {
+  std::string socket_path;   // empty: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, ...
+  bool autostart = true;     // start sbshd when nothing answers (race-free)
+  std::string daemon_path;   // empty: sbshd beside the running program, else on PATH
+  std::chrono::milliseconds start_timeout{10000};
+};
+
+enum class stream { out = 1, err = 2 };
+
+struct exec_options {
+  std::string session;                 // empty: "default"
+  std::string command;                 // shell text, run at the session shell's top level
+  std::string cwd;                     // non-empty: run in a subshell, in this directory
+  std::vector<std::string> env;        // NAME=VALUE for this command only (subshell)
+  std::chrono::milliseconds timeout{0};  // 0: none
+  std::chrono::milliseconds grace{0};    // 0: daemon default (SIGTERM -> SIGKILL delay)
+  // Input: nothing (/dev/null), the given bytes, or everything read from stdin_fd until EOF.
+  std::optional<std::string> stdin_data;
+  int stdin_fd = -1;
+  // When set, output chunks are passed here as they arrive and not kept in the result.
+  std::function<void(stream, std::string_view)> on_output;
+  size_t output_limit = 16u << 20;     // per stream, when collecting into the result
+  // Directory the session starts in if this exec creates it (empty: the caller's cwd).
+  std::string session_cwd;
+};
+
+struct exec_result {
+  std::optional<int> exit_code;     // absent when no process produced one (see error)
+  std::optional<int> signal;        // set when the command (or the shell) died of a signal
+  bool timed_out = false;
+  bool cancelled = false;
+  bool shell_restarted = false;     // the shell ended; the session's state was lost
+  std::string stdout_data;
+  std::string stderr_data;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  uint64_t duration_us = 0;
+  int64_t started_at_ms = 0;        // unix time in milliseconds
+  std::string error;                // why exit_code is absent, or other trouble
+};
+
+struct session_status {
+  std::string name;
+  std::string state;       // starting | ready | running | restarting | failed
+  int64_t wrapper_pid = 0;
+  int64_t shell_pid = 0;
+  uint64_t restarts = 0;
+  uint64_t queued = 0;
+  uint64_t commands = 0;
+  std::string running;     // command text, when one runs
+  uint64_t running_ms = 0;
+};
+
+struct daemon_status {
+  int64_t pid = 0;
+  std::string version;
+  uint64_t uptime_ms = 0;
+  std::string socket_path;
+  std::vector<session_status> sessions;
+};
+
+class connection {
+ public:
+  static result<connection> connect(const connect_options& opts = {});
+  connection(connection&&) noexcept;
+  connection& operator=(connection&&) noexcept;
+  ~connection();
+
+  // Runs one command and waits for it. Errors (result without value) mean the request was
+  // refused or the daemon was lost; a command that ran always yields an exec_result.
+  result<exec_result> exec(const exec_options& opts);
+  // Cancels the command of the exec currently running on this connection from another
+  // thread or a signal handler context is not supported; use a separate connection and
+  // cancel_signal on the id given by exec's on_started instead (see docs).
+  result<daemon_status> status();
+  status shutdown();
+  [[nodiscard]] const std::string& socket_path() const;
+
+  // For callers that multiplex: the underlying socket.
+  [[nodiscard]] int fd() const;
+
+ private:
+  struct impl;
+  explicit connection(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+// "500ms", "30s", "5m", "1h", or a bare number of seconds ("1.5").
+result<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+}  // namespace sbsh::client

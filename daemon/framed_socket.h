@@ -1,0 +1,71 @@
+// A framed, non-blocking unix stream socket on the libuv loop: the daemon's side of every
+// client connection and of every wrapper's control socketpair.
+//
+// Writes go out at once when nothing is queued (the common case, so a reply costs one
+// sendmsg and no loop iteration); otherwise they queue and the socket is polled for
+// writability. queued_bytes() lets callers apply backpressure.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "daemon/uv_handles.h"
+#include "ipc/fd.h"
+#include "ipc/socket_io.h"
+
+namespace sbsh::daemon {
+
+class framed_socket {
+ public:
+  struct callbacks {
+    std::function<void(ipc::envelope&&)> on_message;
+    // Called once when the connection ends: peer closed, I/O error, or a corrupt frame
+    // (reason says which). The object is still valid; the owner deletes it afterwards.
+    std::function<void(const std::string& reason)> on_closed;
+  };
+
+  framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs);
+  ~framed_socket();
+  framed_socket(const framed_socket&) = delete;
+  framed_socket& operator=(const framed_socket&) = delete;
+
+  void send(std::string frame, std::vector<unique_fd> fds = {});
+  void send(std::string_view frame) { send(std::string(frame)); }
+  [[nodiscard]] size_t queued_bytes() const { return queued_bytes_; }
+  // Stops reading from the peer (backpressure on its input) or resumes it.
+  void pause_reading(bool paused);
+  [[nodiscard]] bool is_open() const { return fd_.valid(); }
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  // Called whenever the write queue becomes empty.
+  std::function<void()> on_drained;
+
+ private:
+  void on_poll(int status, int events);
+  bool flush();
+  void read_some();
+  void fail(const std::string& reason);
+  void update_events();
+
+  struct pending {
+    std::string bytes;
+    std::vector<unique_fd> fds;
+    size_t off = 0;
+  };
+  uv_loop_t* loop_;
+  unique_fd fd_;
+  fd_watch* watch_ = nullptr;
+  callbacks cbs_;
+  ipc::frame_reader reader_;
+  std::deque<unique_fd> fds_in_;
+  std::deque<pending> out_;
+  size_t queued_bytes_ = 0;
+  bool paused_ = false;
+  bool dispatching_ = false;
+  bool closed_ = false;
+  bool* alive_ = nullptr;  // set during callbacks, to notice deletion from inside them
+};
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,101 @@
+// Owners for libuv handles. Each object holds its uv_*_t by value, sets handle.data = this,
+// cannot be copied or moved, and is freed only in its close callback: the owner calls
+// close() (safe twice) and forgets the pointer; callbacks are dropped at that moment, so a
+// closed handle never calls back into an owner that is gone.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace sbsh::daemon {
+
+template <typename Derived, typename Handle>
+class uv_owned {
+ public:
+  uv_owned(const uv_owned&) = delete;
+  uv_owned& operator=(const uv_owned&) = delete;
+
+  void close() {
+    if (closing_) return;
+    closing_ = true;
+    static_cast<Derived*>(this)->on_close_requested();
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_), [](uv_handle_t* h) {
+      delete static_cast<Derived*>(h->data);
+    });
+  }
+  [[nodiscard]] bool closing() const { return closing_; }
+  Handle* raw() { return &handle_; }
+
+ protected:
+  uv_owned() { handle_.data = this; }
+  ~uv_owned() = default;
+  void on_close_requested() {}
+  Handle handle_{};
+  bool closing_ = false;
+};
+
+class timer final : public uv_owned<timer, uv_timer_t> {
+ public:
+  static timer* create(uv_loop_t* loop) { return new timer(loop); }
+  void start(uint64_t ms, std::function<void()> cb) {
+    cb_ = std::move(cb);
+    uv_timer_start(&handle_, [](uv_timer_t* h) {
+      auto* self = static_cast<timer*>(h->data);
+      auto cb = self->cb_;  // the callback may close or restart this timer
+      if (cb) cb();
+    }, ms, 0);
+  }
+  void stop() { uv_timer_stop(&handle_); }
+  void on_close_requested() { cb_ = nullptr; }
+
+ private:
+  friend class uv_owned<timer, uv_timer_t>;
+  explicit timer(uv_loop_t* loop) {
+    uv_timer_init(loop, &handle_);
+    handle_.data = this;
+  }
+  ~timer() = default;
+  std::function<void()> cb_;
+};
+
+// Watches a raw descriptor; the descriptor itself is owned elsewhere.
+class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
+ public:
+  using callback = std::function<void(int status, int events)>;
+  static fd_watch* create(uv_loop_t* loop, int fd) { return new fd_watch(loop, fd); }
+  void start(int events, callback cb) {
+    cb_ = std::move(cb);
+    events_ = events;
+    uv_poll_start(&handle_, events, [](uv_poll_t* h, int status, int ev) {
+      auto* self = static_cast<fd_watch*>(h->data);
+      auto cb = self->cb_;
+      if (cb) cb(status, ev);
+    });
+  }
+  void set_events(int events) {
+    if (events == events_ || closing_) return;
+    events_ = events;
+    if (events == 0) uv_poll_stop(&handle_);
+    else uv_poll_start(&handle_, events, handle_.poll_cb);
+  }
+  [[nodiscard]] int events() const { return events_; }
+  void on_close_requested() {
+    cb_ = nullptr;
+    uv_poll_stop(&handle_);
+  }
+
+ private:
+  friend class uv_owned<fd_watch, uv_poll_t>;
+  fd_watch(uv_loop_t* loop, int fd) {
+    uv_poll_init(loop, &handle_, fd);
+    handle_.data = this;
+  }
+  ~fd_watch() = default;
+  callback cb_;
+  int events_ = 0;
+};
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,283 @@
+// Frame encoding and defensive decoding; the grammar is written down in frame.h.
+#include "ipc/frame.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace sbsh::ipc {
+
+frame_builder::frame_builder(msg_type type, uint64_t id) : pk_(*this) {
+  buf_.reserve(128);
+  buf_.resize(kHeadroom);
+  u64("type", static_cast<uint64_t>(type));
+  if (id != 0) u64("id", id);
+}
+
+msgpack::packer<frame_builder>& frame_builder::field(std::string_view key) {
+  ++fields_;
+  pk_.pack_str(static_cast<uint32_t>(key.size()));
+  pk_.pack_str_body(key.data(), static_cast<uint32_t>(key.size()));
+  return pk_;
+}
+
+frame_builder& frame_builder::u64(std::string_view key, uint64_t v) {
+  field(key).pack_uint64(v);
+  return *this;
+}
+frame_builder& frame_builder::i64(std::string_view key, int64_t v) {
+  field(key).pack_int64(v);
+  return *this;
+}
+frame_builder& frame_builder::str(std::string_view key, std::string_view v) {
+  auto& pk = field(key);
+  pk.pack_str(static_cast<uint32_t>(v.size()));
+  pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  return *this;
+}
+frame_builder& frame_builder::bin(std::string_view key, const void* data, size_t n) {
+  auto& pk = field(key);
+  pk.pack_bin(static_cast<uint32_t>(n));
+  pk.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(n));
+  return *this;
+}
+frame_builder& frame_builder::boolean(std::string_view key, bool v) {
+  auto& pk = field(key);
+  if (v) pk.pack_true(); else pk.pack_false();
+  return *this;
+}
+frame_builder& frame_builder::nil(std::string_view key) {
+  field(key).pack_nil();
+  return *this;
+}
+frame_builder& frame_builder::str_array(std::string_view key, const std::vector<std::string>& v) {
+  auto& pk = field(key);
+  pk.pack_array(static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) {
+    pk.pack_str(static_cast<uint32_t>(s.size()));
+    pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  }
+  return *this;
+}
+
+std::string_view frame_builder::finish() {
+  char map_hdr[5];
+  size_t hdr_len;
+  if (fields_ < 16) {
+    map_hdr[0] = static_cast<char>(0x80 | fields_);
+    hdr_len = 1;
+  } else if (fields_ < 65536) {
+    map_hdr[0] = static_cast<char>(0xde);
+    map_hdr[1] = static_cast<char>(fields_ >> 8);
+    map_hdr[2] = static_cast<char>(fields_);
+    hdr_len = 3;
+  } else {
+    map_hdr[0] = static_cast<char>(0xdf);
+    for (int i = 0; i < 4; ++i) map_hdr[1 + i] = static_cast<char>(fields_ >> (24 - 8 * i));
+    hdr_len = 5;
+  }
+  size_t body = buf_.size() - kHeadroom + hdr_len;
+  start_ = kHeadroom - hdr_len - 4;
+  std::memcpy(&buf_[kHeadroom - hdr_len], map_hdr, hdr_len);
+  for (int i = 0; i < 4; ++i) buf_[start_ + i] = static_cast<char>(body >> (24 - 8 * i));
+  return std::string_view(buf_).substr(start_);
+}
+
+std::string frame_builder::take() {
+  (void)finish();
+  return buf_.substr(start_);
+}
+
+namespace {
+
+// Limits for the msgpack decoder: nothing in the protocol needs more, and each container
+// element costs memory before it is checked.
+msgpack::unpack_limit decode_limits() {
+  return msgpack::unpack_limit(/*array=*/65536, /*map=*/4096, /*str=*/kMaxFrame,
+                               /*bin=*/kMaxFrame, /*ext=*/0, /*depth=*/8);
+}
+
+std::string_view kind_name(msgpack::type::object_type t) {
+  switch (t) {
+    case msgpack::type::NIL: return "nil";
+    case msgpack::type::BOOLEAN: return "a boolean";
+    case msgpack::type::POSITIVE_INTEGER:
+    case msgpack::type::NEGATIVE_INTEGER: return "an integer";
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return "a float";
+    case msgpack::type::STR: return "a string";
+    case msgpack::type::BIN: return "binary";
+    case msgpack::type::ARRAY: return "an array";
+    case msgpack::type::MAP: return "a map";
+    default: return "an extension";
+  }
+}
+
+error wrong_type(std::string_view key, std::string_view want, const msgpack::object& o) {
+  return make_error(err::bad_request,
+                    fmt::format("field '{}' must be {}, not {}", key, want, kind_name(o.type)));
+}
+
+}  // namespace
+
+result<message> message::parse(const char* data, size_t n) {
+  message m;
+  try {
+    size_t off = 0;
+    auto handle = std::make_shared<msgpack::object_handle>(
+        msgpack::unpack(data, n, off, nullptr, nullptr, decode_limits()));
+    if (off != n) return make_error(err::bad_frame, "frame has bytes after its msgpack map");
+    m.handle_ = std::move(handle);
+  } catch (const std::exception& e) {
+    return make_error(err::bad_frame, fmt::format("frame is not valid msgpack ({})", e.what()));
+  }
+  const msgpack::object& root = m.handle_->get();
+  if (root.type != msgpack::type::MAP)
+    return make_error(err::bad_frame, fmt::format("frame must be a msgpack map, not {}",
+                                                  kind_name(root.type)));
+  m.fields_.reserve(root.via.map.size);
+  for (uint32_t i = 0; i < root.via.map.size; ++i) {
+    const auto& kv = root.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR)
+      return make_error(err::bad_frame, "every key of a message map must be a string");
+    m.fields_.emplace_back(std::string_view(kv.key.via.str.ptr, kv.key.via.str.size), &kv.val);
+  }
+  auto t = m.get_u64("type");
+  if (!t) return t.err();
+  if (!t.value()) return make_error(err::bad_request, "message has no 'type' field");
+  if (*t.value() > UINT32_MAX) return make_error(err::bad_request, "field 'type' is out of range");
+  m.type_ = static_cast<msg_type>(*t.value());
+  auto id = m.get_u64("id");
+  if (!id) return id.err();
+  m.id_ = id.value().value_or(0);
+  return m;
+}
+
+const msgpack::object* message::find(std::string_view key) const {
+  for (const auto& [k, v] : fields_)
+    if (k == key) return v;
+  return nullptr;
+}
+
+bool message::is_nil(std::string_view key) const {
+  const auto* o = find(key);
+  return o != nullptr && o->type == msgpack::type::NIL;
+}
+
+result<std::optional<uint64_t>> message::get_u64(std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<uint64_t>{};
+  if (o->type != msgpack::type::POSITIVE_INTEGER) return wrong_type(key, "a non-negative integer", *o);
+  return std::optional<uint64_t>{o->via.u64};
+}
+
+result<std::optional<int64_t>> message::get_i64(std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<int64_t>{};
+  if (o->type == msgpack::type::NEGATIVE_INTEGER) return std::optional<int64_t>{o->via.i64};
+  if (o->type == msgpack::type::POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+    return std::optional<int64_t>{static_cast<int64_t>(o->via.u64)};
+  return wrong_type(key, "an integer", *o);
+}
+
+result<std::optional<std::string_view>> message::get_str(std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<std::string_view>{};
+  if (o->type != msgpack::type::STR) return wrong_type(key, "a string", *o);
+  return std::optional<std::string_view>{std::string_view(o->via.str.ptr, o->via.str.size)};
+}
+
+result<std::optional<std::string_view>> message::get_bin(std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<std::string_view>{};
+  if (o->type == msgpack::type::BIN)
+    return std::optional<std::string_view>{std::string_view(o->via.bin.ptr, o->via.bin.size)};
+  if (o->type == msgpack::type::STR)  // lenient: some msgpack libraries cannot emit bin
+    return std::optional<std::string_view>{std::string_view(o->via.str.ptr, o->via.str.size)};
+  return wrong_type(key, "binary", *o);
+}
+
+result<std::optional<bool>> message::get_bool(std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<bool>{};
+  if (o->type != msgpack::type::BOOLEAN) return wrong_type(key, "a boolean", *o);
+  return std::optional<bool>{o->via.boolean};
+}
+
+result<std::optional<std::vector<std::string_view>>> message::get_str_array(
+    std::string_view key) const {
+  const auto* o = find(key);
+  if (o == nullptr || o->type == msgpack::type::NIL)
+    return std::optional<std::vector<std::string_view>>{};
+  if (o->type != msgpack::type::ARRAY) return wrong_type(key, "an array of strings", *o);
+  std::vector<std::string_view> out;
+  out.reserve(o->via.array.size);
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const auto& e = o->via.array.ptr[i];
+    if (e.type != msgpack::type::STR) return wrong_type(key, "an array of strings", e);
+    out.emplace_back(e.via.str.ptr, e.via.str.size);
+  }
+  return std::optional<std::vector<std::string_view>>{std::move(out)};
+}
+
+char* frame_reader::prepare(size_t want, size_t* room) {
+  if (begin_ == end_) begin_ = end_ = 0;
+  if (buf_.size() - end_ < want) {
+    if (begin_ > 0) {  // slide the unread tail to the front before growing
+      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (buf_.size() - end_ < want) buf_.resize(end_ + want);
+  }
+  *room = buf_.size() - end_;
+  return buf_.data() + end_;
+}
+
+result<std::optional<std::string_view>> frame_reader::next_body() {
+  size_t avail = end_ - begin_;
+  if (avail < 4) return std::optional<std::string_view>{};
+  const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
+  uint32_t len = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  if (len == 0 || len > kMaxFrame)
+    return make_error(err::bad_frame, fmt::format("frame length {} is outside 1..{}", len, kMaxFrame));
+  if (avail - 4 < len) {
+    // Make sure the whole frame fits once it arrives; the cap above bounds this.
+    size_t room;
+    (void)prepare(len - (avail - 4), &room);
+    return std::optional<std::string_view>{};
+  }
+  std::string_view body(buf_.data() + begin_ + 4, len);
+  begin_ += 4 + len;
+  return std::optional<std::string_view>{body};
+}
+
+std::string_view type_name(msg_type t) {
+  switch (t) {
+    case msg_type::hello: return "hello";
+    case msg_type::welcome: return "welcome";
+    case msg_type::error: return "error";
+    case msg_type::ok: return "ok";
+    case msg_type::session_list: return "session_list";
+    case msg_type::session_info: return "session_info";
+    case msg_type::exec: return "exec";
+    case msg_type::output: return "output";
+    case msg_type::stdin_data: return "stdin_data";
+    case msg_type::stdin_eof: return "stdin_eof";
+    case msg_type::exec_done: return "exec_done";
+    case msg_type::cancel: return "cancel";
+    case msg_type::release: return "release";
+    case msg_type::status: return "status";
+    case msg_type::status_reply: return "status_reply";
+    case msg_type::shutdown: return "shutdown";
+    case msg_type::wrapper_ready: return "wrapper_ready";
+    case msg_type::signal_command: return "signal_command";
+    case msg_type::signal_result: return "signal_result";
+    case msg_type::shell_exited: return "shell_exited";
+    case msg_type::ping: return "ping";
+    case msg_type::pong: return "pong";
+  }
+  return "unknown";
+}
+
+}  // namespace sbsh::ipc

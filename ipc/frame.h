@@ -1,0 +1,104 @@
+// Frames: the one codec used on every sbsh link.
+//
+// Grammar (all integers big-endian):
+//   frame   = length:u32 body
+//   body    = msgpack map, 1 <= length <= kMaxFrame
+//   map     = { "type": uint, ["id": uint], field... }   keys are msgpack str
+// The length is checked against kMaxFrame before any byte of the body is buffered, and the
+// msgpack decoder runs with limits on container sizes and nesting, so a hostile peer can
+// make us allocate at most one frame's worth of memory. Unknown fields are ignored; a known
+// field of the wrong type is an error that names the field.
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/protocol.h"
+#include "ipc/result.h"
+
+namespace sbsh::ipc {
+
+// Builds one frame in place: body first, then the map and length headers are written into
+// reserved headroom, so finishing never copies the body.
+class frame_builder {
+ public:
+  explicit frame_builder(msg_type type, uint64_t id = 0);
+
+  frame_builder& u64(std::string_view key, uint64_t v);
+  frame_builder& i64(std::string_view key, int64_t v);
+  frame_builder& str(std::string_view key, std::string_view v);
+  frame_builder& bin(std::string_view key, const void* data, size_t n);
+  frame_builder& boolean(std::string_view key, bool v);
+  frame_builder& nil(std::string_view key);
+  frame_builder& str_array(std::string_view key, const std::vector<std::string>& v);
+  // For nested values: packs the key, counts the field, and returns the packer for the value.
+  msgpack::packer<frame_builder>& field(std::string_view key);
+
+  // The finished frame (length prefix included). The builder must not be used afterwards.
+  [[nodiscard]] std::string_view finish();
+  [[nodiscard]] std::string take();
+
+  // msgpack::packer's sink.
+  void write(const char* p, size_t n) { buf_.append(p, n); }
+
+ private:
+  static constexpr size_t kHeadroom = 4 + 5;  // u32 length + largest map header (map32)
+  std::string buf_;
+  msgpack::packer<frame_builder> pk_;
+  uint32_t fields_ = 0;
+  size_t start_ = 0;
+};
+
+// One decoded message: a msgpack map with typed accessors.
+class message {
+ public:
+  message() = default;
+  static result<message> parse(const char* data, size_t n);
+
+  [[nodiscard]] msg_type type() const { return type_; }
+  [[nodiscard]] uint64_t id() const { return id_; }
+  [[nodiscard]] const msgpack::object* find(std::string_view key) const;
+
+  // Each getter: absent -> nullopt (or the default), present with the wrong type -> error
+  // naming the field.
+  result<std::optional<uint64_t>> get_u64(std::string_view key) const;
+  result<std::optional<int64_t>> get_i64(std::string_view key) const;
+  result<std::optional<std::string_view>> get_str(std::string_view key) const;
+  result<std::optional<std::string_view>> get_bin(std::string_view key) const;
+  result<std::optional<bool>> get_bool(std::string_view key) const;
+  result<std::optional<std::vector<std::string_view>>> get_str_array(std::string_view key) const;
+  // True when the key is present and nil.
+  [[nodiscard]] bool is_nil(std::string_view key) const;
+
+ private:
+  std::shared_ptr<msgpack::object_handle> handle_;
+  std::vector<std::pair<std::string_view, const msgpack::object*>> fields_;
+  msg_type type_{};
+  uint64_t id_ = 0;
+};
+
+// Accumulates bytes from a stream and cuts them into frames.
+class frame_reader {
+ public:
+  // Room for at least `want` more bytes; read into it and then call commit().
+  char* prepare(size_t want, size_t* room);
+  void commit(size_t n) { end_ += n; }
+  // The next whole frame's body; nullopt when more bytes are needed; error when the stream
+  // is corrupt (the connection must then be closed: framing is lost).
+  result<std::optional<std::string_view>> next_body();
+  [[nodiscard]] size_t buffered() const { return end_ - begin_; }
+
+ private:
+  std::vector<char> buf_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+std::string_view type_name(msg_type t);
+
+}  // namespace sbsh::ipc

@@ -1,0 +1,89 @@
+// Socket and state paths (DESIGN §4) and the private-directory check.
+#include "ipc/paths.h"
+
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace sbsh::ipc {
+
+namespace {
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+}  // namespace
+
+std::string resolve_socket_path(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  if (auto v = env_or_empty("SBSH_SOCKET"); !v.empty()) return v;
+  if (auto v = env_or_empty("XDG_RUNTIME_DIR"); !v.empty()) return v + "/sbsh/sbshd.sock";
+  return fmt::format("/tmp/sbsh-{}/sbshd.sock", ::getuid());
+}
+
+std::string resolve_state_dir(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  if (auto v = env_or_empty("SBSH_STATE_DIR"); !v.empty()) return v;
+  if (auto v = env_or_empty("XDG_STATE_HOME"); !v.empty()) return v + "/sbsh";
+  if (auto v = env_or_empty("HOME"); !v.empty()) return v + "/.local/state/sbsh";
+  return fmt::format("/tmp/sbsh-{}/state", ::getuid());
+}
+
+std::string dirname_of(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+status make_dirs(const std::string& dir) {
+  if (dir.empty() || dir == "/" || dir == ".") return ok_status();
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0) return ok_status();
+  if (auto s = make_dirs(dirname_of(dir)); !s) return s;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error("io", fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
+  return ok_status();
+}
+
+status ensure_private_dir(const std::string& dir) {
+  if (auto s = make_dirs(dir); !s) return s;
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return make_error("io", fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return make_error("unsafe_dir", fmt::format("{} is not a directory (a symbolic link or a file); "
+                                                "remove it or choose another socket with --socket",
+                                                dir));
+  if (st.st_uid != ::getuid())
+    return make_error("unsafe_dir",
+                      fmt::format("{} is owned by uid {}, not by you (uid {}); another user could "
+                                  "reach your shells through it: remove it or choose another "
+                                  "socket with --socket",
+                                  dir, st.st_uid, ::getuid()));
+  if ((st.st_mode & 077) != 0)
+    return make_error("unsafe_dir",
+                      fmt::format("{} has mode {:04o}, but it must be 0700 so that no other user "
+                                  "can reach your shells: run 'chmod 700 {}' or choose another "
+                                  "socket with --socket",
+                                  dir, st.st_mode & 07777, dir));
+  return ok_status();
+}
+
+status check_socket_path(const std::string& path) {
+  if (path.empty()) return make_error("bad_socket", "the socket path is empty");
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path))
+    return make_error("bad_socket",
+                      fmt::format("socket path {} is {} bytes long; a unix socket path must be "
+                                  "shorter than {} bytes: choose a shorter --socket",
+                                  path, path.size(), sizeof(sockaddr_un{}.sun_path)));
+  return ok_status();
+}
+
+}  // namespace sbsh::ipc

@@ -1,0 +1,27 @@
+// Where sbsh keeps its socket and state, and the safety checks on those directories.
+// Shared by sbshd (which creates them) and the client (which finds them and auto-starts).
+#pragma once
+
+#include <string>
+
+#include "ipc/result.h"
+
+namespace sbsh::ipc {
+
+// --socket, else $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else /tmp/sbsh-$UID/sbshd.sock.
+std::string resolve_socket_path(const std::string& explicit_path);
+// --state-dir, else $SBSH_STATE_DIR, else $XDG_STATE_HOME/sbsh, else ~/.local/state/sbsh.
+std::string resolve_state_dir(const std::string& explicit_path);
+
+// Creates `dir` (mode 0700) when it is missing, then refuses it unless it is a real directory
+// owned by us with no group or other permissions. The error says what is wrong and how to fix it.
+status ensure_private_dir(const std::string& dir);
+// Like mkdir -p with mode 0700 for each created component.
+status make_dirs(const std::string& dir);
+
+// A unix socket path must fit in sockaddr_un::sun_path.
+status check_socket_path(const std::string& path);
+
+std::string dirname_of(const std::string& path);
+
+}  // namespace sbsh::ipc

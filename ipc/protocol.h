@@ -1,0 +1,79 @@
+// The sbsh wire protocol: message numbers, field names and limits.
+//
+// One codec (frame.h) carries these messages on both links: client <-> sbshd over the
+// unix socket, and sbshd <-> sbsh-wrapper over the control socketpair. man/sbsh-protocol.7
+// is the user-facing description of this file; keep the two in step.
+//
+// A frame is a 4-byte big-endian length followed by that many bytes of one msgpack map.
+// Every map has "type" (one of msg_type) and, on requests and their replies, "id".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace sbsh::ipc {
+
+// Bump this if any message, field or meaning below changes incompatibly.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Hard cap on one frame's body, checked before anything is allocated.
+inline constexpr size_t kMaxFrame = 16u << 20;
+// Largest bin chunk sbshd puts in one output frame, and the largest a client should send.
+inline constexpr size_t kMaxChunk = 256u << 10;
+// Most file descriptors one frame may carry (SCM_RIGHTS).
+inline constexpr size_t kMaxFds = 8;
+
+enum class msg_type : uint32_t {
+  // 100: handshake and generic replies
+  hello = 100,    // c->d  version, client
+  welcome = 101,  // d->c  version, server, pid
+  error = 102,    // d->c  id, code, message
+  ok = 103,       // d->c  id
+
+  // 200: sessions (see the supervision messages in sbsh-protocol.7)
+  session_list = 200,  // c->d  id
+  session_info = 201,  // d->c  id, sessions
+
+  // 300: exec and its I/O
+  exec = 300,          // c->d  id, session, command, cwd, env, timeout_ms, grace_ms, io, stdin
+  output = 301,        // d->c  id, stream, data       (io "frames")
+  stdin_data = 302,    // c->d  id, data               (io "frames")
+  stdin_eof = 303,     // c->d  id                     (io "frames")
+  exec_done = 304,     // d->c  id, exit_code, signal, timed_out, shell_restarted, ...
+  cancel = 305,        // c->d  id, signal
+  release = 306,       // c->d  id                     (io "fds": client has drained its pipes)
+
+  // 400: daemon
+  status = 400,    // c->d  id
+  status_reply = 401,  // d->c  id, pid, version, uptime_ms, sessions
+  shutdown = 402,  // c->d  id
+
+  // 500: daemon <-> wrapper (control socketpair only)
+  wrapper_ready = 500,   // w->d  shell_pid
+  signal_command = 501,  // d->w  id, since_pid, signal
+  signal_result = 502,   // w->d  id, count
+  shell_exited = 503,    // w->d  exit_code | signal
+  ping = 504,            // d->w  id
+  pong = 505,            // w->d  id
+};
+
+// Error codes carried in "code" of an error message.
+namespace err {
+inline constexpr std::string_view bad_frame = "bad_frame";            // not a msgpack map, too large
+inline constexpr std::string_view bad_request = "bad_request";        // a field is missing or of the wrong type
+inline constexpr std::string_view version_mismatch = "version_mismatch";
+inline constexpr std::string_view not_ready = "handshake_required";   // a request before hello
+inline constexpr std::string_view invalid_session = "invalid_session_name";
+inline constexpr std::string_view unknown_request = "unknown_request";
+inline constexpr std::string_view shell_restarted = "shell_restarted";  // state lost before the command ran
+inline constexpr std::string_view session_failed = "session_failed";
+inline constexpr std::string_view shutting_down = "shutting_down";
+inline constexpr std::string_view internal = "internal";
+}  // namespace err
+
+// Streams in output frames.
+inline constexpr uint32_t kStdout = 1;
+inline constexpr uint32_t kStderr = 2;
+
+}  // namespace sbsh::ipc

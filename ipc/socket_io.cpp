@@ -1,0 +1,119 @@
+// sendmsg/recvmsg with descriptors, and the blocking channel built on them.
+#include "ipc/socket_io.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace sbsh::ipc {
+
+ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int> fds) {
+  iovec iov{const_cast<char*>(data), n};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  if (!fds.empty()) {
+    if (fds.size() > kMaxFds) {
+      errno = EINVAL;
+      return -1;
+    }
+    std::memset(ctl, 0, sizeof ctl);
+    mh.msg_control = ctl;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t r;
+  do r = ::sendmsg(sock, &mh, MSG_NOSIGNAL);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+
+ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds) {
+  iovec iov{data, n};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  mh.msg_control = ctl;
+  mh.msg_controllen = sizeof ctl;
+  ssize_t r;
+  do r = ::recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) return r;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  // A truncated control message lost descriptors: the stream can no longer be trusted.
+  if ((mh.msg_flags & MSG_CTRUNC) != 0) {
+    errno = EPROTO;
+    return -1;
+  }
+  return r;
+}
+
+result<std::vector<unique_fd>> take_fds(const message& m, std::deque<unique_fd>& queue) {
+  auto n = m.get_u64("fds");
+  if (!n) return n.err();
+  size_t want = n.value().value_or(0);
+  if (want > kMaxFds)
+    return make_error(err::bad_request, fmt::format("field 'fds' is {}, at most {} allowed", want, kMaxFds));
+  if (queue.size() < want)
+    return make_error(err::bad_request,
+                      fmt::format("frame declares {} descriptors but {} arrived", want, queue.size()));
+  std::vector<unique_fd> out;
+  out.reserve(want);
+  for (size_t i = 0; i < want; ++i) {
+    out.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  return out;
+}
+
+status channel::send(std::string_view frame, std::span<const int> fds) {
+  size_t off = 0;
+  while (off < frame.size()) {
+    ssize_t r = send_with_fds(fd_.get(), frame.data() + off, frame.size() - off,
+                              off == 0 ? fds : std::span<const int>{});
+    if (r < 0)
+      return make_error("io", fmt::format("cannot write to the socket: {}", std::strerror(errno)));
+    off += static_cast<size_t>(r);
+  }
+  return ok_status();
+}
+
+result<envelope> channel::recv() {
+  for (;;) {
+    auto body = reader_.next_body();
+    if (!body) return body.err();
+    if (body.value()) {
+      auto m = message::parse(body.value()->data(), body.value()->size());
+      if (!m) return m.err();
+      auto fds = take_fds(*m, fds_);
+      if (!fds) return fds.err();
+      return envelope{std::move(*m), std::move(*fds)};
+    }
+    size_t room;
+    char* p = reader_.prepare(64 * 1024, &room);
+    ssize_t r = recv_with_fds(fd_.get(), p, room, fds_);
+    if (r == 0) return make_error("eof", "the peer closed the connection");
+    if (r < 0)
+      return make_error("io", fmt::format("cannot read from the socket: {}", std::strerror(errno)));
+    reader_.commit(static_cast<size_t>(r));
+  }
+}
+
+}  // namespace sbsh::ipc

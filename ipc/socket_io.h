@@ -1,0 +1,60 @@
+// Unix-socket I/O with file descriptors attached (SCM_RIGHTS), and a blocking channel for
+// the programs that do not run an event loop (the client library and the wrapper).
+//
+// Frames that carry descriptors say how many in their "fds" field. A sender attaches them to
+// the sendmsg() that holds the frame's first byte; a receiver queues every descriptor it is
+// handed and gives a frame its "fds" from the front of the queue once the frame is whole.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/fd.h"
+#include "ipc/frame.h"
+#include "ipc/result.h"
+
+namespace sbsh::ipc {
+
+// One sendmsg() with MSG_NOSIGNAL. Returns bytes written or -1 with errno set.
+ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int> fds);
+// One recvmsg() with MSG_CMSG_CLOEXEC; received descriptors are appended to `fds`.
+ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds);
+
+// A message together with the descriptors its frame carried.
+struct envelope {
+  message msg;
+  std::vector<unique_fd> fds;
+};
+
+// Pops the descriptors a parsed message declares (field "fds") from the queue.
+result<std::vector<unique_fd>> take_fds(const message& m, std::deque<unique_fd>& queue);
+
+// Blocking, single-threaded framed channel over a connected stream socket.
+class channel {
+ public:
+  channel() = default;
+  explicit channel(unique_fd fd) : fd_(std::move(fd)) {}
+
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  [[nodiscard]] bool open() const { return fd_.valid(); }
+  void close() { fd_.reset(); }
+
+  // Writes a whole frame; fds ride on its first byte.
+  status send(std::string_view frame, std::span<const int> fds = {});
+  // Reads until one whole message is available. error code "eof" when the peer closed.
+  result<envelope> recv();
+
+ private:
+  unique_fd fd_;
+  frame_reader reader_;
+  std::deque<unique_fd> fds_;
+};
+
+}  // namespace sbsh::ipc

@@ -1,0 +1,45 @@
+// Process-table queries over /proc: who belongs to a session, who a command started, and
+// signalling them. Used by the wrapper (timeouts, cancels, shell exit) and by sbshd (clean-up
+// after a wrapper that died without cleaning up).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace sbsh::procs {
+
+struct proc_info {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  pid_t pgid = 0;
+  pid_t sid = 0;
+  uint64_t start_ticks = 0;  // clock ticks since boot (field 22 of /proc/PID/stat)
+};
+
+// Every process visible in /proc. Processes that vanish while being read are skipped.
+std::vector<proc_info> list();
+bool read_stat(pid_t pid, proc_info* out);
+
+// The point in time a command started, to tell its processes from older ones. pids wrap
+// (pid_max is often 32768), so a process counts as newer when it started in a later clock
+// tick, or in the same tick with a larger pid.
+struct since_mark {
+  pid_t last_pid = 0;        // /proc/sys/kernel/ns_last_pid when the command started
+  uint64_t start_ticks = 0;  // CLOCK_BOOTTIME in clock ticks when the command started
+};
+since_mark mark_now(int ns_last_pid_fd);
+bool started_after(const proc_info& p, const since_mark& m);
+
+// Signals the processes a command started: those in `sid` (the shell's session) or
+// descended from `shell_pid`, created after `m`, excluding the shell itself and process
+// groups that existed before `m` (background jobs of earlier commands). Whole process groups
+// are signalled, then each process, then every descendant (catching children that called
+// setsid). Returns how many processes were signalled.
+size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig);
+
+// Signals every process of session `sid` except `except` (and its descendants outside it).
+size_t signal_session(pid_t sid, pid_t except, int sig);
+
+}  // namespace sbsh::procs

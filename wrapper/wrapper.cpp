@@ -1,0 +1,174 @@
+// The wrapper's loop: poll the control socket and a signalfd, answer sbshd, reap children.
+#include "wrapper/wrapper.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "ipc/frame.h"
+#include "ipc/socket_io.h"
+#include "wrapper/procs.h"
+#include "wrapper/spawn.h"
+
+namespace sbsh::wrapper {
+
+namespace {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+void log_error(const char* session, const std::string& what) {
+  std::fprintf(stderr, "sbsh-wrapper[%s]: %s\n", session, what.c_str());
+}
+
+// Kills what is left of the session: a polite SIGHUP (as a closing terminal would send),
+// then SIGKILL for whatever is still there after a short grace.
+void end_session(pid_t sid) {
+  if (procs::signal_session(sid, ::getpid(), SIGHUP) == 0) return;
+  for (int i = 0; i < 50; ++i) {  // up to 500 ms
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    timespec ts{0, 10 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+    bool any = false;
+    for (const auto& p : procs::list())
+      if (p.sid == sid && p.pid != ::getpid()) any = true;
+    if (!any) return;
+  }
+  procs::signal_session(sid, ::getpid(), SIGKILL);
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+class wrapper_loop {
+ public:
+  explicit wrapper_loop(const char* session) : session_(session) {}
+
+  int run() {
+    sid_ = ::setsid();
+    if (sid_ < 0) sid_ = ::getsid(0);
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    ctl_ = ipc::channel(unique_fd(kControlFd));
+    ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
+
+    const char* bash = std::getenv("SBSH_BASH");
+    auto pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", kScriptFd);
+    ::close(kScriptFd);
+    if (!pid) {
+      log_error(session_, pid.err().message);
+      send(frame_builder(msg_type::shell_exited).i64("exit_code", 127).str("error", pid.err().message));
+      return 1;
+    }
+    shell_ = *pid;
+    send(frame_builder(msg_type::wrapper_ready).i64("shell_pid", shell_).i64("wrapper_pid", ::getpid()));
+    return loop();
+  }
+
+ private:
+  void send(frame_builder&& f) {
+    if (!ctl_.open()) return;
+    if (!ctl_.send(f.finish())) ctl_.close();
+  }
+
+  int loop() {
+    for (;;) {
+      pollfd fds[2] = {{sigfd_, POLLIN, 0}, {ctl_.fd(), POLLIN, 0}};
+      int n = ::poll(fds, ctl_.open() ? 2 : 1, -1);
+      if (n < 0 && errno != EINTR) return 1;
+      if (fds[0].revents != 0) {
+        if (int code = on_signals(); code >= 0) return code;
+      }
+      if (ctl_.open() && fds[1].revents != 0) {
+        if (!on_control()) {
+          // sbshd is gone: nobody can use this session any more.
+          end_session(sid_);
+          return 0;
+        }
+      }
+    }
+  }
+
+  // Returns an exit code when the wrapper should stop, -1 to go on.
+  int on_signals() {
+    signalfd_siginfo si;
+    bool stop = false;
+    while (::read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (si.ssi_signo != SIGCHLD) stop = true;
+    }
+    if (stop) {  // sbshd asked us to end the session (rm, restart, shutdown)
+      procs::signal_session(sid_, ::getpid(), SIGKILL);
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      return 0;
+    }
+    int st;
+    pid_t p;
+    while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (p != shell_) continue;  // an orphan of the session, adopted and reaped
+      frame_builder f(msg_type::shell_exited);
+      if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
+      else f.i64("exit_code", WEXITSTATUS(st));
+      send(std::move(f));
+      end_session(sid_);
+      return 0;
+    }
+    return -1;
+  }
+
+  bool on_control() {
+    auto env = ctl_.recv();
+    if (!env) return false;
+    const auto& m = env->msg;
+    switch (m.type()) {
+      case msg_type::signal_command: {
+        procs::since_mark mark;
+        auto since = m.get_i64("since_pid");
+        auto ticks = m.get_u64("since_ticks");
+        auto sig = m.get_i64("signal");
+        if (!since || !ticks || !sig || !sig.value()) return true;
+        mark.last_pid = static_cast<pid_t>(since.value().value_or(0));
+        mark.start_ticks = ticks.value().value_or(0);
+        int s = static_cast<int>(*sig.value());
+        size_t count = (s > 0 && s < NSIG) ? procs::signal_command(shell_, sid_, mark, s) : 0;
+        send(frame_builder(msg_type::signal_result, m.id()).u64("count", count));
+        return true;
+      }
+      case msg_type::ping:
+        send(frame_builder(msg_type::pong, m.id()));
+        return true;
+      default:
+        return true;  // unknown messages are ignored, as everywhere in the protocol
+    }
+  }
+
+  const char* session_;
+  ipc::channel ctl_;
+  int sigfd_ = -1;
+  pid_t sid_ = 0;
+  pid_t shell_ = 0;
+};
+
+}  // namespace
+
+int run(const char* session_name) { return wrapper_loop(session_name).run(); }
+
+}  // namespace sbsh::wrapper
