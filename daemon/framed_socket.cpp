@@ -27,7 +27,7 @@ framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs)
 }
 
 framed_socket::~framed_socket() {
-  if (alive_ != nullptr) *alive_ = false;
+  *alive_ = false;
   if (watch_ != nullptr) watch_->close();
   fd_.reset();
 }
@@ -90,20 +90,16 @@ void framed_socket::on_poll(int status, int events) {
     fail(fmt::format("poll failed: {}", uv_strerror(status)));
     return;
   }
-  bool alive = true;
-  alive_ = &alive;
+  auto alive = alive_;
   if ((events & UV_WRITABLE) != 0) {
-    if (!flush() || !alive) return;
+    if (!flush() || !*alive) return;
     update_events();
   }
   if ((events & (UV_READABLE | UV_DISCONNECT)) != 0 && !paused_) read_some();
-  if (alive) alive_ = nullptr;
 }
 
 void framed_socket::read_some() {
-  bool alive = true;
-  bool* outer = alive_;
-  alive_ = &alive;
+  auto alive = alive_;
   size_t budget = kReadBudget;
   bool eof = false;
   for (;;) {
@@ -112,7 +108,6 @@ void framed_socket::read_some() {
       auto body = reader_.next_body();
       if (!body) {
         fail(body.err().message);
-        if (alive) alive_ = outer;
         return;
       }
       if (!body.value()) break;
@@ -125,17 +120,15 @@ void framed_socket::read_some() {
         auto bytes = f.take();
         (void)ipc::send_with_fds(fd_.get(), bytes.data(), bytes.size(), {});
         fail(m.err().message);
-        if (alive) alive_ = outer;
         return;
       }
       auto fds = ipc::take_fds(*m, fds_in_);
       if (!fds) {
         fail(fds.err().message);
-        if (alive) alive_ = outer;
         return;
       }
       if (cbs_.on_message) cbs_.on_message(ipc::envelope{std::move(*m), std::move(*fds)});
-      if (!alive) return;
+      if (!*alive) return;
     }
     if (paused_ || closed_ || eof || budget == 0) break;
     size_t room;
@@ -153,11 +146,10 @@ void framed_socket::read_some() {
     reader_.commit(static_cast<size_t>(r));
     budget = static_cast<size_t>(r) >= budget ? 0 : budget - static_cast<size_t>(r);
   }
-  if (alive && eof && !closed_) {
+  if (eof && !closed_) {
     fail(reader_.buffered() > 0 ? "peer closed the connection in the middle of a frame"
                                 : "peer closed the connection");
   }
-  if (alive) alive_ = outer;
 }
 
 void framed_socket::fail(const std::string& reason) {

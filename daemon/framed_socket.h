@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,7 +66,8 @@ class framed_socket {
   bool paused_ = false;
   bool dispatching_ = false;
   bool closed_ = false;
-  bool* alive_ = nullptr;  // set during callbacks, to notice deletion from inside them
+  // Cleared by the destructor, so a callback that deleted this object is noticed.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace sbsh::daemon

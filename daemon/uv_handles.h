@@ -99,3 +99,56 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
 };
 
 }  // namespace sbsh::daemon
+
+namespace sbsh::daemon {
+
+// A child process. libuv reaps a child only while its handle is open, so the handle stays
+// open until the exit callback even when the owner has let go (release()).
+class child_process final : public uv_owned<child_process, uv_process_t> {
+ public:
+  using exit_callback = std::function<void(int64_t exit_status, int term_signal)>;
+  // Returns nullptr and sets *err (a libuv error code) when the spawn fails.
+  static child_process* spawn(uv_loop_t* loop, const uv_process_options_t& opts, exit_callback cb,
+                              int* err) {
+    auto* self = new child_process();
+    self->cb_ = std::move(cb);
+    uv_process_options_t o = opts;
+    o.exit_cb = [](uv_process_t* h, int64_t st, int sig) {
+      auto* me = static_cast<child_process*>(h->data);
+      me->exited_ = true;
+      auto cb = std::move(me->cb_);
+      me->cb_ = nullptr;
+      if (cb) cb(st, sig);
+      me->close();
+    };
+    self->handle_.data = self;
+    *err = uv_spawn(loop, &self->handle_, &o);
+    if (*err != 0) {
+      self->close();  // uv_spawn initialised the handle even on failure
+      return nullptr;
+    }
+    self->pid_ = self->handle_.pid;
+    return self;
+  }
+  [[nodiscard]] int pid() const { return pid_; }
+  [[nodiscard]] bool exited() const { return exited_; }
+  void kill(int sig) {
+    if (!exited_) uv_process_kill(&handle_, sig);
+  }
+  // The owner lets go: `last` (may be empty) still runs at exit, then the handle closes.
+  void release(exit_callback last = nullptr) {
+    cb_ = std::move(last);
+    if (exited_) close();
+  }
+  void on_close_requested() { cb_ = nullptr; }
+
+ private:
+  friend class uv_owned<child_process, uv_process_t>;
+  child_process() = default;
+  ~child_process() = default;
+  exit_callback cb_;
+  int pid_ = 0;
+  bool exited_ = false;
+};
+
+}  // namespace sbsh::daemon

@@ -75,16 +75,20 @@ class wrapper_loop {
     ::close(kScriptFd);
     if (!pid) {
       log_error(session_, pid.err().message);
-      send(frame_builder(msg_type::shell_exited).i64("exit_code", 127).str("error", pid.err().message));
+      frame_builder f(msg_type::shell_exited);
+      f.i64("exit_code", 127).str("error", pid.err().message);
+      send(f);
       return 1;
     }
     shell_ = *pid;
-    send(frame_builder(msg_type::wrapper_ready).i64("shell_pid", shell_).i64("wrapper_pid", ::getpid()));
+    frame_builder ready(msg_type::wrapper_ready);
+    ready.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid());
+    send(ready);
     return loop();
   }
 
  private:
-  void send(frame_builder&& f) {
+  void send(frame_builder& f) {
     if (!ctl_.open()) return;
     if (!ctl_.send(f.finish())) ctl_.close();
   }
@@ -127,7 +131,7 @@ class wrapper_loop {
       frame_builder f(msg_type::shell_exited);
       if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
       else f.i64("exit_code", WEXITSTATUS(st));
-      send(std::move(f));
+      send(f);
       end_session(sid_);
       return 0;
     }
@@ -149,12 +153,16 @@ class wrapper_loop {
         mark.start_ticks = ticks.value().value_or(0);
         int s = static_cast<int>(*sig.value());
         size_t count = (s > 0 && s < NSIG) ? procs::signal_command(shell_, sid_, mark, s) : 0;
-        send(frame_builder(msg_type::signal_result, m.id()).u64("count", count));
+        frame_builder f(msg_type::signal_result, m.id());
+        f.u64("count", count);
+        send(f);
         return true;
       }
-      case msg_type::ping:
-        send(frame_builder(msg_type::pong, m.id()));
+      case msg_type::ping: {
+        frame_builder f(msg_type::pong, m.id());
+        send(f);
         return true;
+      }
       default:
         return true;  // unknown messages are ignored, as everywhere in the protocol
     }

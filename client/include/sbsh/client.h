@@ -39,6 +39,13 @@ struct exec_options {
   int stdin_fd = -1;
   // When set, output chunks are passed here as they arrive and not kept in the result.
   std::function<void(stream, std::string_view)> on_output;
+  // When >= 0 (and on_output is unset), output is copied straight to these descriptors
+  // (with splice(2) where possible) and not kept in the result.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // When >= 0: each byte readable here is a signal number to deliver to the running
+  // command (how the CLI forwards Ctrl-C); reading it is left to exec().
+  int signal_fd = -1;
   size_t output_limit = 16u << 20;     // per stream, when collecting into the result
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
@@ -89,11 +96,8 @@ class connection {
   // Runs one command and waits for it. Errors (result without value) mean the request was
   // refused or the daemon was lost; a command that ran always yields an exec_result.
   result<exec_result> exec(const exec_options& opts);
-  // Cancels the command of the exec currently running on this connection from another
-  // thread or a signal handler context is not supported; use a separate connection and
-  // cancel_signal on the id given by exec's on_started instead (see docs).
   result<daemon_status> status();
-  status shutdown();
+  sbsh::status shutdown();
   [[nodiscard]] const std::string& socket_path() const;
 
   // For callers that multiplex: the underlying socket.

@@ -1,0 +1,48 @@
+// The sbsh command-line interface: global options, the subcommand table, shared helpers.
+// One file per subcommand (cmd_*.cpp); main.cpp parses global options and dispatches.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sbsh/client.h"
+
+namespace sbsh::cli {
+
+inline constexpr int kExitFailure = 255;  // sbsh itself failed (not the command)
+inline constexpr int kExitTimeout = 124;
+
+struct global_opts {
+  std::string socket;
+  bool autostart = true;
+};
+
+using args = std::vector<std::string_view>;
+
+struct command {
+  std::string_view name;
+  int (*run)(const global_opts&, const args&);
+  std::string_view summary;
+  std::string_view usage;
+};
+
+int cmd_exec(const global_opts& g, const args& a);
+int cmd_status(const global_opts& g, const args& a);
+int cmd_shutdown(const global_opts& g, const args& a);
+int cmd_version(const global_opts& g, const args& a);
+
+// Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
+int fail(std::string_view message);
+// Prints the usage of `c` on stdout (for --help) and returns 0.
+int print_usage(const command& c);
+const command* find_command(std::string_view name);
+
+result<client::connection> connect(const global_opts& g, bool autostart);
+
+// Option parsing helpers: "-x VALUE", "-xVALUE", "--long VALUE", "--long=VALUE".
+// Returns true when args[i] is that option; the value goes to *value and i advances past it.
+bool take_option(const args& a, size_t& i, std::string_view short_name, std::string_view long_name,
+                 std::string_view* value, std::string* error);
+
+}  // namespace sbsh::cli

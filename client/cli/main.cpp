@@ -1,0 +1,149 @@
+// sbsh: the command-line client. Parses global options and runs a subcommand from the table.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/cli/cli.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+constexpr command kCommands[] = {
+    {"exec", cmd_exec, "run a command in a session and exit with its exit code",
+     "usage: sbsh exec [-s SESSION] [-C DIR] [-e NAME=VALUE]... [-t DURATION] [--json] [--] COMMAND...\n"
+     "\n"
+     "Runs COMMAND (its words joined with spaces) at the top level of the session's shell, so\n"
+     "cd, variables, functions, aliases, options and traps persist to the next exec. Output is\n"
+     "streamed live; stdin is forwarded when it is not a terminal, else the command gets /dev/null.\n"
+     "\n"
+     "  -s, --session NAME     session to use (default: default); created on first use\n"
+     "  -C, --cwd DIR          run in DIR, in a subshell (changes do not persist)\n"
+     "  -e, --env NAME=VALUE   set a variable for this command only (subshell); repeatable\n"
+     "  -t, --timeout DURATION stop the command after DURATION (500ms, 30s, 5m, 1h, or seconds)\n"
+     "      --json             print one JSON object with the result instead of streaming\n"
+     "      --output-limit N   with --json, keep at most N bytes per stream (default 16777216)\n"
+     "\n"
+     "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.\n"},
+    {"status", cmd_status, "show the daemon and its sessions",
+     "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
+    {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",
+     "usage: sbsh shutdown\n\nStops sbshd; every session's shell and its processes end. Waits until it is gone.\n"},
+    {"version", cmd_version, "print the version", "usage: sbsh version\n"},
+};
+
+void print_main_usage(FILE* f) {
+  std::fputs(
+      "usage: sbsh [-S|--socket PATH] [--no-autostart] COMMAND [ARGS...]\n"
+      "\n"
+      "sbsh runs commands in persistent bash sessions kept by the sbshd daemon.\n"
+      "\n"
+      "Commands:\n",
+      f);
+  for (const auto& c : kCommands) std::fprintf(f, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                                               static_cast<int>(c.summary.size()), c.summary.data());
+  std::fputs(
+      "\n"
+      "Options:\n"
+      "  -S, --socket PATH   daemon socket (default: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock,\n"
+      "                      or /tmp/sbsh-$UID/sbshd.sock)\n"
+      "      --no-autostart  fail instead of starting sbshd when none answers (or SBSH_NO_AUTOSTART=1)\n"
+      "\n"
+      "Run 'sbsh COMMAND --help' for a command's options.\n",
+      f);
+}
+
+}  // namespace
+
+const command* find_command(std::string_view name) {
+  for (const auto& c : kCommands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+int print_usage(const command& c) {
+  std::fwrite(c.usage.data(), 1, c.usage.size(), stdout);
+  return 0;
+}
+
+int fail(std::string_view message) {
+  std::string line = fmt::format("sbsh: {}\n", message);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  return kExitFailure;
+}
+
+bool take_option(const args& a, size_t& i, std::string_view short_name, std::string_view long_name,
+                 std::string_view* value, std::string* error) {
+  std::string_view arg = a[i];
+  auto need_next = [&](std::string_view shown) {
+    if (i + 1 >= a.size()) {
+      *error = fmt::format("option {} needs a value", shown);
+      return true;
+    }
+    *value = a[++i];
+    return true;
+  };
+  if (!short_name.empty() && arg == short_name) return need_next(short_name);
+  if (!short_name.empty() && arg.size() > short_name.size() && arg.substr(0, short_name.size()) == short_name &&
+      short_name.size() == 2) {
+    *value = arg.substr(2);
+    return true;
+  }
+  if (!long_name.empty() && arg == long_name) return need_next(long_name);
+  if (!long_name.empty() && arg.size() > long_name.size() + 1 && arg.substr(0, long_name.size()) == long_name &&
+      arg[long_name.size()] == '=') {
+    *value = arg.substr(long_name.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+result<client::connection> connect(const global_opts& g, bool autostart) {
+  client::connect_options o;
+  o.socket_path = g.socket;
+  o.autostart = autostart && g.autostart;
+  return client::connection::connect(o);
+}
+
+}  // namespace sbsh::cli
+
+int main(int argc, char** argv) {
+  using namespace sbsh::cli;
+  global_opts g;
+  if (const char* v = std::getenv("SBSH_NO_AUTOSTART"); v != nullptr && std::strcmp(v, "1") == 0) g.autostart = false;
+  args a(argv + 1, argv + argc);
+  size_t i = 0;
+  std::string err;
+  for (; i < a.size(); ++i) {
+    std::string_view v;
+    if (take_option(a, i, "-S", "--socket", &v, &err)) {
+      if (!err.empty()) return fail(err);
+      g.socket = std::string(v);
+    } else if (a[i] == "--no-autostart") {
+      g.autostart = false;
+    } else if (a[i] == "-h" || a[i] == "--help" || a[i] == "help") {
+      if (a[i] == "help" && i + 1 < a.size()) {
+        if (const auto* c = find_command(a[i + 1])) return print_usage(*c);
+        return fail(fmt::format("unknown command '{}'; run 'sbsh --help' for the list", a[i + 1]));
+      }
+      print_main_usage(stdout);
+      return 0;
+    } else if (a[i] == "--version") {
+      return cmd_version(g, {});
+    } else if (!a[i].empty() && a[i][0] == '-') {
+      return fail(fmt::format("unknown option '{}'; run 'sbsh --help' for the options", a[i]));
+    } else {
+      break;
+    }
+  }
+  if (i >= a.size()) {
+    print_main_usage(stderr);
+    return 2;
+  }
+  const auto* c = find_command(a[i]);
+  if (c == nullptr) return fail(fmt::format("unknown command '{}'; run 'sbsh --help' for the list", a[i]));
+  args rest(a.begin() + static_cast<std::ptrdiff_t>(i) + 1, a.end());
+  return c->run(g, rest);
+}

@@ -1,0 +1,207 @@
+// Connecting to sbshd (with race-free auto-start), the handshake, status and shutdown.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/connection_impl.h"
+#include "ipc/paths.h"
+#include "ipc/protocol.h"
+
+extern char** environ;
+
+namespace sbsh::client {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+result<unique_fd> dial(const std::string& path) {
+  if (auto s = ipc::check_socket_path(path); !s) return s.err();
+  unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return make_error("io", fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int rc;
+  do rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int e = errno;
+    if (e == ENOENT || e == ECONNREFUSED)
+      return make_error("unreachable", fmt::format("no sbshd is listening on {}", path));
+    return make_error("io", fmt::format("cannot connect to {}: {}", path, std::strerror(e)));
+  }
+  return fd;
+}
+
+namespace {
+
+std::string find_daemon(const connect_options& opts) {
+  if (!opts.daemon_path.empty()) return opts.daemon_path;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string beside = ipc::dirname_of(self) + "/sbshd";
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return "sbshd";  // posix_spawnp searches PATH
+}
+
+// Runs `sbshd --socket PATH`, which returns once it is ready (or prints why it is not).
+status start_daemon(const std::string& path, const connect_options& opts) {
+  std::string exe = find_daemon(opts);
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error("io", "pipe failed");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  std::string sock_arg = path;
+  char a0[] = "sbshd";
+  char a1[] = "--socket";
+  char* argv[] = {a0, a1, sock_arg.data(), nullptr};
+  pid_t pid;
+  int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ::close(err_pipe[0]);
+    return make_error("unreachable", fmt::format("no sbshd answers on {} and {} could not be started: {}",
+                                                 path, exe, std::strerror(rc)));
+  }
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(err_pipe[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  ::close(err_pipe[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return ok_status();
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  return make_error("unreachable", msg.empty() ? fmt::format("{} failed to start", exe) : msg);
+}
+
+}  // namespace
+
+result<unique_fd> dial_or_start(const std::string& path, const connect_options& opts) {
+  auto fd = dial(path);
+  if (fd || fd.err().code != "unreachable" || !opts.autostart) return fd;
+  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) return s.err();
+  // Many clients may find no daemon at once. The first to take the lock starts one; the
+  // others wait for the lock and then, like tmux, try the connect once more before
+  // deciding to start a daemon themselves.
+  std::string lock_path = path + ".start-lock";
+  unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock) return make_error("io", fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
+  while (::flock(lock.get(), LOCK_EX) != 0 && errno == EINTR) {
+  }
+  fd = dial(path);
+  if (fd || fd.err().code != "unreachable") return fd;
+  if (auto s = start_daemon(path, opts); !s) return s.err();
+  return dial(path);
+}
+
+result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id) {
+  if (auto s = ch.send(f.finish()); !s) return s.err();
+  auto env = ch.recv();
+  if (!env) {
+    if (env.err().code == "eof") return make_error("eof", "sbshd closed the connection");
+    return env.err();
+  }
+  if (env->msg.type() == msg_type::error) {
+    auto code = env->msg.get_str("code");
+    auto message = env->msg.get_str("message");
+    return make_error(code && code.value() ? *code.value() : "error",
+                      std::string(message && message.value() ? *message.value() : "sbshd reported an error"));
+  }
+  if (env->msg.id() != id)
+    return make_error("protocol", fmt::format("sbshd answered request {} while {} was pending", env->msg.id(), id));
+  return env;
+}
+
+connection::connection(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&&) noexcept = default;
+connection::~connection() = default;
+
+const std::string& connection::socket_path() const { return p_->socket_path; }
+int connection::fd() const { return p_->ch.fd(); }
+
+result<connection> connection::connect(const connect_options& opts) {
+  auto p = std::make_unique<impl>();
+  p->socket_path = ipc::resolve_socket_path(opts.socket_path);
+  auto fd = dial_or_start(p->socket_path, opts);
+  if (!fd) return fd.err();
+  p->ch = ipc::channel(std::move(*fd));
+  uint64_t id = p->next_id++;
+  frame_builder f(msg_type::hello, id);
+  f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
+  auto r = p->call(std::move(f), id);
+  if (!r) return r.err();
+  if (r->msg.type() != msg_type::welcome)
+    return make_error("protocol", "sbshd did not answer hello with welcome");
+  return connection(std::move(p));
+}
+
+result<daemon_status> connection::status() {
+  uint64_t id = p_->next_id++;
+  auto r = p_->call(frame_builder(msg_type::status, id), id);
+  if (!r) return r.err();
+  const auto& m = r->msg;
+  daemon_status st;
+  st.pid = m.get_i64("pid").value().value_or(0);
+  st.version = std::string(m.get_str("version").value().value_or(""));
+  st.uptime_ms = m.get_u64("uptime_ms").value().value_or(0);
+  st.socket_path = std::string(m.get_str("socket").value().value_or(""));
+  if (const auto* arr = m.find("sessions"); arr != nullptr && arr->type == msgpack::type::ARRAY) {
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      const auto& o = arr->via.array.ptr[i];
+      if (o.type != msgpack::type::MAP) continue;
+      session_status s;
+      for (uint32_t k = 0; k < o.via.map.size; ++k) {
+        const auto& kv = o.via.map.ptr[k];
+        if (kv.key.type != msgpack::type::STR) continue;
+        std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
+        auto sv = [&]() -> std::string {
+          return kv.val.type == msgpack::type::STR ? std::string(kv.val.via.str.ptr, kv.val.via.str.size) : "";
+        };
+        auto iv = [&]() -> int64_t {
+          if (kv.val.type == msgpack::type::POSITIVE_INTEGER) return static_cast<int64_t>(kv.val.via.u64);
+          if (kv.val.type == msgpack::type::NEGATIVE_INTEGER) return kv.val.via.i64;
+          return 0;
+        };
+        if (key == "name") s.name = sv();
+        else if (key == "state") s.state = sv();
+        else if (key == "wrapper_pid") s.wrapper_pid = iv();
+        else if (key == "shell_pid") s.shell_pid = iv();
+        else if (key == "restarts") s.restarts = static_cast<uint64_t>(iv());
+        else if (key == "queued") s.queued = static_cast<uint64_t>(iv());
+        else if (key == "commands") s.commands = static_cast<uint64_t>(iv());
+        else if (key == "running") s.running = sv();
+        else if (key == "running_ms") s.running_ms = static_cast<uint64_t>(iv());
+      }
+      st.sessions.push_back(std::move(s));
+    }
+  }
+  return st;
+}
+
+sbsh::status connection::shutdown() {
+  uint64_t id = p_->next_id++;
+  auto r = p_->call(frame_builder(msg_type::shutdown, id), id);
+  if (!r) return r.err();
+  return ok_status();
+}
+
+}  // namespace sbsh::client

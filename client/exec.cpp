@@ -1,0 +1,260 @@
+// connection::exec: one command, its I/O on pipes handed to sbshd, its result.
+//
+// The client makes the pipes and passes sbshd the ends the shell needs (plus dups of the
+// read ends, which sbshd keeps after the command so that background jobs writing late do
+// not die of SIGPIPE). Output therefore travels command -> pipe -> client with no copy
+// through the daemon, and a slow reader slows the command instead of growing anything.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/connection_impl.h"
+
+namespace sbsh::client {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+namespace {
+
+struct pipe_pair {
+  unique_fd r, w;
+};
+
+result<pipe_pair> make_pipe() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
+  return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
+}
+
+void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd pf{fd, POLLOUT, 0};
+        ::poll(&pf, 1, -1);
+        continue;
+      }
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// One output stream of a running command: where its bytes go.
+struct sink {
+  unique_fd r;
+  stream which;
+  int fd_out = -1;
+  bool splice_ok = true;
+  std::string* keep = nullptr;
+  bool* truncated = nullptr;
+  size_t limit = 0;
+  const std::function<void(stream, std::string_view)>* cb = nullptr;
+  bool eof = false;
+
+  // Reads what is available (non-blocking). Returns false at EOF.
+  bool pump(bool until_empty) {
+    char buf[128 * 1024];
+    for (int round = 0; until_empty || round < 8; ++round) {
+      if (fd_out >= 0 && splice_ok) {
+        ssize_t n = ::splice(r.get(), nullptr, fd_out, nullptr, 1 << 20, SPLICE_F_NONBLOCK);
+        if (n > 0) continue;
+        if (n == 0) return !(eof = true);
+        if (errno == EAGAIN) {
+          // EAGAIN may also mean fd_out is full (a pipe); wait for it rather than spin.
+          pollfd pf[2] = {{r.get(), POLLIN, 0}, {fd_out, POLLOUT, 0}};
+          if (::poll(pf, 2, 0) > 0 && (pf[0].revents & POLLIN) && !(pf[1].revents & POLLOUT)) {
+            pf[1].revents = 0;
+            ::poll(&pf[1], 1, -1);
+            continue;
+          }
+          return true;
+        }
+        if (errno == EINTR) continue;
+        splice_ok = false;  // fd_out does not take splice (a tty, say): copy instead
+      }
+      ssize_t n = ::read(r.get(), buf, sizeof buf);
+      if (n == 0) return !(eof = true);
+      if (n < 0) return errno == EAGAIN || errno == EINTR ? true : !(eof = true);
+      std::string_view chunk(buf, static_cast<size_t>(n));
+      if (cb != nullptr && *cb) (*cb)(which, chunk);
+      else if (fd_out >= 0) (void)write_all(fd_out, chunk.data(), chunk.size());
+      else if (keep != nullptr) {
+        size_t room = limit > keep->size() ? limit - keep->size() : 0;
+        if (chunk.size() > room) *truncated = true;
+        keep->append(chunk.substr(0, room));
+      }
+    }
+    return true;
+  }
+};
+
+void read_done(const ipc::message& m, exec_result& r) {
+  if (auto c = m.get_i64("exit_code"); c && c.value()) r.exit_code = static_cast<int>(*c.value());
+  if (auto s = m.get_i64("signal"); s && s.value()) r.signal = static_cast<int>(*s.value());
+  r.timed_out = m.get_bool("timed_out").ok() && m.get_bool("timed_out").value().value_or(false);
+  r.cancelled = m.get_bool("cancelled").ok() && m.get_bool("cancelled").value().value_or(false);
+  r.shell_restarted = m.get_bool("shell_restarted").ok() && m.get_bool("shell_restarted").value().value_or(false);
+  if (auto d = m.get_u64("duration_us"); d && d.value()) r.duration_us = *d.value();
+  if (auto t = m.get_i64("started_at_ms"); t && t.value()) r.started_at_ms = *t.value();
+  if (auto e = m.get_str("error"); e && e.value()) r.error = std::string(*e.value());
+}
+
+error error_from(const ipc::message& m) {
+  auto code = m.get_str("code");
+  auto msg = m.get_str("message");
+  return make_error(code && code.value() ? *code.value() : "error",
+                    std::string(msg && msg.value() ? *msg.value() : "sbshd refused the command"));
+}
+
+}  // namespace
+
+result<exec_result> connection::exec(const exec_options& opts) {
+  auto out = make_pipe();
+  auto err = make_pipe();
+  if (!out) return out.err();
+  if (!err) return err.err();
+  bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
+  pipe_pair in;
+  if (has_stdin) {
+    auto p = make_pipe();
+    if (!p) return p.err();
+    in = std::move(*p);
+    set_nonblock(in.w.get());
+  }
+  if (opts.stdout_fd >= 0 && !opts.on_output) ::fcntl(out->w.get(), F_SETPIPE_SZ, 1 << 20);
+
+  uint64_t id = p_->next_id++;
+  frame_builder f(msg_type::exec, id);
+  if (!opts.session.empty()) f.str("session", opts.session);
+  f.str("command", opts.command);
+  if (!opts.cwd.empty()) f.str("cwd", opts.cwd);
+  if (!opts.env.empty()) f.str_array("env", opts.env);
+  if (opts.timeout.count() > 0) f.u64("timeout_ms", static_cast<uint64_t>(opts.timeout.count()));
+  if (opts.grace.count() > 0) f.u64("grace_ms", static_cast<uint64_t>(opts.grace.count()));
+  if (!opts.session_cwd.empty()) {
+    f.str("session_cwd", opts.session_cwd);
+  } else {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) f.str("session_cwd", cwd);
+  }
+  f.str("io", "fds").boolean("stdin", has_stdin).boolean("drain", true);
+  std::vector<int> fds{out->w.get(), err->w.get()};
+  if (has_stdin) fds.push_back(in.r.get());
+  fds.push_back(out->r.get());
+  fds.push_back(err->r.get());
+  f.u64("fds", fds.size());
+  if (auto s = p_->ch.send(f.finish(), fds); !s) return s.err();
+  out->w.reset();
+  err->w.reset();
+  in.r.reset();
+  set_nonblock(out->r.get());
+  set_nonblock(err->r.get());
+
+  exec_result res;
+  sink sinks[2] = {{std::move(out->r), stream::out}, {std::move(err->r), stream::err}};
+  for (auto& s : sinks) {
+    s.cb = opts.on_output ? &opts.on_output : nullptr;
+    s.fd_out = opts.on_output ? -1 : (s.which == stream::out ? opts.stdout_fd : opts.stderr_fd);
+    s.keep = s.which == stream::out ? &res.stdout_data : &res.stderr_data;
+    s.truncated = s.which == stream::out ? &res.stdout_truncated : &res.stderr_truncated;
+    s.limit = opts.output_limit;
+  }
+  std::string_view pending = opts.stdin_data ? std::string_view(*opts.stdin_data) : std::string_view();
+  std::string in_buf;
+  bool src_eof = opts.stdin_fd < 0;
+  if (has_stdin && pending.empty() && src_eof) in.w.reset();
+
+  for (;;) {
+    // Slots: 0 socket, 1 stdout, 2 stderr, 3 stdin pipe, 4 stdin source, 5 signal fd.
+    pollfd pf[6];
+    int map[6];
+    int n = 0;
+    auto add = [&](int fd, short ev, int tag) {
+      if (fd < 0) return;
+      pf[n] = {fd, ev, 0};
+      map[n++] = tag;
+    };
+    add(p_->ch.fd(), POLLIN, 0);
+    if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, 1);
+    if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, 2);
+    bool have_input = !pending.empty() || !in_buf.empty();
+    if (in.w && have_input) add(in.w.get(), POLLOUT, 3);
+    if (in.w && !have_input && !src_eof) add(opts.stdin_fd, POLLIN, 4);
+    add(opts.signal_fd, POLLIN, 5);
+    if (::poll(pf, static_cast<nfds_t>(n), -1) < 0) {
+      if (errno == EINTR) continue;
+      return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+    }
+    for (int i = 0; i < n; ++i) {
+      if (pf[i].revents == 0) continue;
+      switch (map[i]) {
+        case 1: sinks[0].pump(false); break;
+        case 2: sinks[1].pump(false); break;
+        case 3: {
+          std::string_view src = !in_buf.empty() ? std::string_view(in_buf) : pending;
+          ssize_t w = ::write(in.w.get(), src.data(), src.size());
+          if (w > 0) {
+            if (!in_buf.empty()) in_buf.erase(0, static_cast<size_t>(w));
+            else pending.remove_prefix(static_cast<size_t>(w));
+            if (in_buf.empty() && pending.empty() && src_eof) in.w.reset();
+          } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            in.w.reset();  // the command closed its stdin
+          }
+          break;
+        }
+        case 4: {
+          char buf[64 * 1024];
+          ssize_t r = ::read(opts.stdin_fd, buf, sizeof buf);
+          if (r > 0) in_buf.assign(buf, static_cast<size_t>(r));
+          else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+            src_eof = true;
+            in.w.reset();
+          }
+          break;
+        }
+        case 5: {
+          unsigned char sig;
+          if (::read(opts.signal_fd, &sig, 1) == 1) {
+            frame_builder c(msg_type::cancel, id);
+            c.i64("signal", sig);
+            (void)p_->ch.send(c.finish());
+          }
+          break;
+        }
+        default: {
+          auto env = p_->ch.recv();
+          if (!env) {
+            if (env.err().code == "eof")
+              return make_error("eof", "sbshd closed the connection before the command finished");
+            return env.err();
+          }
+          const auto& m = env->msg;
+          if (m.type() == msg_type::error) return error_from(m);
+          if (m.type() != msg_type::exec_done || m.id() != id) break;
+          read_done(m, res);
+          // The command has ended: what it wrote is in the pipes now. Take it, and leave
+          // whatever background jobs write later to sbshd.
+          sinks[0].pump(true);
+          sinks[1].pump(true);
+          (void)p_->ch.send(frame_builder(msg_type::release, id).finish());
+          return res;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sbsh::client

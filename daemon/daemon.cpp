@@ -1,0 +1,133 @@
+// Start-up: resolve paths, raise the descriptor limit, detach from the terminal unless
+// --foreground (the parent exits only once the socket is ready, so `sbshd && sbsh ...`
+// never races), then serve.
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/log.h"
+#include "ipc/paths.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+std::string find_wrapper() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string beside = ipc::dirname_of(self) + "/sbsh-wrapper";
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  const char* path = std::getenv("PATH");
+  std::string p = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string cand = p.substr(start, end - start) + "/sbsh-wrapper";
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return {};
+}
+
+// Each session holds about ten descriptors; the default soft limit of 1024 would cap us
+// near a hundred sessions.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int serve(run_options& opts, int ready_fd) {
+  server srv(opts);
+  if (auto s = srv.listen(); !s) {
+    std::string msg = "sbshd: " + s.err().message + "\n";
+    if (ready_fd >= 0) {
+      ssize_t r = ::write(ready_fd, msg.data(), msg.size());
+      (void)r;
+    } else {
+      std::fputs(msg.c_str(), stderr);
+    }
+    return 1;
+  }
+  return srv.run([ready_fd] {
+    if (ready_fd >= 0) {
+      ssize_t r = ::write(ready_fd, "", 1);  // one NUL byte: ready
+      (void)r;
+      ::close(ready_fd);
+    }
+  });
+}
+
+}  // namespace
+
+int run_or_die(run_options opts) {
+  opts.socket_path = ipc::resolve_socket_path(opts.socket_path);
+  opts.state_dir = ipc::resolve_state_dir(opts.state_dir);
+  if (opts.wrapper_path.empty()) opts.wrapper_path = find_wrapper();
+  if (opts.wrapper_path.empty()) {
+    std::fputs("sbshd: cannot find sbsh-wrapper beside sbshd or on PATH; install sbsh completely\n", stderr);
+    return 1;
+  }
+  if (auto s = setup_logging(opts.log_level, opts.log_format); !s) {
+    std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
+    return 2;
+  }
+  if (auto s = ipc::make_dirs(opts.state_dir); !s) {
+    std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
+    return 1;
+  }
+  raise_fd_limit();
+  if (opts.foreground) return serve(opts, -1);
+
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    std::perror("sbshd: pipe");
+    return 1;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("sbshd: fork");
+    return 1;
+  }
+  if (pid > 0) {
+    ::close(ready[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+    if (msg.size() == 1 && msg[0] == '\0') return 0;
+    std::fputs(msg.empty() ? "sbshd: the daemon exited before it was ready\n" : msg.c_str(), stderr);
+    return 1;
+  }
+  ::close(ready[0]);
+  ::setsid();
+  if (::chdir("/") != 0) {
+  }
+  int devnull = ::open("/dev/null", O_RDWR);
+  std::string log_path = opts.state_dir + "/sbshd.log";
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  ::dup2(devnull, 0);
+  ::dup2(devnull, 1);
+  ::dup2(log >= 0 ? log : devnull, 2);
+  if (devnull > 2) ::close(devnull);
+  if (log > 2) ::close(log);
+  return serve(opts, ready[1]);
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,89 @@
+// One exec request: what the client asked for (validated), the descriptors of its I/O, and
+// what happened to it. The session runs it; the server parses it and delivers its result.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipc/fd.h"
+#include "ipc/frame.h"
+#include "ipc/result.h"
+#include "ipc/socket_io.h"
+#include "wrapper/procs.h"
+
+namespace sbsh::daemon {
+
+class client_conn;
+class fd_watch;
+class timer;
+
+inline constexpr uint64_t kDefaultGraceMs = 2000;
+
+struct exec_outcome {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool timed_out = false;
+  bool cancelled = false;
+  bool shell_restarted = false;
+  std::string error_code;  // set when the command did not run or did not finish normally
+  std::string error;
+};
+
+struct exec_job {
+  // Request
+  uint64_t id = 0;
+  client_conn* client = nullptr;  // null once the client has gone
+  std::string session;
+  std::string command;     // as the client sent it
+  std::string text;        // what the shell evaluates (command, or its subshell wrapper)
+  std::string session_cwd;
+  uint64_t timeout_ms = 0;
+  uint64_t grace_ms = kDefaultGraceMs;
+  bool io_fds = false;     // descriptors passed by the client, versus output frames
+  bool has_stdin = false;
+  // Descriptors. fds mode: all from the client. frames mode: made here.
+  unique_fd out_w, err_w, in_r;  // ends the shell opens
+  unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)
+  unique_fd in_w;                // frames mode: where stdin frames go
+
+  // Progress
+  uint64_t generation = 0;  // the session's shell generation it was queued against
+  bool started = false;
+  procs::since_mark mark;
+  int64_t started_at_ms = 0;
+  uint64_t started_mono_us = 0;
+  exec_outcome outcome;
+  int kill_stage = 0;       // 0 none, 1 first signal sent, 2 SIGKILL sent, 3 restarting shell
+  int first_signal = 15;
+  timer* deadline = nullptr;
+  timer* grace = nullptr;
+  // Frames mode I/O
+  fd_watch* out_watch = nullptr;
+  fd_watch* err_watch = nullptr;
+  fd_watch* in_watch = nullptr;
+  std::string stdin_pending;
+  bool stdin_eof = false;
+  bool released = false;  // fds mode: client has drained its pipes
+
+  ~exec_job();
+};
+
+// Checks an exec request and fills a job; the error names the field and how to fix it.
+result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
+
+// The session name rule: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+bool valid_session_name(std::string_view name);
+status check_session_name(std::string_view name);
+
+// The exec_done frame for a finished job.
+std::string done_frame(const exec_job& job, uint64_t duration_us);
+
+// Single-quotes `s` for bash.
+std::string shell_quote(std::string_view s);
+
+uint64_t mono_us();
+int64_t wall_ms();
+
+}  // namespace sbsh::daemon

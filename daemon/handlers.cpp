@@ -1,0 +1,185 @@
+// Request handlers, one per message family, and the table that routes messages to them.
+//   hello              handshake and version check
+//   exec family        exec, stdin_data, stdin_eof, cancel, release
+//   status, shutdown   the daemon itself
+#include <signal.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+// Bounds on what one connection may have in flight, so no client can grow the daemon.
+constexpr size_t kMaxJobsPerClient = 256;
+
+void on_hello(server&, client_conn& c, ipc::envelope& env) {
+  auto v = env.msg.get_u64("version");
+  if (!v || !v.value()) {
+    c.send_error(env.msg.id(), ipc::err::bad_request, "hello needs a 'version' integer");
+    return;
+  }
+  if (*v.value() != ipc::kProtocolVersion) {
+    c.send_error(env.msg.id(), ipc::err::version_mismatch,
+                 fmt::format("this sbshd speaks protocol version {}, the client speaks {}; use an sbsh "
+                             "client from the same release as sbshd ({})",
+                             ipc::kProtocolVersion, *v.value(), SBSH_VERSION));
+    return;
+  }
+  c.greeted = true;
+  frame_builder f(msg_type::welcome, env.msg.id());
+  f.u64("version", ipc::kProtocolVersion).str("server", "sbshd " SBSH_VERSION).i64("pid", ::getpid());
+  c.send(f.take());
+}
+
+void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
+  auto job = parse_exec(env);
+  if (!job) {
+    c.send_error(env.msg.id(), job.err().code, job.err().message);
+    return;
+  }
+  auto& j = *job.value();
+  if (c.jobs.count(j.id) != 0) {
+    c.send_error(j.id, ipc::err::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
+    return;
+  }
+  if (c.jobs.size() >= kMaxJobsPerClient) {
+    c.send_error(j.id, ipc::err::bad_request,
+                 fmt::format("this connection already has {} commands in flight; wait for some to finish",
+                             kMaxJobsPerClient));
+    return;
+  }
+  auto s = srv.get_or_create_session(j.session, j.session_cwd);
+  if (!s) {
+    c.send_error(j.id, s.err().code, s.err().message);
+    return;
+  }
+  if (j.io_fds) {
+    auto& fds = env.fds;
+    size_t i = 0;
+    j.out_w = std::move(fds[i++]);
+    j.err_w = std::move(fds[i++]);
+    if (j.has_stdin) j.in_r = std::move(fds[i++]);
+    if (i < fds.size()) {
+      j.out_r = std::move(fds[i++]);
+      j.err_r = std::move(fds[i++]);
+    }
+  }
+  j.client = &c;
+  c.jobs.emplace(j.id, j.session);
+  (*s)->enqueue(std::move(job.value()));
+}
+
+session* job_session(server& srv, client_conn& c, uint64_t id) {
+  auto it = c.jobs.find(id);
+  return it == c.jobs.end() ? nullptr : srv.find_session(it->second);
+}
+
+void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {
+  auto* s = job_session(srv, c, env.msg.id());
+  if (s == nullptr) return;  // the command already ended: its input is not wanted
+  bool eof = env.msg.type() == msg_type::stdin_eof;
+  std::string_view data;
+  if (!eof) {
+    auto d = env.msg.get_bin("data");
+    if (!d) {
+      c.send_error(env.msg.id(), d.err().code, d.err().message);
+      return;
+    }
+    data = d.value().value_or("");
+  }
+  s->stdin_data(&c, env.msg.id(), data, eof);
+}
+
+int parse_signal(const ipc::message& m, std::string* err) {
+  if (const auto* o = m.find("signal"); o == nullptr || o->type == msgpack::type::NIL) return 0;
+  auto num = m.get_i64("signal");
+  if (num && num.value()) {
+    if (*num.value() <= 0 || *num.value() >= NSIG) *err = fmt::format("signal {} is out of range", *num.value());
+    return static_cast<int>(*num.value());
+  }
+  auto name = m.get_str("signal");
+  if (!name || !name.value()) {
+    *err = "field 'signal' must be a signal number or name";
+    return 0;
+  }
+  std::string n(*name.value());
+  if (n.rfind("SIG", 0) == 0) n = n.substr(3);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev != nullptr && n == abbrev) return s;
+  }
+  *err = fmt::format("unknown signal '{}'", *name.value());
+  return 0;
+}
+
+void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
+  std::string err;
+  int sig = parse_signal(env.msg, &err);
+  if (!err.empty()) {
+    c.send_error(env.msg.id(), ipc::err::bad_request, err);
+    return;
+  }
+  auto* s = job_session(srv, c, env.msg.id());
+  if (s != nullptr) s->cancel(&c, env.msg.id(), sig);
+}
+
+void on_release(server& srv, client_conn& c, ipc::envelope& env) {
+  if (auto* s = job_session(srv, c, env.msg.id())) s->release(&c, env.msg.id());
+}
+
+void on_status(server& srv, client_conn& c, ipc::envelope& env) {
+  frame_builder f(msg_type::status_reply, env.msg.id());
+  f.i64("pid", ::getpid())
+      .str("version", SBSH_VERSION)
+      .u64("uptime_ms", srv.uptime_ms())
+      .str("socket", srv.opts().socket_path)
+      .str("state_dir", srv.opts().state_dir);
+  auto& pk = f.field("sessions");
+  pk.pack_array(static_cast<uint32_t>(srv.sessions().size()));
+  for (const auto& [name, s] : srv.sessions()) s->describe(pk);
+  c.send(f.take());
+}
+
+void on_shutdown(server& srv, client_conn& c, ipc::envelope& env) {
+  c.send(frame_builder(msg_type::ok, env.msg.id()).take());
+  srv.begin_shutdown(fmt::format("requested by client pid {}", c.peer_pid));
+}
+
+using handler_fn = void (*)(server&, client_conn&, ipc::envelope&);
+struct handler_entry {
+  msg_type type;
+  handler_fn fn;
+};
+constexpr handler_entry kHandlers[] = {
+    {msg_type::hello, on_hello},       {msg_type::exec, on_exec},
+    {msg_type::stdin_data, on_stdin},  {msg_type::stdin_eof, on_stdin},
+    {msg_type::cancel, on_cancel},     {msg_type::release, on_release},
+    {msg_type::status, on_status},     {msg_type::shutdown, on_shutdown},
+};
+
+}  // namespace
+
+void server::handle(client_conn& c, ipc::envelope&& env) {
+  msg_type t = env.msg.type();
+  if (!c.greeted && t != msg_type::hello) {
+    c.send_error(env.msg.id(), ipc::err::not_ready, "the first message on a connection must be hello");
+    return;
+  }
+  for (const auto& h : kHandlers) {
+    if (h.type == t) {
+      h.fn(*this, c, env);
+      return;
+    }
+  }
+  c.send_error(env.msg.id(), ipc::err::unknown_request,
+               fmt::format("message type {} is not a request this sbshd knows", static_cast<uint32_t>(t)));
+}
+
+}  // namespace sbsh::daemon

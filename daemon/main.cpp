@@ -1,0 +1,19 @@
+// sbshd: the sbsh daemon. Parses options and calls run_or_die(); see daemon.cpp.
+#include <CLI/CLI.hpp>
+
+#include "daemon/daemon.h"
+
+int main(int argc, char** argv) {
+  sbsh::daemon::run_options o;
+  CLI::App app{"sbshd: keeps persistent bash sessions and runs commands in them for sbsh clients"};
+  app.add_option("--socket", o.socket_path, "Unix socket to listen on (default: see sbshd(8))");
+  app.add_option("--state-dir", o.state_dir, "Directory for state and logs");
+  app.add_flag("--foreground", o.foreground, "Stay attached to the terminal; log to stderr");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str();
+  app.add_option("--log-format", o.log_format, "text or json")->capture_default_str();
+  app.add_option("--wrapper", o.wrapper_path, "Path of sbsh-wrapper (default: beside sbshd)");
+  app.set_version_flag("--version", "sbshd " SBSH_VERSION);
+  CLI11_PARSE(app, argc, argv);
+  return sbsh::daemon::run_or_die(std::move(o));
+}

@@ -1,0 +1,257 @@
+// The listener, client connections, signals, and orderly shutdown.
+#include "daemon/server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ipc/paths.h"
+#include "wrapper/procs.h"
+
+namespace sbsh::daemon {
+
+client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
+    : peer_pid(pid),
+      srv_(srv),
+      serial_(serial),
+      sock_(srv.loop(), std::move(fd),
+            {[this](ipc::envelope&& env) { srv_.handle(*this, std::move(env)); },
+             [this](const std::string& reason) { srv_.client_closed(this, reason); }}) {
+  sock_.on_drained = [this] { srv_.client_drained(this); };
+}
+
+client_conn::~client_conn() = default;
+
+void client_conn::send_error(uint64_t id, std::string_view code, const std::string& message) {
+  ipc::frame_builder f(ipc::msg_type::error, id);
+  f.str("code", code).str("message", message);
+  send(f.take());
+}
+
+server::server(options opts) : opts_(std::move(opts)), pid_(::getpid()) {
+  uv_loop_init(&loop_);
+  devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
+  started_us_ = mono_us();
+}
+
+server::~server() {
+  sessions_.clear();
+  clients_.clear();
+  dead_clients_.clear();
+  if (listen_watch_ != nullptr) listen_watch_->close();
+  // Let every close callback run, then check that nothing was left open.
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  if (uv_loop_close(&loop_) != 0) {
+    uv_walk(&loop_, [](uv_handle_t* h, void*) {
+      spdlog::error("handle still open at exit: {}", uv_handle_type_name(h->type));
+    }, nullptr);
+  }
+  if (bound_) ::unlink(opts_.socket_path.c_str());
+}
+
+status server::listen() {
+  const std::string& path = opts_.socket_path;
+  if (auto s = ipc::check_socket_path(path); !s) return s;
+  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) return s;
+
+  // The lock says which sbshd owns this socket path; a daemon that is shutting down still
+  // holds it for a moment, so wait a little before calling the path taken.
+  std::string lock_path = path + ".lock";
+  lock_fd_ = unique_fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock_fd_) return make_error("io", fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
+  bool locked = false;
+  for (int i = 0; i < 250 && !locked; ++i) {
+    if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) == 0) locked = true;
+    else ::usleep(20000);
+  }
+  if (!locked)
+    return make_error("already_running",
+                      fmt::format("another sbshd is already serving {}; stop it with 'sbsh --socket {} "
+                                  "shutdown' or choose another --socket",
+                                  path, path));
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return make_error("bad_socket", fmt::format("{} exists and is not a socket; remove it or choose "
+                                                  "another --socket",
+                                                  path));
+    ::unlink(path.c_str());  // stale: we hold the lock, so no daemon serves it
+  }
+  listen_fd_ = unique_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  mode_t old = ::umask(0177);
+  int rc = ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (rc != 0) return make_error("io", fmt::format("cannot bind {}: {}", path, std::strerror(errno)));
+  bound_ = true;
+  ::chmod(path.c_str(), 0600);
+  if (::listen(listen_fd_.get(), 512) != 0)
+    return make_error("io", fmt::format("cannot listen on {}: {}", path, std::strerror(errno)));
+  listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
+  listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
+  return ok_status();
+}
+
+void server::on_accept() {
+  for (int i = 0; i < 64; ++i) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        spdlog::warn("accept failed: {}", std::strerror(errno));
+      return;
+    }
+    unique_fd conn(fd);
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) {
+      spdlog::warn("refused a connection from uid {} (pid {}): only uid {} may use this daemon", cred.uid,
+                   cred.pid, ::getuid());
+      continue;
+    }
+    auto c = std::make_unique<client_conn>(*this, next_serial_++, std::move(conn), cred.uid, cred.pid);
+    spdlog::debug("client {} connected (pid {})", c->serial(), cred.pid);
+    client_conn* raw = c.get();
+    clients_.emplace(raw, std::move(c));
+  }
+}
+
+void server::client_closed(client_conn* c, const std::string& reason) {
+  spdlog::debug("client {} closed: {}", c->serial(), reason);
+  for (const auto& [id, name] : c->jobs)
+    if (auto* s = find_session(name)) s->client_gone(c);
+  c->jobs.clear();
+  auto it = clients_.find(c);
+  if (it == clients_.end()) return;
+  // We may be inside this connection's callback: free it on the next loop iteration.
+  dead_clients_.push_back(std::move(it->second));
+  clients_.erase(it);
+  if (dead_clients_.size() == 1) {
+    auto* t = timer::create(&loop_);
+    t->start(0, [this, t] {
+      dead_clients_.clear();
+      t->close();
+    });
+  }
+}
+
+void server::client_drained(client_conn* c) {
+  for (const auto& [id, name] : c->jobs)
+    if (auto* s = find_session(name)) s->client_drained(c);
+}
+
+void server::job_done(client_conn* c, uint64_t id) { c->jobs.erase(id); }
+
+session* server::find_session(const std::string& name) {
+  auto it = sessions_.find(name);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
+  if (auto* s = find_session(name)) return s;
+  if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
+  std::string dir = cwd;
+  struct stat st{};
+  if (dir.empty() || dir[0] != '/' || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    const char* home = std::getenv("HOME");
+    dir = home != nullptr && *home != '\0' ? home : "/";
+  }
+  auto s = std::make_unique<session>(*this, name, dir);
+  session* raw = s.get();
+  sessions_.emplace(name, std::move(s));
+  spdlog::info("session {} created in {}", name, dir);
+  return raw;
+}
+
+void server::reap_session_later(pid_t sid) {
+  if (sid <= 1) return;
+  auto* req = new uv_work_t;
+  req->data = reinterpret_cast<void*>(static_cast<intptr_t>(sid));
+  uv_queue_work(
+      &loop_, req,
+      [](uv_work_t* r) {
+        auto s = static_cast<pid_t>(reinterpret_cast<intptr_t>(r->data));
+        procs::signal_session(s, 0, SIGKILL);
+      },
+      [](uv_work_t* r, int) { delete r; });
+}
+
+uint64_t server::uptime_ms() const { return (mono_us() - started_us_) / 1000; }
+
+void server::begin_shutdown(const std::string& why) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  spdlog::info("shutting down: {}", why);
+  if (listen_watch_ != nullptr) {
+    listen_watch_->close();
+    listen_watch_ = nullptr;
+  }
+  listen_fd_.reset();
+  if (bound_) {
+    ::unlink(opts_.socket_path.c_str());
+    bound_ = false;
+  }
+  for (auto& [name, s] : sessions_) s->stop();
+  // Wait for the wrappers to end their sessions, then for replies to reach clients.
+  shutdown_deadline_us_ = mono_us() + 3'000'000;
+  shutdown_timer_ = timer::create(&loop_);
+  shutdown_tick();
+}
+
+void server::shutdown_tick() {
+  bool all_gone = true;
+  for (auto& [name, s] : sessions_) all_gone = all_gone && s->stopped_and_gone();
+  if (all_gone || mono_us() > shutdown_deadline_us_) {
+    finish_shutdown();
+    return;
+  }
+  shutdown_timer_->start(10, [this] { shutdown_tick(); });
+}
+
+void server::finish_shutdown() {
+  shutdown_timer_->close();
+  shutdown_timer_ = nullptr;
+  sessions_.clear();  // any wrapper still there is killed by its session's destructor
+  clients_.clear();
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
+}
+
+void server::on_signal(int signum) {
+  if (signum == SIGHUP) {
+    spdlog::info("SIGHUP: nothing to reload");
+    return;
+  }
+  begin_shutdown(fmt::format("signal {}", strsignal(signum)));
+}
+
+int server::run(const std::function<void()>& on_ready) {
+  ::signal(SIGPIPE, SIG_IGN);
+  uv_signal_init(&loop_, &sig_term_);
+  uv_signal_init(&loop_, &sig_int_);
+  uv_signal_init(&loop_, &sig_hup_);
+  for (auto* h : {&sig_term_, &sig_int_, &sig_hup_}) h->data = this;
+  auto cb = [](uv_signal_t* h, int signum) { static_cast<server*>(h->data)->on_signal(signum); };
+  uv_signal_start(&sig_term_, cb, SIGTERM);
+  uv_signal_start(&sig_int_, cb, SIGINT);
+  uv_signal_start(&sig_hup_, cb, SIGHUP);
+  spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
+  if (on_ready) on_ready();
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  return exit_code_;
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,106 @@
+// sbshd's server: the listening socket, client connections, the session table, and the
+// table of request handlers (one per message family, see handlers.cpp).
+#pragma once
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "daemon/framed_socket.h"
+#include "daemon/session.h"
+#include "ipc/fd.h"
+
+namespace sbsh::daemon {
+
+struct options {
+  std::string socket_path;
+  std::string state_dir;
+  std::string wrapper_path;  // empty: sbsh-wrapper beside sbshd, else on PATH
+  bool foreground = false;
+};
+
+class server;
+
+// One client connection: the framed socket plus the requests in flight on it.
+class client_conn {
+ public:
+  client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t uid, pid_t pid);
+  ~client_conn();
+  void send(std::string frame, std::vector<unique_fd> fds = {}) { sock_.send(std::move(frame), std::move(fds)); }
+  void send_error(uint64_t id, std::string_view code, const std::string& message);
+  [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
+  void pause_reading(bool p) { sock_.pause_reading(p); }
+  [[nodiscard]] uint64_t serial() const { return serial_; }
+
+  bool greeted = false;
+  pid_t peer_pid = 0;
+  // exec id -> session name, while the job is queued, running or unreleased.
+  std::unordered_map<uint64_t, std::string> jobs;
+
+ private:
+  server& srv_;
+  uint64_t serial_;
+  framed_socket sock_;
+};
+
+class server {
+ public:
+  explicit server(options opts);
+  ~server();
+  // Binds the socket; returns an error the user can act on (unsafe directory, a daemon
+  // already running, path too long).
+  status listen();
+  // Runs the loop until shutdown; returns the process exit code.
+  int run(const std::function<void()>& on_ready);
+
+  // For sessions.
+  uv_loop_t* loop() { return &loop_; }
+  [[nodiscard]] const options& opts() const { return opts_; }
+  [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
+  [[nodiscard]] int devnull() const { return devnull_.get(); }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // Kills whatever is left of a dead wrapper's process session, on the thread pool.
+  void reap_session_later(pid_t sid);
+  void job_done(client_conn* c, uint64_t id);
+
+  // For handlers.
+  void handle(client_conn& c, ipc::envelope&& env);
+  session* find_session(const std::string& name);
+  result<session*> get_or_create_session(const std::string& name, const std::string& cwd);
+  void begin_shutdown(const std::string& why);
+  void client_closed(client_conn* c, const std::string& reason);
+  void client_drained(client_conn* c);
+  [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }
+  [[nodiscard]] uint64_t uptime_ms() const;
+
+ private:
+  void on_accept();
+  void on_signal(int signum);
+  void finish_shutdown();
+  void shutdown_tick();
+
+  options opts_;
+  uv_loop_t loop_{};
+  pid_t pid_;
+  unique_fd listen_fd_;
+  unique_fd lock_fd_;
+  unique_fd devnull_;
+  unique_fd ns_last_pid_;
+  fd_watch* listen_watch_ = nullptr;
+  uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
+  timer* shutdown_timer_ = nullptr;
+  uint64_t shutdown_deadline_us_ = 0;
+  std::map<std::string, std::unique_ptr<session>> sessions_;
+  std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
+  std::vector<std::unique_ptr<client_conn>> dead_clients_;
+  uint64_t next_serial_ = 1;
+  uint64_t started_us_ = 0;
+  bool shutting_down_ = false;
+  bool bound_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,733 @@
+// Sessions: starting and restarting the shell, and running exec jobs one at a time.
+// The mechanism is described in session.h; docs/architecture.md follows one exec through it.
+#include "daemon/session.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server.h"
+
+extern char** environ;
+
+namespace sbsh::daemon {
+
+namespace {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+// After SIGKILL, how long a command may take to be reaped before we decide that the shell
+// itself is the one running (a builtin loop) and restart it.
+constexpr uint64_t kSettleMs = 300;
+// Output frames queued to one client before we stop reading that command's pipes.
+constexpr size_t kMaxClientQueue = 1u << 20;
+// stdin bytes buffered for one command before we stop reading its client.
+constexpr size_t kMaxStdinBuffer = 1u << 20;
+// Background output pipes kept open (and discarded) per session after their commands ended.
+constexpr size_t kMaxDraining = 64;
+// Crash-loop guard: this many shell deaths while idle within the window fails the session.
+constexpr size_t kStartLimit = 5;
+constexpr uint64_t kStartWindowUs = 10'000'000;
+
+// The constant line sbshd writes to bash for every command. bash reads its script input one
+// byte per read() call, so this line is kept short and the command text travels in bulk
+// through the text slot instead.
+constexpr std::string_view kRunLine = "\\builtin eval \"$__sbsh_x\"\n";
+
+unique_fd dup_cloexec(int fd) { return unique_fd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
+
+void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+}  // namespace
+
+session::session(server& srv, std::string name, std::string cwd)
+    : srv_(srv), name_(std::move(name)), cwd_(std::move(cwd)) {
+  slot_text_ = unique_fd(::memfd_create(("sbsh-" + name_).c_str(), MFD_CLOEXEC));
+  slot_in_ = dup_cloexec(srv_.devnull());
+  slot_out_ = dup_cloexec(srv_.devnull());
+  slot_err_ = dup_cloexec(srv_.devnull());
+  slot_status_ = dup_cloexec(srv_.devnull());
+  start_shell();
+}
+
+session::~session() {
+  stopping_ = true;
+  if (kill_timer_ != nullptr) kill_timer_->close();
+  for (auto& d : draining_) d.watch->close();
+  if (wrapper_ != nullptr) {
+    // stop() already asked politely; a wrapper still alive now is stuck.
+    wrapper_->kill(SIGKILL);
+    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    server* srv = &srv_;
+    wrapper_->release([srv, pid](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid);
+    });
+  }
+  delete ctl_;
+  if (status_watch_ != nullptr) status_watch_->close();
+}
+
+std::string session::init_script() const {
+  // P/<n> is a slot: /proc/<sbshd pid>/fd/<n>. Every name below is quoted with \builtin
+  // so that a user's aliases and functions cannot change what the line does; the status is
+  // carried into `if` so that `$?` at the start of a command is the previous command's.
+  std::string p = fmt::format("/proc/{}/fd/", srv_.pid());
+  std::string redir = fmt::format("<{0}{1} >{0}{2} 2>{0}{3}", p, slot_in_.get(), slot_out_.get(),
+                                  slot_err_.get());
+  std::string x = fmt::format(
+      "IFS= \\builtin read -rd \"\" __sbsh_c <{0}{1}||\\builtin :;"
+      "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
+      "else \\builtin eval \"$__sbsh_c\" {2};fi;"
+      "__sbsh_s=$?;\\builtin echo $__sbsh_s >{0}{3}",
+      p, slot_text_.get(), redir, slot_status_.get());
+  return fmt::format(
+      "set -m\n"
+      "__sbsh_s=0\n"
+      "__sbsh_rc() {{ return \"$1\"; }}\n"
+      "readonly -f __sbsh_rc\n"
+      "readonly __sbsh_x={}\n",
+      shell_quote(x));
+}
+
+status session::point_slot(const unique_fd& slot, int fd) {
+  if (::dup3(fd, slot.get(), O_CLOEXEC) < 0)
+    return make_error(ipc::err::internal, fmt::format("dup3: {}", std::strerror(errno)));
+  return ok_status();
+}
+
+void session::reset_slots() {
+  (void)point_slot(slot_in_, srv_.devnull());
+  (void)point_slot(slot_out_, srv_.devnull());
+  (void)point_slot(slot_err_, srv_.devnull());
+}
+
+void session::start_shell() {
+  state_ = session_state::starting;
+  shell_pid_ = wrapper_pid_ = 0;
+  started_mono_us_ = mono_us();
+  uint64_t gen = generation_;
+  int ctl[2], script[2], st[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0 || ::pipe2(script, O_CLOEXEC) != 0 ||
+      ::pipe2(st, O_CLOEXEC) != 0) {
+    failure_ = fmt::format("cannot create the shell's channels: {}", std::strerror(errno));
+    state_ = session_state::failed;
+    spdlog::error("session {}: {}", name_, failure_);
+    return;
+  }
+  unique_fd ctl_mine(ctl[0]), ctl_theirs(ctl[1]), script_r(script[0]), status_w(st[1]);
+  script_w_ = unique_fd(script[1]);
+  status_r_ = unique_fd(st[0]);
+  set_nonblock(status_r_.get());
+  (void)point_slot(slot_status_, status_w.get());
+  status_w.reset();
+
+  // bash reads this before the first command; the pipe holds it until bash starts.
+  std::string init = init_script();
+  if (::write(script_w_.get(), init.data(), init.size()) != static_cast<ssize_t>(init.size())) {
+    failure_ = "cannot write the shell's start-up script";
+    state_ = session_state::failed;
+    return;
+  }
+  set_nonblock(script_w_.get());
+
+  std::string exe = srv_.opts().wrapper_path;
+  char arg0[] = "sbsh-wrapper";
+  std::vector<char*> args{arg0, const_cast<char*>(name_.c_str()), nullptr};
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "SBSH_SESSION=", 13) != 0) env_store.emplace_back(*e);
+  env_store.push_back("SBSH_SESSION=" + name_);
+  std::vector<char*> envp;
+  for (auto& s : env_store) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  uv_stdio_container_t stdio[5];
+  stdio[0].flags = UV_INHERIT_FD;
+  stdio[0].data.fd = srv_.devnull();
+  stdio[1].flags = UV_INHERIT_FD;
+  stdio[1].data.fd = 2;
+  stdio[2].flags = UV_INHERIT_FD;
+  stdio[2].data.fd = 2;
+  stdio[3].flags = UV_INHERIT_FD;
+  stdio[3].data.fd = ctl_theirs.get();
+  stdio[4].flags = UV_INHERIT_FD;
+  stdio[4].data.fd = script_r.get();
+  uv_process_options_t po{};
+  po.file = exe.c_str();
+  po.args = args.data();
+  po.env = envp.data();
+  po.cwd = cwd_.c_str();
+  po.stdio = stdio;
+  po.stdio_count = 5;
+  int err = 0;
+  wrapper_ = child_process::spawn(
+      srv_.loop(), po,
+      [this, gen](int64_t status, int sig) {
+        if (sig != 0) srv_.reap_session_later(static_cast<pid_t>(wrapper_pid_));
+        on_shell_lost(gen, std::nullopt, std::nullopt,
+                      sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
+                               : fmt::format("its wrapper exited with status {}", status));
+      },
+      &err);
+  if (wrapper_ == nullptr) {
+    failure_ = fmt::format("cannot start {}: {}", exe, uv_strerror(err));
+    spdlog::error("session {}: {}", name_, failure_);
+    state_ = session_state::failed;
+    script_w_.reset();
+    status_r_.reset();
+    return;
+  }
+  wrapper_pid_ = wrapper_->pid();
+  ctl_ = new framed_socket(srv_.loop(), std::move(ctl_mine),
+                           {[this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
+                            [this, gen](const std::string& reason) {
+                              on_shell_lost(gen, std::nullopt, std::nullopt,
+                                            fmt::format("its wrapper's control socket closed ({})", reason));
+                            }});
+  status_watch_ = fd_watch::create(srv_.loop(), status_r_.get());
+  status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
+  spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
+  run_next();
+}
+
+void session::on_control(uint64_t gen, ipc::envelope&& env) {
+  if (gen != generation_) return;
+  const auto& m = env.msg;
+  switch (m.type()) {
+    case msg_type::wrapper_ready: {
+      auto pid = m.get_i64("shell_pid");
+      if (pid && pid.value()) shell_pid_ = *pid.value();
+      state_ = session_state::ready;
+      spdlog::debug("session {}: shell pid {} ready", name_, shell_pid_);
+      break;
+    }
+    case msg_type::signal_result: {
+      if (!current_ || m.id() != signal_seq_) break;
+      auto count = m.get_u64("count");
+      exec_job& job = *current_;
+      if (job.kill_stage == 1) {
+        if (count && count.value().value_or(0) == 0) {
+          escalate(job);  // nothing outside the shell to signal: a builtin is running
+        } else {
+          if (kill_timer_ != nullptr) kill_timer_->close();
+          kill_timer_ = timer::create(srv_.loop());
+          kill_timer_->start(job.grace_ms, [this] {
+            if (current_ && current_->kill_stage == 1) escalate(*current_);
+          });
+        }
+      } else if (job.kill_stage == 2) {
+        if (kill_timer_ != nullptr) kill_timer_->close();
+        kill_timer_ = timer::create(srv_.loop());
+        kill_timer_->start(kSettleMs, [this] {
+          if (current_ && current_->kill_stage == 2) escalate(*current_);
+        });
+      }
+      break;
+    }
+    case msg_type::shell_exited: {
+      auto code = m.get_i64("exit_code");
+      auto sig = m.get_i64("signal");
+      std::optional<int> c, s;
+      if (code && code.value()) c = static_cast<int>(*code.value());
+      if (sig && sig.value()) s = static_cast<int>(*sig.value());
+      std::string why = s ? fmt::format("its shell was killed by signal {}", *s)
+                          : fmt::format("its shell exited with status {}", c.value_or(-1));
+      on_shell_lost(gen, c, s, why);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void session::on_status_readable(uint64_t gen) {
+  if (gen != generation_) return;
+  char buf[256];
+  for (;;) {
+    ssize_t n = ::read(status_r_.get(), buf, sizeof buf);
+    if (n <= 0) break;
+    status_buf_.append(buf, static_cast<size_t>(n));
+  }
+  size_t nl;
+  while ((nl = status_buf_.find('\n')) != std::string::npos) {
+    std::string line = status_buf_.substr(0, nl);
+    status_buf_.erase(0, nl + 1);
+    char* end = nullptr;
+    long v = std::strtol(line.c_str(), &end, 10);
+    if (line.empty() || *end != '\0' || v < 0 || v > 255) {
+      spdlog::warn("session {}: ignoring a malformed status line from the shell", name_);
+      continue;
+    }
+    if (!current_ || !current_->started) continue;  // a stale status from a cancelled start
+    auto job = std::move(current_);
+    job->outcome.exit_code = static_cast<int>(v);
+    if (v > 128 && v < 128 + 65) job->outcome.signal = static_cast<int>(v - 128);
+    finish_job(std::move(job));
+  }
+  if (status_buf_.size() > 64) status_buf_.clear();  // garbage written into the slot
+  if (!current_) run_next();
+}
+
+void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
+                            const std::string& why) {
+  if (gen != generation_ || stopping_) return;
+  spdlog::warn("session {}: shell lost: {}", name_, why);
+  bool was_running = current_ != nullptr;
+  uint64_t now = mono_us();
+  if (!was_running) {
+    quick_deaths_.push_back(now);
+    while (!quick_deaths_.empty() && now - quick_deaths_.front() > kStartWindowUs) quick_deaths_.pop_front();
+  }
+  if (current_) {
+    auto job = std::move(current_);
+    auto& o = job->outcome;
+    o.shell_restarted = true;
+    if (job->kill_stage < 3) {
+      if (signal) {
+        o.exit_code = 128 + *signal;
+        o.signal = signal;
+      } else if (exit_code) {
+        o.exit_code = exit_code;
+      }
+    }
+    if (!o.exit_code) {
+      o.error_code = std::string(ipc::err::shell_restarted);
+      o.error = o.timed_out || o.cancelled
+                    ? "the command ran in the shell itself (a builtin), so the shell was restarted "
+                      "to stop it; the session's state was lost"
+                    : fmt::format("the session's shell ended while running the command ({}); the "
+                                  "session's state was lost and a new shell was started",
+                                  why);
+    }
+    finish_job(std::move(job));
+  }
+  // After shell_exited the wrapper is cleaning up the session's processes and exits by
+  // itself; in every other case it is dead or must die now.
+  detach_generation(/*kill_wrapper=*/!exit_code && !signal);
+  ++generation_;
+  ++restarts_;
+  if (quick_deaths_.size() >= kStartLimit) {
+    state_ = session_state::failed;
+    failure_ = fmt::format("its shell ended {} times in {} s without running a command (last: {})",
+                           quick_deaths_.size(), kStartWindowUs / 1000000, why);
+    spdlog::error("session {}: failed: {}", name_, failure_);
+    run_next();  // refuses what is queued
+    return;
+  }
+  start_shell();
+}
+
+void session::detach_generation(bool kill_wrapper) {
+  if (kill_timer_ != nullptr) {
+    kill_timer_->close();
+    kill_timer_ = nullptr;
+  }
+  if (wrapper_ != nullptr) {
+    if (kill_wrapper) wrapper_->kill(SIGKILL);  // its bash dies with it (PDEATHSIG)
+    // A wrapper that dies of a signal leaves the session's other processes behind.
+    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    server* srv = &srv_;
+    wrapper_->release([srv, pid](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid);
+    });
+    wrapper_ = nullptr;
+  }
+  if (ctl_ != nullptr) {
+    delete ctl_;
+    ctl_ = nullptr;
+  }
+  if (status_watch_ != nullptr) {
+    status_watch_->close();
+    status_watch_ = nullptr;
+  }
+  status_r_.reset();
+  script_w_.reset();
+  status_buf_.clear();
+  reset_slots();
+  (void)point_slot(slot_status_, srv_.devnull());
+}
+
+void session::enqueue(std::unique_ptr<exec_job> job) {
+  job->generation = generation_;
+  queue_.push_back(std::move(job));
+  run_next();
+}
+
+void session::run_next() {
+  while (!current_ && !queue_.empty()) {
+    auto job = std::move(queue_.front());
+    queue_.pop_front();
+    if (state_ == session_state::failed) {
+      job->outcome.error_code = std::string(ipc::err::session_failed);
+      job->outcome.error = fmt::format("session '{}' has failed: {}; remove it and use a new one",
+                                       name_, failure_);
+      finish_job(std::move(job));
+      continue;
+    }
+    if (job->generation != generation_) {
+      job->outcome.error_code = std::string(ipc::err::shell_restarted);
+      job->outcome.shell_restarted = true;
+      job->outcome.error = "not run: the session's shell restarted while this command was queued, "
+                           "so the state it expected was lost";
+      finish_job(std::move(job));
+      continue;
+    }
+    if (!start_job(*job)) {
+      finish_job(std::move(job));
+      continue;
+    }
+    current_ = std::move(job);
+  }
+}
+
+bool session::start_job(exec_job& job) {
+  auto fail = [&](const std::string& what) {
+    job.outcome.error_code = std::string(ipc::err::internal);
+    job.outcome.error = what;
+    return false;
+  };
+  const std::string& t = job.text;
+  if (::ftruncate(slot_text_.get(), 0) != 0 ||
+      ::pwrite(slot_text_.get(), t.data(), t.size(), 0) != static_cast<ssize_t>(t.size()))
+    return fail(fmt::format("cannot store the command text: {}", std::strerror(errno)));
+
+  if (!job.io_fds) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+    job.out_r = unique_fd(out[0]);
+    job.out_w = unique_fd(out[1]);
+    if (::pipe2(err, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+    job.err_r = unique_fd(err[0]);
+    job.err_w = unique_fd(err[1]);
+    set_nonblock(job.out_r.get());
+    set_nonblock(job.err_r.get());
+    if (job.has_stdin) {
+      int in[2];
+      if (::pipe2(in, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+      job.in_r = unique_fd(in[0]);
+      job.in_w = unique_fd(in[1]);
+      set_nonblock(job.in_w.get());
+    }
+  }
+  if (!point_slot(slot_out_, job.out_w.get()) || !point_slot(slot_err_, job.err_w.get()) ||
+      !point_slot(slot_in_, job.in_r ? job.in_r.get() : srv_.devnull()))
+    return fail("cannot set up the command's descriptors");
+  job.out_w.reset();
+  job.err_w.reset();
+  job.in_r.reset();
+
+  job.mark = procs::mark_now(srv_.ns_last_pid_fd());
+  job.started_at_ms = wall_ms();
+  job.started_mono_us = mono_us();
+  if (::write(script_w_.get(), kRunLine.data(), kRunLine.size()) != static_cast<ssize_t>(kRunLine.size())) {
+    reset_slots();
+    return fail("the session's shell is not reading commands");
+  }
+  job.started = true;
+  ++commands_;
+
+  if (job.timeout_ms > 0) {
+    job.deadline = timer::create(srv_.loop());
+    exec_job* jp = &job;
+    job.deadline->start(job.timeout_ms, [this, jp] {
+      if (current_.get() != jp) return;
+      jp->outcome.timed_out = true;
+      if (jp->kill_stage == 0) escalate(*jp);
+    });
+  }
+  if (!job.io_fds) {
+    exec_job* jp = &job;
+    job.out_watch = fd_watch::create(srv_.loop(), job.out_r.get());
+    job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
+    job.err_watch = fd_watch::create(srv_.loop(), job.err_r.get());
+    job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    if (job.in_w) pump_stdin(job);
+  }
+  return true;
+}
+
+void session::finish_job(std::unique_ptr<exec_job> job) {
+  uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
+  if (job->started) {
+    reset_slots();
+    if (!job->io_fds && job->client != nullptr) {
+      // Everything the command wrote before it ended is in the pipes now: forward it.
+      pump_output(*job, ipc::kStdout, true);
+      pump_output(*job, ipc::kStderr, true);
+    }
+  }
+  if (kill_timer_ != nullptr) {
+    kill_timer_->close();
+    kill_timer_ = nullptr;
+  }
+  spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", name_, job->id,
+                job->outcome.exit_code.value_or(-1), job->outcome.signal.value_or(0), job->outcome.timed_out);
+  client_conn* c = job->client;
+  if (c != nullptr) c->send(done_frame(*job, dur));
+  // Output pipes may still be held by background jobs the command started: keep reading
+  // (and discarding) so they do not die of SIGPIPE, but never into a later result.
+  if (job->io_fds && c != nullptr && !job->released && (job->out_r || job->err_r)) {
+    unreleased_.push_back(std::move(job));
+    return;
+  }
+  if (job->out_r) keep_draining(std::move(job->out_r));
+  if (job->err_r) keep_draining(std::move(job->err_r));
+  if (c != nullptr) srv_.job_done(c, job->id);
+}
+
+void session::escalate(exec_job& job) {
+  switch (job.kill_stage) {
+    case 0:
+      job.kill_stage = 1;
+      send_signal(job, job.first_signal);
+      break;
+    case 1:
+      job.kill_stage = 2;
+      send_signal(job, SIGKILL);
+      break;
+    case 2:
+      job.kill_stage = 3;
+      restart_shell("a command had to be stopped while the shell itself was running it");
+      break;
+    default:
+      break;
+  }
+}
+
+void session::send_signal(exec_job& job, int sig) {
+  if (ctl_ == nullptr) return;
+  frame_builder f(msg_type::signal_command, ++signal_seq_);
+  f.i64("since_pid", job.mark.last_pid).u64("since_ticks", job.mark.start_ticks).i64("signal", sig);
+  ctl_->send(f.take());
+}
+
+void session::restart_shell(const std::string& why) {
+  on_shell_lost(generation_, std::nullopt, std::nullopt, why);
+}
+
+bool session::cancel(client_conn* c, uint64_t id, int sig) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if ((*it)->client == c && (*it)->id == id) {
+      auto job = std::move(*it);
+      queue_.erase(it);
+      job->outcome.cancelled = true;
+      job->outcome.error_code = "cancelled";
+      job->outcome.error = "cancelled before it started";
+      finish_job(std::move(job));
+      return true;
+    }
+  }
+  if (!current_ || current_->client != c || current_->id != id) return false;
+  if (sig != 0) {
+    send_signal(*current_, sig);
+    return true;
+  }
+  current_->outcome.cancelled = true;
+  if (current_->kill_stage == 0) escalate(*current_);
+  return true;
+}
+
+void session::client_gone(client_conn* c) {
+  std::erase_if(queue_, [c](const auto& j) { return j->client == c; });
+  std::erase_if(unreleased_, [this, c](auto& j) {
+    if (j->client != c) return false;
+    if (j->out_r) keep_draining(std::move(j->out_r));
+    if (j->err_r) keep_draining(std::move(j->err_r));
+    return true;
+  });
+  if (current_ && current_->client == c) {
+    // As a terminal hang-up would: SIGHUP to the command, then SIGKILL after the grace.
+    current_->client = nullptr;
+    current_->first_signal = SIGHUP;
+    if (current_->kill_stage == 0) escalate(*current_);
+    if (current_->in_watch != nullptr) {
+      current_->in_watch->close();
+      current_->in_watch = nullptr;
+    }
+    current_->in_w.reset();
+  }
+}
+
+void session::release(client_conn* c, uint64_t id) {
+  for (auto it = unreleased_.begin(); it != unreleased_.end(); ++it) {
+    if ((*it)->client == c && (*it)->id == id) {
+      auto job = std::move(*it);
+      unreleased_.erase(it);
+      if (job->out_r) keep_draining(std::move(job->out_r));
+      if (job->err_r) keep_draining(std::move(job->err_r));
+      srv_.job_done(c, id);
+      return;
+    }
+  }
+  for (auto& j : queue_)
+    if (j->client == c && j->id == id) j->released = true;
+  if (current_ && current_->client == c && current_->id == id) current_->released = true;
+}
+
+void session::keep_draining(unique_fd fd) {
+  if (draining_.size() >= kMaxDraining) {
+    draining_.front().watch->close();
+    draining_.pop_front();
+  }
+  set_nonblock(fd.get());
+  auto* w = fd_watch::create(srv_.loop(), fd.get());
+  int raw = fd.get();
+  draining_.push_back({std::move(fd), w});
+  w->start(UV_READABLE | UV_DISCONNECT, [this, raw](int, int) {
+    char buf[16384];
+    ssize_t n;
+    while ((n = ::read(raw, buf, sizeof buf)) > 0) {
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      std::erase_if(draining_, [raw](drain_entry& d) {
+        if (d.fd.get() != raw) return false;
+        d.watch->close();
+        return true;
+      });
+    }
+  });
+}
+
+void session::pump_output(exec_job& job, int stream_no, bool drain) {
+  unique_fd& fd = stream_no == ipc::kStdout ? job.out_r : job.err_r;
+  if (!fd) return;
+  char buf[64 * 1024];
+  for (int rounds = 0; drain || rounds < 4; ++rounds) {
+    if (job.client != nullptr && !drain && job.client->queued_bytes() > kMaxClientQueue) {
+      set_output_paused(job, true);  // backpressure: the pipe fills and the command waits
+      return;
+    }
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n <= 0) {
+      if (n == 0) {  // every writer is gone: stop watching this stream
+        fd_watch*& w = stream_no == ipc::kStdout ? job.out_watch : job.err_watch;
+        if (w != nullptr) {
+          w->close();
+          w = nullptr;
+        }
+      }
+      return;
+    }
+    if (job.client == nullptr) continue;  // nobody to deliver to: discard
+    frame_builder f(msg_type::output, job.id);
+    f.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
+    job.client->send(f.take());
+  }
+}
+
+void session::set_output_paused(exec_job& job, bool paused) {
+  int ev = paused ? 0 : UV_READABLE;
+  if (job.out_watch != nullptr) job.out_watch->set_events(ev);
+  if (job.err_watch != nullptr) job.err_watch->set_events(ev);
+}
+
+void session::client_drained(client_conn* c) {
+  if (current_ && current_->client == c && !current_->io_fds) {
+    set_output_paused(*current_, false);
+    pump_output(*current_, ipc::kStdout, false);
+    if (current_) pump_output(*current_, ipc::kStderr, false);
+  }
+}
+
+void session::stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof) {
+  exec_job* job = nullptr;
+  if (current_ && current_->client == c && current_->id == id) job = current_.get();
+  for (auto& j : queue_)
+    if (j->client == c && j->id == id) job = j.get();
+  if (job == nullptr || job->io_fds || !job->has_stdin || job->stdin_eof) return;
+  job->stdin_pending.append(data);
+  if (eof) job->stdin_eof = true;
+  if (job->stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(true);
+  if (job->started && job->in_w) pump_stdin(*job);
+}
+
+void session::pump_stdin(exec_job& job) {
+  while (!job.stdin_pending.empty()) {
+    ssize_t n = ::write(job.in_w.get(), job.stdin_pending.data(), job.stdin_pending.size());
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      job.stdin_pending.clear();  // the command closed its stdin: the rest is not wanted
+      job.in_w.reset();
+      break;
+    }
+    job.stdin_pending.erase(0, static_cast<size_t>(n));
+  }
+  if (job.client != nullptr && job.stdin_pending.size() <= kMaxStdinBuffer) job.client->pause_reading(false);
+  bool waiting = !job.stdin_pending.empty() && job.in_w;
+  if (waiting && job.in_watch == nullptr) {
+    exec_job* jp = &job;
+    job.in_watch = fd_watch::create(srv_.loop(), job.in_w.get());
+    job.in_watch->start(UV_WRITABLE, [this, jp](int, int) { pump_stdin(*jp); });
+  } else if (!waiting && job.in_watch != nullptr) {
+    job.in_watch->close();
+    job.in_watch = nullptr;
+  }
+  if (job.stdin_pending.empty() && job.stdin_eof) job.in_w.reset();
+}
+
+void session::stop() {
+  stopping_ = true;
+  for (auto& j : queue_) {
+    j->outcome.error_code = std::string(ipc::err::shutting_down);
+    j->outcome.error = "sbshd is shutting down";
+  }
+  while (!queue_.empty()) {
+    auto j = std::move(queue_.front());
+    queue_.pop_front();
+    finish_job(std::move(j));
+  }
+  if (current_) {
+    auto j = std::move(current_);
+    j->outcome.shell_restarted = true;
+    j->outcome.error_code = std::string(ipc::err::shutting_down);
+    j->outcome.error = "sbshd is shutting down; the command was stopped";
+    finish_job(std::move(j));
+  }
+  if (wrapper_ != nullptr) wrapper_->kill(SIGTERM);  // the wrapper ends the whole session
+}
+
+bool session::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
+
+void session::describe(msgpack::packer<ipc::frame_builder>& pk) const {
+  const char* st = state_ == session_state::failed    ? "failed"
+                   : current_                         ? "running"
+                   : state_ == session_state::starting ? "starting"
+                                                       : "ready";
+  bool has_running = current_ != nullptr;
+  pk.pack_map(has_running ? 11 : 9);
+  auto kv_str = [&](std::string_view k, std::string_view v) {
+    pk.pack_str(static_cast<uint32_t>(k.size()));
+    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+    pk.pack_str(static_cast<uint32_t>(v.size()));
+    pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  };
+  auto kv_int = [&](std::string_view k, int64_t v) {
+    pk.pack_str(static_cast<uint32_t>(k.size()));
+    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+    pk.pack_int64(v);
+  };
+  kv_str("name", name_);
+  kv_str("state", st);
+  kv_int("wrapper_pid", wrapper_pid_);
+  kv_int("shell_pid", shell_pid_);
+  kv_int("restarts", static_cast<int64_t>(restarts_));
+  kv_int("queued", static_cast<int64_t>(queue_.size()));
+  kv_int("commands", static_cast<int64_t>(commands_));
+  kv_str("cwd", cwd_);
+  kv_str("error", failure_);
+  if (has_running) {
+    kv_str("running", std::string_view(current_->command).substr(0, 256));
+    kv_int("running_ms", static_cast<int64_t>((mono_us() - current_->started_mono_us) / 1000));
+  }
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,116 @@
+// A session: one wrapper and its bash, the slots through which bash opens each command's
+// I/O, and the queue of exec jobs that run there one at a time.
+//
+// The exec hot path does not go through the wrapper. For each command sbshd writes the
+// command text into a memfd, points its "slots" (descriptors at fixed numbers in sbshd) at
+// the command's pipes, and writes one short constant line to bash's stdin; bash opens the
+// slots through /proc/<sbshd>/fd/N, evaluates the text at its top level with its stdin,
+// stdout and stderr redirected to them, and writes the status to the status slot, which
+// sbshd polls. The wrapper's control socket carries supervision only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/exec_job.h"
+#include "daemon/framed_socket.h"
+#include "daemon/uv_handles.h"
+
+namespace sbsh::daemon {
+
+class server;
+
+enum class session_state { starting, ready, failed };
+
+class session {
+ public:
+  session(server& srv, std::string name, std::string cwd);
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  [[nodiscard]] const std::string& name() const { return name_; }
+  // Takes a parsed job; it runs after the jobs already queued.
+  void enqueue(std::unique_ptr<exec_job> job);
+  // Signal `sig` to the running command's processes once, or (sig == 0) stop it: SIGTERM,
+  // then SIGKILL after the grace period, then a shell restart if a builtin still runs.
+  // A queued job is dropped at once. Returns false when no such job is here.
+  bool cancel(client_conn* c, uint64_t id, int sig);
+  void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof);
+  void release(client_conn* c, uint64_t id);
+  // The client went away: its queued jobs are dropped, its running one is hung up on.
+  void client_gone(client_conn* c);
+  // The client's output queue drained: resume reading command output for it.
+  void client_drained(client_conn* c);
+  // Ends the shell and everything it started; the session stays stopped.
+  void stop();
+  [[nodiscard]] bool stopped_and_gone() const;
+
+  void describe(msgpack::packer<ipc::frame_builder>& pk) const;
+
+ private:
+  void start_shell();
+  void on_control(uint64_t gen, ipc::envelope&& env);
+  void on_status_readable(uint64_t gen);
+  void on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
+                     const std::string& why);
+  void detach_generation(bool kill_wrapper);
+  void run_next();
+  bool start_job(exec_job& job);
+  void finish_job(std::unique_ptr<exec_job> job);
+  void escalate(exec_job& job);
+  void send_signal(exec_job& job, int sig);
+  void restart_shell(const std::string& why);
+  void pump_output(exec_job& job, int stream_no, bool drain);
+  void pump_stdin(exec_job& job);
+  void set_output_paused(exec_job& job, bool paused);
+  void keep_draining(unique_fd fd);
+  status point_slot(const unique_fd& slot, int fd);
+  void reset_slots();
+  std::string init_script() const;
+
+  server& srv_;
+  std::string name_;
+  std::string cwd_;
+  session_state state_ = session_state::starting;
+  std::string failure_;
+
+  // Current shell generation: everything below is replaced on each (re)start.
+  uint64_t generation_ = 0;
+  child_process* wrapper_ = nullptr;
+  framed_socket* ctl_ = nullptr;
+  unique_fd script_w_;
+  unique_fd status_r_;
+  fd_watch* status_watch_ = nullptr;
+  std::string status_buf_;
+  int64_t shell_pid_ = 0;
+  int64_t wrapper_pid_ = 0;
+  uint64_t started_mono_us_ = 0;
+
+  // Slots: fixed descriptor numbers in sbshd that bash opens through /proc.
+  unique_fd slot_text_;    // memfd with the command text
+  unique_fd slot_in_;
+  unique_fd slot_out_;
+  unique_fd slot_err_;
+  unique_fd slot_status_;
+
+  std::deque<std::unique_ptr<exec_job>> queue_;
+  std::unique_ptr<exec_job> current_;
+  std::vector<std::unique_ptr<exec_job>> unreleased_;  // fds mode: done, client still draining
+  struct drain_entry {
+    unique_fd fd;
+    fd_watch* watch;
+  };
+  std::deque<drain_entry> draining_;
+  std::deque<uint64_t> quick_deaths_;  // mono_us of shell losses while idle (crash-loop check)
+  uint64_t restarts_ = 0;
+  uint64_t commands_ = 0;
+  uint64_t signal_seq_ = 0;
+  timer* kill_timer_ = nullptr;
+  bool stopping_ = false;
+};
+
+}  // namespace sbsh::daemon
