@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds sbsh and shows its main job: a session that keeps its directory, variables and
+# functions across separate `sbsh exec` calls, a timeout that really stops the command, and
+# exact exit codes. Runs against a private daemon that it starts and stops itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh build -DSBSH_TESTS=OFF -DSBSH_BENCH=OFF >/dev/null
+sbsh=$PWD/build/bin/sbsh
+
+tmp=$(mktemp -d)
+export XDG_RUNTIME_DIR=$tmp/run SBSH_STATE_DIR=$tmp/state
+mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+trap '"$sbsh" shutdown; rm -rf "$tmp"' EXIT
+
+run() {
+  printf '\n\033[1m$ sbsh exec -s demo %q\033[0m\n' "$*"
+  set +e
+  "$sbsh" exec -s demo "$@"
+  local rc=$?
+  set -e
+  printf '\033[2m[exit code %d]\033[0m\n' "$rc"
+}
+run_timeout() {
+  printf '\n\033[1m$ sbsh exec -s demo -t 1s %q\033[0m\n' "$*"
+  set +e
+  "$sbsh" exec -s demo -t 1s "$@"
+  local rc=$?
+  set -e
+  printf '\033[2m[exit code %d]\033[0m\n' "$rc"
+}
+
+echo "sbsh demo: every line below is a separate sbsh process; the shell persists in sbshd."
+run 'mkdir -p /tmp/sbsh-demo && cd /tmp/sbsh-demo && export GREETING=hello && counter=1'
+run 'greet() { echo "$GREETING from $(pwd), call $counter"; counter=$((counter+1)); }'
+run 'greet; greet'
+run 'pwd; echo "counter is now $counter"'
+run 'echo to stderr >&2; exit 3'
+run 'echo "a new shell after exit: cwd=$(pwd) GREETING=${GREETING:-unset}"'
+run 'sh -c "kill -TERM \$\$"'
+run_timeout 'sleep 30'
+run 'echo "the session is still usable: $(date +%T)"'
+echo
+"$sbsh" status

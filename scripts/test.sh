@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, a normal build with -Werror and its
+# tests, then an AddressSanitizer + UndefinedBehaviorSanitizer build and the same tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+jobs=$(nproc)
+echo "== build (RelWithDebInfo, -Werror)"
+scripts/build.sh build -DSBSH_WERROR=ON
+echo "== tests"
+(cd build && ctest --output-on-failure --timeout 300 -j "$jobs")
+
+echo "== build (ASan + UBSan)"
+scripts/build.sh build-asan -DSBSH_WERROR=ON -DSBSH_ASAN=ON -DSBSH_UBSAN=ON -DSBSH_BENCH=OFF
+echo "== tests under ASan + UBSan"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure --timeout 900 -j "$jobs")
+echo "== all tests passed (normal and sanitizer builds)"
