@@ -160,10 +160,15 @@ result<daemon_status> connection::status() {
   if (!r) return r.err();
   const auto& m = r->msg;
   daemon_status st;
-  st.pid = m.get_i64("pid").value().value_or(0);
-  st.version = std::string(m.get_str("version").value().value_or(""));
-  st.uptime_ms = m.get_u64("uptime_ms").value().value_or(0);
-  st.socket_path = std::string(m.get_str("socket").value().value_or(""));
+  auto i64 = [&](std::string_view k) { auto v = m.get_i64(k); return v && v.value() ? *v.value() : 0; };
+  auto str = [&](std::string_view k) {
+    auto v = m.get_str(k);
+    return v && v.value() ? std::string(*v.value()) : std::string();
+  };
+  st.pid = i64("pid");
+  st.version = str("version");
+  st.uptime_ms = static_cast<uint64_t>(i64("uptime_ms"));
+  st.socket_path = str("socket");
   if (const auto* arr = m.find("sessions"); arr != nullptr && arr->type == msgpack::type::ARRAY) {
     for (uint32_t i = 0; i < arr->via.array.size; ++i) {
       const auto& o = arr->via.array.ptr[i];

@@ -18,6 +18,7 @@ using ipc::msg_type;
 
 // Bounds on what one connection may have in flight, so no client can grow the daemon.
 constexpr size_t kMaxJobsPerClient = 256;
+constexpr size_t kMaxTextPerClient = 64u << 20;
 
 void on_hello(server&, client_conn& c, ipc::envelope& env) {
   auto v = env.msg.get_u64("version");
@@ -55,6 +56,13 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
                              kMaxJobsPerClient));
     return;
   }
+  if (c.text_bytes + j.text.size() > kMaxTextPerClient) {
+    c.send_error(j.id, ipc::err::bad_request,
+                 fmt::format("this connection already has {} MiB of command text queued; wait for some "
+                             "commands to finish",
+                             c.text_bytes >> 20));
+    return;
+  }
   auto s = srv.get_or_create_session(j.session, j.session_cwd);
   if (!s) {
     c.send_error(j.id, s.err().code, s.err().message);
@@ -72,13 +80,14 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     }
   }
   j.client = &c;
-  c.jobs.emplace(j.id, j.session);
+  c.jobs.emplace(j.id, client_conn::job_ref{j.session, j.text.size()});
+  c.text_bytes += j.text.size();
   (*s)->enqueue(std::move(job.value()));
 }
 
 session* job_session(server& srv, client_conn& c, uint64_t id) {
   auto it = c.jobs.find(id);
-  return it == c.jobs.end() ? nullptr : srv.find_session(it->second);
+  return it == c.jobs.end() ? nullptr : srv.find_session(it->second.session);
 }
 
 void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {

@@ -20,6 +20,11 @@
 
 namespace sbsh::daemon {
 
+namespace {
+// Connections beyond this are refused, so that connecting in a loop cannot exhaust us.
+constexpr size_t kMaxClients = 4096;
+}  // namespace
+
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
     : peer_pid(pid),
       srv_(srv),
@@ -121,6 +126,10 @@ void server::on_accept() {
                    cred.pid, ::getuid());
       continue;
     }
+    if (clients_.size() >= kMaxClients) {
+      spdlog::warn("refused a connection from pid {}: {} clients are connected already", cred.pid, kMaxClients);
+      continue;
+    }
     auto c = std::make_unique<client_conn>(*this, next_serial_++, std::move(conn), cred.uid, cred.pid);
     spdlog::debug("client {} connected (pid {})", c->serial(), cred.pid);
     client_conn* raw = c.get();
@@ -130,8 +139,8 @@ void server::on_accept() {
 
 void server::client_closed(client_conn* c, const std::string& reason) {
   spdlog::debug("client {} closed: {}", c->serial(), reason);
-  for (const auto& [id, name] : c->jobs)
-    if (auto* s = find_session(name)) s->client_gone(c);
+  for (const auto& [id, ref] : c->jobs)
+    if (auto* s = find_session(ref.session)) s->client_gone(c);
   c->jobs.clear();
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
@@ -148,11 +157,16 @@ void server::client_closed(client_conn* c, const std::string& reason) {
 }
 
 void server::client_drained(client_conn* c) {
-  for (const auto& [id, name] : c->jobs)
-    if (auto* s = find_session(name)) s->client_drained(c);
+  for (const auto& [id, ref] : c->jobs)
+    if (auto* s = find_session(ref.session)) s->client_drained(c);
 }
 
-void server::job_done(client_conn* c, uint64_t id) { c->jobs.erase(id); }
+void server::job_done(client_conn* c, uint64_t id) {
+  auto it = c->jobs.find(id);
+  if (it == c->jobs.end()) return;
+  c->text_bytes -= it->second.text_bytes;
+  c->jobs.erase(it);
+}
 
 session* server::find_session(const std::string& name) {
   auto it = sessions_.find(name);

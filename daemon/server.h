@@ -37,8 +37,13 @@ class client_conn {
 
   bool greeted = false;
   pid_t peer_pid = 0;
-  // exec id -> session name, while the job is queued, running or unreleased.
-  std::unordered_map<uint64_t, std::string> jobs;
+  // exec id -> where it runs, while the job is queued, running or unreleased.
+  struct job_ref {
+    std::string session;
+    size_t text_bytes;
+  };
+  std::unordered_map<uint64_t, job_ref> jobs;
+  size_t text_bytes = 0;  // command text held for this connection's jobs
 
  private:
   server& srv_;

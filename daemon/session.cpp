@@ -225,6 +225,10 @@ void session::on_control(uint64_t gen, ipc::envelope&& env) {
           });
         }
       } else if (job.kill_stage == 2) {
+        if (count && count.value().value_or(0) == 0) {
+          escalate(job);  // nothing left but the shell itself
+          break;
+        }
         if (kill_timer_ != nullptr) kill_timer_->close();
         kill_timer_ = timer::create(srv_.loop());
         kill_timer_->start(kSettleMs, [this] {
@@ -236,11 +240,14 @@ void session::on_control(uint64_t gen, ipc::envelope&& env) {
     case msg_type::shell_exited: {
       auto code = m.get_i64("exit_code");
       auto sig = m.get_i64("signal");
+      auto error = m.get_str("error");
       std::optional<int> c, s;
       if (code && code.value()) c = static_cast<int>(*code.value());
       if (sig && sig.value()) s = static_cast<int>(*sig.value());
-      std::string why = s ? fmt::format("its shell was killed by signal {}", *s)
-                          : fmt::format("its shell exited with status {}", c.value_or(-1));
+      std::string why = s   ? fmt::format("its shell was killed by signal {}", *s)
+                        : c ? fmt::format("its shell exited with status {}", *c)
+                            : fmt::format("its shell could not start: {}",
+                                          error && error.value() ? *error.value() : "unknown reason");
       on_shell_lost(gen, c, s, why);
       break;
     }
@@ -357,6 +364,14 @@ void session::detach_generation(bool kill_wrapper) {
 }
 
 void session::enqueue(std::unique_ptr<exec_job> job) {
+  // A failed session tries again once the crash-loop window has passed.
+  if (state_ == session_state::failed && !quick_deaths_.empty() &&
+      mono_us() - quick_deaths_.back() > kStartWindowUs) {
+    quick_deaths_.clear();
+    failure_.clear();
+    spdlog::info("session {}: trying to start its shell again", name_);
+    start_shell();
+  }
   job->generation = generation_;
   queue_.push_back(std::move(job));
   run_next();
@@ -368,8 +383,9 @@ void session::run_next() {
     queue_.pop_front();
     if (state_ == session_state::failed) {
       job->outcome.error_code = std::string(ipc::err::session_failed);
-      job->outcome.error = fmt::format("session '{}' has failed: {}; remove it and use a new one",
-                                       name_, failure_);
+      job->outcome.error = fmt::format("session '{}' has failed: {}; it will try again for a command sent "
+                                       "{} s after the last failure",
+                                       name_, failure_, kStartWindowUs / 1000000);
       finish_job(std::move(job));
       continue;
     }

@@ -13,21 +13,16 @@ export XDG_RUNTIME_DIR=$tmp/run SBSH_STATE_DIR=$tmp/state
 mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 trap '"$sbsh" shutdown; rm -rf "$tmp"' EXIT
 
+# Prints the command as a user would type it, runs it, and shows its exit code.
 run() {
-  printf '\n\033[1m$ sbsh exec -s demo %q\033[0m\n' "$*"
+  local opts=()
+  while [[ $1 == -* ]]; do opts+=("$1" "$2"); shift 2; done
+  printf "\n$ sbsh exec -s demo %s'%s'\n" "${opts[*]:+${opts[*]} }" "$*"
   set +e
-  "$sbsh" exec -s demo "$@"
+  "$sbsh" exec -s demo "${opts[@]}" "$@"
   local rc=$?
   set -e
-  printf '\033[2m[exit code %d]\033[0m\n' "$rc"
-}
-run_timeout() {
-  printf '\n\033[1m$ sbsh exec -s demo -t 1s %q\033[0m\n' "$*"
-  set +e
-  "$sbsh" exec -s demo -t 1s "$@"
-  local rc=$?
-  set -e
-  printf '\033[2m[exit code %d]\033[0m\n' "$rc"
+  printf '[exit code %d]\n' "$rc"
 }
 
 echo "sbsh demo: every line below is a separate sbsh process; the shell persists in sbshd."
@@ -38,7 +33,7 @@ run 'pwd; echo "counter is now $counter"'
 run 'echo to stderr >&2; exit 3'
 run 'echo "a new shell after exit: cwd=$(pwd) GREETING=${GREETING:-unset}"'
 run 'sh -c "kill -TERM \$\$"'
-run_timeout 'sleep 30'
+run -t 1s 'sleep 30'
 run 'echo "the session is still usable: $(date +%T)"'
 echo
 "$sbsh" status

@@ -75,8 +75,9 @@ class wrapper_loop {
     ::close(kScriptFd);
     if (!pid) {
       log_error(session_, pid.err().message);
+      // No shell ran, so there is no exit status to report: only the reason.
       frame_builder f(msg_type::shell_exited);
-      f.i64("exit_code", 127).str("error", pid.err().message);
+      f.str("error", pid.err().message);
       send(f);
       return 1;
     }
