@@ -84,7 +84,7 @@ std::string session::init_script() const {
   std::string redir = fmt::format("<{0}{1} >{0}{2} 2>{0}{3}", p, slot_in_.get(), slot_out_.get(),
                                   slot_err_.get());
   std::string x = fmt::format(
-      "IFS= \\builtin read -rd \"\" __sbsh_c <{0}{1}||\\builtin :;"
+      "\\builtin mapfile -d \"\" -t __sbsh_c <{0}{1}||\\builtin :;"
       "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
       "else \\builtin eval \"$__sbsh_c\" {2};fi;"
       "__sbsh_s=$?;\\builtin echo $__sbsh_s >{0}{3}",
