@@ -40,6 +40,7 @@ status check_session_name(std::string_view name) {
                                 name));
 }
 
+
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -75,6 +76,17 @@ std::string subshell_text(std::string_view command, std::string_view cwd,
 
 }  // namespace
 
+status check_env_entry(std::string_view e) {
+  auto eq = e.find('=');
+  if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
+    return make_error(bad_request, fmt::format("environment entry '{}' must be NAME=VALUE with a NAME of "
+                                               "letters, digits and '_' not starting with a digit",
+                                               e));
+  if (e.find('\0') != std::string_view::npos)
+    return make_error(bad_request, "an environment entry contains a NUL byte");
+  return ok_status();
+}
+
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   const auto& m = env.msg;
   auto job = std::make_unique<exec_job>();
@@ -99,13 +111,7 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (!envs) return envs.err();
   std::vector<std::string> env_list;
   for (auto e : envs.value().value_or(std::vector<std::string_view>{})) {
-    auto eq = e.find('=');
-    if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
-      return make_error(bad_request, fmt::format("environment entry '{}' must be NAME=VALUE with a "
-                                                 "NAME of letters, digits and '_' not starting with a digit",
-                                                 e));
-    if (e.find('\0') != std::string_view::npos)
-      return make_error(bad_request, "an environment entry contains a NUL byte");
+    if (auto s = check_env_entry(e); !s) return s.err();
     env_list.emplace_back(e);
   }
   std::string_view cwd_v = cwd.value().value_or("");

@@ -43,6 +43,7 @@ struct exec_job {
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
+  bool internal = false;   // a session's init command: output goes to the session, no client
   // Descriptors. fds mode: all from the client. frames mode: made here.
   unique_fd out_w, err_w, in_r;  // ends the shell opens
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)
@@ -79,6 +80,9 @@ status check_session_name(std::string_view name);
 
 // The exec_done frame for a finished job.
 std::string done_frame(const exec_job& job, uint64_t duration_us);
+
+// NAME=VALUE with a valid variable name and no NUL byte.
+status check_env_entry(std::string_view entry);
 
 // Single-quotes `s` for bash.
 std::string shell_quote(std::string_view s);

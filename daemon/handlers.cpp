@@ -1,13 +1,14 @@
 // Request handlers, one per message family, and the table that routes messages to them.
 //   hello              handshake and version check
 //   exec family        exec, stdin_data, stdin_eof, cancel, release
+//   session family     handlers_session.cpp
 //   status, shutdown   the daemon itself
 #include <signal.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/server.h"
+#include "daemon/handlers.h"
 
 namespace sbsh::daemon {
 
@@ -171,6 +172,9 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::stdin_data, on_stdin},  {msg_type::stdin_eof, on_stdin},
     {msg_type::cancel, on_cancel},     {msg_type::release, on_release},
     {msg_type::status, on_status},     {msg_type::shutdown, on_shutdown},
+    {msg_type::session_create, on_session_create}, {msg_type::session_list, on_session_list},
+    {msg_type::session_show, on_session_show},     {msg_type::session_rm, on_session_rm},
+    {msg_type::session_restart, on_session_restart},
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
 // sbshd: the sbsh daemon. Parses options and calls run_or_die(); see daemon.cpp.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+
 #include "daemon/daemon.h"
+#include "sbsh/client.h"
 
 int main(int argc, char** argv) {
   sbsh::daemon::run_options o;
@@ -13,7 +16,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json")->capture_default_str();
   app.add_option("--wrapper", o.wrapper_path, "Path of sbsh-wrapper (default: beside sbshd)");
+  std::string health = "10s";
+  app.add_option("--health-interval", health,
+                 "How often each wrapper is pinged; one that does not answer within it is restarted (0: never)")
+      ->capture_default_str();
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
+  auto interval = sbsh::client::parse_duration(health);
+  if (!interval) {
+    std::fprintf(stderr, "sbshd: --health-interval: %s\n", interval.err().message.c_str());
+    return 2;
+  }
+  o.health_interval_ms = static_cast<uint64_t>(interval->count());
   return sbsh::daemon::run_or_die(std::move(o));
 }

@@ -107,6 +107,7 @@ status server::listen() {
     return make_error("io", fmt::format("cannot listen on {}: {}", path, std::strerror(errno)));
   listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
+  load_state();
   return ok_status();
 }
 
@@ -168,38 +169,215 @@ void server::job_done(client_conn* c, uint64_t id) {
   c->jobs.erase(it);
 }
 
+client_conn* server::client_by_serial(uint64_t serial) {
+  for (auto& [raw, c] : clients_)
+    if (c->serial() == serial) return raw;
+  return nullptr;
+}
+
 session* server::find_session(const std::string& name) {
   auto it = sessions_.find(name);
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
+namespace {
+
+// A session starts in the directory asked for when it exists, else in $HOME, else in /.
+std::string usable_dir(const std::string& dir) {
+  struct stat st{};
+  if (!dir.empty() && dir[0] == '/' && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+  const char* home = std::getenv("HOME");
+  return home != nullptr && *home != '\0' ? home : "/";
+}
+
+std::string describe_difference(const session_def& a, const session_def& b) {
+  std::vector<std::string> diffs;
+  if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", a.cwd, b.cwd));
+  if (a.env != b.env) diffs.emplace_back("environment");
+  if (a.init != b.init) diffs.emplace_back("init commands");
+  if (a.restart != b.restart)
+    diffs.push_back(fmt::format("restart policy {} (asked: {})", policy_name(a.restart), policy_name(b.restart)));
+  return fmt::format("{}", fmt::join(diffs, ", "));
+}
+
+}  // namespace
+
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
   if (auto* s = find_session(name)) return s;
+  session_def def;
+  def.cwd = usable_dir(cwd);
+  return create_session(name, std::move(def));
+}
+
+result<session*> server::create_session(const std::string& name, session_def def) {
   if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
-  std::string dir = cwd;
-  struct stat st{};
-  if (dir.empty() || dir[0] != '/' || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    const char* home = std::getenv("HOME");
-    dir = home != nullptr && *home != '\0' ? home : "/";
+  def.cwd = usable_dir(def.cwd);
+  if (auto* s = find_session(name)) {
+    if (s->def() == def) return s;
+    return make_error(ipc::err::session_exists,
+                      fmt::format("session '{}' exists with a different definition: {}; remove it first with "
+                                  "'sbsh session rm {}'",
+                                  name, describe_difference(s->def(), def), name));
   }
-  auto s = std::make_unique<session>(*this, name, dir);
+  auto s = std::make_unique<session>(*this, name, def);
   session* raw = s.get();
   sessions_.emplace(name, std::move(s));
-  spdlog::info("session {} created in {}", name, dir);
+  spdlog::info("session {} created in {}", name, def.cwd);
+  save_state();
   return raw;
 }
 
-void server::reap_session_later(pid_t sid) {
-  if (sid <= 1) return;
-  auto* req = new uv_work_t;
-  req->data = reinterpret_cast<void*>(static_cast<intptr_t>(sid));
+void server::remove_session(const std::string& name, std::function<void()> done) {
+  auto it = sessions_.find(name);
+  if (it == sessions_.end()) {
+    done();
+    return;
+  }
+  std::unique_ptr<session> s = std::move(it->second);
+  sessions_.erase(it);
+  save_state();
+  s->stop();
+  session* raw = s.get();
+  removed_.push_back(std::move(s));
+  // Wait for the wrapper to end the session's processes, then sweep for stragglers.
+  auto* r = new removal{raw, timer::create(&loop_), mono_us() + 5'000'000, std::move(done)};
+  removal_tick(r);
+}
+
+void server::removal_tick(removal* r) {
+  if (!r->s->stopped_and_gone() && mono_us() < r->deadline_us) {
+    r->t->start(10, [this, r] { removal_tick(r); });
+    return;
+  }
+  r->t->close();
+  pid_t sid = r->s->last_wrapper_pid();
+  std::erase_if(removed_, [r](const auto& p) { return p.get() == r->s; });
+  sweep_session(sid, std::move(r->done));
+  delete r;
+}
+
+void server::sweep_session(pid_t sid, std::function<void()> done) {
+  struct sweep {
+    pid_t sid;
+    std::function<void()> done;
+    uv_work_t req;
+  };
+  auto* w = new sweep{sid, std::move(done), {}};
+  w->req.data = w;
   uv_queue_work(
-      &loop_, req,
+      &loop_, &w->req,
       [](uv_work_t* r) {
-        auto s = static_cast<pid_t>(reinterpret_cast<intptr_t>(r->data));
-        procs::signal_session(s, 0, SIGKILL);
+        auto* me = static_cast<sweep*>(r->data);
+        if (me->sid > 1) procs::signal_session(me->sid, 0, SIGKILL);
       },
-      [](uv_work_t* r, int) { delete r; });
+      [](uv_work_t* r, int) {
+        auto* me = static_cast<sweep*>(r->data);
+        if (me->done) me->done();
+        delete me;
+      });
+}
+
+void server::reap_session_later(pid_t sid) {
+  if (sid > 1) sweep_session(sid, nullptr);
+}
+
+void server::save_state() {
+  if (saving_) {
+    save_again_ = true;
+    return;
+  }
+  ipc::frame_builder f(ipc::msg_type::session_info);
+  f.u64("version", 1);
+  auto& pk = f.field("sessions");
+  pk.pack_map(static_cast<uint32_t>(sessions_.size()));
+  for (const auto& [name, s] : sessions_) {
+    pk.pack_str(static_cast<uint32_t>(name.size()));
+    pk.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
+    pack_def(pk, s->def());
+  }
+  struct writer {
+    server* srv;
+    std::string path;
+    std::string bytes;
+    std::string error;
+    uv_work_t req;
+  };
+  auto* w = new writer{this, state_file(), f.take(), {}, {}};
+  w->req.data = w;
+  saving_ = true;
+  // Write a temporary file, fsync it, rename it over the old one: a crash leaves either the
+  // old state or the new one, never half of one.
+  uv_queue_work(
+      &loop_, &w->req,
+      [](uv_work_t* r) {
+        auto* me = static_cast<writer*>(r->data);
+        std::string tmp = me->path + ".tmp";
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) {
+          me->error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+          return;
+        }
+        bool ok = ::write(fd, me->bytes.data(), me->bytes.size()) == static_cast<ssize_t>(me->bytes.size()) &&
+                  ::fsync(fd) == 0;
+        ::close(fd);
+        if (!ok || ::rename(tmp.c_str(), me->path.c_str()) != 0) {
+          me->error = fmt::format("cannot write {}: {}", me->path, std::strerror(errno));
+          return;
+        }
+        int dir = ::open(ipc::dirname_of(me->path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+          ::fsync(dir);
+          ::close(dir);
+        }
+      },
+      [](uv_work_t* r, int) {
+        auto* me = static_cast<writer*>(r->data);
+        server* srv = me->srv;
+        if (!me->error.empty()) spdlog::error("{}", me->error);
+        delete me;
+        srv->saving_ = false;
+        if (srv->save_again_) {
+          srv->save_again_ = false;
+          srv->save_state();
+        }
+      });
+}
+
+void server::load_state() {
+  std::string path = state_file();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // first start: nothing saved yet
+  std::string bytes;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= ipc::kMaxFrame + 4)
+    bytes.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  auto bad = [&](const std::string& why) {
+    std::string aside = fmt::format("{}.corrupt-{}", path, wall_ms());
+    ::rename(path.c_str(), aside.c_str());
+    spdlog::error("state file {} is unreadable ({}); moved it to {} and started without it", path, why, aside);
+  };
+  ipc::frame_reader reader;
+  size_t room;
+  char* p = reader.prepare(bytes.size(), &room);
+  std::memcpy(p, bytes.data(), bytes.size());
+  reader.commit(bytes.size());
+  auto body = reader.next_body();
+  if (!body || !body.value()) return bad(body ? "truncated" : body.err().message);
+  auto m = ipc::message::parse(body.value()->data(), body.value()->size());
+  if (!m) return bad(m.err().message);
+  const auto* sessions = m->find("sessions");
+  if (sessions == nullptr || sessions->type != msgpack::type::MAP) return bad("no session table");
+  for (uint32_t i = 0; i < sessions->via.map.size; ++i) {
+    const auto& kv = sessions->via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR) return bad("a session name is not a string");
+    std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
+    auto def = read_def(kv.val);
+    if (!valid_session_name(name) || !def) return bad(fmt::format("session '{}' is invalid", name));
+    if (auto s = create_session(name, *def); !s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+    else spdlog::info("recreated session {} from {}", name, path);
+  }
 }
 
 uint64_t server::uptime_ms() const { return (mono_us() - started_us_) / 1000; }

@@ -20,6 +20,7 @@ struct options {
   std::string state_dir;
   std::string wrapper_path;  // empty: sbsh-wrapper beside sbshd, else on PATH
   bool foreground = false;
+  uint64_t health_interval_ms = 10'000;  // 0: no health checks
 };
 
 class server;
@@ -74,7 +75,16 @@ class server {
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
   session* find_session(const std::string& name);
+  client_conn* client_by_serial(uint64_t serial);
   result<session*> get_or_create_session(const std::string& name, const std::string& cwd);
+  // Creates a session with this definition; an existing one with the same definition is
+  // fine, with another it is an error that says what differs.
+  result<session*> create_session(const std::string& name, session_def def);
+  // Ends the session and everything it started; `done` runs once nothing is left.
+  void remove_session(const std::string& name, std::function<void()> done);
+  [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
+  // Writes the session definitions to the state directory (atomically, off the loop).
+  void save_state();
   void begin_shutdown(const std::string& why);
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
@@ -83,6 +93,16 @@ class server {
 
  private:
   void on_accept();
+  void load_state();
+  void sweep_session(pid_t sid, std::function<void()> done);
+  struct removal {
+    session* s;
+    timer* t;
+    uint64_t deadline_us;
+    std::function<void()> done;
+  };
+  void removal_tick(removal* r);
+  std::string state_file() const { return opts_.state_dir + "/sessions.msgpack"; }
   void on_signal(int signum);
   void finish_shutdown();
   void shutdown_tick();
@@ -104,6 +124,10 @@ class server {
   uint64_t next_serial_ = 1;
   uint64_t started_us_ = 0;
   bool shutting_down_ = false;
+  bool saving_ = false;        // a state write is in flight on the thread pool
+  bool save_again_ = false;    // and another is wanted after it
+  std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
+
   bool bound_ = false;
   int exit_code_ = 0;
 };

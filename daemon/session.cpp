@@ -34,9 +34,16 @@ constexpr size_t kMaxClientQueue = 1u << 20;
 constexpr size_t kMaxStdinBuffer = 1u << 20;
 // Background output pipes kept open (and discarded) per session after their commands ended.
 constexpr size_t kMaxDraining = 64;
-// Crash-loop guard: this many shell deaths while idle within the window fails the session.
+// Start limit: this many failed starts (the shell or an init command failed before any
+// user command ran) within the window puts the session in state failed.
 constexpr size_t kStartLimit = 5;
 constexpr uint64_t kStartWindowUs = 10'000'000;
+// Back-off between failed starts: the first restart is immediate, then 100 ms, doubling.
+constexpr uint64_t kBackoffBaseMs = 100;
+constexpr uint64_t kBackoffCapMs = 10'000;
+// Kept per session for `session show`.
+constexpr size_t kHistory = 20;
+constexpr size_t kMaxInitOutput = 64u << 10;
 
 // The constant line sbshd writes to bash for every command. bash reads its script input one
 // byte per read() call, so this line is kept short and the command text travels in bulk
@@ -49,8 +56,19 @@ void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLO
 
 }  // namespace
 
-session::session(server& srv, std::string name, std::string cwd)
-    : srv_(srv), name_(std::move(name)), cwd_(std::move(cwd)) {
+std::string_view state_name(session_state s) {
+  switch (s) {
+    case session_state::starting: return "starting";
+    case session_state::ready: return "ready";
+    case session_state::restarting: return "restarting";
+    case session_state::exited: return "exited";
+    case session_state::failed: return "failed";
+  }
+  return "unknown";
+}
+
+session::session(server& srv, std::string name, session_def def)
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)) {
   slot_text_ = unique_fd(::memfd_create(("sbsh-" + name_).c_str(), MFD_CLOEXEC));
   slot_in_ = dup_cloexec(srv_.devnull());
   slot_out_ = dup_cloexec(srv_.devnull());
@@ -61,7 +79,8 @@ session::session(server& srv, std::string name, std::string cwd)
 
 session::~session() {
   stopping_ = true;
-  if (kill_timer_ != nullptr) kill_timer_->close();
+  for (timer* t : {kill_timer_, restart_timer_, health_timer_})
+    if (t != nullptr) t->close();
   for (auto& d : draining_) d.watch->close();
   if (wrapper_ != nullptr) {
     // stop() already asked politely; a wrapper still alive now is stuck.
@@ -114,6 +133,11 @@ void session::start_shell() {
   state_ = session_state::starting;
   shell_pid_ = wrapper_pid_ = 0;
   started_mono_us_ = mono_us();
+  shell_started_ms_ = wall_ms();
+  gen_user_commands_ = 0;
+  init_failed_ = false;
+  init_output_.clear();
+  ping_sent_us_ = 0;
   uint64_t gen = generation_;
   int ctl[2], script[2], st[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0 || ::pipe2(script, O_CLOEXEC) != 0 ||
@@ -145,6 +169,7 @@ void session::start_shell() {
   std::vector<std::string> env_store;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "SBSH_SESSION=", 13) != 0) env_store.emplace_back(*e);
+  for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
   std::vector<char*> envp;
   for (auto& s : env_store) envp.push_back(s.data());
@@ -165,7 +190,7 @@ void session::start_shell() {
   po.file = exe.c_str();
   po.args = args.data();
   po.env = envp.data();
-  po.cwd = cwd_.c_str();
+  po.cwd = def_.cwd.c_str();
   po.stdio = stdio;
   po.stdio_count = 5;
   int err = 0;
@@ -196,17 +221,53 @@ void session::start_shell() {
   status_watch_ = fd_watch::create(srv_.loop(), status_r_.get());
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
   spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
+  queue_init_jobs();
+  if (health_timer_ == nullptr && srv_.health_interval_ms() > 0) {
+    health_timer_ = timer::create(srv_.loop());
+    health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
+  }
   run_next();
+}
+
+void session::queue_init_jobs() {
+  for (auto it = def_.init.rbegin(); it != def_.init.rend(); ++it) {
+    auto job = std::make_unique<exec_job>();
+    job->internal = true;
+    job->session = name_;
+    job->command = job->text = *it;
+    job->generation = generation_;
+    queue_.push_front(std::move(job));
+  }
+}
+
+void session::health_tick() {
+  // A wrapper answers pings from its own loop whatever the shell is doing, so a long command
+  // is never mistaken for a hang; a stopped or deadlocked wrapper is.
+  uint64_t interval = srv_.health_interval_ms();
+  if (ctl_ != nullptr && state_ != session_state::restarting) {
+    if (ping_sent_us_ != 0 && mono_us() - ping_sent_us_ > interval * 1000) {
+      restart_shell(fmt::format("its wrapper did not answer a health check within {} ms (stopped or hung)",
+                                interval),
+                    /*forced=*/false);
+    } else if (ping_sent_us_ == 0) {
+      ping_sent_us_ = mono_us();
+      ctl_->send(frame_builder(msg_type::ping, ++ping_seq_).take());
+    }
+  }
+  if (health_timer_ != nullptr) health_timer_->start(interval, [this] { health_tick(); });
 }
 
 void session::on_control(uint64_t gen, ipc::envelope&& env) {
   if (gen != generation_) return;
   const auto& m = env.msg;
   switch (m.type()) {
+    case msg_type::pong:
+      if (m.id() == ping_seq_) ping_sent_us_ = 0;
+      break;
     case msg_type::wrapper_ready: {
       auto pid = m.get_i64("shell_pid");
       if (pid && pid.value()) shell_pid_ = *pid.value();
-      state_ = session_state::ready;
+      if (state_ == session_state::starting) state_ = session_state::ready;
       spdlog::debug("session {}: shell pid {} ready", name_, shell_pid_);
       break;
     }
@@ -288,12 +349,8 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
                             const std::string& why) {
   if (gen != generation_ || stopping_) return;
   spdlog::warn("session {}: shell lost: {}", name_, why);
-  bool was_running = current_ != nullptr;
-  uint64_t now = mono_us();
-  if (!was_running) {
-    quick_deaths_.push_back(now);
-    while (!quick_deaths_.empty() && now - quick_deaths_.front() > kStartWindowUs) quick_deaths_.pop_front();
-  }
+  bool failed_start = gen_user_commands_ == 0 || init_failed_;
+  bool forced = forcing_restart_;
   if (current_) {
     auto job = std::move(current_);
     auto& o = job->outcome;
@@ -321,15 +378,67 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
   // itself; in every other case it is dead or must die now.
   detach_generation(/*kill_wrapper=*/!exit_code && !signal);
   ++generation_;
+  bool clean_exit = exit_code && *exit_code == 0 && !signal;
+  bool wanted = forced || def_.restart == restart_policy::always ||
+                (def_.restart == restart_policy::on_failure && !clean_exit);
+  if (!wanted) {
+    state_ = session_state::exited;
+    failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, policy_name(def_.restart));
+    run_next();  // refuses what is queued
+    return;
+  }
+  schedule_restart(why, failed_start, forced);
+}
+
+void session::schedule_restart(const std::string& why, bool failed_start, bool forced) {
   ++restarts_;
-  if (quick_deaths_.size() >= kStartLimit) {
+  uint64_t now = mono_us();
+  if (failed_start && !forced) {
+    failed_starts_.push_back(now);
+    ++consecutive_failures_;
+  } else {
+    consecutive_failures_ = 0;
+  }
+  while (!failed_starts_.empty() && now - failed_starts_.front() > kStartWindowUs) failed_starts_.pop_front();
+  if (failed_starts_.size() >= kStartLimit) {
     state_ = session_state::failed;
-    failure_ = fmt::format("its shell ended {} times in {} s without running a command (last: {})",
-                           quick_deaths_.size(), kStartWindowUs / 1000000, why);
+    failure_ = fmt::format("{} starts failed within {} s (last: {}{})", failed_starts_.size(),
+                           kStartWindowUs / 1000000, why,
+                           init_failed_ ? "; see the init output with 'sbsh session show'" : "");
     spdlog::error("session {}: failed: {}", name_, failure_);
     run_next();  // refuses what is queued
     return;
   }
+  uint64_t delay = consecutive_failures_ <= 1
+                       ? 0
+                       : std::min(kBackoffBaseMs << std::min(consecutive_failures_ - 2, 20u), kBackoffCapMs);
+  if (delay == 0) {
+    start_shell();
+    return;
+  }
+  state_ = session_state::restarting;
+  restart_timer_ = timer::create(srv_.loop());
+  restart_timer_->start(delay, [this] {
+    restart_timer_->close();
+    restart_timer_ = nullptr;
+    start_shell();
+  });
+}
+
+void session::restart(const std::string& why) {
+  if (restart_timer_ != nullptr) {
+    restart_timer_->close();
+    restart_timer_ = nullptr;
+  }
+  failed_starts_.clear();
+  consecutive_failures_ = 0;
+  failure_.clear();
+  if (ctl_ != nullptr || wrapper_ != nullptr) {
+    restart_shell(why, /*forced=*/true);
+    return;
+  }
+  ++generation_;  // what waited for the old shell must not run in the new one unawares
+  ++restarts_;
   start_shell();
 }
 
@@ -365,12 +474,10 @@ void session::detach_generation(bool kill_wrapper) {
 
 void session::enqueue(std::unique_ptr<exec_job> job) {
   // A failed session tries again once the crash-loop window has passed.
-  if (state_ == session_state::failed && !quick_deaths_.empty() &&
-      mono_us() - quick_deaths_.back() > kStartWindowUs) {
-    quick_deaths_.clear();
-    failure_.clear();
+  if (state_ == session_state::failed && !failed_starts_.empty() &&
+      mono_us() - failed_starts_.back() > kStartWindowUs) {
     spdlog::info("session {}: trying to start its shell again", name_);
-    start_shell();
+    restart("a command arrived after the start limit's window");
   }
   job->generation = generation_;
   queue_.push_back(std::move(job));
@@ -379,13 +486,14 @@ void session::enqueue(std::unique_ptr<exec_job> job) {
 
 void session::run_next() {
   while (!current_ && !queue_.empty()) {
+    if (state_ == session_state::restarting) return;  // the next shell will take them
     auto job = std::move(queue_.front());
     queue_.pop_front();
-    if (state_ == session_state::failed) {
+    if (state_ == session_state::failed || state_ == session_state::exited) {
       job->outcome.error_code = std::string(ipc::err::session_failed);
-      job->outcome.error = fmt::format("session '{}' has failed: {}; it will try again for a command sent "
-                                       "{} s after the last failure",
-                                       name_, failure_, kStartWindowUs / 1000000);
+      job->outcome.error =
+          fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell", name_,
+                      state_name(state_), failure_, name_);
       finish_job(std::move(job));
       continue;
     }
@@ -449,7 +557,10 @@ bool session::start_job(exec_job& job) {
     return fail("the session's shell is not reading commands");
   }
   job.started = true;
-  ++commands_;
+  if (!job.internal) {
+    ++commands_;
+    ++gen_user_commands_;
+  }
 
   if (job.timeout_ms > 0) {
     job.deadline = timer::create(srv_.loop());
@@ -475,7 +586,7 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
   if (job->started) {
     reset_slots();
-    if (!job->io_fds && job->client != nullptr) {
+    if (!job->io_fds && (job->client != nullptr || job->internal)) {
       // Everything the command wrote before it ended is in the pipes now: forward it.
       pump_output(*job, ipc::kStdout, true);
       pump_output(*job, ipc::kStderr, true);
@@ -487,6 +598,15 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
   }
   spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", name_, job->id,
                 job->outcome.exit_code.value_or(-1), job->outcome.signal.value_or(0), job->outcome.timed_out);
+  if (job->internal) {
+    finish_init_job(*job);
+    return;
+  }
+  if (job->started) {
+    history_.push_back({job->command.substr(0, 256), job->outcome.exit_code, job->outcome.timed_out,
+                        job->outcome.shell_restarted, job->started_at_ms, dur / 1000});
+    if (history_.size() > kHistory) history_.pop_front();
+  }
   client_conn* c = job->client;
   if (c != nullptr) c->send(done_frame(*job, dur));
   // Output pipes may still be held by background jobs the command started: keep reading
@@ -498,6 +618,28 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
   if (job->out_r) keep_draining(std::move(job->out_r));
   if (job->err_r) keep_draining(std::move(job->err_r));
   if (c != nullptr) srv_.job_done(c, job->id);
+}
+
+void session::finish_init_job(exec_job& job) {
+  if (job.out_r) keep_draining(std::move(job.out_r));
+  if (job.err_r) keep_draining(std::move(job.err_r));
+  const auto& o = job.outcome;
+  if (o.exit_code == 0 || !job.started || init_failed_) return;
+  // A failing init command fails this start: the session's commands must not run in a
+  // shell that was not set up as defined.
+  init_failed_ = true;
+  std::string why = o.exit_code ? fmt::format("init command '{}' exited with status {}", job.command, *o.exit_code)
+                                : fmt::format("init command '{}' did not finish: {}", job.command, o.error);
+  init_output_ += fmt::format("[{}]\n", why);
+  if (ctl_ != nullptr) {
+    // Deferred: we may be inside the status callback of this very shell.
+    auto* t = timer::create(srv_.loop());
+    uint64_t gen = generation_;
+    t->start(0, [this, t, gen, why] {
+      t->close();
+      if (gen == generation_) restart_shell(why, /*forced=*/false);
+    });
+  }
 }
 
 void session::escalate(exec_job& job) {
@@ -512,7 +654,7 @@ void session::escalate(exec_job& job) {
       break;
     case 2:
       job.kill_stage = 3;
-      restart_shell("a command had to be stopped while the shell itself was running it");
+      restart_shell("a command had to be stopped while the shell itself was running it", /*forced=*/true);
       break;
     default:
       break;
@@ -526,8 +668,10 @@ void session::send_signal(exec_job& job, int sig) {
   ctl_->send(f.take());
 }
 
-void session::restart_shell(const std::string& why) {
+void session::restart_shell(const std::string& why, bool forced) {
+  forcing_restart_ = forced;
   on_shell_lost(generation_, std::nullopt, std::nullopt, why);
+  forcing_restart_ = false;
 }
 
 bool session::cancel(client_conn* c, uint64_t id, int sig) {
@@ -633,6 +777,11 @@ void session::pump_output(exec_job& job, int stream_no, bool drain) {
       }
       return;
     }
+    if (job.internal) {
+      size_t room = kMaxInitOutput > init_output_.size() ? kMaxInitOutput - init_output_.size() : 0;
+      init_output_.append(buf, std::min(room, static_cast<size_t>(n)));
+      continue;
+    }
     if (job.client == nullptr) continue;  // nobody to deliver to: discard
     frame_builder f(msg_type::output, job.id);
     f.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
@@ -692,6 +841,11 @@ void session::pump_stdin(exec_job& job) {
 
 void session::stop() {
   stopping_ = true;
+  for (timer** t : {&restart_timer_, &health_timer_})
+    if (*t != nullptr) {
+      (*t)->close();
+      *t = nullptr;
+    }
   for (auto& j : queue_) {
     j->outcome.error_code = std::string(ipc::err::shutting_down);
     j->outcome.error = "sbshd is shutting down";
@@ -713,36 +867,63 @@ void session::stop() {
 
 bool session::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
 
-void session::describe(msgpack::packer<ipc::frame_builder>& pk) const {
-  const char* st = state_ == session_state::failed    ? "failed"
-                   : current_                         ? "running"
-                   : state_ == session_state::starting ? "starting"
-                                                       : "ready";
-  bool has_running = current_ != nullptr;
-  pk.pack_map(has_running ? 11 : 9);
-  auto kv_str = [&](std::string_view k, std::string_view v) {
+void session::describe(msgpack::packer<ipc::frame_builder>& pk, bool full) const {
+  bool has_running = current_ != nullptr && !current_->internal;
+  std::string cwd = def_.cwd;
+  if (shell_pid_ > 0) {
+    char buf[4096];
+    ssize_t n = ::readlink(fmt::format("/proc/{}/cwd", shell_pid_).c_str(), buf, sizeof buf - 1);
+    if (n > 0) cwd.assign(buf, static_cast<size_t>(n));
+  }
+  uint32_t fields = 12 + (has_running ? 2 : 0) + (full ? 3 : 0);
+  pk.pack_map(fields);
+  auto key = [&](std::string_view k) {
     pk.pack_str(static_cast<uint32_t>(k.size()));
     pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+  };
+  auto kv_str = [&](std::string_view k, std::string_view v) {
+    key(k);
     pk.pack_str(static_cast<uint32_t>(v.size()));
     pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
   };
   auto kv_int = [&](std::string_view k, int64_t v) {
-    pk.pack_str(static_cast<uint32_t>(k.size()));
-    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+    key(k);
     pk.pack_int64(v);
   };
   kv_str("name", name_);
-  kv_str("state", st);
+  kv_str("state", current_ && state_ == session_state::ready ? "running" : state_name(state_));
   kv_int("wrapper_pid", wrapper_pid_);
   kv_int("shell_pid", shell_pid_);
   kv_int("restarts", static_cast<int64_t>(restarts_));
   kv_int("queued", static_cast<int64_t>(queue_.size()));
   kv_int("commands", static_cast<int64_t>(commands_));
-  kv_str("cwd", cwd_);
+  kv_str("cwd", cwd);
   kv_str("error", failure_);
+  kv_int("started_at_ms", shell_started_ms_);
+  kv_int("uptime_ms", shell_pid_ > 0 ? static_cast<int64_t>((mono_us() - started_mono_us_) / 1000) : 0);
+  kv_str("restart", policy_name(def_.restart));
   if (has_running) {
     kv_str("running", std::string_view(current_->command).substr(0, 256));
     kv_int("running_ms", static_cast<int64_t>((mono_us() - current_->started_mono_us) / 1000));
+  }
+  if (!full) return;
+  key("definition");
+  pack_def(pk, def_);
+  kv_str("init_output", init_output_);
+  key("history");
+  pk.pack_array(static_cast<uint32_t>(history_.size()));
+  for (const auto& h : history_) {
+    pk.pack_map(6);
+    kv_str("command", h.command);
+    key("exit_code");
+    if (h.exit_code) pk.pack_int64(*h.exit_code);
+    else pk.pack_nil();
+    key("timed_out");
+    h.timed_out ? pk.pack_true() : pk.pack_false();
+    key("shell_restarted");
+    h.shell_restarted ? pk.pack_true() : pk.pack_false();
+    kv_int("started_at_ms", h.started_at_ms);
+    kv_int("duration_ms", static_cast<int64_t>(h.duration_ms));
   }
 }
 

@@ -17,17 +17,33 @@
 
 #include "daemon/exec_job.h"
 #include "daemon/framed_socket.h"
+#include "daemon/session_def.h"
 #include "daemon/uv_handles.h"
 
 namespace sbsh::daemon {
 
 class server;
 
-enum class session_state { starting, ready, failed };
+// starting: a shell is being started (init commands run in this state).
+// restarting: waiting out the back-off before the next start.
+// exited: the shell ended and the restart policy said not to start another.
+// failed: too many starts failed in a row (the start limit); see failure().
+enum class session_state { starting, ready, restarting, exited, failed };
+std::string_view state_name(session_state s);
+
+// A finished command, for `session show`.
+struct history_entry {
+  std::string command;
+  std::optional<int> exit_code;
+  bool timed_out = false;
+  bool shell_restarted = false;
+  int64_t started_at_ms = 0;
+  uint64_t duration_ms = 0;
+};
 
 class session {
  public:
-  session(server& srv, std::string name, std::string cwd);
+  session(server& srv, std::string name, session_def def);
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -48,11 +64,22 @@ class session {
   // Ends the shell and everything it started; the session stays stopped.
   void stop();
   [[nodiscard]] bool stopped_and_gone() const;
+  // Ends the current shell (the running command gets shell_restarted) and starts a new one
+  // at once, whatever the policy, clearing a failed or exited state.
+  void restart(const std::string& why);
 
-  void describe(msgpack::packer<ipc::frame_builder>& pk) const;
+  [[nodiscard]] const session_def& def() const { return def_; }
+  [[nodiscard]] pid_t last_wrapper_pid() const { return static_cast<pid_t>(wrapper_pid_); }
+  [[nodiscard]] session_state state() const { return state_; }
+  // One map for `status`/`session ls`; with `full`, also the definition, history and the
+  // output of the last start's init commands (`session show`).
+  void describe(msgpack::packer<ipc::frame_builder>& pk, bool full = false) const;
 
  private:
   void start_shell();
+  void queue_init_jobs();
+  void schedule_restart(const std::string& why, bool failed_start, bool forced);
+  void health_tick();
   void on_control(uint64_t gen, ipc::envelope&& env);
   void on_status_readable(uint64_t gen);
   void on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
@@ -63,7 +90,8 @@ class session {
   void finish_job(std::unique_ptr<exec_job> job);
   void escalate(exec_job& job);
   void send_signal(exec_job& job, int sig);
-  void restart_shell(const std::string& why);
+  void restart_shell(const std::string& why, bool forced);
+  void finish_init_job(exec_job& job);
   void pump_output(exec_job& job, int stream_no, bool drain);
   void pump_stdin(exec_job& job);
   void set_output_paused(exec_job& job, bool paused);
@@ -74,9 +102,20 @@ class session {
 
   server& srv_;
   std::string name_;
-  std::string cwd_;
+  session_def def_;
   session_state state_ = session_state::starting;
   std::string failure_;
+  std::string init_output_;      // what the last start's init commands printed
+  bool init_failed_ = false;
+  uint64_t gen_user_commands_ = 0;  // user commands started in this generation
+  int64_t shell_started_ms_ = 0;
+  std::deque<history_entry> history_;
+  std::deque<uint64_t> failed_starts_;  // mono_us of recent failed starts (start limit)
+  unsigned consecutive_failures_ = 0;   // for the back-off
+  timer* restart_timer_ = nullptr;
+  timer* health_timer_ = nullptr;
+  uint64_t ping_seq_ = 0;
+  uint64_t ping_sent_us_ = 0;           // non-zero while a ping awaits its pong
 
   // Current shell generation: everything below is replaced on each (re)start.
   uint64_t generation_ = 0;
@@ -105,12 +144,12 @@ class session {
     fd_watch* watch;
   };
   std::deque<drain_entry> draining_;
-  std::deque<uint64_t> quick_deaths_;  // mono_us of shell losses while idle (crash-loop check)
   uint64_t restarts_ = 0;
   uint64_t commands_ = 0;
   uint64_t signal_seq_ = 0;
   timer* kill_timer_ = nullptr;
   bool stopping_ = false;
+  bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
 };
 
 }  // namespace sbsh::daemon

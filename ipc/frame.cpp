@@ -260,6 +260,11 @@ std::string_view type_name(msg_type t) {
     case msg_type::ok: return "ok";
     case msg_type::session_list: return "session_list";
     case msg_type::session_info: return "session_info";
+    case msg_type::session_create: return "session_create";
+    case msg_type::session_show: return "session_show";
+    case msg_type::session_detail: return "session_detail";
+    case msg_type::session_rm: return "session_rm";
+    case msg_type::session_restart: return "session_restart";
     case msg_type::exec: return "exec";
     case msg_type::output: return "output";
     case msg_type::stdin_data: return "stdin_data";

@@ -31,9 +31,14 @@ enum class msg_type : uint32_t {
   error = 102,    // d->c  id, code, message
   ok = 103,       // d->c  id
 
-  // 200: sessions (see the supervision messages in sbsh-protocol.7)
-  session_list = 200,  // c->d  id
-  session_info = 201,  // d->c  id, sessions
+  // 200: sessions
+  session_list = 200,     // c->d  id
+  session_info = 201,     // d->c  id, sessions
+  session_create = 202,   // c->d  id, name, cwd, env, init, restart      -> ok | error
+  session_show = 203,     // c->d  id, name                               -> session_detail
+  session_detail = 204,   // d->c  id, session
+  session_rm = 205,       // c->d  id, name   (ok once everything is gone) -> ok | error
+  session_restart = 206,  // c->d  id, name                               -> ok | error
 
   // 300: exec and its I/O
   exec = 300,          // c->d  id, session, command, cwd, env, timeout_ms, grace_ms, io, stdin
@@ -67,7 +72,9 @@ inline constexpr std::string_view not_ready = "handshake_required";   // a reque
 inline constexpr std::string_view invalid_session = "invalid_session_name";
 inline constexpr std::string_view unknown_request = "unknown_request";
 inline constexpr std::string_view shell_restarted = "shell_restarted";  // state lost before the command ran
-inline constexpr std::string_view session_failed = "session_failed";
+inline constexpr std::string_view session_failed = "session_failed";    // failed or exited: see message
+inline constexpr std::string_view session_exists = "session_exists";    // defined differently already
+inline constexpr std::string_view no_session = "no_such_session";
 inline constexpr std::string_view shutting_down = "shutting_down";
 inline constexpr std::string_view internal = "internal";
 }  // namespace err

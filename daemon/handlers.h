@@ -1,0 +1,14 @@
+// Request handlers, one per message family; handlers.cpp holds the table that routes to them.
+#pragma once
+
+#include "daemon/server.h"
+
+namespace sbsh::daemon {
+
+void on_session_create(server& srv, client_conn& c, ipc::envelope& env);
+void on_session_list(server& srv, client_conn& c, ipc::envelope& env);
+void on_session_show(server& srv, client_conn& c, ipc::envelope& env);
+void on_session_rm(server& srv, client_conn& c, ipc::envelope& env);
+void on_session_restart(server& srv, client_conn& c, ipc::envelope& env);
+
+}  // namespace sbsh::daemon

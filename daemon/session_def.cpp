@@ -1,0 +1,121 @@
+// Session definitions: validation, comparison and their msgpack form.
+#include "daemon/session_def.h"
+
+#include <fmt/format.h>
+
+#include "daemon/exec_job.h"
+
+namespace sbsh::daemon {
+
+std::string_view policy_name(restart_policy p) {
+  switch (p) {
+    case restart_policy::always: return "always";
+    case restart_policy::on_failure: return "on-failure";
+    case restart_policy::never: return "never";
+  }
+  return "always";
+}
+
+std::optional<restart_policy> parse_policy(std::string_view s) {
+  if (s == "always") return restart_policy::always;
+  if (s == "on-failure") return restart_policy::on_failure;
+  if (s == "never") return restart_policy::never;
+  return std::nullopt;
+}
+
+namespace {
+
+void pack_str(msgpack::packer<ipc::frame_builder>& pk, std::string_view s) {
+  pk.pack_str(static_cast<uint32_t>(s.size()));
+  pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+}
+
+void pack_strs(msgpack::packer<ipc::frame_builder>& pk, const std::vector<std::string>& v) {
+  pk.pack_array(static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) pack_str(pk, s);
+}
+
+status check_def(const session_def& d) {
+  if (!d.cwd.empty() && d.cwd[0] != '/')
+    return make_error(ipc::err::bad_request, fmt::format("the session directory '{}' must be an absolute path", d.cwd));
+  for (const auto& e : d.env) {
+    if (auto s = check_env_entry(e); !s) return s;
+  }
+  for (const auto& c : d.init)
+    if (c.find('\0') != std::string::npos) return make_error(ipc::err::bad_request, "an init command contains a NUL byte");
+  if (d.init.size() > 64) return make_error(ipc::err::bad_request, "a session may have at most 64 init commands");
+  return ok_status();
+}
+
+}  // namespace
+
+void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d) {
+  pk.pack_map(4);
+  pack_str(pk, "cwd");
+  pack_str(pk, d.cwd);
+  pack_str(pk, "env");
+  pack_strs(pk, d.env);
+  pack_str(pk, "init");
+  pack_strs(pk, d.init);
+  pack_str(pk, "restart");
+  pack_str(pk, policy_name(d.restart));
+}
+
+result<session_def> read_def(const msgpack::object& o) {
+  if (o.type != msgpack::type::MAP) return make_error(ipc::err::bad_request, "a session definition must be a map");
+  session_def d;
+  for (uint32_t i = 0; i < o.via.map.size; ++i) {
+    const auto& kv = o.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR) continue;
+    std::string_view k(kv.key.via.str.ptr, kv.key.via.str.size);
+    auto strs = [&](std::vector<std::string>& out) -> status {
+      if (kv.val.type != msgpack::type::ARRAY)
+        return make_error(ipc::err::bad_request, fmt::format("field '{}' must be an array of strings", k));
+      for (uint32_t j = 0; j < kv.val.via.array.size; ++j) {
+        const auto& e = kv.val.via.array.ptr[j];
+        if (e.type != msgpack::type::STR)
+          return make_error(ipc::err::bad_request, fmt::format("field '{}' must be an array of strings", k));
+        out.emplace_back(e.via.str.ptr, e.via.str.size);
+      }
+      return ok_status();
+    };
+    if (k == "cwd" && kv.val.type == msgpack::type::STR) {
+      d.cwd.assign(kv.val.via.str.ptr, kv.val.via.str.size);
+    } else if (k == "env") {
+      if (auto s = strs(d.env); !s) return s.err();
+    } else if (k == "init") {
+      if (auto s = strs(d.init); !s) return s.err();
+    } else if (k == "restart" && kv.val.type == msgpack::type::STR) {
+      auto p = parse_policy(std::string_view(kv.val.via.str.ptr, kv.val.via.str.size));
+      if (!p) return make_error(ipc::err::bad_request, "field 'restart' must be always, on-failure or never");
+      d.restart = *p;
+    }
+  }
+  if (auto s = check_def(d); !s) return s.err();
+  return d;
+}
+
+result<session_def> def_from_request(const ipc::message& m) {
+  session_def d;
+  auto cwd = m.get_str("cwd");
+  if (!cwd) return cwd.err();
+  d.cwd = std::string(cwd.value().value_or(""));
+  for (auto [key, out] : {std::pair{"env", &d.env}, std::pair{"init", &d.init}}) {
+    auto v = m.get_str_array(key);
+    if (!v) return v.err();
+    for (auto s : v.value().value_or(std::vector<std::string_view>{})) out->emplace_back(s);
+  }
+  auto restart = m.get_str("restart");
+  if (!restart) return restart.err();
+  if (restart.value()) {
+    auto p = parse_policy(*restart.value());
+    if (!p)
+      return make_error(ipc::err::bad_request,
+                        fmt::format("restart policy '{}' is not always, on-failure or never", *restart.value()));
+    d.restart = *p;
+  }
+  if (auto s = check_def(d); !s) return s.err();
+  return d;
+}
+
+}  // namespace sbsh::daemon

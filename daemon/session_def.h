@@ -1,0 +1,35 @@
+// A session's definition: what `sbsh session create` said, and what every new shell of the
+// session is started with. Definitions are compared (re-creating with the same definition
+// is a no-op), sent to clients, and persisted in the state directory.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/frame.h"
+#include "ipc/result.h"
+
+namespace sbsh::daemon {
+
+enum class restart_policy { always, on_failure, never };
+
+struct session_def {
+  std::string cwd;                 // where every new shell starts
+  std::vector<std::string> env;    // NAME=VALUE added to the shell's environment
+  std::vector<std::string> init;   // run in every new shell before any queued command
+  restart_policy restart = restart_policy::always;
+  bool operator==(const session_def&) const = default;
+};
+
+std::string_view policy_name(restart_policy p);
+std::optional<restart_policy> parse_policy(std::string_view s);
+
+// As a msgpack map: {cwd, env, init, restart}.
+void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d);
+result<session_def> read_def(const msgpack::object& o);
+// Reads the definition fields of a session_create request.
+result<session_def> def_from_request(const ipc::message& m);
+
+}  // namespace sbsh::daemon
