@@ -169,36 +169,7 @@ result<daemon_status> connection::status() {
   st.version = str("version");
   st.uptime_ms = static_cast<uint64_t>(i64("uptime_ms"));
   st.socket_path = str("socket");
-  if (const auto* arr = m.find("sessions"); arr != nullptr && arr->type == msgpack::type::ARRAY) {
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
-      const auto& o = arr->via.array.ptr[i];
-      if (o.type != msgpack::type::MAP) continue;
-      session_status s;
-      for (uint32_t k = 0; k < o.via.map.size; ++k) {
-        const auto& kv = o.via.map.ptr[k];
-        if (kv.key.type != msgpack::type::STR) continue;
-        std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
-        auto sv = [&]() -> std::string {
-          return kv.val.type == msgpack::type::STR ? std::string(kv.val.via.str.ptr, kv.val.via.str.size) : "";
-        };
-        auto iv = [&]() -> int64_t {
-          if (kv.val.type == msgpack::type::POSITIVE_INTEGER) return static_cast<int64_t>(kv.val.via.u64);
-          if (kv.val.type == msgpack::type::NEGATIVE_INTEGER) return kv.val.via.i64;
-          return 0;
-        };
-        if (key == "name") s.name = sv();
-        else if (key == "state") s.state = sv();
-        else if (key == "wrapper_pid") s.wrapper_pid = iv();
-        else if (key == "shell_pid") s.shell_pid = iv();
-        else if (key == "restarts") s.restarts = static_cast<uint64_t>(iv());
-        else if (key == "queued") s.queued = static_cast<uint64_t>(iv());
-        else if (key == "commands") s.commands = static_cast<uint64_t>(iv());
-        else if (key == "running") s.running = sv();
-        else if (key == "running_ms") s.running_ms = static_cast<uint64_t>(iv());
-      }
-      st.sessions.push_back(std::move(s));
-    }
-  }
+  st.sessions = decode_sessions(m);
   return st;
 }
 

@@ -18,6 +18,9 @@ struct connection::impl {
   result<ipc::envelope> call(ipc::frame_builder&& f, uint64_t id);
 };
 
+std::vector<session_status> decode_sessions(const ipc::message& m);
+session_status decode_session(const msgpack::object& o);
+
 // Connects to the daemon at `path` (no auto-start). errno-style failure in the error code:
 // "unreachable" when nothing listens there.
 result<unique_fd> dial(const std::string& path);

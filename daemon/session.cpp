@@ -468,6 +468,7 @@ void session::detach_generation(bool kill_wrapper) {
   status_r_.reset();
   script_w_.reset();
   status_buf_.clear();
+  shell_pid_ = 0;
   reset_slots();
   (void)point_slot(slot_status_, srv_.devnull());
 }
@@ -891,7 +892,7 @@ void session::describe(msgpack::packer<ipc::frame_builder>& pk, bool full) const
     pk.pack_int64(v);
   };
   kv_str("name", name_);
-  kv_str("state", current_ && state_ == session_state::ready ? "running" : state_name(state_));
+  kv_str("state", has_running && state_ == session_state::ready ? "running" : state_name(state_));
   kv_int("wrapper_pid", wrapper_pid_);
   kv_int("shell_pid", shell_pid_);
   kv_int("restarts", static_cast<int64_t>(restarts_));

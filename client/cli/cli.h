@@ -31,6 +31,14 @@ int cmd_exec(const global_opts& g, const args& a);
 int cmd_status(const global_opts& g, const args& a);
 int cmd_shutdown(const global_opts& g, const args& a);
 int cmd_version(const global_opts& g, const args& a);
+int cmd_session(const global_opts& g, const args& a);
+int cmd_ps(const global_opts& g, const args& a);
+
+// Shared by the listing commands.
+std::string human_duration(uint64_t ms);
+std::string session_json(const client::session_status& s);
+std::string sessions_json(const std::vector<client::session_status>& v);
+void print_session_table(const std::vector<client::session_status>& v);
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
 int fail(std::string_view message);

@@ -136,7 +136,7 @@ int cmd_exec(const global_opts& g, const args& a) {
   } else {
     std::fflush(stdout);
     if (r->shell_restarted) {
-      fail(r->error.empty() ? fmt::format("the shell of session '{}' ended; a new shell was started and the "
+      fail(r->error.empty() ? fmt::format("the shell of session '{}' ended while running the command; the "
                                           "session's state (directory, variables, functions) was lost",
                                           o.session.empty() ? "default" : o.session)
                             : r->error);

@@ -27,6 +27,24 @@ constexpr command kCommands[] = {
      "      --output-limit N   with --json, keep at most N bytes per stream (default 16777216)\n"
      "\n"
      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.\n"},
+    {"session", cmd_session, "create, list, show, remove or restart sessions",
+     "usage: sbsh session create NAME [-C DIR] [-e NAME=VALUE]... [--init COMMAND]... [--restart POLICY]\n"
+     "       sbsh session ls [--json]\n"
+     "       sbsh session show NAME [--json]\n"
+     "       sbsh session rm NAME\n"
+     "       sbsh session restart NAME\n"
+     "\n"
+     "create defines a session: every new shell of it starts in DIR with the variables given,\n"
+     "runs the --init commands before any other command, and is restarted after it dies as\n"
+     "POLICY says (always, on-failure or never; default always). Creating a session that exists\n"
+     "with the same definition does nothing; with another definition it is an error.\n"
+     "show prints the definition, state, pids, restarts, current directory, the last commands\n"
+     "with their exit codes and durations, and the output of the last start's init commands.\n"
+     "rm ends the shell and every process the session started, and forgets the session.\n"
+     "restart ends the shell and starts a new one (also after the session failed or exited).\n"},
+    {"ps", cmd_ps, "list sessions with their pids, states and running commands",
+     "usage: sbsh ps [-a] [--json]\n\nLists each session: state, wrapper and shell pids, restarts, uptime,\n"
+     "queue length, current directory and the running command with how long it has run.\n"},
     {"status", cmd_status, "show the daemon and its sessions",
      "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
     {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",

@@ -68,7 +68,7 @@ struct exec_result {
 
 struct session_status {
   std::string name;
-  std::string state;       // starting | ready | running | restarting | failed
+  std::string state;       // starting | ready | running | restarting | exited | failed
   int64_t wrapper_pid = 0;
   int64_t shell_pid = 0;
   uint64_t restarts = 0;
@@ -76,6 +76,36 @@ struct session_status {
   uint64_t commands = 0;
   std::string running;     // command text, when one runs
   uint64_t running_ms = 0;
+  std::string cwd;         // the shell's current directory
+  std::string error;       // why the session is failed or exited
+  std::string restart;     // always | on-failure | never
+  uint64_t uptime_ms = 0;  // of the current shell
+  int64_t started_at_ms = 0;
+};
+
+// What `session create` defines: every new shell of the session starts this way.
+struct session_spec {
+  std::string name;
+  std::string cwd;                 // empty: the caller's directory
+  std::vector<std::string> env;    // NAME=VALUE
+  std::vector<std::string> init;   // commands run in every new shell before any other
+  std::string restart = "always";  // always | on-failure | never
+};
+
+struct history_entry {
+  std::string command;
+  std::optional<int> exit_code;
+  bool timed_out = false;
+  bool shell_restarted = false;
+  int64_t started_at_ms = 0;
+  uint64_t duration_ms = 0;
+};
+
+struct session_detail {
+  session_status status;
+  session_spec definition;
+  std::string init_output;              // what the last start's init commands printed
+  std::vector<history_entry> history;   // the last commands, oldest first
 };
 
 struct daemon_status {
@@ -97,14 +127,23 @@ class connection {
   // refused or the daemon was lost; a command that ran always yields an exec_result.
   result<exec_result> exec(const exec_options& opts);
   result<daemon_status> status();
+
+  // Sessions. create() with an existing name and the same definition is a no-op; with a
+  // different one it is an error. remove() returns once nothing of the session is left.
+  sbsh::status create_session(const session_spec& spec);
+  result<std::vector<session_status>> sessions();
+  result<session_detail> show_session(const std::string& name);
+  sbsh::status remove_session(const std::string& name);
+  sbsh::status restart_session(const std::string& name);
   sbsh::status shutdown();
   [[nodiscard]] const std::string& socket_path() const;
 
   // For callers that multiplex: the underlying socket.
   [[nodiscard]] int fd() const;
 
- private:
   struct impl;
+
+ private:
   explicit connection(std::unique_ptr<impl> p);
   std::unique_ptr<impl> p_;
 };
