@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,7 +44,11 @@ struct exec_job {
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
-  bool internal = false;   // a session's init command: output goes to the session, no client
+  // Internal jobs (init commands, background starts) have no client: their output is
+  // captured here and on_done runs when they end.
+  bool internal = false;
+  std::string captured_out, captured_err;
+  std::function<void(exec_job&)> on_done;
   // Descriptors. fds mode: all from the client. frames mode: made here.
   unique_fd out_w, err_w, in_r;  // ends the shell opens
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)

@@ -2,6 +2,7 @@
 //   hello              handshake and version check
 //   exec family        exec, stdin_data, stdin_eof, cancel, release
 //   session family     handlers_session.cpp
+//   process family     proc_table.cpp (start, list, kill, wait, logs)
 //   status, shutdown   the daemon itself
 #include <signal.h>
 
@@ -175,6 +176,11 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::session_create, on_session_create}, {msg_type::session_list, on_session_list},
     {msg_type::session_show, on_session_show},     {msg_type::session_rm, on_session_rm},
     {msg_type::session_restart, on_session_restart},
+    {msg_type::proc_start, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_start(c, e); }},
+    {msg_type::proc_list, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_list(c, e); }},
+    {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},
+    {msg_type::proc_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_wait(c, e); }},
+    {msg_type::proc_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_logs(c, e); }},
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "daemon/daemon.h"
 #include "sbsh/client.h"
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   app.add_option("--health-interval", health,
                  "How often each wrapper is pinged; one that does not answer within it is restarted (0: never)")
       ->capture_default_str();
+  std::string log_cap = "64";
+  app.add_option("--log-cap", log_cap, "MiB of each background process stream kept in its log")->capture_default_str();
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
   auto interval = sbsh::client::parse_duration(health);
@@ -28,5 +31,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.health_interval_ms = static_cast<uint64_t>(interval->count());
+  char* end = nullptr;
+  double mib = std::strtod(log_cap.c_str(), &end);
+  if (end == log_cap.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024) {
+    std::fprintf(stderr, "sbshd: --log-cap takes a number of MiB, such as 64 or 0.5, not '%s'\n", log_cap.c_str());
+    return 2;
+  }
+  o.log_cap = static_cast<uint64_t>(mib * 1024 * 1024);
   return sbsh::daemon::run_or_die(std::move(o));
 }

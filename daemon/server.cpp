@@ -48,9 +48,11 @@ server::server(options opts) : opts_(std::move(opts)), pid_(::getpid()) {
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
   started_us_ = mono_us();
+  procs_ = std::make_unique<proc_table>(*this);
 }
 
 server::~server() {
+  procs_.reset();
   sessions_.clear();
   clients_.clear();
   dead_clients_.clear();
@@ -108,6 +110,7 @@ status server::listen() {
   listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
   load_state();
+  procs_->load();
   return ok_status();
 }
 
@@ -236,6 +239,7 @@ void server::remove_session(const std::string& name, std::function<void()> done)
   std::unique_ptr<session> s = std::move(it->second);
   sessions_.erase(it);
   save_state();
+  procs_->kill_all(name);
   s->stop();
   session* raw = s.get();
   removed_.push_back(std::move(s));
@@ -256,19 +260,20 @@ void server::removal_tick(removal* r) {
   delete r;
 }
 
-void server::sweep_session(pid_t sid, std::function<void()> done) {
+void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare) {
   struct sweep {
     pid_t sid;
     std::function<void()> done;
+    std::set<pid_t> spare;
     uv_work_t req;
   };
-  auto* w = new sweep{sid, std::move(done), {}};
+  auto* w = new sweep{sid, std::move(done), std::move(spare), {}};
   w->req.data = w;
   uv_queue_work(
       &loop_, &w->req,
       [](uv_work_t* r) {
         auto* me = static_cast<sweep*>(r->data);
-        if (me->sid > 1) procs::signal_session(me->sid, 0, SIGKILL);
+        if (me->sid > 1) procs::signal_session(me->sid, 0, SIGKILL, me->spare);
       },
       [](uv_work_t* r, int) {
         auto* me = static_cast<sweep*>(r->data);
@@ -277,15 +282,11 @@ void server::sweep_session(pid_t sid, std::function<void()> done) {
       });
 }
 
-void server::reap_session_later(pid_t sid) {
-  if (sid > 1) sweep_session(sid, nullptr);
+void server::reap_session_later(pid_t sid, const std::set<pid_t>& spare) {
+  if (sid > 1) sweep_session(sid, nullptr, spare);
 }
 
 void server::save_state() {
-  if (saving_) {
-    save_again_ = true;
-    return;
-  }
   ipc::frame_builder f(ipc::msg_type::session_info);
   f.u64("version", 1);
   auto& pk = f.field("sessions");
@@ -295,6 +296,16 @@ void server::save_state() {
     pk.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
     pack_def(pk, s->def());
   }
+  write_atomically(state_file(), f.take());
+}
+
+void server::write_atomically(const std::string& path, std::string bytes) {
+  auto& w = writes_[path];
+  if (w.busy) {  // one write per file at a time, so an older state never lands last
+    w.next = std::move(bytes);
+    return;
+  }
+  w.busy = true;
   struct writer {
     server* srv;
     std::string path;
@@ -302,13 +313,12 @@ void server::save_state() {
     std::string error;
     uv_work_t req;
   };
-  auto* w = new writer{this, state_file(), f.take(), {}, {}};
-  w->req.data = w;
-  saving_ = true;
+  auto* wr = new writer{this, path, std::move(bytes), {}, {}};
+  wr->req.data = wr;
   // Write a temporary file, fsync it, rename it over the old one: a crash leaves either the
-  // old state or the new one, never half of one.
+  // old state or the new one, never half of one. Off the loop: fsync may take a while.
   uv_queue_work(
-      &loop_, &w->req,
+      &loop_, &wr->req,
       [](uv_work_t* r) {
         auto* me = static_cast<writer*>(r->data);
         std::string tmp = me->path + ".tmp";
@@ -332,49 +342,64 @@ void server::save_state() {
       },
       [](uv_work_t* r, int) {
         auto* me = static_cast<writer*>(r->data);
-        server* srv = me->srv;
         if (!me->error.empty()) spdlog::error("{}", me->error);
-        delete me;
-        srv->saving_ = false;
-        if (srv->save_again_) {
-          srv->save_again_ = false;
-          srv->save_state();
+        auto& w = me->srv->writes_[me->path];
+        w.busy = false;
+        if (w.next) {
+          std::string next = std::move(*w.next);
+          w.next.reset();
+          me->srv->write_atomically(me->path, std::move(next));
         }
+        delete me;
       });
 }
 
-void server::load_state() {
-  std::string path = state_file();
+result<ipc::message> server::read_state_file(const std::string& path, bool* missing) {
+  *missing = false;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // first start: nothing saved yet
+  if (fd < 0) {
+    *missing = errno == ENOENT;
+    return make_error("io", fmt::format("cannot open: {}", std::strerror(errno)));
+  }
   std::string bytes;
   char buf[65536];
   ssize_t n;
   while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= ipc::kMaxFrame + 4)
     bytes.append(buf, static_cast<size_t>(n));
   ::close(fd);
-  auto bad = [&](const std::string& why) {
-    std::string aside = fmt::format("{}.corrupt-{}", path, wall_ms());
-    ::rename(path.c_str(), aside.c_str());
-    spdlog::error("state file {} is unreadable ({}); moved it to {} and started without it", path, why, aside);
-  };
   ipc::frame_reader reader;
   size_t room;
-  char* p = reader.prepare(bytes.size(), &room);
+  char* p = reader.prepare(bytes.size() + 1, &room);
   std::memcpy(p, bytes.data(), bytes.size());
   reader.commit(bytes.size());
   auto body = reader.next_body();
-  if (!body || !body.value()) return bad(body ? "truncated" : body.err().message);
-  auto m = ipc::message::parse(body.value()->data(), body.value()->size());
-  if (!m) return bad(m.err().message);
+  if (!body) return body.err();
+  if (!body.value()) return make_error("io", "the file is truncated");
+  return ipc::message::parse(body.value()->data(), body.value()->size());
+}
+
+void server::move_aside(const std::string& path, const std::string& why) {
+  std::string aside = fmt::format("{}.corrupt-{}", path, wall_ms());
+  ::rename(path.c_str(), aside.c_str());
+  spdlog::error("state file {} is unreadable ({}); moved it to {} and started without it", path, why, aside);
+}
+
+void server::load_state() {
+  std::string path = state_file();
+  bool missing;
+  auto m = read_state_file(path, &missing);
+  if (!m) {
+    if (!missing) move_aside(path, m.err().message);
+    return;
+  }
   const auto* sessions = m->find("sessions");
-  if (sessions == nullptr || sessions->type != msgpack::type::MAP) return bad("no session table");
+  if (sessions == nullptr || sessions->type != msgpack::type::MAP) return move_aside(path, "no session table");
   for (uint32_t i = 0; i < sessions->via.map.size; ++i) {
     const auto& kv = sessions->via.map.ptr[i];
-    if (kv.key.type != msgpack::type::STR) return bad("a session name is not a string");
+    if (kv.key.type != msgpack::type::STR) return move_aside(path, "a session name is not a string");
     std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
     auto def = read_def(kv.val);
-    if (!valid_session_name(name) || !def) return bad(fmt::format("session '{}' is invalid", name));
+    if (!valid_session_name(name) || !def) return move_aside(path, fmt::format("session '{}' is invalid", name));
     if (auto s = create_session(name, *def); !s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
     else spdlog::info("recreated session {} from {}", name, path);
   }
@@ -395,6 +420,7 @@ void server::begin_shutdown(const std::string& why) {
     ::unlink(opts_.socket_path.c_str());
     bound_ = false;
   }
+  procs_->kill_all("");
   for (auto& [name, s] : sessions_) s->stop();
   // Wait for the wrappers to end their sessions, then for replies to reach clients.
   shutdown_deadline_us_ = mono_us() + 3'000'000;
@@ -417,6 +443,7 @@ void server::finish_shutdown() {
   shutdown_timer_ = nullptr;
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
+  procs_.reset();
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "daemon/framed_socket.h"
+#include "daemon/proc_table.h"
 #include "daemon/session.h"
 #include "ipc/fd.h"
 
@@ -21,6 +22,7 @@ struct options {
   std::string wrapper_path;  // empty: sbsh-wrapper beside sbshd, else on PATH
   bool foreground = false;
   uint64_t health_interval_ms = 10'000;  // 0: no health checks
+  uint64_t log_cap = 64u << 20;          // bytes of each background process stream kept
 };
 
 class server;
@@ -69,7 +71,7 @@ class server {
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
-  void reap_session_later(pid_t sid);
+  void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
   void job_done(client_conn* c, uint64_t id);
 
   // For handlers.
@@ -85,6 +87,12 @@ class server {
   [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
   // Writes the session definitions to the state directory (atomically, off the loop).
   void save_state();
+  // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
+  void write_atomically(const std::string& path, std::string bytes);
+  // Reads a state file written as one frame. *missing is set when it does not exist.
+  result<ipc::message> read_state_file(const std::string& path, bool* missing);
+  void move_aside(const std::string& path, const std::string& why);
+  proc_table& procs() { return *procs_; }
   void begin_shutdown(const std::string& why);
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
@@ -94,7 +102,7 @@ class server {
  private:
   void on_accept();
   void load_state();
-  void sweep_session(pid_t sid, std::function<void()> done);
+  void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
   struct removal {
     session* s;
     timer* t;
@@ -124,8 +132,12 @@ class server {
   uint64_t next_serial_ = 1;
   uint64_t started_us_ = 0;
   bool shutting_down_ = false;
-  bool saving_ = false;        // a state write is in flight on the thread pool
-  bool save_again_ = false;    // and another is wanted after it
+  struct pending_write {
+    bool busy = false;
+    std::optional<std::string> next;
+  };
+  std::map<std::string, pending_write> writes_;
+  std::unique_ptr<proc_table> procs_;
   std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
 
   bool bound_ = false;

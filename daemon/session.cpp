@@ -87,8 +87,8 @@ session::~session() {
     wrapper_->kill(SIGKILL);
     pid_t pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid](int64_t, int sig) {
-      if (sig != 0) srv->reap_session_later(pid);
+    wrapper_->release([srv, pid, spare = protected_](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid, spare);
     });
   }
   delete ctl_;
@@ -197,7 +197,9 @@ void session::start_shell() {
   wrapper_ = child_process::spawn(
       srv_.loop(), po,
       [this, gen](int64_t status, int sig) {
-        if (sig != 0) srv_.reap_session_later(static_cast<pid_t>(wrapper_pid_));
+        // The handle frees itself after this callback: forget it first.
+        if (gen == generation_) wrapper_ = nullptr;
+        if (sig != 0) srv_.reap_session_later(static_cast<pid_t>(wrapper_pid_), protected_);
         on_shell_lost(gen, std::nullopt, std::nullopt,
                       sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
                                : fmt::format("its wrapper exited with status {}", status));
@@ -236,6 +238,7 @@ void session::queue_init_jobs() {
     job->session = name_;
     job->command = job->text = *it;
     job->generation = generation_;
+    job->on_done = [this](exec_job& j) { finish_init_job(j); };
     queue_.push_front(std::move(job));
   }
 }
@@ -452,8 +455,8 @@ void session::detach_generation(bool kill_wrapper) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     pid_t pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid](int64_t, int sig) {
-      if (sig != 0) srv->reap_session_later(pid);
+    wrapper_->release([srv, pid, spare = protected_](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid, spare);
     });
     wrapper_ = nullptr;
   }
@@ -471,6 +474,25 @@ void session::detach_generation(bool kill_wrapper) {
   shell_pid_ = 0;
   reset_slots();
   (void)point_slot(slot_status_, srv_.devnull());
+}
+
+void session::protect_group(pid_t pgid) {
+  protected_.insert(pgid);
+  if (ctl_ != nullptr) ctl_->send(frame_builder(msg_type::protect_group).i64("pgid", pgid).take());
+}
+
+void session::unprotect_group(pid_t pgid) {
+  protected_.erase(pgid);
+  if (ctl_ != nullptr) ctl_->send(frame_builder(msg_type::unprotect_group).i64("pgid", pgid).take());
+}
+
+void session::run_internal(std::string text, std::function<void(exec_job&)> on_done) {
+  auto job = std::make_unique<exec_job>();
+  job->internal = true;
+  job->session = name_;
+  job->command = job->text = std::move(text);
+  job->on_done = std::move(on_done);
+  enqueue(std::move(job));
 }
 
 void session::enqueue(std::unique_ptr<exec_job> job) {
@@ -600,7 +622,8 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
   spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", name_, job->id,
                 job->outcome.exit_code.value_or(-1), job->outcome.signal.value_or(0), job->outcome.timed_out);
   if (job->internal) {
-    finish_init_job(*job);
+    drain_outputs(*job);
+    if (job->on_done) job->on_done(*job);
     return;
   }
   if (job->started) {
@@ -616,14 +639,15 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
     unreleased_.push_back(std::move(job));
     return;
   }
-  if (job->out_r) keep_draining(std::move(job->out_r));
-  if (job->err_r) keep_draining(std::move(job->err_r));
+  drain_outputs(*job);
   if (c != nullptr) srv_.job_done(c, job->id);
 }
 
 void session::finish_init_job(exec_job& job) {
-  if (job.out_r) keep_draining(std::move(job.out_r));
-  if (job.err_r) keep_draining(std::move(job.err_r));
+  for (const auto* part : {&job.captured_out, &job.captured_err}) {
+    size_t room = kMaxInitOutput > init_output_.size() ? kMaxInitOutput - init_output_.size() : 0;
+    init_output_.append(part->substr(0, room));
+  }
   const auto& o = job.outcome;
   if (o.exit_code == 0 || !job.started || init_failed_) return;
   // A failing init command fails this start: the session's commands must not run in a
@@ -701,8 +725,7 @@ void session::client_gone(client_conn* c) {
   std::erase_if(queue_, [c](const auto& j) { return j->client == c; });
   std::erase_if(unreleased_, [this, c](auto& j) {
     if (j->client != c) return false;
-    if (j->out_r) keep_draining(std::move(j->out_r));
-    if (j->err_r) keep_draining(std::move(j->err_r));
+    drain_outputs(*j);
     return true;
   });
   if (current_ && current_->client == c) {
@@ -723,8 +746,7 @@ void session::release(client_conn* c, uint64_t id) {
     if ((*it)->client == c && (*it)->id == id) {
       auto job = std::move(*it);
       unreleased_.erase(it);
-      if (job->out_r) keep_draining(std::move(job->out_r));
-      if (job->err_r) keep_draining(std::move(job->err_r));
+      drain_outputs(*job);
       srv_.job_done(c, id);
       return;
     }
@@ -732,6 +754,16 @@ void session::release(client_conn* c, uint64_t id) {
   for (auto& j : queue_)
     if (j->client == c && j->id == id) j->released = true;
   if (current_ && current_->client == c && current_->id == id) current_->released = true;
+}
+
+void session::drain_outputs(exec_job& job) {
+  // A descriptor can be watched by one handle only: stop the job's own watches first.
+  for (fd_watch** w : {&job.out_watch, &job.err_watch}) {
+    if (*w != nullptr) (*w)->close();
+    *w = nullptr;
+  }
+  if (job.out_r) keep_draining(std::move(job.out_r));
+  if (job.err_r) keep_draining(std::move(job.err_r));
 }
 
 void session::keep_draining(unique_fd fd) {
@@ -779,8 +811,9 @@ void session::pump_output(exec_job& job, int stream_no, bool drain) {
       return;
     }
     if (job.internal) {
-      size_t room = kMaxInitOutput > init_output_.size() ? kMaxInitOutput - init_output_.size() : 0;
-      init_output_.append(buf, std::min(room, static_cast<size_t>(n)));
+      std::string& keep = stream_no == ipc::kStdout ? job.captured_out : job.captured_err;
+      size_t room = kMaxInitOutput > keep.size() ? kMaxInitOutput - keep.size() : 0;
+      keep.append(buf, std::min(room, static_cast<size_t>(n)));
       continue;
     }
     if (job.client == nullptr) continue;  // nobody to deliver to: discard

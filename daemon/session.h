@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,13 @@ class session {
   [[nodiscard]] const std::string& name() const { return name_; }
   // Takes a parsed job; it runs after the jobs already queued.
   void enqueue(std::unique_ptr<exec_job> job);
+  // Queues shell text on sbshd's own behalf; on_done gets the finished job (its outcome
+  // and captured output). If the job never runs, on_done still gets it with an error.
+  void run_internal(std::string text, std::function<void(exec_job&)> on_done);
+  // Tells the wrapper to spare this process group when the shell ends (background
+  // processes outlive shell restarts).
+  void protect_group(pid_t pgid);
+  void unprotect_group(pid_t pgid);
   // Signal `sig` to the running command's processes once, or (sig == 0) stop it: SIGTERM,
   // then SIGKILL after the grace period, then a shell restart if a builtin still runs.
   // A queued job is dropped at once. Returns false when no such job is here.
@@ -96,6 +104,7 @@ class session {
   void pump_stdin(exec_job& job);
   void set_output_paused(exec_job& job, bool paused);
   void keep_draining(unique_fd fd);
+  void drain_outputs(exec_job& job);
   status point_slot(const unique_fd& slot, int fd);
   void reset_slots();
   std::string init_script() const;
@@ -149,7 +158,8 @@ class session {
   uint64_t signal_seq_ = 0;
   timer* kill_timer_ = nullptr;
   bool stopping_ = false;
-  bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
+  bool forcing_restart_ = false;
+  std::set<pid_t> protected_;  // process groups of this session's running background processes  // set while a restart that ignores the policy runs
 };
 
 }  // namespace sbsh::daemon

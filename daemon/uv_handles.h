@@ -7,6 +7,8 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <utility>
 
@@ -90,7 +92,12 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
  private:
   friend class uv_owned<fd_watch, uv_poll_t>;
   fd_watch(uv_loop_t* loop, int fd) {
-    uv_poll_init(loop, &handle_, fd);
+    // Fails only for a descriptor libuv cannot poll or one already watched: both are bugs.
+    int rc = uv_poll_init(loop, &handle_, fd);
+    if (rc != 0) {
+      fprintf(stderr, "sbshd: uv_poll_init(%d): %s\n", fd, uv_strerror(rc));
+      abort();
+    }
     handle_.data = this;
   }
   ~fd_watch() = default;

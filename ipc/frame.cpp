@@ -281,6 +281,16 @@ std::string_view type_name(msg_type t) {
     case msg_type::shell_exited: return "shell_exited";
     case msg_type::ping: return "ping";
     case msg_type::pong: return "pong";
+    case msg_type::protect_group: return "protect_group";
+    case msg_type::unprotect_group: return "unprotect_group";
+    case msg_type::proc_start: return "proc_start";
+    case msg_type::proc_info: return "proc_info";
+    case msg_type::proc_list: return "proc_list";
+    case msg_type::proc_table: return "proc_table";
+    case msg_type::proc_kill: return "proc_kill";
+    case msg_type::proc_wait: return "proc_wait";
+    case msg_type::proc_logs: return "proc_logs";
+    case msg_type::logs_end: return "logs_end";
   }
   return "unknown";
 }

@@ -61,6 +61,18 @@ enum class msg_type : uint32_t {
   shell_exited = 503,    // w->d  exit_code | signal
   ping = 504,            // d->w  id
   pong = 505,            // w->d  id
+  protect_group = 506,   // d->w  pgid   spare this group when the shell ends
+  unprotect_group = 507, // d->w  pgid
+
+  // 600: background processes
+  proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info
+  proc_info = 601,     // d->c  id, proc                 (one process)
+  proc_list = 602,     // c->d  id, all                  -> proc_table
+  proc_table = 603,    // d->c  id, procs
+  proc_kill = 604,     // c->d  id, proc, signal         -> proc_info once it ended (or ok)
+  proc_wait = 605,     // c->d  id, proc, timeout_ms     -> proc_info | error "timeout"
+  proc_logs = 606,     // c->d  id, proc, follow, tail, stdout, stderr -> output..., logs_end
+  logs_end = 607,      // d->c  id, proc
 };
 
 // Error codes carried in "code" of an error message.

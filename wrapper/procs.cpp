@@ -142,19 +142,41 @@ size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig) 
   return deliver(groups, pids, sig);
 }
 
-size_t signal_session(pid_t sid, pid_t except, int sig) {
+size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& spare) {
   auto all = list();
+  std::set<pid_t> spared;
+  for (const auto& p : all)
+    if (spare.count(p.pgid) != 0) spared.insert(p.pid);
+  add_descendants(all, spared);
   std::set<pid_t> pids;
   std::set<pid_t> groups;
   for (const auto& p : all) {
-    if (p.sid != sid || p.pid == except) continue;
+    if (p.sid != sid || p.pid == except || spared.count(p.pid) != 0) continue;
     pids.insert(p.pid);
     if (p.pgid != sid) groups.insert(p.pgid);
   }
   add_descendants(all, pids);
+  for (pid_t s : spared) pids.erase(s);
   pids.erase(except);
   pids.erase(::getpid());
   return deliver(groups, pids, sig);
+}
+
+size_t signal_tree(pid_t pgid, int sig) {
+  if (pgid <= 1) return 0;
+  auto all = list();
+  std::set<pid_t> pids;
+  for (const auto& p : all)
+    if (p.pgid == pgid) pids.insert(p.pid);
+  add_descendants(all, pids);
+  pids.erase(::getpid());
+  return deliver({pgid}, pids, sig);
+}
+
+bool group_alive(pid_t pgid) {
+  for (const auto& p : list())
+    if (p.pgid == pgid) return true;
+  return false;
 }
 
 }  // namespace sbsh::procs

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
 namespace sbsh::procs {
@@ -39,7 +40,14 @@ bool started_after(const proc_info& p, const since_mark& m);
 // setsid). Returns how many processes were signalled.
 size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig);
 
-// Signals every process of session `sid` except `except` (and its descendants outside it).
-size_t signal_session(pid_t sid, pid_t except, int sig);
+// Signals every process of session `sid` except `except`, sparing the process groups in
+// `spare` (background processes) and their descendants.
+size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& spare = {});
+
+// Signals a process tree: the group `pgid`, and every descendant of its members (found by
+// parent pid, so children that called setsid are included). Returns how many processes.
+size_t signal_tree(pid_t pgid, int sig);
+// True while any process of group `pgid` is alive (zombies excluded).
+bool group_alive(pid_t pgid);
 
 }  // namespace sbsh::procs

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <set>
 
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
@@ -33,8 +34,8 @@ void log_error(const char* session, const std::string& what) {
 
 // Kills what is left of the session: a polite SIGHUP (as a closing terminal would send),
 // then SIGKILL for whatever is still there after a short grace.
-void end_session(pid_t sid) {
-  if (procs::signal_session(sid, ::getpid(), SIGHUP) == 0) return;
+void end_session(pid_t sid, const std::set<pid_t>& spare) {
+  if (procs::signal_session(sid, ::getpid(), SIGHUP, spare) == 0) return;
   for (int i = 0; i < 50; ++i) {  // up to 500 ms
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
@@ -42,10 +43,10 @@ void end_session(pid_t sid) {
     ::nanosleep(&ts, nullptr);
     bool any = false;
     for (const auto& p : procs::list())
-      if (p.sid == sid && p.pid != ::getpid()) any = true;
+      if (p.sid == sid && p.pid != ::getpid() && spare.count(p.pgid) == 0) any = true;
     if (!any) return;
   }
-  procs::signal_session(sid, ::getpid(), SIGKILL);
+  procs::signal_session(sid, ::getpid(), SIGKILL, spare);
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
 }
@@ -105,7 +106,7 @@ class wrapper_loop {
       if (ctl_.open() && fds[1].revents != 0) {
         if (!on_control()) {
           // sbshd is gone: nobody can use this session any more.
-          end_session(sid_);
+          end_session(sid_, spare_);
           return 0;
         }
       }
@@ -120,7 +121,7 @@ class wrapper_loop {
       if (si.ssi_signo != SIGCHLD) stop = true;
     }
     if (stop) {  // sbshd asked us to end the session (rm, restart, shutdown)
-      procs::signal_session(sid_, ::getpid(), SIGKILL);
+      procs::signal_session(sid_, ::getpid(), SIGKILL, spare_);
       while (::waitpid(-1, nullptr, WNOHANG) > 0) {
       }
       return 0;
@@ -133,7 +134,7 @@ class wrapper_loop {
       if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
       else f.i64("exit_code", WEXITSTATUS(st));
       send(f);
-      end_session(sid_);
+      end_session(sid_, spare_);
       return 0;
     }
     return -1;
@@ -159,6 +160,14 @@ class wrapper_loop {
         send(f);
         return true;
       }
+      case msg_type::protect_group:
+      case msg_type::unprotect_group: {
+        auto g = m.get_i64("pgid");
+        if (!g || !g.value() || *g.value() <= 1) return true;
+        if (m.type() == msg_type::protect_group) spare_.insert(static_cast<pid_t>(*g.value()));
+        else spare_.erase(static_cast<pid_t>(*g.value()));
+        return true;
+      }
       case msg_type::ping: {
         frame_builder f(msg_type::pong, m.id());
         send(f);
@@ -174,6 +183,7 @@ class wrapper_loop {
   int sigfd_ = -1;
   pid_t sid_ = 0;
   pid_t shell_ = 0;
+  std::set<pid_t> spare_;  // background processes' groups: they outlive the shell
 };
 
 }  // namespace

@@ -33,6 +33,12 @@ int cmd_shutdown(const global_opts& g, const args& a);
 int cmd_version(const global_opts& g, const args& a);
 int cmd_session(const global_opts& g, const args& a);
 int cmd_ps(const global_opts& g, const args& a);
+int cmd_start(const global_opts& g, const args& a);
+int cmd_logs(const global_opts& g, const args& a);
+int cmd_kill(const global_opts& g, const args& a);
+int cmd_wait(const global_opts& g, const args& a);
+std::string proc_json(const client::proc_info& p);
+void print_proc_table(const std::vector<client::proc_info>& v);
 
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);

@@ -106,27 +106,39 @@ int session_create(const global_opts& g, const args& a) {
 }
 
 int session_ls(const global_opts& g, const args& a, bool all_columns) {
-  bool json = false;
+  bool json = false, all = false;
   for (auto v : a) {
     if (v == "--json") json = true;
-    else if (v == "-a" || v == "--all") continue;  // finished background processes: none are kept yet
+    else if ((v == "-a" || v == "--all") && all_columns) all = true;
     else if (v == "-h" || v == "--help") return print_usage(*find_command(all_columns ? "ps" : "session"));
     else return fail(fmt::format("unknown argument '{}'", v));
   }
   auto conn = connect(g, false);
   if (!conn) {
     if (conn.err().code != "unreachable") return fail(conn.err().message);
-    if (json) std::puts(all_columns ? "{\"sessions\":[]}" : "[]");
+    if (json) std::puts(all_columns ? "{\"sessions\":[],\"processes\":[]}" : "[]");
     else std::puts("no sessions (sbshd is not running)");
     return 0;
   }
   auto v = conn->sessions();
   if (!v) return fail(v.err().message);
+  std::vector<client::proc_info> procs;
+  if (all_columns) {
+    auto p = conn->processes(all);
+    if (!p) return fail(p.err().message);
+    procs = std::move(*p);
+  }
   if (json) {
-    std::string s = all_columns ? "{\"sessions\":" + sessions_json(*v) + "}" : sessions_json(*v);
+    std::string s = sessions_json(*v);
+    if (all_columns) {
+      std::string pj = "[";
+      for (const auto& p : procs) pj += (pj.size() > 1 ? "," : "") + proc_json(p);
+      s = "{\"sessions\":" + s + ",\"processes\":" + pj + "]}";
+    }
     std::puts(s.c_str());
   } else {
     print_session_table(*v);
+    print_proc_table(procs);
   }
   return 0;
 }

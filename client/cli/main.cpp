@@ -42,9 +42,33 @@ constexpr command kCommands[] = {
      "with their exit codes and durations, and the output of the last start's init commands.\n"
      "rm ends the shell and every process the session started, and forgets the session.\n"
      "restart ends the shell and starts a new one (also after the session failed or exited).\n"},
+    {"start", cmd_start, "start a background process from a session's state; prints its id",
+     "usage: sbsh start [-s SESSION] [--name NAME] [-C DIR] [-e NAME=VALUE]... [--] COMMAND...\n"
+     "\n"
+     "Runs COMMAND in a subshell of the session's shell (its directory, variables and functions as\n"
+     "they are when its turn comes), in a process group of its own, with stdin /dev/null. Its stdout\n"
+     "and stderr go to capped log files ('sbsh logs'). It outlives this client and restarts of the\n"
+     "session's shell; 'session rm' and 'shutdown' end it. Prints the process id.\n"},
+    {"logs", cmd_logs, "show a background process's output",
+     "usage: sbsh logs [-f|--follow] [-n|--tail N] [--stdout|--stderr] ID\n"
+     "\n"
+     "Prints what the process wrote (stdout to stdout, stderr to stderr). -f keeps printing as it\n"
+     "writes and ends when it ends; --tail N starts with the last N lines of each stream.\n"},
+    {"kill", cmd_kill, "signal a background process and its whole tree",
+     "usage: sbsh kill [-SIGNAL|-s|--signal SIGNAL] ID\n"
+     "\n"
+     "Sends SIGNAL (default TERM) to the process's group and every descendant, including those that\n"
+     "called setsid. TERM is followed by KILL after 2 s if the process is still there. For a\n"
+     "terminating signal, returns once the process has ended.\n"},
+    {"wait", cmd_wait, "wait for a background process and exit with its exit code",
+     "usage: sbsh wait [-t|--timeout DURATION] ID\n"
+     "\n"
+     "Exit status: the process's; 128+N if signal N ended it; 124 if DURATION passed first; 255 if\n"
+     "its status is unknown (lost when sbshd restarted, or it failed to start).\n"},
     {"ps", cmd_ps, "list sessions with their pids, states and running commands",
-     "usage: sbsh ps [-a] [--json]\n\nLists each session: state, wrapper and shell pids, restarts, uptime,\n"
-     "queue length, current directory and the running command with how long it has run.\n"},
+     "usage: sbsh ps [-a] [--json]\n\nLists each session (state, wrapper and shell pids, restarts, uptime,\n"
+     "queue length, current directory, the running command and how long it has run), then the\n"
+     "running background processes; -a includes finished ones.\n"},
     {"status", cmd_status, "show the daemon and its sessions",
      "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
     {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",

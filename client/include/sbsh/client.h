@@ -116,6 +116,35 @@ struct daemon_status {
   std::vector<session_status> sessions;
 };
 
+// A background process (`sbsh start`).
+struct proc_info {
+  uint64_t id = 0;
+  std::string name, session, command;
+  std::string state;           // starting | running | exited | killed | failed | lost
+  int64_t pid = 0;             // also its process group
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t started_at_ms = 0;
+  int64_t ended_at_ms = 0;     // 0 while it runs
+  std::string error;
+  std::string log_path;        // its stdout log (stderr: the same with .err)
+};
+
+struct start_options {
+  std::string session;                // empty: "default"
+  std::string name;                   // optional, to refer to it later
+  std::string command;
+  std::string cwd;                    // run in this directory (the session's is not changed)
+  std::vector<std::string> env;       // NAME=VALUE for this process only
+  std::string session_cwd;            // where the session starts if this creates it
+};
+
+struct logs_options {
+  bool follow = false;                // keep streaming until the process ends
+  uint64_t tail = 0;                  // only the last N lines of each stream (0: all kept)
+  bool out = true, err = true;        // which streams
+};
+
 class connection {
  public:
   static result<connection> connect(const connect_options& opts = {});
@@ -135,6 +164,16 @@ class connection {
   result<session_detail> show_session(const std::string& name);
   sbsh::status remove_session(const std::string& name);
   sbsh::status restart_session(const std::string& name);
+
+  // Background processes, named by id ("7") or by name. kill() with a terminating signal
+  // returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s); wait()
+  // fails with error code "timeout" when the timeout passes first.
+  result<proc_info> start(const start_options& opts);
+  result<std::vector<proc_info>> processes(bool include_finished);
+  result<proc_info> kill(const std::string& proc, int signal);
+  result<proc_info> wait(const std::string& proc, std::chrono::milliseconds timeout);
+  result<proc_info> logs(const std::string& proc, const logs_options& opts,
+                         const std::function<void(stream, std::string_view)>& sink);
   sbsh::status shutdown();
   [[nodiscard]] const std::string& socket_path() const;
 

@@ -1,0 +1,570 @@
+// Background processes: start, output to capped logs, kill, wait, logs, persistence.
+// The mechanism is described in proc_table.h.
+#include "daemon/proc_table.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/exec_job.h"
+#include "daemon/server.h"
+#include "ipc/paths.h"
+#include "wrapper/procs.h"
+
+namespace sbsh::daemon {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+namespace {
+
+constexpr uint64_t kKillGraceMs = 2000;
+constexpr size_t kMaxFinished = 1000;        // finished processes kept in the table
+constexpr size_t kMaxFollowerQueue = 16u << 20;
+constexpr uint64_t kMaxLogReply = 256u << 20;
+
+void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+bool terminating(int sig) {
+  return sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGABRT;
+}
+
+int parse_signal_field(const ipc::message& m, std::string* err) {
+  const auto* o = m.find("signal");
+  if (o == nullptr || o->type == msgpack::type::NIL) return SIGTERM;
+  if (auto n = m.get_i64("signal"); n && n.value()) {
+    if (*n.value() <= 0 || *n.value() >= NSIG) *err = fmt::format("signal {} is out of range", *n.value());
+    return static_cast<int>(*n.value());
+  }
+  auto name = m.get_str("signal");
+  if (!name || !name.value()) {
+    *err = "field 'signal' must be a signal number or name";
+    return 0;
+  }
+  std::string n(*name.value());
+  if (n.rfind("SIG", 0) == 0) n = n.substr(3);
+  for (int s = 1; s < NSIG; ++s)
+    if (const char* a = sigabbrev_np(s); a != nullptr && n == a) return s;
+  *err = fmt::format("unknown signal '{}': use a name such as TERM, KILL, INT or a number", *name.value());
+  return 0;
+}
+
+}  // namespace
+
+std::string_view proc_state_name(proc_state s) {
+  switch (s) {
+    case proc_state::starting: return "starting";
+    case proc_state::running: return "running";
+    case proc_state::exited: return "exited";
+    case proc_state::killed: return "killed";
+    case proc_state::failed: return "failed";
+    case proc_state::lost: return "lost";
+  }
+  return "unknown";
+}
+
+bg_proc::~bg_proc() {
+  for (fd_watch* w : {out_watch, err_watch, status_watch})
+    if (w != nullptr) w->close();
+  if (kill_timer != nullptr) kill_timer->close();
+  for (auto& w : waiters)
+    if (w.deadline != nullptr) w.deadline->close();
+}
+
+proc_table::proc_table(server& srv) : srv_(srv) {}
+proc_table::~proc_table() = default;
+
+std::string proc_table::log_path(uint64_t id, const char* ext) const {
+  return fmt::format("{}/procs/{}.{}", srv_.opts().state_dir, id, ext);
+}
+
+void proc_table::pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_proc& p) const {
+  auto key = [&](std::string_view k) {
+    pk.pack_str(static_cast<uint32_t>(k.size()));
+    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+  };
+  auto str = [&](std::string_view k, std::string_view v) {
+    key(k);
+    pk.pack_str(static_cast<uint32_t>(v.size()));
+    pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  };
+  auto opt = [&](std::string_view k, std::optional<int64_t> v) {
+    key(k);
+    if (v) pk.pack_int64(*v);
+    else pk.pack_nil();
+  };
+  pk.pack_map(14);
+  key("id");
+  pk.pack_uint64(p.id);
+  str("name", p.name);
+  str("session", p.session);
+  str("command", p.command);
+  opt("pid", p.pid > 0 ? std::optional<int64_t>(p.pid) : std::nullopt);
+  opt("pgid", p.pid > 0 ? std::optional<int64_t>(p.pid) : std::nullopt);
+  str("state", proc_state_name(p.state));
+  opt("exit_code", p.exit_code);
+  opt("signal", p.signal);
+  const char* abbrev = p.signal ? sigabbrev_np(*p.signal) : nullptr;
+  str("signal_name", abbrev != nullptr ? fmt::format("SIG{}", abbrev) : "");
+  opt("started_at_ms", p.started_at_ms);
+  opt("ended_at_ms", p.ended_at_ms > 0 ? std::optional<int64_t>(p.ended_at_ms) : std::nullopt);
+  str("error", p.error);
+  str("log", log_path(p.id, "out"));
+}
+
+void proc_table::reply_info(uint64_t serial, uint64_t req, const bg_proc& p, msg_type t) {
+  auto* c = srv_.client_by_serial(serial);
+  if (c == nullptr) return;
+  frame_builder f(t, req);
+  pack_proc(f.field("proc"), p);
+  c->send(f.take());
+}
+
+bg_proc* proc_table::find(const ipc::message& m, client_conn& c) {
+  auto id = m.get_u64("proc");
+  auto name = m.get_str("proc");
+  bg_proc* best = nullptr;
+  if (id && id.value()) {
+    auto it = procs_.find(*id.value());
+    if (it != procs_.end()) best = it->second.get();
+  } else if (name && name.value()) {
+    // By name: the newest process of that name (names need not be unique over time).
+    for (auto& [pid, p] : procs_)
+      if (p->name == *name.value() || std::to_string(p->id) == *name.value()) best = p.get();
+  } else {
+    c.send_error(m.id(), ipc::err::bad_request, "the request needs 'proc': a process id or name");
+    return nullptr;
+  }
+  if (best == nullptr)
+    c.send_error(m.id(), "no_such_process", "no background process with that id or name; 'sbsh ps -a' lists them");
+  return best;
+}
+
+void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
+  const auto& m = env.msg;
+  auto fail = [&](const error& e) { c.send_error(m.id(), e.code, e.message); };
+  auto session = m.get_str("session");
+  auto command = m.get_str("command");
+  auto name = m.get_str("name");
+  auto cwd = m.get_str("cwd");
+  auto scwd = m.get_str("session_cwd");
+  auto envs = m.get_str_array("env");
+  for (const auto* r : {&session, &command, &name, &cwd, &scwd})
+    if (!*r) return fail(r->err());
+  if (!envs) return fail(envs.err());
+  if (!command.value() || command.value()->empty()) return fail(make_error(ipc::err::bad_request, "start needs a 'command'"));
+  std::string sname(session.value().value_or("default"));
+  if (auto s = check_session_name(sname); !s) return fail(s.err());
+  std::string pname(name.value().value_or(""));
+  if (pname.size() > 64 || pname.find_first_of(std::string_view("\0\n/", 3)) != std::string::npos)
+    return fail(make_error(ipc::err::bad_request, "a process name is at most 64 characters without '/' or newlines"));
+  std::vector<std::string> env_list;
+  for (auto e : envs.value().value_or(std::vector<std::string_view>{})) {
+    if (auto s = check_env_entry(e); !s) return fail(s.err());
+    env_list.emplace_back(e);
+  }
+  std::string text_cmd(*command.value());
+  if (text_cmd.find('\0') != std::string::npos) return fail(make_error(ipc::err::bad_request, "the command contains a NUL byte"));
+  auto s = srv_.get_or_create_session(sname, std::string(scwd.value().value_or("")));
+  if (!s) return fail(s.err());
+
+  auto p = std::make_unique<bg_proc>();
+  p->id = next_id_++;
+  p->name = pname;
+  p->session = sname;
+  p->command = text_cmd;
+  p->started_at_ms = wall_ms();
+  int out[2], err[2], st[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(st, O_CLOEXEC) != 0)
+    return fail(make_error(ipc::err::internal, fmt::format("cannot create pipes: {}", std::strerror(errno))));
+  p->out_r = unique_fd(out[0]);
+  p->out_w = unique_fd(out[1]);
+  p->err_r = unique_fd(err[0]);
+  p->err_w = unique_fd(err[1]);
+  p->status_r = unique_fd(st[0]);
+  p->status_w = unique_fd(st[1]);
+  for (int fd : {out[0], err[0], st[0]}) set_nonblock(fd);
+  if (auto d = ipc::make_dirs(srv_.opts().state_dir + "/procs"); !d) return fail(d.err());
+  if (auto l = p->out_log.open(log_path(p->id, "out"), srv_.opts().log_cap); !l) return fail(l.err());
+  if (auto l = p->err_log.open(log_path(p->id, "err"), srv_.opts().log_cap); !l) return fail(l.err());
+
+  // The outer subshell reports "+" once its redirections are open (then sbshd drops its own
+  // copies of the write ends) and the command's status when it ends. The command runs in an
+  // inner subshell without the status descriptor, so nothing it starts can hold it, and
+  // `exit` or `set -e` inside it end only the inner one.
+  std::string dir = fmt::format("/proc/{}/fd/", srv_.pid());
+  std::string text =
+      "(\\builtin echo + >&3\n__sbsh_o=$-\n\\builtin set +e\n"
+      "([[ $__sbsh_o == *e* ]] && \\builtin set -e\n";
+  if (auto c = cwd.value(); c && !c->empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(*c));
+  for (const auto& e : env_list) text += fmt::format("\\builtin export {}\n", shell_quote(e));
+  text += fmt::format(
+      "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
+      shell_quote(text_cmd), dir, p->out_w.get(), dir, p->err_w.get(), dir, p->status_w.get());
+
+  bg_proc* raw = p.get();
+  raw->out_watch = fd_watch::create(srv_.loop(), raw->out_r.get());
+  raw->out_watch->start(UV_READABLE, [this, raw](int, int) { on_output(*raw, ipc::kStdout); });
+  raw->err_watch = fd_watch::create(srv_.loop(), raw->err_r.get());
+  raw->err_watch->start(UV_READABLE, [this, raw](int, int) { on_output(*raw, ipc::kStderr); });
+  raw->status_watch = fd_watch::create(srv_.loop(), raw->status_r.get());
+  raw->status_watch->start(UV_READABLE, [this, raw](int, int) { on_status(*raw); });
+  uint64_t id = p->id, serial = c.serial(), req = m.id();
+  procs_.emplace(id, std::move(p));
+  spdlog::info("process {} starting in session {}: {}", id, sname, text_cmd.substr(0, 200));
+  (*s)->run_internal(std::move(text), [this, id, serial, req](exec_job& job) {
+    on_started(id, job);
+    auto it = procs_.find(id);
+    if (it == procs_.end()) return;
+    bg_proc& p = *it->second;
+    if (p.state == proc_state::failed) {
+      if (auto* c = srv_.client_by_serial(serial)) c->send_error(req, "start_failed", p.error);
+      return;
+    }
+    reply_info(serial, req, p);
+  });
+  save();
+}
+
+void proc_table::on_started(uint64_t id, exec_job& job) {
+  auto it = procs_.find(id);
+  if (it == procs_.end()) return;
+  bg_proc& p = *it->second;
+  char* end = nullptr;
+  long pid = std::strtol(job.captured_out.c_str(), &end, 10);
+  bool ok = job.outcome.exit_code == 0 && pid > 1 && end != nullptr && (*end == '\n' || *end == '\0');
+  if (!ok) {
+    std::string why = !job.captured_err.empty() ? job.captured_err : job.outcome.error;
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    p.error = fmt::format("could not start: {}", why.empty() ? "the session's shell did not run it" : why);
+    p.state = proc_state::failed;
+    p.out_w.reset();
+    p.err_w.reset();
+    p.status_w.reset();
+    finish(p, p.error);
+    return;
+  }
+  p.pid = pid;
+  if (p.state == proc_state::starting) p.state = proc_state::running;
+  if (!p.finished())
+    if (auto* s = srv_.find_session(p.session)) s->protect_group(static_cast<pid_t>(pid));
+  save();
+}
+
+void proc_table::on_output(bg_proc& p, int stream_no) {
+  unique_fd& fd = stream_no == ipc::kStdout ? p.out_r : p.err_r;
+  fd_watch*& w = stream_no == ipc::kStdout ? p.out_watch : p.err_watch;
+  char buf[64 * 1024];
+  for (int round = 0; round < 16 && fd; ++round) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {  // every writer is gone
+      if (w != nullptr) w->close();
+      w = nullptr;
+      fd.reset();
+      return;
+    }
+    (stream_no == ipc::kStdout ? p.out_log : p.err_log).append(buf, static_cast<size_t>(n));
+    std::erase_if(p.followers, [&](const bg_proc::follower& f) {
+      if ((stream_no == ipc::kStdout && !f.out) || (stream_no == ipc::kStderr && !f.err)) return false;
+      auto* c = srv_.client_by_serial(f.serial);
+      if (c == nullptr) return true;
+      if (c->queued_bytes() > kMaxFollowerQueue) {
+        c->send_error(f.req, "too_slow", "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
+        return true;
+      }
+      frame_builder fr(msg_type::output, f.req);
+      fr.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
+      c->send(fr.take());
+      return false;
+    });
+  }
+}
+
+void proc_table::on_status(bg_proc& p) {
+  char buf[256];
+  bool eof = false;
+  for (;;) {
+    ssize_t n = ::read(p.status_r.get(), buf, sizeof buf);
+    if (n > 0) {
+      if (p.status_buf.size() < 4096) p.status_buf.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    eof = n == 0 || (errno != EAGAIN && errno != EINTR);
+    break;
+  }
+  if (p.status_buf.rfind("+\n", 0) == 0 && p.status_w) {
+    // The subshell has its own copies now: drop ours so that end-of-file can come.
+    p.out_w.reset();
+    p.err_w.reset();
+    p.status_w.reset();
+  }
+  if (eof) finish(p, "");
+}
+
+void proc_table::finish(bg_proc& p, const std::string& why) {
+  if (p.status_watch != nullptr) {
+    p.status_watch->close();
+    p.status_watch = nullptr;
+  }
+  p.status_r.reset();
+  if (p.finished() && p.ended_at_ms != 0) return;
+  p.ended_at_ms = wall_ms();
+  // The number after "+" is the command's status.
+  std::optional<int> code;
+  size_t pos = p.status_buf.rfind("+\n", 0) == 0 ? 2 : 0;
+  if (pos < p.status_buf.size()) {
+    char* end = nullptr;
+    long v = std::strtol(p.status_buf.c_str() + pos, &end, 10);
+    if (end != p.status_buf.c_str() + pos && v >= 0 && v <= 255) code = static_cast<int>(v);
+  }
+  if (p.state == proc_state::failed) {
+    // could not start: nothing more to record
+  } else if (p.kill_sent != 0) {
+    p.state = proc_state::killed;
+    p.signal = p.kill_sent;
+    p.exit_code = code;
+  } else if (code) {
+    p.state = proc_state::exited;
+    p.exit_code = code;
+    if (*code > 128 && *code < 128 + 65) p.signal = *code - 128;
+  } else {
+    p.state = proc_state::killed;
+    p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
+  }
+  if (p.kill_timer != nullptr) {
+    p.kill_timer->close();
+    p.kill_timer = nullptr;
+  }
+  if (p.pid > 0)
+    if (auto* s = srv_.find_session(p.session)) s->unprotect_group(static_cast<pid_t>(p.pid));
+  // What the process wrote before it ended is in the pipes: log it before telling anyone.
+  if (p.out_r) on_output(p, ipc::kStdout);
+  if (p.err_r) on_output(p, ipc::kStderr);
+  for (auto& w : p.waiters) {
+    if (w.deadline != nullptr) w.deadline->close();
+    reply_info(w.serial, w.req, p);
+  }
+  p.waiters.clear();
+  end_followers(p);
+  spdlog::info("process {} {} (exit {}, signal {})", p.id, proc_state_name(p.state), p.exit_code.value_or(-1),
+               p.signal.value_or(0));
+  // Keep the table bounded: forget the oldest finished processes.
+  size_t finished = 0;
+  for (auto& [id, q] : procs_) finished += q->finished() ? 1 : 0;
+  for (auto it = procs_.begin(); finished > kMaxFinished && it != procs_.end();) {
+    if (it->second->finished() && it->second.get() != &p && !it->second->out_r && !it->second->err_r) {
+      it = procs_.erase(it);
+      --finished;
+    } else {
+      ++it;
+    }
+  }
+  save();
+}
+
+void proc_table::end_followers(bg_proc& p) {
+  for (auto& f : p.followers) reply_info(f.serial, f.req, p, msg_type::logs_end);
+  p.followers.clear();
+}
+
+void proc_table::signal_tree(bg_proc& p, int sig) {
+  if (p.pid <= 1) return;
+  struct job {
+    pid_t pgid;
+    int sig;
+    uv_work_t req;
+  };
+  auto* j = new job{static_cast<pid_t>(p.pid), sig, {}};
+  j->req.data = j;
+  uv_queue_work(
+      srv_.loop(), &j->req,
+      [](uv_work_t* r) {
+        auto* me = static_cast<job*>(r->data);
+        procs::signal_tree(me->pgid, me->sig);
+      },
+      [](uv_work_t* r, int) { delete static_cast<job*>(r->data); });
+}
+
+void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
+  std::string err;
+  int sig = parse_signal_field(env.msg, &err);
+  if (!err.empty()) return c.send_error(env.msg.id(), ipc::err::bad_request, err);
+  bg_proc* p = find(env.msg, c);
+  if (p == nullptr) return;
+  if (p->finished() || p->pid <= 0) {
+    if (p->state == proc_state::starting) {
+      return c.send_error(env.msg.id(), "not_started", "the process has not started yet; try again in a moment");
+    }
+    return reply_info(c.serial(), env.msg.id(), *p);
+  }
+  signal_tree(*p, sig);
+  if (!terminating(sig)) return reply_info(c.serial(), env.msg.id(), *p);
+  p->kill_sent = sig;
+  p->waiters.push_back({c.serial(), env.msg.id(), nullptr});
+  if (sig != SIGKILL && p->kill_timer == nullptr) {
+    p->kill_timer = timer::create(srv_.loop());
+    uint64_t id = p->id;
+    p->kill_timer->start(kKillGraceMs, [this, id] {
+      auto it = procs_.find(id);
+      if (it == procs_.end() || it->second->finished()) return;
+      it->second->kill_sent = SIGKILL;
+      signal_tree(*it->second, SIGKILL);
+    });
+  }
+}
+
+void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
+  auto t = env.msg.get_u64("timeout_ms");
+  if (!t) return c.send_error(env.msg.id(), t.err().code, t.err().message);
+  bg_proc* p = find(env.msg, c);
+  if (p == nullptr) return;
+  if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
+  bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
+  if (t.value().value_or(0) > 0) {
+    w.deadline = timer::create(srv_.loop());
+    uint64_t id = p->id, serial = c.serial(), req = env.msg.id();
+    w.deadline->start(*t.value(), [this, id, serial, req] {
+      auto it = procs_.find(id);
+      if (it == procs_.end()) return;
+      auto& ws = it->second->waiters;
+      std::erase_if(ws, [&](bg_proc::waiter& x) {
+        if (x.serial != serial || x.req != req) return false;
+        x.deadline->close();
+        return true;
+      });
+      if (auto* cc = srv_.client_by_serial(serial))
+        cc->send_error(req, "timeout", "the process is still running");
+    });
+  }
+  p->waiters.push_back(w);
+}
+
+void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
+  const auto& m = env.msg;
+  auto follow = m.get_bool("follow");
+  auto tail = m.get_u64("tail");
+  auto want_out = m.get_bool("stdout");
+  auto want_err = m.get_bool("stderr");
+  for (const auto* r : {&follow, &want_out, &want_err})
+    if (!*r) return c.send_error(m.id(), r->err().code, r->err().message);
+  if (!tail) return c.send_error(m.id(), tail.err().code, tail.err().message);
+  bg_proc* p = find(m, c);
+  if (p == nullptr) return;
+  bool out = want_out.value().value_or(true), err = want_err.value().value_or(true);
+  for (auto [on, stream_no, ext] : {std::tuple{out, ipc::kStdout, "out"}, std::tuple{err, ipc::kStderr, "err"}}) {
+    if (!on) continue;
+    std::string data = read_capped_log(log_path(p->id, ext), tail.value().value_or(0), kMaxLogReply);
+    for (size_t off = 0; off < data.size(); off += ipc::kMaxChunk) {
+      frame_builder f(msg_type::output, m.id());
+      size_t n = std::min(ipc::kMaxChunk, data.size() - off);
+      f.u64("stream", stream_no).bin("data", data.data() + off, n);
+      c.send(f.take());
+    }
+  }
+  if (follow.value().value_or(false) && !p->finished()) {
+    p->followers.push_back({c.serial(), m.id(), out, err});
+    return;
+  }
+  reply_info(c.serial(), m.id(), *p, msg_type::logs_end);
+}
+
+void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
+  auto all = env.msg.get_bool("all");
+  if (!all) return c.send_error(env.msg.id(), all.err().code, all.err().message);
+  bool everything = all.value().value_or(false);
+  std::vector<const bg_proc*> shown;
+  for (const auto& [id, p] : procs_)
+    if (everything || !p->finished()) shown.push_back(p.get());
+  frame_builder f(msg_type::proc_table, env.msg.id());
+  auto& pk = f.field("procs");
+  pk.pack_array(static_cast<uint32_t>(shown.size()));
+  for (const auto* p : shown) pack_proc(pk, *p);
+  c.send(f.take());
+}
+
+void proc_table::kill_all(const std::string& session) {
+  for (auto& [id, p] : procs_) {
+    if (p->finished() || (!session.empty() && p->session != session)) continue;
+    p->kill_sent = SIGKILL;
+    if (p->pid > 1) procs::signal_tree(static_cast<pid_t>(p->pid), SIGKILL);
+  }
+}
+
+bool proc_table::any_running(const std::string& session) const {
+  for (const auto& [id, p] : procs_)
+    if (!p->finished() && (session.empty() || p->session == session)) return true;
+  return false;
+}
+
+void proc_table::save() {
+  frame_builder f(msg_type::proc_table);
+  f.u64("version", 1).u64("next_id", next_id_);
+  auto& pk = f.field("procs");
+  pk.pack_array(static_cast<uint32_t>(procs_.size()));
+  for (const auto& [id, p] : procs_) pack_proc(pk, *p);
+  srv_.write_atomically(srv_.opts().state_dir + "/procs.msgpack", f.take());
+}
+
+void proc_table::load() {
+  std::string path = srv_.opts().state_dir + "/procs.msgpack";
+  bool missing;
+  auto m = srv_.read_state_file(path, &missing);
+  if (!m) {
+    if (!missing) srv_.move_aside(path, m.err().message);
+    return;
+  }
+  if (auto n = m->get_u64("next_id"); n && n.value()) next_id_ = *n.value();
+  const auto* arr = m->find("procs");
+  if (arr == nullptr || arr->type != msgpack::type::ARRAY) return srv_.move_aside(path, "no process table");
+  for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+    const auto& o = arr->via.array.ptr[i];
+    if (o.type != msgpack::type::MAP) continue;
+    auto p = std::make_unique<bg_proc>();
+    std::string state;
+    for (uint32_t k = 0; k < o.via.map.size; ++k) {
+      const auto& kv = o.via.map.ptr[k];
+      if (kv.key.type != msgpack::type::STR) continue;
+      std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
+      const auto& v = kv.val;
+      auto s = [&] { return v.type == msgpack::type::STR ? std::string(v.via.str.ptr, v.via.str.size) : std::string(); };
+      auto n = [&]() -> std::optional<int64_t> {
+        if (v.type == msgpack::type::POSITIVE_INTEGER) return static_cast<int64_t>(v.via.u64);
+        if (v.type == msgpack::type::NEGATIVE_INTEGER) return v.via.i64;
+        return std::nullopt;
+      };
+      if (key == "id") p->id = static_cast<uint64_t>(n().value_or(0));
+      else if (key == "name") p->name = s();
+      else if (key == "session") p->session = s();
+      else if (key == "command") p->command = s();
+      else if (key == "pid") p->pid = n().value_or(0);
+      else if (key == "state") state = s();
+      else if (key == "exit_code" && n()) p->exit_code = static_cast<int>(*n());
+      else if (key == "signal" && n()) p->signal = static_cast<int>(*n());
+      else if (key == "started_at_ms") p->started_at_ms = n().value_or(0);
+      else if (key == "ended_at_ms") p->ended_at_ms = n().value_or(0);
+      else if (key == "error") p->error = s();
+    }
+    if (p->id == 0) continue;
+    if (state == "starting" || state == "running") {
+      // Its exit was never seen: never report it as a success.
+      p->state = proc_state::lost;
+      p->error = "sbshd stopped while it was running; its exit status is unknown";
+    } else {
+      p->state = state == "exited" ? proc_state::exited
+                 : state == "killed" ? proc_state::killed
+                 : state == "failed" ? proc_state::failed
+                                     : proc_state::lost;
+    }
+    next_id_ = std::max(next_id_, p->id + 1);
+    procs_.emplace(p->id, std::move(p));
+  }
+}
+
+}  // namespace sbsh::daemon

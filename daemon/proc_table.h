@@ -1,0 +1,99 @@
+// Background processes (`sbsh start`) and the process table.
+//
+// A background process is a subshell of its session's shell, started as an internal job of
+// the session (so it sees the session's directory, variables and functions as they are when
+// its turn comes), in a process group of its own, with stdin /dev/null. Its stdout and
+// stderr are pipes that sbshd copies into capped log files; a third pipe, held only by the
+// subshell, carries "+" when it has started and its exit status when it ends, and reaches
+// end-of-file when the subshell is gone. The wrapper is told to spare its group, so it
+// outlives restarts of the shell; `session rm` and shutdown kill it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/capped_log.h"
+#include "daemon/uv_handles.h"
+#include "ipc/frame.h"
+#include "ipc/socket_io.h"
+
+namespace sbsh::daemon {
+
+class server;
+class client_conn;
+struct exec_job;
+
+enum class proc_state { starting, running, exited, killed, failed, lost };
+std::string_view proc_state_name(proc_state s);
+
+struct bg_proc {
+  uint64_t id = 0;
+  std::string name, session, command;
+  int64_t pid = 0;  // also its process group
+  proc_state state = proc_state::starting;
+  std::optional<int> exit_code, signal;
+  int64_t started_at_ms = 0, ended_at_ms = 0;
+  std::string error;
+
+  // While it runs.
+  unique_fd out_r, err_r, status_r, out_w, err_w, status_w;
+  fd_watch *out_watch = nullptr, *err_watch = nullptr, *status_watch = nullptr;
+  std::string status_buf;
+  capped_log out_log, err_log;
+  int kill_sent = 0;
+  timer* kill_timer = nullptr;
+  struct waiter {
+    uint64_t serial, req;
+    timer* deadline;
+  };
+  std::vector<waiter> waiters;
+  struct follower {
+    uint64_t serial, req;
+    bool out, err;
+  };
+  std::vector<follower> followers;
+
+  [[nodiscard]] bool finished() const {
+    return state != proc_state::starting && state != proc_state::running;
+  }
+  ~bg_proc();
+};
+
+class proc_table {
+ public:
+  explicit proc_table(server& srv);
+  ~proc_table();
+
+  void handle_start(client_conn& c, ipc::envelope& env);
+  void handle_list(client_conn& c, ipc::envelope& env);
+  void handle_kill(client_conn& c, ipc::envelope& env);
+  void handle_wait(client_conn& c, ipc::envelope& env);
+  void handle_logs(client_conn& c, ipc::envelope& env);
+  // Kills every running process of `session` (all when empty) with SIGKILL, tree and all.
+  void kill_all(const std::string& session);
+  [[nodiscard]] bool any_running(const std::string& session) const;
+  void load();  // marks what was running when sbshd stopped as lost
+  void pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_proc& p) const;
+
+ private:
+  bg_proc* find(const ipc::message& m, client_conn& c);
+  void on_started(uint64_t id, exec_job& job);
+  void on_output(bg_proc& p, int stream_no);
+  void on_status(bg_proc& p);
+  void finish(bg_proc& p, const std::string& why);
+  void signal_tree(bg_proc& p, int sig);
+  void reply_info(uint64_t serial, uint64_t req, const bg_proc& p, ipc::msg_type t = ipc::msg_type::proc_info);
+  void end_followers(bg_proc& p);
+  void save();
+  [[nodiscard]] std::string log_path(uint64_t id, const char* ext) const;
+
+  server& srv_;
+  std::map<uint64_t, std::unique_ptr<bg_proc>> procs_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace sbsh::daemon
