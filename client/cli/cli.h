@@ -37,6 +37,7 @@ int cmd_start(const global_opts& g, const args& a);
 int cmd_logs(const global_opts& g, const args& a);
 int cmd_kill(const global_opts& g, const args& a);
 int cmd_wait(const global_opts& g, const args& a);
+int cmd_attach(const global_opts& g, const args& a);
 std::string proc_json(const client::proc_info& p);
 void print_proc_table(const std::vector<client::proc_info>& v);
 

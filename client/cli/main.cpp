@@ -69,6 +69,13 @@ constexpr command kCommands[] = {
      "usage: sbsh ps [-a] [--json]\n\nLists each session (state, wrapper and shell pids, restarts, uptime,\n"
      "queue length, current directory, the running command and how long it has run), then the\n"
      "running background processes; -a includes finished ones.\n"},
+    {"attach", cmd_attach, "use a session interactively",
+     "usage: sbsh attach [-s SESSION]\n"
+     "\n"
+     "Runs each line you type in the session, with live output. The prompt shows the session and\n"
+     "its directory; lines are edited with the usual keys and kept in a history. Ctrl-C interrupts\n"
+     "the running command, not sbsh; Ctrl-D leaves. When stdin is not a terminal, its lines are\n"
+     "run in order and the exit status is the last command's.\n"},
     {"status", cmd_status, "show the daemon and its sessions",
      "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
     {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",

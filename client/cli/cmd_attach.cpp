@@ -1,0 +1,108 @@
+// sbsh attach: use a session interactively. Each line runs in the session with live output;
+// the prompt shows the session and its current directory. On a terminal, lines are edited
+// with libedit (history in the state directory); Ctrl-C goes to the running command, not
+// to sbsh, and Ctrl-D leaves. With another stdin, lines are read and run in order, and the
+// exit status is the last command's.
+#include <editline/readline.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "client/cli/cli.h"
+#include "ipc/paths.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+int g_attach_signal_pipe = -1;
+
+void forward(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t r = ::write(g_attach_signal_pipe, &b, 1);
+  (void)r;
+}
+
+std::string prompt_for(client::connection& conn, const std::string& session) {
+  std::string cwd = "?";
+  if (auto d = conn.show_session(session)) cwd = d->status.cwd;
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0' && cwd.rfind(home, 0) == 0)
+    cwd = "~" + cwd.substr(std::strlen(home));
+  return fmt::format("[{} {}]$ ", session, cwd);
+}
+
+}  // namespace
+
+int cmd_attach(const global_opts& g, const args& a) {
+  std::string session = "default", err;
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string_view v;
+    if (a[i] == "-h" || a[i] == "--help") return print_usage(*find_command("attach"));
+    if (take_option(a, i, "-s", "--session", &v, &err)) session = std::string(v);
+    else return fail(fmt::format("unknown argument '{}' for attach", a[i]));
+    if (!err.empty()) return fail(err);
+  }
+  auto conn = connect(g, true);
+  if (!conn) return fail(conn.err().message);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return fail("cannot create a pipe");
+  g_attach_signal_pipe = p[1];
+
+  bool tty = ::isatty(0) != 0;
+  std::string history = ipc::resolve_state_dir("") + "/attach_history";
+  if (tty) {
+    using_history();
+    read_history(history.c_str());
+  }
+  int last = 0;
+  for (;;) {
+    std::string line;
+    if (tty) {
+      ::signal(SIGINT, SIG_IGN);  // at the prompt Ctrl-C must not end sbsh
+      std::string prompt = prompt_for(*conn, session);
+      char* l = readline(prompt.c_str());
+      if (l == nullptr) {
+        std::fputs("\n", stdout);
+        break;  // Ctrl-D
+      }
+      line = l;
+      std::free(l);
+      if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      add_history(line.c_str());
+    } else if (!std::getline(std::cin, line)) {
+      break;
+    }
+    struct sigaction sa{};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int s : {SIGINT, SIGQUIT}) ::sigaction(s, &sa, nullptr);
+    client::exec_options o;
+    o.session = session;
+    o.command = line;
+    o.stdout_fd = 1;
+    o.stderr_fd = 2;
+    o.signal_fd = p[0];
+    auto r = conn->exec(o);
+    if (!r) {
+      fail(r.err().message);
+      last = kExitFailure;
+      if (r.err().code == "eof" || r.err().code == "io") break;
+      continue;
+    }
+    last = r->timed_out ? kExitTimeout : r->exit_code.value_or(kExitFailure);
+    if (r->shell_restarted) fail(fmt::format("the shell of session '{}' ended; its state was lost", session));
+  }
+  if (tty) write_history(history.c_str());
+  return last;
+}
+
+}  // namespace sbsh::cli
