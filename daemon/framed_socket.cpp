@@ -18,8 +18,8 @@ namespace {
 constexpr size_t kReadBudget = 1u << 20;
 }  // namespace
 
-framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs)
-    : loop_(loop), fd_(std::move(fd)), cbs_(std::move(cbs)) {
+framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk)
+    : loop_(loop), fd_(std::move(fd)), cbs_(std::move(cbs)), read_chunk_(read_chunk) {
   int fl = ::fcntl(fd_.get(), F_GETFL);
   ::fcntl(fd_.get(), F_SETFL, fl | O_NONBLOCK);
   watch_ = fd_watch::create(loop_, fd_.get());
@@ -132,7 +132,7 @@ void framed_socket::read_some() {
     }
     if (paused_ || closed_ || eof || budget == 0) break;
     size_t room;
-    char* p = reader_.prepare(64 * 1024, &room);
+    char* p = reader_.prepare(read_chunk_, &room);
     ssize_t r = ipc::recv_with_fds(fd_.get(), p, room, fds_in_);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

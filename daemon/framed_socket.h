@@ -28,7 +28,9 @@ class framed_socket {
     std::function<void(const std::string& reason)> on_closed;
   };
 
-  framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs);
+  // read_chunk: bytes read per recvmsg; the buffer starts that large and grows only for
+  // frames that need it (a wrapper's control socket needs little, a client's more).
+  framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk = 64 * 1024);
   ~framed_socket();
   framed_socket(const framed_socket&) = delete;
   framed_socket& operator=(const framed_socket&) = delete;
@@ -63,6 +65,7 @@ class framed_socket {
   std::deque<unique_fd> fds_in_;
   std::deque<pending> out_;
   size_t queued_bytes_ = 0;
+  size_t read_chunk_;
   bool paused_ = false;
   bool dispatching_ = false;
   bool closed_ = false;

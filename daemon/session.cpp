@@ -219,7 +219,8 @@ void session::start_shell() {
                             [this, gen](const std::string& reason) {
                               on_shell_lost(gen, std::nullopt, std::nullopt,
                                             fmt::format("its wrapper's control socket closed ({})", reason));
-                            }});
+                            }},
+                           /*read_chunk=*/1024);
   status_watch_ = fd_watch::create(srv_.loop(), status_r_.get());
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
   spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);

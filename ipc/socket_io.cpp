@@ -107,7 +107,7 @@ result<envelope> channel::recv() {
       return envelope{std::move(*m), std::move(*fds)};
     }
     size_t room;
-    char* p = reader_.prepare(64 * 1024, &room);
+    char* p = reader_.prepare(read_chunk_, &room);
     ssize_t r = recv_with_fds(fd_.get(), p, room, fds_);
     if (r == 0) return make_error("eof", "the peer closed the connection");
     if (r < 0)

@@ -40,7 +40,8 @@ result<std::vector<unique_fd>> take_fds(const message& m, std::deque<unique_fd>&
 class channel {
  public:
   channel() = default;
-  explicit channel(unique_fd fd) : fd_(std::move(fd)) {}
+  // read_chunk: bytes asked of each recvmsg (the buffer grows only for larger frames).
+  explicit channel(unique_fd fd, size_t read_chunk = 64 * 1024) : fd_(std::move(fd)), read_chunk_(read_chunk) {}
 
   [[nodiscard]] int fd() const { return fd_.get(); }
   [[nodiscard]] bool open() const { return fd_.valid(); }
@@ -53,6 +54,7 @@ class channel {
 
  private:
   unique_fd fd_;
+  size_t read_chunk_ = 64 * 1024;
   frame_reader reader_;
   std::deque<unique_fd> fds_;
 };

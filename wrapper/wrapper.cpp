@@ -68,7 +68,7 @@ class wrapper_loop {
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ctl_ = ipc::channel(unique_fd(kControlFd));
+    ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
 
     const char* bash = std::getenv("SBSH_BASH");
