@@ -121,6 +121,25 @@ error error_from(const ipc::message& m) {
 
 }  // namespace
 
+canceller::canceller() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+    read_end_ = p[0];
+    write_end_ = p[1];
+  }
+}
+
+canceller::~canceller() {
+  if (read_end_ >= 0) ::close(read_end_);
+  if (write_end_ >= 0) ::close(write_end_);
+}
+
+void canceller::signal(int sig) const {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t r = ::write(write_end_, &b, 1);
+  (void)r;
+}
+
 result<exec_result> connection::exec(const exec_options& opts) {
   auto out = make_pipe();
   auto err = make_pipe();
@@ -229,7 +248,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
           unsigned char sig;
           if (::read(opts.signal_fd, &sig, 1) == 1) {
             frame_builder c(msg_type::cancel, id);
-            c.i64("signal", sig);
+            if (sig != 0) c.i64("signal", sig);  // 0: stop it, with escalation
             (void)p_->ch.send(c.finish());
           }
           break;

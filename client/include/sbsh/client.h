@@ -43,12 +43,31 @@ struct exec_options {
   // (with splice(2) where possible) and not kept in the result.
   int stdout_fd = -1;
   int stderr_fd = -1;
-  // When >= 0: each byte readable here is a signal number to deliver to the running
-  // command (how the CLI forwards Ctrl-C); reading it is left to exec().
+  // When >= 0: each byte readable here is a signal number to deliver once to the running
+  // command (how the CLI forwards Ctrl-C), or 0 to stop it (SIGTERM, SIGKILL after the
+  // grace period, a shell restart for a builtin). See `canceller` for a ready-made source.
   int signal_fd = -1;
   size_t output_limit = 16u << 20;     // per stream, when collecting into the result
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
+};
+
+// Stops or signals a running exec from another thread or a signal handler: give fd() to
+// exec_options::signal_fd, then call cancel() or signal() from anywhere (both only write
+// one byte to a pipe, which is async-signal-safe).
+class canceller {
+ public:
+  canceller();
+  ~canceller();
+  canceller(const canceller&) = delete;
+  canceller& operator=(const canceller&) = delete;
+  [[nodiscard]] int fd() const { return read_end_; }
+  void cancel() const { signal(0); }
+  void signal(int sig) const;
+
+ private:
+  int read_end_ = -1;
+  int write_end_ = -1;
 };
 
 struct exec_result {
