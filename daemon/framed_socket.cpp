@@ -107,19 +107,13 @@ void framed_socket::read_some() {
     while (!paused_ && !closed_) {
       auto body = reader_.next_body();
       if (!body) {
-        fail(body.err().message);
+        send_error_and_close(body.err());
         return;
       }
       if (!body.value()) break;
       auto m = ipc::message::parse(body.value()->data(), body.value()->size());
       if (!m) {
-        // The frame was whole, so framing is intact, but a peer that sends garbage is
-        // not worth trusting further: answer once and hang up.
-        ipc::frame_builder f(ipc::msg_type::error);
-        f.str("code", m.err().code).str("message", m.err().message);
-        auto bytes = f.take();
-        (void)ipc::send_with_fds(fd_.get(), bytes.data(), bytes.size(), {});
-        fail(m.err().message);
+        send_error_and_close(m.err());
         return;
       }
       auto fds = ipc::take_fds(*m, fds_in_);
@@ -150,6 +144,16 @@ void framed_socket::read_some() {
     fail(reader_.buffered() > 0 ? "peer closed the connection in the middle of a frame"
                                 : "peer closed the connection");
   }
+}
+
+// A peer that sends garbage is not worth trusting further (and after a bad length the
+// framing is lost): answer once, without blocking, and hang up.
+void framed_socket::send_error_and_close(const error& e) {
+  ipc::frame_builder f(ipc::msg_type::error);
+  f.str("code", e.code).str("message", e.message);
+  auto bytes = f.take();
+  (void)ipc::send_with_fds(fd_.get(), bytes.data(), bytes.size(), {});
+  fail(e.message);
 }
 
 void framed_socket::fail(const std::string& reason) {

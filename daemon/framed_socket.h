@@ -50,6 +50,7 @@ class framed_socket {
   bool flush();
   void read_some();
   void fail(const std::string& reason);
+  void send_error_and_close(const error& e);
   void update_events();
 
   struct pending {

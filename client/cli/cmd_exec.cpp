@@ -85,6 +85,7 @@ int cmd_exec(const global_opts& g, const args& a) {
     if (a[i] == "--json") {
       json = true;
     } else if (take_option(a, i, "-s", "--session", &v, &err)) {
+      if (v.empty() && err.empty()) err = "invalid session name '': a name is 1 to 64 characters, letters, digits, '.', '_' or '-', and starts with a letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$)";
       o.session = std::string(v);
     } else if (take_option(a, i, "-C", "--cwd", &v, &err)) {
       o.cwd = std::string(v);
@@ -115,9 +116,6 @@ int cmd_exec(const global_opts& g, const args& a) {
   for (size_t k = i; k < a.size(); ++k) {
     if (k > i) o.command += ' ';
     o.command.append(a[k]);
-  }
-  if (!o.session.empty() && o.session.size() > 64) {
-    // Checked by sbshd too; saying it here avoids starting a daemon for nothing.
   }
   // Forward stdin when it is not a terminal, as ssh does; otherwise the command gets /dev/null.
   if (::fcntl(0, F_GETFD) != -1 && ::isatty(0) == 0) o.stdin_fd = 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -65,8 +66,20 @@ int cmd_shutdown(const global_opts& g, const args& a) {
   if (!st) return fail(st.err().message);
   if (auto s = conn->shutdown(); !s) return fail(s.err().message);
   // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
-  for (int i = 0; i < 1000 && ::kill(static_cast<pid_t>(st->pid), 0) == 0; ++i) ::usleep(10000);
-  if (::kill(static_cast<pid_t>(st->pid), 0) == 0)
+  // A zombie (its parent has not reaped it yet) counts as gone.
+  auto running = [pid = st->pid] {
+    char path[64], buf[512];
+    std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+    FILE* f = std::fopen(path, "r");
+    if (f == nullptr) return false;
+    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* rp = std::strrchr(buf, ')');
+    return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
+  };
+  for (int i = 0; i < 1000 && running(); ++i) ::usleep(10000);
+  if (running())
     return fail(fmt::format("sbshd (pid {}) is still running 10 s after the shutdown request", st->pid));
   return 0;
 }

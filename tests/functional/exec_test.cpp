@@ -1,0 +1,214 @@
+// sbsh exec against a real daemon: state, bytes, stdin, the hard cases of DESIGN §2.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+#include "json_min.h"
+
+namespace sbsh::test {
+namespace {
+
+using exec_test = daemon_test;
+
+TEST_F(exec_test, EveryKindOfStatePersists) {
+  ASSERT_EQ(exec("s", "cd /tmp && export EXP=exported && plain=plainvar").code, 0);
+  ASSERT_EQ(exec("s", "declare -A assoc=([k]=v) && f() { echo \"fn:$1\"; }").code, 0);
+  ASSERT_EQ(exec("s", "shopt -s expand_aliases; alias ll='echo aliased'").code, 0);
+  ASSERT_EQ(exec("s", "set -o pipefail; trap 'echo usr1' USR1").code, 0);
+  auto r = exec("s", "pwd; echo $EXP $plain ${assoc[k]}; f x; ll; [[ -o pipefail ]] && echo pipefail-on; trap -p USR1");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "/tmp\nexported plainvar v\nfn:x\naliased\npipefail-on\ntrap -- 'echo usr1' SIGUSR1\n");
+  EXPECT_EQ(exec("s", "bash -c 'echo $EXP'").out, "exported\n");  // exported, not just set
+  EXPECT_EQ(exec("s", "false").code, 1);
+  EXPECT_EQ(exec("s", "echo $?").out, "1\n");  // the previous command's status
+}
+
+TEST_F(exec_test, SessionsAreSeparate) {
+  ASSERT_EQ(exec("a", "x=in-a").code, 0);
+  EXPECT_EQ(exec("b", "echo \"[$x]\"").out, "[]\n");
+  EXPECT_EQ(exec("a", "echo \"[$x]\"").out, "[in-a]\n");
+}
+
+TEST_F(exec_test, OutputBytesAreExactAndStreamsApart) {
+  auto r = exec("s", "printf 'a\\0b\\xff\\xfe no newline'; printf 'err\\0x' >&2");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, std::string("a\0b\xff\xfe no newline", 16));
+  EXPECT_EQ(r.err, std::string("err\0x", 5));
+  // Text that looks like a completion marker is just output.
+  r = exec("s", "echo '__END__0'; printf '\\n0\\n'; echo 'MARK$?'");
+  EXPECT_EQ(r.out, "__END__0\n\n0\nMARK$?\n");
+  r = exec("s", "echo 'héllo wörld ✓ 🚀'");
+  EXPECT_EQ(r.out, "héllo wörld ✓ 🚀\n");
+}
+
+TEST_F(exec_test, JsonCarriesEveryFieldAndExactBytes) {
+  auto r = sbsh({"exec", "-s", "j", "--json", "--", "printf 'ok\\xff'; echo e >&2; exit 4"});
+  EXPECT_EQ(r.code, 4);
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["session"].s, "j");
+  EXPECT_EQ(j["command"].s, "printf 'ok\\xff'; echo e >&2; exit 4");
+  EXPECT_EQ(j["exit_code"].i(), 4);
+  EXPECT_TRUE(j["signal"].is_null());
+  EXPECT_FALSE(j["timed_out"].b);
+  EXPECT_TRUE(j["shell_restarted"].b);  // `exit` ended the shell
+  EXPECT_EQ(j["stdout"].s, "ok\xef\xbf\xbd");
+  EXPECT_EQ(j["stdout_base64"].s, "b2v/");  // "ok\xff"
+  EXPECT_EQ(j["stderr"].s, "e\n");
+  EXPECT_FALSE(j.has("stderr_base64"));
+  EXPECT_FALSE(j["stdout_truncated"].b);
+  EXPECT_FALSE(j["stderr_truncated"].b);
+  EXPECT_EQ(j["duration_ms"].kind, json::number);
+  EXPECT_EQ(j["started_at"].s.size(), 24u);  // 2026-11-22T13:58:50.123Z
+  EXPECT_EQ(j["started_at"].s.back(), 'Z');
+  // Truncation is reported, never silent.
+  r = sbsh({"exec", "-s", "j", "--json", "--output-limit", "10", "--", "seq 100"});
+  j = json::parse(r.out);
+  EXPECT_EQ(j["stdout"].s, "1\n2\n3\n4\n5\n");
+  EXPECT_TRUE(j["stdout_truncated"].b);
+}
+
+TEST_F(exec_test, SixtyMegabytesArriveIntact) {
+  auto r = exec("s", helper() + " write 60000000");
+  ASSERT_EQ(r.code, 0);
+  ASSERT_EQ(r.out.size(), 60000000u);
+  for (size_t i = 0; i < r.out.size(); i += 4099) ASSERT_EQ(r.out[i], static_cast<char>('a' + (i % 65536) % 26)) << i;
+}
+
+TEST_F(exec_test, StdinIsNullUnlessGiven) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = exec("s", "cat; read x; echo \"read=$? x=[$x]\"");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(r.out, "read=1 x=[]\n");
+  std::string in = "hi";
+  r = sbsh({"exec", "-s", "s", "cat"}, &in);
+  EXPECT_EQ(r.out, "hi");
+  std::string big(20 * 1000 * 1000, 'z');
+  r = sbsh({"exec", "-s", "s", "wc -c"}, &big);
+  EXPECT_EQ(r.out, "20000000\n");
+}
+
+TEST_F(exec_test, CommandsSeeOnlyStandardDescriptors) {
+  EXPECT_EQ(exec("s", helper() + " fds").out, "0 1 2\n");
+  std::string in = "x";
+  EXPECT_EQ(sbsh({"exec", "-s", "s", helper() + " fds"}, &in).out, "0 1 2\n");
+}
+
+TEST_F(exec_test, ExitEndsTheShellAndTheNextCommandWorks) {
+  ASSERT_EQ(exec("s", "cd /tmp; v=1").code, 0);
+  auto r = exec("s", "exit 3");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("state"), std::string::npos) << r.err;  // says the state was lost
+  r = exec("s", "pwd; echo \"[$v]\"");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.substr(r.out.find('\n') + 1), "[]\n");
+  EXPECT_EQ(exec("s", "kill -9 $$").code, 137);
+  EXPECT_EQ(exec("s", "echo back").out, "back\n");
+  EXPECT_EQ(exec("s", "set -e; false").code, 1);
+  EXPECT_EQ(exec("s", "echo again").out, "again\n");
+}
+
+TEST_F(exec_test, RedirectionsAndTrapsBehaveAsInAShell) {
+  EXPECT_EQ(exec("s", "exec >/dev/null; echo hidden").out, "");
+  EXPECT_EQ(exec("s", "echo visible").out, "visible\n");  // a command's exec >... does not leak
+  std::string f = dir + "/fd3";
+  ASSERT_EQ(exec("s", "exec 3>" + f + "; echo three >&3").code, 0);
+  EXPECT_EQ(exec("s", "echo more >&3; cat " + f).out, "three\nmore\n");  // the shell keeps fd 3
+  // An EXIT trap runs when the shell exits (its output goes to the shell's own stdout then,
+  // as the command's redirections are already undone: have it write to a file).
+  auto r = exec("s", "trap 'echo bye >" + dir + "/trap' EXIT; exit 0");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(wait_until([&] { return std::ifstream(dir + "/trap").good(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(exec("s", "ulimit -n 100; ulimit -n").out, "100\n");
+  EXPECT_EQ(exec("s", "cat <<EOF\nline 1\n  line $((1+1))\nEOF").out, "line 1\n  line 2\n");
+  EXPECT_EQ(exec("s", "for i in 1 2; do\n  echo \"i=$i\"\ndone\nif true; then echo yes; fi").out, "i=1\ni=2\nyes\n");
+  r = exec("s", "if then fi");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("syntax error"), std::string::npos);
+  EXPECT_EQ(exec("s", "echo fine").out, "fine\n");
+}
+
+TEST_F(exec_test, AMegabyteCommandRuns) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "big";
+  o.command = "v='" + std::string(1 << 20, 'x') + "'; echo ${#v}";
+  auto r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_data, "1048576\n");
+}
+
+TEST_F(exec_test, BackgroundJobsReturnAtOnceAndDoNotLeak) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = exec("s", "sleep 60 & echo started");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_EQ(r.out, "started\n");
+  r = exec("s", "(sleep 1; echo late) & echo early");
+  EXPECT_EQ(r.out, "early\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  r = exec("s", "echo next");
+  EXPECT_EQ(r.out, "next\n");  // "late" went nowhere near this result
+  // The late writer was not killed for writing: sbshd drains what background jobs write.
+  r = exec("s", "(sleep 0.5; echo late2; echo alive >" + dir + "/alive) & true");
+  EXPECT_TRUE(wait_until([&] { return std::ifstream(dir + "/alive").good(); }, std::chrono::seconds(10)));
+}
+
+TEST_F(exec_test, CwdAndEnvApplyToOneCommand) {
+  ASSERT_EQ(exec("s", "cd /").code, 0);
+  auto r = sbsh({"exec", "-s", "s", "-C", "/tmp", "-e", "ONLY=once", "--", "pwd; echo $ONLY; cd /usr"});
+  EXPECT_EQ(r.out, "/tmp\nonce\n");
+  EXPECT_EQ(exec("s", "pwd; echo \"[$ONLY]\"").out, "/\n[]\n");
+  EXPECT_EQ(sbsh({"exec", "-s", "s", "echo", "a", "b", "c"}).out, "a b c\n");  // words joined
+  r = sbsh({"exec", "-s", "s", "-C", "/nonexistent", "--", "true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("No such file"), std::string::npos);
+}
+
+TEST_F(exec_test, InvalidSessionNamesAreRefusedWithTheRule) {
+  for (std::string bad : std::vector<std::string>{"bad name", "", "../x", "-x", std::string(65, 'a'), "a/b"}) {
+    auto r = sbsh({"exec", "-s", bad, "--", "true"});
+    EXPECT_EQ(r.code, 255) << bad;
+    EXPECT_NE(r.err.find("invalid session name"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("[A-Za-z0-9._-]"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(sbsh({"exec", "-s", std::string(64, 'a'), "--", "echo ok"}).out, "ok\n");
+  EXPECT_EQ(sbsh({"exec", "-s", "A1.b_c-d", "--", "echo ok"}).out, "ok\n");
+}
+
+TEST_F(exec_test, FailuresOfSbshItselfExit255WithOneLine) {
+  auto r = run({bin("sbsh"), "--socket", dir + "/run/nothing.sock", "--no-autostart", "exec", "true"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("no sbshd"), std::string::npos);
+  r = sbsh({"exec", "-t", "soon", "true"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("invalid duration"), std::string::npos);
+  r = sbsh({"exec"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_EQ(sbsh({"exec", "sh -c 'kill -TERM $$'"}).code, 143);  // 128+N for a signal
+}
+
+TEST_F(exec_test, StatusAndShutdown) {
+  ASSERT_EQ(exec("one", "true").code, 0);
+  auto r = sbsh({"status", "--json"});
+  ASSERT_EQ(r.code, 0);
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["pid"].i(), daemon_pid);
+  EXPECT_FALSE(j["version"].s.empty());
+  EXPECT_EQ(j["socket"].s, sock);
+  ASSERT_EQ(j["sessions"].a.size(), 1u);
+  const auto& s = j["sessions"].a[0];
+  EXPECT_EQ(s["name"].s, "one");
+  pid_t shell = static_cast<pid_t>(s["shell_pid"].i()), wrapper = static_cast<pid_t>(s["wrapper_pid"].i());
+  EXPECT_TRUE(pid_alive(shell));
+  EXPECT_TRUE(pid_alive(wrapper));
+  EXPECT_EQ(sbsh({"version"}).code, 0);
+  stop_daemon();
+  EXPECT_FALSE(pid_alive(shell));
+  EXPECT_FALSE(pid_alive(wrapper));
+}
+
+}  // namespace
+}  // namespace sbsh::test

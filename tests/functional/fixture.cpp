@@ -1,0 +1,217 @@
+// The functional-test fixture; see fixture.h.
+#include "fixture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace sbsh::test {
+
+std::string bin(const std::string& name) { return std::string(SBSH_BIN_DIR) + "/" + name; }
+std::string helper() { return bin("sbsh-test-helper"); }
+
+bool pid_alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  auto rp = line.rfind(')');
+  return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
+}
+
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+run_result run(const std::vector<std::string>& argv, const std::string* stdin_data, std::chrono::seconds limit) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (stdin_data != nullptr) posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  run_result r;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    r.err = std::string("spawn failed: ") + std::strerror(rc);
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    return r;
+  }
+  size_t in_off = 0;
+  int in_fd = in[1];
+  if (stdin_data == nullptr || stdin_data->empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  } else {
+    ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  }
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  int open_fds = 2;
+  while (open_fds > 0) {
+    pollfd pf[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in_fd, POLLOUT, 0}};
+    int n = in_fd >= 0 ? 3 : 2;
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      r.err += "\n[test: timed out]";
+      break;
+    }
+    ::poll(pf, static_cast<nfds_t>(n), left);
+    char buf[65536];
+    for (int i = 0; i < 2; ++i) {
+      if (pf[i].fd < 0 || pf[i].revents == 0) continue;
+      ssize_t k = ::read(pf[i].fd, buf, sizeof buf);
+      if (k > 0) (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(k));
+      else {
+        ::close(pf[i].fd);
+        (i == 0 ? out[0] : err[0]) = -1;
+        --open_fds;
+      }
+    }
+    if (in_fd >= 0 && pf[2].revents != 0) {
+      ssize_t w = ::write(in_fd, stdin_data->data() + in_off, stdin_data->size() - in_off);
+      if (w > 0) in_off += static_cast<size_t>(w);
+      if (w < 0 || in_off == stdin_data->size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  for (int fd : {out[0], err[0]})
+    if (fd >= 0) ::close(fd);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+void daemon_test::SetUp() {
+  char tmpl[] = "/tmp/sbsh-test.XXXXXX";
+  dir = ::mkdtemp(tmpl);
+  ::mkdir((dir + "/run").c_str(), 0700);
+  ::mkdir((dir + "/home").c_str(), 0700);
+  ::mkdir((dir + "/tmp").c_str(), 0700);
+  state = dir + "/state";
+  sock = dir + "/run/sbsh/sbshd.sock";
+  ::setenv("XDG_RUNTIME_DIR", (dir + "/run").c_str(), 1);
+  ::setenv("HOME", (dir + "/home").c_str(), 1);
+  ::setenv("TMPDIR", (dir + "/tmp").c_str(), 1);
+  ::setenv("SBSH_STATE_DIR", state.c_str(), 1);
+  ::setenv("SBSH_SOCKET", sock.c_str(), 1);
+  ::unsetenv("SBSH_NO_AUTOSTART");
+  if (start_in_setup) start_daemon();
+}
+
+void daemon_test::start_daemon() {
+  std::vector<std::string> argv{bin("sbshd"), "--socket", sock, "--state-dir", state, "--foreground", "--log-level", "warn"};
+  argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::string log = dir + "/sbshd.log";
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  ASSERT_EQ(posix_spawn(&daemon_pid, args[0], &fa, nullptr, args.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        client::connect_options o;
+        o.socket_path = sock;
+        o.autostart = false;
+        return client::connection::connect(o).ok();
+      },
+      std::chrono::seconds(20)))
+      << "sbshd did not come up";
+}
+
+void daemon_test::stop_daemon() {
+  if (daemon_pid <= 0) return;
+  run({bin("sbsh"), "--socket", sock, "shutdown"});
+  int st;
+  bool gone = wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(20));
+  if (!gone) {
+    ::kill(daemon_pid, SIGKILL);
+    ::waitpid(daemon_pid, &st, 0);
+  }
+  daemon_pid = -1;
+}
+
+void daemon_test::kill_daemon() {
+  ::kill(daemon_pid, SIGKILL);
+  int st;
+  ::waitpid(daemon_pid, &st, 0);
+  daemon_pid = -1;
+}
+
+void daemon_test::TearDown() {
+  stop_daemon();
+  std::string cmd = "rm -rf " + shell_quote(dir);
+  (void)std::system(cmd.c_str());
+}
+
+run_result daemon_test::sbsh(const std::vector<std::string>& args, const std::string* stdin_data,
+                             std::chrono::seconds limit) {
+  std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "--no-autostart"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, stdin_data, limit);
+}
+
+run_result daemon_test::exec(const std::string& session, const std::string& command) {
+  return sbsh({"exec", "-s", session, "--", command});
+}
+
+client::connection daemon_test::conn() {
+  client::connect_options o;
+  o.socket_path = sock;
+  o.autostart = false;
+  auto c = client::connection::connect(o);
+  if (!c) throw std::runtime_error(c.err().message);
+  return std::move(*c);
+}
+
+client::session_status daemon_test::session_status(const std::string& name) {
+  auto c = conn();
+  auto d = c.show_session(name);
+  if (!d) return {};
+  return d->status;
+}
+
+}  // namespace sbsh::test

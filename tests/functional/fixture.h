@@ -1,0 +1,54 @@
+// Functional-test fixture: a real sbshd on a private socket in a private XDG_RUNTIME_DIR,
+// HOME and state directory per test, and helpers to run the real CLI and check real effects.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sbsh/client.h"
+
+namespace sbsh::test {
+
+struct run_result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string bin(const std::string& name);       // build/bin/NAME
+std::string helper();                           // the test helper binary
+bool pid_alive(pid_t pid);                      // exists and is not a zombie
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit);
+// Runs argv with the given stdin (none: /dev/null), capturing stdout and stderr exactly.
+run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
+               std::chrono::seconds limit = std::chrono::seconds(120));
+std::string shell_quote(const std::string& s);
+
+class daemon_test : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Extra sbshd arguments, for tests that set them before start_daemon().
+  std::vector<std::string> daemon_args;
+  bool start_in_setup = true;
+  void start_daemon();
+  void stop_daemon();  // sbsh shutdown, then wait for the pid
+  void kill_daemon();  // SIGKILL, as a crash would
+
+  run_result sbsh(const std::vector<std::string>& args, const std::string* stdin_data = nullptr,
+                  std::chrono::seconds limit = std::chrono::seconds(120));
+  run_result exec(const std::string& session, const std::string& command);
+  client::connection conn();
+  client::session_status session_status(const std::string& name);
+
+  std::string dir, sock, state;
+  pid_t daemon_pid = -1;
+};
+
+}  // namespace sbsh::test

@@ -1,0 +1,134 @@
+// libsbsh used directly: one connection for many requests, one per thread, streaming,
+// stdin, cancelling, sessions and background processes.
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+using library_test = daemon_test;
+
+TEST_F(library_test, OneConnectionServesManyRequests) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "lib";
+  for (int i = 0; i < 200; ++i) {
+    o.command = "echo " + std::to_string(i);
+    auto r = c.exec(o);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->stdout_data, std::to_string(i) + "\n");
+  }
+  auto st = c.status();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->sessions.at(0).commands, 200u);
+}
+
+TEST_F(library_test, OneConnectionPerThread) {
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&, t] {
+      auto c = conn();
+      client::exec_options o;
+      o.session = "t" + std::to_string(t % 4);
+      for (int i = 0; i < 25; ++i) {
+        o.command = "echo " + std::to_string(t * 100 + i);
+        auto r = c.exec(o);
+        if (!r || r->stdout_data != std::to_string(t * 100 + i) + "\n") ++bad;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(library_test, StreamingStdinResultFields) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "lib";
+  std::string seen;
+  o.command = "printf 'a\\0b'; echo e >&2; cat";
+  o.stdin_data = std::string("in\0put", 6);
+  o.on_output = [&](client::stream s, std::string_view d) { seen += (s == client::stream::out ? "O:" : "E:") + std::string(d); };
+  auto r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_NE(seen.find(std::string("a\0b", 3)), std::string::npos);
+  EXPECT_NE(seen.find("E:e\n"), std::string::npos);
+  EXPECT_NE(seen.find(std::string("in\0put", 6)), std::string::npos);
+  EXPECT_GT(r->started_at_ms, 0);
+  o.on_output = nullptr;
+  o.stdin_data.reset();
+  o.command = "sleep 5";
+  o.timeout = std::chrono::milliseconds(200);
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->signal, SIGTERM);
+}
+
+TEST_F(library_test, CancellerStopsARunningCommand) {
+  auto c = conn();
+  client::canceller stop;
+  client::exec_options o;
+  o.session = "lib";
+  o.command = "sleep 60";
+  o.signal_fd = stop.fd();
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.cancel();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.exec(o);
+  t.join();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+TEST_F(library_test, SessionsAndProcesses) {
+  auto c = conn();
+  client::session_spec spec;
+  spec.name = "api";
+  spec.cwd = "/tmp";
+  spec.init = {"X=from-init"};
+  ASSERT_TRUE(c.create_session(spec).ok());
+  client::exec_options o;
+  o.session = "api";
+  o.command = "echo $X; pwd";
+  EXPECT_EQ(c.exec(o)->stdout_data, "from-init\n/tmp\n");
+  client::start_options so;
+  so.session = "api";
+  so.name = "job";
+  so.command = "echo $X; exit 5";
+  auto p = c.start(so);
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  auto w = c.wait("job", std::chrono::milliseconds(10000));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->state, "exited");
+  EXPECT_EQ(w->exit_code, 5);
+  std::string logs;
+  auto l = c.logs("job", {}, [&](client::stream, std::string_view d) { logs += d; });
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(logs, "from-init\n");
+  ASSERT_TRUE(c.remove_session("api").ok());
+  auto e = c.exec(o);  // recreated on first use, with no init this time
+  EXPECT_EQ(e->stdout_data.substr(0, 1), "\n");
+}
+
+TEST_F(library_test, ErrorsNameWhatWasWrong) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "no good";
+  o.command = "true";
+  auto r = c.exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err().code, "invalid_session_name");
+  EXPECT_FALSE(c.kill("no-such-process", SIGTERM).ok());
+}
+
+}  // namespace
+}  // namespace sbsh::test

@@ -1,0 +1,275 @@
+// Timeouts, crashes, disconnects, concurrency, auto-start, hostile input and permissions.
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fixture.h"
+#include "ipc/frame.h"
+
+extern char** environ;
+#include "json_min.h"
+
+namespace sbsh::test {
+namespace {
+
+using robustness_test = daemon_test;
+
+std::vector<pid_t> pids_in(const std::string& text) {
+  std::vector<pid_t> out;
+  std::istringstream in(text);
+  long p;
+  while (in >> p) out.push_back(static_cast<pid_t>(p));
+  return out;
+}
+
+TEST_F(robustness_test, TimeoutStopsAnExternalCommandAndKeepsTheShell) {
+  ASSERT_EQ(exec("s", "keep=yes").code, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = sbsh({"exec", "-s", "s", "-t", "500ms", "--", "sleep 30 & echo $!; wait"});
+  EXPECT_EQ(r.code, 124);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  auto pids = pids_in(r.out);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pids[0]); }, std::chrono::seconds(5)));
+  EXPECT_EQ(exec("s", "echo $keep").out, "yes\n");  // no restart was needed
+}
+
+TEST_F(robustness_test, TimeoutKillsWhatIgnoresSigterm) {
+  auto r = sbsh({"exec", "-s", "s", "-t", "500ms", "--json", "--", helper() + " ignore-term 60"});
+  EXPECT_EQ(r.code, 124);
+  auto j = json::parse(r.out);
+  EXPECT_TRUE(j["timed_out"].b);
+  auto pids = pids_in(j["stdout"].s);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pids[0]); }, std::chrono::seconds(5)));
+}
+
+TEST_F(robustness_test, TimeoutKillsTheWholeTree) {
+  auto r = sbsh({"exec", "-s", "s", "-t", "1s", "--", "(sleep 40 & echo $!; sleep 41 & echo $!; wait) & echo $!; wait"});
+  EXPECT_EQ(r.code, 124);
+  auto pids = pids_in(r.out);
+  ASSERT_EQ(pids.size(), 3u) << r.out;
+  for (pid_t p : pids) EXPECT_TRUE(wait_until([&] { return !pid_alive(p); }, std::chrono::seconds(5))) << p;
+}
+
+TEST_F(robustness_test, TimeoutOfABuiltinLoopRestartsTheShellAndSaysSo) {
+  auto r = sbsh({"exec", "-s", "s", "-t", "500ms", "--json", "--", "while :; do :; done"});
+  EXPECT_EQ(r.code, 124);
+  auto j = json::parse(r.out);
+  EXPECT_TRUE(j["timed_out"].b);
+  EXPECT_TRUE(j["shell_restarted"].b);
+  EXPECT_TRUE(j["exit_code"].is_null());
+  EXPECT_EQ(exec("s", "echo works").out, "works\n");
+}
+
+TEST_F(robustness_test, KillingTheShellOrTheWrapperMidCommandIsReported) {
+  for (const char* victim : {"shell", "wrapper"}) {
+    ASSERT_EQ(exec("s", "true").code, 0);
+    auto st = session_status("s");
+    pid_t pid = static_cast<pid_t>(std::string(victim) == "shell" ? st.shell_pid : st.wrapper_pid);
+    ASSERT_GT(pid, 0);
+    std::thread killer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(pid, SIGKILL);
+    });
+    auto r = sbsh({"exec", "-s", "s", "--json", "--", "sleep 30"});
+    killer.join();
+    EXPECT_NE(r.code, 0) << victim;
+    auto j = json::parse(r.out);
+    EXPECT_TRUE(j["shell_restarted"].b) << victim;
+    EXPECT_FALSE(j["error"].s.empty() && j["exit_code"].is_null()) << victim;
+    EXPECT_EQ(exec("s", "echo next").out, "next\n") << victim;
+  }
+}
+
+TEST_F(robustness_test, ADisconnectingClientsCommandIsStopped) {
+  std::string pidfile = dir + "/pid";
+  std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "exec", "-s", "s", "--",
+                                helper() + " ignore-term 60 > " + pidfile};
+  pid_t cli;
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  ASSERT_EQ(posix_spawn(&cli, args[0], nullptr, nullptr, args.data(), environ), 0);
+  pid_t victim = 0;
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream f(pidfile);
+    return static_cast<bool>(f >> victim);
+  }, std::chrono::seconds(10)));
+  ::kill(cli, SIGKILL);  // the client vanishes
+  int st;
+  ::waitpid(cli, &st, 0);
+  // SIGHUP first, then SIGKILL after the grace period (it ignores SIGTERM, not SIGHUP).
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(victim); }, std::chrono::seconds(10)));
+  EXPECT_EQ(exec("s", "echo free").out, "free\n");
+}
+
+TEST_F(robustness_test, FiftyClientsTenSessions) {
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 50; ++t) {
+    threads.emplace_back([&, t] {
+      std::string s = "c" + std::to_string(t % 10);
+      std::string log = dir + "/" + s + ".log";
+      // Start and end markers: if two commands of one session overlapped, they would interleave.
+      auto r = exec(s, "echo start >>" + log + "; sleep 0.05; echo end >>" + log + "; echo " + std::to_string(t));
+      if (r.code != 0 || r.out != std::to_string(t) + "\n") ++bad;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int s = 0; s < 10; ++s) {
+    std::ifstream f(dir + "/c" + std::to_string(s) + ".log");
+    std::string line, expect = "start";
+    int n = 0;
+    while (std::getline(f, line)) {
+      EXPECT_EQ(line, expect) << "session c" << s;
+      expect = expect == "start" ? "end" : "start";
+      ++n;
+    }
+    EXPECT_EQ(n, 10);
+  }
+}
+
+TEST_F(robustness_test, SessionsRunInParallel) {
+  // Each session waits for the other's marker: this finishes only if both run at once.
+  std::string a = dir + "/a", b = dir + "/b";
+  std::thread t1([&] { exec("p1", "touch " + a + "; for i in $(seq 200); do [ -e " + b + " ] && break; sleep 0.05; done; [ -e " + b + " ]"); });
+  auto r = exec("p2", "touch " + b + "; for i in $(seq 200); do [ -e " + a + " ] && break; sleep 0.05; done; [ -e " + a + " ]");
+  t1.join();
+  EXPECT_EQ(r.code, 0);
+}
+
+int raw_connect(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+std::string reply_of(int fd) {
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) all.append(buf, static_cast<size_t>(n));
+  return all;
+}
+
+TEST_F(robustness_test, HostileFramesGetAnErrorAndOthersAreStillServed) {
+  std::vector<std::string> attacks = {
+      std::string("\xff\xff\xff\xff", 4),                    // length far past the cap
+      std::string("\x00\x00\x00\x00", 4),                    // empty frame
+      std::string("\x00\x00\x00\x03\xc1\xc1\xc1", 7),        // not msgpack
+      std::string("\x00\x00\x00\x02\x92\x01", 6),            // truncated array
+      std::string("\x00\x00\x00\x03\x93\x01\x02", 7),        // an array, not a map
+  };
+  ipc::frame_builder wrong_type(ipc::msg_type::hello, 1);
+  wrong_type.str("version", "one");
+  attacks.push_back(wrong_type.take());
+  ipc::frame_builder huge_array(ipc::msg_type::hello, 1);
+  attacks.push_back(std::string("\x00\x00\x00\x06\x81\xa1x\xdd\xff\xff", 10));  // array of 4G elements
+  for (const auto& bytes : attacks) {
+    int fd = raw_connect(sock);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ::shutdown(fd, SHUT_WR);
+    std::string reply = reply_of(fd);
+    ::close(fd);
+    EXPECT_NE(reply.find("\xa4" "code"), std::string::npos) << "no error frame for attack of " << bytes.size() << " bytes";
+  }
+  // A request with a field of the wrong type names the field.
+  int fd = raw_connect(sock);
+  ipc::frame_builder hello(ipc::msg_type::hello, 1);
+  hello.u64("version", ipc::kProtocolVersion);
+  ipc::frame_builder exec_bad(ipc::msg_type::exec, 2);
+  exec_bad.u64("command", 7);
+  std::string both = hello.take() + exec_bad.take();
+  ASSERT_EQ(::write(fd, both.data(), both.size()), static_cast<ssize_t>(both.size()));
+  ::shutdown(fd, SHUT_WR);
+  std::string reply = reply_of(fd);
+  ::close(fd);
+  EXPECT_NE(reply.find("field 'command' must be a string"), std::string::npos);
+  EXPECT_EQ(exec("s", "echo still serving").out, "still serving\n");
+  EXPECT_TRUE(pid_alive(daemon_pid));
+}
+
+TEST_F(robustness_test, VersionMismatchIsExplained) {
+  int fd = raw_connect(sock);
+  ipc::frame_builder hello(ipc::msg_type::hello, 1);
+  hello.u64("version", 999);
+  std::string b = hello.take();
+  ASSERT_EQ(::write(fd, b.data(), b.size()), static_cast<ssize_t>(b.size()));
+  ::shutdown(fd, SHUT_WR);
+  std::string reply = reply_of(fd);
+  ::close(fd);
+  EXPECT_NE(reply.find("version_mismatch"), std::string::npos);
+  EXPECT_NE(reply.find("protocol version"), std::string::npos);
+}
+
+TEST_F(robustness_test, SocketAndDirectoryArePrivate) {
+  struct stat st{};
+  ASSERT_EQ(::stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir + "/run/sbsh").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // A directory others can enter is refused, with the reason and the fix.
+  std::string unsafe = dir + "/unsafe";
+  ::mkdir(unsafe.c_str(), 0755);
+  ::chmod(unsafe.c_str(), 0755);
+  auto r = run({bin("sbshd"), "--socket", unsafe + "/s.sock", "--foreground", "--state-dir", state});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("0755"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chmod 700"), std::string::npos) << r.err;
+  r = run({bin("sbsh"), "--socket", unsafe + "/s.sock", "exec", "true"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("0700"), std::string::npos) << r.err;
+}
+
+class autostart_test : public daemon_test {
+ protected:
+  autostart_test() { start_in_setup = false; }
+};
+
+TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      auto r = run({bin("sbsh"), "--socket", sock, "exec", "-s", "s" + std::to_string(i), "--", "echo hi"});
+      if (r.code == 0 && r.out == "hi\n") ++ok;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  // Exactly one sbshd serves this socket.
+  int daemons = 0;
+  pid_t found = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find("sbshd") != std::string::npos && cmd.find(sock) != std::string::npos) {
+      ++daemons;
+      found = static_cast<pid_t>(std::stol(e.path().filename().string()));
+    }
+  }
+  EXPECT_EQ(daemons, 1);
+  run({bin("sbsh"), "--socket", sock, "shutdown"});
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(found); }, std::chrono::seconds(10)));
+}
+
+}  // namespace
+}  // namespace sbsh::test

@@ -1,0 +1,250 @@
+// Session lifecycle, restart policies, health checks, background processes, persistence.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fixture.h"
+#include "json_min.h"
+
+namespace sbsh::test {
+namespace {
+
+using supervision_test = daemon_test;
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+TEST_F(supervision_test, CreateIsIdempotentAndDefinitionsDiffer) {
+  auto r = sbsh({"session", "create", "web", "-C", "/tmp", "-e", "FOO=bar", "--init", "greet() { echo hi $1; }",
+                 "--restart", "on-failure"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(exec("web", "pwd; echo $FOO; greet you").out, "/tmp\nbar\nhi you\n");
+  EXPECT_EQ(sbsh({"session", "create", "web", "-C", "/tmp", "-e", "FOO=bar", "--init", "greet() { echo hi $1; }",
+                  "--restart", "on-failure"}).code, 0);
+  r = sbsh({"session", "create", "web", "-C", "/"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("different definition"), std::string::npos) << r.err;
+  auto j = json::parse(sbsh({"session", "show", "web", "--json"}).out);
+  EXPECT_EQ(j["definition"]["restart"].s, "on-failure");
+  EXPECT_EQ(j["definition"]["env"].a.at(0).s, "FOO=bar");
+  ASSERT_FALSE(j["history"].a.empty());
+  EXPECT_EQ(j["history"].a.back()["command"].s, "pwd; echo $FOO; greet you");
+  EXPECT_EQ(j["history"].a.back()["exit_code"].i(), 0);
+}
+
+TEST_F(supervision_test, RestartPolicies) {
+  ASSERT_EQ(sbsh({"session", "create", "never", "--restart", "never"}).code, 0);
+  exec("never", "exit 0");
+  auto r = exec("never", "true");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("restart policy is never"), std::string::npos) << r.err;
+  EXPECT_EQ(sbsh({"session", "restart", "never"}).code, 0);
+  EXPECT_EQ(exec("never", "echo back").out, "back\n");
+
+  ASSERT_EQ(sbsh({"session", "create", "onfail", "--restart", "on-failure"}).code, 0);
+  exec("onfail", "kill -9 $$");
+  EXPECT_EQ(exec("onfail", "echo restarted").out, "restarted\n");
+  exec("onfail", "exit 0");
+  EXPECT_EQ(exec("onfail", "true").code, 255);
+
+  exec("always", "exit 0");
+  EXPECT_EQ(exec("always", "echo fine").out, "fine\n");
+}
+
+TEST_F(supervision_test, CrashLoopFailsAndRestartRecovers) {
+  ASSERT_EQ(sbsh({"session", "create", "loop", "--init", "echo init says no; false"}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return session_status("loop").state == "failed"; }, std::chrono::seconds(20)));
+  auto r = exec("loop", "true");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("failed"), std::string::npos);
+  auto j = json::parse(sbsh({"session", "show", "loop", "--json"}).out);
+  EXPECT_NE(j["init_output"].s.find("init says no"), std::string::npos) << j["init_output"].s;
+  EXPECT_GE(j["session"]["restarts"].i(), 4);
+  // A session that can start again recovers with `session restart`.
+  ASSERT_EQ(sbsh({"session", "rm", "loop"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "loop"}).code, 0);
+  EXPECT_EQ(exec("loop", "echo ok").out, "ok\n");
+}
+
+class health_test : public daemon_test {
+ protected:
+  health_test() { daemon_args = {"--health-interval", "300ms"}; }
+};
+
+TEST_F(health_test, AStoppedWrapperIsReplacedButALongCommandIsNot) {
+  ASSERT_EQ(exec("h", "true").code, 0);
+  auto before = session_status("h");
+  // A command that runs longer than several health intervals is not a hung wrapper.
+  EXPECT_EQ(exec("h", "sleep 1.5; echo done").out, "done\n");
+  EXPECT_EQ(session_status("h").wrapper_pid, before.wrapper_pid);
+  ::kill(static_cast<pid_t>(before.wrapper_pid), SIGSTOP);
+  EXPECT_TRUE(wait_until([&] {
+    auto s = session_status("h");
+    return s.wrapper_pid != before.wrapper_pid && s.wrapper_pid > 0;
+  }, std::chrono::seconds(10)));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, std::chrono::seconds(5)));
+  EXPECT_EQ(exec("h", "echo replaced").out, "replaced\n");
+}
+
+TEST_F(supervision_test, RemovingASessionLeavesNothing) {
+  ASSERT_EQ(exec("gone", "sleep 100 & echo $!").code, 0);
+  auto st = session_status("gone");
+  auto bg = sbsh({"start", "-s", "gone", "--", "sleep 200"});
+  ASSERT_EQ(bg.code, 0);
+  ASSERT_TRUE(wait_until([&] { return json::parse(sbsh({"ps", "--json"}).out)["processes"].a.at(0)["pid"].i() > 0; },
+                         std::chrono::seconds(5)));
+  pid_t bg_pid = static_cast<pid_t>(json::parse(sbsh({"ps", "--json"}).out)["processes"].a.at(0)["pid"].i());
+  ASSERT_EQ(sbsh({"session", "rm", "gone"}).code, 0);
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.shell_pid)));
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.wrapper_pid)));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bg_pid); }, std::chrono::seconds(5)));
+  EXPECT_NE(sbsh({"session", "show", "gone"}).code, 0);
+}
+
+size_t daemon_fds(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
+  return n;
+}
+
+TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
+  ASSERT_EQ(exec("warm", "true").code, 0);
+  size_t fds_before = daemon_fds(daemon_pid);
+  auto c = conn();
+  std::vector<std::pair<long, long>> pids;
+  for (int i = 0; i < 200; ++i) {
+    client::exec_options o;
+    o.session = "n" + std::to_string(i);
+    o.command = "sleep 300 &";
+    ASSERT_TRUE(c.exec(o).ok());
+  }
+  auto list = c.sessions();
+  ASSERT_TRUE(list.ok());
+  for (const auto& s : *list) pids.emplace_back(s.wrapper_pid, s.shell_pid);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(c.remove_session("n" + std::to_string(i)).ok());
+  for (auto [w, s] : pids) {
+    if (w == session_status("warm").wrapper_pid) continue;
+    EXPECT_FALSE(pid_alive(static_cast<pid_t>(w)));
+    EXPECT_FALSE(pid_alive(static_cast<pid_t>(s)));
+  }
+  // Nothing of theirs is left: no process in their sessions, no descriptor in sbshd.
+  int left = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.rfind("sleep", 0) == 0 && cmd.find("300") != std::string::npos) ++left;
+  }
+  EXPECT_EQ(left, 0);
+  EXPECT_TRUE(wait_until([&] { return daemon_fds(daemon_pid) <= fds_before + 2; }, std::chrono::seconds(5)))
+      << daemon_fds(daemon_pid) << " vs " << fds_before;
+}
+
+TEST_F(supervision_test, BackgroundProcessRunsFromSessionStateAndWaitGivesItsCode) {
+  ASSERT_EQ(exec("bg", "cd /tmp; greet() { echo \"hi $1 from $PWD\"; }").code, 0);
+  auto r = sbsh({"start", "-s", "bg", "--name", "g", "--", "greet x; echo err >&2; exit 7"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(sbsh({"wait", "g"}).code, 7);
+  EXPECT_EQ(sbsh({"logs", "--stdout", "g"}).out, "hi x from /tmp\n");
+  EXPECT_EQ(sbsh({"logs", "--stderr", "g"}).err, "err\n");
+  auto id = trim(r.out);
+  EXPECT_EQ(sbsh({"wait", id}).code, 7);
+  EXPECT_EQ(sbsh({"wait", trim(sbsh({"start", "-s", "bg", "--", "kill -TERM $BASHPID"}).out)}).code, 143);
+  EXPECT_EQ(sbsh({"wait", "-t", "200ms", trim(sbsh({"start", "-s", "bg", "--", "sleep 5"}).out)}).code, 124);
+  // It runs with stdin /dev/null and only fds 0-2, in its own process group.
+  r = sbsh({"start", "-s", "bg", "--", helper() + " fds; cat; " + helper() + " pgid"});
+  std::string pid_line = trim(r.out);
+  EXPECT_EQ(sbsh({"wait", pid_line}).code, 0);
+  auto out = sbsh({"logs", pid_line}).out;
+  EXPECT_EQ(out.substr(0, 6), "0 1 2\n");
+  std::istringstream in(out.substr(6));
+  long pid, pgid, sid;
+  in >> pid >> pgid >> sid;
+  EXPECT_NE(pgid, session_status("bg").shell_pid);
+}
+
+TEST_F(supervision_test, KillReachesSetsidGrandchildrenAndSurvivesShellRestart) {
+  auto r = sbsh({"start", "-s", "k", "--name", "tree", "--", helper() + " spawn-setsid 300"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(wait_until([&] {
+    std::istringstream in(sbsh({"logs", "tree"}).out);
+    long a, b;
+    if (!(in >> a >> b)) return false;
+    pids = {static_cast<pid_t>(a), static_cast<pid_t>(b)};
+    return true;
+  }, std::chrono::seconds(10)));
+  exec("k", "kill -9 $$");  // the shell restarts; the background process must not care
+  EXPECT_EQ(exec("k", "echo new").out, "new\n");
+  for (pid_t p : pids) EXPECT_TRUE(pid_alive(p));
+  EXPECT_EQ(sbsh({"kill", "tree"}).code, 0);
+  for (pid_t p : pids) EXPECT_TRUE(wait_until([&] { return !pid_alive(p); }, std::chrono::seconds(5))) << p;
+  auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
+  EXPECT_EQ(j["processes"].a.at(0)["state"].s, "killed");
+}
+
+TEST_F(supervision_test, LogsFollowSeesLinesAsTheyAreWritten) {
+  std::string flag = dir + "/go";
+  ASSERT_EQ(sbsh({"start", "--name", "f", "--", "echo one; while [ ! -e " + flag + " ]; do sleep 0.05; done; echo two"}).code, 0);
+  // logs -f must print "one" while the process still waits: prove it by creating the flag
+  // only after "one" has arrived through the follower.
+  std::string out;
+  std::thread t([&] { out = sbsh({"logs", "-f", "f"}).out; });
+  ASSERT_TRUE(wait_until([&] { return sbsh({"logs", "f"}).out == "one\n"; }, std::chrono::seconds(10)));
+  std::ofstream(flag) << "x";
+  t.join();
+  EXPECT_EQ(out, "one\ntwo\n");
+  EXPECT_EQ(sbsh({"logs", "--tail", "1", "f"}).out, "two\n");
+}
+
+class logcap_test : public daemon_test {
+ protected:
+  logcap_test() { daemon_args = {"--log-cap", "1"}; }
+};
+
+TEST_F(logcap_test, TheLogCapHoldsAndKeepsTheNewest) {
+  ASSERT_EQ(sbsh({"start", "--name", "big", "--", helper() + " write 200000000; echo THE-END"}).code, 0);
+  EXPECT_EQ(sbsh({"wait", "big"}, nullptr, std::chrono::seconds(300)).code, 0);
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/procs")) total += e.file_size();
+  EXPECT_LE(total, 2u << 20);
+  auto out = sbsh({"logs", "--tail", "1", "big"}).out;
+  EXPECT_NE(out.find("THE-END"), std::string::npos);
+}
+
+TEST_F(supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
+  ASSERT_EQ(sbsh({"session", "create", "keep", "-C", "/tmp"}).code, 0);
+  ASSERT_EQ(sbsh({"start", "-s", "keep", "--name", "victim", "--", "sleep 300"}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return sbsh({"ps"}).out.find("running") != std::string::npos; }, std::chrono::seconds(5)));
+  kill_daemon();
+  start_daemon();
+  EXPECT_EQ(exec("keep", "pwd").out, "/tmp\n");
+  auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
+  ASSERT_EQ(j["processes"].a.size(), 1u);
+  EXPECT_EQ(j["processes"].a[0]["state"].s, "lost");
+  EXPECT_TRUE(j["processes"].a[0]["exit_code"].is_null());
+  EXPECT_EQ(sbsh({"wait", "victim"}).code, 255);
+  // The orphan from the crashed daemon is still ours to clean up by pid.
+  if (auto pid = j["processes"].a[0]["pid"].i(); pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
+TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
+  ASSERT_EQ(sbsh({"session", "create", "x"}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(state + "/sessions.msgpack"); }, std::chrono::seconds(5)));
+  stop_daemon();
+  std::ofstream(state + "/sessions.msgpack", std::ios::trunc) << "this is not msgpack";
+  start_daemon();
+  EXPECT_EQ(exec("y", "echo up").out, "up\n");
+  bool aside = false;
+  for (const auto& e : std::filesystem::directory_iterator(state))
+    aside = aside || e.path().filename().string().rfind("sessions.msgpack.corrupt-", 0) == 0;
+  EXPECT_TRUE(aside);
+}
+
+}  // namespace
+}  // namespace sbsh::test

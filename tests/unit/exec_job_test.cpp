@@ -1,0 +1,55 @@
+// daemon/exec_job.cpp and daemon/capped_log.cpp: request validation and log capping.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "daemon/capped_log.h"
+#include "daemon/exec_job.h"
+
+namespace sbsh::daemon {
+namespace {
+
+TEST(exec_job, SessionNames) {
+  EXPECT_TRUE(valid_session_name("a"));
+  EXPECT_TRUE(valid_session_name(std::string(64, 'z')));
+  EXPECT_TRUE(valid_session_name("A1.b_c-d"));
+  for (std::string bad : std::vector<std::string>{"", "-a", ".a", "a b", "a/b", std::string(65, 'a'), "é"}) EXPECT_FALSE(valid_session_name(bad)) << bad;
+}
+
+TEST(exec_job, ParseChecksFields) {
+  ipc::frame_builder f(ipc::msg_type::exec, 3);
+  f.str("command", "echo hi").str("cwd", "/tmp").str_array("env", {"A=1"});
+  auto bytes = f.take();
+  auto m = ipc::message::parse(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(m.ok());
+  auto j = parse_exec(ipc::envelope{*m, {}});
+  ASSERT_TRUE(j.ok()) << j.err().message;
+  EXPECT_EQ((*j)->session, "default");
+  EXPECT_NE((*j)->text.find("cd -- '/tmp'"), std::string::npos);
+  ipc::frame_builder g(ipc::msg_type::exec, 3);
+  g.str("command", "x").str_array("env", {"1BAD=x"});
+  bytes = g.take();
+  m = ipc::message::parse(bytes.data() + 4, bytes.size() - 4);
+  EXPECT_FALSE(parse_exec(ipc::envelope{*m, {}}).ok());
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+}
+
+TEST(capped_log, KeepsTheNewestPartWithinTheCap) {
+  char tmpl[] = "/tmp/sbsh-log.XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  capped_log log;
+  ASSERT_TRUE(log.open(dir + "/p.out", 1000).ok());
+  for (int i = 0; i < 1000; ++i) {
+    std::string line = "line " + std::to_string(i) + "\n";
+    log.append(line.data(), line.size());
+  }
+  std::string kept = read_capped_log(dir + "/p.out", 0, 1 << 20);
+  EXPECT_LE(kept.size(), 1000u);
+  EXPECT_GE(kept.size(), 500u);
+  EXPECT_EQ(read_capped_log(dir + "/p.out", 2, 1 << 20), "line 998\nline 999\n");
+  (void)std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace sbsh::daemon

@@ -1,0 +1,58 @@
+// ipc/paths.cpp: where the socket and state go, and the private-directory check.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "ipc/paths.h"
+
+namespace sbsh::ipc {
+namespace {
+
+TEST(paths, SocketResolutionOrder) {
+  ::setenv("SBSH_SOCKET", "/a/s.sock", 1);
+  ::setenv("XDG_RUNTIME_DIR", "/run/user/9", 1);
+  EXPECT_EQ(resolve_socket_path("/explicit"), "/explicit");
+  EXPECT_EQ(resolve_socket_path(""), "/a/s.sock");
+  ::unsetenv("SBSH_SOCKET");
+  EXPECT_EQ(resolve_socket_path(""), "/run/user/9/sbsh/sbshd.sock");
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(resolve_socket_path(""), "/tmp/sbsh-" + std::to_string(::getuid()) + "/sbshd.sock");
+}
+
+TEST(paths, StateResolutionOrder) {
+  ::setenv("SBSH_STATE_DIR", "/st", 1);
+  EXPECT_EQ(resolve_state_dir(""), "/st");
+  ::unsetenv("SBSH_STATE_DIR");
+  ::setenv("XDG_STATE_HOME", "/xs", 1);
+  EXPECT_EQ(resolve_state_dir(""), "/xs/sbsh");
+  ::unsetenv("XDG_STATE_HOME");
+  ::setenv("HOME", "/h", 1);
+  EXPECT_EQ(resolve_state_dir(""), "/h/.local/state/sbsh");
+}
+
+TEST(paths, PrivateDirectoryIsCreatedOrRefused) {
+  char tmpl[] = "/tmp/sbsh-paths.XXXXXX";
+  std::string base = ::mkdtemp(tmpl);
+  std::string fresh = base + "/a/b";
+  ASSERT_TRUE(ensure_private_dir(fresh).ok());
+  struct stat st{};
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::string open = base + "/open";
+  ::mkdir(open.c_str(), 0755);
+  ::chmod(open.c_str(), 0755);
+  auto s = ensure_private_dir(open);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.err().message.find("chmod 700"), std::string::npos);
+  std::string link = base + "/link";
+  ASSERT_EQ(::symlink(fresh.c_str(), link.c_str()), 0);
+  EXPECT_FALSE(ensure_private_dir(link).ok());
+  EXPECT_FALSE(check_socket_path(std::string(200, 'x')).ok());
+  EXPECT_TRUE(check_socket_path("/tmp/x.sock").ok());
+  (void)std::system(("rm -rf " + base).c_str());
+}
+
+}  // namespace
+}  // namespace sbsh::ipc
