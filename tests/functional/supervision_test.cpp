@@ -121,7 +121,7 @@ TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
   for (int i = 0; i < 200; ++i) {
     client::exec_options o;
     o.session = "n" + std::to_string(i);
-    o.command = "sleep 300 &";
+    o.command = "sleep 3017 &";
     ASSERT_TRUE(c.exec(o).ok());
   }
   auto list = c.sessions();
@@ -138,7 +138,7 @@ TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::ifstream f(e.path() / "cmdline");
     std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.rfind("sleep", 0) == 0 && cmd.find("300") != std::string::npos) ++left;
+    if (cmd.rfind("sleep", 0) == 0 && cmd.find("3017") != std::string::npos) ++left;
   }
   EXPECT_EQ(left, 0);
   EXPECT_TRUE(wait_until([&] { return daemon_fds(daemon_pid) <= fds_before + 2; }, std::chrono::seconds(5)))
