@@ -21,21 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "sbsh/client.h"
-
-extern char** environ;
+#include "bench_util.h"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-std::string bin_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  buf[n > 0 ? n : 0] = '\0';
-  std::string s(buf);
-  return s.substr(0, s.rfind('/'));
-}
+using namespace sbsh::bench;
 
 // kB of proportional set size of a process, from /proc/PID/smaps_rollup.
 long pss_kb(long pid) {
@@ -50,49 +40,6 @@ long pss_kb(long pid) {
     f.ignore(1 << 20, '\n');
   }
   return -1;
-}
-
-struct daemon_proc {
-  pid_t pid = -1;
-  std::string socket;
-};
-
-daemon_proc start_daemon(const std::string& dir) {
-  daemon_proc d;
-  d.socket = dir + "/run/sbshd.sock";
-  ::mkdir((dir + "/run").c_str(), 0700);
-  std::string exe = bin_dir() + "/sbshd", state = dir + "/state";
-  std::vector<std::string> args{exe, "--socket", d.socket, "--state-dir", state, "--foreground", "--log-level", "warn"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  if (posix_spawn(&d.pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
-    std::perror("spawn sbshd");
-    std::exit(1);
-  }
-  for (int i = 0; i < 400; ++i) {
-    struct stat st{};
-    if (::stat(d.socket.c_str(), &st) == 0) break;
-    ::usleep(10000);
-  }
-  return d;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-sbsh::client::connection connect_or_die(const std::string& sock) {
-  sbsh::client::connect_options o;
-  o.socket_path = sock;
-  o.autostart = false;
-  auto c = sbsh::client::connection::connect(o);
-  if (!c) {
-    std::fprintf(stderr, "connect: %s\n", c.err().message.c_str());
-    std::exit(1);
-  }
-  return std::move(*c);
 }
 
 long shell_pid(sbsh::client::connection& c, const std::string& name) {
@@ -117,9 +64,9 @@ void bench_restart(sbsh::client::connection& c, int rounds) {
       auto r = c.exec(o);
       if (r && r->exit_code == 0 && !r->shell_restarted) break;
     }
-    ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+    ms.push_back(ms_since(t0));
   }
-  double med = median(ms);
+  double med = summarize(ms).median;
   std::printf("%-34s %10.2f ms   goal <= 10 ms   %s\n", "kill -9 bash -> next exec answered", med,
               med <= 10 ? "met" : "NOT met");
 }
@@ -163,17 +110,9 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) sessions = std::atoi(argv[++i]);
   }
   if (quick) sessions = std::min(sessions, 100);
-  char tmpl[] = "/tmp/sbsh-sup-bench.XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  auto d = start_daemon(dir);
-  {
-    auto c = connect_or_die(d.socket);
-    bench_restart(c, quick ? 10 : 50);
-    bench_memory(c, d.pid, sessions);
-    (void)c.shutdown();
-  }
-  int st;
-  ::waitpid(d.pid, &st, 0);
-  std::string rm = "rm -rf " + dir;
-  return std::system(rm.c_str()) == 0 ? 0 : 1;
+  private_daemon d("supervision");
+  auto c = d.connect();
+  bench_restart(c, quick ? 10 : 50);
+  bench_memory(c, d.pid(), sessions);
+  return 0;
 }

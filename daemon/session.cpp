@@ -73,7 +73,6 @@ session::session(server& srv, std::string name, session_def def)
   slot_in_ = dup_cloexec(srv_.devnull());
   slot_out_ = dup_cloexec(srv_.devnull());
   slot_err_ = dup_cloexec(srv_.devnull());
-  slot_status_ = dup_cloexec(srv_.devnull());
   start_shell();
 }
 
@@ -99,6 +98,9 @@ std::string session::init_script() const {
   // P/<n> is a slot: /proc/<sbshd pid>/fd/<n>. Every name below is quoted with \builtin
   // so that a user's aliases and functions cannot change what the line does; the status is
   // carried into `if` so that `$?` at the start of a command is the previous command's.
+  // Between commands bash's own stdout is the status pipe (during a command it is
+  // redirected, and bash keeps the original in a close-on-exec descriptor), so the status
+  // costs no open(); each status line starts with \037 so nothing else can pass for one.
   std::string p = fmt::format("/proc/{}/fd/", srv_.pid());
   std::string redir = fmt::format("<{0}{1} >{0}{2} 2>{0}{3}", p, slot_in_.get(), slot_out_.get(),
                                   slot_err_.get());
@@ -106,8 +108,8 @@ std::string session::init_script() const {
       "\\builtin mapfile -d \"\" -t __sbsh_c <{0}{1}||\\builtin :;"
       "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
       "else \\builtin eval \"$__sbsh_c\" {2};fi;"
-      "__sbsh_s=$?;\\builtin echo $__sbsh_s >{0}{3}",
-      p, slot_text_.get(), redir, slot_status_.get());
+      "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"",
+      p, slot_text_.get(), redir);
   return fmt::format(
       "set -m\n"
       "__sbsh_s=0\n"
@@ -151,8 +153,6 @@ void session::start_shell() {
   script_w_ = unique_fd(script[1]);
   status_r_ = unique_fd(st[0]);
   set_nonblock(status_r_.get());
-  (void)point_slot(slot_status_, status_w.get());
-  status_w.reset();
 
   // bash reads this before the first command; the pipe holds it until bash starts.
   std::string init = init_script();
@@ -175,7 +175,7 @@ void session::start_shell() {
   for (auto& s : env_store) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  uv_stdio_container_t stdio[5];
+  uv_stdio_container_t stdio[6];
   stdio[0].flags = UV_INHERIT_FD;
   stdio[0].data.fd = srv_.devnull();
   stdio[1].flags = UV_INHERIT_FD;
@@ -186,13 +186,15 @@ void session::start_shell() {
   stdio[3].data.fd = ctl_theirs.get();
   stdio[4].flags = UV_INHERIT_FD;
   stdio[4].data.fd = script_r.get();
+  stdio[5].flags = UV_INHERIT_FD;
+  stdio[5].data.fd = status_w.get();
   uv_process_options_t po{};
   po.file = exe.c_str();
   po.args = args.data();
   po.env = envp.data();
   po.cwd = def_.cwd.c_str();
   po.stdio = stdio;
-  po.stdio_count = 5;
+  po.stdio_count = 6;
   int err = 0;
   wrapper_ = child_process::spawn(
       srv_.loop(), po,
@@ -334,8 +336,8 @@ void session::on_status_readable(uint64_t gen) {
     std::string line = status_buf_.substr(0, nl);
     status_buf_.erase(0, nl + 1);
     char* end = nullptr;
-    long v = std::strtol(line.c_str(), &end, 10);
-    if (line.empty() || *end != '\0' || v < 0 || v > 255) {
+    long v = line.size() > 1 && line[0] == '\037' ? std::strtol(line.c_str() + 1, &end, 10) : -1;
+    if (end == nullptr || end == line.c_str() + 1 || *end != '\0' || v < 0 || v > 255) {
       spdlog::warn("session {}: ignoring a malformed status line from the shell", name_);
       continue;
     }
@@ -474,7 +476,6 @@ void session::detach_generation(bool kill_wrapper) {
   status_buf_.clear();
   shell_pid_ = 0;
   reset_slots();
-  (void)point_slot(slot_status_, srv_.devnull());
 }
 
 void session::protect_group(pid_t pgid) {
@@ -773,6 +774,12 @@ void session::keep_draining(unique_fd fd) {
     draining_.pop_front();
   }
   set_nonblock(fd.get());
+  // Usually nobody else holds the pipe and it is at end-of-file already: no need to watch.
+  char buf[16384];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) {
+  }
+  if (n == 0 || errno != EAGAIN) return;
   auto* w = fd_watch::create(srv_.loop(), fd.get());
   int raw = fd.get();
   draining_.push_back({std::move(fd), w});

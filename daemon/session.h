@@ -143,7 +143,6 @@ class session {
   unique_fd slot_in_;
   unique_fd slot_out_;
   unique_fd slot_err_;
-  unique_fd slot_status_;
 
   std::deque<std::unique_ptr<exec_job>> queue_;
   std::unique_ptr<exec_job> current_;

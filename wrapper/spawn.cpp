@@ -26,7 +26,7 @@ namespace {
 }
 
 // Runs in the child between fork() and execve(): async-signal-safe calls only.
-[[noreturn]] void exec_shell_child(const char* bash_path, int script_fd, int report_fd,
+[[noreturn]] void exec_shell_child(const char* bash_path, int script_fd, int status_fd, int report_fd,
                                    pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
@@ -38,7 +38,7 @@ namespace {
     if (moved < 0) ::_exit(127);
     report_fd = moved;
   }
-  if (::dup2(script_fd, 0) < 0 || ::dup2(devnull, 1) < 0 || ::dup2(devnull, 2) < 0)
+  if (::dup2(script_fd, 0) < 0 || ::dup2(status_fd, 1) < 0 || ::dup2(devnull, 2) < 0)
     child_fail(report_fd, errno);
   // Close every other descriptor except the report pipe (close-on-exec already).
   for (int fd = 3; fd < 1024; ++fd)
@@ -58,7 +58,7 @@ namespace {
 
 }  // namespace
 
-result<pid_t> spawn_shell(const char* bash_path, int script_fd) {
+result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd) {
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0)
     return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
@@ -70,7 +70,7 @@ result<pid_t> spawn_shell(const char* bash_path, int script_fd) {
     ::close(report[1]);
     return make_error("spawn", fmt::format("cannot fork bash: {}", std::strerror(e)));
   }
-  if (pid == 0) exec_shell_child(bash_path, script_fd, report[1], parent);
+  if (pid == 0) exec_shell_child(bash_path, script_fd, status_fd, report[1], parent);
   ::close(report[1]);
   int child_errno = 0;
   ssize_t n;

@@ -8,8 +8,8 @@
 
 namespace sbsh::wrapper {
 
-// Forks and execs bash with `script_fd` as its stdin and /dev/null as stdout and stderr,
-// in its own process group, dying with its parent. Every other descriptor is closed.
-result<pid_t> spawn_shell(const char* bash_path, int script_fd);
+// Forks and execs bash with `script_fd` as its stdin, `status_fd` as its stdout and
+// /dev/null as stderr, dying with its parent. Every other descriptor is closed.
+result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd);
 
 }  // namespace sbsh::wrapper

@@ -72,8 +72,9 @@ class wrapper_loop {
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
 
     const char* bash = std::getenv("SBSH_BASH");
-    auto pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", kScriptFd);
+    auto pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", kScriptFd, kStatusFd);
     ::close(kScriptFd);
+    ::close(kStatusFd);
     if (!pid) {
       log_error(session_, pid.err().message);
       // No shell ran, so there is no exit status to report: only the reason.

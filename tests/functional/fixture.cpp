@@ -165,13 +165,19 @@ void daemon_test::start_daemon() {
 void daemon_test::stop_daemon() {
   if (daemon_pid <= 0) return;
   run({bin("sbsh"), "--socket", sock, "shutdown"});
-  int st;
+  int st = 0;
   bool gone = wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(20));
   if (!gone) {
     ::kill(daemon_pid, SIGKILL);
     ::waitpid(daemon_pid, &st, 0);
   }
   daemon_pid = -1;
+  // A clean shutdown exits 0; sanitizer reports from sbshd or its wrappers land in its log.
+  std::ifstream f(dir + "/sbshd.log");
+  std::string log((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(gone && WIFEXITED(st) && WEXITSTATUS(st) == 0) << "sbshd did not exit cleanly:\n" << log;
+  for (const char* bad : {"AddressSanitizer", "LeakSanitizer", "runtime error:", "handle still open"})
+    EXPECT_EQ(log.find(bad), std::string::npos) << "sbshd log:\n" << log;
 }
 
 void daemon_test::kill_daemon() {

@@ -1,0 +1,186 @@
+// The exec-path figures, each measured next to its baseline in the same run:
+//
+//   round trip      exec of `true` / `echo hi` on one kept library connection, vs a minimal
+//                   one-hop driver of a persistent bash (writes `cmd; echo MARK$?`, reads to
+//                   the marker). Goal <= 1.5x.
+//   cli             `sbsh exec -s s true` as a whole process vs `bash -c true`. Goal <= 1.0x.
+//   new session     a new session and its first result vs spawning bash and reading its
+//                   first reply. Goal <= 2x.
+//   throughput      1 GB of text through `sbsh exec` into /dev/null vs the same generator
+//                   through a plain pipe. Goal >= 0.8x (higher is better).
+//   1 MiB command   a command whose text is 1 MiB, through the library; goal <= 5 ms. Its
+//                   baseline is the same text fed to the bare driver, one byte per read().
+//
+// Usage: sbsh-bench [--quick]
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cstring>
+
+#include "bench_util.h"
+
+namespace sbsh::bench {
+namespace {
+
+// The baseline: bash driven over pipes with an end marker, the way pexpect-style tools do.
+class marker_driver {
+ public:
+  marker_driver() {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) std::exit(1);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    char a0[] = "bash", a1[] = "--noprofile", a2[] = "--norc";
+    char* argv[] = {a0, a1, a2, nullptr};
+    posix_spawnp(&pid_, "bash", &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~marker_driver() {
+    ::close(to_);
+    ::close(from_);
+    int st;
+    ::waitpid(pid_, &st, 0);
+  }
+  // Runs one command and returns its output (up to the marker line).
+  std::string run(const std::string& cmd) {
+    std::string line = cmd + "\necho __MARK__$?\n";
+    size_t off = 0;
+    while (off < line.size()) {
+      ssize_t w = ::write(to_, line.data() + off, line.size() - off);
+      if (w <= 0) std::exit(1);
+      off += static_cast<size_t>(w);
+    }
+    std::string out;
+    char buf[65536];
+    for (;;) {
+      auto pos = out.find("__MARK__");
+      if (pos != std::string::npos && out.find('\n', pos) != std::string::npos) return out.substr(0, pos);
+      ssize_t n = ::read(from_, buf, sizeof buf);
+      if (n <= 0) std::exit(1);
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+};
+
+struct row {
+  std::string name;
+  stats sbsh, base;
+  std::string unit;
+  double goal;
+  bool higher_is_better;
+};
+
+void print(const row& r) {
+  double ratio = r.base.median > 0 ? r.sbsh.median / r.base.median : 0;
+  bool met = r.higher_is_better ? ratio >= r.goal : ratio <= r.goal;
+  std::printf("%-28s %10.3f %-5s (p90 %8.3f) %10.3f %-5s (p90 %8.3f) %7.2fx  goal %s%.1fx  %s\n", r.name.c_str(),
+              r.sbsh.median, r.unit.c_str(), r.sbsh.p90, r.base.median, r.unit.c_str(), r.base.p90, ratio,
+              r.higher_is_better ? ">=" : "<=", r.goal, met ? "met" : "NOT met");
+}
+
+template <typename F>
+stats time_ms(int warm, int iters, F&& f) {
+  for (int i = 0; i < warm; ++i) f();
+  std::vector<double> v;
+  v.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = clock_type::now();
+    f();
+    v.push_back(ms_since(t0));
+  }
+  return summarize(v);
+}
+
+void round_trip(const private_daemon& d, int iters) {
+  auto c = d.connect();
+  marker_driver drv;
+  for (const char* cmd : {"true", "echo hi"}) {
+    client::exec_options o;
+    o.session = "rt";
+    o.command = cmd;
+    auto s = time_ms(200, iters, [&] { (void)c.exec(o); });
+    auto b = time_ms(200, iters, [&] { (void)drv.run(cmd); });
+    print({std::string("round trip: ") + cmd, s, b, "ms", 1.5, false});
+  }
+}
+
+void cli(const private_daemon& d, int iters) {
+  std::string sbsh = bin_dir() + "/sbsh";
+  auto s = time_ms(20, iters, [&] { run_quiet({sbsh, "--socket", d.socket(), "exec", "-s", "s", "true"}); });
+  auto b = time_ms(20, iters, [&] { run_quiet({"bash", "-c", "true"}); });
+  print({"sbsh exec true vs bash -c", s, b, "ms", 1.0, false});
+}
+
+void new_session(const private_daemon& d, int iters) {
+  auto c = d.connect();
+  int n = 0;
+  auto s = time_ms(5, iters, [&] {
+    client::exec_options o;
+    o.session = "fresh-" + std::to_string(n++);
+    o.command = "true";
+    (void)c.exec(o);
+  });
+  auto b = time_ms(5, iters, [&] {
+    marker_driver drv;
+    (void)drv.run("true");
+  });
+  print({"new session + first result", s, b, "ms", 2.0, false});
+}
+
+void throughput(const private_daemon& d, long long bytes) {
+  std::string gen = "yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c " + std::to_string(bytes);
+  std::string sbsh = bin_dir() + "/sbsh";
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  auto s = time_ms(1, 3, [&] { run_quiet({sbsh, "--socket", d.socket(), "exec", "-s", "tp", gen}, devnull); });
+  auto b = time_ms(1, 3, [&] { run_quiet({"bash", "-c", gen + " | cat"}, devnull); });
+  ::close(devnull);
+  double mb = static_cast<double>(bytes) / 1e6;
+  // Report throughput (MB/s): higher is better.
+  row r{"text throughput " + std::to_string(bytes / 1000000) + " MB", {mb / (s.median / 1000), mb / (s.p90 / 1000)},
+        {mb / (b.median / 1000), mb / (b.p90 / 1000)}, "MB/s", 0.8, true};
+  print(r);
+}
+
+void big_command(const private_daemon& d) {
+  auto c = d.connect();
+  client::exec_options o;
+  o.session = "big";
+  o.command = ": " + std::string(1 << 20, 'x');
+  auto s = time_ms(2, 10, [&] { (void)c.exec(o); });
+  marker_driver drv;
+  auto b = time_ms(1, 3, [&] { (void)drv.run(o.command); });
+  std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  goal <= 5 ms   %s\n",
+              "1 MiB command text", s.median, s.p90, b.median, b.p90, s.median / b.median,
+              s.median <= 5 ? "met" : "NOT met");
+  // What sbsh itself adds: the same size in a command bash does not have to parse.
+  o.command = "# " + std::string(1 << 20, 'x');
+  auto comment = time_ms(2, 10, [&] { (void)c.exec(o); });
+  std::printf("%-28s %10.3f ms    (bash's own parse of 1 MiB dominates the figure above)\n",
+              "1 MiB comment", comment.median);
+}
+
+}  // namespace
+}  // namespace sbsh::bench
+
+int main(int argc, char** argv) {
+  using namespace sbsh::bench;
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  private_daemon d("exec");
+  std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
+  round_trip(d, quick ? 500 : 5000);
+  cli(d, quick ? 50 : 500);
+  new_session(d, quick ? 20 : 200);
+  throughput(d, quick ? 100000000LL : 1000000000LL);
+  big_command(d);
+  return 0;
+}
