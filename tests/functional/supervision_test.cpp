@@ -220,7 +220,12 @@ TEST_F(logcap_test, TheLogCapHoldsAndKeepsTheNewest) {
 TEST_F(supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   ASSERT_EQ(sbsh({"session", "create", "keep", "-C", "/tmp"}).code, 0);
   ASSERT_EQ(sbsh({"start", "-s", "keep", "--name", "victim", "--", "sleep 300"}).code, 0);
-  ASSERT_TRUE(wait_until([&] { return sbsh({"ps"}).out.find("running") != std::string::npos; }, std::chrono::seconds(5)));
+  // State is written off the loop: crash only once the table on disk shows it running.
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream f(state + "/procs.msgpack");
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return bytes.find("running") != std::string::npos;
+  }, std::chrono::seconds(5)));
   kill_daemon();
   start_daemon();
   EXPECT_EQ(exec("keep", "pwd").out, "/tmp\n");
