@@ -70,6 +70,7 @@ std::string_view state_name(session_state s) {
 session::session(server& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)) {
   slot_text_ = unique_fd(::memfd_create(("sbsh-" + name_).c_str(), MFD_CLOEXEC));
+  slot_init_ = unique_fd(::memfd_create(("sbsh-init-" + name_).c_str(), MFD_CLOEXEC));
   slot_in_ = dup_cloexec(srv_.devnull());
   slot_out_ = dup_cloexec(srv_.devnull());
   slot_err_ = dup_cloexec(srv_.devnull());
@@ -154,9 +155,14 @@ void session::start_shell() {
   status_r_ = unique_fd(st[0]);
   set_nonblock(status_r_.get());
 
-  // bash reads this before the first command; the pipe holds it until bash starts.
+  // bash reads the start-up script in bulk from its own memfd (through its stdin it would
+  // cost a read() per byte); the short line that sources it waits in the pipe until bash
+  // starts, and the first command's line can follow at once.
   std::string init = init_script();
-  if (::write(script_w_.get(), init.data(), init.size()) != static_cast<ssize_t>(init.size())) {
+  std::string line = fmt::format(". /proc/{}/fd/{}\n", srv_.pid(), slot_init_.get());
+  if (::ftruncate(slot_init_.get(), 0) != 0 ||
+      ::pwrite(slot_init_.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||
+      ::write(script_w_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     failure_ = "cannot write the shell's start-up script";
     state_ = session_state::failed;
     return;

@@ -140,6 +140,7 @@ class session {
 
   // Slots: fixed descriptor numbers in sbshd that bash opens through /proc.
   unique_fd slot_text_;    // memfd with the command text
+  unique_fd slot_init_;    // memfd with the shell's start-up script
   unique_fd slot_in_;
   unique_fd slot_out_;
   unique_fd slot_err_;
