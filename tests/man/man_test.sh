@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The manual pages render without warnings, and every command `sbsh --help` lists is
+# documented in sbsh.1. Usage: man_test.sh SOURCE_DIR SBSH_BINARY
+set -euo pipefail
+src=$1
+sbsh=$2
+fail=0
+for page in "$src"/man/sbsh.1 "$src"/man/sbshd.8 "$src"/man/sbsh-protocol.7; do
+  warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1 || true)
+  if [[ -n $warnings ]]; then
+    echo "FAIL: $page renders with warnings:"; echo "$warnings"; fail=1
+  fi
+  if command -v man >/dev/null; then
+    warnings=$(MANWIDTH=80 man -l --warnings=w "$page" 2>&1 >/dev/null || true)
+    [[ -z $warnings ]] || { echo "FAIL: man -l $page: $warnings"; fail=1; }
+  fi
+done
+commands=$("$sbsh" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && NF { print $1 }')
+[[ -n $commands ]] || { echo "FAIL: no commands found in sbsh --help"; exit 1; }
+for c in $commands; do
+  grep -qE "^\.SS \"?(.*\| )?$c( |\"|$)" "$src/man/sbsh.1" || { echo "FAIL: sbsh.1 has no section for '$c'"; fail=1; }
+  "$sbsh" "$c" --help >/dev/null || { echo "FAIL: sbsh $c --help"; fail=1; }
+done
+[[ $fail == 0 ]] && echo "man pages: $(wc -w <<<"$commands") commands documented, 0 failed"
+exit $fail
