@@ -53,13 +53,15 @@ void framed_socket::send(std::string frame, std::vector<unique_fd> fds) {
   queued_bytes_ += frame.size();
   out_.push_back(pending{std::move(frame), std::move(fds), 0});
   if (out_.size() == 1) {
-    if (!flush()) return;
+    // No drained callback from here: the caller may be the producer itself, and calling it
+    // back would recurse for as long as the peer keeps up.
+    if (!flush(/*notify=*/false)) return;
   }
   update_events();
 }
 
 // Returns false when the connection failed (and was reported closed).
-bool framed_socket::flush() {
+bool framed_socket::flush(bool notify) {
   while (!out_.empty()) {
     auto& p = out_.front();
     std::vector<int> raw;
@@ -77,7 +79,7 @@ bool framed_socket::flush() {
     if (p.off < p.bytes.size()) return true;
     out_.pop_front();
   }
-  if (on_drained) {
+  if (notify && on_drained) {
     auto cb = on_drained;
     cb();
   }
@@ -92,7 +94,7 @@ void framed_socket::on_poll(int status, int events) {
   }
   auto alive = alive_;
   if ((events & UV_WRITABLE) != 0) {
-    if (!flush() || !*alive) return;
+    if (!flush(/*notify=*/true) || !*alive) return;
     update_events();
   }
   if ((events & (UV_READABLE | UV_DISCONNECT)) != 0 && !paused_) read_some();

@@ -47,7 +47,7 @@ class framed_socket {
 
  private:
   void on_poll(int status, int events);
-  bool flush();
+  bool flush(bool notify);
   void read_some();
   void fail(const std::string& reason);
   void send_error_and_close(const error& e);

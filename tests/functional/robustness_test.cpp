@@ -13,6 +13,7 @@
 
 #include "fixture.h"
 #include "ipc/frame.h"
+#include "ipc/socket_io.h"
 
 extern char** environ;
 #include "json_min.h"
@@ -269,6 +270,90 @@ TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
   EXPECT_EQ(daemons, 1);
   run({bin("sbsh"), "--socket", sock, "shutdown"});
   EXPECT_TRUE(wait_until([&] { return !pid_alive(found); }, std::chrono::seconds(10)));
+}
+
+}  // namespace
+}  // namespace sbsh::test
+
+namespace sbsh::test {
+namespace {
+
+// A client of the protocol itself, with output and stdin as frames (io "frames").
+class frames_client {
+ public:
+  explicit frames_client(const std::string& sock) : ch_(unique_fd(raw_connect(sock))) {
+    ipc::frame_builder hello(ipc::msg_type::hello, 1);
+    hello.u64("version", ipc::kProtocolVersion);
+    EXPECT_TRUE(ch_.send(hello.finish()).ok());
+    EXPECT_TRUE(ch_.recv().ok());
+  }
+  ipc::channel& ch() { return ch_; }
+
+ private:
+  ipc::channel ch_;
+};
+
+TEST_F(robustness_test, FramesModeCarriesOutputAndStdin) {
+  frames_client c(sock);
+  ipc::frame_builder ex(ipc::msg_type::exec, 2);
+  ex.str("session", "fr").str("command", "cat; echo done >&2; exit 3").boolean("stdin", true);
+  ASSERT_TRUE(c.ch().send(ex.finish()).ok());
+  ipc::frame_builder in(ipc::msg_type::stdin_data, 2);
+  in.bin("data", "abc\0def", 7);
+  ASSERT_TRUE(c.ch().send(in.finish()).ok());
+  ASSERT_TRUE(c.ch().send(ipc::frame_builder(ipc::msg_type::stdin_eof, 2).finish()).ok());
+  std::string out, err;
+  for (;;) {
+    auto env = c.ch().recv();
+    ASSERT_TRUE(env.ok()) << env.err().message;
+    const auto& m = env->msg;
+    if (m.type() == ipc::msg_type::output) {
+      auto d = m.get_bin("data");
+      (*m.get_u64("stream").value() == 1 ? out : err) += std::string(*d.value());
+      continue;
+    }
+    ASSERT_EQ(m.type(), ipc::msg_type::exec_done);
+    EXPECT_EQ(*m.get_i64("exit_code").value(), 3);
+    break;
+  }
+  EXPECT_EQ(out, std::string("abc\0def", 7));
+  EXPECT_EQ(err, "done\n");
+}
+
+long rss_kb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long v = 0;
+  while (f >> key)
+    if (key == "VmRSS:") {
+      f >> v;
+      return v;
+    }
+  return -1;
+}
+
+TEST_F(robustness_test, ASlowReaderDoesNotGrowTheDaemon) {
+  frames_client c(sock);
+  long before = rss_kb(daemon_pid);
+  ipc::frame_builder ex(ipc::msg_type::exec, 2);
+  ex.str("session", "slow").str("command", helper() + " write 300000000");
+  ASSERT_TRUE(c.ch().send(ex.finish()).ok());
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // not reading: the command must wait
+  long during = rss_kb(daemon_pid);
+  EXPECT_LT(during - before, 16 * 1024) << "sbshd grew by " << (during - before) << " kB";
+  uint64_t got = 0;
+  for (;;) {
+    auto env = c.ch().recv();
+    ASSERT_TRUE(env.ok());
+    if (env->msg.type() == ipc::msg_type::output) {
+      got += env->msg.get_bin("data").value()->size();
+      continue;
+    }
+    ASSERT_EQ(env->msg.type(), ipc::msg_type::exec_done);
+    break;
+  }
+  EXPECT_EQ(got, 300000000u);
+  EXPECT_EQ(exec("other", "echo served").out, "served\n");
 }
 
 }  // namespace
