@@ -7,7 +7,7 @@ packages=(
   g++ make cmake ninja-build pkg-config
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
   libedit-dev libbsd-dev libmd-dev libncurses-dev
-  bash procps groff-base man-db
+  bash procps groff-base man-db python3
 )
 
 missing=()
