@@ -210,6 +210,18 @@ int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, sbsh
   });
 }
 
+int sbsh_process_list(sbsh_conn* conn, int include_finished, sbsh_process_fn fn, void* user) {
+  return guarded(conn, [&]() -> int {
+    if (fn == nullptr) return SBSH_ERR_INVALID;
+    auto v = conn->c.processes(include_finished != 0);
+    if (!v) return fail(conn, v.err());
+    for (const auto& p : *v)
+      fn(user, p.id, p.name.c_str(), p.session.c_str(), p.state.c_str(), p.pid, p.exit_code.value_or(-1),
+         p.command.c_str());
+    return SBSH_OK;
+  });
+}
+
 int sbsh_shutdown(sbsh_conn* conn) {
   return guarded(conn, [&]() -> int {
     auto r = conn->c.shutdown();

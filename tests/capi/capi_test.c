@@ -28,6 +28,11 @@ static void count_sessions(void* user, const char* name, const char* state, int6
   (void)state;
   if (strcmp(name, "c-api") == 0 && shell > 0 && wrapper > 0) ++*(int*)user;
 }
+static void find_job(void* user, uint64_t id, const char* name, const char* session, const char* state,
+                     int64_t pid, int exit_code, const char* command) {
+  (void)id; (void)session; (void)pid; (void)command;
+  if (strcmp(name, "job") == 0 && strcmp(state, "exited") == 0 && exit_code == 4) ++*(int*)user;
+}
 static char logs[256];
 static void keep_logs(void* user, int stream, const char* data, size_t len) {
   (void)user;
@@ -117,6 +122,8 @@ int main(void) {
   char st[16];
   CHECK(sbsh_wait(c, "job", 10000, &code, st) == SBSH_OK && code == 4 && strcmp(st, "exited") == 0);
   CHECK(sbsh_logs(c, "job", 0, 0, keep_logs, NULL) == SBSH_OK && strcmp(logs, "from-init\n") == 0);
+  int jobs = 0;
+  CHECK(sbsh_process_list(c, 1, find_job, &jobs) == SBSH_OK && jobs == 1);
   CHECK(sbsh_start(c, "made", "long", "sleep 100", &id) == SBSH_OK);
   CHECK(sbsh_wait(c, "long", 100, &code, st) == SBSH_ERR_TIMEOUT);
   CHECK(sbsh_kill(c, "long", SIGTERM) == SBSH_OK);

@@ -212,3 +212,24 @@ TEST_F(exec_test, StatusAndShutdown) {
 
 }  // namespace
 }  // namespace sbsh::test
+
+namespace sbsh::test {
+namespace {
+
+TEST_F(exec_test, AttachRunsLinesFromAPipeInOrder) {
+  std::string lines = "cd /tmp\nx=5\necho \"$x $(pwd)\"\nexit_code_of_last() { return 3; }; exit_code_of_last\n";
+  auto r = sbsh({"attach", "-s", "att"}, &lines);
+  EXPECT_EQ(r.out, "5 /tmp\n");
+  EXPECT_EQ(r.code, 3);  // the last command's status
+  EXPECT_EQ(exec("att", "echo $x").out, "5\n");  // it was the session's shell
+}
+
+TEST_F(exec_test, CompletionScriptsParse) {
+  auto r = run({"/bin/bash", "-n", std::string(SBSH_SOURCE_DIR) + "/dist/completions/sbsh.bash"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run({"/bin/bash", "-c", "source " + std::string(SBSH_SOURCE_DIR) + "/dist/completions/sbsh.bash && complete -p sbsh"});
+  EXPECT_NE(r.out.find("_sbsh"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sbsh::test

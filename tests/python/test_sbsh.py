@@ -47,6 +47,8 @@ class BindingTest(unittest.TestCase):
         pid = self.c.start("echo $Z; exit 6", session="made", name="job")
         self.assertGreater(pid, 0)
         self.assertEqual(self.c.wait("job", timeout=10), ("exited", 6))
+        done = [p for p in self.c.processes(include_finished=True) if p.name == "job"]
+        self.assertEqual((done[0].state, done[0].exit_code, done[0].session), ("exited", 6, "made"))
         self.assertEqual(self.c.logs("job"), b"zz\n")
         self.c.start("sleep 100", session="made", name="long")
         with self.assertRaises(sbsh.Error) as e:

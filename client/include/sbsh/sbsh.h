@@ -92,6 +92,10 @@ int sbsh_kill(sbsh_conn* conn, const char* proc, int signal);
 /* Waits (timeout_ms 0: forever); *state_out gets e.g. "exited", "killed", "lost" (16 bytes). */
 int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, int* exit_code_out, char state_out[16]);
 int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, sbsh_output_fn fn, void* user);
+/* The process table: fn gets each process; exit_code is -1 when there is none. */
+typedef void (*sbsh_process_fn)(void* user, uint64_t id, const char* name, const char* session, const char* state,
+                                int64_t pid, int exit_code, const char* command);
+int sbsh_process_list(sbsh_conn* conn, int include_finished, sbsh_process_fn fn, void* user);
 
 int sbsh_shutdown(sbsh_conn* conn);
 

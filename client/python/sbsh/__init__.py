@@ -15,9 +15,11 @@ import os
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-__all__ = ["Client", "ExecResult", "Error", "Session"]
+__all__ = ["Client", "ExecResult", "Error", "Session", "Process"]
 
 _OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+_PROCESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, ctypes.c_char_p)
 _SESSION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 
 TIMED_OUT, SHELL_RESTARTED, CANCELLED, STDOUT_TRUNCATED, STDERR_TRUNCATED = 1, 2, 4, 8, 16
@@ -56,6 +58,17 @@ class ExecResult:
     duration: float        # seconds
     started_at: float      # Unix time
     error: str
+
+
+@dataclass
+class Process:
+    id: int
+    name: str
+    session: str
+    state: str
+    pid: int
+    exit_code: Optional[int]
+    command: str
 
 
 @dataclass
@@ -117,6 +130,7 @@ class Client:
             "sbsh_session_restart": [P, S], "sbsh_start": [P, S, S, S, ctypes.POINTER(U64)],
             "sbsh_kill": [P, S, I], "sbsh_wait": [P, S, I64, ctypes.POINTER(I), ctypes.c_char_p],
             "sbsh_logs": [P, S, I, U64, _OUTPUT_FN, P], "sbsh_shutdown": [P],
+            "sbsh_process_list": [P, I, _PROCESS_FN, P],
         }.items():
             getattr(L, name).argtypes = args
         self._conn = ctypes.c_void_p()
@@ -204,6 +218,14 @@ class Client:
         pid = ctypes.c_uint64()
         self._check(self._lib.sbsh_start(self._conn, _b(session), _b(name), command.encode(), ctypes.byref(pid)))
         return pid.value
+
+    def processes(self, include_finished: bool = False) -> List[Process]:
+        out: List[Process] = []
+
+        def add(_u, i, n, s, st, pid, code, cmd):
+            out.append(Process(i, n.decode(), s.decode(), st.decode(), pid, None if code < 0 else code, cmd.decode()))
+        self._check(self._lib.sbsh_process_list(self._conn, int(include_finished), _PROCESS_FN(add), None))
+        return out
 
     def kill(self, proc, signal: int = 15) -> None:
         self._check(self._lib.sbsh_kill(self._conn, str(proc).encode(), signal))
