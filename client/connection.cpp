@@ -46,14 +46,8 @@ namespace {
 
 std::string find_daemon(const connect_options& opts) {
   if (!opts.daemon_path.empty()) return opts.daemon_path;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    std::string beside = ipc::dirname_of(self) + "/sbshd";
-    if (::access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  return "sbshd";  // posix_spawnp searches PATH
+  std::string beside = ipc::beside_self("sbshd");
+  return beside.empty() ? "sbshd" : beside;  // posix_spawnp searches PATH
 }
 
 // Runs `sbshd --socket PATH`, which returns once it is ready (or prints why it is not).

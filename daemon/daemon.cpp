@@ -23,13 +23,7 @@ namespace sbsh::daemon {
 namespace {
 
 std::string find_wrapper() {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    std::string beside = ipc::dirname_of(self) + "/sbsh-wrapper";
-    if (::access(beside.c_str(), X_OK) == 0) return beside;
-  }
+  if (auto beside = ipc::beside_self("sbsh-wrapper"); !beside.empty()) return beside;
   const char* path = std::getenv("PATH");
   std::string p = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t start = 0;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "daemon/uv_handles.h"
+#include "ipc/text.h"
 
 namespace sbsh::daemon {
 
@@ -75,6 +76,23 @@ std::string subshell_text(std::string_view command, std::string_view cwd,
 }
 
 }  // namespace
+
+int parse_signal_field(const ipc::message& m, int absent, std::string* err) {
+  const auto* o = m.find("signal");
+  if (o == nullptr || o->type == msgpack::type::NIL) return absent;
+  if (auto n = m.get_i64("signal"); n && n.value()) {
+    if (*n.value() <= 0 || *n.value() >= NSIG) *err = fmt::format("signal {} is out of range", *n.value());
+    return static_cast<int>(*n.value());
+  }
+  auto name = m.get_str("signal");
+  if (!name || !name.value()) {
+    *err = "field 'signal' must be a signal number or name";
+    return absent;
+  }
+  auto sig = ipc::signal_from_name(*name.value());
+  if (!sig) *err = fmt::format("unknown signal '{}': use a name such as TERM, KILL, INT or a number", *name.value());
+  return sig.value_or(absent);
+}
 
 status check_env_entry(std::string_view e) {
   auto eq = e.find('=');
@@ -167,8 +185,7 @@ std::string done_frame(const exec_job& job, uint64_t duration_us) {
   else f.nil("exit_code");
   if (o.signal) {
     f.i64("signal", *o.signal);
-    const char* abbrev = sigabbrev_np(*o.signal);
-    f.str("signal_name", abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("SIG{}", *o.signal));
+    f.str("signal_name", ipc::signal_name(*o.signal));
   } else {
     f.nil("signal");
   }

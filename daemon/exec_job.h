@@ -83,6 +83,10 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
 bool valid_session_name(std::string_view name);
 status check_session_name(std::string_view name);
 
+// The "signal" field of a request: a number or a name ("TERM", "SIGTERM"); `absent` when
+// the field is missing; *err is set when it is invalid.
+int parse_signal_field(const ipc::message& m, int absent, std::string* err);
+
 // The exec_done frame for a finished job.
 std::string done_frame(const exec_job& job, uint64_t duration_us);
 

@@ -109,25 +109,7 @@ void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 int parse_signal(const ipc::message& m, std::string* err) {
-  if (const auto* o = m.find("signal"); o == nullptr || o->type == msgpack::type::NIL) return 0;
-  auto num = m.get_i64("signal");
-  if (num && num.value()) {
-    if (*num.value() <= 0 || *num.value() >= NSIG) *err = fmt::format("signal {} is out of range", *num.value());
-    return static_cast<int>(*num.value());
-  }
-  auto name = m.get_str("signal");
-  if (!name || !name.value()) {
-    *err = "field 'signal' must be a signal number or name";
-    return 0;
-  }
-  std::string n(*name.value());
-  if (n.rfind("SIG", 0) == 0) n = n.substr(3);
-  for (int s = 1; s < NSIG; ++s) {
-    const char* abbrev = sigabbrev_np(s);
-    if (abbrev != nullptr && n == abbrev) return s;
-  }
-  *err = fmt::format("unknown signal '{}'", *name.value());
-  return 0;
+  return parse_signal_field(m, 0, err);
 }
 
 void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {

@@ -1,6 +1,8 @@
 // spdlog configuration; the JSON form escapes the message with a custom pattern flag.
 #include "daemon/log.h"
 
+#include "ipc/text.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,30 +14,12 @@
 
 namespace sbsh::daemon {
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 namespace {
 
 class json_message_flag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    auto esc = json_escape(std::string_view(msg.payload.data(), msg.payload.size()));
+    auto esc = ipc::json_escape(std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(esc.data(), esc.data() + esc.size());
   }
   [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {

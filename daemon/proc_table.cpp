@@ -15,6 +15,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/server.h"
 #include "ipc/paths.h"
+#include "ipc/text.h"
 #include "wrapper/procs.h"
 
 namespace sbsh::daemon {
@@ -33,26 +34,6 @@ void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLO
 
 bool terminating(int sig) {
   return sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGABRT;
-}
-
-int parse_signal_field(const ipc::message& m, std::string* err) {
-  const auto* o = m.find("signal");
-  if (o == nullptr || o->type == msgpack::type::NIL) return SIGTERM;
-  if (auto n = m.get_i64("signal"); n && n.value()) {
-    if (*n.value() <= 0 || *n.value() >= NSIG) *err = fmt::format("signal {} is out of range", *n.value());
-    return static_cast<int>(*n.value());
-  }
-  auto name = m.get_str("signal");
-  if (!name || !name.value()) {
-    *err = "field 'signal' must be a signal number or name";
-    return 0;
-  }
-  std::string n(*name.value());
-  if (n.rfind("SIG", 0) == 0) n = n.substr(3);
-  for (int s = 1; s < NSIG; ++s)
-    if (const char* a = sigabbrev_np(s); a != nullptr && n == a) return s;
-  *err = fmt::format("unknown signal '{}': use a name such as TERM, KILL, INT or a number", *name.value());
-  return 0;
 }
 
 }  // namespace
@@ -110,8 +91,7 @@ void proc_table::pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_pro
   str("state", proc_state_name(p.state));
   opt("exit_code", p.exit_code);
   opt("signal", p.signal);
-  const char* abbrev = p.signal ? sigabbrev_np(*p.signal) : nullptr;
-  str("signal_name", abbrev != nullptr ? fmt::format("SIG{}", abbrev) : "");
+  str("signal_name", p.signal ? ipc::signal_name(*p.signal) : "");
   opt("started_at_ms", p.started_at_ms);
   opt("ended_at_ms", p.ended_at_ms > 0 ? std::optional<int64_t>(p.ended_at_ms) : std::nullopt);
   str("error", p.error);
@@ -394,7 +374,7 @@ void proc_table::signal_tree(bg_proc& p, int sig) {
 
 void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
   std::string err;
-  int sig = parse_signal_field(env.msg, &err);
+  int sig = parse_signal_field(env.msg, SIGTERM, &err);
   if (!err.empty()) return c.send_error(env.msg.id(), ipc::err::bad_request, err);
   bg_proc* p = find(env.msg, c);
   if (p == nullptr) return;

@@ -42,6 +42,15 @@ std::string dirname_of(const std::string& path) {
   return path.substr(0, pos);
 }
 
+std::string beside_self(const std::string& name) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return {};
+  self[n] = '\0';
+  std::string beside = dirname_of(self) + "/" + name;
+  return ::access(beside.c_str(), X_OK) == 0 ? beside : std::string();
+}
+
 status make_dirs(const std::string& dir) {
   if (dir.empty() || dir == "/" || dir == ".") return ok_status();
   struct stat st{};

@@ -24,4 +24,8 @@ status check_socket_path(const std::string& path);
 
 std::string dirname_of(const std::string& path);
 
+// The executable `name` in the directory of the running program, or "" when there is none:
+// sbsh finds sbshd, and sbshd finds sbsh-wrapper, this way before looking on PATH.
+std::string beside_self(const std::string& name);
+
 }  // namespace sbsh::ipc

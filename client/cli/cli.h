@@ -47,6 +47,11 @@ std::string session_json(const client::session_status& s);
 std::string sessions_json(const std::vector<client::session_status>& v);
 void print_session_table(const std::vector<client::session_status>& v);
 
+// From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
+// on the returned descriptor, for exec_options::signal_fd to forward to the command (as ssh
+// does). Calling it again reuses the same pipe.
+int forward_signals_to_command();
+
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
 int fail(std::string_view message);
 // Prints the usage of `c` on stdout (for --help) and returns 0.

@@ -23,14 +23,6 @@ namespace sbsh::cli {
 
 namespace {
 
-int g_attach_signal_pipe = -1;
-
-void forward(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t r = ::write(g_attach_signal_pipe, &b, 1);
-  (void)r;
-}
-
 std::string prompt_for(client::connection& conn, const std::string& session) {
   std::string cwd = "?";
   if (auto d = conn.show_session(session)) cwd = d->status.cwd;
@@ -52,9 +44,6 @@ int cmd_attach(const global_opts& g, const args& a) {
   }
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return fail("cannot create a pipe");
-  g_attach_signal_pipe = p[1];
 
   bool tty = ::isatty(0) != 0;
   std::string history = ipc::resolve_state_dir("") + "/attach_history";
@@ -80,17 +69,13 @@ int cmd_attach(const global_opts& g, const args& a) {
     } else if (!std::getline(std::cin, line)) {
       break;
     }
-    struct sigaction sa{};
-    sa.sa_handler = forward;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    for (int s : {SIGINT, SIGQUIT}) ::sigaction(s, &sa, nullptr);
+    int signal_fd = forward_signals_to_command();
     client::exec_options o;
     o.session = session;
     o.command = line;
     o.stdout_fd = 1;
     o.stderr_fd = 2;
-    o.signal_fd = p[0];
+    o.signal_fd = signal_fd;
     auto r = conn->exec(o);
     if (!r) {
       fail(r.err().message);

@@ -10,42 +10,17 @@
 
 #include "client/cli/cli.h"
 #include "client/cli/json.h"
+#include "ipc/text.h"
 
 namespace sbsh::cli {
 
 namespace {
 
-int g_signal_pipe = -1;
-
-// Ctrl-C and friends go to the command, as with ssh: the handler only queues the number.
-void forward_signal(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t r = ::write(g_signal_pipe, &b, 1);
-  (void)r;
-}
-
-int install_forwarding() {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-  g_signal_pipe = p[1];
-  struct sigaction sa{};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(s, &sa, nullptr);
-  return p[0];
-}
-
-std::string signal_name(int sig) {
-  const char* a = sigabbrev_np(sig);
-  return a != nullptr ? fmt::format("SIG{}", a) : fmt::format("SIG{}", sig);
-}
-
 void print_json(const client::exec_options& o, const client::exec_result& r) {
   json_object j;
   j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
   j.opt_num("exit_code", r.exit_code);
-  if (r.signal) j.str("signal", signal_name(*r.signal));
+  if (r.signal) j.str("signal", ipc::signal_name(*r.signal));
   else j.null("signal");
   j.boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
   bool out_ok, err_ok;
@@ -123,7 +98,7 @@ int cmd_exec(const global_opts& g, const args& a) {
     o.stdout_fd = 1;
     o.stderr_fd = 2;
   }
-  o.signal_fd = install_forwarding();
+  o.signal_fd = forward_signals_to_command();
 
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);

@@ -10,30 +10,13 @@
 
 #include "client/cli/cli.h"
 #include "client/cli/json.h"
+#include "ipc/text.h"
 
 namespace sbsh::cli {
 
 namespace {
 
-std::string signame(std::optional<int> sig) {
-  if (!sig) return "";
-  const char* a = sigabbrev_np(*sig);
-  return a != nullptr ? fmt::format("SIG{}", a) : fmt::format("SIG{}", *sig);
-}
-
-std::optional<int> parse_signal(std::string_view s) {
-  std::string n(s);
-  if (!n.empty() && std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    int v = std::atoi(n.c_str());
-    if (v > 0 && v < NSIG) return v;
-    return std::nullopt;
-  }
-  for (auto& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (n.rfind("SIG", 0) == 0) n = n.substr(3);
-  for (int i = 1; i < NSIG; ++i)
-    if (const char* a = sigabbrev_np(i); a != nullptr && n == a) return i;
-  return std::nullopt;
-}
+std::string signame(std::optional<int> sig) { return sig ? ipc::signal_name(*sig) : ""; }
 
 void write_all(int fd, std::string_view d) {
   while (!d.empty()) {
@@ -165,11 +148,11 @@ int cmd_kill(const global_opts& g, const args& a) {
     std::string_view v;
     if (a[i] == "-h" || a[i] == "--help") return print_usage(*find_command("kill"));
     if (take_option(a, i, "-s", "--signal", &v, &err)) {
-      auto s = parse_signal(v);
+      auto s = ipc::signal_from_name(v);
       if (!s) return fail(fmt::format("unknown signal '{}'; use a name such as TERM, KILL, INT or a number", v));
       sig = *s;
     } else if (a[i].size() > 1 && a[i][0] == '-') {
-      auto s = parse_signal(a[i].substr(1));  // -9, -KILL, -SIGKILL as kill(1) takes them
+      auto s = ipc::signal_from_name(a[i].substr(1));  // -9, -KILL, -SIGKILL as kill(1) takes them
       if (!s) return fail(fmt::format("unknown signal or option '{}'", a[i]));
       sig = *s;
     } else if (id.empty()) {

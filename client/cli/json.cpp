@@ -1,6 +1,8 @@
 // JSON output helpers for the CLI.
 #include "client/cli/json.h"
 
+#include "ipc/text.h"
+
 #include <ctime>
 
 #include <fmt/format.h>
@@ -58,26 +60,7 @@ std::string base64(std::string_view s) {
   return out;
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  return out;
-}
+std::string json_string(std::string_view s) { return "\"" + ipc::json_escape(s) + "\""; }
 
 std::string rfc3339_ms(int64_t unix_ms) {
   time_t secs = static_cast<time_t>(unix_ms / 1000);

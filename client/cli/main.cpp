@@ -1,4 +1,8 @@
 // sbsh: the command-line client. Parses global options and runs a subcommand from the table.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +119,29 @@ const command* find_command(std::string_view name) {
 int print_usage(const command& c) {
   std::fwrite(c.usage.data(), 1, c.usage.size(), stdout);
   return 0;
+}
+
+namespace {
+int g_signal_pipe[2] = {-1, -1};
+void queue_signal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t r = ::write(g_signal_pipe[1], &b, 1);
+  (void)r;
+}
+}  // namespace
+
+int forward_signals_to_command() {
+  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa{};
+  sa.sa_handler = queue_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(s, &sa, nullptr);
+  // Signals that arrived while no command ran (attach's prompt) are not for the next one.
+  unsigned char stale[64];
+  while (::read(g_signal_pipe[0], stale, sizeof stale) > 0) {
+  }
+  return g_signal_pipe[0];
 }
 
 int fail(std::string_view message) {
