@@ -1,111 +1,349 @@
-// The C ABI (sbsh.h) over the C++ API. No exception may cross it: every entry point catches.
+// The C ABI (sbsh.h) over the C++ API (sbsh/client.h).
+//
+// Every entry point is a thin shim: check the arguments, call the C++ API, turn its result
+// into a status code and a message. No exception may cross the ABI, so every entry point
+// that can allocate runs inside guarded(), which catches everything. Listings are returned
+// as the same JSON the CLI prints with --json (client/json.cpp).
 #include "sbsh/sbsh.h"
 
-#include <cstring>
-#include <exception>
-#include <new>
-#include <string>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <functional>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/json.h"
 #include "sbsh/client.h"
 
 struct sbsh_conn {
+  explicit sbsh_conn(sbsh::client::connection&& conn) : c(std::move(conn)) {}
   sbsh::client::connection c;
-  std::string error, code;
+  std::string error, code;  // of the most recent call on this handle ("" after a success)
+  // Set when the handle cannot serve requests any more (an I/O or protocol failure left the
+  // stream out of step, or the daemon was shut down): why, for the calls that follow.
+  std::string broken;
 };
 
 struct sbsh_result {
   sbsh::client::exec_result r;
 };
 
+struct sbsh_proc {
+  sbsh::client::proc_info p;
+};
+
+struct sbsh_canceller {
+  sbsh::client::canceller c;
+};
+
 namespace {
 
-int fail(sbsh_conn* conn, const sbsh::error& e) {
-  conn->error = e.message;
-  conn->code = e.code;
-  if (e.code == "unreachable") return SBSH_ERR_UNREACHABLE;
-  if (e.code == "io" || e.code == "eof" || e.code == "protocol") return SBSH_ERR_IO;
-  if (e.code == "timeout") return SBSH_ERR_TIMEOUT;
+using sbsh::client::stream;
+
+// The calling thread's most recent failure, for sbsh_last_error(NULL): the only place the
+// reason of a failed sbsh_connect can be kept, since there is no handle yet.
+thread_local std::string t_error;
+thread_local std::string t_code;
+
+int status_for(std::string_view code) {
+  if (code == "unreachable" || code == "unsafe_dir") return SBSH_ERR_UNREACHABLE;
+  if (code == "io" || code == "eof") return SBSH_ERR_IO;
+  if (code == "protocol" || code == "bad_frame" || code == "version_mismatch" || code == "unknown_request" ||
+      code == "handshake_required")
+    return SBSH_ERR_PROTOCOL;
+  if (code == "timeout") return SBSH_ERR_TIMEOUT;
+  if (code == "no_such_session" || code == "no_such_process") return SBSH_ERR_NOT_FOUND;
+  if (code == "bad_socket" || code == "usage") return SBSH_ERR_INVALID;
   return SBSH_ERR_REFUSED;
 }
 
+// After these, replies may be out of step with requests (or the socket is gone): refuse
+// further use of the handle instead of misreading the next reply.
+bool breaks_connection(std::string_view code) {
+  return code == "io" || code == "eof" || code == "protocol" || code == "bad_frame" ||
+         code == "version_mismatch" || code == "handshake_required";
+}
+
+int record(sbsh_conn* conn, int status, std::string_view code, std::string_view message) {
+  t_error.assign(message);
+  t_code.assign(code);
+  if (conn != nullptr) {
+    conn->error.assign(message);
+    conn->code.assign(code);
+  }
+  return status;
+}
+
+int fail(sbsh_conn* conn, const sbsh::error& e) {
+  if (conn != nullptr && breaks_connection(e.code))
+    conn->broken = "this connection failed earlier (" + e.message + "); close it and connect again";
+  return record(conn, status_for(e.code), e.code, e.message);
+}
+
+int invalid(sbsh_conn* conn, std::string_view message) {
+  return record(conn, SBSH_ERR_INVALID, "invalid_argument", message);
+}
+
+// Runs f() for a call on `conn`: checks the handle, clears its error, and turns any
+// exception into SBSH_ERR_INTERNAL.
 template <typename F>
 int guarded(sbsh_conn* conn, F&& f) {
-  if (conn == nullptr) return SBSH_ERR_INVALID;
+  if (conn == nullptr) return invalid(nullptr, "the connection handle is NULL");
   try {
+    conn->error.clear();
+    conn->code.clear();
+    if (!conn->broken.empty()) return record(conn, SBSH_ERR_IO, "io", conn->broken);
     return f();
+  } catch (const std::bad_alloc&) {
+    return record(conn, SBSH_ERR_INTERNAL, "internal", "out of memory");
   } catch (const std::exception& e) {
-    conn->error = e.what();
-    conn->code = "internal";
-    return SBSH_ERR_INTERNAL;
+    return record(conn, SBSH_ERR_INTERNAL, "internal", e.what());
+  } catch (...) {
+    return record(conn, SBSH_ERR_INTERNAL, "internal", "unexpected exception in libsbsh");
   }
 }
 
-std::vector<std::string> strings(const char* const* v, size_t n) {
-  std::vector<std::string> out;
-  for (size_t i = 0; v != nullptr && i < n; ++i)
-    if (v[i] != nullptr) out.emplace_back(v[i]);
-  return out;
+// Entry points without a connection (connect, canceller_new).
+template <typename F>
+int guarded_no_conn(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return record(nullptr, SBSH_ERR_INTERNAL, "internal", "out of memory");
+  } catch (const std::exception& e) {
+    return record(nullptr, SBSH_ERR_INTERNAL, "internal", e.what());
+  } catch (...) {
+    return record(nullptr, SBSH_ERR_INTERNAL, "internal", "unexpected exception in libsbsh");
+  }
+}
+
+// A C string array of `n` entries; false (with *why set) when it has NULL entries.
+bool strings(const char* const* v, size_t n, const char* what, std::vector<std::string>* out, std::string* why) {
+  if (n > 0 && v == nullptr) {
+    *why = std::string(what) + " is NULL but its count is not 0";
+    return false;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i] == nullptr) {
+      *why = std::string(what) + "[" + std::to_string(i) + "] is NULL";
+      return false;
+    }
+    out->emplace_back(v[i]);
+  }
+  return true;
+}
+
+std::string str_or_empty(const char* s) { return s != nullptr ? std::string(s) : std::string(); }
+
+// Copies a string to malloc'd memory for a `char**` out-parameter (released by sbsh_free).
+char* malloc_copy(const std::string& s) {
+  auto* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
+// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
+// count on its caller ignoring it. Block it in this thread (write then fails with EPIPE,
+// which the C++ API handles), and consume one that became pending meanwhile so that it is
+// not delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
+class sigpipe_guard {
+ public:
+  explicit sigpipe_guard(bool active) : active_(active) {
+    if (!active_) return;
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~sigpipe_guard() {
+    if (!active_) return;
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{};
+      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  sigpipe_guard(const sigpipe_guard&) = delete;
+  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
+
+ private:
+  bool active_;
+  bool was_pending_ = false;
+  sigset_t pipe_{};
+  sigset_t old_{};
+};
+
+// Hands a JSON document to the caller.
+int give_json(const std::string& json, char** out) {
+  *out = malloc_copy(json);
+  return SBSH_OK;
+}
+
+void give_proc(sbsh::client::proc_info&& p, sbsh_proc** out) {
+  if (out != nullptr) *out = new sbsh_proc{std::move(p)};
+}
+
+std::function<void(stream, std::string_view)> output_callback(sbsh_output_fn fn, void* user) {
+  return [fn, user](stream s, std::string_view d) { fn(user, static_cast<int>(s), d.data(), d.size()); };
 }
 
 }  // namespace
 
 extern "C" {
 
-int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out) {
-  if (out == nullptr) return SBSH_ERR_INVALID;
-  try {
-    sbsh::client::connect_options o;
-    if (socket_path != nullptr) o.socket_path = socket_path;
-    o.autostart = autostart != 0;
-    auto c = sbsh::client::connection::connect(o);
-    if (!c) return c.err().code == "unreachable" ? SBSH_ERR_UNREACHABLE : SBSH_ERR_IO;
-    *out = new sbsh_conn{std::move(*c), {}, {}};
-    return SBSH_OK;
-  } catch (...) {
-    return SBSH_ERR_INTERNAL;
+// ---- Errors, version, memory ---------------------------------------------------------------
+
+const char* sbsh_error_name(int status) {
+  switch (status) {
+    case SBSH_OK: return "ok";
+    case SBSH_ERR_UNREACHABLE: return "unreachable";
+    case SBSH_ERR_REFUSED: return "refused";
+    case SBSH_ERR_IO: return "io";
+    case SBSH_ERR_TIMEOUT: return "timeout";
+    case SBSH_ERR_INVALID: return "invalid";
+    case SBSH_ERR_INTERNAL: return "internal";
+    case SBSH_ERR_PROTOCOL: return "protocol";
+    case SBSH_ERR_NOT_FOUND: return "not_found";
+    default: return "unknown";
   }
 }
 
-void sbsh_close(sbsh_conn* conn) { delete conn; }
-const char* sbsh_last_error(const sbsh_conn* conn) { return conn != nullptr ? conn->error.c_str() : ""; }
-const char* sbsh_last_error_code(const sbsh_conn* conn) { return conn != nullptr ? conn->code.c_str() : ""; }
+const char* sbsh_last_error(const sbsh_conn* conn) { return conn != nullptr ? conn->error.c_str() : t_error.c_str(); }
+const char* sbsh_last_error_code(const sbsh_conn* conn) {
+  return conn != nullptr ? conn->code.c_str() : t_code.c_str();
+}
 const char* sbsh_version(void) { return SBSH_VERSION; }
+void sbsh_free(void* p) { std::free(p); }
+
+// ---- Connections ---------------------------------------------------------------------------
+
+int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_path, sbsh_conn** out) {
+  return guarded_no_conn([&]() -> int {
+    if (out == nullptr) return invalid(nullptr, "sbsh_connect: out is NULL");
+    sbsh::client::connect_options o;
+    o.socket_path = str_or_empty(socket_path);
+    o.autostart = autostart != 0;
+    o.daemon_path = str_or_empty(daemon_path);
+    auto c = sbsh::client::connection::connect(o);
+    if (!c) return fail(nullptr, c.err());
+    *out = new sbsh_conn(std::move(*c));
+    return SBSH_OK;
+  });
+}
+
+int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out) {
+  return sbsh_connect_ex(socket_path, autostart, nullptr, out);
+}
+
+void sbsh_close(sbsh_conn* conn) { delete conn; }
+const char* sbsh_socket_path(const sbsh_conn* conn) { return conn != nullptr ? conn->c.socket_path().c_str() : ""; }
+int sbsh_fd(const sbsh_conn* conn) { return conn != nullptr ? conn->c.fd() : -1; }
+
+// ---- Cancellers ----------------------------------------------------------------------------
+
+int sbsh_canceller_new(sbsh_canceller** out) {
+  return guarded_no_conn([&]() -> int {
+    if (out == nullptr) return invalid(nullptr, "sbsh_canceller_new: out is NULL");
+    auto* c = new sbsh_canceller;
+    if (c->c.fd() < 0) {
+      int e = errno;
+      delete c;
+      return record(nullptr, SBSH_ERR_INTERNAL, "io", std::string("cannot create a pipe: ") + std::strerror(e));
+    }
+    *out = c;
+    return SBSH_OK;
+  });
+}
+int sbsh_canceller_fd(const sbsh_canceller* c) { return c != nullptr ? c->c.fd() : -1; }
+void sbsh_canceller_cancel(const sbsh_canceller* c) {
+  if (c != nullptr) c->c.cancel();
+}
+void sbsh_canceller_signal(const sbsh_canceller* c, int sig) {
+  if (c != nullptr) c->c.signal(sig);
+}
+void sbsh_canceller_reset(const sbsh_canceller* c) {
+  if (c == nullptr || c->c.fd() < 0) return;
+  // The read end is non-blocking (canceller() makes it so): read until it is empty.
+  char buf[64];
+  while (::read(c->c.fd(), buf, sizeof buf) > 0) {
+  }
+}
+void sbsh_canceller_free(sbsh_canceller* c) { delete c; }
+
+// ---- Exec ----------------------------------------------------------------------------------
+
+void sbsh_exec_opts_init(sbsh_exec_opts* opts) {
+  if (opts == nullptr) return;
+  std::memset(opts, 0, sizeof *opts);
+  opts->version = SBSH_EXEC_OPTS_VERSION;
+  opts->stdin_fd = -1;
+  opts->stdout_fd = -1;
+  opts->stderr_fd = -1;
+  opts->cancel_fd = -1;
+}
 
 int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out) {
   return guarded(conn, [&]() -> int {
-    if (opts == nullptr || opts->command == nullptr || out == nullptr) return SBSH_ERR_INVALID;
+    if (opts == nullptr || out == nullptr) return invalid(conn, "sbsh_exec: opts and out must not be NULL");
+    if (opts->version != SBSH_EXEC_OPTS_VERSION)
+      return invalid(conn, "sbsh_exec: opts.version is " + std::to_string(opts->version) +
+                               "; initialize the options with sbsh_exec_opts_init()");
+    if (opts->command == nullptr) return invalid(conn, "sbsh_exec: opts.command is NULL");
+    if (opts->timeout_ms < 0 || opts->grace_ms < 0)
+      return invalid(conn, "sbsh_exec: timeout_ms and grace_ms must not be negative");
+    if (opts->stdin_data == nullptr && opts->stdin_len > 0)
+      return invalid(conn, "sbsh_exec: stdin_data is NULL but stdin_len is not 0");
     sbsh::client::exec_options o;
-    if (opts->session != nullptr) o.session = opts->session;
+    std::string why;
+    if (!strings(opts->env, opts->env_count, "opts.env", &o.env, &why)) return invalid(conn, "sbsh_exec: " + why);
     o.command = opts->command;
-    if (opts->cwd != nullptr) o.cwd = opts->cwd;
-    o.env = strings(opts->env, opts->env_count);
+    o.session = str_or_empty(opts->session);
+    o.cwd = str_or_empty(opts->cwd);
+    o.session_cwd = str_or_empty(opts->session_cwd);
     o.timeout = std::chrono::milliseconds(opts->timeout_ms);
-    if (opts->has_stdin) o.stdin_data = std::string(opts->stdin_data != nullptr ? opts->stdin_data : "", opts->stdin_len);
-    if (opts->on_output != nullptr) {
-      auto fn = opts->on_output;
-      void* user = opts->user;
-      o.on_output = [fn, user](sbsh::client::stream s, std::string_view d) { fn(user, static_cast<int>(s), d.data(), d.size()); };
-    }
+    o.grace = std::chrono::milliseconds(opts->grace_ms);
+    if (opts->stdin_data != nullptr) o.stdin_data.emplace(opts->stdin_data, opts->stdin_len);
+    else o.stdin_fd = opts->stdin_fd < 0 ? -1 : opts->stdin_fd;
+    if (opts->on_output != nullptr) o.on_output = output_callback(opts->on_output, opts->user);
+    o.stdout_fd = opts->stdout_fd < 0 ? -1 : opts->stdout_fd;
+    o.stderr_fd = opts->stderr_fd < 0 ? -1 : opts->stderr_fd;
+    o.signal_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
     if (opts->output_limit > 0) o.output_limit = opts->output_limit;
-    auto r = conn->c.exec(o);
+    bool writes_pipes = o.stdin_data || o.stdin_fd >= 0 || (!o.on_output && (o.stdout_fd >= 0 || o.stderr_fd >= 0));
+    auto r = [&] {
+      sigpipe_guard guard(writes_pipes);
+      return conn->c.exec(o);
+    }();
     if (!r) return fail(conn, r.err());
     *out = new sbsh_result{std::move(*r)};
     return SBSH_OK;
   });
 }
 
-int sbsh_result_exit_code(const sbsh_result* r, int* code) {
-  if (r == nullptr || !r->r.exit_code) return 0;
-  if (code != nullptr) *code = *r->r.exit_code;
-  return 1;
-}
+int sbsh_result_has_exit_code(const sbsh_result* r) { return r != nullptr && r->r.exit_code ? 1 : 0; }
+int sbsh_result_exit_code(const sbsh_result* r) { return r != nullptr ? r->r.exit_code.value_or(-1) : -1; }
 int sbsh_result_signal(const sbsh_result* r) { return r != nullptr ? r->r.signal.value_or(0) : 0; }
-int sbsh_result_flags(const sbsh_result* r) {
-  if (r == nullptr) return 0;
-  return (r->r.timed_out ? SBSH_TIMED_OUT : 0) | (r->r.shell_restarted ? SBSH_SHELL_RESTARTED : 0) |
-         (r->r.cancelled ? SBSH_CANCELLED : 0) | (r->r.stdout_truncated ? SBSH_STDOUT_TRUNCATED : 0) |
-         (r->r.stderr_truncated ? SBSH_STDERR_TRUNCATED : 0);
-}
+int sbsh_result_timed_out(const sbsh_result* r) { return r != nullptr && r->r.timed_out ? 1 : 0; }
+int sbsh_result_cancelled(const sbsh_result* r) { return r != nullptr && r->r.cancelled ? 1 : 0; }
+int sbsh_result_shell_restarted(const sbsh_result* r) { return r != nullptr && r->r.shell_restarted ? 1 : 0; }
 const char* sbsh_result_stdout(const sbsh_result* r, size_t* len) {
   if (len != nullptr) *len = r != nullptr ? r->r.stdout_data.size() : 0;
   return r != nullptr ? r->r.stdout_data.c_str() : "";
@@ -114,39 +352,53 @@ const char* sbsh_result_stderr(const sbsh_result* r, size_t* len) {
   if (len != nullptr) *len = r != nullptr ? r->r.stderr_data.size() : 0;
   return r != nullptr ? r->r.stderr_data.c_str() : "";
 }
+int sbsh_result_stdout_truncated(const sbsh_result* r) { return r != nullptr && r->r.stdout_truncated ? 1 : 0; }
+int sbsh_result_stderr_truncated(const sbsh_result* r) { return r != nullptr && r->r.stderr_truncated ? 1 : 0; }
 uint64_t sbsh_result_duration_us(const sbsh_result* r) { return r != nullptr ? r->r.duration_us : 0; }
 int64_t sbsh_result_started_at_ms(const sbsh_result* r) { return r != nullptr ? r->r.started_at_ms : 0; }
 const char* sbsh_result_error(const sbsh_result* r) { return r != nullptr ? r->r.error.c_str() : ""; }
 void sbsh_result_free(sbsh_result* r) { delete r; }
 
-int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env, size_t env_count,
-                        const char* const* init, size_t init_count, const char* restart) {
+// ---- Sessions ------------------------------------------------------------------------------
+
+int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
+                        size_t env_count, const char* const* init, size_t init_count, const char* restart) {
   return guarded(conn, [&]() -> int {
-    if (name == nullptr) return SBSH_ERR_INVALID;
+    if (name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
     sbsh::client::session_spec s;
+    std::string why;
+    if (!strings(env, env_count, "env", &s.env, &why) || !strings(init, init_count, "init", &s.init, &why))
+      return invalid(conn, "sbsh_session_create: " + why);
     s.name = name;
-    if (cwd != nullptr) s.cwd = cwd;
-    s.env = strings(env, env_count);
-    s.init = strings(init, init_count);
+    s.cwd = str_or_empty(cwd);
     if (restart != nullptr) s.restart = restart;
     auto r = conn->c.create_session(s);
     return r ? SBSH_OK : fail(conn, r.err());
   });
 }
 
-int sbsh_session_list(sbsh_conn* conn, sbsh_session_fn fn, void* user) {
+int sbsh_sessions_json(sbsh_conn* conn, char** json_out) {
   return guarded(conn, [&]() -> int {
-    if (fn == nullptr) return SBSH_ERR_INVALID;
+    if (json_out == nullptr) return invalid(conn, "sbsh_sessions_json: json_out is NULL");
     auto v = conn->c.sessions();
     if (!v) return fail(conn, v.err());
-    for (const auto& s : *v) fn(user, s.name.c_str(), s.state.c_str(), s.shell_pid, s.wrapper_pid);
-    return SBSH_OK;
+    return give_json(sbsh::client::to_json(*v), json_out);
+  });
+}
+
+int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (name == nullptr || json_out == nullptr)
+      return invalid(conn, "sbsh_session_show_json: name and json_out must not be NULL");
+    auto d = conn->c.show_session(name);
+    if (!d) return fail(conn, d.err());
+    return give_json(sbsh::client::to_json(*d), json_out);
   });
 }
 
 int sbsh_session_remove(sbsh_conn* conn, const char* name) {
   return guarded(conn, [&]() -> int {
-    if (name == nullptr) return SBSH_ERR_INVALID;
+    if (name == nullptr) return invalid(conn, "sbsh_session_remove: name is NULL");
     auto r = conn->c.remove_session(name);
     return r ? SBSH_OK : fail(conn, r.err());
   });
@@ -154,19 +406,25 @@ int sbsh_session_remove(sbsh_conn* conn, const char* name) {
 
 int sbsh_session_restart(sbsh_conn* conn, const char* name) {
   return guarded(conn, [&]() -> int {
-    if (name == nullptr) return SBSH_ERR_INVALID;
+    if (name == nullptr) return invalid(conn, "sbsh_session_restart: name is NULL");
     auto r = conn->c.restart_session(name);
     return r ? SBSH_OK : fail(conn, r.err());
   });
 }
 
-int sbsh_start(sbsh_conn* conn, const char* session, const char* name, const char* command, uint64_t* id_out) {
+// ---- Background processes ------------------------------------------------------------------
+
+int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const char* name, const char* cwd,
+               const char* const* env, size_t env_count, uint64_t* id_out) {
   return guarded(conn, [&]() -> int {
-    if (command == nullptr) return SBSH_ERR_INVALID;
+    if (command == nullptr) return invalid(conn, "sbsh_start: command is NULL");
     sbsh::client::start_options o;
-    if (session != nullptr) o.session = session;
-    if (name != nullptr) o.name = name;
+    std::string why;
+    if (!strings(env, env_count, "env", &o.env, &why)) return invalid(conn, "sbsh_start: " + why);
     o.command = command;
+    o.session = str_or_empty(session);
+    o.name = str_or_empty(name);
+    o.cwd = str_or_empty(cwd);
     auto p = conn->c.start(o);
     if (!p) return fail(conn, p.err());
     if (id_out != nullptr) *id_out = p->id;
@@ -174,58 +432,89 @@ int sbsh_start(sbsh_conn* conn, const char* session, const char* name, const cha
   });
 }
 
-int sbsh_kill(sbsh_conn* conn, const char* proc, int signal) {
+int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out) {
   return guarded(conn, [&]() -> int {
-    if (proc == nullptr) return SBSH_ERR_INVALID;
-    auto p = conn->c.kill(proc, signal);
-    return p ? SBSH_OK : fail(conn, p.err());
+    if (json_out == nullptr) return invalid(conn, "sbsh_processes_json: json_out is NULL");
+    auto v = conn->c.processes(include_finished != 0);
+    if (!v) return fail(conn, v.err());
+    return give_json(sbsh::client::to_json(*v), json_out);
   });
 }
 
-int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, int* exit_code_out, char state_out[16]) {
+int sbsh_kill(sbsh_conn* conn, const char* proc, int signal, sbsh_proc** out) {
   return guarded(conn, [&]() -> int {
-    if (proc == nullptr) return SBSH_ERR_INVALID;
-    auto p = conn->c.wait(proc, std::chrono::milliseconds(timeout_ms));
+    if (proc == nullptr) return invalid(conn, "sbsh_kill: proc is NULL");
+    if (signal < 0 || signal >= NSIG) return invalid(conn, "sbsh_kill: no such signal " + std::to_string(signal));
+    auto p = conn->c.kill(proc, signal);
     if (!p) return fail(conn, p.err());
-    if (exit_code_out != nullptr)
-      *exit_code_out = p->exit_code ? *p->exit_code : (p->signal ? 128 + *p->signal : -1);
-    if (state_out != nullptr) {
-      std::strncpy(state_out, p->state.c_str(), 15);
-      state_out[15] = '\0';
-    }
+    give_proc(std::move(*p), out);
     return SBSH_OK;
   });
 }
 
-int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, sbsh_output_fn fn, void* user) {
+int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc** out) {
   return guarded(conn, [&]() -> int {
-    if (proc == nullptr || fn == nullptr) return SBSH_ERR_INVALID;
+    if (proc == nullptr) return invalid(conn, "sbsh_wait: proc is NULL");
+    if (timeout_ms < 0) return invalid(conn, "sbsh_wait: timeout_ms must not be negative");
+    auto p = conn->c.wait(proc, std::chrono::milliseconds(timeout_ms));
+    if (!p) return fail(conn, p.err());
+    give_proc(std::move(*p), out);
+    return SBSH_OK;
+  });
+}
+
+int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, sbsh_output_fn fn,
+              void* user, sbsh_proc** out) {
+  return guarded(conn, [&]() -> int {
+    if (proc == nullptr || fn == nullptr) return invalid(conn, "sbsh_logs: proc and fn must not be NULL");
+    if (streams < 0 || streams > 3) return invalid(conn, "sbsh_logs: streams must be 0, 1, 2 or 3");
     sbsh::client::logs_options o;
     o.follow = follow != 0;
     o.tail = tail;
-    auto p = conn->c.logs(proc, o, [fn, user](sbsh::client::stream s, std::string_view d) {
-      fn(user, static_cast<int>(s), d.data(), d.size());
-    });
-    return p ? SBSH_OK : fail(conn, p.err());
+    if (streams != 0) {
+      o.out = (streams & 1) != 0;
+      o.err = (streams & 2) != 0;
+    }
+    auto p = conn->c.logs(proc, o, output_callback(fn, user));
+    if (!p) return fail(conn, p.err());
+    give_proc(std::move(*p), out);
+    return SBSH_OK;
   });
 }
 
-int sbsh_process_list(sbsh_conn* conn, int include_finished, sbsh_process_fn fn, void* user) {
+uint64_t sbsh_proc_id(const sbsh_proc* p) { return p != nullptr ? p->p.id : 0; }
+const char* sbsh_proc_name(const sbsh_proc* p) { return p != nullptr ? p->p.name.c_str() : ""; }
+const char* sbsh_proc_session(const sbsh_proc* p) { return p != nullptr ? p->p.session.c_str() : ""; }
+const char* sbsh_proc_command(const sbsh_proc* p) { return p != nullptr ? p->p.command.c_str() : ""; }
+const char* sbsh_proc_state(const sbsh_proc* p) { return p != nullptr ? p->p.state.c_str() : ""; }
+int64_t sbsh_proc_pid(const sbsh_proc* p) { return p != nullptr ? p->p.pid : 0; }
+int sbsh_proc_has_exit_code(const sbsh_proc* p) { return p != nullptr && p->p.exit_code ? 1 : 0; }
+int sbsh_proc_exit_code(const sbsh_proc* p) { return p != nullptr ? p->p.exit_code.value_or(-1) : -1; }
+int sbsh_proc_signal(const sbsh_proc* p) { return p != nullptr ? p->p.signal.value_or(0) : 0; }
+int64_t sbsh_proc_started_at_ms(const sbsh_proc* p) { return p != nullptr ? p->p.started_at_ms : 0; }
+int64_t sbsh_proc_ended_at_ms(const sbsh_proc* p) { return p != nullptr ? p->p.ended_at_ms : 0; }
+const char* sbsh_proc_error(const sbsh_proc* p) { return p != nullptr ? p->p.error.c_str() : ""; }
+const char* sbsh_proc_log_path(const sbsh_proc* p) { return p != nullptr ? p->p.log_path.c_str() : ""; }
+void sbsh_proc_free(sbsh_proc* p) { delete p; }
+
+// ---- The daemon ----------------------------------------------------------------------------
+
+int sbsh_status_json(sbsh_conn* conn, char** json_out) {
   return guarded(conn, [&]() -> int {
-    if (fn == nullptr) return SBSH_ERR_INVALID;
-    auto v = conn->c.processes(include_finished != 0);
-    if (!v) return fail(conn, v.err());
-    for (const auto& p : *v)
-      fn(user, p.id, p.name.c_str(), p.session.c_str(), p.state.c_str(), p.pid, p.exit_code.value_or(-1),
-         p.command.c_str());
-    return SBSH_OK;
+    if (json_out == nullptr) return invalid(conn, "sbsh_status_json: json_out is NULL");
+    auto st = conn->c.status();
+    if (!st) return fail(conn, st.err());
+    return give_json(sbsh::client::to_json(*st), json_out);
   });
 }
 
 int sbsh_shutdown(sbsh_conn* conn) {
   return guarded(conn, [&]() -> int {
     auto r = conn->c.shutdown();
-    return r ? SBSH_OK : fail(conn, r.err());
+    if (!r) return fail(conn, r.err());
+    // sbshd closes the connection as it exits: nothing more can be asked on it.
+    conn->broken = "sbshd was shut down through this connection; close it";
+    return SBSH_OK;
   });
 }
 

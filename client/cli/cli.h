@@ -38,13 +38,10 @@ int cmd_logs(const global_opts& g, const args& a);
 int cmd_kill(const global_opts& g, const args& a);
 int cmd_wait(const global_opts& g, const args& a);
 int cmd_attach(const global_opts& g, const args& a);
-std::string proc_json(const client::proc_info& p);
 void print_proc_table(const std::vector<client::proc_info>& v);
 
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);
-std::string session_json(const client::session_status& s);
-std::string sessions_json(const std::vector<client::session_status>& v);
 void print_session_table(const std::vector<client::session_status>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "client/cli/json.h"
+#include "client/json.h"
 #include "ipc/text.h"
 
 namespace sbsh::cli {
@@ -17,21 +17,19 @@ namespace sbsh::cli {
 namespace {
 
 void print_json(const client::exec_options& o, const client::exec_result& r) {
-  json_object j;
+  client::json_object j;
   j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
   j.opt_num("exit_code", r.exit_code);
-  if (r.signal) j.str("signal", ipc::signal_name(*r.signal));
-  else j.null("signal");
-  j.boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
+  j.signal("signal", r.signal).boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
   bool out_ok, err_ok;
-  std::string out = utf8_repair(r.stdout_data, &out_ok);
-  std::string err = utf8_repair(r.stderr_data, &err_ok);
+  std::string out = client::utf8_repair(r.stdout_data, &out_ok);
+  std::string err = client::utf8_repair(r.stderr_data, &err_ok);
   j.str("stdout", out).str("stderr", err);
-  if (!out_ok) j.str("stdout_base64", base64(r.stdout_data));
-  if (!err_ok) j.str("stderr_base64", base64(r.stderr_data));
+  if (!out_ok) j.str("stdout_base64", client::base64(r.stdout_data));
+  if (!err_ok) j.str("stderr_base64", client::base64(r.stderr_data));
   j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
   j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
-  j.str("started_at", rfc3339_ms(r.started_at_ms));
+  j.str("started_at", client::rfc3339_ms(r.started_at_ms));
   if (!r.error.empty()) j.str("error", r.error);
   std::string s = j.finish() + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);

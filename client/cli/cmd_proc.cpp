@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "client/cli/json.h"
+#include "client/json.h"
 #include "ipc/text.h"
 
 namespace sbsh::cli {
@@ -35,24 +35,6 @@ int proc_exit_status(const client::proc_info& p) {
 
 }  // namespace
 
-std::string proc_json(const client::proc_info& p) {
-  json_object o;
-  o.num("id", static_cast<int64_t>(p.id)).str("name", p.name).str("session", p.session).str("command", p.command);
-  o.str("state", p.state);
-  if (p.pid > 0) o.num("pid", p.pid).num("pgid", p.pid);
-  else o.null("pid").null("pgid");
-  o.opt_num("exit_code", p.exit_code);
-  if (p.signal) o.str("signal", signame(p.signal));
-  else o.null("signal");
-  o.str("started_at", rfc3339_ms(p.started_at_ms));
-  if (p.ended_at_ms > 0) o.str("ended_at", rfc3339_ms(p.ended_at_ms));
-  else o.null("ended_at");
-  if (!p.error.empty()) o.str("error", p.error);
-  else o.null("error");
-  o.str("log", p.log_path);
-  return o.finish();
-}
-
 void print_proc_table(const std::vector<client::proc_info>& v) {
   if (v.empty()) return;
   std::printf("\n%-5s %-14s %-12s %8s %-8s %-10s %-20s %s\n", "ID", "NAME", "SESSION", "PID", "STATE", "RESULT",
@@ -67,7 +49,7 @@ void print_proc_table(const std::vector<client::proc_info>& v) {
     if (cmd.size() > 50) cmd = cmd.substr(0, 47) + "...";
     std::printf("%-5llu %-14s %-12s %8lld %-8s %-10s %-20s %s\n", static_cast<unsigned long long>(p.id),
                 p.name.c_str(), p.session.c_str(), static_cast<long long>(p.pid), p.state.c_str(), result.c_str(),
-                rfc3339_ms(p.started_at_ms).substr(0, 19).c_str(), cmd.c_str());
+                client::rfc3339_ms(p.started_at_ms).substr(0, 19).c_str(), cmd.c_str());
   }
 }
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "client/cli/json.h"
+#include "client/json.h"
 
 namespace sbsh::cli {
 
@@ -14,28 +14,6 @@ std::string human_duration(uint64_t ms) {
   if (s < 3600) return fmt::format("{}m{}s", s / 60, s % 60);
   if (s < 86400) return fmt::format("{}h{}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}d{}h", s / 86400, (s % 86400) / 3600);
-}
-
-std::string session_json(const client::session_status& s) {
-  json_object o;
-  o.str("name", s.name).str("state", s.state).num("shell_pid", s.shell_pid).num("wrapper_pid", s.wrapper_pid);
-  o.num("restarts", static_cast<int64_t>(s.restarts)).num("queued", static_cast<int64_t>(s.queued));
-  o.num("commands", static_cast<int64_t>(s.commands)).str("cwd", s.cwd).str("restart", s.restart);
-  o.num("uptime_ms", static_cast<int64_t>(s.uptime_ms));
-  if (!s.running.empty()) o.str("running", s.running).num("running_ms", static_cast<int64_t>(s.running_ms));
-  else o.null("running").null("running_ms");
-  if (!s.error.empty()) o.str("error", s.error);
-  else o.null("error");
-  return o.finish();
-}
-
-std::string sessions_json(const std::vector<client::session_status>& v) {
-  std::string out = "[";
-  for (const auto& s : v) {
-    if (out.size() > 1) out += ',';
-    out += session_json(s);
-  }
-  return out + "]";
 }
 
 namespace {
@@ -129,12 +107,8 @@ int session_ls(const global_opts& g, const args& a, bool all_columns) {
     procs = std::move(*p);
   }
   if (json) {
-    std::string s = sessions_json(*v);
-    if (all_columns) {
-      std::string pj = "[";
-      for (const auto& p : procs) pj += (pj.size() > 1 ? "," : "") + proc_json(p);
-      s = "{\"sessions\":" + s + ",\"processes\":" + pj + "]}";
-    }
+    std::string s = client::to_json(*v);
+    if (all_columns) s = "{\"sessions\":" + s + ",\"processes\":" + client::to_json(procs) + "}";
     std::puts(s.c_str());
   } else {
     print_session_table(*v);
@@ -166,31 +140,11 @@ int session_named(const global_opts& g, const args& a, std::string_view what) {
   }
   auto d = conn->show_session(name);
   if (!d) return fail(d.err().message);
-  const auto& def = d->definition;
-  auto strs = [](const std::vector<std::string>& v) {
-    std::string out = "[";
-    for (const auto& s : v) out += (out.size() > 1 ? "," : "") + json_string(s);
-    return out + "]";
-  };
   if (json) {
-    std::string hist = "[";
-    for (const auto& h : d->history) {
-      json_object o;
-      o.str("command", h.command).opt_num("exit_code", h.exit_code).boolean("timed_out", h.timed_out);
-      o.boolean("shell_restarted", h.shell_restarted).str("started_at", rfc3339_ms(h.started_at_ms));
-      o.num("duration_ms", static_cast<int64_t>(h.duration_ms));
-      hist += (hist.size() > 1 ? "," : "") + o.finish();
-    }
-    hist += "]";
-    json_object dj;
-    dj.str("cwd", def.cwd).raw("env", strs(def.env)).raw("init", strs(def.init)).str("restart", def.restart);
-    json_object o;
-    o.raw("session", session_json(d->status)).raw("definition", dj.finish()).raw("history", hist);
-    bool ok;
-    o.str("init_output", utf8_repair(d->init_output, &ok));
-    std::puts(o.finish().c_str());
+    std::puts(client::to_json(*d).c_str());
     return 0;
   }
+  const auto& def = d->definition;
   const auto& s = d->status;
   std::printf("session     %s\nstate       %s%s%s\n", s.name.c_str(), s.state.c_str(), s.error.empty() ? "" : ": ",
               s.error.c_str());
@@ -207,7 +161,7 @@ int session_named(const global_opts& g, const args& a, std::string_view what) {
     std::puts("last commands:");
     for (const auto& h : d->history) {
       std::string code = h.timed_out ? "timeout" : h.exit_code ? std::to_string(*h.exit_code) : "lost";
-      std::printf("  %s  %7s  %6llums  %s\n", rfc3339_ms(h.started_at_ms).c_str(), code.c_str(),
+      std::printf("  %s  %7s  %6llums  %s\n", client::rfc3339_ms(h.started_at_ms).c_str(), code.c_str(),
                   static_cast<unsigned long long>(h.duration_ms), one_line(h.command, 80).c_str());
     }
   }

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "client/cli/json.h"
+#include "client/json.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {
@@ -41,10 +41,7 @@ int cmd_status(const global_opts& g, const args& a) {
   auto st = conn->status();
   if (!st) return fail(st.err().message);
   if (json) {
-    json_object j;
-    j.num("pid", st->pid).str("version", st->version).num("uptime_ms", static_cast<int64_t>(st->uptime_ms));
-    j.str("socket", st->socket_path).raw("sessions", sessions_json(st->sessions));
-    std::puts(j.finish().c_str());
+    std::puts(client::to_json(*st).c_str());
     return 0;
   }
   std::printf("sbshd %s, pid %lld, up %s, socket %s\n", st->version.c_str(), static_cast<long long>(st->pid),

@@ -1,141 +1,638 @@
-/* The C ABI (sbsh.h) from C, against a daemon it auto-starts on a private socket. */
+/* The C ABI (sbsh.h), from C, against a private sbshd.
+ *
+ * Starts sbshd in the foreground on a socket under a private XDG_RUNTIME_DIR (mode 0700),
+ * drives it through libsbsh's C ABI only, then shuts it down and checks that the daemon is
+ * gone. Every check is counted; the program exits 1 if any failed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sbsh/sbsh.h"
 
-static int failed = 0, passed = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
-  } while (0)
+#ifndef SBSH_BIN_DIR
+#error "SBSH_BIN_DIR must name the directory of sbshd"
+#endif
 
-static size_t streamed = 0;
-static void count_output(void* user, int stream, const char* data, size_t len) {
-  (void)data;
-  if (stream == 1) *(size_t*)user += len;
+extern char** environ;
+
+static int failed = 0, passed = 0;
+
+#define CHECK(cond) check((cond) != 0, __LINE__, #cond)
+static int check(int ok, int line, const char* what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    fprintf(stderr, "capi_test.c:%d: CHECK(%s) failed\n", line, what);
+  }
+  return ok;
 }
-static void count_sessions(void* user, const char* name, const char* state, int64_t shell, int64_t wrapper) {
-  (void)state;
-  if (strcmp(name, "c-api") == 0 && shell > 0 && wrapper > 0) ++*(int*)user;
+
+/* Compares raw bytes and prints both sides, escaped, when they differ. */
+#define CHECK_BYTES(got, got_len, want, want_len) check_bytes(got, got_len, want, want_len, __LINE__)
+static void print_escaped(const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') fputc(c, stderr);
+    else fprintf(stderr, "\\x%02x", c);
+  }
 }
-static void find_job(void* user, uint64_t id, const char* name, const char* session, const char* state,
-                     int64_t pid, int exit_code, const char* command) {
-  (void)id; (void)session; (void)pid; (void)command;
-  if (strcmp(name, "job") == 0 && strcmp(state, "exited") == 0 && exit_code == 4) ++*(int*)user;
+static void check_bytes(const char* got, size_t got_len, const char* want, size_t want_len, int line) {
+  if (got_len == want_len && memcmp(got, want, want_len) == 0) {
+    ++passed;
+    return;
+  }
+  ++failed;
+  fprintf(stderr, "capi_test.c:%d: bytes differ\n  got  (%zu): ", line, got_len);
+  print_escaped(got, got_len);
+  fprintf(stderr, "\n  want (%zu): ", want_len);
+  print_escaped(want, want_len);
+  fputc('\n', stderr);
 }
-static char logs[256];
-static void keep_logs(void* user, int stream, const char* data, size_t len) {
-  (void)user;
-  if (stream == 1 && strlen(logs) + len < sizeof logs) strncat(logs, data, len);
+
+static void note(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("-- ", stdout);
+  vprintf(fmt, ap);
+  fputc('\n', stdout);
+  va_end(ap);
+  fflush(stdout);
 }
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ---- The private daemon ---------------------------------------------------------------- */
+
+static char dir[64], run_dir[128], sock[192], state_dir[128], log_path[128];
+static pid_t daemon_pid = -1;
+
+static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* On any exit: the daemon must not outlive the test. It is our child, killed by its pid. */
+static void cleanup(void) {
+  if (daemon_pid > 0) {
+    kill(daemon_pid, SIGKILL);
+    waitpid(daemon_pid, NULL, 0);
+    daemon_pid = -1;
+  }
+  if (dir[0] != '\0') nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int socket_accepts(const char* path) {
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  size_t len = strlen(path);
+  if (len >= sizeof a.sun_path) {
+    fprintf(stderr, "socket path too long (%zu bytes, at most %zu): %s\n", len, sizeof a.sun_path - 1, path);
+    exit(1);
+  }
+  memcpy(a.sun_path, path, len + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int ok = fd >= 0 && connect(fd, (struct sockaddr*)&a, sizeof a) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+static void start_daemon(void) {
+  snprintf(dir, sizeof dir, "/tmp/sbsh-capi.XXXXXX");
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  atexit(cleanup);
+  snprintf(run_dir, sizeof run_dir, "%s/run", dir);
+  snprintf(state_dir, sizeof state_dir, "%s/state", dir);
+  snprintf(log_path, sizeof log_path, "%s/sbshd.log", dir);
+  snprintf(sock, sizeof sock, "%s/sbsh/sbshd.sock", run_dir);
+  if (mkdir(run_dir, 0700) != 0) {
+    perror("mkdir");
+    exit(1);
+  }
+  setenv("XDG_RUNTIME_DIR", run_dir, 1);
+  setenv("HOME", dir, 1);
+  setenv("TMPDIR", dir, 1);
+  setenv("SBSH_STATE_DIR", state_dir, 1);
+  unsetenv("SBSH_SOCKET");
+
+  const char* exe = SBSH_BIN_DIR "/sbshd";
+  char* argv[] = {"sbshd", "--socket", sock, "--foreground", "--state-dir", state_dir, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  int rc = posix_spawn(&daemon_pid, exe, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    fprintf(stderr, "cannot start %s: %s\n", exe, strerror(rc));
+    exit(1);
+  }
+  for (int i = 0; i < 600; ++i) { /* up to 30 s: sanitizer builds start slowly */
+    if (socket_accepts(sock)) return;
+    int st;
+    if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
+      fprintf(stderr, "sbshd exited at start (status %d); see %s\n", st, log_path);
+      daemon_pid = -1;
+      exit(1);
+    }
+    sleep_ms(50);
+  }
+  fprintf(stderr, "sbshd did not accept connections on %s\n", sock);
+  exit(1);
+}
+
+/* ---- Helpers --------------------------------------------------------------------------- */
 
 static sbsh_result* run(sbsh_conn* c, sbsh_exec_opts* o, const char* cmd) {
   sbsh_result* r = NULL;
   o->command = cmd;
   int rc = sbsh_exec(c, o, &r);
-  CHECK(rc == SBSH_OK);
+  if (!CHECK(rc == SBSH_OK && r != NULL))
+    fprintf(stderr, "  exec '%s': %d %s: %s\n", cmd, rc, sbsh_last_error_code(c), sbsh_last_error(c));
   return r;
 }
 
-int main(void) {
-  char tmpl[] = "/tmp/sbsh-capi.XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  char run_dir[256], sock[256], state[256];
-  snprintf(run_dir, sizeof run_dir, "%s/run", dir);
-  snprintf(sock, sizeof sock, "%s/run/sbsh.sock", dir);
-  snprintf(state, sizeof state, "%s/state", dir);
-  mkdir(run_dir, 0700);
-  setenv("SBSH_STATE_DIR", state, 1);
-  setenv("HOME", dir, 1);
-
-  sbsh_conn* c = NULL;
-  CHECK(sbsh_connect(sock, 1, &c) == SBSH_OK);
-  if (c == NULL) return 1;
-  CHECK(strlen(sbsh_version()) > 0);
-
+/* Runs cmd in session and checks its exact stdout and exit code 0. */
+static void expect_stdout(sbsh_conn* c, const char* session, const char* cmd, const char* want, int line) {
   sbsh_exec_opts o;
-  memset(&o, 0, sizeof o);
+  sbsh_exec_opts_init(&o);
+  o.session = session;
+  sbsh_result* r = run(c, &o, cmd);
+  if (r == NULL) return;
+  size_t n;
+  const char* out = sbsh_result_stdout(r, &n);
+  check_bytes(out, n, want, strlen(want), line);
+  if (!check(sbsh_result_exit_code(r) == 0, line, "exit code 0")) {
+    size_t en;
+    const char* err = sbsh_result_stderr(r, &en);
+    fprintf(stderr, "  '%s' exited %d: %.*s %s\n", cmd, sbsh_result_exit_code(r), (int)en, err,
+            sbsh_result_error(r));
+  }
+  sbsh_result_free(r);
+}
+
+struct capture {
+  char out[4096], err[4096];
+  size_t out_len, err_len, calls, total;
+  int bad_stream;
+};
+static void capture_output(void* user, int stream, const char* data, size_t len) {
+  struct capture* cap = user;
+  ++cap->calls;
+  cap->total += len;
+  char* buf = stream == 1 ? cap->out : cap->err;
+  size_t* n = stream == 1 ? &cap->out_len : &cap->err_len;
+  if (stream != 1 && stream != 2) ++cap->bad_stream;
+  size_t room = sizeof cap->out - *n;
+  memcpy(buf + *n, data, len < room ? len : room);
+  *n += len < room ? len : room;
+}
+
+static int contains(const char* hay, const char* needle) { return hay != NULL && strstr(hay, needle) != NULL; }
+
+/* The integer after "key": in a JSON text (first occurrence after `from`), or -1. */
+static long json_int_after(const char* json, const char* from, const char* key) {
+  const char* p = from != NULL ? strstr(json, from) : json;
+  if (p == NULL || (p = strstr(p, key)) == NULL) return -1;
+  p += strlen(key);
+  return strtol(p, NULL, 10);
+}
+
+/* Polls until no process of group pgid exists (not even a zombie), for up to ms. */
+static int group_gone_within(pid_t pgid, long ms) {
+  for (long waited = 0;; waited += 20) {
+    if (kill(-pgid, 0) == -1 && errno == ESRCH) return 1;
+    if (waited >= ms) return 0;
+    sleep_ms(20);
+  }
+}
+
+/* ---- The checks ------------------------------------------------------------------------- */
+
+static void test_connect_errors(void) {
+  note("connect errors");
+  sbsh_conn* c = NULL;
+  char missing[256];
+  snprintf(missing, sizeof missing, "%s/nothing-here.sock", run_dir);
+  CHECK(sbsh_connect(missing, 0, &c) == SBSH_ERR_UNREACHABLE && c == NULL);
+  CHECK(strcmp(sbsh_last_error_code(NULL), "unreachable") == 0);
+  CHECK(contains(sbsh_last_error(NULL), "nothing-here.sock"));
+  CHECK(strcmp(sbsh_error_name(SBSH_ERR_UNREACHABLE), "unreachable") == 0);
+  CHECK(sbsh_connect(NULL, 0, NULL) == SBSH_ERR_INVALID);
+  CHECK(sbsh_exec(NULL, NULL, NULL) == SBSH_ERR_INVALID && strlen(sbsh_last_error(NULL)) > 0);
+}
+
+static void test_exec(sbsh_conn* c) {
+  note("exec: state, exact bytes, exit codes");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
   o.session = "c-api";
-  sbsh_result* r = run(c, &o, "cd /tmp; x=5");
-  int code = -1;
-  CHECK(sbsh_result_exit_code(r, &code) == 1 && code == 0);
-  sbsh_result_free(r);
+  sbsh_result* r = run(c, &o, "cd /tmp && x=5 && f() { echo \"fn-$1\"; }");
+  if (r != NULL) {
+    CHECK(sbsh_result_has_exit_code(r) && sbsh_result_exit_code(r) == 0);
+    sbsh_result_free(r);
+  }
+  expect_stdout(c, "c-api", "pwd; echo $x; f z", "/tmp\n5\nfn-z\n", __LINE__);
 
-  r = run(c, &o, "pwd; echo $x; printf 'a\\0b'; echo err >&2; exit 0");
-  size_t len = 0;
-  const char* out = sbsh_result_stdout(r, &len);
-  CHECK(len == 10 && memcmp(out, "/tmp\n5\na\0b", 10) == 0);
-  CHECK(strcmp(sbsh_result_stderr(r, &len), "err\n") == 0);
-  CHECK(sbsh_result_flags(r) & SBSH_SHELL_RESTARTED);
-  sbsh_result_free(r);
+  int64_t before = now_ms();
+  r = run(c, &o, "printf 'a\\0b\\377\\n'; printf 'e\\0rr' >&2; (exit 7)");
+  if (r != NULL) {
+    size_t n;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(out, n, "a\0b\377\n", 5);
+    out = sbsh_result_stderr(r, &n);
+    CHECK_BYTES(out, n, "e\0rr", 4);
+    CHECK(sbsh_result_has_exit_code(r) == 1 && sbsh_result_exit_code(r) == 7);
+    CHECK(sbsh_result_signal(r) == 0);
+    CHECK(!sbsh_result_timed_out(r) && !sbsh_result_cancelled(r) && !sbsh_result_shell_restarted(r));
+    CHECK(!sbsh_result_stdout_truncated(r) && !sbsh_result_stderr_truncated(r));
+    CHECK(sbsh_result_duration_us(r) > 0 && sbsh_result_duration_us(r) < 10 * 1000 * 1000);
+    CHECK(sbsh_result_started_at_ms(r) >= before - 2000 && sbsh_result_started_at_ms(r) <= now_ms() + 2000);
+    CHECK(strcmp(sbsh_result_error(r), "") == 0);
+    sbsh_result_free(r);
+  }
 
-  o.timeout_ms = 200;
-  r = run(c, &o, "sleep 5");
-  CHECK(sbsh_result_flags(r) & SBSH_TIMED_OUT);
-  CHECK(sbsh_result_signal(r) == SIGTERM);
-  sbsh_result_free(r);
+  /* cwd and env apply to one command only (a subshell). */
+  const char* env[] = {"ONE=1", "TWO=two words"};
+  o.cwd = "/";
+  o.env = env;
+  o.env_count = 2;
+  r = run(c, &o, "pwd; echo \"$ONE $TWO\"; x=changed");
+  if (r != NULL) {
+    size_t n;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(out, n, "/\n1 two words\n", 14);
+    sbsh_result_free(r);
+  }
+  o.cwd = NULL;
+  o.env = NULL;
+  o.env_count = 0;
+  expect_stdout(c, "c-api", "pwd; echo $x; echo ${ONE:-unset}", "/tmp\n5\nunset\n", __LINE__);
+
+  /* A command killed by a signal: the signal, and 128+N as its exit status. */
+  r = run(c, &o, "sh -c 'kill -TERM $$'");
+  if (r != NULL) {
+    CHECK(sbsh_result_signal(r) == SIGTERM);
+    CHECK(sbsh_result_exit_code(r) == 128 + SIGTERM);
+    sbsh_result_free(r);
+  }
+}
+
+static void test_timeout_and_cancel(sbsh_conn* c) {
+  note("exec: timeout, cancel");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "c-api";
+  o.timeout_ms = 300;
+  int64_t t0 = now_ms();
+  sbsh_result* r = run(c, &o, "sleep 30");
+  if (r != NULL) {
+    CHECK(sbsh_result_timed_out(r) == 1);
+    CHECK(sbsh_result_signal(r) == SIGTERM);
+    CHECK(now_ms() - t0 < 10000);
+    CHECK(!sbsh_result_shell_restarted(r));
+    sbsh_result_free(r);
+  }
+  /* The session survived the timeout with its state. */
+  expect_stdout(c, "c-api", "pwd; echo $x", "/tmp\n5\n", __LINE__);
+
+  sbsh_canceller* k = NULL;
+  CHECK(sbsh_canceller_new(&k) == SBSH_OK && sbsh_canceller_fd(k) >= 0);
   o.timeout_ms = 0;
+  o.cancel_fd = sbsh_canceller_fd(k);
+  /* A cancel made before the exec is waiting in the canceller: the next exec stops at once. */
+  sbsh_canceller_cancel(k);
+  t0 = now_ms();
+  r = run(c, &o, "sleep 30");
+  if (r != NULL) {
+    CHECK(sbsh_result_cancelled(r) == 1);
+    CHECK(now_ms() - t0 < 10000);
+    sbsh_result_free(r);
+  }
+  /* reset discards a leftover request. */
+  sbsh_canceller_cancel(k);
+  sbsh_canceller_reset(k);
+  r = run(c, &o, "true");
+  if (r != NULL) {
+    CHECK(sbsh_result_cancelled(r) == 0 && sbsh_result_exit_code(r) == 0);
+    sbsh_result_free(r);
+  }
+  sbsh_canceller_free(k);
+}
 
-  o.has_stdin = 1;
-  o.stdin_data = "hello";
-  o.stdin_len = 5;
-  r = run(c, &o, "cat");
-  CHECK(strcmp(sbsh_result_stdout(r, &len), "hello") == 0);
-  sbsh_result_free(r);
-  o.has_stdin = 0;
-
-  o.on_output = count_output;
-  o.user = &streamed;
-  r = run(c, &o, "head -c 100000 /dev/zero");
-  CHECK(streamed == 100000);
-  sbsh_result_stdout(r, &len);
-  CHECK(len == 0);
-  sbsh_result_free(r);
+static void test_streaming_and_stdin(sbsh_conn* c) {
+  note("exec: streaming, stdin, limits");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "c-api";
+  struct capture cap;
+  memset(&cap, 0, sizeof cap);
+  o.on_output = capture_output;
+  o.user = &cap;
+  sbsh_result* r = run(c, &o, "printf 'o1\\0'; printf 'e1' >&2; sleep 0.1; printf 'o2'");
+  if (r != NULL) {
+    CHECK_BYTES(cap.out, cap.out_len, "o1\0o2", 5);
+    CHECK_BYTES(cap.err, cap.err_len, "e1", 2);
+    CHECK(cap.bad_stream == 0 && cap.calls >= 2);
+    size_t n;
+    sbsh_result_stdout(r, &n);
+    CHECK(n == 0); /* streamed, not kept */
+    CHECK(sbsh_result_exit_code(r) == 0);
+    sbsh_result_free(r);
+  }
+  memset(&cap, 0, sizeof cap);
+  r = run(c, &o, "head -c 300000 /dev/zero");
+  if (r != NULL) {
+    CHECK(cap.total == 300000);
+    sbsh_result_free(r);
+  }
   o.on_output = NULL;
+  o.user = NULL;
 
-  sbsh_exec_opts bad;
-  memset(&bad, 0, sizeof bad);
-  bad.session = "bad name";
-  bad.command = "true";
-  r = NULL;
-  CHECK(sbsh_exec(c, &bad, &r) == SBSH_ERR_REFUSED && r == NULL);
+  /* stdin: exact bytes, then EOF; without input, a reader gets EOF at once. */
+  o.stdin_data = "hello\0world";
+  o.stdin_len = 11;
+  r = run(c, &o, "cat");
+  if (r != NULL) {
+    size_t n;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(out, n, "hello\0world", 11);
+    sbsh_result_free(r);
+  }
+  o.stdin_data = NULL;
+  o.stdin_len = 0;
+  expect_stdout(c, "c-api", "cat; echo done", "done\n", __LINE__);
+
+  /* stdin from a descriptor, until EOF. */
+  int p[2];
+  if (CHECK(pipe(p) == 0)) {
+    CHECK(write(p[1], "from fd", 7) == 7);
+    close(p[1]);
+    o.stdin_fd = p[0];
+    r = run(c, &o, "cat");
+    if (r != NULL) {
+      size_t n;
+      const char* out = sbsh_result_stdout(r, &n);
+      CHECK_BYTES(out, n, "from fd", 7);
+      sbsh_result_free(r);
+    }
+    close(p[0]);
+    o.stdin_fd = -1;
+  }
+
+  /* A command that stops reading early must not kill us with SIGPIPE: once it ends, the
+   * shell closes the pipe while libsbsh may still be writing the rest. (A race: try a few
+   * times; without the library's guard this process dies of SIGPIPE most of the time.) */
+  size_t big = 20u << 20;
+  char* data = malloc(big);
+  if (CHECK(data != NULL)) {
+    memset(data, 'x', big);
+    o.stdin_data = data;
+    o.stdin_len = big;
+    for (int i = 0; i < 5; ++i) {
+      r = run(c, &o, "head -c 5 | wc -c");
+      if (r != NULL) {
+        size_t n;
+        const char* out = sbsh_result_stdout(r, &n);
+        CHECK_BYTES(out, n, "5\n", 2);
+        CHECK(sbsh_result_exit_code(r) == 0);
+        sbsh_result_free(r);
+      }
+    }
+    free(data);
+    o.stdin_data = NULL;
+    o.stdin_len = 0;
+  }
+
+  /* Output past the limit is dropped and reported. */
+  o.output_limit = 1000;
+  r = run(c, &o, "head -c 5000 /dev/zero; echo e >&2");
+  if (r != NULL) {
+    size_t n;
+    sbsh_result_stdout(r, &n);
+    CHECK(n == 1000 && sbsh_result_stdout_truncated(r) == 1);
+    sbsh_result_stderr(r, &n);
+    CHECK(n == 2 && sbsh_result_stderr_truncated(r) == 0);
+    sbsh_result_free(r);
+  }
+}
+
+static void test_errors(sbsh_conn* c) {
+  note("errors: refused, invalid, not found");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "bad name";
+  o.command = "true";
+  sbsh_result* r = NULL;
+  CHECK(sbsh_exec(c, &o, &r) == SBSH_ERR_REFUSED && r == NULL);
   CHECK(strcmp(sbsh_last_error_code(c), "invalid_session_name") == 0);
-  CHECK(strstr(sbsh_last_error(c), "bad name") != NULL);
+  CHECK(contains(sbsh_last_error(c), "bad name"));
+  CHECK(strcmp(sbsh_last_error_code(NULL), "invalid_session_name") == 0); /* per thread too */
 
-  const char* init[] = {"Y=from-init"};
-  CHECK(sbsh_session_create(c, "made", "/tmp", NULL, 0, init, 1, "on-failure") == SBSH_OK);
-  int seen = 0;
-  CHECK(sbsh_session_list(c, count_sessions, &seen) == SBSH_OK && seen == 1);
+  sbsh_exec_opts zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.command = "true";
+  CHECK(sbsh_exec(c, &zeroed, &r) == SBSH_ERR_INVALID && r == NULL);
+  CHECK(contains(sbsh_last_error(c), "sbsh_exec_opts_init"));
+  sbsh_exec_opts_init(&o);
+  o.timeout_ms = -1;
+  o.command = "true";
+  CHECK(sbsh_exec(c, &o, &r) == SBSH_ERR_INVALID);
+  o.timeout_ms = 0;
+  const char* bad_env[] = {"A=1", NULL};
+  o.env = bad_env;
+  o.env_count = 2;
+  CHECK(sbsh_exec(c, &o, &r) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "env[1]"));
 
-  uint64_t id = 0;
-  CHECK(sbsh_start(c, "made", "job", "echo $Y; exit 4", &id) == SBSH_OK && id > 0);
-  char st[16];
-  CHECK(sbsh_wait(c, "job", 10000, &code, st) == SBSH_OK && code == 4 && strcmp(st, "exited") == 0);
-  CHECK(sbsh_logs(c, "job", 0, 0, keep_logs, NULL) == SBSH_OK && strcmp(logs, "from-init\n") == 0);
-  int jobs = 0;
-  CHECK(sbsh_process_list(c, 1, find_job, &jobs) == SBSH_OK && jobs == 1);
-  CHECK(sbsh_start(c, "made", "long", "sleep 100", &id) == SBSH_OK);
-  CHECK(sbsh_wait(c, "long", 100, &code, st) == SBSH_ERR_TIMEOUT);
-  CHECK(sbsh_kill(c, "long", SIGTERM) == SBSH_OK);
-  CHECK(sbsh_wait(c, "long", 5000, &code, st) == SBSH_OK && strcmp(st, "killed") == 0);
+  /* The connection still works after refusals, and a success clears the message. */
+  expect_stdout(c, "c-api", "echo ok", "ok\n", __LINE__);
+  CHECK(strcmp(sbsh_last_error(c), "") == 0);
+  CHECK(sbsh_session_remove(c, "no-such-session") == SBSH_ERR_NOT_FOUND);
+  CHECK(strcmp(sbsh_last_error_code(c), "no_such_session") == 0);
+  CHECK(sbsh_wait(c, "no-such-process", 0, NULL) == SBSH_ERR_NOT_FOUND);
+}
+
+static void test_sessions(sbsh_conn* c) {
+  note("sessions: create, list, show, restart, remove");
+  const char* env[] = {"Z=zz"};
+  const char* init[] = {"Y=from-init", "cd /"};
+  CHECK(sbsh_session_create(c, "made", "/tmp", env, 1, init, 2, "on-failure") == SBSH_OK);
+  CHECK(sbsh_session_create(c, "made", "/tmp", env, 1, init, 2, "on-failure") == SBSH_OK); /* same: no-op */
+  CHECK(sbsh_session_create(c, "made", "/var", env, 1, init, 2, "on-failure") == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "session_exists") == 0);
+  expect_stdout(c, "made", "echo $Y $Z; pwd", "from-init zz\n/\n", __LINE__);
+
+  char* json = NULL;
+  CHECK(sbsh_sessions_json(c, &json) == SBSH_OK && json != NULL && json[0] == '[');
+  CHECK(contains(json, "\"name\":\"made\"") && contains(json, "\"name\":\"c-api\""));
+  CHECK(contains(json, "\"restart\":\"on-failure\""));
+  sbsh_free(json);
+  json = NULL;
+  CHECK(sbsh_session_show_json(c, "made", &json) == SBSH_OK);
+  CHECK(contains(json, "\"init\":[\"Y=from-init\",\"cd /\"]") && contains(json, "\"env\":[\"Z=zz\"]"));
+  CHECK(contains(json, "\"command\":\"echo $Y $Z; pwd\""));
+  sbsh_free(json);
+
+  expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
+  CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
+  expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);
+
   CHECK(sbsh_session_remove(c, "made") == SBSH_OK);
-  CHECK(sbsh_session_restart(c, "made") == SBSH_ERR_REFUSED);
+  json = NULL;
+  CHECK(sbsh_sessions_json(c, &json) == SBSH_OK && !contains(json, "\"name\":\"made\""));
+  sbsh_free(json);
+  CHECK(sbsh_session_remove(c, "made") == SBSH_ERR_NOT_FOUND);
+}
+
+static void test_processes(sbsh_conn* c) {
+  note("background processes: start, wait, logs, list, kill");
+  uint64_t id = 0;
+  CHECK(sbsh_start(c, "echo out-$P; echo err >&2; exit 4", "c-api", "job", NULL, (const char* []){"P=p"}, 1, &id) ==
+            SBSH_OK &&
+        id > 0);
+  sbsh_proc* p = NULL;
+  CHECK(sbsh_wait(c, "job", 10000, &p) == SBSH_OK && p != NULL);
+  if (p != NULL) {
+    CHECK(sbsh_proc_id(p) == id && strcmp(sbsh_proc_name(p), "job") == 0);
+    CHECK(strcmp(sbsh_proc_state(p), "exited") == 0);
+    CHECK(sbsh_proc_has_exit_code(p) && sbsh_proc_exit_code(p) == 4 && sbsh_proc_signal(p) == 0);
+    CHECK(strcmp(sbsh_proc_session(p), "c-api") == 0);
+    CHECK(sbsh_proc_ended_at_ms(p) >= sbsh_proc_started_at_ms(p) && sbsh_proc_started_at_ms(p) > 0);
+    CHECK(strlen(sbsh_proc_log_path(p)) > 0);
+    sbsh_proc_free(p);
+  }
+  struct capture cap;
+  memset(&cap, 0, sizeof cap);
+  CHECK(sbsh_logs(c, "job", 0, 0, 0, capture_output, &cap, NULL) == SBSH_OK);
+  CHECK_BYTES(cap.out, cap.out_len, "out-p\n", 6);
+  CHECK_BYTES(cap.err, cap.err_len, "err\n", 4);
+  memset(&cap, 0, sizeof cap);
+  char idstr[32];
+  snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
+  CHECK(sbsh_logs(c, idstr, 0, 0, 2, capture_output, &cap, NULL) == SBSH_OK); /* by id, stderr only */
+  CHECK(cap.out_len == 0);
+  CHECK_BYTES(cap.err, cap.err_len, "err\n", 4);
+
+  char* json = NULL;
+  CHECK(sbsh_processes_json(c, 1, &json) == SBSH_OK && contains(json, "\"name\":\"job\""));
+  CHECK(contains(json, "\"exit_code\":4"));
+  sbsh_free(json);
+  json = NULL;
+  CHECK(sbsh_processes_json(c, 0, &json) == SBSH_OK && !contains(json, "\"name\":\"job\""));
+  sbsh_free(json);
+
+  /* logs --follow streams until the process ends. */
+  CHECK(sbsh_start(c, "for i in 1 2 3; do echo $i; sleep 0.1; done", "c-api", "ticker", NULL, NULL, 0, NULL) ==
+        SBSH_OK);
+  memset(&cap, 0, sizeof cap);
+  p = NULL;
+  CHECK(sbsh_logs(c, "ticker", 1, 0, 0, capture_output, &cap, &p) == SBSH_OK);
+  CHECK_BYTES(cap.out, cap.out_len, "1\n2\n3\n", 6);
+  CHECK(p != NULL && strcmp(sbsh_proc_state(p), "exited") == 0);
+  sbsh_proc_free(p);
+
+  /* A process tree: a timeout of wait leaves it running; kill ends all of it. */
+  CHECK(sbsh_start(c, "sleep 100 & sleep 100; wait", "c-api", "long", NULL, NULL, 0, NULL) == SBSH_OK);
+  p = (sbsh_proc*)1;
+  CHECK(sbsh_wait(c, "long", 200, &p) == SBSH_ERR_TIMEOUT && p == (sbsh_proc*)1);
+  CHECK(strcmp(sbsh_last_error_code(c), "timeout") == 0);
+  json = NULL;
+  CHECK(sbsh_processes_json(c, 0, &json) == SBSH_OK);
+  long pid = json != NULL ? json_int_after(json, "\"name\":\"long\"", "\"pid\":") : -1;
+  sbsh_free(json);
+  CHECK(pid > 1 && kill((pid_t)-pid, 0) == 0);
+  p = NULL;
+  CHECK(sbsh_kill(c, "long", SIGTERM, &p) == SBSH_OK && p != NULL);
+  if (p != NULL) {
+    CHECK(strcmp(sbsh_proc_state(p), "killed") == 0 && sbsh_proc_signal(p) == SIGTERM);
+    CHECK(sbsh_proc_pid(p) == pid);
+    sbsh_proc_free(p);
+  }
+  /* The whole group goes: kill returns when the leader has ended; its children were
+   * signalled with it and are reaped by the wrapper (a subreaper) moments later. */
+  if (pid > 1) CHECK(group_gone_within((pid_t)pid, 5000));
+}
+
+static void test_status_and_shutdown(sbsh_conn* c) {
+  note("status, shutdown");
+  char* json = NULL;
+  CHECK(sbsh_status_json(c, &json) == SBSH_OK);
+  CHECK(json_int_after(json, NULL, "\"pid\":") == (long)daemon_pid);
+  CHECK(contains(json, "\"version\":\"") && contains(json, sock));
+  long shell = json != NULL ? json_int_after(json, "\"name\":\"c-api\"", "\"shell_pid\":") : -1;
+  sbsh_free(json);
+  CHECK(shell > 1 && kill((pid_t)shell, 0) == 0);
 
   CHECK(sbsh_shutdown(c) == SBSH_OK);
+  CHECK(sbsh_status_json(c, &json) == SBSH_ERR_IO); /* the handle is done */
   sbsh_close(c);
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  int st = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 600 && got == 0; ++i) {
+    got = waitpid(daemon_pid, &st, WNOHANG);
+    if (got == 0) sleep_ms(50);
+  }
+  CHECK(got == daemon_pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (got == daemon_pid) {
+    CHECK(kill(daemon_pid, 0) == -1 && errno == ESRCH);
+    daemon_pid = -1;
+  }
+  /* The sessions' shells went with it. */
+  for (int i = 0; i < 100 && shell > 1 && kill((pid_t)shell, 0) == 0; ++i) sleep_ms(50);
+  if (shell > 1) CHECK(kill((pid_t)shell, 0) == -1 && errno == ESRCH);
+  CHECK(!socket_accepts(sock));
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  start_daemon();
+  test_connect_errors();
+
+  CHECK(strlen(sbsh_version()) > 0);
+  sbsh_conn* c = NULL;
+  /* NULL: the default path, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, where our daemon listens. */
+  if (!CHECK(sbsh_connect(NULL, 0, &c) == SBSH_OK && c != NULL)) {
+    fprintf(stderr, "connect: %s\n", sbsh_last_error(NULL));
+    return 1;
+  }
+  CHECK(strcmp(sbsh_socket_path(c), sock) == 0 && sbsh_fd(c) >= 0);
+
+  test_exec(c);
+  test_timeout_and_cancel(c);
+  test_streaming_and_stdin(c);
+  test_errors(c);
+  test_sessions(c);
+  test_processes(c);
+  test_status_and_shutdown(c);
+
   printf("c abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

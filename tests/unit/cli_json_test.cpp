@@ -1,10 +1,10 @@
-// client/cli/json.cpp and client/duration.cpp: what the CLI prints and parses.
+// client/json.cpp and client/duration.cpp: the JSON the CLI and the C ABI print, and durations.
 #include <gtest/gtest.h>
 
-#include "client/cli/json.h"
+#include "client/json.h"
 #include "sbsh/client.h"
 
-namespace sbsh::cli {
+namespace sbsh::client {
 namespace {
 
 TEST(cli_json, Utf8RepairAndBase64) {
@@ -23,14 +23,55 @@ TEST(cli_json, Utf8RepairAndBase64) {
   EXPECT_EQ(rfc3339_ms(1795000000123), "2026-11-18T11:06:40.123Z");
 }
 
+TEST(cli_json, InvalidUtf8NeverBreaksTheDocument) {
+  EXPECT_EQ(json_string("ok \xff"), "\"ok \xef\xbf\xbd\"");
+  json_object o;
+  o.str("a", "\xc3").str_or_null("b", "").signal("c", 9).signal("d", std::nullopt).strs("e", {"x", "y\""});
+  EXPECT_EQ(o.finish(), "{\"a\":\"\xef\xbf\xbd\",\"b\":null,\"c\":\"SIGKILL\",\"d\":null,\"e\":[\"x\",\"y\\\"\"]}");
+}
+
+TEST(cli_json, ListingsHaveOneForm) {
+  proc_info p;
+  p.id = 7;
+  p.name = "job";
+  p.session = "s";
+  p.command = "sleep 9";
+  p.state = "killed";
+  p.pid = 1234;
+  p.signal = 15;
+  p.started_at_ms = 1795000000123;
+  p.ended_at_ms = 1795000001000;
+  p.log_path = "/l/7.out";
+  EXPECT_EQ(to_json(p),
+            "{\"id\":7,\"name\":\"job\",\"session\":\"s\",\"command\":\"sleep 9\",\"state\":\"killed\","
+            "\"pid\":1234,\"pgid\":1234,\"exit_code\":null,\"signal\":\"SIGTERM\","
+            "\"started_at\":\"2026-11-18T11:06:40.123Z\",\"ended_at\":\"2026-11-18T11:06:41.000Z\","
+            "\"error\":null,\"log\":\"/l/7.out\"}");
+  session_status s;
+  s.name = "b";
+  s.state = "ready";
+  s.restart = "always";
+  EXPECT_EQ(to_json(std::vector<session_status>{s, s}).find("[{\"name\":\"b\",\"state\":\"ready\""), 0u);
+  daemon_status st;
+  st.sessions = {s};
+  EXPECT_NE(to_json(st).find("\"sessions\":[{\"name\":\"b\""), std::string::npos);
+  session_detail d;
+  d.status = s;
+  d.definition.env = {"A=1"};
+  d.history.push_back({"false", 1, false, false, 1795000000123, 5});
+  auto dj = to_json(d);
+  EXPECT_NE(dj.find("\"definition\":{\"cwd\":\"\",\"env\":[\"A=1\"],\"init\":[],"), std::string::npos) << dj;
+  EXPECT_NE(dj.find("\"history\":[{\"command\":\"false\",\"exit_code\":1,"), std::string::npos) << dj;
+}
+
 TEST(cli_json, Durations) {
-  EXPECT_EQ(client::parse_duration("500ms")->count(), 500);
-  EXPECT_EQ(client::parse_duration("30s")->count(), 30000);
-  EXPECT_EQ(client::parse_duration("5m")->count(), 300000);
-  EXPECT_EQ(client::parse_duration("1h")->count(), 3600000);
-  EXPECT_EQ(client::parse_duration("1.5")->count(), 1500);
-  for (const char* bad : {"", "s", "5x", "-1", "1.2.3", "1e9999"}) EXPECT_FALSE(client::parse_duration(bad).ok()) << bad;
+  EXPECT_EQ(parse_duration("500ms")->count(), 500);
+  EXPECT_EQ(parse_duration("30s")->count(), 30000);
+  EXPECT_EQ(parse_duration("5m")->count(), 300000);
+  EXPECT_EQ(parse_duration("1h")->count(), 3600000);
+  EXPECT_EQ(parse_duration("1.5")->count(), 1500);
+  for (const char* bad : {"", "s", "5x", "-1", "1.2.3", "1e9999"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
 }
 
 }  // namespace
-}  // namespace sbsh::cli
+}  // namespace sbsh::client

@@ -1,11 +1,63 @@
-/* sbsh.h: the C ABI of libsbsh, for C programs and foreign-function interfaces.
+/* sbsh.h: the C ABI of libsbsh, for C programs and for foreign-function interfaces
+ * (Python's ctypes and cffi, Node's ffi, ...). Plain C99; link with -lsbsh.
  *
- * Conventions: functions return SBSH_OK (0) or a negative SBSH_ERR_* code; after a failure,
- * sbsh_last_error(conn) and sbsh_last_error_code(conn) describe it (valid until the next
- * call on that connection). Strings are UTF-8 and NUL-terminated unless a length is given.
- * Memory returned by a getter belongs to the object it came from. A connection is not
- * thread-safe: use one per thread. Callbacks run on the calling thread, inside the call.
- * This ABI is stable within a major version (libsbsh.so.0). */
+ * It wraps the C++ API of <sbsh/client.h>: one implementation of the protocol serves every
+ * language. Example:
+ *
+ *     sbsh_conn* c;
+ *     if (sbsh_connect(NULL, 1, &c) != SBSH_OK) { fputs(sbsh_last_error(NULL), stderr); ... }
+ *     sbsh_exec_opts o;
+ *     sbsh_exec_opts_init(&o);
+ *     o.session = "build";
+ *     o.command = "cd web && npm test";
+ *     sbsh_result* r;
+ *     if (sbsh_exec(c, &o, &r) == SBSH_OK) {
+ *       size_t n;
+ *       const char* out = sbsh_result_stdout(r, &n);
+ *       ... sbsh_result_exit_code(r) ...
+ *       sbsh_result_free(r);
+ *     }
+ *     sbsh_close(c);
+ *
+ * CONVENTIONS
+ *
+ * Status. Every function that can fail returns SBSH_OK (0) or a negative SBSH_ERR_* code.
+ * Out-parameters are written only on success.
+ *
+ * Errors. After a failure, sbsh_last_error(conn) is a one-line message a user can act on and
+ * sbsh_last_error_code(conn) a machine-readable reason ("invalid_session_name",
+ * "no_such_process", "unreachable", ...). Both are kept per connection handle (the most
+ * recent call on that handle: "" after a call that succeeded) and, in addition, per thread:
+ * with conn == NULL they describe the most recent failing call made by the calling thread on
+ * any handle, which is the only way to learn why sbsh_connect failed. The returned strings
+ * stay valid until the next call on the same handle (or, for NULL, the next call on the
+ * same thread).
+ *
+ * Memory. Handles returned through out-parameters (sbsh_conn, sbsh_result, sbsh_proc,
+ * sbsh_canceller) are owned by the caller and released with their *_free / sbsh_close
+ * function; each accepts NULL. Strings and byte buffers returned by getters belong to the
+ * handle and live as long as it does. JSON strings returned through `char**` are allocated
+ * with malloc and released with sbsh_free.
+ *
+ * Strings are NUL-terminated UTF-8 unless a length goes with them; output bytes are raw
+ * (any byte, NULs included) and always come with their length.
+ *
+ * Threads. A connection runs one request at a time and is not thread-safe: use one
+ * connection per thread (or guard one with a lock). Different connections may be used from
+ * different threads at once. sbsh_version, sbsh_error_name, sbsh_last_error(NULL) and the
+ * sbsh_canceller functions are thread-safe; sbsh_canceller_cancel and sbsh_canceller_signal
+ * are also async-signal-safe.
+ *
+ * Callbacks run on the calling thread, inside the call that was given them, and must not
+ * call back into the same connection. No C++ exception ever leaves this library.
+ *
+ * Signals. While an exec feeds a command's stdin or copies its output to a descriptor, the
+ * calling thread blocks SIGPIPE, so that a command which closes its stdin early does not
+ * kill the caller; the mask is restored before sbsh_exec returns.
+ *
+ * Stability: this ABI is stable within libsbsh.so.0. Structures passed in carry a version
+ * field set by their *_init function so that fields can be added without breaking callers.
+ */
 #ifndef SBSH_H
 #define SBSH_H
 
@@ -16,91 +68,253 @@
 extern "C" {
 #endif
 
+/* The handles: opaque, created and released only by the functions below. */
+typedef struct sbsh_conn sbsh_conn;           /* a connection to sbshd */
+typedef struct sbsh_result sbsh_result;       /* how one exec ended, with its output */
+typedef struct sbsh_proc sbsh_proc;           /* the state of one background process */
+typedef struct sbsh_canceller sbsh_canceller; /* stops a running exec from elsewhere */
+
+/* ---- Status codes ----------------------------------------------------------------------- */
+
 enum {
   SBSH_OK = 0,
-  SBSH_ERR_UNREACHABLE = -1, /* no daemon, and it could not be started */
-  SBSH_ERR_REFUSED = -2,     /* sbshd refused the request (see the code and message) */
-  SBSH_ERR_IO = -3,          /* the connection failed */
-  SBSH_ERR_TIMEOUT = -4,     /* sbsh_wait: the process still runs */
-  SBSH_ERR_INVALID = -5,     /* an argument was invalid (NULL where one is needed) */
-  SBSH_ERR_INTERNAL = -6
+  SBSH_ERR_UNREACHABLE = -1, /* no daemon answers and none could be started (or autostart off) */
+  SBSH_ERR_REFUSED = -2,     /* sbshd refused the request: bad session name, session exists
+                                with another definition, session failed, shutting down, ... */
+  SBSH_ERR_IO = -3,          /* the connection failed or sbshd went away; the handle is now
+                                unusable: close it and connect again */
+  SBSH_ERR_TIMEOUT = -4,     /* sbsh_wait: the timeout passed while the process still runs */
+  SBSH_ERR_INVALID = -5,     /* an argument was invalid (NULL where one is needed, a negative
+                                timeout, an uninitialized options structure, ...) */
+  SBSH_ERR_INTERNAL = -6,    /* out of memory, or a bug in libsbsh */
+  SBSH_ERR_PROTOCOL = -7,    /* sbshd spoke a protocol version or message libsbsh does not
+                                understand; the handle is now unusable */
+  SBSH_ERR_NOT_FOUND = -8    /* no such session or background process */
 };
 
-/* Result flags (sbsh_result_flags). */
-enum {
-  SBSH_TIMED_OUT = 1,
-  SBSH_SHELL_RESTARTED = 2,
-  SBSH_CANCELLED = 4,
-  SBSH_STDOUT_TRUNCATED = 8,
-  SBSH_STDERR_TRUNCATED = 16
-};
+/* A short name for a status code: "ok", "unreachable", "refused", "io", "timeout", "invalid",
+ * "internal", "protocol", "not_found"; "unknown" for anything else. Static storage. */
+const char* sbsh_error_name(int status);
 
-typedef struct sbsh_conn sbsh_conn;
-typedef struct sbsh_result sbsh_result;
-
-/* Output callback: stream is 1 (stdout) or 2 (stderr); data is not NUL-terminated. */
-typedef void (*sbsh_output_fn)(void* user, int stream, const char* data, size_t len);
-
-/* socket_path NULL: the default ($SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, ...).
- * autostart non-zero: start sbshd when none answers. *out is set on success only. */
-int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out);
-void sbsh_close(sbsh_conn* conn);
+/* Describes the most recent call on `conn` ("" if it succeeded); conn NULL: the most recent
+ * failing call of the calling thread. Never NULL. See CONVENTIONS above. */
 const char* sbsh_last_error(const sbsh_conn* conn);
 const char* sbsh_last_error_code(const sbsh_conn* conn);
+
+/* The library's version, e.g. "0.1.0". Static storage. */
 const char* sbsh_version(void);
 
+/* Releases a string returned through a `char**` out-parameter. NULL is allowed. */
+void sbsh_free(void* p);
+
+/* ---- Connections -------------------------------------------------------------------------- */
+
+/* Connects to sbshd and performs the handshake.
+ * socket_path: NULL or "" for the default ($SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock,
+ *   else /tmp/sbsh-$UID/sbshd.sock).
+ * autostart: non-zero to start sbshd when none answers (race-free between many callers). The
+ *   daemon program is sbshd beside the running executable, else sbshd on PATH (for an
+ *   interpreter such as python3, that means PATH); sbsh_connect_ex names it.
+ * On success *out is a new handle, to be released with sbsh_close. On failure, the reason is
+ * in sbsh_last_error(NULL). */
+int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out);
+
+/* As sbsh_connect, with the path of the daemon program to start (NULL or "": as above). */
+int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_path, sbsh_conn** out);
+
+/* Closes the connection and frees the handle. NULL is allowed. Running background processes
+ * and sessions are not affected. */
+void sbsh_close(sbsh_conn* conn);
+
+/* The socket path this handle is connected to (owned by the handle; "" for NULL). */
+const char* sbsh_socket_path(const sbsh_conn* conn);
+
+/* The connected socket, for callers that multiplex (-1 for NULL). Do not read or write it. */
+int sbsh_fd(const sbsh_conn* conn);
+
+/* ---- Cancelling a running exec ------------------------------------------------------------ */
+
+/* A canceller stops or signals a running exec from another thread or a signal handler: put
+ * sbsh_canceller_fd(c) in sbsh_exec_opts.cancel_fd, then call sbsh_canceller_cancel(c) (stop
+ * the command: SIGTERM to its process group, SIGKILL after the grace period, a shell restart
+ * for a builtin; the result reports cancelled) or sbsh_canceller_signal(c, SIGINT) (deliver one
+ * signal). A request made while no exec is running waits in the canceller for the next exec
+ * that uses it; sbsh_canceller_reset discards such leftovers. One canceller may serve many
+ * execs in turn. */
+int sbsh_canceller_new(sbsh_canceller** out);
+int sbsh_canceller_fd(const sbsh_canceller* c);
+void sbsh_canceller_cancel(const sbsh_canceller* c);
+void sbsh_canceller_signal(const sbsh_canceller* c, int sig);
+void sbsh_canceller_reset(const sbsh_canceller* c);
+void sbsh_canceller_free(sbsh_canceller* c);
+
+/* ---- Exec ------------------------------------------------------------------------------- */
+
+/* Output callback: stream is 1 (stdout) or 2 (stderr); data holds len raw bytes and is not
+ * NUL-terminated; it is valid only during the call. */
+typedef void (*sbsh_output_fn)(void* user, int stream, const char* data, size_t len);
+
+#define SBSH_EXEC_OPTS_VERSION 1
+
 typedef struct sbsh_exec_opts {
-  const char* session;            /* NULL: "default" */
-  const char* command;            /* required */
-  const char* cwd;                /* NULL: the session's state; else a subshell in cwd */
-  const char* const* env;         /* NAME=VALUE entries for this command only */
+  unsigned int version;       /* SBSH_EXEC_OPTS_VERSION (set by sbsh_exec_opts_init) */
+  const char* command;        /* required: shell text, run at the session shell's top level */
+  const char* session;        /* NULL: "default" (created on first use) */
+  const char* cwd;            /* non-NULL: run in a subshell in this directory (not kept) */
+  const char* const* env;     /* env_count "NAME=VALUE" entries for this command only
+                                 (a subshell, like cwd) */
   size_t env_count;
-  int64_t timeout_ms;             /* 0: none */
-  const char* stdin_data;         /* with has_stdin: these bytes are the command's stdin */
+  int64_t timeout_ms;         /* 0: none. When it passes, the command's process group is
+                                 stopped and the result reports timed_out */
+  int64_t grace_ms;           /* 0: the daemon's default delay from SIGTERM to SIGKILL */
+  /* Standard input: stdin_data non-NULL: exactly these stdin_len bytes, then EOF (len 0:
+   * immediate EOF). Else stdin_fd >= 0: everything read from that descriptor until EOF.
+   * Else /dev/null. */
+  const char* stdin_data;
   size_t stdin_len;
-  int has_stdin;                  /* 0: stdin is /dev/null */
-  sbsh_output_fn on_output;       /* non-NULL: output is streamed here, not kept */
-  void* user;
-  size_t output_limit;            /* 0: 16 MiB per stream kept in the result */
+  int stdin_fd;               /* -1 (default): none */
+  /* Output: with on_output set, every chunk is passed to it as it arrives and nothing is
+   * kept in the result. Else with stdout_fd / stderr_fd >= 0, that stream is copied to the
+   * descriptor (splice(2) where possible) and not kept. Else it is kept in the result, up
+   * to output_limit bytes per stream (the rest is dropped and reported as truncated). */
+  sbsh_output_fn on_output;
+  void* user;                 /* passed to on_output */
+  int stdout_fd;              /* -1 (default): keep in the result */
+  int stderr_fd;              /* -1 (default): keep in the result */
+  size_t output_limit;        /* 0: 16 MiB per stream */
+  int cancel_fd;              /* -1 (default), or sbsh_canceller_fd() of a canceller */
+  const char* session_cwd;    /* where the session starts if this exec creates it
+                                 (NULL: the caller's current directory) */
 } sbsh_exec_opts;
 
-/* Runs one command. *out must be freed with sbsh_result_free. */
+/* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
+ * sets its version. Call it before setting fields; a zeroed structure is refused. */
+void sbsh_exec_opts_init(sbsh_exec_opts* opts);
+
+/* Runs one command in a session and waits for it to end.
+ * SBSH_OK means the request ran: *out is a result handle (release it with
+ * sbsh_result_free) that says how the command ended, which may be a failure of the command
+ * (a non-zero exit code, a timeout, a lost shell). A negative status means no result: the
+ * request was refused (bad session name, ...) or the connection failed; *out is untouched. */
 int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
-/* Returns 1 and sets *code when a process produced an exit status, else 0. */
-int sbsh_result_exit_code(const sbsh_result* r, int* code);
-int sbsh_result_signal(const sbsh_result* r); /* 0: none */
-int sbsh_result_flags(const sbsh_result* r);
+
+/* 1 when a process produced an exit status (then sbsh_result_exit_code is it), else 0 (see
+ * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */
+int sbsh_result_has_exit_code(const sbsh_result* r);
+int sbsh_result_exit_code(const sbsh_result* r);       /* -1 when there is none */
+int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none */
+int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_ms */
+int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
+int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
+                                                          state (cwd, variables) was lost */
+/* The output kept in the result: a pointer to *len raw bytes (followed by a NUL that is not
+ * counted, for convenience; the bytes themselves may contain NULs). Owned by r. */
 const char* sbsh_result_stdout(const sbsh_result* r, size_t* len);
 const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
+int sbsh_result_stdout_truncated(const sbsh_result* r);
+int sbsh_result_stderr_truncated(const sbsh_result* r);
 uint64_t sbsh_result_duration_us(const sbsh_result* r);
-int64_t sbsh_result_started_at_ms(const sbsh_result* r);
-const char* sbsh_result_error(const sbsh_result* r); /* "" when none */
+int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds */
+/* Why there is no exit code, or other trouble worth reporting; "" when none. Owned by r. */
+const char* sbsh_result_error(const sbsh_result* r);
 void sbsh_result_free(sbsh_result* r);
 
-/* Sessions. restart: "always", "on-failure", "never" (NULL: always). cwd NULL: caller's. */
+/* ---- Sessions --------------------------------------------------------------------------- */
+
+/* Defines a session: every new shell of it starts in cwd (NULL: the caller's directory), with
+ * the env_count "NAME=VALUE" entries of env, and runs the init_count commands of init first.
+ * restart: "always" (NULL), "on-failure" or "never". Creating an existing session with the
+ * same definition does nothing; with a different one it is refused (code "session_exists"). */
 int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                         size_t env_count, const char* const* init, size_t init_count, const char* restart);
-typedef void (*sbsh_session_fn)(void* user, const char* name, const char* state, int64_t shell_pid,
-                                int64_t wrapper_pid);
-int sbsh_session_list(sbsh_conn* conn, sbsh_session_fn fn, void* user);
+
+/* Listings are JSON, in exactly the form `sbsh ... --json` prints (JSON OUTPUT in sbsh(1)),
+ * so that fields can be added without changing the ABI. Times are RFC 3339 UTC strings,
+ * signals names such as "SIGTERM"; text that is not valid UTF-8 has its invalid bytes
+ * replaced by U+FFFD. Each document is malloc'd: release it with sbsh_free.
+ *
+ * The sessions, as `sbsh session ls --json`: an array of
+ *   {"name", "state" (starting|ready|running|restarting|exited|failed), "shell_pid",
+ *    "wrapper_pid", "restarts", "queued", "commands", "cwd", "restart", "uptime_ms",
+ *    "started_at" (or null), "running" (command text or null), "running_ms" (or null),
+ *    "error" (or null)} */
+int sbsh_sessions_json(sbsh_conn* conn, char** json_out);
+
+/* One session in detail, as `sbsh session show NAME --json`: {"session" (as above),
+ * "definition" {"cwd", "env", "init", "restart"}, "history" (the last commands, oldest first:
+ * {"command", "exit_code" (or null), "timed_out", "shell_restarted", "started_at",
+ * "duration_ms"}), "init_output"}. */
+int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out);
+
+/* Removes a session; returns once nothing of it is left (its shell and wrapper are gone). */
 int sbsh_session_remove(sbsh_conn* conn, const char* name);
+
+/* Restarts a session's shell (its state is lost; the definition is kept). */
 int sbsh_session_restart(sbsh_conn* conn, const char* name);
 
-/* Background processes, named by id ("7") or name. */
-int sbsh_start(sbsh_conn* conn, const char* session, const char* name, const char* command, uint64_t* id_out);
-int sbsh_kill(sbsh_conn* conn, const char* proc, int signal);
-/* Waits (timeout_ms 0: forever); *state_out gets e.g. "exited", "killed", "lost" (16 bytes). */
-int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, int* exit_code_out, char state_out[16]);
-int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, sbsh_output_fn fn, void* user);
-/* The process table: fn gets each process; exit_code is -1 when there is none. */
-typedef void (*sbsh_process_fn)(void* user, uint64_t id, const char* name, const char* session, const char* state,
-                                int64_t pid, int exit_code, const char* command);
-int sbsh_process_list(sbsh_conn* conn, int include_finished, sbsh_process_fn fn, void* user);
+/* ---- Background processes ----------------------------------------------------------------- */
 
+/* Processes are named by their id ("7") or by the name given at start. */
+
+/* Starts command as a background process of session (NULL: "default"), optionally named
+ * (name NULL: none), in cwd (NULL: the session's directory) with env_count "NAME=VALUE" entries
+ * for it only. Its output goes to log files (see sbsh_logs). *id_out (may be NULL) gets its id. */
+int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const char* name, const char* cwd,
+               const char* const* env, size_t env_count, uint64_t* id_out);
+
+/* The process table, as the "processes" of `sbsh ps --json` (JSON; see sbsh_sessions_json):
+ * an array of
+ *   {"id", "name", "session", "command", "state" (starting|running|exited|killed|failed|lost),
+ *    "pid" and "pgid" (the same; null before it starts), "exit_code" (or null), "signal"
+ *    (name or null), "started_at", "ended_at" (null while it runs), "error" (or null),
+ *    "log" (path of its stdout log; stderr: the same with .err)}
+ * include_finished: non-zero to include processes that have ended. */
+int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out);
+
+/* Sends signal to the process's whole tree. For a terminating signal (SIGTERM, SIGKILL, ...)
+ * it returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s).
+ * *out (out may be NULL) gets the process's state afterwards; release it with sbsh_proc_free. */
+int sbsh_kill(sbsh_conn* conn, const char* proc, int signal, sbsh_proc** out);
+
+/* Waits for the process to end (timeout_ms 0: no limit). SBSH_ERR_TIMEOUT when the timeout
+ * passes first (the process keeps running). *out (out may be NULL) gets its final state. */
+int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc** out);
+
+/* Streams the process's logs to fn (stream 1: stdout, 2: stderr).
+ * follow: non-zero to keep streaming until the process ends. tail: only the last N lines of
+ * each stream (0: everything kept). streams: 1 stdout only, 2 stderr only, 0 or 3 both.
+ * *out (out may be NULL) gets the process's state at the end. */
+int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, sbsh_output_fn fn,
+              void* user, sbsh_proc** out);
+
+/* Getters of a process handle. Strings are owned by p. */
+uint64_t sbsh_proc_id(const sbsh_proc* p);
+const char* sbsh_proc_name(const sbsh_proc* p);     /* "" when unnamed */
+const char* sbsh_proc_session(const sbsh_proc* p);
+const char* sbsh_proc_command(const sbsh_proc* p);
+const char* sbsh_proc_state(const sbsh_proc* p);    /* starting|running|exited|killed|failed|lost */
+int64_t sbsh_proc_pid(const sbsh_proc* p);          /* also its process group; 0 before start */
+int sbsh_proc_has_exit_code(const sbsh_proc* p);
+int sbsh_proc_exit_code(const sbsh_proc* p);        /* -1 when there is none */
+int sbsh_proc_signal(const sbsh_proc* p);           /* 0: none */
+int64_t sbsh_proc_started_at_ms(const sbsh_proc* p);
+int64_t sbsh_proc_ended_at_ms(const sbsh_proc* p);  /* 0 while it runs */
+const char* sbsh_proc_error(const sbsh_proc* p);    /* "" when none */
+const char* sbsh_proc_log_path(const sbsh_proc* p);
+void sbsh_proc_free(sbsh_proc* p);
+
+/* ---- The daemon ------------------------------------------------------------------------- */
+
+/* The daemon's status, as `sbsh status --json`:
+ *   {"pid", "version", "uptime_ms", "socket", "sessions": [as sbsh_sessions_json]} */
+int sbsh_status_json(sbsh_conn* conn, char** json_out);
+
+/* Asks sbshd to stop: its sessions end and it exits. The connection is unusable afterwards;
+ * close it. */
 int sbsh_shutdown(sbsh_conn* conn);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif
+#endif /* SBSH_H */

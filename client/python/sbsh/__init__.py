@@ -1,147 +1,521 @@
 """sbsh: run commands in persistent bash sessions kept by sbshd.
 
-A thin ctypes binding over libsbsh's C ABI (sbsh.h): one implementation of the protocol for
-every language, no compiled extension and no package beyond Python itself.
+A thin ctypes binding over libsbsh's C ABI (sbsh.h): the protocol has one implementation, in
+libsbsh, for every language, and this module needs nothing beyond Python's standard library.
 
     import sbsh
     with sbsh.Client() as c:
         c.exec("cd /tmp && export X=1", session="work")
         r = c.exec("pwd; echo $X", session="work")
         print(r.exit_code, r.stdout)          # 0 b'/tmp\\n1\\n'
+
+libsbsh.so is found through the `lib` argument, else $SBSH_LIB, else next to this file, else
+the system's loader (libsbsh.so.0).
+
+Threads: a Client serves one request at a time. Calls from several threads are serialized
+by a lock (the connection is never used by two threads at once); for parallel commands,
+open one Client per thread. While a call runs in C, the GIL is released.
+
+Signals: while exec runs in the main thread, signals that have a Python handler (SIGINT
+among them, so Ctrl-C) are forwarded to the command, as ssh does; the Python handler then
+runs when exec returns (KeyboardInterrupt, for Ctrl-C). wait() without a timeout returns to
+Python twice a second, so it can be interrupted too; logs(follow=True) cannot be.
 """
 import ctypes
 import ctypes.util
+import json
 import os
+import signal as _signal
+import threading
+from datetime import datetime as _datetime
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["Client", "ExecResult", "Error", "Session", "Process"]
+__all__ = [
+    "Client", "ExecResult", "Process", "Logs", "Canceller", "Error", "version",
+    "OK", "ERR_UNREACHABLE", "ERR_REFUSED", "ERR_IO", "ERR_TIMEOUT", "ERR_INVALID", "ERR_INTERNAL",
+    "ERR_PROTOCOL", "ERR_NOT_FOUND", "STDOUT", "STDERR",
+]
 
-_OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
-_PROCESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p,
-                               ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, ctypes.c_char_p)
-_SESSION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
-
-TIMED_OUT, SHELL_RESTARTED, CANCELLED, STDOUT_TRUNCATED, STDERR_TRUNCATED = 1, 2, 4, 8, 16
+# Status codes of sbsh.h.
+OK = 0
+ERR_UNREACHABLE = -1
+ERR_REFUSED = -2
+ERR_IO = -3
 ERR_TIMEOUT = -4
+ERR_INVALID = -5
+ERR_INTERNAL = -6
+ERR_PROTOCOL = -7
+ERR_NOT_FOUND = -8
 
+STDOUT, STDERR = 1, 2
 
-class _ExecOpts(ctypes.Structure):
-    _fields_ = [
-        ("session", ctypes.c_char_p), ("command", ctypes.c_char_p), ("cwd", ctypes.c_char_p),
-        ("env", ctypes.POINTER(ctypes.c_char_p)), ("env_count", ctypes.c_size_t),
-        ("timeout_ms", ctypes.c_int64), ("stdin_data", ctypes.c_char_p), ("stdin_len", ctypes.c_size_t),
-        ("has_stdin", ctypes.c_int), ("on_output", _OUTPUT_FN), ("user", ctypes.c_void_p),
-        ("output_limit", ctypes.c_size_t),
-    ]
+OutputCallback = Callable[[int, bytes], None]
+EnvLike = Union[Mapping[str, str], Sequence[str], None]
 
 
 class Error(Exception):
-    """A refused request or a lost connection: code (e.g. 'invalid_session_name') and message."""
+    """A failed request.
 
-    def __init__(self, code: str, message: str, status: int = 0):
-        super().__init__(f"{code}: {message}")
-        self.code, self.message, self.status = code, message, status
+    code: one of the ERR_* constants (the negative status of the C ABI).
+    message: one line saying what was wrong.
+    reason: the machine-readable reason, e.g. "invalid_session_name", "no_such_process",
+    "session_exists", "timeout", "unreachable".
+    """
+
+    def __init__(self, code: int, message: str, reason: str = ""):
+        super().__init__(code, message, reason)
+        self.code, self.message, self.reason = code, message, reason
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.reason})" if self.reason else self.message
 
 
 @dataclass
 class ExecResult:
+    """How one command ended. exit_code is None when no process produced one (see error);
+    signal is the number of the signal that ended it (then exit_code is 128 + signal)."""
     exit_code: Optional[int]
     signal: Optional[int]
     timed_out: bool
-    shell_restarted: bool
+    shell_restarted: bool     # the shell ended: the session's state was lost
     cancelled: bool
     stdout: bytes
     stderr: bytes
     stdout_truncated: bool
     stderr_truncated: bool
-    duration: float        # seconds
-    started_at: float      # Unix time
-    error: str
+    duration: float           # seconds
+    started_at: float         # Unix time, seconds
+    error: str = ""           # why exit_code is None, or other trouble
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
 
 
 @dataclass
 class Process:
+    """A background process."""
     id: int
     name: str
     session: str
-    state: str
-    pid: int
-    exit_code: Optional[int]
     command: str
+    state: str                # starting | running | exited | killed | failed | lost
+    pid: Optional[int]        # also its process group
+    exit_code: Optional[int]
+    signal: Optional[int]
+    started_at: float         # Unix time, seconds
+    ended_at: Optional[float]
+    error: str
+    log: str                  # its stdout log (stderr: the same with .err)
 
 
 @dataclass
-class Session:
-    name: str
-    state: str
-    shell_pid: int
-    wrapper_pid: int
+class Logs:
+    """What logs() collected (when no on_output was given), and the process's state."""
+    stdout: bytes
+    stderr: bytes
+    process: Optional[Process]
 
 
-def _load(path: Optional[str]) -> ctypes.CDLL:
-    candidates = [path, os.environ.get("SBSH_LIB"),
-                  os.path.join(os.path.dirname(__file__), "libsbsh.so"), ctypes.util.find_library("sbsh")]
-    for c in candidates:
-        if c and (os.path.exists(c) or not os.path.dirname(c)):
+# ---- Loading libsbsh -------------------------------------------------------------------------
+
+_OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+
+
+class _ExecOpts(ctypes.Structure):
+    """sbsh_exec_opts, version 1 (same fields, same order as sbsh.h)."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("command", ctypes.c_char_p),
+        ("session", ctypes.c_char_p),
+        ("cwd", ctypes.c_char_p),
+        ("env", ctypes.POINTER(ctypes.c_char_p)),
+        ("env_count", ctypes.c_size_t),
+        ("timeout_ms", ctypes.c_int64),
+        ("grace_ms", ctypes.c_int64),
+        ("stdin_data", ctypes.c_char_p),
+        ("stdin_len", ctypes.c_size_t),
+        ("stdin_fd", ctypes.c_int),
+        ("on_output", _OUTPUT_FN),
+        ("user", ctypes.c_void_p),
+        ("stdout_fd", ctypes.c_int),
+        ("stderr_fd", ctypes.c_int),
+        ("output_limit", ctypes.c_size_t),
+        ("cancel_fd", ctypes.c_int),
+        ("session_cwd", ctypes.c_char_p),
+    ]
+
+
+def _prototypes() -> Dict[str, tuple]:
+    P, S, I, I64, U64, SZ = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
+                             ctypes.c_size_t)
+    PP, SA, BUF = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char)
+    return {  # name: (restype, argtypes)
+        "sbsh_error_name": (S, [I]),
+        "sbsh_last_error": (S, [P]),
+        "sbsh_last_error_code": (S, [P]),
+        "sbsh_version": (S, []),
+        "sbsh_free": (None, [P]),
+        "sbsh_connect_ex": (I, [S, I, S, PP]),
+        "sbsh_close": (None, [P]),
+        "sbsh_socket_path": (S, [P]),
+        "sbsh_canceller_new": (I, [PP]),
+        "sbsh_canceller_fd": (I, [P]),
+        "sbsh_canceller_cancel": (None, [P]),
+        "sbsh_canceller_signal": (None, [P, I]),
+        "sbsh_canceller_reset": (None, [P]),
+        "sbsh_canceller_free": (None, [P]),
+        "sbsh_exec_opts_init": (None, [ctypes.POINTER(_ExecOpts)]),
+        "sbsh_exec": (I, [P, ctypes.POINTER(_ExecOpts), PP]),
+        "sbsh_result_has_exit_code": (I, [P]),
+        "sbsh_result_exit_code": (I, [P]),
+        "sbsh_result_signal": (I, [P]),
+        "sbsh_result_timed_out": (I, [P]),
+        "sbsh_result_cancelled": (I, [P]),
+        "sbsh_result_shell_restarted": (I, [P]),
+        "sbsh_result_stdout": (BUF, [P, ctypes.POINTER(SZ)]),
+        "sbsh_result_stderr": (BUF, [P, ctypes.POINTER(SZ)]),
+        "sbsh_result_stdout_truncated": (I, [P]),
+        "sbsh_result_stderr_truncated": (I, [P]),
+        "sbsh_result_duration_us": (U64, [P]),
+        "sbsh_result_started_at_ms": (I64, [P]),
+        "sbsh_result_error": (S, [P]),
+        "sbsh_result_free": (None, [P]),
+        "sbsh_session_create": (I, [P, S, S, SA, SZ, SA, SZ, S]),
+        "sbsh_sessions_json": (I, [P, PP]),
+        "sbsh_session_show_json": (I, [P, S, PP]),
+        "sbsh_session_remove": (I, [P, S]),
+        "sbsh_session_restart": (I, [P, S]),
+        "sbsh_start": (I, [P, S, S, S, S, SA, SZ, ctypes.POINTER(U64)]),
+        "sbsh_processes_json": (I, [P, I, PP]),
+        "sbsh_kill": (I, [P, S, I, PP]),
+        "sbsh_wait": (I, [P, S, I64, PP]),
+        "sbsh_logs": (I, [P, S, I, U64, I, _OUTPUT_FN, P, PP]),
+        "sbsh_proc_id": (U64, [P]),
+        "sbsh_proc_name": (S, [P]),
+        "sbsh_proc_session": (S, [P]),
+        "sbsh_proc_command": (S, [P]),
+        "sbsh_proc_state": (S, [P]),
+        "sbsh_proc_pid": (I64, [P]),
+        "sbsh_proc_has_exit_code": (I, [P]),
+        "sbsh_proc_exit_code": (I, [P]),
+        "sbsh_proc_signal": (I, [P]),
+        "sbsh_proc_started_at_ms": (I64, [P]),
+        "sbsh_proc_ended_at_ms": (I64, [P]),
+        "sbsh_proc_error": (S, [P]),
+        "sbsh_proc_log_path": (S, [P]),
+        "sbsh_proc_free": (None, [P]),
+        "sbsh_status_json": (I, [P, PP]),
+        "sbsh_shutdown": (I, [P]),
+    }
+
+
+_libs: Dict[str, ctypes.CDLL] = {}
+_libs_lock = threading.Lock()
+
+
+def _candidates(lib: Optional[str]) -> List[str]:
+    if lib:
+        return [lib]
+    if os.environ.get("SBSH_LIB"):
+        return [os.environ["SBSH_LIB"]]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [p for p in (os.path.join(here, "libsbsh.so"), os.path.join(here, "libsbsh.so.0")) if os.path.exists(p)]
+    out.append("libsbsh.so.0")
+    found = ctypes.util.find_library("sbsh")
+    if found:
+        out.append(found)
+    return out
+
+
+def _load(lib: Optional[str] = None) -> ctypes.CDLL:
+    """Loads libsbsh once per path and declares every function's prototype."""
+    with _libs_lock:
+        errors = []
+        for path in _candidates(lib):
+            if path in _libs:
+                return _libs[path]
             try:
-                return ctypes.CDLL(c)
-            except OSError:
+                L = ctypes.CDLL(path)
+            except OSError as e:
+                errors.append(str(e))
                 continue
-    raise Error("no_library", "libsbsh.so not found: pass lib=, set SBSH_LIB, or install sbsh")
+            for name, (res, args) in _prototypes().items():
+                try:
+                    f = getattr(L, name)
+                except AttributeError:
+                    raise Error(ERR_INVALID, f"{path} lacks {name}: it is an older libsbsh than this module",
+                                "library_mismatch") from None
+                f.restype, f.argtypes = res, args
+            _libs[path] = L
+            return L
+        where = "; ".join(errors) or "not found"
+        raise Error(ERR_INVALID, f"cannot load libsbsh ({where}): pass lib=, set SBSH_LIB, or install libsbsh",
+                    "no_library")
 
 
-def _b(s: Optional[str]) -> Optional[bytes]:
-    return None if s is None else s.encode()
+def version(lib: Optional[str] = None) -> str:
+    """libsbsh's version, e.g. "0.1.0"."""
+    return _load(lib).sbsh_version().decode()
 
 
-def _strs(v: Optional[Sequence[str]]):
-    v = list(v or [])
-    arr = (ctypes.c_char_p * max(1, len(v)))(*[s.encode() for s in v])
-    return arr, len(v)
+# ---- Helpers ---------------------------------------------------------------------------------
+
+def _enc(s: Union[str, bytes, None]) -> Optional[bytes]:
+    if s is None:
+        return None
+    return s if isinstance(s, bytes) else os.fsencode(s) if isinstance(s, os.PathLike) else str(s).encode()
 
 
-class Client:
-    """One connection to sbshd. Not thread-safe: use one Client per thread."""
+def _str_array(items: Sequence[Union[str, bytes]]):
+    """A char*[] (kept alive by the returned array) and its length."""
+    enc = [_enc(x) for x in items]
+    return (ctypes.c_char_p * max(1, len(enc)))(*enc), len(enc)
 
-    def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None):
+
+def _env_list(env: EnvLike) -> List[Union[str, bytes]]:
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return [f"{k}={v}" for k, v in env.items()]
+    if isinstance(env, (str, bytes)):
+        raise TypeError("env takes a mapping or a sequence of 'NAME=VALUE' strings, not one string")
+    return list(env)
+
+
+def _ms(seconds: Optional[float], what: str) -> int:
+    """Seconds to whole milliseconds (at least 1 for any positive value); None: 0."""
+    if seconds is None:
+        return 0
+    if seconds <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, or None")
+    return max(1, int(round(seconds * 1000)))
+
+
+def _signum(sig: Union[int, str]) -> int:
+    if isinstance(sig, str):
+        name = sig.upper()
+        return int(_signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+    return int(sig)
+
+
+def _take_json(L, out: ctypes.c_void_p) -> Any:
+    try:
+        return json.loads(ctypes.string_at(out).decode())
+    finally:
+        L.sbsh_free(out)
+
+
+def _unix_time(rfc3339: Optional[str]) -> Optional[float]:
+    """The listings' times ("2026-11-22T13:58:50.123Z") as Unix time in seconds."""
+    if rfc3339 is None:
+        return None
+    return _datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def _signal_number(name: Optional[str]) -> Optional[int]:
+    """The listings' signal names ("SIGTERM", or "SIG40" for one without a name) as numbers."""
+    if name is None:
+        return None
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        return int(name[3:]) if name[3:].isdigit() else None
+
+
+def _process_from_json(d: Mapping[str, Any]) -> Process:
+    return Process(id=d["id"], name=d.get("name", ""), session=d.get("session", ""), command=d.get("command", ""),
+                   state=d.get("state", ""), pid=d.get("pid"), exit_code=d.get("exit_code"),
+                   signal=_signal_number(d.get("signal")), started_at=_unix_time(d.get("started_at")) or 0.0,
+                   ended_at=_unix_time(d.get("ended_at")), error=d.get("error") or "", log=d.get("log", ""))
+
+
+def _process_from_handle(L, p) -> Process:
+    dec = lambda b: b.decode("utf-8", "replace")  # noqa: E731
+    pid, ended = L.sbsh_proc_pid(p), L.sbsh_proc_ended_at_ms(p)
+    return Process(id=L.sbsh_proc_id(p), name=dec(L.sbsh_proc_name(p)), session=dec(L.sbsh_proc_session(p)),
+                   command=dec(L.sbsh_proc_command(p)), state=dec(L.sbsh_proc_state(p)), pid=pid or None,
+                   exit_code=L.sbsh_proc_exit_code(p) if L.sbsh_proc_has_exit_code(p) else None,
+                   signal=L.sbsh_proc_signal(p) or None, started_at=L.sbsh_proc_started_at_ms(p) / 1e3,
+                   ended_at=ended / 1e3 if ended else None, error=dec(L.sbsh_proc_error(p)),
+                   log=dec(L.sbsh_proc_log_path(p)))
+
+
+class _CallbackGuard:
+    """Wraps a Python output callback for C: an exception in it must not vanish inside
+    ctypes. The first one is kept (and `stop` is called, to end the command early); it is
+    raised once the C call returns."""
+
+    def __init__(self, fn: OutputCallback, stop: Optional[Callable[[], None]] = None):
+        self.error: Optional[BaseException] = None
+
+        def call(_user, stream, data, length):
+            if self.error is not None:
+                return
+            try:
+                fn(stream, ctypes.string_at(data, length))
+            except BaseException as e:  # noqa: B902 - KeyboardInterrupt included
+                self.error = e
+                if stop is not None:
+                    stop()
+        self.c_fn = _OUTPUT_FN(call)
+
+    def reraise(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class Canceller:
+    """Stops (cancel) or signals (signal) a running exec from another thread. Pass it to
+    exec(canceller=...). A request made while no exec runs applies to the next one; reset()
+    discards it."""
+
+    def __init__(self, lib: Optional[str] = None):
         self._lib = _load(lib)
-        L = self._lib
-        L.sbsh_last_error.restype = ctypes.c_char_p
-        L.sbsh_last_error_code.restype = ctypes.c_char_p
-        L.sbsh_version.restype = ctypes.c_char_p
-        L.sbsh_result_stdout.restype = ctypes.POINTER(ctypes.c_char)
-        L.sbsh_result_stderr.restype = ctypes.POINTER(ctypes.c_char)
-        L.sbsh_result_error.restype = ctypes.c_char_p
-        L.sbsh_result_duration_us.restype = ctypes.c_uint64
-        L.sbsh_result_started_at_ms.restype = ctypes.c_int64
-        for f in ("sbsh_result_free", "sbsh_close"):
-            getattr(L, f).restype = None
-        P, S, I, I64, U64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64
-        SA, SZ = ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t
-        for name, args in {
-            "sbsh_connect": [S, I, ctypes.POINTER(P)], "sbsh_close": [P], "sbsh_last_error": [P],
-            "sbsh_last_error_code": [P], "sbsh_exec": [P, ctypes.POINTER(_ExecOpts), ctypes.POINTER(P)],
-            "sbsh_result_exit_code": [P, ctypes.POINTER(I)], "sbsh_result_signal": [P], "sbsh_result_flags": [P],
-            "sbsh_result_stdout": [P, ctypes.POINTER(SZ)], "sbsh_result_stderr": [P, ctypes.POINTER(SZ)],
-            "sbsh_result_duration_us": [P], "sbsh_result_started_at_ms": [P], "sbsh_result_error": [P],
-            "sbsh_result_free": [P], "sbsh_session_create": [P, S, S, SA, SZ, SA, SZ, S],
-            "sbsh_session_list": [P, _SESSION_FN, P], "sbsh_session_remove": [P, S],
-            "sbsh_session_restart": [P, S], "sbsh_start": [P, S, S, S, ctypes.POINTER(U64)],
-            "sbsh_kill": [P, S, I], "sbsh_wait": [P, S, I64, ctypes.POINTER(I), ctypes.c_char_p],
-            "sbsh_logs": [P, S, I, U64, _OUTPUT_FN, P], "sbsh_shutdown": [P],
-            "sbsh_process_list": [P, I, _PROCESS_FN, P],
-        }.items():
-            getattr(L, name).argtypes = args
-        self._conn = ctypes.c_void_p()
-        rc = L.sbsh_connect(_b(socket), int(autostart), ctypes.byref(self._conn))
-        if rc != 0:
-            raise Error("unreachable" if rc == -1 else "io", f"cannot connect to sbshd (status {rc})", rc)
+        self._h = ctypes.c_void_p()
+        rc = self._lib.sbsh_canceller_new(ctypes.byref(self._h))
+        if rc != OK:
+            raise Error(rc, self._lib.sbsh_last_error(None).decode(), self._lib.sbsh_last_error_code(None).decode())
+
+    def fileno(self) -> int:
+        return self._lib.sbsh_canceller_fd(self._h)
+
+    def cancel(self) -> None:
+        """Stops the command: SIGTERM to its group, SIGKILL after the grace period."""
+        self._lib.sbsh_canceller_cancel(self._h)
+
+    def signal(self, sig: Union[int, str]) -> None:
+        """Delivers one signal to the running command."""
+        self._lib.sbsh_canceller_signal(self._h, _signum(sig))
+
+    def reset(self) -> None:
+        self._lib.sbsh_canceller_reset(self._h)
 
     def close(self) -> None:
-        if self._conn:
-            self._lib.sbsh_close(self._conn)
-            self._conn = ctypes.c_void_p()
+        if self._h:
+            self._lib.sbsh_canceller_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _SignalForwarder:
+    """While exec runs in the main thread, Python's C-level signal handler writes each
+    signal's number to a wakeup descriptor. Pointing it at the pipe that libsbsh reads as
+    the exec's cancel_fd forwards the signal to the command (a byte N means: deliver signal
+    N), and Python still runs its own handler once exec returns. Used only when no other
+    wakeup descriptor is set (asyncio sets one) and only in the main thread."""
+
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.r, 256):
+                pass
+        except BlockingIOError:
+            pass
+
+    def stop_command(self) -> None:
+        try:
+            os.write(self.w, b"\0")  # 0: stop it (SIGTERM, then SIGKILL)
+        except OSError:
+            pass
+
+    def install(self) -> Optional[int]:
+        """Points the wakeup fd here; returns the previous one (to restore), or None when it
+        was not replaced."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        try:
+            prev = _signal.set_wakeup_fd(self.w)
+        except ValueError:
+            return None
+        if prev != -1:  # someone else's: put it back and do not forward
+            _signal.set_wakeup_fd(prev)
+            return None
+        return prev
+
+    def close(self) -> None:
+        for fd in (self.r, self.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# ---- The client ------------------------------------------------------------------------------
+
+class Client:
+    """One connection to sbshd.
+
+    socket: the socket path (None: $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else
+    /tmp/sbsh-$UID/sbshd.sock). autostart: start sbshd when none answers. lib: the path of
+    libsbsh.so. daemon: the sbshd program to start (None: sbshd on PATH).
+    """
+
+    def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None,
+                 daemon: Optional[str] = None):
+        self._lib = _load(lib)
+        self._conn = ctypes.c_void_p()
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._fwd: Optional[_SignalForwarder] = None
+        rc = self._lib.sbsh_connect_ex(_enc(socket), int(bool(autostart)), _enc(daemon), ctypes.byref(self._conn))
+        if rc != OK:
+            raise self._error(rc, None)
+
+    # -- plumbing --
+
+    def _error(self, rc: int, conn) -> Error:
+        L = self._lib
+        return Error(rc, L.sbsh_last_error(conn).decode("utf-8", "replace"),
+                     L.sbsh_last_error_code(conn).decode("utf-8", "replace"))
+
+    def _call(self, fn, *args) -> None:
+        """Calls a C function that takes the connection first; raises Error on failure."""
+        rc = fn(self._conn, *args)
+        if rc != OK:
+            raise self._error(rc, self._conn)
+
+    class _Busy:
+        def __init__(self, client: "Client"):
+            self.c = client
+
+        def __enter__(self):
+            c = self.c
+            c._lock.acquire()
+            if c._depth > 0:
+                c._lock.release()
+                raise Error(ERR_INVALID, "an output callback called back into the Client that is running it; "
+                            "use another Client", "reentrant_call")
+            if not c._conn:
+                c._lock.release()
+                raise Error(ERR_INVALID, "the Client is closed", "closed")
+            c._depth += 1
+
+        def __exit__(self, *exc):
+            self.c._depth -= 1
+            self.c._lock.release()
+
+    def _busy(self) -> "_Busy":
+        return Client._Busy(self)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn:
+                self._lib.sbsh_close(self._conn)
+                self._conn = ctypes.c_void_p()
+            if self._fwd is not None:
+                self._fwd.close()
+                self._fwd = None
 
     def __enter__(self) -> "Client":
         return self
@@ -149,108 +523,225 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _check(self, rc: int) -> int:
-        if rc < 0:
-            L = self._lib
-            raise Error(L.sbsh_last_error_code(self._conn).decode(), L.sbsh_last_error(self._conn).decode(), rc)
-        return rc
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
     @property
-    def version(self) -> str:
-        return self._lib.sbsh_version().decode()
+    def socket_path(self) -> str:
+        return self._lib.sbsh_socket_path(self._conn).decode()
 
-    def exec(self, command: str, session: Optional[str] = None, cwd: Optional[str] = None,
-             env: Optional[Sequence[str]] = None, timeout: Optional[float] = None,
-             stdin: Optional[bytes] = None,
-             on_output: Optional[Callable[[int, bytes], None]] = None) -> ExecResult:
-        """Runs one command. on_output(stream, data) gets output as it arrives (stream 1 or 2)."""
-        envs, n = _strs(env)
-        opts = _ExecOpts(session=_b(session), command=command.encode(), cwd=_b(cwd), env=envs, env_count=n,
-                         timeout_ms=int((timeout or 0) * 1000))
+    # -- exec --
+
+    def exec(self, command: Union[str, bytes], session: Optional[str] = None, cwd: Optional[str] = None,
+             env: EnvLike = None, timeout: Optional[float] = None,
+             stdin: Union[bytes, bytearray, memoryview, str, int, Any, None] = None,
+             on_output: Optional[OutputCallback] = None, output_limit: Optional[int] = None,
+             canceller: Optional[Canceller] = None, grace: Optional[float] = None) -> ExecResult:
+        """Runs one command in a session (None: "default") and waits for it.
+
+        cwd, env (a mapping or "NAME=VALUE" strings): for this command only (a subshell).
+        timeout: seconds; the command's process group is stopped when it passes.
+        stdin: bytes (or str, UTF-8) to feed, or a file descriptor / object with fileno() to
+        read until EOF; None: /dev/null.
+        on_output(stream, data): receives output as it arrives (stream STDOUT or STDERR);
+        then the result's stdout and stderr are empty. If it raises, the command is stopped
+        and the exception is raised here.
+        output_limit: bytes kept per stream (default 16 MiB); the rest is reported truncated.
+        canceller: a Canceller to stop the command from another thread.
+
+        Raises Error when the request is refused (bad session name, ...) or the connection
+        fails; a command that ran always gives an ExecResult, whatever its exit status.
+        """
+        L = self._lib
+        o = _ExecOpts()
+        L.sbsh_exec_opts_init(ctypes.byref(o))
+        o.command = _enc(command)
+        o.session, o.cwd = _enc(session), _enc(cwd)
+        if env:
+            env_arr, o.env_count = _str_array(_env_list(env))
+            o.env = ctypes.cast(env_arr, ctypes.POINTER(ctypes.c_char_p))
+        o.timeout_ms, o.grace_ms = _ms(timeout, "timeout"), _ms(grace, "grace")
         if stdin is not None:
-            opts.stdin_data, opts.stdin_len, opts.has_stdin = stdin, len(stdin), 1
-        if on_output is not None:
-            cb = _OUTPUT_FN(lambda _u, s, d, ln: on_output(s, ctypes.string_at(d, ln)))
-            opts.on_output = cb
-        r = ctypes.c_void_p()
-        self._check(self._lib.sbsh_exec(self._conn, ctypes.byref(opts), ctypes.byref(r)))
-        try:
-            return self._result(r)
-        finally:
-            self._lib.sbsh_result_free(r)
+            if isinstance(stdin, (bytes, bytearray, memoryview, str)):
+                data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+                o.stdin_data, o.stdin_len = data, len(data)
+            else:
+                o.stdin_fd = stdin if isinstance(stdin, int) else stdin.fileno()
+        if output_limit is not None:
+            if output_limit <= 0:
+                raise ValueError("output_limit must be positive")
+            o.output_limit = output_limit
+
+        with self._busy():
+            if self._fwd is None:
+                self._fwd = _SignalForwarder()
+            fwd = self._fwd
+            stop = canceller.cancel if canceller is not None else fwd.stop_command
+            guard = _CallbackGuard(on_output, stop) if on_output is not None else None
+            if guard is not None:
+                o.on_output = guard.c_fn
+            if canceller is not None:
+                o.cancel_fd = canceller.fileno()
+            else:
+                fwd.drain()
+                o.cancel_fd = fwd.r
+            r = ctypes.c_void_p()
+            prev = fwd.install() if canceller is None else None
+            try:
+                rc = L.sbsh_exec(self._conn, ctypes.byref(o), ctypes.byref(r))
+                if prev is not None:
+                    _signal.set_wakeup_fd(prev)
+                    prev = None
+                if rc != OK:
+                    raise self._error(rc, self._conn)
+                if guard is not None:
+                    guard.reraise()
+                return self._result(r)
+            finally:
+                # Also reached when a signal's Python handler raises (KeyboardInterrupt).
+                if prev is not None:
+                    _signal.set_wakeup_fd(prev)
+                L.sbsh_result_free(r)
 
     def _result(self, r) -> ExecResult:
         L = self._lib
-        code = ctypes.c_int()
-        has = L.sbsh_result_exit_code(r, ctypes.byref(code))
-        flags = L.sbsh_result_flags(r)
         n = ctypes.c_size_t()
-        out = ctypes.string_at(L.sbsh_result_stdout(r, ctypes.byref(n)), n.value)
-        err = ctypes.string_at(L.sbsh_result_stderr(r, ctypes.byref(n)), n.value)
-        sig = L.sbsh_result_signal(r)
-        return ExecResult(code.value if has else None, sig or None, bool(flags & TIMED_OUT),
-                          bool(flags & SHELL_RESTARTED), bool(flags & CANCELLED), out, err,
-                          bool(flags & STDOUT_TRUNCATED), bool(flags & STDERR_TRUNCATED),
-                          L.sbsh_result_duration_us(r) / 1e6, L.sbsh_result_started_at_ms(r) / 1e3,
-                          L.sbsh_result_error(r).decode())
+        out = L.sbsh_result_stdout(r, ctypes.byref(n))
+        out = ctypes.string_at(out, n.value) if n.value else b""
+        err = L.sbsh_result_stderr(r, ctypes.byref(n))
+        err = ctypes.string_at(err, n.value) if n.value else b""
+        return ExecResult(
+            L.sbsh_result_exit_code(r) if L.sbsh_result_has_exit_code(r) else None,
+            L.sbsh_result_signal(r) or None,
+            L.sbsh_result_timed_out(r) != 0,
+            L.sbsh_result_shell_restarted(r) != 0,
+            L.sbsh_result_cancelled(r) != 0,
+            out, err,
+            L.sbsh_result_stdout_truncated(r) != 0,
+            L.sbsh_result_stderr_truncated(r) != 0,
+            L.sbsh_result_duration_us(r) / 1e6,
+            L.sbsh_result_started_at_ms(r) / 1e3,
+            L.sbsh_result_error(r).decode("utf-8", "replace"))
 
-    def create_session(self, name: str, cwd: Optional[str] = None, env: Optional[Sequence[str]] = None,
+    # -- sessions --
+
+    def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
                        init: Optional[Sequence[str]] = None, restart: str = "always") -> None:
-        envs, ne = _strs(env)
-        inits, ni = _strs(init)
-        self._check(self._lib.sbsh_session_create(self._conn, name.encode(), _b(cwd), envs, ne, inits, ni,
-                                                  restart.encode()))
+        """Defines a session: every new shell of it starts in cwd (None: this process's
+        directory) with env, runs the init commands first, and is restarted per `restart`
+        ("always", "on-failure", "never"). The same definition again is a no-op; a different
+        one raises Error (reason "session_exists")."""
+        envs, ne = _str_array(_env_list(env))
+        inits, ni = _str_array(list(init or []))
+        with self._busy():
+            self._call(self._lib.sbsh_session_create, _enc(name), _enc(cwd), envs, ne, inits, ni, _enc(restart))
 
-    def sessions(self) -> List[Session]:
-        out: List[Session] = []
-        cb = _SESSION_FN(lambda _u, n, s, sp, wp: out.append(Session(n.decode(), s.decode(), sp, wp)))
-        self._check(self._lib.sbsh_session_list(self._conn, cb, None))
-        return out
+    def sessions(self) -> List[Dict[str, Any]]:
+        """The sessions, as dicts with the fields of `sbsh session ls --json` (sbsh(1)): name,
+        state, shell_pid, wrapper_pid, restarts, queued, commands, cwd, restart, uptime_ms,
+        started_at, running, running_ms, error."""
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_sessions_json, ctypes.byref(out))
+        return _take_json(self._lib, out)
+
+    def session(self, name: str) -> Dict[str, Any]:
+        """One session in detail, as `sbsh session show NAME --json`: session (as in
+        sessions()), definition (cwd, env, init, restart), history (the last commands) and
+        init_output."""
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_session_show_json, _enc(name), ctypes.byref(out))
+        return _take_json(self._lib, out)
 
     def remove_session(self, name: str) -> None:
-        self._check(self._lib.sbsh_session_remove(self._conn, name.encode()))
+        """Removes a session; returns once its shell and wrapper are gone."""
+        with self._busy():
+            self._call(self._lib.sbsh_session_remove, _enc(name))
 
     def restart_session(self, name: str) -> None:
-        self._check(self._lib.sbsh_session_restart(self._conn, name.encode()))
+        with self._busy():
+            self._call(self._lib.sbsh_session_restart, _enc(name))
 
-    def start(self, command: str, session: Optional[str] = None, name: Optional[str] = None) -> int:
-        """Starts a background process; returns its id."""
+    # -- background processes --
+
+    def start(self, command: str, session: Optional[str] = None, name: Optional[str] = None,
+              cwd: Optional[str] = None, env: EnvLike = None) -> int:
+        """Starts a background process; returns its id. Refer to it later by id or name."""
+        envs, ne = _str_array(_env_list(env))
         pid = ctypes.c_uint64()
-        self._check(self._lib.sbsh_start(self._conn, _b(session), _b(name), command.encode(), ctypes.byref(pid)))
+        with self._busy():
+            self._call(self._lib.sbsh_start, _enc(command), _enc(session), _enc(name), _enc(cwd), envs, ne,
+                       ctypes.byref(pid))
         return pid.value
 
     def processes(self, include_finished: bool = False) -> List[Process]:
-        out: List[Process] = []
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_processes_json, int(bool(include_finished)), ctypes.byref(out))
+        return [_process_from_json(d) for d in _take_json(self._lib, out)]
 
-        def add(_u, i, n, s, st, pid, code, cmd):
-            out.append(Process(i, n.decode(), s.decode(), st.decode(), pid, None if code < 0 else code, cmd.decode()))
-        self._check(self._lib.sbsh_process_list(self._conn, int(include_finished), _PROCESS_FN(add), None))
-        return out
+    def _proc_call(self, fn, *args) -> Process:
+        p = ctypes.c_void_p()
+        with self._busy():
+            self._call(fn, *args, ctypes.byref(p))
+        try:
+            return _process_from_handle(self._lib, p)
+        finally:
+            self._lib.sbsh_proc_free(p)
 
-    def kill(self, proc, signal: int = 15) -> None:
-        self._check(self._lib.sbsh_kill(self._conn, str(proc).encode(), signal))
+    def kill(self, proc: Union[int, str], signal: Union[int, str] = _signal.SIGTERM) -> Process:
+        """Signals the process's whole tree. With a terminating signal, returns once it has
+        ended (SIGTERM escalates to SIGKILL after 2 s)."""
+        return self._proc_call(self._lib.sbsh_kill, _enc(str(proc)), _signum(signal))
 
-    def wait(self, proc, timeout: Optional[float] = None):
-        """Returns (state, exit_status); raises Error with code 'timeout' if it still runs."""
-        code = ctypes.c_int()
-        state = ctypes.create_string_buffer(16)
-        self._check(self._lib.sbsh_wait(self._conn, str(proc).encode(), int((timeout or 0) * 1000),
-                                        ctypes.byref(code), state))
-        return state.value.decode(), code.value
+    def wait(self, proc: Union[int, str], timeout: Optional[float] = None) -> Process:
+        """Waits for the process to end and returns its final state. Raises Error with code
+        ERR_TIMEOUT when the timeout (seconds) passes first."""
+        if timeout is not None:
+            return self._proc_call(self._lib.sbsh_wait, _enc(str(proc)), _ms(timeout, "timeout"))
+        # Without a limit, wait in slices so that Python's signal handlers (Ctrl-C) run.
+        while True:
+            try:
+                return self._proc_call(self._lib.sbsh_wait, _enc(str(proc)), 500)
+            except Error as e:
+                if e.code != ERR_TIMEOUT:
+                    raise
 
-    def logs(self, proc, follow: bool = False, tail: int = 0,
-             on_output: Optional[Callable[[int, bytes], None]] = None) -> bytes:
-        """Returns the process's stdout (and streams both to on_output when given)."""
-        chunks: List[bytes] = []
+    def logs(self, proc: Union[int, str], follow: bool = False, tail: int = 0, stdout: bool = True,
+             stderr: bool = True, on_output: Optional[OutputCallback] = None) -> Logs:
+        """The process's logged output. follow: keep streaming until it ends. tail: only the
+        last N lines of each stream. With on_output(stream, data), chunks go there as they
+        come and the returned Logs has empty stdout and stderr."""
+        chunks: Dict[int, List[bytes]] = {STDOUT: [], STDERR: []}
+        streams = (STDOUT if stdout else 0) | (STDERR if stderr else 0)
+        if streams == 0:
+            raise ValueError("logs: ask for stdout, stderr or both")
+        guard = _CallbackGuard(on_output if on_output is not None else lambda s, d: chunks[s].append(d))
+        p = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_logs, _enc(str(proc)), int(bool(follow)), int(tail), streams, guard.c_fn,
+                       None, ctypes.byref(p))
+        try:
+            process = _process_from_handle(self._lib, p)
+        finally:
+            self._lib.sbsh_proc_free(p)
+        guard.reraise()
+        return Logs(b"".join(chunks[STDOUT]), b"".join(chunks[STDERR]), process)
 
-        def sink(_u, s, d, ln):
-            data = ctypes.string_at(d, ln)
-            if s == 1:
-                chunks.append(data)
-            if on_output is not None:
-                on_output(s, data)
-        self._check(self._lib.sbsh_logs(self._conn, str(proc).encode(), int(follow), tail, _OUTPUT_FN(sink), None))
-        return b"".join(chunks)
+    # -- the daemon --
+
+    def status(self) -> Dict[str, Any]:
+        """The daemon: pid, version, uptime_ms, socket, sessions (as sessions())."""
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_status_json, ctypes.byref(out))
+        return _take_json(self._lib, out)
 
     def shutdown(self) -> None:
-        self._check(self._lib.sbsh_shutdown(self._conn))
+        """Stops sbshd and its sessions. The Client cannot be used afterwards (close it)."""
+        with self._busy():
+            self._call(self._lib.sbsh_shutdown)

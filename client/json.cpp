@@ -1,0 +1,190 @@
+// JSON for --json and the C ABI: the writer and the JSON form of each listing.
+#include "client/json.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "ipc/text.h"
+
+namespace sbsh::client {
+
+std::string utf8_repair(std::string_view s, bool* was_valid) {
+  std::string out;
+  out.reserve(s.size());
+  *was_valid = true;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
+    if (ok && len > 1) {
+      uint32_t cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3fu);
+      // Overlong forms, surrogates and values past U+10FFFF are not valid UTF-8.
+      ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+           !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
+    }
+    if (!ok) {
+      *was_valid = false;
+      out += "\xef\xbf\xbd";
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::string base64(std::string_view s) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((s.size() + 2) / 3 * 4);
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0;
+  for (; i + 2 < s.size(); i += 3) {
+    uint32_t v = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
+    for (int k = 18; k >= 0; k -= 6) out += kAlphabet[(v >> k) & 63];
+  }
+  if (i < s.size()) {
+    uint32_t v = uint32_t{p[i]} << 16;
+    if (i + 1 < s.size()) v |= uint32_t{p[i + 1]} << 8;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < s.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string json_string(std::string_view s) {
+  bool valid;
+  std::string repaired;
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    repaired = utf8_repair(s, &valid);
+    s = repaired;
+  }
+  return "\"" + ipc::json_escape(s) + "\"";
+}
+
+std::string rfc3339_ms(int64_t unix_ms) {
+  time_t secs = static_cast<time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, unix_ms % 1000);
+}
+
+void json_object::key(std::string_view k) {
+  if (body_.size() > 1) body_ += ',';
+  body_ += json_string(k);
+  body_ += ':';
+}
+json_object& json_object::str(std::string_view k, std::string_view v) {
+  key(k);
+  body_ += json_string(v);
+  return *this;
+}
+json_object& json_object::signal(std::string_view k, const std::optional<int>& sig) {
+  return sig ? str(k, ipc::signal_name(*sig)) : null(k);
+}
+json_object& json_object::strs(std::string_view k, const std::vector<std::string>& v) {
+  std::string a = "[";
+  for (const auto& x : v) a += (a.size() > 1 ? "," : "") + json_string(x);
+  return raw(k, a + "]");
+}
+json_object& json_object::num(std::string_view k, int64_t v) {
+  key(k);
+  body_ += std::to_string(v);
+  return *this;
+}
+json_object& json_object::boolean(std::string_view k, bool v) {
+  key(k);
+  body_ += v ? "true" : "false";
+  return *this;
+}
+json_object& json_object::null(std::string_view k) {
+  key(k);
+  body_ += "null";
+  return *this;
+}
+json_object& json_object::raw(std::string_view k, std::string_view json) {
+  key(k);
+  body_ += json;
+  return *this;
+}
+
+namespace {
+
+template <typename T>
+std::string array(const std::vector<T>& v) {
+  std::string out = "[";
+  for (const auto& x : v) out += (out.size() > 1 ? "," : "") + to_json(x);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string to_json(const session_status& s) {
+  json_object o;
+  o.str("name", s.name).str("state", s.state).num("shell_pid", s.shell_pid).num("wrapper_pid", s.wrapper_pid);
+  o.num("restarts", static_cast<int64_t>(s.restarts)).num("queued", static_cast<int64_t>(s.queued));
+  o.num("commands", static_cast<int64_t>(s.commands)).str("cwd", s.cwd).str("restart", s.restart);
+  o.num("uptime_ms", static_cast<int64_t>(s.uptime_ms));
+  if (s.started_at_ms > 0) o.str("started_at", rfc3339_ms(s.started_at_ms));
+  else o.null("started_at");
+  if (!s.running.empty()) o.str("running", s.running).num("running_ms", static_cast<int64_t>(s.running_ms));
+  else o.null("running").null("running_ms");
+  o.str_or_null("error", s.error);
+  return o.finish();
+}
+
+std::string to_json(const session_detail& d) {
+  std::string hist = "[";
+  for (const auto& h : d.history) {
+    json_object o;
+    o.str("command", h.command).opt_num("exit_code", h.exit_code).boolean("timed_out", h.timed_out);
+    o.boolean("shell_restarted", h.shell_restarted).str("started_at", rfc3339_ms(h.started_at_ms));
+    o.num("duration_ms", static_cast<int64_t>(h.duration_ms));
+    hist += (hist.size() > 1 ? "," : "") + o.finish();
+  }
+  hist += "]";
+  const auto& def = d.definition;
+  json_object dj;
+  dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart);
+  json_object o;
+  o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
+  o.str("init_output", d.init_output);
+  return o.finish();
+}
+
+std::string to_json(const proc_info& p) {
+  json_object o;
+  o.num("id", static_cast<int64_t>(p.id)).str("name", p.name).str("session", p.session).str("command", p.command);
+  o.str("state", p.state);
+  if (p.pid > 0) o.num("pid", p.pid).num("pgid", p.pid);
+  else o.null("pid").null("pgid");
+  o.opt_num("exit_code", p.exit_code);
+  o.signal("signal", p.signal);
+  o.str("started_at", rfc3339_ms(p.started_at_ms));
+  if (p.ended_at_ms > 0) o.str("ended_at", rfc3339_ms(p.ended_at_ms));
+  else o.null("ended_at");
+  o.str_or_null("error", p.error).str("log", p.log_path);
+  return o.finish();
+}
+
+std::string to_json(const daemon_status& st) {
+  json_object o;
+  o.num("pid", st.pid).str("version", st.version).num("uptime_ms", static_cast<int64_t>(st.uptime_ms));
+  o.str("socket", st.socket_path).raw("sessions", to_json(st.sessions));
+  return o.finish();
+}
+
+std::string to_json(const std::vector<session_status>& v) { return array(v); }
+std::string to_json(const std::vector<proc_info>& v) { return array(v); }
+
+}  // namespace sbsh::client

@@ -1,0 +1,54 @@
+// JSON for the client side: the object writer, UTF-8 repair and base64 behind `--json` in
+// the CLI, and the one JSON form of each listing (sessions, processes, status), shared by
+// the CLI's --json output and the C ABI's *_json functions. Documented in sbsh(1).
+// Internal to libsbsh: not installed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sbsh/client.h"
+
+namespace sbsh::client {
+
+// Replaces each invalid UTF-8 sequence with U+FFFD; *was_valid says whether all was valid.
+std::string utf8_repair(std::string_view s, bool* was_valid);
+std::string base64(std::string_view s);
+// Quoted and escaped; invalid UTF-8 becomes U+FFFD, so the document always parses.
+std::string json_string(std::string_view s);
+std::string rfc3339_ms(int64_t unix_ms);  // 2026-11-22T13:58:50.123Z
+
+// Builds one JSON object, fields in insertion order.
+class json_object {
+ public:
+  json_object& str(std::string_view k, std::string_view v);
+  json_object& str_or_null(std::string_view k, std::string_view v) { return v.empty() ? null(k) : str(k, v); }
+  json_object& signal(std::string_view k, const std::optional<int>& sig);  // "SIGKILL" or null
+  json_object& strs(std::string_view k, const std::vector<std::string>& v);
+  json_object& num(std::string_view k, int64_t v);
+  json_object& boolean(std::string_view k, bool v);
+  json_object& null(std::string_view k);
+  json_object& raw(std::string_view k, std::string_view json);
+  template <typename T>
+  json_object& opt_num(std::string_view k, const std::optional<T>& v) {
+    return v ? num(k, static_cast<int64_t>(*v)) : null(k);
+  }
+  [[nodiscard]] std::string finish() const { return body_ + "}"; }
+
+ private:
+  void key(std::string_view k);
+  std::string body_ = "{";
+};
+
+// The JSON form of each listing.
+std::string to_json(const session_status& s);
+std::string to_json(const session_detail& d);
+std::string to_json(const proc_info& p);
+std::string to_json(const daemon_status& st);
+std::string to_json(const std::vector<session_status>& v);
+std::string to_json(const std::vector<proc_info>& v);
+
+}  // namespace sbsh::client
