@@ -237,8 +237,11 @@ TEST_F(supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   EXPECT_EQ(j["processes"].a[0]["state"].s, "lost");
   EXPECT_TRUE(j["processes"].a[0]["exit_code"].is_null());
   EXPECT_EQ(sbsh({"wait", "victim"}).code, 255);
-  // The orphan from the crashed daemon is still ours to clean up by pid.
-  if (auto pid = j["processes"].a[0]["pid"].i(); pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  // The orphan from the crashed daemon is still ours to clean up: its whole process group
+  // (the process leads it; `sleep` runs in a subshell below it).
+  auto pid = static_cast<pid_t>(j["processes"].a[0]["pid"].i());
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(::kill(-pid, SIGKILL), 0);
 }
 
 TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
