@@ -98,6 +98,7 @@ class private_daemon {
   private_daemon& operator=(const private_daemon&) = delete;
 
   [[nodiscard]] const std::string& socket() const { return socket_; }
+  [[nodiscard]] const std::string& dir() const { return dir_; }
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] client::connection connect() const {
     client::connect_options o;

@@ -162,11 +162,20 @@ void big_command(const private_daemon& d) {
   std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  goal <= 5 ms   %s\n",
               "1 MiB command text", s.median, s.p90, b.median, b.p90, s.median / b.median,
               s.median <= 5 ? "met" : "NOT met");
-  // What sbsh itself adds: the same size in a command bash does not have to parse.
-  o.command = "# " + std::string(1 << 20, 'x');
-  auto comment = time_ms(2, 10, [&] { (void)c.exec(o); });
-  std::printf("%-28s %10.3f ms    (bash's own parse of 1 MiB dominates the figure above)\n",
-              "1 MiB comment", comment.median);
+  // The floor: bash's own eval of the same text, already in one of its variables (no
+  // transport at all), in the same bare driver. What sbsh adds is the difference.
+  std::string path = d.dir() + "/big-command";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) std::exit(1);
+    std::fwrite(o.command.data(), 1, o.command.size(), f);
+    std::fclose(f);
+  }
+  marker_driver fresh;
+  (void)fresh.run("mapfile -d '' -t __big < " + path);
+  auto floor = time_ms(1, 5, [&] { (void)fresh.run("eval \"$__big\""); });
+  std::printf("%-28s %10.3f ms    (p90 %8.3f)    sbsh adds %.3f ms to bash's own parse of the text\n",
+              "  bash eval, text in memory", floor.median, floor.p90, s.median - floor.median);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "client/json.h"
@@ -95,15 +96,11 @@ int invalid(sbsh_conn* conn, std::string_view message) {
   return record(conn, SBSH_ERR_INVALID, "invalid_argument", message);
 }
 
-// Runs f() for a call on `conn`: checks the handle, clears its error, and turns any
-// exception into SBSH_ERR_INTERNAL.
+// Runs f() with no exception escaping: any becomes SBSH_ERR_INTERNAL, recorded on `conn`
+// (may be NULL: connect, canceller_new) and on the calling thread.
 template <typename F>
-int guarded(sbsh_conn* conn, F&& f) {
-  if (conn == nullptr) return invalid(nullptr, "the connection handle is NULL");
+int guarded_no_conn(F&& f, sbsh_conn* conn = nullptr) {
   try {
-    conn->error.clear();
-    conn->code.clear();
-    if (!conn->broken.empty()) return record(conn, SBSH_ERR_IO, "io", conn->broken);
     return f();
   } catch (const std::bad_alloc&) {
     return record(conn, SBSH_ERR_INTERNAL, "internal", "out of memory");
@@ -114,18 +111,15 @@ int guarded(sbsh_conn* conn, F&& f) {
   }
 }
 
-// Entry points without a connection (connect, canceller_new).
+// Runs f() for a call on `conn`: checks the handle, clears its error, refuses a broken
+// connection, and catches as guarded_no_conn does.
 template <typename F>
-int guarded_no_conn(F&& f) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return record(nullptr, SBSH_ERR_INTERNAL, "internal", "out of memory");
-  } catch (const std::exception& e) {
-    return record(nullptr, SBSH_ERR_INTERNAL, "internal", e.what());
-  } catch (...) {
-    return record(nullptr, SBSH_ERR_INTERNAL, "internal", "unexpected exception in libsbsh");
-  }
+int guarded(sbsh_conn* conn, F&& f) {
+  if (conn == nullptr) return invalid(nullptr, "the connection handle is NULL");
+  conn->error.clear();
+  conn->code.clear();
+  if (!conn->broken.empty()) return record(conn, SBSH_ERR_IO, "io", conn->broken);
+  return guarded_no_conn(std::forward<F>(f), conn);
 }
 
 // A C string array of `n` entries; false (with *why set) when it has NULL entries.

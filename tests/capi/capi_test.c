@@ -180,16 +180,14 @@ static sbsh_result* run(sbsh_conn* c, sbsh_exec_opts* o, const char* cmd) {
   return r;
 }
 
-/* Runs cmd in session and checks its exact stdout and exit code 0. */
-static void expect_stdout(sbsh_conn* c, const char* session, const char* cmd, const char* want, int line) {
-  sbsh_exec_opts o;
-  sbsh_exec_opts_init(&o);
-  o.session = session;
-  sbsh_result* r = run(c, &o, cmd);
+/* Runs cmd with the options *o and checks its exact stdout and exit code 0. */
+static void expect_run(sbsh_conn* c, sbsh_exec_opts* o, const char* cmd, const char* want, size_t want_len,
+                       int line) {
+  sbsh_result* r = run(c, o, cmd);
   if (r == NULL) return;
   size_t n;
   const char* out = sbsh_result_stdout(r, &n);
-  check_bytes(out, n, want, strlen(want), line);
+  check_bytes(out, n, want, want_len, line);
   if (!check(sbsh_result_exit_code(r) == 0, line, "exit code 0")) {
     size_t en;
     const char* err = sbsh_result_stderr(r, &en);
@@ -197,6 +195,15 @@ static void expect_stdout(sbsh_conn* c, const char* session, const char* cmd, co
             sbsh_result_error(r));
   }
   sbsh_result_free(r);
+}
+#define EXPECT_RUN(c, o, cmd, want, want_len) expect_run((c), (o), (cmd), (want), (want_len), __LINE__)
+
+/* Runs cmd in session and checks its exact stdout and exit code 0. */
+static void expect_stdout(sbsh_conn* c, const char* session, const char* cmd, const char* want, int line) {
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = session;
+  expect_run(c, &o, cmd, want, strlen(want), line);
 }
 
 struct capture {
@@ -285,13 +292,7 @@ static void test_exec(sbsh_conn* c) {
   o.cwd = "/";
   o.env = env;
   o.env_count = 2;
-  r = run(c, &o, "pwd; echo \"$ONE $TWO\"; x=changed");
-  if (r != NULL) {
-    size_t n;
-    const char* out = sbsh_result_stdout(r, &n);
-    CHECK_BYTES(out, n, "/\n1 two words\n", 14);
-    sbsh_result_free(r);
-  }
+  EXPECT_RUN(c, &o, "pwd; echo \"$ONE $TWO\"; x=changed", "/\n1 two words\n", 14);
   o.cwd = NULL;
   o.env = NULL;
   o.env_count = 0;
@@ -380,13 +381,7 @@ static void test_streaming_and_stdin(sbsh_conn* c) {
   /* stdin: exact bytes, then EOF; without input, a reader gets EOF at once. */
   o.stdin_data = "hello\0world";
   o.stdin_len = 11;
-  r = run(c, &o, "cat");
-  if (r != NULL) {
-    size_t n;
-    const char* out = sbsh_result_stdout(r, &n);
-    CHECK_BYTES(out, n, "hello\0world", 11);
-    sbsh_result_free(r);
-  }
+  EXPECT_RUN(c, &o, "cat", "hello\0world", 11);
   o.stdin_data = NULL;
   o.stdin_len = 0;
   expect_stdout(c, "c-api", "cat; echo done", "done\n", __LINE__);
@@ -397,13 +392,7 @@ static void test_streaming_and_stdin(sbsh_conn* c) {
     CHECK(write(p[1], "from fd", 7) == 7);
     close(p[1]);
     o.stdin_fd = p[0];
-    r = run(c, &o, "cat");
-    if (r != NULL) {
-      size_t n;
-      const char* out = sbsh_result_stdout(r, &n);
-      CHECK_BYTES(out, n, "from fd", 7);
-      sbsh_result_free(r);
-    }
+    EXPECT_RUN(c, &o, "cat", "from fd", 7);
     close(p[0]);
     o.stdin_fd = -1;
   }
@@ -417,16 +406,7 @@ static void test_streaming_and_stdin(sbsh_conn* c) {
     memset(data, 'x', big);
     o.stdin_data = data;
     o.stdin_len = big;
-    for (int i = 0; i < 5; ++i) {
-      r = run(c, &o, "head -c 5 | wc -c");
-      if (r != NULL) {
-        size_t n;
-        const char* out = sbsh_result_stdout(r, &n);
-        CHECK_BYTES(out, n, "5\n", 2);
-        CHECK(sbsh_result_exit_code(r) == 0);
-        sbsh_result_free(r);
-      }
-    }
+    for (int i = 0; i < 5; ++i) EXPECT_RUN(c, &o, "head -c 5 | wc -c", "5\n", 2);
     free(data);
     o.stdin_data = NULL;
     o.stdin_len = 0;
