@@ -7,14 +7,12 @@
 #include "sbsh/sbsh.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <functional>
 #include <new>
@@ -147,43 +145,6 @@ char* malloc_copy(const std::string& s) {
   std::memcpy(p, s.c_str(), s.size() + 1);
   return p;
 }
-
-// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
-// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
-// count on its caller ignoring it. Block it in this thread (write then fails with EPIPE,
-// which the C++ API handles), and consume one that became pending meanwhile so that it is
-// not delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
-class sigpipe_guard {
- public:
-  explicit sigpipe_guard(bool active) : active_(active) {
-    if (!active_) return;
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-    sigset_t pending;
-    sigemptyset(&pending);
-    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~sigpipe_guard() {
-    if (!active_) return;
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{};
-      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  sigpipe_guard(const sigpipe_guard&) = delete;
-  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
-
- private:
-  bool active_;
-  bool was_pending_ = false;
-  sigset_t pipe_{};
-  sigset_t old_{};
-};
 
 // Hands a JSON document to the caller.
 int give_json(const std::string& json, char** out) {
@@ -321,11 +282,7 @@ int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out) {
     o.stderr_fd = opts->stderr_fd < 0 ? -1 : opts->stderr_fd;
     o.signal_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
     if (opts->output_limit > 0) o.output_limit = opts->output_limit;
-    bool writes_pipes = o.stdin_data || o.stdin_fd >= 0 || (!o.on_output && (o.stdout_fd >= 0 || o.stderr_fd >= 0));
-    auto r = [&] {
-      sigpipe_guard guard(writes_pipes);
-      return conn->c.exec(o);
-    }();
+    auto r = conn->c.exec(o);
     if (!r) return fail(conn, r.err());
     *out = new sbsh_result{std::move(*r)};
     return SBSH_OK;
@@ -457,14 +414,15 @@ int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc**
   });
 }
 
-int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, sbsh_output_fn fn,
-              void* user, sbsh_proc** out) {
+int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, int cancel_fd,
+              sbsh_output_fn fn, void* user, sbsh_proc** out) {
   return guarded(conn, [&]() -> int {
     if (proc == nullptr || fn == nullptr) return invalid(conn, "sbsh_logs: proc and fn must not be NULL");
     if (streams < 0 || streams > 3) return invalid(conn, "sbsh_logs: streams must be 0, 1, 2 or 3");
     sbsh::client::logs_options o;
     o.follow = follow != 0;
     o.tail = tail;
+    o.cancel_fd = cancel_fd < 0 ? -1 : cancel_fd;
     if (streams != 0) {
       o.out = (streams & 1) != 0;
       o.err = (streams & 2) != 0;

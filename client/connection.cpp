@@ -1,5 +1,6 @@
 // Connecting to sbshd (with race-free auto-start), the handshake, status and shutdown.
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -7,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -50,8 +54,17 @@ std::string find_daemon(const connect_options& opts) {
   return beside.empty() ? "sbshd" : beside;  // posix_spawnp searches PATH
 }
 
-// Runs `sbshd --socket PATH`, which returns once it is ready (or prints why it is not).
-status start_daemon(const std::string& path, const connect_options& opts) {
+using steady = std::chrono::steady_clock;
+
+// Milliseconds left until `deadline` (0 when it has passed), for poll(2).
+int ms_left(steady::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+  return left > 0 ? static_cast<int>(std::min<int64_t>(left, 1 << 30)) : 0;
+}
+
+// Runs `sbshd --socket PATH`, which returns once it is ready (or prints why it is not), and
+// gives up at `deadline`.
+status start_daemon(const std::string& path, const connect_options& opts, steady::time_point deadline) {
   std::string exe = find_daemon(opts);
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error("io", "pipe failed");
@@ -75,8 +88,26 @@ status start_daemon(const std::string& path, const connect_options& opts) {
   }
   std::string msg;
   char buf[512];
-  ssize_t n;
-  while ((n = ::read(err_pipe[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  for (;;) {
+    pollfd pf{err_pipe[0], POLLIN, 0};
+    int ready = ::poll(&pf, 1, ms_left(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      // Not ready in time: stop what we started (by its pid) and say where to look.
+      ::close(err_pipe[0]);
+      ::kill(pid, SIGTERM);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      return make_error("unreachable",
+                        fmt::format("{} did not become ready on {} within {} ms (its log is sbshd.log in the "
+                                    "state directory); try `sbshd --socket {} --foreground` to see why",
+                                    exe, path, opts.start_timeout.count(), path));
+    }
+    ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
   ::close(err_pipe[0]);
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -95,15 +126,31 @@ result<unique_fd> dial_or_start(const std::string& path, const connect_options& 
   // Many clients may find no daemon at once. The first to take the lock starts one; the
   // others wait for the lock and then, like tmux, try the connect once more before
   // deciding to start a daemon themselves.
+  // All of it, waiting for another client's start included, within start_timeout.
+  auto deadline = steady::now() + opts.start_timeout;
   std::string lock_path = path + ".start-lock";
   unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return make_error("io", fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
-  while (::flock(lock.get(), LOCK_EX) != 0 && errno == EINTR) {
+  while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return make_error("io", fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
+    if (ms_left(deadline) == 0)
+      return make_error("unreachable", fmt::format("another client has been starting sbshd on {} for more than "
+                                                   "{} ms; is it stuck? (see `sbsh status`)",
+                                                   path, opts.start_timeout.count()));
+    ::poll(nullptr, 0, 5);
   }
   fd = dial(path);
   if (fd || fd.err().code != "unreachable") return fd;
-  if (auto s = start_daemon(path, opts); !s) return s.err();
+  if (auto s = start_daemon(path, opts, deadline); !s) return s.err();
   return dial(path);
+}
+
+error error_from(const ipc::message& m, std::string_view fallback) {
+  auto code = m.get_str("code");
+  auto msg = m.get_str("message");
+  return make_error(code && code.value() ? *code.value() : "error",
+                    std::string(msg && msg.value() ? *msg.value() : fallback));
 }
 
 result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id) {
@@ -113,12 +160,7 @@ result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id
     if (env.err().code == "eof") return make_error("eof", "sbshd closed the connection");
     return env.err();
   }
-  if (env->msg.type() == msg_type::error) {
-    auto code = env->msg.get_str("code");
-    auto message = env->msg.get_str("message");
-    return make_error(code && code.value() ? *code.value() : "error",
-                      std::string(message && message.value() ? *message.value() : "sbshd reported an error"));
-  }
+  if (env->msg.type() == msg_type::error) return error_from(env->msg, "sbshd reported an error");
   if (env->msg.id() != id)
     return make_error("protocol", fmt::format("sbshd answered request {} while {} was pending", env->msg.id(), id));
   return env;

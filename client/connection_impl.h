@@ -18,6 +18,9 @@ struct connection::impl {
   result<ipc::envelope> call(ipc::frame_builder&& f, uint64_t id);
 };
 
+// The error an `error` frame carries (code and message), with a fallback message.
+error error_from(const ipc::message& m, std::string_view fallback);
+
 std::vector<session_status> decode_sessions(const ipc::message& m);
 session_status decode_session(const msgpack::object& o);
 

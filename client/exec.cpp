@@ -6,10 +6,13 @@
 // through the daemon, and a slow reader slows the command instead of growing anything.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -31,6 +34,44 @@ result<pipe_pair> make_pipe() {
   if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
+
+// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
+// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
+// count on its caller ignoring it. Block it in this thread (the write then fails with EPIPE,
+// handled below), and consume one that became pending meanwhile so that it is not
+// delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
+class sigpipe_guard {
+ public:
+  explicit sigpipe_guard(bool active) : active_(active) {
+    if (!active_) return;
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~sigpipe_guard() {
+    if (!active_) return;
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{};
+      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  sigpipe_guard(const sigpipe_guard&) = delete;
+  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
+
+ private:
+  bool active_;
+  bool was_pending_ = false;
+  sigset_t pipe_{};
+  sigset_t old_{};
+};
+
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -63,12 +104,16 @@ struct sink {
   size_t limit = 0;
   const std::function<void(stream, std::string_view)>* cb = nullptr;
   bool eof = false;
+  // fd_out's reader went away (EPIPE): the rest is read and dropped, and the command is
+  // sent SIGPIPE once, as a writer into a closed pipe would get it in a shell pipeline.
+  bool broken = false;
+  bool told = false;  // the command was sent SIGPIPE for it
 
   // Reads what is available (non-blocking). Returns false at EOF.
   bool pump(bool until_empty) {
     char buf[128 * 1024];
     for (int round = 0; until_empty || round < 8; ++round) {
-      if (fd_out >= 0 && splice_ok) {
+      if (fd_out >= 0 && splice_ok && !broken) {
         ssize_t n = ::splice(r.get(), nullptr, fd_out, nullptr, 1 << 20, SPLICE_F_NONBLOCK);
         if (n > 0) continue;
         if (n == 0) return !(eof = true);
@@ -83,15 +128,21 @@ struct sink {
           return true;
         }
         if (errno == EINTR) continue;
+        if (errno == EPIPE) {
+          broken = true;
+          continue;
+        }
         splice_ok = false;  // fd_out does not take splice (a tty, say): copy instead
       }
       ssize_t n = ::read(r.get(), buf, sizeof buf);
       if (n == 0) return !(eof = true);
       if (n < 0) return errno == EAGAIN || errno == EINTR ? true : !(eof = true);
       std::string_view chunk(buf, static_cast<size_t>(n));
-      if (cb != nullptr && *cb) (*cb)(which, chunk);
-      else if (fd_out >= 0) (void)write_all(fd_out, chunk.data(), chunk.size());
-      else if (keep != nullptr) {
+      if (cb != nullptr && *cb) {
+        (*cb)(which, chunk);
+      } else if (fd_out >= 0) {
+        if (!broken && !write_all(fd_out, chunk.data(), chunk.size()) && errno == EPIPE) broken = true;
+      } else if (keep != nullptr) {
         size_t room = limit > keep->size() ? limit - keep->size() : 0;
         if (chunk.size() > room) *truncated = true;
         keep->append(chunk.substr(0, room));
@@ -110,13 +161,6 @@ void read_done(const ipc::message& m, exec_result& r) {
   if (auto d = m.get_u64("duration_us"); d && d.value()) r.duration_us = *d.value();
   if (auto t = m.get_i64("started_at_ms"); t && t.value()) r.started_at_ms = *t.value();
   if (auto e = m.get_str("error"); e && e.value()) r.error = std::string(*e.value());
-}
-
-error error_from(const ipc::message& m) {
-  auto code = m.get_str("code");
-  auto msg = m.get_str("message");
-  return make_error(code && code.value() ? *code.value() : "error",
-                    std::string(msg && msg.value() ? *msg.value() : "sbshd refused the command"));
 }
 
 }  // namespace
@@ -141,11 +185,12 @@ void canceller::signal(int sig) const {
 }
 
 result<exec_result> connection::exec(const exec_options& opts) {
+  bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
+  sigpipe_guard guard(has_stdin || (!opts.on_output && (opts.stdout_fd >= 0 || opts.stderr_fd >= 0)));
   auto out = make_pipe();
   auto err = make_pipe();
   if (!out) return out.err();
   if (!err) return err.err();
-  bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
   pipe_pair in;
   if (has_stdin) {
     auto p = make_pipe();
@@ -195,6 +240,12 @@ result<exec_result> connection::exec(const exec_options& opts) {
   std::string in_buf;
   bool src_eof = opts.stdin_fd < 0;
   if (has_stdin && pending.empty() && src_eof) in.w.reset();
+  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation).
+  auto send_signal = [&](int sig) {
+    frame_builder c(msg_type::cancel, id);
+    if (sig != 0) c.i64("signal", sig);
+    (void)p_->ch.send(c.finish());
+  };
 
   for (;;) {
     // Slots: 0 socket, 1 stdout, 2 stderr, 3 stdin pipe, 4 stdin source, 5 signal fd.
@@ -213,7 +264,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
     if (in.w && have_input) add(in.w.get(), POLLOUT, 3);
     if (in.w && !have_input && !src_eof) add(opts.stdin_fd, POLLIN, 4);
     add(opts.signal_fd, POLLIN, 5);
-    if (::poll(pf, static_cast<nfds_t>(n), -1) < 0) {
+    if (p_->ch.buffered()) pf[0].revents = POLLIN;  // a frame already read: take it first
+    else if (::poll(pf, static_cast<nfds_t>(n), -1) < 0) {
       if (errno == EINTR) continue;
       return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
     }
@@ -246,11 +298,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
         }
         case 5: {
           unsigned char sig;
-          if (::read(opts.signal_fd, &sig, 1) == 1) {
-            frame_builder c(msg_type::cancel, id);
-            if (sig != 0) c.i64("signal", sig);  // 0: stop it, with escalation
-            (void)p_->ch.send(c.finish());
-          }
+          if (::read(opts.signal_fd, &sig, 1) == 1) send_signal(sig);
           break;
         }
         default: {
@@ -261,7 +309,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
             return env.err();
           }
           const auto& m = env->msg;
-          if (m.type() == msg_type::error) return error_from(m);
+          if (m.type() == msg_type::error) return error_from(m, "sbshd refused the command");
           if (m.type() != msg_type::exec_done || m.id() != id) break;
           read_done(m, res);
           // The command has ended: what it wrote is in the pipes now. Take it, and leave
@@ -271,6 +319,12 @@ result<exec_result> connection::exec(const exec_options& opts) {
           (void)p_->ch.send(frame_builder(msg_type::release, id).finish());
           return res;
         }
+      }
+    }
+    for (auto& s : sinks) {
+      if (s.broken && !s.told) {
+        s.told = true;
+        send_signal(SIGPIPE);
       }
     }
   }

@@ -1,5 +1,9 @@
 // Background-process requests of libsbsh: start, list, kill, wait, logs.
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -103,17 +107,27 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
   f.str("proc", proc).boolean("follow", opts.follow).boolean("stdout", opts.out).boolean("stderr", opts.err);
   if (opts.tail > 0) f.u64("tail", opts.tail);
   if (auto s = p_->ch.send(f.finish()); !s) return s.err();
+  bool cancelled = false;
   for (;;) {
+    if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {
+      pollfd pf[2] = {{p_->ch.fd(), POLLIN, 0}, {opts.cancel_fd, POLLIN, 0}};
+      if (::poll(pf, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+      }
+      if (pf[1].revents != 0) {
+        unsigned char b;
+        (void)!::read(opts.cancel_fd, &b, 1);
+        cancelled = true;  // sbshd answers with logs_end; frames before it still count
+        if (auto s = p_->ch.send(frame_builder(msg_type::cancel, id).finish()); !s) return s.err();
+      }
+      if (pf[0].revents == 0) continue;
+    }
     auto env = p_->ch.recv();
     if (!env) return env.err();
     const auto& m = env->msg;
     if (m.id() != id) continue;
-    if (m.type() == msg_type::error) {
-      auto code = m.get_str("code");
-      auto msg = m.get_str("message");
-      return make_error(code && code.value() ? *code.value() : "error",
-                        std::string(msg && msg.value() ? *msg.value() : "sbshd refused"));
-    }
+    if (m.type() == msg_type::error) return error_from(m, "sbshd refused");
     if (m.type() == msg_type::output) {
       auto st = m.get_u64("stream");
       auto data = m.get_bin("data");

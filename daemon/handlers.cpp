@@ -119,6 +119,7 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
     c.send_error(env.msg.id(), ipc::err::bad_request, err);
     return;
   }
+  if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
   auto* s = job_session(srv, c, env.msg.id());
   if (s != nullptr) s->cancel(&c, env.msg.id(), sig);
 }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -453,6 +454,18 @@ void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
     return;
   }
   reply_info(c.serial(), m.id(), *p, msg_type::logs_end);
+}
+
+bool proc_table::stop_following(client_conn& c, uint64_t req) {
+  for (auto& [id, p] : procs_) {
+    auto it = std::find_if(p->followers.begin(), p->followers.end(),
+                           [&](const bg_proc::follower& f) { return f.serial == c.serial() && f.req == req; });
+    if (it == p->followers.end()) continue;
+    p->followers.erase(it);
+    reply_info(c.serial(), req, *p, msg_type::logs_end);
+    return true;
+  }
+  return false;
 }
 
 void proc_table::handle_list(client_conn& c, ipc::envelope& env) {

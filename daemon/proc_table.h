@@ -73,6 +73,9 @@ class proc_table {
   void handle_kill(client_conn& c, ipc::envelope& env);
   void handle_wait(client_conn& c, ipc::envelope& env);
   void handle_logs(client_conn& c, ipc::envelope& env);
+  // Ends the followed log stream `req` of client `c` with its logs_end; false when there is
+  // none (the id is not a followed stream of this client).
+  bool stop_following(client_conn& c, uint64_t req);
   // Kills every running process of `session` (all when empty) with SIGKILL, tree and all.
   void kill_all(const std::string& session);
   [[nodiscard]] bool any_running(const std::string& session) const;

@@ -45,6 +45,8 @@ class channel {
 
   [[nodiscard]] int fd() const { return fd_.get(); }
   [[nodiscard]] bool open() const { return fd_.valid(); }
+  // Bytes already read but not yet returned by recv(): poll(2) on fd() would not show them.
+  [[nodiscard]] bool buffered() const { return reader_.buffered() > 0; }
   void close() { fd_.reset(); }
 
   // Writes a whole frame; fds ride on its first byte.

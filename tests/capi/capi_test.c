@@ -511,13 +511,13 @@ static void test_processes(sbsh_conn* c) {
   }
   struct capture cap;
   memset(&cap, 0, sizeof cap);
-  CHECK(sbsh_logs(c, "job", 0, 0, 0, capture_output, &cap, NULL) == SBSH_OK);
+  CHECK(sbsh_logs(c, "job", 0, 0, 0, -1, capture_output, &cap, NULL) == SBSH_OK);
   CHECK_BYTES(cap.out, cap.out_len, "out-p\n", 6);
   CHECK_BYTES(cap.err, cap.err_len, "err\n", 4);
   memset(&cap, 0, sizeof cap);
   char idstr[32];
   snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
-  CHECK(sbsh_logs(c, idstr, 0, 0, 2, capture_output, &cap, NULL) == SBSH_OK); /* by id, stderr only */
+  CHECK(sbsh_logs(c, idstr, 0, 0, 2, -1, capture_output, &cap, NULL) == SBSH_OK); /* by id, stderr only */
   CHECK(cap.out_len == 0);
   CHECK_BYTES(cap.err, cap.err_len, "err\n", 4);
 
@@ -534,13 +534,24 @@ static void test_processes(sbsh_conn* c) {
         SBSH_OK);
   memset(&cap, 0, sizeof cap);
   p = NULL;
-  CHECK(sbsh_logs(c, "ticker", 1, 0, 0, capture_output, &cap, &p) == SBSH_OK);
+  CHECK(sbsh_logs(c, "ticker", 1, 0, 0, -1, capture_output, &cap, &p) == SBSH_OK);
   CHECK_BYTES(cap.out, cap.out_len, "1\n2\n3\n", 6);
   CHECK(p != NULL && strcmp(sbsh_proc_state(p), "exited") == 0);
   sbsh_proc_free(p);
 
   /* A process tree: a timeout of wait leaves it running; kill ends all of it. */
   CHECK(sbsh_start(c, "sleep 100 & sleep 100; wait", "c-api", "long", NULL, NULL, 0, NULL) == SBSH_OK);
+  /* A follow ends early through a canceller (here, one asked before): the process goes on. */
+  sbsh_canceller* k = NULL;
+  CHECK(sbsh_canceller_new(&k) == SBSH_OK);
+  sbsh_canceller_cancel(k);
+  p = NULL;
+  int64_t t0 = now_ms();
+  CHECK(sbsh_logs(c, "long", 1, 0, 0, sbsh_canceller_fd(k), capture_output, &cap, &p) == SBSH_OK);
+  CHECK(now_ms() - t0 < 10000);
+  CHECK(p != NULL && strcmp(sbsh_proc_state(p), "running") == 0);
+  sbsh_proc_free(p);
+  sbsh_canceller_free(k);
   p = (sbsh_proc*)1;
   CHECK(sbsh_wait(c, "long", 200, &p) == SBSH_ERR_TIMEOUT && p == (sbsh_proc*)1);
   CHECK(strcmp(sbsh_last_error_code(c), "timeout") == 0);

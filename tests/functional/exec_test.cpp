@@ -89,6 +89,26 @@ TEST_F(exec_test, StdinIsNullUnlessGiven) {
   EXPECT_EQ(r.out, "20000000\n");
 }
 
+// Pipelines around sbsh behave as they would around the command itself.
+TEST_F(exec_test, PipesAroundSbshBehaveAsAroundTheCommand) {
+  std::string cli = shell_quote(bin("sbsh")) + " --socket " + shell_quote(sock);
+  // A command that stops reading its stdin early is not a failure of sbsh (no SIGPIPE).
+  std::string big(20 * 1000 * 1000, 'z');
+  auto r = sbsh({"exec", "-s", "s", "head -c 5 | wc -c"}, &big);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "5\n");
+  // A reader that goes away stops the writer with SIGPIPE, as in `yes | head -1`; the
+  // command's later steps run, and the session goes on.
+  r = run({"/bin/bash", "-c", cli + " exec -s s yes | head -1; echo \"${PIPESTATUS[*]}\""}, nullptr,
+          std::chrono::seconds(60));
+  EXPECT_EQ(r.out, "y\n141 0\n");
+  r = run({"/bin/bash", "-c", cli + " exec -s s 'yes; echo after >&2' | head -1; echo \"${PIPESTATUS[*]}\""},
+          nullptr, std::chrono::seconds(60));
+  EXPECT_EQ(r.out, "y\n0 0\n");
+  EXPECT_EQ(r.err, "after\n");
+  EXPECT_EQ(exec("s", "echo ok").out, "ok\n");
+}
+
 TEST_F(exec_test, CommandsSeeOnlyStandardDescriptors) {
   EXPECT_EQ(exec("s", helper() + " fds").out, "0 1 2\n");
   std::string in = "x";

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -46,6 +48,34 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+
+// While run() feeds a child's stdin, a child that exits without reading it all must not
+// kill the test with SIGPIPE (the write fails with EPIPE instead). Blocked in this thread
+// only, after the child is spawned (it must start with the usual mask), and a SIGPIPE that
+// became pending is consumed before the mask is restored.
+class sigpipe_blocked {
+ public:
+  sigpipe_blocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~sigpipe_blocked() {
+    timespec zero{};
+    while (sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  sigpipe_blocked(const sigpipe_blocked&) = delete;
+  sigpipe_blocked& operator=(const sigpipe_blocked&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+};
+
+}  // namespace
+
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data, std::chrono::seconds limit) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
@@ -72,6 +102,7 @@ run_result run(const std::vector<std::string>& argv, const std::string* stdin_da
     ::close(err[0]);
     return r;
   }
+  sigpipe_blocked no_sigpipe;
   size_t in_off = 0;
   int in_fd = in[1];
   if (stdin_data == nullptr || stdin_data->empty()) {

@@ -1,8 +1,13 @@
 // libsbsh used directly: one connection for many requests, one per thread, streaming,
 // stdin, cancelling, sessions and background processes.
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
 
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "fixture.h"
@@ -70,6 +75,46 @@ TEST_F(library_test, StreamingStdinResultFields) {
   EXPECT_EQ(r->signal, SIGTERM);
 }
 
+// exec writes to pipes (the command's stdin, output copied to a descriptor): a reader that
+// went away must not kill the caller, whose SIGPIPE here is at its default (fatal).
+TEST_F(library_test, ClosedPipesDoNotKillTheCaller) {
+  ASSERT_EQ(::signal(SIGPIPE, SIG_DFL), SIG_DFL);
+  auto c = conn();
+  client::exec_options o;
+  o.session = "lib";
+  o.command = "head -c 5 | wc -c";
+  o.stdin_data = std::string(4 << 20, 'x');
+  auto r = c.exec(o);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_data, "5\n");
+
+  // Output to a pipe nobody reads: the command gets SIGPIPE, as in a shell pipeline.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  ::close(p[0]);
+  o.stdin_data.reset();
+  o.command = "yes";
+  o.stdout_fd = p[1];
+  r = c.exec(o);
+  ::close(p[1]);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->signal, SIGPIPE);
+  EXPECT_EQ(r->exit_code, 128 + SIGPIPE);
+
+  // The caller's mask is as it was, with no SIGPIPE left pending.
+  sigset_t mask, pending;
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &mask), 0);
+  EXPECT_EQ(::sigismember(&mask, SIGPIPE), 0);
+  ASSERT_EQ(::sigpending(&pending), 0);
+  EXPECT_EQ(::sigismember(&pending, SIGPIPE), 0);
+  o.stdout_fd = -1;
+  o.command = "echo ok";
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "ok\n");
+}
+
 TEST_F(library_test, CancellerStopsARunningCommand) {
   auto c = conn();
   client::canceller stop;
@@ -119,6 +164,40 @@ TEST_F(library_test, SessionsAndProcesses) {
   EXPECT_EQ(e->stdout_data.substr(0, 1), "\n");
 }
 
+TEST_F(library_test, AFollowOfLogsCanBeEndedEarly) {
+  auto c = conn();
+  client::start_options so;
+  so.name = "ticker";
+  so.command = "while :; do echo tick; sleep 0.05; done";
+  auto p = c.start(so);
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  client::canceller stop;
+  client::logs_options lo;
+  lo.follow = true;
+  lo.cancel_fd = stop.fd();
+  std::string seen;
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    stop.cancel();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto end = c.logs("ticker", lo, [&](client::stream, std::string_view d) { seen += d; });
+  t.join();
+  ASSERT_TRUE(end.ok()) << end.err().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(end->state, "running");
+  EXPECT_NE(seen.find("tick\n"), std::string::npos);
+  // The connection is in step: the next requests get their own answers.
+  auto k = c.kill("ticker", SIGKILL);
+  ASSERT_TRUE(k.ok()) << k.err().message;
+  EXPECT_EQ(k->state, "killed");
+  client::exec_options o;
+  o.command = "echo next";
+  auto r = c.exec(o);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "next\n");
+}
+
 TEST_F(library_test, ErrorsNameWhatWasWrong) {
   auto c = conn();
   client::exec_options o;
@@ -128,6 +207,31 @@ TEST_F(library_test, ErrorsNameWhatWasWrong) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.err().code, "invalid_session_name");
   EXPECT_FALSE(c.kill("no-such-process", SIGTERM).ok());
+}
+
+// A daemon that never becomes ready makes connect fail after start_timeout, naming the
+// socket, instead of waiting for ever; what was started is stopped.
+TEST_F(library_test, AutoStartGivesUpAfterStartTimeout) {
+  std::string fake = dir + "/stuck-sbshd";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\necho $$ > " << dir << "/stuck.pid\nexec sleep 60\n";
+  }
+  ::chmod(fake.c_str(), 0700);
+  client::connect_options o;
+  o.socket_path = dir + "/run/other.sock";
+  o.daemon_path = fake;
+  o.start_timeout = std::chrono::milliseconds(300);
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = client::connection::connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.err().code, "unreachable");
+  EXPECT_NE(c.err().message.find("did not become ready on " + o.socket_path), std::string::npos) << c.err().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  std::ifstream pidf(dir + "/stuck.pid");
+  pid_t pid = 0;
+  ASSERT_TRUE(pidf >> pid);
+  EXPECT_FALSE(pid_alive(pid));
 }
 
 }  // namespace

@@ -296,6 +296,16 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(b"".join(seen), b"1\n2\n3\n")
         self.assertEqual(logs.process.state, "exited")
 
+        # A follow ends early through a Canceller; the process goes on.
+        self.c.start("while :; do echo tick; sleep 0.05; done", session="py-bg", name="endless")
+        k = sbsh.Canceller()
+        threading.Timer(0.3, k.cancel).start()
+        seen = []
+        logs = self.c.logs("endless", follow=True, on_output=lambda s, d: seen.append(d), canceller=k)
+        self.assertEqual(logs.process.state, "running")
+        self.assertIn(b"tick\n", b"".join(seen))
+        self.assertEqual(self.c.kill("endless", "KILL").state, "killed")
+
         self.c.start("sleep 100 & sleep 100; wait", session="py-bg", name="long")
         with self.assertRaises(sbsh.Error) as e:
             self.c.wait("long", timeout=0.2)

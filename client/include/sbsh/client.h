@@ -22,6 +22,7 @@ struct connect_options {
   std::string socket_path;   // empty: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, ...
   bool autostart = true;     // start sbshd when nothing answers (race-free)
   std::string daemon_path;   // empty: sbshd beside the running program, else on PATH
+  // How long auto-start may take, waiting for another client that is starting one included.
   std::chrono::milliseconds start_timeout{10000};
 };
 
@@ -40,7 +41,9 @@ struct exec_options {
   // When set, output chunks are passed here as they arrive and not kept in the result.
   std::function<void(stream, std::string_view)> on_output;
   // When >= 0 (and on_output is unset), output is copied straight to these descriptors
-  // (with splice(2) where possible) and not kept in the result.
+  // (with splice(2) where possible) and not kept in the result. If one loses its reader,
+  // the command is sent SIGPIPE, as in a shell pipeline. exec never raises SIGPIPE in the
+  // caller: while it writes to pipes it blocks SIGPIPE in the calling thread.
   int stdout_fd = -1;
   int stderr_fd = -1;
   // When >= 0: each byte readable here is a signal number to deliver once to the running
@@ -162,6 +165,9 @@ struct logs_options {
   bool follow = false;                // keep streaming until the process ends
   uint64_t tail = 0;                  // only the last N lines of each stream (0: all kept)
   bool out = true, err = true;        // which streams
+  // When >= 0: a byte readable here ends a follow early (logs() then returns the process's
+  // state as usual); canceller::fd() is such a descriptor.
+  int cancel_fd = -1;
 };
 
 class connection {

@@ -283,9 +283,11 @@ int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc**
 /* Streams the process's logs to fn (stream 1: stdout, 2: stderr).
  * follow: non-zero to keep streaming until the process ends. tail: only the last N lines of
  * each stream (0: everything kept). streams: 1 stdout only, 2 stderr only, 0 or 3 both.
+ * cancel_fd: -1, or sbsh_canceller_fd() of a canceller whose sbsh_canceller_cancel() ends a
+ * follow early (sbsh_logs then returns SBSH_OK as at the end; the process goes on).
  * *out (out may be NULL) gets the process's state at the end. */
-int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, sbsh_output_fn fn,
-              void* user, sbsh_proc** out);
+int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, int cancel_fd,
+              sbsh_output_fn fn, void* user, sbsh_proc** out);
 
 /* Getters of a process handle. Strings are owned by p. */
 uint64_t sbsh_proc_id(const sbsh_proc* p);

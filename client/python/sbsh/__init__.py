@@ -191,7 +191,7 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_processes_json": (I, [P, I, PP]),
         "sbsh_kill": (I, [P, S, I, PP]),
         "sbsh_wait": (I, [P, S, I64, PP]),
-        "sbsh_logs": (I, [P, S, I, U64, I, _OUTPUT_FN, P, PP]),
+        "sbsh_logs": (I, [P, S, I, U64, I, I, _OUTPUT_FN, P, PP]),
         "sbsh_proc_id": (U64, [P]),
         "sbsh_proc_name": (S, [P]),
         "sbsh_proc_session": (S, [P]),
@@ -712,10 +712,12 @@ class Client:
                     raise
 
     def logs(self, proc: Union[int, str], follow: bool = False, tail: int = 0, stdout: bool = True,
-             stderr: bool = True, on_output: Optional[OutputCallback] = None) -> Logs:
-        """The process's logged output. follow: keep streaming until it ends. tail: only the
-        last N lines of each stream. With on_output(stream, data), chunks go there as they
-        come and the returned Logs has empty stdout and stderr."""
+             stderr: bool = True, on_output: Optional[OutputCallback] = None,
+             canceller: Optional["Canceller"] = None) -> Logs:
+        """The process's logged output. follow: keep streaming until it ends, or until
+        canceller.cancel() (from another thread; the process goes on). tail: only the last N
+        lines of each stream. With on_output(stream, data), chunks go there as they come and
+        the returned Logs has empty stdout and stderr."""
         chunks: Dict[int, List[bytes]] = {STDOUT: [], STDERR: []}
         streams = (STDOUT if stdout else 0) | (STDERR if stderr else 0)
         if streams == 0:
@@ -723,8 +725,8 @@ class Client:
         guard = _CallbackGuard(on_output if on_output is not None else lambda s, d: chunks[s].append(d))
         p = ctypes.c_void_p()
         with self._busy():
-            self._call(self._lib.sbsh_logs, _enc(str(proc)), int(bool(follow)), int(tail), streams, guard.c_fn,
-                       None, ctypes.byref(p))
+            self._call(self._lib.sbsh_logs, _enc(str(proc)), int(bool(follow)), int(tail), streams,
+                       canceller.fileno() if canceller is not None else -1, guard.c_fn, None, ctypes.byref(p))
         try:
             process = _process_from_handle(self._lib, p)
         finally:
