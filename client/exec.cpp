@@ -72,7 +72,6 @@ class sigpipe_guard {
   sigset_t old_{};
 };
 
-
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 bool write_all(int fd, const char* p, size_t n) {
