@@ -45,10 +45,10 @@ constexpr uint64_t kBackoffCapMs = 10'000;
 constexpr size_t kHistory = 20;
 constexpr size_t kMaxInitOutput = 64u << 10;
 
-// The constant line sbshd writes to bash for every command. bash reads its script input one
-// byte per read() call, so this line is kept short and the command text travels in bulk
-// through the text slot instead.
-constexpr std::string_view kRunLine = "\\builtin eval \"$__sbsh_x\"\n";
+// The constant lines sbshd writes to bash for every command: run it, then report its status
+// (see init_script). bash reads its script input one byte per read() call, so they are kept
+// short and the command text travels in bulk through the text slot instead.
+constexpr std::string_view kRunLine = "\\builtin eval \"$__sbsh_x\"\n\\builtin eval \"$__sbsh_y\"\n";
 
 unique_fd dup_cloexec(int fd) { return unique_fd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
 
@@ -102,22 +102,29 @@ std::string session::init_script() const {
   // Between commands bash's own stdout is the status pipe (during a command it is
   // redirected, and bash keeps the original in a close-on-exec descriptor), so the status
   // costs no open(); each status line starts with \037 so nothing else can pass for one.
+  //
+  // Ctrl-C: a command's job that dies of SIGINT makes bash act as if it had received SIGINT
+  // itself, which would end a non-interactive shell and its state. With SIGINT trapped, bash
+  // instead abandons the rest of the line being run, sets $? to 130 and reads the next
+  // line, as an interactive shell returns to its prompt. So the run line ($__sbsh_x) and the
+  // status line ($__sbsh_y) are two lines (kRunLine): the status is reported either way.
   std::string p = fmt::format("/proc/{}/fd/", srv_.pid());
   std::string redir = fmt::format("<{0}{1} >{0}{2} 2>{0}{3}", p, slot_in_.get(), slot_out_.get(),
                                   slot_err_.get());
   std::string x = fmt::format(
       "\\builtin mapfile -d \"\" -t __sbsh_c <{0}{1}||\\builtin :;"
       "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
-      "else \\builtin eval \"$__sbsh_c\" {2};fi;"
-      "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"",
+      "else \\builtin eval \"$__sbsh_c\" {2};fi",
       p, slot_text_.get(), redir);
+  std::string y = "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"";
   return fmt::format(
       "set -m\n"
+      "trap : INT\n"
       "__sbsh_s=0\n"
       "__sbsh_rc() {{ return \"$1\"; }}\n"
       "readonly -f __sbsh_rc\n"
-      "readonly __sbsh_x={}\n",
-      shell_quote(x));
+      "readonly __sbsh_x={} __sbsh_y={}\n",
+      shell_quote(x), shell_quote(y));
 }
 
 status session::point_slot(const unique_fd& slot, int fd) {
@@ -281,6 +288,7 @@ void session::on_control(uint64_t gen, ipc::envelope&& env) {
       if (pid && pid.value()) shell_pid_ = *pid.value();
       if (state_ == session_state::starting) state_ = session_state::ready;
       spdlog::debug("session {}: shell pid {} ready", name_, shell_pid_);
+      dispatch_statuses();  // any that came first
       break;
     }
     case msg_type::signal_result: {
@@ -337,6 +345,14 @@ void session::on_status_readable(uint64_t gen) {
     if (n <= 0) break;
     status_buf_.append(buf, static_cast<size_t>(n));
   }
+  if (status_buf_.size() > 4096) status_buf_.clear();  // garbage written into the pipe
+  // The wrapper reports the shell's pid before bash can run anything, but both may arrive in
+  // one turn of the loop: statuses wait for that report (wrapper_ready), so that no command
+  // is seen to end in a shell whose pid sbsh does not know yet.
+  if (state_ != session_state::starting) dispatch_statuses();
+}
+
+void session::dispatch_statuses() {
   size_t nl;
   while ((nl = status_buf_.find('\n')) != std::string::npos) {
     std::string line = status_buf_.substr(0, nl);

@@ -90,6 +90,7 @@ class session {
   void health_tick();
   void on_control(uint64_t gen, ipc::envelope&& env);
   void on_status_readable(uint64_t gen);
+  void dispatch_statuses();  // acts on the complete status lines read so far
   void on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
                      const std::string& why);
   void detach_generation(bool kill_wrapper);

@@ -1,6 +1,13 @@
 // sbsh exec against a real daemon: state, bytes, stdin, the hard cases of DESIGN §2.
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -242,6 +249,108 @@ TEST_F(exec_test, AttachRunsLinesFromAPipeInOrder) {
   EXPECT_EQ(r.out, "5 /tmp\n");
   EXPECT_EQ(r.code, 3);  // the last command's status
   EXPECT_EQ(exec("att", "echo $x").out, "5\n");  // it was the session's shell
+}
+
+// A terminal session on a pseudo-terminal: the prompt names the session and its directory,
+// Ctrl-C stops the running command and not sbsh, state persists, Ctrl-D leaves.
+class attach_tty {
+ public:
+  explicit attach_tty(const std::string& sock) {
+    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      std::string sbsh = bin("sbsh");
+      ::execl(sbsh.c_str(), "sbsh", "--socket", sock.c_str(), "attach", "-s", "tty", nullptr);
+      ::_exit(127);
+    }
+  }
+  ~attach_tty() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (master_ >= 0) ::close(master_);
+  }
+  attach_tty(const attach_tty&) = delete;
+  attach_tty& operator=(const attach_tty&) = delete;
+
+  [[nodiscard]] const std::string& seen() const { return seen_; }
+  [[nodiscard]] bool started() const { return pid_ > 0 && master_ >= 0; }
+  void type(const std::string& keys) { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
+  // Types at the prompt once the line editor has put the terminal in raw mode: keys typed
+  // before that may be flushed by its tcsetattr().
+  void type_at_prompt(const std::string& keys) {
+    ASSERT_TRUE(wait_until(
+        [&] {
+          termios tio{};
+          return ::tcgetattr(master_, &tio) == 0 && (tio.c_lflag & ICANON) == 0;
+        },
+        std::chrono::seconds(20)));
+    type(keys);
+  }
+  // Reads the terminal until `what` has appeared since the last call, or 20 s pass.
+  bool wait_for(const std::string& what) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (seen_.find(what) == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd pf{master_, POLLIN, 0};
+      if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) return false;  // the terminal closed: sbsh exited
+      seen_.append(buf, static_cast<size_t>(n));
+    }
+    before_ = seen_.substr(0, seen_.find(what));
+    seen_.erase(0, before_.size() + what.size());
+    return true;
+  }
+  // What came before `what` in the last successful wait_for.
+  [[nodiscard]] const std::string& before() const { return before_; }
+  [[nodiscard]] bool running() const { return !exited_ && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Its exit status, or -1 when it is still running after 20 s.
+  int wait_exit() {
+    int st = 0;
+    if (!wait_until([&] { return ::waitpid(pid_, &st, WNOHANG) == pid_; }, std::chrono::seconds(20))) return -1;
+    exited_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int master_ = -1;
+  bool exited_ = false;
+  std::string seen_, before_;
+};
+
+TEST_F(exec_test, AttachOnATerminal) {
+  attach_tty t(sock);
+  ASSERT_TRUE(t.started());
+  ASSERT_TRUE(t.wait_for("[tty ")) << t.seen();
+  t.type_at_prompt("x=kept\r");
+  ASSERT_TRUE(t.wait_for("]$ ")) << t.seen();  // the next prompt
+  t.type_at_prompt("cd /tmp\r");
+  ASSERT_TRUE(t.wait_for("[tty /tmp]$ ")) << t.seen();
+  t.type_at_prompt("sleep 30; echo not-interrupted\r");
+  ASSERT_TRUE(t.wait_for("sleep 30; echo not-interrupted")) << t.seen();  // the echo of the line
+  pid_t shell = static_cast<pid_t>(session_pids("tty").shell_pid);
+  ASSERT_GT(shell, 0);
+  ASSERT_TRUE(wait_until([&] { return has_child(shell, "sleep"); }, std::chrono::seconds(20)));
+  auto t0 = std::chrono::steady_clock::now();
+  t.type("\x03");  // Ctrl-C: SIGINT to the command; the rest of the line is abandoned
+  ASSERT_TRUE(t.wait_for("[tty /tmp]$ ")) << t.seen();
+  EXPECT_EQ(t.before().find("\nnot-interrupted"), std::string::npos) << t.before();  // its output
+  EXPECT_EQ(t.before().find("state was lost"), std::string::npos) << t.before();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_TRUE(t.running());
+  t.type_at_prompt("echo $((6 * 7)) $x $?\r");  // the rest of the line was abandoned: $? is 130
+  ASSERT_TRUE(t.wait_for("42 kept 130")) << t.seen();
+  ASSERT_TRUE(t.wait_for("[tty /tmp]$ ")) << t.seen();
+  t.type_at_prompt("\x04");  // Ctrl-D at an empty line leaves
+  EXPECT_EQ(t.wait_exit(), 0);  // the last command's status
+  EXPECT_EQ(exec("tty", "pwd; echo $x").out, "/tmp\nkept\n");
+  auto st = session_status("tty");
+  EXPECT_EQ(st.restarts, 0u);  // Ctrl-C did not cost the shell
+  EXPECT_TRUE(std::filesystem::exists(state + "/attach_history"));
 }
 
 TEST_F(exec_test, CompletionScriptsParse) {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -31,6 +32,20 @@ bool pid_alive(pid_t pid) {
   std::getline(f, line);
   auto rp = line.rfind(')');
   return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
+}
+
+bool has_child(pid_t parent, const std::string& comm) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    auto lp = line.find('('), rp = line.rfind(')');
+    if (lp == std::string::npos || rp == std::string::npos || rp + 4 >= line.size()) continue;
+    if (line.substr(lp + 1, rp - lp - 1) != comm || line[rp + 2] == 'Z') continue;
+    if (std::atol(line.c_str() + rp + 4) == parent) return true;  // "S ppid ..."
+  }
+  return false;
 }
 
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
@@ -242,6 +257,15 @@ client::connection daemon_test::conn() {
   auto c = client::connection::connect(o);
   if (!c) throw std::runtime_error(c.err().message);
   return std::move(*c);
+}
+
+client::session_status daemon_test::session_pids(const std::string& name) {
+  client::session_status st;
+  wait_until([&] {
+    st = session_status(name);
+    return st.shell_pid > 0 && st.wrapper_pid > 0;
+  }, std::chrono::seconds(20));
+  return st;
 }
 
 client::session_status daemon_test::session_status(const std::string& name) {

@@ -23,6 +23,7 @@ struct run_result {
 std::string bin(const std::string& name);       // build/bin/NAME
 std::string helper();                           // the test helper binary
 bool pid_alive(pid_t pid);                      // exists and is not a zombie
+bool has_child(pid_t parent, const std::string& comm);  // a live child with that name
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit);
 // Runs argv with the given stdin (none: /dev/null), capturing stdout and stderr exactly.
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
@@ -46,6 +47,9 @@ class daemon_test : public ::testing::Test {
   run_result exec(const std::string& session, const std::string& command);
   client::connection conn();
   client::session_status session_status(const std::string& name);
+  // The session's status once it knows its shell's and wrapper's pids (a command's result
+  // can arrive before the wrapper's report of them); waits up to 20 s.
+  client::session_status session_pids(const std::string& name);
 
   std::string dir, sock, state;
   pid_t daemon_pid = -1;

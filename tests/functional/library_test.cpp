@@ -134,6 +134,43 @@ TEST_F(library_test, CancellerStopsARunningCommand) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
+// Ctrl-C as forwarded by the CLI: SIGINT to the command's processes. The rest of the
+// command is abandoned (as an interactive shell does at its prompt) and its status is 130;
+// the shell and its state stay.
+TEST_F(library_test, SigintStopsTheCommandNotTheShell) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "int";
+  o.command = "cd /tmp; kept=yes";
+  ASSERT_TRUE(c.exec(o).ok());
+  client::canceller k;
+  o.signal_fd = k.fd();
+  pid_t shell = static_cast<pid_t>(session_pids("int").shell_pid);
+  ASSERT_GT(shell, 0);
+  std::atomic<bool> seen{false};
+  std::thread t([&] {
+    seen = wait_until([&] { return has_child(shell, "sleep"); }, std::chrono::seconds(20));
+    k.signal(SIGINT);
+  });
+  o.command = "for i in 1 2 3; do sleep 30; done; echo after";
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.exec(o);
+  t.join();
+  EXPECT_TRUE(seen) << "no sleep below the shell " << shell;
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r->exit_code, 130);
+  EXPECT_EQ(r->signal, SIGINT);
+  EXPECT_FALSE(r->shell_restarted);
+  EXPECT_EQ(r->stdout_data, "");
+  o.signal_fd = -1;
+  o.command = "echo $? $kept $PWD";
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "130 yes /tmp\n");
+  EXPECT_EQ(session_status("int").restarts, 0u);
+}
+
 TEST_F(library_test, SessionsAndProcesses) {
   auto c = conn();
   client::session_spec spec;

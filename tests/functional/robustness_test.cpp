@@ -74,7 +74,7 @@ TEST_F(robustness_test, TimeoutOfABuiltinLoopRestartsTheShellAndSaysSo) {
 TEST_F(robustness_test, KillingTheShellOrTheWrapperMidCommandIsReported) {
   for (const char* victim : {"shell", "wrapper"}) {
     ASSERT_EQ(exec("s", "true").code, 0);
-    auto st = session_status("s");
+    auto st = session_pids("s");
     pid_t pid = static_cast<pid_t>(std::string(victim) == "shell" ? st.shell_pid : st.wrapper_pid);
     ASSERT_GT(pid, 0);
     std::thread killer([&] {

@@ -97,7 +97,7 @@ TEST_F(health_test, AStoppedWrapperIsReplacedButALongCommandIsNot) {
 
 TEST_F(supervision_test, RemovingASessionLeavesNothing) {
   ASSERT_EQ(exec("gone", "sleep 100 & echo $!").code, 0);
-  auto st = session_status("gone");
+  auto st = session_pids("gone");
   auto bg = sbsh({"start", "-s", "gone", "--", "sleep 200"});
   ASSERT_EQ(bg.code, 0);
   ASSERT_TRUE(wait_until([&] { return json::parse(sbsh({"ps", "--json"}).out)["processes"].a.at(0)["pid"].i() > 0; },
@@ -168,7 +168,7 @@ TEST_F(supervision_test, BackgroundProcessRunsFromSessionStateAndWaitGivesItsCod
   std::istringstream in(out.substr(6));
   long pid, pgid, sid;
   in >> pid >> pgid >> sid;
-  EXPECT_NE(pgid, session_status("bg").shell_pid);
+  EXPECT_NE(pgid, session_pids("bg").shell_pid);
 }
 
 TEST_F(supervision_test, KillReachesSetsidGrandchildrenAndSurvivesShellRestart) {
