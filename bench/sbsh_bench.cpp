@@ -14,10 +14,12 @@
 // Usage: sbsh-bench [--quick]
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <cstring>
 
 #include "bench_util.h"
+#include "daemon/shell_protocol.h"
 
 namespace sbsh::bench {
 namespace {
@@ -70,6 +72,80 @@ class marker_driver {
  private:
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
+};
+
+// The floor for the round trip: sbsh's own shell protocol (daemon/shell_protocol.h) driven
+// directly, with no daemon and no client in between. Each command gets fresh stdout and
+// stderr pipes reached through slots, its text through a memfd, and its status over a pipe
+// of its own, as in sbshd. What sbsh adds to this is the cost of the daemon's hops; what this
+// adds to the marker driver is the cost of keeping each command's output and status apart.
+class protocol_driver {
+ public:
+  protocol_driver() {
+    int script[2], status[2];
+    if (::pipe2(script, O_CLOEXEC) != 0 || ::pipe2(status, O_CLOEXEC) != 0) std::exit(1);
+    devnull_ = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    slots_.owner = ::getpid();
+    slots_.text = ::memfd_create("bench-text", MFD_CLOEXEC);
+    slots_.in = ::fcntl(devnull_, F_DUPFD_CLOEXEC, 3);
+    slots_.out = ::fcntl(devnull_, F_DUPFD_CLOEXEC, 3);
+    slots_.err = ::fcntl(devnull_, F_DUPFD_CLOEXEC, 3);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, script[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, status[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, devnull_, 2);
+    char a0[] = "bash", a1[] = "--noprofile", a2[] = "--norc";
+    char* argv[] = {a0, a1, a2, nullptr};
+    if (posix_spawnp(&pid_, "bash", &fa, nullptr, argv, environ) != 0) std::exit(1);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(script[0]);
+    ::close(status[1]);
+    to_ = script[1];
+    status_ = status[0];
+    std::string init = daemon::shell_init_script(slots_);
+    if (::write(to_, init.data(), init.size()) != static_cast<ssize_t>(init.size())) std::exit(1);
+  }
+  ~protocol_driver() {
+    ::close(to_);
+    ::close(status_);
+    int st;
+    ::waitpid(pid_, &st, 0);
+    for (int fd : {slots_.text, slots_.in, slots_.out, slots_.err, devnull_}) ::close(fd);
+  }
+  // Runs one command; returns its stdout (stderr is read and dropped).
+  std::string run(const std::string& cmd) {
+    if (!daemon::store_command_text(slots_.text, cmd, text_size_)) std::exit(1);
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::exit(1);
+    ::dup3(out[1], slots_.out, O_CLOEXEC);
+    ::dup3(err[1], slots_.err, O_CLOEXEC);
+    ::close(out[1]);
+    ::close(err[1]);
+    const auto& line = daemon::kRunLine;
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::exit(1);
+    char buf[65536];
+    for (std::string st; st.find('\n') == std::string::npos;) {
+      ssize_t n = ::read(status_, buf, sizeof buf);
+      if (n <= 0) std::exit(1);
+      st.append(buf, static_cast<size_t>(n));
+    }
+    ::dup3(devnull_, slots_.out, O_CLOEXEC);
+    ::dup3(devnull_, slots_.err, O_CLOEXEC);
+    std::string text;
+    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    while (::read(err[0], buf, sizeof buf) > 0) {
+    }
+    ::close(out[0]);
+    ::close(err[0]);
+    return text;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, status_ = -1, devnull_ = -1;
+  size_t text_size_ = 0;
+  daemon::shell_slots slots_;
 };
 
 struct row {
@@ -135,12 +211,17 @@ std::pair<stats, stats> compare(int warm, int iters, A&& fa, B&& fb) {
 void round_trip(const private_daemon& d, int iters) {
   auto c = d.connect();
   marker_driver drv;
+  protocol_driver proto;
   for (const char* cmd : {"true", "echo hi"}) {
     client::exec_options o;
     o.session = "rt";
     o.command = cmd;
     auto [s, b] = compare(200, iters, [&] { (void)c.exec(o); }, [&] { (void)drv.run(cmd); });
     print({std::string("round trip: ") + cmd, s, b, "ms", 1.5, false});
+    auto [f, b2] = compare(200, iters, [&] { (void)proto.run(cmd); }, [&] { (void)drv.run(cmd); });
+    std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  sbsh / floor %.2fx\n",
+                "  floor: protocol, no daemon", f.median, f.p90, b2.median, b2.p90, f.median / b2.median,
+                s.median / f.median);
   }
 }
 

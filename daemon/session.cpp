@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/server.h"
+#include "daemon/shell_protocol.h"
 
 extern char** environ;
 
@@ -44,11 +45,6 @@ constexpr uint64_t kBackoffCapMs = 10'000;
 // Kept per session for `session show`.
 constexpr size_t kHistory = 20;
 constexpr size_t kMaxInitOutput = 64u << 10;
-
-// The constant lines sbshd writes to bash for every command: run it, then report its status
-// (see init_script). bash reads its script input one byte per read() call, so they are kept
-// short and the command text travels in bulk through the text slot instead.
-constexpr std::string_view kRunLine = "\\builtin eval \"$__sbsh_x\"\n\\builtin eval \"$__sbsh_y\"\n";
 
 unique_fd dup_cloexec(int fd) { return unique_fd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
 
@@ -95,38 +91,6 @@ session::~session() {
   if (status_watch_ != nullptr) status_watch_->close();
 }
 
-std::string session::init_script() const {
-  // P/<n> is a slot: /proc/<sbshd pid>/fd/<n>. Every name below is quoted with \builtin
-  // so that a user's aliases and functions cannot change what the line does; the status is
-  // carried into `if` so that `$?` at the start of a command is the previous command's.
-  // Between commands bash's own stdout is the status pipe (during a command it is
-  // redirected, and bash keeps the original in a close-on-exec descriptor), so the status
-  // costs no open(); each status line starts with \037 so nothing else can pass for one.
-  //
-  // Ctrl-C: a command's job that dies of SIGINT makes bash act as if it had received SIGINT
-  // itself, which would end a non-interactive shell and its state. With SIGINT trapped, bash
-  // instead abandons the rest of the line being run, sets $? to 130 and reads the next
-  // line, as an interactive shell returns to its prompt. So the run line ($__sbsh_x) and the
-  // status line ($__sbsh_y) are two lines (kRunLine): the status is reported either way.
-  std::string p = fmt::format("/proc/{}/fd/", srv_.pid());
-  std::string redir = fmt::format("<{0}{1} >{0}{2} 2>{0}{3}", p, slot_in_.get(), slot_out_.get(),
-                                  slot_err_.get());
-  std::string x = fmt::format(
-      "\\builtin mapfile -d \"\" -t __sbsh_c <{0}{1}||\\builtin :;"
-      "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
-      "else \\builtin eval \"$__sbsh_c\" {2};fi",
-      p, slot_text_.get(), redir);
-  std::string y = "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"";
-  return fmt::format(
-      "set -m\n"
-      "trap : INT\n"
-      "__sbsh_s=0\n"
-      "__sbsh_rc() {{ return \"$1\"; }}\n"
-      "readonly -f __sbsh_rc\n"
-      "readonly __sbsh_x={} __sbsh_y={}\n",
-      shell_quote(x), shell_quote(y));
-}
-
 status session::point_slot(const unique_fd& slot, int fd) {
   if (::dup3(fd, slot.get(), O_CLOEXEC) < 0)
     return make_error(ipc::err::internal, fmt::format("dup3: {}", std::strerror(errno)));
@@ -165,7 +129,7 @@ void session::start_shell() {
   // bash reads the start-up script in bulk from its own memfd (through its stdin it would
   // cost a read() per byte); the short line that sources it waits in the pipe until bash
   // starts, and the first command's line can follow at once.
-  std::string init = init_script();
+  std::string init = shell_init_script({srv_.pid(), slot_text_.get(), slot_in_.get(), slot_out_.get(), slot_err_.get()});
   std::string line = fmt::format(". /proc/{}/fd/{}\n", srv_.pid(), slot_init_.get());
   if (::ftruncate(slot_init_.get(), 0) != 0 ||
       ::pwrite(slot_init_.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||
@@ -355,18 +319,16 @@ void session::on_status_readable(uint64_t gen) {
 void session::dispatch_statuses() {
   size_t nl;
   while ((nl = status_buf_.find('\n')) != std::string::npos) {
-    std::string line = status_buf_.substr(0, nl);
+    auto v = parse_status_line(std::string_view(status_buf_).substr(0, nl));
     status_buf_.erase(0, nl + 1);
-    char* end = nullptr;
-    long v = line.size() > 1 && line[0] == '\037' ? std::strtol(line.c_str() + 1, &end, 10) : -1;
-    if (end == nullptr || end == line.c_str() + 1 || *end != '\0' || v < 0 || v > 255) {
+    if (!v) {
       spdlog::warn("session {}: ignoring a malformed status line from the shell", name_);
       continue;
     }
     if (!current_ || !current_->started) continue;  // a stale status from a cancelled start
     auto job = std::move(current_);
-    job->outcome.exit_code = static_cast<int>(v);
-    if (v > 128 && v < 128 + 65) job->outcome.signal = static_cast<int>(v - 128);
+    job->outcome.exit_code = *v;
+    if (*v > 128 && *v < 128 + 65) job->outcome.signal = *v - 128;
     finish_job(std::move(job));
   }
   if (status_buf_.size() > 64) status_buf_.clear();  // garbage written into the slot
@@ -566,9 +528,7 @@ bool session::start_job(exec_job& job) {
     job.outcome.error = what;
     return false;
   };
-  const std::string& t = job.text;
-  if (::ftruncate(slot_text_.get(), 0) != 0 ||
-      ::pwrite(slot_text_.get(), t.data(), t.size(), 0) != static_cast<ssize_t>(t.size()))
+  if (!store_command_text(slot_text_.get(), job.text, text_slot_size_))
     return fail(fmt::format("cannot store the command text: {}", std::strerror(errno)));
 
   if (!job.io_fds) {
@@ -589,8 +549,9 @@ bool session::start_job(exec_job& job) {
       set_nonblock(job.in_w.get());
     }
   }
+  bool piped_stdin = static_cast<bool>(job.in_r);
   if (!point_slot(slot_out_, job.out_w.get()) || !point_slot(slot_err_, job.err_w.get()) ||
-      !point_slot(slot_in_, job.in_r ? job.in_r.get() : srv_.devnull()))
+      (piped_stdin && !point_slot(slot_in_, job.in_r.get())))
     return fail("cannot set up the command's descriptors");
   job.out_w.reset();
   job.err_w.reset();
@@ -599,7 +560,8 @@ bool session::start_job(exec_job& job) {
   job.mark = procs::mark_now(srv_.ns_last_pid_fd());
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
-  if (::write(script_w_.get(), kRunLine.data(), kRunLine.size()) != static_cast<ssize_t>(kRunLine.size())) {
+  std::string_view line = piped_stdin ? kRunLineStdin : kRunLine;
+  if (::write(script_w_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     reset_slots();
     return fail("the session's shell is not reading commands");
   }

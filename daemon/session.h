@@ -108,7 +108,6 @@ class session {
   void drain_outputs(exec_job& job);
   status point_slot(const unique_fd& slot, int fd);
   void reset_slots();
-  std::string init_script() const;
 
   server& srv_;
   std::string name_;
@@ -141,6 +140,7 @@ class session {
 
   // Slots: fixed descriptor numbers in sbshd that bash opens through /proc.
   unique_fd slot_text_;    // memfd with the command text
+  size_t text_slot_size_ = 0;
   unique_fd slot_init_;    // memfd with the shell's start-up script
   unique_fd slot_in_;
   unique_fd slot_out_;

@@ -165,6 +165,21 @@ TEST_F(exec_test, AMegabyteCommandRuns) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_EQ(r->stdout_data, "1048576\n");
+  // Shorter texts after longer ones: nothing of an earlier text may run again. (sbshd keeps
+  // the text slot's size between commands and ends each text with a NUL.)
+  o.command = "echo ${#v} medium; : '" + std::string(100000, 'y') + "'";
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "1048576 medium\n");
+  o.command = "echo short";
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "short\n");
+  o.command = "";
+  r = c.exec(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_data, "");
 }
 
 TEST_F(exec_test, BackgroundJobsReturnAtOnceAndDoNotLeak) {

@@ -1,0 +1,77 @@
+// The shell side of the exec path (see shell_protocol.h).
+#include "daemon/shell_protocol.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "daemon/exec_job.h"
+
+namespace sbsh::daemon {
+
+std::string shell_init_script(const shell_slots& slots) {
+  // P/<n> is a slot: /proc/<owner pid>/fd/<n>. Every name below is quoted with \builtin
+  // so that a user's aliases cannot change what the line does; the status is carried into
+  // `if` so that `$?` at the start of a command is the previous command's.
+  // Between commands bash's own stdout is the status pipe (during a command it is
+  // redirected, and bash keeps the original in a close-on-exec descriptor), so the status
+  // costs no open(); each status line starts with \037 so nothing else can pass for one.
+  //
+  // Ctrl-C: a command's job that dies of SIGINT makes bash act as if it had received SIGINT
+  // itself, which would end a non-interactive shell and its state. With SIGINT trapped, bash
+  // instead abandons the rest of the line being run, sets $? to 130 and reads the next
+  // line, as an interactive shell returns to its prompt. So the run line ($__sbsh_x or
+  // $__sbsh_i) and the status line ($__sbsh_y) are two lines (kRunLine): the status is reported either way.
+  std::string p = fmt::format("/proc/{}/fd/", slots.owner);
+  // The text, read in bulk up to its NUL (mapfile -n 1: see kTextEnd), then evaluated with
+  // the command's descriptors.
+  auto run = [&](const std::string& in) {
+    std::string redir = fmt::format("<{2} >{0}{1} 2>{0}{3}", p, slots.out, in, slots.err);
+    return fmt::format(
+        "\\builtin mapfile -d \"\" -n 1 -t __sbsh_c <{0}{1}||\\builtin :;"
+        "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
+        "else \\builtin eval \"$__sbsh_c\" {2};fi",
+        p, slots.text, redir);
+  };
+  std::string x = run("/dev/null");
+  std::string i = run(fmt::format("{}{}", p, slots.in));
+  std::string y = "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"";
+  return fmt::format(
+      "set -m\n"
+      "trap : INT\n"
+      "__sbsh_s=0\n"
+      "__sbsh_rc() {{ return \"$1\"; }}\n"
+      "readonly -f __sbsh_rc\n"
+      "readonly __sbsh_x={} __sbsh_i={} __sbsh_y={}\n",
+      shell_quote(x), shell_quote(i), shell_quote(y));
+}
+
+bool store_command_text(int fd, std::string_view text, size_t& slot_size) {
+  constexpr size_t kKeepBytes = 1u << 20;
+  static constexpr char kEnd = '\0';
+  size_t size = text.size() + 1;
+  if (slot_size > kKeepBytes && size < slot_size) {
+    if (::ftruncate(fd, 0) != 0) return false;
+    slot_size = 0;
+  }
+  iovec iov[2] = {{const_cast<char*>(text.data()), text.size()}, {const_cast<char*>(&kEnd), 1}};
+  if (::pwritev(fd, iov, 2, 0) != static_cast<ssize_t>(size)) return false;
+  slot_size = std::max(slot_size, size);
+  return true;
+}
+
+std::optional<int> parse_status_line(std::string_view line) {
+  if (line.size() < 2 || line.size() > 4 || line[0] != '\037') return std::nullopt;
+  int v = 0;
+  for (char c : line.substr(1)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > 255) return std::nullopt;
+  return v;
+}
+
+}  // namespace sbsh::daemon

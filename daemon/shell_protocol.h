@@ -1,0 +1,53 @@
+// The shell side of the exec path: what sbshd writes to a session's bash, and what bash
+// writes back. One definition serves the daemon and the benchmark that measures this
+// protocol on its own (bench/sbsh_bench.cpp, the "floor" rows).
+//
+// For each command the owner of the slots (sbshd) stores the text in the text slot, points
+// the in/out/err slots at the command's pipes, and writes kRunLine to bash's stdin. bash
+// opens the slots through /proc/<owner>/fd/<n>, evaluates the text at its top level, and
+// prints a status line ("\037<status>\n") to its own stdout, the status pipe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sbsh::daemon {
+
+// Descriptor numbers in the owner's process through which bash reaches a command's text
+// and I/O.
+struct shell_slots {
+  pid_t owner = 0;
+  int text = -1;
+  int in = -1;
+  int out = -1;
+  int err = -1;
+};
+
+// The constant lines written to bash for every command: run it, then report its status.
+// bash reads its script input one byte per read() call (about 0.2 us a byte), so they are
+// kept short and the command text travels in bulk through the text slot instead. The first
+// gives the command /dev/null as stdin; the second, the in slot (the caller sends input).
+// `\eval`: the backslash keeps a user's alias named eval out; eval is a special builtin, so
+// in POSIX mode no function can take its place either.
+inline constexpr std::string_view kRunLine = "\\eval \"$__sbsh_x\"\n\\eval \"$__sbsh_y\"\n";
+inline constexpr std::string_view kRunLineStdin = "\\eval \"$__sbsh_i\"\n\\eval \"$__sbsh_y\"\n";
+
+// Stores a command's text in the text slot `fd` (a memfd) as the text and a NUL. bash reads
+// up to the first NUL (a shell string cannot hold one anyway), so the slot is not truncated
+// between commands (one pwrite on the hot path): what follows the NUL is the tail of a longer
+// earlier text and is not read. After a large text the slot is cut back so that its memory
+// is not kept. `slot_size` is the caller's record of the slot's size. Sets errno on failure.
+[[nodiscard]] bool store_command_text(int fd, std::string_view text, size_t& slot_size);
+
+// The script a new shell runs (sourced) before any command: job control, the Ctrl-C trap
+// and the read-only definitions kRunLine expands.
+[[nodiscard]] std::string shell_init_script(const shell_slots& slots);
+
+// The status in one line the shell printed (without its '\n'), or nullopt when the line is
+// not a status line.
+[[nodiscard]] std::optional<int> parse_status_line(std::string_view line);
+
+}  // namespace sbsh::daemon
