@@ -2,7 +2,8 @@
 //
 //   round trip      exec of `true` / `echo hi` on one kept library connection, vs a minimal
 //                   one-hop driver of a persistent bash (writes `cmd; echo MARK$?`, reads to
-//                   the marker). Goal <= 1.5x.
+//                   the marker). Goal <= 1.5x. Its floor row: sbsh's shell protocol driven
+//                   with no daemon in between (protocol_driver below).
 //   cli             `sbsh exec -s s true` as a whole process vs `bash -c true`. Goal <= 1.0x.
 //   new session     a new session and its first result vs spawning bash and reading its
 //                   first reply. Goal <= 2x.
