@@ -129,7 +129,8 @@ void session::start_shell() {
   // bash reads the start-up script in bulk from its own memfd (through its stdin it would
   // cost a read() per byte); the short line that sources it waits in the pipe until bash
   // starts, and the first command's line can follow at once.
-  std::string init = shell_init_script({srv_.pid(), slot_text_.get(), slot_in_.get(), slot_out_.get(), slot_err_.get()});
+  std::string init =
+      shell_init_script({srv_.pid(), slot_text_.get(), slot_in_.get(), slot_out_.get(), slot_err_.get()});
   std::string line = fmt::format(". /proc/{}/fd/{}\n", srv_.pid(), slot_init_.get());
   if (::ftruncate(slot_init_.get(), 0) != 0 ||
       ::pwrite(slot_init_.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||

@@ -24,10 +24,11 @@ std::string shell_init_script(const shell_slots& slots) {
   // itself, which would end a non-interactive shell and its state. With SIGINT trapped, bash
   // instead abandons the rest of the line being run, sets $? to 130 and reads the next
   // line, as an interactive shell returns to its prompt. So the run line ($__sbsh_x or
-  // $__sbsh_i) and the status line ($__sbsh_y) are two lines (kRunLine): the status is reported either way.
+  // $__sbsh_i) and the status line ($__sbsh_y) are two lines (kRunLine): the status is
+  // reported either way.
   std::string p = fmt::format("/proc/{}/fd/", slots.owner);
-  // The text, read in bulk up to its NUL (mapfile -n 1: see kTextEnd), then evaluated with
-  // the command's descriptors.
+  // The text, read in bulk up to its NUL (mapfile -n 1: see store_command_text), then
+  // evaluated with the command's descriptors.
   auto run = [&](const std::string& in) {
     std::string redir = fmt::format("<{2} >{0}{1} 2>{0}{3}", p, slots.out, in, slots.err);
     return fmt::format(

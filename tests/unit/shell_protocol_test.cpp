@@ -1,0 +1,105 @@
+// daemon/shell_protocol.cpp: status lines, the text slot, and the start-up script in a real bash.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "daemon/shell_protocol.h"
+
+namespace sbsh::daemon {
+namespace {
+
+TEST(shell_protocol, StatusLines) {
+  EXPECT_EQ(parse_status_line("\0370"), 0);
+  EXPECT_EQ(parse_status_line("\037130"), 130);
+  EXPECT_EQ(parse_status_line("\037255"), 255);
+  EXPECT_EQ(parse_status_line("\037256"), std::nullopt);
+  EXPECT_EQ(parse_status_line("\037"), std::nullopt);
+  EXPECT_EQ(parse_status_line("0"), std::nullopt);        // no \037: command output
+  EXPECT_EQ(parse_status_line("\037-1"), std::nullopt);
+  EXPECT_EQ(parse_status_line("\0371x"), std::nullopt);
+  EXPECT_EQ(parse_status_line("\0370000"), std::nullopt);  // longer than any status
+}
+
+std::string slot_contents(int fd) {
+  struct stat st{};
+  EXPECT_EQ(::fstat(fd, &st), 0);
+  std::string s(static_cast<size_t>(st.st_size), '\0');
+  EXPECT_EQ(::pread(fd, s.data(), s.size(), 0), st.st_size);
+  return s;
+}
+
+TEST(shell_protocol, TextSlotKeepsItsSizeUntilALargeText) {
+  int fd = ::memfd_create("text", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  size_t size = 0;
+  ASSERT_TRUE(store_command_text(fd, "echo longer", size));
+  ASSERT_TRUE(store_command_text(fd, "ls", size));
+  // The new text and its NUL first; the tail of the longer one after it is never read.
+  EXPECT_EQ(slot_contents(fd), std::string("ls\0o longer\0", 12));
+  EXPECT_EQ(size, 12u);
+  std::string big(2u << 20, 'x');
+  ASSERT_TRUE(store_command_text(fd, big, size));
+  ASSERT_TRUE(store_command_text(fd, "pwd", size));
+  EXPECT_EQ(slot_contents(fd), std::string("pwd\0", 4));  // cut back: its memory is not kept
+  ::close(fd);
+}
+
+// The start-up script and the run lines, in a real bash with slots of this process: the
+// status of each command, `$?` carried into the next, and output in the out slot only.
+TEST(shell_protocol, RunsCommandsInARealBash) {
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  shell_slots slots;
+  slots.owner = ::getpid();
+  slots.text = ::memfd_create("text", MFD_CLOEXEC);
+  slots.in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  slots.out = out[1];
+  slots.err = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  size_t size = 0;
+  std::string script = shell_init_script(slots);
+  std::string status;
+  // One bash, each command stored and then run by the run line, one at a time.
+  int to[2], from[2];
+  ASSERT_EQ(::pipe2(to, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from, O_CLOEXEC), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(to[0], 0);
+    ::dup2(from[1], 1);
+    ::execlp("bash", "bash", "--noprofile", "--norc", nullptr);
+    ::_exit(127);
+  }
+  ::close(to[0]);
+  ::close(from[1]);
+  ASSERT_EQ(::write(to[1], script.data(), script.size()), static_cast<ssize_t>(script.size()));
+  for (const char* cmd : {"echo one", "false", "echo \"prev=$?\"", "(exit 7)"}) {
+    ASSERT_TRUE(store_command_text(slots.text, cmd, size));
+    ASSERT_EQ(::write(to[1], kRunLine.data(), kRunLine.size()), static_cast<ssize_t>(kRunLine.size()));
+    std::string line;
+    char c;
+    while (::read(from[0], &c, 1) == 1 && c != '\n') line += c;
+    auto v = parse_status_line(line);
+    ASSERT_TRUE(v.has_value()) << "not a status line: " << line;
+    status += std::to_string(*v) + " ";
+  }
+  ::close(to[1]);
+  int st;
+  ::waitpid(pid, &st, 0);
+  ::close(from[0]);
+  EXPECT_EQ(status, "0 1 0 7 ");
+  for (int fd : {slots.text, slots.in, slots.out, slots.err}) ::close(fd);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  EXPECT_EQ(got, "one\nprev=1\n");
+}
+
+}  // namespace
+}  // namespace sbsh::daemon
