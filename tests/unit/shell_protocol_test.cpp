@@ -50,19 +50,24 @@ TEST(shell_protocol, TextSlotKeepsItsSizeUntilALargeText) {
 }
 
 // The start-up script and the run lines, in a real bash with slots of this process: the
-// status of each command, `$?` carried into the next, and output in the out slot only.
+// status of each command, `$?` carried into the next, stdin /dev/null unless the in slot is
+// asked for, and output in the out slot only.
 TEST(shell_protocol, RunsCommandsInARealBash) {
   int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC | O_NONBLOCK), 0);
   shell_slots slots;
   slots.owner = ::getpid();
   slots.text = ::memfd_create("text", MFD_CLOEXEC);
-  slots.in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in[2];  // the caller's stdin for the one command run with kRunLineStdin
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(::write(in[1], "piped\n", 6), 6);
+  ::close(in[1]);
+  slots.in = in[0];
   slots.out = out[1];
   slots.err = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   size_t size = 0;
   std::string script = shell_init_script(slots);
-  std::string status;
+  std::string status, got;  // statuses; each command's output, ended by '|'
   // One bash, each command stored and then run by the run line, one at a time.
   int to[2], from[2];
   ASSERT_EQ(::pipe2(to, O_CLOEXEC), 0);
@@ -78,27 +83,34 @@ TEST(shell_protocol, RunsCommandsInARealBash) {
   ::close(to[0]);
   ::close(from[1]);
   ASSERT_EQ(::write(to[1], script.data(), script.size()), static_cast<ssize_t>(script.size()));
-  for (const char* cmd : {"echo one", "false", "echo \"prev=$?\"", "(exit 7)"}) {
+  struct step {
+    const char* cmd;
+    std::string_view line;
+  };
+  // `cat` reads /dev/null under kRunLine (nothing, at once) and the in slot under kRunLineStdin.
+  for (auto [cmd, run] : {step{"echo one", kRunLine}, step{"false", kRunLine}, step{"echo \"prev=$?\"", kRunLine},
+                          step{"cat", kRunLine}, step{"cat", kRunLineStdin}, step{"(exit 7)", kRunLine}}) {
     ASSERT_TRUE(store_command_text(slots.text, cmd, size));
-    ASSERT_EQ(::write(to[1], kRunLine.data(), kRunLine.size()), static_cast<ssize_t>(kRunLine.size()));
+    ASSERT_EQ(::write(to[1], run.data(), run.size()), static_cast<ssize_t>(run.size()));
     std::string line;
     char c;
     while (::read(from[0], &c, 1) == 1 && c != '\n') line += c;
     auto v = parse_status_line(line);
     ASSERT_TRUE(v.has_value()) << "not a status line: " << line;
     status += std::to_string(*v) + " ";
+    // The command has ended: what it wrote is in the out pipe now.
+    char buf[256];
+    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    got += '|';
   }
   ::close(to[1]);
   int st;
   ::waitpid(pid, &st, 0);
   ::close(from[0]);
-  EXPECT_EQ(status, "0 1 0 7 ");
+  EXPECT_EQ(status, "0 1 0 0 0 7 ");
   for (int fd : {slots.text, slots.in, slots.out, slots.err}) ::close(fd);
-  std::string got;
-  char buf[256];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
   ::close(out[0]);
-  EXPECT_EQ(got, "one\nprev=1\n");
+  EXPECT_EQ(got, "one\n||prev=1\n||piped\n||");
 }
 
 }  // namespace
