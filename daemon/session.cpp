@@ -16,6 +16,7 @@
 
 #include "daemon/server.h"
 #include "daemon/shell_protocol.h"
+#include "wrapper/wrapper.h"
 
 extern char** environ;
 
@@ -153,26 +154,18 @@ void session::start_shell() {
   for (auto& s : env_store) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  uv_stdio_container_t stdio[6];
-  stdio[0].flags = UV_INHERIT_FD;
-  stdio[0].data.fd = srv_.devnull();
-  stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = 2;
-  stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = 2;
-  stdio[3].flags = UV_INHERIT_FD;
-  stdio[3].data.fd = ctl_theirs.get();
-  stdio[4].flags = UV_INHERIT_FD;
-  stdio[4].data.fd = script_r.get();
-  stdio[5].flags = UV_INHERIT_FD;
-  stdio[5].data.fd = status_w.get();
-  uv_process_options_t po{};
+  // The wrapper's descriptors: /dev/null as stdin, sbshd's stderr as stdout and stderr, and
+  // the three channels where wrapper.h says.
+  int fds[wrapper::kStatusFd + 1] = {srv_.devnull(), 2, 2, -1, -1, -1};
+  fds[wrapper::kControlFd] = ctl_theirs.get();
+  fds[wrapper::kScriptFd] = script_r.get();
+  fds[wrapper::kStatusFd] = status_w.get();
+  child_process::options po;
   po.file = exe.c_str();
-  po.args = args.data();
-  po.env = envp.data();
+  po.argv = args.data();
+  po.envp = envp.data();
   po.cwd = def_.cwd.c_str();
-  po.stdio = stdio;
-  po.stdio_count = 6;
+  po.fds = fds;
   int err = 0;
   wrapper_ = child_process::spawn(
       srv_.loop(), po,
@@ -186,7 +179,7 @@ void session::start_shell() {
       },
       &err);
   if (wrapper_ == nullptr) {
-    failure_ = fmt::format("cannot start {}: {}", exe, uv_strerror(err));
+    failure_ = fmt::format("cannot start {}: {}", exe, std::strerror(err));
     spdlog::error("session {}: {}", name_, failure_);
     state_ = session_state::failed;
     script_w_.reset();

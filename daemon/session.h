@@ -19,6 +19,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/framed_socket.h"
 #include "daemon/session_def.h"
+#include "daemon/child_process.h"
 #include "daemon/uv_handles.h"
 
 namespace sbsh::daemon {

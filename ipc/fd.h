@@ -1,5 +1,6 @@
 // Owning file descriptor. Every fd sbsh opens is close-on-exec from birth; the few that a
-// child must inherit are dup2'ed into place between fork and exec (see wrapper/spawn.cpp).
+// child must inherit are dup2'ed into place before exec (daemon/child_process.cpp,
+// wrapper/spawn.cpp).
 #pragma once
 
 #include <unistd.h>

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,7 +48,14 @@ namespace {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  // Every disposition back to the default, through the kernel's call: glibc's sigaction()
+  // refuses its two internal signals (32 and 33), which its posix_spawn (how sbshd starts
+  // this wrapper) leaves ignored, and an ignored signal would stay ignored in bash and in
+  // every command. A zeroed kernel sigaction is SIG_DFL, no flags and an empty mask on
+  // every architecture.
+  const unsigned long dfl[4] = {};
+  for (int s = 1; s < NSIG; ++s)
+    if (s != SIGKILL && s != SIGSTOP) ::syscall(SYS_rt_sigaction, s, dfl, nullptr, NSIG / 8);
   char arg0[] = "bash";
   char arg1[] = "--noprofile";
   char arg2[] = "--norc";

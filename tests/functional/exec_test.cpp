@@ -122,6 +122,14 @@ TEST_F(exec_test, CommandsSeeOnlyStandardDescriptors) {
   EXPECT_EQ(sbsh({"exec", "-s", "s", helper() + " fds"}, &in).out, "0 1 2\n");
 }
 
+TEST_F(exec_test, CommandsStartWithNoSignalIgnoredOrBlocked) {
+  // Nothing of sbshd's or the wrapper's signal state reaches a command: sbshd ignores
+  // SIGPIPE, and the way it starts wrappers leaves glibc's internal signals 32 and 33
+  // ignored; both must be back to their defaults in the session.
+  auto r = exec("s", "grep -E '^Sig(Blk|Ign)' /proc/self/status");
+  EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
 TEST_F(exec_test, ExitEndsTheShellAndTheNextCommandWorks) {
   ASSERT_EQ(exec("s", "cd /tmp; v=1").code, 0);
   auto r = exec("s", "exit 3");

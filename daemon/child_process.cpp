@@ -1,0 +1,133 @@
+// posix_spawn + pidfd (see child_process.h).
+#include "daemon/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace sbsh::daemon {
+
+namespace {
+
+// Debian 12's <sys/pidfd.h> (glibc 2.36) lacks extern "C": a C++ program cannot link its
+// declarations, so the two calls go through syscall(2).
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_send_signal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+// posix_spawn's attributes and file actions, destroyed on every path.
+struct spawn_plan {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  spawn_plan() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+  }
+  ~spawn_plan() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  spawn_plan(const spawn_plan&) = delete;
+  spawn_plan& operator=(const spawn_plan&) = delete;
+};
+
+}  // namespace
+
+child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb, int* err) {
+  spawn_plan plan;
+  // Each source is first copied above the target range, so that no dup2 in the child can
+  // overwrite a source it has still to copy (one source may also serve several targets).
+  // The copies are close-on-exec; dup2 clears that flag on each target.
+  const int n = static_cast<int>(o.fds.size());
+  std::vector<unique_fd> high;
+  high.reserve(o.fds.size());
+  for (int i = 0; i < n; ++i) {
+    int h = ::fcntl(o.fds[i], F_DUPFD_CLOEXEC, n);
+    if (h < 0) {
+      *err = errno;
+      return nullptr;
+    }
+    high.emplace_back(h);
+  }
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; ++i) rc = posix_spawn_file_actions_adddup2(&plan.actions, high[i].get(), i);
+  // Every descriptor sbsh opens is close-on-exec; this also covers any a library left open.
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&plan.actions, n);
+  if (rc == 0 && o.cwd != nullptr) rc = posix_spawn_file_actions_addchdir_np(&plan.actions, o.cwd);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  if (rc == 0) rc = posix_spawnattr_setsigmask(&plan.attr, &none);
+  if (rc == 0) rc = posix_spawnattr_setsigdefault(&plan.attr, &all);  // SIGPIPE is ignored in sbshd
+  if (rc == 0) rc = posix_spawnattr_setflags(&plan.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  if (rc == 0) rc = posix_spawnp(&pid, o.file, &plan.actions, &plan.attr, o.argv, o.envp);
+  if (rc != 0) {
+    *err = rc;
+    return nullptr;
+  }
+  // Until it is reaped below, the child's pid cannot be reused, so the pidfd is the child's.
+  unique_fd pidfd(pidfd_open(pid));
+  if (!pidfd) {
+    *err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return nullptr;
+  }
+  auto* self = new child_process(pid, std::move(pidfd));
+  self->cb_ = std::move(cb);
+  int r = uv_poll_init(loop, &self->handle_, self->pidfd_.get());
+  if (r != 0) {  // a pidfd is always pollable: this is a bug
+    std::fprintf(stderr, "sbshd: uv_poll_init(pidfd): %s\n", uv_strerror(r));
+    std::abort();
+  }
+  self->handle_.data = self;
+  uv_poll_start(&self->handle_, UV_READABLE, [](uv_poll_t* h, int, int) {
+    static_cast<child_process*>(h->data)->on_readable();
+  });
+  return self;
+}
+
+void child_process::on_readable() {
+  siginfo_t si{};
+  int64_t status = -1;  // when the status is lost (the child was reaped elsewhere)
+  int sig = 0;
+  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0) {
+    if (si.si_pid == 0) return;  // not ended yet
+    bool exited = si.si_code == CLD_EXITED;
+    status = exited ? si.si_status : 0;
+    sig = exited ? 0 : si.si_status;
+  } else if (errno == EINTR) {
+    return;
+  }
+  exited_ = true;
+  uv_poll_stop(&handle_);
+  auto cb = std::move(cb_);
+  cb_ = nullptr;
+  if (cb) cb(status, sig);
+  close();
+}
+
+void child_process::kill(int sig) {
+  if (!exited_) (void)pidfd_send_signal(pidfd_.get(), sig);
+}
+
+void child_process::release(exit_callback last) {
+  cb_ = std::move(last);
+  if (exited_) close();
+}
+
+void child_process::on_close_requested() {
+  cb_ = nullptr;
+  uv_poll_stop(&handle_);
+}
+
+}  // namespace sbsh::daemon

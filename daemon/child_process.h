@@ -1,0 +1,56 @@
+// A child process of sbshd (a session's wrapper), started with posix_spawn and watched
+// through a pidfd on the loop.
+//
+// posix_spawn runs the child on sbshd's own memory until exec (clone with CLONE_VFORK):
+// libuv's uv_spawn forks, which copies sbshd's page tables and costs a new session a few
+// hundred microseconds more. The pidfd lets the loop learn of the exit without a SIGCHLD
+// handler, and a signal sent through it can never reach a recycled pid.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "daemon/uv_handles.h"
+#include "ipc/fd.h"
+
+namespace sbsh::daemon {
+
+class child_process final : public uv_owned<child_process, uv_poll_t> {
+ public:
+  using exit_callback = std::function<void(int64_t exit_status, int term_signal)>;
+  struct options {
+    const char* file = nullptr;       // searched on PATH when it holds no slash
+    char* const* argv = nullptr;
+    char* const* envp = nullptr;
+    const char* cwd = nullptr;        // nullptr: sbshd's own
+    std::span<const int> fds;         // fds[i] becomes descriptor i; every other one is closed
+  };
+  // Starts the child with default signal dispositions and an empty signal mask. Returns
+  // nullptr and sets *err (an errno value) when it cannot be started, including when the
+  // file cannot be executed.
+  static child_process* spawn(uv_loop_t* loop, const options& opts, exit_callback cb, int* err);
+
+  [[nodiscard]] int pid() const { return pid_; }
+  [[nodiscard]] bool exited() const { return exited_; }
+  void kill(int sig);
+  // The owner lets go: `last` (may be empty) still runs at exit, then the handle closes. The
+  // handle stays open until then so that the child is reaped.
+  void release(exit_callback last = nullptr);
+  void on_close_requested();
+
+ private:
+  friend class uv_owned<child_process, uv_poll_t>;
+  child_process(int pid, unique_fd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+  ~child_process() = default;
+  void on_readable();
+
+  exit_callback cb_;
+  int pid_ = 0;
+  unique_fd pidfd_;
+  bool exited_ = false;
+};
+
+}  // namespace sbsh::daemon
