@@ -1,9 +1,12 @@
-// fork()+exec() of bash. Everything after fork() in the child is async-signal-safe; an exec
-// failure travels back to the parent over a close-on-exec pipe.
+// Starting bash: clone() with CLONE_VM | CLONE_VFORK, then exec, as posix_spawn does. The
+// child runs on the wrapper's memory until execve(): it calls only async-signal-safe
+// functions and writes nothing but its own stack and, when it fails, the error it reports.
 #include "wrapper/spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,74 +23,69 @@ namespace sbsh::wrapper {
 
 namespace {
 
-[[noreturn]] void child_fail(int report_fd, int err) {
-  ssize_t r = ::write(report_fd, &err, sizeof err);
-  (void)r;
+struct child_args {
+  const char* bash_path;
+  int script_fd, status_fd;
+  pid_t parent;
+  int error = 0;  // set by the child when it cannot exec bash; read once it has exited
+};
+
+[[noreturn]] void child_fail(child_args* a, int err) {
+  a->error = err;
   ::_exit(127);
 }
 
-// Runs in the child between fork() and execve(): async-signal-safe calls only.
-[[noreturn]] void exec_shell_child(const char* bash_path, int script_fd, int status_fd, int report_fd,
-                                   pid_t parent) {
+int child_main(void* p) {
+  auto* a = static_cast<child_args*>(p);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+  if (::getppid() != a->parent) ::_exit(127);  // the parent died before prctl took effect
   int devnull = ::open("/dev/null", O_RDWR);
-  if (devnull < 0) child_fail(report_fd, errno);
-  // Move the report pipe out of the way of 0..2 before dup2 overwrites them.
-  if (report_fd <= 2) {
-    int moved = ::fcntl(report_fd, F_DUPFD_CLOEXEC, 10);
-    if (moved < 0) ::_exit(127);
-    report_fd = moved;
-  }
-  if (::dup2(script_fd, 0) < 0 || ::dup2(status_fd, 1) < 0 || ::dup2(devnull, 2) < 0)
-    child_fail(report_fd, errno);
-  // Close every other descriptor except the report pipe (close-on-exec already): two
-  // close_range calls instead of a close() per possible descriptor.
-  if (report_fd > 3) ::close_range(3, static_cast<unsigned>(report_fd) - 1, 0);
-  ::close_range(static_cast<unsigned>(report_fd) + 1, ~0U, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (devnull < 0) child_fail(a, errno);
+  if (::dup2(a->script_fd, 0) < 0 || ::dup2(a->status_fd, 1) < 0 || ::dup2(devnull, 2) < 0)
+    child_fail(a, errno);
+  ::close_range(3, ~0U, 0);  // one call instead of a close() per possible descriptor
   // Every disposition back to the default, through the kernel's call: glibc's sigaction()
   // refuses its two internal signals (32 and 33), which its posix_spawn (how sbshd starts
   // this wrapper) leaves ignored, and an ignored signal would stay ignored in bash and in
   // every command. A zeroed kernel sigaction is SIG_DFL, no flags and an empty mask on
-  // every architecture.
+  // every architecture. Only then are signals unblocked (the parent blocked them all).
   const unsigned long dfl[4] = {};
   for (int s = 1; s < NSIG; ++s)
     if (s != SIGKILL && s != SIGSTOP) ::syscall(SYS_rt_sigaction, s, dfl, nullptr, NSIG / 8);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   char arg0[] = "bash";
   char arg1[] = "--noprofile";
   char arg2[] = "--norc";
   char* argv[] = {arg0, arg1, arg2, nullptr};
-  ::execve(bash_path, argv, environ);
-  child_fail(report_fd, errno);
+  ::execve(a->bash_path, argv, environ);
+  child_fail(a, errno);
 }
 
 }  // namespace
 
 result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd) {
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0)
-    return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    return make_error("spawn", fmt::format("cannot fork bash: {}", std::strerror(e)));
-  }
-  if (pid == 0) exec_shell_child(bash_path, script_fd, status_fd, report[1], parent);
-  ::close(report[1]);
-  int child_errno = 0;
-  ssize_t n;
-  do n = ::read(report[0], &child_errno, sizeof child_errno);
-  while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+  // The child runs on this process's memory, on a stack of its own, and this thread waits
+  // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
+  // for a child that is about to exec anyway. Every signal stays blocked until the child has
+  // reset its dispositions, so that no handler of this process's runs on the shared memory.
+  constexpr size_t kStack = 256 * 1024;  // generous: sanitizer builds use more stack
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
+  child_args args{bash_path, script_fd, status_fd, ::getpid()};
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  int clone_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::munmap(stack, kStack);
+  if (pid < 0) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(clone_errno)));
+  // The child has exec'd or exited: an error it set is final.
+  if (args.error != 0) {
     ::waitpid(pid, nullptr, 0);
-    return make_error("spawn", fmt::format("cannot run {}: {}", bash_path, std::strerror(child_errno)));
+    return make_error("spawn", fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
   }
   return pid;
 }

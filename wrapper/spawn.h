@@ -1,4 +1,4 @@
-// Starting bash. The code between fork() and exec() lives in spawn.cpp alone and is
+// Starting bash. The code the child runs before exec() lives in spawn.cpp alone and is
 // async-signal-safe.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 namespace sbsh::wrapper {
 
-// Forks and execs bash with `script_fd` as its stdin, `status_fd` as its stdout and
+// Starts bash with `script_fd` as its stdin, `status_fd` as its stdout and
 // /dev/null as stderr, dying with its parent. Every other descriptor is closed.
 result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd);
 
