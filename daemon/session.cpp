@@ -287,7 +287,7 @@ void session::on_control(uint64_t gen, ipc::envelope&& env) {
                         : c ? fmt::format("its shell exited with status {}", *c)
                             : fmt::format("its shell could not start: {}",
                                           error && error.value() ? *error.value() : "unknown reason");
-      on_shell_lost(gen, c, s, why);
+      on_shell_lost(gen, c, s, why, /*never_ran=*/!c && !s);
       break;
     }
     default:
@@ -330,11 +330,14 @@ void session::dispatch_statuses() {
 }
 
 void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
-                            const std::string& why) {
+                            const std::string& why, bool never_ran) {
   if (gen != generation_ || stopping_) return;
   spdlog::warn("session {}: shell lost: {}", name_, why);
   bool failed_start = gen_user_commands_ == 0 || init_failed_;
   bool forced = forcing_restart_;
+  bool clean_exit = exit_code && *exit_code == 0 && !signal;
+  bool wanted = forced || def_.restart == restart_policy::always ||
+                (def_.restart == restart_policy::on_failure && !clean_exit);
   if (current_) {
     auto job = std::move(current_);
     auto& o = job->outcome;
@@ -348,13 +351,18 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
       }
     }
     if (!o.exit_code) {
+      std::string next = wanted ? "a new shell is being started"
+                                : fmt::format("no new shell starts (restart policy {})", policy_name(def_.restart));
       o.error_code = std::string(ipc::err::shell_restarted);
-      o.error = o.timed_out || o.cancelled
-                    ? "the command ran in the shell itself (a builtin), so the shell was restarted "
-                      "to stop it; the session's state was lost"
-                    : fmt::format("the session's shell ended while running the command ({}); the "
-                                  "session's state was lost and a new shell was started",
-                                  why);
+      if (o.timed_out || o.cancelled)
+        o.error = "the command ran in the shell itself (a builtin), so the shell was restarted "
+                  "to stop it; the session's state was lost";
+      else if (never_ran)
+        o.error = fmt::format("the command did not run ({}); {}", why, next);
+      else
+        o.error = fmt::format("the session's shell ended while running the command ({}); the "
+                              "session's state was lost and {}",
+                              why, next);
     }
     finish_job(std::move(job));
   }
@@ -362,9 +370,6 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
   // itself; in every other case it is dead or must die now.
   detach_generation(/*kill_wrapper=*/!exit_code && !signal);
   ++generation_;
-  bool clean_exit = exit_code && *exit_code == 0 && !signal;
-  bool wanted = forced || def_.restart == restart_policy::always ||
-                (def_.restart == restart_policy::on_failure && !clean_exit);
   if (!wanted) {
     state_ = session_state::exited;
     failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, policy_name(def_.restart));

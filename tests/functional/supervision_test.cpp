@@ -75,6 +75,30 @@ TEST_F(supervision_test, CrashLoopFailsAndRestartRecovers) {
   EXPECT_EQ(session_status("loop").state, "ready");
 }
 
+// sbshd, and so every wrapper, told to run a bash that does not exist.
+class missing_shell_test : public daemon_test {
+ protected:
+  missing_shell_test() { start_in_setup = false; }
+};
+
+TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
+  ::setenv("SBSH_BASH", "/nonexistent/bash", 1);
+  start_daemon();
+  ::unsetenv("SBSH_BASH");
+  auto r = exec("s", "echo never");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("the command did not run (its shell could not start: cannot run /nonexistent/bash: "
+                       "No such file or directory)"),
+            std::string::npos)
+      << r.err;
+  // Each new start fails the same way, so the session gives up and says how to recover.
+  ASSERT_TRUE(wait_until([&] { return session_status("s").state == "failed"; }, std::chrono::seconds(20)));
+  r = exec("s", "echo never");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("sbsh session restart s"), std::string::npos) << r.err;
+}
+
 class health_test : public daemon_test {
  protected:
   health_test() { daemon_args = {"--health-interval", "300ms"}; }
