@@ -42,6 +42,11 @@ class framed_socket {
   void pause_reading(bool paused);
   [[nodiscard]] bool is_open() const { return fd_.valid(); }
   [[nodiscard]] int fd() const { return fd_.get(); }
+  // Delivers now what the peer has already sent, as the loop would on a later turn. The
+  // callbacks may delete this object.
+  void read_pending() {
+    if (!closed_ && !paused_) read_some();
+  }
   // Called whenever the write queue becomes empty.
   std::function<void()> on_drained;
 

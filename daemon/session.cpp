@@ -170,9 +170,16 @@ void session::start_shell() {
   wrapper_ = child_process::spawn(
       srv_.loop(), po,
       [this, gen](int64_t status, int sig) {
+        if (gen != generation_) return;
         // The handle frees itself after this callback: forget it first.
-        if (gen == generation_) wrapper_ = nullptr;
-        if (sig != 0) srv_.reap_session_later(static_cast<pid_t>(wrapper_pid_), protected_);
+        wrapper_ = nullptr;
+        pid_t pid = static_cast<pid_t>(wrapper_pid_);
+        std::set<pid_t> spare = protected_;
+        // What the wrapper said before it exited (how its shell ended, or why it could not
+        // start) may still be unread on the control socket, and explains the loss better
+        // than the wrapper's own exit: deliver it first. It may end this generation.
+        if (ctl_ != nullptr) ctl_->read_pending();
+        if (sig != 0) srv_.reap_session_later(pid, spare);
         on_shell_lost(gen, std::nullopt, std::nullopt,
                       sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
                                : fmt::format("its wrapper exited with status {}", status));
@@ -357,7 +364,7 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
       if (o.timed_out || o.cancelled)
         o.error = "the command ran in the shell itself (a builtin), so the shell was restarted "
                   "to stop it; the session's state was lost";
-      else if (never_ran)
+      else if (never_ran || job->undelivered)
         o.error = fmt::format("the command did not run ({}); {}", why, next);
       else
         o.error = fmt::format("the session's shell ended while running the command ({}); the "
@@ -561,8 +568,15 @@ bool session::start_job(exec_job& job) {
   job.started_mono_us = mono_us();
   std::string_view line = piped_stdin ? kRunLineStdin : kRunLine;
   if (::write(script_w_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    reset_slots();
-    return fail("the session's shell is not reading commands");
+    if (errno != EPIPE) {
+      reset_slots();
+      return fail(fmt::format("cannot write to the session's shell: {}", std::strerror(errno)));
+    }
+    // Nothing holds the script pipe's read end: the shell has ended, or could not start, and
+    // its loss is on its way (on_shell_lost). The command stays in flight until then and is
+    // answered as one that never ran.
+    job.undelivered = true;
+    spdlog::debug("session {}: the shell was gone before command {} reached it", name_, job.id);
   }
   job.started = true;
   if (!job.internal) {
