@@ -57,7 +57,7 @@ struct exec_job {
   // Progress
   uint64_t generation = 0;  // the session's shell generation it was queued against
   bool started = false;
-  bool undelivered = false;  // no shell was left to read its run line: it never ran
+  bool undelivered = false;  // no shell read its run line (gone, or never started): it never ran
   procs::since_mark mark;
   int64_t started_at_ms = 0;
   uint64_t started_mono_us = 0;

@@ -294,7 +294,8 @@ void session::on_control(uint64_t gen, ipc::envelope&& env) {
                         : c ? fmt::format("its shell exited with status {}", *c)
                             : fmt::format("its shell could not start: {}",
                                           error && error.value() ? *error.value() : "unknown reason");
-      on_shell_lost(gen, c, s, why, /*never_ran=*/!c && !s);
+      if (!c && !s && current_) current_->undelivered = true;  // no shell ever read it
+      on_shell_lost(gen, c, s, why);
       break;
     }
     default:
@@ -337,7 +338,7 @@ void session::dispatch_statuses() {
 }
 
 void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
-                            const std::string& why, bool never_ran) {
+                            const std::string& why) {
   if (gen != generation_ || stopping_) return;
   spdlog::warn("session {}: shell lost: {}", name_, why);
   bool failed_start = gen_user_commands_ == 0 || init_failed_;
@@ -364,7 +365,7 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
       if (o.timed_out || o.cancelled)
         o.error = "the command ran in the shell itself (a builtin), so the shell was restarted "
                   "to stop it; the session's state was lost";
-      else if (never_ran || job->undelivered)
+      else if (job->undelivered)
         o.error = fmt::format("the command did not run ({}); {}", why, next);
       else
         o.error = fmt::format("the session's shell ended while running the command ({}); the "

@@ -92,9 +92,8 @@ class session {
   void on_control(uint64_t gen, ipc::envelope&& env);
   void on_status_readable(uint64_t gen);
   void dispatch_statuses();  // acts on the complete status lines read so far
-  // `never_ran`: the shell could not be started at all, so the command was never run.
   void on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
-                     const std::string& why, bool never_ran = false);
+                     const std::string& why);
   void detach_generation(bool kill_wrapper);
   void run_next();
   bool start_job(exec_job& job);

@@ -26,11 +26,17 @@ struct ended {
 // One loop per test, run until every handle has closed.
 class child_process_test : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_EQ(uv_loop_init(&loop_), 0); }
+  void SetUp() override {
+    ASSERT_EQ(uv_loop_init(&loop_), 0);
+    devnull_ = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    ASSERT_GE(devnull_, 0);
+  }
   void TearDown() override {
     uv_run(&loop_, UV_RUN_DEFAULT);
     EXPECT_EQ(uv_loop_close(&loop_), 0);
+    if (devnull_ >= 0) ::close(devnull_);
   }
+  int devnull() const { return devnull_; }
 
   // Runs bash -c `script` with `fds`; fills *out with the exit and returns the child.
   child_process* start(const std::string& script, std::vector<int> fds, ended* out, int* err,
@@ -49,6 +55,7 @@ class child_process_test : public ::testing::Test {
   }
 
   uv_loop_t loop_{};
+  int devnull_ = -1;
 };
 
 struct pipe_pair {
@@ -74,11 +81,6 @@ struct pipe_pair {
     return s;
   }
 };
-
-int devnull() {
-  static int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  return fd;
-}
 
 TEST_F(child_process_test, ExitStatusAndCrossedDescriptors) {
   // Each pipe's write end is placed at the other's number in the child: a naive dup2
