@@ -30,10 +30,14 @@ struct shell_slots {
 // bash reads its script input one byte per read() call (about 0.2 us a byte), so they are
 // kept short and the command text travels in bulk through the text slot instead. The first
 // gives the command /dev/null as stdin; the second, the in slot (the caller sends input).
-// `\eval`: the backslash keeps a user's alias named eval out; eval is a special builtin, so
-// in POSIX mode no function can take its place either.
-inline constexpr std::string_view kRunLine = "\\eval \"$__sbsh_x\"\n\\eval \"$__sbsh_y\"\n";
-inline constexpr std::string_view kRunLineStdin = "\\eval \"$__sbsh_i\"\n\\eval \"$__sbsh_y\"\n";
+// `\builtin eval`: the backslash keeps a user's alias out, and `builtin` a user's function
+// named eval (bash looks functions up before builtins, even special ones, outside POSIX mode).
+// A function named `builtin` itself still defeats every line; nothing but POSIX mode could
+// stop that, and POSIX mode would change the semantics of the user's commands.
+inline constexpr std::string_view kRunLine =
+    "\\builtin eval \"$__sbsh_x\"\n\\builtin eval \"$__sbsh_y\"\n";
+inline constexpr std::string_view kRunLineStdin =
+    "\\builtin eval \"$__sbsh_i\"\n\\builtin eval \"$__sbsh_y\"\n";
 
 // Stores a command's text in the text slot `fd` (a memfd) as the text and a NUL. bash reads
 // up to the first NUL (a shell string cannot hold one anyway), so the slot is not truncated

@@ -32,6 +32,33 @@ TEST_F(exec_test, EveryKindOfStatePersists) {
   EXPECT_EQ(exec("s", "echo $?").out, "1\n");  // the previous command's status
 }
 
+// sbsh's own lines in the shell call eval, mapfile, printf and `:`; a user's functions or
+// aliases by those names are the user's state and must neither run in their place nor stop
+// the next command from being reported. A -t bounds each try, so a regression fails instead
+// of hanging.
+TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
+  auto bounded = [&](const std::string& cmd) { return sbsh({"exec", "-s", "s", "-t", "20s", "--", cmd}); };
+  auto r = bounded("eval() { echo \"eval:$*\"; builtin eval \"$@\"; }");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = bounded("mapfile() { echo mapfile; }; printf() { echo printf; }; :() { echo colon; }");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = bounded("shopt -s expand_aliases; alias builtin='echo aliased'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = bounded("echo plain; exit_with() { return $1; }; exit_with 3");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.out, "plain\n");
+  // The functions are still there, and run when the user calls them.
+  r = bounded("eval echo hi; printf x; :");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "eval:echo hi\nhi\nprintf\ncolon\n");
+  EXPECT_EQ(r.err, "");
+  // The names sbsh defines for itself cannot be replaced.
+  r = bounded("__sbsh_rc() { :; }");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("readonly"), std::string::npos) << r.err;
+  EXPECT_EQ(bounded("echo still").out, "still\n");
+}
+
 TEST_F(exec_test, SessionsAreSeparate) {
   ASSERT_EQ(exec("a", "x=in-a").code, 0);
   EXPECT_EQ(exec("b", "echo \"[$x]\"").out, "[]\n");
