@@ -17,10 +17,9 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "ipc/environ.h"
 #include "ipc/paths.h"
 #include "ipc/protocol.h"
-
-extern char** environ;
 
 namespace sbsh::client {
 
@@ -78,7 +77,9 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   char a1[] = "--socket";
   char* argv[] = {a0, a1, sock_arg.data(), nullptr};
   pid_t pid;
-  int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  std::vector<std::string> env = ipc::inherited_environment();
+  std::vector<char*> envp = ipc::envp_of(env);
+  int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(err_pipe[1]);
   if (rc != 0) {
@@ -155,6 +156,10 @@ error error_from(const ipc::message& m, std::string_view fallback) {
 
 result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id) {
   if (auto s = ch.send(f.finish()); !s) return s.err();
+  return recv_reply(id);
+}
+
+result<ipc::envelope> connection::impl::recv_reply(uint64_t id) {
   auto env = ch.recv();
   if (!env) {
     if (env.err().code == "eof") return make_error("eof", "sbshd closed the connection");
@@ -183,7 +188,22 @@ result<connection> connection::connect(const connect_options& opts) {
   uint64_t id = p->next_id++;
   frame_builder f(msg_type::hello, id);
   f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
-  auto r = p->call(std::move(f), id);
+  if (auto s = p->ch.send(f.finish()); !s) return s.err();
+  // A socket can take connections with no sbshd behind it: one that systemd holds while the
+  // daemon it starts fails, or a daemon that is stuck. Wait for the welcome no longer than
+  // for a start.
+  auto deadline = steady::now() + opts.start_timeout;
+  for (;;) {
+    pollfd pf{p->ch.fd(), POLLIN, 0};
+    int ready = ::poll(&pf, 1, ms_left(deadline));
+    if (ready > 0) break;
+    if (ready < 0 && errno == EINTR) continue;
+    return make_error("unreachable", fmt::format("sbshd on {} took the connection but did not answer within {} ms; "
+                                                 "is it stuck or failing to start? (see `sbsh status` and its log, "
+                                                 "sbshd.log in the state directory or the journal under systemd)",
+                                                 p->socket_path, opts.start_timeout.count()));
+  }
+  auto r = p->recv_reply(id);
   if (!r) return r.err();
   if (r->msg.type() != msg_type::welcome)
     return make_error("protocol", "sbshd did not answer hello with welcome");

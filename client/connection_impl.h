@@ -16,6 +16,8 @@ struct connection::impl {
   // Sends a request and waits for the reply with the same id (other frames are an error:
   // one connection runs one request at a time).
   result<ipc::envelope> call(ipc::frame_builder&& f, uint64_t id);
+  // The second half of call(): waits for the reply to request `id`.
+  result<ipc::envelope> recv_reply(uint64_t id);
 };
 
 // The error an `error` frame carries (code and message), with a fallback message.

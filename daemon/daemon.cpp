@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/log.h"
+#include "daemon/service_manager.h"
 #include "ipc/paths.h"
 
 namespace sbsh::daemon {
@@ -47,9 +48,9 @@ void raise_fd_limit() {
   }
 }
 
-int serve(run_options& opts, int ready_fd) {
+int serve(run_options& opts, int ready_fd, unique_fd activated) {
   server srv(opts);
-  if (auto s = srv.listen(); !s) {
+  if (auto s = srv.listen(std::move(activated)); !s) {
     std::string msg = "sbshd: " + s.err().message + "\n";
     if (ready_fd >= 0) {
       ssize_t r = ::write(ready_fd, msg.data(), msg.size());
@@ -71,6 +72,27 @@ int serve(run_options& opts, int ready_fd) {
 }  // namespace
 
 int run_or_die(run_options opts) {
+  // Socket activation: the socket systemd passed decides the path; a --socket must name it.
+  auto activated = service_manager::take_listen_socket();
+  if (!activated) {
+    std::fprintf(stderr, "sbshd: %s\n", activated.err().message.c_str());
+    return 1;
+  }
+  if (*activated) {
+    auto path = service_manager::bound_path(activated->get());
+    if (!path) {
+      std::fprintf(stderr, "sbshd: %s\n", path.err().message.c_str());
+      return 1;
+    }
+    if (!opts.socket_path.empty() && opts.socket_path != *path) {
+      std::fprintf(stderr,
+                   "sbshd: --socket is %s, but the service manager passed the socket %s: drop --socket from "
+                   "ExecStart= or make it match ListenStream=\n",
+                   opts.socket_path.c_str(), path->c_str());
+      return 1;
+    }
+    opts.socket_path = *path;
+  }
   opts.socket_path = ipc::resolve_socket_path(opts.socket_path);
   opts.state_dir = ipc::resolve_state_dir(opts.state_dir);
   if (opts.wrapper_path.empty()) opts.wrapper_path = find_wrapper();
@@ -87,7 +109,7 @@ int run_or_die(run_options opts) {
     return 1;
   }
   raise_fd_limit();
-  if (opts.foreground) return serve(opts, -1);
+  if (opts.foreground) return serve(opts, -1, std::move(*activated));
 
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
@@ -121,7 +143,7 @@ int run_or_die(run_options opts) {
   ::dup2(log >= 0 ? log : devnull, 2);
   if (devnull > 2) ::close(devnull);
   if (log > 2) ::close(log);
-  return serve(opts, ready[1]);
+  return serve(opts, ready[1], std::move(*activated));
 }
 
 }  // namespace sbsh::daemon

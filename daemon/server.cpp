@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/service_manager.h"
 #include "ipc/paths.h"
 #include "wrapper/procs.h"
 
@@ -67,10 +68,14 @@ server::~server() {
   if (bound_) ::unlink(opts_.socket_path.c_str());
 }
 
-status server::listen() {
+status server::listen(unique_fd activated) {
   const std::string& path = opts_.socket_path;
   if (auto s = ipc::check_socket_path(path); !s) return s;
-  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) return s;
+  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) {
+    if (!activated) return s;
+    return make_error(s.err().code, s.err().message + "; for a socket that systemd creates, set DirectoryMode=0700 "
+                                                      "in its .socket unit");
+  }
 
   // The lock says which sbshd owns this socket path; a daemon that is shutting down still
   // holds it for a moment, so wait a little before calling the path taken.
@@ -87,6 +92,12 @@ status server::listen() {
                       fmt::format("another sbshd is already serving {}; stop it with 'sbsh --socket {} "
                                   "shutdown' or choose another --socket",
                                   path, path));
+  if (activated) {
+    // systemd made the socket and keeps it across restarts of sbshd: use it, never unlink it.
+    listen_fd_ = std::move(activated);
+    ::chmod(path.c_str(), 0600);
+    return start_listening();
+  }
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
@@ -107,6 +118,10 @@ status server::listen() {
   ::chmod(path.c_str(), 0600);
   if (::listen(listen_fd_.get(), 512) != 0)
     return make_error("io", fmt::format("cannot listen on {}: {}", path, std::strerror(errno)));
+  return start_listening();
+}
+
+status server::start_listening() {
   listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
   load_state();
@@ -411,6 +426,7 @@ void server::begin_shutdown(const std::string& why) {
   if (shutting_down_) return;
   shutting_down_ = true;
   spdlog::info("shutting down: {}", why);
+  service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   if (listen_watch_ != nullptr) {
     listen_watch_->close();
     listen_watch_ = nullptr;
@@ -441,12 +457,21 @@ void server::shutdown_tick() {
 void server::finish_shutdown() {
   shutdown_timer_->close();
   shutdown_timer_ = nullptr;
+  if (watchdog_timer_ != nullptr) watchdog_timer_->close();
+  watchdog_timer_ = nullptr;
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
+}
+
+// Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
+// advises; a loop that is stuck stops pinging, and systemd restarts sbshd.
+void server::watchdog_tick(uint64_t interval_ms) {
+  service_manager::notify("WATCHDOG=1");
+  watchdog_timer_->start(std::max<uint64_t>(interval_ms / 2, 1), [this, interval_ms] { watchdog_tick(interval_ms); });
 }
 
 void server::on_signal(int signum) {
@@ -469,6 +494,11 @@ int server::run(const std::function<void()>& on_ready) {
   uv_signal_start(&sig_hup_, cb, SIGHUP);
   spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
   if (on_ready) on_ready();
+  service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));
+  if (uint64_t interval = service_manager::watchdog_interval_ms(); interval > 0) {
+    watchdog_timer_ = timer::create(&loop_);
+    watchdog_tick(interval);
+  }
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_code_;
 }

@@ -58,9 +58,10 @@ class server {
  public:
   explicit server(options opts);
   ~server();
-  // Binds the socket; returns an error the user can act on (unsafe directory, a daemon
+  // Binds the socket, or takes `activated`, the one a service manager passed and bound to
+  // opts().socket_path; returns an error the user can act on (unsafe directory, a daemon
   // already running, path too long).
-  status listen();
+  status listen(unique_fd activated = {});
   // Runs the loop until shutdown; returns the process exit code.
   int run(const std::function<void()>& on_ready);
 
@@ -100,6 +101,7 @@ class server {
   [[nodiscard]] uint64_t uptime_ms() const;
 
  private:
+  status start_listening();
   void on_accept();
   void load_state();
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
@@ -114,6 +116,7 @@ class server {
   void on_signal(int signum);
   void finish_shutdown();
   void shutdown_tick();
+  void watchdog_tick(uint64_t interval_ms);
 
   options opts_;
   uv_loop_t loop_{};
@@ -124,6 +127,7 @@ class server {
   unique_fd ns_last_pid_;
   fd_watch* listen_watch_ = nullptr;
   uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
+  timer* watchdog_timer_ = nullptr;  // pings the service manager's watchdog, when it has one
   timer* shutdown_timer_ = nullptr;
   uint64_t shutdown_deadline_us_ = 0;
   std::map<std::string, std::unique_ptr<session>> sessions_;

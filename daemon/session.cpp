@@ -16,9 +16,8 @@
 
 #include "daemon/server.h"
 #include "daemon/shell_protocol.h"
+#include "ipc/environ.h"
 #include "wrapper/wrapper.h"
-
-extern char** environ;
 
 namespace sbsh::daemon {
 
@@ -145,14 +144,10 @@ void session::start_shell() {
   std::string exe = srv_.opts().wrapper_path;
   char arg0[] = "sbsh-wrapper";
   std::vector<char*> args{arg0, const_cast<char*>(name_.c_str()), nullptr};
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "SBSH_SESSION=", 13) != 0) env_store.emplace_back(*e);
+  std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
   for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
-  std::vector<char*> envp;
-  for (auto& s : env_store) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = ipc::envp_of(env_store);
 
   // The wrapper's descriptors: /dev/null as stdin, sbshd's stderr as stdout and stderr, and
   // the three channels where wrapper.h says.

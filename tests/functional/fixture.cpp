@@ -185,7 +185,9 @@ void daemon_test::SetUp() {
 }
 
 void daemon_test::start_daemon() {
-  std::vector<std::string> argv{bin("sbshd"), "--socket", sock, "--state-dir", state, "--foreground", "--log-level", "warn"};
+  std::vector<std::string> own{bin("sbshd"), "--socket", sock, "--state-dir", state, "--foreground", "--log-level", "warn"};
+  std::vector<std::string> argv = daemon_prefix;
+  argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -197,15 +199,24 @@ void daemon_test::start_daemon() {
   posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   ASSERT_EQ(posix_spawn(&daemon_pid, args[0], &fa, nullptr, args.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
+  bool exited = false;
   ASSERT_TRUE(wait_until(
       [&] {
+        int st = 0;
+        if (::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) return exited = true;
         client::connect_options o;
         o.socket_path = sock;
         o.autostart = false;
+        o.start_timeout = std::chrono::seconds(2);  // a passed socket takes connections at once
         return client::connection::connect(o).ok();
       },
       std::chrono::seconds(20)))
       << "sbshd did not come up";
+  if (exited) {
+    daemon_pid = -1;
+    std::ifstream f(log);
+    FAIL() << "sbshd exited at start:\n" << std::string(std::istreambuf_iterator<char>(f), {});
+  }
 }
 
 void daemon_test::stop_daemon() {

@@ -37,6 +37,9 @@ class daemon_test : public ::testing::Test {
 
   // Extra sbshd arguments, for tests that set them before start_daemon().
   std::vector<std::string> daemon_args;
+  // A command line that start_daemon() puts before sbshd's and that ends by exec'ing it
+  // (sbshd keeps its pid), for tests that start sbshd as a service manager would.
+  std::vector<std::string> daemon_prefix;
   bool start_in_setup = true;
   void start_daemon();
   void stop_daemon();  // sbsh shutdown, then wait for the pid

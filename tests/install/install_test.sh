@@ -21,6 +21,15 @@ for f in bin/sbsh bin/sbshd bin/sbsh-wrapper include/sbsh/client.h include/sbsh/
 done
 ls "$prefix"/lib/libsbsh.so* >/dev/null || { echo "missing after install: lib/libsbsh.so"; exit 1; }
 
+# The systemd user units start the sbshd installed beside them.
+units=$prefix/lib/systemd/user
+grep -qx "ExecStart=$prefix/bin/sbshd --foreground" "$units/sbshd.service" ||
+  { echo "sbshd.service does not start $prefix/bin/sbshd:"; grep ExecStart "$units/sbshd.service"; exit 1; }
+grep -qx "ListenStream=%t/sbsh/sbshd.sock" "$units/sbshd.socket" || { echo "sbshd.socket listens elsewhere"; exit 1; }
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify --man=no "$units/sbshd.socket" "$units/sbshd.service"
+fi
+
 mkdir -p "$tmp/run" "$tmp/state" "$tmp/proj"
 chmod 700 "$tmp/run"
 export XDG_RUNTIME_DIR=$tmp/run SBSH_STATE_DIR=$tmp/state HOME=$tmp

@@ -22,7 +22,8 @@ struct connect_options {
   std::string socket_path;   // empty: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, ...
   bool autostart = true;     // start sbshd when nothing answers (race-free)
   std::string daemon_path;   // empty: sbshd beside the running program, else on PATH
-  // How long auto-start may take, waiting for another client that is starting one included.
+  // How long auto-start may take, waiting for another client that is starting one included;
+  // and how long to wait for the daemon's first answer once the socket took the connection.
   std::chrono::milliseconds start_timeout{10000};
 };
 
