@@ -30,4 +30,12 @@ endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/dist/completions/sbsh.bash
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME sbsh)
 install(FILES ${PROJECT_SOURCE_DIR}/dist/completions/_sbsh DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
-install(FILES ${PROJECT_SOURCE_DIR}/dist/sbshd.service DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/user)
+# The systemd user units, with ExecStart= naming sbshd where it is installed: made at install
+# time, so that `cmake --install --prefix` is honoured as it is for the files above.
+foreach(unit sbshd.service sbshd.socket)
+  install(CODE "
+    set(SBSHD_PATH \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/sbshd\")
+    configure_file(\"${PROJECT_SOURCE_DIR}/dist/${unit}.in\" \"${CMAKE_BINARY_DIR}/dist/${unit}\" @ONLY)
+    file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/lib/systemd/user\" TYPE FILE FILES \"${CMAKE_BINARY_DIR}/dist/${unit}\")
+  ")
+endforeach()
