@@ -52,6 +52,17 @@ TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "eval:echo hi\nhi\nprintf\ncolon\n");
   EXPECT_EQ(r.err, "");
+  // The CLI above forwards its stdin (/dev/null, not a terminal), so those ran on the line
+  // that reads input; a command sent without input runs on the other.
+  auto c = conn();
+  client::exec_options o;
+  o.session = "s";
+  o.command = "eval echo lib; exit_with 4";
+  o.timeout = std::chrono::seconds(20);
+  auto lib = c.exec(o);
+  ASSERT_TRUE(lib.ok()) << lib.err().message;
+  EXPECT_EQ(lib->stdout_data, "eval:echo lib\nlib\n");
+  EXPECT_EQ(lib->exit_code, 4);
   // The names sbsh defines for itself cannot be replaced.
   r = bounded("__sbsh_rc() { :; }");
   EXPECT_NE(r.code, 0);
