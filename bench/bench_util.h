@@ -67,13 +67,14 @@ inline int run_quiet(const std::vector<std::string>& argv, int out_fd = -1) {
 // A private sbshd in a temporary directory, shut down and removed at the end.
 class private_daemon {
  public:
-  explicit private_daemon(const char* tag) {
+  explicit private_daemon(const char* tag, const std::vector<std::string>& extra_args = {}) {
     std::string tmpl = std::string("/tmp/sbsh-bench-") + tag + ".XXXXXX";
     dir_ = ::mkdtemp(tmpl.data());
     ::mkdir((dir_ + "/run").c_str(), 0700);
     socket_ = dir_ + "/run/sbshd.sock";
     std::string exe = bin_dir() + "/sbshd", state = dir_ + "/state";
     std::vector<std::string> args{exe, "--socket", socket_, "--state-dir", state, "--foreground", "--log-level", "error"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -235,21 +235,29 @@ void cli(const private_daemon& d, int iters) {
 }
 
 void new_session(const private_daemon& d, int iters) {
-  auto c = d.connect();
-  int n = 0;
-  auto [s, b] = compare(
-      5, iters,
-      [&] {
-        client::exec_options o;
-        o.session = "fresh-" + std::to_string(n++);
-        o.command = "true";
-        (void)c.exec(o);
-      },
-      [&] {
-        marker_driver drv;
-        (void)drv.run("true");
-      });
-  print({"new session + first result", s, b, "ms", 2.0, false});
+  // sbshd as it runs by default (a spare wrapper waits for the next session), and one that
+  // starts each session's wrapper when the session is created.
+  const private_daemon cold("cold", {"--spare-wrappers", "0"});
+  for (const private_daemon* daemon : {&d, &cold}) {
+    auto c = daemon->connect();
+    int n = 0;
+    auto [s, b] = compare(
+        5, iters,
+        [&] {
+          client::exec_options o;
+          o.session = "fresh-" + std::to_string(n++);
+          o.command = "true";
+          (void)c.exec(o);
+        },
+        [&] {
+          marker_driver drv;
+          (void)drv.run("true");
+        });
+    if (daemon == &d) print({"new session + first result", s, b, "ms", 2.0, false});
+    else
+      std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  no spare wrapper\n",
+                  "  --spare-wrappers 0", s.median, s.p90, b.median, b.p90, s.median / b.median);
+  }
 }
 
 void throughput(const private_daemon& d, long long bytes) {

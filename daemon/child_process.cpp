@@ -2,6 +2,7 @@
 #include "daemon/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -114,6 +115,11 @@ void child_process::on_readable() {
   cb_ = nullptr;
   if (cb) cb(status, sig);
   close();
+}
+
+bool child_process::running() const {
+  pollfd p{pidfd_.get(), POLLIN, 0};  // a pidfd polls readable once the process has ended
+  return !exited_ && ::poll(&p, 1, 0) == 0;
 }
 
 void child_process::kill(int sig) {

@@ -35,6 +35,10 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
 
   [[nodiscard]] int pid() const { return pid_; }
   [[nodiscard]] bool exited() const { return exited_; }
+  // Whether the child is still running now, even if the loop has not yet seen it end.
+  [[nodiscard]] bool running() const;
+  // Replaces the callback that runs at exit (a spare wrapper passes to its session).
+  void on_exit(exit_callback cb) { cb_ = std::move(cb); }
   void kill(int sig);
   // The owner lets go: `last` (may be empty) still runs at exit, then the handle closes. The
   // handle stays open until then so that the child is reaped.

@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string log_cap = "64";
   app.add_option("--log-cap", log_cap, "MiB of each background process stream kept in its log")->capture_default_str();
+  app.add_option("--spare-wrappers", o.spare_wrappers,
+                 "Wrappers kept started ahead of need, so that a new session does not wait for one (0: none)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
   auto interval = sbsh::client::parse_duration(health);

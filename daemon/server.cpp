@@ -16,8 +16,10 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/service_manager.h"
+#include "ipc/environ.h"
 #include "ipc/paths.h"
 #include "wrapper/procs.h"
+#include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
 
@@ -57,6 +59,7 @@ server::~server() {
   sessions_.clear();
   clients_.clear();
   dead_clients_.clear();
+  drop_spares();
   if (listen_watch_ != nullptr) listen_watch_->close();
   // Let every close callback run, then check that nothing was left open.
   uv_run(&loop_, UV_RUN_DEFAULT);
@@ -427,6 +430,7 @@ void server::begin_shutdown(const std::string& why) {
   shutting_down_ = true;
   spdlog::info("shutting down: {}", why);
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
+  drop_spares();
   if (listen_watch_ != nullptr) {
     listen_watch_->close();
     listen_watch_ = nullptr;
@@ -467,6 +471,79 @@ void server::finish_shutdown() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
 }
 
+std::optional<server::spare_wrapper> server::take_spare() {
+  std::optional<spare_wrapper> out;
+  while (!spares_.empty() && !out) {
+    spare_wrapper s = std::move(spares_.front());
+    spares_.pop_front();
+    if (s.proc->running()) out = std::move(s);
+    else s.proc->release();  // ended unseen: reaped when the loop sees it
+  }
+  start_spares_in(0);
+  return out;
+}
+
+void server::start_spares_in(uint64_t ms) {
+  if (shutting_down_ || opts_.spare_wrappers == 0) return;
+  if (spare_timer_ == nullptr) spare_timer_ = timer::create(&loop_);
+  spare_timer_->start(ms, [this] { start_spares(); });
+}
+
+void server::start_spares() {
+  while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
+    int ctl[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+      spdlog::warn("cannot start a spare wrapper: socketpair: {}", std::strerror(errno));
+      return;
+    }
+    spare_wrapper spare{nullptr, unique_fd(ctl[0])};
+    unique_fd theirs(ctl[1]);
+    // The padding is the argument memory in which the wrapper shows its session's name, as
+    // long as the longest name.
+    std::string pad(64, ' ');
+    char arg0[] = "sbsh-wrapper";
+    char arg1[] = "--spare";
+    char* argv[] = {arg0, arg1, pad.data(), nullptr};
+    std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
+    std::vector<char*> envp = ipc::envp_of(env);
+    int fds[wrapper::kControlFd + 1] = {devnull_.get(), 2, 2, theirs.get()};
+    child_process::options po;
+    po.file = opts_.wrapper_path.c_str();
+    po.argv = argv;
+    po.envp = envp.data();
+    po.cwd = "/";  // it holds no directory busy while it waits
+    po.fds = fds;
+    int err = 0;
+    spare.proc = child_process::spawn(
+        &loop_, po,
+        [this](int64_t status, int sig) {
+          // It ended unclaimed: forget it (its handle frees itself after this callback).
+          std::erase_if(spares_, [](const spare_wrapper& s) { return s.proc->exited(); });
+          spdlog::warn("a spare wrapper {}; another starts in 1 s",
+                       sig != 0 ? fmt::format("was killed by signal {}", sig)
+                                : fmt::format("exited with status {}", status));
+          start_spares_in(1000);
+        },
+        &err);
+    if (spare.proc == nullptr) {
+      spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
+                   std::strerror(err));
+      return;
+    }
+    spares_.push_back(std::move(spare));
+  }
+}
+
+void server::drop_spares() {
+  for (auto& s : spares_) {
+    s.proc->kill(SIGTERM);
+    s.proc->release();
+  }
+  spares_.clear();  // and their control sockets close
+  if (spare_timer_ != nullptr) spare_timer_->close();
+  spare_timer_ = nullptr;
+}
+
 // Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
 // advises; a loop that is stuck stops pinging, and systemd restarts sbshd.
 void server::watchdog_tick(uint64_t interval_ms) {
@@ -499,6 +576,7 @@ int server::run(const std::function<void()>& on_ready) {
     watchdog_timer_ = timer::create(&loop_);
     watchdog_tick(interval);
   }
+  start_spares();  // before the first request: an auto-started sbshd gets one at once
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_code_;
 }

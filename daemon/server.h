@@ -4,8 +4,10 @@
 
 #include <uv.h>
 
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -23,6 +25,7 @@ struct options {
   bool foreground = false;
   uint64_t health_interval_ms = 10'000;  // 0: no health checks
   uint64_t log_cap = 64u << 20;          // bytes of each background process stream kept
+  unsigned spare_wrappers = 1;           // wrappers started ahead of need (wrapper::run_spare)
 };
 
 class server;
@@ -71,6 +74,15 @@ class server {
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
+  // A wrapper started ahead of need (wrapper::run_spare): its process, and sbshd's end of its
+  // control socket.
+  struct spare_wrapper {
+    child_process* proc = nullptr;
+    unique_fd ctl;
+  };
+  // A running spare for a session to claim, or nullopt when none is ready; another is
+  // started on the next turn of the loop.
+  std::optional<spare_wrapper> take_spare();
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
   void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
   void job_done(client_conn* c, uint64_t id);
@@ -117,6 +129,9 @@ class server {
   void finish_shutdown();
   void shutdown_tick();
   void watchdog_tick(uint64_t interval_ms);
+  void start_spares();
+  void start_spares_in(uint64_t ms);
+  void drop_spares();
 
   options opts_;
   uv_loop_t loop_{};
@@ -128,6 +143,8 @@ class server {
   fd_watch* listen_watch_ = nullptr;
   uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
   timer* watchdog_timer_ = nullptr;  // pings the service manager's watchdog, when it has one
+  std::deque<spare_wrapper> spares_;
+  timer* spare_timer_ = nullptr;
   timer* shutdown_timer_ = nullptr;
   uint64_t shutdown_deadline_us_ = 0;
   std::map<std::string, std::unique_ptr<session>> sessions_;

@@ -113,15 +113,14 @@ void session::start_shell() {
   init_output_.clear();
   ping_sent_us_ = 0;
   uint64_t gen = generation_;
-  int ctl[2], script[2], st[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0 || ::pipe2(script, O_CLOEXEC) != 0 ||
-      ::pipe2(st, O_CLOEXEC) != 0) {
+  int script[2], st[2];
+  if (::pipe2(script, O_CLOEXEC) != 0 || ::pipe2(st, O_CLOEXEC) != 0) {
     failure_ = fmt::format("cannot create the shell's channels: {}", std::strerror(errno));
     state_ = session_state::failed;
     spdlog::error("session {}: {}", name_, failure_);
     return;
   }
-  unique_fd ctl_mine(ctl[0]), ctl_theirs(ctl[1]), script_r(script[0]), status_w(st[1]);
+  unique_fd script_r(script[0]), status_w(st[1]);
   script_w_ = unique_fd(script[1]);
   status_r_ = unique_fd(st[0]);
   set_nonblock(status_r_.get());
@@ -141,52 +140,47 @@ void session::start_shell() {
   }
   set_nonblock(script_w_.get());
 
-  std::string exe = srv_.opts().wrapper_path;
-  char arg0[] = "sbsh-wrapper";
-  std::vector<char*> args{arg0, const_cast<char*>(name_.c_str()), nullptr};
   std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
   for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
-  std::vector<char*> envp = ipc::envp_of(env_store);
+  auto on_wrapper_exit = [this, gen](int64_t status, int sig) {
+    if (gen != generation_) return;
+    // The handle frees itself after this callback: forget it first.
+    wrapper_ = nullptr;
+    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    std::set<pid_t> spare = protected_;
+    // What the wrapper said before it exited (how its shell ended, or why it could not
+    // start) may still be unread on the control socket, and explains the loss better than
+    // the wrapper's own exit: deliver it first. It may end this generation.
+    if (ctl_ != nullptr) ctl_->read_pending();
+    if (sig != 0) srv_.reap_session_later(pid, spare);
+    on_shell_lost(gen, std::nullopt, std::nullopt,
+                  sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
+                           : fmt::format("its wrapper exited with status {}", status));
+  };
 
-  // The wrapper's descriptors: /dev/null as stdin, sbshd's stderr as stdout and stderr, and
-  // the three channels where wrapper.h says.
-  int fds[wrapper::kStatusFd + 1] = {srv_.devnull(), 2, 2, -1, -1, -1};
-  fds[wrapper::kControlFd] = ctl_theirs.get();
-  fds[wrapper::kScriptFd] = script_r.get();
-  fds[wrapper::kStatusFd] = status_w.get();
-  child_process::options po;
-  po.file = exe.c_str();
-  po.argv = args.data();
-  po.envp = envp.data();
-  po.cwd = def_.cwd.c_str();
-  po.fds = fds;
-  int err = 0;
-  wrapper_ = child_process::spawn(
-      srv_.loop(), po,
-      [this, gen](int64_t status, int sig) {
-        if (gen != generation_) return;
-        // The handle frees itself after this callback: forget it first.
-        wrapper_ = nullptr;
-        pid_t pid = static_cast<pid_t>(wrapper_pid_);
-        std::set<pid_t> spare = protected_;
-        // What the wrapper said before it exited (how its shell ended, or why it could not
-        // start) may still be unread on the control socket, and explains the loss better
-        // than the wrapper's own exit: deliver it first. It may end this generation.
-        if (ctl_ != nullptr) ctl_->read_pending();
-        if (sig != 0) srv_.reap_session_later(pid, spare);
-        on_shell_lost(gen, std::nullopt, std::nullopt,
-                      sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
-                               : fmt::format("its wrapper exited with status {}", status));
-      },
-      &err);
-  if (wrapper_ == nullptr) {
-    failure_ = fmt::format("cannot start {}: {}", exe, std::strerror(err));
-    spdlog::error("session {}: {}", name_, failure_);
-    state_ = session_state::failed;
-    script_w_.reset();
-    status_r_.reset();
-    return;
+  // A spare wrapper, already started, takes on the session with its claim; else one is
+  // started for it.
+  unique_fd ctl_mine;
+  std::string claim;
+  if (auto spare = srv_.take_spare()) {
+    wrapper_ = spare->proc;
+    wrapper_->on_exit(on_wrapper_exit);
+    ctl_mine = std::move(spare->ctl);
+    frame_builder f(msg_type::claim);
+    f.str("session", name_).str("cwd", def_.cwd).str_array("env", env_store).u64("fds", 2);
+    claim = f.take();
+  } else {
+    auto started = start_wrapper(env_store, script_r.get(), status_w.get(), on_wrapper_exit);
+    if (!started) {
+      failure_ = started.err().message;
+      spdlog::error("session {}: {}", name_, failure_);
+      state_ = session_state::failed;
+      script_w_.reset();
+      status_r_.reset();
+      return;
+    }
+    ctl_mine = std::move(*started);
   }
   wrapper_pid_ = wrapper_->pid();
   ctl_ = new framed_socket(srv_.loop(), std::move(ctl_mine),
@@ -196,6 +190,12 @@ void session::start_shell() {
                                             fmt::format("its wrapper's control socket closed ({})", reason));
                             }},
                            /*read_chunk=*/1024);
+  if (!claim.empty()) {
+    std::vector<unique_fd> pipes;
+    pipes.push_back(std::move(script_r));
+    pipes.push_back(std::move(status_w));
+    ctl_->send(std::move(claim), std::move(pipes));
+  }
   status_watch_ = fd_watch::create(srv_.loop(), status_r_.get());
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
   spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
@@ -205,6 +205,38 @@ void session::start_shell() {
     health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
   }
   run_next();
+}
+
+result<unique_fd> session::start_wrapper(std::vector<std::string>& env, int script_r, int status_w,
+                                         child_process::exit_callback on_exit) {
+  int ctl[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
+    return make_error(ipc::err::internal, fmt::format("cannot create the shell's channels: {}", std::strerror(errno)));
+  unique_fd ctl_mine(ctl[0]), ctl_theirs(ctl[1]);
+  std::string exe = srv_.opts().wrapper_path;
+  char arg0[] = "sbsh-wrapper";
+  std::vector<char*> args{arg0, const_cast<char*>(name_.c_str()), nullptr};
+  std::vector<char*> envp = ipc::envp_of(env);
+  // The wrapper's descriptors: /dev/null as stdin, sbshd's stderr as stdout and stderr, and
+  // the three channels where wrapper.h says.
+  int fds[wrapper::kStatusFd + 1] = {srv_.devnull(), 2, 2, -1, -1, -1};
+  fds[wrapper::kControlFd] = ctl_theirs.get();
+  fds[wrapper::kScriptFd] = script_r;
+  fds[wrapper::kStatusFd] = status_w;
+  child_process::options po;
+  po.file = exe.c_str();
+  po.argv = args.data();
+  po.envp = envp.data();
+  po.cwd = def_.cwd.c_str();
+  po.fds = fds;
+  int err = 0;
+  wrapper_ = child_process::spawn(srv_.loop(), po, std::move(on_exit), &err);
+  if (wrapper_ != nullptr) return ctl_mine;
+  // posix_spawn reports a directory it cannot enter as if the program were missing.
+  if (::access(def_.cwd.c_str(), X_OK) != 0)
+    return make_error(ipc::err::internal, fmt::format("cannot enter the session's directory {}: {}", def_.cwd,
+                                                      std::strerror(errno)));
+  return make_error(ipc::err::internal, fmt::format("cannot start {}: {}", exe, std::strerror(err)));
 }
 
 void session::queue_init_jobs() {

@@ -63,6 +63,7 @@ enum class msg_type : uint32_t {
   pong = 505,            // w->d  id
   protect_group = 506,   // d->w  pgid   spare this group when the shell ends
   unprotect_group = 507, // d->w  pgid
+  claim = 508,           // d->w  session, cwd, env, fds [script, status]: a spare becomes this session's
 
   // 600: background processes
   proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info

@@ -14,12 +14,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "ipc/environ.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 #include "wrapper/procs.h"
 #include "wrapper/spawn.h"
+
+extern char** environ;
 
 namespace sbsh::wrapper {
 
@@ -53,9 +63,11 @@ void end_session(pid_t sid, const std::set<pid_t>& spare) {
 
 class wrapper_loop {
  public:
-  explicit wrapper_loop(const char* session) : session_(session) {}
+  explicit wrapper_loop(std::string session) : session_(std::move(session)) {}
 
-  int run() {
+  // `title`: a spare's argument memory (see run_spare), nullptr for a wrapper started for
+  // its session.
+  int run(char* title = nullptr, size_t title_size = 0) {
     sid_ = ::setsid();
     if (sid_ < 0) sid_ = ::getsid(0);
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -71,12 +83,25 @@ class wrapper_loop {
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
 
-    const char* bash = std::getenv("SBSH_BASH");
-    auto pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", kScriptFd, kStatusFd);
-    ::close(kScriptFd);
-    ::close(kStatusFd);
+    unique_fd script, status;  // a spare has neither until its claim
+    result<pid_t> pid = make_error("spawn", "");
+    if (title == nullptr) {
+      script = unique_fd(kScriptFd);
+      status = unique_fd(kStatusFd);
+    } else {
+      auto claim = await_claim(title, title_size);
+      if (!claim) return 0;  // stopped, or sbshd went away, before any session needed it
+      if (!*claim) pid = claim->err();
+      else std::tie(script, status) = std::move(claim->value());
+    }
+    if (script) {
+      const char* bash = std::getenv("SBSH_BASH");
+      pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get());
+    }
+    script.reset();
+    status.reset();
     if (!pid) {
-      log_error(session_, pid.err().message);
+      log_error(session_.c_str(), pid.err().message);
       // No shell ran, so there is no exit status to report: only the reason.
       frame_builder f(msg_type::shell_exited);
       f.str("error", pid.err().message);
@@ -91,6 +116,47 @@ class wrapper_loop {
   }
 
  private:
+  using pipes = std::pair<unique_fd, unique_fd>;  // bash's script and status pipes
+
+  // A spare's wait for its session: nullopt when sbshd stops it or goes away first; else the
+  // claim's pipes once the wrapper has taken on the session's name, directory and
+  // environment, or why it could not.
+  std::optional<result<pipes>> await_claim(char* title, size_t title_size) {
+    for (;;) {
+      pollfd fds[2] = {{sigfd_, POLLIN, 0}, {ctl_.fd(), POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return std::nullopt;
+      }
+      signalfd_siginfo si;
+      while (::read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
+        if (si.ssi_signo != SIGCHLD) return std::nullopt;
+      if (fds[1].revents == 0) continue;
+      auto env = ctl_.recv();
+      if (!env) return std::nullopt;
+      if (env->msg.type() == msg_type::claim) return take_claim(*env, title, title_size);
+    }
+  }
+
+  result<pipes> take_claim(ipc::envelope& claim, char* title, size_t title_size) {
+    const auto& m = claim.msg;
+    auto name = m.get_str("session");
+    auto cwd = m.get_str("cwd");
+    auto vars = m.get_str_array("env");
+    if (!name || !name.value() || !cwd || !cwd.value() || !vars || !vars.value() || claim.fds.size() != 2)
+      return make_error("claim", "sbshd's claim lacks the session, its directory, environment or pipes");
+    session_ = std::string(*name.value());
+    std::memset(title, 0, title_size);
+    std::memcpy(title, session_.data(), std::min(session_.size(), title_size - 1));
+    env_.assign(vars.value()->begin(), vars.value()->end());
+    envp_ = ipc::envp_of(env_);
+    environ = envp_.data();
+    std::string dir(*cwd.value());
+    if (::chdir(dir.c_str()) != 0)
+      return make_error("claim", fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
+    return pipes(std::move(claim.fds[0]), std::move(claim.fds[1]));
+  }
+
   void send(frame_builder& f) {
     if (!ctl_.open()) return;
     if (!ctl_.send(f.finish())) ctl_.close();
@@ -179,7 +245,9 @@ class wrapper_loop {
     }
   }
 
-  const char* session_;
+  std::string session_;
+  std::vector<std::string> env_;  // a spare's environment, from its claim
+  std::vector<char*> envp_;
   ipc::channel ctl_;
   int sigfd_ = -1;
   pid_t sid_ = 0;
@@ -190,5 +258,7 @@ class wrapper_loop {
 }  // namespace
 
 int run(const char* session_name) { return wrapper_loop(session_name).run(); }
+
+int run_spare(char* title, size_t title_size) { return wrapper_loop("(spare)").run(title, title_size); }
 
 }  // namespace sbsh::wrapper

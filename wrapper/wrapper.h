@@ -1,12 +1,15 @@
 // sbsh-wrapper: holds one persistent bash for one session.
 //
 // sbshd starts it with the control socket on fd 3, the read end of bash's script pipe on
-// fd 4 and the write end of the status pipe on fd 5. sbshd itself writes each command's line into that pipe and reads each command's
+// fd 4 and the write end of the status pipe on fd 5 (or, for a spare, with fd 3 only: the
+// pipes come with the claim). sbshd itself writes each command's line into that pipe and reads each command's
 // status (so the exec round trip does not pass through here); this process supervises:
 // it starts bash in a session of its own, reaps orphans (it is a child subreaper), signals
 // a command's processes on request (timeouts, cancels), reports bash's exit, and kills
 // everything the session started when the shell ends or sbshd goes away.
 #pragma once
+
+#include <cstddef>
 
 namespace sbsh::wrapper {
 
@@ -16,5 +19,11 @@ inline constexpr int kStatusFd = 5;  // becomes bash's stdout between commands
 
 // Runs until the shell ends or the control socket closes; returns the process exit code.
 int run(const char* session_name);
+
+// A spare: started with only the control socket (fd 3) before any session needs it, so that
+// a new session does not wait for a process to start. It waits for sbshd's claim (the
+// session's name, directory and environment, and its script and status pipes), then runs as
+// run() does. `title` is the memory of its arguments, rewritten to show the session's name.
+int run_spare(char* title, std::size_t title_size);
 
 }  // namespace sbsh::wrapper

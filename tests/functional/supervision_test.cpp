@@ -1,4 +1,5 @@
 // Session lifecycle, restart policies, health checks, background processes, persistence.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,23 @@
 namespace sbsh::test {
 namespace {
 
-using supervision_test = daemon_test;
+class supervision_test : public daemon_test {
+ protected:
+  // A session whose directory was removed cannot start a shell, and says which directory.
+  void expect_a_missing_directory_named(const std::string& gone) {
+    std::filesystem::create_directories(gone);
+    ASSERT_EQ(sbsh({"session", "create", "gone", "-C", gone}).code, 0);
+    std::filesystem::remove(gone);
+    ASSERT_EQ(sbsh({"session", "restart", "gone"}).code, 0);
+    auto r = exec("gone", "echo never");
+    EXPECT_EQ(r.code, 255);
+    EXPECT_EQ(r.out, "");
+    std::string why = r.err + session_status("gone").error;
+    EXPECT_NE(why.find("cannot enter the session's directory " + gone + ": No such file or directory"),
+              std::string::npos)
+        << why;
+  }
+};
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -97,6 +114,67 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
   r = exec("s", "echo never");
   EXPECT_EQ(r.code, 255);
   EXPECT_NE(r.err.find("sbsh session restart s"), std::string::npos) << r.err;
+}
+
+// The pids of sbshd's spare wrappers: started ahead of need, no session's yet.
+std::vector<pid_t> spares_of(pid_t daemon) {
+  static const std::string kSpare("sbsh-wrapper\0--spare", 20);
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream stat(e.path() / "stat"), cmdline(e.path() / "cmdline");
+    std::string line, args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (!std::getline(stat, line) || args.compare(0, kSpare.size(), kSpare) != 0) continue;
+    auto rp = line.rfind(')');
+    if (rp == std::string::npos || rp + 4 >= line.size() || line[rp + 2] == 'Z') continue;
+    if (std::atol(line.c_str() + rp + 4) == daemon) out.push_back(std::atoi(e.path().filename().c_str()));
+  }
+  return out;
+}
+
+TEST_F(supervision_test, ASpareWrapperBecomesTheNextSessionsAndAnotherIsStarted) {
+  std::vector<pid_t> spares;
+  ASSERT_TRUE(wait_until([&] { return (spares = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
+  std::string work = dir + "/work";
+  std::filesystem::create_directories(work);
+  ASSERT_EQ(sbsh({"session", "create", "w", "-C", work, "-e", "FOO=bar"}).code, 0);
+  // The spare took on the session's directory, environment and name (ps shows it).
+  auto r = exec("w", "pwd; echo $FOO $SBSH_SESSION $PPID; tr -s '\\0' ' ' </proc/$PPID/cmdline");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, work + "\nbar w " + std::to_string(spares[0]) + "\nsbsh-wrapper w ");
+  EXPECT_EQ(session_status("w").wrapper_pid, spares[0]);
+  std::vector<pid_t> next;
+  ASSERT_TRUE(wait_until([&] { return (next = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
+  EXPECT_NE(next[0], spares[0]);
+  expect_a_missing_directory_named(dir + "/gone-spare");
+}
+
+TEST_F(supervision_test, ASpareThatDiedIsNeverGivenASession) {
+  std::vector<pid_t> spares;
+  ASSERT_TRUE(wait_until([&] { return (spares = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
+  ASSERT_EQ(::kill(spares[0], SIGKILL), 0);
+  auto r = exec("k", "echo ok");  // at once: sbshd may not have seen the death yet
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "ok\n");
+  EXPECT_NE(session_status("k").wrapper_pid, spares[0]);
+  std::vector<pid_t> next;
+  EXPECT_TRUE(wait_until([&] {
+    next = spares_of(daemon_pid);
+    return next.size() == 1 && next[0] != spares[0];
+  }, std::chrono::seconds(20)));
+}
+
+class no_spare_test : public supervision_test {
+ protected:
+  no_spare_test() { daemon_args = {"--spare-wrappers", "0"}; }
+};
+
+TEST_F(no_spare_test, EachSessionStartsItsOwnWrapper) {
+  EXPECT_FALSE(has_child(daemon_pid, "sbsh-wrapper"));
+  EXPECT_EQ(exec("a", "echo $SBSH_SESSION").out, "a\n");
+  EXPECT_TRUE(has_child(daemon_pid, "sbsh-wrapper"));
+  EXPECT_TRUE(spares_of(daemon_pid).empty());
+  expect_a_missing_directory_named(dir + "/gone-direct");
 }
 
 class health_test : public daemon_test {
