@@ -113,16 +113,19 @@ void session::start_shell() {
   init_output_.clear();
   ping_sent_us_ = 0;
   uint64_t gen = generation_;
-  int script[2], st[2];
-  if (::pipe2(script, O_CLOEXEC) != 0 || ::pipe2(st, O_CLOEXEC) != 0) {
-    failure_ = fmt::format("cannot create the shell's channels: {}", std::strerror(errno));
-    state_ = session_state::failed;
-    spdlog::error("session {}: {}", name_, failure_);
-    return;
-  }
+  int script[2] = {-1, -1}, st[2] = {-1, -1};
+  bool piped = ::pipe2(script, O_CLOEXEC) == 0 && ::pipe2(st, O_CLOEXEC) == 0;
   unique_fd script_r(script[0]), status_w(st[1]);
   script_w_ = unique_fd(script[1]);
   status_r_ = unique_fd(st[0]);
+  if (!piped) {
+    failure_ = fmt::format("cannot create the shell's channels: {}", std::strerror(errno));
+    state_ = session_state::failed;
+    spdlog::error("session {}: {}", name_, failure_);
+    script_w_.reset();
+    status_r_.reset();
+    return;
+  }
   set_nonblock(status_r_.get());
 
   // bash reads the start-up script in bulk from its own memfd (through its stdin it would

@@ -146,8 +146,10 @@ class wrapper_loop {
     if (!name || !name.value() || !cwd || !cwd.value() || !vars || !vars.value() || claim.fds.size() != 2)
       return make_error("claim", "sbshd's claim lacks the session, its directory, environment or pipes");
     session_ = std::string(*name.value());
-    std::memset(title, 0, title_size);
-    std::memcpy(title, session_.data(), std::min(session_.size(), title_size - 1));
+    if (title_size > 0) {
+      std::memset(title, 0, title_size);
+      std::memcpy(title, session_.data(), std::min(session_.size(), title_size - 1));
+    }
     env_.assign(vars.value()->begin(), vars.value()->end());
     envp_ = ipc::envp_of(env_);
     environ = envp_.data();
