@@ -6,9 +6,11 @@
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--spare") == 0) {
-    // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it.
-    char* end = argv[2] + std::strlen(argv[2]);
-    return sbsh::wrapper::run_spare(argv[1], static_cast<size_t>(end - argv[1]));
+    // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. The
+    // padding only reserves room for the session's name: blank it until then.
+    size_t pad = std::strlen(argv[2]);
+    std::memset(argv[2], 0, pad);
+    return sbsh::wrapper::run_spare(argv[1], static_cast<size_t>(argv[2] + pad - argv[1]));
   }
   if (argc != 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fprintf(stderr,
