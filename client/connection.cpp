@@ -78,7 +78,7 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   char* argv[] = {a0, a1, sock_arg.data(), nullptr};
   pid_t pid;
   std::vector<std::string> env = ipc::inherited_environment();
-  std::vector<char*> envp = ipc::envp_of(env);
+  std::vector<char*> envp = ipc::c_pointers(env);
   int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(err_pipe[1]);

@@ -471,10 +471,10 @@ void server::finish_shutdown() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
 }
 
-std::optional<server::spare_wrapper> server::take_spare() {
-  std::optional<spare_wrapper> out;
+std::optional<server::wrapper_process> server::take_spare() {
+  std::optional<wrapper_process> out;
   while (!spares_.empty() && !out) {
-    spare_wrapper s = std::move(spares_.front());
+    wrapper_process s = std::move(spares_.front());
     spares_.pop_front();
     if (s.proc->running()) out = std::move(s);
     else s.proc->release();  // ended unseen: reaped when the loop sees it
@@ -489,48 +489,59 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
+std::optional<server::wrapper_process> server::start_wrapper(const std::vector<std::string>& args,
+                                                            std::vector<std::string>& env, const char* cwd,
+                                                            std::span<const int> pipes,
+                                                            child_process::exit_callback on_exit, int* err) {
+  int ctl[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    *err = errno;
+    return std::nullopt;
+  }
+  wrapper_process w{nullptr, unique_fd(ctl[0])};
+  unique_fd theirs(ctl[1]);
+  std::vector<std::string> argv_store{"sbsh-wrapper"};
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv = ipc::c_pointers(argv_store);
+  std::vector<char*> envp = ipc::c_pointers(env);
+  std::vector<int> fds{devnull_.get(), 2, 2, theirs.get()};
+  static_assert(wrapper::kControlFd == 3 && wrapper::kScriptFd == 4 && wrapper::kStatusFd == 5);
+  fds.insert(fds.end(), pipes.begin(), pipes.end());
+  child_process::options po;
+  po.file = opts_.wrapper_path.c_str();
+  po.argv = argv.data();
+  po.envp = envp.data();
+  po.cwd = cwd;
+  po.fds = fds;
+  w.proc = child_process::spawn(&loop_, po, std::move(on_exit), err);
+  if (w.proc == nullptr) return std::nullopt;
+  return w;
+}
+
 void server::start_spares() {
   while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
-    int ctl[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
-      spdlog::warn("cannot start a spare wrapper: socketpair: {}", std::strerror(errno));
-      return;
-    }
-    spare_wrapper spare{nullptr, unique_fd(ctl[0])};
-    unique_fd theirs(ctl[1]);
     // The padding is the argument memory in which the wrapper shows its session's name, as
     // long as the longest name.
-    std::string pad(64, ' ');
-    char arg0[] = "sbsh-wrapper";
-    char arg1[] = "--spare";
-    char* argv[] = {arg0, arg1, pad.data(), nullptr};
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
-    std::vector<char*> envp = ipc::envp_of(env);
-    int fds[wrapper::kControlFd + 1] = {devnull_.get(), 2, 2, theirs.get()};
-    child_process::options po;
-    po.file = opts_.wrapper_path.c_str();
-    po.argv = argv;
-    po.envp = envp.data();
-    po.cwd = "/";  // it holds no directory busy while it waits
-    po.fds = fds;
     int err = 0;
-    spare.proc = child_process::spawn(
-        &loop_, po,
+    auto spare = start_wrapper(
+        {"--spare", std::string(64, ' ')}, env, "/",  // in /, it holds no directory busy while it waits
+        {},
         [this](int64_t status, int sig) {
           // It ended unclaimed: forget it (its handle frees itself after this callback).
-          std::erase_if(spares_, [](const spare_wrapper& s) { return s.proc->exited(); });
+          std::erase_if(spares_, [](const wrapper_process& s) { return s.proc->exited(); });
           spdlog::warn("a spare wrapper {}; another starts in 1 s",
                        sig != 0 ? fmt::format("was killed by signal {}", sig)
                                 : fmt::format("exited with status {}", status));
           start_spares_in(1000);
         },
         &err);
-    if (spare.proc == nullptr) {
+    if (!spare) {
       spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
                    std::strerror(err));
       return;
     }
-    spares_.push_back(std::move(spare));
+    spares_.push_back(std::move(*spare));
   }
 }
 

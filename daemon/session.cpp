@@ -17,7 +17,6 @@
 #include "daemon/server.h"
 #include "daemon/shell_protocol.h"
 #include "ipc/environ.h"
-#include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
 
@@ -174,16 +173,22 @@ void session::start_shell() {
     f.str("session", name_).str("cwd", def_.cwd).str_array("env", env_store).u64("fds", 2);
     claim = f.take();
   } else {
-    auto started = start_wrapper(env_store, script_r.get(), status_w.get(), on_wrapper_exit);
+    int pipes[] = {script_r.get(), status_w.get()};
+    int err = 0;
+    auto started = srv_.start_wrapper({name_}, env_store, def_.cwd.c_str(), pipes, on_wrapper_exit, &err);
     if (!started) {
-      failure_ = started.err().message;
+      // posix_spawn reports a directory it cannot enter as if the program were missing.
+      failure_ = ::access(def_.cwd.c_str(), X_OK) != 0
+                     ? fmt::format("cannot enter the session's directory {}: {}", def_.cwd, std::strerror(errno))
+                     : fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err));
       spdlog::error("session {}: {}", name_, failure_);
       state_ = session_state::failed;
       script_w_.reset();
       status_r_.reset();
       return;
     }
-    ctl_mine = std::move(*started);
+    wrapper_ = started->proc;
+    ctl_mine = std::move(started->ctl);
   }
   wrapper_pid_ = wrapper_->pid();
   ctl_ = new framed_socket(srv_.loop(), std::move(ctl_mine),
@@ -208,38 +213,6 @@ void session::start_shell() {
     health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
   }
   run_next();
-}
-
-result<unique_fd> session::start_wrapper(std::vector<std::string>& env, int script_r, int status_w,
-                                         child_process::exit_callback on_exit) {
-  int ctl[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
-    return make_error(ipc::err::internal, fmt::format("cannot create the shell's channels: {}", std::strerror(errno)));
-  unique_fd ctl_mine(ctl[0]), ctl_theirs(ctl[1]);
-  std::string exe = srv_.opts().wrapper_path;
-  char arg0[] = "sbsh-wrapper";
-  std::vector<char*> args{arg0, const_cast<char*>(name_.c_str()), nullptr};
-  std::vector<char*> envp = ipc::envp_of(env);
-  // The wrapper's descriptors: /dev/null as stdin, sbshd's stderr as stdout and stderr, and
-  // the three channels where wrapper.h says.
-  int fds[wrapper::kStatusFd + 1] = {srv_.devnull(), 2, 2, -1, -1, -1};
-  fds[wrapper::kControlFd] = ctl_theirs.get();
-  fds[wrapper::kScriptFd] = script_r;
-  fds[wrapper::kStatusFd] = status_w;
-  child_process::options po;
-  po.file = exe.c_str();
-  po.argv = args.data();
-  po.envp = envp.data();
-  po.cwd = def_.cwd.c_str();
-  po.fds = fds;
-  int err = 0;
-  wrapper_ = child_process::spawn(srv_.loop(), po, std::move(on_exit), &err);
-  if (wrapper_ != nullptr) return ctl_mine;
-  // posix_spawn reports a directory it cannot enter as if the program were missing.
-  if (::access(def_.cwd.c_str(), X_OK) != 0)
-    return make_error(ipc::err::internal, fmt::format("cannot enter the session's directory {}: {}", def_.cwd,
-                                                      std::strerror(errno)));
-  return make_error(ipc::err::internal, fmt::format("cannot start {}: {}", exe, std::strerror(err)));
 }
 
 void session::queue_init_jobs() {

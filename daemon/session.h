@@ -86,10 +86,6 @@ class session {
 
  private:
   void start_shell();
-  // Starts a wrapper for this session with bash's pipes; returns sbshd's end of its control
-  // socket.
-  result<unique_fd> start_wrapper(std::vector<std::string>& env, int script_r, int status_w,
-                                  child_process::exit_callback on_exit);
   void queue_init_jobs();
   void schedule_restart(const std::string& why, bool failed_start, bool forced);
   void health_tick();

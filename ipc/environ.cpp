@@ -34,7 +34,7 @@ std::vector<std::string> inherited_environment(std::string_view drop) {
   return out;
 }
 
-std::vector<char*> envp_of(std::vector<std::string>& entries) {
+std::vector<char*> c_pointers(std::vector<std::string>& entries) {
   std::vector<char*> out;
   out.reserve(entries.size() + 1);
   for (auto& e : entries) out.push_back(e.data());

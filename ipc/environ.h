@@ -17,8 +17,8 @@ namespace sbsh::ipc {
 // and without the variable named `drop` (when not empty).
 [[nodiscard]] std::vector<std::string> inherited_environment(std::string_view drop = {});
 
-// Pointers into `entries` with a null at the end, as execve and posix_spawn take them; valid
-// while `entries` is neither changed nor destroyed.
-[[nodiscard]] std::vector<char*> envp_of(std::vector<std::string>& entries);
+// Pointers into `entries` with a null at the end, as execve and posix_spawn take an
+// environment or arguments; valid while `entries` is neither changed nor destroyed.
+[[nodiscard]] std::vector<char*> c_pointers(std::vector<std::string>& entries);
 
 }  // namespace sbsh::ipc

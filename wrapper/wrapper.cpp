@@ -151,7 +151,7 @@ class wrapper_loop {
       std::memcpy(title, session_.data(), std::min(session_.size(), title_size - 1));
     }
     env_.assign(vars.value()->begin(), vars.value()->end());
-    envp_ = ipc::envp_of(env_);
+    envp_ = ipc::c_pointers(env_);
     environ = envp_.data();
     std::string dir(*cwd.value());
     if (::chdir(dir.c_str()) != 0)

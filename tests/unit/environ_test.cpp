@@ -37,7 +37,7 @@ TEST(environ, InheritedEnvironmentDropsTheManagersVariablesAndTheNamedOne) {
 
 TEST(environ, EnvpPointsIntoTheEntriesAndEndsWithNull) {
   std::vector<std::string> entries{"A=1", "B=2"};
-  auto envp = envp_of(entries);
+  auto envp = c_pointers(entries);
   ASSERT_EQ(envp.size(), 3u);
   EXPECT_EQ(envp[0], entries[0].data());
   EXPECT_STREQ(envp[1], "B=2");
