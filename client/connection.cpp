@@ -154,8 +154,47 @@ error error_from(const ipc::message& m, std::string_view fallback) {
                     std::string(msg && msg.value() ? *msg.value() : fallback));
 }
 
+sbsh::status connection::impl::await_welcome() {
+  if (handshake_error) return *handshake_error;
+  if (hello_id == 0) return ok_status();
+  auto fail = [&](error e) -> sbsh::status {
+    handshake_error = e;
+    return e;
+  };
+  // A socket can take connections with no sbshd behind it: one that systemd holds while the
+  // daemon it starts fails, or a daemon that is stuck. Wait for the welcome no longer than
+  // for a start.
+  while (!ch.buffered()) {
+    pollfd pf{ch.fd(), POLLIN, 0};
+    int ready = ::poll(&pf, 1, ms_left(hello_deadline));
+    if (ready > 0) break;
+    if (ready < 0 && errno == EINTR) continue;
+    return fail(make_error("unreachable", fmt::format("sbshd on {} took the connection but did not answer within {} "
+                                                      "ms; is it stuck or failing to start? (see `sbsh status` and "
+                                                      "its log, sbshd.log in the state directory or the journal "
+                                                      "under systemd)",
+                                                      socket_path, hello_timeout.count())));
+  }
+  auto env = ch.recv();
+  if (!env) {
+    if (env.err().code == "eof") return fail(make_error("eof", "sbshd closed the connection during the handshake"));
+    return fail(env.err());
+  }
+  if (env->msg.type() == msg_type::error) return fail(error_from(env->msg, "sbshd refused the handshake"));
+  if (env->msg.type() != msg_type::welcome || env->msg.id() != hello_id)
+    return fail(make_error("protocol", "sbshd did not answer hello with welcome"));
+  hello_id = 0;
+  return ok_status();
+}
+
+sbsh::status connection::impl::send(std::string_view frame, std::span<const int> fds) {
+  if (handshake_error) return *handshake_error;
+  if (auto s = ch.send(frame, fds); !s) return s;
+  return await_welcome();
+}
+
 result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id) {
-  if (auto s = ch.send(f.finish()); !s) return s.err();
+  if (auto s = send(f.finish()); !s) return s.err();
   return recv_reply(id);
 }
 
@@ -189,24 +228,12 @@ result<connection> connection::connect(const connect_options& opts) {
   frame_builder f(msg_type::hello, id);
   f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
   if (auto s = p->ch.send(f.finish()); !s) return s.err();
-  // A socket can take connections with no sbshd behind it: one that systemd holds while the
-  // daemon it starts fails, or a daemon that is stuck. Wait for the welcome no longer than
-  // for a start.
-  auto deadline = steady::now() + opts.start_timeout;
-  for (;;) {
-    pollfd pf{p->ch.fd(), POLLIN, 0};
-    int ready = ::poll(&pf, 1, ms_left(deadline));
-    if (ready > 0) break;
-    if (ready < 0 && errno == EINTR) continue;
-    return make_error("unreachable", fmt::format("sbshd on {} took the connection but did not answer within {} ms; "
-                                                 "is it stuck or failing to start? (see `sbsh status` and its log, "
-                                                 "sbshd.log in the state directory or the journal under systemd)",
-                                                 p->socket_path, opts.start_timeout.count()));
+  p->hello_id = id;
+  p->hello_timeout = opts.start_timeout;
+  p->hello_deadline = steady::now() + opts.start_timeout;
+  if (opts.wait_for_welcome) {
+    if (auto s = p->await_welcome(); !s) return s.err();
   }
-  auto r = p->recv_reply(id);
-  if (!r) return r.err();
-  if (r->msg.type() != msg_type::welcome)
-    return make_error("protocol", "sbshd did not answer hello with welcome");
   return connection(std::move(p));
 }
 

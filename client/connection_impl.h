@@ -1,6 +1,9 @@
 // Private state of sbsh::client::connection, shared by the files that implement it.
 #pragma once
 
+#include <chrono>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "ipc/socket_io.h"
@@ -12,7 +15,19 @@ struct connection::impl {
   ipc::channel ch;
   std::string socket_path;
   uint64_t next_id = 1;
+  // The hello whose welcome has not been read yet (0: read), and how long it may take.
+  // connect() reads it at once, or (wait_for_welcome = false) leaves it for the first
+  // request, which then travels right behind the hello.
+  uint64_t hello_id = 0;
+  std::chrono::steady_clock::time_point hello_deadline;
+  std::chrono::milliseconds hello_timeout{0};
+  // Set when the handshake failed: the connection is unusable and every request says why.
+  std::optional<error> handshake_error;
 
+  // Reads the welcome that answers connect()'s hello if it is still due.
+  sbsh::status await_welcome();
+  // Sends a request (with descriptors), then makes sure the handshake succeeded.
+  sbsh::status send(std::string_view frame, std::span<const int> fds = {});
   // Sends a request and waits for the reply with the same id (other frames are an error:
   // one connection runs one request at a time).
   result<ipc::envelope> call(ipc::frame_builder&& f, uint64_t id);

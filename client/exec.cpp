@@ -219,7 +219,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
   fds.push_back(out->r.get());
   fds.push_back(err->r.get());
   f.u64("fds", fds.size());
-  if (auto s = p_->ch.send(f.finish(), fds); !s) return s.err();
+  if (auto s = p_->send(f.finish(), fds); !s) return s.err();
   out->w.reset();
   err->w.reset();
   in.r.reset();

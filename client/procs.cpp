@@ -106,7 +106,7 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
   frame_builder f(msg_type::proc_logs, id);
   f.str("proc", proc).boolean("follow", opts.follow).boolean("stdout", opts.out).boolean("stderr", opts.err);
   if (opts.tail > 0) f.u64("tail", opts.tail);
-  if (auto s = p_->ch.send(f.finish()); !s) return s.err();
+  if (auto s = p_->send(f.finish()); !s) return s.err();
   bool cancelled = false;
   for (;;) {
     if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {

@@ -180,6 +180,7 @@ result<client::connection> connect(const global_opts& g, bool autostart) {
   client::connect_options o;
   o.socket_path = g.socket;
   o.autostart = autostart && g.autostart;
+  o.wait_for_welcome = false;  // each command makes one request: it follows the hello at once
   return client::connection::connect(o);
 }
 

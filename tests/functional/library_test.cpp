@@ -240,6 +240,50 @@ TEST_F(library_test, AFollowOfLogsCanBeEndedEarly) {
   EXPECT_EQ(r->stdout_data, "next\n");
 }
 
+// A one-shot client sends its first request right behind the hello; the welcome is read
+// first and the connection then works as any other.
+TEST_F(library_test, TheFirstRequestCanFollowTheHelloAtOnce) {
+  client::connect_options o;
+  o.socket_path = sock;
+  o.autostart = false;
+  o.wait_for_welcome = false;
+  client::start_options so;
+  so.session = "lazy";
+  so.command = "echo logged";
+  auto started = conn().start(so);
+  ASSERT_TRUE(started.ok()) << started.err().message;
+  std::string proc = std::to_string(started->id);
+  ASSERT_TRUE(conn().wait(proc, std::chrono::seconds(30)).ok());
+  for (int first = 0; first < 3; ++first) {
+    auto c = client::connection::connect(o);
+    ASSERT_TRUE(c.ok()) << c.err().message;
+    if (first == 0) {
+      client::exec_options e;
+      e.session = "lazy";
+      e.command = "printf '%s' \"$(cat)\"";
+      e.stdin_data = "from stdin";
+      auto r = c->exec(e);
+      ASSERT_TRUE(r.ok()) << r.err().message;
+      EXPECT_EQ(r->stdout_data, "from stdin");
+    } else if (first == 1) {
+      auto st = c->status();
+      ASSERT_TRUE(st.ok()) << st.err().message;
+      EXPECT_GT(st->pid, 0);
+    } else {
+      std::string logged;
+      auto l = c->logs(proc, {}, [&](client::stream, std::string_view d) { logged.append(d); });
+      ASSERT_TRUE(l.ok()) << l.err().message;
+      EXPECT_EQ(logged, "logged\n");
+    }
+    client::exec_options e;
+    e.session = "lazy";
+    e.command = "echo next";
+    auto r = c->exec(e);
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    EXPECT_EQ(r->stdout_data, "next\n");
+  }
+}
+
 TEST_F(library_test, ErrorsNameWhatWasWrong) {
   auto c = conn();
   client::exec_options o;

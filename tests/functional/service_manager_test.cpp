@@ -13,9 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fixture.h"
+#include "ipc/protocol.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::test {
 namespace {
@@ -177,6 +180,66 @@ TEST_F(service_manager_test, AClientDoesNotWaitForeverOnASocketNobodyServes) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.err().code, "unreachable");
   EXPECT_NE(c.err().message.find("did not answer within 300 ms"), std::string::npos) << c.err().message;
+
+  // The same when the first request follows the hello without waiting for the welcome (as
+  // the CLI sends it): that request fails, and so does every later one, at once.
+  o.wait_for_welcome = false;
+  auto lazy = client::connection::connect(o);
+  ASSERT_TRUE(lazy.ok()) << lazy.err().message;
+  client::exec_options e;
+  e.command = "true";
+  auto r = lazy->exec(e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err().code, "unreachable");
+  EXPECT_NE(r.err().message.find("did not answer within 300 ms"), std::string::npos) << r.err().message;
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = lazy->status();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.err().code, "unreachable");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 250ms);
+}
+
+// A daemon that refuses the hello (here, a stand-in that answers as an sbshd of another
+// protocol version does): connect() says so, or, when the first request followed the hello,
+// that request and every later one do.
+TEST_F(service_manager_test, ARefusedHandshakeIsEveryRequestsError) {
+  int listener = listening_socket();
+  ASSERT_GE(listener, 0);
+  std::thread refuser([listener] {
+    for (int i = 0; i < 2; ++i) {
+      ipc::channel ch(unique_fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)));
+      auto hello = ch.recv();
+      if (!hello) return;
+      ipc::frame_builder f(ipc::msg_type::error, hello->msg.id());
+      f.str("code", "version_mismatch").str("message", "this sbshd speaks protocol version 99");
+      (void)ch.send(f.finish());
+      while (ch.recv()) {  // until the client hangs up
+      }
+    }
+  });
+  client::connect_options o;
+  o.socket_path = sock;
+  o.autostart = false;
+  auto c = client::connection::connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.err().code, "version_mismatch");
+  EXPECT_EQ(c.err().message, "this sbshd speaks protocol version 99");
+
+  o.wait_for_welcome = false;
+  {
+    auto lazy = client::connection::connect(o);
+    ASSERT_TRUE(lazy.ok()) << lazy.err().message;
+    client::exec_options e;
+    e.command = "true";
+    e.stdin_data = "input";
+    auto r = lazy->exec(e);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.err().code, "version_mismatch");
+    auto st = lazy->status();
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.err().code, "version_mismatch");
+  }
+  refuser.join();
 }
 
 // Each mistake in a unit ends sbshd at once, with what to change in the unit.

@@ -25,6 +25,10 @@ struct connect_options {
   // How long auto-start may take, waiting for another client that is starting one included;
   // and how long to wait for the daemon's first answer once the socket took the connection.
   std::chrono::milliseconds start_timeout{10000};
+  // false: connect() returns as soon as its hello is sent, and the first request follows
+  // it at once (one round trip less, for a client that makes one request); a failed
+  // handshake is then that request's error.
+  bool wait_for_welcome = true;
 };
 
 enum class stream { out = 1, err = 2 };
