@@ -295,6 +295,7 @@ int sbsh_result_signal(const sbsh_result* r) { return r != nullptr ? r->r.signal
 int sbsh_result_timed_out(const sbsh_result* r) { return r != nullptr && r->r.timed_out ? 1 : 0; }
 int sbsh_result_cancelled(const sbsh_result* r) { return r != nullptr && r->r.cancelled ? 1 : 0; }
 int sbsh_result_shell_restarted(const sbsh_result* r) { return r != nullptr && r->r.shell_restarted ? 1 : 0; }
+int sbsh_result_ran(const sbsh_result* r) { return r != nullptr && r->r.ran ? 1 : 0; }
 const char* sbsh_result_stdout(const sbsh_result* r, size_t* len) {
   if (len != nullptr) *len = r != nullptr ? r->r.stdout_data.size() : 0;
   return r != nullptr ? r->r.stdout_data.c_str() : "";

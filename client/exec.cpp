@@ -157,6 +157,7 @@ void read_done(const ipc::message& m, exec_result& r) {
   r.timed_out = m.get_bool("timed_out").ok() && m.get_bool("timed_out").value().value_or(false);
   r.cancelled = m.get_bool("cancelled").ok() && m.get_bool("cancelled").value().value_or(false);
   r.shell_restarted = m.get_bool("shell_restarted").ok() && m.get_bool("shell_restarted").value().value_or(false);
+  r.ran = !m.get_bool("ran").ok() || m.get_bool("ran").value().value_or(true);
   if (auto d = m.get_u64("duration_us"); d && d.value()) r.duration_us = *d.value();
   if (auto t = m.get_i64("started_at_ms"); t && t.value()) r.started_at_ms = *t.value();
   if (auto e = m.get_str("error"); e && e.value()) r.error = std::string(*e.value());

@@ -192,6 +192,7 @@ std::string done_frame(const exec_job& job, uint64_t duration_us) {
   f.boolean("timed_out", o.timed_out)
       .boolean("cancelled", o.cancelled)
       .boolean("shell_restarted", o.shell_restarted)
+      .boolean("ran", job.started && !job.undelivered)
       .i64("started_at_ms", job.started_at_ms)
       .u64("duration_us", duration_us);
   if (!o.error.empty()) f.str("error_code", o.error_code).str("error", o.error);

@@ -21,6 +21,7 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
   j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
   j.opt_num("exit_code", r.exit_code);
   j.signal("signal", r.signal).boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
+  j.boolean("ran", r.ran);
   bool out_ok, err_ok;
   std::string out = client::utf8_repair(r.stdout_data, &out_ok);
   std::string err = client::utf8_repair(r.stderr_data, &err_ok);

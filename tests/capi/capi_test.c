@@ -280,6 +280,7 @@ static void test_exec(sbsh_conn* c) {
     CHECK(sbsh_result_has_exit_code(r) == 1 && sbsh_result_exit_code(r) == 7);
     CHECK(sbsh_result_signal(r) == 0);
     CHECK(!sbsh_result_timed_out(r) && !sbsh_result_cancelled(r) && !sbsh_result_shell_restarted(r));
+    CHECK(sbsh_result_ran(r) == 1);
     CHECK(!sbsh_result_stdout_truncated(r) && !sbsh_result_stderr_truncated(r));
     CHECK(sbsh_result_duration_us(r) > 0 && sbsh_result_duration_us(r) < 10 * 1000 * 1000);
     CHECK(sbsh_result_started_at_ms(r) >= before - 2000 && sbsh_result_started_at_ms(r) <= now_ms() + 2000);
@@ -484,6 +485,24 @@ static void test_sessions(sbsh_conn* c) {
   expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
   CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
   expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);
+
+  /* A session that ended and is not restarted runs nothing, and its results say so. */
+  CHECK(sbsh_session_create(c, "never", NULL, NULL, 0, NULL, 0, "never") == SBSH_OK);
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "never";
+  sbsh_result* r = run(c, &o, "exit 0");
+  if (r != NULL) {
+    CHECK(sbsh_result_ran(r) == 1 && sbsh_result_shell_restarted(r) == 1);
+    sbsh_result_free(r);
+  }
+  r = run(c, &o, "echo no");
+  if (r != NULL) {
+    CHECK(sbsh_result_ran(r) == 0 && sbsh_result_has_exit_code(r) == 0);
+    CHECK(contains(sbsh_result_error(r), "restart"));
+    sbsh_result_free(r);
+  }
+  CHECK(sbsh_session_remove(c, "never") == SBSH_OK);
 
   CHECK(sbsh_session_remove(c, "made") == SBSH_OK);
   json = NULL;

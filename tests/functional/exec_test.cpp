@@ -98,6 +98,7 @@ TEST_F(exec_test, JsonCarriesEveryFieldAndExactBytes) {
   EXPECT_TRUE(j["signal"].is_null());
   EXPECT_FALSE(j["timed_out"].b);
   EXPECT_TRUE(j["shell_restarted"].b);  // `exit` ended the shell
+  EXPECT_TRUE(j["ran"].b);
   EXPECT_EQ(j["stdout"].s, "ok\xef\xbf\xbd");
   EXPECT_EQ(j["stdout_base64"].s, "b2v/");  // "ok\xff"
   EXPECT_EQ(j["stderr"].s, "e\n");

@@ -91,6 +91,54 @@ TEST_F(robustness_test, KillingTheShellOrTheWrapperMidCommandIsReported) {
   }
 }
 
+// A caller can tell a command that never ran, and is safe to send again, from one that a
+// shell took and then lost: `ran`.
+TEST_F(robustness_test, ACommandThatNeverRanSaysSo) {
+  client::exec_options dying;
+  dying.session = "s";
+  dying.command = "echo going; sleep 0.5; kill -9 $$";
+  client::exec_result first, queued;
+  std::thread t([&] {
+    auto c = conn();
+    auto r = c.exec(dying);
+    if (r) first = *r;
+  });
+  ASSERT_TRUE(wait_until([&] { return session_status("s").state == "running"; }, std::chrono::seconds(20)));
+  client::exec_options behind;
+  behind.session = "s";
+  behind.command = "touch " + shell_quote(dir + "/ran");
+  auto c = conn();
+  auto r = c.exec(behind);
+  t.join();
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  queued = *r;
+  EXPECT_TRUE(first.ran);
+  EXPECT_TRUE(first.shell_restarted);
+  EXPECT_EQ(first.exit_code, 137);
+  EXPECT_EQ(first.stdout_data, "going\n");
+  EXPECT_FALSE(queued.ran);
+  EXPECT_FALSE(queued.exit_code.has_value());
+  EXPECT_NE(queued.error.find("not run"), std::string::npos) << queued.error;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
+
+  // Sent again, it runs.
+  r = c.exec(behind);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_TRUE(r->ran);
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ran"));
+
+  // A session that has ended and is not restarted runs nothing; the CLI says so in --json.
+  ASSERT_EQ(sbsh({"session", "create", "never", "--restart", "never"}).code, 0);
+  exec("never", "exit 0");
+  auto cli = sbsh({"exec", "-s", "never", "--json", "--", "echo no"});
+  EXPECT_EQ(cli.code, 255);
+  auto j = json::parse(cli.out);
+  EXPECT_FALSE(j["ran"].b) << cli.out;
+  EXPECT_TRUE(j["exit_code"].is_null());
+  EXPECT_NE(j["error"].s.find("restart"), std::string::npos) << j["error"].s;
+}
+
 TEST_F(robustness_test, ADisconnectingClientsCommandIsStopped) {
   std::string pidfile = dir + "/pid";
   std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "exec", "-s", "s", "--",

@@ -102,6 +102,13 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
   ::setenv("SBSH_BASH", "/nonexistent/bash", 1);
   start_daemon();
   ::unsetenv("SBSH_BASH");
+  client::exec_options o;
+  o.session = "first";
+  o.command = "echo never";
+  auto lib = conn().exec(o);
+  ASSERT_TRUE(lib.ok()) << lib.err().message;
+  EXPECT_FALSE(lib->ran);
+  EXPECT_FALSE(lib->exit_code.has_value());
   auto r = exec("s", "echo never");
   EXPECT_EQ(r.code, 255);
   EXPECT_EQ(r.out, "");

@@ -129,7 +129,16 @@ class BindingTest(unittest.TestCase):
         r = self.c.exec("exit 3", session="py-exit")
         self.assertEqual(r.exit_code, 3)
         self.assertTrue(r.shell_restarted)
+        self.assertTrue(r.ran)
         self.assertEqual(self.c.exec("echo ${Y:-lost}", session="py-exit").stdout, b"lost\n")
+
+    def test_a_command_that_never_ran_says_so(self):
+        self.c.create_session("py-never", restart="never")
+        self.c.exec("exit 0", session="py-never")
+        r = self.c.exec("echo no", session="py-never")
+        self.assertFalse(r.ran)
+        self.assertIsNone(r.exit_code)
+        self.assertIn("restart", r.error)
 
     def test_cwd_and_env_apply_to_one_command(self):
         self.c.exec("cd /tmp", session="py-env")

@@ -84,6 +84,10 @@ struct exec_result {
   bool timed_out = false;
   bool cancelled = false;
   bool shell_restarted = false;     // the shell ended; the session's state was lost
+  // false: the command certainly did not run (no shell took it: its shell had ended or could
+  // not start, the session had failed, sbshd was shutting down), so it is safe to send again.
+  // true: a shell took it (it may still have been cut short; see the other fields).
+  bool ran = true;
   std::string stdout_data;
   std::string stderr_data;
   bool stdout_truncated = false;

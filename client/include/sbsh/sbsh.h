@@ -207,6 +207,9 @@ int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_
 int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
 int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
                                                           state (cwd, variables) was lost */
+/* 0: the command certainly did not run (no shell took it), so it is safe to send again;
+ * 1: a shell took it (it may still have been cut short). */
+int sbsh_result_ran(const sbsh_result* r);
 /* The output kept in the result: a pointer to *len raw bytes (followed by a NUL that is not
  * counted, for convenience; the bytes themselves may contain NULs). Owned by r. */
 const char* sbsh_result_stdout(const sbsh_result* r, size_t* len);

@@ -87,6 +87,7 @@ class ExecResult:
     duration: float           # seconds
     started_at: float         # Unix time, seconds
     error: str = ""           # why exit_code is None, or other trouble
+    ran: bool = True          # False: it certainly did not run (no shell took it): safe to retry
 
     @property
     def ok(self) -> bool:
@@ -174,6 +175,7 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_timed_out": (I, [P]),
         "sbsh_result_cancelled": (I, [P]),
         "sbsh_result_shell_restarted": (I, [P]),
+        "sbsh_result_ran": (I, [P]),
         "sbsh_result_stdout": (BUF, [P, ctypes.POINTER(SZ)]),
         "sbsh_result_stderr": (BUF, [P, ctypes.POINTER(SZ)]),
         "sbsh_result_stdout_truncated": (I, [P]),
@@ -624,7 +626,8 @@ class Client:
             L.sbsh_result_stderr_truncated(r) != 0,
             L.sbsh_result_duration_us(r) / 1e6,
             L.sbsh_result_started_at_ms(r) / 1e3,
-            L.sbsh_result_error(r).decode("utf-8", "replace"))
+            L.sbsh_result_error(r).decode("utf-8", "replace"),
+            L.sbsh_result_ran(r) != 0)
 
     # -- sessions --
 
