@@ -471,13 +471,13 @@ void server::finish_shutdown() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
 }
 
-std::optional<server::wrapper_process> server::take_spare() {
-  std::optional<wrapper_process> out;
+std::optional<spare_shell> server::take_spare() {
+  std::optional<spare_shell> out;
   while (!spares_.empty() && !out) {
-    wrapper_process s = std::move(spares_.front());
+    spare_shell s = std::move(spares_.front());
     spares_.pop_front();
-    if (s.proc->running()) out = std::move(s);
-    else s.proc->release();  // ended unseen: reaped when the loop sees it
+    if (s.wrapper.proc->running()) out = std::move(s);
+    else s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
   }
   start_spares_in(0);
   return out;
@@ -489,7 +489,7 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-std::optional<server::wrapper_process> server::start_wrapper(const std::vector<std::string>& args,
+std::optional<wrapper_process> server::start_wrapper(const std::vector<std::string>& args,
                                                             std::vector<std::string>& env, const char* cwd,
                                                             std::span<const int> pipes,
                                                             child_process::exit_callback on_exit, int* err) {
@@ -522,14 +522,22 @@ void server::start_spares() {
   while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
     // The padding is the argument memory in which the wrapper shows its session's name, as
     // long as the longest name.
+    // Its bash starts at once, with the environment of a session that sets no variables of
+    // its own, in / (it holds no directory busy while it waits).
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
+    auto link = shell_link::with_slots(devnull_.get(), "spare");
+    auto ends = open_shell(link, pid_);
+    if (!ends) {
+      spdlog::warn("cannot start a spare shell: {}; sessions start their own", ends.err().message);
+      return;
+    }
+    int pipes[] = {ends->first.get(), ends->second.get()};
     int err = 0;
     auto spare = start_wrapper(
-        {"--spare", std::string(64, ' ')}, env, "/",  // in /, it holds no directory busy while it waits
-        {},
+        {"--spare", std::string(64, ' ')}, env, "/", pipes,
         [this](int64_t status, int sig) {
           // It ended unclaimed: forget it (its handle frees itself after this callback).
-          std::erase_if(spares_, [](const wrapper_process& s) { return s.proc->exited(); });
+          std::erase_if(spares_, [](const spare_shell& s) { return s.wrapper.proc->exited(); });
           spdlog::warn("a spare wrapper {}; another starts in 1 s",
                        sig != 0 ? fmt::format("was killed by signal {}", sig)
                                 : fmt::format("exited with status {}", status));
@@ -541,14 +549,14 @@ void server::start_spares() {
                    std::strerror(err));
       return;
     }
-    spares_.push_back(std::move(*spare));
+    spares_.push_back({std::move(*spare), std::move(link)});
   }
 }
 
 void server::drop_spares() {
   for (auto& s : spares_) {
-    s.proc->kill(SIGTERM);
-    s.proc->release();
+    s.wrapper.proc->kill(SIGTERM);
+    s.wrapper.proc->release();
   }
   spares_.clear();  // and their control sockets close
   if (spare_timer_ != nullptr) spare_timer_->close();

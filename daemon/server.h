@@ -75,21 +75,16 @@ class server {
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
-  // A wrapper's process, and sbshd's end of its control socket.
-  struct wrapper_process {
-    child_process* proc = nullptr;
-    unique_fd ctl;
-  };
   // Starts sbsh-wrapper with `args` after its name, the environment `env`, in `cwd`, with
   // /dev/null as stdin, sbshd's stderr as stdout and stderr, a new control socket at
-  // wrapper::kControlFd and then `pipes` (bash's script and status pipes; none for a spare).
+  // wrapper::kControlFd and then `pipes` (bash's script and status pipes).
   // On failure sets *err (an errno value).
   std::optional<wrapper_process> start_wrapper(const std::vector<std::string>& args, std::vector<std::string>& env,
                                                const char* cwd, std::span<const int> pipes,
                                                child_process::exit_callback on_exit, int* err);
-  // A running spare (wrapper::run_spare) for a session to claim, or nullopt when none is
-  // ready; another is started on the next turn of the loop.
-  std::optional<wrapper_process> take_spare();
+  // A running spare shell for a new session to claim, or nullopt when none is ready;
+  // another is started on the next turn of the loop.
+  std::optional<spare_shell> take_spare();
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
   void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
   void job_done(client_conn* c, uint64_t id);
@@ -150,7 +145,7 @@ class server {
   fd_watch* listen_watch_ = nullptr;
   uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
   timer* watchdog_timer_ = nullptr;  // pings the service manager's watchdog, when it has one
-  std::deque<wrapper_process> spares_;
+  std::deque<spare_shell> spares_;
   timer* spare_timer_ = nullptr;
   timer* shutdown_timer_ = nullptr;
   uint64_t shutdown_deadline_us_ = 0;

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,8 +44,6 @@ constexpr uint64_t kBackoffCapMs = 10'000;
 constexpr size_t kHistory = 20;
 constexpr size_t kMaxInitOutput = 64u << 10;
 
-unique_fd dup_cloexec(int fd) { return unique_fd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
-
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 }  // namespace
@@ -64,11 +61,15 @@ std::string_view state_name(session_state s) {
 
 session::session(server& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)) {
-  slot_text_ = unique_fd(::memfd_create(("sbsh-" + name_).c_str(), MFD_CLOEXEC));
-  slot_init_ = unique_fd(::memfd_create(("sbsh-init-" + name_).c_str(), MFD_CLOEXEC));
-  slot_in_ = dup_cloexec(srv_.devnull());
-  slot_out_ = dup_cloexec(srv_.devnull());
-  slot_err_ = dup_cloexec(srv_.devnull());
+  // The spare shell started exactly as this session's would, but for the session's own
+  // variables (so only a session with none takes it) and its directory (entered on claim).
+  if (def_.env.empty() && ::access(def_.cwd.c_str(), X_OK) == 0) {
+    if (auto spare = srv_.take_spare()) {
+      claim_spare(std::move(*spare));
+      return;
+    }
+  }
+  link_ = shell_link::with_slots(srv_.devnull(), name_);
   start_shell();
 }
 
@@ -97,12 +98,12 @@ status session::point_slot(const unique_fd& slot, int fd) {
 }
 
 void session::reset_slots() {
-  (void)point_slot(slot_in_, srv_.devnull());
-  (void)point_slot(slot_out_, srv_.devnull());
-  (void)point_slot(slot_err_, srv_.devnull());
+  (void)point_slot(link_.in, srv_.devnull());
+  (void)point_slot(link_.out, srv_.devnull());
+  (void)point_slot(link_.err, srv_.devnull());
 }
 
-void session::start_shell() {
+uint64_t session::begin_start() {
   state_ = session_state::starting;
   shell_pid_ = wrapper_pid_ = 0;
   started_mono_us_ = mono_us();
@@ -111,100 +112,92 @@ void session::start_shell() {
   init_failed_ = false;
   init_output_.clear();
   ping_sent_us_ = 0;
-  uint64_t gen = generation_;
-  int script[2] = {-1, -1}, st[2] = {-1, -1};
-  bool piped = ::pipe2(script, O_CLOEXEC) == 0 && ::pipe2(st, O_CLOEXEC) == 0;
-  unique_fd script_r(script[0]), status_w(st[1]);
-  script_w_ = unique_fd(script[1]);
-  status_r_ = unique_fd(st[0]);
-  if (!piped) {
-    failure_ = fmt::format("cannot create the shell's channels: {}", std::strerror(errno));
+  return generation_;
+}
+
+void session::start_shell() {
+  uint64_t gen = begin_start();
+  auto ends = open_shell(link_, srv_.pid());
+  if (!ends) {
+    failure_ = ends.err().message;
     state_ = session_state::failed;
     spdlog::error("session {}: {}", name_, failure_);
-    script_w_.reset();
-    status_r_.reset();
+    link_.script_w.reset();
+    link_.status_r.reset();
     return;
   }
-  set_nonblock(status_r_.get());
-
-  // bash reads the start-up script in bulk from its own memfd (through its stdin it would
-  // cost a read() per byte); the short line that sources it waits in the pipe until bash
-  // starts, and the first command's line can follow at once.
-  std::string init =
-      shell_init_script({srv_.pid(), slot_text_.get(), slot_in_.get(), slot_out_.get(), slot_err_.get()});
-  std::string line = fmt::format(". /proc/{}/fd/{}\n", srv_.pid(), slot_init_.get());
-  if (::ftruncate(slot_init_.get(), 0) != 0 ||
-      ::pwrite(slot_init_.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||
-      ::write(script_w_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    failure_ = "cannot write the shell's start-up script";
-    state_ = session_state::failed;
-    return;
-  }
-  set_nonblock(script_w_.get());
-
   std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
   for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
-  auto on_wrapper_exit = [this, gen](int64_t status, int sig) {
-    if (gen != generation_) return;
-    // The handle frees itself after this callback: forget it first.
-    wrapper_ = nullptr;
-    pid_t pid = static_cast<pid_t>(wrapper_pid_);
-    std::set<pid_t> spare = protected_;
-    // What the wrapper said before it exited (how its shell ended, or why it could not
-    // start) may still be unread on the control socket, and explains the loss better than
-    // the wrapper's own exit: deliver it first. It may end this generation.
-    if (ctl_ != nullptr) ctl_->read_pending();
-    if (sig != 0) srv_.reap_session_later(pid, spare);
-    on_shell_lost(gen, std::nullopt, std::nullopt,
-                  sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
-                           : fmt::format("its wrapper exited with status {}", status));
-  };
-
-  // A spare wrapper, already started, takes on the session with its claim; else one is
-  // started for it.
-  unique_fd ctl_mine;
-  std::string claim;
-  if (auto spare = srv_.take_spare()) {
-    wrapper_ = spare->proc;
-    wrapper_->on_exit(on_wrapper_exit);
-    ctl_mine = std::move(spare->ctl);
-    frame_builder f(msg_type::claim);
-    f.str("session", name_).str("cwd", def_.cwd).str_array("env", env_store).u64("fds", 2);
-    claim = f.take();
-  } else {
-    int pipes[] = {script_r.get(), status_w.get()};
-    int err = 0;
-    auto started = srv_.start_wrapper({name_}, env_store, def_.cwd.c_str(), pipes, on_wrapper_exit, &err);
-    if (!started) {
-      // posix_spawn reports a directory it cannot enter as if the program were missing.
-      failure_ = ::access(def_.cwd.c_str(), X_OK) != 0
-                     ? fmt::format("cannot enter the session's directory {}: {}", def_.cwd, std::strerror(errno))
-                     : fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err));
-      spdlog::error("session {}: {}", name_, failure_);
-      state_ = session_state::failed;
-      script_w_.reset();
-      status_r_.reset();
-      return;
-    }
-    wrapper_ = started->proc;
-    ctl_mine = std::move(started->ctl);
+  int pipes[] = {ends->first.get(), ends->second.get()};
+  int err = 0;
+  auto started = srv_.start_wrapper(
+      {name_}, env_store, def_.cwd.c_str(), pipes,
+      [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
+  if (!started) {
+    // posix_spawn reports a directory it cannot enter as if the program were missing.
+    failure_ = ::access(def_.cwd.c_str(), X_OK) != 0
+                   ? fmt::format("cannot enter the session's directory {}: {}", def_.cwd, std::strerror(errno))
+                   : fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err));
+    spdlog::error("session {}: {}", name_, failure_);
+    state_ = session_state::failed;
+    link_.script_w.reset();
+    link_.status_r.reset();
+    return;
   }
+  wrapper_ = started->proc;
+  watch_shell(gen, std::move(started->ctl));
+}
+
+void session::claim_spare(spare_shell&& spare) {
+  uint64_t gen = begin_start();
+  link_ = std::move(spare.link);
+  wrapper_ = spare.wrapper.proc;
+  wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  // What a shell started for this session would have had from the start: the session's
+  // name in its environment, its directory (with OLDPWD as bash set it at start-up), and
+  // SECONDS counted from now. No user code has run in this shell yet, so the names are
+  // plain. The line waits in the pipe behind the start-up script's.
+  std::string dir = shell_quote(def_.cwd);
+  std::string line = fmt::format(
+      "export SBSH_SESSION={0};if [[ -v OLDPWD ]];then __sbsh_o=$OLDPWD;cd -P -- {1};OLDPWD=$__sbsh_o;"
+      "unset __sbsh_o;else cd -P -- {1};unset OLDPWD;export OLDPWD;fi;SECONDS=0\n",
+      name_, dir);
+  if (::write(link_.script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    spdlog::warn("session {}: the spare shell did not take its session: {}", name_, std::strerror(errno));
+  // The wrapper learns the session's name (for ps and its log) and enters its directory.
+  frame_builder f(msg_type::claim);
+  f.str("session", name_).str("cwd", def_.cwd);
+  watch_shell(gen, std::move(spare.wrapper.ctl));
+  ctl_->send(f.take());
+}
+
+void session::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
+  if (gen != generation_) return;
+  // The handle frees itself after this callback: forget it first.
+  wrapper_ = nullptr;
+  pid_t pid = static_cast<pid_t>(wrapper_pid_);
+  std::set<pid_t> spare = protected_;
+  // What the wrapper said before it exited (how its shell ended, or why it could not
+  // start) may still be unread on the control socket, and explains the loss better than
+  // the wrapper's own exit: deliver it first. It may end this generation.
+  if (ctl_ != nullptr) ctl_->read_pending();
+  if (sig != 0) srv_.reap_session_later(pid, spare);
+  on_shell_lost(gen, std::nullopt, std::nullopt,
+                sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
+                         : fmt::format("its wrapper exited with status {}", status));
+}
+
+void session::watch_shell(uint64_t gen, unique_fd ctl) {
   wrapper_pid_ = wrapper_->pid();
-  ctl_ = new framed_socket(srv_.loop(), std::move(ctl_mine),
+  ctl_ = new framed_socket(srv_.loop(), std::move(ctl),
                            {[this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
                             [this, gen](const std::string& reason) {
                               on_shell_lost(gen, std::nullopt, std::nullopt,
                                             fmt::format("its wrapper's control socket closed ({})", reason));
                             }},
                            /*read_chunk=*/1024);
-  if (!claim.empty()) {
-    std::vector<unique_fd> pipes;
-    pipes.push_back(std::move(script_r));
-    pipes.push_back(std::move(status_w));
-    ctl_->send(std::move(claim), std::move(pipes));
-  }
-  status_watch_ = fd_watch::create(srv_.loop(), status_r_.get());
+  status_watch_ = fd_watch::create(srv_.loop(), link_.status_r.get());
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
   spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
   queue_init_jobs();
@@ -310,7 +303,7 @@ void session::on_status_readable(uint64_t gen) {
   if (gen != generation_) return;
   char buf[256];
   for (;;) {
-    ssize_t n = ::read(status_r_.get(), buf, sizeof buf);
+    ssize_t n = ::read(link_.status_r.get(), buf, sizeof buf);
     if (n <= 0) break;
     status_buf_.append(buf, static_cast<size_t>(n));
   }
@@ -465,8 +458,8 @@ void session::detach_generation(bool kill_wrapper) {
     status_watch_->close();
     status_watch_ = nullptr;
   }
-  status_r_.reset();
-  script_w_.reset();
+  link_.status_r.reset();
+  link_.script_w.reset();
   status_buf_.clear();
   shell_pid_ = 0;
   reset_slots();
@@ -538,7 +531,7 @@ bool session::start_job(exec_job& job) {
     job.outcome.error = what;
     return false;
   };
-  if (!store_command_text(slot_text_.get(), job.text, text_slot_size_))
+  if (!store_command_text(link_.text.get(), job.text, text_slot_size_))
     return fail(fmt::format("cannot store the command text: {}", std::strerror(errno)));
 
   if (!job.io_fds) {
@@ -560,8 +553,8 @@ bool session::start_job(exec_job& job) {
     }
   }
   bool piped_stdin = static_cast<bool>(job.in_r);
-  if (!point_slot(slot_out_, job.out_w.get()) || !point_slot(slot_err_, job.err_w.get()) ||
-      (piped_stdin && !point_slot(slot_in_, job.in_r.get())))
+  if (!point_slot(link_.out, job.out_w.get()) || !point_slot(link_.err, job.err_w.get()) ||
+      (piped_stdin && !point_slot(link_.in, job.in_r.get())))
     return fail("cannot set up the command's descriptors");
   job.out_w.reset();
   job.err_w.reset();
@@ -571,7 +564,7 @@ bool session::start_job(exec_job& job) {
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
   std::string_view line = piped_stdin ? kRunLineStdin : kRunLine;
-  if (::write(script_w_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (::write(link_.script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     if (errno != EPIPE) {
       reset_slots();
       return fail(fmt::format("cannot write to the session's shell: {}", std::strerror(errno)));

@@ -20,11 +20,25 @@
 #include "daemon/framed_socket.h"
 #include "daemon/session_def.h"
 #include "daemon/child_process.h"
+#include "daemon/shell_protocol.h"
 #include "daemon/uv_handles.h"
 
 namespace sbsh::daemon {
 
 class server;
+
+// A started sbsh-wrapper: the process, and sbshd's end of its control socket.
+struct wrapper_process {
+  child_process* proc = nullptr;
+  unique_fd ctl;
+};
+
+// A wrapper started ahead of need (wrapper::run_spare) whose bash is already running and
+// has sourced its start-up script: the next new session takes it (session::claim_spare).
+struct spare_shell {
+  wrapper_process wrapper;
+  shell_link link;
+};
 
 // starting: a shell is being started (init commands run in this state).
 // restarting: waiting out the back-off before the next start.
@@ -86,6 +100,13 @@ class session {
 
  private:
   void start_shell();
+  // The start of a session whose shell is the spare sbshd had ready.
+  void claim_spare(spare_shell&& spare);
+  // What every start does first; returns the new generation.
+  uint64_t begin_start();
+  // What every start does last: listens to the wrapper and the shell, and runs what waits.
+  void watch_shell(uint64_t gen, unique_fd ctl);
+  void on_wrapper_exit(uint64_t gen, int64_t status, int sig);
   void queue_init_jobs();
   void schedule_restart(const std::string& why, bool failed_start, bool forced);
   void health_tick();
@@ -131,21 +152,16 @@ class session {
   uint64_t generation_ = 0;
   child_process* wrapper_ = nullptr;
   framed_socket* ctl_ = nullptr;
-  unique_fd script_w_;
-  unique_fd status_r_;
   fd_watch* status_watch_ = nullptr;
   std::string status_buf_;
   int64_t shell_pid_ = 0;
   int64_t wrapper_pid_ = 0;
   uint64_t started_mono_us_ = 0;
 
-  // Slots: fixed descriptor numbers in sbshd that bash opens through /proc.
-  unique_fd slot_text_;    // memfd with the command text
+  // The slots bash opens and sbshd's ends of its pipes (the slots stay for the session's
+  // life; the pipes are replaced on each start).
+  shell_link link_;
   size_t text_slot_size_ = 0;
-  unique_fd slot_init_;    // memfd with the shell's start-up script
-  unique_fd slot_in_;
-  unique_fd slot_out_;
-  unique_fd slot_err_;
 
   std::deque<std::unique_ptr<exec_job>> queue_;
   std::unique_ptr<exec_job> current_;

@@ -1,10 +1,14 @@
 // The shell side of the exec path (see shell_protocol.h).
 #include "daemon/shell_protocol.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -48,6 +52,41 @@ std::string shell_init_script(const shell_slots& slots) {
       "readonly -f __sbsh_rc\n"
       "readonly __sbsh_x={} __sbsh_i={} __sbsh_y={}\n",
       shell_quote(x), shell_quote(i), shell_quote(y));
+}
+
+shell_link shell_link::with_slots(int devnull, const std::string& label) {
+  auto dup = [devnull] { return unique_fd(::fcntl(devnull, F_DUPFD_CLOEXEC, 3)); };
+  shell_link l;
+  l.text = unique_fd(::memfd_create(("sbsh-" + label).c_str(), MFD_CLOEXEC));
+  l.init = unique_fd(::memfd_create(("sbsh-init-" + label).c_str(), MFD_CLOEXEC));
+  l.in = dup();
+  l.out = dup();
+  l.err = dup();
+  return l;
+}
+
+result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner) {
+  int script[2] = {-1, -1}, st[2] = {-1, -1};
+  if (::pipe2(script, O_CLOEXEC) != 0)
+    return make_error("io", fmt::format("cannot create the shell's channels: {}", std::strerror(errno)));
+  unique_fd script_r(script[0]);
+  link.script_w = unique_fd(script[1]);
+  if (::pipe2(st, O_CLOEXEC) != 0)
+    return make_error("io", fmt::format("cannot create the shell's channels: {}", std::strerror(errno)));
+  unique_fd status_w(st[1]);
+  link.status_r = unique_fd(st[0]);
+  // bash reads the start-up script in bulk from its own memfd (through its stdin it would
+  // cost a read() per byte); the short line that sources it waits in the pipe until bash
+  // starts, and the first command's line can follow at once.
+  std::string init =
+      shell_init_script({owner, link.text.get(), link.in.get(), link.out.get(), link.err.get()});
+  std::string line = fmt::format(". /proc/{}/fd/{}\n", owner, link.init.get());
+  if (::ftruncate(link.init.get(), 0) != 0 ||
+      ::pwrite(link.init.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||
+      ::write(link.script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return make_error("io", "cannot write the shell's start-up script");
+  for (int fd : {link.script_w.get(), link.status_r.get()}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return std::pair(std::move(script_r), std::move(status_w));
 }
 
 bool store_command_text(int fd, std::string_view text, size_t& slot_size) {

@@ -13,6 +13,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "ipc/fd.h"
+#include "ipc/result.h"
 
 namespace sbsh::daemon {
 
@@ -25,6 +29,25 @@ struct shell_slots {
   int out = -1;
   int err = -1;
 };
+
+// What sbshd holds of one bash: the slots (fixed descriptor numbers in sbshd that bash
+// opens through /proc) and sbshd's ends of bash's two pipes.
+struct shell_link {
+  unique_fd text;      // memfd with the command text
+  unique_fd init;      // memfd with the shell's start-up script
+  unique_fd in, out, err;
+  unique_fd script_w;  // bash's stdin: the lines it runs
+  unique_fd status_r;  // bash's stdout between commands: the status lines
+
+  // The slots, in, out and err pointing at `devnull`; `label` names the memfds.
+  static shell_link with_slots(int devnull, const std::string& label);
+};
+
+// Makes bash's two pipes for `link` (replacing any earlier ones) and queues the line that
+// makes bash source its start-up script, written to the init slot. Returns bash's ends (the
+// script pipe's read end, the status pipe's write end), for its wrapper. Sets errno-style
+// errors.
+[[nodiscard]] result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner);
 
 // The constant lines written to bash for every command: run it, then report its status.
 // bash reads its script input one byte per read() call (about 0.2 us a byte), so they are

@@ -9,27 +9,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "ipc/environ.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 #include "wrapper/procs.h"
 #include "wrapper/spawn.h"
-
-extern char** environ;
 
 namespace sbsh::wrapper {
 
@@ -68,6 +64,8 @@ class wrapper_loop {
   // `title`: a spare's argument memory (see run_spare), nullptr for a wrapper started for
   // its session.
   int run(char* title = nullptr, size_t title_size = 0) {
+    title_ = title;
+    title_size_ = title_size;
     sid_ = ::setsid();
     if (sid_ < 0) sid_ = ::getsid(0);
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -83,21 +81,9 @@ class wrapper_loop {
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
 
-    unique_fd script, status;  // a spare has neither until its claim
-    result<pid_t> pid = make_error("spawn", "");
-    if (title == nullptr) {
-      script = unique_fd(kScriptFd);
-      status = unique_fd(kStatusFd);
-    } else {
-      auto claim = await_claim(title, title_size);
-      if (!claim) return 0;  // stopped, or sbshd went away, before any session needed it
-      if (!*claim) pid = claim->err();
-      else std::tie(script, status) = std::move(claim->value());
-    }
-    if (script) {
-      const char* bash = std::getenv("SBSH_BASH");
-      pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get());
-    }
+    unique_fd script(kScriptFd), status(kStatusFd);
+    const char* bash = std::getenv("SBSH_BASH");
+    result<pid_t> pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get());
     script.reset();
     status.reset();
     if (!pid) {
@@ -116,47 +102,20 @@ class wrapper_loop {
   }
 
  private:
-  using pipes = std::pair<unique_fd, unique_fd>;  // bash's script and status pipes
-
-  // A spare's wait for its session: nullopt when sbshd stops it or goes away first; else the
-  // claim's pipes once the wrapper has taken on the session's name, directory and
-  // environment, or why it could not.
-  std::optional<result<pipes>> await_claim(char* title, size_t title_size) {
-    for (;;) {
-      pollfd fds[2] = {{sigfd_, POLLIN, 0}, {ctl_.fd(), POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return std::nullopt;
-      }
-      signalfd_siginfo si;
-      while (::read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-        if (si.ssi_signo != SIGCHLD) return std::nullopt;
-      if (fds[1].revents == 0) continue;
-      auto env = ctl_.recv();
-      if (!env) return std::nullopt;
-      if (env->msg.type() == msg_type::claim) return take_claim(*env, title, title_size);
-    }
-  }
-
-  result<pipes> take_claim(ipc::envelope& claim, char* title, size_t title_size) {
-    const auto& m = claim.msg;
+  // A spare's claim: it now serves this session. sbshd has told its bash to enter the
+  // session's directory; the wrapper does too, as one started for the session would be.
+  void take_claim(const ipc::message& m) {
     auto name = m.get_str("session");
     auto cwd = m.get_str("cwd");
-    auto vars = m.get_str_array("env");
-    if (!name || !name.value() || !cwd || !cwd.value() || !vars || !vars.value() || claim.fds.size() != 2)
-      return make_error("claim", "sbshd's claim lacks the session, its directory, environment or pipes");
+    if (!name || !name.value() || !cwd || !cwd.value()) return;
     session_ = std::string(*name.value());
-    if (title_size > 0) {
-      std::memset(title, 0, title_size);
-      std::memcpy(title, session_.data(), std::min(session_.size(), title_size - 1));
+    if (title_size_ > 0) {
+      std::memset(title_, 0, title_size_);
+      std::memcpy(title_, session_.data(), std::min(session_.size(), title_size_ - 1));
     }
-    env_.assign(vars.value()->begin(), vars.value()->end());
-    envp_ = ipc::c_pointers(env_);
-    environ = envp_.data();
     std::string dir(*cwd.value());
     if (::chdir(dir.c_str()) != 0)
-      return make_error("claim", fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
-    return pipes(std::move(claim.fds[0]), std::move(claim.fds[1]));
+      log_error(session_.c_str(), fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
   }
 
   void send(frame_builder& f) {
@@ -237,6 +196,9 @@ class wrapper_loop {
         else spare_.erase(static_cast<pid_t>(*g.value()));
         return true;
       }
+      case msg_type::claim:
+        take_claim(m);
+        return true;
       case msg_type::ping: {
         frame_builder f(msg_type::pong, m.id());
         send(f);
@@ -248,8 +210,8 @@ class wrapper_loop {
   }
 
   std::string session_;
-  std::vector<std::string> env_;  // a spare's environment, from its claim
-  std::vector<char*> envp_;
+  char* title_ = nullptr;  // a spare's argument memory, where ps reads its session's name
+  size_t title_size_ = 0;
   ipc::channel ctl_;
   int sigfd_ = -1;
   pid_t sid_ = 0;

@@ -20,10 +20,10 @@ inline constexpr int kStatusFd = 5;  // becomes bash's stdout between commands
 // Runs until the shell ends or the control socket closes; returns the process exit code.
 int run(const char* session_name);
 
-// A spare: started with only the control socket (fd 3) before any session needs it, so that
-// a new session does not wait for a process to start. It waits for sbshd's claim (the
-// session's name, directory and environment, and its script and status pipes), then runs as
-// run() does. `title` is the memory of its arguments, rewritten to show the session's name.
+// A spare: started, with its bash, before any session needs it, so that a new session does
+// not wait for two processes to start. It runs as run() does; sbshd's claim gives it the
+// session's name and directory. `title` is the memory of its arguments, rewritten then to
+// show the session's name.
 int run_spare(char* title, std::size_t title_size);
 
 }  // namespace sbsh::wrapper

@@ -139,21 +139,68 @@ std::vector<pid_t> spares_of(pid_t daemon) {
   return out;
 }
 
-TEST_F(supervision_test, ASpareWrapperBecomesTheNextSessionsAndAnotherIsStarted) {
+TEST_F(supervision_test, ASpareShellBecomesTheNextSessionsAndAnotherIsStarted) {
   std::vector<pid_t> spares;
   ASSERT_TRUE(wait_until([&] { return (spares = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
   std::string work = dir + "/work";
   std::filesystem::create_directories(work);
-  ASSERT_EQ(sbsh({"session", "create", "w", "-C", work, "-e", "FOO=bar"}).code, 0);
-  // The spare took on the session's directory, environment and name (ps shows it).
-  auto r = exec("w", "pwd; echo $FOO $SBSH_SESSION $PPID; tr -s '\\0' ' ' </proc/$PPID/cmdline");
+  ASSERT_EQ(sbsh({"session", "create", "w", "-C", work}).code, 0);
+  // The spare took on the session's directory and name (ps shows it).
+  auto r = exec("w", "pwd; echo $SBSH_SESSION $PPID; tr -s '\\0' ' ' </proc/$PPID/cmdline; cd /proc/$PPID/cwd && pwd -P");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, work + "\nbar w " + std::to_string(spares[0]) + "\nsbsh-wrapper w ");
+  EXPECT_EQ(r.out, work + "\nw " + std::to_string(spares[0]) + "\nsbsh-wrapper w " + work + "\n");
   EXPECT_EQ(session_status("w").wrapper_pid, spares[0]);
   std::vector<pid_t> next;
   ASSERT_TRUE(wait_until([&] { return (next = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
   EXPECT_NE(next[0], spares[0]);
+  // A session with variables of its own starts its own shell, and leaves the spare.
+  ASSERT_EQ(sbsh({"session", "create", "e", "-C", work, "-e", "FOO=bar"}).code, 0);
+  r = exec("e", "pwd; echo $FOO $SBSH_SESSION");
+  EXPECT_EQ(r.out, work + "\nbar e\n");
+  EXPECT_NE(session_status("e").wrapper_pid, next[0]);
+  EXPECT_EQ(spares_of(daemon_pid), next);
   expect_a_missing_directory_named(dir + "/gone-spare");
+}
+
+// The spare's shell started long before its session, in another directory: nothing of that
+// shows. A session's state in its first command is the same from the spare as from a shell
+// started for it (its restart), with OLDPWD unset and set in sbshd's environment.
+class spare_fidelity_test : public supervision_test {
+ protected:
+  spare_fidelity_test() { start_in_setup = false; }
+};
+
+TEST_F(spare_fidelity_test, ASessionFromTheSpareIsLikeOneStartedForIt) {
+  const std::string probe =
+      "declare -p | grep -vE '^declare -[-a-zA-Z]* "
+      "(BASHPID|PPID|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|BASH_COMMAND|LINENO|_|BASH_LINENO)(=|$)';"
+      "declare -p OLDPWD; pwd; shopt; set -o; trap -p; alias; declare -F; umask; echo $((SECONDS < 2))";
+  std::string work = dir + "/work";
+  std::filesystem::create_directories(work);
+  for (const char* oldpwd : {static_cast<const char*>(nullptr), "/usr"}) {
+    if (oldpwd != nullptr) ::setenv("OLDPWD", oldpwd, 1);
+    else ::unsetenv("OLDPWD");
+    start_daemon();
+    ::unsetenv("OLDPWD");
+    std::vector<pid_t> spares;
+    ASSERT_TRUE(wait_until([&] { return (spares = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // SECONDS counts from the session's start
+    std::string name = oldpwd != nullptr ? "set" : "unset";  // sessions persist across the restart of sbshd
+    ASSERT_EQ(sbsh({"session", "create", name, "-C", work}).code, 0);
+    auto warm = exec(name, probe);
+    EXPECT_EQ(session_status(name).wrapper_pid, spares[0]);
+    ASSERT_EQ(sbsh({"session", "restart", name}).code, 0);
+    auto cold = exec(name, probe);
+    EXPECT_NE(session_status(name).wrapper_pid, spares[0]);
+    EXPECT_EQ(warm.code, 0) << warm.err;
+    EXPECT_EQ(warm.out, cold.out);
+    EXPECT_NE(warm.out.find(oldpwd != nullptr ? "declare -x OLDPWD=\"/usr\"\n" + work + "\n"
+                                              : "declare -x OLDPWD\n" + work + "\n"),
+              std::string::npos)
+        << warm.out;
+    EXPECT_EQ(warm.out.substr(warm.out.size() - 2), "1\n");
+    stop_daemon();
+  }
 }
 
 TEST_F(supervision_test, ASpareThatDiedIsNeverGivenASession) {
