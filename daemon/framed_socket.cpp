@@ -70,7 +70,12 @@ bool framed_socket::flush(bool notify) {
     ssize_t r = ipc::send_with_fds(fd_.get(), p.bytes.data() + p.off, p.bytes.size() - p.off, raw);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail(fmt::format("write failed: {}", std::strerror(errno)));
+      // The peer may be gone with frames still unread (a wrapper's last report of how its
+      // shell ended): they come before the close, as they would have on the next read.
+      std::string reason = fmt::format("write failed: {}", std::strerror(errno));
+      auto alive = alive_;
+      if (!paused_) read_some();
+      if (*alive) fail(reason);
       return false;
     }
     p.off += static_cast<size_t>(r);

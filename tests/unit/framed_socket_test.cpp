@@ -1,0 +1,49 @@
+// daemon/framed_socket.cpp: frames over a real socketpair on a real libuv loop.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "daemon/framed_socket.h"
+#include "ipc/frame.h"
+#include "ipc/protocol.h"
+
+namespace sbsh::daemon {
+namespace {
+
+// A peer that sent a last frame and went away: a write to it fails, and the frame is still
+// delivered, before the close. (A wrapper reports how its shell ended and exits; sbshd may
+// be writing to it just then, and the report is what says the command never ran.)
+TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+  ipc::frame_builder last(ipc::msg_type::shell_exited);
+  last.i64("exit_code", 7);
+  std::string bytes(last.finish());
+  ASSERT_EQ(::write(sv[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(sv[1]);
+
+  std::vector<std::string> events;
+  auto* s = new framed_socket(&loop, unique_fd(sv[0]),
+                              {[&](ipc::envelope&& e) {
+                                 auto code = e.msg.get_i64("exit_code");
+                                 events.push_back(fmt::format("message {} {}", static_cast<int>(e.msg.type()),
+                                                              code && code.value() ? *code.value() : -1));
+                               },
+                               [&](const std::string&) { events.push_back("closed"); }});
+  s->send(ipc::frame_builder(ipc::msg_type::ping, 1).take());  // the peer is gone: EPIPE
+  EXPECT_EQ(events, (std::vector<std::string>{
+                        fmt::format("message {} 7", static_cast<int>(ipc::msg_type::shell_exited)), "closed"}));
+  delete s;
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+}  // namespace
+}  // namespace sbsh::daemon
