@@ -490,9 +490,9 @@ void server::start_spares_in(uint64_t ms) {
 }
 
 std::optional<wrapper_process> server::start_wrapper(const std::vector<std::string>& args,
-                                                            std::vector<std::string>& env, const char* cwd,
-                                                            std::span<const int> pipes,
-                                                            child_process::exit_callback on_exit, int* err) {
+                                                     std::vector<std::string>& env, const char* cwd,
+                                                     std::span<const int> pipes,
+                                                     child_process::exit_callback on_exit, int* err) {
   int ctl[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
     *err = errno;
@@ -520,10 +520,9 @@ std::optional<wrapper_process> server::start_wrapper(const std::vector<std::stri
 
 void server::start_spares() {
   while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
-    // The padding is the argument memory in which the wrapper shows its session's name, as
-    // long as the longest name.
     // Its bash starts at once, with the environment of a session that sets no variables of
-    // its own, in / (it holds no directory busy while it waits).
+    // its own, in / (it holds no directory busy while it waits). The padding is the argument
+    // memory in which the wrapper will show its session's name, as long as the longest name.
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
     auto link = shell_link::with_slots(devnull_.get(), "spare");
     auto ends = open_shell(link, pid_);

@@ -45,8 +45,8 @@ struct shell_link {
 
 // Makes bash's two pipes for `link` (replacing any earlier ones) and queues the line that
 // makes bash source its start-up script, written to the init slot. Returns bash's ends (the
-// script pipe's read end, the status pipe's write end), for its wrapper. Sets errno-style
-// errors.
+// script pipe's read end, the status pipe's write end), for its wrapper, or why it could
+// not.
 [[nodiscard]] result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner);
 
 // The constant lines written to bash for every command: run it, then report its status.

@@ -220,25 +220,30 @@ TEST_F(service_manager_test, ARefusedHandshakeIsEveryRequestsError) {
   client::connect_options o;
   o.socket_path = sock;
   o.autostart = false;
-  auto c = client::connection::connect(o);
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.err().code, "version_mismatch");
-  EXPECT_EQ(c.err().message, "this sbshd speaks protocol version 99");
+  // In a function of its own so that a failed assertion still reaches the join below,
+  // with every client connection closed.
+  [&] {
+    auto c = client::connection::connect(o);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.err().code, "version_mismatch");
+    EXPECT_EQ(c.err().message, "this sbshd speaks protocol version 99");
 
-  o.wait_for_welcome = false;
-  {
-    auto lazy = client::connection::connect(o);
-    ASSERT_TRUE(lazy.ok()) << lazy.err().message;
-    client::exec_options e;
-    e.command = "true";
-    e.stdin_data = "input";
-    auto r = lazy->exec(e);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.err().code, "version_mismatch");
-    auto st = lazy->status();
-    ASSERT_FALSE(st.ok());
-    EXPECT_EQ(st.err().code, "version_mismatch");
-  }
+    o.wait_for_welcome = false;
+    {
+      auto lazy = client::connection::connect(o);
+      ASSERT_TRUE(lazy.ok()) << lazy.err().message;
+      client::exec_options e;
+      e.command = "true";
+      e.stdin_data = "input";
+      auto r = lazy->exec(e);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.err().code, "version_mismatch");
+      auto st = lazy->status();
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.err().code, "version_mismatch");
+    }
+  }();
+  ::shutdown(listener, SHUT_RDWR);  // ends an accept still waiting
   refuser.join();
 }
 
