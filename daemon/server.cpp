@@ -2,6 +2,7 @@
 #include "daemon/server.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -472,11 +473,17 @@ void server::finish_shutdown() {
 }
 
 std::optional<spare_shell> server::take_spare() {
+  // A dying process's descriptors close before its pidfd says it has ended: the control
+  // socket's hang-up is the first sign.
+  auto alive = [](const spare_shell& s) {
+    pollfd p{s.wrapper.ctl.get(), POLLRDHUP, 0};
+    return s.wrapper.proc->running() && ::poll(&p, 1, 0) == 0;
+  };
   std::optional<spare_shell> out;
   while (!spares_.empty() && !out) {
     spare_shell s = std::move(spares_.front());
     spares_.pop_front();
-    if (s.wrapper.proc->running()) out = std::move(s);
+    if (alive(s)) out = std::move(s);
     else s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
   }
   start_spares_in(0);
