@@ -70,12 +70,7 @@ bool framed_socket::flush(bool notify) {
     ssize_t r = ipc::send_with_fds(fd_.get(), p.bytes.data() + p.off, p.bytes.size() - p.off, raw);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      // The peer may be gone with frames still unread (a wrapper's last report of how its
-      // shell ended): they come before the close, as they would have on the next read.
-      std::string reason = fmt::format("write failed: {}", std::strerror(errno));
-      auto alive = alive_;
-      if (!paused_) read_some();
-      if (*alive) fail(reason);
+      fail_after_reading(fmt::format("write failed: {}", std::strerror(errno)));
       return false;
     }
     p.off += static_cast<size_t>(r);
@@ -94,7 +89,9 @@ bool framed_socket::flush(bool notify) {
 void framed_socket::on_poll(int status, int events) {
   if (closed_) return;
   if (status < 0) {
-    fail(fmt::format("poll failed: {}", uv_strerror(status)));
+    // libuv reports a socket error (POLLERR) as UV_EBADF: a peer that went away without
+    // reading all we sent, for one (ECONNRESET).
+    fail_after_reading(fmt::format("poll failed: {}", uv_strerror(status)));
     return;
   }
   auto alive = alive_;
@@ -161,6 +158,14 @@ void framed_socket::send_error_and_close(const error& e) {
   auto bytes = f.take();
   (void)ipc::send_with_fds(fd_.get(), bytes.data(), bytes.size(), {});
   fail(e.message);
+}
+
+void framed_socket::fail_after_reading(const std::string& reason) {
+  // The peer may be gone with frames still unread (a wrapper's last report of how its shell
+  // ended): they come before the close, as a read would have delivered them.
+  auto alive = alive_;
+  if (!paused_ && !closed_) read_some();
+  if (*alive) fail(reason);
 }
 
 void framed_socket::fail(const std::string& reason) {

@@ -55,6 +55,8 @@ class framed_socket {
   bool flush(bool notify);
   void read_some();
   void fail(const std::string& reason);
+  // fail() for an error the peer's going away may explain: first delivers what it sent.
+  void fail_after_reading(const std::string& reason);
   void send_error_and_close(const error& e);
   void update_events();
 

@@ -107,7 +107,7 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
   o.command = "echo never";
   auto lib = conn().exec(o);
   ASSERT_TRUE(lib.ok()) << lib.err().message;
-  EXPECT_FALSE(lib->ran);
+  EXPECT_FALSE(lib->ran) << lib->error;
   EXPECT_FALSE(lib->exit_code.has_value());
   auto r = exec("s", "echo never");
   EXPECT_EQ(r.code, 255);

@@ -45,5 +45,37 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// The same when the loop finds it first: a peer that closes without reading what it was
+// sent leaves a socket error (ECONNRESET), which libuv reports as a poll failure.
+TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+  std::string unread = ipc::frame_builder(ipc::msg_type::ping, 1).take();
+  ASSERT_EQ(::write(sv[0], unread.data(), unread.size()), static_cast<ssize_t>(unread.size()));
+  ipc::frame_builder last(ipc::msg_type::shell_exited);
+  last.i64("exit_code", 9);
+  std::string bytes(last.finish());
+  ASSERT_EQ(::write(sv[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(sv[1]);
+
+  std::vector<std::string> events;
+  framed_socket* s = nullptr;
+  s = new framed_socket(&loop, unique_fd(sv[0]),
+                        {[&](ipc::envelope&& e) {
+                           auto code = e.msg.get_i64("exit_code");
+                           events.push_back(fmt::format("message {}", code && code.value() ? *code.value() : -1));
+                         },
+                         [&](const std::string&) {
+                           events.push_back("closed");
+                           delete s;
+                         }});
+  for (int i = 0; i < 10 && events.size() < 2; ++i) uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(events, (std::vector<std::string>{"message 9", "closed"}));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 }  // namespace
 }  // namespace sbsh::daemon
