@@ -15,22 +15,31 @@
 namespace sbsh::daemon {
 namespace {
 
+// A socketpair whose far end has sent a shell_exited frame with `exit_code` and closed,
+// after `unread` was sent to it from our end (and never read). Returns our end.
+int peer_that_left(int exit_code, const std::string& unread) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) return -1;
+  if (!unread.empty()) (void)!::write(sv[0], unread.data(), unread.size());
+  ipc::frame_builder last(ipc::msg_type::shell_exited);
+  last.i64("exit_code", exit_code);
+  std::string bytes(last.finish());
+  (void)!::write(sv[1], bytes.data(), bytes.size());
+  ::close(sv[1]);
+  return sv[0];
+}
+
 // A peer that sent a last frame and went away: a write to it fails, and the frame is still
 // delivered, before the close. (A wrapper reports how its shell ended and exits; sbshd may
 // be writing to it just then, and the report is what says the command never ran.)
 TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-  ipc::frame_builder last(ipc::msg_type::shell_exited);
-  last.i64("exit_code", 7);
-  std::string bytes(last.finish());
-  ASSERT_EQ(::write(sv[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  ::close(sv[1]);
+  int fd = peer_that_left(7, "");
+  ASSERT_GE(fd, 0);
 
   std::vector<std::string> events;
-  auto* s = new framed_socket(&loop, unique_fd(sv[0]),
+  auto* s = new framed_socket(&loop, unique_fd(fd),
                               {[&](ipc::envelope&& e) {
                                  auto code = e.msg.get_i64("exit_code");
                                  events.push_back(fmt::format("message {} {}", static_cast<int>(e.msg.type()),
@@ -50,19 +59,12 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
 TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-  std::string unread = ipc::frame_builder(ipc::msg_type::ping, 1).take();
-  ASSERT_EQ(::write(sv[0], unread.data(), unread.size()), static_cast<ssize_t>(unread.size()));
-  ipc::frame_builder last(ipc::msg_type::shell_exited);
-  last.i64("exit_code", 9);
-  std::string bytes(last.finish());
-  ASSERT_EQ(::write(sv[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  ::close(sv[1]);
+  int fd = peer_that_left(9, ipc::frame_builder(ipc::msg_type::ping, 1).take());
+  ASSERT_GE(fd, 0);
 
   std::vector<std::string> events;
   framed_socket* s = nullptr;
-  s = new framed_socket(&loop, unique_fd(sv[0]),
+  s = new framed_socket(&loop, unique_fd(fd),
                         {[&](ipc::envelope&& e) {
                            auto code = e.msg.get_i64("exit_code");
                            events.push_back(fmt::format("message {}", code && code.value() ? *code.value() : -1));
