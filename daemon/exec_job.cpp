@@ -42,16 +42,6 @@ status check_session_name(std::string_view name) {
 }
 
 
-std::string shell_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  out += '\'';
-  return out;
-}
-
 namespace {
 
 bool valid_env_name(std::string_view n) {

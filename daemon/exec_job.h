@@ -12,6 +12,7 @@
 #include "ipc/frame.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
+#include "ipc/text.h"
 #include "wrapper/procs.h"
 
 namespace sbsh::daemon {
@@ -94,8 +95,7 @@ std::string done_frame(const exec_job& job, uint64_t duration_us);
 // NAME=VALUE with a valid variable name and no NUL byte.
 status check_env_entry(std::string_view entry);
 
-// Single-quotes `s` for bash.
-std::string shell_quote(std::string_view s);
+using ipc::shell_quote;
 
 uint64_t mono_us();
 int64_t wall_ms();

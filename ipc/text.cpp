@@ -50,4 +50,14 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  out += '\'';
+  return out;
+}
+
 }  // namespace sbsh::ipc

@@ -1,4 +1,5 @@
-// Small text helpers shared by the daemon and the client: signal names, JSON escaping.
+// Small text helpers shared by the daemon and the client: signal names, JSON escaping,
+// shell quoting.
 #pragma once
 
 #include <optional>
@@ -13,5 +14,7 @@ std::optional<int> signal_from_name(std::string_view s);
 std::string signal_name(int sig);
 // Escapes a string for the inside of a JSON string literal (no quotes added).
 std::string json_escape(std::string_view s);
+// Single-quotes `s` for a POSIX shell: 'it'\''s'.
+std::string shell_quote(std::string_view s);
 
 }  // namespace sbsh::ipc
