@@ -603,6 +603,10 @@ bool session::start_job(exec_job& job) {
 
 void session::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
+  // Input the command did not take is dropped with it; if there was too much of it, its
+  // client's socket was paused (stdin_data) and must now serve the client's next requests.
+  if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
+  job->stdin_pending.clear();
   if (job->started) {
     reset_slots();
     if (!job->io_fds && (job->client != nullptr || job->internal)) {
