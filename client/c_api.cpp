@@ -208,6 +208,39 @@ int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out) {
   return sbsh_connect_ex(socket_path, autostart, nullptr, out);
 }
 
+namespace {
+
+int connect_through(std::vector<std::string> argv, sbsh_conn** out) {
+  sbsh::client::connect_options o;
+  o.dial_command = std::move(argv);
+  auto c = sbsh::client::connection::connect(o);
+  if (!c) return fail(nullptr, c.err());
+  *out = new sbsh_conn(std::move(*c));
+  return SBSH_OK;
+}
+
+}  // namespace
+
+int sbsh_connect_dial(const char* const* argv, sbsh_conn** out) {
+  return guarded_no_conn([&]() -> int {
+    if (out == nullptr) return invalid(nullptr, "sbsh_connect_dial: out is NULL");
+    if (argv == nullptr || argv[0] == nullptr || argv[0][0] == '\0')
+      return invalid(nullptr, "sbsh_connect_dial: argv is empty; give the program that reaches `sbsh dial-stdio`");
+    std::vector<std::string> v;
+    for (const char* const* a = argv; *a != nullptr; ++a) v.emplace_back(*a);
+    return connect_through(std::move(v), out);
+  });
+}
+
+int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out) {
+  return guarded_no_conn([&]() -> int {
+    if (out == nullptr) return invalid(nullptr, "sbsh_connect_host: out is NULL");
+    auto argv = sbsh::client::ssh_dial_command(str_or_empty(url), str_or_empty(remote_socket), autostart != 0);
+    if (!argv) return fail(nullptr, argv.err());
+    return connect_through(std::move(*argv), out);
+  });
+}
+
 void sbsh_close(sbsh_conn* conn) { delete conn; }
 const char* sbsh_socket_path(const sbsh_conn* conn) { return conn != nullptr ? conn->c.socket_path().c_str() : ""; }
 int sbsh_fd(const sbsh_conn* conn) { return conn != nullptr ? conn->c.fd() : -1; }

@@ -169,6 +169,12 @@ sbsh::status connection::impl::await_welcome() {
     int ready = ::poll(&pf, 1, ms_left(hello_deadline));
     if (ready > 0) break;
     if (ready < 0 && errno == EINTR) continue;
+    if (remote) {
+      dial_stuck = true;
+      return fail(make_error("unreachable", fmt::format("no sbshd answered through the dial command `{}` within {} "
+                                                        "ms; does it reach `sbsh dial-stdio`?",
+                                                        socket_path, hello_timeout.count())));
+    }
     return fail(make_error("unreachable", fmt::format("sbshd on {} took the connection but did not answer within {} "
                                                       "ms; is it stuck or failing to start? (see `sbsh status` and "
                                                       "its log, sbshd.log in the state directory or the journal "
@@ -177,6 +183,7 @@ sbsh::status connection::impl::await_welcome() {
   }
   auto env = ch.recv();
   if (!env) {
+    if (remote) return fail(dial_failed());
     if (env.err().code == "eof") return fail(make_error("eof", "sbshd closed the connection during the handshake"));
     return fail(env.err());
   }
@@ -187,9 +194,29 @@ sbsh::status connection::impl::await_welcome() {
   return ok_status();
 }
 
+error connection::impl::dial_failed() {
+  // Most often the transport failed (ssh could not log in, no sbsh on the far PATH): the
+  // command has said why on its stderr, which is the caller's. Add how it ended.
+  std::string how = "it is still running";
+  if (auto st = reap_dial(dial_pid, std::chrono::milliseconds(2000))) {
+    how = "it ended with " + describe_wait_status(*st);
+    dial_pid = -1;
+  }
+  return make_error("unreachable", fmt::format("the dial command `{}` closed the connection before any sbshd "
+                                               "answered ({}; its own messages, if any, are above)",
+                                               socket_path, how));
+}
+
 sbsh::status connection::impl::send(std::string_view frame, std::span<const int> fds) {
   if (handshake_error) return *handshake_error;
-  if (auto s = ch.send(frame, fds); !s) return s;
+  if (auto s = ch.send(frame, fds); !s) {
+    // Behind an unanswered hello, the reason is the handshake's (a refusal, or a dial
+    // command that ended), not the write that found the connection closed.
+    if (hello_id == 0) return s;
+    if (remote) return *(handshake_error = dial_failed());
+    if (auto h = await_welcome(); !h) return h;
+    return s;
+  }
   return await_welcome();
 }
 
@@ -216,18 +243,28 @@ connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
 const std::string& connection::socket_path() const { return p_->socket_path; }
+bool connection::remote() const { return p_->remote; }
 int connection::fd() const { return p_->ch.fd(); }
 
 result<connection> connection::connect(const connect_options& opts) {
   auto p = std::make_unique<impl>();
-  p->socket_path = ipc::resolve_socket_path(opts.socket_path);
-  auto fd = dial_or_start(p->socket_path, opts);
-  if (!fd) return fd.err();
-  p->ch = ipc::channel(std::move(*fd));
+  if (!opts.dial_command.empty()) {
+    auto d = spawn_dial(opts.dial_command);
+    if (!d) return d.err();
+    p->socket_path = command_line(opts.dial_command);
+    p->dial_pid = d->pid;
+    p->remote = true;
+    p->ch = ipc::channel(std::move(d->sock));
+  } else {
+    p->socket_path = ipc::resolve_socket_path(opts.socket_path);
+    auto fd = dial_or_start(p->socket_path, opts);
+    if (!fd) return fd.err();
+    p->ch = ipc::channel(std::move(*fd));
+  }
   uint64_t id = p->next_id++;
   frame_builder f(msg_type::hello, id);
   f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
-  if (auto s = p->ch.send(f.finish()); !s) return s.err();
+  if (auto s = p->ch.send(f.finish()); !s) return p->remote ? p->dial_failed() : s.err();
   p->hello_id = id;
   p->hello_timeout = opts.start_timeout;
   p->hello_deadline = steady::now() + opts.start_timeout;

@@ -1,6 +1,8 @@
 // Private state of sbsh::client::connection, shared by the files that implement it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <span>
@@ -13,7 +15,12 @@ namespace sbsh::client {
 
 struct connection::impl {
   ipc::channel ch;
-  std::string socket_path;
+  std::string socket_path;  // or the dial command's line
+  // The process of connect_options::dial_command (-1: none, or reaped): the connection is
+  // then remote. The destructor closes the channel and ends it.
+  pid_t dial_pid = -1;
+  bool remote = false;
+  bool dial_stuck = false;  // it never answered: end it without the grace of a clean close
   uint64_t next_id = 1;
   // The hello whose welcome has not been read yet (0: read), and how long it may take.
   // connect() reads it at once, or (wait_for_welcome = false) leaves it for the first
@@ -24,8 +31,15 @@ struct connection::impl {
   // Set when the handshake failed: the connection is unusable and every request says why.
   std::optional<error> handshake_error;
 
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+  ~impl();
+
   // Reads the welcome that answers connect()'s hello if it is still due.
   sbsh::status await_welcome();
+  // The error for a dial command that closed the connection before the welcome (reaps it).
+  error dial_failed();
   // Sends a request (with descriptors), then makes sure the handshake succeeded.
   sbsh::status send(std::string_view frame, std::span<const int> fds = {});
   // Sends a request and waits for the reply with the same id (other frames are an error:
@@ -48,5 +62,22 @@ result<unique_fd> dial(const std::string& path);
 // Starts sbshd for `path` unless one answers, holding a lock so that concurrent callers
 // start only one. Returns the connected socket.
 result<unique_fd> dial_or_start(const std::string& path, const connect_options& opts);
+
+// Starts a dial_command (see connect_options) with one end of a socket pair as its stdin and
+// stdout; returns the other end and its pid.
+struct dialed {
+  unique_fd sock;
+  pid_t pid = -1;
+};
+result<dialed> spawn_dial(const std::vector<std::string>& argv);
+// Waits up to `limit` for a dial command that is ending on its own; returns its wait status.
+std::optional<int> reap_dial(pid_t pid, std::chrono::milliseconds limit);
+// Ends a dial command after its connection was closed: it has a moment to leave on its own,
+// then its process group gets SIGTERM, then SIGKILL. It is reaped.
+void end_dial(pid_t pid, std::chrono::milliseconds grace);
+// "exit status 3", "signal 9 (SIGKILL)"
+std::string describe_wait_status(int status);
+// argv as one line a reader could paste into a shell.
+std::string command_line(const std::vector<std::string>& argv);
 
 }  // namespace sbsh::client

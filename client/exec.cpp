@@ -1,4 +1,5 @@
-// connection::exec: one command, its I/O on pipes handed to sbshd, its result.
+// connection::exec: one command, its I/O on pipes handed to sbshd (or, over a dial command,
+// in frames), its result.
 //
 // The client makes the pipes and passes sbshd the ends the shell needs (plus dups of the
 // read ends, which sbshd keeps after the command so that background jobs writing late do
@@ -9,6 +10,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -110,6 +112,7 @@ struct sink {
 
   // Reads what is available (non-blocking). Returns false at EOF.
   bool pump(bool until_empty) {
+    if (!r) return false;
     char buf[128 * 1024];
     for (int round = 0; until_empty || round < 8; ++round) {
       if (fd_out >= 0 && splice_ok && !broken) {
@@ -136,18 +139,21 @@ struct sink {
       ssize_t n = ::read(r.get(), buf, sizeof buf);
       if (n == 0) return !(eof = true);
       if (n < 0) return errno == EAGAIN || errno == EINTR ? true : !(eof = true);
-      std::string_view chunk(buf, static_cast<size_t>(n));
-      if (cb != nullptr && *cb) {
-        (*cb)(which, chunk);
-      } else if (fd_out >= 0) {
-        if (!broken && !write_all(fd_out, chunk.data(), chunk.size()) && errno == EPIPE) broken = true;
-      } else if (keep != nullptr) {
-        size_t room = limit > keep->size() ? limit - keep->size() : 0;
-        if (chunk.size() > room) *truncated = true;
-        keep->append(chunk.substr(0, room));
-      }
+      deliver(std::string_view(buf, static_cast<size_t>(n)));
     }
     return true;
+  }
+
+  void deliver(std::string_view chunk) {
+    if (cb != nullptr && *cb) {
+      (*cb)(which, chunk);
+    } else if (fd_out >= 0) {
+      if (!broken && !write_all(fd_out, chunk.data(), chunk.size()) && errno == EPIPE) broken = true;
+    } else if (keep != nullptr) {
+      size_t room = limit > keep->size() ? limit - keep->size() : 0;
+      if (chunk.size() > room) *truncated = true;
+      keep->append(chunk.substr(0, room));
+    }
   }
 };
 
@@ -185,20 +191,27 @@ void canceller::signal(int sig) const {
 }
 
 result<exec_result> connection::exec(const exec_options& opts) {
+  // Over a dial command (remote()), descriptors cannot reach sbshd: it makes the pipes and
+  // sends the output in frames, and takes the input in frames (io "frames").
+  bool frames = p_->remote;
   bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
   sigpipe_guard guard(has_stdin || (!opts.on_output && (opts.stdout_fd >= 0 || opts.stderr_fd >= 0)));
-  auto out = make_pipe();
-  auto err = make_pipe();
-  if (!out) return out.err();
-  if (!err) return err.err();
-  pipe_pair in;
-  if (has_stdin) {
-    auto p = make_pipe();
-    if (!p) return p.err();
-    in = std::move(*p);
-    set_nonblock(in.w.get());
+  pipe_pair out, err, in;
+  if (!frames) {
+    auto o = make_pipe();
+    if (!o) return o.err();
+    auto e = make_pipe();
+    if (!e) return e.err();
+    out = std::move(*o);
+    err = std::move(*e);
+    if (has_stdin) {
+      auto i = make_pipe();
+      if (!i) return i.err();
+      in = std::move(*i);
+      set_nonblock(in.w.get());
+    }
+    if (opts.stdout_fd >= 0 && !opts.on_output) ::fcntl(out.w.get(), F_SETPIPE_SZ, 1 << 20);
   }
-  if (opts.stdout_fd >= 0 && !opts.on_output) ::fcntl(out->w.get(), F_SETPIPE_SZ, 1 << 20);
 
   uint64_t id = p_->next_id++;
   frame_builder f(msg_type::exec, id);
@@ -210,26 +223,32 @@ result<exec_result> connection::exec(const exec_options& opts) {
   if (opts.grace.count() > 0) f.u64("grace_ms", static_cast<uint64_t>(opts.grace.count()));
   if (!opts.session_cwd.empty()) {
     f.str("session_cwd", opts.session_cwd);
-  } else {
+  } else if (!frames) {
     char cwd[4096];
     if (::getcwd(cwd, sizeof cwd) != nullptr) f.str("session_cwd", cwd);
   }
-  f.str("io", "fds").boolean("stdin", has_stdin).boolean("drain", true);
-  std::vector<int> fds{out->w.get(), err->w.get()};
-  if (has_stdin) fds.push_back(in.r.get());
-  fds.push_back(out->r.get());
-  fds.push_back(err->r.get());
-  f.u64("fds", fds.size());
-  if (auto s = p_->send(f.finish(), fds); !s) return s.err();
-  out->w.reset();
-  err->w.reset();
-  in.r.reset();
-  set_nonblock(out->r.get());
-  set_nonblock(err->r.get());
+  f.str("io", frames ? "frames" : "fds").boolean("stdin", has_stdin);
+  if (frames) {
+    if (auto s = p_->send(f.finish()); !s) return s.err();
+  } else {
+    f.boolean("drain", true);
+    std::vector<int> fds{out.w.get(), err.w.get()};
+    if (has_stdin) fds.push_back(in.r.get());
+    fds.push_back(out.r.get());
+    fds.push_back(err.r.get());
+    f.u64("fds", fds.size());
+    if (auto s = p_->send(f.finish(), fds); !s) return s.err();
+    out.w.reset();
+    err.w.reset();
+    in.r.reset();
+    set_nonblock(out.r.get());
+    set_nonblock(err.r.get());
+  }
 
   exec_result res;
-  sink sinks[2] = {{std::move(out->r), stream::out}, {std::move(err->r), stream::err}};
+  sink sinks[2] = {{std::move(out.r), stream::out}, {std::move(err.r), stream::err}};
   for (auto& s : sinks) {
+    s.eof = !s.r;
     s.cb = opts.on_output ? &opts.on_output : nullptr;
     s.fd_out = opts.on_output ? -1 : (s.which == stream::out ? opts.stdout_fd : opts.stderr_fd);
     s.keep = s.which == stream::out ? &res.stdout_data : &res.stderr_data;
@@ -239,7 +258,25 @@ result<exec_result> connection::exec(const exec_options& opts) {
   std::string_view pending = opts.stdin_data ? std::string_view(*opts.stdin_data) : std::string_view();
   std::string in_buf;
   bool src_eof = opts.stdin_fd < 0;
-  if (has_stdin && pending.empty() && src_eof) in.w.reset();
+  // Input goes into the stdin pipe, or in stdin_data frames of at most 64 KiB, sent only
+  // when the socket has room: sbshd stops reading a client whose input the command does not
+  // take, and the output that command writes meanwhile must still be read.
+  bool in_open = has_stdin;
+  int in_target = frames ? p_->ch.fd() : in.w.get();
+  auto close_input = [&] {
+    if (!in_open) return;
+    in_open = false;
+    if (frames) (void)p_->ch.send(frame_builder(msg_type::stdin_eof, id).finish());
+    in.w.reset();
+  };
+  auto put_input = [&](std::string_view src) -> ssize_t {
+    if (!frames) return ::write(in.w.get(), src.data(), src.size());
+    size_t n = std::min<size_t>(src.size(), 64 * 1024);
+    frame_builder d(msg_type::stdin_data, id);
+    d.bin("data", src.data(), n);
+    return p_->ch.send(d.finish()) ? static_cast<ssize_t>(n) : -1;
+  };
+  if (has_stdin && pending.empty() && src_eof) close_input();
   // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation).
   auto send_signal = [&](int sig) {
     frame_builder c(msg_type::cancel, id);
@@ -261,8 +298,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
     if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, 1);
     if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, 2);
     bool have_input = !pending.empty() || !in_buf.empty();
-    if (in.w && have_input) add(in.w.get(), POLLOUT, 3);
-    if (in.w && !have_input && !src_eof) add(opts.stdin_fd, POLLIN, 4);
+    if (in_open && have_input) add(in_target, POLLOUT, 3);
+    if (in_open && !have_input && !src_eof) add(opts.stdin_fd, POLLIN, 4);
     add(opts.signal_fd, POLLIN, 5);
     if (p_->ch.buffered()) pf[0].revents = POLLIN;  // a frame already read: take it first
     else if (::poll(pf, static_cast<nfds_t>(n), -1) < 0) {
@@ -276,13 +313,16 @@ result<exec_result> connection::exec(const exec_options& opts) {
         case 2: sinks[1].pump(false); break;
         case 3: {
           std::string_view src = !in_buf.empty() ? std::string_view(in_buf) : pending;
-          ssize_t w = ::write(in.w.get(), src.data(), src.size());
+          ssize_t w = put_input(src);
           if (w > 0) {
             if (!in_buf.empty()) in_buf.erase(0, static_cast<size_t>(w));
             else pending.remove_prefix(static_cast<size_t>(w));
-            if (in_buf.empty() && pending.empty() && src_eof) in.w.reset();
-          } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-            in.w.reset();  // the command closed its stdin
+            if (in_buf.empty() && pending.empty() && src_eof) close_input();
+          } else if (w < 0 && (frames || (errno != EAGAIN && errno != EINTR))) {
+            // The command closed its stdin (or the connection failed, which the socket
+            // will report): no more input.
+            in_open = false;
+            in.w.reset();
           }
           break;
         }
@@ -292,7 +332,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
           if (r > 0) in_buf.assign(buf, static_cast<size_t>(r));
           else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
             src_eof = true;
-            in.w.reset();
+            close_input();
           }
           break;
         }
@@ -310,10 +350,19 @@ result<exec_result> connection::exec(const exec_options& opts) {
           }
           const auto& m = env->msg;
           if (m.type() == msg_type::error) return error_from(m, "sbshd refused the command");
-          if (m.type() != msg_type::exec_done || m.id() != id) break;
+          if (m.id() != id) break;
+          if (m.type() == msg_type::output) {
+            auto st = m.get_u64("stream");
+            auto data = m.get_bin("data");
+            if (st && data && data.value()) sinks[st.value().value_or(1) == 2 ? 1 : 0].deliver(*data.value());
+            break;
+          }
+          if (m.type() != msg_type::exec_done) break;
           read_done(m, res);
-          // The command has ended: what it wrote is in the pipes now. Take it, and leave
-          // whatever background jobs write later to sbshd.
+          // The command has ended. In frames, sbshd sent all it wrote before exec_done.
+          // Else what it wrote is in the pipes now: take it, and leave whatever background
+          // jobs write later to sbshd.
+          if (frames) return res;
           sinks[0].pump(true);
           sinks[1].pump(true);
           (void)p_->ch.send(frame_builder(msg_type::release, id).finish());

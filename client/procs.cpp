@@ -64,7 +64,7 @@ result<proc_info> connection::start(const start_options& opts) {
   if (!opts.cwd.empty()) f.str("cwd", opts.cwd);
   if (!opts.env.empty()) f.str_array("env", opts.env);
   std::string scwd = opts.session_cwd;
-  if (scwd.empty()) {
+  if (scwd.empty() && !p_->remote) {
     char buf[4096];
     if (::getcwd(buf, sizeof buf) != nullptr) scwd = buf;
   }

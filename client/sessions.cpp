@@ -74,7 +74,7 @@ sbsh::status connection::create_session(const session_spec& spec) {
   frame_builder f(msg_type::session_create, id);
   f.str("name", spec.name);
   std::string cwd = spec.cwd;
-  if (cwd.empty()) {
+  if (cwd.empty() && !p_->remote) {  // a remote session starts in its user's home
     char buf[4096];
     if (::getcwd(buf, sizeof buf) != nullptr) cwd = buf;
   }

@@ -16,6 +16,8 @@ inline constexpr int kExitTimeout = 124;
 struct global_opts {
   std::string socket;
   bool autostart = true;
+  std::string host;  // ssh://[USER@]HOST[:PORT]: sbshd over there, through ssh
+  std::string dial;  // a command line whose stdin and stdout reach `sbsh dial-stdio`
 };
 
 using args = std::vector<std::string_view>;
@@ -38,6 +40,7 @@ int cmd_logs(const global_opts& g, const args& a);
 int cmd_kill(const global_opts& g, const args& a);
 int cmd_wait(const global_opts& g, const args& a);
 int cmd_attach(const global_opts& g, const args& a);
+int cmd_dial_stdio(const global_opts& g, const args& a);
 void print_proc_table(const std::vector<client::proc_info>& v);
 
 // Shared by the listing commands.

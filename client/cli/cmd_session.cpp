@@ -73,12 +73,16 @@ int session_create(const global_opts& g, const args& a) {
     if (!err.empty()) return fail(err);
   }
   if (spec.name.empty()) return fail("session create needs a NAME");
+  auto conn = connect(g, true);
+  if (!conn) return fail(conn.err().message);
   if (!spec.cwd.empty() && spec.cwd[0] != '/') {
+    if (conn->remote())
+      return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this "
+                              "one's current directory means nothing",
+                              spec.cwd));
     char buf[4096];
     if (::getcwd(buf, sizeof buf) != nullptr) spec.cwd = std::string(buf) + "/" + spec.cwd;
   }
-  auto conn = connect(g, true);
-  if (!conn) return fail(conn.err().message);
   if (auto s = conn->create_session(spec); !s) return fail(s.err().message);
   return 0;
 }

@@ -1,4 +1,4 @@
-// sbsh status, sbsh shutdown, sbsh version: the daemon itself.
+// sbsh status, sbsh shutdown, sbsh version, sbsh dial-stdio: the daemon itself.
 #include <signal.h>
 #include <unistd.h>
 
@@ -84,6 +84,18 @@ int cmd_shutdown(const global_opts& g, const args& a) {
 int cmd_version(const global_opts&, const args& a) {
   if (!a.empty() && (a[0] == "-h" || a[0] == "--help")) return print_usage(*find_command("version"));
   std::printf("sbsh %s (protocol %u)\n", SBSH_VERSION, ipc::kProtocolVersion);
+  return 0;
+}
+
+int cmd_dial_stdio(const global_opts& g, const args& a) {
+  for (auto v : a) {
+    if (v == "-h" || v == "--help") return print_usage(*find_command("dial-stdio"));
+    return fail(fmt::format("unknown argument '{}' for dial-stdio", v));
+  }
+  client::connect_options o;
+  o.socket_path = g.socket;
+  o.autostart = g.autostart;
+  if (auto s = client::dial_stdio(o, STDIN_FILENO, STDOUT_FILENO); !s) return fail(s.err().message);
   return 0;
 }
 

@@ -84,12 +84,19 @@ constexpr command kCommands[] = {
      "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
     {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",
      "usage: sbsh shutdown\n\nStops sbshd; every session's shell and its processes end. Waits until it is gone.\n"},
+    {"dial-stdio", cmd_dial_stdio, "relay stdin and stdout to sbshd (the far end of --host and --dial)",
+     "usage: sbsh [-S PATH] [--no-autostart] dial-stdio\n"
+     "\n"
+     "Connects to this host's sbshd (starting it as usual) and copies bytes between it and stdin\n"
+     "and stdout until sbshd closes the connection. It is what 'sbsh --host ssh://HOST' runs on\n"
+     "HOST through ssh, and what a --dial command such as 'kubectl exec -i POD -- sbsh dial-stdio'\n"
+     "must reach. sbshd checks its uid like any local client's.\n"},
     {"version", cmd_version, "print the version", "usage: sbsh version\n"},
 };
 
 void print_main_usage(FILE* f) {
   std::fputs(
-      "usage: sbsh [-S|--socket PATH] [--no-autostart] COMMAND [ARGS...]\n"
+      "usage: sbsh [-S|--socket PATH] [--no-autostart] [-H|--host URL | --dial COMMAND] COMMAND [ARGS...]\n"
       "\n"
       "sbsh runs commands in persistent bash sessions kept by the sbshd daemon.\n"
       "\n"
@@ -103,6 +110,11 @@ void print_main_usage(FILE* f) {
       "  -S, --socket PATH   daemon socket (default: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock,\n"
       "                      or /tmp/sbsh-$UID/sbshd.sock)\n"
       "      --no-autostart  fail instead of starting sbshd when none answers (or SBSH_NO_AUTOSTART=1)\n"
+      "  -H, --host URL      use sbshd on another host through ssh: ssh://[USER@]HOST[:PORT] (or\n"
+      "                      $SBSH_HOST); -S and --no-autostart then apply over there\n"
+      "      --dial COMMAND  use the sbshd that COMMAND reaches: a shell command line whose stdin and\n"
+      "                      stdout lead to 'sbsh dial-stdio', e.g. 'kubectl exec -i POD -- sbsh\n"
+      "                      dial-stdio' (or $SBSH_DIAL)\n"
       "\n"
       "Run 'sbsh COMMAND --help' for a command's options.\n",
       f);
@@ -178,9 +190,17 @@ bool take_option(const args& a, size_t& i, std::string_view short_name, std::str
 
 result<client::connection> connect(const global_opts& g, bool autostart) {
   client::connect_options o;
-  o.socket_path = g.socket;
-  o.autostart = autostart && g.autostart;
   o.wait_for_welcome = false;  // each command makes one request: it follows the hello at once
+  if (!g.dial.empty()) {
+    o.dial_command = {"/bin/sh", "-c", g.dial};
+  } else if (!g.host.empty()) {
+    auto argv = client::ssh_dial_command(g.host, g.socket, autostart && g.autostart);
+    if (!argv) return argv.err();
+    o.dial_command = std::move(*argv);
+  } else {
+    o.socket_path = g.socket;
+    o.autostart = autostart && g.autostart;
+  }
   return client::connection::connect(o);
 }
 
@@ -190,6 +210,9 @@ int main(int argc, char** argv) {
   using namespace sbsh::cli;
   global_opts g;
   if (const char* v = std::getenv("SBSH_NO_AUTOSTART"); v != nullptr && std::strcmp(v, "1") == 0) g.autostart = false;
+  if (const char* v = std::getenv("SBSH_HOST"); v != nullptr) g.host = v;
+  if (const char* v = std::getenv("SBSH_DIAL"); v != nullptr) g.dial = v;
+  bool host_given = false, dial_given = false, socket_given = false;
   args a(argv + 1, argv + argc);
   size_t i = 0;
   std::string err;
@@ -198,6 +221,15 @@ int main(int argc, char** argv) {
     if (take_option(a, i, "-S", "--socket", &v, &err)) {
       if (!err.empty()) return fail(err);
       g.socket = std::string(v);
+      socket_given = true;
+    } else if (take_option(a, i, "-H", "--host", &v, &err)) {
+      if (!err.empty()) return fail(err);
+      g.host = std::string(v);
+      host_given = true;
+    } else if (take_option(a, i, "", "--dial", &v, &err)) {
+      if (!err.empty()) return fail(err);
+      g.dial = std::string(v);
+      dial_given = true;
     } else if (a[i] == "--no-autostart") {
       g.autostart = false;
     } else if (a[i] == "-h" || a[i] == "--help" || a[i] == "help") {
@@ -219,6 +251,22 @@ int main(int argc, char** argv) {
     print_main_usage(stderr);
     return 2;
   }
+  if (a[i] == "dial-stdio") {
+    // The far end: it serves this host's sbshd whatever SBSH_HOST or SBSH_DIAL say here.
+    if (host_given || dial_given)
+      return fail("dial-stdio is the far end of --host and --dial: it connects to the sbshd of the host it runs on");
+    g.host.clear();
+    g.dial.clear();
+  }
+  // An option given here wins over the other's variable; two given here conflict.
+  if (host_given && dial_given) return fail("--host and --dial both say how to reach sbshd: give one");
+  if (host_given) g.dial.clear();
+  if (dial_given) g.host.clear();
+  if (!g.host.empty() && !g.dial.empty())
+    return fail("SBSH_HOST and SBSH_DIAL are both set: unset one, or choose with --host or --dial");
+  if (!g.dial.empty() && socket_given)
+    return fail("-S names a socket on this host, which --dial does not use; give it in the dial command "
+                "(... sbsh -S PATH dial-stdio)");
   const auto* c = find_command(a[i]);
   if (c == nullptr) return fail(fmt::format("unknown command '{}'; run 'sbsh --help' for the list", a[i]));
   args rest(a.begin() + static_cast<std::ptrdiff_t>(i) + 1, a.end());

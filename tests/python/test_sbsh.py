@@ -257,6 +257,27 @@ class BindingTest(unittest.TestCase):
                     os.environ[k] = v
         self.assertTrue(sbsh.version())
 
+    def test_through_a_dial_command(self):
+        far = [os.path.join(BIN_DIR, "sbsh"), "-S", self.d.sock, "--no-autostart", "dial-stdio"]
+        with sbsh.Client(dial=far) as c:
+            c.exec("cd /tmp && W=far", session="py-dial")
+            chunks = []
+            r = c.exec("echo $PWD $W; cat; printf 'e\\377' >&2", session="py-dial", stdin=b"in\0put\n",
+                       on_output=lambda s, d: chunks.append((s, d)))
+            self.assertEqual(r.exit_code, 0)
+            self.assertEqual(b"".join(d for s, d in chunks if s == sbsh.STDOUT), b"/tmp far\nin\0put\n")
+            self.assertEqual(b"".join(d for s, d in chunks if s == sbsh.STDERR), b"e\xff")
+            self.assertIn("dial-stdio", c.socket_path)
+        # The same session, seen from a local client.
+        self.assertEqual(self.c.exec("echo $W", session="py-dial").stdout, b"far\n")
+        with self.assertRaises(sbsh.Error) as e:
+            sbsh.Client(dial=["sh", "-c", "echo cannot reach it >&2; exit 5"])
+        self.assertEqual(e.exception.code, sbsh.ERR_UNREACHABLE)
+        self.assertIn("exit status 5", str(e.exception))
+        with self.assertRaises(sbsh.Error) as e:
+            sbsh.Client(host="ftp://far")
+        self.assertIn("invalid host", str(e.exception))
+
     def test_sessions(self):
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")

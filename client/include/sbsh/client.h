@@ -2,7 +2,8 @@
 //
 // One `connection` is one unix-socket connection to sbshd. It is not thread-safe: use one
 // connection per thread, or guard it with a mutex. No process is forked per call (only
-// connect() may start sbshd when none answers and autostart is on).
+// connect() may start sbshd when none answers and autostart is on, or start the program of
+// connect_options::dial_command, which lives as long as the connection).
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,30 @@ struct connect_options {
   // it at once (one round trip less, for a client that makes one request); a failed
   // handshake is then that request's error.
   bool wait_for_welcome = true;
+  // Non-empty: reach sbshd through this program (argv; argv[0] is looked up on PATH) instead
+  // of a socket. Its stdin and stdout must lead to `sbsh dial-stdio` where that sbshd runs,
+  // as `ssh HOST sbsh dial-stdio` or `kubectl exec -i POD -- sbsh dial-stdio` do (see
+  // ssh_dial_command). It runs in a process group of its own, so that a terminal's Ctrl-C
+  // reaches only the caller (exec forwards signals itself), with the caller's stderr; it is
+  // ended when the connection closes. socket_path, autostart and daemon_path then do not
+  // apply (they are the far end's); command output travels in frames, since descriptors
+  // cannot cross; and the caller's directory is never a default, since it is not on that host.
+  // start_timeout bounds the wait for the far sbshd's first answer.
+  std::vector<std::string> dial_command;
 };
+
+// The dial_command that reaches sbshd on another host over ssh. url: ssh://[USER@]HOST[:PORT]
+// (an IPv6 address in brackets). remote_socket (empty: the far user's default) and autostart
+// are passed to the far `sbsh`, which must be on that user's PATH. ssh runs in batch mode: it
+// must not need to ask for a password (use keys or an agent).
+result<std::vector<std::string>> ssh_dial_command(std::string_view url, const std::string& remote_socket = {},
+                                                  bool autostart = true);
+
+// The far end of a dial_command (`sbsh dial-stdio`): connects to sbshd as connect() would
+// (auto-start included, no handshake of its own) and copies bytes from in_fd to it and from it
+// to out_fd, until sbshd closes the connection or out_fd's reader goes away. At EOF on in_fd
+// it shuts down its side of the connection and still copies what sbshd sends.
+sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd);
 
 enum class stream { out = 1, err = 2 };
 
@@ -209,7 +233,10 @@ class connection {
   result<proc_info> logs(const std::string& proc, const logs_options& opts,
                          const std::function<void(stream, std::string_view)>& sink);
   sbsh::status shutdown();
+  // The socket path, or for a connection through a dial_command, that command line.
   [[nodiscard]] const std::string& socket_path() const;
+  // Whether this connection goes through a dial_command (so possibly to another host).
+  [[nodiscard]] bool remote() const;
 
   // For callers that multiplex: the underlying socket.
   [[nodiscard]] int fd() const;

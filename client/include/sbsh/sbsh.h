@@ -122,11 +122,26 @@ int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out);
 /* As sbsh_connect, with the path of the daemon program to start (NULL or "": as above). */
 int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_path, sbsh_conn** out);
 
+/* Connects through a program instead of a socket, to a sbshd that may run on another host:
+ * argv (NULL-terminated; argv[0] is looked up on PATH) must lead, through its stdin and
+ * stdout, to `sbsh dial-stdio` where that sbshd runs, e.g.
+ *   {"kubectl", "exec", "-i", "POD", "--", "sbsh", "dial-stdio", NULL}.
+ * The program runs in a process group of its own with the caller's stderr and is ended by
+ * sbsh_close. Over it, output travels in frames (descriptors cannot cross) and this process's
+ * directory is never a default (a new session starts in the far user's home). */
+int sbsh_connect_dial(const char* const* argv, sbsh_conn** out);
+
+/* Connects to sbshd on another host over ssh. url: "ssh://[USER@]HOST[:PORT]"; remote_socket
+ * (NULL or "": the far user's default) and autostart apply over there, where `sbsh` must be on
+ * the user's PATH. ssh runs in batch mode: it must not need to ask for a password. */
+int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out);
+
 /* Closes the connection and frees the handle. NULL is allowed. Running background processes
  * and sessions are not affected. */
 void sbsh_close(sbsh_conn* conn);
 
-/* The socket path this handle is connected to (owned by the handle; "" for NULL). */
+/* The socket path this handle is connected to, or the command line of its dial program
+ * (owned by the handle; "" for NULL). */
 const char* sbsh_socket_path(const sbsh_conn* conn);
 
 /* The connected socket, for callers that multiplex (-1 for NULL). Do not read or write it. */

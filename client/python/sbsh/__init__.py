@@ -159,6 +159,8 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_version": (S, []),
         "sbsh_free": (None, [P]),
         "sbsh_connect_ex": (I, [S, I, S, PP]),
+        "sbsh_connect_dial": (I, [SA, PP]),
+        "sbsh_connect_host": (I, [S, S, I, PP]),
         "sbsh_close": (None, [P]),
         "sbsh_socket_path": (S, [P]),
         "sbsh_canceller_new": (I, [PP]),
@@ -461,16 +463,29 @@ class Client:
     socket: the socket path (None: $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else
     /tmp/sbsh-$UID/sbshd.sock). autostart: start sbshd when none answers. lib: the path of
     libsbsh.so. daemon: the sbshd program to start (None: sbshd on PATH).
+
+    sbshd on another host: host="ssh://[USER@]HOST[:PORT]" (socket and autostart then apply
+    over there), or dial=[program, args...] whose stdin and stdout lead to `sbsh dial-stdio`
+    where sbshd runs, such as ["kubectl", "exec", "-i", "POD", "--", "sbsh", "dial-stdio"].
     """
 
     def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None,
-                 daemon: Optional[str] = None):
+                 daemon: Optional[str] = None, host: Optional[str] = None,
+                 dial: Optional[Sequence[str]] = None):
         self._lib = _load(lib)
         self._conn = ctypes.c_void_p()
         self._lock = threading.RLock()
         self._depth = 0
         self._fwd: Optional[_SignalForwarder] = None
-        rc = self._lib.sbsh_connect_ex(_enc(socket), int(bool(autostart)), _enc(daemon), ctypes.byref(self._conn))
+        if host is not None and dial is not None:
+            raise Error(ERR_INVALID, "host and dial both say how to reach sbshd: give one", "usage")
+        if dial is not None:
+            argv = (ctypes.c_char_p * (len(dial) + 1))(*[_enc(a) for a in dial], None)
+            rc = self._lib.sbsh_connect_dial(argv, ctypes.byref(self._conn))
+        elif host is not None:
+            rc = self._lib.sbsh_connect_host(_enc(host), _enc(socket), int(bool(autostart)), ctypes.byref(self._conn))
+        else:
+            rc = self._lib.sbsh_connect_ex(_enc(socket), int(bool(autostart)), _enc(daemon), ctypes.byref(self._conn))
         if rc != OK:
             raise self._error(rc, None)
 

@@ -1,0 +1,240 @@
+// Reaching sbshd through a program instead of a socket (ssh, kubectl exec, docker exec),
+// and the far end of that program: `sbsh dial-stdio`, which relays bytes to the local sbshd.
+// As `docker -H ssh://HOST` does, no network server is added: the transport's own
+// authentication (ssh keys, the cluster's credentials) decides who gets in, and the far sbshd
+// checks the uid of dial-stdio as of any local client.
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/connection_impl.h"
+#include "ipc/environ.h"
+#include "ipc/paths.h"
+#include "ipc/text.h"
+
+extern char** environ;
+
+namespace sbsh::client {
+
+namespace {
+
+bool host_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' || c == ':' ||
+         c == '%';
+}
+
+bool user_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' || c == '$';
+}
+
+}  // namespace
+
+result<std::vector<std::string>> ssh_dial_command(std::string_view url, const std::string& remote_socket,
+                                                  bool autostart) {
+  auto bad = [&](std::string_view why) -> error {
+    return make_error("usage", fmt::format("invalid host '{}': {}; expected ssh://[USER@]HOST[:PORT]", url, why));
+  };
+  constexpr std::string_view scheme = "ssh://";
+  if (url.substr(0, scheme.size()) != scheme)
+    return bad("only ssh:// is supported (for another transport, give the command that reaches "
+               "`sbsh dial-stdio` there with --dial)");
+  std::string_view rest = url.substr(scheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) return bad("a path is not supported (name the far socket with -S)");
+  std::string_view user, host = rest, port;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    user = rest.substr(0, at);
+    host = rest.substr(at + 1);
+    if (user.empty()) return bad("the user name is empty");
+  }
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    if (close == std::string_view::npos) return bad("'[' without ']'");
+    std::string_view after = host.substr(close + 1);
+    host = host.substr(1, close - 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("unexpected text after ']'");
+      port = after.substr(1);
+      if (port.empty()) return bad("the port is empty");
+    }
+  } else if (auto colon = host.find(':'); colon != std::string_view::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+    if (port.empty()) return bad("the port is empty");
+  }
+  if (host.empty()) return bad("the host name is empty");
+  if (host.front() == '-' || (!user.empty() && user.front() == '-')) return bad("a host or user may not start with '-'");
+  for (char c : host)
+    if (!host_char(c)) return bad(fmt::format("the host name may not contain '{}'", c));
+  for (char c : user)
+    if (!user_char(c)) return bad(fmt::format("the user name may not contain '{}'", c));
+  if (!port.empty()) {
+    unsigned long v = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || v > 65535) return bad("the port must be a number from 1 to 65535");
+      v = v * 10 + static_cast<unsigned long>(c - '0');
+    }
+    if (v == 0 || v > 65535) return bad("the port must be a number from 1 to 65535");
+  }
+
+  // -T: no terminal on the far side (the bytes are frames). BatchMode: ssh runs without a
+  // terminal to ask on, so it must fail at once, saying why, rather than wait for a password.
+  std::vector<std::string> argv{"ssh", "-T", "-o", "BatchMode=yes"};
+  if (!user.empty()) argv.insert(argv.end(), {"-l", std::string(user)});
+  if (!port.empty()) argv.insert(argv.end(), {"-p", std::string(port)});
+  argv.insert(argv.end(), {"--", std::string(host), "sbsh"});
+  // ssh hands the far shell one line made of these words: the path is quoted for it.
+  if (!remote_socket.empty()) argv.insert(argv.end(), {"-S", ipc::shell_quote(remote_socket)});
+  if (!autostart) argv.emplace_back("--no-autostart");
+  argv.emplace_back("dial-stdio");
+  return argv;
+}
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& a : argv) {
+    if (!line.empty()) line += ' ';
+    bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                                                   "_-./=:@%+,") == std::string::npos;
+    line += plain ? a : ipc::shell_quote(a);
+  }
+  return line;
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("signal {} ({})", WTERMSIG(status), ipc::signal_name(WTERMSIG(status)));
+  return "an unknown state";
+}
+
+result<dialed> spawn_dial(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0].empty()) return make_error("usage", "the dial command is empty");
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return make_error("io", fmt::format("socketpair: {}", std::strerror(errno)));
+  unique_fd ours(sv[0]), theirs(sv[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
+  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // A process group of its own: a terminal's Ctrl-C is for the command, which exec forwards;
+  // it must not end the connection. Signals as a fresh program expects them.
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv = ipc::c_pointers(args);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, &attr, cargv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    return make_error("unreachable", fmt::format("cannot run the dial command `{}`: {}", command_line(argv),
+                                                 std::strerror(rc)));
+  return dialed{std::move(ours), pid};
+}
+
+std::optional<int> reap_dial(pid_t pid, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int st = 0;
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    if (r < 0 && errno != EINTR) return std::nullopt;  // not ours to wait for (any more)
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    ::poll(nullptr, 0, 2);
+  }
+}
+
+void end_dial(pid_t pid, std::chrono::milliseconds grace) {
+  using std::chrono::milliseconds;
+  if (reap_dial(pid, grace)) return;
+  // The whole group: ssh may have started helpers (a ProxyCommand).
+  ::kill(-pid, SIGTERM);
+  ::kill(-pid, SIGCONT);  // one stopped (by SIGTTIN, say) must be able to act on it
+  if (reap_dial(pid, milliseconds(1000))) return;
+  ::kill(-pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+connection::impl::~impl() {
+  if (dial_pid <= 0) return;
+  ch.close();  // the dial command reads EOF and ends, and so does dial-stdio at the far end
+  end_dial(dial_pid, std::chrono::milliseconds(dial_stuck ? 0 : 2000));
+}
+
+sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
+  std::string path = ipc::resolve_socket_path(opts.socket_path);
+  auto fd = dial_or_start(path, opts);
+  if (!fd) return fd.err();
+  int sock = fd->get();
+  // Up: in_fd -> sbshd, at most one buffer at a time. The socket is written without blocking:
+  // sbshd stops reading a client that has sent more input than a command takes, and must
+  // still be able to send that command's output down, or both sides would wait forever.
+  // Down: sbshd -> out_fd, written as it comes (the client at the other end always reads).
+  char buf[64 * 1024];
+  std::string up;
+  size_t up_off = 0;
+  bool in_open = true;
+  auto write_down = [&](const char* p, size_t n) {
+    while (n > 0) {
+      ssize_t w = ::write(out_fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  };
+  for (;;) {
+    pollfd pf[2] = {{sock, static_cast<short>(POLLIN | (up_off < up.size() ? POLLOUT : 0)), 0}, {-1, POLLIN, 0}};
+    if (in_open && up_off == up.size()) pf[1].fd = in_fd;
+    if (::poll(pf, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+    }
+    if (pf[1].revents != 0) {
+      ssize_t n = ::read(in_fd, buf, sizeof buf);
+      if (n > 0) {
+        up.assign(buf, static_cast<size_t>(n));
+        up_off = 0;
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        in_open = false;
+        ::shutdown(sock, SHUT_WR);  // sbshd sees its client leave and closes the connection
+      }
+    }
+    if ((pf[0].revents & POLLOUT) != 0 && up_off < up.size()) {
+      ssize_t w = ::send(sock, up.data() + up_off, up.size() - up_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w > 0) up_off += static_cast<size_t>(w);
+      else if (w < 0 && errno != EAGAIN && errno != EINTR) up_off = up.size();  // sbshd left: see below
+    }
+    if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0) return ok_status();
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        if (errno == ECONNRESET) return ok_status();
+        return make_error("io", fmt::format("reading from sbshd: {}", std::strerror(errno)));
+      }
+      if (!write_down(buf, static_cast<size_t>(n))) return ok_status();  // the client left
+    }
+  }
+}
+
+}  // namespace sbsh::client
