@@ -9,7 +9,7 @@ _sbsh() {
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
-      -S|--socket) ((i++)) ;;
+      -S|--socket|-H|--host|--dial) ((i++)) ;;
       -*) ;;
       *) cmd=${words[i]}; break ;;
     esac
@@ -17,11 +17,13 @@ _sbsh() {
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
     -C|--cwd|-S|--socket) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
+    --dial) return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --signal) COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return ;;
   esac
   case $cmd in
-    "") COMPREPLY=($(compgen -W "exec session start logs kill wait ps attach status shutdown version help -S --socket --no-autostart --help" -- "$cur")) ;;
+    "") COMPREPLY=($(compgen -W "exec session start logs kill wait ps attach status shutdown dial-stdio version help -S --socket --no-autostart -H --host --dial --help" -- "$cur")) ;;
     exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --" -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
