@@ -289,6 +289,38 @@ void throughput(const private_daemon& d, long long bytes) {
   print(r);
 }
 
+// Remote use: the same requests through `sbsh dial-stdio` as a dial command (a local stand-in
+// for ssh, which adds its own cost), next to the direct connection. No goal: what the relay
+// and io "frames" cost.
+void through_dial(const private_daemon& d, int iters, long long bytes) {
+  std::string sbsh = bin_dir() + "/sbsh";
+  client::connect_options o;
+  o.dial_command = {sbsh, "-S", d.socket(), "--no-autostart", "dial-stdio"};
+  auto far = client::connection::connect(o);
+  if (!far) {
+    std::printf("dial-stdio: %s\n", far.err().message.c_str());
+    return;
+  }
+  auto near = d.connect();
+  client::exec_options e;
+  e.session = "dial";
+  e.command = "true";
+  auto [s, b] = compare(200, iters, [&] { (void)far->exec(e); }, [&] { (void)near.exec(e); });
+  std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  vs the socket itself\n",
+              "round trip via dial-stdio", s.median, s.p90, b.median, b.p90, s.median / b.median);
+  std::string gen = "yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c " + std::to_string(bytes);
+  std::string dial = sbsh + " -S " + d.socket() + " --no-autostart dial-stdio";
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  auto [ts, tb] = compare(
+      1, 5, [&] { run_quiet({sbsh, "--dial", dial, "exec", "-s", "tp", gen}, devnull); },
+      [&] { run_quiet({sbsh, "--socket", d.socket(), "exec", "-s", "tp", gen}, devnull); });
+  ::close(devnull);
+  double mb = static_cast<double>(bytes) / 1e6;
+  std::printf("%-28s %10.0f MB/s  (p90 %8.0f) %10.0f MB/s  (p90 %8.0f) %7.2fx  vs the socket itself\n",
+              ("throughput via dial-stdio " + std::to_string(bytes / 1000000) + " MB").c_str(), mb / (ts.median / 1000),
+              mb / (ts.p90 / 1000), mb / (tb.median / 1000), mb / (tb.p90 / 1000), tb.median / ts.median);
+}
+
 void big_command(const private_daemon& d) {
   auto c = d.connect();
   client::exec_options o;
@@ -329,5 +361,6 @@ int main(int argc, char** argv) {
   new_session(d, quick ? 20 : 200);
   throughput(d, quick ? 100000000LL : 1000000000LL);
   big_command(d);
+  through_dial(d, quick ? 500 : 5000, quick ? 100000000LL : 1000000000LL);
   return 0;
 }
