@@ -33,7 +33,7 @@ bool host_char(char c) {
 }
 
 bool user_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' || c == '$';
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
 }
 
 }  // namespace
@@ -196,6 +196,11 @@ sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
     while (n > 0) {
       ssize_t w = ::write(out_fd, p, n);
       if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EAGAIN) {  // out_fd was made non-blocking by whoever shares it
+        pollfd pf{out_fd, POLLOUT, 0};
+        ::poll(&pf, 1, -1);
+        continue;
+      }
       if (w <= 0) return false;
       p += w;
       n -= static_cast<size_t>(w);
