@@ -170,7 +170,8 @@ sbsh::status connection::impl::await_welcome() {
     if (ready > 0) break;
     if (ready < 0 && errno == EINTR) continue;
     if (remote) {
-      dial_stuck = true;
+      end_dial(dial_pid, std::chrono::milliseconds(0));  // it never answered: no grace
+      dial_pid = -1;
       return fail(make_error("unreachable", fmt::format("no sbshd answered through the dial command `{}` within {} "
                                                         "ms; does it reach `sbsh dial-stdio`?",
                                                         socket_path, hello_timeout.count())));

@@ -20,7 +20,6 @@ struct connection::impl {
   // then remote. The destructor closes the channel and ends it.
   pid_t dial_pid = -1;
   bool remote = false;
-  bool dial_stuck = false;  // it never answered: end it without the grace of a clean close
   uint64_t next_id = 1;
   // The hello whose welcome has not been read yet (0: read), and how long it may take.
   // connect() reads it at once, or (wait_for_welcome = false) leaves it for the first

@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -150,15 +152,19 @@ result<dialed> spawn_dial(const std::vector<std::string>& argv) {
 }
 
 std::optional<int> reap_dial(pid_t pid, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    if (r < 0 && errno != EINTR) return std::nullopt;  // not ours to wait for (any more)
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    ::poll(nullptr, 0, 2);
+  // Its pidfd becomes readable when it ends (Linux 5.3, which sbshd requires too).
+  unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd && limit.count() > 0) {
+    pollfd pf{pidfd.get(), POLLIN, 0};
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (::poll(&pf, 1, static_cast<int>(std::max<int64_t>(left.count(), 0))) >= 0 || errno != EINTR) break;
+    }
   }
+  int st = 0;
+  if (::waitpid(pid, &st, WNOHANG) == pid) return st;
+  return std::nullopt;
 }
 
 void end_dial(pid_t pid, std::chrono::milliseconds grace) {
@@ -176,7 +182,7 @@ void end_dial(pid_t pid, std::chrono::milliseconds grace) {
 connection::impl::~impl() {
   if (dial_pid <= 0) return;
   ch.close();  // the dial command reads EOF and ends, and so does dial-stdio at the far end
-  end_dial(dial_pid, std::chrono::milliseconds(dial_stuck ? 0 : 2000));
+  end_dial(dial_pid, std::chrono::milliseconds(2000));
 }
 
 sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
