@@ -154,6 +154,13 @@ error error_from(const ipc::message& m, std::string_view fallback) {
                     std::string(msg && msg.value() ? *msg.value() : fallback));
 }
 
+std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m) {
+  auto st = m.get_u64("stream");
+  auto data = m.get_bin("data");
+  if (!st || !data || !data.value()) return std::nullopt;
+  return std::pair(st.value().value_or(1) == 2 ? stream::err : stream::out, *data.value());
+}
+
 sbsh::status connection::impl::await_welcome() {
   if (handshake_error) return *handshake_error;
   if (hello_id == 0) return ok_status();

@@ -7,6 +7,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "ipc/socket_io.h"
 #include "sbsh/client.h"
@@ -50,6 +52,9 @@ struct connection::impl {
 
 // The error an `error` frame carries (code and message), with a fallback message.
 error error_from(const ipc::message& m, std::string_view fallback);
+
+// The stream and bytes of an `output` frame (exec in frames, proc_logs); nullopt if malformed.
+std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m);
 
 std::vector<session_status> decode_sessions(const ipc::message& m);
 session_status decode_session(const msgpack::object& o);

@@ -352,9 +352,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
           if (m.type() == msg_type::error) return error_from(m, "sbshd refused the command");
           if (m.id() != id) break;
           if (m.type() == msg_type::output) {
-            auto st = m.get_u64("stream");
-            auto data = m.get_bin("data");
-            if (st && data && data.value()) sinks[st.value().value_or(1) == 2 ? 1 : 0].deliver(*data.value());
+            if (auto c = output_chunk(m)) sinks[c->first == stream::err ? 1 : 0].deliver(c->second);
             break;
           }
           if (m.type() != msg_type::exec_done) break;

@@ -129,10 +129,7 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
     if (m.id() != id) continue;
     if (m.type() == msg_type::error) return error_from(m, "sbshd refused");
     if (m.type() == msg_type::output) {
-      auto st = m.get_u64("stream");
-      auto data = m.get_bin("data");
-      if (st && data && data.value())
-        sink(st.value().value_or(1) == 2 ? stream::err : stream::out, *data.value());
+      if (auto c = output_chunk(m)) sink(c->first, c->second);
       continue;
     }
     if (m.type() == msg_type::logs_end) {
