@@ -106,7 +106,12 @@ class protocol_driver {
     ::close(status[1]);
     to_ = script[1];
     status_ = status[0];
-    std::string init = daemon::shell_init_script(slots_);
+    char tmpl[] = "/tmp/sbsh-bench.XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) std::exit(1);
+    tmp_ = tmpl;
+    links_ = tmp_ + "/links";
+    if (!daemon::point_links(links_, slots_)) std::exit(1);
+    std::string init = daemon::shell_init_script(links_);
     if (::write(to_, init.data(), init.size()) != static_cast<ssize_t>(init.size())) std::exit(1);
   }
   ~protocol_driver() {
@@ -115,6 +120,8 @@ class protocol_driver {
     int st;
     ::waitpid(pid_, &st, 0);
     for (int fd : {slots_.text, slots_.in, slots_.out, slots_.err, devnull_}) ::close(fd);
+    daemon::remove_links(links_);
+    ::rmdir(tmp_.c_str());
   }
   // Runs one command; returns its stdout (stderr is read and dropped).
   std::string run(const std::string& cmd) {
@@ -149,6 +156,7 @@ class protocol_driver {
   int to_ = -1, status_ = -1, devnull_ = -1;
   size_t text_size_ = 0;
   daemon::shell_slots slots_;
+  std::string tmp_, links_;
 };
 
 struct row {

@@ -494,14 +494,22 @@ int sbsh_status_json(sbsh_conn* conn, char** json_out) {
   });
 }
 
-int sbsh_shutdown(sbsh_conn* conn) {
+namespace {
+
+int shutdown_daemon(sbsh_conn* conn, bool keep_sessions) {
   return guarded(conn, [&]() -> int {
-    auto r = conn->c.shutdown();
+    auto r = conn->c.shutdown(keep_sessions);
     if (!r) return fail(conn, r.err());
     // sbshd closes the connection as it exits: nothing more can be asked on it.
     conn->broken = "sbshd was shut down through this connection; close it";
     return SBSH_OK;
   });
 }
+
+}  // namespace
+
+int sbsh_shutdown(sbsh_conn* conn) { return shutdown_daemon(conn, false); }
+
+int sbsh_shutdown_keep_sessions(sbsh_conn* conn) { return shutdown_daemon(conn, true); }
 
 }  // extern "C"

@@ -301,9 +301,11 @@ result<daemon_status> connection::status() {
   return st;
 }
 
-sbsh::status connection::shutdown() {
+sbsh::status connection::shutdown(bool keep_sessions) {
   uint64_t id = p_->next_id++;
-  auto r = p_->call(frame_builder(msg_type::shutdown, id), id);
+  frame_builder f(msg_type::shutdown, id);
+  if (keep_sessions) f.boolean("keep_sessions", true);
+  auto r = p_->call(std::move(f), id);
   if (!r) return r.err();
   return ok_status();
 }

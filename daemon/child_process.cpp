@@ -83,6 +83,16 @@ child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_call
     ::waitpid(pid, nullptr, 0);
     return nullptr;
   }
+  return start_watching(loop, pid, std::move(pidfd), std::move(cb));
+}
+
+child_process* child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
+  unique_fd pidfd(pidfd_open(pid));
+  if (!pidfd) return nullptr;
+  return start_watching(loop, pid, std::move(pidfd), std::move(cb));
+}
+
+child_process* child_process::start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb) {
   auto* self = new child_process(pid, std::move(pidfd));
   self->cb_ = std::move(cb);
   int r = uv_poll_init(loop, &self->handle_, self->pidfd_.get());

@@ -32,6 +32,9 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // nullptr and sets *err (an errno value) when it cannot be started, including when the
   // file cannot be executed.
   static child_process* spawn(uv_loop_t* loop, const options& opts, exit_callback cb, int* err);
+  // Watches a running process that is not sbshd's child (an adopted wrapper): its exit is
+  // seen, its status is not (the callback gets -1). nullptr when it has already ended.
+  static child_process* watch(uv_loop_t* loop, int pid, exit_callback cb);
 
   [[nodiscard]] int pid() const { return pid_; }
   [[nodiscard]] bool exited() const { return exited_; }
@@ -43,12 +46,19 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // The owner lets go: `last` (may be empty) still runs at exit, then the handle closes. The
   // handle stays open until then so that the child is reaped.
   void release(exit_callback last = nullptr);
+  // The owner lets go and stops watching at once: the process runs on unwatched (a wrapper
+  // left for the next sbshd) and the handle closes.
+  void forget() {
+    cb_ = nullptr;
+    close();
+  }
   void on_close_requested();
 
  private:
   friend class uv_owned<child_process, uv_poll_t>;
   child_process(int pid, unique_fd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
   ~child_process() = default;
+  static child_process* start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb);
   void on_readable();
 
   exit_callback cb_;

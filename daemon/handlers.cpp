@@ -142,8 +142,10 @@ void on_status(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 void on_shutdown(server& srv, client_conn& c, ipc::envelope& env) {
+  auto keep = env.msg.get_bool("keep_sessions");
+  if (!keep) return c.send_error(env.msg.id(), ipc::err::bad_request, keep.err().message);
   c.send(frame_builder(msg_type::ok, env.msg.id()).take());
-  srv.begin_shutdown(fmt::format("requested by client pid {}", c.peer_pid));
+  srv.begin_shutdown(fmt::format("requested by client pid {}", c.peer_pid), keep.value().value_or(false));
 }
 
 using handler_fn = void (*)(server&, client_conn&, ipc::envelope&);

@@ -27,6 +27,11 @@ int main(int argc, char** argv) {
                  "Wrappers kept started ahead of need, so that a new session does not wait for one (0: none)")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
+  std::string adopt = "10m";
+  app.add_option("--adopt-timeout", adopt,
+                 "How long sessions outlive sbshd when it stops without ending them, waiting for the next "
+                 "sbshd to adopt them (0: they end with sbshd)")
+      ->capture_default_str();
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
   auto interval = sbsh::client::parse_duration(health);
@@ -35,6 +40,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.health_interval_ms = static_cast<uint64_t>(interval->count());
+  auto adopt_timeout = sbsh::client::parse_duration(adopt);
+  if (!adopt_timeout) {
+    std::fprintf(stderr, "sbshd: --adopt-timeout: %s\n", adopt_timeout.err().message.c_str());
+    return 2;
+  }
+  o.adopt_timeout_ms = static_cast<uint64_t>(adopt_timeout->count());
   char* end = nullptr;
   double mib = std::strtod(log_cap.c_str(), &end);
   if (end == log_cap.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024) {

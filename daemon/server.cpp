@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -128,9 +129,106 @@ status server::listen(unique_fd activated) {
 status server::start_listening() {
   listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
-  load_state();
+  std::string shells = shells_dir();
+  struct stat st{};
+  if (::mkdir(shells.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error("io", fmt::format("cannot create {}: {}", shells, std::strerror(errno)));
+  if (::lstat(shells.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+    return make_error("bad_socket", fmt::format("{} is not a directory of this user; remove it", shells));
+  // Before any request: a client must never find a session missing that is only waiting to
+  // be adopted, or one recreated with a fresh shell while its old one still runs.
+  auto adopted = adopt_orphans();
+  load_state(adopted);
+  for (auto& [name, shell] : adopted) {  // not in the state file: it was not written yet
+    session_def def;
+    def.cwd = shell.cwd;
+    if (auto made = create_session(name, def, &shell); !made)
+      spdlog::error("cannot adopt session {}: {}", name, made.err().message);
+  }
   procs_->load();
   return ok_status();
+}
+
+std::map<std::string, adopted_shell> server::adopt_orphans() {
+  std::map<std::string, adopted_shell> found;
+  std::string shells = shells_dir();
+  std::vector<std::string> dirs;
+  if (DIR* d = ::opendir(shells.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') dirs.push_back(shells + "/" + e->d_name);
+    ::closedir(d);
+  }
+  for (const auto& dir : dirs) {
+    auto fd = ipc::connect_in(dir, wrapper::kAdoptSocket);
+    if (!fd) {
+      // Its wrapper is gone (killed, or adoption was off): nothing there is of use.
+      if (fd.err().code == "unreachable") remove_links(dir, wrapper::kAdoptSocket);
+      else spdlog::warn("cannot adopt the shell of {}: {}", dir, fd.err().message);
+      continue;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) continue;
+    timeval limit{1, 0};  // a stopped wrapper does not hold up the start for long
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    ipc::channel ch(std::move(*fd), 4096);
+    ipc::frame_builder f(ipc::msg_type::adopt, 1);
+    f.i64("pid", pid_);
+    auto answer = ch.send(f.finish()) ? ch.recv() : result<ipc::envelope>(make_error("io", "cannot send"));
+    auto fail = [&](const std::string& why) {
+      spdlog::warn("cannot adopt the shell of {} (wrapper pid {}): {}", dir, cred.pid, why);
+    };
+    if (!answer) {
+      // An unclaimed spare ends as soon as its sbshd is gone, maybe just now.
+      spdlog::info("the wrapper of {} (pid {}) did not take adoption: {}", dir, cred.pid, answer.err().message);
+      continue;
+    }
+    const auto& m = answer->msg;
+    auto name = m.get_str("session");
+    auto cwd = m.get_str("cwd");
+    auto shell_pid = m.get_i64("shell_pid");
+    auto wrapper_pid = m.get_i64("wrapper_pid");
+    auto started = m.get_i64("started_at_ms");
+    const auto* groups = m.find("groups");
+    if (m.type() != ipc::msg_type::adopted || !name || !name.value() || !cwd || !cwd.value() || !shell_pid ||
+        shell_pid.value().value_or(0) <= 1 || !wrapper_pid || wrapper_pid.value().value_or(0) != cred.pid ||
+        answer->fds.size() != 2 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
+      fail("its answer is malformed");
+      continue;
+    }
+    std::string session(*name.value());
+    if (session.empty() || !valid_session_name(session) || found.count(session) != 0) {
+      // A spare nobody claimed (or a duplicate): it is of no use, end it. Its pid is the
+      // peer of a connection still open, so it is not a recycled one.
+      if (!session.empty()) fail(fmt::format("session {} was adopted already", session));
+      ::kill(cred.pid, SIGTERM);
+      remove_links(dir);  // the wrapper removes its socket, then the directory
+      continue;
+    }
+    adopted_shell a;
+    a.session = session;
+    a.cwd = std::string(*cwd.value());
+    a.dir = dir;
+    a.shell_pid = static_cast<pid_t>(*shell_pid.value());
+    a.wrapper_pid = cred.pid;
+    a.started_at_ms = started && started.value() ? *started.value() : 0;
+    for (uint32_t i = 0; groups != nullptr && i < groups->via.array.size; ++i) {
+      const auto& g = groups->via.array.ptr[i];
+      if (g.type == msgpack::type::POSITIVE_INTEGER && g.via.u64 > 1 && g.via.u64 < (1u << 22))
+        a.groups.insert(static_cast<pid_t>(g.via.u64));
+    }
+    a.script_w = std::move(answer->fds[0]);
+    a.status_r = std::move(answer->fds[1]);
+    timeval none{0, 0};
+    ::setsockopt(ch.fd(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    ::setsockopt(ch.fd(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    a.ctl = unique_fd(::dup(ch.fd()));  // ch closes its own on return
+    ::fcntl(a.ctl.get(), F_SETFD, FD_CLOEXEC);
+    spdlog::info("adopting session {} (wrapper pid {}, shell pid {})", session, a.wrapper_pid, a.shell_pid);
+    found.emplace(session, std::move(a));
+  }
+  return found;
 }
 
 void server::on_accept() {
@@ -231,7 +329,7 @@ result<session*> server::get_or_create_session(const std::string& name, const st
   return create_session(name, std::move(def));
 }
 
-result<session*> server::create_session(const std::string& name, session_def def) {
+result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
   if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
   def.cwd = usable_dir(def.cwd);
   if (auto* s = find_session(name)) {
@@ -241,7 +339,8 @@ result<session*> server::create_session(const std::string& name, session_def def
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
   }
-  auto s = std::make_unique<session>(*this, name, def);
+  auto s = adopted != nullptr ? std::make_unique<session>(*this, name, def, std::move(*adopted))
+                              : std::make_unique<session>(*this, name, def);
   session* raw = s.get();
   sessions_.emplace(name, std::move(s));
   spdlog::info("session {} created in {}", name, def.cwd);
@@ -403,7 +502,7 @@ void server::move_aside(const std::string& path, const std::string& why) {
   spdlog::error("state file {} is unreadable ({}); moved it to {} and started without it", path, why, aside);
 }
 
-void server::load_state() {
+void server::load_state(std::map<std::string, adopted_shell>& adopted) {
   std::string path = state_file();
   bool missing;
   auto m = read_state_file(path, &missing);
@@ -419,17 +518,20 @@ void server::load_state() {
     std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
     auto def = read_def(kv.val);
     if (!valid_session_name(name) || !def) return move_aside(path, fmt::format("session '{}' is invalid", name));
-    if (auto s = create_session(name, *def); !s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
-    else spdlog::info("recreated session {} from {}", name, path);
+    auto shell = adopted.find(name);
+    auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
+    if (!s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+    else if (shell == adopted.end()) spdlog::info("recreated session {} from {}", name, path);
+    if (shell != adopted.end()) adopted.erase(shell);
   }
 }
 
 uint64_t server::uptime_ms() const { return (mono_us() - started_us_) / 1000; }
 
-void server::begin_shutdown(const std::string& why) {
+void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   if (shutting_down_) return;
   shutting_down_ = true;
-  spdlog::info("shutting down: {}", why);
+  spdlog::info("shutting down{}: {}", keep_sessions ? ", keeping the sessions for the next sbshd" : "", why);
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   drop_spares();
   if (listen_watch_ != nullptr) {
@@ -441,8 +543,12 @@ void server::begin_shutdown(const std::string& why) {
     ::unlink(opts_.socket_path.c_str());
     bound_ = false;
   }
-  procs_->kill_all("");
-  for (auto& [name, s] : sessions_) s->stop();
+  if (keep_sessions) {
+    for (auto& [name, s] : sessions_) s->abandon();
+  } else {
+    procs_->kill_all("");
+    for (auto& [name, s] : sessions_) s->stop();
+  }
   // Wait for the wrappers to end their sessions, then for replies to reach clients.
   shutdown_deadline_us_ = mono_us() + 3'000'000;
   shutdown_timer_ = timer::create(&loop_);
@@ -483,8 +589,12 @@ std::optional<spare_shell> server::take_spare() {
   while (!spares_.empty() && !out) {
     spare_shell s = std::move(spares_.front());
     spares_.pop_front();
-    if (alive(s)) out = std::move(s);
-    else s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
+    if (alive(s)) {
+      out = std::move(s);
+    } else {
+      s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
+      remove_links(s.link.dir);
+    }
   }
   start_spares_in(0);
   return out;
@@ -496,9 +606,10 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-std::optional<wrapper_process> server::start_wrapper(const std::vector<std::string>& args,
+std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
+                                                     const std::pair<unique_fd, unique_fd>& ends,
+                                                     const std::vector<std::string>& args,
                                                      std::vector<std::string>& env, const char* cwd,
-                                                     std::span<const int> pipes,
                                                      child_process::exit_callback on_exit, int* err) {
   int ctl[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
@@ -507,13 +618,15 @@ std::optional<wrapper_process> server::start_wrapper(const std::vector<std::stri
   }
   wrapper_process w{nullptr, unique_fd(ctl[0])};
   unique_fd theirs(ctl[1]);
-  std::vector<std::string> argv_store{"sbsh-wrapper"};
+  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", link.dir, "--adopt-timeout",
+                                      std::to_string(opts_.adopt_timeout_ms)};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv = ipc::c_pointers(argv_store);
   std::vector<char*> envp = ipc::c_pointers(env);
-  std::vector<int> fds{devnull_.get(), 2, 2, theirs.get()};
-  static_assert(wrapper::kControlFd == 3 && wrapper::kScriptFd == 4 && wrapper::kStatusFd == 5);
-  fds.insert(fds.end(), pipes.begin(), pipes.end());
+  static_assert(wrapper::kControlFd == 3 && wrapper::kScriptFd == 4 && wrapper::kStatusFd == 5 &&
+                wrapper::kScriptOwnerFd == 6 && wrapper::kStatusOwnerFd == 7);
+  int fds[] = {devnull_.get(), 2, 2, theirs.get(), ends.first.get(), ends.second.get(), link.script_w.get(),
+               link.status_r.get()};
   child_process::options po;
   po.file = opts_.wrapper_path.c_str();
   po.argv = argv.data();
@@ -525,6 +638,8 @@ std::optional<wrapper_process> server::start_wrapper(const std::vector<std::stri
   return w;
 }
 
+std::string server::new_shell_dir() { return fmt::format("{}/{}.{}", shells_dir(), pid_, ++shell_seq_); }
+
 void server::start_spares() {
   while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
     // Its bash starts at once, with the environment of a session that sets no variables of
@@ -532,18 +647,23 @@ void server::start_spares() {
     // memory in which the wrapper will show its session's name, as long as the longest name.
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
     auto link = shell_link::with_slots(devnull_.get(), "spare");
+    link.dir = new_shell_dir();
     auto ends = open_shell(link, pid_);
     if (!ends) {
       spdlog::warn("cannot start a spare shell: {}; sessions start their own", ends.err().message);
+      remove_links(link.dir);
       return;
     }
-    int pipes[] = {ends->first.get(), ends->second.get()};
     int err = 0;
     auto spare = start_wrapper(
-        {"--spare", std::string(64, ' ')}, env, "/", pipes,
+        link, *ends, {"--spare", std::string(64, ' ')}, env, "/",
         [this](int64_t status, int sig) {
           // It ended unclaimed: forget it (its handle frees itself after this callback).
-          std::erase_if(spares_, [](const spare_shell& s) { return s.wrapper.proc->exited(); });
+          std::erase_if(spares_, [](const spare_shell& s) {
+            if (!s.wrapper.proc->exited()) return false;
+            remove_links(s.link.dir);
+            return true;
+          });
           spdlog::warn("a spare wrapper {}; another starts in 1 s",
                        sig != 0 ? fmt::format("was killed by signal {}", sig)
                                 : fmt::format("exited with status {}", status));
@@ -553,6 +673,7 @@ void server::start_spares() {
     if (!spare) {
       spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
                    std::strerror(err));
+      remove_links(link.dir);
       return;
     }
     spares_.push_back({std::move(*spare), std::move(link)});
@@ -563,6 +684,7 @@ void server::drop_spares() {
   for (auto& s : spares_) {
     s.wrapper.proc->kill(SIGTERM);
     s.wrapper.proc->release();
+    remove_links(s.link.dir);
   }
   spares_.clear();  // and their control sockets close
   if (spare_timer_ != nullptr) spare_timer_->close();

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "daemon/framed_socket.h"
 #include "daemon/proc_table.h"
@@ -27,6 +28,9 @@ struct options {
   uint64_t health_interval_ms = 10'000;  // 0: no health checks
   uint64_t log_cap = 64u << 20;          // bytes of each background process stream kept
   unsigned spare_wrappers = 1;           // wrappers started ahead of need (wrapper::run_spare)
+  // How long a session outlives sbshd, waiting for the next sbshd to adopt it (0: it ends
+  // with sbshd).
+  uint64_t adopt_timeout_ms = 600'000;
 };
 
 class server;
@@ -75,13 +79,16 @@ class server {
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
-  // Starts sbsh-wrapper with `args` after its name, the environment `env`, in `cwd`, with
-  // /dev/null as stdin, sbshd's stderr as stdout and stderr, a new control socket at
-  // wrapper::kControlFd and then `pipes` (bash's script and status pipes).
+  // Starts sbsh-wrapper for the shell of `link` with `args` after its name and options,
+  // the environment `env`, in `cwd`, with /dev/null as stdin, sbshd's stderr as stdout and
+  // stderr, a new control socket at wrapper::kControlFd, then bash's ends of its pipes
+  // (`ends`, from open_shell) and sbshd's (from `link`, kept by the wrapper for adoption).
   // On failure sets *err (an errno value).
-  std::optional<wrapper_process> start_wrapper(const std::vector<std::string>& args, std::vector<std::string>& env,
-                                               const char* cwd, std::span<const int> pipes,
-                                               child_process::exit_callback on_exit, int* err);
+  std::optional<wrapper_process> start_wrapper(const shell_link& link, const std::pair<unique_fd, unique_fd>& ends,
+                                               const std::vector<std::string>& args, std::vector<std::string>& env,
+                                               const char* cwd, child_process::exit_callback on_exit, int* err);
+  // A new link directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
+  std::string new_shell_dir();
   // A running spare shell for a new session to claim, or nullopt when none is ready;
   // another is started on the next turn of the loop.
   std::optional<spare_shell> take_spare();
@@ -96,7 +103,8 @@ class server {
   result<session*> get_or_create_session(const std::string& name, const std::string& cwd);
   // Creates a session with this definition; an existing one with the same definition is
   // fine, with another it is an error that says what differs.
-  result<session*> create_session(const std::string& name, session_def def);
+  // With `adopted`, the session takes over that running shell instead of starting one.
+  result<session*> create_session(const std::string& name, session_def def, adopted_shell* adopted = nullptr);
   // Ends the session and everything it started; `done` runs once nothing is left.
   void remove_session(const std::string& name, std::function<void()> done);
   [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
@@ -108,7 +116,9 @@ class server {
   result<ipc::message> read_state_file(const std::string& path, bool* missing);
   void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
-  void begin_shutdown(const std::string& why);
+  // Ends every session and background process, then the loop. With `keep_sessions`, leaves
+  // them running instead, for the next sbshd to adopt.
+  void begin_shutdown(const std::string& why, bool keep_sessions = false);
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
   [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }
@@ -117,7 +127,11 @@ class server {
  private:
   status start_listening();
   void on_accept();
-  void load_state();
+  void load_state(std::map<std::string, adopted_shell>& adopted);
+  // The shells an earlier sbshd left (their wrappers listen in shells_dir()), by session.
+  std::map<std::string, adopted_shell> adopt_orphans();
+  // Where each shell's link directory lives (shell_protocol.h).
+  [[nodiscard]] std::string shells_dir() const { return opts_.socket_path + ".d"; }
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
   struct removal {
     session* s;
@@ -153,6 +167,7 @@ class server {
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;
   uint64_t next_serial_ = 1;
+  uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;
   bool shutting_down_ = false;
   struct pending_write {

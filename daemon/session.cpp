@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -73,6 +74,11 @@ session::session(server& srv, std::string name, session_def def)
   start_shell();
 }
 
+session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)) {
+  adopt(std::move(shell));
+}
+
 session::~session() {
   stopping_ = true;
   for (timer* t : {kill_timer_, restart_timer_, health_timer_})
@@ -89,6 +95,7 @@ session::~session() {
   }
   delete ctl_;
   if (status_watch_ != nullptr) status_watch_->close();
+  remove_links(link_.dir);
 }
 
 status session::point_slot(const unique_fd& slot, int fd) {
@@ -117,6 +124,7 @@ uint64_t session::begin_start() {
 
 void session::start_shell() {
   uint64_t gen = begin_start();
+  link_.dir = srv_.new_shell_dir();
   auto ends = open_shell(link_, srv_.pid());
   if (!ends) {
     failure_ = ends.err().message;
@@ -124,15 +132,15 @@ void session::start_shell() {
     spdlog::error("session {}: {}", name_, failure_);
     link_.script_w.reset();
     link_.status_r.reset();
+    remove_links(link_.dir);
     return;
   }
   std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
   for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
-  int pipes[] = {ends->first.get(), ends->second.get()};
   int err = 0;
   auto started = srv_.start_wrapper(
-      {name_}, env_store, def_.cwd.c_str(), pipes,
+      link_, *ends, {name_}, env_store, def_.cwd.c_str(),
       [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
   if (!started) {
     // posix_spawn reports a directory it cannot enter as if the program were missing.
@@ -143,10 +151,51 @@ void session::start_shell() {
     state_ = session_state::failed;
     link_.script_w.reset();
     link_.status_r.reset();
+    remove_links(link_.dir);
     return;
   }
   wrapper_ = started->proc;
   watch_shell(gen, std::move(started->ctl));
+}
+
+void session::adopt(adopted_shell&& shell) {
+  uint64_t gen = begin_start();
+  link_ = shell_link::with_slots(srv_.devnull(), name_);
+  link_.dir = shell.dir;
+  link_.script_w = std::move(shell.script_w);
+  link_.status_r = std::move(shell.status_r);
+  wrapper_ = child_process::watch(srv_.loop(), shell.wrapper_pid,
+                                  [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  // From here on the shell opens this sbshd's slots. The sync line tells the statuses of
+  // commands the earlier sbshd started (at most one) from those of ours.
+  auto linked = point_links(link_.dir, link_.slots(srv_.pid()));
+  bool synced = linked && ::write(link_.script_w.get(), kSyncLine.data(), kSyncLine.size()) ==
+                              static_cast<ssize_t>(kSyncLine.size());
+  if (wrapper_ == nullptr || !synced) {
+    spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", name_,
+                 wrapper_ == nullptr ? "its wrapper has ended"
+                 : !linked           ? linked.err().message
+                                     : fmt::format("writing to the shell: {}", std::strerror(errno)));
+    if (wrapper_ != nullptr) {
+      wrapper_->kill(SIGTERM);  // it ends the shell and what it started
+      wrapper_->release();
+      wrapper_ = nullptr;
+    }
+    remove_links(link_.dir);
+    link_.script_w.reset();
+    link_.status_r.reset();
+    start_shell();
+    return;
+  }
+  shell_pid_ = shell.shell_pid;
+  shell_started_ms_ = shell.started_at_ms;
+  uint64_t age_us = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - shell.started_at_ms)) * 1000;
+  started_mono_us_ = mono_us() - std::min(age_us, mono_us());
+  protected_ = std::move(shell.groups);
+  awaiting_sync_ = true;
+  adopted_ms_ = wall_ms();
+  state_ = session_state::ready;
+  watch_shell(gen, std::move(shell.ctl), /*run_init=*/false);
 }
 
 void session::claim_spare(spare_shell&& spare) {
@@ -184,11 +233,12 @@ void session::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
   if (ctl_ != nullptr) ctl_->read_pending();
   if (sig != 0) srv_.reap_session_later(pid, spare);
   on_shell_lost(gen, std::nullopt, std::nullopt,
-                sig != 0 ? fmt::format("its wrapper was killed by signal {}", sig)
-                         : fmt::format("its wrapper exited with status {}", status));
+                sig != 0     ? fmt::format("its wrapper was killed by signal {}", sig)
+                : status < 0 ? std::string("its wrapper ended")  // adopted: not our child
+                             : fmt::format("its wrapper exited with status {}", status));
 }
 
-void session::watch_shell(uint64_t gen, unique_fd ctl) {
+void session::watch_shell(uint64_t gen, unique_fd ctl, bool run_init) {
   wrapper_pid_ = wrapper_->pid();
   ctl_ = new framed_socket(srv_.loop(), std::move(ctl),
                            {[this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
@@ -199,8 +249,13 @@ void session::watch_shell(uint64_t gen, unique_fd ctl) {
                            /*read_chunk=*/1024);
   status_watch_ = fd_watch::create(srv_.loop(), link_.status_r.get());
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
-  spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
-  queue_init_jobs();
+  if (run_init) {
+    spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
+    queue_init_jobs();
+  } else {
+    spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", name_, wrapper_pid_,
+                 shell_pid_);
+  }
   if (health_timer_ == nullptr && srv_.health_interval_ms() > 0) {
     health_timer_ = timer::create(srv_.loop());
     health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
@@ -317,10 +372,24 @@ void session::on_status_readable(uint64_t gen) {
 void session::dispatch_statuses() {
   size_t nl;
   while ((nl = status_buf_.find('\n')) != std::string::npos) {
-    auto v = parse_status_line(std::string_view(status_buf_).substr(0, nl));
+    std::string line = status_buf_.substr(0, nl);
     status_buf_.erase(0, nl + 1);
+    if (line == kSyncStatus) {
+      awaiting_sync_ = false;
+      continue;
+    }
+    auto v = parse_status_line(line);
     if (!v) {
       spdlog::warn("session {}: ignoring a malformed status line from the shell", name_);
+      continue;
+    }
+    if (awaiting_sync_) {
+      // A command the earlier sbshd started ran on while no sbshd was there. Nobody waits
+      // for its result any more; `session show` lists it, timed from the adoption.
+      spdlog::info("session {}: a command started before sbshd restarted ended with status {}", name_, *v);
+      history_.push_back({"(started before sbshd restarted)", *v, false, false, adopted_ms_,
+                          static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - adopted_ms_))});
+      if (history_.size() > kHistory) history_.pop_front();
       continue;
     }
     if (!current_ || !current_->started) continue;  // a stale status from a cancelled start
@@ -460,7 +529,10 @@ void session::detach_generation(bool kill_wrapper) {
   }
   link_.status_r.reset();
   link_.script_w.reset();
+  remove_links(link_.dir);  // the wrapper removes its adoption socket, and the directory
+  link_.dir.clear();
   status_buf_.clear();
+  awaiting_sync_ = false;
   shell_pid_ = 0;
   reset_slots();
 }
@@ -499,6 +571,7 @@ void session::enqueue(std::unique_ptr<exec_job> job) {
 void session::run_next() {
   while (!current_ && !queue_.empty()) {
     if (state_ == session_state::restarting) return;  // the next shell will take them
+    if (awaiting_sync_) return;  // the shell still runs a command an earlier sbshd started
     auto job = std::move(queue_.front());
     queue_.pop_front();
     if (state_ == session_state::failed || state_ == session_state::exited) {
@@ -903,6 +976,43 @@ void session::stop() {
     finish_job(std::move(j));
   }
   if (wrapper_ != nullptr) wrapper_->kill(SIGTERM);  // the wrapper ends the whole session
+}
+
+void session::abandon() {
+  stopping_ = true;
+  for (timer** t : {&restart_timer_, &health_timer_, &kill_timer_})
+    if (*t != nullptr) {
+      (*t)->close();
+      *t = nullptr;
+    }
+  auto refuse = [](exec_job& j, const char* what) {
+    j.outcome.error_code = std::string(ipc::err::shutting_down);
+    j.outcome.error = what;
+  };
+  while (!queue_.empty()) {
+    auto j = std::move(queue_.front());
+    queue_.pop_front();
+    refuse(*j, "sbshd is shutting down; the command did not run (the session is kept for the next sbshd)");
+    finish_job(std::move(j));
+  }
+  if (current_) {
+    auto j = std::move(current_);
+    refuse(*j, "sbshd is shutting down; the command goes on in the session, which the next sbshd adopts, "
+               "but its result cannot be delivered");
+    finish_job(std::move(j));
+  }
+  // The wrapper sees its control socket close, keeps the shell, and waits for adoption.
+  if (wrapper_ != nullptr) {
+    wrapper_->forget();
+    wrapper_ = nullptr;
+  }
+  delete ctl_;
+  ctl_ = nullptr;
+  if (status_watch_ != nullptr) {
+    status_watch_->close();
+    status_watch_ = nullptr;
+  }
+  link_.dir.clear();  // the links stay for the next sbshd
 }
 
 bool session::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }

@@ -40,6 +40,18 @@ struct spare_shell {
   shell_link link;
 };
 
+// A session's wrapper and bash left running by an earlier sbshd, taken over at start-up
+// (server::adopt_orphans): what the wrapper said of them in `adopted`.
+struct adopted_shell {
+  std::string session;  // empty: a spare nobody claimed
+  std::string cwd, dir;
+  pid_t shell_pid = 0, wrapper_pid = 0;
+  int64_t started_at_ms = 0;
+  std::set<pid_t> groups;  // background processes' groups, spared when the shell ends
+  unique_fd ctl;           // the connection to the wrapper's adoption socket
+  unique_fd script_w, status_r;
+};
+
 // starting: a shell is being started (init commands run in this state).
 // restarting: waiting out the back-off before the next start.
 // exited: the shell ended and the restart policy said not to start another.
@@ -60,6 +72,8 @@ struct history_entry {
 class session {
  public:
   session(server& srv, std::string name, session_def def);
+  // A session that takes over a shell an earlier sbshd started.
+  session(server& srv, std::string name, session_def def, adopted_shell&& shell);
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -86,6 +100,9 @@ class session {
   void client_drained(client_conn* c);
   // Ends the shell and everything it started; the session stays stopped.
   void stop();
+  // Lets go of the shell without ending it, for the next sbshd to adopt (shutdown
+  // --keep-sessions); the session stays stopped.
+  void abandon();
   [[nodiscard]] bool stopped_and_gone() const;
   // Ends the current shell (the running command gets shell_restarted) and starts a new one
   // at once, whatever the policy, clearing a failed or exited state.
@@ -100,12 +117,13 @@ class session {
 
  private:
   void start_shell();
+  void adopt(adopted_shell&& shell);
   // The start of a session whose shell is the spare sbshd had ready.
   void claim_spare(spare_shell&& spare);
   // What every start does first; returns the new generation.
   uint64_t begin_start();
   // What every start does last: listens to the wrapper and the shell, and runs what waits.
-  void watch_shell(uint64_t gen, unique_fd ctl);
+  void watch_shell(uint64_t gen, unique_fd ctl, bool run_init = true);
   void on_wrapper_exit(uint64_t gen, int64_t status, int sig);
   void queue_init_jobs();
   void schedule_restart(const std::string& why, bool failed_start, bool forced);
@@ -177,6 +195,8 @@ class session {
   timer* kill_timer_ = nullptr;
   bool stopping_ = false;
   bool forcing_restart_ = false;
+  bool awaiting_sync_ = false;  // adopted: statuses until kSyncStatus are of earlier commands
+  int64_t adopted_ms_ = 0;
   std::set<pid_t> protected_;  // process groups of this session's running background processes  // set while a restart that ignores the policy runs
 };
 

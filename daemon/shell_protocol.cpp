@@ -3,12 +3,14 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -16,8 +18,8 @@
 
 namespace sbsh::daemon {
 
-std::string shell_init_script(const shell_slots& slots) {
-  // P/<n> is a slot: /proc/<owner pid>/fd/<n>. Every name below is quoted with \builtin
+std::string shell_init_script(const std::string& link_dir) {
+  // DIR/t, DIR/i, DIR/o and DIR/e are the slots (links to /proc/<owner>/fd/<n>). Every name below is quoted with \builtin
   // so that a user's aliases cannot change what the line does; the status is carried into
   // `if` so that `$?` at the start of a command is the previous command's.
   // Between commands bash's own stdout is the status pipe (during a command it is
@@ -30,19 +32,19 @@ std::string shell_init_script(const shell_slots& slots) {
   // line, as an interactive shell returns to its prompt. So the run line ($__sbsh_x or
   // $__sbsh_i) and the status line ($__sbsh_y) are two lines (kRunLine): the status is
   // reported either way.
-  std::string p = fmt::format("/proc/{}/fd/", slots.owner);
+  auto slot = [&](const char* name) { return shell_quote(link_dir + "/" + name); };
   // The text, read in bulk up to its NUL (mapfile -n 1: see store_command_text), then
   // evaluated with the command's descriptors.
   auto run = [&](const std::string& in) {
-    std::string redir = fmt::format("<{2} >{0}{1} 2>{0}{3}", p, slots.out, in, slots.err);
+    std::string redir = fmt::format("<{} >{} 2>{}", in, slot("o"), slot("e"));
     return fmt::format(
-        "\\builtin mapfile -d \"\" -n 1 -t __sbsh_c <{0}{1}||\\builtin :;"
-        "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {2};"
-        "else \\builtin eval \"$__sbsh_c\" {2};fi",
-        p, slots.text, redir);
+        "\\builtin mapfile -d \"\" -n 1 -t __sbsh_c <{0}||\\builtin :;"
+        "if __sbsh_rc \"$__sbsh_s\";then \\builtin eval \"$__sbsh_c\" {1};"
+        "else \\builtin eval \"$__sbsh_c\" {1};fi",
+        slot("t"), redir);
   };
   std::string x = run("/dev/null");
-  std::string i = run(fmt::format("{}{}", p, slots.in));
+  std::string i = run(slot("i"));
   std::string y = "__sbsh_s=$?;\\builtin printf '\\037%d\\n' \"$__sbsh_s\"";
   return fmt::format(
       "set -m\n"
@@ -65,7 +67,30 @@ shell_link shell_link::with_slots(int devnull, const std::string& label) {
   return l;
 }
 
+status point_links(const std::string& dir, const shell_slots& s) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error("io", fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
+  const int fds[] = {s.text, s.in, s.out, s.err};
+  for (size_t k = 0; k < std::size(fds); ++k) {
+    std::string link = dir + "/" + kLinkNames[k];
+    std::string tmp = link + ".new";
+    std::string target = fmt::format("/proc/{}/fd/{}", s.owner, fds[k]);
+    ::unlink(tmp.c_str());
+    if (::symlink(target.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), link.c_str()) != 0)
+      return make_error("io", fmt::format("cannot link {}: {}", link, std::strerror(errno)));
+  }
+  return ok_status();
+}
+
+void remove_links(const std::string& dir, const char* also) {
+  if (dir.empty()) return;
+  for (const char* name : kLinkNames) ::unlink((dir + "/" + name).c_str());
+  if (also != nullptr) ::unlink((dir + "/" + also).c_str());
+  ::rmdir(dir.c_str());
+}
+
 result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner) {
+  if (auto linked = point_links(link.dir, link.slots(owner)); !linked) return linked.err();
   int script[2] = {-1, -1}, st[2] = {-1, -1};
   if (::pipe2(script, O_CLOEXEC) != 0)
     return make_error("io", fmt::format("cannot create the shell's channels: {}", std::strerror(errno)));
@@ -78,8 +103,7 @@ result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner
   // bash reads the start-up script in bulk from its own memfd (through its stdin it would
   // cost a read() per byte); the short line that sources it waits in the pipe until bash
   // starts, and the first command's line can follow at once.
-  std::string init =
-      shell_init_script({owner, link.text.get(), link.in.get(), link.out.get(), link.err.get()});
+  std::string init = shell_init_script(link.dir);
   std::string line = fmt::format(". /proc/{}/fd/{}\n", owner, link.init.get());
   if (::ftruncate(link.init.get(), 0) != 0 ||
       ::pwrite(link.init.get(), init.data(), init.size(), 0) != static_cast<ssize_t>(init.size()) ||

@@ -4,8 +4,13 @@
 //
 // For each command the owner of the slots (sbshd) stores the text in the text slot, points
 // the in/out/err slots at the command's pipes, and writes kRunLine to bash's stdin. bash
-// opens the slots through /proc/<owner>/fd/<n>, evaluates the text at its top level, and
-// prints a status line ("\037<status>\n") to its own stdout, the status pipe.
+// opens the slots through the shell's link directory, whose links point at
+// /proc/<owner>/fd/<n>, evaluates the text at its top level, and prints a status line
+// ("\037<status>\n") to its own stdout, the status pipe.
+//
+// bash's start-up script names the link directory, never the owner: a new sbshd that takes
+// over a running shell (adoption, after sbshd restarted) points the links at slots of its
+// own, and the shell goes on without noticing.
 #pragma once
 
 #include <sys/types.h>
@@ -30,9 +35,20 @@ struct shell_slots {
   int err = -1;
 };
 
+// The links in a shell's link directory, one per slot.
+inline constexpr const char* kLinkNames[] = {"t", "i", "o", "e"};
+
+// Points the links in `dir` (created 0700 if missing) at the slots of `s.owner`, each link
+// replaced atomically. Returns why it could not.
+[[nodiscard]] status point_links(const std::string& dir, const shell_slots& s);
+// Removes the links of `dir`, `also` (a name in it, or nullptr), and `dir` itself when it is
+// then empty.
+void remove_links(const std::string& dir, const char* also = nullptr);
+
 // What sbshd holds of one bash: the slots (fixed descriptor numbers in sbshd that bash
-// opens through /proc) and sbshd's ends of bash's two pipes.
+// opens through the links in `dir`) and sbshd's ends of bash's two pipes.
 struct shell_link {
+  std::string dir;     // the link directory, one per start of a shell
   unique_fd text;      // memfd with the command text
   unique_fd init;      // memfd with the shell's start-up script
   unique_fd in, out, err;
@@ -41,10 +57,14 @@ struct shell_link {
 
   // The slots, in, out and err pointing at `devnull`; `label` names the memfds.
   static shell_link with_slots(int devnull, const std::string& label);
+  [[nodiscard]] shell_slots slots(pid_t owner) const {
+    return {owner, text.get(), in.get(), out.get(), err.get()};
+  }
 };
 
-// Makes bash's two pipes for `link` (replacing any earlier ones) and queues the line that
-// makes bash source its start-up script, written to the init slot. Returns bash's ends (the
+// Makes bash's two pipes for `link` (replacing any earlier ones), points the links in
+// `link.dir` at its slots, and queues the line that makes bash source its start-up script,
+// written to the init slot. Returns bash's ends (the
 // script pipe's read end, the status pipe's write end), for its wrapper, or why it could
 // not.
 [[nodiscard]] result<std::pair<unique_fd, unique_fd>> open_shell(shell_link& link, pid_t owner);
@@ -70,8 +90,15 @@ inline constexpr std::string_view kRunLineStdin =
 [[nodiscard]] bool store_command_text(int fd, std::string_view text, size_t& slot_size);
 
 // The script a new shell runs (sourced) before any command: job control, the Ctrl-C trap
-// and the read-only definitions kRunLine expands.
-[[nodiscard]] std::string shell_init_script(const shell_slots& slots);
+// and the read-only definitions kRunLine expands, which open the slots through the links in
+// `link_dir`.
+[[nodiscard]] std::string shell_init_script(const std::string& link_dir);
+
+// Written by a new owner after it took over a running shell: bash prints kSyncStatus when it
+// reaches this line, so every status line before it belongs to a command the earlier owner
+// started. `\builtin printf` leaves the status that the next command sees as `$?` alone.
+inline constexpr std::string_view kSyncLine = "\\builtin printf '\\037-\\n'\n";
+inline constexpr std::string_view kSyncStatus = "\037-";
 
 // The status in one line the shell printed (without its '\n'), or nullopt when the line is
 // not a status line.

@@ -284,6 +284,8 @@ std::string_view type_name(msg_type t) {
     case msg_type::protect_group: return "protect_group";
     case msg_type::unprotect_group: return "unprotect_group";
     case msg_type::claim: return "claim";
+    case msg_type::adopt: return "adopt";
+    case msg_type::adopted: return "adopted";
     case msg_type::proc_start: return "proc_start";
     case msg_type::proc_info: return "proc_info";
     case msg_type::proc_list: return "proc_list";

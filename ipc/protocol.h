@@ -52,7 +52,7 @@ enum class msg_type : uint32_t {
   // 400: daemon
   status = 400,    // c->d  id
   status_reply = 401,  // d->c  id, pid, version, uptime_ms, sessions
-  shutdown = 402,  // c->d  id
+  shutdown = 402,  // c->d  id, keep_sessions
 
   // 500: daemon <-> wrapper (control socketpair only)
   wrapper_ready = 500,   // w->d  shell_pid
@@ -63,7 +63,12 @@ enum class msg_type : uint32_t {
   pong = 505,            // w->d  id
   protect_group = 506,   // d->w  pgid   spare this group when the shell ends
   unprotect_group = 507, // d->w  pgid
-  claim = 508,           // d->w  session, cwd, env, fds [script, status]: a spare becomes this session's
+  claim = 508,           // d->w  session, cwd: a spare becomes this session's
+  // On a wrapper's adoption socket (SOCKET.d/<shell>/w), the first frame of a new sbshd; the
+  // connection then serves as the control socket.
+  adopt = 509,           // d->w  pid
+  adopted = 510,         // w->d  session, cwd, shell_pid, wrapper_pid, started_at_ms, groups,
+                         //       fds [script, status] (sbshd's ends of bash's pipes)
 
   // 600: background processes
   proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info

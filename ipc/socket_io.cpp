@@ -1,7 +1,9 @@
 // sendmsg/recvmsg with descriptors, and the blocking channel built on them.
 #include "ipc/socket_io.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <cerrno>
 #include <cstring>
@@ -34,6 +36,45 @@ ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int>
   do r = ::sendmsg(sock, &mh, MSG_NOSIGNAL);
   while (r < 0 && errno == EINTR);
   return r;
+}
+
+namespace {
+
+// Runs `use` on a socket and the address of dir/name, reached through dir's descriptor.
+template <typename F>
+result<unique_fd> at_socket_in(const std::string& dir, const char* name, int type, F use) {
+  unique_fd d(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!d) return make_error("io", fmt::format("cannot open {}: {}", dir, std::strerror(errno)));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  auto path = fmt::format("/proc/self/fd/{}/{}", d.get(), name);
+  if (path.size() >= sizeof addr.sun_path) return make_error("io", fmt::format("socket name too long: {}", name));
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  unique_fd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!fd) return make_error("io", fmt::format("socket: {}", std::strerror(errno)));
+  if (!use(fd.get(), reinterpret_cast<const sockaddr*>(&addr))) {
+    int e = errno;
+    return make_error(e == ENOENT || e == ECONNREFUSED ? "unreachable" : "io",
+                      fmt::format("{}/{}: {}", dir, name, std::strerror(e)));
+  }
+  return fd;
+}
+
+}  // namespace
+
+result<unique_fd> listen_in(const std::string& dir, const char* name, int backlog) {
+  return at_socket_in(dir, name, SOCK_STREAM | SOCK_NONBLOCK, [&](int fd, const sockaddr* a) {
+    return ::bind(fd, a, sizeof(sockaddr_un)) == 0 && ::listen(fd, backlog) == 0;
+  });
+}
+
+result<unique_fd> connect_in(const std::string& dir, const char* name) {
+  return at_socket_in(dir, name, SOCK_STREAM, [&](int fd, const sockaddr* a) {
+    int rc;
+    do rc = ::connect(fd, a, sizeof(sockaddr_un));
+    while (rc != 0 && errno == EINTR);
+    return rc == 0;
+  });
 }
 
 ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds) {

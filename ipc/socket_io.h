@@ -27,6 +27,12 @@ ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int>
 // One recvmsg() with MSG_CMSG_CLOEXEC; received descriptors are appended to `fds`.
 ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds);
 
+// A stream socket named `name` in the directory `dir`: bound and listening (non-blocking), or
+// connected (blocking). The path goes through the directory's descriptor
+// (/proc/self/fd/N/name), so it fits in sun_path however deep `dir` is.
+result<unique_fd> listen_in(const std::string& dir, const char* name, int backlog);
+result<unique_fd> connect_in(const std::string& dir, const char* name);
+
 // A message together with the descriptors its frame carried.
 struct envelope {
   message msg;

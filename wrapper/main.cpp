@@ -1,22 +1,43 @@
 // sbsh-wrapper: started by sbshd, one per session. See wrapper.h.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "wrapper/wrapper.h"
 
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] SESSION | --spare PADDING\n"
+               "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--spare") == 0) {
-    // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. The
-    // padding only reserves room for the session's name: blank it until then.
-    size_t pad = std::strlen(argv[2]);
-    std::memset(argv[2], 0, pad);
-    return sbsh::wrapper::run_spare(argv[1], static_cast<size_t>(argv[2] + pad - argv[1]));
+  sbsh::wrapper::options o;
+  int i = 1;
+  for (; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--dir") == 0) {
+      o.dir = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--adopt-timeout") == 0) {
+      char* end = nullptr;
+      o.adopt_timeout_ms = std::strtoull(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end != '\0') return usage();
+    } else {
+      break;
+    }
   }
-  if (argc != 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(stderr,
-                 "usage: sbsh-wrapper SESSION | --spare PADDING\n"
-                 "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
-    return 2;
+  if (argc == i + 2 && std::strcmp(argv[i], "--spare") == 0) {
+    // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. It is
+    // rewritten to show the session's name once claimed; the padding reserves room for it.
+    char* first = argv[1];
+    char* last = argv[i + 1] + std::strlen(argv[i + 1]);
+    std::memset(argv[i + 1], 0, static_cast<size_t>(last - argv[i + 1]));
+    return sbsh::wrapper::run_spare(first, static_cast<size_t>(last - first), o);
   }
-  return sbsh::wrapper::run(argv[1]);
+  if (argc != i + 1 || std::strcmp(argv[i], "--help") == 0) return usage();
+  return sbsh::wrapper::run(argv[i], o);
 }

@@ -1,16 +1,19 @@
 // The wrapper's loop: poll the control socket and a signalfd, answer sbshd, reap children.
 #include "wrapper/wrapper.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,15 +60,50 @@ void end_session(pid_t sid, const std::set<pid_t>& spare) {
   }
 }
 
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t mono_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Removes every entry of the link directory `dir`, then the directory: used when no sbshd
+// is left to do it.
+void remove_dir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        ::unlinkat(::dirfd(d), e->d_name, 0);
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
 class wrapper_loop {
  public:
-  explicit wrapper_loop(std::string session) : session_(std::move(session)) {}
+  wrapper_loop(std::string session, options o) : session_(std::move(session)), opts_(std::move(o)) {}
 
   // `title`: a spare's argument memory (see run_spare), nullptr for a wrapper started for
   // its session.
   int run(char* title = nullptr, size_t title_size = 0) {
+    int code = run_shell(title, title_size);
+    // The link directory is sbshd's; an orphan's is nobody's but ours.
+    if (!opts_.dir.empty()) {
+      if (listen_) ::unlink((opts_.dir + "/" + kAdoptSocket).c_str());
+      if (!ctl_.open()) remove_dir(opts_.dir);
+      else ::rmdir(opts_.dir.c_str());
+    }
+    return code;
+  }
+
+ private:
+  int run_shell(char* title, size_t title_size) {
     title_ = title;
     title_size_ = title_size;
+    spare_shell_ = title != nullptr;
     sid_ = ::setsid();
     if (sid_ < 0) sid_ = ::getsid(0);
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -80,6 +118,21 @@ class wrapper_loop {
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
+    for (int fd : {kScriptOwnerFd, kStatusOwnerFd}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    unique_fd script_owner(kScriptOwnerFd), status_owner(kStatusOwnerFd);
+    if (opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kScriptOwnerFd, F_GETFD) >= 0 &&
+        ::fcntl(kStatusOwnerFd, F_GETFD) >= 0) {
+      // Held for the next sbshd: bash reads no end-of-file and writes no status into a void
+      // when this sbshd goes away.
+      script_owner_ = std::move(script_owner);
+      status_owner_ = std::move(status_owner);
+      if (auto l = ipc::listen_in(opts_.dir, kAdoptSocket, 4)) listen_ = std::move(*l);
+      else log_error(session_.c_str(), "no adoption by a later sbshd: " + l.err().message);
+    }
+    script_owner.reset();  // unless kept above
+    status_owner.reset();
+    char here[4096];
+    cwd_ = ::getcwd(here, sizeof here) != nullptr ? here : "/";
 
     unique_fd script(kScriptFd), status(kStatusFd);
     const char* bash = std::getenv("SBSH_BASH");
@@ -95,6 +148,7 @@ class wrapper_loop {
       return 1;
     }
     shell_ = *pid;
+    started_at_ms_ = wall_ms();
     frame_builder ready(msg_type::wrapper_ready);
     ready.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid());
     send(ready);
@@ -109,6 +163,7 @@ class wrapper_loop {
     auto cwd = m.get_str("cwd");
     if (!name || !name.value() || !cwd || !cwd.value()) return;
     session_ = std::string(*name.value());
+    spare_shell_ = false;
     if (title_size_ > 0) {
       std::memset(title_, 0, title_size_);
       std::memcpy(title_, session_.data(), std::min(session_.size(), title_size_ - 1));
@@ -116,6 +171,49 @@ class wrapper_loop {
     std::string dir(*cwd.value());
     if (::chdir(dir.c_str()) != 0)
       log_error(session_.c_str(), fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
+    cwd_ = dir;
+  }
+
+  // A new sbshd on the adoption socket: it takes the session over. Any sbshd of this user
+  // may (the socket's directory is theirs alone); the first frame must be `adopt`.
+  void take_adoption() {
+    unique_fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) return;
+    timeval limit{1, 0};  // a peer that says nothing does not stall the session
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    ipc::channel ch(std::move(fd), 1024);
+    auto env = ch.recv();
+    if (!env || env->msg.type() != msg_type::adopt) return;
+    frame_builder f(msg_type::adopted, env->msg.id());
+    f.str("session", spare_shell_ ? "" : session_).str("cwd", cwd_);
+    f.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid()).i64("started_at_ms", started_at_ms_);
+    auto& pk = f.field("groups");
+    pk.pack_array(static_cast<uint32_t>(spare_.size()));
+    for (pid_t g : spare_) pk.pack_int64(g);
+    f.u64("fds", 2);
+    int fds[] = {script_owner_.get(), status_owner_.get()};
+    if (!ch.send(f.finish(), fds)) return;
+    timeval none{0, 0};
+    ::setsockopt(ch.fd(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    ::setsockopt(ch.fd(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    auto by = env->msg.get_i64("pid");
+    log_error(session_.c_str(), fmt::format("adopted by sbshd (pid {})", by && by.value() ? *by.value() : 0));
+    ctl_ = std::move(ch);  // whatever was left of the old control socket closes
+    orphan_deadline_ms_ = 0;
+  }
+
+  // sbshd went away without ending the session: wait for the next one, or end.
+  bool orphaned() {
+    ctl_.close();
+    if (!listen_ || spare_shell_) return false;  // a spare holds no state worth keeping
+    orphan_deadline_ms_ = mono_ms() + static_cast<int64_t>(opts_.adopt_timeout_ms);
+    log_error(session_.c_str(), fmt::format("sbshd went away; the session waits {} s for the next sbshd to adopt it",
+                                            opts_.adopt_timeout_ms / 1000));
+    return true;
   }
 
   void send(frame_builder& f) {
@@ -125,18 +223,28 @@ class wrapper_loop {
 
   int loop() {
     for (;;) {
-      pollfd fds[2] = {{sigfd_, POLLIN, 0}, {ctl_.fd(), POLLIN, 0}};
-      int n = ::poll(fds, ctl_.open() ? 2 : 1, -1);
+      pollfd fds[3] = {{sigfd_, POLLIN, 0}, {ctl_.open() ? ctl_.fd() : -1, POLLIN, 0}, {listen_.get(), POLLIN, 0}};
+      int timeout = -1;
+      if (orphan_deadline_ms_ != 0) timeout = static_cast<int>(std::max<int64_t>(0, orphan_deadline_ms_ - mono_ms()));
+      // Frames already read but not yet handled are not seen by poll().
+      int n = ctl_.open() && ctl_.buffered() ? 0 : ::poll(fds, 3, timeout);
       if (n < 0 && errno != EINTR) return 1;
+      if (n < 0) continue;
       if (fds[0].revents != 0) {
         if (int code = on_signals(); code >= 0) return code;
       }
-      if (ctl_.open() && fds[1].revents != 0) {
-        if (!on_control()) {
-          // sbshd is gone: nobody can use this session any more.
+      if (fds[2].revents != 0) take_adoption();
+      if (ctl_.open() && (fds[1].revents != 0 || ctl_.buffered())) {
+        if (!on_control() && !orphaned()) {
+          // sbshd is gone and no other may take the session: nobody can use it any more.
           end_session(sid_, spare_);
           return 0;
         }
+      }
+      if (orphan_deadline_ms_ != 0 && !ctl_.open() && mono_ms() >= orphan_deadline_ms_) {
+        log_error(session_.c_str(), "no sbshd adopted the session in time; ending it");
+        end_session(sid_, spare_);
+        return 0;
       }
     }
   }
@@ -210,6 +318,12 @@ class wrapper_loop {
   }
 
   std::string session_;
+  options opts_;
+  std::string cwd_;
+  bool spare_shell_ = false;  // not claimed yet
+  int64_t started_at_ms_ = 0;
+  unique_fd script_owner_, status_owner_, listen_;
+  int64_t orphan_deadline_ms_ = 0;  // while orphaned: when it gives up (steady clock)
   char* title_ = nullptr;  // a spare's argument memory, where ps reads its session's name
   size_t title_size_ = 0;
   ipc::channel ctl_;
@@ -221,8 +335,10 @@ class wrapper_loop {
 
 }  // namespace
 
-int run(const char* session_name) { return wrapper_loop(session_name).run(); }
+int run(const char* session_name, const options& o) { return wrapper_loop(session_name, o).run(); }
 
-int run_spare(char* title, size_t title_size) { return wrapper_loop("(spare)").run(title, title_size); }
+int run_spare(char* title, size_t title_size, const options& o) {
+  return wrapper_loop("(spare)", o).run(title, title_size);
+}
 
 }  // namespace sbsh::wrapper

@@ -51,9 +51,16 @@ int cmd_status(const global_opts& g, const args& a) {
 }
 
 int cmd_shutdown(const global_opts& g, const args& a) {
-  bool json = false;
-  int rc = 0;
-  if (!only_json_flag(a, "shutdown", &json, &rc)) return rc;
+  bool keep = false;
+  for (auto v : a) {
+    if (v == "--keep-sessions") {
+      keep = true;
+    } else if (v == "-h" || v == "--help") {
+      return print_usage(*find_command("shutdown"));
+    } else {
+      return fail(fmt::format("unknown argument '{}' for shutdown; see 'sbsh shutdown --help'", v));
+    }
+  }
   auto conn = connect(g, false);
   if (!conn) {
     if (conn.err().code == "unreachable") return 0;  // already stopped: nothing to do
@@ -61,7 +68,7 @@ int cmd_shutdown(const global_opts& g, const args& a) {
   }
   auto st = conn->status();
   if (!st) return fail(st.err().message);
-  if (auto s = conn->shutdown(); !s) return fail(s.err().message);
+  if (auto s = conn->shutdown(keep); !s) return fail(s.err().message);
   // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
   // A zombie (its parent has not reaped it yet) counts as gone.
   auto running = [pid = st->pid] {

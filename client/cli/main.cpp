@@ -83,7 +83,13 @@ constexpr command kCommands[] = {
     {"status", cmd_status, "show the daemon and its sessions",
      "usage: sbsh status [--json]\n\nShows sbshd's pid, version, uptime and its sessions.\n"},
     {"shutdown", cmd_shutdown, "stop the daemon, its sessions and everything they started",
-     "usage: sbsh shutdown\n\nStops sbshd; every session's shell and its processes end. Waits until it is gone.\n"},
+     "usage: sbsh shutdown [--keep-sessions]\n"
+     "\n"
+     "Stops sbshd; every session's shell and its processes end. Waits until it is gone.\n"
+     "\n"
+     "  --keep-sessions  leave the sessions running (their shells, state, a running command and\n"
+     "                   background processes) for the next sbshd on this socket to adopt, as when\n"
+     "                   upgrading sbshd; a command in flight goes on, but its result is lost\n"},
     {"dial-stdio", cmd_dial_stdio, "relay stdin and stdout to sbshd (the far end of --host and --dial)",
      "usage: sbsh [-S PATH] [--no-autostart] dial-stdio\n"
      "\n"

@@ -311,7 +311,8 @@ TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::ifstream f(e.path() / "cmdline");
     std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.find("sbshd") != std::string::npos && cmd.find(sock) != std::string::npos) {
+    std::string argv0 = cmd.substr(0, cmd.find('\0'));
+    if (argv0.ends_with("sbshd") && cmd.find(sock) != std::string::npos) {
       ++daemons;
       found = static_cast<pid_t>(std::stol(e.path().filename().string()));
     }

@@ -125,13 +125,15 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
 
 // The pids of sbshd's spare wrappers: started ahead of need, no session's yet.
 std::vector<pid_t> spares_of(pid_t daemon) {
-  static const std::string kSpare("sbsh-wrapper\0--spare", 20);
+  static const std::string kWrapper("sbsh-wrapper\0", 13), kSpare("\0--spare\0", 9);
   std::vector<pid_t> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::ifstream stat(e.path() / "stat"), cmdline(e.path() / "cmdline");
     std::string line, args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (!std::getline(stat, line) || args.compare(0, kSpare.size(), kSpare) != 0) continue;
+    if (!std::getline(stat, line) || args.compare(0, kWrapper.size(), kWrapper) != 0 ||
+        args.find(kSpare) == std::string::npos)
+      continue;
     auto rp = line.rfind(')');
     if (rp == std::string::npos || rp + 4 >= line.size() || line[rp + 2] == 'Z') continue;
     if (std::atol(line.c_str() + rp + 4) == daemon) out.push_back(std::atoi(e.path().filename().c_str()));
@@ -175,6 +177,14 @@ TEST_F(spare_fidelity_test, ASessionFromTheSpareIsLikeOneStartedForIt) {
       "declare -p | grep -vE '^declare -[-a-zA-Z]* "
       "(BASHPID|PPID|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|BASH_COMMAND|LINENO|_|BASH_LINENO)(=|$)';"
       "declare -p OLDPWD; pwd; shopt; set -o; trap -p; alias; declare -F; umask; echo $((SECONDS < 2))";
+  // Each shell has a link directory of its own, named in its read-only definitions.
+  auto same_links = [](std::string s) {
+    for (size_t at; (at = s.find(".sock.d/")) != std::string::npos;) {
+      size_t end = s.find('/', at + 8);
+      s.replace(at, end - at, "LINKS");
+    }
+    return s;
+  };
   std::string work = dir + "/work";
   std::filesystem::create_directories(work);
   for (const char* oldpwd : {static_cast<const char*>(nullptr), "/usr"}) {
@@ -193,7 +203,7 @@ TEST_F(spare_fidelity_test, ASessionFromTheSpareIsLikeOneStartedForIt) {
     auto cold = exec(name, probe);
     EXPECT_NE(session_status(name).wrapper_pid, spares[0]);
     EXPECT_EQ(warm.code, 0) << warm.err;
-    EXPECT_EQ(warm.out, cold.out);
+    EXPECT_EQ(same_links(warm.out), same_links(cold.out));
     EXPECT_NE(warm.out.find(oldpwd != nullptr ? "declare -x OLDPWD=\"/usr\"\n" + work + "\n"
                                               : "declare -x OLDPWD\n" + work + "\n"),
               std::string::npos)

@@ -4,12 +4,15 @@
  *   ignore-term SECS    ignore SIGTERM, print the pid, sleep
  *   write N [err]       write N bytes of a repeating pattern to stdout (or stderr)
  *   spawn-setsid SECS   fork a child that calls setsid(); print "parent child"; sleep
+ *   unix-send PATH TEXT connect to the unix socket PATH, send TEXT, read until the peer closes
  */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static int cmp_int(const void* a, const void* b) { return *(const int*)a - *(const int*)b; }
@@ -64,6 +67,21 @@ int main(int argc, char** argv) {
     printf("%d %d\n", (int)getpid(), (int)child);
     fflush(stdout);
     sleep((unsigned)atoi(argv[2]));
+    return 0;
+  }
+  if (strcmp(argv[1], "unix-send") == 0 && argc > 3) {
+    struct sockaddr_un addr = {0};
+    addr.sun_family = AF_UNIX;
+    if (strlen(argv[2]) >= sizeof addr.sun_path) return 3;
+    strcpy(addr.sun_path, argv[2]);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr*)&addr, sizeof addr) != 0) return 4;
+    size_t n = strlen(argv[3]);
+    if (write(fd, argv[3], n) != (ssize_t)n) return 5;
+    char buf[256];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    close(fd);
     return 0;
   }
   return 2;

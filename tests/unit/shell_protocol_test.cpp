@@ -66,7 +66,11 @@ TEST(shell_protocol, RunsCommandsInARealBash) {
   slots.out = out[1];
   slots.err = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   size_t size = 0;
-  std::string script = shell_init_script(slots);
+  char tmpl[] = "/tmp/sbsh-links.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string links = std::string(tmpl) + "/l i n k s";  // quoted in the script
+  ASSERT_TRUE(point_links(links, slots));
+  std::string script = shell_init_script(links);
   std::string status, got;  // statuses; each command's output, ended by '|'
   // One bash, each command stored and then run by the run line, one at a time.
   int to[2], from[2];
@@ -111,6 +115,8 @@ TEST(shell_protocol, RunsCommandsInARealBash) {
   for (int fd : {slots.text, slots.in, slots.out, slots.err}) ::close(fd);
   ::close(out[0]);
   EXPECT_EQ(got, "one\n||prev=1\n||piped\n||");
+  remove_links(links);
+  EXPECT_EQ(::rmdir(tmpl), 0) << "the link directory was not removed";
 }
 
 }  // namespace

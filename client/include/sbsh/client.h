@@ -232,7 +232,9 @@ class connection {
   result<proc_info> wait(const std::string& proc, std::chrono::milliseconds timeout);
   result<proc_info> logs(const std::string& proc, const logs_options& opts,
                          const std::function<void(stream, std::string_view)>& sink);
-  sbsh::status shutdown();
+  // Stops sbshd. Its sessions and background processes end too, unless `keep_sessions`:
+  // then they go on running for the next sbshd to adopt (sbshd(8), ADOPTION).
+  sbsh::status shutdown(bool keep_sessions = false);
   // The socket path, or for a connection through a dial_command, that command line.
   [[nodiscard]] const std::string& socket_path() const;
   // Whether this connection goes through a dial_command (so possibly to another host).

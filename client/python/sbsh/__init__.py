@@ -212,6 +212,7 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_proc_free": (None, [P]),
         "sbsh_status_json": (I, [P, PP]),
         "sbsh_shutdown": (I, [P]),
+        "sbsh_shutdown_keep_sessions": (I, [P]),
     }
 
 
@@ -761,7 +762,11 @@ class Client:
             self._call(self._lib.sbsh_status_json, ctypes.byref(out))
         return _take_json(self._lib, out)
 
-    def shutdown(self) -> None:
-        """Stops sbshd and its sessions. The Client cannot be used afterwards (close it)."""
+    def shutdown(self, keep_sessions: bool = False) -> None:
+        """Stops sbshd and its sessions; with keep_sessions, the sessions go on running for
+        the next sbshd to adopt. The Client cannot be used afterwards (close it)."""
         with self._busy():
-            self._call(self._lib.sbsh_shutdown)
+            if keep_sessions:
+                self._call(self._lib.sbsh_shutdown_keep_sessions)
+            else:
+                self._call(self._lib.sbsh_shutdown)

@@ -1,0 +1,177 @@
+// Sessions outliving sbshd: a crash or `shutdown --keep-sessions` leaves each wrapper and
+// its bash running, and the next sbshd adopts them with their state; nobody within the
+// adoption timeout, and they end.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+#include "json_min.h"
+
+namespace sbsh::test {
+namespace {
+
+class adopt_test : public daemon_test {
+ protected:
+  // Shell state of every kind, set in one command.
+  void set_state(const std::string& session) {
+    auto r = exec(session,
+                  "cd \"$TMPDIR\" && export A=exported; plain=kept; declare -A m=([k]=v); f() { echo fn; }; "
+                  "shopt -s expand_aliases; alias hi='echo alias'; set -o pipefail; trap 'echo bye' USR1");
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  // What set_state left, read back in the same shell.
+  std::string read_state(const std::string& session) {
+    auto r = exec(session,
+                  "echo \"$PWD $A $plain ${m[k]}\"; f; hi; [[ -o pipefail ]] && echo pipefail; trap -p USR1");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out;
+  }
+  std::string expected_state() const {
+    return dir + "/tmp exported kept v\nfn\nalias\npipefail\ntrap -- 'echo bye' SIGUSR1\n";
+  }
+  // The link directories of shells under this socket (sbshd's and the wrappers' files).
+  size_t shell_dirs() const {
+    std::error_code ec;
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(sock + ".d", ec)) n += e.is_directory() ? 1 : 0;
+    return n;
+  }
+};
+
+TEST_F(adopt_test, ASessionOutlivesACrashOfSbshdWithAllItsState) {
+  set_state("s");
+  auto before = session_pids("s");
+  kill_daemon();
+  EXPECT_TRUE(pid_alive(static_cast<pid_t>(before.wrapper_pid)));
+  EXPECT_TRUE(pid_alive(static_cast<pid_t>(before.shell_pid)));
+  start_daemon();
+  // The same shell, so everything it held: not a new shell that was given the definition.
+  EXPECT_EQ(read_state("s"), expected_state());
+  auto after = session_pids("s");
+  EXPECT_EQ(after.shell_pid, before.shell_pid);
+  EXPECT_EQ(after.wrapper_pid, before.wrapper_pid);
+  EXPECT_EQ(after.restarts, 0u);
+  EXPECT_EQ(after.state, "ready");
+  // Everything else works as in any session: exit codes, stderr, a timeout, a lost shell.
+  auto r = sbsh({"exec", "-s", "s", "--", "echo out; echo err >&2; (exit 7)"});
+  EXPECT_EQ(r.code, 7);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(sbsh({"exec", "-s", "s", "-t", "200ms", "--", "sleep 30"}).code, 124);
+  EXPECT_EQ(exec("s", "echo $plain").out, "kept\n");
+  auto lost = exec("s", "kill -9 $$");
+  EXPECT_EQ(lost.code, 137);
+  EXPECT_EQ(exec("s", "echo ${plain:-fresh}").out, "fresh\n");
+  auto fresh = session_pids("s");
+  EXPECT_NE(fresh.shell_pid, before.shell_pid);
+  // The restart replaced the adopted wrapper, which ended and left nothing behind.
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, std::chrono::seconds(20)));
+}
+
+TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt) {
+  ASSERT_EQ(exec("s", "cd \"$TMPDIR\"").code, 0);
+  run_result first;
+  std::thread t([&] { first = exec("s", "touch started; sleep 1; export LATE=yes; echo done > finished; (exit 3)"); });
+  bool started = wait_until([&] { return std::filesystem::exists(dir + "/tmp/started"); }, std::chrono::seconds(20));
+  kill_daemon();
+  t.join();
+  ASSERT_TRUE(started);
+  // Its caller learns that sbshd went away, not a made-up exit status.
+  EXPECT_EQ(first.code, 255);
+  EXPECT_NE(first.err.find("closed the connection"), std::string::npos) << first.err;
+  start_daemon();
+  // Queued behind it, and run in the state it left.
+  auto r = exec("s", "echo $LATE; cat finished");
+  EXPECT_EQ(r.out, "yes\ndone\n");
+  auto show = json::parse(sbsh({"session", "show", "s", "--json"}).out);
+  const auto& hist = show["history"].a;
+  ASSERT_EQ(hist.size(), 2u);
+  EXPECT_EQ(hist[0]["command"].s, "(started before sbshd restarted)");
+  EXPECT_EQ(hist[0]["exit_code"].i(), 3);
+  EXPECT_EQ(hist[1]["command"].s, "echo $LATE; cat finished");
+}
+
+TEST_F(adopt_test, ShutdownKeepSessionsHandsThemToTheNextSbshd) {
+  set_state("s");
+  ASSERT_EQ(exec("other", "x=2").code, 0);
+  auto before = session_pids("s");
+  auto r = sbsh({"shutdown", "--keep-sessions"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  int st = 0;
+  ASSERT_TRUE(wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  daemon_pid = -1;
+  EXPECT_TRUE(pid_alive(static_cast<pid_t>(before.shell_pid)));
+  start_daemon();
+  EXPECT_EQ(read_state("s"), expected_state());
+  EXPECT_EQ(exec("other", "echo $x").out, "2\n");
+  EXPECT_EQ(session_pids("s").shell_pid, before.shell_pid);
+  // A plain shutdown still ends them, and what they started, and leaves no files.
+  stop_daemon();
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(before.wrapper_pid)));
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(before.shell_pid)));
+  EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
+}
+
+class adopt_timeout_test : public adopt_test {
+ protected:
+  adopt_timeout_test() { daemon_args = {"--adopt-timeout", "1s"}; }
+};
+
+TEST_F(adopt_timeout_test, ASessionNobodyAdoptsEndsAfterTheTimeout) {
+  ASSERT_EQ(exec("s", "sleep 300 & echo $!").code, 0);
+  auto before = session_pids("s");
+  auto bg = static_cast<pid_t>(std::stol(exec("s", "jobs -p").out));
+  kill_daemon();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return !pid_alive(static_cast<pid_t>(before.wrapper_pid)) && !pid_alive(static_cast<pid_t>(before.shell_pid)) &&
+               !pid_alive(bg);
+      },
+      std::chrono::seconds(20)));
+  // The orphan cleaned up its own link directory; the spare's went with it.
+  EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
+  // The next sbshd starts the session afresh from its definition.
+  start_daemon();
+  EXPECT_EQ(exec("s", "jobs -p | wc -l").out, "0\n");
+  EXPECT_NE(session_pids("s").shell_pid, before.shell_pid);
+}
+
+class no_adopt_test : public adopt_test {
+ protected:
+  no_adopt_test() { daemon_args = {"--adopt-timeout", "0"}; }
+};
+
+TEST_F(no_adopt_test, WithTimeoutZeroSessionsEndWithSbshd) {
+  ASSERT_EQ(exec("s", "true").code, 0);
+  auto before = session_pids("s");
+  kill_daemon();
+  EXPECT_TRUE(wait_until(
+      [&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)) && !pid_alive(static_cast<pid_t>(before.shell_pid)); },
+      std::chrono::seconds(20)));
+}
+
+TEST_F(adopt_test, OnlyAnAdoptRequestTakesASessionOver) {
+  ASSERT_EQ(exec("s", "v=1").code, 0);
+  auto before = session_pids("s");
+  // Something that is not sbshd connects to each wrapper's adoption socket and sends junk:
+  // the sessions go on under their sbshd.
+  int sent = 0;
+  for (const auto& e : std::filesystem::directory_iterator(sock + ".d"))
+    if (std::filesystem::exists(e.path() / "w")) {
+      auto r = run({helper(), "unix-send", (e.path() / "w").string(), "not a frame at all"});
+      EXPECT_EQ(r.code, 0) << r.err;
+      ++sent;
+    }
+  EXPECT_GE(sent, 1);  // the session's wrapper, and the spare's once it has started
+  EXPECT_EQ(exec("s", "echo $v").out, "1\n");
+  EXPECT_EQ(session_pids("s").wrapper_pid, before.wrapper_pid);
+}
+
+}  // namespace
+}  // namespace sbsh::test
