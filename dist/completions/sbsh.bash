@@ -37,6 +37,7 @@ _sbsh() {
     ps) COMPREPLY=($(compgen -W "-a --json" -- "$cur")) ;;
     attach) COMPREPLY=($(compgen -W "-s --session" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+    shutdown) COMPREPLY=($(compgen -W "--keep-sessions" -- "$cur")) ;;
   esac
 }
 complete -F _sbsh sbsh

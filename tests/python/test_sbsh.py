@@ -58,10 +58,11 @@ def group_gone_within(pgid, seconds):
 class PrivateDaemon:
     """sbshd in the foreground on a socket under a private XDG_RUNTIME_DIR (mode 0700)."""
 
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sbsh-py.")
+    def __init__(self, reuse=None):
+        self.dir = reuse.dir if reuse else tempfile.mkdtemp(prefix="sbsh-py.")
         self.run_dir = os.path.join(self.dir, "run")
-        os.mkdir(self.run_dir, 0o700)
+        if not reuse:
+            os.mkdir(self.run_dir, 0o700)
         self.sock = os.path.join(self.run_dir, "sbsh", "sbshd.sock")
         self.state = os.path.join(self.dir, "state")
         self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run_dir, HOME=self.dir, TMPDIR=self.dir,
@@ -87,6 +88,14 @@ class PrivateDaemon:
             return ""
 
     def stop(self):
+        if self.proc.poll() is None:
+            # A shutdown ends the sessions; a killed sbshd would leave them to be adopted.
+            try:
+                with sbsh.Client(self.sock, autostart=False) as c:
+                    c.shutdown()
+                self.proc.wait(timeout=20)
+            except (sbsh.Error, subprocess.TimeoutExpired):
+                pass
         if self.proc.poll() is None:
             self.proc.kill()  # our own child, by its pid
             self.proc.wait()
@@ -375,6 +384,23 @@ class ShutdownTest(unittest.TestCase):
             while not pid_gone(shell) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.assertTrue(pid_gone(shell))
+        finally:
+            d.stop()
+
+    def test_shutdown_keeping_the_sessions_for_the_next_daemon(self):
+        d = PrivateDaemon()
+        try:
+            with sbsh.Client(d.sock, autostart=False) as c:
+                c.exec("cd /tmp; kept=yes", session="s")
+                shell = [s["shell_pid"] for s in c.sessions() if s["name"] == "s"][0]
+                c.shutdown(keep_sessions=True)
+            self.assertEqual(d.proc.wait(timeout=30), 0)
+            self.assertFalse(pid_gone(shell))
+            d = PrivateDaemon(reuse=d)  # the next sbshd on the same socket adopts it
+            with sbsh.Client(d.sock, autostart=False) as c:
+                r = c.exec("echo $PWD $kept", session="s")
+                self.assertEqual(r.stdout, b"/tmp yes\n")
+                self.assertEqual([s["shell_pid"] for s in c.sessions() if s["name"] == "s"], [shell])
         finally:
             d.stop()
 

@@ -119,5 +119,35 @@ TEST(shell_protocol, RunsCommandsInARealBash) {
   EXPECT_EQ(::rmdir(tmpl), 0) << "the link directory was not removed";
 }
 
+// A new owner takes a shell over by pointing its links at slots of its own; the old targets
+// are replaced, not added to, and removal leaves nothing.
+TEST(shell_protocol, LinksArePointedAgainAndRemoved) {
+  char tmpl[] = "/tmp/sbsh-links.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string links = std::string(tmpl) + "/shell";
+  auto target = [&](const char* name) {
+    char buf[256];
+    ssize_t n = ::readlink((links + "/" + name).c_str(), buf, sizeof buf);
+    return n < 0 ? std::string() : std::string(buf, static_cast<size_t>(n));
+  };
+  ASSERT_TRUE(point_links(links, {100, 3, 4, 5, 6}));
+  EXPECT_EQ(target("t"), "/proc/100/fd/3");
+  EXPECT_EQ(target("e"), "/proc/100/fd/6");
+  ASSERT_TRUE(point_links(links, {200, 7, 8, 9, 10}));
+  EXPECT_EQ(target("t"), "/proc/200/fd/7");
+  EXPECT_EQ(target("i"), "/proc/200/fd/8");
+  EXPECT_EQ(target("o"), "/proc/200/fd/9");
+  EXPECT_EQ(target("e"), "/proc/200/fd/10");
+  struct stat st{};
+  ASSERT_EQ(::stat(links.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ::close(::open((links + "/w").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));  // the wrapper's
+  remove_links(links);
+  EXPECT_EQ(::access(links.c_str(), F_OK), 0) << "removed while the wrapper's socket is there";
+  remove_links(links, "w");
+  EXPECT_NE(::access(links.c_str(), F_OK), 0);
+  EXPECT_EQ(::rmdir(tmpl), 0);
+}
+
 }  // namespace
 }  // namespace sbsh::daemon
