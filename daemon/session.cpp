@@ -17,6 +17,7 @@
 #include "daemon/server.h"
 #include "daemon/shell_protocol.h"
 #include "ipc/environ.h"
+#include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
 
@@ -95,7 +96,7 @@ session::~session() {
   }
   delete ctl_;
   if (status_watch_ != nullptr) status_watch_->close();
-  remove_links(link_.dir);
+  remove_links(link_.dir, wrapper::kAdoptSocket);  // a killed wrapper cannot remove its socket
 }
 
 status session::point_slot(const unique_fd& slot, int fd) {
@@ -529,7 +530,9 @@ void session::detach_generation(bool kill_wrapper) {
   }
   link_.status_r.reset();
   link_.script_w.reset();
-  remove_links(link_.dir);  // the wrapper removes its adoption socket, and the directory
+  // A wrapper that exits by itself removes its adoption socket, and then the directory; a
+  // killed one cannot.
+  remove_links(link_.dir, kill_wrapper ? wrapper::kAdoptSocket : nullptr);
   link_.dir.clear();
   status_buf_.clear();
   awaiting_sync_ = false;

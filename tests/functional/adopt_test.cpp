@@ -69,8 +69,10 @@ TEST_F(adopt_test, ASessionOutlivesACrashOfSbshdWithAllItsState) {
   EXPECT_EQ(exec("s", "echo ${plain:-fresh}").out, "fresh\n");
   auto fresh = session_pids("s");
   EXPECT_NE(fresh.shell_pid, before.shell_pid);
-  // The restart replaced the adopted wrapper, which ended and left nothing behind.
+  // The restart replaced the adopted wrapper, which ended and left nothing behind: one link
+  // directory for the new shell, one for the spare.
   EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return shell_dirs() == 2; }, std::chrono::seconds(20))) << shell_dirs();
 }
 
 TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt) {
