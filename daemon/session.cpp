@@ -45,6 +45,8 @@ constexpr uint64_t kBackoffCapMs = 10'000;
 // Kept per session for `session show`.
 constexpr size_t kHistory = 20;
 constexpr size_t kMaxInitOutput = 64u << 10;
+// What `session ls` and `session show` call a command an earlier sbshd started.
+constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -388,7 +390,7 @@ void session::dispatch_statuses() {
       // A command the earlier sbshd started ran on while no sbshd was there. Nobody waits
       // for its result any more; `session show` lists it, timed from the adoption.
       spdlog::info("session {}: a command started before sbshd restarted ended with status {}", name_, *v);
-      history_.push_back({"(started before sbshd restarted)", *v, false, false, adopted_ms_,
+      history_.push_back({std::string(kEarlierCommand), *v, false, false, adopted_ms_,
                           static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - adopted_ms_))});
       if (history_.size() > kHistory) history_.pop_front();
       continue;
@@ -1021,7 +1023,10 @@ void session::abandon() {
 bool session::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
 
 void session::describe(msgpack::packer<ipc::frame_builder>& pk, bool full) const {
-  bool has_running = current_ != nullptr && !current_->internal;
+  // An adopted shell may still run a command the earlier sbshd started (its status comes
+  // before the sync line's): shown as running, timed from the adoption.
+  bool earlier = awaiting_sync_ && current_ == nullptr;
+  bool has_running = (current_ != nullptr && !current_->internal) || earlier;
   std::string cwd = def_.cwd;
   if (shell_pid_ > 0) {
     char buf[4096];
@@ -1055,7 +1060,10 @@ void session::describe(msgpack::packer<ipc::frame_builder>& pk, bool full) const
   kv_int("started_at_ms", shell_started_ms_);
   kv_int("uptime_ms", shell_pid_ > 0 ? static_cast<int64_t>((mono_us() - started_mono_us_) / 1000) : 0);
   kv_str("restart", policy_name(def_.restart));
-  if (has_running) {
+  if (has_running && earlier) {
+    kv_str("running", kEarlierCommand);
+    kv_int("running_ms", std::max<int64_t>(0, wall_ms() - adopted_ms_));
+  } else if (has_running) {
     kv_str("running", std::string_view(current_->command).substr(0, 256));
     kv_int("running_ms", static_cast<int64_t>((mono_us() - current_->started_mono_us) / 1000));
   }

@@ -78,7 +78,7 @@ TEST_F(adopt_test, ASessionOutlivesACrashOfSbshdWithAllItsState) {
 TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt) {
   ASSERT_EQ(exec("s", "cd \"$TMPDIR\"").code, 0);
   run_result first;
-  std::thread t([&] { first = exec("s", "touch started; sleep 1; export LATE=yes; echo done > finished; (exit 3)"); });
+  std::thread t([&] { first = exec("s", "touch started; sleep 4; export LATE=yes; echo done > finished; (exit 3)"); });
   bool started = wait_until([&] { return std::filesystem::exists(dir + "/tmp/started"); }, std::chrono::seconds(20));
   kill_daemon();
   t.join();
@@ -87,6 +87,9 @@ TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt
   EXPECT_EQ(first.code, 255);
   EXPECT_NE(first.err.find("closed the connection"), std::string::npos) << first.err;
   start_daemon();
+  auto st = session_status("s");
+  EXPECT_EQ(st.state, "running");
+  EXPECT_EQ(st.running, "(started before sbshd restarted)");
   // Queued behind it, and run in the state it left.
   auto r = exec("s", "echo $LATE; cat finished");
   EXPECT_EQ(r.out, "yes\ndone\n");
