@@ -87,9 +87,10 @@ constexpr command kCommands[] = {
      "\n"
      "Stops sbshd; every session's shell and its processes end. Waits until it is gone.\n"
      "\n"
-     "  --keep-sessions  leave the sessions running (their shells, state, a running command and\n"
-     "                   background processes) for the next sbshd on this socket to adopt, as when\n"
-     "                   upgrading sbshd; a command in flight goes on, but its result is lost\n"},
+     "  --keep-sessions  leave the sessions running (their shells, their state, a running command)\n"
+     "                   for the next sbshd on this socket to adopt, as when upgrading sbshd; a\n"
+     "                   command in flight goes on, but its result is lost, and background\n"
+     "                   processes lose their logs (see sbshd(8), ADOPTION)\n"},
     {"dial-stdio", cmd_dial_stdio, "relay stdin and stdout to sbshd (the far end of --host and --dial)",
      "usage: sbsh [-S PATH] [--no-autostart] dial-stdio\n"
      "\n"
