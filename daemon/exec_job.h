@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ipc/clock.h"
 #include "ipc/fd.h"
 #include "ipc/frame.h"
 #include "ipc/result.h"
@@ -97,7 +98,7 @@ status check_env_entry(std::string_view entry);
 
 using ipc::shell_quote;
 
-uint64_t mono_us();
-int64_t wall_ms();
+using ipc::mono_us;
+using ipc::wall_ms;
 
 }  // namespace sbsh::daemon

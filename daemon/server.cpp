@@ -166,12 +166,10 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       else spdlog::warn("cannot adopt the shell of {}: {}", dir, fd.err().message);
       continue;
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) continue;
-    timeval limit{1, 0};  // a stopped wrapper does not hold up the start for long
-    ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    ::setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    auto peer = ipc::peer_of(fd->get());
+    if (!peer || peer->uid != ::getuid()) continue;
+    ucred cred = *peer;
+    ipc::set_io_timeout(fd->get(), 1);  // a stopped wrapper does not hold up the start for long
     ipc::channel ch(std::move(*fd), 4096);
     ipc::frame_builder f(ipc::msg_type::adopt, 1);
     f.i64("pid", pid_);
@@ -220,9 +218,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     }
     a.script_w = std::move(answer->fds[0]);
     a.status_r = std::move(answer->fds[1]);
-    timeval none{0, 0};
-    ::setsockopt(ch.fd(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-    ::setsockopt(ch.fd(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    ipc::set_io_timeout(ch.fd(), 0);
     a.ctl = unique_fd(::dup(ch.fd()));  // ch closes its own on return
     ::fcntl(a.ctl.get(), F_SETFD, FD_CLOEXEC);
     spdlog::info("adopting session {} (wrapper pid {}, shell pid {})", session, a.wrapper_pid, a.shell_pid);
@@ -240,9 +236,9 @@ void server::on_accept() {
       return;
     }
     unique_fd conn(fd);
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) {
+    auto peer = ipc::peer_of(fd);
+    ucred cred = peer.value_or(ucred{});
+    if (!peer || cred.uid != ::getuid()) {
       spdlog::warn("refused a connection from uid {} (pid {}): only uid {} may use this daemon", cred.uid,
                    cred.pid, ::getuid());
       continue;

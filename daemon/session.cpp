@@ -375,13 +375,14 @@ void session::on_status_readable(uint64_t gen) {
 void session::dispatch_statuses() {
   size_t nl;
   while ((nl = status_buf_.find('\n')) != std::string::npos) {
-    std::string line = status_buf_.substr(0, nl);
+    std::string_view line(status_buf_.data(), nl);
+    bool sync = line == kSyncStatus;
+    auto v = parse_status_line(line);
     status_buf_.erase(0, nl + 1);
-    if (line == kSyncStatus) {
+    if (sync) {
       awaiting_sync_ = false;
       continue;
     }
-    auto v = parse_status_line(line);
     if (!v) {
       spdlog::warn("session {}: ignoring a malformed status line from the shell", name_);
       continue;

@@ -62,6 +62,19 @@ result<unique_fd> at_socket_in(const std::string& dir, const char* name, int typ
 
 }  // namespace
 
+std::optional<ucred> peer_of(int sock) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return std::nullopt;
+  return cred;
+}
+
+void set_io_timeout(int sock, int seconds) {
+  timeval limit{seconds, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+}
+
 result<unique_fd> listen_in(const std::string& dir, const char* name, int backlog) {
   return at_socket_in(dir, name, SOCK_STREAM | SOCK_NONBLOCK, [&](int fd, const sockaddr* a) {
     return ::bind(fd, a, sizeof(sockaddr_un)) == 0 && ::listen(fd, backlog) == 0;

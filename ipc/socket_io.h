@@ -6,6 +6,7 @@
 // handed and gives a frame its "fds" from the front of the queue once the frame is whole.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -32,6 +33,11 @@ ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds
 // (/proc/self/fd/N/name), so it fits in sun_path however deep `dir` is.
 result<unique_fd> listen_in(const std::string& dir, const char* name, int backlog);
 result<unique_fd> connect_in(const std::string& dir, const char* name);
+
+// The credentials of the peer of a connected unix socket, or nullopt when they cannot be read.
+std::optional<ucred> peer_of(int sock);
+// Bounds each blocking send and receive on `sock` to `seconds` (0: no bound again).
+void set_io_timeout(int sock, int seconds);
 
 // A message together with the descriptors its frame carried.
 struct envelope {

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "ipc/clock.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 #include "wrapper/procs.h"
@@ -60,15 +60,7 @@ void end_session(pid_t sid, const std::set<pid_t>& spare) {
   }
 }
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t mono_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t mono_ms() { return static_cast<int64_t>(ipc::mono_us() / 1000); }
 
 // Removes every entry of the link directory `dir`, then the directory: used when no sbshd
 // is left to do it.
@@ -118,19 +110,16 @@ class wrapper_loop {
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
-    for (int fd : {kScriptOwnerFd, kStatusOwnerFd}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    unique_fd script_owner(kScriptOwnerFd), status_owner(kStatusOwnerFd);
-    if (opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kScriptOwnerFd, F_GETFD) >= 0 &&
-        ::fcntl(kStatusOwnerFd, F_GETFD) >= 0) {
+    if (unique_fd script_owner(kScriptOwnerFd), status_owner(kStatusOwnerFd);
+        opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kScriptOwnerFd, F_SETFD, FD_CLOEXEC) == 0 &&
+        ::fcntl(kStatusOwnerFd, F_SETFD, FD_CLOEXEC) == 0) {
       // Held for the next sbshd: bash reads no end-of-file and writes no status into a void
-      // when this sbshd goes away.
+      // when this sbshd goes away. Otherwise they close at the end of this statement.
       script_owner_ = std::move(script_owner);
       status_owner_ = std::move(status_owner);
       if (auto l = ipc::listen_in(opts_.dir, kAdoptSocket, 4)) listen_ = std::move(*l);
       else log_error(session_.c_str(), "no adoption by a later sbshd: " + l.err().message);
     }
-    script_owner.reset();  // unless kept above
-    status_owner.reset();
     char here[4096];
     cwd_ = ::getcwd(here, sizeof here) != nullptr ? here : "/";
 
@@ -148,7 +137,7 @@ class wrapper_loop {
       return 1;
     }
     shell_ = *pid;
-    started_at_ms_ = wall_ms();
+    started_at_ms_ = ipc::wall_ms();
     frame_builder ready(msg_type::wrapper_ready);
     ready.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid());
     send(ready);
@@ -179,12 +168,9 @@ class wrapper_loop {
   void take_adoption() {
     unique_fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd) return;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) return;
-    timeval limit{1, 0};  // a peer that says nothing does not stall the session
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    auto peer = ipc::peer_of(fd.get());
+    if (!peer || peer->uid != ::getuid()) return;
+    ipc::set_io_timeout(fd.get(), 1);  // a peer that says nothing does not stall the session
     ipc::channel ch(std::move(fd), 1024);
     auto env = ch.recv();
     if (!env || env->msg.type() != msg_type::adopt) return;
@@ -197,9 +183,7 @@ class wrapper_loop {
     f.u64("fds", 2);
     int fds[] = {script_owner_.get(), status_owner_.get()};
     if (!ch.send(f.finish(), fds)) return;
-    timeval none{0, 0};
-    ::setsockopt(ch.fd(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-    ::setsockopt(ch.fd(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    ipc::set_io_timeout(ch.fd(), 0);
     auto by = env->msg.get_i64("pid");
     log_error(session_.c_str(), fmt::format("adopted by sbshd (pid {})", by && by.value() ? *by.value() : 0));
     ctl_ = std::move(ch);  // whatever was left of the old control socket closes

@@ -34,6 +34,10 @@ class adopt_test : public daemon_test {
   std::string expected_state() const {
     return dir + "/tmp exported kept v\nfn\nalias\npipefail\ntrap -- 'echo bye' SIGUSR1\n";
   }
+  // Whether the session's wrapper and shell have both ended.
+  static bool ended(const client::session_status& s) {
+    return !pid_alive(static_cast<pid_t>(s.wrapper_pid)) && !pid_alive(static_cast<pid_t>(s.shell_pid));
+  }
   // The link directories of shells under this socket (sbshd's and the wrappers' files).
   size_t shell_dirs() const {
     std::error_code ec;
@@ -118,8 +122,7 @@ TEST_F(adopt_test, ShutdownKeepSessionsHandsThemToTheNextSbshd) {
   EXPECT_EQ(session_pids("s").shell_pid, before.shell_pid);
   // A plain shutdown still ends them, and what they started, and leaves no files.
   stop_daemon();
-  EXPECT_FALSE(pid_alive(static_cast<pid_t>(before.wrapper_pid)));
-  EXPECT_FALSE(pid_alive(static_cast<pid_t>(before.shell_pid)));
+  EXPECT_TRUE(ended(before));
   EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
 }
 
@@ -133,12 +136,7 @@ TEST_F(adopt_timeout_test, ASessionNobodyAdoptsEndsAfterTheTimeout) {
   auto before = session_pids("s");
   auto bg = static_cast<pid_t>(std::stol(exec("s", "jobs -p").out));
   kill_daemon();
-  EXPECT_TRUE(wait_until(
-      [&] {
-        return !pid_alive(static_cast<pid_t>(before.wrapper_pid)) && !pid_alive(static_cast<pid_t>(before.shell_pid)) &&
-               !pid_alive(bg);
-      },
-      std::chrono::seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return ended(before) && !pid_alive(bg); }, std::chrono::seconds(20)));
   // The orphan cleaned up its own link directory; the spare's went with it.
   EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
   // The next sbshd starts the session afresh from its definition.
@@ -156,9 +154,7 @@ TEST_F(no_adopt_test, WithTimeoutZeroSessionsEndWithSbshd) {
   ASSERT_EQ(exec("s", "true").code, 0);
   auto before = session_pids("s");
   kill_daemon();
-  EXPECT_TRUE(wait_until(
-      [&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)) && !pid_alive(static_cast<pid_t>(before.shell_pid)); },
-      std::chrono::seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return ended(before); }, std::chrono::seconds(20)));
 }
 
 TEST_F(adopt_test, OnlyAnAdoptRequestTakesASessionOver) {
