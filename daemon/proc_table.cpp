@@ -171,9 +171,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->status_r = unique_fd(st[0]);
   p->status_w = unique_fd(st[1]);
   for (int fd : {out[0], err[0], st[0]}) set_nonblock(fd);
-  if (auto d = ipc::make_dirs(srv_.opts().state_dir + "/procs"); !d) return fail(d.err());
-  if (auto l = p->out_log.open(log_path(p->id, "out"), srv_.opts().log_cap); !l) return fail(l.err());
-  if (auto l = p->err_log.open(log_path(p->id, "err"), srv_.opts().log_cap); !l) return fail(l.err());
+  if (auto l = open_logs(*p); !l) return fail(l.err());
 
   // The outer subshell reports "+" once its redirections are open (then sbshd drops its own
   // copies of the write ends) and the command's status when it ends. The command runs in an
@@ -189,13 +187,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
       "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
       shell_quote(text_cmd), dir, p->out_w.get(), dir, p->err_w.get(), dir, p->status_w.get());
 
-  bg_proc* raw = p.get();
-  raw->out_watch = fd_watch::create(srv_.loop(), raw->out_r.get());
-  raw->out_watch->start(UV_READABLE, [this, raw](int, int) { on_output(*raw, ipc::kStdout); });
-  raw->err_watch = fd_watch::create(srv_.loop(), raw->err_r.get());
-  raw->err_watch->start(UV_READABLE, [this, raw](int, int) { on_output(*raw, ipc::kStderr); });
-  raw->status_watch = fd_watch::create(srv_.loop(), raw->status_r.get());
-  raw->status_watch->start(UV_READABLE, [this, raw](int, int) { on_status(*raw); });
+  watch(*p);
   uint64_t id = p->id, serial = c.serial(), req = m.id();
   procs_.emplace(id, std::move(p));
   spdlog::info("process {} starting in session {}: {}", id, sname, text_cmd.substr(0, 200));
@@ -211,6 +203,58 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     reply_info(serial, req, p);
   });
   save();
+}
+
+status proc_table::open_logs(bg_proc& p) {
+  if (auto d = ipc::make_dirs(srv_.opts().state_dir + "/procs"); !d) return d;
+  if (auto l = p.out_log.open(log_path(p.id, "out"), srv_.opts().log_cap); !l) return l;
+  return p.err_log.open(log_path(p.id, "err"), srv_.opts().log_cap);
+}
+
+void proc_table::watch(bg_proc& p) {
+  bg_proc* raw = &p;
+  for (auto [fd, w, stream_no] : {std::tuple{&p.out_r, &p.out_watch, ipc::kStdout},
+                                  std::tuple{&p.err_r, &p.err_watch, ipc::kStderr}}) {
+    if (!*fd) continue;
+    *w = fd_watch::create(srv_.loop(), fd->get());
+    (*w)->start(UV_READABLE, [this, raw, n = stream_no](int, int) { on_output(*raw, n); });
+  }
+  p.status_watch = fd_watch::create(srv_.loop(), p.status_r.get());
+  p.status_watch->start(UV_READABLE, [this, raw](int, int) { on_status(*raw); });
+}
+
+lent_pipes proc_table::lend(const bg_proc& p) {
+  lent_pipes l;
+  l.proc = p.id;
+  for (auto [fd, letter] : {std::pair{&p.out_r, 'o'}, std::pair{&p.err_r, 'e'}, std::pair{&p.status_r, 's'}}) {
+    if (!*fd) continue;  // at end-of-file already
+    unique_fd d(::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
+    if (!d) continue;
+    l.fds.push_back(std::move(d));
+    l.streams += letter;
+  }
+  return l;
+}
+
+bool proc_table::reattach(bg_proc& p) {
+  auto* s = srv_.find_session(p.session);
+  if (s == nullptr) return false;
+  auto lent = std::find_if(s->lent().begin(), s->lent().end(), [&](const auto& g) { return g.second.proc == p.id; });
+  if (lent == s->lent().end()) return false;
+  auto& [pgid, pipes] = *lent;
+  if (pipes.streams.find('s') == std::string::npos) return false;
+  for (size_t i = 0; i < pipes.fds.size(); ++i) {
+    unique_fd& mine = pipes.streams[i] == 'o' ? p.out_r : pipes.streams[i] == 'e' ? p.err_r : p.status_r;
+    mine = unique_fd(::fcntl(pipes.fds[i].get(), F_DUPFD_CLOEXEC, 0));
+    if (!mine) return false;
+    set_nonblock(mine.get());
+  }
+  if (auto l = open_logs(p); !l) spdlog::warn("process {}: {}", p.id, l.err().message);
+  p.pid = pgid;
+  p.state = proc_state::running;
+  watch(p);
+  spdlog::info("process {} (pid {}) still runs in session {}: its output is logged again", p.id, p.pid, p.session);
+  return true;
 }
 
 void proc_table::on_started(uint64_t id, exec_job& job) {
@@ -234,7 +278,7 @@ void proc_table::on_started(uint64_t id, exec_job& job) {
   p.pid = pid;
   if (p.state == proc_state::starting) p.state = proc_state::running;
   if (!p.finished())
-    if (auto* s = srv_.find_session(p.session)) s->protect_group(static_cast<pid_t>(pid));
+    if (auto* s = srv_.find_session(p.session)) s->protect_group(static_cast<pid_t>(pid), lend(p));
   save();
 }
 
@@ -506,6 +550,12 @@ void proc_table::save() {
 }
 
 void proc_table::load() {
+  load_saved();
+  adopt_unlisted();
+  if (!procs_.empty()) save();
+}
+
+void proc_table::load_saved() {
   std::string path = srv_.opts().state_dir + "/procs.msgpack";
   bool missing;
   auto m = srv_.read_state_file(path, &missing);
@@ -546,9 +596,15 @@ void proc_table::load() {
     }
     if (p->id == 0) continue;
     if (state == "starting" || state == "running") {
-      // Its exit was never seen: never report it as a success.
-      p->state = proc_state::lost;
-      p->error = "sbshd stopped while it was running; its exit status is unknown";
+      // Its session's wrapper kept its pipes (it was adopted): it is ours again. Otherwise its
+      // exit was never seen: never report it as a success.
+      if (!reattach(*p)) {
+        p->out_r.reset();
+        p->err_r.reset();
+        p->status_r.reset();
+        p->state = proc_state::lost;
+        p->error = "sbshd stopped while it was running; its exit status is unknown";
+      }
     } else {
       p->state = state == "exited" ? proc_state::exited
                  : state == "killed" ? proc_state::killed
@@ -558,6 +614,23 @@ void proc_table::load() {
     next_id_ = std::max(next_id_, p->id + 1);
     procs_.emplace(p->id, std::move(p));
   }
+}
+
+void proc_table::adopt_unlisted() {
+  // The table is written off the loop: a process started just before sbshd stopped may be
+  // missing from it. Its session's wrapper knew it.
+  for (const auto& [name, s] : srv_.sessions())
+    for (const auto& [pgid, pipes] : s->lent()) {
+      if (pipes.fds.empty() || procs_.count(pipes.proc) != 0) continue;
+      auto p = std::make_unique<bg_proc>();
+      p->id = pipes.proc;
+      p->session = name;
+      p->command = "(started just before sbshd restarted)";
+      p->started_at_ms = wall_ms();
+      if (!reattach(*p)) continue;
+      next_id_ = std::max(next_id_, p->id + 1);
+      procs_.emplace(p->id, std::move(p));
+    }
 }
 
 }  // namespace sbsh::daemon

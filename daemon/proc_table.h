@@ -6,7 +6,9 @@
 // stderr are pipes that sbshd copies into capped log files; a third pipe, held only by the
 // subshell, carries "+" when it has started and its exit status when it ends, and reaches
 // end-of-file when the subshell is gone. The wrapper is told to spare its group, so it
-// outlives restarts of the shell; `session rm` and shutdown kill it.
+// outlives restarts of the shell; `session rm` and shutdown kill it. The wrapper also holds
+// the read ends of the three pipes (lent_pipes), so that the process and its status outlive
+// sbshd too: a later sbshd that adopts the session goes on logging and watching it.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "daemon/capped_log.h"
+#include "daemon/session.h"
 #include "daemon/uv_handles.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
@@ -79,12 +82,20 @@ class proc_table {
   // Kills every running process of `session` (all when empty) with SIGKILL, tree and all.
   void kill_all(const std::string& session);
   [[nodiscard]] bool any_running(const std::string& session) const;
-  void load();  // marks what was running when sbshd stopped as lost
+  // Reads the table an earlier sbshd saved. A process that was running goes on where its
+  // session was adopted with its pipes (session::lent); otherwise it is marked lost.
+  void load();
   void pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_proc& p) const;
 
  private:
   bg_proc* find(const ipc::message& m, client_conn& c);
   void on_started(uint64_t id, exec_job& job);
+  status open_logs(bg_proc& p);
+  void watch(bg_proc& p);  // reads its open pipes
+  static lent_pipes lend(const bg_proc& p);
+  bool reattach(bg_proc& p);
+  void load_saved();
+  void adopt_unlisted();
   void on_output(bg_proc& p, int stream_no);
   void on_status(bg_proc& p);
   void finish(bg_proc& p, const std::string& why);

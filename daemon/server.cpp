@@ -28,6 +28,7 @@ namespace sbsh::daemon {
 namespace {
 // Connections beyond this are refused, so that connecting in a loop cannot exhaust us.
 constexpr size_t kMaxClients = 4096;
+constexpr uint64_t kMaxLentProcs = 65536;  // background processes one adopted session may report
 }  // namespace
 
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
@@ -149,6 +150,35 @@ status server::start_listening() {
   return ok_status();
 }
 
+namespace {
+
+// The `count` protect_group frames that follow `adopted`: each background process's pipes.
+status take_lent_pipes(ipc::channel& ch, uint64_t count, std::map<pid_t, lent_pipes>& out) {
+  if (count > kMaxLentProcs)
+    return make_error(ipc::err::bad_request, fmt::format("it reports {} background processes", count));
+  for (uint64_t i = 0; i < count; ++i) {
+    auto env = ch.recv();
+    if (!env) return env.err();
+    const auto& m = env->msg;
+    auto pgid = m.get_i64("pgid");
+    auto proc = m.get_u64("proc");
+    auto streams = m.get_str("streams");
+    bool ok = m.type() == ipc::msg_type::protect_group && pgid && pgid.value().value_or(0) > 1 && proc &&
+              proc.value().value_or(0) > 0 && streams && streams.value() &&
+              streams.value()->size() == env->fds.size();
+    for (size_t k = 0; ok && k < env->fds.size(); ++k) {
+      char c = (*streams.value())[k];
+      ok = kLentStreams.find(c) != std::string_view::npos && streams.value()->find(c) == k;
+    }
+    if (!ok) return make_error(ipc::err::bad_request, "a background process's pipes are malformed");
+    out[static_cast<pid_t>(*pgid.value())] =
+        lent_pipes{*proc.value(), std::string(*streams.value()), std::move(env->fds)};
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 std::map<std::string, adopted_shell> server::adopt_orphans() {
   std::map<std::string, adopted_shell> found;
   std::string shells = shells_dir();
@@ -218,6 +248,12 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     }
     a.script_w = std::move(answer->fds[0]);
     a.status_r = std::move(answer->fds[1]);
+    auto procs = m.get_u64("procs");
+    if (auto got = take_lent_pipes(ch, procs ? procs.value().value_or(0) : 0, a.pipes); !got) {
+      // The shell is still worth adopting; its background processes will show as lost.
+      fail(got.err().message);
+      a.pipes.clear();
+    }
     ipc::set_io_timeout(ch.fd(), 0);
     a.ctl = unique_fd(::dup(ch.fd()));  // ch closes its own on return
     ::fcntl(a.ctl.get(), F_SETFD, FD_CLOEXEC);

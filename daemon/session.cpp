@@ -92,7 +92,7 @@ session::~session() {
     wrapper_->kill(SIGKILL);
     pid_t pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid, spare = protected_](int64_t, int sig) {
+    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
   }
@@ -194,7 +194,9 @@ void session::adopt(adopted_shell&& shell) {
   shell_started_ms_ = shell.started_at_ms;
   uint64_t age_us = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - shell.started_at_ms)) * 1000;
   started_mono_us_ = mono_us() - std::min(age_us, mono_us());
-  protected_ = std::move(shell.groups);
+  protected_.clear();
+  for (pid_t g : shell.groups) protected_[g];
+  for (auto& [g, pipes] : shell.pipes) protected_[g] = std::move(pipes);
   awaiting_sync_ = true;
   adopted_ms_ = wall_ms();
   state_ = session_state::ready;
@@ -229,7 +231,7 @@ void session::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
   // The handle frees itself after this callback: forget it first.
   wrapper_ = nullptr;
   pid_t pid = static_cast<pid_t>(wrapper_pid_);
-  std::set<pid_t> spare = protected_;
+  std::set<pid_t> spare = protected_groups();
   // What the wrapper said before it exited (how its shell ended, or why it could not
   // start) may still be unread on the control socket, and explains the loss better than
   // the wrapper's own exit: deliver it first. It may end this generation.
@@ -254,6 +256,10 @@ void session::watch_shell(uint64_t gen, unique_fd ctl, bool run_init) {
   status_watch_->start(UV_READABLE, [this, gen](int, int) { on_status_readable(gen); });
   if (run_init) {
     spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
+    // The background processes' pipes were lent to the wrapper that ended: lend them to
+    // this one, which is the one a later sbshd would adopt.
+    for (const auto& [g, pipes] : protected_)
+      if (!pipes.fds.empty()) send_protect(g, pipes);
     queue_init_jobs();
   } else {
     spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", name_, wrapper_pid_,
@@ -518,7 +524,7 @@ void session::detach_generation(bool kill_wrapper) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     pid_t pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid, spare = protected_](int64_t, int sig) {
+    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
     wrapper_ = nullptr;
@@ -543,9 +549,31 @@ void session::detach_generation(bool kill_wrapper) {
   reset_slots();
 }
 
-void session::protect_group(pid_t pgid) {
-  protected_.insert(pgid);
-  if (ctl_ != nullptr) ctl_->send(frame_builder(msg_type::protect_group).i64("pgid", pgid).take());
+void session::protect_group(pid_t pgid, lent_pipes pipes) {
+  auto& kept = protected_[pgid] = std::move(pipes);
+  send_protect(pgid, kept);
+}
+
+void session::send_protect(pid_t pgid, const lent_pipes& pipes) {
+  if (ctl_ == nullptr) return;
+  std::vector<unique_fd> fds;
+  for (const auto& fd : pipes.fds)
+    if (unique_fd d(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0)); d) fds.push_back(std::move(d));
+  if (fds.size() != pipes.fds.size()) {
+    spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", name_, pipes.proc,
+                 std::strerror(errno));
+    fds.clear();
+  }
+  frame_builder f(msg_type::protect_group);
+  f.i64("pgid", pgid);
+  if (!fds.empty()) f.u64("proc", pipes.proc).str("streams", pipes.streams).u64("fds", fds.size());
+  ctl_->send(f.take(), std::move(fds));
+}
+
+std::set<pid_t> session::protected_groups() const {
+  std::set<pid_t> groups;
+  for (const auto& [g, pipes] : protected_) groups.insert(g);
+  return groups;
 }
 
 void session::unprotect_group(pid_t pgid) {

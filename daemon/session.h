@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -40,6 +41,18 @@ struct spare_shell {
   shell_link link;
 };
 
+// A background process's pipes, lent to the session's wrapper so that they outlive sbshd:
+// the read ends of its stdout ('o'), stderr ('e') and status ('s') pipes, one letter per
+// descriptor in `streams` (a stream already at end-of-file is left out). The wrapper never
+// reads them; it only keeps them open, so the process neither gets SIGPIPE nor loses a byte
+// while no sbshd runs, and hands them to the next sbshd in `adopted`.
+struct lent_pipes {
+  uint64_t proc = 0;  // its id in the process table
+  std::string streams;
+  std::vector<unique_fd> fds;
+};
+inline constexpr std::string_view kLentStreams = "oes";
+
 // A session's wrapper and bash left running by an earlier sbshd, taken over at start-up
 // (server::adopt_orphans): what the wrapper said of them in `adopted`.
 struct adopted_shell {
@@ -48,6 +61,7 @@ struct adopted_shell {
   pid_t shell_pid = 0, wrapper_pid = 0;
   int64_t started_at_ms = 0;
   std::set<pid_t> groups;  // background processes' groups, spared when the shell ends
+  std::map<pid_t, lent_pipes> pipes;  // by group: the pipes the wrapper held
   unique_fd ctl;           // the connection to the wrapper's adoption socket
   unique_fd script_w, status_r;
 };
@@ -85,9 +99,12 @@ class session {
   // and captured output). If the job never runs, on_done still gets it with an error.
   void run_internal(std::string text, std::function<void(exec_job&)> on_done);
   // Tells the wrapper to spare this process group when the shell ends (background
-  // processes outlive shell restarts).
-  void protect_group(pid_t pgid);
+  // processes outlive shell restarts) and lends it the process's pipes (lent_pipes); each
+  // later wrapper of the session is lent them again.
+  void protect_group(pid_t pgid, lent_pipes pipes);
   void unprotect_group(pid_t pgid);
+  // By process group: the pipes lent to the wrapper (an adopted one gave them back).
+  [[nodiscard]] const std::map<pid_t, lent_pipes>& lent() const { return protected_; }
   // Signal `sig` to the running command's processes once, or (sig == 0) stop it: SIGTERM,
   // then SIGKILL after the grace period, then a shell restart if a builtin still runs.
   // A queued job is dropped at once. Returns false when no such job is here.
@@ -194,10 +211,13 @@ class session {
   uint64_t signal_seq_ = 0;
   timer* kill_timer_ = nullptr;
   bool stopping_ = false;
-  bool forcing_restart_ = false;
+  bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
   bool awaiting_sync_ = false;  // adopted: statuses until kSyncStatus are of earlier commands
   int64_t adopted_ms_ = 0;
-  std::set<pid_t> protected_;  // process groups of this session's running background processes  // set while a restart that ignores the policy runs
+  // The process groups of this session's running background processes, with their pipes.
+  std::map<pid_t, lent_pipes> protected_;
+  [[nodiscard]] std::set<pid_t> protected_groups() const;
+  void send_protect(pid_t pgid, const lent_pipes& pipes);
 };
 
 }  // namespace sbsh::daemon

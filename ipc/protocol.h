@@ -61,14 +61,16 @@ enum class msg_type : uint32_t {
   shell_exited = 503,    // w->d  exit_code | signal
   ping = 504,            // d->w  id
   pong = 505,            // w->d  id
-  protect_group = 506,   // d->w  pgid   spare this group when the shell ends
+  protect_group = 506,   // d->w  pgid, proc, streams, fds: spare this group when the shell ends,
+                         //       and hold its log and status pipes' read ends (see adopted)
   unprotect_group = 507, // d->w  pgid
   claim = 508,           // d->w  session, cwd: a spare becomes this session's
   // On a wrapper's adoption socket (SOCKET.d/<shell>/w), the first frame of a new sbshd; the
   // connection then serves as the control socket.
   adopt = 509,           // d->w  pid
   adopted = 510,         // w->d  session, cwd, shell_pid, wrapper_pid, started_at_ms, groups,
-                         //       fds [script, status] (sbshd's ends of bash's pipes)
+                         //       procs, fds [script, status] (sbshd's ends of bash's pipes);
+                         //       then `procs` protect_group frames, each as it was received
 
   // 600: background processes
   proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info

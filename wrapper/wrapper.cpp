@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -180,9 +181,18 @@ class wrapper_loop {
     auto& pk = f.field("groups");
     pk.pack_array(static_cast<uint32_t>(spare_.size()));
     for (pid_t g : spare_) pk.pack_int64(g);
-    f.u64("fds", 2);
+    f.u64("procs", held_.size()).u64("fds", 2);
     int fds[] = {script_owner_.get(), status_owner_.get()};
     if (!ch.send(f.finish(), fds)) return;
+    // The background processes' pipes, as sbshd lent them. The wrapper keeps its own
+    // copies: if this sbshd goes away too, the next one needs them.
+    for (const auto& [pgid, held] : held_) {
+      frame_builder p(msg_type::protect_group);
+      p.i64("pgid", pgid).u64("proc", held.proc).str("streams", held.streams).u64("fds", held.fds.size());
+      std::vector<int> raw;
+      for (const auto& fd : held.fds) raw.push_back(fd.get());
+      if (!ch.send(p.finish(), raw)) return;
+    }
     ipc::set_io_timeout(ch.fd(), 0);
     auto by = env->msg.get_i64("pid");
     log_error(session_.c_str(), fmt::format("adopted by sbshd (pid {})", by && by.value() ? *by.value() : 0));
@@ -284,8 +294,18 @@ class wrapper_loop {
       case msg_type::unprotect_group: {
         auto g = m.get_i64("pgid");
         if (!g || !g.value() || *g.value() <= 1) return true;
-        if (m.type() == msg_type::protect_group) spare_.insert(static_cast<pid_t>(*g.value()));
-        else spare_.erase(static_cast<pid_t>(*g.value()));
+        auto pgid = static_cast<pid_t>(*g.value());
+        held_.erase(pgid);
+        if (m.type() == msg_type::unprotect_group) {
+          spare_.erase(pgid);
+          return true;
+        }
+        spare_.insert(pgid);
+        auto proc = m.get_u64("proc");
+        auto streams = m.get_str("streams");
+        if (!env->fds.empty() && proc && proc.value() && streams && streams.value() &&
+            streams.value()->size() == env->fds.size())
+          held_[pgid] = held_pipes{*proc.value(), std::string(*streams.value()), std::move(env->fds)};
         return true;
       }
       case msg_type::claim:
@@ -315,6 +335,13 @@ class wrapper_loop {
   pid_t sid_ = 0;
   pid_t shell_ = 0;
   std::set<pid_t> spare_;  // background processes' groups: they outlive the shell
+  // Their pipes (sbshd's lent_pipes), held for the next sbshd and never read here.
+  struct held_pipes {
+    uint64_t proc;
+    std::string streams;
+    std::vector<unique_fd> fds;
+  };
+  std::map<pid_t, held_pipes> held_;
 };
 
 }  // namespace

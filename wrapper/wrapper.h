@@ -12,9 +12,10 @@
 // When sbshd goes away without ending the session (it crashed, or stopped with
 // --keep-sessions), the wrapper keeps the session for the adoption timeout: it holds
 // sbshd's ends of bash's pipes (fds 6 and 7), so bash neither reads end-of-file nor loses a
-// status, and listens on DIR/w. The next sbshd connects there, sends `adopt`, and gets
-// those two ends back with what it needs to know of the session (`adopted`); the
-// connection becomes the control socket. Nobody within the timeout: the session ends.
+// status, and the background processes' pipes sbshd lent it (protect_group), and listens
+// on DIR/w. The next sbshd connects there, sends `adopt`, and gets all of them back with
+// what it needs to know of the session (`adopted`); the connection becomes the control
+// socket. Nobody within the timeout: the session ends.
 #pragma once
 
 #include <cstddef>

@@ -89,8 +89,8 @@ constexpr command kCommands[] = {
      "\n"
      "  --keep-sessions  leave the sessions running (their shells, their state, a running command)\n"
      "                   for the next sbshd on this socket to adopt, as when upgrading sbshd; a\n"
-     "                   command in flight goes on, but its result is lost, and background\n"
-     "                   processes lose their logs (see sbshd(8), ADOPTION)\n"},
+     "                   command in flight goes on, but its result is lost; background\n"
+     "                   processes go on too, with their logs (see sbshd(8), ADOPTION)\n"},
     {"dial-stdio", cmd_dial_stdio, "relay stdin and stdout to sbshd (the far end of --host and --dial)",
      "usage: sbsh [-S PATH] [--no-autostart] dial-stdio\n"
      "\n"

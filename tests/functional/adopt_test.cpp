@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "fixture.h"
@@ -37,6 +38,13 @@ class adopt_test : public daemon_test {
   // Whether the session's wrapper and shell have both ended.
   static bool ended(const client::session_status& s) {
     return !pid_alive(static_cast<pid_t>(s.wrapper_pid)) && !pid_alive(static_cast<pid_t>(s.shell_pid));
+  }
+  // The link directory of the session's shell, as its start-up definitions name it.
+  std::string link_dir_of(const std::string& session) {
+    std::string x = exec(session, "printf %s \"$__sbsh_x\"").out, prefix = sock + ".d/";
+    size_t at = x.find(prefix);
+    if (at == std::string::npos) return "";
+    return x.substr(at, x.find('/', at + prefix.size()) - at);
   }
   // The link directories of shells under this socket (sbshd's and the wrappers' files).
   size_t shell_dirs() const {
@@ -108,6 +116,9 @@ TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt
 TEST_F(adopt_test, ShutdownKeepSessionsHandsThemToTheNextSbshd) {
   set_state("s");
   ASSERT_EQ(exec("other", "x=2").code, 0);
+  auto bg = sbsh({"start", "-s", "other", "--name", "bg", "--",
+                  "echo one; until [ -e \"$TMPDIR/go\" ]; do sleep 0.02; done; echo two"});
+  ASSERT_EQ(bg.code, 0) << bg.err;
   auto before = session_pids("s");
   auto r = sbsh({"shutdown", "--keep-sessions"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -120,10 +131,79 @@ TEST_F(adopt_test, ShutdownKeepSessionsHandsThemToTheNextSbshd) {
   EXPECT_EQ(read_state("s"), expected_state());
   EXPECT_EQ(exec("other", "echo $x").out, "2\n");
   EXPECT_EQ(session_pids("s").shell_pid, before.shell_pid);
+  // The background process, its log and its exit status were kept too.
+  ASSERT_EQ(exec("other", "touch \"$TMPDIR/go\"").code, 0);
+  EXPECT_EQ(sbsh({"wait", "bg"}).code, 0);
+  EXPECT_EQ(sbsh({"logs", "bg"}).out, "one\ntwo\n");
   // A plain shutdown still ends them, and what they started, and leaves no files.
   stop_daemon();
   EXPECT_TRUE(ended(before));
   EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
+}
+
+TEST_F(adopt_test, BackgroundProcessesGoOnAcrossACrashOfSbshdWithNothingLost) {
+  ASSERT_EQ(exec("s", "cd \"$TMPDIR\"").code, 0);
+  auto wait_for = [&](const char* file) { return "until [ -e " + std::string(file) + " ]; do sleep 0.02; done; "; };
+  // One writes before, while no sbshd runs, and after; one ends while no sbshd runs.
+  auto w = sbsh({"start", "-s", "s", "--name", "writer", "--",
+                 "echo before; " + wait_for("go1") + "echo during; echo during-err >&2; touch wrote; " +
+                     wait_for("go2") + "echo after; exit 5"});
+  ASSERT_EQ(w.code, 0) << w.err;
+  auto q = sbsh({"start", "-s", "s", "--name", "quick", "--", wait_for("go1") + "echo bye; exit 4"});
+  ASSERT_EQ(q.code, 0) << q.err;
+  // The table is written off the loop: crash only once it shows both running.
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream f(state + "/procs.msgpack");
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t n = 0;
+    for (size_t at = bytes.find("running"); at != std::string::npos; at = bytes.find("running", at + 1)) ++n;
+    return n == 2;
+  }, std::chrono::seconds(10)));
+  auto procs = [&] {
+    std::map<std::string, json> by_name;
+    auto table = json::parse(sbsh({"ps", "-a", "--json"}).out);
+    for (auto& p : table["processes"].a) by_name[p["name"].s] = p;
+    return by_name;
+  };
+  auto before = procs();
+  auto quick_pid = static_cast<pid_t>(before["quick"]["pid"].i());
+  // A restart of the shell first: the pipes go to its new wrapper, the one adopted below.
+  EXPECT_EQ(exec("s", "kill -9 $$").code, 137);
+  EXPECT_EQ(exec("s", "echo up").out, "up\n");
+  kill_daemon();
+  std::ofstream(dir + "/tmp/go1").put('\n');
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(dir + "/tmp/wrote") && !pid_alive(quick_pid); },
+                         std::chrono::seconds(20)));
+  start_daemon();
+  auto after = procs();
+  EXPECT_EQ(after["writer"]["state"].s, "running");
+  EXPECT_EQ(after["writer"]["pid"].i(), before["writer"]["pid"].i());
+  // Its status was kept in its pipe while no sbshd ran.
+  EXPECT_EQ(after["quick"]["state"].s, "exited");
+  EXPECT_EQ(after["quick"]["exit_code"].i(), 4);
+  EXPECT_EQ(sbsh({"logs", "quick"}).out, "bye\n");
+  std::ofstream(dir + "/tmp/go2").put('\n');
+  EXPECT_EQ(sbsh({"wait", "writer"}).code, 5);
+  // Every byte, from before, during and after the crash.
+  EXPECT_EQ(sbsh({"logs", "--stdout", "writer"}).out, "before\nduring\nafter\n");
+  EXPECT_EQ(sbsh({"logs", "--stderr", "writer"}).err, "during-err\n");
+}
+
+TEST_F(adopt_test, ABackgroundProcessMissingFromTheSavedTableIsFoundThroughItsWrapper) {
+  // The table is written off the loop, so a crash may come before it shows a new process.
+  auto id = sbsh({"start", "-s", "s", "--", "echo hi; until [ -e \"$TMPDIR/go\" ]; do sleep 0.02; done; exit 6"});
+  ASSERT_EQ(id.code, 0) << id.err;
+  ASSERT_TRUE(wait_until([&] { return sbsh({"logs", trim(id.out)}).out == "hi\n"; }, std::chrono::seconds(10)));
+  kill_daemon();
+  std::filesystem::remove(state + "/procs.msgpack");
+  start_daemon();
+  auto table = json::parse(sbsh({"ps", "--json"}).out);
+  ASSERT_EQ(table["processes"].a.size(), 1u);
+  EXPECT_EQ(std::to_string(table["processes"].a[0]["id"].i()), trim(id.out));
+  EXPECT_EQ(table["processes"].a[0]["state"].s, "running");
+  ASSERT_EQ(exec("s", "touch \"$TMPDIR/go\"").code, 0);
+  EXPECT_EQ(sbsh({"wait", trim(id.out)}).code, 6);
+  EXPECT_EQ(sbsh({"logs", trim(id.out)}).out, "hi\n");
 }
 
 class adopt_timeout_test : public adopt_test {
@@ -135,14 +215,19 @@ TEST_F(adopt_timeout_test, ASessionNobodyAdoptsEndsAfterTheTimeout) {
   ASSERT_EQ(exec("s", "sleep 300 & echo $!").code, 0);
   auto before = session_pids("s");
   auto bg = static_cast<pid_t>(std::stol(exec("s", "jobs -p").out));
+  std::string links = link_dir_of("s");
+  ASSERT_TRUE(!links.empty() && std::filesystem::exists(links)) << links;
   kill_daemon();
   EXPECT_TRUE(wait_until([&] { return ended(before) && !pid_alive(bg); }, std::chrono::seconds(20)));
-  // The orphan cleaned up its own link directory; the spare's went with it.
-  EXPECT_TRUE(wait_until([&] { return shell_dirs() == 0; }, std::chrono::seconds(10)));
-  // The next sbshd starts the session afresh from its definition.
+  // The orphan cleaned up its own link directory.
+  EXPECT_TRUE(wait_until([&] { return !std::filesystem::exists(links); }, std::chrono::seconds(10)));
+  // The next sbshd starts the session afresh from its definition. Whatever else the killed
+  // sbshd left (a spare it was starting) is removed: one directory for the session's new
+  // shell, one for the new spare.
   start_daemon();
   EXPECT_EQ(exec("s", "jobs -p | wc -l").out, "0\n");
   EXPECT_NE(session_pids("s").shell_pid, before.shell_pid);
+  EXPECT_TRUE(wait_until([&] { return shell_dirs() == 2; }, std::chrono::seconds(10))) << shell_dirs();
 }
 
 class no_adopt_test : public adopt_test {

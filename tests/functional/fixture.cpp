@@ -57,6 +57,11 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
   return cond();
 }
 
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -29,6 +29,7 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
                std::chrono::seconds limit = std::chrono::seconds(120));
 std::string shell_quote(const std::string& s);
+std::string trim(std::string s);  // without trailing newlines and spaces
 
 class daemon_test : public ::testing::Test {
  protected:

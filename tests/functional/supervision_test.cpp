@@ -32,11 +32,6 @@ class supervision_test : public daemon_test {
   }
 };
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 TEST_F(supervision_test, CreateIsIdempotentAndDefinitionsDiffer) {
   auto r = sbsh({"session", "create", "web", "-C", "/tmp", "-e", "FOO=bar", "--init", "greet() { echo hi $1; }",
                  "--restart", "on-failure"});
@@ -386,7 +381,15 @@ TEST_F(logcap_test, TheLogCapHoldsAndKeepsTheNewest) {
   EXPECT_NE(out.find("THE-END"), std::string::npos);
 }
 
-TEST_F(supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
+// Without adoption (the wrappers end with sbshd), what a crash costs: the sessions are
+// recreated from their definitions, and a background process's exit can no longer be seen.
+// adopt_test covers the default, where both go on.
+class no_adopt_supervision_test : public supervision_test {
+ protected:
+  no_adopt_supervision_test() { daemon_args = {"--adopt-timeout", "0"}; }
+};
+
+TEST_F(no_adopt_supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   ASSERT_EQ(sbsh({"session", "create", "keep", "-C", "/tmp"}).code, 0);
   ASSERT_EQ(sbsh({"start", "-s", "keep", "--name", "victim", "--", "sleep 300"}).code, 0);
   // State is written off the loop: crash only once the table on disk shows it running.

@@ -233,7 +233,8 @@ class connection {
   result<proc_info> logs(const std::string& proc, const logs_options& opts,
                          const std::function<void(stream, std::string_view)>& sink);
   // Stops sbshd. Its sessions and background processes end too, unless `keep_sessions`:
-  // then the sessions go on running for the next sbshd to adopt (sbshd(8), ADOPTION).
+  // then the sessions, and their background processes, go on running for the next sbshd to
+  // adopt (sbshd(8), ADOPTION).
   sbsh::status shutdown(bool keep_sessions = false);
   // The socket path, or for a connection through a dial_command, that command line.
   [[nodiscard]] const std::string& socket_path() const;

@@ -333,8 +333,8 @@ int sbsh_status_json(sbsh_conn* conn, char** json_out);
  * close it. */
 int sbsh_shutdown(sbsh_conn* conn);
 
-/* Asks sbshd to stop but to leave its sessions (their shells and any running command)
- * running, for the next sbshd on the same socket to adopt (sbshd(8), ADOPTION). */
+/* Asks sbshd to stop but to leave its sessions (their shells, any running command, and their
+ * background processes with their logs) running, for the next sbshd on the same socket to adopt (sbshd(8), ADOPTION). */
 int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
 
 #ifdef __cplusplus
