@@ -348,11 +348,18 @@ void sbsh_result_free(sbsh_result* r) { delete r; }
 
 int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                         size_t env_count, const char* const* init, size_t init_count, const char* restart) {
+  return sbsh_session_create_limited(conn, name, cwd, env, env_count, init, init_count, restart, nullptr, 0);
+}
+
+int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
+                                size_t env_count, const char* const* init, size_t init_count, const char* restart,
+                                const char* const* limits, size_t limit_count) {
   return guarded(conn, [&]() -> int {
     if (name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
     sbsh::client::session_spec s;
     std::string why;
-    if (!strings(env, env_count, "env", &s.env, &why) || !strings(init, init_count, "init", &s.init, &why))
+    if (!strings(env, env_count, "env", &s.env, &why) || !strings(init, init_count, "init", &s.init, &why) ||
+        !strings(limits, limit_count, "limits", &s.limits, &why))
       return invalid(conn, "sbsh_session_create: " + why);
     s.name = name;
     s.cwd = str_or_empty(cwd);

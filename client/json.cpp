@@ -155,7 +155,7 @@ std::string to_json(const session_detail& d) {
   hist += "]";
   const auto& def = d.definition;
   json_object dj;
-  dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart);
+  dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
   json_object o;
   o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
   o.str("init_output", d.init_output);

@@ -79,6 +79,7 @@ sbsh::status connection::create_session(const session_spec& spec) {
     if (::getcwd(buf, sizeof buf) != nullptr) cwd = buf;
   }
   f.str("cwd", cwd).str_array("env", spec.env).str_array("init", spec.init).str("restart", spec.restart);
+  f.str_array("limits", spec.limits);
   auto r = p_->call(std::move(f), id);
   if (!r) return r.err();
   return ok_status();
@@ -110,6 +111,7 @@ result<session_detail> connection::show_session(const std::string& name) {
         if (k == "cwd") d.definition.cwd = str_of(dv);
         else if (k == "env") d.definition.env = strs_of(dv);
         else if (k == "init") d.definition.init = strs_of(dv);
+        else if (k == "limits") d.definition.limits = strs_of(dv);
         else if (k == "restart") d.definition.restart = str_of(dv);
       });
     } else if (key == "history" && v.type == msgpack::type::ARRAY) {

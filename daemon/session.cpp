@@ -66,8 +66,9 @@ std::string_view state_name(session_state s) {
 session::session(server& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)) {
   // The spare shell started exactly as this session's would, but for the session's own
-  // variables (so only a session with none takes it) and its directory (entered on claim).
-  if (def_.env.empty() && ::access(def_.cwd.c_str(), X_OK) == 0) {
+  // variables and limits (so only a session with none takes it) and its directory (entered
+  // on claim).
+  if (def_.env.empty() && def_.limits.empty() && ::access(def_.cwd.c_str(), X_OK) == 0) {
     if (auto spare = srv_.take_spare()) {
       claim_spare(std::move(*spare));
       return;
@@ -141,9 +142,15 @@ void session::start_shell() {
   std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
   for (const auto& e : def_.env) env_store.push_back(e);  // later entries win in getenv
   env_store.push_back("SBSH_SESSION=" + name_);
+  std::vector<std::string> args;
+  for (const auto& l : def_.limits) {
+    args.emplace_back("--limit");
+    args.push_back(l);
+  }
+  args.push_back(name_);
   int err = 0;
   auto started = srv_.start_wrapper(
-      link_, *ends, {name_}, env_store, def_.cwd.c_str(),
+      link_, *ends, args, env_store, def_.cwd.c_str(),
       [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
   if (!started) {
     // posix_spawn reports a directory it cannot enter as if the program were missing.

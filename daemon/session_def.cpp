@@ -1,9 +1,15 @@
 // Session definitions: validation, comparison and their msgpack form.
 #include "daemon/session_def.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "daemon/exec_job.h"
+#include "ipc/limits.h"
 
 namespace sbsh::daemon {
 
@@ -47,10 +53,43 @@ status check_def(const session_def& d) {
   return ok_status();
 }
 
+// The most open files the kernel allows a process, even a privileged one.
+uint64_t nr_open() {
+  std::ifstream f("/proc/sys/fs/nr_open");
+  uint64_t n = 0;
+  return f >> n && n > 0 ? n : RLIM_INFINITY;
+}
+
+// Validates each limit and puts it in canonical form, so that equal definitions compare
+// equal. A hard limit above sbshd's own cannot be set without privilege: say so now rather
+// than at each start of the shell.
+status normalize_limits(std::vector<std::string>& limits) {
+  std::vector<int> seen;
+  for (auto& l : limits) {
+    auto spec = ipc::parse_limit(l);
+    if (!spec) return spec.err();
+    std::string name = l.substr(0, l.find('='));
+    if (std::find(seen.begin(), seen.end(), spec->resource) != seen.end())
+      return make_error(ipc::err::bad_request, fmt::format("limit {} is given twice", name));
+    seen.push_back(spec->resource);
+    rlimit own{};
+    if (::geteuid() != 0 && ::getrlimit(spec->resource, &own) == 0 && spec->value.rlim_max > own.rlim_max)
+      return make_error(ipc::err::bad_request,
+                        fmt::format("limit {}: the hard limit here is {}; ask for at most that", name,
+                                    own.rlim_max == RLIM_INFINITY ? std::string("infinity")
+                                                                  : std::to_string(own.rlim_max)));
+    if (uint64_t most = nr_open(); spec->resource == RLIMIT_NOFILE && spec->value.rlim_max > most)
+      return make_error(ipc::err::bad_request,
+                        fmt::format("limit nofile: the kernel allows at most {} (fs.nr_open)", most));
+    l = ipc::format_limit(*spec);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d) {
-  pk.pack_map(4);
+  pk.pack_map(5);
   pack_str(pk, "cwd");
   pack_str(pk, d.cwd);
   pack_str(pk, "env");
@@ -59,6 +98,8 @@ void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d) {
   pack_strs(pk, d.init);
   pack_str(pk, "restart");
   pack_str(pk, policy_name(d.restart));
+  pack_str(pk, "limits");
+  pack_strs(pk, d.limits);
 }
 
 result<session_def> read_def(const msgpack::object& o) {
@@ -85,6 +126,8 @@ result<session_def> read_def(const msgpack::object& o) {
       if (auto s = strs(d.env); !s) return s.err();
     } else if (k == "init") {
       if (auto s = strs(d.init); !s) return s.err();
+    } else if (k == "limits") {
+      if (auto s = strs(d.limits); !s) return s.err();
     } else if (k == "restart" && kv.val.type == msgpack::type::STR) {
       auto p = parse_policy(std::string_view(kv.val.via.str.ptr, kv.val.via.str.size));
       if (!p) return make_error(ipc::err::bad_request, "field 'restart' must be always, on-failure or never");
@@ -92,6 +135,7 @@ result<session_def> read_def(const msgpack::object& o) {
     }
   }
   if (auto s = check_def(d); !s) return s.err();
+  if (auto s = normalize_limits(d.limits); !s) return s.err();
   return d;
 }
 
@@ -100,7 +144,7 @@ result<session_def> def_from_request(const ipc::message& m) {
   auto cwd = m.get_str("cwd");
   if (!cwd) return cwd.err();
   d.cwd = std::string(cwd.value().value_or(""));
-  for (auto [key, out] : {std::pair{"env", &d.env}, std::pair{"init", &d.init}}) {
+  for (auto [key, out] : {std::pair{"env", &d.env}, std::pair{"init", &d.init}, std::pair{"limits", &d.limits}}) {
     auto v = m.get_str_array(key);
     if (!v) return v.err();
     for (auto s : v.value().value_or(std::vector<std::string_view>{})) out->emplace_back(s);
@@ -115,6 +159,7 @@ result<session_def> def_from_request(const ipc::message& m) {
     d.restart = *p;
   }
   if (auto s = check_def(d); !s) return s.err();
+  if (auto s = normalize_limits(d.limits); !s) return s.err();
   return d;
 }
 

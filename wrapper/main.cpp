@@ -9,7 +9,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] SESSION | --spare PADDING\n"
+               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... SESSION | --spare PADDING\n"
                "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
@@ -22,6 +22,13 @@ int main(int argc, char** argv) {
   for (; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--dir") == 0) {
       o.dir = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--limit") == 0) {
+      auto l = sbsh::ipc::parse_limit(argv[i + 1]);
+      if (!l) {
+        std::fprintf(stderr, "sbsh-wrapper: %s\n", l.err().message.c_str());
+        return 2;
+      }
+      o.limits.push_back(*l);
     } else if (std::strcmp(argv[i], "--adopt-timeout") == 0) {
       char* end = nullptr;
       o.adopt_timeout_ms = std::strtoull(argv[i + 1], &end, 10);

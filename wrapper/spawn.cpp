@@ -27,7 +27,9 @@ struct child_args {
   const char* bash_path;
   int script_fd, status_fd;
   pid_t parent;
+  std::span<const ipc::rlimit_spec> limits;
   int error = 0;  // set by the child when it cannot exec bash; read once it has exited
+  const ipc::rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
 };
 
 [[noreturn]] void child_fail(child_args* a, int err) {
@@ -44,6 +46,11 @@ int child_main(void* p) {
   if (::dup2(a->script_fd, 0) < 0 || ::dup2(a->status_fd, 1) < 0 || ::dup2(devnull, 2) < 0)
     child_fail(a, errno);
   ::close_range(3, ~0U, 0);  // one call instead of a close() per possible descriptor
+  for (const auto& l : a->limits)
+    if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &l.value) != 0) {
+      a->failed_limit = &l;
+      child_fail(a, errno);
+    }
   // Every disposition back to the default, through the kernel's call: glibc's sigaction()
   // refuses its two internal signals (32 and 33), which its posix_spawn (how sbshd starts
   // this wrapper) leaves ignored, and an ignored signal would stay ignored in bash and in
@@ -65,7 +72,8 @@ int child_main(void* p) {
 
 }  // namespace
 
-result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd) {
+result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd,
+                          std::span<const ipc::rlimit_spec> limits) {
   // The child runs on this process's memory, on a stack of its own, and this thread waits
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
   // for a child that is about to exec anyway. Every signal stays blocked until the child has
@@ -73,7 +81,7 @@ result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd) {
   constexpr size_t kStack = 256 * 1024;  // generous: sanitizer builds use more stack
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
-  child_args args{bash_path, script_fd, status_fd, ::getpid()};
+  child_args args{bash_path, script_fd, status_fd, ::getpid(), limits};
   sigset_t all, old;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, &old);
@@ -85,6 +93,9 @@ result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd) {
   // The child has exec'd or exited: an error it set is final.
   if (args.error != 0) {
     ::waitpid(pid, nullptr, 0);
+    if (args.failed_limit != nullptr)
+      return make_error("spawn", fmt::format("cannot set limit {}: {}", ipc::format_limit(*args.failed_limit),
+                                             std::strerror(args.error)));
     return make_error("spawn", fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
   }
   return pid;

@@ -126,7 +126,7 @@ class wrapper_loop {
 
     unique_fd script(kScriptFd), status(kStatusFd);
     const char* bash = std::getenv("SBSH_BASH");
-    result<pid_t> pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get());
+    result<pid_t> pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get(), opts_.limits);
     script.reset();
     status.reset();
     if (!pid) {

@@ -21,6 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "ipc/limits.h"
 
 namespace sbsh::wrapper {
 
@@ -34,6 +37,7 @@ inline constexpr const char* kAdoptSocket = "w";  // in the shell's link directo
 struct options {
   std::string dir;                // the shell's link directory (--dir)
   uint64_t adopt_timeout_ms = 0;  // 0: the session ends with sbshd
+  std::vector<ipc::rlimit_spec> limits;  // set on bash (--limit)
 };
 
 // Runs until the shell ends or the session is ended; returns the process exit code.

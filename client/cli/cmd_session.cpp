@@ -5,6 +5,7 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/limits.h"
 
 namespace sbsh::cli {
 
@@ -59,6 +60,9 @@ int session_create(const global_opts& g, const args& a) {
       spec.env.emplace_back(v);
     } else if (take_option(a, i, "", "--init", &v, &err)) {
       spec.init.emplace_back(v);
+    } else if (take_option(a, i, "", "--limit", &v, &err)) {
+      if (auto l = ipc::parse_limit(v); !l) err = l.err().message;
+      spec.limits.emplace_back(v);
     } else if (take_option(a, i, "", "--restart", &v, &err)) {
       if (v != "always" && v != "on-failure" && v != "never")
         err = fmt::format("--restart takes always, on-failure or never, not '{}'", v);
@@ -158,6 +162,7 @@ int session_named(const global_opts& g, const args& a, std::string_view what) {
   std::printf("cwd         %s\ndefined in  %s\n", s.cwd.c_str(), def.cwd.c_str());
   for (const auto& e : def.env) std::printf("env         %s\n", e.c_str());
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
+  for (const auto& l : def.limits) std::printf("limit       %s\n", l.c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
   if (!d->init_output.empty()) std::printf("init output:\n%s%s", d->init_output.c_str(), d->init_output.back() == '\n' ? "" : "\n");

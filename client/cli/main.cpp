@@ -33,6 +33,7 @@ constexpr command kCommands[] = {
      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.\n"},
     {"session", cmd_session, "create, list, show, remove or restart sessions",
      "usage: sbsh session create NAME [-C DIR] [-e NAME=VALUE]... [--init COMMAND]... [--restart POLICY]\n"
+     "                           [--limit NAME=VALUE]...\n"
      "       sbsh session ls [--json]\n"
      "       sbsh session show NAME [--json]\n"
      "       sbsh session rm NAME\n"
@@ -40,7 +41,10 @@ constexpr command kCommands[] = {
      "\n"
      "create defines a session: every new shell of it starts in DIR with the variables given,\n"
      "runs the --init commands before any other command, and is restarted after it dies as\n"
-     "POLICY says (always, on-failure or never; default always). Creating a session that exists\n"
+     "POLICY says (always, on-failure or never; default always). --limit sets a resource limit\n"
+     "of the shell and so of every command: NAME is as, core, cpu, data, fsize, memlock, nofile,\n"
+     "nproc or stack; VALUE is SOFT:HARD or one value for both, a number (bytes with K, M, G or T;\n"
+     "cpu seconds with s, m or h) or infinity. Creating a session that exists\n"
      "with the same definition does nothing; with another definition it is an error.\n"
      "show prints the definition, state, pids, restarts, current directory, the last commands\n"
      "with their exit codes and durations, and the output of the last start's init commands.\n"

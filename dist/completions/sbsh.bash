@@ -28,7 +28,7 @@ _sbsh() {
     session)
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur"))
-      elif [[ $sub == create ]]; then COMPREPLY=($(compgen -W "-C --cwd -e --env --init --restart" -- "$cur"))
+      elif [[ $sub == create ]]; then COMPREPLY=($(compgen -W "-C --cwd -e --env --init --restart --limit" -- "$cur"))
       else COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json" -- "$cur")); fi ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr $(_sbsh_procs)" -- "$cur")) ;;

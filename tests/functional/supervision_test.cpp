@@ -50,6 +50,65 @@ TEST_F(supervision_test, CreateIsIdempotentAndDefinitionsDiffer) {
   EXPECT_EQ(j["history"].a.back()["exit_code"].i(), 0);
 }
 
+TEST_F(supervision_test, LimitsApplyToEveryCommandEveryShellAndEveryBackgroundProcess) {
+  auto r = sbsh({"session", "create", "lim", "-C", dir + "/tmp", "--limit", "nofile=64", "--limit", "fsize=1K",
+                 "--limit", "cpu=1m:2m"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(exec("lim", "ulimit -Sn; ulimit -Hn; ulimit -St; ulimit -Ht").out, "64\n64\n60\n120\n");
+  // A file cannot grow past 1 KiB: the writer gets SIGXFSZ.
+  auto big = exec("lim", "head -c 4096 /dev/zero > big");
+  EXPECT_EQ(big.code, 128 + SIGXFSZ) << big.err;
+  EXPECT_EQ(std::filesystem::file_size(dir + "/tmp/big"), 1024u);
+  // The limits are the session's, not the shell's: a new shell has them too, and a command
+  // cannot raise a hard limit.
+  EXPECT_EQ(exec("lim", "kill -9 $$").code, 137);
+  EXPECT_EQ(exec("lim", "ulimit -n").out, "64\n");
+  EXPECT_NE(exec("lim", "ulimit -Hn 65").code, 0);
+  auto bg = sbsh({"start", "-s", "lim", "--name", "u", "--", "ulimit -n"});
+  ASSERT_EQ(bg.code, 0) << bg.err;
+  EXPECT_EQ(sbsh({"wait", "u"}).code, 0);
+  EXPECT_EQ(sbsh({"logs", "u"}).out, "64\n");
+  // The definition holds them in canonical form: the same limits written differently are the
+  // same definition, other limits are not.
+  auto j = json::parse(sbsh({"session", "show", "lim", "--json"}).out);
+  ASSERT_EQ(j["definition"]["limits"].a.size(), 3u);
+  EXPECT_EQ(j["definition"]["limits"].a[0].s, "nofile=64:64");
+  EXPECT_EQ(j["definition"]["limits"].a[1].s, "fsize=1024:1024");
+  EXPECT_EQ(j["definition"]["limits"].a[2].s, "cpu=60:120");
+  EXPECT_EQ(sbsh({"session", "create", "lim", "-C", dir + "/tmp", "--limit", "nofile=64:64", "--limit", "fsize=1k",
+                  "--limit", "cpu=60:2m"}).code, 0);
+  r = sbsh({"session", "create", "lim", "-C", dir + "/tmp", "--limit", "nofile=65"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("limits nofile=64:64 fsize=1024:1024 cpu=60:120 (asked: nofile=65:65)"), std::string::npos)
+      << r.err;
+  // A session without limits has those of sbshd.
+  EXPECT_EQ(exec("free", "ulimit -Hn").out, run({"/bin/bash", "-c", "ulimit -Hn"}).out);
+}
+
+TEST_F(supervision_test, BadLimitsAreRefusedWithTheReason) {
+  for (auto [spec, why] : {std::pair{"files=10", "'files=10' is not a limit: use NAME=VALUE with NAME one of"},
+                           std::pair{"nofile=ten", "limit nofile: 'ten' is not SOFT:HARD or one value"},
+                           std::pair{"as=2G:1G", "limit as: the soft limit 2147483648 is above the hard limit 1073741824"}}) {
+    auto r = sbsh({"session", "create", "x", "--limit", spec});
+    EXPECT_EQ(r.code, 255);
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  // Checked by sbshd too, for clients other than the CLI.
+  auto c = conn();
+  client::session_spec spec;
+  spec.name = "x";
+  for (auto [limits, why] : {std::pair{std::vector<std::string>{"nofile=1:2:3"}, "limit nofile: '1:2:3'"},
+                             std::pair{std::vector<std::string>{"nofile=9", "nofile=10"}, "limit nofile is given twice"},
+                             std::pair{std::vector<std::string>{"nofile=infinity"}, "limit nofile: the kernel allows at most"}}) {
+    spec.limits = limits;
+    auto made = c.create_session(spec);
+    ASSERT_FALSE(made);
+    EXPECT_EQ(made.err().code, "bad_request");
+    EXPECT_NE(made.err().message.find(why), std::string::npos) << made.err().message;
+  }
+  EXPECT_EQ(sbsh({"session", "show", "x"}).code, 255);  // nothing was created
+}
+
 TEST_F(supervision_test, RestartPolicies) {
   ASSERT_EQ(sbsh({"session", "create", "never", "--restart", "never"}).code, 0);
   exec("never", "exit 0");

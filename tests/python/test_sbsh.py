@@ -287,6 +287,16 @@ class BindingTest(unittest.TestCase):
             sbsh.Client(host="ftp://far")
         self.assertIn("invalid host", str(e.exception))
 
+    def test_session_limits(self):
+        self.c.create_session("capped", limits=["nofile=32", "as=4G:infinity"])
+        self.assertEqual(self.c.exec("ulimit -n; ulimit -Sv", session="capped").stdout, b"32\n4194304\n")
+        self.assertEqual(self.c.session("capped")["definition"]["limits"],
+                         ["nofile=32:32", "as=4294967296:infinity"])
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.create_session("capped2", limits=["nofile=lots"])
+        self.assertEqual(e.exception.reason, "bad_request")
+        self.assertIn("limit nofile: 'lots'", str(e.exception))
+
     def test_sessions(self):
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")

@@ -145,6 +145,11 @@ struct session_spec {
   std::vector<std::string> env;    // NAME=VALUE
   std::vector<std::string> init;   // commands run in every new shell before any other
   std::string restart = "always";  // always | on-failure | never
+  // Resource limits of every shell and so of every command: NAME=VALUE, VALUE being SOFT:HARD
+  // or one value for both; NAME one of as, core, cpu, data, fsize, memlock, nofile, nproc,
+  // stack (sbsh(1), session create --limit). Read back in canonical form, e.g.
+  // "nofile=1024:1024".
+  std::vector<std::string> limits;
 };
 
 struct history_entry {

@@ -245,6 +245,11 @@ void sbsh_result_free(sbsh_result* r);
  * same definition does nothing; with a different one it is refused (code "session_exists"). */
 int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                         size_t env_count, const char* const* init, size_t init_count, const char* restart);
+/* The same, with the limit_count resource limits of limits ("NAME=VALUE", as
+ * `sbsh session create --limit`, sbsh(1)) set on every shell of the session. */
+int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
+                                size_t env_count, const char* const* init, size_t init_count, const char* restart,
+                                const char* const* limits, size_t limit_count);
 
 /* Listings are JSON, in exactly the form `sbsh ... --json` prints (JSON OUTPUT in sbsh(1)),
  * so that fields can be added without changing the ABI. Times are RFC 3339 UTC strings,

@@ -186,7 +186,7 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_started_at_ms": (I64, [P]),
         "sbsh_result_error": (S, [P]),
         "sbsh_result_free": (None, [P]),
-        "sbsh_session_create": (I, [P, S, S, SA, SZ, SA, SZ, S]),
+        "sbsh_session_create_limited": (I, [P, S, S, SA, SZ, SA, SZ, S, SA, SZ]),
         "sbsh_sessions_json": (I, [P, PP]),
         "sbsh_session_show_json": (I, [P, S, PP]),
         "sbsh_session_remove": (I, [P, S]),
@@ -648,15 +648,19 @@ class Client:
     # -- sessions --
 
     def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
-                       init: Optional[Sequence[str]] = None, restart: str = "always") -> None:
+                       init: Optional[Sequence[str]] = None, restart: str = "always",
+                       limits: Optional[Sequence[str]] = None) -> None:
         """Defines a session: every new shell of it starts in cwd (None: this process's
-        directory) with env, runs the init commands first, and is restarted per `restart`
-        ("always", "on-failure", "never"). The same definition again is a no-op; a different
-        one raises Error (reason "session_exists")."""
+        directory) with env and the resource `limits` ("NAME=VALUE" as `sbsh session create
+        --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands first, and is
+        restarted per `restart` ("always", "on-failure", "never"). The same definition again
+        is a no-op; a different one raises Error (reason "session_exists")."""
         envs, ne = _str_array(_env_list(env))
         inits, ni = _str_array(list(init or []))
+        lims, nl = _str_array(list(limits or []))
         with self._busy():
-            self._call(self._lib.sbsh_session_create, _enc(name), _enc(cwd), envs, ne, inits, ni, _enc(restart))
+            self._call(self._lib.sbsh_session_create_limited, _enc(name), _enc(cwd), envs, ne, inits, ni,
+                       _enc(restart), lims, nl)
 
     def sessions(self) -> List[Dict[str, Any]]:
         """The sessions, as dicts with the fields of `sbsh session ls --json` (sbsh(1)): name,
@@ -669,7 +673,7 @@ class Client:
 
     def session(self, name: str) -> Dict[str, Any]:
         """One session in detail, as `sbsh session show NAME --json`: session (as in
-        sessions()), definition (cwd, env, init, restart), history (the last commands) and
+        sessions()), definition (cwd, env, init, restart, limits), history (the last commands) and
         init_output."""
         out = ctypes.c_void_p()
         with self._busy():
