@@ -482,6 +482,13 @@ static void test_sessions(sbsh_conn* c) {
   CHECK(contains(json, "\"command\":\"echo $Y $Z; pwd\""));
   sbsh_free(json);
 
+  const char* limits[] = {"nofile=48", "fsize=1M:2M"};
+  CHECK(sbsh_session_create_limited(c, "capped", NULL, NULL, 0, NULL, 0, NULL, limits, 2) == SBSH_OK);
+  expect_stdout(c, "capped", "ulimit -n; ulimit -Sf; ulimit -Hf", "48\n1024\n2048\n", __LINE__);
+  const char* bad[] = {"nofile=many"};
+  CHECK(sbsh_session_create_limited(c, "capped2", NULL, NULL, 0, NULL, 0, NULL, bad, 1) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "bad_request") == 0 && contains(sbsh_last_error(c), "limit nofile"));
+
   expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
   CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
   expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);
