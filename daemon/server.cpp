@@ -347,9 +347,10 @@ std::string describe_difference(const session_def& a, const session_def& b) {
   if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", a.cwd, b.cwd));
   if (a.env != b.env) diffs.emplace_back("environment");
   if (a.init != b.init) diffs.emplace_back("init commands");
-  if (a.limits != b.limits)
-    diffs.push_back(fmt::format("limits {} (asked: {})", a.limits.empty() ? "none" : fmt::format("{}", fmt::join(a.limits, " ")),
-                                b.limits.empty() ? "none" : fmt::format("{}", fmt::join(b.limits, " "))));
+  auto limits = [](const session_def& d) {
+    return d.limits.empty() ? std::string("none") : fmt::format("{}", fmt::join(d.limits, " "));
+  };
+  if (a.limits != b.limits) diffs.push_back(fmt::format("limits {} (asked: {})", limits(a), limits(b)));
   if (a.restart != b.restart)
     diffs.push_back(fmt::format("restart policy {} (asked: {})", policy_name(a.restart), policy_name(b.restart)));
   return fmt::format("{}", fmt::join(diffs, ", "));
