@@ -564,12 +564,15 @@ void session::protect_group(pid_t pgid, lent_pipes pipes) {
 void session::send_protect(pid_t pgid, const lent_pipes& pipes) {
   if (ctl_ == nullptr) return;
   std::vector<unique_fd> fds;
-  for (const auto& fd : pipes.fds)
-    if (unique_fd d(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0)); d) fds.push_back(std::move(d));
-  if (fds.size() != pipes.fds.size()) {
-    spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", name_, pipes.proc,
-                 std::strerror(errno));
-    fds.clear();
+  for (const auto& fd : pipes.fds) {
+    unique_fd d(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!d) {
+      spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", name_, pipes.proc,
+                   std::strerror(errno));
+      fds.clear();
+      break;
+    }
+    fds.push_back(std::move(d));
   }
   frame_builder f(msg_type::protect_group);
   f.i64("pgid", pgid);

@@ -1,6 +1,7 @@
 // Sessions outliving sbshd: a crash or `shutdown --keep-sessions` leaves each wrapper and
 // its bash running, and the next sbshd adopts them with their state; nobody within the
 // adoption timeout, and they end.
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,14 @@ class adopt_test : public daemon_test {
     size_t at = x.find(prefix);
     if (at == std::string::npos) return "";
     return x.substr(at, x.find('/', at + prefix.size()) - at);
+  }
+  // How many processes the process table sbshd saved shows running.
+  size_t running_in_saved_table() const {
+    std::ifstream f(state + "/procs.msgpack");
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t n = 0;
+    for (size_t at = bytes.find("running"); at != std::string::npos; at = bytes.find("running", at + 1)) ++n;
+    return n;
   }
   // The link directories of shells under this socket (sbshd's and the wrappers' files).
   size_t shell_dirs() const {
@@ -152,13 +161,7 @@ TEST_F(adopt_test, BackgroundProcessesGoOnAcrossACrashOfSbshdWithNothingLost) {
   auto q = sbsh({"start", "-s", "s", "--name", "quick", "--", wait_for("go1") + "echo bye; exit 4"});
   ASSERT_EQ(q.code, 0) << q.err;
   // The table is written off the loop: crash only once it shows both running.
-  ASSERT_TRUE(wait_until([&] {
-    std::ifstream f(state + "/procs.msgpack");
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t n = 0;
-    for (size_t at = bytes.find("running"); at != std::string::npos; at = bytes.find("running", at + 1)) ++n;
-    return n == 2;
-  }, std::chrono::seconds(10)));
+  ASSERT_TRUE(wait_until([&] { return running_in_saved_table() == 2; }, std::chrono::seconds(10)));
   auto procs = [&] {
     std::map<std::string, json> by_name;
     auto table = json::parse(sbsh({"ps", "-a", "--json"}).out);
@@ -240,6 +243,28 @@ TEST_F(no_adopt_test, WithTimeoutZeroSessionsEndWithSbshd) {
   auto before = session_pids("s");
   kill_daemon();
   EXPECT_TRUE(wait_until([&] { return ended(before); }, std::chrono::seconds(20)));
+}
+
+// What a crash costs without adoption: the sessions are recreated from their definitions,
+// and a background process's exit can no longer be seen.
+TEST_F(no_adopt_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
+  ASSERT_EQ(sbsh({"session", "create", "keep", "-C", "/tmp"}).code, 0);
+  ASSERT_EQ(sbsh({"start", "-s", "keep", "--name", "victim", "--", "sleep 300"}).code, 0);
+  // State is written off the loop: crash only once the table on disk shows it running.
+  ASSERT_TRUE(wait_until([&] { return running_in_saved_table() == 1; }, std::chrono::seconds(10)));
+  kill_daemon();
+  start_daemon();
+  EXPECT_EQ(exec("keep", "pwd").out, "/tmp\n");
+  auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
+  ASSERT_EQ(j["processes"].a.size(), 1u);
+  EXPECT_EQ(j["processes"].a[0]["state"].s, "lost");
+  EXPECT_TRUE(j["processes"].a[0]["exit_code"].is_null());
+  EXPECT_EQ(sbsh({"wait", "victim"}).code, 255);
+  // The orphan from the crashed daemon is still ours to clean up: its whole process group
+  // (the process leads it; `sleep` runs in a subshell below it).
+  auto pid = static_cast<pid_t>(j["processes"].a[0]["pid"].i());
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(::kill(-pid, SIGKILL), 0);
 }
 
 TEST_F(adopt_test, OnlyAnAdoptRequestTakesASessionOver) {

@@ -440,38 +440,6 @@ TEST_F(logcap_test, TheLogCapHoldsAndKeepsTheNewest) {
   EXPECT_NE(out.find("THE-END"), std::string::npos);
 }
 
-// Without adoption (the wrappers end with sbshd), what a crash costs: the sessions are
-// recreated from their definitions, and a background process's exit can no longer be seen.
-// adopt_test covers the default, where both go on.
-class no_adopt_supervision_test : public supervision_test {
- protected:
-  no_adopt_supervision_test() { daemon_args = {"--adopt-timeout", "0"}; }
-};
-
-TEST_F(no_adopt_supervision_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
-  ASSERT_EQ(sbsh({"session", "create", "keep", "-C", "/tmp"}).code, 0);
-  ASSERT_EQ(sbsh({"start", "-s", "keep", "--name", "victim", "--", "sleep 300"}).code, 0);
-  // State is written off the loop: crash only once the table on disk shows it running.
-  ASSERT_TRUE(wait_until([&] {
-    std::ifstream f(state + "/procs.msgpack");
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return bytes.find("running") != std::string::npos;
-  }, std::chrono::seconds(5)));
-  kill_daemon();
-  start_daemon();
-  EXPECT_EQ(exec("keep", "pwd").out, "/tmp\n");
-  auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
-  ASSERT_EQ(j["processes"].a.size(), 1u);
-  EXPECT_EQ(j["processes"].a[0]["state"].s, "lost");
-  EXPECT_TRUE(j["processes"].a[0]["exit_code"].is_null());
-  EXPECT_EQ(sbsh({"wait", "victim"}).code, 255);
-  // The orphan from the crashed daemon is still ours to clean up: its whole process group
-  // (the process leads it; `sleep` runs in a subshell below it).
-  auto pid = static_cast<pid_t>(j["processes"].a[0]["pid"].i());
-  ASSERT_GT(pid, 0);
-  EXPECT_EQ(::kill(-pid, SIGKILL), 0);
-}
-
 TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
   ASSERT_EQ(sbsh({"session", "create", "x"}).code, 0);
   ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(state + "/sessions.msgpack"); }, std::chrono::seconds(5)));
