@@ -156,6 +156,7 @@ std::string to_json(const session_detail& d) {
   const auto& def = d.definition;
   json_object dj;
   dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
+  if (!def.snapshot.empty()) dj.str("snapshot", def.snapshot);
   json_object o;
   o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
   o.str("init_output", d.init_output);

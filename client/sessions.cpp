@@ -74,12 +74,13 @@ sbsh::status connection::create_session(const session_spec& spec) {
   frame_builder f(msg_type::session_create, id);
   f.str("name", spec.name);
   std::string cwd = spec.cwd;
-  if (cwd.empty() && !p_->remote) {  // a remote session starts in its user's home
+  if (cwd.empty() && spec.snapshot.empty() && !p_->remote) {  // a remote session starts in its user's home
     char buf[4096];
     if (::getcwd(buf, sizeof buf) != nullptr) cwd = buf;
   }
   f.str("cwd", cwd).str_array("env", spec.env).str_array("init", spec.init).str("restart", spec.restart);
   f.str_array("limits", spec.limits);
+  if (!spec.snapshot.empty()) f.str("snapshot", spec.snapshot);
   auto r = p_->call(std::move(f), id);
   if (!r) return r.err();
   return ok_status();
@@ -112,6 +113,7 @@ result<session_detail> connection::show_session(const std::string& name) {
         else if (k == "env") d.definition.env = strs_of(dv);
         else if (k == "init") d.definition.init = strs_of(dv);
         else if (k == "limits") d.definition.limits = strs_of(dv);
+        else if (k == "snapshot") d.definition.snapshot = str_of(dv);
         else if (k == "restart") d.definition.restart = str_of(dv);
       });
     } else if (key == "history" && v.type == msgpack::type::ARRAY) {

@@ -48,12 +48,15 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
     c.send_error(env.msg.id(), def.err().code, def.err().message);
     return;
   }
-  auto s = srv.create_session(name, std::move(*def));
-  if (!s) {
-    c.send_error(env.msg.id(), s.err().code, s.err().message);
-    return;
-  }
-  c.send(frame_builder(msg_type::ok, env.msg.id()).take());
+  uint64_t id = env.msg.id();
+  uint64_t serial = c.serial();
+  // The reply may wait for a snapshot copy; the client may be gone by then.
+  srv.define_session(name, std::move(*def), serial, [&srv, serial, id](result<session*> s) {
+    auto* conn = srv.client_by_serial(serial);
+    if (conn == nullptr) return;
+    if (!s) conn->send_error(id, s.err().code, s.err().message);
+    else conn->send(frame_builder(msg_type::ok, id).take());
+  });
 }
 
 void on_session_list(server& srv, client_conn& c, ipc::envelope& env) {

@@ -49,7 +49,8 @@ void client_conn::send_error(uint64_t id, std::string_view code, const std::stri
   send(f.take());
 }
 
-server::server(options opts) : opts_(std::move(opts)), pid_(::getpid()) {
+server::server(options opts)
+    : opts_(std::move(opts)), pid_(::getpid()), snapshots_(&loop_, opts_.state_dir + "/snapshots") {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
@@ -140,6 +141,7 @@ status server::start_listening() {
   // be adopted, or one recreated with a fresh shell while its old one still runs.
   auto adopted = adopt_orphans();
   load_state(adopted);
+  snapshots_.sweep_leftovers();
   for (auto& [name, shell] : adopted) {  // not in the state file: it was not written yet
     session_def def;
     def.cwd = shell.cwd;
@@ -292,6 +294,11 @@ void server::on_accept() {
 
 void server::client_closed(client_conn* c, const std::string& reason) {
   spdlog::debug("client {} closed: {}", c->serial(), reason);
+  // A snapshot copy nobody waits for any more is stopped (Ctrl-C on `session create`).
+  for (auto& [name, p] : pending_) {
+    std::erase_if(p.waiters, [c](const auto& w) { return w.first == c->serial(); });
+    if (p.waiters.empty()) snapshots_.cancel(name);
+  }
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_gone(c);
   c->jobs.clear();
@@ -344,7 +351,9 @@ std::string usable_dir(const std::string& dir) {
 
 std::string describe_difference(const session_def& a, const session_def& b) {
   std::vector<std::string> diffs;
-  if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", a.cwd, b.cwd));
+  auto source = [](const session_def& d) { return d.snapshot.empty() ? std::string("none") : d.snapshot; };
+  if (a.snapshot != b.snapshot) diffs.push_back(fmt::format("snapshot of {} (asked: {})", source(a), source(b)));
+  else if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", a.cwd, b.cwd));
   if (a.env != b.env) diffs.emplace_back("environment");
   if (a.init != b.init) diffs.emplace_back("init commands");
   auto limits = [](const session_def& d) {
@@ -360,6 +369,11 @@ std::string describe_difference(const session_def& a, const session_def& b) {
 
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
   if (auto* s = find_session(name)) return s;
+  if (auto p = pending_.find(name); p != pending_.end())
+    return make_error(ipc::err::session_creating,
+                      fmt::format("session '{}' is still being made from a snapshot of {}; run commands in it once "
+                                  "'sbsh session create' has returned",
+                                  name, p->second.def.snapshot));
   session_def def;
   def.cwd = usable_dir(cwd);
   return create_session(name, std::move(def));
@@ -384,6 +398,42 @@ result<session*> server::create_session(const std::string& name, session_def def
   return raw;
 }
 
+void server::define_session(const std::string& name, session_def def, uint64_t serial,
+                            std::function<void(result<session*>)> done) {
+  if (def.snapshot.empty() || shutting_down_) return done(create_session(name, std::move(def)));
+  def.cwd = snapshots_.path_of(name);
+  if (auto p = pending_.find(name); p != pending_.end()) {
+    if (p->second.def != def)
+      return done(make_error(ipc::err::session_creating,
+                             fmt::format("session '{}' is being made from a snapshot of {}; wait for that, then "
+                                         "remove it with 'sbsh session rm {}' to define it again",
+                                         name, p->second.def.snapshot, name)));
+    p->second.waiters.emplace_back(serial, std::move(done));
+    return;
+  }
+  if (find_session(name) != nullptr) return done(create_session(name, std::move(def)));  // same or says why not
+  if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
+  std::string source = def.snapshot;
+  auto& p = pending_[name];
+  p.def = std::move(def);
+  p.waiters.emplace_back(serial, std::move(done));
+  snapshots_.copy(name, source, [this, name](status copied) { snapshot_copied(name, std::move(copied)); });
+}
+
+void server::snapshot_copied(const std::string& name, status copied) {
+  auto p = pending_.find(name);
+  if (p == pending_.end()) return;
+  pending_session waiting = std::move(p->second);
+  pending_.erase(p);
+  result<session*> made = copied ? create_session(name, waiting.def) : result<session*>(copied.err());
+  if (copied && !made) {
+    std::string aside = snapshots_.set_aside(name);  // sbshd is shutting down
+    if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
+  }
+  if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);
+  for (auto& [serial, done] : waiting.waiters) done(made);
+}
+
 void server::remove_session(const std::string& name, std::function<void()> done) {
   auto it = sessions_.find(name);
   if (it == sessions_.end()) {
@@ -392,6 +442,10 @@ void server::remove_session(const std::string& name, std::function<void()> done)
   }
   std::unique_ptr<session> s = std::move(it->second);
   sessions_.erase(it);
+  // The copy is renamed aside now, so that a new session of this name gets a fresh one, and
+  // deleted once the session's processes are gone.
+  if (std::string aside = s->def().snapshot.empty() ? "" : snapshots_.set_aside(name); !aside.empty())
+    done = [this, aside, done = std::move(done)] { snapshots_.remove_later(aside, done); };
   save_state();
   procs_->kill_all(name);
   s->stop();
@@ -570,6 +624,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   spdlog::info("shutting down{}: {}", keep_sessions ? ", keeping the sessions for the next sbshd" : "", why);
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   drop_spares();
+  for (auto& [name, p] : pending_) snapshots_.cancel(name);
   if (listen_watch_ != nullptr) {
     listen_watch_->close();
     listen_watch_ = nullptr;

@@ -16,6 +16,7 @@
 #include "daemon/framed_socket.h"
 #include "daemon/proc_table.h"
 #include "daemon/session.h"
+#include "daemon/snapshots.h"
 #include "ipc/fd.h"
 
 namespace sbsh::daemon {
@@ -105,6 +106,11 @@ class server {
   // fine, with another it is an error that says what differs.
   // With `adopted`, the session takes over that running shell instead of starting one.
   result<session*> create_session(const std::string& name, session_def def, adopted_shell* adopted = nullptr);
+  // create_session for a request from client `serial`: a definition with a snapshot first
+  // has its directory copied (snapshots.h), and `done` runs when the session exists or could
+  // not be made. The copy is stopped when every client that asked for it has gone.
+  void define_session(const std::string& name, session_def def, uint64_t serial,
+                      std::function<void(result<session*>)> done);
   // Ends the session and everything it started; `done` runs once nothing is left.
   void remove_session(const std::string& name, std::function<void()> done);
   [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
@@ -176,6 +182,14 @@ class server {
   };
   std::map<std::string, pending_write> writes_;
   std::unique_ptr<proc_table> procs_;
+  snapshot_store snapshots_;
+  // Sessions whose snapshot is being copied, with the requests waiting for them.
+  struct pending_session {
+    session_def def;
+    std::vector<std::pair<uint64_t, std::function<void(result<session*>)>>> waiters;  // by client serial
+  };
+  std::map<std::string, pending_session> pending_;
+  void snapshot_copied(const std::string& name, status copied);
   std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
 
   bool bound_ = false;

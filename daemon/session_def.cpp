@@ -50,6 +50,9 @@ status check_def(const session_def& d) {
   for (const auto& c : d.init)
     if (c.find('\0') != std::string::npos) return make_error(ipc::err::bad_request, "an init command contains a NUL byte");
   if (d.init.size() > 64) return make_error(ipc::err::bad_request, "a session may have at most 64 init commands");
+  if (!d.snapshot.empty() && d.snapshot[0] != '/')
+    return make_error(ipc::err::bad_request,
+                      fmt::format("the snapshot source '{}' must be an absolute path", d.snapshot));
   return ok_status();
 }
 
@@ -89,7 +92,7 @@ status normalize_limits(std::vector<std::string>& limits) {
 }  // namespace
 
 void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d) {
-  pk.pack_map(5);
+  pk.pack_map(6);
   pack_str(pk, "cwd");
   pack_str(pk, d.cwd);
   pack_str(pk, "env");
@@ -100,6 +103,8 @@ void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d) {
   pack_str(pk, policy_name(d.restart));
   pack_str(pk, "limits");
   pack_strs(pk, d.limits);
+  pack_str(pk, "snapshot");
+  pack_str(pk, d.snapshot);
 }
 
 result<session_def> read_def(const msgpack::object& o) {
@@ -122,6 +127,8 @@ result<session_def> read_def(const msgpack::object& o) {
     };
     if (k == "cwd" && kv.val.type == msgpack::type::STR) {
       d.cwd.assign(kv.val.via.str.ptr, kv.val.via.str.size);
+    } else if (k == "snapshot" && kv.val.type == msgpack::type::STR) {
+      d.snapshot.assign(kv.val.via.str.ptr, kv.val.via.str.size);
     } else if (k == "env") {
       if (auto s = strs(d.env); !s) return s.err();
     } else if (k == "init") {
@@ -144,6 +151,12 @@ result<session_def> def_from_request(const ipc::message& m) {
   auto cwd = m.get_str("cwd");
   if (!cwd) return cwd.err();
   d.cwd = std::string(cwd.value().value_or(""));
+  auto snapshot = m.get_str("snapshot");
+  if (!snapshot) return snapshot.err();
+  d.snapshot = std::string(snapshot.value().value_or(""));
+  if (!d.snapshot.empty() && !d.cwd.empty())
+    return make_error(ipc::err::bad_request,
+                      "a session made from a snapshot starts in its copy: give either cwd or snapshot, not both");
   for (auto [key, out] : {std::pair{"env", &d.env}, std::pair{"init", &d.init}, std::pair{"limits", &d.limits}}) {
     auto v = m.get_str_array(key);
     if (!v) return v.err();

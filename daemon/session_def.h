@@ -20,6 +20,7 @@ struct session_def {
   std::vector<std::string> env;    // NAME=VALUE added to the shell's environment
   std::vector<std::string> init;   // run in every new shell before any queued command
   std::vector<std::string> limits; // resource limits of the shell, canonical (ipc/limits.h)
+  std::string snapshot;            // the directory copied for the session (its cwd is the copy)
   restart_policy restart = restart_policy::always;
   bool operator==(const session_def&) const = default;
 };
@@ -27,7 +28,7 @@ struct session_def {
 std::string_view policy_name(restart_policy p);
 std::optional<restart_policy> parse_policy(std::string_view s);
 
-// As a msgpack map: {cwd, env, init, restart, limits}.
+// As a msgpack map: {cwd, env, init, restart, limits, snapshot}.
 void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d);
 result<session_def> read_def(const msgpack::object& o);
 // Reads the definition fields of a session_create request.

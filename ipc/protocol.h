@@ -94,6 +94,7 @@ inline constexpr std::string_view unknown_request = "unknown_request";
 inline constexpr std::string_view shell_restarted = "shell_restarted";  // state lost before the command ran
 inline constexpr std::string_view session_failed = "session_failed";    // failed or exited: see message
 inline constexpr std::string_view session_exists = "session_exists";    // defined differently already
+inline constexpr std::string_view session_creating = "session_creating";  // its snapshot is being copied
 inline constexpr std::string_view no_session = "no_such_session";
 inline constexpr std::string_view shutting_down = "shutting_down";
 inline constexpr std::string_view internal = "internal";

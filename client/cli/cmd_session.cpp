@@ -55,6 +55,8 @@ int session_create(const global_opts& g, const args& a) {
     if (a[i] == "-h" || a[i] == "--help") return print_usage(*find_command("session"));
     if (take_option(a, i, "-C", "--cwd", &v, &err)) {
       spec.cwd = std::string(v);
+    } else if (take_option(a, i, "", "--snapshot", &v, &err)) {
+      spec.snapshot = std::string(v);
     } else if (take_option(a, i, "-e", "--env", &v, &err)) {
       if (v.find('=') == std::string_view::npos) err = fmt::format("option -e takes NAME=VALUE, not '{}'", v);
       spec.env.emplace_back(v);
@@ -77,15 +79,18 @@ int session_create(const global_opts& g, const args& a) {
     if (!err.empty()) return fail(err);
   }
   if (spec.name.empty()) return fail("session create needs a NAME");
+  if (!spec.cwd.empty() && !spec.snapshot.empty())
+    return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
-  if (!spec.cwd.empty() && spec.cwd[0] != '/') {
+  for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}}) {
+    if (dir->empty() || (*dir)[0] == '/') continue;
     if (conn->remote())
-      return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this "
+      return fail(fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
                               "one's current directory means nothing",
-                              spec.cwd));
+                              option, *dir));
     char buf[4096];
-    if (::getcwd(buf, sizeof buf) != nullptr) spec.cwd = std::string(buf) + "/" + spec.cwd;
+    if (::getcwd(buf, sizeof buf) != nullptr) *dir = std::string(buf) + "/" + *dir;
   }
   if (auto s = conn->create_session(spec); !s) return fail(s.err().message);
   return 0;
@@ -163,6 +168,7 @@ int session_named(const global_opts& g, const args& a, std::string_view what) {
   for (const auto& e : def.env) std::printf("env         %s\n", e.c_str());
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
   for (const auto& l : def.limits) std::printf("limit       %s\n", l.c_str());
+  if (!def.snapshot.empty()) std::printf("snapshot of %s\n", def.snapshot.c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
   if (!d->init_output.empty()) std::printf("init output:\n%s%s", d->init_output.c_str(), d->init_output.back() == '\n' ? "" : "\n");

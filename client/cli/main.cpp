@@ -32,8 +32,8 @@ constexpr command kCommands[] = {
      "\n"
      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.\n"},
     {"session", cmd_session, "create, list, show, remove or restart sessions",
-     "usage: sbsh session create NAME [-C DIR] [-e NAME=VALUE]... [--init COMMAND]... [--restart POLICY]\n"
-     "                           [--limit NAME=VALUE]...\n"
+     "usage: sbsh session create NAME [-C DIR | --snapshot DIR] [-e NAME=VALUE]... [--init COMMAND]...\n"
+     "                           [--restart POLICY] [--limit NAME=VALUE]...\n"
      "       sbsh session ls [--json]\n"
      "       sbsh session show NAME [--json]\n"
      "       sbsh session rm NAME\n"
@@ -44,8 +44,10 @@ constexpr command kCommands[] = {
      "POLICY says (always, on-failure or never; default always). --limit sets a resource limit\n"
      "of the shell and so of every command: NAME is as, core, cpu, data, fsize, memlock, nofile,\n"
      "nproc or stack; VALUE is SOFT:HARD or one value for both, a number (bytes with K, M, G or T;\n"
-     "cpu seconds with s, m or h) or infinity. Creating a session that exists\n"
-     "with the same definition does nothing; with another definition it is an error.\n"
+     "cpu seconds with s, m or h) or infinity. --snapshot copies DIR (cp -a) for the session\n"
+     "first, and returns once the copy is made: every shell then starts in the copy, which is\n"
+     "the session's own until 'session rm' deletes it; DIR itself is never changed. Creating a\n"
+     "session that exists with the same definition does nothing; with another it is an error.\n"
      "show prints the definition, state, pids, restarts, current directory, the last commands\n"
      "with their exit codes and durations, and the output of the last start's init commands.\n"
      "rm ends the shell and every process the session started, and forgets the session.\n"

@@ -34,7 +34,9 @@ bool pid_alive(pid_t pid) {
   return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
 }
 
-bool has_child(pid_t parent, const std::string& comm) {
+bool has_child(pid_t parent, const std::string& comm) { return child_pid(parent, comm) > 0; }
+
+pid_t child_pid(pid_t parent, const std::string& comm) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::ifstream f(e.path() / "stat");
@@ -43,9 +45,9 @@ bool has_child(pid_t parent, const std::string& comm) {
     auto lp = line.find('('), rp = line.rfind(')');
     if (lp == std::string::npos || rp == std::string::npos || rp + 4 >= line.size()) continue;
     if (line.substr(lp + 1, rp - lp - 1) != comm || line[rp + 2] == 'Z') continue;
-    if (std::atol(line.c_str() + rp + 4) == parent) return true;  // "S ppid ..."
+    if (std::atol(line.c_str() + rp + 4) == parent) return std::atoi(e.path().filename().c_str());  // "S ppid ..."
   }
-  return false;
+  return 0;
 }
 
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit) {

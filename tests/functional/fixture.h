@@ -24,6 +24,7 @@ std::string bin(const std::string& name);       // build/bin/NAME
 std::string helper();                           // the test helper binary
 bool pid_alive(pid_t pid);                      // exists and is not a zombie
 bool has_child(pid_t parent, const std::string& comm);  // a live child with that name
+pid_t child_pid(pid_t parent, const std::string& comm);  // its pid, or 0 when there is none
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit);
 // Runs argv with the given stdin (none: /dev/null), capturing stdout and stderr exactly.
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,

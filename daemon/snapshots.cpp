@@ -1,0 +1,243 @@
+// Snapshot copies of directories for sessions (see snapshots.h).
+#include "daemon/snapshots.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ipc/environ.h"
+#include "ipc/paths.h"
+#include "ipc/protocol.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+// What cp printed is kept up to this size, for the error message.
+constexpr size_t kMaxMessages = 2048;
+
+bool remove_at(int parent, const char* name) {
+  if (::unlinkat(parent, name, 0) == 0 || errno == ENOENT) return true;
+  if (errno != EISDIR) return false;
+  // Entries of a directory can only be removed when it is writable, and listed when it is
+  // readable and searchable.
+  (void)::fchmodat(parent, name, S_IRWXU, 0);
+  int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return false;
+  }
+  bool ok = true;
+  // Entries are removed while the directory is read: collect each batch of names first.
+  for (;;) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+      if (names.size() >= 1024) break;
+    }
+    if (names.empty()) break;
+    size_t removed = 0;
+    for (const auto& n : names) {
+      if (remove_at(fd, n.c_str())) ++removed;
+      else ok = false;
+    }
+    if (removed == 0) break;  // nothing more can go
+    ::rewinddir(d);
+  }
+  ::closedir(d);
+  return ::unlinkat(parent, name, AT_REMOVEDIR) == 0 && ok;
+}
+
+// `path` without symbolic links, or empty when it does not resolve.
+std::string resolved(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) != nullptr ? std::string(buf) : std::string();
+}
+
+bool is_within(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         (dir == "/" || path[dir.size()] == '/'));
+}
+
+}  // namespace
+
+bool remove_tree(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  unique_fd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return errno == ENOENT;
+  return remove_at(dir.get(), path.c_str() + (slash == std::string::npos ? 0 : slash + 1));
+}
+
+snapshot_store::~snapshot_store() {
+  // sbshd is ending: stop the copies; their temporary directories go at the next start.
+  for (auto& [name, job] : copies_) {
+    job.proc->kill(SIGKILL);
+    job.proc->release();
+    if (job.watch != nullptr) job.watch->close();
+  }
+}
+
+status snapshot_store::check_source(const std::string& source) const {
+  auto bad = [&](const std::string& why) { return make_error(ipc::err::bad_request, why); };
+  if (source.empty() || source[0] != '/')
+    return bad(fmt::format("the snapshot source '{}' must be an absolute path", source));
+  struct stat st {};
+  if (::stat(source.c_str(), &st) != 0)
+    return bad(fmt::format("cannot snapshot {}: {}", source, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return bad(fmt::format("cannot snapshot {}: not a directory", source));
+  if (::access(source.c_str(), R_OK | X_OK) != 0)
+    return bad(fmt::format("cannot snapshot {}: {}", source, std::strerror(errno)));
+  std::string src = resolved(source);
+  std::string store = resolved(ipc::dirname_of(dir_));  // the state directory exists
+  if (!src.empty() && !store.empty() && is_within(store, src))
+    return bad(fmt::format("cannot snapshot {}: it holds sbshd's state directory {}, and so would hold the copy; "
+                           "snapshot a directory that does not contain it",
+                           source, store));
+  if (!src.empty() && !store.empty() && is_within(src, store))
+    return bad(fmt::format("cannot snapshot {}: it is inside sbshd's state directory {}", source, store));
+  return ok_status();
+}
+
+void snapshot_store::copy(const std::string& name, const std::string& source, std::function<void(status)> done) {
+  auto fail = [&](const std::string& why) { done(make_error(ipc::err::internal, why)); };
+  if (auto made = ipc::make_dirs(dir_); !made) return fail(made.err().message);
+  std::string target = path_of(name);
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) == 0)
+    return done(make_error(ipc::err::session_exists,
+                           fmt::format("{} already exists, left by a session of that name that sbshd could not "
+                                       "recreate; move it away or delete it, then create the session again",
+                                       target)));
+  copy_job job;
+  job.tmp = fmt::format("{}/.copy-{}-{}", dir_, name, ++seq_);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail(fmt::format("cannot copy {}: pipe: {}", source, std::strerror(errno)));
+  job.errors = unique_fd(p[0]);
+  unique_fd errors_w(p[1]);
+  ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null) return fail(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+  // -a keeps modes, times, links and special files; --reflink=auto shares blocks where the
+  // filesystem can; -T copies the directory itself to the new name.
+  std::vector<std::string> argv_store{"cp", "-a", "--reflink=auto", "-T", "--", source, job.tmp};
+  std::vector<std::string> env_store = ipc::inherited_environment();
+  std::vector<char*> argv = ipc::c_pointers(argv_store);
+  std::vector<char*> envp = ipc::c_pointers(env_store);
+  const int fds[] = {null.get(), errors_w.get(), errors_w.get()};
+  child_process::options o;
+  o.file = "cp";
+  o.argv = argv.data();
+  o.envp = envp.data();
+  o.fds = fds;
+  int err = 0;
+  job.proc = child_process::spawn(
+      loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); }, &err);
+  if (job.proc == nullptr) return fail(fmt::format("cannot start cp to copy {}: {}", source, std::strerror(err)));
+  job.done = std::move(done);
+  auto& j = copies_[name] = std::move(job);
+  j.watch = fd_watch::create(loop_, j.errors.get());
+  j.watch->start(UV_READABLE, [this, name](int, int) {
+    if (auto it = copies_.find(name); it != copies_.end()) read_errors(it->second);
+  });
+  spdlog::info("copying {} for session {}", source, name);
+}
+
+void snapshot_store::read_errors(copy_job& job) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(job.errors.get(), buf, sizeof buf)) > 0)
+    job.messages.append(buf, std::min(static_cast<size_t>(n), kMaxMessages - std::min(kMaxMessages, job.messages.size())));
+  if (n == 0 && job.watch != nullptr) {  // end of file: nothing more to watch
+    job.watch->close();
+    job.watch = nullptr;
+  }
+}
+
+void snapshot_store::copy_ended(const std::string& name, int64_t status, int sig) {
+  auto it = copies_.find(name);
+  if (it == copies_.end()) return;
+  copy_job job = std::move(it->second);
+  copies_.erase(it);
+  read_errors(job);  // cp has ended: all it wrote is in the pipe
+  if (job.watch != nullptr) job.watch->close();
+  if (status == 0 && sig == 0 && ::rename(job.tmp.c_str(), path_of(name).c_str()) == 0) {
+    spdlog::info("session {}: copy complete in {}", name, path_of(name));
+    job.done(ok_status());
+    return;
+  }
+  std::string why;
+  if (status == 0 && sig == 0) {
+    why = fmt::format("cannot move the copy into place: {}", std::strerror(errno));
+  } else if (sig == SIGKILL) {
+    why = "the copy was stopped";
+  } else {
+    while (!job.messages.empty() && job.messages.back() == '\n') job.messages.pop_back();
+    why = job.messages.empty() ? (sig != 0 ? fmt::format("cp was killed by signal {}", sig)
+                                           : fmt::format("cp exited with status {}", status))
+                               : job.messages;
+  }
+  spdlog::warn("session {}: snapshot copy failed: {}", name, why);
+  remove_later(job.tmp, [done = std::move(job.done), why] {
+    done(make_error(ipc::err::internal, fmt::format("cannot copy the snapshot: {}", why)));
+  });
+}
+
+void snapshot_store::cancel(const std::string& name) {
+  if (auto it = copies_.find(name); it != copies_.end()) it->second.proc->kill(SIGKILL);
+}
+
+std::string snapshot_store::set_aside(const std::string& name) {
+  std::string aside = fmt::format("{}/.remove-{}-{}", dir_, name, ++seq_);
+  if (::rename(path_of(name).c_str(), aside.c_str()) == 0) return aside;
+  if (errno != ENOENT) spdlog::error("cannot remove {}: {}", path_of(name), std::strerror(errno));
+  return {};
+}
+
+void snapshot_store::sweep_leftovers() {
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> left;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] == '.' && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      left.push_back(dir_ + "/" + e->d_name);
+  ::closedir(d);
+  for (auto& p : left) remove_later(std::move(p), nullptr);
+}
+
+void snapshot_store::remove_later(std::string path, std::function<void()> done) {
+  struct work {
+    std::string path;
+    std::function<void()> done;
+    bool ok = false;
+    uv_work_t req;
+  };
+  auto* w = new work{std::move(path), std::move(done), false, {}};
+  w->req.data = w;
+  uv_queue_work(
+      loop_, &w->req, [](uv_work_t* r) {
+        auto* me = static_cast<work*>(r->data);
+        me->ok = remove_tree(me->path);
+      },
+      [](uv_work_t* r, int) {
+        auto* me = static_cast<work*>(r->data);
+        if (!me->ok) spdlog::error("cannot delete all of {}", me->path);
+        if (me->done) me->done();
+        delete me;
+      });
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,73 @@
+// Sessions started from a snapshot copy of a directory (`sbsh session create --snapshot`):
+// the copies, kept in STATE/snapshots/NAME for as long as the session is defined.
+//
+// A copy is made by cp(1) (`cp -a --reflink=auto`, so a copy-on-write filesystem shares the
+// blocks) in a child process watched on the loop: a large tree never stalls sbshd. It is
+// written under a temporary name and renamed into place when complete, so STATE/snapshots/NAME
+// is always a whole copy. Removal renames the copy aside at once (a new session of the same
+// name gets a fresh one) and deletes it on the thread pool. Names starting with '.' are
+// leftovers of a copy or a removal that sbshd did not finish; they are deleted at start-up.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "daemon/child_process.h"
+#include "daemon/uv_handles.h"
+#include "ipc/fd.h"
+#include "ipc/result.h"
+
+namespace sbsh::daemon {
+
+class snapshot_store {
+ public:
+  snapshot_store(uv_loop_t* loop, std::string dir) : loop_(loop), dir_(std::move(dir)) {}
+  ~snapshot_store();
+  snapshot_store(const snapshot_store&) = delete;
+  snapshot_store& operator=(const snapshot_store&) = delete;
+
+  // Where the copy for session `name` lives.
+  [[nodiscard]] std::string path_of(const std::string& name) const { return dir_ + "/" + name; }
+  // Why `source` cannot be copied (not an absolute path, not a directory, or one holding the
+  // store itself), or ok.
+  [[nodiscard]] status check_source(const std::string& source) const;
+  // Copies `source` to path_of(name); `done` gets ok once the copy is complete and in place,
+  // or why it failed (cp's own messages), with nothing left behind.
+  void copy(const std::string& name, const std::string& source, std::function<void(status)> done);
+  // Stops the copy for `name`, if one runs: its `done` gets an error.
+  void cancel(const std::string& name);
+  // Renames the copy of `name` aside (a hidden name in the store) and returns its new path,
+  // or "" when there is none.
+  std::string set_aside(const std::string& name);
+  // Deletes the tree at `path` on the thread pool; then runs `done` (may be empty).
+  void remove_later(std::string path, std::function<void()> done);
+  // Deletes what an earlier sbshd left half done (names starting with '.').
+  void sweep_leftovers();
+
+ private:
+  struct copy_job {
+    child_process* proc = nullptr;
+    unique_fd errors;        // cp's stderr
+    fd_watch* watch = nullptr;
+    std::string messages;    // the start of what cp printed
+    std::string tmp;
+    std::function<void(status)> done;
+  };
+  void read_errors(copy_job& job);
+  void copy_ended(const std::string& name, int64_t status, int sig);
+
+  uv_loop_t* loop_;
+  std::string dir_;
+  std::map<std::string, copy_job> copies_;
+  uint64_t seq_ = 0;
+};
+
+// Deletes the tree at `path` without following symbolic links, making each directory
+// writable first (a copy keeps the source's modes, and a read-only directory would otherwise
+// keep its entries). Returns false when something could not be deleted.
+bool remove_tree(const std::string& path);
+
+}  // namespace sbsh::daemon

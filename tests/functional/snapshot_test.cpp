@@ -1,0 +1,238 @@
+// Sessions made from a snapshot copy of a directory (session create --snapshot), against a
+// real sbshd, wrappers, bash and cp.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::ofstream(path, std::ios::binary) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+char process_state(pid_t pid) {
+  std::string line;
+  std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/stat"), line);
+  auto rp = line.rfind(')');
+  return rp != std::string::npos && rp + 2 < line.size() ? line[rp + 2] : '?';
+}
+
+class snapshot_test : public daemon_test {
+ protected:
+  std::string src() const { return dir + "/src"; }
+  std::string store() const { return state + "/snapshots"; }
+
+  // A tree with what a project holds: text, binary bytes, an executable, a symbolic link,
+  // hidden and nested files, and a read-only directory.
+  void make_source() {
+    fs::create_directories(src() + "/sub/deep");
+    fs::create_directories(src() + "/ro");
+    write_file(src() + "/a.txt", "hello\n");
+    write_file(src() + "/bin", std::string("\0\1\2\xff\n", 5));
+    write_file(src() + "/run.sh", "#!/bin/sh\necho ran\n", 0750);
+    write_file(src() + "/.hidden", "hidden\n");
+    write_file(src() + "/sub/deep/f", "deep\n");
+    write_file(src() + "/ro/f", "read-only\n");
+    ::chmod((src() + "/ro").c_str(), 0555);
+    fs::create_symlink("a.txt", src() + "/link");
+  }
+
+  std::vector<std::string> store_entries() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store(), ec)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+TEST_F(snapshot_test, ASessionMadeFromASnapshotWorksOnItsOwnCopy) {
+  make_source();
+  auto made = sbsh({"session", "create", "work", "--snapshot", src()});
+  ASSERT_EQ(made.code, 0) << made.err;
+  std::string copy = store() + "/work";
+  // The copy is whole when create returns, before any command ran.
+  EXPECT_EQ(read_file(copy + "/a.txt"), "hello\n");
+  EXPECT_EQ(exec("work", "pwd").out, copy + "\n");
+  auto r = exec("work", "cmp bin " + shell_quote(src() + "/bin") +
+                            " && stat -c '%a %F' run.sh ro link && readlink link && cat .hidden sub/deep/f && ./run.sh");
+  EXPECT_EQ(r.out, "750 regular file\n555 directory\n777 symbolic link\na.txt\nhidden\ndeep\nran\n") << r.err;
+
+  // What the session changes stays in its copy.
+  EXPECT_EQ(exec("work", "echo changed > a.txt && rm .hidden && mkdir new").code, 0);
+  EXPECT_EQ(read_file(src() + "/a.txt"), "hello\n");
+  EXPECT_TRUE(fs::exists(src() + "/.hidden"));
+  EXPECT_FALSE(fs::exists(src() + "/new"));
+
+  // Another session of the same source has a copy of its own, taken from the source.
+  ASSERT_EQ(sbsh({"session", "create", "other", "--snapshot", src()}).code, 0);
+  EXPECT_EQ(exec("other", "pwd; cat a.txt").out, store() + "/other\nhello\n");
+  // Defining the session again the same way changes nothing: no new copy.
+  ASSERT_EQ(sbsh({"session", "create", "work", "--snapshot", src()}).code, 0);
+  EXPECT_EQ(exec("work", "cat a.txt").out, "changed\n");
+
+  auto show = sbsh({"session", "show", "work"});
+  EXPECT_NE(show.out.find("snapshot of " + src() + "\n"), std::string::npos) << show.out;
+  auto json = sbsh({"session", "show", "work", "--json"});
+  EXPECT_NE(json.out.find("\"snapshot\":\"" + src() + "\""), std::string::npos) << json.out;
+
+  // A new shell, and a new sbshd, go on in the same copy with its changes.
+  exec("work", "kill -9 $$");
+  EXPECT_EQ(exec("work", "pwd; cat a.txt").out, copy + "\nchanged\n");
+  stop_daemon();
+  start_daemon();
+  EXPECT_EQ(exec("work", "pwd; cat a.txt; ls -d new").out, copy + "\nchanged\nnew\n");
+
+  // rm deletes the copy, read-only directory and all, and nothing else.
+  ASSERT_EQ(sbsh({"session", "rm", "work"}).code, 0);
+  EXPECT_FALSE(fs::exists(copy));
+  EXPECT_EQ(store_entries(), std::vector<std::string>{"other"});
+  EXPECT_EQ(read_file(src() + "/ro/f"), "read-only\n");
+  // The name can be used again, with a fresh copy.
+  ASSERT_EQ(sbsh({"session", "create", "work", "--snapshot", src()}).code, 0);
+  EXPECT_EQ(exec("work", "cat a.txt").out, "hello\n");
+}
+
+TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) {
+  make_source();
+  write_file(dir + "/file", "x");
+  fs::create_directories(state + "/inside");
+  std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--snapshot", dir + "/missing"}, "cannot snapshot " + dir + "/missing: No such file or directory"},
+      {{"--snapshot", dir + "/file"}, "cannot snapshot " + dir + "/file: not a directory"},
+      {{"--snapshot", dir}, "it holds sbshd's state directory " + state + ", and so would hold the copy"},
+      {{"--snapshot", state + "/inside"}, "it is inside sbshd's state directory"},
+      {{"--snapshot", src(), "-C", "/tmp"}, "-C and --snapshot do not go together"},
+  };
+  // cp's own reason when the copy fails: a file even root may not read.
+  if (::access("/proc/sys/net/ipv4/route/flush", F_OK) == 0)
+    cases.push_back({{"--snapshot", "/proc/sys/net/ipv4/route"},
+                     "cannot copy the snapshot: cp: cannot open '/proc/sys/net/ipv4/route/flush' for reading"});
+  for (const auto& [extra, why] : cases) {
+    std::vector<std::string> args{"session", "create", "x"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = sbsh(args);
+    EXPECT_EQ(r.code, 255);
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  // sbshd checks for clients other than the CLI too.
+  auto c = conn();
+  client::session_spec spec;
+  spec.name = "x";
+  spec.snapshot = "src";
+  auto made = c.create_session(spec);
+  ASSERT_FALSE(made);
+  EXPECT_EQ(made.err().code, "bad_request");
+  EXPECT_NE(made.err().message.find("the snapshot source 'src' must be an absolute path"), std::string::npos);
+  spec.snapshot = src();
+  spec.cwd = "/tmp";
+  made = c.create_session(spec);
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.err().message.find("give either cwd or snapshot"), std::string::npos) << made.err().message;
+  EXPECT_EQ(sbsh({"session", "show", "x"}).code, 255);
+  EXPECT_EQ(store_entries(), std::vector<std::string>{});
+
+  // Another definition for an existing session says what differs.
+  fs::create_directories(dir + "/src2");
+  ASSERT_EQ(sbsh({"session", "create", "y", "--snapshot", src()}).code, 0);
+  auto r = sbsh({"session", "create", "y", "--snapshot", dir + "/src2"});
+  EXPECT_NE(r.err.find("snapshot of " + src() + " (asked: " + dir + "/src2)"), std::string::npos) << r.err;
+  r = sbsh({"session", "create", "y"});
+  EXPECT_NE(r.err.find("snapshot of " + src() + " (asked: none)"), std::string::npos) << r.err;
+}
+
+// cp is found on PATH. The one put first here copies, then stops itself while the file `hold`
+// exists: the test then acts while a copy is under way, its partial copy on disk.
+TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
+  make_source();
+  std::string real_cp = fs::exists("/usr/bin/cp") ? "/usr/bin/cp" : "/bin/cp";
+  std::string hold = dir + "/hold";
+  fs::create_directories(dir + "/shim");
+  write_file(dir + "/shim/cp",
+             "#!/bin/sh\n" + real_cp + " \"$@\" || exit\nif [ -e " + shell_quote(hold) + " ]; then kill -STOP $$; fi\n",
+             0755);
+  stop_daemon();
+  std::string path = ::getenv("PATH");
+  ::setenv("PATH", (dir + "/shim:" + path).c_str(), 1);
+  start_daemon();
+  ::setenv("PATH", path.c_str(), 1);
+  auto stopped_copy = [&] {
+    pid_t cp = 0;
+    EXPECT_TRUE(wait_until([&] { return (cp = child_pid(daemon_pid, "cp")) > 0 && process_state(cp) == 'T'; },
+                           std::chrono::seconds(30)));
+    return cp;
+  };
+
+  write_file(hold, "");
+  run_result first;
+  std::thread t([&] { first = sbsh({"session", "create", "big", "--snapshot", src()}); });
+  pid_t cp = stopped_copy();
+  // sbshd serves everyone else meanwhile, and says why the session is not there yet.
+  EXPECT_EQ(exec("default", "echo alive").out, "alive\n");
+  auto r = exec("big", "true");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("session 'big' is still being made from a snapshot of " + src()), std::string::npos) << r.err;
+  r = sbsh({"session", "create", "big", "--snapshot", dir + "/home"});
+  EXPECT_NE(r.err.find("session 'big' is being made from a snapshot of " + src()), std::string::npos) << r.err;
+  EXPECT_EQ(sbsh({"session", "show", "big"}).code, 255);
+  // The client that asked goes away (Ctrl-C): the copy is stopped and its files deleted.
+  pid_t cli = child_pid(::getpid(), "sbsh");
+  ASSERT_GT(cli, 0);
+  ::kill(cli, SIGKILL);
+  t.join();
+  EXPECT_EQ(first.code, 128 + SIGKILL);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(cp); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return store_entries().empty(); }, std::chrono::seconds(20)));
+  EXPECT_EQ(sbsh({"session", "show", "big"}).code, 255);
+
+  // The reply waits for the copy.
+  std::atomic<bool> returned = false;
+  run_result second;
+  t = std::thread([&] {
+    second = sbsh({"session", "create", "big", "--snapshot", src()});
+    returned = true;
+  });
+  cp = stopped_copy();
+  EXPECT_FALSE(returned);
+  fs::remove(hold);
+  ::kill(cp, SIGCONT);
+  t.join();
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(exec("big", "cat a.txt").out, "hello\n");
+
+  // A copy cut short by a crash of sbshd is deleted by the next one.
+  write_file(hold, "");
+  run_result third;
+  t = std::thread([&] { third = sbsh({"session", "create", "crash", "--snapshot", src()}); });
+  cp = stopped_copy();
+  kill_daemon();
+  t.join();
+  EXPECT_EQ(third.code, 255);
+  ::kill(cp, SIGKILL);  // the stopped cp outlived its sbshd
+  auto entries = store_entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].rfind(".copy-crash-", 0), 0u) << entries[0];
+  start_daemon();
+  EXPECT_TRUE(wait_until([&] { return store_entries() == std::vector<std::string>{"big"}; }, std::chrono::seconds(20)));
+  EXPECT_EQ(exec("big", "cat a.txt").out, "hello\n");
+}
+
+}  // namespace
+}  // namespace sbsh::test
