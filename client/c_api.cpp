@@ -354,16 +354,43 @@ int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, cons
 int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count) {
+  sbsh_session_spec spec;
+  sbsh_session_spec_init(&spec);
+  spec.name = name;
+  spec.cwd = cwd;
+  spec.env = env;
+  spec.env_count = env_count;
+  spec.init = init;
+  spec.init_count = init_count;
+  spec.restart = restart;
+  spec.limits = limits;
+  spec.limit_count = limit_count;
+  return sbsh_session_create_spec(conn, &spec);
+}
+
+void sbsh_session_spec_init(sbsh_session_spec* spec) {
+  if (spec == nullptr) return;
+  std::memset(spec, 0, sizeof *spec);
+  spec->version = SBSH_SESSION_SPEC_VERSION;
+}
+
+int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
   return guarded(conn, [&]() -> int {
-    if (name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
+    if (spec == nullptr) return invalid(conn, "sbsh_session_create: spec is NULL");
+    if (spec->version != SBSH_SESSION_SPEC_VERSION)
+      return invalid(conn, "sbsh_session_create_spec: spec.version is " + std::to_string(spec->version) +
+                               "; initialize the spec with sbsh_session_spec_init()");
+    if (spec->name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
     sbsh::client::session_spec s;
     std::string why;
-    if (!strings(env, env_count, "env", &s.env, &why) || !strings(init, init_count, "init", &s.init, &why) ||
-        !strings(limits, limit_count, "limits", &s.limits, &why))
+    if (!strings(spec->env, spec->env_count, "env", &s.env, &why) ||
+        !strings(spec->init, spec->init_count, "init", &s.init, &why) ||
+        !strings(spec->limits, spec->limit_count, "limits", &s.limits, &why))
       return invalid(conn, "sbsh_session_create: " + why);
-    s.name = name;
-    s.cwd = str_or_empty(cwd);
-    if (restart != nullptr) s.restart = restart;
+    s.name = spec->name;
+    s.cwd = str_or_empty(spec->cwd);
+    s.snapshot = str_or_empty(spec->snapshot);
+    if (spec->restart != nullptr) s.restart = spec->restart;
     auto r = conn->c.create_session(s);
     return r ? SBSH_OK : fail(conn, r.err());
   });

@@ -80,7 +80,14 @@ sbsh::status connection::create_session(const session_spec& spec) {
   }
   f.str("cwd", cwd).str_array("env", spec.env).str_array("init", spec.init).str("restart", spec.restart);
   f.str_array("limits", spec.limits);
-  if (!spec.snapshot.empty()) f.str("snapshot", spec.snapshot);
+  if (!spec.snapshot.empty()) {
+    std::string source = spec.snapshot;
+    if (source[0] != '/' && !p_->remote) {  // relative to this process's directory
+      char buf[4096];
+      if (::getcwd(buf, sizeof buf) != nullptr) source = std::string(buf) + "/" + source;
+    }
+    f.str("snapshot", source);
+  }
   auto r = p_->call(std::move(f), id);
   if (!r) return r.err();
   return ok_status();

@@ -16,7 +16,7 @@ _sbsh() {
   done
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
-    -C|--cwd|-S|--socket) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -C|--cwd|-S|--socket|--snapshot) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --dial) return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
@@ -28,7 +28,7 @@ _sbsh() {
     session)
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur"))
-      elif [[ $sub == create ]]; then COMPREPLY=($(compgen -W "-C --cwd -e --env --init --restart --limit" -- "$cur"))
+      elif [[ $sub == create ]]; then COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit" -- "$cur"))
       else COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json" -- "$cur")); fi ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr $(_sbsh_procs)" -- "$cur")) ;;

@@ -489,6 +489,31 @@ static void test_sessions(sbsh_conn* c) {
   CHECK(sbsh_session_create_limited(c, "capped2", NULL, NULL, 0, NULL, 0, NULL, bad, 1) == SBSH_ERR_REFUSED);
   CHECK(strcmp(sbsh_last_error_code(c), "bad_request") == 0 && contains(sbsh_last_error(c), "limit nofile"));
 
+  /* A session made from a snapshot copy, through the versioned spec. */
+  char src[sizeof dir + 16], copy[sizeof state_dir + 32], want[sizeof copy + 16];
+  snprintf(src, sizeof src, "%s/snapsrc", dir);
+  snprintf(copy, sizeof copy, "%s/snapshots/snap", state_dir);
+  snprintf(want, sizeof want, "orig\n%s\n", copy);
+  CHECK(mkdir(src, 0700) == 0);
+  char path[sizeof src + 8];
+  snprintf(path, sizeof path, "%s/f", src);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL && fputs("orig\n", f) >= 0 && fclose(f) == 0);
+  sbsh_session_spec spec;
+  sbsh_session_spec_init(&spec);
+  spec.name = "snap";
+  spec.snapshot = src;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  expect_stdout(c, "snap", "cat f; pwd; echo changed > f", want, __LINE__);
+  char line[16] = "";
+  f = fopen(path, "r");
+  CHECK(f != NULL && fgets(line, sizeof line, f) != NULL && strcmp(line, "orig\n") == 0);
+  fclose(f);
+  spec.version = 0;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "sbsh_session_spec_init"));
+  CHECK(sbsh_session_remove(c, "snap") == SBSH_OK);
+  CHECK(access(copy, F_OK) != 0 && errno == ENOENT);
+
   expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
   CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
   expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);

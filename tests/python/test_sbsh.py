@@ -297,6 +297,30 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(e.exception.reason, "bad_request")
         self.assertIn("limit nofile: 'lots'", str(e.exception))
 
+    def test_session_from_a_snapshot(self):
+        src = os.path.join(self.d.dir, "py-src")
+        os.makedirs(src)
+        with open(os.path.join(src, "f"), "w") as f:
+            f.write("orig\n")
+        old = os.getcwd()
+        os.chdir(self.d.dir)
+        try:
+            self.c.create_session("py-snap", snapshot="py-src")  # relative to this process
+        finally:
+            os.chdir(old)
+        copy = os.path.join(self.d.state, "snapshots", "py-snap")
+        r = self.c.exec("cat f; pwd; echo changed > f", session="py-snap")
+        self.assertEqual(r.stdout, b"orig\n" + copy.encode() + b"\n")
+        with open(os.path.join(src, "f")) as f:
+            self.assertEqual(f.read(), "orig\n")
+        self.assertEqual(self.c.session("py-snap")["definition"]["snapshot"], src)
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.create_session("py-snap2", snapshot=os.path.join(src, "f"))
+        self.assertEqual(e.exception.reason, "bad_request")
+        self.assertIn("not a directory", str(e.exception))
+        self.c.remove_session("py-snap")
+        self.assertFalse(os.path.exists(copy))
+
     def test_sessions(self):
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")

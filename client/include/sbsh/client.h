@@ -150,10 +150,10 @@ struct session_spec {
   // stack (sbsh(1), session create --limit). Read back in canonical form, e.g.
   // "nofile=1024:1024".
   std::vector<std::string> limits;
-  // An absolute directory that sbshd copies (cp -a) for the session before its first shell
-  // starts: every shell then starts in the copy, which lives as long as the session is
-  // defined and is deleted by remove_session. Not with `cwd`. Read back: the source here,
-  // and the copy as `cwd`.
+  // A directory (relative: to this process's, on a local connection) that sbshd copies
+  // (cp -a) for the session before its first shell starts: every shell then starts in the
+  // copy, which lives as long as the session is defined and is deleted by remove_session.
+  // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
   std::string snapshot;
 };
 

@@ -251,6 +251,32 @@ int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* c
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count);
 
+#define SBSH_SESSION_SPEC_VERSION 1
+
+/* A session's whole definition, for sbsh_session_create_spec; fields that later versions
+ * add go at the end. */
+typedef struct sbsh_session_spec {
+  unsigned int version;       /* SBSH_SESSION_SPEC_VERSION (set by sbsh_session_spec_init) */
+  const char* name;           /* required */
+  const char* cwd;            /* NULL: the caller's directory (not with snapshot) */
+  const char* const* env;     /* env_count "NAME=VALUE" entries */
+  size_t env_count;
+  const char* const* init;    /* init_count commands run in every new shell first */
+  size_t init_count;
+  const char* restart;        /* NULL: "always"; or "on-failure", "never" */
+  const char* const* limits;  /* limit_count resource limits, as sbsh_session_create_limited */
+  size_t limit_count;
+  /* NULL, or an absolute directory that sbshd copies for the session before its first
+   * shell starts (`sbsh session create --snapshot`, sbsh(1)): every shell starts in the
+   * copy, which sbsh_session_remove deletes. The call returns once the copy is made. */
+  const char* snapshot;
+} sbsh_session_spec;
+
+/* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version. */
+void sbsh_session_spec_init(sbsh_session_spec* spec);
+/* Defines a session as *spec says; otherwise as sbsh_session_create. */
+int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
+
 /* Listings are JSON, in exactly the form `sbsh ... --json` prints (JSON OUTPUT in sbsh(1)),
  * so that fields can be added without changing the ABI. Times are RFC 3339 UTC strings,
  * signals names such as "SIGTERM"; text that is not valid UTF-8 has its invalid bytes

@@ -148,6 +148,23 @@ class _ExecOpts(ctypes.Structure):
     ]
 
 
+class _SessionSpec(ctypes.Structure):
+    """sbsh_session_spec, version 1 (same fields, same order as sbsh.h)."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("name", ctypes.c_char_p),
+        ("cwd", ctypes.c_char_p),
+        ("env", ctypes.POINTER(ctypes.c_char_p)),
+        ("env_count", ctypes.c_size_t),
+        ("init", ctypes.POINTER(ctypes.c_char_p)),
+        ("init_count", ctypes.c_size_t),
+        ("restart", ctypes.c_char_p),
+        ("limits", ctypes.POINTER(ctypes.c_char_p)),
+        ("limit_count", ctypes.c_size_t),
+        ("snapshot", ctypes.c_char_p),
+    ]
+
+
 def _prototypes() -> Dict[str, tuple]:
     P, S, I, I64, U64, SZ = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
                              ctypes.c_size_t)
@@ -186,7 +203,8 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_started_at_ms": (I64, [P]),
         "sbsh_result_error": (S, [P]),
         "sbsh_result_free": (None, [P]),
-        "sbsh_session_create_limited": (I, [P, S, S, SA, SZ, SA, SZ, S, SA, SZ]),
+        "sbsh_session_spec_init": (None, [ctypes.POINTER(_SessionSpec)]),
+        "sbsh_session_create_spec": (I, [P, ctypes.POINTER(_SessionSpec)]),
         "sbsh_sessions_json": (I, [P, PP]),
         "sbsh_session_show_json": (I, [P, S, PP]),
         "sbsh_session_remove": (I, [P, S]),
@@ -649,18 +667,25 @@ class Client:
 
     def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
                        init: Optional[Sequence[str]] = None, restart: str = "always",
-                       limits: Optional[Sequence[str]] = None) -> None:
+                       limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None) -> None:
         """Defines a session: every new shell of it starts in cwd (None: this process's
         directory) with env and the resource `limits` ("NAME=VALUE" as `sbsh session create
         --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands first, and is
-        restarted per `restart` ("always", "on-failure", "never"). The same definition again
-        is a no-op; a different one raises Error (reason "session_exists")."""
-        envs, ne = _str_array(_env_list(env))
-        inits, ni = _str_array(list(init or []))
-        lims, nl = _str_array(list(limits or []))
+        restarted per `restart` ("always", "on-failure", "never"). With `snapshot` (a
+        directory; not with cwd), sbshd first copies it for the session, whose shells start
+        in the copy; remove_session deletes it. The same definition again is a no-op; a
+        different one raises Error (reason "session_exists")."""
+        spec = _SessionSpec()
+        self._lib.sbsh_session_spec_init(ctypes.byref(spec))
+        keep = [_str_array(_env_list(env)), _str_array(list(init or [])), _str_array(list(limits or []))]
+        spec.name, spec.cwd, spec.restart = _enc(name), _enc(cwd), _enc(restart)
+        spec.env, spec.env_count = keep[0]
+        spec.init, spec.init_count = keep[1]
+        spec.limits, spec.limit_count = keep[2]
+        if snapshot is not None:
+            spec.snapshot = _enc(snapshot)
         with self._busy():
-            self._call(self._lib.sbsh_session_create_limited, _enc(name), _enc(cwd), envs, ne, inits, ni,
-                       _enc(restart), lims, nl)
+            self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
 
     def sessions(self) -> List[Dict[str, Any]]:
         """The sessions, as dicts with the fields of `sbsh session ls --json` (sbsh(1)): name,
