@@ -381,7 +381,9 @@ result<session*> server::get_or_create_session(const std::string& name, const st
 
 result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
   if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
-  def.cwd = usable_dir(def.cwd);
+  // A session's copy that has gone must not turn into the home directory: its commands were
+  // meant for the copy.
+  if (def.snapshot.empty()) def.cwd = usable_dir(def.cwd);
   if (auto* s = find_session(name)) {
     if (s->def() == def) return s;
     return make_error(ipc::err::session_exists,

@@ -154,9 +154,13 @@ void session::start_shell() {
       [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
   if (!started) {
     // posix_spawn reports a directory it cannot enter as if the program were missing.
-    failure_ = ::access(def_.cwd.c_str(), X_OK) != 0
+    bool no_dir = ::access(def_.cwd.c_str(), X_OK) != 0;
+    failure_ = !no_dir ? fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err))
+               : def_.snapshot.empty()
                    ? fmt::format("cannot enter the session's directory {}: {}", def_.cwd, std::strerror(errno))
-                   : fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err));
+                   : fmt::format("cannot enter the session's copy of {} ({}): {}; remove the session and create "
+                                 "it again for a new copy",
+                                 def_.snapshot, def_.cwd, std::strerror(errno));
     spdlog::error("session {}: {}", name_, failure_);
     state_ = session_state::failed;
     link_.script_w.reset();

@@ -108,6 +108,18 @@ TEST_F(snapshot_test, ASessionMadeFromASnapshotWorksOnItsOwnCopy) {
   // The name can be used again, with a fresh copy.
   ASSERT_EQ(sbsh({"session", "create", "work", "--snapshot", src()}).code, 0);
   EXPECT_EQ(exec("work", "cat a.txt").out, "hello\n");
+
+  // A copy deleted behind sbshd's back is never replaced by another directory: the session
+  // fails and says why.
+  stop_daemon();
+  std::string cmd = "rm -rf " + shell_quote(store() + "/other");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  start_daemon();
+  r = exec("other", "pwd");
+  EXPECT_EQ(r.code, 255);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("cannot enter the session's copy of " + src() + " (" + store() + "/other)"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) {
