@@ -402,9 +402,8 @@ result<session*> server::create_session(const std::string& name, session_def def
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
                             std::function<void(result<session*>)> done) {
-  if (def.snapshot.empty() || shutting_down_) return done(create_session(name, std::move(def)));
-  def.cwd = snapshots_.path_of(name);
-  if (auto p = pending_.find(name); p != pending_.end()) {
+  if (!def.snapshot.empty()) def.cwd = snapshots_.path_of(name);
+  if (auto p = pending_.find(name); p != pending_.end() && !shutting_down_) {
     if (p->second.def != def)
       return done(make_error(ipc::err::session_creating,
                              fmt::format("session '{}' is being made from a snapshot of {}; wait for that, then "
@@ -413,7 +412,8 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
     p->second.waiters.emplace_back(serial, std::move(done));
     return;
   }
-  if (find_session(name) != nullptr) return done(create_session(name, std::move(def)));  // same or says why not
+  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr)
+    return done(create_session(name, std::move(def)));  // made, the same, or says why not
   if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
   std::string source = def.snapshot;
   auto& p = pending_[name];
@@ -428,8 +428,8 @@ void server::snapshot_copied(const std::string& name, status copied) {
   pending_session waiting = std::move(p->second);
   pending_.erase(p);
   result<session*> made = copied ? create_session(name, waiting.def) : result<session*>(copied.err());
-  if (copied && !made) {
-    std::string aside = snapshots_.set_aside(name);  // sbshd is shutting down
+  if (copied && !made) {  // sbshd is shutting down: the copy would belong to no session
+    std::string aside = snapshots_.set_aside(name);
     if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
   }
   if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);

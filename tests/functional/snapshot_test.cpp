@@ -204,8 +204,12 @@ TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   auto r = exec("big", "true");
   EXPECT_EQ(r.code, 255);
   EXPECT_NE(r.err.find("session 'big' is still being made from a snapshot of " + src()), std::string::npos) << r.err;
-  r = sbsh({"session", "create", "big", "--snapshot", dir + "/home"});
-  EXPECT_NE(r.err.find("session 'big' is being made from a snapshot of " + src()), std::string::npos) << r.err;
+  for (auto other : {std::vector<std::string>{"--snapshot", dir + "/home"}, std::vector<std::string>{"-C", "/"}}) {
+    std::vector<std::string> args{"session", "create", "big"};
+    args.insert(args.end(), other.begin(), other.end());
+    r = sbsh(args);
+    EXPECT_NE(r.err.find("session 'big' is being made from a snapshot of " + src()), std::string::npos) << r.err;
+  }
   EXPECT_EQ(sbsh({"session", "show", "big"}).code, 255);
   // The client that asked goes away (Ctrl-C): the copy is stopped and its files deleted.
   pid_t cli = child_pid(::getpid(), "sbsh");
