@@ -73,21 +73,18 @@ sbsh::status connection::create_session(const session_spec& spec) {
   uint64_t id = p_->next_id++;
   frame_builder f(msg_type::session_create, id);
   f.str("name", spec.name);
-  std::string cwd = spec.cwd;
-  if (cwd.empty() && spec.snapshot.empty() && !p_->remote) {  // a remote session starts in its user's home
+  // Relative directories are this process's, on a local connection; a remote session
+  // starts in its user's home.
+  auto local = [&](const std::string& path) {
     char buf[4096];
-    if (::getcwd(buf, sizeof buf) != nullptr) cwd = buf;
-  }
+    if (p_->remote || (!path.empty() && path[0] == '/') || ::getcwd(buf, sizeof buf) == nullptr) return path;
+    return path.empty() ? std::string(buf) : std::string(buf) + "/" + path;
+  };
+  std::string snapshot = spec.snapshot.empty() ? "" : local(spec.snapshot);
+  std::string cwd = snapshot.empty() ? local(spec.cwd) : spec.cwd;
   f.str("cwd", cwd).str_array("env", spec.env).str_array("init", spec.init).str("restart", spec.restart);
   f.str_array("limits", spec.limits);
-  if (!spec.snapshot.empty()) {
-    std::string source = spec.snapshot;
-    if (source[0] != '/' && !p_->remote) {  // relative to this process's directory
-      char buf[4096];
-      if (::getcwd(buf, sizeof buf) != nullptr) source = std::string(buf) + "/" + source;
-    }
-    f.str("snapshot", source);
-  }
+  if (!snapshot.empty()) f.str("snapshot", snapshot);
   auto r = p_->call(std::move(f), id);
   if (!r) return r.err();
   return ok_status();

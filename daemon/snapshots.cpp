@@ -93,9 +93,7 @@ snapshot_store::~snapshot_store() {
 
 status snapshot_store::check_source(const std::string& source) const {
   auto bad = [&](const std::string& why) { return make_error(ipc::err::bad_request, why); };
-  if (source.empty() || source[0] != '/')
-    return bad(fmt::format("the snapshot source '{}' must be an absolute path", source));
-  struct stat st {};
+  struct stat st {};  // `source` is absolute: check_def (session_def.cpp) said so
   if (::stat(source.c_str(), &st) != 0)
     return bad(fmt::format("cannot snapshot {}: {}", source, std::strerror(errno)));
   if (!S_ISDIR(st.st_mode)) return bad(fmt::format("cannot snapshot {}: not a directory", source));
@@ -160,7 +158,8 @@ void snapshot_store::read_errors(copy_job& job) {
   char buf[4096];
   ssize_t n;
   while ((n = ::read(job.errors.get(), buf, sizeof buf)) > 0)
-    job.messages.append(buf, std::min(static_cast<size_t>(n), kMaxMessages - std::min(kMaxMessages, job.messages.size())));
+    if (job.messages.size() < kMaxMessages)
+      job.messages.append(buf, std::min(static_cast<size_t>(n), kMaxMessages - job.messages.size()));
   if (n == 0 && job.watch != nullptr) {  // end of file: nothing more to watch
     job.watch->close();
     job.watch = nullptr;

@@ -31,8 +31,8 @@ class snapshot_store {
 
   // Where the copy for session `name` lives.
   [[nodiscard]] std::string path_of(const std::string& name) const { return dir_ + "/" + name; }
-  // Why `source` cannot be copied (not an absolute path, not a directory, or one holding the
-  // store itself), or ok.
+  // Why the absolute path `source` cannot be copied (not a directory, or one holding the
+  // store itself, or inside it), or ok.
   [[nodiscard]] status check_source(const std::string& source) const;
   // Copies `source` to path_of(name); `done` gets ok once the copy is complete and in place,
   // or why it failed (cp's own messages), with nothing left behind.

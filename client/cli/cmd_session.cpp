@@ -83,15 +83,12 @@ int session_create(const global_opts& g, const args& a) {
     return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
-  for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}}) {
-    if (dir->empty() || (*dir)[0] == '/') continue;
-    if (conn->remote())
+  // The library takes a relative directory from this one; on a far host that means nothing.
+  for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}})
+    if (conn->remote() && !dir->empty() && (*dir)[0] != '/')
       return fail(fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
                               "one's current directory means nothing",
                               option, *dir));
-    char buf[4096];
-    if (::getcwd(buf, sizeof buf) != nullptr) *dir = std::string(buf) + "/" + *dir;
-  }
   if (auto s = conn->create_session(spec); !s) return fail(s.err().message);
   return 0;
 }

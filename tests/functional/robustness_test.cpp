@@ -242,18 +242,25 @@ TEST_F(robustness_test, HostileFramesGetAnErrorAndOthersAreStillServed) {
     ::close(fd);
     EXPECT_NE(reply.find("\xa4" "code"), std::string::npos) << "no error frame for attack of " << bytes.size() << " bytes";
   }
-  // A request with a field of the wrong type names the field.
+  // A request with a field of the wrong type names the field; relative directories, which
+  // the CLI and the library never send, are refused with the reason.
   int fd = raw_connect(sock);
   ipc::frame_builder hello(ipc::msg_type::hello, 1);
   hello.u64("version", ipc::kProtocolVersion);
   ipc::frame_builder exec_bad(ipc::msg_type::exec, 2);
   exec_bad.u64("command", 7);
-  std::string both = hello.take() + exec_bad.take();
+  ipc::frame_builder relative_cwd(ipc::msg_type::session_create, 3);
+  relative_cwd.str("name", "r").str("cwd", "here");
+  ipc::frame_builder relative_snapshot(ipc::msg_type::session_create, 4);
+  relative_snapshot.str("name", "r").str("snapshot", "there");
+  std::string both = hello.take() + exec_bad.take() + relative_cwd.take() + relative_snapshot.take();
   ASSERT_EQ(::write(fd, both.data(), both.size()), static_cast<ssize_t>(both.size()));
   ::shutdown(fd, SHUT_WR);
   std::string reply = reply_of(fd);
   ::close(fd);
   EXPECT_NE(reply.find("field 'command' must be a string"), std::string::npos);
+  EXPECT_NE(reply.find("the session directory 'here' must be an absolute path"), std::string::npos);
+  EXPECT_NE(reply.find("the snapshot source 'there' must be an absolute path"), std::string::npos);
   EXPECT_EQ(exec("s", "echo still serving").out, "still serving\n");
   EXPECT_TRUE(pid_alive(daemon_pid));
 }

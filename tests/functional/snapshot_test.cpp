@@ -145,7 +145,7 @@ TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) 
     EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
   }
   // sbshd checks for clients other than the CLI too. The library takes a relative path from
-  // its process's directory (sbshd refuses one: unit_snapshots).
+  // its process's directory (sbshd refuses one: robustness_test).
   auto c = conn();
   client::session_spec spec;
   spec.name = "x";

@@ -70,7 +70,6 @@ TEST_F(snapshots_test, SourcesThatCannotBeCopiedAreRefusedWithTheReason) {
     auto s = store.check_source(source);
     return s ? std::string("ok") : s.err().message;
   };
-  EXPECT_EQ(why("src"), "the snapshot source 'src' must be an absolute path");
   EXPECT_EQ(why(root + "/missing"), "cannot snapshot " + root + "/missing: No such file or directory");
   EXPECT_EQ(why(root + "/file"), "cannot snapshot " + root + "/file: not a directory");
   EXPECT_NE(why(root).find("it holds sbshd's state directory"), std::string::npos) << why(root);

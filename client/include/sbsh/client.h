@@ -141,7 +141,7 @@ struct session_status {
 // What `session create` defines: every new shell of the session starts this way.
 struct session_spec {
   std::string name;
-  std::string cwd;                 // empty: the caller's directory
+  std::string cwd;                 // empty: the caller's directory (relative: from it)
   std::vector<std::string> env;    // NAME=VALUE
   std::vector<std::string> init;   // commands run in every new shell before any other
   std::string restart = "always";  // always | on-failure | never
