@@ -341,6 +341,12 @@ int sbsh_result_stdout_truncated(const sbsh_result* r) { return r != nullptr && 
 int sbsh_result_stderr_truncated(const sbsh_result* r) { return r != nullptr && r->r.stderr_truncated ? 1 : 0; }
 uint64_t sbsh_result_duration_us(const sbsh_result* r) { return r != nullptr ? r->r.duration_us : 0; }
 int64_t sbsh_result_started_at_ms(const sbsh_result* r) { return r != nullptr ? r->r.started_at_ms : 0; }
+uint64_t sbsh_result_generation(const sbsh_result* r) { return r != nullptr ? r->r.generation : 0; }
+int sbsh_result_state_lost(const sbsh_result* r) { return r != nullptr && r->r.state_lost ? 1 : 0; }
+const char* sbsh_result_state_lost_reason(const sbsh_result* r) {
+  return r != nullptr ? r->r.state_lost_reason.c_str() : "";
+}
+int sbsh_result_ok(const sbsh_result* r) { return r != nullptr && r->r.ok() ? 1 : 0; }
 const char* sbsh_result_error(const sbsh_result* r) { return r != nullptr ? r->r.error.c_str() : ""; }
 void sbsh_result_free(sbsh_result* r) { delete r; }
 

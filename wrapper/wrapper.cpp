@@ -86,7 +86,8 @@ void remove_dir(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
-// The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
+}  // namespace
+
 result<std::string> find_builtin() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -99,12 +100,13 @@ result<std::string> find_builtin() {
   return path;
 }
 
-// The one line bash's script holds at start: load the builtin and hand the shell to it. Job
-// control puts every job of a command in a process group of its own; the SIGINT trap makes a
-// throw to the top level end a command instead of the shell (shell/sbsh_builtin.c).
 std::string shell_script(const std::string& builtin) {
+  // Job control puts every job of a command in a process group of its own; the SIGINT trap
+  // makes a throw to the top level end a command instead of the shell (shell/sbsh_builtin.c).
   return fmt::format("enable -f {} __sbsh && set -m && trap : INT && '__sbsh serve'\n", ipc::shell_quote(builtin));
 }
+
+namespace {
 
 // Several lines of a program's stderr as one line of a report.
 std::string trim_text(std::string_view text) {

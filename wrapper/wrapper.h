@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ipc/limits.h"
+#include "ipc/result.h"
 
 namespace sbsh::wrapper {
 
@@ -45,6 +46,11 @@ struct options {
   uint64_t adopt_timeout_ms = 0;  // 0: the session ends with sbshd
   std::vector<ipc::rlimit_spec> limits;  // set on bash (--limit)
 };
+
+// The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
+result<std::string> find_builtin();
+// The one line bash's script holds at start: load the builtin and hand the shell to it.
+std::string shell_script(const std::string& builtin);
 
 // Runs until the shell ends or the session is ended; returns the process exit code.
 int run(const char* session_name, const options& o);

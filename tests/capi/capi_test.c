@@ -339,6 +339,20 @@ static void test_timeout_and_cancel(sbsh_conn* c) {
     CHECK(now_ms() - t0 < 10000);
     sbsh_result_free(r);
   }
+  /* A cancel stops the whole text: what follows the stopped command never runs, and the
+   * session keeps its state. */
+  sbsh_canceller_cancel(k);
+  r = run(c, &o, "sleep 30; echo after");
+  if (r != NULL) {
+    size_t n = 0;
+    sbsh_result_stdout(r, &n);
+    CHECK(sbsh_result_cancelled(r) == 1 && n == 0 && sbsh_result_ok(r) == 0);
+    CHECK(sbsh_result_exit_code(r) != 0);
+    sbsh_result_free(r);
+  }
+  o.cancel_fd = -1;
+  expect_stdout(c, "c-api", "pwd; echo $x", "/tmp\n5\n", __LINE__);
+  o.cancel_fd = sbsh_canceller_fd(k);
   /* reset discards a leftover request. */
   sbsh_canceller_cancel(k);
   sbsh_canceller_reset(k);
@@ -348,6 +362,40 @@ static void test_timeout_and_cancel(sbsh_conn* c) {
     sbsh_result_free(r);
   }
   sbsh_canceller_free(k);
+}
+
+/* A shell lost between commands: the next result says the state was lost, once, and carries
+ * a new generation. */
+static void test_state_lost(sbsh_conn* c) {
+  note("exec: a shell lost between commands");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "c-lost";
+  sbsh_result* r = run(c, &o, "echo $$");
+  if (r == NULL) return;
+  CHECK(sbsh_result_ok(r) == 1 && sbsh_result_state_lost(r) == 0);
+  uint64_t gen = sbsh_result_generation(r);
+  long shell = strtol(sbsh_result_stdout(r, NULL), NULL, 10);
+  sbsh_result_free(r);
+  CHECK(shell > 1 && kill((pid_t)shell, SIGKILL) == 0);
+  /* The new shell may take a moment to start: the next command waits for it. */
+  for (int tries = 0; tries < 200; ++tries) {
+    r = run(c, &o, "true");
+    if (r == NULL) return;
+    if (!sbsh_result_shell_restarted(r)) break;
+    sbsh_result_free(r);
+    r = NULL;
+  }
+  CHECK(r != NULL);
+  if (r == NULL) return;
+  CHECK(sbsh_result_state_lost(r) == 1 && sbsh_result_generation(r) != gen);
+  CHECK(strstr(sbsh_result_state_lost_reason(r), "signal 9") != NULL);
+  sbsh_result_free(r);
+  r = run(c, &o, "true");
+  if (r != NULL) {
+    CHECK(sbsh_result_state_lost(r) == 0);
+    sbsh_result_free(r);
+  }
 }
 
 static void test_streaming_and_stdin(sbsh_conn* c) {
@@ -669,6 +717,7 @@ int main(void) {
 
   test_exec(c);
   test_timeout_and_cancel(c);
+  test_state_lost(c);
   test_streaming_and_stdin(c);
   test_errors(c);
   test_sessions(c);

@@ -216,13 +216,45 @@ class BindingTest(unittest.TestCase):
         self.assertEqual([e.reason for e in errors], ["reentrant_call"])
 
     def test_canceller_from_another_thread(self):
+        self.c.exec("V=kept", session="py-cancel")
         k = sbsh.Canceller()
         threading.Timer(0.3, k.cancel).start()
         t0 = time.monotonic()
-        r = self.c.exec("sleep 30", session="py-cancel", canceller=k)
+        r = self.c.exec("sleep 30; echo after", session="py-cancel", canceller=k)
         self.assertTrue(r.cancelled)
+        self.assertFalse(r.ok)
+        self.assertEqual(r.stdout, b"")  # the rest of the text did not run
         self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(self.c.exec("echo $V", session="py-cancel").stdout, b"kept\n")
         k.close()
+
+    def test_ok_only_for_a_success(self):
+        self.assertTrue(self.c.exec("true", session="py-ok").ok)
+        self.assertFalse(self.c.exec("sleep 5", session="py-ok", timeout=0.2).ok)
+        lost = self.c.exec("exit 0", session="py-ok")
+        self.assertEqual(lost.exit_code, 0)
+        self.assertTrue(lost.shell_restarted)
+        self.assertFalse(lost.ok)
+        self.c.create_session("py-ok-never", restart="never")
+        self.c.exec("exit 0", session="py-ok-never")
+        never = self.c.exec("true", session="py-ok-never")
+        self.assertFalse(never.ran)
+        self.assertFalse(never.ok)
+        self.assertIsNone(never.started_at)
+
+    def test_a_shell_lost_between_commands_is_reported(self):
+        r = self.c.exec("echo $$", session="py-lost")
+        gen = r.generation
+        os.kill(int(r.stdout), signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while True:
+            r = self.c.exec("true", session="py-lost")
+            if not r.shell_restarted or time.monotonic() > deadline:
+                break
+        self.assertTrue(r.state_lost)
+        self.assertIn("signal 9", r.state_lost_reason)
+        self.assertNotEqual(r.generation, gen)
+        self.assertFalse(self.c.exec("true", session="py-lost").state_lost)
 
     def test_ctrl_c_is_forwarded_to_the_command(self):
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()

@@ -217,7 +217,8 @@ int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
  * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */
 int sbsh_result_has_exit_code(const sbsh_result* r);
 int sbsh_result_exit_code(const sbsh_result* r);       /* -1 when there is none */
-int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none */
+int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none
+                                                          (exit code 137 alone is no signal) */
 int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_ms */
 int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
 int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
@@ -232,7 +233,16 @@ const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
 int sbsh_result_stdout_truncated(const sbsh_result* r);
 int sbsh_result_stderr_truncated(const sbsh_result* r);
 uint64_t sbsh_result_duration_us(const sbsh_result* r);
-int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds */
+int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds; 0: never started */
+/* Which shell ran it: a number that changes whenever the session's shell is replaced. */
+uint64_t sbsh_result_generation(const sbsh_result* r);
+/* 1: the session's shell was replaced since its previous command (it was killed, crashed or
+ * restarted): this command ran without the state the earlier ones left; the reason says
+ * what happened (owned by r; "" when the state was not lost). */
+int sbsh_result_state_lost(const sbsh_result* r);
+const char* sbsh_result_state_lost_reason(const sbsh_result* r);
+/* 1: the command ran and succeeded: exit code 0, not stopped, its shell not lost. */
+int sbsh_result_ok(const sbsh_result* r);
 /* Why there is no exit code, or other trouble worth reporting; "" when none. Owned by r. */
 const char* sbsh_result_error(const sbsh_result* r);
 void sbsh_result_free(sbsh_result* r);

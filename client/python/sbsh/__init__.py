@@ -85,13 +85,19 @@ class ExecResult:
     stdout_truncated: bool
     stderr_truncated: bool
     duration: float           # seconds
-    started_at: float         # Unix time, seconds
+    started_at: Optional[float]  # Unix time, seconds; None when it never started
     error: str = ""           # why exit_code is None, or other trouble
     ran: bool = True          # False: it certainly did not run (no shell took it): safe to retry
+    generation: int = 0       # which shell ran it: changes whenever the session's shell is replaced
+    state_lost: bool = False  # the shell was replaced since the session's previous command
+    state_lost_reason: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        """The command ran and succeeded: exit code 0, not timed out, not cancelled, its shell
+        not lost."""
+        return (self.ran and self.exit_code == 0 and not self.timed_out and not self.cancelled
+                and not self.shell_restarted)
 
 
 @dataclass
@@ -201,6 +207,9 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_stderr_truncated": (I, [P]),
         "sbsh_result_duration_us": (U64, [P]),
         "sbsh_result_started_at_ms": (I64, [P]),
+        "sbsh_result_generation": (U64, [P]),
+        "sbsh_result_state_lost": (I, [P]),
+        "sbsh_result_state_lost_reason": (S, [P]),
         "sbsh_result_error": (S, [P]),
         "sbsh_result_free": (None, [P]),
         "sbsh_session_spec_init": (None, [ctypes.POINTER(_SessionSpec)]),
@@ -659,9 +668,12 @@ class Client:
             L.sbsh_result_stdout_truncated(r) != 0,
             L.sbsh_result_stderr_truncated(r) != 0,
             L.sbsh_result_duration_us(r) / 1e6,
-            L.sbsh_result_started_at_ms(r) / 1e3,
+            L.sbsh_result_started_at_ms(r) / 1e3 if L.sbsh_result_started_at_ms(r) else None,
             L.sbsh_result_error(r).decode("utf-8", "replace"),
-            L.sbsh_result_ran(r) != 0)
+            L.sbsh_result_ran(r) != 0,
+            L.sbsh_result_generation(r),
+            L.sbsh_result_state_lost(r) != 0,
+            L.sbsh_result_state_lost_reason(r).decode("utf-8", "replace"))
 
     # -- sessions --
 
