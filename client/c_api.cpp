@@ -553,20 +553,23 @@ int sbsh_shutdown_keep_sessions(sbsh_conn* conn) { return shutdown_daemon(conn, 
 
 namespace {
 
-// What makes a plan or its files unusable is the caller's to fix: SBSH_ERR_INVALID.
+// What makes a plan, its files or the arguments unusable is the caller's to fix: SBSH_ERR_INVALID.
 int plan_failure(sbsh_conn* conn, const sbsh::error& e) {
-  if (e.code == "invalid_plan" || e.code == "file" || e.code == "usage")
+  if (e.code == "invalid_plan" || e.code == "file" || e.code == "usage" || e.code == "invalid_argument")
     return record(conn, SBSH_ERR_INVALID, e.code, e.message);
   return fail(conn, e);
 }
 
-bool plan_format_of(const char* name, sbsh::client::plan_format* out) {
-  std::string_view f = name != nullptr ? name : "";
-  if (f.empty()) *out = sbsh::client::plan_format::detect;
-  else if (f == "json") *out = sbsh::client::plan_format::json;
-  else if (f == "yaml") *out = sbsh::client::plan_format::yaml;
-  else return false;
-  return true;
+// The plan in the len bytes at text; format NULL (detect), "json" or "yaml".
+sbsh::result<sbsh::client::plan> plan_from_text(const char* text, size_t len, const char* format, const char* fn) {
+  std::string_view f = format != nullptr ? format : "";
+  sbsh::client::plan_format pf = sbsh::client::plan_format::detect;
+  if (f == "json") pf = sbsh::client::plan_format::json;
+  else if (f == "yaml") pf = sbsh::client::plan_format::yaml;
+  else if (!f.empty()) return sbsh::make_error("invalid_argument", std::string(fn) + ": format must be NULL, \"json\" or \"yaml\"");
+  if (text == nullptr && len > 0)
+    return sbsh::make_error("invalid_argument", std::string(fn) + ": the plan is NULL but its length is not 0");
+  return sbsh::client::parse_plan(std::string_view(text != nullptr ? text : "", len), pf);
 }
 
 int run_parsed(sbsh_conn* conn, sbsh::result<sbsh::client::plan> plan, const sbsh_run_opts* opts,
@@ -616,10 +619,7 @@ void sbsh_run_opts_init(sbsh_run_opts* opts) {
 
 int sbsh_plan_check(const char* plan, size_t plan_len, const char* format) {
   return guarded_no_conn([&]() -> int {
-    if (plan == nullptr && plan_len > 0) return invalid(nullptr, "sbsh_plan_check: plan is NULL but plan_len is not 0");
-    sbsh::client::plan_format f;
-    if (!plan_format_of(format, &f)) return invalid(nullptr, "sbsh_plan_check: format must be NULL, \"json\" or \"yaml\"");
-    auto p = sbsh::client::parse_plan(std::string_view(plan != nullptr ? plan : "", plan_len), f);
+    auto p = plan_from_text(plan, plan_len, format, "sbsh_plan_check");
     return p ? SBSH_OK : plan_failure(nullptr, p.err());
   });
 }
@@ -628,11 +628,7 @@ int sbsh_run_plan(sbsh_conn* conn, const char* plan, size_t plan_len, const char
                   char** report_json, int* exit_status) {
   return guarded(conn, [&]() -> int {
     if (int s = check_run_opts(conn, opts, "sbsh_run_plan"); s != SBSH_OK) return s;
-    if (plan == nullptr && plan_len > 0) return invalid(conn, "sbsh_run_plan: plan is NULL but plan_len is not 0");
-    sbsh::client::plan_format f;
-    if (!plan_format_of(format, &f)) return invalid(conn, "sbsh_run_plan: format must be NULL, \"json\" or \"yaml\"");
-    auto p = sbsh::client::parse_plan(std::string_view(plan != nullptr ? plan : "", plan_len), f);
-    return run_parsed(conn, std::move(p), opts, report_json, exit_status);
+    return run_parsed(conn, plan_from_text(plan, plan_len, format, "sbsh_run_plan"), opts, report_json, exit_status);
   });
 }
 

@@ -136,30 +136,43 @@ sbsh::status optional_field(const plan_json& o, const std::string& path, std::st
   return f(*it, child(path, key));
 }
 
+// Readers of one field's value into its place, for optional_field.
+auto text_into(std::string& out) {
+  return [&out](const plan_json& v, const std::string& path) -> sbsh::status {
+    auto t = text_of(v, path, false);
+    if (!t) return t.err();
+    out = std::move(*t);
+    return ok_status();
+  };
+}
+auto list_into(std::vector<std::string>& out, bool pairs) {
+  return [&out, pairs](const plan_json& v, const std::string& path) -> sbsh::status {
+    auto l = pairs ? pairs_of(v, path) : texts_of(v, path);
+    if (!l) return l.err();
+    out = std::move(*l);
+    return ok_status();
+  };
+}
+template <typename T>  // std::chrono::milliseconds, or an optional one
+auto duration_into(T& out) {
+  return [&out](const plan_json& v, const std::string& path) -> sbsh::status {
+    auto d = duration_of(v, path);
+    if (!d) return d.err();
+    out = *d;
+    return ok_status();
+  };
+}
+
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
   if (!v.is_object()) return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart), not {}", shown(v)));
-  if (auto k = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart"}); !k) return k;
-  auto text_into = [](std::string& out) {
-    return [&out](const plan_json& f, const std::string& p) -> sbsh::status {
-      auto t = text_of(f, p, false);
-      if (!t) return t.err();
-      out = std::move(*t);
-      return ok_status();
-    };
-  };
-  auto list_into = [](std::vector<std::string>& out, bool pairs) {
-    return [&out, pairs](const plan_json& f, const std::string& p) -> sbsh::status {
-      auto l = pairs ? pairs_of(f, p) : texts_of(f, p);
-      if (!l) return l.err();
-      out = std::move(*l);
-      return ok_status();
-    };
-  };
-  for (auto s2 : {optional_field(v, path, "cwd", text_into(s.cwd)), optional_field(v, path, "snapshot", text_into(s.snapshot)),
-                  optional_field(v, path, "restart", text_into(s.restart)), optional_field(v, path, "env", list_into(s.env, true)),
-                  optional_field(v, path, "limits", list_into(s.limits, true)), optional_field(v, path, "init", list_into(s.init, false))})
-    if (!s2) return s2;
-  return ok_status();
+  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart"});
+  if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
+  if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
+  if (st) st = optional_field(v, path, "env", list_into(s.env, true));
+  if (st) st = optional_field(v, path, "init", list_into(s.init, false));
+  if (st) st = optional_field(v, path, "limits", list_into(s.limits, true));
+  if (st) st = optional_field(v, path, "restart", text_into(s.restart));
+  return st;
 }
 
 result<plan_command> read_command(const plan_json& v, const std::string& path) {
@@ -172,30 +185,11 @@ result<plan_command> read_command(const plan_json& v, const std::string& path) {
   if (auto k = known_keys(v, path, {"run", "timeout", "cwd", "env"}); !k) return k.err();
   auto run = v.find("run");
   if (run == v.end() || run->is_null()) return invalid(child(path, "run"), "missing: the shell text to run");
-  auto t = text_of(*run, child(path, "run"), false);
-  if (!t) return t.err();
-  c.run = std::move(*t);
-  sbsh::status s = optional_field(v, path, "timeout", [&](const plan_json& f, const std::string& p) -> sbsh::status {
-    auto d = duration_of(f, p);
-    if (!d) return d.err();
-    c.timeout = *d;
-    return ok_status();
-  });
-  if (!s) return s.err();
-  s = optional_field(v, path, "cwd", [&](const plan_json& f, const std::string& p) -> sbsh::status {
-    auto d = text_of(f, p, false);
-    if (!d) return d.err();
-    c.cwd = std::move(*d);
-    return ok_status();
-  });
-  if (!s) return s.err();
-  s = optional_field(v, path, "env", [&](const plan_json& f, const std::string& p) -> sbsh::status {
-    auto e = pairs_of(f, p);
-    if (!e) return e.err();
-    c.env = std::move(*e);
-    return ok_status();
-  });
-  if (!s) return s.err();
+  sbsh::status st = text_into(c.run)(*run, child(path, "run"));
+  if (st) st = optional_field(v, path, "timeout", duration_into(c.timeout));
+  if (st) st = optional_field(v, path, "cwd", text_into(c.cwd));
+  if (st) st = optional_field(v, path, "env", list_into(c.env, true));
+  if (!st) return st.err();
   return c;
 }
 
@@ -236,17 +230,11 @@ result<plan> read_plan(const plan_json& root) {
                                                   "timeout), not {}", root.is_null() ? "an empty document" : shown(root)));
   if (auto k = known_keys(root, "", {"session", "timeout", "stages"}); !k) return k.err();
   plan p;
-  sbsh::status s = optional_field(root, "", "session", [&](const plan_json& f, const std::string& path) {
+  sbsh::status st = optional_field(root, "", "session", [&](const plan_json& f, const std::string& path) {
     return read_session(f, path, p.session);
   });
-  if (!s) return s.err();
-  s = optional_field(root, "", "timeout", [&](const plan_json& f, const std::string& path) -> sbsh::status {
-    auto d = duration_of(f, path);
-    if (!d) return d.err();
-    p.timeout = *d;
-    return ok_status();
-  });
-  if (!s) return s.err();
+  if (st) st = optional_field(root, "", "timeout", duration_into(p.timeout));
+  if (!st) return st.err();
   auto stages = root.find("stages");
   if (stages == root.end() || stages->is_null()) return invalid("stages", "missing: a list of stages to run");
   if (!stages->is_array()) return invalid("stages", fmt::format("expected a list of stages, not {}", shown(*stages)));

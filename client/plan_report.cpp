@@ -158,13 +158,11 @@ std::string report_json(const run_report& r) {
 }
 
 int exit_status(const run_report& r) {
+  // A cancel wins: Ctrl-C at a terminal also ends a reader of the event log (`sbsh run
+  // --events - | jq`), and the run is no less cancelled for the failed write that follows.
+  if (r.status == run_status::cancelled) return 130;
   if (r.error) return 255;
-  switch (r.status) {
-    case run_status::passed: return 0;
-    case run_status::failed: return 1;
-    case run_status::cancelled: return 130;
-  }
-  return 255;
+  return r.status == run_status::passed ? 0 : 1;
 }
 
 std::string event_json(std::string_view name, int stage, int command, const run_report& r, int64_t now_ms) {

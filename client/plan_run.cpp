@@ -38,10 +38,17 @@ std::string absolute_path(const std::string& p) {
   return ec ? p : abs.lexically_normal().string();
 }
 
+// Writes everything, waiting when the descriptor is non-blocking and full (a caller's
+// events_fd may be).
 bool write_all(int fd, std::string_view s) {
   while (!s.empty()) {
     ssize_t n = ::write(fd, s.data(), s.size());
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd pf{fd, POLLOUT, 0};
+      ::poll(&pf, 1, -1);
+      continue;
+    }
     if (n <= 0) return false;
     s.remove_prefix(static_cast<size_t>(n));
   }
@@ -196,8 +203,8 @@ class plan_runner {
 };
 
 sbsh::status plan_runner::prepare() {
-  if (auto s = open_outputs(); !s) return s;
-  return pick_session();
+  if (auto s = pick_session(); !s) return s;
+  return open_outputs();
 }
 
 sbsh::status plan_runner::open_outputs() {

@@ -399,6 +399,26 @@ TEST_F(plan_test, EventsArriveInOrderAsThingsHappen) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(event_names(read_lines(r.out)), event_names(ev));
   EXPECT_EQ(json::parse(read_file(dir + "/r.json"))["status"], "failed");
+
+  // A reader of the event log that goes away: no SIGPIPE kills sbsh, the run goes on, and
+  // the report says the log is incomplete. The first command waits until the reader is gone.
+  std::string reader = dir + "/reader";
+  path = plan_file("gone.yaml",
+                   "stages:\n"
+                   "  - name: a\n"
+                   "    commands:\n"
+                   "      - while [ ! -s " + reader + " ] || { s=$(cut -d' ' -f3 /proc/$(cat " + reader +
+                       ")/stat 2>/dev/null) && [ \"$s\" != Z ]; }; do sleep 0.01; done\n"
+                   "      - touch " + dir + "/ran\n");
+  std::string line = shell_quote(bin("sbsh")) + " --socket " + shell_quote(sock) + " run -q --events - --report " +
+                     shell_quote(dir + "/gone.json") + " " + shell_quote(path) + " | { echo $BASHPID > " +
+                     shell_quote(reader) + "; }; echo ${PIPESTATUS[0]}";
+  r = run({"/bin/bash", "-c", line});
+  EXPECT_EQ(r.out, "255\n") << r.err;
+  EXPECT_TRUE(fs::exists(dir + "/ran"));
+  json gone = json::parse(read_file(dir + "/gone.json"));
+  EXPECT_EQ(gone["status"], "passed");
+  EXPECT_NE(gone["error"].get<std::string>().find("the event log stopped"), std::string::npos) << gone["error"];
 }
 
 TEST_F(plan_test, CtrlCOrSigtermStopsTheRunAndStillWritesTheReport) {

@@ -130,7 +130,8 @@ struct run_report {
   uint64_t duration_ms = 0;
   // sbsh's own failure: the session could not be made, the connection was lost, or the
   // artifacts or the event log could not be written. The run then ends (except for a write
-  // failure of the event log, after which the run goes on without it) and exit_status is 255.
+  // failure of the event log, after which the run goes on without it) and exit_status is
+  // 255, unless the run was cancelled.
   std::optional<sbsh::error> error;
   std::vector<stage_report> stages;      // every stage of the plan, run or not
 };
@@ -138,7 +139,8 @@ struct run_report {
 // The report as one line of JSON (sbsh(1), REPORT): the document `sbsh run --report` writes.
 SBSH_API std::string report_json(const run_report& r);
 
-// `sbsh run`'s exit status for a report: 0 passed, 1 failed, 130 cancelled, 255 when error.
+// `sbsh run`'s exit status for a report: 130 cancelled, else 255 when there is an error,
+// else 0 passed, 1 failed.
 SBSH_API int exit_status(const run_report& r);
 
 // ---- Running ---------------------------------------------------------------------------
@@ -172,7 +174,8 @@ struct run_options {
   // >= 0: once a byte is readable here (it is not read), the run is cancelled: the running
   // command is stopped (SIGTERM, SIGKILL after the grace period), the run's status is
   // cancelled, and the report is still written. canceller::fd() and the CLI's signal pipe
-  // are such descriptors.
+  // are such descriptors; since the byte stays, a canceller must be emptied before it serves
+  // another run or exec.
   int cancel_fd = -1;
 };
 

@@ -394,7 +394,8 @@ typedef struct sbsh_run_opts {
   int cancel_fd;              /* -1 (default), or a descriptor (sbsh_canceller_fd()) on which a
                                  readable byte cancels the run: the running command is stopped,
                                  the run ends "cancelled", and the report is still written. The
-                                 byte is not read. */
+                                 byte is not read: sbsh_canceller_reset clears it before the
+                                 canceller serves again. */
   sbsh_event_fn on_event;     /* NULL, or called with each event after the event log has it */
   void* user;                 /* passed to on_event */
 } sbsh_run_opts;

@@ -844,8 +844,9 @@ class Client:
         events: files for the report and the event log (one JSON object per line).
         on_event(event): each event as a dict, as it happens; if it raises, the run is
         cancelled and the exception raised here once the report is written.
-        canceller: cancels the run from another thread. Ctrl-C in the main thread cancels it
-        too (the report is still written), then raises KeyboardInterrupt.
+        canceller: cancels the run from another thread (reset() it before it serves again).
+        Ctrl-C in the main thread cancels the run too (the report is still written), then
+        raises KeyboardInterrupt.
 
         Raises Error with reason "invalid_plan" (the message names the field) when the plan
         is invalid, "file" when a file cannot be written, and as any request otherwise.
