@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "client/sigpipe_guard.h"
 
 namespace sbsh::client {
 
@@ -36,43 +37,6 @@ result<pipe_pair> make_pipe() {
   if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
-
-// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
-// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
-// count on its caller ignoring it. Block it in this thread (the write then fails with EPIPE,
-// handled below), and consume one that became pending meanwhile so that it is not
-// delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
-class sigpipe_guard {
- public:
-  explicit sigpipe_guard(bool active) : active_(active) {
-    if (!active_) return;
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-    sigset_t pending;
-    sigemptyset(&pending);
-    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~sigpipe_guard() {
-    if (!active_) return;
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{};
-      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  sigpipe_guard(const sigpipe_guard&) = delete;
-  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
-
- private:
-  bool active_;
-  bool was_pending_ = false;
-  sigset_t pipe_{};
-  sigset_t old_{};
-};
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 

@@ -30,6 +30,7 @@ struct command {
 };
 
 int cmd_exec(const global_opts& g, const args& a);
+int cmd_run(const global_opts& g, const args& a);
 int cmd_status(const global_opts& g, const args& a);
 int cmd_shutdown(const global_opts& g, const args& a);
 int cmd_version(const global_opts& g, const args& a);
