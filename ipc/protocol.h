@@ -69,10 +69,10 @@ enum class msg_type : uint32_t {
   // connection then serves as the control socket.
   adopt = 509,           // d->w  pid
   adopted = 510,         // w->d  session, cwd, shell_pid, wrapper_pid, started_at_ms, groups,
-                         //       procs, initialized, fds [channel] (sbshd's end of the shell
+                         //       procs, initialized, generation, fds [channel] (sbshd's end of the shell
                          //       channel); then `procs` protect_group frames, each as it was
                          //       received
-  initialized = 511,     // d->w  the shell ran its init commands (or a spare's claim): a later
+  initialized = 511,     // d->w  generation: the shell ran its init commands (or a spare's claim): a later
                          //       sbshd may adopt it; until then it would be half set up
 
   // 600: background processes

@@ -290,6 +290,7 @@ class wrapper_loop {
     pk.pack_array(static_cast<uint32_t>(spare_.size()));
     for (pid_t g : spare_) pk.pack_int64(g);
     f.u64("procs", held_.size()).boolean("initialized", initialized_).u64("fds", 1);
+    f.u64("generation", generation_);
     int fds[] = {channel_owner_.get()};
     if (!ch.send(f.finish(), fds)) return;
     // The background processes' pipes, as sbshd lent them. The wrapper keeps its own
@@ -440,9 +441,12 @@ class wrapper_loop {
       case msg_type::claim:
         take_claim(m);
         return true;
-      case msg_type::initialized:
+      case msg_type::initialized: {
         initialized_ = true;
+        auto gen = m.get_u64("generation");
+        if (gen && gen.value()) generation_ = *gen.value();
         return true;
+      }
       case msg_type::ping: {
         frame_builder f(msg_type::pong, m.id());
         send(f);
@@ -458,6 +462,7 @@ class wrapper_loop {
   std::string cwd_;
   bool spare_shell_ = false;  // not claimed yet
   bool initialized_ = false;  // sbshd said the shell is set up as its session defines
+  uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it
   int64_t started_at_ms_ = 0;
   unique_fd channel_owner_, listen_;
   unique_fd shell_pidfd_;
