@@ -382,8 +382,12 @@ class wrapper_loop {
       frame_builder f(msg_type::shell_exited);
       if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
       else f.i64("exit_code", WEXITSTATUS(st));
-      // What a shell that never served printed (bash's words for a builtin it could not load).
-      if (!early_text_.empty()) f.str("error", fmt::format("{} said: {}", bash_, trim_text(early_text_)));
+      // What a shell that never served printed: bash's words for a builtin it could not load,
+      // or another shell's for options it does not know. Either way, say what sbsh needs.
+      if (!early_text_.empty())
+        f.str("error", fmt::format("{} said: {} (sbsh needs a GNU bash that can load its builtin with 'enable -f', "
+                                   "of the version sbsh was built for; SBSH_BASH names the bash to run)",
+                                   bash_, trim_text(early_text_)));
       send(f);
       end_session(sid_, spare_);
       return 0;
