@@ -197,6 +197,7 @@ class plan_runner {
   bool events_failed_ = false;
   bool fatal_ = false;  // report_.error ended the run
   bool session_made_ = false;
+  std::string session_dir_;  // where the session's shells start: relative cwds are taken from it
   bool stopped_ = false;
   std::chrono::steady_clock::time_point t0_;
   cancel_watch watch_;
@@ -299,6 +300,9 @@ bool plan_runner::start_session() {
     return false;
   }
   session_made_ = true;
+  // The session's directory as sbshd keeps it (a snapshot's copy, say), for the commands
+  // whose cwd is relative.
+  if (auto d = conn_.show_session(s.name); d) session_dir_ = d->definition.cwd;
   return true;
 }
 
@@ -383,7 +387,7 @@ void plan_runner::run_command(int i, int j) {
   exec_options eo;
   eo.session = report_.session;
   eo.command = pc.run;
-  eo.cwd = pc.cwd;
+  eo.cwd = pc.cwd.empty() || pc.cwd.front() == '/' || session_dir_.empty() ? pc.cwd : session_dir_ + "/" + pc.cwd;
   eo.env = pc.env;
   eo.timeout = c.timeout;
   eo.signal_fd = watch_.signal_fd();
