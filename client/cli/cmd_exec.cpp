@@ -22,7 +22,10 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
   client::json_object j;
   j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
   j.opt_num("exit_code", r.exit_code);
-  j.signal("signal", r.signal).boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
+  j.signal("signal", r.signal)
+      .boolean("timed_out", r.timed_out)
+      .boolean("shell_restarted", r.shell_restarted)
+      .boolean("cancelled", r.cancelled);
   j.boolean("ran", r.ran);
   bool out_ok, err_ok;
   std::string out = client::utf8_repair(r.stdout_data, &out_ok);
@@ -106,8 +109,8 @@ runner declare_exec(command_line& cl) {
   cl.duration("-t,--timeout", "DURATION", "stop the command after DURATION (500ms, 30s, 5m, 1h, or seconds)",
               a->o.timeout, "a timeout of zero would stop the command at once; omit -t for none");
   cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
-  cl.number("--output-limit", "N", "with --json, keep at most N bytes per stream (default 16777216)",
-            a->output_limit, "a number of bytes", 0, std::numeric_limits<size_t>::max());
+  cl.number("--output-limit", "N", "with --json, keep at most N bytes per stream (default 16777216)", a->output_limit,
+            "a number of bytes", 0, std::numeric_limits<size_t>::max());
   cl.words("COMMAND", a->words);
   cl.footer("Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.");
   return [a](const global_opts& g) { return run_exec(g, *a); };

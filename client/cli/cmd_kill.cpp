@@ -46,8 +46,10 @@ runner declare_kill(command_line& cl) {
       "Sends SIGNAL to the process's group and every descendant, including those that called setsid. TERM is "
       "followed by KILL after 2 s if the process is still there. For a terminating signal, returns once the "
       "process has ended.");
-  cl.option("-s,--signal", "SIGNAL", "the signal, by name (TERM, SIGKILL) or number (default TERM); -SIGNAL, as "
-            "in kill -9 ID or kill -KILL ID, says the same", a->signal, check_signal);
+  cl.option("-s,--signal", "SIGNAL",
+            "the signal, by name (TERM, SIGKILL) or number (default TERM); -SIGNAL, as "
+            "in kill -9 ID or kill -KILL ID, says the same",
+            a->signal, check_signal);
   cl.read_dash_words(signal_word);
   cl.argument("ID", a->id);
   return [a](const global_opts& g) { return run_kill(g, *a); };

@@ -32,7 +32,8 @@ int run_logs(const global_opts& g, logs_args& a) {
   }
   auto conn = connect(g, false);
   if (!conn) return fail(conn.err().message);
-  auto r = conn->logs(a.id, a.o, [](client::stream s, std::string_view d) { write_all(s == client::stream::err ? 2 : 1, d); });
+  auto r = conn->logs(a.id, a.o,
+                      [](client::stream s, std::string_view d) { write_all(s == client::stream::err ? 2 : 1, d); });
   if (!r) return fail(r.err().message);
   return 0;
 }

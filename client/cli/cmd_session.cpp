@@ -28,9 +28,10 @@ int create_session(const global_opts& g, client::session_spec& spec) {
   // The library takes a relative directory from this one; on a far host that means nothing.
   for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}})
     if (conn->remote() && !dir->empty() && (*dir)[0] != '/')
-      return fail(fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
-                              "one's current directory means nothing",
-                              option, *dir));
+      return fail(
+          fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
+                      "one's current directory means nothing",
+                      option, *dir));
   if (auto s = conn->create_session(spec); !s) return fail(s.err().message);
   return 0;
 }
@@ -50,7 +51,8 @@ void print_detail(const client::session_detail& d) {
   if (!def.snapshot.empty()) std::printf("snapshot of %s\n", def.snapshot.c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
-  if (!d.init_output.empty()) std::printf("init output:\n%s%s", d.init_output.c_str(), d.init_output.back() == '\n' ? "" : "\n");
+  if (!d.init_output.empty())
+    std::printf("init output:\n%s%s", d.init_output.c_str(), d.init_output.back() == '\n' ? "" : "\n");
   if (!d.history.empty()) {
     std::puts("last commands:");
     for (const auto& h : d.history) {

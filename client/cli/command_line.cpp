@@ -32,9 +32,8 @@ std::optional<uint64_t> parse_digits(std::string_view v) {
 
 command_line::command_line(std::string path, std::string_view summary) : path_(std::move(path)), summary_(summary) {
   // CLI11's own -h,--help is there already; this entry is for prepare() and the help text.
-  declare("-h,--help", "", "print this help and exit", false, {}, {}, nullptr);
+  declare("-h,--help", "", "print this help and exit", false, {}, nullptr, {});
 }
-
 
 // Each of "-s,--session", in order.
 std::vector<std::string_view> command_line::spellings(std::string_view names) {
@@ -51,30 +50,30 @@ void command_line::describe(std::string_view text) { description_ = text; }
 void command_line::footer(std::string_view text) { footer_ = text; }
 
 void command_line::declare(std::string_view names, std::string_view value_name, std::string_view help, bool many,
-                           value_check check, std::function<void(const std::string&)> store, bool* flag) {
+                           value_check check, bool* flag, std::function<void(const std::string&)> store) {
   options_.push_back({names, value_name, help, many, std::move(check), std::move(store), flag, false});
 }
 
-void command_line::option(std::string_view names, std::string_view value_name, std::string_view help,
-                          std::string& into, value_check check) {
-  declare(names, value_name, help, false, std::move(check), [&into](const std::string& v) { into = v; }, nullptr);
+void command_line::option(std::string_view names, std::string_view value_name, std::string_view help, std::string& into,
+                          value_check check) {
+  declare(names, value_name, help, false, std::move(check), nullptr, [&into](const std::string& v) { into = v; });
 }
 
 void command_line::repeated(std::string_view names, std::string_view value_name, std::string_view help,
                             std::vector<std::string>& into, value_check check) {
-  declare(names, value_name, help, true, std::move(check), [&into](const std::string& v) { into.push_back(v); },
-          nullptr);
+  declare(names, value_name, help, true, std::move(check), nullptr,
+          [&into](const std::string& v) { into.push_back(v); });
 }
 
 void command_line::flag(std::string_view names, std::string_view help, bool& into) {
-  declare(names, "", help, false, {}, {}, &into);
+  declare(names, "", help, false, {}, &into, {});
 }
 
-void command_line::number(std::string_view names, std::string_view value_name, std::string_view help,
-                          uint64_t& into, std::string_view what, uint64_t min, uint64_t max) {
+void command_line::number(std::string_view names, std::string_view value_name, std::string_view help, uint64_t& into,
+                          std::string_view what, uint64_t min, uint64_t max) {
   auto check = [what = std::string(what), min, max](std::string_view option, const std::string& v) -> std::string {
     std::string range = max == std::numeric_limits<uint64_t>::max() ? fmt::format("{} or more", min)
-                                                                      : fmt::format("{} to {}", min, max);
+                                                                    : fmt::format("{} to {}", min, max);
     std::string expected = fmt::format("{} takes {} (digits only, {}), not '{}'", option, what, range, v);
     bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
     auto n = parse_digits(v);
@@ -82,7 +81,7 @@ void command_line::number(std::string_view names, std::string_view value_name, s
     if (!n || *n < min) return expected;
     return "";
   };
-  declare(names, value_name, help, false, check, [&into](const std::string& v) { into = *parse_digits(v); }, nullptr);
+  declare(names, value_name, help, false, check, nullptr, [&into](const std::string& v) { into = *parse_digits(v); });
 }
 
 void command_line::duration(std::string_view names, std::string_view value_name, std::string_view help,
@@ -92,13 +91,11 @@ void command_line::duration(std::string_view names, std::string_view value_name,
     if (!d) return fmt::format("{}: {}", option, d.err().message);
     return d->count() == 0 ? if_zero : std::string();
   };
-  declare(names, value_name, help, false, check, [&into](const std::string& v) { into = *client::parse_duration(v); },
-          nullptr);
+  declare(names, value_name, help, false, check, nullptr,
+          [&into](const std::string& v) { into = *client::parse_duration(v); });
 }
 
-void command_line::argument(std::string_view name, std::string& into) {
-  arguments_.push_back({name, &into, nullptr});
-}
+void command_line::argument(std::string_view name, std::string& into) { arguments_.push_back({name, &into, nullptr}); }
 
 void command_line::words(std::string_view name, std::vector<std::string>& into, std::string_view usage) {
   arguments_.push_back({name, nullptr, &into});

@@ -118,8 +118,8 @@ class command_line {
   struct option_word;
 
   static std::vector<std::string_view> spellings(std::string_view names);  // "-s", "--session"
-  void declare(std::string_view names, std::string_view value_name, std::string_view help, bool many,
-               value_check check, std::function<void(const std::string&)> store, bool* flag);
+  void declare(std::string_view names, std::string_view value_name, std::string_view help, bool many, value_check check,
+               bool* flag, std::function<void(const std::string&)> store);
   declared_option* find_option(std::string_view spelling);
   option_word read_option_word(const std::string& word);
   [[nodiscard]] result<std::vector<std::string>> prepare(std::vector<std::string> words);
@@ -156,7 +156,7 @@ class command_line {
 // The values sbsh's options take, shared by the subcommands that take them.
 std::string check_session_name(std::string_view option, const std::string& value);
 std::string check_assignment(std::string_view option, const std::string& value);  // NAME=VALUE
-value_check check_not_empty(std::string_view what);  // "a directory"
+value_check check_not_empty(std::string_view what);                               // "a directory"
 value_check check_one_of(std::vector<std::string_view> choices);
 std::string list_of_choices(const std::vector<std::string>& names);  // "a, b or c"
 

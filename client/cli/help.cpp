@@ -69,7 +69,8 @@ std::string command_line::usage_line(size_t width) const {
     auto names = spellings(o.names);
     auto spelling = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n.size() == 2; });
     if (spelling == names.end()) spelling = names.begin();
-    parts.push_back(fmt::format("[{}{}{}]{}", *spelling, o.value_name.empty() ? "" : " ", o.value_name, o.many ? "..." : ""));
+    parts.push_back(
+        fmt::format("[{}{}{}]{}", *spelling, o.value_name.empty() ? "" : " ", o.value_name, o.many ? "..." : ""));
   }
   for (const auto& a : arguments_) parts.emplace_back(a.many != nullptr ? std::string_view(words_usage_) : a.name);
   std::string out = path_;
@@ -130,7 +131,8 @@ std::string command_line::help() const {
   out += commands_help();
   out += options_help();
   std::string footer(footer_);
-  if (footer.empty() && !children_.empty()) footer = fmt::format("Run '{} COMMAND --help' for a command's options.", path_);
+  if (footer.empty() && !children_.empty())
+    footer = fmt::format("Run '{} COMMAND --help' for a command's options.", path_);
   if (!footer.empty()) out += "\n" + wrap(footer, kWidth, 0, 0);
   return out;
 }

@@ -46,7 +46,8 @@ result<ok_t> settle_transport(const command_line& cl, global_opts& g, std::strin
   bool host_given = cl.given("--host"), dial_given = cl.given("--dial");
   if (command == "dial-stdio") {
     if (host_given || dial_given)
-      return make_error("usage", "dial-stdio is the far end of --host and --dial: it connects to the sbshd of the host it runs on");
+      return make_error(
+          "usage", "dial-stdio is the far end of --host and --dial: it connects to the sbshd of the host it runs on");
     g.host.clear();
     g.dial.clear();
   }
@@ -56,8 +57,9 @@ result<ok_t> settle_transport(const command_line& cl, global_opts& g, std::strin
   if (!g.host.empty() && !g.dial.empty())
     return make_error("usage", "SBSH_HOST and SBSH_DIAL are both set: unset one, or choose with --host or --dial");
   if (!g.dial.empty() && cl.given("--socket"))
-    return make_error("usage", "-S names a socket on this host, which --dial does not use; give it in the dial "
-                               "command (... sbsh -S PATH dial-stdio)");
+    return make_error("usage",
+                      "-S names a socket on this host, which --dial does not use; give it in the dial "
+                      "command (... sbsh -S PATH dial-stdio)");
   return ok_t{};
 }
 

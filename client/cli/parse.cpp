@@ -4,8 +4,8 @@
 // declared_option for why); CLI11 parses, calling each option's check and store. A value's
 // refusal is thrown from inside CLI11 as usage_error, and parse() turns every refusal into
 // one line.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -182,7 +182,7 @@ result<command_line::outcome> command_line::parse(std::vector<std::string> words
   auto prepared = prepare(std::move(words));
   if (!prepared) return prepared.err();
   std::vector<std::string>& args = *prepared;
-  if (args.empty()) return outcome::run;  // no option and no argument: nothing to build a parser for
+  if (args.empty()) return outcome::run;   // no option and no argument: nothing to build a parser for
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   build_cli11(nullptr);
   auto print_help = [this] {

@@ -23,7 +23,7 @@ void queue_signal(int sig) {
 
 int forward_signals_to_command() {
   if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = queue_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;

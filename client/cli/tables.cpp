@@ -32,7 +32,8 @@ void print_session_table(const std::vector<client::session_status>& v) {
   std::printf("%-16s %-10s %8s %8s %8s %8s %5s  %-24s %s\n", "SESSION", "STATE", "WRAPPER", "SHELL", "RESTARTS",
               "UPTIME", "QUEUE", "CWD", "RUNNING");
   for (const auto& s : v) {
-    std::string running = s.running.empty() ? "" : fmt::format("{} ({})", one_line(s.running, 40), human_duration(s.running_ms));
+    std::string running =
+        s.running.empty() ? "" : fmt::format("{} ({})", one_line(s.running, 40), human_duration(s.running_ms));
     if (!s.error.empty() && s.running.empty()) running = one_line(s.error, 60);
     std::printf("%-16s %-10s %8lld %8lld %8llu %8s %5llu  %-24s %s\n", s.name.c_str(), s.state.c_str(),
                 static_cast<long long>(s.wrapper_pid), static_cast<long long>(s.shell_pid),
@@ -47,10 +48,10 @@ void print_proc_table(const std::vector<client::proc_info>& v) {
               "STARTED", "COMMAND");
   for (const auto& p : v) {
     std::string result = p.state == "exited" && p.exit_code ? fmt::format("exit {}", *p.exit_code)
-                         : p.signal                          ? ipc::signal_name(*p.signal)
-                                                             : "";
-    std::printf("%-5llu %-14s %-12s %8lld %-8s %-10s %-20s %s\n", static_cast<unsigned long long>(p.id),
-                p.name.c_str(), p.session.c_str(), static_cast<long long>(p.pid), p.state.c_str(), result.c_str(),
+                         : p.signal                         ? ipc::signal_name(*p.signal)
+                                                            : "";
+    std::printf("%-5llu %-14s %-12s %8lld %-8s %-10s %-20s %s\n", static_cast<unsigned long long>(p.id), p.name.c_str(),
+                p.session.c_str(), static_cast<long long>(p.pid), p.state.c_str(), result.c_str(),
                 client::rfc3339_ms(p.started_at_ms).substr(0, 19).c_str(), one_line(p.command, 50).c_str());
   }
 }

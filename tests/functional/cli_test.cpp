@@ -25,14 +25,15 @@ std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::
 
 TEST_F(cli_test, AnOptionTakesItsValueInEverySpelling) {
   ASSERT_EQ(exec("x", "v=in-x").code, 0);
-  for (const auto& s : std::vector<std::vector<std::string>>{{"-s", "x"}, {"-sx"}, {"--session", "x"}, {"--session=x"}}) {
+  for (const auto& s :
+       std::vector<std::vector<std::string>>{{"-s", "x"}, {"-sx"}, {"--session", "x"}, {"--session=x"}}) {
     auto r = sbsh(cat(cat({"exec"}, s), {"echo ${v:-elsewhere}"}));
     EXPECT_EQ(r.out, "in-x\n") << s[0] << ": " << r.err;
   }
   // The global options, before the command; SBSH_SOCKET names no daemon, so only a socket
   // option that was read reaches this one.
-  for (const auto& s : std::vector<std::vector<std::string>>{{"-S", sock}, {"-S" + sock}, {"--socket", sock},
-                                                             {"--socket=" + sock}}) {
+  for (const auto& s :
+       std::vector<std::vector<std::string>>{{"-S", sock}, {"-S" + sock}, {"--socket", sock}, {"--socket=" + sock}}) {
     auto argv = cat({"/usr/bin/env", "SBSH_SOCKET=" + dir + "/none.sock", bin("sbsh"), "--no-autostart"}, s);
     auto r = run(cat(argv, {"exec", "-s", "x", "echo ${v:-elsewhere}"}));
     EXPECT_EQ(r.out, "in-x\n") << s[0] << ": " << r.err;
@@ -59,17 +60,22 @@ TEST_F(cli_test, OptionsEndAtTheFirstWordOfTheCommand) {
 }
 
 TEST_F(cli_test, KillTakesSignalsAsKillDoesAndIdsAfterDashDash) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> spellings{
-      {{"-9"}, "SIGKILL"},   {{"-KILL"}, "SIGKILL"}, {{"-SIGINT"}, "SIGINT"},           {{"-hup"}, "SIGHUP"},
-      {{"-sQUIT"}, "SIGQUIT"}, {{"-s", "2"}, "SIGINT"}, {{"--signal=HUP"}, "SIGHUP"}, {{}, "SIGTERM"}};
+  const std::vector<std::pair<std::vector<std::string>, std::string>>
+      spellings{{{"-9"}, "SIGKILL"},     {{"-KILL"}, "SIGKILL"},  {{"-SIGINT"}, "SIGINT"},      {{"-hup"}, "SIGHUP"},
+                {{"-sQUIT"}, "SIGQUIT"}, {{"-s", "2"}, "SIGINT"}, {{"--signal=HUP"}, "SIGHUP"}, {{}, "SIGTERM"}};
+  // Each is killed once it runs its command (a kill at the moment of its start can miss it).
+  auto start = [this](const std::string& name) {
+    ASSERT_EQ(sbsh({"start", "--name", name, "--", "echo up; exec sleep 300"}).code, 0);
+    ASSERT_TRUE(wait_until([&] { return sbsh({"logs", "--", name}).out == "up\n"; }, std::chrono::seconds(20)));
+  };
   for (size_t i = 0; i < spellings.size(); ++i) {
     std::string name = "p" + std::to_string(i);
-    ASSERT_EQ(sbsh({"start", "--name", name, "--", "sleep 300"}).code, 0);
+    start(name);
     auto r = sbsh(cat(cat({"kill"}, spellings[i].first), {name}));
     EXPECT_EQ(r.code, 0) << r.err;
   }
   // After "--", a word that starts with '-' is an ID (here a name), never a signal.
-  ASSERT_EQ(sbsh({"start", "--name", "-5", "--", "sleep 300"}).code, 0);
+  start("-5");
   auto r = sbsh({"kill", "--", "-5"});
   EXPECT_EQ(r.code, 0) << r.err;
   r = sbsh({"kill", "--", "-6"});
@@ -163,7 +169,8 @@ TEST_F(cli_test, BadValuesAreRefusedOnOneLineBeforeAnythingRuns) {
       {{"status", "--json=no"}, "option --json takes no value"},
       {{"logs", "1", "2"}, "unexpected argument '2'; usage: sbsh logs"},
       {{"session", "bogus"}, "unknown sbsh session command 'bogus': use create, ls, show, rm or restart"},
-      {{"session", "create", "x", "--restart", "sometimes"}, "--restart takes always, on-failure or never, not 'sometimes'"},
+      {{"session", "create", "x", "--restart", "sometimes"},
+       "--restart takes always, on-failure or never, not 'sometimes'"},
       {{"--bogus", "exec", "true"}, "unknown option '--bogus' for sbsh"},
       {{"nonsense"}, "unknown command 'nonsense'"},
   };
