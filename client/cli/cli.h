@@ -52,8 +52,9 @@ void print_session_table(const std::vector<client::session_status>& v);
 void print_proc_table(const std::vector<client::proc_info>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
-// on the returned descriptor, for exec_options::signal_fd to forward to the command (as ssh
-// does). Calling it again reuses the same pipe.
+// on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to
+// the command (as ssh does), SIGTERM and SIGHUP stop it whole. Calling it again reuses the
+// same pipe.
 int forward_signals_to_command();
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.

@@ -74,11 +74,11 @@ void command_line::number(std::string_view names, std::string_view value_name, s
   auto check = [what = std::string(what), min, max](std::string_view option, const std::string& v) -> std::string {
     std::string range = max == std::numeric_limits<uint64_t>::max() ? fmt::format("{} or more", min)
                                                                     : fmt::format("{} to {}", min, max);
-    std::string expected = fmt::format("{} takes {} (digits only, {}), not '{}'", option, what, range, v);
+    std::string refused = fmt::format("{} takes {}, not '{}'", option, what, v);
     bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
     auto n = parse_digits(v);
-    if (digits && (!n || *n > max)) return fmt::format("{}: that is more than {}", expected, max);
-    if (!n || *n < min) return expected;
+    if (digits && (!n || *n > max)) return fmt::format("{}: that is more than {}", refused, max);
+    if (!n || *n < min) return fmt::format("{} ({}, in decimal digits only)", refused, range);
     return "";
   };
   declare(names, value_name, help, false, check, nullptr, [&into](const std::string& v) { into = *parse_digits(v); });

@@ -5,6 +5,7 @@
 namespace sbsh::cli {
 
 runner declare_exec(command_line& cl);
+runner declare_run(command_line& cl);
 runner declare_session(command_line& cl);
 runner declare_start(command_line& cl);
 runner declare_logs(command_line& cl);
@@ -21,6 +22,7 @@ namespace {
 
 constexpr command kCommands[] = {
     {"exec", "run a command in a session and exit with its exit code", declare_exec},
+    {"run", "run a plan of staged commands in a fresh session; write a report", declare_run},
     {"session", "create, list, show, remove or restart sessions", declare_session},
     {"start", "start a background process from a session's state; prints its id", declare_start},
     {"logs", "show a background process's output", declare_logs},

@@ -14,8 +14,11 @@ namespace sbsh::cli {
 
 namespace {
 int g_signal_pipe[2] = {-1, -1};
+// SIGINT and SIGQUIT go to the command, as a terminal sends them; SIGTERM and SIGHUP ask sbsh
+// to end, so the whole command stops (the rest of its text included), with that signal first
+// (exec_options::signal_fd).
 void queue_signal(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig);
+  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + sig : sig);
   ssize_t r = ::write(g_signal_pipe[1], &b, 1);
   (void)r;
 }

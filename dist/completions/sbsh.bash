@@ -7,7 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
-  local commands="exec session start logs kill wait ps attach status shutdown dial-stdio version help"
+  local commands="exec run session start logs kill wait ps attach status shutdown dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -22,7 +22,8 @@ _sbsh() {
   fi
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
-    -C|--cwd|-S|--socket|--snapshot) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -C|--cwd|-S|--socket|--snapshot|--artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --report|--events) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --limit) COMPREPLY=($(compgen -W "as= core= cpu= data= fsize= memlock= nofile= nproc= stack=" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
@@ -32,6 +33,8 @@ _sbsh() {
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
     exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --help --" -- "$cur")) ;;
+    run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
+      [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur")); return; fi
