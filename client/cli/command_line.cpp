@@ -50,7 +50,9 @@ void command_line::describe(std::string_view text) { description_ = text; }
 void command_line::footer(std::string_view text) { footer_ = text; }
 
 void command_line::declare(std::string_view names, std::string_view value_name, std::string_view help, bool many,
-                           value_check check, bool* flag, std::function<void(const std::string&)> store) {
+                           value_check check,
+                           bool* flag,  // NOLINT(readability-non-const-parameter): CLI11 sets it later
+                           std::function<void(const std::string&)> store) {
   options_.push_back({names, value_name, help, many, std::move(check), std::move(store), flag, false});
 }
 
