@@ -442,8 +442,11 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
     p->second.waiters.emplace_back(serial, std::move(done));
     return;
   }
-  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr)
-    return done(create_session(name, std::move(def)));  // made, the same, or says why not
+  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr) {
+    auto made = create_session(name, std::move(def));  // made, the same, or says why not
+    if (!made) return done(made);
+    return after_state_written([made, done = std::move(done)] { done(made); });
+  }
   if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
   std::string source = def.snapshot;
   auto& p = pending_[name];
@@ -463,7 +466,9 @@ void server::snapshot_copied(const std::string& name, status copied) {
     if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
   }
   if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);
-  for (auto& [serial, done] : waiting.waiters) done(made);
+  after_state_written([made, waiters = std::move(waiting.waiters)] {
+    for (const auto& [serial, done] : waiters) done(made);
+  });
 }
 
 void server::remove_session(const std::string& name, std::function<void()> done) {
@@ -587,13 +592,23 @@ void server::write_atomically(const std::string& path, std::string bytes) {
         if (!me->error.empty()) spdlog::error("{}", me->error);
         auto& w = me->srv->writes_[me->path];
         w.busy = false;
+        auto written = std::move(w.current_waiters);
+        w.current_waiters = std::move(w.next_waiters);
+        w.next_waiters.clear();
         if (w.next) {
           std::string next = std::move(*w.next);
           w.next.reset();
           me->srv->write_atomically(me->path, std::move(next));
         }
         delete me;
+        for (auto& done : written) done();
       });
+}
+
+void server::after_state_written(std::function<void()> done) {
+  auto& w = writes_[state_file()];
+  if (!w.busy) return done();
+  (w.next ? w.next_waiters : w.current_waiters).push_back(std::move(done));
 }
 
 result<ipc::message> server::read_state_file(const std::string& path, bool* missing) {

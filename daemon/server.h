@@ -173,7 +173,12 @@ class server {
   struct pending_write {
     bool busy = false;
     std::optional<std::string> next;
+    // Called once the write under way (or the next one, when there is a next) is on disk.
+    std::vector<std::function<void()>> current_waiters, next_waiters;
   };
+  // Calls `done` once every state written so far is on disk (at once when no write is under
+  // way): a client told that a session was made can count on it surviving a crash of sbshd.
+  void after_state_written(std::function<void()> done);
   std::map<std::string, pending_write> writes_;
   std::unique_ptr<proc_table> procs_;
   snapshot_store snapshots_;

@@ -18,20 +18,6 @@ namespace {
 
 using crash_recovery_test = daemon_test;
 
-// The pids of live processes whose command line holds `needle`.
-std::vector<pid_t> processes_with(const std::string& needle) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::replace(raw.begin(), raw.end(), '\0', ' ');
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (raw.find(needle) != std::string::npos && pid != ::getpid() && pid_alive(pid)) out.push_back(pid);
-  }
-  return out;
-}
 
 pid_t start_cli(const std::vector<std::string>& args) {
   pid_t pid = ::fork();
@@ -83,7 +69,7 @@ TEST_F(crash_recovery_test, AHalfStartedShellIsNotAdopted) {
   start_daemon();
   auto r = sbsh({"exec", "-s", "h", "-t", "30s", "--", "echo ${INITED:-no}"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "yes\n");
+  EXPECT_EQ(r.out, "yes\n") << r.err << std::ifstream(dir + "/sbshd.log").rdbuf();
 }
 
 // sbshd killed while a command prints: nothing reads its pipes any more, yet the shell (which
