@@ -1,11 +1,19 @@
 // The sbsh command-line interface: global options, the subcommand table, shared helpers.
-// One file per subcommand (cmd_*.cpp); main.cpp parses global options and dispatches.
+//
+// Each subcommand is one file (cmd_*.cpp) with one function, declare_NAME, that declares its
+// options and arguments on a command_line (command_line.h) and returns what runs it once
+// they are parsed. commands.cpp lists them; main.cpp parses the global options, finds the
+// subcommand, declares and parses only that one (sbsh starts for every command, so it builds
+// no parser it does not use), and runs it.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "client/cli/command_line.h"
 #include "sbsh/client.h"
 
 namespace sbsh::cli {
@@ -20,33 +28,28 @@ struct global_opts {
   std::string dial;  // a command line whose stdin and stdout reach `sbsh dial-stdio`
 };
 
-using args = std::vector<std::string_view>;
+// Runs a subcommand with the values its declaration parsed; returns sbsh's exit status.
+using runner = std::function<int(const global_opts&)>;
 
 struct command {
   std::string_view name;
-  int (*run)(const global_opts&, const args&);
-  std::string_view summary;
-  std::string_view usage;
+  std::string_view summary;  // one line, for `sbsh --help`
+  runner (*declare)(command_line& cl);
 };
 
-int cmd_exec(const global_opts& g, const args& a);
-int cmd_run(const global_opts& g, const args& a);
-int cmd_status(const global_opts& g, const args& a);
-int cmd_shutdown(const global_opts& g, const args& a);
-int cmd_version(const global_opts& g, const args& a);
-int cmd_session(const global_opts& g, const args& a);
-int cmd_ps(const global_opts& g, const args& a);
-int cmd_start(const global_opts& g, const args& a);
-int cmd_logs(const global_opts& g, const args& a);
-int cmd_kill(const global_opts& g, const args& a);
-int cmd_wait(const global_opts& g, const args& a);
-int cmd_attach(const global_opts& g, const args& a);
-int cmd_dial_stdio(const global_opts& g, const args& a);
-void print_proc_table(const std::vector<client::proc_info>& v);
+std::span<const command> commands();
+const command* find_command(std::string_view name);
 
+// -s, --session SESSION, as exec, start and attach take it.
+void add_session_option(command_line& cl, std::string& into);
+
+// Shared by session ls and ps.
+int list_sessions(const global_opts& g, bool json, bool with_processes, bool all);
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);
+std::string one_line(std::string s, size_t max);  // newlines and tabs as spaces, cut to max
 void print_session_table(const std::vector<client::session_status>& v);
+void print_proc_table(const std::vector<client::proc_info>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
 // on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to
@@ -56,15 +59,7 @@ int forward_signals_to_command();
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
 int fail(std::string_view message);
-// Prints the usage of `c` on stdout (for --help) and returns 0.
-int print_usage(const command& c);
-const command* find_command(std::string_view name);
 
 result<client::connection> connect(const global_opts& g, bool autostart);
-
-// Option parsing helpers: "-x VALUE", "-xVALUE", "--long VALUE", "--long=VALUE".
-// Returns true when args[i] is that option; the value goes to *value and i advances past it.
-bool take_option(const args& a, size_t& i, std::string_view short_name, std::string_view long_name,
-                 std::string_view* value, std::string* error);
 
 }  // namespace sbsh::cli

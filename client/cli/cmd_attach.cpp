@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -31,17 +32,7 @@ std::string prompt_for(client::connection& conn, const std::string& session) {
   return fmt::format("[{} {}]$ ", session, cwd);
 }
 
-}  // namespace
-
-int cmd_attach(const global_opts& g, const args& a) {
-  std::string session = "default", err;
-  for (size_t i = 0; i < a.size(); ++i) {
-    std::string_view v;
-    if (a[i] == "-h" || a[i] == "--help") return print_usage(*find_command("attach"));
-    if (take_option(a, i, "-s", "--session", &v, &err)) session = std::string(v);
-    else return fail(fmt::format("unknown argument '{}' for attach", a[i]));
-    if (!err.empty()) return fail(err);
-  }
+int run_attach(const global_opts& g, const std::string& session) {
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
 
@@ -88,6 +79,19 @@ int cmd_attach(const global_opts& g, const args& a) {
   }
   if (tty) write_history(history.c_str());
   return last;
+}
+
+}  // namespace
+
+runner declare_attach(command_line& cl) {
+  auto session = std::make_shared<std::string>("default");
+  cl.describe(
+      "Runs each line you type in the session, with live output. The prompt shows the session and its "
+      "directory; lines are edited with the usual keys and kept in a history. Ctrl-C interrupts the running "
+      "command, not sbsh; Ctrl-D leaves. When stdin is not a terminal, its lines are run in order and the exit "
+      "status is the last command's.");
+  add_session_option(cl, *session);
+  return [session](const global_opts& g) { return run_attach(g, *session); };
 }
 
 }  // namespace sbsh::cli

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -20,7 +22,10 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
   client::json_object j;
   j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
   j.opt_num("exit_code", r.exit_code);
-  j.signal("signal", r.signal).boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
+  j.signal("signal", r.signal)
+      .boolean("timed_out", r.timed_out)
+      .boolean("shell_restarted", r.shell_restarted)
+      .boolean("cancelled", r.cancelled);
   j.boolean("ran", r.ran);
   j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
   if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
@@ -45,54 +50,21 @@ int exit_status(const client::exec_result& r) {
   return kExitFailure;
 }
 
-}  // namespace
-
-int cmd_exec(const global_opts& g, const args& a) {
+struct exec_args {
   client::exec_options o;
+  std::vector<std::string> words;
   bool json = false;
-  size_t i = 0;
-  std::string err;
-  for (; i < a.size(); ++i) {
-    std::string_view v;
-    if (a[i] == "--") {
-      ++i;
-      break;
-    }
-    if (a[i] == "-h" || a[i] == "--help") return print_usage(*find_command("exec"));
-    if (a[i] == "--json") {
-      json = true;
-    } else if (take_option(a, i, "-s", "--session", &v, &err)) {
-      if (v.empty() && err.empty()) err = "invalid session name '': a name is 1 to 64 characters, letters, digits, '.', '_' or '-', and starts with a letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$)";
-      o.session = std::string(v);
-    } else if (take_option(a, i, "-C", "--cwd", &v, &err)) {
-      o.cwd = std::string(v);
-      if (o.cwd.empty()) err = "option -C needs a directory";
-    } else if (take_option(a, i, "-e", "--env", &v, &err)) {
-      if (v.find('=') == std::string_view::npos || v.front() == '=')
-        err = fmt::format("option -e takes NAME=VALUE, not '{}'", v);
-      o.env.emplace_back(v);
-    } else if (take_option(a, i, "-t", "--timeout", &v, &err)) {
-      auto d = client::parse_duration(v);
-      if (!d) return fail(d.err().message);
-      if (d->count() == 0) return fail("a timeout of zero would stop the command at once; omit -t for none");
-      o.timeout = *d;
-    } else if (take_option(a, i, "", "--output-limit", &v, &err)) {
-      char* end = nullptr;
-      std::string s(v);
-      unsigned long long n = std::strtoull(s.c_str(), &end, 10);
-      if (s.empty() || *end != '\0') err = fmt::format("--output-limit takes a number of bytes, not '{}'", v);
-      o.output_limit = static_cast<size_t>(n);
-    } else if (!a[i].empty() && a[i][0] == '-' && a[i] != "-") {
-      return fail(fmt::format("unknown option '{}' for exec; put '--' before a command that starts with '-'", a[i]));
-    } else {
-      break;
-    }
-    if (!err.empty()) return fail(err);
-  }
-  if (i >= a.size()) return fail("exec needs a command, e.g. sbsh exec -s build 'make test'");
-  for (size_t k = i; k < a.size(); ++k) {
-    if (k > i) o.command += ' ';
-    o.command.append(a[k]);
+  uint64_t output_limit = client::exec_options{}.output_limit;
+};
+
+int run_exec(const global_opts& g, exec_args& a) {
+  auto& o = a.o;
+  bool json = a.json;
+  o.output_limit = a.output_limit;
+  if (a.words.empty()) return fail("exec needs a command, e.g. sbsh exec -s build 'make test'");
+  for (size_t k = 0; k < a.words.size(); ++k) {
+    if (k > 0) o.command += ' ';
+    o.command += a.words[k];
   }
   // Forward stdin when it is not a terminal, as ssh does; otherwise the command gets /dev/null.
   if (::fcntl(0, F_GETFD) != -1 && ::isatty(0) == 0) o.stdin_fd = 0;
@@ -129,6 +101,30 @@ int cmd_exec(const global_opts& g, const args& a) {
     if (r->timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", o.timeout.count()));
   }
   return exit_status(*r);
+}
+
+}  // namespace
+
+runner declare_exec(command_line& cl) {
+  auto a = std::make_shared<exec_args>();
+  cl.describe(
+      "Runs COMMAND (its words joined with spaces) at the top level of the session's shell, so cd, variables, "
+      "functions, aliases, options and traps persist to the next exec. Output is streamed live; stdin is "
+      "forwarded when it is not a terminal, else the command gets /dev/null. Options are read only before "
+      "COMMAND, whose own options pass through as they are.");
+  add_session_option(cl, a->o.session);
+  cl.option("-C,--cwd", "DIR", "run in DIR, in a subshell (changes do not persist)", a->o.cwd,
+            check_not_empty("a directory"));
+  cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this command only (subshell); repeatable", a->o.env,
+              check_assignment);
+  cl.duration("-t,--timeout", "DURATION", "stop the command after DURATION (500ms, 30s, 5m, 1h, or seconds)",
+              a->o.timeout, "a timeout of zero would stop the command at once; omit -t for none");
+  cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
+  cl.number("--output-limit", "N", "with --json, keep at most N bytes per stream (default 16777216)", a->output_limit,
+            "a number of bytes", 0, std::numeric_limits<size_t>::max());
+  cl.words("COMMAND", a->words);
+  cl.footer("Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.");
+  return [a](const global_opts& g) { return run_exec(g, *a); };
 }
 
 }  // namespace sbsh::cli

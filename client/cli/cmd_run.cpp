@@ -3,6 +3,8 @@
 // to its options, prints progress on stderr, and exits with the run's status.
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -17,53 +19,9 @@ namespace {
 struct run_args {
   std::string plan, report, events;
   bool quiet = false;
+  uint64_t output_limit = client::run_options{}.output_limit;
   client::run_options opts;
 };
-
-// Returns "" when the arguments are good, else what is wrong.
-std::string parse_args(const args& a, run_args& r, bool* help) {
-  std::string err;
-  for (size_t i = 0; i < a.size(); ++i) {
-    std::string_view v;
-    if (a[i] == "-h" || a[i] == "--help") {
-      *help = true;
-      return "";
-    }
-    if (a[i] == "--keep-session") {
-      r.opts.keep_session = true;
-    } else if (a[i] == "-q" || a[i] == "--quiet") {
-      r.quiet = true;
-    } else if (take_option(a, i, "", "--report", &v, &err)) {
-      r.report = std::string(v);
-      if (v.empty() && err.empty()) err = "option --report needs a file, or - for stdout";
-    } else if (take_option(a, i, "", "--events", &v, &err)) {
-      r.events = std::string(v);
-      if (v.empty() && err.empty()) err = "option --events needs a file, or - for stdout";
-    } else if (take_option(a, i, "", "--artifacts", &v, &err)) {
-      r.opts.artifacts_dir = std::string(v);
-      if (v.empty() && err.empty()) err = "option --artifacts needs a directory";
-    } else if (take_option(a, i, "-s", "--session", &v, &err)) {
-      r.opts.session = std::string(v);
-      if (v.empty() && err.empty()) err = "option --session needs a name";
-    } else if (take_option(a, i, "", "--output-limit", &v, &err)) {
-      std::string s(v);
-      char* end = nullptr;
-      unsigned long long n = std::strtoull(s.c_str(), &end, 10);
-      if (s.empty() || s[0] == '-' || *end != '\0') err = fmt::format("--output-limit takes a number of bytes, not '{}'", v);
-      r.opts.output_limit = static_cast<size_t>(n);
-    } else if (a[i].size() > 1 && a[i][0] == '-') {
-      return fmt::format("unknown option '{}' for run", a[i]);
-    } else if (r.plan.empty()) {
-      r.plan = std::string(a[i]);
-    } else {
-      return fmt::format("run takes one plan, not also '{}'", a[i]);
-    }
-    if (!err.empty()) return err;
-  }
-  if (r.plan.empty()) return "run needs a plan file, e.g. sbsh run ci.yaml ('-' reads it from stdin)";
-  if (r.report == "-" && r.events == "-") return "--report - and --events - would both write to stdout: send one to a file";
-  return "";
-}
 
 // Progress for a person watching: one line per stage and per finished command, on stderr.
 void print_progress(const client::run_event& e) {
@@ -88,13 +46,11 @@ void print_progress(const client::run_event& e) {
   }
 }
 
-}  // namespace
-
-int cmd_run(const global_opts& g, const args& a) {
-  run_args r;
-  bool help = false;
-  if (std::string err = parse_args(a, r, &help); !err.empty()) return fail(err);
-  if (help) return print_usage(*find_command("run"));
+int run_run(const global_opts& g, run_args& r) {
+  if (r.plan.empty()) return fail("run needs a plan file, e.g. sbsh run ci.yaml ('-' reads it from stdin)");
+  if (r.report == "-" && r.events == "-")
+    return fail("--report - and --events - would both write to stdout: send one to a file");
+  r.opts.output_limit = static_cast<size_t>(r.output_limit);
   auto plan = client::load_plan(r.plan);
   if (!plan) return fail(plan.err().message);
   if (r.events == "-") r.opts.events_fd = 1;
@@ -120,6 +76,39 @@ int cmd_run(const global_opts& g, const args& a) {
                  rep->session.c_str());
   if (rep->error) fail(rep->error->message);
   return client::exit_status(*rep);
+}
+
+}  // namespace
+
+runner declare_run(command_line& cl) {
+  auto r = std::make_shared<run_args>();
+  cl.describe(
+      "Runs the stages of PLAN (a JSON or YAML file; - reads stdin) in order in one new session, so state "
+      "carries from command to command, and stops at the first stage that does not meet its expectation "
+      "(expect: success, the default, or failure); later stages are skipped. The session is removed at the "
+      "end. Ctrl-C or SIGTERM stops the running command and cancels the run; the report is still written. "
+      "Progress goes to stderr. See sbsh(1), PLANS.");
+  cl.option("--report", "FILE|-",
+            "write the report (JSON) there when the run ends; default: stdout, unless the "
+            "events go there",
+            r->report, check_not_empty("a file, or - for stdout"));
+  cl.option("--events", "FILE|-", "write the events there as they happen, one JSON object per line", r->events,
+            check_not_empty("a file, or - for stdout"));
+  cl.option("--artifacts", "DIR",
+            "write each command's whole stdout and stderr to DIR/STAGE/N.stdout and .stderr "
+            "(N from 0)",
+            r->opts.artifacts_dir, check_not_empty("a directory"));
+  cl.number("--output-limit", "N", "keep at most N bytes of each stream in the report (default 1048576)",
+            r->output_limit, "a number of bytes", 0, std::numeric_limits<size_t>::max());
+  cl.flag("--keep-session", "leave the session for inspection; its name is printed on stderr", r->opts.keep_session);
+  cl.option("-s,--session", "NAME", "name the session (it must not exist; default run-PID-N)", r->opts.session,
+            check_session_name);
+  cl.flag("-q,--quiet", "no progress on stderr", r->quiet);
+  cl.argument("PLAN", r->plan);
+  cl.footer(
+      "Exit status: 0 when every stage met its expectation, 1 when one did not, 130 when cancelled, 255 for an "
+      "invalid plan or a failure of sbsh itself.");
+  return [r](const global_opts& g) { return run_run(g, *r); };
 }
 
 }  // namespace sbsh::cli

@@ -1,4 +1,5 @@
 # bash completion for sbsh: subcommands, options, and live session and process names.
+# tests/man/options_test.sh checks that it offers every option each command's --help prints.
 _sbsh_sessions() { sbsh session ls --json 2>/dev/null | grep -o '"name":"[^"]*"' | cut -d'"' -f4; }
 _sbsh_procs() {
   sbsh ps -a --json 2>/dev/null | grep -o '"id":[0-9]*,"name":"[^"]*"' | sed -E 's/"id":([0-9]+),"name":"([^"]*)"/\1 \2/' | tr ' ' '\n' | grep -v '^$'
@@ -6,6 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+  local commands="exec run session start logs kill wait ps attach status shutdown dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -14,33 +16,43 @@ _sbsh() {
       *) cmd=${words[i]}; break ;;
     esac
   done
+  # The value of an option.
+  if [[ $cmd == kill ]] && [[ $prev == -s || $prev == --signal ]]; then
+    COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return
+  fi
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
     -C|--cwd|-S|--socket|--snapshot|--artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --report|--events) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
-    --dial) return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
-    --signal) COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return ;;
+    --limit) COMPREPLY=($(compgen -W "as= core= cpu= data= fsize= memlock= nofile= nproc= stack=" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
+    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--name|--init) return ;;
   esac
   case $cmd in
-    "") COMPREPLY=($(compgen -W "exec run session start logs kill wait ps attach status shutdown dial-stdio version help -S --socket --no-autostart -H --host --dial --help" -- "$cur")) ;;
-    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --" -- "$cur")) ;;
-    run) COMPREPLY=($(compgen -W "--report --events --artifacts --keep-session -s --session --output-limit -q --quiet" -- "$cur"))
+    "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
+    help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --help --" -- "$cur")) ;;
+    run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
-      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur"))
-      elif [[ $sub == create ]]; then COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit" -- "$cur"))
-      else COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json" -- "$cur")); fi ;;
-    start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --" -- "$cur")) ;;
-    logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr $(_sbsh_procs)" -- "$cur")) ;;
-    kill) COMPREPLY=($(compgen -W "-s --signal -TERM -KILL -INT -HUP $(_sbsh_procs)" -- "$cur")) ;;
-    wait) COMPREPLY=($(compgen -W "-t --timeout $(_sbsh_procs)" -- "$cur")) ;;
-    ps) COMPREPLY=($(compgen -W "-a --json" -- "$cur")) ;;
-    attach) COMPREPLY=($(compgen -W "-s --session" -- "$cur")) ;;
-    status) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-    shutdown) COMPREPLY=($(compgen -W "--keep-sessions" -- "$cur")) ;;
+      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur")); return; fi
+      case $sub in
+        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --help" -- "$cur")) ;;
+        ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
+        rm|restart) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --help" -- "$cur")) ;;
+      esac ;;
+    start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
+    logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;
+    kill) COMPREPLY=($(compgen -W "-s --signal -TERM -KILL -INT -HUP --help $(_sbsh_procs)" -- "$cur")) ;;
+    wait) COMPREPLY=($(compgen -W "-t --timeout --help $(_sbsh_procs)" -- "$cur")) ;;
+    ps) COMPREPLY=($(compgen -W "-a --all --json --help" -- "$cur")) ;;
+    attach) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
+    status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+    shutdown) COMPREPLY=($(compgen -W "--keep-sessions --help" -- "$cur")) ;;
+    dial-stdio|version) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }
 complete -F _sbsh sbsh

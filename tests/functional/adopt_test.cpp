@@ -11,10 +11,14 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
-#include "json_min.h"
 
 namespace sbsh::test {
+
+using json = nlohmann::json;
+
 namespace {
 
 class adopt_test : public daemon_test {
@@ -108,16 +112,16 @@ TEST_F(adopt_test, AnAdoptedShellKeepsItsGenerationAndALostOneIsANewOne) {
     auto r = sbsh({"exec", "-s", "g", "--json", "--", command});
     return json::parse(r.out);
   };
-  ASSERT_EQ(result("kill -9 $$")["shell_restarted"].b, true);
+  ASSERT_EQ(result("kill -9 $$").at("shell_restarted").get<bool>(), true);
   auto second = result("v=kept");
-  uint64_t gen = static_cast<uint64_t>(second["generation"].n);
+  uint64_t gen = second.at("generation").get<uint64_t>();
   ASSERT_GE(gen, 2u);
   kill_daemon();
   start_daemon();
   auto adopted = result("echo $v");
-  EXPECT_EQ(adopted["stdout"].s, "kept\n");
-  EXPECT_EQ(static_cast<uint64_t>(adopted["generation"].n), gen);
-  EXPECT_FALSE(adopted["state_lost"].b);
+  EXPECT_EQ(adopted.at("stdout").get<std::string>(), "kept\n");
+  EXPECT_EQ(adopted.at("generation").get<uint64_t>(), gen);
+  EXPECT_FALSE(adopted.at("state_lost").get<bool>());
   // Now the wrapper dies while no sbshd runs: the next sbshd cannot take its shell over.
   auto st = session_pids("g");
   kill_daemon();
@@ -125,9 +129,9 @@ TEST_F(adopt_test, AnAdoptedShellKeepsItsGenerationAndALostOneIsANewOne) {
   ASSERT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(st.shell_pid)); }, std::chrono::seconds(20)));
   start_daemon();
   auto fresh = result("echo ${v:-fresh}");
-  EXPECT_EQ(fresh["stdout"].s, "fresh\n");
-  EXPECT_TRUE(fresh["state_lost"].b);
-  EXPECT_NE(static_cast<uint64_t>(fresh["generation"].n), gen);
+  EXPECT_EQ(fresh.at("stdout").get<std::string>(), "fresh\n");
+  EXPECT_TRUE(fresh.at("state_lost").get<bool>());
+  EXPECT_NE(fresh.at("generation").get<uint64_t>(), gen);
 }
 
 TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt) {
@@ -149,11 +153,11 @@ TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt
   auto r = exec("s", "echo $LATE; cat finished");
   EXPECT_EQ(r.out, "yes\ndone\n");
   auto show = json::parse(sbsh({"session", "show", "s", "--json"}).out);
-  const auto& hist = show["history"].a;
+  const auto& hist = show.at("history");
   ASSERT_EQ(hist.size(), 2u);
-  EXPECT_EQ(hist[0]["command"].s, "(started before sbshd restarted)");
-  EXPECT_EQ(hist[0]["exit_code"].i(), 3);
-  EXPECT_EQ(hist[1]["command"].s, "echo $LATE; cat finished");
+  EXPECT_EQ(hist.at(0).at("command"), "(started before sbshd restarted)");
+  EXPECT_EQ(hist.at(0).at("exit_code"), 3);
+  EXPECT_EQ(hist.at(1).at("command"), "echo $LATE; cat finished");
 }
 
 TEST_F(adopt_test, ShutdownKeepSessionsHandsThemToTheNextSbshd) {
@@ -199,11 +203,11 @@ TEST_F(adopt_test, BackgroundProcessesGoOnAcrossACrashOfSbshdWithNothingLost) {
   auto procs = [&] {
     std::map<std::string, json> by_name;
     auto table = json::parse(sbsh({"ps", "-a", "--json"}).out);
-    for (auto& p : table["processes"].a) by_name[p["name"].s] = p;
+    for (const auto& p : table.at("processes")) by_name[p.at("name").get<std::string>()] = p;
     return by_name;
   };
   auto before = procs();
-  auto quick_pid = static_cast<pid_t>(before["quick"]["pid"].i());
+  auto quick_pid = before.at("quick").at("pid").get<pid_t>();
   // A restart of the shell first: the pipes go to its new wrapper, the one adopted below.
   EXPECT_EQ(exec("s", "kill -9 $$").code, 137);
   EXPECT_EQ(exec("s", "echo up").out, "up\n");
@@ -213,11 +217,11 @@ TEST_F(adopt_test, BackgroundProcessesGoOnAcrossACrashOfSbshdWithNothingLost) {
                          std::chrono::seconds(20)));
   start_daemon();
   auto after = procs();
-  EXPECT_EQ(after["writer"]["state"].s, "running");
-  EXPECT_EQ(after["writer"]["pid"].i(), before["writer"]["pid"].i());
+  EXPECT_EQ(after.at("writer").at("state"), "running");
+  EXPECT_EQ(after.at("writer").at("pid"), before.at("writer").at("pid"));
   // Its status was kept in its pipe while no sbshd ran.
-  EXPECT_EQ(after["quick"]["state"].s, "exited");
-  EXPECT_EQ(after["quick"]["exit_code"].i(), 4);
+  EXPECT_EQ(after.at("quick").at("state"), "exited");
+  EXPECT_EQ(after.at("quick").at("exit_code"), 4);
   EXPECT_EQ(sbsh({"logs", "quick"}).out, "bye\n");
   std::ofstream(dir + "/tmp/go2").put('\n');
   EXPECT_EQ(sbsh({"wait", "writer"}).code, 5);
@@ -235,9 +239,9 @@ TEST_F(adopt_test, ABackgroundProcessMissingFromTheSavedTableIsFoundThroughItsWr
   std::filesystem::remove(state + "/procs.msgpack");
   start_daemon();
   auto table = json::parse(sbsh({"ps", "--json"}).out);
-  ASSERT_EQ(table["processes"].a.size(), 1u);
-  EXPECT_EQ(std::to_string(table["processes"].a[0]["id"].i()), trim(id.out));
-  EXPECT_EQ(table["processes"].a[0]["state"].s, "running");
+  ASSERT_EQ(table.at("processes").size(), 1u);
+  EXPECT_EQ(table.at("processes").at(0).at("id").dump(), trim(id.out));
+  EXPECT_EQ(table.at("processes").at(0).at("state"), "running");
   ASSERT_EQ(exec("s", "touch \"$TMPDIR/go\"").code, 0);
   EXPECT_EQ(sbsh({"wait", trim(id.out)}).code, 6);
   EXPECT_EQ(sbsh({"logs", trim(id.out)}).out, "hi\n");
@@ -290,13 +294,13 @@ TEST_F(no_adopt_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   start_daemon();
   EXPECT_EQ(exec("keep", "pwd").out, "/tmp\n");
   auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
-  ASSERT_EQ(j["processes"].a.size(), 1u);
-  EXPECT_EQ(j["processes"].a[0]["state"].s, "lost");
-  EXPECT_TRUE(j["processes"].a[0]["exit_code"].is_null());
+  ASSERT_EQ(j.at("processes").size(), 1u);
+  EXPECT_EQ(j.at("processes").at(0).at("state"), "lost");
+  EXPECT_TRUE(j.at("processes").at(0).at("exit_code").is_null());
   EXPECT_EQ(sbsh({"wait", "victim"}).code, 255);
   // The orphan from the crashed daemon is still ours to clean up: its whole process group
   // (the process leads it; `sleep` runs in a subshell below it).
-  auto pid = static_cast<pid_t>(j["processes"].a[0]["pid"].i());
+  auto pid = j.at("processes").at(0).at("pid").get<pid_t>();
   ASSERT_GT(pid, 0);
   EXPECT_EQ(::kill(-pid, SIGKILL), 0);
 }

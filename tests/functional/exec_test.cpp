@@ -11,10 +11,14 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
-#include "json_min.h"
 
 namespace sbsh::test {
+
+using json = nlohmann::json;
+
 namespace {
 
 using exec_test = daemon_test;
@@ -87,8 +91,8 @@ TEST_F(exec_test, ACommandThatClosesTheShellsOwnDescriptorsDoesNotLoseTheSession
   // Both copies gone: the shell says why it cannot go on, and the loss is reported.
   r = sbsh({"exec", "-s", "s", "--json", "--", "exec 253>&- 254>&-; echo both"});
   auto j = json::parse(r.out);
-  EXPECT_TRUE(j["shell_restarted"].b) << r.out;
-  EXPECT_NE(j["stderr"].s.find("closed the shell's channel"), std::string::npos) << r.out;
+  EXPECT_TRUE(j.at("shell_restarted").get<bool>()) << r.out;
+  EXPECT_NE(j.at("stderr").get<std::string>().find("closed the shell's channel"), std::string::npos) << r.out;
   EXPECT_EQ(exec("s", "echo next").out, "next\n");
 }
 
@@ -114,27 +118,27 @@ TEST_F(exec_test, JsonCarriesEveryFieldAndExactBytes) {
   auto r = sbsh({"exec", "-s", "j", "--json", "--", "printf 'ok\\xff'; echo e >&2; exit 4"});
   EXPECT_EQ(r.code, 4);
   auto j = json::parse(r.out);
-  EXPECT_EQ(j["session"].s, "j");
-  EXPECT_EQ(j["command"].s, "printf 'ok\\xff'; echo e >&2; exit 4");
-  EXPECT_EQ(j["exit_code"].i(), 4);
-  EXPECT_TRUE(j["signal"].is_null());
-  EXPECT_FALSE(j["timed_out"].b);
-  EXPECT_TRUE(j["shell_restarted"].b);  // `exit` ended the shell
-  EXPECT_TRUE(j["ran"].b);
-  EXPECT_EQ(j["stdout"].s, "ok\xef\xbf\xbd");
-  EXPECT_EQ(j["stdout_base64"].s, "b2v/");  // "ok\xff"
-  EXPECT_EQ(j["stderr"].s, "e\n");
-  EXPECT_FALSE(j.has("stderr_base64"));
-  EXPECT_FALSE(j["stdout_truncated"].b);
-  EXPECT_FALSE(j["stderr_truncated"].b);
-  EXPECT_EQ(j["duration_ms"].kind, json::number);
-  EXPECT_EQ(j["started_at"].s.size(), 24u);  // 2026-11-22T13:58:50.123Z
-  EXPECT_EQ(j["started_at"].s.back(), 'Z');
+  EXPECT_EQ(j.at("session"), "j");
+  EXPECT_EQ(j.at("command"), "printf 'ok\\xff'; echo e >&2; exit 4");
+  EXPECT_EQ(j.at("exit_code"), 4);
+  EXPECT_TRUE(j.at("signal").is_null());
+  EXPECT_FALSE(j.at("timed_out").get<bool>());
+  EXPECT_TRUE(j.at("shell_restarted").get<bool>());  // `exit` ended the shell
+  EXPECT_TRUE(j.at("ran").get<bool>());
+  EXPECT_EQ(j.at("stdout"), "ok\xef\xbf\xbd");
+  EXPECT_EQ(j.at("stdout_base64"), "b2v/");  // "ok\xff"
+  EXPECT_EQ(j.at("stderr"), "e\n");
+  EXPECT_FALSE(j.contains("stderr_base64"));
+  EXPECT_FALSE(j.at("stdout_truncated").get<bool>());
+  EXPECT_FALSE(j.at("stderr_truncated").get<bool>());
+  EXPECT_TRUE(j.at("duration_ms").is_number());
+  EXPECT_EQ(j.at("started_at").get<std::string>().size(), 24u);  // 2026-11-22T13:58:50.123Z
+  EXPECT_EQ(j.at("started_at").get<std::string>().back(), 'Z');
   // Truncation is reported, never silent.
   r = sbsh({"exec", "-s", "j", "--json", "--output-limit", "10", "--", "seq 100"});
   j = json::parse(r.out);
-  EXPECT_EQ(j["stdout"].s, "1\n2\n3\n4\n5\n");
-  EXPECT_TRUE(j["stdout_truncated"].b);
+  EXPECT_EQ(j.at("stdout"), "1\n2\n3\n4\n5\n");
+  EXPECT_TRUE(j.at("stdout_truncated").get<bool>());
 }
 
 TEST_F(exec_test, SixtyMegabytesArriveIntact) {
@@ -308,13 +312,13 @@ TEST_F(exec_test, StatusAndShutdown) {
   auto r = sbsh({"status", "--json"});
   ASSERT_EQ(r.code, 0);
   auto j = json::parse(r.out);
-  EXPECT_EQ(j["pid"].i(), daemon_pid);
-  EXPECT_FALSE(j["version"].s.empty());
-  EXPECT_EQ(j["socket"].s, sock);
-  ASSERT_EQ(j["sessions"].a.size(), 1u);
-  const auto& s = j["sessions"].a[0];
-  EXPECT_EQ(s["name"].s, "one");
-  pid_t shell = static_cast<pid_t>(s["shell_pid"].i()), wrapper = static_cast<pid_t>(s["wrapper_pid"].i());
+  EXPECT_EQ(j.at("pid"), daemon_pid);
+  EXPECT_FALSE(j.at("version").get<std::string>().empty());
+  EXPECT_EQ(j.at("socket"), sock);
+  ASSERT_EQ(j.at("sessions").size(), 1u);
+  const auto& s = j.at("sessions").at(0);
+  EXPECT_EQ(s.at("name"), "one");
+  auto shell = s.at("shell_pid").get<pid_t>(), wrapper = s.at("wrapper_pid").get<pid_t>();
   EXPECT_TRUE(pid_alive(shell));
   EXPECT_TRUE(pid_alive(wrapper));
   EXPECT_EQ(sbsh({"version"}).code, 0);

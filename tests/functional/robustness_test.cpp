@@ -11,14 +11,18 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 
 extern char** environ;
-#include "json_min.h"
 
 namespace sbsh::test {
+
+using json = nlohmann::json;
+
 namespace {
 
 using robustness_test = daemon_test;
@@ -47,8 +51,8 @@ TEST_F(robustness_test, TimeoutKillsWhatIgnoresSigterm) {
   auto r = sbsh({"exec", "-s", "s", "-t", "500ms", "--json", "--", helper() + " ignore-term 60"});
   EXPECT_EQ(r.code, 124);
   auto j = json::parse(r.out);
-  EXPECT_TRUE(j["timed_out"].b);
-  auto pids = pids_in(j["stdout"].s);
+  EXPECT_TRUE(j.at("timed_out").get<bool>());
+  auto pids = pids_in(j.at("stdout").get<std::string>());
   ASSERT_EQ(pids.size(), 1u);
   EXPECT_TRUE(wait_until([&] { return !pid_alive(pids[0]); }, std::chrono::seconds(5)));
 }
@@ -75,8 +79,8 @@ TEST_F(robustness_test, KillingTheShellOrTheWrapperMidCommandIsReported) {
     killer.join();
     EXPECT_NE(r.code, 0) << victim;
     auto j = json::parse(r.out);
-    EXPECT_TRUE(j["shell_restarted"].b) << victim;
-    EXPECT_FALSE(j["error"].s.empty() && j["exit_code"].is_null()) << victim;
+    EXPECT_TRUE(j.at("shell_restarted").get<bool>()) << victim;
+    EXPECT_FALSE(j.value("error", "").empty() && j.at("exit_code").is_null()) << victim;
     EXPECT_EQ(exec("s", "echo next").out, "next\n") << victim;
   }
 }
@@ -125,9 +129,9 @@ TEST_F(robustness_test, ACommandThatNeverRanSaysSo) {
   auto cli = sbsh({"exec", "-s", "never", "--json", "--", "echo no"});
   EXPECT_EQ(cli.code, 255);
   auto j = json::parse(cli.out);
-  EXPECT_FALSE(j["ran"].b) << cli.out;
-  EXPECT_TRUE(j["exit_code"].is_null());
-  EXPECT_NE(j["error"].s.find("restart"), std::string::npos) << j["error"].s;
+  EXPECT_FALSE(j.at("ran").get<bool>()) << cli.out;
+  EXPECT_TRUE(j.at("exit_code").is_null());
+  EXPECT_NE(j.at("error").get<std::string>().find("restart"), std::string::npos) << j.at("error");
 }
 
 TEST_F(robustness_test, ADisconnectingClientsCommandIsStopped) {

@@ -8,10 +8,14 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
-#include "json_min.h"
 
 namespace sbsh::test {
+
+using json = nlohmann::json;
+
 namespace {
 
 class supervision_test : public daemon_test {
@@ -43,11 +47,11 @@ TEST_F(supervision_test, CreateIsIdempotentAndDefinitionsDiffer) {
   EXPECT_EQ(r.code, 255);
   EXPECT_NE(r.err.find("different definition"), std::string::npos) << r.err;
   auto j = json::parse(sbsh({"session", "show", "web", "--json"}).out);
-  EXPECT_EQ(j["definition"]["restart"].s, "on-failure");
-  EXPECT_EQ(j["definition"]["env"].a.at(0).s, "FOO=bar");
-  ASSERT_FALSE(j["history"].a.empty());
-  EXPECT_EQ(j["history"].a.back()["command"].s, "pwd; echo $FOO; greet you");
-  EXPECT_EQ(j["history"].a.back()["exit_code"].i(), 0);
+  EXPECT_EQ(j.at("definition").at("restart"), "on-failure");
+  EXPECT_EQ(j.at("definition").at("env").at(0), "FOO=bar");
+  ASSERT_FALSE(j.at("history").empty());
+  EXPECT_EQ(j.at("history").back().at("command"), "pwd; echo $FOO; greet you");
+  EXPECT_EQ(j.at("history").back().at("exit_code"), 0);
 }
 
 TEST_F(supervision_test, LimitsApplyToEveryCommandEveryShellAndEveryBackgroundProcess) {
@@ -71,10 +75,10 @@ TEST_F(supervision_test, LimitsApplyToEveryCommandEveryShellAndEveryBackgroundPr
   // The definition holds them in canonical form: the same limits written differently are the
   // same definition, other limits are not.
   auto j = json::parse(sbsh({"session", "show", "lim", "--json"}).out);
-  ASSERT_EQ(j["definition"]["limits"].a.size(), 3u);
-  EXPECT_EQ(j["definition"]["limits"].a[0].s, "nofile=64:64");
-  EXPECT_EQ(j["definition"]["limits"].a[1].s, "fsize=1024:1024");
-  EXPECT_EQ(j["definition"]["limits"].a[2].s, "cpu=60:120");
+  ASSERT_EQ(j.at("definition").at("limits").size(), 3u);
+  EXPECT_EQ(j.at("definition").at("limits").at(0), "nofile=64:64");
+  EXPECT_EQ(j.at("definition").at("limits").at(1), "fsize=1024:1024");
+  EXPECT_EQ(j.at("definition").at("limits").at(2), "cpu=60:120");
   EXPECT_EQ(sbsh({"session", "create", "lim", "-C", dir + "/tmp", "--limit", "nofile=64:64", "--limit", "fsize=1k",
                   "--limit", "cpu=60:2m"}).code, 0);
   r = sbsh({"session", "create", "lim", "-C", dir + "/tmp", "--limit", "nofile=65"});
@@ -138,8 +142,8 @@ TEST_F(supervision_test, CrashLoopFailsAndRestartRecovers) {
   EXPECT_NE(r.err.find("failed"), std::string::npos);
   EXPECT_NE(r.err.find("sbsh session restart loop"), std::string::npos) << r.err;  // says how to recover
   auto j = json::parse(sbsh({"session", "show", "loop", "--json"}).out);
-  EXPECT_NE(j["init_output"].s.find("init says no"), std::string::npos) << j["init_output"].s;
-  EXPECT_GE(j["session"]["restarts"].i(), 4);
+  EXPECT_NE(j.at("init_output").get<std::string>().find("init says no"), std::string::npos) << j.at("init_output");
+  EXPECT_GE(j.at("session").at("restarts").get<int>(), 4);
   std::ofstream(flag) << "x";
   ASSERT_EQ(sbsh({"session", "restart", "loop"}).code, 0);
   EXPECT_EQ(exec("loop", "echo recovered").out, "recovered\n");
@@ -347,9 +351,9 @@ TEST_F(supervision_test, RemovingASessionLeavesNothing) {
   auto st = session_pids("gone");
   auto bg = sbsh({"start", "-s", "gone", "--", "sleep 200"});
   ASSERT_EQ(bg.code, 0);
-  ASSERT_TRUE(wait_until([&] { return json::parse(sbsh({"ps", "--json"}).out)["processes"].a.at(0)["pid"].i() > 0; },
+  ASSERT_TRUE(wait_until([&] { return json::parse(sbsh({"ps", "--json"}).out).at("processes").at(0).at("pid").get<pid_t>() > 0; },
                          std::chrono::seconds(5)));
-  pid_t bg_pid = static_cast<pid_t>(json::parse(sbsh({"ps", "--json"}).out)["processes"].a.at(0)["pid"].i());
+  auto bg_pid = json::parse(sbsh({"ps", "--json"}).out).at("processes").at(0).at("pid").get<pid_t>();
   ASSERT_EQ(sbsh({"session", "rm", "gone"}).code, 0);
   EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.shell_pid)));
   EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.wrapper_pid)));
@@ -435,7 +439,7 @@ TEST_F(supervision_test, KillReachesSetsidGrandchildrenAndSurvivesShellRestart) 
   EXPECT_EQ(sbsh({"kill", "tree"}).code, 0);
   for (pid_t p : pids) EXPECT_TRUE(wait_until([&] { return !pid_alive(p); }, std::chrono::seconds(5))) << p;
   auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
-  EXPECT_EQ(j["processes"].a.at(0)["state"].s, "killed");
+  EXPECT_EQ(j.at("processes").at(0).at("state"), "killed");
 }
 
 TEST_F(supervision_test, LogsFollowSeesLinesAsTheyAreWritten) {

@@ -1,0 +1,55 @@
+// sbsh logs: what a background process wrote, and with -f what it goes on writing.
+#include <unistd.h>
+
+#include <limits>
+#include <memory>
+
+#include "client/cli/cli.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+struct logs_args {
+  client::logs_options o;
+  std::string id;
+  bool only_out = false, only_err = false;
+};
+
+void write_all(int fd, std::string_view d) {
+  while (!d.empty()) {
+    ssize_t w = ::write(fd, d.data(), d.size());
+    if (w <= 0) return;
+    d.remove_prefix(static_cast<size_t>(w));
+  }
+}
+
+int run_logs(const global_opts& g, logs_args& a) {
+  if (a.id.empty()) return fail("logs needs a process ID or name; 'sbsh ps -a' lists them");
+  if (a.only_out || a.only_err) {
+    a.o.out = a.only_out;
+    a.o.err = a.only_err;
+  }
+  auto conn = connect(g, false);
+  if (!conn) return fail(conn.err().message);
+  auto r = conn->logs(a.id, a.o,
+                      [](client::stream s, std::string_view d) { write_all(s == client::stream::err ? 2 : 1, d); });
+  if (!r) return fail(r.err().message);
+  return 0;
+}
+
+}  // namespace
+
+runner declare_logs(command_line& cl) {
+  auto a = std::make_shared<logs_args>();
+  cl.describe("Prints what the process wrote: its stdout to stdout, its stderr to stderr.");
+  cl.flag("-f,--follow", "keep printing as it writes, and end when it ends", a->o.follow);
+  cl.number("-n,--tail", "N", "start with the last N lines of each stream", a->o.tail, "a number of lines", 1,
+            std::numeric_limits<uint64_t>::max());
+  cl.flag("--stdout", "only its stdout", a->only_out);
+  cl.flag("--stderr", "only its stderr", a->only_err);
+  cl.argument("ID", a->id);
+  return [a](const global_opts& g) { return run_logs(g, *a); };
+}
+
+}  // namespace sbsh::cli

@@ -1,0 +1,54 @@
+// sbsh ps: sessions with their pids, states and running commands, then background
+// processes. `session ls` is the same list without the processes.
+#include <cstdio>
+#include <memory>
+
+#include "client/cli/cli.h"
+#include "client/json.h"
+
+namespace sbsh::cli {
+
+int list_sessions(const global_opts& g, bool json, bool with_processes, bool all) {
+  auto conn = connect(g, false);
+  if (!conn) {
+    if (conn.err().code != "unreachable") return fail(conn.err().message);
+    if (json) std::puts(with_processes ? "{\"sessions\":[],\"processes\":[]}" : "[]");
+    else std::puts("no sessions (sbshd is not running)");
+    return 0;
+  }
+  auto v = conn->sessions();
+  if (!v) return fail(v.err().message);
+  std::vector<client::proc_info> procs;
+  if (with_processes) {
+    auto p = conn->processes(all);
+    if (!p) return fail(p.err().message);
+    procs = std::move(*p);
+  }
+  if (json) {
+    std::string s = client::to_json(*v);
+    if (with_processes) s = "{\"sessions\":" + s + ",\"processes\":" + client::to_json(procs) + "}";
+    std::puts(s.c_str());
+  } else {
+    print_session_table(*v);
+    print_proc_table(procs);
+  }
+  return 0;
+}
+
+namespace {
+struct ps_args {
+  bool all = false, json = false;
+};
+}  // namespace
+
+runner declare_ps(command_line& cl) {
+  auto a = std::make_shared<ps_args>();
+  cl.describe(
+      "Lists each session (state, wrapper and shell pids, restarts, uptime, queue length, current directory, the "
+      "running command and how long it has run), then the running background processes.");
+  cl.flag("-a,--all", "include background processes that have finished", a->all);
+  cl.flag("--json", "print one JSON object with sessions and processes arrays instead of tables", a->json);
+  return [a](const global_opts& g) { return list_sessions(g, a->json, true, a->all); };
+}
+
+}  // namespace sbsh::cli

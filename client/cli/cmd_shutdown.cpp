@@ -1,0 +1,58 @@
+// sbsh shutdown: stop sbshd, and return once it is gone.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "client/cli/cli.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+// Whether the process runs; a zombie (its parent has not reaped it yet) counts as gone.
+bool running(int64_t pid) {
+  char path[64], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* rp = std::strrchr(buf, ')');
+  return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
+}
+
+int run_shutdown(const global_opts& g, bool keep) {
+  auto conn = connect(g, false);
+  if (!conn) {
+    if (conn.err().code == "unreachable") return 0;  // already stopped: nothing to do
+    return fail(conn.err().message);
+  }
+  auto st = conn->status();
+  if (!st) return fail(st.err().message);
+  if (auto s = conn->shutdown(keep); !s) return fail(s.err().message);
+  // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
+  for (int i = 0; i < 1000 && running(st->pid); ++i) ::usleep(10000);
+  if (running(st->pid))
+    return fail(fmt::format("sbshd (pid {}) is still running 10 s after the shutdown request", st->pid));
+  return 0;
+}
+
+}  // namespace
+
+runner declare_shutdown(command_line& cl) {
+  auto keep = std::make_shared<bool>(false);
+  cl.describe("Stops sbshd; every session's shell and its processes end. Waits until it is gone.");
+  cl.flag("--keep-sessions",
+          "leave the sessions running (their shells, their state, a running command) for the next sbshd on this "
+          "socket to adopt, as when upgrading sbshd; a command in flight goes on, but its result is lost; "
+          "background processes go on too, with their logs (see sbshd(8), ADOPTION)",
+          *keep);
+  return [keep](const global_opts& g) { return run_shutdown(g, *keep); };
+}
+
+}  // namespace sbsh::cli

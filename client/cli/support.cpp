@@ -1,0 +1,68 @@
+// What every subcommand uses: the one-line failure, the connection to sbshd (local, over
+// ssh or through a dial command), and the forwarding of signals to a running command.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "client/cli/cli.h"
+
+namespace sbsh::cli {
+
+namespace {
+int g_signal_pipe[2] = {-1, -1};
+// SIGINT and SIGQUIT go to the command, as a terminal sends them; SIGTERM and SIGHUP ask sbsh
+// to end, so the whole command stops (the rest of its text included), with that signal first
+// (exec_options::signal_fd).
+void queue_signal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + sig : sig);
+  ssize_t r = ::write(g_signal_pipe[1], &b, 1);
+  (void)r;
+}
+}  // namespace
+
+int forward_signals_to_command() {
+  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa {};
+  sa.sa_handler = queue_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(s, &sa, nullptr);
+  // Signals that arrived while no command ran (attach's prompt) are not for the next one.
+  unsigned char stale[64];
+  while (::read(g_signal_pipe[0], stale, sizeof stale) > 0) {
+  }
+  return g_signal_pipe[0];
+}
+
+void add_session_option(command_line& cl, std::string& into) {
+  cl.option("-s,--session", "SESSION", "session to use (default: default); created on first use", into,
+            check_session_name);
+}
+
+int fail(std::string_view message) {
+  std::string line = fmt::format("sbsh: {}\n", message);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  return kExitFailure;
+}
+
+result<client::connection> connect(const global_opts& g, bool autostart) {
+  client::connect_options o;
+  o.wait_for_welcome = false;  // each command makes one request: it follows the hello at once
+  if (!g.dial.empty()) {
+    o.dial_command = {"/bin/sh", "-c", g.dial};
+  } else if (!g.host.empty()) {
+    auto argv = client::ssh_dial_command(g.host, g.socket, autostart && g.autostart);
+    if (!argv) return argv.err();
+    o.dial_command = std::move(*argv);
+  } else {
+    o.socket_path = g.socket;
+    o.autostart = autostart && g.autostart;
+  }
+  return client::connection::connect(o);
+}
+
+}  // namespace sbsh::cli

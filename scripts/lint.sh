@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs clang-tidy (.clang-tidy says which checks and why) over sbsh's C++ sources, using the
+# compile commands of a build directory, and fails if it reports anything.
+#   scripts/lint.sh [-B DIR] [FILE...]
+# With no FILE, every source file the build compiles (tests and benchmarks included when the
+# build has them); DIR defaults to build, which is configured first if it has no
+# compile_commands.json. Not part of scripts/test.sh: it takes long on a small machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build
+if [[ ${1:-} == -B ]]; then
+  dir=$2
+  shift 2
+fi
+if [[ ! -f $dir/compile_commands.json ]]; then
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBSH_TESTS=ON -DSBSH_BENCH=ON >/dev/null
+fi
+tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
+runner=$(command -v run-clang-tidy-14 || command -v run-clang-tidy)
+root=$PWD
+if (($# > 0)); then
+  files=("$@")
+else
+  # The sources of this tree only, as the build lists them (not generated or system files).
+  mapfile -t files < <(python3 -c '
+import json, os, sys
+seen = set()
+for e in json.load(open(sys.argv[1])):
+    f = os.path.normpath(os.path.join(e["directory"], e["file"]))
+    if f.startswith(sys.argv[2] + "/") and f.endswith(".cpp") and "/build" not in f[len(sys.argv[2]):] and f not in seen:
+        seen.add(f)
+        print(f)
+' "$dir/compile_commands.json" "$root")
+fi
+# Files are given as anchored regexes; run-clang-tidy runs one clang-tidy per core and exits
+# non-zero when any of them reported a warning or an error.
+patterns=()
+for f in "${files[@]}"; do
+  f=$(realpath "$f")
+  patterns+=("^${f//./\\.}\$")
+done
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# run-clang-tidy always asks for colour; the log is kept without it, to be searched.
+"$runner" -clang-tidy-binary "$tidy" -p "$dir" -quiet -j "$(nproc)" "${patterns[@]}" 2>/dev/null |
+  sed -u 's/\x1b\[[0-9;]*m//g' | tee "$log" |
+  grep -v 'clang-tidy.* -p=\|^Running\|^[0-9]* warnings\? generated\.\|^Suppressed\|^Use -header-filter' || true
+if grep -q ': \(warning\|error\):' "$log"; then
+  echo "lint: clang-tidy reported the warnings above" >&2
+  exit 1
+fi
+echo "lint: clean (${#files[@]} files)"
