@@ -15,7 +15,9 @@
 
 namespace sbsh::client {
 
-struct connection::impl {
+// Hidden: a nested class takes the visibility of the class around it, which libsbsh.so
+// exports; this one is no part of the API.
+struct __attribute__((visibility("hidden"))) connection::impl {
   ipc::channel ch;
   std::string socket_path;  // or the dial command's line
   // The process of connect_options::dial_command (-1: none, or reaped): the connection is
