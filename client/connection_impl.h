@@ -60,6 +60,7 @@ std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::messa
 
 std::vector<session_status> decode_sessions(const ipc::message& m);
 session_status decode_session(const msgpack::object& o);
+daemon_counters decode_counters(const ipc::message& m);
 
 // Connects to the daemon at `path` (no auto-start). errno-style failure in the error code:
 // "unreachable" when nothing listens there.

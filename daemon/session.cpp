@@ -475,6 +475,7 @@ void session::on_shell_lost(uint64_t gen, std::optional<int> exit_code, std::opt
 
 void session::schedule_restart(const std::string& why, bool failed_start, bool forced) {
   ++restarts_;
+  srv_.counters().shell_restarted();
   uint64_t now = mono_us();
   if (failed_start && !forced) {
     failed_starts_.push_back(now);
@@ -522,6 +523,7 @@ void session::restart(const std::string& why) {
   }
   ++generation_;  // what waited for the old shell must not run in the new one unawares
   ++restarts_;
+  srv_.counters().shell_restarted();
   start_shell();
 }
 
@@ -752,6 +754,7 @@ void session::finish_job(std::unique_ptr<exec_job> job) {
                         job->outcome.shell_restarted, job->started_at_ms, dur / 1000});
     if (history_.size() > kHistory) history_.pop_front();
   }
+  srv_.counters().command_ended(job->outcome);
   client_conn* c = job->client;
   if (c != nullptr) c->send(done_frame(*job, dur));
   // Output pipes may still be held by background jobs the command started: keep reading
@@ -947,6 +950,7 @@ void session::pump_output(exec_job& job, int stream_no, bool drain) {
     frame_builder f(msg_type::output, job.id);
     f.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
     job.client->send(f.take());
+    srv_.counters().streamed(static_cast<size_t>(n));
   }
 }
 

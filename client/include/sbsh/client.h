@@ -175,12 +175,23 @@ struct session_detail {
   std::vector<history_entry> history;   // the last commands, oldest first
 };
 
+// What sbshd has done since it started (sbsh(1), status).
+struct daemon_counters {
+  uint64_t commands = 0;        // commands from clients that ended, run or not
+  uint64_t failed = 0;          // of those, with no exit status or a non-zero one
+  uint64_t timed_out = 0;       // of those, stopped by their timeout
+  uint64_t shell_restarts = 0;  // shells started in place of one a session had
+  uint64_t bytes_streamed = 0;  // output sent in frames and input received, through sbshd
+  uint64_t clients = 0;         // connected now, the one asking included
+};
+
 struct daemon_status {
   int64_t pid = 0;
   std::string version;
   uint64_t uptime_ms = 0;
   std::string socket_path;
   std::vector<session_status> sessions;
+  daemon_counters counters;
 };
 
 // A background process (`sbsh start`).
