@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "client/sigpipe_guard.h"
 
 namespace sbsh::client {
 
@@ -36,43 +37,6 @@ result<pipe_pair> make_pipe() {
   if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
-
-// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
-// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
-// count on its caller ignoring it. Block it in this thread (the write then fails with EPIPE,
-// handled below), and consume one that became pending meanwhile so that it is not
-// delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
-class sigpipe_guard {
- public:
-  explicit sigpipe_guard(bool active) : active_(active) {
-    if (!active_) return;
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-    sigset_t pending;
-    sigemptyset(&pending);
-    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~sigpipe_guard() {
-    if (!active_) return;
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{};
-      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  sigpipe_guard(const sigpipe_guard&) = delete;
-  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
-
- private:
-  bool active_;
-  bool was_pending_ = false;
-  sigset_t pipe_{};
-  sigset_t old_{};
-};
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -157,7 +121,8 @@ struct sink {
   }
 };
 
-void read_done(const ipc::message& m, exec_result& r) {
+// Reads exec_done into `r`; returns whether sbshd waits for a release of the pipes.
+bool read_done(const ipc::message& m, exec_result& r) {
   if (auto c = m.get_i64("exit_code"); c && c.value()) r.exit_code = static_cast<int>(*c.value());
   if (auto s = m.get_i64("signal"); s && s.value()) r.signal = static_cast<int>(*s.value());
   r.timed_out = m.get_bool("timed_out").ok() && m.get_bool("timed_out").value().value_or(false);
@@ -167,6 +132,12 @@ void read_done(const ipc::message& m, exec_result& r) {
   if (auto d = m.get_u64("duration_us"); d && d.value()) r.duration_us = *d.value();
   if (auto t = m.get_i64("started_at_ms"); t && t.value()) r.started_at_ms = *t.value();
   if (auto e = m.get_str("error"); e && e.value()) r.error = std::string(*e.value());
+  if (auto g = m.get_u64("generation"); g && g.value()) r.generation = *g.value();
+  r.state_lost = m.get_bool("state_lost").ok() && m.get_bool("state_lost").value().value_or(false);
+  if (auto w = m.get_str("state_lost_reason"); w && w.value()) r.state_lost_reason = std::string(*w.value());
+  // An older sbshd does not say: release as it expects.
+  auto release = m.get_bool("release");
+  return !release.ok() || release.value().value_or(true);
 }
 
 }  // namespace
@@ -217,7 +188,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
   frame_builder f(msg_type::exec, id);
   if (!opts.session.empty()) f.str("session", opts.session);
   f.str("command", opts.command);
-  if (!opts.cwd.empty()) f.str("cwd", opts.cwd);
+  if (!opts.cwd.empty()) f.str("cwd", p_->absolute(opts.cwd));
   if (!opts.env.empty()) f.str_array("env", opts.env);
   if (opts.timeout.count() > 0) f.u64("timeout_ms", static_cast<uint64_t>(opts.timeout.count()));
   if (opts.grace.count() > 0) f.u64("grace_ms", static_cast<uint64_t>(opts.grace.count()));
@@ -277,10 +248,12 @@ result<exec_result> connection::exec(const exec_options& opts) {
     return p_->ch.send(d.finish()) ? static_cast<ssize_t>(n) : -1;
   };
   if (has_stdin && pending.empty() && src_eof) close_input();
-  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation).
+  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
+  // 128+N: stop it, N first).
   auto send_signal = [&](int sig) {
     frame_builder c(msg_type::cancel, id);
-    if (sig != 0) c.i64("signal", sig);
+    if (sig > 128) c.i64("signal", sig - 128).boolean("stop", true);
+    else if (sig != 0) c.i64("signal", sig);
     (void)p_->ch.send(c.finish());
   };
 
@@ -356,14 +329,14 @@ result<exec_result> connection::exec(const exec_options& opts) {
             break;
           }
           if (m.type() != msg_type::exec_done) break;
-          read_done(m, res);
+          bool release = read_done(m, res);
           // The command has ended. In frames, sbshd sent all it wrote before exec_done.
           // Else what it wrote is in the pipes now: take it, and leave whatever background
-          // jobs write later to sbshd.
+          // jobs write later to sbshd (which needs no word when none can).
           if (frames) return res;
           sinks[0].pump(true);
           sinks[1].pump(true);
-          (void)p_->ch.send(frame_builder(msg_type::release, id).finish());
+          if (release) (void)p_->ch.send(frame_builder(msg_type::release, id).finish());
           return res;
         }
       }

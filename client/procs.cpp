@@ -61,7 +61,7 @@ result<proc_info> connection::start(const start_options& opts) {
   if (!opts.session.empty()) f.str("session", opts.session);
   if (!opts.name.empty()) f.str("name", opts.name);
   f.str("command", opts.command);
-  if (!opts.cwd.empty()) f.str("cwd", opts.cwd);
+  if (!opts.cwd.empty()) f.str("cwd", p_->absolute(opts.cwd));
   if (!opts.env.empty()) f.str_array("env", opts.env);
   std::string scwd = opts.session_cwd;
   if (scwd.empty() && !p_->remote) {

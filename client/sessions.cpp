@@ -89,15 +89,11 @@ sbsh::status connection::create_session(const session_spec& spec) {
   uint64_t id = p_->next_id++;
   frame_builder f(msg_type::session_create, id);
   f.str("name", spec.name);
-  // Relative directories are this process's, on a local connection; a remote session
-  // starts in its user's home.
-  auto local = [&](const std::string& path) {
-    char buf[4096];
-    if (p_->remote || (!path.empty() && path[0] == '/') || ::getcwd(buf, sizeof buf) == nullptr) return path;
-    return path.empty() ? std::string(buf) : std::string(buf) + "/" + path;
-  };
-  std::string snapshot = spec.snapshot.empty() ? "" : local(spec.snapshot);
-  std::string cwd = snapshot.empty() ? local(spec.cwd) : spec.cwd;
+  // No directory: this process's, on a local connection; a remote session starts in its
+  // user's home.
+  std::string snapshot = spec.snapshot.empty() ? "" : p_->absolute(spec.snapshot);
+  std::string cwd = spec.cwd.empty() && !p_->remote && snapshot.empty() ? p_->absolute(".") : spec.cwd;
+  if (snapshot.empty() && !spec.cwd.empty()) cwd = p_->absolute(spec.cwd);
   f.str("cwd", cwd).str_array("env", spec.env).str_array("init", spec.init).str("restart", spec.restart);
   f.str_array("limits", spec.limits);
   if (!snapshot.empty()) f.str("snapshot", snapshot);

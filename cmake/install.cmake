@@ -8,12 +8,13 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS sbsh sbshd sbsh-wrapper RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Where sbsh-wrapper looks for it, relative to its own directory (SBSH_BUILTIN_RELPATH).
+install(TARGETS sbsh-builtin LIBRARY DESTINATION ${SBSH_BUILTIN_DIR})
 install(TARGETS sbsh_shared sbsh_static EXPORT sbshTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/client/include/sbsh/client.h ${PROJECT_SOURCE_DIR}/client/include/sbsh/sbsh.h
-              ${PROJECT_SOURCE_DIR}/client/include/sbsh/export.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/sbsh DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
 # client.h includes "ipc/result.h", found beside it once installed.
 install(FILES ${PROJECT_SOURCE_DIR}/ipc/result.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh/ipc)
 

@@ -8,18 +8,12 @@
 #include <fmt/format.h>
 
 #include "daemon/uv_handles.h"
+#include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
 
 using ipc::err::bad_request;
-
-exec_job::~exec_job() {
-  for (auto** w : {&out_watch, &err_watch, &in_watch})
-    if (*w != nullptr) (*w)->close();
-  for (auto** t : {&deadline, &grace})
-    if (*t != nullptr) (*t)->close();
-}
 
 bool valid_session_name(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
@@ -127,6 +121,11 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
     return make_error(bad_request, "field 'cwd' contains a NUL byte");
   job->text = (cwd_v.empty() && env_list.empty()) ? job->command
                                                   : subshell_text(job->command, cwd_v, env_list);
+  if (!cwd_v.empty() && cwd_v[0] != '/')
+    return make_error(bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", cwd_v));
+  if (cwd_v.size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  job->check_cwd = std::string(cwd_v);
 
   auto scwd = m.get_str("session_cwd");
   if (!scwd) return scwd.err();
@@ -182,9 +181,14 @@ std::string done_frame(const exec_job& job, uint64_t duration_us) {
   f.boolean("timed_out", o.timed_out)
       .boolean("cancelled", o.cancelled)
       .boolean("shell_restarted", o.shell_restarted)
-      .boolean("ran", job.started && !job.undelivered)
-      .i64("started_at_ms", job.started_at_ms)
-      .u64("duration_us", duration_us);
+      .boolean("ran", job.ran())
+      .u64("duration_us", duration_us)
+      .u64("generation", job.generation)
+      .boolean("state_lost", job.state_lost)
+      .boolean("release", job.wants_release);
+  if (job.started) f.i64("started_at_ms", job.started_at_ms);
+  else f.nil("started_at_ms");
+  if (job.state_lost) f.str("state_lost_reason", job.state_lost_why);
   if (!o.error.empty()) f.str("error_code", o.error_code).str("error", o.error);
   return f.take();
 }

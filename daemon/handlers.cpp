@@ -120,9 +120,16 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
     c.send_error(env.msg.id(), ipc::err::bad_request, err);
     return;
   }
+  auto stop = env.msg.get_bool("stop");
+  if (!stop) {
+    c.send_error(env.msg.id(), ipc::err::bad_request, stop.err().message);
+    return;
+  }
   if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
   auto* s = job_session(srv, c, env.msg.id());
-  if (s != nullptr) s->cancel(&c, env.msg.id(), sig);
+  // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
+  // A signal alone: deliver it once.
+  if (s != nullptr) s->cancel(&c, env.msg.id(), sig, stop.value().value_or(sig == 0));
 }
 
 void on_release(server& srv, client_conn& c, ipc::envelope& env) {

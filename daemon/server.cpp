@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -64,7 +65,10 @@ server::~server() {
   clients_.clear();
   dead_clients_.clear();
   drop_spares();
-  if (listen_watch_ != nullptr) listen_watch_->close();
+  listen_watch_.reset();
+  spare_timer_.reset();
+  watchdog_timer_.reset();
+  shutdown_timer_.reset();
   // Let every close callback run, then check that nothing was left open.
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop_) != 0) {
@@ -129,7 +133,7 @@ status server::listen(unique_fd activated) {
 }
 
 status server::start_listening() {
-  listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
+  listen_watch_ = make_handle<fd_watch>(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
   std::string shells = shells_dir();
   struct stat st{};
@@ -194,7 +198,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     auto fd = ipc::connect_in(dir, wrapper::kAdoptSocket);
     if (!fd) {
       // Its wrapper is gone (killed, or adoption was off): nothing there is of use.
-      if (fd.err().code == "unreachable") remove_links(dir, wrapper::kAdoptSocket);
+      if (fd.err().code == "unreachable") remove_shell_dir(dir);
       else spdlog::warn("cannot adopt the shell of {}: {}", dir, fd.err().message);
       continue;
     }
@@ -223,23 +227,33 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     const auto* groups = m.find("groups");
     if (m.type() != ipc::msg_type::adopted || !name || !name.value() || !cwd || !cwd.value() || !shell_pid ||
         shell_pid.value().value_or(0) <= 1 || !wrapper_pid || wrapper_pid.value().value_or(0) != cred.pid ||
-        answer->fds.size() != 2 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
+        answer->fds.size() != 1 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
       fail("its answer is malformed");
       continue;
     }
     std::string session(*name.value());
+    auto initialized = m.get_bool("initialized");
+    if (!session.empty() && initialized && !initialized.value().value_or(true)) {
+      // The earlier sbshd went before the shell ran its init commands: half set up, it is of
+      // no use; the session starts afresh from its definition.
+      spdlog::info("not adopting the shell of session {} (wrapper pid {}): it had not finished starting", session,
+                   cred.pid);
+      ::kill(cred.pid, SIGTERM);
+      continue;
+    }
     if (session.empty() || !valid_session_name(session) || found.count(session) != 0) {
       // A spare nobody claimed (or a duplicate): it is of no use, end it. Its pid is the
       // peer of a connection still open, so it is not a recycled one.
       if (!session.empty()) fail(fmt::format("session {} was adopted already", session));
-      ::kill(cred.pid, SIGTERM);
-      remove_links(dir);  // the wrapper removes its socket, then the directory
+      ::kill(cred.pid, SIGTERM);  // the wrapper removes its socket, then the directory
       continue;
     }
     adopted_shell a;
     a.session = session;
     a.cwd = std::string(*cwd.value());
     a.dir = dir;
+    auto generation = m.get_u64("generation");
+    a.generation = generation && generation.value() ? *generation.value() : 0;
     a.shell_pid = static_cast<pid_t>(*shell_pid.value());
     a.wrapper_pid = cred.pid;
     a.started_at_ms = started && started.value() ? *started.value() : 0;
@@ -248,8 +262,8 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       if (g.type == msgpack::type::POSITIVE_INTEGER && g.via.u64 > 1 && g.via.u64 < (1u << 22))
         a.groups.insert(static_cast<pid_t>(g.via.u64));
     }
-    a.script_w = std::move(answer->fds[0]);
-    a.status_r = std::move(answer->fds[1]);
+    a.channel = std::move(answer->fds[0]);
+    ::fcntl(a.channel.get(), F_SETFL, ::fcntl(a.channel.get(), F_GETFL) | O_NONBLOCK);
     auto procs = m.get_u64("procs");
     if (auto got = take_lent_pipes(ch, procs ? procs.value().value_or(0) : 0, a.pipes); !got) {
       // The shell is still worth adopting; its background processes will show as lost.
@@ -341,12 +355,23 @@ session* server::find_session(const std::string& name) {
 
 namespace {
 
-// A session starts in the directory asked for when it exists, else in $HOME, else in /.
-std::string usable_dir(const std::string& dir) {
+// The directory a session starts in: the one asked for, which must exist (a command meant
+// for it must never run elsewhere); none asked for: $HOME, else /.
+result<std::string> session_dir(const std::string& dir) {
+  if (dir.empty()) {
+    const char* home = std::getenv("HOME");
+    return std::string(home != nullptr && *home != '\0' ? home : "/");
+  }
+  if (dir[0] != '/')
+    return make_error(ipc::err::bad_request, fmt::format("the session's directory '{}' is not absolute", dir));
   struct stat st{};
-  if (!dir.empty() && dir[0] == '/' && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
-  const char* home = std::getenv("HOME");
-  return home != nullptr && *home != '\0' ? home : "/";
+  if (::stat(dir.c_str(), &st) != 0)
+    return make_error(ipc::err::bad_directory, fmt::format("cannot use {} as the session's directory: {}", dir,
+                                                           std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return make_error(ipc::err::bad_directory,
+                      fmt::format("cannot use {} as the session's directory: it is not a directory", dir));
+  return dir;
 }
 
 std::string describe_difference(const session_def& a, const session_def& b) {
@@ -374,16 +399,15 @@ result<session*> server::get_or_create_session(const std::string& name, const st
                       fmt::format("session '{}' is still being made from a snapshot of {}; run commands in it once "
                                   "'sbsh session create' has returned",
                                   name, p->second.def.snapshot));
+  auto dir = session_dir(cwd);
+  if (!dir) return dir.err();
   session_def def;
-  def.cwd = usable_dir(cwd);
+  def.cwd = *dir;
   return create_session(name, std::move(def));
 }
 
 result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
   if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
-  // A session's copy that has gone must not turn into the home directory: its commands were
-  // meant for the copy.
-  if (def.snapshot.empty()) def.cwd = usable_dir(def.cwd);
   if (auto* s = find_session(name)) {
     if (s->def() == def) return s;
     return make_error(ipc::err::session_exists,
@@ -402,7 +426,13 @@ result<session*> server::create_session(const std::string& name, session_def def
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
                             std::function<void(result<session*>)> done) {
-  if (!def.snapshot.empty()) def.cwd = snapshots_.path_of(name);
+  if (!def.snapshot.empty()) {
+    def.cwd = snapshots_.path_of(name);
+  } else {
+    auto dir = session_dir(def.cwd);
+    if (!dir) return done(dir.err());
+    def.cwd = *dir;
+  }
   if (auto p = pending_.find(name); p != pending_.end() && !shutting_down_) {
     if (p->second.def != def)
       return done(make_error(ipc::err::session_creating,
@@ -453,21 +483,23 @@ void server::remove_session(const std::string& name, std::function<void()> done)
   s->stop();
   session* raw = s.get();
   removed_.push_back(std::move(s));
-  // Wait for the wrapper to end the session's processes, then sweep for stragglers.
-  auto* r = new removal{raw, timer::create(&loop_), mono_us() + 5'000'000, std::move(done)};
-  removal_tick(r);
+  // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
+  // stragglers.
+  auto deadline = std::make_shared<handle_ptr<timer>>(make_handle<timer>(&loop_));
+  auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(done))] {
+    deadline->reset();
+    removed(raw, std::move(*done));
+  };
+  (*deadline)->start(5000, finish);
+  raw->when_gone(finish);
 }
 
-void server::removal_tick(removal* r) {
-  if (!r->s->stopped_and_gone() && mono_us() < r->deadline_us) {
-    r->t->start(10, [this, r] { removal_tick(r); });
-    return;
-  }
-  r->t->close();
-  pid_t sid = r->s->last_wrapper_pid();
-  std::erase_if(removed_, [r](const auto& p) { return p.get() == r->s; });
-  sweep_session(sid, std::move(r->done));
-  delete r;
+void server::removed(session* s, std::function<void()> done) {
+  auto it = std::find_if(removed_.begin(), removed_.end(), [s](const auto& p) { return p.get() == s; });
+  if (it == removed_.end()) return;  // finished already (the deadline and the exit both came)
+  pid_t sid = s->last_wrapper_pid();
+  removed_.erase(it);
+  sweep_session(sid, std::move(done));
 }
 
 void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare) {
@@ -612,8 +644,12 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
     if (!valid_session_name(name) || !def) return move_aside(path, fmt::format("session '{}' is invalid", name));
     auto shell = adopted.find(name);
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
-    if (!s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
-    else if (shell == adopted.end()) spdlog::info("recreated session {} from {}", name, path);
+    if (!s) {
+      spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+    } else if (shell == adopted.end()) {
+      spdlog::info("recreated session {} from {}", name, path);
+      (*s)->jobs().assume_earlier_shell("sbshd restarted and the session's shell did not outlive it");
+    }
     if (shell != adopted.end()) adopted.erase(shell);
   }
 }
@@ -627,10 +663,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   drop_spares();
   for (auto& [name, p] : pending_) snapshots_.cancel(name);
-  if (listen_watch_ != nullptr) {
-    listen_watch_->close();
-    listen_watch_ = nullptr;
-  }
+  listen_watch_.reset();
   listen_fd_.reset();
   if (bound_) {
     ::unlink(opts_.socket_path.c_str());
@@ -642,27 +675,22 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     procs_->kill_all("");
     for (auto& [name, s] : sessions_) s->stop();
   }
-  // Wait for the wrappers to end their sessions, then for replies to reach clients.
-  shutdown_deadline_us_ = mono_us() + 3'000'000;
-  shutdown_timer_ = timer::create(&loop_);
-  shutdown_tick();
-}
-
-void server::shutdown_tick() {
-  bool all_gone = true;
-  for (auto& [name, s] : sessions_) all_gone = all_gone && s->stopped_and_gone();
-  if (all_gone || mono_us() > shutdown_deadline_us_) {
-    finish_shutdown();
-    return;
-  }
-  shutdown_timer_->start(10, [this] { shutdown_tick(); });
+  // Wait for the wrappers to end their sessions (3 s at most), then finish: each session says
+  // when its wrapper has gone.
+  shutdown_timer_ = make_handle<timer>(&loop_);
+  shutdown_timer_->start(3000, [this] { finish_shutdown(); });
+  sessions_left_ = sessions_.size();
+  for (auto& [name, s] : sessions_)
+    s->when_gone([this] {
+      if (--sessions_left_ == 0) finish_shutdown();
+    });
+  if (sessions_.empty()) finish_shutdown();
 }
 
 void server::finish_shutdown() {
-  shutdown_timer_->close();
-  shutdown_timer_ = nullptr;
-  if (watchdog_timer_ != nullptr) watchdog_timer_->close();
-  watchdog_timer_ = nullptr;
+  if (!shutdown_timer_) return;  // finished already
+  shutdown_timer_.reset();
+  watchdog_timer_.reset();
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
@@ -686,7 +714,7 @@ std::optional<spare_shell> server::take_spare() {
       out = std::move(s);
     } else {
       s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
-      remove_links(s.link.dir);
+      remove_shell_dir(s.dir);
     }
   }
   start_spares_in(0);
@@ -695,13 +723,11 @@ std::optional<spare_shell> server::take_spare() {
 
 void server::start_spares_in(uint64_t ms) {
   if (shutting_down_ || opts_.spare_wrappers == 0) return;
-  if (spare_timer_ == nullptr) spare_timer_ = timer::create(&loop_);
+  if (!spare_timer_) spare_timer_ = make_handle<timer>(&loop_);
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
-                                                     const std::pair<unique_fd, unique_fd>& ends,
-                                                     const std::vector<std::string>& args,
+std::optional<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                                      std::vector<std::string>& env, const char* cwd,
                                                      child_process::exit_callback on_exit, int* err) {
   int ctl[2];
@@ -709,17 +735,25 @@ std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
     *err = errno;
     return std::nullopt;
   }
-  wrapper_process w{nullptr, unique_fd(ctl[0])};
+  wrapper_process w{nullptr, unique_fd(ctl[0]), {}};
   unique_fd theirs(ctl[1]);
-  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", link.dir, "--adopt-timeout",
+  auto channel = make_shell_channel();
+  if (!channel) {
+    *err = errno;
+    return std::nullopt;
+  }
+  unique_fd owner(::fcntl(channel->first.get(), F_DUPFD_CLOEXEC, 0));
+  if (::mkdir(dir.c_str(), 0700) != 0 || !owner) {
+    *err = errno;
+    return std::nullopt;
+  }
+  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
                                       std::to_string(opts_.adopt_timeout_ms)};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv = ipc::c_pointers(argv_store);
   std::vector<char*> envp = ipc::c_pointers(env);
-  static_assert(wrapper::kControlFd == 3 && wrapper::kScriptFd == 4 && wrapper::kStatusFd == 5 &&
-                wrapper::kScriptOwnerFd == 6 && wrapper::kStatusOwnerFd == 7);
-  int fds[] = {devnull_.get(), 2, 2, theirs.get(), ends.first.get(), ends.second.get(), link.script_w.get(),
-               link.status_r.get()};
+  static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
+  int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
   child_process::options po;
   po.file = opts_.wrapper_path.c_str();
   po.argv = argv.data();
@@ -727,7 +761,11 @@ std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
   po.cwd = cwd;
   po.fds = fds;
   w.proc = child_process::spawn(&loop_, po, std::move(on_exit), err);
-  if (w.proc == nullptr) return std::nullopt;
+  if (w.proc == nullptr) {
+    ::rmdir(dir.c_str());
+    return std::nullopt;
+  }
+  w.channel = std::move(channel->first);
   return w;
 }
 
@@ -739,22 +777,15 @@ void server::start_spares() {
     // its own, in / (it holds no directory busy while it waits). The padding is the argument
     // memory in which the wrapper will show its session's name, as long as the longest name.
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
-    auto link = shell_link::with_slots(devnull_.get(), "spare");
-    link.dir = new_shell_dir();
-    auto ends = open_shell(link, pid_);
-    if (!ends) {
-      spdlog::warn("cannot start a spare shell: {}; sessions start their own", ends.err().message);
-      remove_links(link.dir);
-      return;
-    }
+    std::string dir = new_shell_dir();
     int err = 0;
     auto spare = start_wrapper(
-        link, *ends, {"--spare", std::string(64, ' ')}, env, "/",
+        dir, {"--spare", std::string(64, ' ')}, env, "/",
         [this](int64_t status, int sig) {
           // It ended unclaimed: forget it (its handle frees itself after this callback).
           std::erase_if(spares_, [](const spare_shell& s) {
             if (!s.wrapper.proc->exited()) return false;
-            remove_links(s.link.dir);
+            remove_shell_dir(s.dir);
             return true;
           });
           spdlog::warn("a spare wrapper {}; another starts in 1 s",
@@ -766,10 +797,9 @@ void server::start_spares() {
     if (!spare) {
       spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
                    std::strerror(err));
-      remove_links(link.dir);
       return;
     }
-    spares_.push_back({std::move(*spare), std::move(link)});
+    spares_.push_back({std::move(*spare), std::move(dir)});
   }
 }
 
@@ -777,11 +807,10 @@ void server::drop_spares() {
   for (auto& s : spares_) {
     s.wrapper.proc->kill(SIGTERM);
     s.wrapper.proc->release();
-    remove_links(s.link.dir);
+    remove_shell_dir(s.dir);
   }
   spares_.clear();  // and their control sockets close
-  if (spare_timer_ != nullptr) spare_timer_->close();
-  spare_timer_ = nullptr;
+  spare_timer_.reset();
 }
 
 // Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
@@ -813,7 +842,7 @@ int server::run(const std::function<void()>& on_ready) {
   if (on_ready) on_ready();
   service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));
   if (uint64_t interval = service_manager::watchdog_interval_ms(); interval > 0) {
-    watchdog_timer_ = timer::create(&loop_);
+    watchdog_timer_ = make_handle<timer>(&loop_);
     watchdog_tick(interval);
   }
   start_spares();  // before the first request: an auto-started sbshd gets one at once

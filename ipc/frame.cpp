@@ -286,6 +286,7 @@ std::string_view type_name(msg_type t) {
     case msg_type::claim: return "claim";
     case msg_type::adopt: return "adopt";
     case msg_type::adopted: return "adopted";
+    case msg_type::initialized: return "initialized";
     case msg_type::proc_start: return "proc_start";
     case msg_type::proc_info: return "proc_info";
     case msg_type::proc_list: return "proc_list";

@@ -55,10 +55,10 @@ enum class msg_type : uint32_t {
   shutdown = 402,  // c->d  id, keep_sessions
 
   // 500: daemon <-> wrapper (control socketpair only)
-  wrapper_ready = 500,   // w->d  shell_pid
-  signal_command = 501,  // d->w  id, since_pid, signal
+  wrapper_ready = 500,   // w->d  shell_pid, wrapper_pid
+  signal_command = 501,  // d->w  id, since_pid, since_ticks, signal, interrupt
   signal_result = 502,   // w->d  id, count
-  shell_exited = 503,    // w->d  exit_code | signal
+  shell_exited = 503,    // w->d  exit_code | signal, [error] (what a shell that never served said)
   ping = 504,            // d->w  id
   pong = 505,            // w->d  id
   protect_group = 506,   // d->w  pgid, proc, streams, fds: spare this group when the shell ends,
@@ -69,8 +69,11 @@ enum class msg_type : uint32_t {
   // connection then serves as the control socket.
   adopt = 509,           // d->w  pid
   adopted = 510,         // w->d  session, cwd, shell_pid, wrapper_pid, started_at_ms, groups,
-                         //       procs, fds [script, status] (sbshd's ends of bash's pipes);
-                         //       then `procs` protect_group frames, each as it was received
+                         //       procs, initialized, generation, fds [channel] (sbshd's end of the shell
+                         //       channel); then `procs` protect_group frames, each as it was
+                         //       received
+  initialized = 511,     // d->w  generation: the shell ran its init commands (or a spare's claim): a later
+                         //       sbshd may adopt it; until then it would be half set up
 
   // 600: background processes
   proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info
@@ -97,6 +100,8 @@ inline constexpr std::string_view session_exists = "session_exists";    // defin
 inline constexpr std::string_view session_creating = "session_creating";  // its snapshot is being copied
 inline constexpr std::string_view no_session = "no_such_session";
 inline constexpr std::string_view shutting_down = "shutting_down";
+inline constexpr std::string_view bad_directory = "bad_directory";  // a directory that does not exist
+inline constexpr std::string_view timeout = "timeout";              // the deadline passed first
 inline constexpr std::string_view internal = "internal";
 }  // namespace err
 

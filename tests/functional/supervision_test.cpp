@@ -177,6 +177,30 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
   EXPECT_NE(r.err.find("sbsh session restart s"), std::string::npos) << r.err;
 }
 
+// A shell that cannot load sbsh's builtin is refused at the session's start, with the shell's
+// own words and what sbsh needs: another shell than bash, and a bash whose 'enable -f' fails.
+TEST_F(missing_shell_test, AShellThatCannotLoadTheBuiltinIsRefusedByName) {
+  std::string no_loadable = dir + "/bash-without-loadables";
+  {
+    std::ofstream f(no_loadable);
+    // A bash in which 'enable -f' is not available, as in a bash built without it.
+    f << "#!/bin/bash\nexec /bin/bash --noprofile --norc -c 'enable -n enable; source \"$0\"' \"${@: -1}\"\n";
+  }
+  ::chmod(no_loadable.c_str(), 0755);
+  for (const std::string& shell : {std::string("/bin/sh"), no_loadable}) {
+    SCOPED_TRACE(shell);
+    ::setenv("SBSH_BASH", shell.c_str(), 1);
+    start_daemon();
+    ::unsetenv("SBSH_BASH");
+    auto r = exec("s", "echo never");
+    EXPECT_EQ(r.code, 255);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("its shell could not start: " + shell + " said: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sbsh needs a GNU bash that can load its builtin"), std::string::npos) << r.err;
+    stop_daemon();
+  }
+}
+
 // The pids of sbshd's spare wrappers: started ahead of need, no session's yet.
 std::vector<pid_t> spares_of(pid_t daemon) {
   static const std::string kWrapper("sbsh-wrapper\0", 13), kSpare("\0--spare\0", 9);
@@ -204,7 +228,10 @@ TEST_F(supervision_test, ASpareShellBecomesTheNextSessionsAndAnotherIsStarted) {
   // The spare took on the session's directory and name (ps shows it).
   auto r = exec("w", "pwd; echo $SBSH_SESSION $PPID; tr -s '\\0' ' ' </proc/$PPID/cmdline; cd /proc/$PPID/cwd && pwd -P");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, work + "\nw " + std::to_string(spares[0]) + "\nsbsh-wrapper w " + work + "\n");
+  // ps shows its options and its session's name, as for a wrapper started for the session.
+  std::string expect = work + "\nw " + std::to_string(spares[0]) + "\nsbsh-wrapper --dir " + sock + ".d/";
+  EXPECT_EQ(r.out.substr(0, expect.size()), expect) << r.out;
+  EXPECT_NE(r.out.find(" --adopt-timeout 600000 w " + work + "\n"), std::string::npos) << r.out;
   EXPECT_EQ(session_status("w").wrapper_pid, spares[0]);
   std::vector<pid_t> next;
   ASSERT_TRUE(wait_until([&] { return (next = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
