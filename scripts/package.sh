@@ -3,8 +3,10 @@
 # them with lintian: sbsh, libsbsh0, libsbsh-dev, python3-sbsh, and the -dbgsym packages
 # with their debug symbols. Missing tools and build dependencies are installed with apt.
 #   OUT=DIR scripts/package.sh        (default OUT: dist/out)
-# The build runs in a copy of the source tree (dpkg-buildpackage writes next to it), so the
-# tree itself is left as it was; lintian's errors fail the script, its other tags are shown.
+# The build runs in a copy of the source tree in dist/deb/ (dpkg-buildpackage writes next to
+# it), so the tree itself is left as it was; the copy's path stays the same from one run to
+# the next, so that ccache (PATH=/usr/lib/ccache:$PATH) can serve a rebuild. lintian's
+# errors fail the script; its other tags are shown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -36,8 +38,8 @@ if ! dpkg-checkbuilddeps debian/control 2>/dev/null; then
 fi
 
 version=$(dpkg-parsechangelog -S Version)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp=$src/dist/deb
+rm -rf "$tmp"
 tree=$tmp/sbsh-${version%%-*}
 mkdir -p "$tree"
 # The files git knows of (committed or not, ignored ones left out); every file but the
@@ -47,7 +49,7 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
     xargs -0 cp --parents -t "$tree"
 else
-  tar -c --exclude='./build*' --exclude=./dist/out --exclude=./obj-\* . | tar -x -C "$tree"
+  tar -c --exclude='./build*' --exclude=./dist/out --exclude=./dist/deb --exclude='./obj-*' . | tar -x -C "$tree"
 fi
 
 echo "== dpkg-buildpackage ($version)"
