@@ -305,6 +305,7 @@ result<daemon_status> connection::status() {
   st.uptime_ms = static_cast<uint64_t>(i64("uptime_ms"));
   st.socket_path = str("socket");
   st.sessions = decode_sessions(m);
+  st.counters = decode_counters(m);
   return st;
 }
 

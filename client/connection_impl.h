@@ -15,7 +15,9 @@
 
 namespace sbsh::client {
 
-struct connection::impl {
+// Hidden: a nested class takes the visibility of the class around it, which libsbsh.so
+// exports; this one is no part of the API.
+struct __attribute__((visibility("hidden"))) connection::impl {
   ipc::channel ch;
   std::string socket_path;  // or the dial command's line
   // The process of connect_options::dial_command (-1: none, or reaped): the connection is
@@ -62,6 +64,7 @@ std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::messa
 
 std::vector<session_status> decode_sessions(const ipc::message& m);
 session_status decode_session(const msgpack::object& o);
+daemon_counters decode_counters(const ipc::message& m);
 
 // Connects to the daemon at `path` (no auto-start). errno-style failure in the error code:
 // "unreachable" when nothing listens there.

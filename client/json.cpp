@@ -179,9 +179,14 @@ std::string to_json(const proc_info& p) {
 }
 
 std::string to_json(const daemon_status& st) {
+  const auto& n = st.counters;
+  json_object c;
+  c.num("commands", static_cast<int64_t>(n.commands)).num("failed", static_cast<int64_t>(n.failed));
+  c.num("timed_out", static_cast<int64_t>(n.timed_out)).num("shell_restarts", static_cast<int64_t>(n.shell_restarts));
+  c.num("bytes_streamed", static_cast<int64_t>(n.bytes_streamed)).num("clients", static_cast<int64_t>(n.clients));
   json_object o;
   o.num("pid", st.pid).str("version", st.version).num("uptime_ms", static_cast<int64_t>(st.uptime_ms));
-  o.str("socket", st.socket_path).raw("sessions", to_json(st.sessions));
+  o.str("socket", st.socket_path).raw("counters", c.finish()).raw("sessions", to_json(st.sessions));
   return o.finish();
 }
 

@@ -1,5 +1,5 @@
 // Session requests of libsbsh: create, list, show, remove, restart; and the decoding of the
-// session maps that status and these requests return.
+// session maps that status and these requests return, and of status's counters.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -59,6 +59,22 @@ session_status decode_session(const msgpack::object& o) {
     else if (key == "started_at_ms") s.started_at_ms = int_of(v);
   });
   return s;
+}
+
+daemon_counters decode_counters(const ipc::message& m) {
+  daemon_counters n;
+  const auto* o = m.find("counters");
+  if (o == nullptr) return n;
+  for_each_field(*o, [&](std::string_view key, const msgpack::object& v) {
+    auto u = static_cast<uint64_t>(int_of(v));
+    if (key == "commands") n.commands = u;
+    else if (key == "failed") n.failed = u;
+    else if (key == "timed_out") n.timed_out = u;
+    else if (key == "shell_restarts") n.shell_restarts = u;
+    else if (key == "bytes_streamed") n.bytes_streamed = u;
+    else if (key == "clients") n.clients = u;
+  });
+  return n;
 }
 
 std::vector<session_status> decode_sessions(const ipc::message& m) {

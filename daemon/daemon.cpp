@@ -100,7 +100,7 @@ int run_or_die(run_options opts) {
     std::fputs("sbshd: cannot find sbsh-wrapper beside sbshd or on PATH; install sbsh completely\n", stderr);
     return 1;
   }
-  if (auto s = setup_logging(opts.log_level, opts.log_format); !s) {
+  if (auto s = setup_logging(opts.log); !s) {
     std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
     return 2;
   }
@@ -136,13 +136,19 @@ int run_or_die(run_options opts) {
   if (::chdir("/") != 0) {
   }
   int devnull = ::open("/dev/null", O_RDWR);
-  std::string log_path = opts.state_dir + "/sbshd.log";
-  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   ::dup2(devnull, 0);
   ::dup2(devnull, 1);
-  ::dup2(log >= 0 ? log : devnull, 2);
+  ::dup2(devnull, 2);
   if (devnull > 2) ::close(devnull);
-  if (log > 2) ::close(log);
+  // From here on the log is STATE/sbshd.log, rotated by size; the logger also points fd 2 at
+  // the current file.
+  opts.log.file = opts.state_dir + "/sbshd.log";
+  if (auto s = setup_logging(opts.log); !s) {
+    std::string msg = "sbshd: " + s.err().message + "\n";
+    ssize_t r = ::write(ready[1], msg.data(), msg.size());
+    (void)r;
+    return 1;
+  }
   return serve(opts, ready[1], std::move(*activated));
 }
 

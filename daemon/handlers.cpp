@@ -105,6 +105,7 @@ void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {
     }
     data = d.value().value_or("");
   }
+  srv.counters().streamed(data.size());
   s->stdin_data(&c, env.msg.id(), data, eof);
 }
 
@@ -142,6 +143,15 @@ void on_status(server& srv, client_conn& c, ipc::envelope& env) {
       .u64("uptime_ms", srv.uptime_ms())
       .str("socket", srv.opts().socket_path)
       .str("state_dir", srv.opts().state_dir);
+  const auto& n = srv.counters();
+  auto& counts = f.field("counters");
+  counts.pack_map(6);
+  for (auto [k, v] : {std::pair<const char*, uint64_t>{"commands", n.commands}, {"failed", n.failed},
+                      {"timed_out", n.timed_out}, {"shell_restarts", n.shell_restarts},
+                      {"bytes_streamed", n.bytes_streamed}, {"clients", srv.client_count()}}) {
+    counts.pack(k);
+    counts.pack(v);
+  }
   auto& pk = f.field("sessions");
   pk.pack_array(static_cast<uint32_t>(srv.sessions().size()));
   for (const auto& [name, s] : srv.sessions()) s->describe(pk);

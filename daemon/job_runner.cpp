@@ -280,6 +280,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
     return;
   }
   record(*job, dur);
+  srv_.counters().command_ended(job->outcome);
   client_conn* c = job->client;
   // Output pipes may still be held by background jobs the command started: keep reading
   // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
@@ -564,6 +565,7 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
     frame_builder f(msg_type::output, job.id);
     f.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
     job.client->send(f.take());
+    srv_.counters().streamed(static_cast<size_t>(n));
   }
 }
 

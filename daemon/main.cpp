@@ -7,15 +7,38 @@
 #include "daemon/daemon.h"
 #include "sbsh/client.h"
 
+namespace {
+
+// A size in MiB such as 64 or 0.5, from option `name`; false (and a message) when invalid.
+bool parse_mib(const char* name, const std::string& text, uint64_t* bytes) {
+  char* end = nullptr;
+  double mib = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024) {
+    std::fprintf(stderr, "sbshd: %s takes a number of MiB, such as 64 or 0.5, not '%s'\n", name, text.c_str());
+    return false;
+  }
+  *bytes = static_cast<uint64_t>(mib * 1024 * 1024);
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   sbsh::daemon::run_options o;
   CLI::App app{"sbshd: keeps persistent bash sessions and runs commands in them for sbsh clients"};
   app.add_option("--socket", o.socket_path, "Unix socket to listen on (default: see sbshd(8))");
   app.add_option("--state-dir", o.state_dir, "Directory for state and logs");
   app.add_flag("--foreground", o.foreground, "Stay attached to the terminal; log to stderr");
-  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
+  app.add_option("--log-level", o.log.level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
-  app.add_option("--log-format", o.log_format, "text or json")->capture_default_str();
+  app.add_option("--log-format", o.log.format, "text or json")->capture_default_str();
+  std::string log_size = "10";
+  app.add_option("--log-size", log_size,
+                 "MiB that STATE/sbshd.log (without --foreground) may reach before it is rotated")
+      ->capture_default_str();
+  app.add_option("--log-files", o.log.files, "Rotated sbshd.log files kept (sbshd.1.log, ...)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--wrapper", o.wrapper_path, "Path of sbsh-wrapper (default: beside sbshd)");
   std::string health = "10s";
   app.add_option("--health-interval", health,
@@ -46,12 +69,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.adopt_timeout_ms = static_cast<uint64_t>(adopt_timeout->count());
-  char* end = nullptr;
-  double mib = std::strtod(log_cap.c_str(), &end);
-  if (end == log_cap.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024) {
-    std::fprintf(stderr, "sbshd: --log-cap takes a number of MiB, such as 64 or 0.5, not '%s'\n", log_cap.c_str());
-    return 2;
-  }
-  o.log_cap = static_cast<uint64_t>(mib * 1024 * 1024);
+  if (!parse_mib("--log-cap", log_cap, &o.log_cap) || !parse_mib("--log-size", log_size, &o.log.max_bytes)) return 2;
   return sbsh::daemon::run_or_die(std::move(o));
 }

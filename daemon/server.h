@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "daemon/counters.h"
 #include "daemon/framed_socket.h"
 #include "daemon/proc_table.h"
 #include "daemon/session.h"
@@ -130,6 +131,9 @@ class server {
   void client_drained(client_conn* c);
   [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }
   [[nodiscard]] uint64_t uptime_ms() const;
+  // What sbshd has done since it started (sbsh status); counted where it happens.
+  daemon::counters& counters() { return counters_; }
+  [[nodiscard]] size_t client_count() const { return clients_.size(); }
 
  private:
   status start_listening();
@@ -169,6 +173,7 @@ class server {
   uint64_t next_serial_ = 1;
   uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;
+  daemon::counters counters_;
   bool shutting_down_ = false;
   struct pending_write {
     bool busy = false;

@@ -384,6 +384,7 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
 
 void shell_supervisor::schedule_restart(const std::string& why, bool failed_start, bool forced) {
   ++restarts_;
+  srv_.counters().shell_restarted();
   uint64_t now = mono_us();
   if (failed_start && !forced) {
     failed_starts_.push_back(now);
@@ -432,6 +433,7 @@ void shell_supervisor::restart(const std::string& why) {
   }
   ++generation_;  // what waited for the old shell must not run in the new one unawares
   ++restarts_;
+  srv_.counters().shell_restarted();
   session_.jobs().note_state_lost(why);
   start_shell();
 }

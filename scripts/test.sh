@@ -8,7 +8,10 @@ scripts/deps.sh
 jobs=$(nproc)
 echo "== build (RelWithDebInfo, -Werror)"
 # Options are given in full: an earlier demo.sh may have configured build/ without tests.
-scripts/build.sh build -DSBSH_WERROR=ON -DSBSH_TESTS=ON -DSBSH_BENCH=ON
+# The multiarch libdir (lib/x86_64-linux-gnu), as Debian's /usr has it, is what the install
+# test then checks, through a prefix of its own and through DESTDIR.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+scripts/build.sh build -DSBSH_WERROR=ON -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DCMAKE_INSTALL_LIBDIR="lib/$multiarch"
 echo "== tests"
 (cd build && ctest --no-tests=error --output-on-failure --timeout 300 -j "$jobs")
 

@@ -20,6 +20,11 @@ int run_status(const global_opts& g, bool json) {
   }
   std::printf("sbshd %s, pid %lld, up %s, socket %s\n", st->version.c_str(), static_cast<long long>(st->pid),
               human_duration(st->uptime_ms).c_str(), st->socket_path.c_str());
+  const auto& n = st->counters;
+  std::printf("%llu commands (%llu failed, %llu timed out), %llu shell restarts, %llu bytes streamed, %llu clients\n",
+              static_cast<unsigned long long>(n.commands), static_cast<unsigned long long>(n.failed),
+              static_cast<unsigned long long>(n.timed_out), static_cast<unsigned long long>(n.shell_restarts),
+              static_cast<unsigned long long>(n.bytes_streamed), static_cast<unsigned long long>(n.clients));
   print_session_table(st->sessions);
   return 0;
 }

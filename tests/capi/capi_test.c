@@ -779,6 +779,8 @@ static void test_status_and_shutdown(sbsh_conn* c) {
   CHECK(sbsh_status_json(c, &json) == SBSH_OK);
   CHECK(json_int_after(json, NULL, "\"pid\":") == (long)daemon_pid);
   CHECK(contains(json, "\"version\":\"") && contains(json, sock));
+  CHECK(json_int_after(json, "\"counters\":", "\"commands\":") > 0); /* the commands run above */
+  CHECK(json_int_after(json, "\"counters\":", "\"clients\":") >= 1);
   long shell = json != NULL ? json_int_after(json, "\"name\":\"c-api\"", "\"shell_pid\":") : -1;
   sbsh_free(json);
   CHECK(shell > 1 && kill((pid_t)shell, 0) == 0);

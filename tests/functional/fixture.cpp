@@ -224,7 +224,7 @@ void daemon_test::SetUp() {
 }
 
 void daemon_test::start_daemon() {
-  std::vector<std::string> own{bin("sbshd"), "--socket", sock, "--state-dir", state, "--foreground", "--log-level", "warn"};
+  std::vector<std::string> own{bin("sbshd"), "--socket", sock, "--state-dir", state, "--foreground", "--log-level", daemon_log_level};
   std::vector<std::string> argv = daemon_prefix;
   argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());

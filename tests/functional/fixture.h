@@ -43,6 +43,7 @@ class daemon_test : public ::testing::Test {
 
   // Extra sbshd arguments, for tests that set them before start_daemon().
   std::vector<std::string> daemon_args;
+  std::string daemon_log_level = "warn";  // sbshd's --log-level
   // A command line that start_daemon() puts before sbshd's and that ends by exec'ing it
   // (sbshd keeps its pid), for tests that start sbshd as a service manager would.
   std::vector<std::string> daemon_prefix;

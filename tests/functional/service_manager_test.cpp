@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -280,6 +281,74 @@ TEST_F(service_manager_test, RefusesWhatItCannotServeWithTheFix) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("mode 0755"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("DirectoryMode=0700"), std::string::npos) << r.err;
+}
+
+// The journal, as far as it can be without journald: sbshd runs in a user and mount
+// namespace of its own where the test's datagram socket stands at journald's path
+// (/run/systemd/journal/socket), and the test reads the entries sbshd sends there
+// (sd_journal_sendv). JOURNAL_STREAM names sbshd's stderr, or not, as systemd would.
+bool can_unshare() { return run({"/usr/bin/unshare", "-Urm", "/bin/true"}).code == 0; }
+
+std::vector<std::string> with_journal(const std::string& journal_dir, const std::string& journal_stream) {
+  std::string script = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && mount --bind " +
+                       shell_quote(journal_dir) + " /run/systemd/journal && export JOURNAL_STREAM=" +
+                       shell_quote(journal_stream) + " && exec \"$0\" \"$@\"";
+  return {"/usr/bin/unshare", "-Urm", "/bin/bash", "-c", script};
+}
+
+// "DEVICE:INODE" of a file, as JOURNAL_STREAM names a stream.
+std::string stream_id(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+class journal_test : public service_manager_test {
+ protected:
+  void SetUp() override {
+    service_manager_test::SetUp();
+    if (!can_unshare()) GTEST_SKIP() << "unshare -Urm fails here: no user namespaces to put a journal in";
+    std::filesystem::create_directories(dir + "/journal");
+    daemon_log_level = "info";
+    std::ofstream(log_path()).close();  // start_daemon() appends to it: its identity is known now
+  }
+  [[nodiscard]] std::string log_path() const { return dir + "/sbshd.log"; }
+  [[nodiscard]] std::string log_text() const {
+    std::ifstream f(log_path());
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+};
+
+TEST_F(journal_test, EntriesCarryThePriorityAndTheSessionWhenStderrIsTheJournal) {
+  notify_listener journal(dir + "/journal/socket");
+  ASSERT_TRUE(journal.ok());
+  daemon_prefix = with_journal(dir + "/journal", stream_id(log_path()));
+  start_daemon();
+  std::string ready = journal.next_with("listening on");
+  EXPECT_NE(ready.find("MESSAGE=sbshd "), std::string::npos) << ready;
+  EXPECT_NE(ready.find("\nPRIORITY=6\n"), std::string::npos) << ready;
+  EXPECT_NE(ready.find("\nSYSLOG_IDENTIFIER=sbshd\n"), std::string::npos) << ready;
+  EXPECT_EQ(ready.find("SBSH_SESSION="), std::string::npos) << ready;
+  auto r = exec("web", "echo hi");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::string about = journal.next_with("\nSBSH_SESSION=web\n");
+  EXPECT_NE(about.find("MESSAGE=session web"), std::string::npos) << about;
+  // What went to the journal did not also go to stderr.
+  EXPECT_EQ(log_text().find("listening on"), std::string::npos) << log_text();
+}
+
+TEST_F(journal_test, AJournalStreamThatIsNotStderrLeavesPlainText) {
+  notify_listener journal(dir + "/journal/socket");
+  ASSERT_TRUE(journal.ok());
+  // Another file's identity, as when sbshd inherits JOURNAL_STREAM with stderr redirected.
+  std::ofstream(dir + "/other").close();
+  daemon_prefix = with_journal(dir + "/journal", stream_id(dir + "/other"));
+  start_daemon();
+  auto r = exec("web", "echo hi");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(wait_until([&] { return log_text().find("session web") != std::string::npos; }, 20s)) << log_text();
+  EXPECT_NE(log_text().find(" info: sbshd "), std::string::npos) << log_text();
+  EXPECT_EQ(journal.next_with("", 200ms), "");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The manual pages render without warnings, and every command `sbsh --help` lists is
-# documented in sbsh.1. Usage: man_test.sh SOURCE_DIR SBSH_BINARY
+# The manual pages render without warnings, every command `sbsh --help` lists is documented
+# in sbsh.1, and every option `sbshd --help` lists in sbshd.8, in its synopsis and with an
+# entry of its own. Usage: man_test.sh SOURCE_DIR SBSH_BINARY SBSHD_BINARY
 set -euo pipefail
 src=$1
 sbsh=$2
+sbshd=$3
 fail=0
 for page in "$src"/man/sbsh.1 "$src"/man/sbshd.8 "$src"/man/sbsh-protocol.7; do
   warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1 || true)
@@ -23,5 +25,13 @@ for c in $commands; do
   grep -qE "^\.SS \"?(.*\| )?$c( |\"|$)" <<<"$page" || { echo "FAIL: sbsh.1 has no section for '$c'"; fail=1; }
   "$sbsh" "$c" --help >/dev/null || { echo "FAIL: sbsh $c --help"; fail=1; }
 done
-[[ $fail == 0 ]] && echo "man pages: $(wc -w <<<"$commands") commands documented, 0 failed"
+options=$("$sbshd" --help | grep -oE '^  (-[a-z],)?--[a-z-]+' | sed 's/^.*--/--/')
+[[ -n $options ]] || { echo "FAIL: no options found in sbshd --help"; exit 1; }
+page=$(sed 's/\\-/-/g' "$src/man/sbshd.8")
+synopsis=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' <<<"$page")
+for o in $options; do
+  grep -qE "^\.(B|BI|BR) (.* )?$o( |\"|$)" <<<"$page" || { echo "FAIL: sbshd.8 has no entry for $o"; fail=1; }
+  [[ $o == --help ]] || grep -qE "(^| )$o( |$)" <<<"$synopsis" || { echo "FAIL: sbshd.8's synopsis lacks $o"; fail=1; }
+done
+[[ $fail == 0 ]] && echo "man pages: $(wc -w <<<"$commands") commands and $(wc -w <<<"$options") sbshd options documented, 0 failed"
 exit $fail

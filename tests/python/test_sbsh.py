@@ -445,6 +445,10 @@ class BindingTest(unittest.TestCase):
         st = self.c.status()
         self.assertEqual(st["pid"], self.d.proc.pid)
         self.assertEqual(st["socket"], self.d.sock)
+        # This test's commands, at least; the restart above; this client.
+        self.assertGreaterEqual(st["counters"]["commands"], 3)
+        self.assertGreaterEqual(st["counters"]["shell_restarts"], 1)
+        self.assertGreaterEqual(st["counters"]["clients"], 1)
 
     def test_background_processes(self):
         pid = self.c.start("echo out-$P; echo err >&2; exit 6", session="py-bg", name="job", env={"P": "p"})

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "export.h"
 #include "ipc/result.h"
 
 namespace sbsh::client {
@@ -46,14 +47,15 @@ struct connect_options {
 // (an IPv6 address in brackets). remote_socket (empty: the far user's default) and autostart
 // are passed to the far `sbsh`, which must be on that user's PATH. ssh runs in batch mode: it
 // must not need to ask for a password (use keys or an agent).
-result<std::vector<std::string>> ssh_dial_command(std::string_view url, const std::string& remote_socket = {},
-                                                  bool autostart = true);
+SBSH_API result<std::vector<std::string>> ssh_dial_command(std::string_view url,
+                                                           const std::string& remote_socket = {},
+                                                           bool autostart = true);
 
 // The far end of a dial_command (`sbsh dial-stdio`): connects to sbshd as connect() would
 // (auto-start included, no handshake of its own) and copies bytes from in_fd to it and from it
 // to out_fd, until sbshd closes the connection or out_fd's reader goes away. At EOF on in_fd
 // it shuts down its side of the connection and still copies what sbshd sends.
-sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd);
+SBSH_API sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd);
 
 enum class stream { out = 1, err = 2 };
 
@@ -91,7 +93,7 @@ struct exec_options {
 // Stops or signals a running exec from another thread or a signal handler: give fd() to
 // exec_options::signal_fd, then call cancel() or signal() from anywhere (both only write
 // one byte to a pipe, which is async-signal-safe).
-class canceller {
+class SBSH_API canceller {
  public:
   canceller();
   ~canceller();
@@ -195,12 +197,23 @@ struct session_detail {
   std::vector<history_entry> history;   // the last commands, oldest first
 };
 
+// What sbshd has done since it started (sbsh(1), status).
+struct daemon_counters {
+  uint64_t commands = 0;        // commands from clients that ended, run or not
+  uint64_t failed = 0;          // of those, with no exit status or a non-zero one
+  uint64_t timed_out = 0;       // of those, stopped by their timeout
+  uint64_t shell_restarts = 0;  // shells started in place of one a session had
+  uint64_t bytes_streamed = 0;  // output sent in frames and input received, through sbshd
+  uint64_t clients = 0;         // connected now, the one asking included
+};
+
 struct daemon_status {
   int64_t pid = 0;
   std::string version;
   uint64_t uptime_ms = 0;
   std::string socket_path;
   std::vector<session_status> sessions;
+  daemon_counters counters;
 };
 
 // A background process (`sbsh start`).
@@ -235,7 +248,7 @@ struct logs_options {
   int cancel_fd = -1;
 };
 
-class connection {
+class SBSH_API connection {
  public:
   static result<connection> connect(const connect_options& opts = {});
   connection(connection&&) noexcept;
@@ -284,6 +297,6 @@ class connection {
 };
 
 // "500ms", "30s", "5m", "1h", or a bare number of seconds ("1.5").
-result<std::chrono::milliseconds> parse_duration(std::string_view text);
+SBSH_API result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 }  // namespace sbsh::client

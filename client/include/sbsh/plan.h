@@ -24,12 +24,7 @@
 #include <vector>
 
 #include "sbsh/client.h"
-
-// What libsbsh.so exports from sources built with hidden visibility, as the plan sources are
-// (so that the JSON and YAML libraries they use stay out of its interface).
-#ifndef SBSH_API
-#define SBSH_API __attribute__((visibility("default")))
-#endif
+#include "sbsh/export.h"
 
 namespace sbsh::client {
 

@@ -64,6 +64,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -94,18 +96,18 @@ enum {
 
 /* A short name for a status code: "ok", "unreachable", "refused", "io", "timeout", "invalid",
  * "internal", "protocol", "not_found"; "unknown" for anything else. Static storage. */
-const char* sbsh_error_name(int status);
+SBSH_API const char* sbsh_error_name(int status);
 
 /* Describes the most recent call on `conn` ("" if it succeeded); conn NULL: the most recent
  * failing call of the calling thread. Never NULL. See CONVENTIONS above. */
-const char* sbsh_last_error(const sbsh_conn* conn);
-const char* sbsh_last_error_code(const sbsh_conn* conn);
+SBSH_API const char* sbsh_last_error(const sbsh_conn* conn);
+SBSH_API const char* sbsh_last_error_code(const sbsh_conn* conn);
 
 /* The library's version, e.g. "0.1.0". Static storage. */
-const char* sbsh_version(void);
+SBSH_API const char* sbsh_version(void);
 
 /* Releases a string returned through a `char**` out-parameter. NULL is allowed. */
-void sbsh_free(void* p);
+SBSH_API void sbsh_free(void* p);
 
 /* ---- Connections -------------------------------------------------------------------------- */
 
@@ -117,10 +119,10 @@ void sbsh_free(void* p);
  *   interpreter such as python3, that means PATH); sbsh_connect_ex names it.
  * On success *out is a new handle, to be released with sbsh_close. On failure, the reason is
  * in sbsh_last_error(NULL). */
-int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out);
+SBSH_API int sbsh_connect(const char* socket_path, int autostart, sbsh_conn** out);
 
 /* As sbsh_connect, with the path of the daemon program to start (NULL or "": as above). */
-int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_path, sbsh_conn** out);
+SBSH_API int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_path, sbsh_conn** out);
 
 /* Connects through a program instead of a socket, to a sbshd that may run on another host:
  * argv (NULL-terminated; argv[0] is looked up on PATH) must lead, through its stdin and
@@ -129,23 +131,23 @@ int sbsh_connect_ex(const char* socket_path, int autostart, const char* daemon_p
  * The program runs in a process group of its own with the caller's stderr and is ended by
  * sbsh_close. Over it, output travels in frames (descriptors cannot cross) and this process's
  * directory is never a default (a new session starts in the far user's home). */
-int sbsh_connect_dial(const char* const* argv, sbsh_conn** out);
+SBSH_API int sbsh_connect_dial(const char* const* argv, sbsh_conn** out);
 
 /* Connects to sbshd on another host over ssh. url: "ssh://[USER@]HOST[:PORT]"; remote_socket
  * (NULL or "": the far user's default) and autostart apply over there, where `sbsh` must be on
  * the user's PATH. ssh runs in batch mode: it must not need to ask for a password. */
-int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out);
+SBSH_API int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out);
 
 /* Closes the connection and frees the handle. NULL is allowed. Running background processes
  * and sessions are not affected. */
-void sbsh_close(sbsh_conn* conn);
+SBSH_API void sbsh_close(sbsh_conn* conn);
 
 /* The socket path this handle is connected to, or the command line of its dial program
  * (owned by the handle; "" for NULL). */
-const char* sbsh_socket_path(const sbsh_conn* conn);
+SBSH_API const char* sbsh_socket_path(const sbsh_conn* conn);
 
 /* The connected socket, for callers that multiplex (-1 for NULL). Do not read or write it. */
-int sbsh_fd(const sbsh_conn* conn);
+SBSH_API int sbsh_fd(const sbsh_conn* conn);
 
 /* ---- Cancelling a running exec ------------------------------------------------------------ */
 
@@ -156,12 +158,12 @@ int sbsh_fd(const sbsh_conn* conn);
  * signal). A request made while no exec is running waits in the canceller for the next exec
  * that uses it; sbsh_canceller_reset discards such leftovers. One canceller may serve many
  * execs in turn. */
-int sbsh_canceller_new(sbsh_canceller** out);
-int sbsh_canceller_fd(const sbsh_canceller* c);
-void sbsh_canceller_cancel(const sbsh_canceller* c);
-void sbsh_canceller_signal(const sbsh_canceller* c, int sig);
-void sbsh_canceller_reset(const sbsh_canceller* c);
-void sbsh_canceller_free(sbsh_canceller* c);
+SBSH_API int sbsh_canceller_new(sbsh_canceller** out);
+SBSH_API int sbsh_canceller_fd(const sbsh_canceller* c);
+SBSH_API void sbsh_canceller_cancel(const sbsh_canceller* c);
+SBSH_API void sbsh_canceller_signal(const sbsh_canceller* c, int sig);
+SBSH_API void sbsh_canceller_reset(const sbsh_canceller* c);
+SBSH_API void sbsh_canceller_free(sbsh_canceller* c);
 
 /* ---- Exec ------------------------------------------------------------------------------- */
 
@@ -204,48 +206,48 @@ typedef struct sbsh_exec_opts {
 
 /* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
  * sets its version. Call it before setting fields; a zeroed structure is refused. */
-void sbsh_exec_opts_init(sbsh_exec_opts* opts);
+SBSH_API void sbsh_exec_opts_init(sbsh_exec_opts* opts);
 
 /* Runs one command in a session and waits for it to end.
  * SBSH_OK means the request ran: *out is a result handle (release it with
  * sbsh_result_free) that says how the command ended, which may be a failure of the command
  * (a non-zero exit code, a timeout, a lost shell). A negative status means no result: the
  * request was refused (bad session name, ...) or the connection failed; *out is untouched. */
-int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
+SBSH_API int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
 
 /* 1 when a process produced an exit status (then sbsh_result_exit_code is it), else 0 (see
  * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */
-int sbsh_result_has_exit_code(const sbsh_result* r);
-int sbsh_result_exit_code(const sbsh_result* r);       /* -1 when there is none */
-int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none
-                                                          (exit code 137 alone is no signal) */
-int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_ms */
-int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
-int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
-                                                          state (cwd, variables) was lost */
+SBSH_API int sbsh_result_has_exit_code(const sbsh_result* r);
+SBSH_API int sbsh_result_exit_code(const sbsh_result* r);       /* -1 when there is none */
+SBSH_API int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none
+                                                                   (exit code 137 alone is no signal) */
+SBSH_API int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_ms */
+SBSH_API int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
+SBSH_API int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
+                                                                   state (cwd, variables) was lost */
 /* 0: the command certainly did not run (no shell took it), so it is safe to send again;
  * 1: a shell took it (it may still have been cut short). */
-int sbsh_result_ran(const sbsh_result* r);
+SBSH_API int sbsh_result_ran(const sbsh_result* r);
 /* The output kept in the result: a pointer to *len raw bytes (followed by a NUL that is not
  * counted, for convenience; the bytes themselves may contain NULs). Owned by r. */
-const char* sbsh_result_stdout(const sbsh_result* r, size_t* len);
-const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
-int sbsh_result_stdout_truncated(const sbsh_result* r);
-int sbsh_result_stderr_truncated(const sbsh_result* r);
-uint64_t sbsh_result_duration_us(const sbsh_result* r);
-int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds; 0: never started */
+SBSH_API const char* sbsh_result_stdout(const sbsh_result* r, size_t* len);
+SBSH_API const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
+SBSH_API int sbsh_result_stdout_truncated(const sbsh_result* r);
+SBSH_API int sbsh_result_stderr_truncated(const sbsh_result* r);
+SBSH_API uint64_t sbsh_result_duration_us(const sbsh_result* r);
+SBSH_API int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds; 0: never started */
 /* Which shell ran it: a number that changes whenever the session's shell is replaced. */
-uint64_t sbsh_result_generation(const sbsh_result* r);
+SBSH_API uint64_t sbsh_result_generation(const sbsh_result* r);
 /* 1: the session's shell was replaced since its previous command (it was killed, crashed or
  * restarted): this command ran without the state the earlier ones left; the reason says
  * what happened (owned by r; "" when the state was not lost). */
-int sbsh_result_state_lost(const sbsh_result* r);
-const char* sbsh_result_state_lost_reason(const sbsh_result* r);
+SBSH_API int sbsh_result_state_lost(const sbsh_result* r);
+SBSH_API const char* sbsh_result_state_lost_reason(const sbsh_result* r);
 /* 1: the command ran and succeeded: exit code 0, not stopped, its shell not lost. */
-int sbsh_result_ok(const sbsh_result* r);
+SBSH_API int sbsh_result_ok(const sbsh_result* r);
 /* Why there is no exit code, or other trouble worth reporting; "" when none. Owned by r. */
-const char* sbsh_result_error(const sbsh_result* r);
-void sbsh_result_free(sbsh_result* r);
+SBSH_API const char* sbsh_result_error(const sbsh_result* r);
+SBSH_API void sbsh_result_free(sbsh_result* r);
 
 /* ---- Sessions --------------------------------------------------------------------------- */
 
@@ -253,11 +255,11 @@ void sbsh_result_free(sbsh_result* r);
  * the env_count "NAME=VALUE" entries of env, and runs the init_count commands of init first.
  * restart: "always" (NULL), "on-failure" or "never". Creating an existing session with the
  * same definition does nothing; with a different one it is refused (code "session_exists"). */
-int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
+SBSH_API int sbsh_session_create(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                         size_t env_count, const char* const* init, size_t init_count, const char* restart);
 /* The same, with the limit_count resource limits of limits ("NAME=VALUE", as
  * `sbsh session create --limit`, sbsh(1)) set on every shell of the session. */
-int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
+SBSH_API int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* cwd, const char* const* env,
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count);
 
@@ -283,9 +285,9 @@ typedef struct sbsh_session_spec {
 } sbsh_session_spec;
 
 /* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version. */
-void sbsh_session_spec_init(sbsh_session_spec* spec);
+SBSH_API void sbsh_session_spec_init(sbsh_session_spec* spec);
 /* Defines a session as *spec says; otherwise as sbsh_session_create. */
-int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
+SBSH_API int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
 
 /* Listings are JSON, in exactly the form `sbsh ... --json` prints (JSON OUTPUT in sbsh(1)),
  * so that fields can be added without changing the ABI. Times are RFC 3339 UTC strings,
@@ -297,19 +299,19 @@ int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
  *    "wrapper_pid", "restarts", "queued", "commands", "cwd", "restart", "uptime_ms",
  *    "started_at" (or null), "running" (command text or null), "running_ms" (or null),
  *    "error" (or null)} */
-int sbsh_sessions_json(sbsh_conn* conn, char** json_out);
+SBSH_API int sbsh_sessions_json(sbsh_conn* conn, char** json_out);
 
 /* One session in detail, as `sbsh session show NAME --json`: {"session" (as above),
  * "definition" {"cwd", "env", "init", "restart"}, "history" (the last commands, oldest first:
  * {"command", "exit_code" (or null), "timed_out", "shell_restarted", "started_at",
  * "duration_ms"}), "init_output"}. */
-int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out);
+SBSH_API int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out);
 
 /* Removes a session; returns once nothing of it is left (its shell and wrapper are gone). */
-int sbsh_session_remove(sbsh_conn* conn, const char* name);
+SBSH_API int sbsh_session_remove(sbsh_conn* conn, const char* name);
 
 /* Restarts a session's shell (its state is lost; the definition is kept). */
-int sbsh_session_restart(sbsh_conn* conn, const char* name);
+SBSH_API int sbsh_session_restart(sbsh_conn* conn, const char* name);
 
 /* ---- Background processes ----------------------------------------------------------------- */
 
@@ -318,7 +320,7 @@ int sbsh_session_restart(sbsh_conn* conn, const char* name);
 /* Starts command as a background process of session (NULL: "default"), optionally named
  * (name NULL: none), in cwd (NULL: the session's directory) with env_count "NAME=VALUE" entries
  * for it only. Its output goes to log files (see sbsh_logs). *id_out (may be NULL) gets its id. */
-int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const char* name, const char* cwd,
+SBSH_API int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const char* name, const char* cwd,
                const char* const* env, size_t env_count, uint64_t* id_out);
 
 /* The process table, as the "processes" of `sbsh ps --json` (JSON; see sbsh_sessions_json):
@@ -328,16 +330,16 @@ int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const 
  *    (name or null), "started_at", "ended_at" (null while it runs), "error" (or null),
  *    "log" (path of its stdout log; stderr: the same with .err)}
  * include_finished: non-zero to include processes that have ended. */
-int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out);
+SBSH_API int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out);
 
 /* Sends signal to the process's whole tree. For a terminating signal (SIGTERM, SIGKILL, ...)
  * it returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s).
  * *out (out may be NULL) gets the process's state afterwards; release it with sbsh_proc_free. */
-int sbsh_kill(sbsh_conn* conn, const char* proc, int signal, sbsh_proc** out);
+SBSH_API int sbsh_kill(sbsh_conn* conn, const char* proc, int signal, sbsh_proc** out);
 
 /* Waits for the process to end (timeout_ms 0: no limit). SBSH_ERR_TIMEOUT when the timeout
  * passes first (the process keeps running). *out (out may be NULL) gets its final state. */
-int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc** out);
+SBSH_API int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc** out);
 
 /* Streams the process's logs to fn (stream 1: stdout, 2: stderr).
  * follow: non-zero to keep streaming until the process ends. tail: only the last N lines of
@@ -345,38 +347,38 @@ int sbsh_wait(sbsh_conn* conn, const char* proc, int64_t timeout_ms, sbsh_proc**
  * cancel_fd: -1, or sbsh_canceller_fd() of a canceller whose sbsh_canceller_cancel() ends a
  * follow early (sbsh_logs then returns SBSH_OK as at the end; the process goes on).
  * *out (out may be NULL) gets the process's state at the end. */
-int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, int cancel_fd,
+SBSH_API int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int streams, int cancel_fd,
               sbsh_output_fn fn, void* user, sbsh_proc** out);
 
 /* Getters of a process handle. Strings are owned by p. */
-uint64_t sbsh_proc_id(const sbsh_proc* p);
-const char* sbsh_proc_name(const sbsh_proc* p);     /* "" when unnamed */
-const char* sbsh_proc_session(const sbsh_proc* p);
-const char* sbsh_proc_command(const sbsh_proc* p);
-const char* sbsh_proc_state(const sbsh_proc* p);    /* starting|running|exited|killed|failed|lost */
-int64_t sbsh_proc_pid(const sbsh_proc* p);          /* also its process group; 0 before start */
-int sbsh_proc_has_exit_code(const sbsh_proc* p);
-int sbsh_proc_exit_code(const sbsh_proc* p);        /* -1 when there is none */
-int sbsh_proc_signal(const sbsh_proc* p);           /* 0: none */
-int64_t sbsh_proc_started_at_ms(const sbsh_proc* p);
-int64_t sbsh_proc_ended_at_ms(const sbsh_proc* p);  /* 0 while it runs */
-const char* sbsh_proc_error(const sbsh_proc* p);    /* "" when none */
-const char* sbsh_proc_log_path(const sbsh_proc* p);
-void sbsh_proc_free(sbsh_proc* p);
+SBSH_API uint64_t sbsh_proc_id(const sbsh_proc* p);
+SBSH_API const char* sbsh_proc_name(const sbsh_proc* p);     /* "" when unnamed */
+SBSH_API const char* sbsh_proc_session(const sbsh_proc* p);
+SBSH_API const char* sbsh_proc_command(const sbsh_proc* p);
+SBSH_API const char* sbsh_proc_state(const sbsh_proc* p);    /* starting|running|exited|killed|failed|lost */
+SBSH_API int64_t sbsh_proc_pid(const sbsh_proc* p);          /* also its process group; 0 before start */
+SBSH_API int sbsh_proc_has_exit_code(const sbsh_proc* p);
+SBSH_API int sbsh_proc_exit_code(const sbsh_proc* p);        /* -1 when there is none */
+SBSH_API int sbsh_proc_signal(const sbsh_proc* p);           /* 0: none */
+SBSH_API int64_t sbsh_proc_started_at_ms(const sbsh_proc* p);
+SBSH_API int64_t sbsh_proc_ended_at_ms(const sbsh_proc* p);  /* 0 while it runs */
+SBSH_API const char* sbsh_proc_error(const sbsh_proc* p);    /* "" when none */
+SBSH_API const char* sbsh_proc_log_path(const sbsh_proc* p);
+SBSH_API void sbsh_proc_free(sbsh_proc* p);
 
 /* ---- The daemon ------------------------------------------------------------------------- */
 
 /* The daemon's status, as `sbsh status --json`:
  *   {"pid", "version", "uptime_ms", "socket", "sessions": [as sbsh_sessions_json]} */
-int sbsh_status_json(sbsh_conn* conn, char** json_out);
+SBSH_API int sbsh_status_json(sbsh_conn* conn, char** json_out);
 
 /* Asks sbshd to stop: its sessions end and it exits. The connection is unusable afterwards;
  * close it. */
-int sbsh_shutdown(sbsh_conn* conn);
+SBSH_API int sbsh_shutdown(sbsh_conn* conn);
 
 /* Asks sbshd to stop but to leave its sessions (their shells, any running command, and their
  * background processes with their logs) running, for the next sbshd on the same socket to adopt (sbshd(8), ADOPTION). */
-int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
+SBSH_API int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
 
 /* ---- Plans -------------------------------------------------------------------------------- */
 
@@ -412,13 +414,13 @@ typedef struct sbsh_run_opts {
 
 /* Fills *opts with the defaults (pointers NULL, descriptors -1, numbers 0) and sets its
  * version. */
-void sbsh_run_opts_init(sbsh_run_opts* opts);
+SBSH_API void sbsh_run_opts_init(sbsh_run_opts* opts);
 
 /* Checks a plan without running it: plan_len bytes of JSON or YAML; format NULL (JSON when it
  * starts with '{', else YAML), "json" or "yaml". SBSH_OK, or SBSH_ERR_INVALID with
  * sbsh_last_error(NULL) naming the field ("stages[1].commands[0].timeout: ...") and
  * sbsh_last_error_code(NULL) "invalid_plan". */
-int sbsh_plan_check(const char* plan, size_t plan_len, const char* format);
+SBSH_API int sbsh_plan_check(const char* plan, size_t plan_len, const char* format);
 
 /* Runs a plan (as sbsh_plan_check reads it) in a new session of conn.
  * SBSH_OK: the run took place, whatever its outcome. *report_json (if report_json is not NULL)
@@ -428,12 +430,12 @@ int sbsh_plan_check(const char* plan, size_t plan_len, const char* format);
  * SBSH_ERR_INVALID: nothing ran: the plan is invalid (code "invalid_plan"), or a file could
  * not be created (code "file"). Other negative statuses: as for any request (the session
  * name given is taken: code "session_exists"). */
-int sbsh_run_plan(sbsh_conn* conn, const char* plan, size_t plan_len, const char* format, const sbsh_run_opts* opts,
+SBSH_API int sbsh_run_plan(sbsh_conn* conn, const char* plan, size_t plan_len, const char* format, const sbsh_run_opts* opts,
                   char** report_json, int* exit_status);
 
 /* The same with the plan read from a file: JSON for *.json, YAML for *.yaml and *.yml, else
  * detected as above; "-" is standard input. */
-int sbsh_run_plan_file(sbsh_conn* conn, const char* path, const sbsh_run_opts* opts, char** report_json,
+SBSH_API int sbsh_run_plan_file(sbsh_conn* conn, const char* path, const sbsh_run_opts* opts, char** report_json,
                        int* exit_status);
 
 #ifdef __cplusplus

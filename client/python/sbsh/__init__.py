@@ -906,7 +906,9 @@ class Client:
     # -- the daemon --
 
     def status(self) -> Dict[str, Any]:
-        """The daemon: pid, version, uptime_ms, socket, sessions (as sessions())."""
+        """The daemon: pid, version, uptime_ms, socket, counters (commands, failed, timed_out,
+        shell_restarts, bytes_streamed, clients: see sbsh(1), JSON OUTPUT), sessions (as
+        sessions())."""
         out = ctypes.c_void_p()
         with self._busy():
             self._call(self._lib.sbsh_status_json, ctypes.byref(out))
