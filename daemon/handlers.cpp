@@ -18,9 +18,9 @@ namespace {
 using ipc::frame_builder;
 using ipc::msg_type;
 
-// Bounds on what one connection may have in flight, so no client can grow the daemon.
-constexpr size_t kMaxJobsPerClient = 256;
-constexpr size_t kMaxTextPerClient = 64u << 20;
+// Bounds on what one connection may have in flight (bounds.h).
+using ipc::kMaxJobsPerClient;
+using ipc::kMaxTextPerClient;
 
 void on_hello(server&, client_conn& c, ipc::envelope& env) {
   auto v = env.msg.get_u64("version");
