@@ -84,6 +84,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   j.client = &c;
   c.jobs.emplace(j.id, client_conn::job_ref{j.session, j.text.size()});
   c.text_bytes += j.text.size();
+  c.recount_jobs();
   (*s)->enqueue(std::move(job.value()));
 }
 

@@ -35,10 +35,9 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
       srv_(srv),
       serial_(serial),
       sock_(srv.loop(), std::move(fd),
-            {[this](ipc::envelope&& env) {
-               srv_.handle(*this, std::move(env));
-               recount_jobs();  // an exec adds a command's text (handlers.cpp)
-             },
+            // A request may end this connection, and sbshd too (shutdown): nothing of `this`
+            // may be used after handle().
+            {[this](ipc::envelope&& env) { srv_.handle(*this, std::move(env)); },
              [this](const std::string& reason) { srv_.client_closed(this, reason); }},
             64 * 1024, &srv.client_memory(), ipc::kRequestDecode) {
   sock_.on_drained = [this] { srv_.client_drained(this); };

@@ -28,6 +28,7 @@
 #include "daemon/server.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
+#include "tests/sessionless_server.h"
 
 namespace {
 
@@ -44,15 +45,7 @@ void remove_dir() {
 daemon::server& server() {
   if (g_server && g_shut_down) g_server.reset();  // its loop has ended: a new one
   if (!g_server) {
-    daemon::options o;
-    o.socket_path = g_dir + "/run/sbshd.sock";
-    o.state_dir = g_dir + "/state";
-    o.wrapper_path = "/nonexistent/sbsh-wrapper";
-    o.health_interval_ms = 0;
-    o.spare_wrappers = 0;
-    o.adopt_timeout_ms = 0;
-    o.no_sessions = true;
-    g_server = std::make_unique<daemon::server>(o);
+    g_server = std::make_unique<daemon::server>(test::sessionless_options(g_dir));
     if (auto s = g_server->listen(); !s) {
       std::fprintf(stderr, "fuzz_requests: cannot listen: %s\n", s.err().message.c_str());
       std::abort();
