@@ -160,7 +160,7 @@ void framed_socket::read_some() {
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       fail(fmt::format("read failed: {}", std::strerror(errno)));
-      break;
+      return;  // the owner may have deleted this object
     }
     if (r == 0) {
       eof = true;
