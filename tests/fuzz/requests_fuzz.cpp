@@ -38,7 +38,14 @@ std::string g_dir;
 std::unique_ptr<daemon::server> g_server;
 bool g_shut_down = false;
 
-void remove_dir() {
+// At exit: a server still serving is shut down first (its signal handles keep its loop
+// alive, so destroying it as it is would wait for ever), then its directory goes.
+void at_exit() {
+  if (g_server && !g_shut_down) {
+    g_server->begin_shutdown("the fuzzer is done", false);
+    uv_run(g_server->loop(), UV_RUN_DEFAULT);
+  }
+  g_server.reset();
   if (!g_dir.empty()) (void)std::system(("rm -rf '" + g_dir + "'").c_str());
 }
 
@@ -75,7 +82,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_dir = ::mkdtemp(tmpl);
   ::mkdir((g_dir + "/run").c_str(), 0700);
   ::setenv("HOME", g_dir.c_str(), 1);
-  std::atexit(remove_dir);
+  std::atexit(at_exit);
   return 0;
 }
 
