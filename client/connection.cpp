@@ -154,6 +154,15 @@ error error_from(const ipc::message& m, std::string_view fallback) {
                     std::string(msg && msg.value() ? *msg.value() : fallback));
 }
 
+error refusal_or(ipc::channel& ch, error e) {
+  // The write failed, so sbshd has closed the connection: reading cannot block.
+  pollfd pf{ch.fd(), POLLIN, 0};
+  if (!ch.buffered() && ::poll(&pf, 1, 0) != 1) return e;
+  auto env = ch.recv();
+  if (env && env->msg.type() == msg_type::error) return error_from(env->msg, e.message);
+  return e;
+}
+
 std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m) {
   auto st = m.get_u64("stream");
   auto data = m.get_bin("data");
@@ -227,7 +236,7 @@ sbsh::status connection::impl::send(std::string_view frame, std::span<const int>
   if (auto s = ch.send(frame, fds); !s) {
     // Behind an unanswered hello, the reason is the handshake's (a refusal, or a dial
     // command that ended), not the write that found the connection closed.
-    if (hello_id == 0) return s;
+    if (hello_id == 0) return refusal_or(ch, s.err());
     if (remote) return *(handshake_error = dial_failed());
     if (auto h = await_welcome(); !h) return h;
     return s;
@@ -279,7 +288,7 @@ result<connection> connection::connect(const connect_options& opts) {
   uint64_t id = p->next_id++;
   frame_builder f(msg_type::hello, id);
   f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
-  if (auto s = p->ch.send(f.finish()); !s) return p->remote ? p->dial_failed() : s.err();
+  if (auto s = p->ch.send(f.finish()); !s) return p->remote ? p->dial_failed() : refusal_or(p->ch, s.err());
   p->hello_id = id;
   p->hello_timeout = opts.start_timeout;
   p->hello_deadline = steady::now() + opts.start_timeout;

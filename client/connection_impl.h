@@ -59,6 +59,10 @@ struct __attribute__((visibility("hidden"))) connection::impl {
 // The error an `error` frame carries (code and message), with a fallback message.
 error error_from(const ipc::message& m, std::string_view fallback);
 
+// For a write that found the connection closed: the error frame sbshd sent before closing it
+// (a refusal, or why it dropped the connection), else `e`.
+error refusal_or(ipc::channel& ch, error e);
+
 // The stream and bytes of an `output` frame (exec in frames, proc_logs); nullopt if malformed.
 std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m);
 

@@ -47,6 +47,8 @@ void capped_log::append(const char* data, size_t n) {
   }
 }
 
+std::vector<std::string> capped_log_files(const std::string& path) { return {path, path + ".1"}; }
+
 namespace {
 std::string slurp(const std::string& path) {
   std::string out;

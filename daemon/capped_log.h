@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ipc/fd.h"
 #include "ipc/result.h"
@@ -15,6 +16,8 @@ class capped_log {
  public:
   status open(std::string path, uint64_t cap);
   void append(const char* data, size_t n);
+  // Closes the file once nothing more will be written to it (the files stay).
+  void close() { fd_.reset(); }
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
@@ -24,6 +27,9 @@ class capped_log {
   uint64_t size_ = 0;
   uint64_t cap_ = 0;
 };
+
+// The files of the capped log at `path` (PATH and PATH.1).
+std::vector<std::string> capped_log_files(const std::string& path);
 
 // The kept contents of a capped log (FILE.1 then FILE); with tail_lines > 0, only its last
 // lines. At most max_bytes (the newest) are returned.

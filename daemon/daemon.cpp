@@ -4,6 +4,7 @@
 #include "daemon/daemon.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +47,15 @@ void raise_fd_limit() {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+// glibc raises its mmap threshold to the size of any large block freed, so that after one
+// 16 MiB frame, blocks of up to that size come from the heap and stay in the process when
+// freed. A fixed threshold keeps large buffers (frames, decoded messages) in mappings of
+// their own, given back to the system as soon as they are freed.
+void return_large_blocks() {
+  ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 }
 
 int serve(run_options& opts, int ready_fd, unique_fd activated) {
@@ -104,11 +114,13 @@ int run_or_die(run_options opts) {
     std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
     return 2;
   }
-  if (auto s = ipc::make_dirs(opts.state_dir); !s) {
+  // Session definitions in it are run as this user: it must be as private as the socket's.
+  if (auto s = ipc::ensure_private_dir(opts.state_dir, ipc::dir_role::state); !s) {
     std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
     return 1;
   }
   raise_fd_limit();
+  return_large_blocks();
   if (opts.foreground) return serve(opts, -1, std::move(*activated));
 
   int ready[2];

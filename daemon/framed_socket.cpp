@@ -18,8 +18,14 @@ namespace {
 constexpr size_t kReadBudget = 1u << 20;
 }  // namespace
 
-framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk)
-    : loop_(loop), fd_(std::move(fd)), cbs_(std::move(cbs)), read_chunk_(read_chunk) {
+framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk,
+                             memory_account* account, ipc::decode_budget budget)
+    : loop_(loop),
+      fd_(std::move(fd)),
+      cbs_(std::move(cbs)),
+      read_chunk_(read_chunk),
+      account_(account),
+      budget_(budget) {
   int fl = ::fcntl(fd_.get(), F_GETFL);
   ::fcntl(fd_.get(), F_SETFL, fl | O_NONBLOCK);
   watch_ = fd_watch::create(loop_, fd_.get());
@@ -30,6 +36,14 @@ framed_socket::~framed_socket() {
   *alive_ = false;
   if (watch_ != nullptr) watch_->close();
   fd_.reset();
+  if (account_ != nullptr) account_->change(counted_, 0);
+}
+
+void framed_socket::recount() {
+  if (account_ == nullptr) return;
+  size_t now = closed_ ? 0 : held();
+  size_t before = std::exchange(counted_, now);
+  account_->change(before, now);
 }
 
 void framed_socket::update_events() {
@@ -59,6 +73,7 @@ void framed_socket::send(std::string frame, std::vector<unique_fd> fds) {
     flush(/*from_loop=*/false);
   }
   update_events();
+  recount();
 }
 
 // Returns false when the connection failed (and was reported closed, which only a call from
@@ -78,9 +93,13 @@ bool framed_socket::flush(bool from_loop) {
     p.off += static_cast<size_t>(r);
     queued_bytes_ -= static_cast<size_t>(r);
     p.fds.clear();  // sent with the first byte
-    if (p.off < p.bytes.size()) return true;
+    if (p.off < p.bytes.size()) {
+      recount();
+      return true;
+    }
     out_.pop_front();
   }
+  recount();
   if (from_loop && on_drained) {
     auto cb = on_drained;
     cb();
@@ -108,8 +127,10 @@ void framed_socket::read_some() {
   auto alive = alive_;
   size_t budget = kReadBudget;
   bool eof = false;
+  // Only for this call: an idle connection holds no read buffer.
+  std::unique_ptr<char[]> chunk;
   for (;;) {
-    // Deliver every whole frame already buffered.
+    // Deliver every whole frame already received.
     while (!paused_ && !closed_) {
       auto body = reader_.next_body();
       if (!body) {
@@ -117,7 +138,7 @@ void framed_socket::read_some() {
         return;
       }
       if (!body.value()) break;
-      auto m = ipc::message::parse(body.value()->data(), body.value()->size());
+      auto m = ipc::message::parse(body.value()->data(), body.value()->size(), budget_);
       if (!m) {
         send_error_and_close(m.err());
         return;
@@ -130,22 +151,26 @@ void framed_socket::read_some() {
       if (cbs_.on_message) cbs_.on_message(ipc::envelope{std::move(*m), std::move(*fds)});
       if (!*alive) return;
     }
-    if (paused_ || closed_ || eof || budget == 0) break;
-    size_t room;
-    char* p = reader_.prepare(read_chunk_, &room);
-    ssize_t r = ipc::recv_with_fds(fd_.get(), p, room, fds_in_);
+    // Over the shared limit, read no more until the owner has dropped someone: the peer's
+    // bytes wait in the kernel, and the poll reports them again on the next turn.
+    bool over = account_ != nullptr && account_->over();
+    if (paused_ || closed_ || eof || budget == 0 || over) break;
+    if (!chunk) chunk = std::make_unique_for_overwrite<char[]>(read_chunk_);
+    ssize_t r = ipc::recv_with_fds(fd_.get(), chunk.get(), read_chunk_, fds_in_);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       fail(fmt::format("read failed: {}", std::strerror(errno)));
-      break;
+      return;  // the owner may have deleted this object
     }
     if (r == 0) {
       eof = true;
       continue;  // deliver what is buffered, then report the close
     }
-    reader_.commit(static_cast<size_t>(r));
+    reader_.feed(chunk.get(), static_cast<size_t>(r));
     budget = static_cast<size_t>(r) >= budget ? 0 : budget - static_cast<size_t>(r);
   }
+  reader_.keep_rest();  // frames not taken yet (paused) outlive `chunk`
+  recount();
   if (eof && !closed_) {
     fail(reader_.buffered() > 0 ? "peer closed the connection in the middle of a frame"
                                 : "peer closed the connection");
@@ -179,10 +204,66 @@ void framed_socket::fail(const std::string& reason) {
   }
   out_.clear();
   queued_bytes_ = 0;
+  reader_ = ipc::frame_reader();
+  recount();
   if (cbs_.on_closed) {
     auto cb = cbs_.on_closed;
     cb(reason);
   }
+}
+
+}  // namespace sbsh::daemon
+
+namespace sbsh::daemon {
+
+framed_socket::last_words framed_socket::end_with(std::string frame, const std::string& reason) {
+  if (closed_) return {};
+  last_words out;
+  // A frame half written must be finished, or the peer could not read the one after it.
+  if (!out_.empty() && out_.front().off > 0) out.bytes = out_.front().bytes.substr(out_.front().off);
+  out.bytes += frame;
+  if (watch_ != nullptr) {  // stop polling before the descriptor changes hands
+    watch_->close();
+    watch_ = nullptr;
+  }
+  out.fd = std::move(fd_);
+  fail(reason);
+  return out;
+}
+
+bool farewells::write_some(entry& e) {
+  while (e.off < e.bytes.size()) {
+    ssize_t r = ipc::send_with_fds(e.fd.get(), e.bytes.data() + e.off, e.bytes.size() - e.off, {});
+    if (r < 0) return errno != EAGAIN && errno != EWOULDBLOCK;  // gone: nothing more to do
+    e.off += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void farewells::add(unique_fd fd, std::string bytes) {
+  if (!fd) return;
+  entry e{std::move(fd), std::move(bytes)};
+  if (write_some(e)) return;  // the usual case: it fits in the socket's buffer
+  list_.push_back(std::move(e));
+  auto it = std::prev(list_.end());
+  if (account_ != nullptr) account_->change(0, it->bytes.size());
+  it->watch = fd_watch::create(loop_, it->fd.get());
+  it->watch->start(UV_WRITABLE | UV_DISCONNECT, [this, it](int status, int) {
+    if (status < 0 || write_some(*it)) finish(it);
+  });
+  it->deadline = timer::create(loop_);
+  it->deadline->start(ipc::kFarewellMs, [this, it] { finish(it); });
+}
+
+void farewells::finish(std::list<entry>::iterator it) {
+  it->watch->close();
+  it->deadline->close();
+  if (account_ != nullptr) account_->change(it->bytes.size(), 0);
+  list_.erase(it);  // and the descriptor closes
+}
+
+void farewells::close_all() {
+  while (!list_.empty()) finish(list_.begin());
 }
 
 }  // namespace sbsh::daemon

@@ -18,9 +18,9 @@ namespace {
 using ipc::frame_builder;
 using ipc::msg_type;
 
-// Bounds on what one connection may have in flight, so no client can grow the daemon.
-constexpr size_t kMaxJobsPerClient = 256;
-constexpr size_t kMaxTextPerClient = 64u << 20;
+// Bounds on what one connection may have in flight (bounds.h).
+using ipc::kMaxJobsPerClient;
+using ipc::kMaxTextPerClient;
 
 void on_hello(server&, client_conn& c, ipc::envelope& env) {
   auto v = env.msg.get_u64("version");
@@ -84,6 +84,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   j.client = &c;
   c.jobs.emplace(j.id, client_conn::job_ref{j.session, j.text.size()});
   c.text_bytes += j.text.size();
+  c.recount_jobs();
   (*s)->enqueue(std::move(job.value()));
 }
 

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
                  "How long sessions outlive sbshd when it stops without ending them, waiting for the next "
                  "sbshd to adopt them (0: they end with sbshd)")
       ->capture_default_str();
+  // Bounds that tests lower to reach them quickly (not for users: see bounds.h).
+  app.add_option("--max-clients", o.max_clients)->group("")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--stalled-client-ms", o.stalled_client_ms)->group("")->check(CLI::Range(1, 1 << 30));
+  app.add_option("--keep-finished", o.keep_finished)->group("")->check(CLI::Range(1, 1 << 20));
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
   auto interval = sbsh::client::parse_duration(health);

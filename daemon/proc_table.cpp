@@ -2,6 +2,7 @@
 // The mechanism is described in proc_table.h.
 #include "daemon/proc_table.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,9 +28,6 @@ using ipc::msg_type;
 namespace {
 
 constexpr uint64_t kKillGraceMs = 2000;
-constexpr size_t kMaxFinished = 1000;        // finished processes kept in the table
-constexpr size_t kMaxFollowerQueue = 16u << 20;
-constexpr uint64_t kMaxLogReply = 256u << 20;
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -60,7 +58,9 @@ bg_proc::~bg_proc() {
 }
 
 proc_table::proc_table(server& srv) : srv_(srv) {}
-proc_table::~proc_table() = default;
+proc_table::~proc_table() {
+  if (replies_timer_ != nullptr) replies_timer_->close();
+}
 
 std::string proc_table::log_path(uint64_t id, const char* ext) const {
   return fmt::format("{}/procs/{}.{}", srv_.opts().state_dir, id, ext);
@@ -289,10 +289,11 @@ void proc_table::on_output(bg_proc& p, int stream_no) {
   for (int round = 0; round < 16 && fd; ++round) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n <= 0) {  // every writer is gone
+    if (n <= 0) {  // every writer is gone: so is the log file's
       if (w != nullptr) w->close();
       w = nullptr;
       fd.reset();
+      (stream_no == ipc::kStdout ? p.out_log : p.err_log).close();
       return;
     }
     (stream_no == ipc::kStdout ? p.out_log : p.err_log).append(buf, static_cast<size_t>(n));
@@ -300,7 +301,7 @@ void proc_table::on_output(bg_proc& p, int stream_no) {
       if ((stream_no == ipc::kStdout && !f.out) || (stream_no == ipc::kStderr && !f.err)) return false;
       auto* c = srv_.client_by_serial(f.serial);
       if (c == nullptr) return true;
-      if (c->queued_bytes() > kMaxFollowerQueue) {
+      if (c->queued_bytes() > ipc::kMaxFollowerQueue) {
         c->send_error(f.req, "too_slow", "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
         return true;
       }
@@ -380,17 +381,21 @@ void proc_table::finish(bg_proc& p, const std::string& why) {
   end_followers(p);
   spdlog::info("process {} {} (exit {}, signal {})", p.id, proc_state_name(p.state), p.exit_code.value_or(-1),
                p.signal.value_or(0));
-  // Keep the table bounded: forget the oldest finished processes.
+  // Keep the table bounded: forget the oldest finished processes, and their logs.
   size_t finished = 0;
   for (auto& [id, q] : procs_) finished += q->finished() ? 1 : 0;
-  for (auto it = procs_.begin(); finished > kMaxFinished && it != procs_.end();) {
+  std::vector<std::string> logs;
+  for (auto it = procs_.begin(); finished > srv_.opts().keep_finished && it != procs_.end();) {
     if (it->second->finished() && it->second.get() != &p && !it->second->out_r && !it->second->err_r) {
+      for (const char* ext : {"out", "err"})
+        for (auto& f : capped_log_files(log_path(it->first, ext))) logs.push_back(std::move(f));
       it = procs_.erase(it);
       --finished;
     } else {
       ++it;
     }
   }
+  if (!logs.empty()) remove_logs_later(std::move(logs));
   save();
 }
 
@@ -401,20 +406,33 @@ void proc_table::end_followers(bg_proc& p) {
 
 void proc_table::signal_tree(bg_proc& p, int sig) {
   if (p.pid <= 1) return;
-  struct job {
-    pid_t pgid;
-    int sig;
-    uv_work_t req;
-  };
-  auto* j = new job{static_cast<pid_t>(p.pid), sig, {}};
-  j->req.data = j;
-  uv_queue_work(
-      srv_.loop(), &j->req,
-      [](uv_work_t* r) {
-        auto* me = static_cast<job*>(r->data);
-        procs::signal_tree(me->pgid, me->sig);
-      },
-      [](uv_work_t* r, int) { delete static_cast<job*>(r->data); });
+  off_loop(srv_.loop(), [pgid = static_cast<pid_t>(p.pid), sig] { procs::signal_tree(pgid, sig); });
+}
+
+void proc_table::remove_logs_later(std::vector<std::string> paths) {
+  off_loop(srv_.loop(), [paths = std::move(paths)] {
+    for (const auto& f : paths) ::unlink(f.c_str());
+  });
+}
+
+// Log files whose process is not in the table: left by an sbshd that forgot processes
+// without deleting their logs, or whose table was unreadable. A later process given the same
+// id would append to them. At start, before any request, so no process is being started.
+void proc_table::remove_stray_logs() {
+  std::string dir = srv_.opts().state_dir + "/procs";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stray;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    uint64_t id = std::strtoull(e->d_name, &end, 10);
+    std::string_view ext(end);
+    bool log = ext == ".out" || ext == ".err" || ext == ".out.1" || ext == ".err.1";
+    if (end != e->d_name && log && procs_.count(id) == 0) stray.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  if (!stray.empty()) spdlog::info("deleting {} log files of processes no longer listed", stray.size());
+  for (const auto& f : stray) ::unlink(f.c_str());  // now: a new process may take one's id
 }
 
 void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
@@ -483,24 +501,69 @@ void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
   bg_proc* p = find(m, c);
   if (p == nullptr) return;
   bool out = want_out.value().value_or(true), err = want_err.value().value_or(true);
-  for (auto [on, stream_no, ext] : {std::tuple{out, ipc::kStdout, "out"}, std::tuple{err, ipc::kStderr, "err"}}) {
-    if (!on) continue;
-    std::string data = read_capped_log(log_path(p->id, ext), tail.value().value_or(0), kMaxLogReply);
-    for (size_t off = 0; off < data.size(); off += ipc::kMaxChunk) {
-      frame_builder f(msg_type::output, m.id());
-      size_t n = std::min(ipc::kMaxChunk, data.size() - off);
-      f.u64("stream", stream_no).bin("data", data.data() + off, n);
-      c.send(f.take());
-    }
-  }
-  if (follow.value().value_or(false) && !p->finished()) {
-    p->followers.push_back({c.serial(), m.id(), out, err});
+  std::vector<log_stream::source> sources;
+  if (out) sources.push_back({log_path(p->id, "out"), ipc::kStdout});
+  if (err) sources.push_back({log_path(p->id, "err"), ipc::kStderr});
+  bool follow_it = follow.value().value_or(false) && !p->finished();
+  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), p->id, sources, tail.value().value_or(0),
+                                                   follow_it),
+                      out, err});
+  pump(std::prev(replies_.end()));
+}
+
+void proc_table::pump(std::list<log_reply>::iterator it) {
+  log_stream& s = *it->stream;
+  auto* c = srv_.client_by_serial(s.serial());
+  if (c == nullptr) {
+    replies_.erase(it);
     return;
   }
-  reply_info(c.serial(), m.id(), *p, msg_type::logs_end);
+  auto progress = s.pump({[c] { return c->queued_bytes(); }, [c](std::string f) { c->send(std::move(f)); }});
+  it->again = progress == log_stream::progress::more;
+  if (it->again) pump_again_soon();
+  if (progress != log_stream::progress::done) return;
+  // Everything up to now is sent: a follower takes it from here, in this same turn of the
+  // loop, so that nothing written in between is missed.
+  uint64_t serial = s.serial(), req = s.req(), id = s.proc();
+  bool follow_it = s.follow(), out = it->out, err = it->err;
+  replies_.erase(it);
+  auto p = procs_.find(id);
+  if (p == procs_.end())
+    return c->send_error(req, "no_such_process", "the process left the table while its logs were read");
+  if (follow_it && !p->second->finished()) {
+    p->second->followers.push_back({serial, req, out, err});
+    return;
+  }
+  reply_info(serial, req, *p->second, msg_type::logs_end);
+}
+
+void proc_table::pump_again_soon() {
+  if (replies_timer_ == nullptr) replies_timer_ = timer::create(srv_.loop());
+  replies_timer_->start(0, [this] {
+    std::vector<std::list<log_reply>::iterator> due;
+    for (auto it = replies_.begin(); it != replies_.end(); ++it)
+      if (it->again) due.push_back(it);
+    for (auto it : due) pump(it);  // each erases only itself
+  });
+}
+
+void proc_table::client_drained(client_conn& c) {
+  std::vector<std::list<log_reply>::iterator> due;
+  for (auto it = replies_.begin(); it != replies_.end(); ++it)
+    if (it->stream->serial() == c.serial() && !it->again) due.push_back(it);
+  for (auto it : due) pump(it);
 }
 
 bool proc_table::stop_following(client_conn& c, uint64_t req) {
+  auto reply = std::find_if(replies_.begin(), replies_.end(), [&](const log_reply& r) {
+    return r.stream->serial() == c.serial() && r.stream->req() == req;
+  });
+  if (reply != replies_.end()) {  // still sending what was logged before
+    uint64_t id = reply->stream->proc();
+    replies_.erase(reply);
+    if (auto p = procs_.find(id); p != procs_.end()) reply_info(c.serial(), req, *p->second, msg_type::logs_end);
+    return true;
+  }
   for (auto& [id, p] : procs_) {
     auto it = std::find_if(p->followers.begin(), p->followers.end(),
                            [&](const bg_proc::follower& f) { return f.serial == c.serial() && f.req == req; });
@@ -553,6 +616,7 @@ void proc_table::load() {
   load_saved();
   adopt_unlisted();
   if (!procs_.empty()) save();
+  remove_stray_logs();
 }
 
 void proc_table::load_saved() {

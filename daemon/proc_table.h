@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "daemon/capped_log.h"
+#include "daemon/log_stream.h"
 #include "daemon/session.h"
 #include "daemon/uv_handles.h"
 #include "ipc/frame.h"
@@ -79,6 +81,8 @@ class proc_table {
   // Ends the followed log stream `req` of client `c` with its logs_end; false when there is
   // none (the id is not a followed stream of this client).
   bool stop_following(client_conn& c, uint64_t req);
+  // The client read all it was sent: its logs replies go on.
+  void client_drained(client_conn& c);
   // Kills every running process of `session` (all when empty) with SIGKILL, tree and all.
   void kill_all(const std::string& session);
   [[nodiscard]] bool any_running(const std::string& session) const;
@@ -104,10 +108,25 @@ class proc_table {
   void end_followers(bg_proc& p);
   void save();
   [[nodiscard]] std::string log_path(uint64_t id, const char* ext) const;
+  // Deletes log files (on the thread pool).
+  void remove_logs_later(std::vector<std::string> paths);
+  // Deletes the log files of processes not in the table.
+  void remove_stray_logs();
+
+  // Logs replies being sent (log_stream.h).
+  struct log_reply {
+    std::unique_ptr<log_stream> stream;
+    bool out, err;       // the streams asked for, for the follower that may come next
+    bool again = false;  // to be pumped on the next turn of the loop
+  };
+  void pump(std::list<log_reply>::iterator it);
+  void pump_again_soon();
 
   server& srv_;
   std::map<uint64_t, std::unique_ptr<bg_proc>> procs_;
   uint64_t next_id_ = 1;
+  std::list<log_reply> replies_;
+  timer* replies_timer_ = nullptr;
 };
 
 }  // namespace sbsh::daemon

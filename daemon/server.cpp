@@ -27,8 +27,6 @@
 namespace sbsh::daemon {
 
 namespace {
-// Connections beyond this are refused, so that connecting in a loop cannot exhaust us.
-constexpr size_t kMaxClients = 4096;
 constexpr uint64_t kMaxLentProcs = 65536;  // background processes one adopted session may report
 }  // namespace
 
@@ -37,12 +35,54 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
       srv_(srv),
       serial_(serial),
       sock_(srv.loop(), std::move(fd),
+            // A request may end this connection, and sbshd too (shutdown): nothing of `this`
+            // may be used after handle().
             {[this](ipc::envelope&& env) { srv_.handle(*this, std::move(env)); },
-             [this](const std::string& reason) { srv_.client_closed(this, reason); }}) {
+             [this](const std::string& reason) { srv_.client_closed(this, reason); }},
+            64 * 1024, &srv.client_memory(), ipc::kRequestDecode) {
   sock_.on_drained = [this] { srv_.client_drained(this); };
 }
 
-client_conn::~client_conn() = default;
+client_conn::~client_conn() { srv_.client_memory().change(charged_, 0); }
+
+void client_conn::recount_jobs() {
+  size_t now = text_bytes + jobs.size() * ipc::kJobCharge;
+  srv_.client_memory().change(std::exchange(charged_, now), now);
+}
+
+void client_conn::send(std::string frame, std::vector<unique_fd> fds) {
+  sock_.send(std::move(frame), std::move(fds));
+  size_t queued = sock_.queued_bytes();
+  if (queued > ipc::kReplyQueuePause && !replies_paused_) {
+    // The client is not keeping up with its replies: take no more requests from it until
+    // it has read them, and drop it if it does not within the time allowed.
+    replies_paused_ = true;
+    update_reading();
+    if (stall_timer_ == nullptr) stall_timer_ = make_handle<timer>(srv_.loop());
+    stall_timer_->start(srv_.opts().stalled_client_ms, [this] {
+      drop(ipc::err::too_slow,
+           fmt::format("sbshd dropped this connection: {} KiB of replies waited {} ms for it to read them; read "
+                       "replies as they come",
+                       sock_.queued_bytes() >> 10, srv_.opts().stalled_client_ms));
+    });
+  }
+  if (queued > ipc::kReplyQueueMax) srv_.enforce_bounds_soon();
+}
+
+void client_conn::drained() {
+  if (!replies_paused_) return;
+  replies_paused_ = false;
+  stall_timer_->stop();
+  update_reading();
+}
+
+void client_conn::drop(std::string_view code, const std::string& message) {
+  spdlog::warn("client {} (pid {}) dropped: {}", serial_, peer_pid, message);
+  ipc::frame_builder f(ipc::msg_type::error);
+  f.str("code", code).str("message", message);
+  auto last = sock_.end_with(f.take(), message);  // the server forgets this client here
+  srv_.parting().add(std::move(last.fd), std::move(last.bytes));
+}
 
 void client_conn::send_error(uint64_t id, std::string_view code, const std::string& message) {
   ipc::frame_builder f(ipc::msg_type::error, id);
@@ -65,6 +105,8 @@ server::~server() {
   clients_.clear();
   dead_clients_.clear();
   drop_spares();
+  close_bound_timers();
+  farewells_.close_all();
   listen_watch_.reset();
   spare_timer_.reset();
   watchdog_timer_.reset();
@@ -283,20 +325,38 @@ void server::on_accept() {
   for (int i = 0; i < 64; ++i) {
     int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays in the backlog, and the listening socket readable: stop
+        // polling it for a moment, or the loop would spin until a descriptor is free.
+        spdlog::warn("cannot accept a connection: {}; trying again in 100 ms", std::strerror(errno));
+        listen_watch_->set_events(0);
+        accept_timer_ = make_handle<timer>(&loop_);
+        accept_timer_->start(100, [this] {
+          accept_timer_.reset();
+          if (listen_watch_ != nullptr) listen_watch_->set_events(UV_READABLE);
+        });
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         spdlog::warn("accept failed: {}", std::strerror(errno));
+      }
       return;
     }
     unique_fd conn(fd);
     auto peer = ipc::peer_of(fd);
     ucred cred = peer.value_or(ucred{});
     if (!peer || cred.uid != ::getuid()) {
-      spdlog::warn("refused a connection from uid {} (pid {}): only uid {} may use this daemon", cred.uid,
-                   cred.pid, ::getuid());
+      std::string why = fmt::format("this sbshd serves only uid {}, and uid {} may not use it; run sbshd as "
+                                    "your own user (each user has a private socket)",
+                                    ::getuid(), cred.uid);
+      spdlog::warn("refused a connection from uid {} (pid {}): {}", cred.uid, cred.pid, why);
+      refuse(std::move(conn), ipc::err::permission_denied, why);
       continue;
     }
-    if (clients_.size() >= kMaxClients) {
-      spdlog::warn("refused a connection from pid {}: {} clients are connected already", cred.pid, kMaxClients);
+    if (clients_.size() >= opts_.max_clients) {
+      std::string why = fmt::format("sbshd already serves {} connections, its limit; end some of its clients "
+                                    "(each running sbsh command or program using libsbsh holds one) and try again",
+                                    opts_.max_clients);
+      spdlog::warn("refused a connection from pid {}: {}", cred.pid, why);
+      refuse(std::move(conn), ipc::err::too_many_clients, why);
       continue;
     }
     auto c = std::make_unique<client_conn>(*this, next_serial_++, std::move(conn), cred.uid, cred.pid);
@@ -304,6 +364,50 @@ void server::on_accept() {
     client_conn* raw = c.get();
     clients_.emplace(raw, std::move(c));
   }
+}
+
+void server::refuse(unique_fd conn, std::string_view code, const std::string& message) {
+  ipc::frame_builder f(ipc::msg_type::error);
+  f.str("code", code).str("message", message);
+  farewells_.add(std::move(conn), f.take());
+}
+
+void server::enforce_bounds_soon() {
+  if (bounds_timer_ != nullptr || shutting_down_) return;
+  bounds_timer_ = make_handle<timer>(&loop_);
+  bounds_timer_->start(0, [this] {
+    bounds_timer_.reset();
+    enforce_bounds();
+  });
+}
+
+void server::enforce_bounds() {
+  std::vector<client_conn*> over;
+  for (auto& [raw, c] : clients_)
+    if (c->queued_bytes() > ipc::kReplyQueueMax) over.push_back(raw);
+  for (auto* c : over)
+    c->drop(ipc::err::too_slow, fmt::format("sbshd dropped this connection: more than {} MiB of replies waited for "
+                                            "it to read them; read replies as they come",
+                                            ipc::kReplyQueueMax >> 20));
+  // Like Redis's maxmemory-clients: the connection holding the most goes first, which is
+  // the one that did most to get here.
+  while (client_memory_.over()) {
+    client_conn* top = nullptr;
+    for (auto& [raw, c] : clients_)
+      if (top == nullptr || c->footprint() > top->footprint()) top = raw;
+    if (top == nullptr) break;
+    top->drop(ipc::err::memory_limit,
+              fmt::format("sbshd dropped this connection: its clients held more than {} MiB together, and this "
+                          "one the most ({} KiB of requests partly sent, replies unread and commands in flight); "
+                          "send less at once and read replies as they come",
+                          client_memory_.limit() >> 20, top->footprint() >> 10));
+  }
+  if (client_memory_.over()) farewells_.close_all();  // what is left is theirs
+}
+
+void server::close_bound_timers() {
+  bounds_timer_.reset();
+  accept_timer_.reset();
 }
 
 void server::client_closed(client_conn* c, const std::string& reason) {
@@ -316,6 +420,8 @@ void server::client_closed(client_conn* c, const std::string& reason) {
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_gone(c);
   c->jobs.clear();
+  c->text_bytes = 0;
+  c->recount_jobs();
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
   // We may be inside this connection's callback: free it on the next loop iteration.
@@ -331,6 +437,8 @@ void server::client_closed(client_conn* c, const std::string& reason) {
 }
 
 void server::client_drained(client_conn* c) {
+  c->drained();
+  procs_->client_drained(*c);
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_drained(c);
 }
@@ -340,6 +448,7 @@ void server::job_done(client_conn* c, uint64_t id) {
   if (it == c->jobs.end()) return;
   c->text_bytes -= it->second.text_bytes;
   c->jobs.erase(it);
+  c->recount_jobs();
 }
 
 client_conn* server::client_by_serial(uint64_t serial) {
@@ -408,6 +517,7 @@ result<session*> server::get_or_create_session(const std::string& name, const st
 
 result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
   if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
+  if (opts_.no_sessions) return make_error(ipc::err::session_failed, "this sbshd runs no sessions (a test build)");
   if (auto* s = find_session(name)) {
     if (s->def() == def) return s;
     return make_error(ipc::err::session_exists,
@@ -426,6 +536,7 @@ result<session*> server::create_session(const std::string& name, session_def def
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
                             std::function<void(result<session*>)> done) {
+  if (opts_.no_sessions) return done(create_session(name, std::move(def)));  // refused: copies nothing
   if (!def.snapshot.empty()) {
     def.cwd = snapshots_.path_of(name);
   } else {
@@ -508,25 +619,11 @@ void server::removed(session* s, std::function<void()> done) {
 }
 
 void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare) {
-  struct sweep {
-    pid_t sid;
-    std::function<void()> done;
-    std::set<pid_t> spare;
-    uv_work_t req;
-  };
-  auto* w = new sweep{sid, std::move(done), std::move(spare), {}};
-  w->req.data = w;
-  uv_queue_work(
-      &loop_, &w->req,
-      [](uv_work_t* r) {
-        auto* me = static_cast<sweep*>(r->data);
-        if (me->sid > 1) procs::signal_session(me->sid, 0, SIGKILL, me->spare);
+  off_loop(
+      &loop_, [sid, spare = std::move(spare)] {
+        if (sid > 1) procs::signal_session(sid, 0, SIGKILL, spare);
       },
-      [](uv_work_t* r, int) {
-        auto* me = static_cast<sweep*>(r->data);
-        if (me->done) me->done();
-        delete me;
-      });
+      std::move(done));
 }
 
 void server::reap_session_later(pid_t sid, const std::set<pid_t>& spare) {
@@ -625,10 +722,7 @@ result<ipc::message> server::read_state_file(const std::string& path, bool* miss
     bytes.append(buf, static_cast<size_t>(n));
   ::close(fd);
   ipc::frame_reader reader;
-  size_t room;
-  char* p = reader.prepare(bytes.size() + 1, &room);
-  std::memcpy(p, bytes.data(), bytes.size());
-  reader.commit(bytes.size());
+  reader.feed(bytes.data(), bytes.size());
   auto body = reader.next_body();
   if (!body) return body.err();
   if (!body.value()) return make_error("io", "the file is truncated");
@@ -709,6 +803,8 @@ void server::finish_shutdown() {
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
+  close_bound_timers();
+  farewells_.close_all();
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
@@ -844,6 +940,12 @@ void server::on_signal(int signum) {
 }
 
 int server::run(const std::function<void()>& on_ready) {
+  start(on_ready);
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  return exit_code_;
+}
+
+void server::start(const std::function<void()>& on_ready) {
   ::signal(SIGPIPE, SIG_IGN);
   uv_signal_init(&loop_, &sig_term_);
   uv_signal_init(&loop_, &sig_int_);
@@ -861,8 +963,6 @@ int server::run(const std::function<void()>& on_ready) {
     watchdog_tick(interval);
   }
   start_spares();  // before the first request: an auto-started sbshd gets one at once
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  return exit_code_;
 }
 
 }  // namespace sbsh::daemon

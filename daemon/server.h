@@ -33,20 +33,46 @@ struct options {
   // How long a session outlives sbshd, waiting for the next sbshd to adopt it (0: it ends
   // with sbshd).
   uint64_t adopt_timeout_ms = 600'000;
+  // Bounds that tests lower (hidden options of sbshd; bounds.h has the defaults and why).
+  size_t max_clients = ipc::kMaxClients;
+  uint64_t stalled_client_ms = ipc::kStalledClientMs;
+  size_t keep_finished = 1000;  // finished background processes kept in the table
+  // For fuzzing request handling: every request that would create a session (and so start
+  // a wrapper and a shell, or copy a snapshot) is refused.
+  bool no_sessions = false;
 };
 
 class server;
 
 // One client connection: the framed socket plus the requests in flight on it.
+//
+// Its memory is bounded (bounds.h): while more than kReplyQueuePause of replies wait for
+// the client to read them, its requests are not read; if they still wait after
+// stalled_client_ms, or pass kReplyQueueMax, the server drops it with an error frame. What
+// it holds (frames partly received, replies queued, command text in flight) is counted in
+// the server's account of all clients, whose bound drops the connection holding the most.
 class client_conn {
  public:
   client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t uid, pid_t pid);
   ~client_conn();
-  void send(std::string frame, std::vector<unique_fd> fds = {}) { sock_.send(std::move(frame), std::move(fds)); }
+  void send(std::string frame, std::vector<unique_fd> fds = {});
   void send_error(uint64_t id, std::string_view code, const std::string& message);
   [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
-  void pause_reading(bool p) { sock_.pause_reading(p); }
+  // Backpressure on the client's input while a command's stdin is buffered (session.cpp).
+  void pause_reading(bool p) {
+    stdin_paused_ = p;
+    update_reading();
+  }
   [[nodiscard]] uint64_t serial() const { return serial_; }
+  // Everything held for this client: what its socket holds and its commands in flight.
+  [[nodiscard]] size_t footprint() const { return sock_.held() + charged_; }
+  // Tells the server's account what its commands in flight hold now.
+  void recount_jobs();
+  // Ends the connection with an error frame saying why (code, message): the client is
+  // forgotten now, and the frame left for it to read for a while (farewells).
+  void drop(std::string_view code, const std::string& message);
+  // The client read all its replies.
+  void drained();
 
   bool greeted = false;
   pid_t peer_pid = 0;
@@ -59,9 +85,14 @@ class client_conn {
   size_t text_bytes = 0;  // command text held for this connection's jobs
 
  private:
+  void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
   server& srv_;
   uint64_t serial_;
   framed_socket sock_;
+  size_t charged_ = 0;  // what recount_jobs() last counted
+  bool stdin_paused_ = false;
+  bool replies_paused_ = false;
+  handle_ptr<timer> stall_timer_;  // runs while replies_paused_
 };
 
 class server {
@@ -74,6 +105,9 @@ class server {
   status listen(unique_fd activated = {});
   // Runs the loop until shutdown; returns the process exit code.
   int run(const std::function<void()>& on_ready);
+  // What run() does before it runs the loop, for a caller that runs the loop itself (a fuzz
+  // target): signal handlers, readiness, spare shells.
+  void start(const std::function<void()>& on_ready);
 
   // For sessions.
   uv_loop_t* loop() { return &loop_; }
@@ -134,10 +168,21 @@ class server {
   // What sbshd has done since it started (sbsh status); counted where it happens.
   daemon::counters& counters() { return counters_; }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
+  // The bounds on clients' memory (bounds.h), shared by every client connection.
+  memory_account& client_memory() { return client_memory_; }
+  farewells& parting() { return farewells_; }
+  // Checks every client against its bounds on the next turn of the loop (not from inside a
+  // callback of the client that grew): drops those over theirs, then, while all clients
+  // together hold more than kMaxClientMemory, the one holding the most.
+  void enforce_bounds_soon();
 
  private:
   status start_listening();
   void on_accept();
+  // Refuses a connection just accepted with an error frame that says why.
+  void refuse(unique_fd conn, std::string_view code, const std::string& message);
+  void enforce_bounds();
+  void close_bound_timers();
   void load_state(std::map<std::string, adopted_shell>& adopted);
   // The shells an earlier sbshd left (their wrappers listen in shells_dir()), by session.
   std::map<std::string, adopted_shell> adopt_orphans();
@@ -167,9 +212,14 @@ class server {
   handle_ptr<timer> spare_timer_;
   handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
+  // Before the clients, which count themselves in it until they are destroyed.
+  memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
+  farewells farewells_{&loop_, &client_memory_};
   std::map<std::string, std::unique_ptr<session>> sessions_;
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;
+  handle_ptr<timer> bounds_timer_;  // set while enforce_bounds() is due
+  handle_ptr<timer> accept_timer_;  // set while accepting waits for a free descriptor
   uint64_t next_serial_ = 1;
   uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;

@@ -1,9 +1,12 @@
 // Frame encoding and defensive decoding; the grammar is written down in frame.h.
 #include "ipc/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "ipc/msgpack_scan.h"
 
 namespace sbsh::ipc {
 
@@ -90,11 +93,11 @@ std::string frame_builder::take() {
 
 namespace {
 
-// Limits for the msgpack decoder: nothing in the protocol needs more, and each container
-// element costs memory before it is checked.
+// Limits for the msgpack decoder, the same as msgpack_decoded_size checks first (a second
+// line of defence: nothing in the protocol needs more).
 msgpack::unpack_limit decode_limits() {
-  return msgpack::unpack_limit(/*array=*/65536, /*map=*/4096, /*str=*/kMaxFrame,
-                               /*bin=*/kMaxFrame, /*ext=*/0, /*depth=*/8);
+  return msgpack::unpack_limit(/*array=*/kMaxArray, /*map=*/kMaxMap, /*str=*/kMaxFrame,
+                               /*bin=*/kMaxFrame, /*ext=*/0, /*depth=*/kMaxDepth);
 }
 
 std::string_view kind_name(msgpack::type::object_type t) {
@@ -120,7 +123,14 @@ error wrong_type(std::string_view key, std::string_view want, const msgpack::obj
 
 }  // namespace
 
-result<message> message::parse(const char* data, size_t n) {
+result<message> message::parse(const char* data, size_t n, decode_budget budget) {
+  auto cost = msgpack_decoded_size(std::string_view(data, n));
+  if (!cost) return cost.err();
+  if (cost.value() > budget.of(n))
+    return make_error(err::bad_frame,
+                      fmt::format("a frame of {} bytes would take {} bytes to decode, more than the {} allowed: "
+                                  "it holds too many small values; send fewer, larger ones",
+                                  n, cost.value(), budget.of(n)));
   message m;
   try {
     size_t off = 0;
@@ -220,35 +230,70 @@ result<std::optional<std::vector<std::string_view>>> message::get_str_array(
   return std::optional<std::vector<std::string_view>>{std::move(out)};
 }
 
-char* frame_reader::prepare(size_t want, size_t* room) {
-  if (begin_ == end_) begin_ = end_ = 0;
-  if (buf_.size() - end_ < want) {
-    if (begin_ > 0) {  // slide the unread tail to the front before growing
-      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    if (buf_.size() - end_ < want) buf_.resize(end_ + want);
-  }
-  *room = buf_.size() - end_;
-  return buf_.data() + end_;
-}
+namespace {
 
-result<std::optional<std::string_view>> frame_reader::next_body() {
-  size_t avail = end_ - begin_;
-  if (avail < 4) return std::optional<std::string_view>{};
-  const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
+// The body length in a frame's 4-byte header, or an error when it is out of bounds.
+result<uint32_t> frame_length(const char* header) {
+  const auto* p = reinterpret_cast<const unsigned char*>(header);
   uint32_t len = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
   if (len == 0 || len > kMaxFrame)
     return make_error(err::bad_frame, fmt::format("frame length {} is outside 1..{}", len, kMaxFrame));
-  if (avail - 4 < len) {
-    // Make sure the whole frame fits once it arrives; the cap above bounds this.
-    size_t room;
-    (void)prepare(len - (avail - 4), &room);
+  return len;
+}
+
+}  // namespace
+
+void frame_reader::keep(size_t n, size_t frame_end) {
+  if (n == 0) return;
+  if (begin_ > 0) {  // drop what was taken before growing
+    kept_.erase(kept_.begin(), kept_.begin() + static_cast<ptrdiff_t>(begin_));
+    frame_end -= begin_;
+    begin_ = 0;
+  }
+  size_t need = kept_.size() + n;
+  if (need > kept_.capacity())  // double as bytes arrive, but never past the frame's end
+    kept_.reserve(std::max(need, std::min(2 * kept_.capacity(), frame_end)));
+  kept_.insert(kept_.end(), in_, in_ + n);
+  in_ += n;
+  in_len_ -= n;
+}
+
+void frame_reader::keep_rest() {
+  if (in_len_ > 0) keep(in_len_, kept_.size() + in_len_);
+}
+
+result<std::optional<std::string_view>> frame_reader::next_body() {
+  if (begin_ == kept_.size() && begin_ > 0) {
+    std::vector<char>().swap(kept_);  // the kept frame was taken: give its memory back
+    begin_ = 0;
+  }
+  if (begin_ < kept_.size()) {
+    // A frame begun in an earlier read: complete it from the bytes fed since.
+    if (kept_.size() - begin_ < 4) keep(std::min(in_len_, 4 - (kept_.size() - begin_)), begin_ + 4);
+    if (kept_.size() - begin_ < 4) return std::optional<std::string_view>{};
+    auto len = frame_length(kept_.data() + begin_);
+    if (!len) return len.err();
+    size_t end = begin_ + 4 + len.value();
+    if (kept_.size() < end) keep(std::min(in_len_, end - kept_.size()), end);
+    if (kept_.size() < end) return std::optional<std::string_view>{};
+    std::string_view body(kept_.data() + begin_ + 4, len.value());
+    begin_ = end;
+    return std::optional<std::string_view>{body};
+  }
+  // Straight from the fed bytes: the common case, a read that holds whole frames.
+  if (in_len_ < 4) {
+    keep(in_len_, 4);
     return std::optional<std::string_view>{};
   }
-  std::string_view body(buf_.data() + begin_ + 4, len);
-  begin_ += 4 + len;
+  auto len = frame_length(in_);
+  if (!len) return len.err();
+  if (in_len_ - 4 < len.value()) {
+    keep(in_len_, 4 + size_t{len.value()});
+    return std::optional<std::string_view>{};
+  }
+  std::string_view body(in_ + 4, len.value());
+  in_ += 4 + size_t{len.value()};
+  in_len_ -= 4 + size_t{len.value()};
   return std::optional<std::string_view>{body};
 }
 

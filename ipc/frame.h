@@ -4,10 +4,12 @@
 //   frame   = length:u32 body
 //   body    = msgpack map, 1 <= length <= kMaxFrame
 //   map     = { "type": uint, ["id": uint], field... }   keys are msgpack str
-// The length is checked against kMaxFrame before any byte of the body is buffered, and the
-// msgpack decoder runs with limits on container sizes and nesting, so a hostile peer can
-// make us allocate at most one frame's worth of memory. Unknown fields are ignored; a known
-// field of the wrong type is an error that names the field.
+// The length is checked against kMaxFrame as soon as the header is read, and a frame's bytes
+// are buffered only as they arrive, so a header alone costs nothing. Before the msgpack
+// decoder runs, a walk over the bytes (msgpack_scan.h) checks nesting and container sizes and
+// what decoding would cost, against a budget of a small multiple of the frame's size
+// (bounds.h). Unknown fields are ignored; a known field of the wrong type is an error that
+// names the field.
 #pragma once
 
 #include <msgpack.hpp>
@@ -18,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ipc/bounds.h"
 #include "ipc/protocol.h"
 #include "ipc/result.h"
 
@@ -58,7 +61,8 @@ class frame_builder {
 class message {
  public:
   message() = default;
-  static result<message> parse(const char* data, size_t n);
+  // Refuses (bad_frame) a body whose decoding would cost more than `budget` allows.
+  static result<message> parse(const char* data, size_t n, decode_budget budget = kReplyDecode);
 
   [[nodiscard]] msg_type type() const { return type_; }
   [[nodiscard]] uint64_t id() const { return id_; }
@@ -82,21 +86,39 @@ class message {
   uint64_t id_ = 0;
 };
 
-// Accumulates bytes from a stream and cuts them into frames.
+// Cuts a byte stream into frames. The caller reads into a buffer of its own and hands the
+// bytes over (feed); whole frames among them are returned without a copy, and only the bytes
+// of a frame still incomplete are kept, in a buffer that grows with what has arrived (never
+// with what a header announces) and is freed once that frame has been taken.
 class frame_reader {
  public:
-  // Room for at least `want` more bytes; read into it and then call commit().
-  char* prepare(size_t want, size_t* room);
-  void commit(size_t n) { end_ += n; }
-  // The next whole frame's body; nullopt when more bytes are needed; error when the stream
-  // is corrupt (the connection must then be closed: framing is lost).
+  // Offers bytes just read; they must stay valid until next_body() has returned nullopt or
+  // keep_rest() was called, and only then may more be fed.
+  void feed(const char* data, size_t n) {
+    in_ = data;
+    in_len_ = n;
+  }
+  // The next whole frame's body, valid until the next call of any method; nullopt when more
+  // bytes are needed (what was fed is then kept); error when the stream is corrupt (the
+  // connection must then be closed: framing is lost).
   result<std::optional<std::string_view>> next_body();
-  [[nodiscard]] size_t buffered() const { return end_ - begin_; }
+  // Keeps what was fed and not taken yet, before the caller's buffer is reused (a caller that
+  // stops taking frames, to apply backpressure, calls this).
+  void keep_rest();
+  // Bytes received and not yet taken as frames.
+  [[nodiscard]] size_t buffered() const { return kept_.size() - begin_ + in_len_; }
+  // Memory this reader holds (its buffer's capacity).
+  [[nodiscard]] size_t held() const { return kept_.capacity(); }
 
  private:
-  std::vector<char> buf_;
-  size_t begin_ = 0;
-  size_t end_ = 0;
+  // Moves up to `n` fed bytes to the end of kept_, growing it at most to `frame_end`.
+  void keep(size_t n, size_t frame_end);
+  // An incomplete frame (or, after keep_rest, frames not taken yet). A vector, whose
+  // reserve() is exact: a string's would round up to twice its capacity.
+  std::vector<char> kept_;
+  size_t begin_ = 0;  // where kept_'s first frame not taken yet starts
+  const char* in_ = nullptr;
+  size_t in_len_ = 0;
 };
 
 std::string_view type_name(msg_type t);

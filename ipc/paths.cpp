@@ -61,27 +61,32 @@ status make_dirs(const std::string& dir) {
   return ok_status();
 }
 
-status ensure_private_dir(const std::string& dir) {
+status ensure_private_dir(const std::string& dir, dir_role role) {
   if (auto s = make_dirs(dir); !s) return s;
+  bool state = role == dir_role::state;
+  // What someone else could do with the directory, and how to choose another.
+  std::string_view harm = state ? "could plant session definitions that sbshd would run as you"
+                                : "could reach your shells through it";
+  std::string_view other = state ? "choose another state directory with --state-dir or SBSH_STATE_DIR"
+                                 : "choose another socket with --socket";
   struct stat st{};
   if (::lstat(dir.c_str(), &st) != 0)
     return make_error("io", fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
-    return make_error("unsafe_dir", fmt::format("{} is not a directory (a symbolic link or a file); "
-                                                "remove it or choose another socket with --socket",
-                                                dir));
+    return make_error("unsafe_dir", fmt::format("{} is {}, not a directory; remove it or {}", dir,
+                                                S_ISLNK(st.st_mode) ? "a symbolic link" : "a file", other));
   if (st.st_uid != ::getuid())
-    return make_error("unsafe_dir",
-                      fmt::format("{} is owned by uid {}, not by you (uid {}); another user could "
-                                  "reach your shells through it: remove it or choose another "
-                                  "socket with --socket",
-                                  dir, st.st_uid, ::getuid()));
-  if ((st.st_mode & 077) != 0)
-    return make_error("unsafe_dir",
-                      fmt::format("{} has mode {:04o}, but it must be 0700 so that no other user "
-                                  "can reach your shells: run 'chmod 700 {}' or choose another "
-                                  "socket with --socket",
-                                  dir, st.st_mode & 07777, dir));
+    return make_error("unsafe_dir", fmt::format("{} is owned by uid {}, not by you (uid {}); its owner {}: remove "
+                                                "it or {}",
+                                                dir, st.st_uid, ::getuid(), harm, other));
+  // The state directory may be readable by others (its files are 0600), never writable.
+  mode_t forbidden = state ? 022 : 077;
+  if ((st.st_mode & forbidden) != 0)
+    return make_error("unsafe_dir", fmt::format("{} has mode {:04o}: {}, and another user {}: run 'chmod 700 {}' "
+                                                "or {}",
+                                                dir, st.st_mode & 07777,
+                                                state ? "other users can write to it" : "it must be 0700", harm, dir,
+                                                other));
   return ok_status();
 }
 

@@ -13,9 +13,16 @@ std::string resolve_socket_path(const std::string& explicit_path);
 // --state-dir, else $SBSH_STATE_DIR, else $XDG_STATE_HOME/sbsh, else ~/.local/state/sbsh.
 std::string resolve_state_dir(const std::string& explicit_path);
 
-// Creates `dir` (mode 0700) when it is missing, then refuses it unless it is a real directory
-// owned by us with no group or other permissions. The error says what is wrong and how to fix it.
-status ensure_private_dir(const std::string& dir);
+// What a private directory holds, which decides how strict its check is and what its
+// errors advise.
+enum class dir_role {
+  runtime,  // the socket's: no permission at all for group or others (0700)
+  state,    // sbshd's state (session definitions it runs, logs): no one else may write there
+};
+// Creates `dir` (mode 0700, and its missing parents) when it is missing, then refuses it
+// unless it is a real directory (not a symbolic link) owned by us and private as `role`
+// requires. The error says what is wrong and how to fix it.
+status ensure_private_dir(const std::string& dir, dir_role role = dir_role::runtime);
 // Like mkdir -p with mode 0700 for each created component.
 status make_dirs(const std::string& dir);
 

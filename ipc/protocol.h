@@ -103,6 +103,11 @@ inline constexpr std::string_view shutting_down = "shutting_down";
 inline constexpr std::string_view bad_directory = "bad_directory";  // a directory that does not exist
 inline constexpr std::string_view timeout = "timeout";              // the deadline passed first
 inline constexpr std::string_view internal = "internal";
+// Refusals and drops that protect sbshd (bounds.h): the message says which bound and why.
+inline constexpr std::string_view permission_denied = "permission_denied";  // another uid
+inline constexpr std::string_view too_many_clients = "too_many_clients";
+inline constexpr std::string_view too_slow = "too_slow";          // replies left unread
+inline constexpr std::string_view memory_limit = "memory_limit";  // all clients held too much
 }  // namespace err
 
 // Streams in output frames.

@@ -160,13 +160,12 @@ result<envelope> channel::recv() {
       if (!fds) return fds.err();
       return envelope{std::move(*m), std::move(*fds)};
     }
-    size_t room;
-    char* p = reader_.prepare(read_chunk_, &room);
-    ssize_t r = recv_with_fds(fd_.get(), p, room, fds_);
+    if (!scratch_) scratch_ = std::make_unique_for_overwrite<char[]>(read_chunk_);
+    ssize_t r = recv_with_fds(fd_.get(), scratch_.get(), read_chunk_, fds_);
     if (r == 0) return make_error("eof", "the peer closed the connection");
     if (r < 0)
       return make_error("io", fmt::format("cannot read from the socket: {}", std::strerror(errno)));
-    reader_.commit(static_cast<size_t>(r));
+    reader_.feed(scratch_.get(), static_cast<size_t>(r));
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -69,6 +70,7 @@ class channel {
  private:
   unique_fd fd_;
   size_t read_chunk_ = 64 * 1024;
+  std::unique_ptr<char[]> scratch_;  // what recv() reads into; frames are cut from it in place
   frame_reader reader_;
   std::deque<unique_fd> fds_;
 };

@@ -34,6 +34,9 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
                std::chrono::seconds limit = std::chrono::seconds(120));
 std::string shell_quote(const std::string& s);
+// A blocking connection to the socket at `path` that has sent nothing (no hello), with a
+// 5 s receive timeout; -1 when nothing listens.
+int raw_connect(const std::string& path);
 std::string trim(std::string s);  // without trailing newlines and spaces
 
 class daemon_test : public ::testing::Test {

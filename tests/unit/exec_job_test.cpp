@@ -1,10 +1,6 @@
-// daemon/exec_job.cpp and daemon/capped_log.cpp: request validation and log capping.
+// daemon/exec_job.cpp: request validation.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-
-#include "daemon/capped_log.h"
 #include "daemon/exec_job.h"
 
 namespace sbsh::daemon {
@@ -33,22 +29,6 @@ TEST(exec_job, ParseChecksFields) {
   m = ipc::message::parse(bytes.data() + 4, bytes.size() - 4);
   EXPECT_FALSE(parse_exec(ipc::envelope{*m, {}}).ok());
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-}
-
-TEST(capped_log, KeepsTheNewestPartWithinTheCap) {
-  char tmpl[] = "/tmp/sbsh-log.XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  capped_log log;
-  ASSERT_TRUE(log.open(dir + "/p.out", 1000).ok());
-  for (int i = 0; i < 1000; ++i) {
-    std::string line = "line " + std::to_string(i) + "\n";
-    log.append(line.data(), line.size());
-  }
-  std::string kept = read_capped_log(dir + "/p.out", 0, 1 << 20);
-  EXPECT_LE(kept.size(), 1000u);
-  EXPECT_GE(kept.size(), 500u);
-  EXPECT_EQ(read_capped_log(dir + "/p.out", 2, 1 << 20), "line 998\nline 999\n");
-  (void)std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ int peer_that_left(int exit_code, const std::string& unread) {
 }
 
 // A peer that sent a last frame and went away: a write to it fails, and the frame is still
-// delivered, before the close. (A wrapper reports how its shell ended and exits; sbshd may
+// delivered, before the close, which the loop reports. (A wrapper reports how its shell ended and exits; sbshd may
 // be writing to it just then, and the report is what says the command never ran.)
 TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
   uv_loop_t loop;

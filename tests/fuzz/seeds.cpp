@@ -1,0 +1,75 @@
+// Writes the seed corpus of the fuzz targets from real messages, one file per input:
+//   fuzz_seeds DIR     (DIR/frames/*, DIR/requests/*; the repository keeps tests/fuzz/corpus)
+// A frames input is one byte of read size and pauses, then frames; a requests input is one
+// byte holding the number of descriptors to pass, then what a client sends after its hello.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ipc/frame.h"
+
+using namespace sbsh::ipc;
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> requests() {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const char* name, frame_builder&& f) { out.emplace_back(name, f.take()); };
+  add("status", frame_builder(msg_type::status, 2));
+  add("session_list", frame_builder(msg_type::session_list, 2));
+  add("session_show", std::move(frame_builder(msg_type::session_show, 2).str("name", "build")));
+  frame_builder create(msg_type::session_create, 2);
+  create.str("name", "build").str("cwd", "/tmp").str_array("env", {"A=1", "PATH=/bin"});
+  create.str_array("init", {"cd /tmp"}).str("restart", "on-failure").str_array("limits", {"nofile=1024"});
+  add("session_create", std::move(create));
+  add("session_rm", std::move(frame_builder(msg_type::session_rm, 2).str("name", "build")));
+  add("session_restart", std::move(frame_builder(msg_type::session_restart, 2).str("name", "build")));
+  frame_builder exec(msg_type::exec, 3);
+  exec.str("session", "build").str("command", "echo hi").str("cwd", "/tmp").str_array("env", {"X=y"});
+  exec.u64("timeout_ms", 500).u64("grace_ms", 100).str("io", "frames").boolean("stdin", true);
+  add("exec", std::move(exec));
+  add("stdin_data", std::move(frame_builder(msg_type::stdin_data, 3).bin("data", "abc\n", 4)));
+  add("stdin_eof", frame_builder(msg_type::stdin_eof, 3));
+  add("cancel", std::move(frame_builder(msg_type::cancel, 3).i64("signal", 2)));
+  add("release", frame_builder(msg_type::release, 3));
+  frame_builder start(msg_type::proc_start, 4);
+  start.str("session", "build").str("name", "web").str("command", "sleep 1").str("cwd", "/tmp");
+  add("proc_start", std::move(start));
+  add("proc_list", std::move(frame_builder(msg_type::proc_list, 4).boolean("all", true)));
+  add("proc_kill", std::move(frame_builder(msg_type::proc_kill, 4).str("proc", "web").i64("signal", 15)));
+  add("proc_wait", std::move(frame_builder(msg_type::proc_wait, 4).str("proc", "1").u64("timeout_ms", 10)));
+  frame_builder logs(msg_type::proc_logs, 4);
+  logs.str("proc", "web").boolean("follow", false).u64("tail", 5).boolean("stdout", true).boolean("stderr", true);
+  add("proc_logs", std::move(logs));
+  add("shutdown", std::move(frame_builder(msg_type::shutdown, 5).boolean("keep_sessions", false)));
+  add("hello_again", std::move(frame_builder(msg_type::hello, 6).u64("version", kProtocolVersion)));
+  return out;
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_seeds DIR\n");
+    return 2;
+  }
+  std::string dir = argv[1];
+  auto reqs = requests();
+  std::string all;
+  for (const auto& [name, bytes] : reqs) {
+    write(dir + "/requests/" + name, std::string(1, name == "exec" ? '\x02' : '\x00') + bytes);
+    write(dir + "/frames/" + name, std::string(1, '\x07') + bytes);
+    if (name != "shutdown") all += bytes;
+  }
+  write(dir + "/requests/all", std::string(1, '\x00') + all);
+  frame_builder reply(msg_type::output, 3);
+  reply.u64("stream", 1).bin("data", "out\0put", 7);
+  write(dir + "/frames/output", std::string(1, '\x3c') + reply.take());
+  write(dir + "/frames/all_split", std::string(1, '\x80') + all);
+  return 0;
+}
