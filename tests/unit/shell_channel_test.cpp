@@ -104,7 +104,8 @@ TEST(shell_channel, ALongTextTravelsInTheMemfdAndItsMemoryIsGivenBack) {
   ASSERT_EQ(::pread(got.fds[2].get(), read_back.data(), read_back.size(), 0), static_cast<ssize_t>(text.size()));
   EXPECT_EQ(read_back, text);
   // A short text after a long one: the long one's memory is not kept.
-  m.text = std::string(SBSH_CHANNEL_INLINE_TEXT + 1, 'y');
+  std::string short_text(SBSH_CHANNEL_INLINE_TEXT + 1, 'y');
+  m.text = short_text;
   ASSERT_TRUE(send_run(ch->first.get(), m, big).ok());
   auto second = receive_run(ch->second.get());
   ASSERT_EQ(second.fds.size(), 3u);
