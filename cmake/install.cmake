@@ -10,8 +10,9 @@ if(TARGET sbsh_shared AND TARGET sbsh_static)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/sbsh DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
-# client.h includes "ipc/result.h", found beside it once installed.
-install(FILES ${PROJECT_SOURCE_DIR}/ipc/result.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh/ipc)
+# client.h includes "ipc/result.h" and "ipc/records.h", found beside it once installed.
+install(FILES ${PROJECT_SOURCE_DIR}/ipc/result.h ${PROJECT_SOURCE_DIR}/ipc/records.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh/ipc)
 
 configure_file(${CMAKE_CURRENT_LIST_DIR}/sbsh.pc.in ${CMAKE_BINARY_DIR}/sbsh.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/sbsh.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

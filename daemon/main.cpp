@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/duration.h"
 #include "daemon/daemon.h"
-#include "sbsh/client.h"
 
 int main(int argc, char** argv) {
   sbsh::daemon::run_options o;
@@ -34,13 +34,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
-  auto interval = sbsh::client::parse_duration(health);
+  auto interval = sbsh::parse_duration(health);
   if (!interval) {
     std::fprintf(stderr, "sbshd: --health-interval: %s\n", interval.err().message.c_str());
     return 2;
   }
   o.health_interval_ms = static_cast<uint64_t>(interval->count());
-  auto adopt_timeout = sbsh::client::parse_duration(adopt);
+  auto adopt_timeout = sbsh::parse_duration(adopt);
   if (!adopt_timeout) {
     std::fprintf(stderr, "sbshd: --adopt-timeout: %s\n", adopt_timeout.err().message.c_str());
     return 2;

@@ -19,9 +19,10 @@
 
 #include "daemon/service_manager.h"
 #include "ipc/environ.h"
+#include "ipc/messages.h"
 #include "ipc/paths.h"
-#include "wrapper/procs.h"
-#include "wrapper/wrapper.h"
+#include "common/procs.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
@@ -44,9 +45,7 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
 client_conn::~client_conn() = default;
 
 void client_conn::send_error(uint64_t id, std::string_view code, const std::string& message) {
-  ipc::frame_builder f(ipc::msg_type::error, id);
-  f.str("code", code).str("message", message);
-  send(f.take());
+  send(ipc::encode(ipc::msg::error{code, message}, id));
 }
 
 server::server(options opts)
@@ -497,16 +496,9 @@ void server::reap_session_later(pid_t sid, const std::set<pid_t>& spare) {
 }
 
 void server::save_state() {
-  ipc::frame_builder f(ipc::msg_type::session_info);
-  f.u64("version", 1);
-  auto& pk = f.field("sessions");
-  pk.pack_map(static_cast<uint32_t>(sessions_.size()));
-  for (const auto& [name, s] : sessions_) {
-    pk.pack_str(static_cast<uint32_t>(name.size()));
-    pk.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
-    pack_def(pk, s->def());
-  }
-  write_atomically(state_file(), f.take());
+  ipc::sessions_file f;
+  for (const auto& [name, s] : sessions_) f.sessions.emplace(name, spec_of(s->def()));
+  write_atomically(state_file(), ipc::encode(f));
 }
 
 void server::write_atomically(const std::string& path, std::string bytes) {
@@ -602,14 +594,12 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
     if (!missing) move_aside(path, m.err().message);
     return;
   }
-  const auto* sessions = m->find("sessions");
-  if (sessions == nullptr || sessions->type != msgpack::type::MAP) return move_aside(path, "no session table");
-  for (uint32_t i = 0; i < sessions->via.map.size; ++i) {
-    const auto& kv = sessions->via.map.ptr[i];
-    if (kv.key.type != msgpack::type::STR) return move_aside(path, "a session name is not a string");
-    std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
-    auto def = read_def(kv.val);
-    if (!valid_session_name(name) || !def) return move_aside(path, fmt::format("session '{}' is invalid", name));
+  auto file = ipc::decode<ipc::sessions_file>(*m);
+  if (!file) return move_aside(path, file.err().message);
+  for (auto& [name, spec] : file->sessions) {
+    auto def = def_from_saved(std::move(spec));
+    if (!def) return move_aside(path, fmt::format("session '{}' is invalid: {}", name, def.err().message));
+    if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
     auto shell = adopted.find(name);
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
     if (!s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);

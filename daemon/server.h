@@ -43,6 +43,10 @@ class client_conn {
   ~client_conn();
   void send(std::string frame, std::vector<unique_fd> fds = {}) { sock_.send(std::move(frame), std::move(fds)); }
   void send_error(uint64_t id, std::string_view code, const std::string& message);
+  void send_error(uint64_t id, ipc::errc code, const std::string& message) {
+    send_error(id, ipc::wire_name(code), message);
+  }
+  void send_error(uint64_t id, const error& e) { send_error(id, e.code, e.message); }
   [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
   void pause_reading(bool p) { sock_.pause_reading(p); }
   [[nodiscard]] uint64_t serial() const { return serial_; }

@@ -17,7 +17,7 @@
 #include "daemon/server.h"
 #include "daemon/shell_protocol.h"
 #include "ipc/environ.h"
-#include "wrapper/wrapper.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
@@ -1065,70 +1065,46 @@ void session::abandon() {
 
 bool session::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
 
-void session::describe(msgpack::packer<ipc::frame_builder>& pk, bool full) const {
+session_status session::describe() const {
+  session_status st;
+  st.name = name_;
   // An adopted shell may still run a command the earlier sbshd started (its status comes
   // before the sync line's): shown as running, timed from the adoption.
   bool earlier = awaiting_sync_ && current_ == nullptr;
   bool has_running = (current_ != nullptr && !current_->internal) || earlier;
-  std::string cwd = def_.cwd;
+  st.state = has_running && state_ == session_state::ready ? "running" : state_name(state_);
+  st.wrapper_pid = wrapper_pid_;
+  st.shell_pid = shell_pid_;
+  st.restarts = restarts_;
+  st.queued = queue_.size();
+  st.commands = commands_;
+  st.cwd = def_.cwd;
   if (shell_pid_ > 0) {
     char buf[4096];
     ssize_t n = ::readlink(fmt::format("/proc/{}/cwd", shell_pid_).c_str(), buf, sizeof buf - 1);
-    if (n > 0) cwd.assign(buf, static_cast<size_t>(n));
+    if (n > 0) st.cwd.assign(buf, static_cast<size_t>(n));
   }
-  uint32_t fields = 12 + (has_running ? 2 : 0) + (full ? 3 : 0);
-  pk.pack_map(fields);
-  auto key = [&](std::string_view k) {
-    pk.pack_str(static_cast<uint32_t>(k.size()));
-    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
-  };
-  auto kv_str = [&](std::string_view k, std::string_view v) {
-    key(k);
-    pk.pack_str(static_cast<uint32_t>(v.size()));
-    pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
-  };
-  auto kv_int = [&](std::string_view k, int64_t v) {
-    key(k);
-    pk.pack_int64(v);
-  };
-  kv_str("name", name_);
-  kv_str("state", has_running && state_ == session_state::ready ? "running" : state_name(state_));
-  kv_int("wrapper_pid", wrapper_pid_);
-  kv_int("shell_pid", shell_pid_);
-  kv_int("restarts", static_cast<int64_t>(restarts_));
-  kv_int("queued", static_cast<int64_t>(queue_.size()));
-  kv_int("commands", static_cast<int64_t>(commands_));
-  kv_str("cwd", cwd);
-  kv_str("error", failure_);
-  kv_int("started_at_ms", shell_started_ms_);
-  kv_int("uptime_ms", shell_pid_ > 0 ? static_cast<int64_t>((mono_us() - started_mono_us_) / 1000) : 0);
-  kv_str("restart", policy_name(def_.restart));
+  st.error = failure_;
+  st.started_at_ms = shell_started_ms_;
+  st.uptime_ms = shell_pid_ > 0 ? (mono_us() - started_mono_us_) / 1000 : 0;
+  st.restart = policy_name(def_.restart);
   if (has_running && earlier) {
-    kv_str("running", kEarlierCommand);
-    kv_int("running_ms", std::max<int64_t>(0, wall_ms() - adopted_ms_));
+    st.running = kEarlierCommand;
+    st.running_ms = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - adopted_ms_));
   } else if (has_running) {
-    kv_str("running", std::string_view(current_->command).substr(0, 256));
-    kv_int("running_ms", static_cast<int64_t>((mono_us() - current_->started_mono_us) / 1000));
+    st.running = std::string_view(current_->command).substr(0, 256);
+    st.running_ms = (mono_us() - current_->started_mono_us) / 1000;
   }
-  if (!full) return;
-  key("definition");
-  pack_def(pk, def_);
-  kv_str("init_output", init_output_);
-  key("history");
-  pk.pack_array(static_cast<uint32_t>(history_.size()));
-  for (const auto& h : history_) {
-    pk.pack_map(6);
-    kv_str("command", h.command);
-    key("exit_code");
-    if (h.exit_code) pk.pack_int64(*h.exit_code);
-    else pk.pack_nil();
-    key("timed_out");
-    h.timed_out ? pk.pack_true() : pk.pack_false();
-    key("shell_restarted");
-    h.shell_restarted ? pk.pack_true() : pk.pack_false();
-    kv_int("started_at_ms", h.started_at_ms);
-    kv_int("duration_ms", static_cast<int64_t>(h.duration_ms));
-  }
+  return st;
+}
+
+session_detail session::describe_full() const {
+  session_detail d;
+  d.status = describe();
+  d.definition = spec_of(def_);
+  d.init_output = init_output_;
+  d.history.assign(history_.begin(), history_.end());
+  return d;
 }
 
 }  // namespace sbsh::daemon

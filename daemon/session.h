@@ -73,16 +73,6 @@ struct adopted_shell {
 enum class session_state { starting, ready, restarting, exited, failed };
 std::string_view state_name(session_state s);
 
-// A finished command, for `session show`.
-struct history_entry {
-  std::string command;
-  std::optional<int> exit_code;
-  bool timed_out = false;
-  bool shell_restarted = false;
-  int64_t started_at_ms = 0;
-  uint64_t duration_ms = 0;
-};
-
 class session {
  public:
   session(server& srv, std::string name, session_def def);
@@ -128,9 +118,11 @@ class session {
   [[nodiscard]] const session_def& def() const { return def_; }
   [[nodiscard]] pid_t last_wrapper_pid() const { return static_cast<pid_t>(wrapper_pid_); }
   [[nodiscard]] session_state state() const { return state_; }
-  // One map for `status`/`session ls`; with `full`, also the definition, history and the
-  // output of the last start's init commands (`session show`).
-  void describe(msgpack::packer<ipc::frame_builder>& pk, bool full = false) const;
+  // The session as `status` and `session ls` show it; in full, with the definition, the
+  // history (sbsh::history_entry, ipc/records.h) and the output of the last start's init
+  // commands (`session show`).
+  [[nodiscard]] session_status describe() const;
+  [[nodiscard]] session_detail describe_full() const;
 
  private:
   void start_shell();

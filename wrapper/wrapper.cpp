@@ -28,7 +28,7 @@
 #include "ipc/clock.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
-#include "wrapper/procs.h"
+#include "common/procs.h"
 #include "wrapper/spawn.h"
 
 namespace sbsh::wrapper {

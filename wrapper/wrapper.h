@@ -24,15 +24,9 @@
 #include <vector>
 
 #include "ipc/limits.h"
+#include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
 
 namespace sbsh::wrapper {
-
-inline constexpr int kControlFd = 3;
-inline constexpr int kScriptFd = 4;
-inline constexpr int kStatusFd = 5;  // becomes bash's stdout between commands
-inline constexpr int kScriptOwnerFd = 6;  // sbshd's end of the script pipe
-inline constexpr int kStatusOwnerFd = 7;  // sbshd's end of the status pipe
-inline constexpr const char* kAdoptSocket = "w";  // in the shell's link directory
 
 struct options {
   std::string dir;                // the shell's link directory (--dir)
