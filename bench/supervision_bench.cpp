@@ -1,7 +1,8 @@
 // Supervision figures: how fast a killed shell is replaced, and what an idle session costs.
 //
 //   restart   time from `kill -9` of a session's bash to the next exec answered, with the
-//             default policy (restart at once); goal <= 10 ms.
+//             default policy (restart at once), alone and with 1,500 unrelated processes on
+//             the host; goal <= 5 ms.
 //   memory    1,000 idle sessions: each wrapper's PSS plus the daemon's growth, per session,
 //             next to the PSS of the bash each holds; goal: overhead <= 150 kB per session.
 //
@@ -47,7 +48,7 @@ long shell_pid(sbsh::client::connection& c, const std::string& name) {
   return d ? d->status.shell_pid : 0;
 }
 
-void bench_restart(sbsh::client::connection& c, int rounds) {
+double restart_ms(sbsh::client::connection& c, int rounds) {
   sbsh::client::exec_options o;
   o.session = "restart";
   o.command = "true";
@@ -66,9 +67,30 @@ void bench_restart(sbsh::client::connection& c, int rounds) {
     }
     ms.push_back(ms_since(t0));
   }
-  double med = summarize(ms).median;
-  std::printf("%-34s %10.2f ms   goal <= 10 ms   %s\n", "kill -9 bash -> next exec answered", med,
-              med <= 10 ? "met" : "NOT met");
+  return summarize(ms).median;
+}
+
+// The same with many unrelated processes on the host: what a restart costs must not grow
+// with them (no scan of /proc when nothing of the session is left).
+void bench_restart(sbsh::client::connection& c, int rounds, int crowd) {
+  double alone = restart_ms(c, rounds);
+  std::vector<pid_t> others;
+  for (int i = 0; i < crowd; ++i) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    if (p > 0) others.push_back(p);
+  }
+  double crowded = restart_ms(c, rounds);
+  for (pid_t p : others) ::kill(p, SIGKILL);
+  for (pid_t p : others) ::waitpid(p, nullptr, 0);
+  std::printf("%-34s %10.2f ms   goal <= 5 ms    %s\n", "kill -9 bash -> next exec answered", alone,
+              alone <= 5 ? "met" : "NOT met");
+  std::printf("%-34s %10.2f ms   goal <= 5 ms    %s\n",
+              (" ... with " + std::to_string(others.size()) + " other processes").c_str(), crowded,
+              crowded <= 5 ? "met" : "NOT met");
 }
 
 void bench_memory(sbsh::client::connection& c, pid_t daemon, int sessions) {
@@ -112,7 +134,7 @@ int main(int argc, char** argv) {
   if (quick) sessions = std::min(sessions, 100);
   private_daemon d("supervision");
   auto c = d.connect();
-  bench_restart(c, quick ? 10 : 50);
+  bench_restart(c, quick ? 10 : 50, 1500);
   bench_memory(c, d.pid(), sessions);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "client/json.h"
 #include "ipc/protocol.h"
 #include "sbsh/client.h"
+#include "sbsh/plan.h"
 
 struct sbsh_conn {
   explicit sbsh_conn(sbsh::client::connection&& conn) : c(std::move(conn)) {}
@@ -358,6 +359,12 @@ int sbsh_result_stdout_truncated(const sbsh_result* r) { return r != nullptr && 
 int sbsh_result_stderr_truncated(const sbsh_result* r) { return r != nullptr && r->r.stderr_truncated ? 1 : 0; }
 uint64_t sbsh_result_duration_us(const sbsh_result* r) { return r != nullptr ? r->r.duration_us : 0; }
 int64_t sbsh_result_started_at_ms(const sbsh_result* r) { return r != nullptr ? r->r.started_at_ms : 0; }
+uint64_t sbsh_result_generation(const sbsh_result* r) { return r != nullptr ? r->r.generation : 0; }
+int sbsh_result_state_lost(const sbsh_result* r) { return r != nullptr && r->r.state_lost ? 1 : 0; }
+const char* sbsh_result_state_lost_reason(const sbsh_result* r) {
+  return r != nullptr ? r->r.state_lost_reason.c_str() : "";
+}
+int sbsh_result_ok(const sbsh_result* r) { return r != nullptr && r->r.ok() ? 1 : 0; }
 const char* sbsh_result_error(const sbsh_result* r) { return r != nullptr ? r->r.error.c_str() : ""; }
 void sbsh_result_free(sbsh_result* r) { delete r; }
 
@@ -562,5 +569,99 @@ int shutdown_daemon(sbsh_conn* conn, bool keep_sessions) {
 int sbsh_shutdown(sbsh_conn* conn) { return shutdown_daemon(conn, false); }
 
 int sbsh_shutdown_keep_sessions(sbsh_conn* conn) { return shutdown_daemon(conn, true); }
+
+}  // extern "C"
+
+// ---- Plans ---------------------------------------------------------------------------------
+
+namespace {
+
+// What makes a plan, its files or the arguments unusable is the caller's to fix: SBSH_ERR_INVALID.
+int plan_failure(sbsh_conn* conn, const sbsh::error& e) {
+  if (e.code == "invalid_plan" || e.code == "file" || e.code == "usage" || e.code == "invalid_argument")
+    return record(conn, SBSH_ERR_INVALID, e.code, e.message);
+  return fail(conn, e);
+}
+
+// The plan in the len bytes at text; format NULL (detect), "json" or "yaml".
+sbsh::result<sbsh::client::plan> plan_from_text(const char* text, size_t len, const char* format, const char* fn) {
+  std::string_view f = format != nullptr ? format : "";
+  sbsh::client::plan_format pf = sbsh::client::plan_format::detect;
+  if (f == "json") pf = sbsh::client::plan_format::json;
+  else if (f == "yaml") pf = sbsh::client::plan_format::yaml;
+  else if (!f.empty()) return sbsh::make_error("invalid_argument", std::string(fn) + ": format must be NULL, \"json\" or \"yaml\"");
+  if (text == nullptr && len > 0)
+    return sbsh::make_error("invalid_argument", std::string(fn) + ": the plan is NULL but its length is not 0");
+  return sbsh::client::parse_plan(std::string_view(text != nullptr ? text : "", len), pf);
+}
+
+int run_parsed(sbsh_conn* conn, sbsh::result<sbsh::client::plan> plan, const sbsh_run_opts* opts,
+               char** report_json, int* exit_status) {
+  if (!plan) return plan_failure(conn, plan.err());
+  sbsh::client::run_options o;
+  o.session = str_or_empty(opts->session);
+  o.keep_session = opts->keep_session != 0;
+  if (opts->output_limit > 0) o.output_limit = opts->output_limit;
+  o.artifacts_dir = str_or_empty(opts->artifacts_dir);
+  o.report_path = str_or_empty(opts->report_path);
+  o.events_path = str_or_empty(opts->events_path);
+  o.events_fd = opts->events_fd < 0 ? -1 : opts->events_fd;
+  o.cancel_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
+  std::function<void(const sbsh::client::run_event&)> cb;
+  if (opts->on_event != nullptr)
+    cb = [fn = opts->on_event, user = opts->user](const sbsh::client::run_event& e) { fn(user, e.json.data(), e.json.size()); };
+  auto r = sbsh::client::run_plan(conn->c, *plan, o, cb);
+  if (!r) return plan_failure(conn, r.err());
+  // A run that lost its connection leaves it out of step, as a failed request would.
+  if (r->error && breaks_connection(r->error->code))
+    conn->broken = "this connection failed earlier (" + r->error->message + "); close it and connect again";
+  if (report_json != nullptr) *report_json = malloc_copy(sbsh::client::report_json(*r));
+  if (exit_status != nullptr) *exit_status = sbsh::client::exit_status(*r);
+  return SBSH_OK;
+}
+
+int check_run_opts(sbsh_conn* conn, const sbsh_run_opts* opts, const char* fn) {
+  if (opts == nullptr) return invalid(conn, std::string(fn) + ": opts is NULL");
+  if (opts->version != SBSH_RUN_OPTS_VERSION)
+    return invalid(conn, std::string(fn) + ": opts.version is " + std::to_string(opts->version) +
+                             "; initialize the options with sbsh_run_opts_init()");
+  return SBSH_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+void sbsh_run_opts_init(sbsh_run_opts* opts) {
+  if (opts == nullptr) return;
+  std::memset(opts, 0, sizeof *opts);
+  opts->version = SBSH_RUN_OPTS_VERSION;
+  opts->events_fd = -1;
+  opts->cancel_fd = -1;
+}
+
+int sbsh_plan_check(const char* plan, size_t plan_len, const char* format) {
+  return guarded_no_conn([&]() -> int {
+    auto p = plan_from_text(plan, plan_len, format, "sbsh_plan_check");
+    return p ? SBSH_OK : plan_failure(nullptr, p.err());
+  });
+}
+
+int sbsh_run_plan(sbsh_conn* conn, const char* plan, size_t plan_len, const char* format, const sbsh_run_opts* opts,
+                  char** report_json, int* exit_status) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_run_opts(conn, opts, "sbsh_run_plan"); s != SBSH_OK) return s;
+    return run_parsed(conn, plan_from_text(plan, plan_len, format, "sbsh_run_plan"), opts, report_json, exit_status);
+  });
+}
+
+int sbsh_run_plan_file(sbsh_conn* conn, const char* path, const sbsh_run_opts* opts, char** report_json,
+                       int* exit_status) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_run_opts(conn, opts, "sbsh_run_plan_file"); s != SBSH_OK) return s;
+    if (path == nullptr) return invalid(conn, "sbsh_run_plan_file: path is NULL");
+    return run_parsed(conn, sbsh::client::load_plan(path), opts, report_json, exit_status);
+  });
+}
 
 }  // extern "C"

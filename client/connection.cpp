@@ -160,6 +160,13 @@ std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::messa
   return std::pair(out->stream == ipc::kStderr ? stream::err : stream::out, out->data.bytes);
 }
 
+std::string connection::impl::absolute(const std::string& path) const {
+  char buf[4096];
+  if (remote || (!path.empty() && path[0] == '/') || ::getcwd(buf, sizeof buf) == nullptr) return path;
+  if (path.empty() || path == ".") return buf;
+  return std::string(buf) + "/" + path;
+}
+
 sbsh::status connection::impl::await_welcome() {
   if (handshake_error) return *handshake_error;
   if (hello_id == 0) return ok_status();

@@ -40,6 +40,10 @@ struct connection::impl {
   impl& operator=(const impl&) = delete;
   ~impl();
 
+  // A directory given relative, made absolute from this process's directory on a local
+  // connection (sbshd takes absolute directories only). Over a dial command it is left as
+  // it is, and sbshd refuses it: this process's directory means nothing on the far host.
+  [[nodiscard]] std::string absolute(const std::string& path) const;
   // Reads the welcome that answers connect()'s hello if it is still due.
   sbsh::status await_welcome();
   // The error for a dial command that closed the connection before the welcome (reaps it).

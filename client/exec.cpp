@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "client/sigpipe_guard.h"
 
 namespace sbsh::client {
 
@@ -38,43 +39,6 @@ result<pipe_pair> make_pipe() {
   if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
-
-// While an exec writes to a pipe (the command's stdin, or output copied to a descriptor),
-// a reader that went away raises SIGPIPE, which would kill the caller: a library must not
-// count on its caller ignoring it. Block it in this thread (the write then fails with EPIPE,
-// handled below), and consume one that became pending meanwhile so that it is not
-// delivered when the mask is restored. (The technique of libcurl and OpenSSL.)
-class sigpipe_guard {
- public:
-  explicit sigpipe_guard(bool active) : active_(active) {
-    if (!active_) return;
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-    sigset_t pending;
-    sigemptyset(&pending);
-    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~sigpipe_guard() {
-    if (!active_) return;
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{};
-      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  sigpipe_guard(const sigpipe_guard&) = delete;
-  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
-
- private:
-  bool active_;
-  bool was_pending_ = false;
-  sigset_t pipe_{};
-  sigset_t old_{};
-};
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -159,7 +123,8 @@ struct sink {
   }
 };
 
-sbsh::status read_done(const ipc::message& m, exec_result& r) {
+// Reads exec_done into `r`; the result says whether sbshd waits for a release of the pipes.
+result<bool> read_done(const ipc::message& m, exec_result& r) {
   auto d = read_reply<msg::exec_done>(m);
   if (!d) return d.err();
   r.exit_code = d->exit_code;
@@ -169,9 +134,12 @@ sbsh::status read_done(const ipc::message& m, exec_result& r) {
   r.shell_restarted = d->shell_restarted;
   r.ran = d->ran;
   r.duration_us = d->duration_us;
-  r.started_at_ms = d->started_at_ms;
+  r.started_at_ms = d->started_at_ms.value_or(0);
   r.error = d->error;
-  return ok_status();
+  r.generation = d->generation;
+  r.state_lost = d->state_lost;
+  r.state_lost_reason = d->state_lost_reason;
+  return d->release;
 }
 
 }  // namespace
@@ -222,7 +190,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
   msg::exec req;
   req.session = opts.session;
   req.command = opts.command;
-  req.cwd = opts.cwd;
+  std::string cwd_abs = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
+  req.cwd = cwd_abs;
   req.env = opts.env;
   req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(opts.timeout.count(), 0));
   req.grace_ms = static_cast<uint64_t>(std::max<int64_t>(opts.grace.count(), 0));
@@ -278,9 +247,14 @@ result<exec_result> connection::exec(const exec_options& opts) {
     return p_->ch.send(ipc::encode(msg::stdin_data{{src.substr(0, n)}}, id)) ? static_cast<ssize_t>(n) : -1;
   };
   if (has_stdin && pending.empty() && src_eof) close_input();
-  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation).
+  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
+  // 128+N: stop it, N first).
   auto send_signal = [&](int sig) {
-    (void)p_->ch.send(ipc::encode(msg::cancel{{sig}}, id));
+    // 128+N: stop it, N first.
+    msg::cancel c;
+    c.signal.number = sig > 128 ? sig - 128 : sig;
+    if (sig > 128) c.stop = true;
+    (void)p_->ch.send(ipc::encode(c, id));
   };
 
   for (;;) {
@@ -355,14 +329,15 @@ result<exec_result> connection::exec(const exec_options& opts) {
             break;
           }
           if (m.type() != msg_type::exec_done) break;
-          if (auto done = read_done(m, res); !done) return done.err();
+          auto release = read_done(m, res);
+          if (!release) return release.err();
           // The command has ended. In frames, sbshd sent all it wrote before exec_done.
           // Else what it wrote is in the pipes now: take it, and leave whatever background
-          // jobs write later to sbshd.
+          // jobs write later to sbshd (which needs no word when none can).
           if (frames) return res;
           sinks[0].pump(true);
           sinks[1].pump(true);
-          (void)p_->ch.send(ipc::encode(msg::release{}, id));
+          if (*release) (void)p_->ch.send(ipc::encode(msg::release{}, id));
           return res;
         }
       }

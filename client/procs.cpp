@@ -19,7 +19,8 @@ result<proc_info> connection::start(const start_options& opts) {
   req.session = opts.session;
   req.name = opts.name;
   req.command = opts.command;
-  req.cwd = opts.cwd;
+  std::string cwd = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
+  req.cwd = cwd;
   req.env = opts.env;
   std::string scwd = opts.session_cwd;
   if (scwd.empty() && !p_->remote) {

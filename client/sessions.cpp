@@ -9,16 +9,11 @@ namespace msg = ipc::msg;
 
 sbsh::status connection::create_session(const session_spec& spec) {
   msg::session_create req{spec.name, spec};
-  // Relative directories are this process's, on a local connection; a remote session
-  // starts in its user's home.
-  auto local = [&](const std::string& path) {
-    char buf[4096];
-    if (p_->remote || (!path.empty() && path[0] == '/') || ::getcwd(buf, sizeof buf) == nullptr) return path;
-    return path.empty() ? std::string(buf) : std::string(buf) + "/" + path;
-  };
+  // No directory: this process's, on a local connection; a remote session starts in its
+  // user's home.
   auto& def = req.definition;
-  if (!def.snapshot.empty()) def.snapshot = local(def.snapshot);
-  else def.cwd = local(def.cwd);
+  if (!def.snapshot.empty()) def.snapshot = p_->absolute(def.snapshot);
+  else def.cwd = def.cwd.empty() && p_->remote ? std::string() : p_->absolute(def.cwd.empty() ? "." : def.cwd);
   auto r = p_->ask<msg::ok>(req);
   if (!r) return r.err();
   return ok_status();

@@ -3,6 +3,8 @@
 include(GNUInstallDirs)
 
 install(TARGETS sbsh sbshd sbsh-wrapper RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Where sbsh-wrapper looks for it, relative to its own directory (SBSH_BUILTIN_RELPATH).
+install(TARGETS sbsh-builtin LIBRARY DESTINATION ${SBSH_BUILTIN_DIR})
 if(TARGET sbsh_shared AND TARGET sbsh_static)
   install(TARGETS sbsh_shared sbsh_static
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

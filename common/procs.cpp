@@ -117,7 +117,12 @@ size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig) 
   for (const auto& p : all) by_pid[p.pid] = p;
   pid_t shell_pgid = by_pid.count(shell_pid) ? by_pid[shell_pid].pgid : shell_pid;
 
+  // Orphans come back to the caller (the wrapper, a child subreaper): among them, those a
+  // command left behind in a session of their own (`setsid cmd &`), out of the shell's session
+  // and tree both.
   std::set<pid_t> shell_tree{shell_pid};
+  for (const auto& p : all)
+    if (p.ppid == ::getpid() && p.pid != shell_pid) shell_tree.insert(p.pid);
   add_descendants(all, shell_tree);
 
   std::set<pid_t> pids;

@@ -34,7 +34,8 @@ since_mark mark_now(int ns_last_pid_fd);
 bool started_after(const proc_info& p, const since_mark& m);
 
 // Signals the processes a command started: those in `sid` (the shell's session) or
-// descended from `shell_pid`, created after `m`, excluding the shell itself and process
+// descended from `shell_pid` or (orphans that left the session) from the caller, created
+// after `m`, excluding the shell itself and process
 // groups that existed before `m` (background jobs of earlier commands). Whole process groups
 // are signalled, then each process, then every descendant (catching children that called
 // setsid). Returns how many processes were signalled.

@@ -9,18 +9,12 @@
 
 #include "daemon/uv_handles.h"
 #include "ipc/messages.h"
+#include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
 
 using ipc::errc::bad_request;
-
-exec_job::~exec_job() {
-  for (auto** w : {&out_watch, &err_watch, &in_watch})
-    if (*w != nullptr) (*w)->close();
-  for (auto** t : {&deadline, &grace})
-    if (*t != nullptr) (*t)->close();
-}
 
 bool valid_session_name(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
@@ -94,6 +88,11 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
     if (auto s = check_env_entry(e); !s) return s.err();
   if (r.cwd.find('\0') != std::string_view::npos) return make_error(bad_request, "field 'cwd' contains a NUL byte");
   job->text = (r.cwd.empty() && r.env.empty()) ? job->command : subshell_text(job->command, r.cwd, r.env);
+  if (!r.cwd.empty() && r.cwd[0] != '/')
+    return make_error(bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", r.cwd));
+  if (r.cwd.size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  job->check_cwd = std::string(r.cwd);
   job->session_cwd = std::string(r.session_cwd);
   job->timeout_ms = r.timeout_ms;
   if (r.grace_ms > 0) job->grace_ms = r.grace_ms;
@@ -124,13 +123,15 @@ std::string done_frame(const exec_job& job, uint64_t duration_us) {
   d.timed_out = o.timed_out;
   d.cancelled = o.cancelled;
   d.shell_restarted = o.shell_restarted;
-  d.ran = job.started && !job.undelivered;
-  d.started_at_ms = job.started_at_ms;
+  d.ran = job.ran();
   d.duration_us = duration_us;
-  if (!o.error.empty()) {
-    d.error_code = o.error_code;
-    d.error = o.error;
-  }
+  d.generation = job.generation;
+  d.state_lost = job.state_lost;
+  d.release = job.wants_release;
+  if (job.started) d.started_at_ms = job.started_at_ms;
+  d.state_lost_reason = job.state_lost_why;
+  d.error_code = o.error_code;
+  d.error = o.error;
   return ipc::encode(d, job.id);
 }
 

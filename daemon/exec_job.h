@@ -15,18 +15,17 @@
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
 #include "common/procs.h"
+#include "daemon/uv_handles.h"
 
 namespace sbsh::daemon {
 
 class client_conn;
-class fd_watch;
-class timer;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
 
 struct exec_outcome {
   std::optional<int> exit_code;
-  std::optional<int> signal;
+  std::optional<int> signal;  // only when a signal ended the command (or the shell)
   bool timed_out = false;
   bool cancelled = false;
   bool shell_restarted = false;
@@ -41,42 +40,48 @@ struct exec_job {
   std::string session;
   std::string command;     // as the client sent it
   std::string text;        // what the shell evaluates (command, or its subshell wrapper)
+  std::string check_cwd;   // exec -C: a directory that must exist, else nothing runs
   std::string session_cwd;
-  uint64_t timeout_ms = 0;
+  uint64_t timeout_ms = 0;  // from the moment the request arrived
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
   // Internal jobs (init commands, background starts) have no client: their output is
   // captured here and on_done runs when they end.
   bool internal = false;
+  bool init = false;       // one of the session's init commands: its failure fails the start
   std::string captured_out, captured_err;
   std::function<void(exec_job&)> on_done;
   // Descriptors. fds mode: all from the client. frames mode: made here.
-  unique_fd out_w, err_w, in_r;  // ends the shell opens
+  unique_fd out_w, err_w, in_r;  // ends the shell gets
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)
   unique_fd in_w;                // frames mode: where stdin frames go
 
   // Progress
+  uint64_t arrived_mono_us = 0;
   uint64_t generation = 0;  // the session's shell generation it was queued against
-  bool started = false;
-  bool undelivered = false;  // no shell read its run line (gone, or never started): it never ran
+  uint64_t seq = 0;         // its run on the shell channel
+  bool started = false;     // sent to a serving shell
+  bool undelivered = false;  // no shell read it (gone, or never started): it never ran
+  bool not_run = false;      // the shell refused it before running anything (see error)
+  bool state_lost = false;   // it ran in a shell other than the one the last command ran in
+  std::string state_lost_why;
   procs::since_mark mark;
   int64_t started_at_ms = 0;
   uint64_t started_mono_us = 0;
   exec_outcome outcome;
   int kill_stage = 0;       // 0 none, 1 first signal sent, 2 SIGKILL sent, 3 restarting shell
   int first_signal = 15;
-  timer* deadline = nullptr;
-  timer* grace = nullptr;
+  handle_ptr<timer> deadline;
   // Frames mode I/O
-  fd_watch* out_watch = nullptr;
-  fd_watch* err_watch = nullptr;
-  fd_watch* in_watch = nullptr;
+  handle_ptr<fd_watch> out_watch, err_watch, in_watch;
   std::string stdin_pending;
   bool stdin_eof = false;
   bool released = false;  // fds mode: client has drained its pipes
+  bool wants_release = false;  // fds mode: sbshd drains the pipes once the client releases them
 
-  ~exec_job();
+  // Whether any of the text ran.
+  [[nodiscard]] bool ran() const { return started && !undelivered && !not_run; }
 };
 
 // Checks an exec request and fills a job; the error names the field and how to fix it.

@@ -54,15 +54,17 @@ void framed_socket::send(std::string frame, std::vector<unique_fd> fds) {
   queued_bytes_ += frame.size();
   out_.push_back(pending{std::move(frame), std::move(fds), 0});
   if (out_.size() == 1) {
-    // No drained callback from here: the caller may be the producer itself, and calling it
-    // back would recurse for as long as the peer keeps up.
-    if (!flush(/*notify=*/false)) return;
+    // No callback of any kind from here, neither drained nor closed: the caller may be the
+    // producer itself, or be in the middle of changing its own state. A failed write is
+    // reported from the loop, where the poll sees the same error.
+    flush(/*from_loop=*/false);
   }
   update_events();
 }
 
-// Returns false when the connection failed (and was reported closed).
-bool framed_socket::flush(bool notify) {
+// Returns false when the connection failed (and was reported closed, which only a call from
+// the loop does).
+bool framed_socket::flush(bool from_loop) {
   while (!out_.empty()) {
     auto& p = out_.front();
     std::vector<int> raw;
@@ -70,7 +72,7 @@ bool framed_socket::flush(bool notify) {
       for (auto& f : p.fds) raw.push_back(f.get());
     ssize_t r = ipc::send_with_fds(fd_.get(), p.bytes.data() + p.off, p.bytes.size() - p.off, raw);
     if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || !from_loop) return true;
       fail_after_reading(fmt::format("write failed: {}", std::strerror(errno)));
       return false;
     }
@@ -80,7 +82,7 @@ bool framed_socket::flush(bool notify) {
     if (p.off < p.bytes.size()) return true;
     out_.pop_front();
   }
-  if (notify && on_drained) {
+  if (from_loop && on_drained) {
     auto cb = on_drained;
     cb();
   }
@@ -97,7 +99,7 @@ void framed_socket::on_poll(int status, int events) {
   }
   auto alive = alive_;
   if ((events & UV_WRITABLE) != 0) {
-    if (!flush(/*notify=*/true) || !*alive) return;
+    if (!flush(/*from_loop=*/true) || !*alive) return;
     update_events();
   }
   if ((events & (UV_READABLE | UV_DISCONNECT)) != 0 && !paused_) read_some();

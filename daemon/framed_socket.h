@@ -52,7 +52,7 @@ class framed_socket {
 
  private:
   void on_poll(int status, int events);
-  bool flush(bool notify);
+  bool flush(bool from_loop);
   void read_some();
   void fail(const std::string& reason);
   // fail() for an error the peer's going away may explain: first delivers what it sent.

@@ -101,7 +101,10 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
   if (!req) return c.send_error(env.msg.id(), req.err());
   if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
   auto* s = job_session(srv, c, env.msg.id());
-  if (s != nullptr) s->cancel(&c, env.msg.id(), req->signal.number);
+  // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
+  // A signal alone: deliver it once.
+  int sig = req->signal.number;
+  if (s != nullptr) s->cancel(&c, env.msg.id(), sig, req->stop.value_or(sig == 0));
 }
 
 void on_release(server& srv, client_conn& c, ipc::envelope& env) {

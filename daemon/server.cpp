@@ -193,7 +193,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     auto fd = ipc::connect_in(dir, wrapper::kAdoptSocket);
     if (!fd) {
       // Its wrapper is gone (killed, or adoption was off): nothing there is of use.
-      if (fd.err().code == "unreachable") remove_links(dir, wrapper::kAdoptSocket);
+      if (fd.err().code == "unreachable") remove_shell_dir(dir);
       else spdlog::warn("cannot adopt the shell of {}: {}", dir, fd.err().message);
       continue;
     }
@@ -222,17 +222,25 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     const auto* groups = m.find("groups");
     if (m.type() != ipc::msg_type::adopted || !name || !name.value() || !cwd || !cwd.value() || !shell_pid ||
         shell_pid.value().value_or(0) <= 1 || !wrapper_pid || wrapper_pid.value().value_or(0) != cred.pid ||
-        answer->fds.size() != 2 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
+        answer->fds.size() != 1 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
       fail("its answer is malformed");
       continue;
     }
     std::string session(*name.value());
+    auto initialized = m.get_bool("initialized");
+    if (!session.empty() && initialized && !initialized.value().value_or(true)) {
+      // The earlier sbshd went before the shell ran its init commands: half set up, it is of
+      // no use; the session starts afresh from its definition.
+      spdlog::info("not adopting the shell of session {} (wrapper pid {}): it had not finished starting", session,
+                   cred.pid);
+      ::kill(cred.pid, SIGTERM);
+      continue;
+    }
     if (session.empty() || !valid_session_name(session) || found.count(session) != 0) {
       // A spare nobody claimed (or a duplicate): it is of no use, end it. Its pid is the
       // peer of a connection still open, so it is not a recycled one.
       if (!session.empty()) fail(fmt::format("session {} was adopted already", session));
-      ::kill(cred.pid, SIGTERM);
-      remove_links(dir);  // the wrapper removes its socket, then the directory
+      ::kill(cred.pid, SIGTERM);  // the wrapper removes its socket, then the directory
       continue;
     }
     adopted_shell a;
@@ -247,8 +255,8 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       if (g.type == msgpack::type::POSITIVE_INTEGER && g.via.u64 > 1 && g.via.u64 < (1u << 22))
         a.groups.insert(static_cast<pid_t>(g.via.u64));
     }
-    a.script_w = std::move(answer->fds[0]);
-    a.status_r = std::move(answer->fds[1]);
+    a.channel = std::move(answer->fds[0]);
+    ::fcntl(a.channel.get(), F_SETFL, ::fcntl(a.channel.get(), F_GETFL) | O_NONBLOCK);
     auto procs = m.get_u64("procs");
     if (auto got = take_lent_pipes(ch, procs ? procs.value().value_or(0) : 0, a.pipes); !got) {
       // The shell is still worth adopting; its background processes will show as lost.
@@ -340,12 +348,23 @@ session* server::find_session(const std::string& name) {
 
 namespace {
 
-// A session starts in the directory asked for when it exists, else in $HOME, else in /.
-std::string usable_dir(const std::string& dir) {
+// The directory a session starts in: the one asked for, which must exist (a command meant
+// for it must never run elsewhere); none asked for: $HOME, else /.
+result<std::string> session_dir(const std::string& dir) {
+  if (dir.empty()) {
+    const char* home = std::getenv("HOME");
+    return std::string(home != nullptr && *home != '\0' ? home : "/");
+  }
+  if (dir[0] != '/')
+    return make_error(ipc::errc::bad_request, fmt::format("the session's directory '{}' is not absolute", dir));
   struct stat st{};
-  if (!dir.empty() && dir[0] == '/' && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
-  const char* home = std::getenv("HOME");
-  return home != nullptr && *home != '\0' ? home : "/";
+  if (::stat(dir.c_str(), &st) != 0)
+    return make_error(ipc::errc::bad_directory, fmt::format("cannot use {} as the session's directory: {}", dir,
+                                                           std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return make_error(ipc::errc::bad_directory,
+                      fmt::format("cannot use {} as the session's directory: it is not a directory", dir));
+  return dir;
 }
 
 std::string describe_difference(const session_def& a, const session_def& b) {
@@ -369,23 +388,22 @@ std::string describe_difference(const session_def& a, const session_def& b) {
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
   if (auto* s = find_session(name)) return s;
   if (auto p = pending_.find(name); p != pending_.end())
-    return make_error(ipc::err::session_creating,
+    return make_error(ipc::errc::session_creating,
                       fmt::format("session '{}' is still being made from a snapshot of {}; run commands in it once "
                                   "'sbsh session create' has returned",
                                   name, p->second.def.snapshot));
+  auto dir = session_dir(cwd);
+  if (!dir) return dir.err();
   session_def def;
-  def.cwd = usable_dir(cwd);
+  def.cwd = *dir;
   return create_session(name, std::move(def));
 }
 
 result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
-  if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
-  // A session's copy that has gone must not turn into the home directory: its commands were
-  // meant for the copy.
-  if (def.snapshot.empty()) def.cwd = usable_dir(def.cwd);
+  if (shutting_down_) return make_error(ipc::errc::shutting_down, "sbshd is shutting down");
   if (auto* s = find_session(name)) {
     if (s->def() == def) return s;
-    return make_error(ipc::err::session_exists,
+    return make_error(ipc::errc::session_exists,
                       fmt::format("session '{}' exists with a different definition: {}; remove it first with "
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
@@ -401,10 +419,16 @@ result<session*> server::create_session(const std::string& name, session_def def
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
                             std::function<void(result<session*>)> done) {
-  if (!def.snapshot.empty()) def.cwd = snapshots_.path_of(name);
+  if (!def.snapshot.empty()) {
+    def.cwd = snapshots_.path_of(name);
+  } else {
+    auto dir = session_dir(def.cwd);
+    if (!dir) return done(dir.err());
+    def.cwd = *dir;
+  }
   if (auto p = pending_.find(name); p != pending_.end() && !shutting_down_) {
     if (p->second.def != def)
-      return done(make_error(ipc::err::session_creating,
+      return done(make_error(ipc::errc::session_creating,
                              fmt::format("session '{}' is being made from a snapshot of {}; wait for that, then "
                                          "remove it with 'sbsh session rm {}' to define it again",
                                          name, p->second.def.snapshot, name)));
@@ -602,8 +626,12 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
     if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
     auto shell = adopted.find(name);
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
-    if (!s) spdlog::error("cannot recreate session {}: {}", name, s.err().message);
-    else if (shell == adopted.end()) spdlog::info("recreated session {} from {}", name, path);
+    if (!s) {
+      spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+    } else if (shell == adopted.end()) {
+      spdlog::info("recreated session {} from {}", name, path);
+      (*s)->jobs().assume_earlier_shell("sbshd restarted and the session's shell did not outlive it");
+    }
     if (shell != adopted.end()) adopted.erase(shell);
   }
 }
@@ -676,7 +704,7 @@ std::optional<spare_shell> server::take_spare() {
       out = std::move(s);
     } else {
       s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
-      remove_links(s.link.dir);
+      remove_shell_dir(s.dir);
     }
   }
   start_spares_in(0);
@@ -689,9 +717,7 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
-                                                     const std::pair<unique_fd, unique_fd>& ends,
-                                                     const std::vector<std::string>& args,
+std::optional<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                                      std::vector<std::string>& env, const char* cwd,
                                                      child_process::exit_callback on_exit, int* err) {
   int ctl[2];
@@ -699,17 +725,25 @@ std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
     *err = errno;
     return std::nullopt;
   }
-  wrapper_process w{nullptr, unique_fd(ctl[0])};
+  wrapper_process w{nullptr, unique_fd(ctl[0]), {}};
   unique_fd theirs(ctl[1]);
-  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", link.dir, "--adopt-timeout",
+  auto channel = make_shell_channel();
+  if (!channel) {
+    *err = errno;
+    return std::nullopt;
+  }
+  unique_fd owner(::fcntl(channel->first.get(), F_DUPFD_CLOEXEC, 0));
+  if (::mkdir(dir.c_str(), 0700) != 0 || !owner) {
+    *err = errno;
+    return std::nullopt;
+  }
+  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
                                       std::to_string(opts_.adopt_timeout_ms)};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv = ipc::c_pointers(argv_store);
   std::vector<char*> envp = ipc::c_pointers(env);
-  static_assert(wrapper::kControlFd == 3 && wrapper::kScriptFd == 4 && wrapper::kStatusFd == 5 &&
-                wrapper::kScriptOwnerFd == 6 && wrapper::kStatusOwnerFd == 7);
-  int fds[] = {devnull_.get(), 2, 2, theirs.get(), ends.first.get(), ends.second.get(), link.script_w.get(),
-               link.status_r.get()};
+  static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
+  int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
   child_process::options po;
   po.file = opts_.wrapper_path.c_str();
   po.argv = argv.data();
@@ -717,7 +751,11 @@ std::optional<wrapper_process> server::start_wrapper(const shell_link& link,
   po.cwd = cwd;
   po.fds = fds;
   w.proc = child_process::spawn(&loop_, po, std::move(on_exit), err);
-  if (w.proc == nullptr) return std::nullopt;
+  if (w.proc == nullptr) {
+    ::rmdir(dir.c_str());
+    return std::nullopt;
+  }
+  w.channel = std::move(channel->first);
   return w;
 }
 
@@ -729,22 +767,15 @@ void server::start_spares() {
     // its own, in / (it holds no directory busy while it waits). The padding is the argument
     // memory in which the wrapper will show its session's name, as long as the longest name.
     std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
-    auto link = shell_link::with_slots(devnull_.get(), "spare");
-    link.dir = new_shell_dir();
-    auto ends = open_shell(link, pid_);
-    if (!ends) {
-      spdlog::warn("cannot start a spare shell: {}; sessions start their own", ends.err().message);
-      remove_links(link.dir);
-      return;
-    }
+    std::string dir = new_shell_dir();
     int err = 0;
     auto spare = start_wrapper(
-        link, *ends, {"--spare", std::string(64, ' ')}, env, "/",
+        dir, {"--spare", std::string(64, ' ')}, env, "/",
         [this](int64_t status, int sig) {
           // It ended unclaimed: forget it (its handle frees itself after this callback).
           std::erase_if(spares_, [](const spare_shell& s) {
             if (!s.wrapper.proc->exited()) return false;
-            remove_links(s.link.dir);
+            remove_shell_dir(s.dir);
             return true;
           });
           spdlog::warn("a spare wrapper {}; another starts in 1 s",
@@ -756,10 +787,9 @@ void server::start_spares() {
     if (!spare) {
       spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
                    std::strerror(err));
-      remove_links(link.dir);
       return;
     }
-    spares_.push_back({std::move(*spare), std::move(link)});
+    spares_.push_back({std::move(*spare), std::move(dir)});
   }
 }
 
@@ -767,7 +797,7 @@ void server::drop_spares() {
   for (auto& s : spares_) {
     s.wrapper.proc->kill(SIGTERM);
     s.wrapper.proc->release();
-    remove_links(s.link.dir);
+    remove_shell_dir(s.dir);
   }
   spares_.clear();  // and their control sockets close
   if (spare_timer_ != nullptr) spare_timer_->close();

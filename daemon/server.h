@@ -84,15 +84,16 @@ class server {
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
-  // Starts sbsh-wrapper for the shell of `link` with `args` after its name and options,
-  // the environment `env`, in `cwd`, with /dev/null as stdin, sbshd's stderr as stdout and
-  // stderr, a new control socket at wrapper::kControlFd, then bash's ends of its pipes
-  // (`ends`, from open_shell) and sbshd's (from `link`, kept by the wrapper for adoption).
-  // On failure sets *err (an errno value).
-  std::optional<wrapper_process> start_wrapper(const shell_link& link, const std::pair<unique_fd, unique_fd>& ends,
-                                               const std::vector<std::string>& args, std::vector<std::string>& env,
-                                               const char* cwd, child_process::exit_callback on_exit, int* err);
-  // A new link directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
+  // Starts sbsh-wrapper with `args` after its options, for a shell whose directory (for the
+  // adoption socket) is `dir`, with the environment `env`, in `cwd`: /dev/null as stdin,
+  // sbshd's stderr as stdout and stderr, a new control socket at wrapper::kControlFd, and a
+  // new shell channel, bash's end at wrapper::kChannelFd and a copy of sbshd's at
+  // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). On failure sets *err (an
+  // errno value).
+  std::optional<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
+                                               std::vector<std::string>& env, const char* cwd,
+                                               child_process::exit_callback on_exit, int* err);
+  // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
   std::string new_shell_dir();
   // A running spare shell for a new session to claim, or nullopt when none is ready;
   // another is started on the next turn of the loop.
@@ -140,7 +141,7 @@ class server {
   void load_state(std::map<std::string, adopted_shell>& adopted);
   // The shells an earlier sbshd left (their wrappers listen in shells_dir()), by session.
   std::map<std::string, adopted_shell> adopt_orphans();
-  // Where each shell's link directory lives (shell_protocol.h).
+  // Where each shell's directory lives: its wrapper's adoption socket.
   [[nodiscard]] std::string shells_dir() const { return opts_.socket_path + ".d"; }
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
   struct removal {

@@ -1,7 +1,8 @@
 // Owners for libuv handles. Each object holds its uv_*_t by value, sets handle.data = this,
 // cannot be copied or moved, and is freed only in its close callback: the owner calls
 // close() (safe twice) and forgets the pointer; callbacks are dropped at that moment, so a
-// closed handle never calls back into an owner that is gone.
+// closed handle never calls back into an owner that is gone. handle_ptr does both: it closes
+// the handle when it is reset or destroyed, as uvw's handles do.
 #pragma once
 
 #include <uv.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <utility>
 
 namespace sbsh::daemon {
@@ -104,5 +106,21 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
   callback cb_;
   int events_ = 0;
 };
+
+// An owning pointer to a handle: resetting or destroying it closes the handle, which frees
+// itself in its close callback.
+struct handle_closer {
+  template <typename H>
+  void operator()(H* h) const {
+    h->close();
+  }
+};
+template <typename H>
+using handle_ptr = std::unique_ptr<H, handle_closer>;
+
+template <typename H, typename... Args>
+handle_ptr<H> make_handle(Args&&... args) {
+  return handle_ptr<H>(H::create(std::forward<Args>(args)...));
+}
 
 }  // namespace sbsh::daemon

@@ -117,11 +117,15 @@ std::string_view kind_name(msgpack::type::object_type t) {
   }
 }
 
-}  // namespace
-
-error field_type_error(std::string_view key, std::string_view want, const msgpack::object& o) {
+error wrong_type(std::string_view key, std::string_view want, const msgpack::object& o) {
   return make_error(err::bad_request,
                     fmt::format("field '{}' must be {}, not {}", key, want, kind_name(o.type)));
+}
+
+}  // namespace
+
+error field_type_error(std::string_view key, std::string_view want, const msgpack::object& got) {
+  return wrong_type(key, want, got);
 }
 
 result<message> message::parse(const char* data, size_t n) {
@@ -171,7 +175,7 @@ bool message::is_nil(std::string_view key) const {
 result<std::optional<uint64_t>> message::get_u64(std::string_view key) const {
   const auto* o = find(key);
   if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<uint64_t>{};
-  if (o->type != msgpack::type::POSITIVE_INTEGER) return field_type_error(key, "a non-negative integer", *o);
+  if (o->type != msgpack::type::POSITIVE_INTEGER) return wrong_type(key, "a non-negative integer", *o);
   return std::optional<uint64_t>{o->via.u64};
 }
 
@@ -181,13 +185,13 @@ result<std::optional<int64_t>> message::get_i64(std::string_view key) const {
   if (o->type == msgpack::type::NEGATIVE_INTEGER) return std::optional<int64_t>{o->via.i64};
   if (o->type == msgpack::type::POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
     return std::optional<int64_t>{static_cast<int64_t>(o->via.u64)};
-  return field_type_error(key, "an integer", *o);
+  return wrong_type(key, "an integer", *o);
 }
 
 result<std::optional<std::string_view>> message::get_str(std::string_view key) const {
   const auto* o = find(key);
   if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<std::string_view>{};
-  if (o->type != msgpack::type::STR) return field_type_error(key, "a string", *o);
+  if (o->type != msgpack::type::STR) return wrong_type(key, "a string", *o);
   return std::optional<std::string_view>{std::string_view(o->via.str.ptr, o->via.str.size)};
 }
 
@@ -198,13 +202,13 @@ result<std::optional<std::string_view>> message::get_bin(std::string_view key) c
     return std::optional<std::string_view>{std::string_view(o->via.bin.ptr, o->via.bin.size)};
   if (o->type == msgpack::type::STR)  // lenient: some msgpack libraries cannot emit bin
     return std::optional<std::string_view>{std::string_view(o->via.str.ptr, o->via.str.size)};
-  return field_type_error(key, "binary", *o);
+  return wrong_type(key, "binary", *o);
 }
 
 result<std::optional<bool>> message::get_bool(std::string_view key) const {
   const auto* o = find(key);
   if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<bool>{};
-  if (o->type != msgpack::type::BOOLEAN) return field_type_error(key, "a boolean", *o);
+  if (o->type != msgpack::type::BOOLEAN) return wrong_type(key, "a boolean", *o);
   return std::optional<bool>{o->via.boolean};
 }
 
@@ -213,12 +217,12 @@ result<std::optional<std::vector<std::string_view>>> message::get_str_array(
   const auto* o = find(key);
   if (o == nullptr || o->type == msgpack::type::NIL)
     return std::optional<std::vector<std::string_view>>{};
-  if (o->type != msgpack::type::ARRAY) return field_type_error(key, "an array of strings", *o);
+  if (o->type != msgpack::type::ARRAY) return wrong_type(key, "an array of strings", *o);
   std::vector<std::string_view> out;
   out.reserve(o->via.array.size);
   for (uint32_t i = 0; i < o->via.array.size; ++i) {
     const auto& e = o->via.array.ptr[i];
-    if (e.type != msgpack::type::STR) return field_type_error(key, "an array of strings", e);
+    if (e.type != msgpack::type::STR) return wrong_type(key, "an array of strings", e);
     out.emplace_back(e.via.str.ptr, e.via.str.size);
   }
   return std::optional<std::vector<std::string_view>>{std::move(out)};

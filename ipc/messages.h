@@ -219,7 +219,7 @@ struct session_create {
   session_spec definition;  // its name is not sent: `name` is
   static constexpr auto fields() {
     return std::tuple_cat(std::tuple{field("name", &session_create::name, kRequired)},
-                          embed(&session_create::definition));
+                          embed(&session_create::definition, "snapshot"));
   }
 };
 
@@ -299,6 +299,8 @@ struct stdin_eof {
 
 std::string done_signal_name(const struct exec_done& d);
 
+// How a command ended. The error pair only when it did not run or did not end normally;
+// state_lost_reason only with state_lost.
 struct exec_done {
   static constexpr message_kind kind{msg_type::exec_done, "exec_done", daemon_to_client, true};
   std::optional<int> exit_code;
@@ -307,10 +309,16 @@ struct exec_done {
   bool cancelled = false;
   bool shell_restarted = false;
   bool ran = true;
-  int64_t started_at_ms = 0;
   uint64_t duration_us = 0;
+  uint64_t generation = 0;  // the session's shell generation the command was queued against
+  bool state_lost = false;  // it ran in another shell than the command before it
+  bool release = true;      // io "fds": sbshd waits for a release (absent from an older sbshd: true)
+  std::optional<int64_t> started_at_ms;  // nil when it never started
+  std::string_view state_lost_reason;
   std::string_view error_code;
   std::string_view error;
+  static bool lost(const exec_done& d) { return d.state_lost; }
+  static bool failed(const exec_done& d) { return !d.error.empty(); }
   static constexpr auto fields() {
     using s = exec_done;
     return std::tuple{field("exit_code", &s::exit_code),
@@ -320,17 +328,26 @@ struct exec_done {
                       field("cancelled", &s::cancelled),
                       field("shell_restarted", &s::shell_restarted),
                       field("ran", &s::ran),
-                      field("started_at_ms", &s::started_at_ms),
                       field("duration_us", &s::duration_us),
-                      field("error_code", &s::error_code, kOmitEmpty),
-                      field("error", &s::error, kOmitEmpty)};
+                      field("generation", &s::generation),
+                      field("state_lost", &s::state_lost),
+                      field("release", &s::release),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("state_lost_reason", &s::state_lost_reason).only_if(lost, "with state_lost"),
+                      field("error_code", &s::error_code).only_if(failed, "when it did not run or end normally"),
+                      field("error", &s::error).only_if(failed, "when it did not run or end normally")};
   }
 };
 
+// No signal: stop the command (SIGTERM first, then SIGKILL after its grace). A signal and
+// "stop": stop it, that signal first. A signal alone: deliver it once.
 struct cancel {
   static constexpr message_kind kind{msg_type::cancel, "cancel", client_to_daemon, true};
-  signal_spec signal;  // none: stop the command
-  static constexpr auto fields() { return std::tuple{field("signal", &cancel::signal, kOmitEmpty)}; }
+  signal_spec signal;
+  std::optional<bool> stop;  // absent: true without a signal, false with one
+  static constexpr auto fields() {
+    return std::tuple{field("signal", &cancel::signal, kOmitEmpty), field("stop", &cancel::stop, kOmitEmpty)};
+  }
 };
 
 struct release {
@@ -378,16 +395,18 @@ struct wrapper_ready {
   }
 };
 
-// Signal the processes the running command started after the mark (procs::since_mark).
+// Signal the processes the running command started after the mark (procs::since_mark);
+// with interrupt, also interrupt the shell, which abandons the rest of the command's text.
 struct signal_command {
   static constexpr message_kind kind{msg_type::signal_command, "signal_command", daemon_to_wrapper, true};
   int64_t since_pid = 0;
   uint64_t since_ticks = 0;
   int64_t signal = 0;
+  bool interrupt = false;
   static constexpr auto fields() {
     using s = signal_command;
     return std::tuple{field("since_pid", &s::since_pid), field("since_ticks", &s::since_ticks),
-                      field("signal", &s::signal)};
+                      field("signal", &s::signal), field("interrupt", &s::interrupt)};
   }
 };
 
@@ -397,7 +416,8 @@ struct signal_result {
   static constexpr auto fields() { return std::tuple{field("count", &signal_result::count)}; }
 };
 
-// One of exit_code or signal when the shell ended; error alone when it could not start.
+// One of exit_code or signal when the shell ended; error, alone when it could not start,
+// or with them when a shell that never served printed something (what it said).
 struct shell_exited {
   static constexpr message_kind kind{msg_type::shell_exited, "shell_exited", wrapper_to_daemon, false};
   std::optional<int64_t> exit_code;
@@ -456,8 +476,10 @@ struct adopt {
   static constexpr auto fields() { return std::tuple{field("pid", &adopt::pid)}; }
 };
 
-// With 2 descriptors (sbshd's ends of the shell's script and status pipes), then `procs`
-// protect_group frames, one per background process whose pipes the wrapper holds.
+// With 1 descriptor (sbshd's end of the shell channel), then `procs` protect_group frames,
+// one per background process whose pipes the wrapper holds, each as it was received.
+// initialized: the shell ran its init commands (see initialized); a later sbshd adopts only
+// such a shell.
 struct adopted {
   static constexpr message_kind kind{msg_type::adopted, "adopted", wrapper_to_daemon, true};
   std::string_view session;  // empty: a spare nobody claimed
@@ -467,14 +489,23 @@ struct adopted {
   int64_t started_at_ms = 0;
   std::vector<int64_t> groups;
   uint64_t procs = 0;
+  bool initialized = true;  // absent (an older wrapper): true
   uint64_t fds = 0;
   static constexpr auto fields() {
     using s = adopted;
     return std::tuple{field("session", &s::session),         field("cwd", &s::cwd),
                       field("shell_pid", &s::shell_pid),     field("wrapper_pid", &s::wrapper_pid),
                       field("started_at_ms", &s::started_at_ms), field("groups", &s::groups),
-                      field("procs", &s::procs),             field("fds", &s::fds)};
+                      field("procs", &s::procs),             field("initialized", &s::initialized),
+                      field("fds", &s::fds)};
   }
+};
+
+// The shell ran its init commands (or a spare was claimed): from now on a later sbshd may
+// adopt it; until then it would be half set up.
+struct initialized {
+  static constexpr message_kind kind{msg_type::initialized, "initialized", daemon_to_wrapper, false};
+  static constexpr auto fields() { return std::tuple{}; }
 };
 
 // 600: background processes
@@ -556,7 +587,7 @@ using all = std::tuple<hello, welcome, error, ok, session_list, session_info, se
                        session_detail, session_rm, session_restart, exec, output, stdin_data, stdin_eof,
                        exec_done, cancel, release, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
-                       adopted, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
+                       adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end>;
 
 }  // namespace msg

@@ -74,6 +74,7 @@ enum class msg_type : uint32_t {
   claim = 508,
   adopt = 509,
   adopted = 510,
+  initialized = 511,
 
   // 600: background processes
   proc_start = 600,
@@ -104,9 +105,10 @@ enum class errc {
   session_creating,      // the session's snapshot is still being copied
   no_such_session,
   no_such_process,
+  bad_directory,         // a directory that does not exist or cannot be entered
   start_failed,          // a background process could not start
   not_started,           // a background process has not started yet
-  timeout,               // proc_wait's timeout passed first
+  timeout,               // the deadline passed first
   too_slow,              // a follower of proc_logs fell too far behind
   cancelled,             // exec: cancelled before it started
   shutting_down,
@@ -134,9 +136,11 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::session_creating, "session_creating", "the session's snapshot is still being copied"},
     {errc::no_such_session, "no_such_session", "no session of that name"},
     {errc::no_such_process, "no_such_process", "no background process of that id or name"},
+    {errc::bad_directory, "bad_directory", "a directory (cwd, snapshot, exec's cwd) does not exist or cannot be entered"},
     {errc::start_failed, "start_failed", "the background process could not start"},
     {errc::not_started, "not_started", "the background process has not started yet"},
-    {errc::timeout, "timeout", "proc_wait: the process still runs when the timeout passes"},
+    {errc::timeout, "timeout",
+     "the deadline passed first: proc_wait's process still runs, or exec's command waited in the queue past its timeout"},
     {errc::too_slow, "too_slow", "proc_logs: the follower fell more than 16 MiB behind"},
     {errc::cancelled, "cancelled", "exec: cancelled before it started"},
     {errc::shutting_down, "shutting_down", "sbshd is shutting down"},
@@ -172,6 +176,8 @@ inline constexpr std::string_view session_failed = wire_name(errc::session_faile
 inline constexpr std::string_view session_exists = wire_name(errc::session_exists);
 inline constexpr std::string_view session_creating = wire_name(errc::session_creating);
 inline constexpr std::string_view no_session = wire_name(errc::no_such_session);
+inline constexpr std::string_view bad_directory = wire_name(errc::bad_directory);
+inline constexpr std::string_view timeout = wire_name(errc::timeout);
 inline constexpr std::string_view shutting_down = wire_name(errc::shutting_down);
 inline constexpr std::string_view internal = wire_name(errc::internal);
 }  // namespace err

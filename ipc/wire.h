@@ -125,12 +125,14 @@ inline constexpr auto kTable = table_of<T>();
 
 // Every field of the struct in member `outer`, as fields of S's own map: how the session
 // map inside session_detail carries the fields of session_status.
+// `omit_empty` names a field that S leaves out when empty although I's own table sends it
+// always (session_create's snapshot).
 template <typename S, typename I>
-constexpr auto embed(I S::*outer) {
+constexpr auto embed(I S::*outer, std::string_view omit_empty = {}) {
   return std::apply(
       [&](const auto&... f) {
-        return std::tuple{nested_field<S, I, typename std::decay_t<decltype(f)>::type>{f.name, outer, f.member,
-                                                                                      f.flags, f.when, f.note}...};
+        return std::tuple{nested_field<S, I, typename std::decay_t<decltype(f)>::type>{
+            f.name, outer, f.member, f.flags | (f.name == omit_empty ? kOmitEmpty : 0u), f.when, f.note}...};
       },
       kTable<I>);
 }

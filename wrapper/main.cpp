@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
   if (argc == i + 2 && std::strcmp(argv[i], "--spare") == 0) {
     // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. It is
     // rewritten to show the session's name once claimed; the padding reserves room for it.
-    char* first = argv[1];
+    // Only "--spare PADDING" is rewritten: ps then shows a claimed spare's options and name as
+    // it shows those of a wrapper started for its session.
+    char* first = argv[i];
     char* last = argv[i + 1] + std::strlen(argv[i + 1]);
     std::memset(argv[i + 1], 0, static_cast<size_t>(last - argv[i + 1]));
     return sbsh::wrapper::run_spare(first, static_cast<size_t>(last - first), o);

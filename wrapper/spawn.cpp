@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "ipc/shell_channel.h"
+
 extern char** environ;
 
 namespace sbsh::wrapper {
@@ -25,7 +27,7 @@ namespace {
 
 struct child_args {
   const char* bash_path;
-  int script_fd, status_fd;
+  shell_fds fds;
   pid_t parent;
   std::span<const ipc::rlimit_spec> limits;
   int error = 0;  // set by the child when it cannot exec bash; read once it has exited
@@ -41,11 +43,20 @@ int child_main(void* p) {
   auto* a = static_cast<child_args*>(p);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != a->parent) ::_exit(127);  // the parent died before prctl took effect
+  // Every source first goes above every target, so that no dup2 below overwrites a source.
+  constexpr int kAbove = SBSH_CHANNEL_FD + 2;
   int devnull = ::open("/dev/null", O_RDWR);
-  if (devnull < 0) child_fail(a, errno);
-  if (::dup2(a->script_fd, 0) < 0 || ::dup2(a->status_fd, 1) < 0 || ::dup2(devnull, 2) < 0)
+  int null_fd = ::fcntl(devnull, F_DUPFD, kAbove);
+  int channel = ::fcntl(a->fds.channel, F_DUPFD, kAbove);
+  int script = ::fcntl(a->fds.script, F_DUPFD, kAbove);
+  int early = ::fcntl(a->fds.early_err, F_DUPFD, kAbove);
+  if (devnull < 0 || null_fd < 0 || channel < 0 || script < 0 || early < 0) child_fail(a, errno);
+  if (::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(early, 2) < 0 ||
+      ::dup2(script, SBSH_SCRIPT_FD) < 0 || ::dup2(channel, SBSH_CHANNEL_FD) < 0)
     child_fail(a, errno);
-  ::close_range(3, ~0U, 0);  // one call instead of a close() per possible descriptor
+  // One call per range instead of a close() per possible descriptor.
+  ::close_range(SBSH_SCRIPT_FD + 1, SBSH_CHANNEL_FD - 1, 0);
+  ::close_range(SBSH_CHANNEL_FD + 1, ~0U, 0);
   for (const auto& l : a->limits)
     if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &l.value) != 0) {
       a->failed_limit = &l;
@@ -65,15 +76,16 @@ int child_main(void* p) {
   char arg0[] = "bash";
   char arg1[] = "--noprofile";
   char arg2[] = "--norc";
-  char* argv[] = {arg0, arg1, arg2, nullptr};
+  char arg3[] = "/dev/fd/3";
+  static_assert(SBSH_SCRIPT_FD == 3);
+  char* argv[] = {arg0, arg1, arg2, arg3, nullptr};
   ::execve(a->bash_path, argv, environ);
   child_fail(a, errno);
 }
 
 }  // namespace
 
-result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd,
-                          std::span<const ipc::rlimit_spec> limits) {
+result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits) {
   // The child runs on this process's memory, on a stack of its own, and this thread waits
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
   // for a child that is about to exec anyway. Every signal stays blocked until the child has
@@ -81,7 +93,7 @@ result<pid_t> spawn_shell(const char* bash_path, int script_fd, int status_fd,
   constexpr size_t kStack = 256 * 1024;  // generous: sanitizer builds use more stack
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
-  child_args args{bash_path, script_fd, status_fd, ::getpid(), limits};
+  child_args args{bash_path, fds, ::getpid(), limits};
   sigset_t all, old;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, &old);

@@ -8,6 +8,8 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,10 +27,13 @@
 
 #include <fmt/format.h>
 
+#include "common/procs.h"
 #include "ipc/clock.h"
 #include "ipc/frame.h"
+#include "ipc/paths.h"
+#include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
-#include "common/procs.h"
+#include "ipc/text.h"
 #include "wrapper/spawn.h"
 
 namespace sbsh::wrapper {
@@ -45,6 +50,12 @@ void log_error(const char* session, const std::string& what) {
 // Kills what is left of the session: a polite SIGHUP (as a closing terminal would send),
 // then SIGKILL for whatever is still there after a short grace.
 void end_session(pid_t sid, const std::set<pid_t>& spare) {
+  // Every process of the session descends from this one (a child subreaper: orphans come
+  // back to it), so with no child left there is nothing to look for: no scan of /proc, whose
+  // cost grows with every process on the host.
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
   if (procs::signal_session(sid, ::getpid(), SIGHUP, spare) == 0) return;
   for (int i = 0; i < 50; ++i) {  // up to 500 ms
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
@@ -73,6 +84,48 @@ void remove_dir(const std::string& dir) {
     ::closedir(d);
   }
   ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+result<std::string> find_builtin() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return make_error("spawn", fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
+  self[n] = '\0';
+  std::string path = ipc::dirname_of(self) + "/" + SBSH_BUILTIN_RELPATH;
+  if (::access(path.c_str(), R_OK) != 0)
+    return make_error("spawn", fmt::format("cannot read sbsh's bash builtin {}: {}; install sbsh completely", path,
+                                           std::strerror(errno)));
+  return path;
+}
+
+std::string shell_script(const std::string& builtin) {
+  // Job control puts every job of a command in a process group of its own; the SIGINT trap
+  // makes a throw to the top level end a command instead of the shell (shell/sbsh_builtin.c).
+  return fmt::format("enable -f {} __sbsh && set -m && trap : INT && '__sbsh serve'\n", ipc::shell_quote(builtin));
+}
+
+namespace {
+
+// Several lines of a program's stderr as one line of a report.
+std::string trim_text(std::string_view text) {
+  std::string out;
+  for (char c : text) out += (c == '\n') ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// A copy of descriptor `fd` of process `pidfd` (pidfd_getfd(2)): -1 when it is not open there,
+// or when this kernel or its ptrace policy does not allow it.
+int fetch_fd(int pidfd, int fd) {
+#ifdef SYS_pidfd_getfd
+  return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+#else
+  (void)pidfd;
+  (void)fd;
+  return -1;
+#endif
 }
 
 class wrapper_loop {
@@ -111,24 +164,21 @@ class wrapper_loop {
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
-    if (unique_fd script_owner(kScriptOwnerFd), status_owner(kStatusOwnerFd);
-        opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kScriptOwnerFd, F_SETFD, FD_CLOEXEC) == 0 &&
-        ::fcntl(kStatusOwnerFd, F_SETFD, FD_CLOEXEC) == 0) {
-      // Held for the next sbshd: bash reads no end-of-file and writes no status into a void
-      // when this sbshd goes away. Otherwise they close at the end of this statement.
-      script_owner_ = std::move(script_owner);
-      status_owner_ = std::move(status_owner);
+    if (unique_fd channel_owner(kChannelOwnerFd);
+        opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kChannelOwnerFd, F_SETFD, FD_CLOEXEC) == 0) {
+      // Held for the next sbshd: the builtin reads no end-of-file and loses no status when
+      // this sbshd goes away. Otherwise it closes at the end of this statement.
+      channel_owner_ = std::move(channel_owner);
       if (auto l = ipc::listen_in(opts_.dir, kAdoptSocket, 4)) listen_ = std::move(*l);
       else log_error(session_.c_str(), "no adoption by a later sbshd: " + l.err().message);
     }
     char here[4096];
     cwd_ = ::getcwd(here, sizeof here) != nullptr ? here : "/";
 
-    unique_fd script(kScriptFd), status(kStatusFd);
-    const char* bash = std::getenv("SBSH_BASH");
-    result<pid_t> pid = spawn_shell(bash != nullptr && *bash != '\0' ? bash : "/bin/bash", script.get(), status.get(), opts_.limits);
-    script.reset();
-    status.reset();
+    unique_fd channel(kChannelFd);
+    ::fcntl(kChannelFd, F_SETFD, FD_CLOEXEC);
+    result<pid_t> pid = start_bash(channel);
+    channel.reset();
     if (!pid) {
       log_error(session_.c_str(), pid.err().message);
       // No shell ran, so there is no exit status to report: only the reason.
@@ -138,11 +188,69 @@ class wrapper_loop {
       return 1;
     }
     shell_ = *pid;
+    shell_pidfd_ = unique_fd(static_cast<int>(::syscall(SYS_pidfd_open, shell_, 0)));
     started_at_ms_ = ipc::wall_ms();
     frame_builder ready(msg_type::wrapper_ready);
     ready.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid());
     send(ready);
     return loop();
+  }
+
+  // Starts bash on a script that loads the builtin, with stderr on a pipe of ours until the
+  // builtin serves (what a start that fails prints: a missing or refused builtin, a bash that
+  // is not bash).
+  result<pid_t> start_bash(const unique_fd& channel) {
+    auto builtin = find_builtin();
+    if (!builtin) return builtin.err();
+    int script[2], early[2];
+    if (::pipe2(script, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
+    unique_fd script_r(script[0]), script_w(script[1]);
+    if (::pipe2(early, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
+    unique_fd early_w(early[1]);
+    early_err_ = unique_fd(early[0]);
+    std::string line = shell_script(*builtin);
+    if (::write(script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return make_error("spawn", fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
+    script_w.reset();  // the builtin writes its later lines itself
+    const char* bash = std::getenv("SBSH_BASH");
+    bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
+    return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits);
+  }
+
+  // What the shell wrote on its stderr before the builtin took over: kept for the report of a
+  // failed start.
+  void read_early_err() {
+    char buf[1024];
+    ssize_t n = ::read(early_err_.get(), buf, sizeof buf);
+    if (n > 0) {
+      early_text_.append(buf, std::min(static_cast<size_t>(n), kMaxEarlyText - std::min(kMaxEarlyText, early_text_.size())));
+      return;
+    }
+    if (n < 0 && errno == EINTR) return;
+    early_err_.reset();
+  }
+
+  // No sbshd is left to read a running command's output: take copies of the pipes the shell
+  // holds for it (SBSH_KEEP_*) and read them into nothing, so the command runs on instead of
+  // meeting a pipe without a reader or filling one nobody empties.
+  void start_draining() {
+    if (!shell_pidfd_) return;
+    for (int fd : {SBSH_KEEP_OUT_FD, SBSH_KEEP_ERR_FD}) {
+      unique_fd copy(fetch_fd(shell_pidfd_.get(), fd));
+      struct stat st{};
+      if (copy && ::fstat(copy.get(), &st) == 0 && S_ISFIFO(st.st_mode)) draining_.push_back(std::move(copy));
+    }
+  }
+
+  // Reads what a drained pipe holds; drops it once no writer is left. splice(2) with
+  // SPLICE_F_NONBLOCK does not block and leaves the descriptor's own flags alone (the pipe's
+  // other ends may belong to a client that reads it blocking).
+  void drain(size_t i, short revents) {
+    if (!devnull_) devnull_ = unique_fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    ssize_t n = 0;
+    if ((revents & POLLIN) != 0)
+      n = ::splice(draining_[i].get(), nullptr, devnull_.get(), nullptr, 1 << 20, SPLICE_F_NONBLOCK);
+    if (n == 0 && (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) draining_.erase(draining_.begin() + static_cast<long>(i));
   }
 
  private:
@@ -181,8 +289,8 @@ class wrapper_loop {
     auto& pk = f.field("groups");
     pk.pack_array(static_cast<uint32_t>(spare_.size()));
     for (pid_t g : spare_) pk.pack_int64(g);
-    f.u64("procs", held_.size()).u64("fds", 2);
-    int fds[] = {script_owner_.get(), status_owner_.get()};
+    f.u64("procs", held_.size()).boolean("initialized", initialized_).u64("fds", 1);
+    int fds[] = {channel_owner_.get()};
     if (!ch.send(f.finish(), fds)) return;
     // The background processes' pipes, as sbshd lent them. The wrapper keeps its own
     // copies: if this sbshd goes away too, the next one needs them.
@@ -205,6 +313,7 @@ class wrapper_loop {
     ctl_.close();
     if (!listen_ || spare_shell_) return false;  // a spare holds no state worth keeping
     orphan_deadline_ms_ = mono_ms() + static_cast<int64_t>(opts_.adopt_timeout_ms);
+    start_draining();
     log_error(session_.c_str(), fmt::format("sbshd went away; the session waits {} s for the next sbshd to adopt it",
                                             opts_.adopt_timeout_ms / 1000));
     return true;
@@ -217,13 +326,21 @@ class wrapper_loop {
 
   int loop() {
     for (;;) {
-      pollfd fds[3] = {{sigfd_, POLLIN, 0}, {ctl_.open() ? ctl_.fd() : -1, POLLIN, 0}, {listen_.get(), POLLIN, 0}};
+      // Fixed slots first, then one per drained pipe.
+      std::vector<pollfd> fds = {{sigfd_, POLLIN, 0},
+                                 {ctl_.open() ? ctl_.fd() : -1, POLLIN, 0},
+                                 {listen_.get(), POLLIN, 0},
+                                 {early_err_.get(), POLLIN, 0}};
+      for (const auto& d : draining_) fds.push_back({d.get(), POLLIN, 0});
       int timeout = -1;
       if (orphan_deadline_ms_ != 0) timeout = static_cast<int>(std::max<int64_t>(0, orphan_deadline_ms_ - mono_ms()));
       // Frames already read but not yet handled are not seen by poll().
-      int n = ctl_.open() && ctl_.buffered() ? 0 : ::poll(fds, 3, timeout);
+      int n = ctl_.open() && ctl_.buffered() ? 0 : ::poll(fds.data(), fds.size(), timeout);
       if (n < 0 && errno != EINTR) return 1;
       if (n < 0) continue;
+      if (fds[3].revents != 0) read_early_err();
+      for (size_t i = fds.size(); i-- > 4;)
+        if (fds[i].revents != 0) drain(i - 4, fds[i].revents);
       if (fds[0].revents != 0) {
         if (int code = on_signals(); code >= 0) return code;
       }
@@ -260,9 +377,12 @@ class wrapper_loop {
     pid_t p;
     while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (p != shell_) continue;  // an orphan of the session, adopted and reaped
+      while (early_err_) read_early_err();  // the shell is gone: so are its writers
       frame_builder f(msg_type::shell_exited);
       if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
       else f.i64("exit_code", WEXITSTATUS(st));
+      // What a shell that never served printed (bash's words for a builtin it could not load).
+      if (!early_text_.empty()) f.str("error", fmt::format("{} said: {}", bash_, trim_text(early_text_)));
       send(f);
       end_session(sid_, spare_);
       return 0;
@@ -284,7 +404,16 @@ class wrapper_loop {
         mark.last_pid = static_cast<pid_t>(since.value().value_or(0));
         mark.start_ticks = ticks.value().value_or(0);
         int s = static_cast<int>(*sig.value());
+        // Interrupting the shell abandons the rest of the command's text (SIGINT: see
+        // shell/sbsh_builtin.c). It comes before the signal to the command's processes: a
+        // shell waiting for one of them then throws as soon as that one has ended, with no
+        // moment in which it could start the text's next command.
+        auto interrupt = m.get_bool("interrupt");
+        if (interrupt && interrupt.value().value_or(false)) ::kill(shell_, SIGINT);
         size_t count = (s > 0 && s < NSIG) ? procs::signal_command(shell_, sid_, mark, s) : 0;
+        // Ctrl-C on a command with no process of its own (a loop of builtins) is the shell's,
+        // as a terminal would deliver it.
+        if (s == SIGINT && count == 0 && !(interrupt && interrupt.value().value_or(false))) ::kill(shell_, SIGINT);
         frame_builder f(msg_type::signal_result, m.id());
         f.u64("count", count);
         send(f);
@@ -311,6 +440,9 @@ class wrapper_loop {
       case msg_type::claim:
         take_claim(m);
         return true;
+      case msg_type::initialized:
+        initialized_ = true;
+        return true;
       case msg_type::ping: {
         frame_builder f(msg_type::pong, m.id());
         send(f);
@@ -325,8 +457,16 @@ class wrapper_loop {
   options opts_;
   std::string cwd_;
   bool spare_shell_ = false;  // not claimed yet
+  bool initialized_ = false;  // sbshd said the shell is set up as its session defines
   int64_t started_at_ms_ = 0;
-  unique_fd script_owner_, status_owner_, listen_;
+  unique_fd channel_owner_, listen_;
+  unique_fd shell_pidfd_;
+  std::string bash_;               // the bash started
+  unique_fd early_err_;            // the shell's stderr until its builtin serves
+  std::string early_text_;
+  static constexpr size_t kMaxEarlyText = 4096;
+  std::vector<unique_fd> draining_;  // a running command's pipes, read into nothing while orphaned
+  unique_fd devnull_;
   int64_t orphan_deadline_ms_ = 0;  // while orphaned: when it gives up (steady clock)
   char* title_ = nullptr;  // a spare's argument memory, where ps reads its session's name
   size_t title_size_ = 0;

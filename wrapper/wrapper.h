@@ -1,18 +1,20 @@
 // sbsh-wrapper: holds one persistent bash for one session.
 //
-// sbshd starts it with the control socket on fd 3, the read end of bash's script pipe on
-// fd 4 and the write end of the status pipe on fd 5, which become bash's stdin and stdout,
-// and sbshd's own ends of those two pipes on fds 6 and 7. sbshd itself writes each
-// command's line into the script pipe and reads each command's status (so the exec round
-// trip does not pass through here); this process supervises: it starts bash in a session of
-// its own, reaps orphans (it is a child subreaper), signals a command's processes on request
-// (timeouts, cancels), reports bash's exit, and kills everything the session started when
-// the shell ends or sbshd asks it to (SIGTERM).
+// sbshd starts it with the control socket on fd 3, bash's end of the shell channel
+// (ipc/shell_channel.h) on fd 4, and sbshd's own end of it on fd 5. The wrapper starts bash
+// with the sbsh builtin (shell/sbsh_builtin.c) loaded from a one-line script; sbshd then
+// sends each command to the builtin and reads each status itself, so the exec round trip does
+// not pass through here. This process supervises: it starts bash in a session of its own,
+// reports what a failed start printed, reaps orphans (it is a child subreaper), signals a
+// command's processes and interrupts the shell on request (timeouts, cancels), reports
+// bash's exit, and kills everything the session started when the shell ends or sbshd asks it
+// to (SIGTERM).
 //
 // When sbshd goes away without ending the session (it crashed, or stopped with
 // --keep-sessions), the wrapper keeps the session for the adoption timeout: it holds
-// sbshd's ends of bash's pipes (fds 6 and 7), so bash neither reads end-of-file nor loses a
-// status, and the background processes' pipes sbshd lent it (protect_group), and listens
+// sbshd's end of the shell channel (fd 5), so the builtin neither reads end-of-file nor loses
+// a status, drains the output of a command still running (its pipes have no other reader
+// left), keeps the background processes' pipes sbshd lent it (protect_group), and listens
 // on DIR/w. The next sbshd connects there, sends `adopt`, and gets all of them back with
 // what it needs to know of the session (`adopted`); the connection becomes the control
 // socket. Nobody within the timeout: the session ends.
@@ -24,15 +26,27 @@
 #include <vector>
 
 #include "ipc/limits.h"
+#include "ipc/result.h"
 #include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
 
 namespace sbsh::wrapper {
 
+// The builtin's file, relative to the directory of the running sbsh-wrapper (the build tree
+// and an installation lay them out alike).
+#ifndef SBSH_BUILTIN_RELPATH
+#define SBSH_BUILTIN_RELPATH "../lib/sbsh/sbsh-builtin.so"
+#endif
+
 struct options {
-  std::string dir;                // the shell's link directory (--dir)
+  std::string dir;                // the shell's directory, for the adoption socket (--dir)
   uint64_t adopt_timeout_ms = 0;  // 0: the session ends with sbshd
   std::vector<ipc::rlimit_spec> limits;  // set on bash (--limit)
 };
+
+// The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
+result<std::string> find_builtin();
+// The one line bash's script holds at start: load the builtin and hand the shell to it.
+std::string shell_script(const std::string& builtin);
 
 // Runs until the shell ends or the session is ended; returns the process exit code.
 int run(const char* session_name, const options& o);

@@ -30,6 +30,7 @@ struct command {
 };
 
 int cmd_exec(const global_opts& g, const args& a);
+int cmd_run(const global_opts& g, const args& a);
 int cmd_status(const global_opts& g, const args& a);
 int cmd_shutdown(const global_opts& g, const args& a);
 int cmd_version(const global_opts& g, const args& a);
@@ -48,8 +49,9 @@ std::string human_duration(uint64_t ms);
 void print_session_table(const std::vector<client::session_status>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
-// on the returned descriptor, for exec_options::signal_fd to forward to the command (as ssh
-// does). Calling it again reuses the same pipe.
+// on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to
+// the command (as ssh does), SIGTERM and SIGHUP stop it whole. Calling it again reuses the
+// same pipe.
 int forward_signals_to_command();
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.

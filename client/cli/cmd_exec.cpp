@@ -22,6 +22,8 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
   j.opt_num("exit_code", r.exit_code);
   j.signal("signal", r.signal).boolean("timed_out", r.timed_out).boolean("shell_restarted", r.shell_restarted).boolean("cancelled", r.cancelled);
   j.boolean("ran", r.ran);
+  j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
+  if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
   bool out_ok, err_ok;
   std::string out = client::utf8_repair(r.stdout_data, &out_ok);
   std::string err = client::utf8_repair(r.stderr_data, &err_ok);
@@ -30,7 +32,8 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
   if (!err_ok) j.str("stderr_base64", client::base64(r.stderr_data));
   j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
   j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
-  j.str("started_at", client::rfc3339_ms(r.started_at_ms));
+  if (r.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(r.started_at_ms));
+  else j.null("started_at");
   if (!r.error.empty()) j.str("error", r.error);
   std::string s = j.finish() + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
@@ -101,8 +104,16 @@ int cmd_exec(const global_opts& g, const args& a) {
 
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
+  // The library takes a relative directory from this one; on a far host that means nothing.
+  if (conn->remote() && !o.cwd.empty() && o.cwd[0] != '/')
+    return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this one's "
+                            "current directory means nothing",
+                            o.cwd));
   auto r = conn->exec(o);
   if (!r) return fail(r.err().message);
+  if (r->state_lost)
+    std::fprintf(stderr, "sbsh: warning: session '%s' lost its state before this command (%s); it ran in a new shell\n",
+                 o.session.empty() ? "default" : o.session.c_str(), r->state_lost_reason.c_str());
   if (json) {
     print_json(o, *r);
   } else {

@@ -31,6 +31,28 @@ constexpr command kCommands[] = {
      "      --output-limit N   with --json, keep at most N bytes per stream (default 16777216)\n"
      "\n"
      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.\n"},
+    {"run", cmd_run, "run a plan of staged commands in a fresh session; write a report",
+     "usage: sbsh run [--report FILE|-] [--events FILE|-] [--artifacts DIR] [--keep-session] [-s NAME]\n"
+     "                [--output-limit N] [-q] PLAN\n"
+     "\n"
+     "Runs the stages of PLAN (a JSON or YAML file; - reads stdin) in order in one new session,\n"
+     "so state carries from command to command, and stops at the first stage that does not meet\n"
+     "its expectation (expect: success, the default, or failure); later stages are skipped. The\n"
+     "session is removed at the end. Ctrl-C or SIGTERM stops the running command and cancels the\n"
+     "run; the report is still written. Progress goes to stderr. See sbsh(1), PLANS.\n"
+     "\n"
+     "      --report FILE|-    write the report (JSON) there when the run ends; default: stdout,\n"
+     "                         unless the events go there\n"
+     "      --events FILE|-    write the events there as they happen, one JSON object per line\n"
+     "      --artifacts DIR    write each command's whole stdout and stderr to\n"
+     "                         DIR/STAGE/N.stdout and .stderr (N from 0)\n"
+     "      --output-limit N   keep at most N bytes of each stream in the report (default 1048576)\n"
+     "      --keep-session     leave the session for inspection; its name is printed on stderr\n"
+     "  -s, --session NAME     name the session (it must not exist; default run-PID-N)\n"
+     "  -q, --quiet            no progress on stderr\n"
+     "\n"
+     "Exit status: 0 when every stage met its expectation, 1 when one did not, 130 when\n"
+     "cancelled, 255 for an invalid plan or a failure of sbsh itself.\n"},
     {"session", cmd_session, "create, list, show, remove or restart sessions",
      "usage: sbsh session create NAME [-C DIR | --snapshot DIR] [-e NAME=VALUE]... [--init COMMAND]...\n"
      "                           [--restart POLICY] [--limit NAME=VALUE]...\n"
@@ -148,8 +170,11 @@ int print_usage(const command& c) {
 
 namespace {
 int g_signal_pipe[2] = {-1, -1};
+// SIGINT and SIGQUIT go to the command, as a terminal sends them; SIGTERM and SIGHUP ask sbsh
+// to end, so the whole command stops (the rest of its text included), with that signal first
+// (exec_options::signal_fd).
 void queue_signal(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig);
+  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + sig : sig);
   ssize_t r = ::write(g_signal_pipe[1], &b, 1);
   (void)r;
 }

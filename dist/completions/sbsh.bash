@@ -16,15 +16,18 @@ _sbsh() {
   done
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
-    -C|--cwd|-S|--socket|--snapshot) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -C|--cwd|-S|--socket|--snapshot|--artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --report|--events) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --dial) return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --signal) COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return ;;
   esac
   case $cmd in
-    "") COMPREPLY=($(compgen -W "exec session start logs kill wait ps attach status shutdown dial-stdio version help -S --socket --no-autostart -H --host --dial --help" -- "$cur")) ;;
+    "") COMPREPLY=($(compgen -W "exec run session start logs kill wait ps attach status shutdown dial-stdio version help -S --socket --no-autostart -H --host --dial --help" -- "$cur")) ;;
     exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --" -- "$cur")) ;;
+    run) COMPREPLY=($(compgen -W "--report --events --artifacts --keep-session -s --session --output-limit -q --quiet" -- "$cur"))
+      [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur"))

@@ -339,6 +339,20 @@ static void test_timeout_and_cancel(sbsh_conn* c) {
     CHECK(now_ms() - t0 < 10000);
     sbsh_result_free(r);
   }
+  /* A cancel stops the whole text: what follows the stopped command never runs, and the
+   * session keeps its state. */
+  sbsh_canceller_cancel(k);
+  r = run(c, &o, "sleep 30; echo after");
+  if (r != NULL) {
+    size_t n = 0;
+    sbsh_result_stdout(r, &n);
+    CHECK(sbsh_result_cancelled(r) == 1 && n == 0 && sbsh_result_ok(r) == 0);
+    CHECK(sbsh_result_exit_code(r) != 0);
+    sbsh_result_free(r);
+  }
+  o.cancel_fd = -1;
+  expect_stdout(c, "c-api", "pwd; echo $x", "/tmp\n5\n", __LINE__);
+  o.cancel_fd = sbsh_canceller_fd(k);
   /* reset discards a leftover request. */
   sbsh_canceller_cancel(k);
   sbsh_canceller_reset(k);
@@ -348,6 +362,40 @@ static void test_timeout_and_cancel(sbsh_conn* c) {
     sbsh_result_free(r);
   }
   sbsh_canceller_free(k);
+}
+
+/* A shell lost between commands: the next result says the state was lost, once, and carries
+ * a new generation. */
+static void test_state_lost(sbsh_conn* c) {
+  note("exec: a shell lost between commands");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "c-lost";
+  sbsh_result* r = run(c, &o, "echo $$");
+  if (r == NULL) return;
+  CHECK(sbsh_result_ok(r) == 1 && sbsh_result_state_lost(r) == 0);
+  uint64_t gen = sbsh_result_generation(r);
+  long shell = strtol(sbsh_result_stdout(r, NULL), NULL, 10);
+  sbsh_result_free(r);
+  CHECK(shell > 1 && kill((pid_t)shell, SIGKILL) == 0);
+  /* The new shell may take a moment to start: the next command waits for it. */
+  for (int tries = 0; tries < 200; ++tries) {
+    r = run(c, &o, "true");
+    if (r == NULL) return;
+    if (!sbsh_result_shell_restarted(r)) break;
+    sbsh_result_free(r);
+    r = NULL;
+  }
+  CHECK(r != NULL);
+  if (r == NULL) return;
+  CHECK(sbsh_result_state_lost(r) == 1 && sbsh_result_generation(r) != gen);
+  CHECK(strstr(sbsh_result_state_lost_reason(r), "signal 9") != NULL);
+  sbsh_result_free(r);
+  r = run(c, &o, "true");
+  if (r != NULL) {
+    CHECK(sbsh_result_state_lost(r) == 0);
+    sbsh_result_free(r);
+  }
 }
 
 static void test_streaming_and_stdin(sbsh_conn* c) {
@@ -623,6 +671,108 @@ static void test_processes(sbsh_conn* c) {
   if (pid > 1) CHECK(group_gone_within((pid_t)pid, 5000));
 }
 
+struct events {
+  int count, finished, unterminated;
+};
+static void count_event(void* user, const char* json, size_t len) {
+  struct events* ev = user;
+  ++ev->count;
+  if (json[len] != '\0' || json[0] != '{' || json[len - 1] != '}') ++ev->unterminated;
+  if (strstr(json, "\"event\":\"plan_finished\"") != NULL) ++ev->finished;
+}
+
+static char* read_whole(const char* path) {
+  static char buf[65536];
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+static void test_plans(sbsh_conn* c) {
+  note("plans: run, report, events, invalid plans, cancel");
+  const char* plan =
+      "{\"stages\": [{\"name\": \"a\", \"commands\": [\"export P=1\", \"echo $P\"]},"
+      " {\"name\": \"b\", \"expect\": \"failure\", \"commands\": [\"(exit 3)\"]}]}";
+  char report_path[256], events_path[256];
+  snprintf(report_path, sizeof report_path, "%s/report.json", dir);
+  snprintf(events_path, sizeof events_path, "%s/events.jsonl", dir);
+  sbsh_run_opts o;
+  sbsh_run_opts_init(&o);
+  CHECK(o.version == SBSH_RUN_OPTS_VERSION && o.events_fd == -1 && o.cancel_fd == -1);
+  struct events ev = {0, 0, 0};
+  o.on_event = count_event;
+  o.user = &ev;
+  o.report_path = report_path;
+  o.events_path = events_path;
+  char* report = NULL;
+  int status = -1;
+  if (!CHECK(sbsh_run_plan(c, plan, strlen(plan), NULL, &o, &report, &status) == SBSH_OK && report != NULL)) {
+    fprintf(stderr, "  run_plan: %s\n", sbsh_last_error(c));
+    return;
+  }
+  CHECK(status == 0);
+  CHECK(contains(report, "\"status\":\"passed\""));
+  CHECK(contains(report, "\"stdout\":\"1\\n\""));  /* state carried from one command to the next */
+  CHECK(json_int_after(report, "\"(exit 3)\"", "\"exit_code\":") == 3);
+  /* plan, 2 stages x (start, finish), 3 commands x (start, finish), plan: 12 events. */
+  CHECK(ev.count == 12 && ev.finished == 1 && ev.unterminated == 0);
+  char* saved = read_whole(report_path);
+  CHECK(saved != NULL && strncmp(saved, report, strlen(report)) == 0 && saved[strlen(report)] == '\n');
+  saved = read_whole(events_path);
+  CHECK(saved != NULL && contains(saved, "{\"event\":\"plan_started\"") && contains(saved, "\"event\":\"plan_finished\""));
+  sbsh_free(report);
+
+  /* YAML, and a stage that does not meet its expectation: status 1. */
+  const char* yaml = "stages:\n  - {name: s, commands: ['false', 'true']}\n";
+  sbsh_run_opts_init(&o);
+  report = NULL;
+  CHECK(sbsh_run_plan(c, yaml, strlen(yaml), "yaml", &o, &report, &status) == SBSH_OK && status == 1);
+  CHECK(contains(report, "\"status\":\"failed\"") && contains(report, "\"status\":\"skipped\""));
+  sbsh_free(report);
+
+  /* Invalid plans: nothing runs, and the message names the field. */
+  const char* bad = "stages:\n  - {name: a, commands: [x]}\n  - {name: b, commands: [{run: make, timeout: 10 minutes}]}\n";
+  CHECK(sbsh_plan_check(bad, strlen(bad), NULL) == SBSH_ERR_INVALID);
+  CHECK(strcmp(sbsh_last_error_code(NULL), "invalid_plan") == 0);
+  CHECK(contains(sbsh_last_error(NULL), "stages[1].commands[0].timeout: \"10 minutes\" is not a duration"));
+  CHECK(sbsh_plan_check(plan, strlen(plan), "json") == SBSH_OK);
+  CHECK(sbsh_plan_check(plan, strlen(plan), "xml") == SBSH_ERR_INVALID);
+  report = NULL;
+  CHECK(sbsh_run_plan(c, bad, strlen(bad), NULL, &o, &report, &status) == SBSH_ERR_INVALID && report == NULL);
+  CHECK(contains(sbsh_last_error(c), "stages[1].commands[0].timeout"));
+  sbsh_run_opts zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK(sbsh_run_plan(c, plan, strlen(plan), NULL, &zeroed, NULL, NULL) == SBSH_ERR_INVALID);
+  CHECK(contains(sbsh_last_error(c), "sbsh_run_opts_init"));
+
+  /* From a file, with a canceller that was cancelled before: nothing runs, the report says
+   * cancelled, and the status is 130. */
+  char plan_path[256];
+  snprintf(plan_path, sizeof plan_path, "%s/plan.yaml", dir);
+  FILE* f = fopen(plan_path, "w");
+  if (!CHECK(f != NULL)) return;
+  fputs("stages: [{name: s, commands: ['touch never']}]\n", f);
+  fclose(f);
+  sbsh_canceller* k = NULL;
+  CHECK(sbsh_canceller_new(&k) == SBSH_OK);
+  sbsh_canceller_cancel(k);
+  o.cancel_fd = sbsh_canceller_fd(k);
+  report = NULL;
+  CHECK(sbsh_run_plan_file(c, plan_path, &o, &report, &status) == SBSH_OK && status == 130);
+  CHECK(contains(report, "\"status\":\"cancelled\""));
+  sbsh_free(report);
+  sbsh_canceller_free(k);
+  o.cancel_fd = -1;
+  snprintf(plan_path, sizeof plan_path, "%s/no-such-plan.yaml", dir);
+  CHECK(sbsh_run_plan_file(c, plan_path, &o, NULL, NULL) == SBSH_ERR_INVALID);
+  CHECK(strcmp(sbsh_last_error_code(c), "file") == 0 && contains(sbsh_last_error(c), "no-such-plan.yaml"));
+  /* The connection serves on. */
+  expect_stdout(c, "after-plans", "echo after", "after\n", __LINE__);
+}
+
 static void test_status_and_shutdown(sbsh_conn* c) {
   note("status, shutdown");
   char* json = NULL;
@@ -669,10 +819,12 @@ int main(void) {
 
   test_exec(c);
   test_timeout_and_cancel(c);
+  test_state_lost(c);
   test_streaming_and_stdin(c);
   test_errors(c);
   test_sessions(c);
   test_processes(c);
+  test_plans(c);
   test_status_and_shutdown(c);
 
   printf("c abi: %d passed, %d failed\n", passed, failed);

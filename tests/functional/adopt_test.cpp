@@ -41,11 +41,16 @@ class adopt_test : public daemon_test {
     return !pid_alive(static_cast<pid_t>(s.wrapper_pid)) && !pid_alive(static_cast<pid_t>(s.shell_pid));
   }
   // The link directory of the session's shell, as its start-up definitions name it.
+  // The directory of the session's shell (its wrapper's --dir): where its adoption socket is.
   std::string link_dir_of(const std::string& session) {
-    std::string x = exec(session, "printf %s \"$__sbsh_x\"").out, prefix = sock + ".d/";
-    size_t at = x.find(prefix);
+    auto st = session_pids(session);
+    std::ifstream f("/proc/" + std::to_string(st.wrapper_pid) + "/cmdline");
+    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string flag = std::string("--dir") + '\0';
+    size_t at = raw.find(flag);
     if (at == std::string::npos) return "";
-    return x.substr(at, x.find('/', at + prefix.size()) - at);
+    at += flag.size();
+    return raw.substr(at, raw.find('\0', at) - at);
   }
   // How many processes the process table sbshd saved shows running.
   size_t running_in_saved_table() const {

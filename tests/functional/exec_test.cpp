@@ -32,15 +32,16 @@ TEST_F(exec_test, EveryKindOfStatePersists) {
   EXPECT_EQ(exec("s", "echo $?").out, "1\n");  // the previous command's status
 }
 
-// sbsh's own lines in the shell call eval, mapfile, printf and `:`; a user's functions or
-// aliases by those names are the user's state and must neither run in their place nor stop
-// the next command from being reported. A -t bounds each try, so a regression fails instead
-// of hanging.
+// The builtin that serves commands inside the shell runs the text with bash's own evaluator,
+// so a user's functions or aliases named like bash's builtins are the user's state: they run
+// when the user calls them and nowhere else, and never stop the next command from being
+// reported. The builtin's own name has a space in it, which no function can have. A -t bounds
+// each try, so a regression fails instead of hanging.
 TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
   auto bounded = [&](const std::string& cmd) { return sbsh({"exec", "-s", "s", "-t", "20s", "--", cmd}); };
-  auto r = bounded("eval() { echo \"eval:$*\"; builtin eval \"$@\"; }");
+  auto r = bounded("eval() { echo \"eval:$*\"; builtin eval \"$@\"; }; enable() { echo enable; }");
   ASSERT_EQ(r.code, 0) << r.err;
-  r = bounded("mapfile() { echo mapfile; }; printf() { echo printf; }; :() { echo colon; }");
+  r = bounded("printf() { echo printf; }; :() { echo colon; }; set() { echo set; }; trap() { echo trap; }");
   ASSERT_EQ(r.code, 0) << r.err;
   r = bounded("shopt -s expand_aliases; alias builtin='echo aliased'");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -52,8 +53,8 @@ TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "eval:echo hi\nhi\nprintf\ncolon\n");
   EXPECT_EQ(r.err, "");
-  // The CLI above forwards its stdin (/dev/null, not a terminal), so those ran on the line
-  // that reads input; a command sent without input runs on the other.
+  // The shell is interrupted (a timeout) with all of those defined, and serves on.
+  EXPECT_EQ(sbsh({"exec", "-s", "s", "-t", "300ms", "--", "while :; do :; done"}).code, 124);
   auto c = conn();
   client::exec_options o;
   o.session = "s";
@@ -63,11 +64,32 @@ TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
   ASSERT_TRUE(lib.ok()) << lib.err().message;
   EXPECT_EQ(lib->stdout_data, "eval:echo lib\nlib\n");
   EXPECT_EQ(lib->exit_code, 4);
-  // The names sbsh defines for itself cannot be replaced.
-  r = bounded("__sbsh_rc() { :; }");
+  // The builtin cannot be called by a command, and disabling it does not take: it serves on
+  // after the next interrupt, which brings bash back to it by name.
+  r = bounded("'__sbsh serve'");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("readonly"), std::string::npos) << r.err;
-  EXPECT_EQ(bounded("echo still").out, "still\n");
+  EXPECT_NE(r.err.find("sbsh's own"), std::string::npos) << r.err;
+  ASSERT_EQ(bounded("unset -f enable; enable -n '__sbsh serve'").code, 0);
+  EXPECT_EQ(sbsh({"exec", "-s", "s", "-t", "300ms", "--", "while :; do :; done"}).code, 124);
+  EXPECT_EQ(bounded("echo still; type -t eval").out, "still\nfunction\n");
+}
+
+// Descriptors the builtin keeps in the shell (its channel to sbshd) are out of a command's
+// way; one that a command closes or replaces is restored from its copy, and the state stays.
+TEST_F(exec_test, ACommandThatClosesTheShellsOwnDescriptorsDoesNotLoseTheSession) {
+  ASSERT_EQ(exec("s", "v=kept").code, 0);
+  auto r = exec("s", "exec 254>&-; echo closed");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "closed\n");
+  r = exec("s", "exec 254>" + dir + "/f; echo replaced");
+  EXPECT_EQ(r.out, "replaced\n");
+  EXPECT_EQ(exec("s", "echo $v").out, "kept\n");
+  // Both copies gone: the shell says why it cannot go on, and the loss is reported.
+  r = sbsh({"exec", "-s", "s", "--json", "--", "exec 253>&- 254>&-; echo both"});
+  auto j = json::parse(r.out);
+  EXPECT_TRUE(j["shell_restarted"].b) << r.out;
+  EXPECT_NE(j["stderr"].s.find("closed the shell's channel"), std::string::npos) << r.out;
+  EXPECT_EQ(exec("s", "echo next").out, "next\n");
 }
 
 TEST_F(exec_test, SessionsAreSeparate) {
@@ -189,11 +211,13 @@ TEST_F(exec_test, RedirectionsAndTrapsBehaveAsInAShell) {
   std::string f = dir + "/fd3";
   ASSERT_EQ(exec("s", "exec 3>" + f + "; echo three >&3").code, 0);
   EXPECT_EQ(exec("s", "echo more >&3; cat " + f).out, "three\nmore\n");  // the shell keeps fd 3
-  // An EXIT trap runs when the shell exits (its output goes to the shell's own stdout then,
-  // as the command's redirections are already undone: have it write to a file).
-  auto r = exec("s", "trap 'echo bye >" + dir + "/trap' EXIT; exit 0");
+  // An EXIT trap runs when the shell exits, within the command that ended it: what it
+  // prints is that command's output.
+  auto r = exec("s", "trap 'echo bye; echo bye-err >&2; echo bye >" + dir + "/trap' EXIT; exit 0");
   EXPECT_EQ(r.code, 0);
-  EXPECT_TRUE(wait_until([&] { return std::ifstream(dir + "/trap").good(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(r.out, "bye\n");
+  EXPECT_NE(r.err.find("bye-err\n"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::ifstream(dir + "/trap").good());
   EXPECT_EQ(exec("s", "ulimit -n 100; ulimit -n").out, "100\n");
   EXPECT_EQ(exec("s", "cat <<EOF\nline 1\n  line $((1+1))\nEOF").out, "line 1\n  line 2\n");
   EXPECT_EQ(exec("s", "for i in 1 2; do\n  echo \"i=$i\"\ndone\nif true; then echo yes; fi").out, "i=1\ni=2\nyes\n");
@@ -251,8 +275,8 @@ TEST_F(exec_test, CwdAndEnvApplyToOneCommand) {
   EXPECT_EQ(exec("s", "pwd; echo \"[$ONLY]\"").out, "/\n[]\n");
   EXPECT_EQ(sbsh({"exec", "-s", "s", "echo", "a", "b", "c"}).out, "a b c\n");  // words joined
   r = sbsh({"exec", "-s", "s", "-C", "/nonexistent", "--", "true"});
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("No such file"), std::string::npos);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("cannot run in /nonexistent: No such file"), std::string::npos) << r.err;
 }
 
 TEST_F(exec_test, InvalidSessionNamesAreRefusedWithTheRule) {

@@ -61,16 +61,6 @@ TEST_F(robustness_test, TimeoutKillsTheWholeTree) {
   for (pid_t p : pids) EXPECT_TRUE(wait_until([&] { return !pid_alive(p); }, std::chrono::seconds(5))) << p;
 }
 
-TEST_F(robustness_test, TimeoutOfABuiltinLoopRestartsTheShellAndSaysSo) {
-  auto r = sbsh({"exec", "-s", "s", "-t", "500ms", "--json", "--", "while :; do :; done"});
-  EXPECT_EQ(r.code, 124);
-  auto j = json::parse(r.out);
-  EXPECT_TRUE(j["timed_out"].b);
-  EXPECT_TRUE(j["shell_restarted"].b);
-  EXPECT_TRUE(j["exit_code"].is_null());
-  EXPECT_EQ(exec("s", "echo works").out, "works\n");
-}
-
 TEST_F(robustness_test, KillingTheShellOrTheWrapperMidCommandIsReported) {
   for (const char* victim : {"shell", "wrapper"}) {
     ASSERT_EQ(exec("s", "true").code, 0);

@@ -204,7 +204,10 @@ TEST_F(supervision_test, ASpareShellBecomesTheNextSessionsAndAnotherIsStarted) {
   // The spare took on the session's directory and name (ps shows it).
   auto r = exec("w", "pwd; echo $SBSH_SESSION $PPID; tr -s '\\0' ' ' </proc/$PPID/cmdline; cd /proc/$PPID/cwd && pwd -P");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, work + "\nw " + std::to_string(spares[0]) + "\nsbsh-wrapper w " + work + "\n");
+  // ps shows its options and its session's name, as for a wrapper started for the session.
+  std::string expect = work + "\nw " + std::to_string(spares[0]) + "\nsbsh-wrapper --dir " + sock + ".d/";
+  EXPECT_EQ(r.out.substr(0, expect.size()), expect) << r.out;
+  EXPECT_NE(r.out.find(" --adopt-timeout 600000 w " + work + "\n"), std::string::npos) << r.out;
   EXPECT_EQ(session_status("w").wrapper_pid, spares[0]);
   std::vector<pid_t> next;
   ASSERT_TRUE(wait_until([&] { return (next = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));

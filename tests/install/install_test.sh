@@ -14,7 +14,7 @@ trap cleanup EXIT
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
-for f in bin/sbsh bin/sbshd bin/sbsh-wrapper include/sbsh/client.h include/sbsh/ipc/result.h \
+for f in bin/sbsh bin/sbshd bin/sbsh-wrapper include/sbsh/client.h include/sbsh/ipc/result.h include/sbsh/ipc/records.h \
          lib/libsbsh.a lib/pkgconfig/sbsh.pc lib/cmake/sbsh/sbshConfig.cmake \
          share/bash-completion/completions/sbsh share/zsh/vendor-completions/_sbsh; do
   [[ -e $prefix/$f ]] || { echo "missing after install: $f"; exit 1; }

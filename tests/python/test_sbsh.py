@@ -4,6 +4,7 @@ Environment: SBSH_LIB (libsbsh.so), SBSH_BIN_DIR (where sbshd is), PYTHONPATH (t
 With a libsbsh built with sanitizers, LD_PRELOAD holds their runtimes for this python3 only:
 it is dropped here so that the programs the tests start (sbshd, bash) do not inherit it.
 """
+import json
 import os
 import shutil
 import signal
@@ -216,13 +217,45 @@ class BindingTest(unittest.TestCase):
         self.assertEqual([e.reason for e in errors], ["reentrant_call"])
 
     def test_canceller_from_another_thread(self):
+        self.c.exec("V=kept", session="py-cancel")
         k = sbsh.Canceller()
         threading.Timer(0.3, k.cancel).start()
         t0 = time.monotonic()
-        r = self.c.exec("sleep 30", session="py-cancel", canceller=k)
+        r = self.c.exec("sleep 30; echo after", session="py-cancel", canceller=k)
         self.assertTrue(r.cancelled)
+        self.assertFalse(r.ok)
+        self.assertEqual(r.stdout, b"")  # the rest of the text did not run
         self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(self.c.exec("echo $V", session="py-cancel").stdout, b"kept\n")
         k.close()
+
+    def test_ok_only_for_a_success(self):
+        self.assertTrue(self.c.exec("true", session="py-ok").ok)
+        self.assertFalse(self.c.exec("sleep 5", session="py-ok", timeout=0.2).ok)
+        lost = self.c.exec("exit 0", session="py-ok")
+        self.assertEqual(lost.exit_code, 0)
+        self.assertTrue(lost.shell_restarted)
+        self.assertFalse(lost.ok)
+        self.c.create_session("py-ok-never", restart="never")
+        self.c.exec("exit 0", session="py-ok-never")
+        never = self.c.exec("true", session="py-ok-never")
+        self.assertFalse(never.ran)
+        self.assertFalse(never.ok)
+        self.assertIsNone(never.started_at)
+
+    def test_a_shell_lost_between_commands_is_reported(self):
+        r = self.c.exec("echo $$", session="py-lost")
+        gen = r.generation
+        os.kill(int(r.stdout), signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while True:
+            r = self.c.exec("true", session="py-lost")
+            if not r.shell_restarted or time.monotonic() > deadline:
+                break
+        self.assertTrue(r.state_lost)
+        self.assertIn("signal 9", r.state_lost_reason)
+        self.assertNotEqual(r.generation, gen)
+        self.assertFalse(self.c.exec("true", session="py-lost").state_lost)
 
     def test_ctrl_c_is_forwarded_to_the_command(self):
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -296,6 +329,74 @@ class BindingTest(unittest.TestCase):
             self.c.create_session("capped2", limits=["nofile=lots"])
         self.assertEqual(e.exception.reason, "bad_request")
         self.assertIn("limit nofile: 'lots'", str(e.exception))
+
+    def test_run_plan(self):
+        d = tempfile.mkdtemp(dir=self.d.dir)
+        events = []
+        plan = {"session": {"cwd": d}, "timeout": "30s", "stages": [
+            {"name": "setup", "commands": ["export V=1", {"run": "echo $V $J", "env": {"J": 2}}]},
+            {"name": "xfail", "expect": "failure", "commands": ["echo no >&2; (exit 4)"]}]}
+        report, art = os.path.join(d, "r.json"), os.path.join(d, "art")
+        rep = self.c.run_plan(plan, on_event=events.append, report=report, artifacts=art)
+        self.assertEqual((rep["status"], rep["reason"], rep["error"]), ("passed", None, None))
+        self.assertEqual(rep["stages"][0]["commands"][1]["stdout"], "1 2\n")  # state carried
+        self.assertEqual(rep["stages"][1]["commands"][0]["exit_code"], 4)
+        self.assertEqual(rep["stages"][1]["status"], "passed")
+        self.assertEqual([e["event"] for e in events],
+                         ["plan_started", "stage_started", "command_started", "command_finished", "command_started",
+                          "command_finished", "stage_finished", "stage_started", "command_started",
+                          "command_finished", "stage_finished", "plan_finished"])
+        with open(report) as f:
+            self.assertEqual(json.load(f), rep)
+        with open(os.path.join(art, "xfail", "0.stderr"), "rb") as f:
+            self.assertEqual(f.read(), b"no\n")
+        self.assertNotIn(rep["session"], [s["name"] for s in self.c.sessions()])
+
+        # YAML text, a plan file, and a session name of one's choosing, kept.
+        yaml = b"stages:\n  - {name: s, commands: ['echo yaml']}\n"
+        self.assertEqual(self.c.run_plan(yaml)["stages"][0]["commands"][0]["stdout"], "yaml\n")
+        path = os.path.join(d, "p.yaml")
+        with open(path, "wb") as f:
+            f.write(yaml)
+        rep = self.c.run_plan(path, session="py-plan", keep_session=True)
+        self.assertEqual((rep["status"], rep["session"], rep["session_kept"]), ("passed", "py-plan", True))
+        self.c.remove_session("py-plan")
+
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.run_plan({"stages": [{"name": "a", "commands": [{"run": "x", "timeout": "10 minutes"}]}]})
+        self.assertEqual((e.exception.code, e.exception.reason), (sbsh.ERR_INVALID, "invalid_plan"))
+        self.assertIn('stages[0].commands[0].timeout: "10 minutes" is not a duration', e.exception.message)
+        with self.assertRaises(TypeError):
+            self.c.run_plan(42)
+
+    def test_run_plan_is_cancelled_by_a_canceller_ctrl_c_or_a_failing_callback(self):
+        d = tempfile.mkdtemp(dir=self.d.dir)
+        plan = {"stages": [{"name": "long", "commands": ["sleep 30", f"touch {d}/never"]}]}
+
+        def on_start(action):
+            return lambda e: action() if e["event"] == "command_started" else None
+
+        k = sbsh.Canceller()
+        rep = self.c.run_plan(plan, on_event=on_start(k.cancel), canceller=k)
+        self.assertEqual(rep["status"], "cancelled")
+        self.assertEqual([c["status"] for c in rep["stages"][0]["commands"]], ["cancelled", "skipped"])
+        k.close()
+
+        report = os.path.join(d, "int.json")
+        with self.assertRaises(KeyboardInterrupt):
+            self.c.run_plan(plan, on_event=on_start(lambda: os.kill(os.getpid(), signal.SIGINT)), report=report)
+        with open(report) as f:
+            self.assertEqual(json.load(f)["status"], "cancelled")
+
+        def boom():
+            raise ValueError("boom")
+        report = os.path.join(d, "boom.json")
+        with self.assertRaises(ValueError):
+            self.c.run_plan(plan, on_event=on_start(boom), report=report)
+        with open(report) as f:
+            self.assertEqual(json.load(f)["stages"][0]["commands"][0]["status"], "cancelled")
+        self.assertFalse(os.path.exists(os.path.join(d, "never")))
+        self.assertEqual(self.c.exec("echo usable").stdout, b"usable\n")
 
     def test_session_from_a_snapshot(self):
         src = os.path.join(self.d.dir, "py-src")

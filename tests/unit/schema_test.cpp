@@ -64,26 +64,48 @@ TEST(schema, ExecDoneIsTheSameBytes) {
   frame_builder old(msg_type::exec_done, 3);
   old.nil("exit_code").i64("signal", 9).str("signal_name", "SIGKILL");
   old.boolean("timed_out", true).boolean("cancelled", false).boolean("shell_restarted", true).boolean("ran", true);
-  old.i64("started_at_ms", 1795000000123).u64("duration_us", 412);
+  old.u64("duration_us", 412).u64("generation", 2).boolean("state_lost", true).boolean("release", false);
+  old.i64("started_at_ms", 1795000000123).str("state_lost_reason", "the shell was restarted");
   old.str("error_code", "shell_restarted").str("error", "the shell ended");
   msg::exec_done d;
   d.signal = 9;
   d.timed_out = true;
   d.shell_restarted = true;
-  d.started_at_ms = 1795000000123;
   d.duration_us = 412;
+  d.generation = 2;
+  d.state_lost = true;
+  d.release = false;
+  d.started_at_ms = 1795000000123;
+  d.state_lost_reason = "the shell was restarted";
   d.error_code = "shell_restarted";
   d.error = "the shell ended";
   EXPECT_EQ(encode(d, 3), old.take());
 
   frame_builder plain(msg_type::exec_done, 4);
   plain.i64("exit_code", 0).nil("signal").boolean("timed_out", false).boolean("cancelled", false);
-  plain.boolean("shell_restarted", false).boolean("ran", true).i64("started_at_ms", 5).u64("duration_us", 6);
+  plain.boolean("shell_restarted", false).boolean("ran", true).u64("duration_us", 6).u64("generation", 1);
+  plain.boolean("state_lost", false).boolean("release", true).i64("started_at_ms", 5);
   msg::exec_done p;
   p.exit_code = 0;
-  p.started_at_ms = 5;
   p.duration_us = 6;
+  p.generation = 1;
+  p.started_at_ms = 5;
   EXPECT_EQ(encode(p, 4), plain.take());
+
+  // Never started: started_at_ms is nil; a reason without state_lost is not sent.
+  frame_builder queued(msg_type::exec_done, 5);
+  queued.nil("exit_code").nil("signal").boolean("timed_out", true).boolean("cancelled", false);
+  queued.boolean("shell_restarted", false).boolean("ran", false).u64("duration_us", 0).u64("generation", 0);
+  queued.boolean("state_lost", false).boolean("release", false).nil("started_at_ms");
+  queued.str("error_code", "timeout").str("error", "not run");
+  msg::exec_done q;
+  q.timed_out = true;
+  q.ran = false;
+  q.release = false;
+  q.state_lost_reason = "stale";
+  q.error_code = "timeout";
+  q.error = "not run";
+  EXPECT_EQ(encode(q, 5), queued.take());
 }
 
 TEST(schema, OutputAndErrorAreTheSameBytes) {
@@ -210,20 +232,24 @@ TEST(schema, NoRunningFieldsWhileNothingRuns) {
 }
 
 // The daemon <-> wrapper messages are still built by hand where they are sent; the schema
-// must agree with those sites (wrapper/wrapper.cpp, daemon/session.cpp, daemon/server.cpp).
+// must agree with those sites (wrapper/wrapper.cpp, daemon/shell_supervisor.cpp,
+// daemon/server.cpp).
 TEST(schema, WrapperMessagesAreTheSameBytes) {
   frame_builder ready(msg_type::wrapper_ready);
   ready.i64("shell_pid", 20).i64("wrapper_pid", 19);
   EXPECT_EQ(encode(msg::wrapper_ready{20, 19}), ready.take());
   frame_builder sig(msg_type::signal_command, 4);
-  sig.i64("since_pid", 300).u64("since_ticks", 77).i64("signal", 15);
-  EXPECT_EQ(encode(msg::signal_command{300, 77, 15}, 4), sig.take());
+  sig.i64("since_pid", 300).u64("since_ticks", 77).i64("signal", 15).boolean("interrupt", true);
+  EXPECT_EQ(encode(msg::signal_command{300, 77, 15, true}, 4), sig.take());
   frame_builder exited(msg_type::shell_exited);
   exited.i64("signal", 9);
   EXPECT_EQ(encode(msg::shell_exited{{}, 9, {}}), exited.take());
   frame_builder failed(msg_type::shell_exited);
   failed.str("error", "no bash");
   EXPECT_EQ(encode(msg::shell_exited{{}, {}, "no bash"}), failed.take());
+  frame_builder said(msg_type::shell_exited);
+  said.i64("exit_code", 2).str("error", "bash said: no");
+  EXPECT_EQ(encode(msg::shell_exited{2, {}, "bash said: no"}), said.take());
   frame_builder bare(msg_type::protect_group);
   bare.i64("pgid", 55);
   EXPECT_EQ(encode(msg::protect_group{55, 0, "", 0}), bare.take());
@@ -235,8 +261,15 @@ TEST(schema, WrapperMessagesAreTheSameBytes) {
   auto& pk = adopted.field("groups");
   pk.pack_array(1);
   pk.pack_int64(99);
-  adopted.u64("procs", 1).u64("fds", 2);
-  EXPECT_EQ(encode(msg::adopted{"b", "/", 7, 6, 5, {99}, 1, 2}, 1), adopted.take());
+  adopted.u64("procs", 1).boolean("initialized", false).u64("fds", 1);
+  EXPECT_EQ(encode(msg::adopted{"b", "/", 7, 6, 5, {99}, 1, false, 1}, 1), adopted.take());
+  frame_builder claim(msg_type::claim);
+  claim.str("session", "b").str("cwd", "/w");
+  EXPECT_EQ(encode(msg::claim{"b", "/w"}), claim.take());
+  EXPECT_EQ(encode(msg::initialized{}), frame_builder(msg_type::initialized).take());
+  frame_builder unprotect(msg_type::unprotect_group);
+  unprotect.i64("pgid", 55);
+  EXPECT_EQ(encode(msg::unprotect_group{55}), unprotect.take());
 }
 
 // ---- Reading ----------------------------------------------------------------------------

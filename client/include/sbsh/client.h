@@ -85,9 +85,13 @@ struct exec_options {
   // caller: while it writes to pipes it blocks SIGPIPE in the calling thread.
   int stdout_fd = -1;
   int stderr_fd = -1;
-  // When >= 0: each byte readable here is a signal number to deliver once to the running
-  // command (how the CLI forwards Ctrl-C), or 0 to stop it (SIGTERM, SIGKILL after the
-  // grace period, a shell restart for a builtin). See `canceller` for a ready-made source.
+  // When >= 0: each byte readable here is a signal number N (1-64) to deliver once to the
+  // running command's processes (how the CLI forwards Ctrl-C; SIGINT also interrupts the
+  // shell when the command has no process of its own, as a terminal's Ctrl-C would); 0 to
+  // stop it; or 128+N to stop it with signal N first. Stopping abandons the rest of the
+  // command's text, as Ctrl-C does at an interactive prompt: the command's processes get
+  // SIGTERM (or N), SIGKILL after the grace period, and the shell keeps its state. See
+  // `canceller` for a ready-made source.
   int signal_fd = -1;
   size_t output_limit = 16u << 20;     // per stream, when collecting into the result
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
@@ -105,6 +109,8 @@ class canceller {
   canceller& operator=(const canceller&) = delete;
   [[nodiscard]] int fd() const { return read_end_; }
   void cancel() const { signal(0); }
+  // Stops the command as cancel() does, with `sig` as the first signal (SIGHUP, say).
+  void stop_with(int sig) const { signal(128 + sig); }
   void signal(int sig) const;
 
  private:
@@ -113,11 +119,23 @@ class canceller {
 };
 
 struct exec_result {
-  std::optional<int> exit_code;     // absent when no process produced one (see error)
-  std::optional<int> signal;        // set when the command (or the shell) died of a signal
-  bool timed_out = false;
+  // The status the command ended with, as $? would show it; the shell's own when the shell
+  // ended (137 when it was killed by SIGKILL, 3 after `exit 3`). Absent when nothing ran or
+  // nothing reported one (see error).
+  std::optional<int> exit_code;
+  // The signal that ended the last command of the text (or the shell), only when a signal
+  // did: `sh -c 'exit 137'` has exit_code 137 and no signal.
+  std::optional<int> signal;
+  bool timed_out = false;           // the timeout passed: the command was stopped, or never ran
   bool cancelled = false;
-  bool shell_restarted = false;     // the shell ended; the session's state was lost
+  bool shell_restarted = false;     // the shell ended while running it; the session's state was lost
+  // Which shell ran it: a number that changes whenever the session's shell is replaced.
+  uint64_t generation = 0;
+  // The session's shell was replaced since its previous command (killed, crashed, restarted,
+  // or sbshd restarted without it): this command ran in a fresh shell, without the state the
+  // earlier ones left. state_lost_reason says what happened.
+  bool state_lost = false;
+  std::string state_lost_reason;
   // false: the command certainly did not run (no shell took it: its shell had ended or could
   // not start, the session had failed, sbshd was shutting down), so it is safe to send again.
   // true: a shell took it (it may still have been cut short; see the other fields).
@@ -127,8 +145,12 @@ struct exec_result {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   uint64_t duration_us = 0;
-  int64_t started_at_ms = 0;        // unix time in milliseconds
+  int64_t started_at_ms = 0;        // unix time in milliseconds; 0 when it never started
   std::string error;                // why exit_code is absent, or other trouble
+  // Whether it ended as a command that succeeded: ran, exit code 0, not stopped.
+  [[nodiscard]] bool ok() const {
+    return ran && exit_code == 0 && !timed_out && !cancelled && !shell_restarted;
+  }
 };
 
 struct daemon_status {

@@ -217,7 +217,8 @@ int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
  * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */
 int sbsh_result_has_exit_code(const sbsh_result* r);
 int sbsh_result_exit_code(const sbsh_result* r);       /* -1 when there is none */
-int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none */
+int sbsh_result_signal(const sbsh_result* r);          /* the signal that ended it; 0: none
+                                                          (exit code 137 alone is no signal) */
 int sbsh_result_timed_out(const sbsh_result* r);       /* 1: stopped by timeout_ms */
 int sbsh_result_cancelled(const sbsh_result* r);       /* 1: stopped by a canceller */
 int sbsh_result_shell_restarted(const sbsh_result* r); /* 1: the shell ended; the session's
@@ -232,7 +233,16 @@ const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
 int sbsh_result_stdout_truncated(const sbsh_result* r);
 int sbsh_result_stderr_truncated(const sbsh_result* r);
 uint64_t sbsh_result_duration_us(const sbsh_result* r);
-int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds */
+int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds; 0: never started */
+/* Which shell ran it: a number that changes whenever the session's shell is replaced. */
+uint64_t sbsh_result_generation(const sbsh_result* r);
+/* 1: the session's shell was replaced since its previous command (it was killed, crashed or
+ * restarted): this command ran without the state the earlier ones left; the reason says
+ * what happened (owned by r; "" when the state was not lost). */
+int sbsh_result_state_lost(const sbsh_result* r);
+const char* sbsh_result_state_lost_reason(const sbsh_result* r);
+/* 1: the command ran and succeeded: exit code 0, not stopped, its shell not lost. */
+int sbsh_result_ok(const sbsh_result* r);
 /* Why there is no exit code, or other trouble worth reporting; "" when none. Owned by r. */
 const char* sbsh_result_error(const sbsh_result* r);
 void sbsh_result_free(sbsh_result* r);
@@ -367,6 +377,64 @@ int sbsh_shutdown(sbsh_conn* conn);
 /* Asks sbshd to stop but to leave its sessions (their shells, any running command, and their
  * background processes with their logs) running, for the next sbshd on the same socket to adopt (sbshd(8), ADOPTION). */
 int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
+
+/* ---- Plans -------------------------------------------------------------------------------- */
+
+/* A plan is staged commands run in one fresh session, with a report and a live event log:
+ * what `sbsh run PLAN` does (sbsh(1): PLANS for the format, REPORT and EVENTS for the two JSON
+ * documents, which are the same here). */
+
+/* Event callback: json holds len bytes, one event (a JSON object, exactly a line of the event
+ * log without its newline), NUL-terminated, valid only during the call. */
+typedef void (*sbsh_event_fn)(void* user, const char* json, size_t len);
+
+#define SBSH_RUN_OPTS_VERSION 1
+
+typedef struct sbsh_run_opts {
+  unsigned int version;       /* SBSH_RUN_OPTS_VERSION (set by sbsh_run_opts_init) */
+  const char* session;        /* NULL: a new name, "run-<pid>-<n>"; a session of the name given
+                                 must not exist (a run starts from a fresh shell) */
+  int keep_session;           /* non-zero: leave the session when the run ends */
+  size_t output_limit;        /* bytes of each stream kept in the report, per command; 0: 1 MiB */
+  const char* artifacts_dir;  /* non-NULL: each command's whole stdout and stderr go to
+                                 DIR/<stage>/<n>.stdout and .stderr as they arrive */
+  const char* report_path;    /* non-NULL: the report is written there when the run ends */
+  const char* events_path;    /* non-NULL: the event log, one JSON object per line, as it happens */
+  int events_fd;              /* -1 (default), or a descriptor that also gets the event log */
+  int cancel_fd;              /* -1 (default), or a descriptor (sbsh_canceller_fd()) on which a
+                                 readable byte cancels the run: the running command is stopped,
+                                 the run ends "cancelled", and the report is still written. The
+                                 byte is not read: sbsh_canceller_reset clears it before the
+                                 canceller serves again. */
+  sbsh_event_fn on_event;     /* NULL, or called with each event after the event log has it */
+  void* user;                 /* passed to on_event */
+} sbsh_run_opts;
+
+/* Fills *opts with the defaults (pointers NULL, descriptors -1, numbers 0) and sets its
+ * version. */
+void sbsh_run_opts_init(sbsh_run_opts* opts);
+
+/* Checks a plan without running it: plan_len bytes of JSON or YAML; format NULL (JSON when it
+ * starts with '{', else YAML), "json" or "yaml". SBSH_OK, or SBSH_ERR_INVALID with
+ * sbsh_last_error(NULL) naming the field ("stages[1].commands[0].timeout: ...") and
+ * sbsh_last_error_code(NULL) "invalid_plan". */
+int sbsh_plan_check(const char* plan, size_t plan_len, const char* format);
+
+/* Runs a plan (as sbsh_plan_check reads it) in a new session of conn.
+ * SBSH_OK: the run took place, whatever its outcome. *report_json (if report_json is not NULL)
+ * is the report, malloc'd (sbsh_free), and *exit_status (if not NULL) what `sbsh run` would
+ * exit with: 0 every stage met its expectation, 1 one did not, 130 cancelled, 255 sbsh failed
+ * during the run (the report's "error" says how).
+ * SBSH_ERR_INVALID: nothing ran: the plan is invalid (code "invalid_plan"), or a file could
+ * not be created (code "file"). Other negative statuses: as for any request (the session
+ * name given is taken: code "session_exists"). */
+int sbsh_run_plan(sbsh_conn* conn, const char* plan, size_t plan_len, const char* format, const sbsh_run_opts* opts,
+                  char** report_json, int* exit_status);
+
+/* The same with the plan read from a file: JSON for *.json, YAML for *.yaml and *.yml, else
+ * detected as above; "-" is standard input. */
+int sbsh_run_plan_file(sbsh_conn* conn, const char* path, const sbsh_run_opts* opts, char** report_json,
+                       int* exit_status);
 
 #ifdef __cplusplus
 }

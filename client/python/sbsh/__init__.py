@@ -85,13 +85,19 @@ class ExecResult:
     stdout_truncated: bool
     stderr_truncated: bool
     duration: float           # seconds
-    started_at: float         # Unix time, seconds
+    started_at: Optional[float]  # Unix time, seconds; None when it never started
     error: str = ""           # why exit_code is None, or other trouble
     ran: bool = True          # False: it certainly did not run (no shell took it): safe to retry
+    generation: int = 0       # which shell ran it: changes whenever the session's shell is replaced
+    state_lost: bool = False  # the shell was replaced since the session's previous command
+    state_lost_reason: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        """The command ran and succeeded: exit code 0, not timed out, not cancelled, its shell
+        not lost."""
+        return (self.ran and self.exit_code == 0 and not self.timed_out and not self.cancelled
+                and not self.shell_restarted)
 
 
 @dataclass
@@ -165,6 +171,26 @@ class _SessionSpec(ctypes.Structure):
     ]
 
 
+_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+
+
+class _RunOpts(ctypes.Structure):
+    """sbsh_run_opts, version 1 (same fields, same order as sbsh.h)."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("session", ctypes.c_char_p),
+        ("keep_session", ctypes.c_int),
+        ("output_limit", ctypes.c_size_t),
+        ("artifacts_dir", ctypes.c_char_p),
+        ("report_path", ctypes.c_char_p),
+        ("events_path", ctypes.c_char_p),
+        ("events_fd", ctypes.c_int),
+        ("cancel_fd", ctypes.c_int),
+        ("on_event", _EVENT_FN),
+        ("user", ctypes.c_void_p),
+    ]
+
+
 def _prototypes() -> Dict[str, tuple]:
     P, S, I, I64, U64, SZ = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
                              ctypes.c_size_t)
@@ -201,6 +227,9 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_stderr_truncated": (I, [P]),
         "sbsh_result_duration_us": (U64, [P]),
         "sbsh_result_started_at_ms": (I64, [P]),
+        "sbsh_result_generation": (U64, [P]),
+        "sbsh_result_state_lost": (I, [P]),
+        "sbsh_result_state_lost_reason": (S, [P]),
         "sbsh_result_error": (S, [P]),
         "sbsh_result_free": (None, [P]),
         "sbsh_session_spec_init": (None, [ctypes.POINTER(_SessionSpec)]),
@@ -231,6 +260,10 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_status_json": (I, [P, PP]),
         "sbsh_shutdown": (I, [P]),
         "sbsh_shutdown_keep_sessions": (I, [P]),
+        "sbsh_run_opts_init": (None, [ctypes.POINTER(_RunOpts)]),
+        "sbsh_plan_check": (I, [S, SZ, S]),
+        "sbsh_run_plan": (I, [P, S, SZ, S, ctypes.POINTER(_RunOpts), PP, ctypes.POINTER(I)]),
+        "sbsh_run_plan_file": (I, [P, S, ctypes.POINTER(_RunOpts), PP, ctypes.POINTER(I)]),
     }
 
 
@@ -366,23 +399,27 @@ def _process_from_handle(L, p) -> Process:
 
 
 class _CallbackGuard:
-    """Wraps a Python output callback for C: an exception in it must not vanish inside
-    ctypes. The first one is kept (and `stop` is called, to end the command early); it is
-    raised once the C call returns."""
+    """Wraps a Python callback for C: an exception in it must not vanish inside ctypes. The
+    first one is kept (and `stop` is called, to end the command or run early); it is raised
+    once the C call returns. An output callback by default; with c_type and adapt (which
+    turns the C arguments after `user` into the Python ones), any other."""
 
-    def __init__(self, fn: OutputCallback, stop: Optional[Callable[[], None]] = None):
+    def __init__(self, fn: Callable[..., None], stop: Optional[Callable[[], None]] = None,
+                 c_type: Any = _OUTPUT_FN, adapt: Optional[Callable[..., tuple]] = None):
         self.error: Optional[BaseException] = None
+        if adapt is None:
+            adapt = lambda stream, data, length: (stream, ctypes.string_at(data, length))  # noqa: E731
 
-        def call(_user, stream, data, length):
+        def call(_user, *args):
             if self.error is not None:
                 return
             try:
-                fn(stream, ctypes.string_at(data, length))
+                fn(*adapt(*args))
             except BaseException as e:  # noqa: B902 - KeyboardInterrupt included
                 self.error = e
                 if stop is not None:
                     stop()
-        self.c_fn = _OUTPUT_FN(call)
+        self.c_fn = c_type(call)
 
     def reraise(self) -> None:
         if self.error is not None:
@@ -472,6 +509,35 @@ class _SignalForwarder:
                 os.close(fd)
             except OSError:
                 pass
+
+
+class _Interruption:
+    """How a long call (exec, run_plan) is stopped: through the caller's Canceller, or else
+    by the signals that _SignalForwarder forwards while the call runs in C. `fd` goes in the
+    call's cancel_fd; `stop()` ends the call early (when a callback raised); `with` covers the
+    C call itself, so that the wakeup descriptor is restored as soon as it returns, also when a
+    signal's Python handler raises (KeyboardInterrupt) at that moment."""
+
+    def __init__(self, client: "Client", canceller: Optional["Canceller"]):
+        self._fwd: Optional[_SignalForwarder] = None
+        self._prev: Optional[int] = None
+        if canceller is not None:
+            self.fd, self.stop = canceller.fileno(), canceller.cancel
+            return
+        if client._fwd is None:
+            client._fwd = _SignalForwarder()
+        self._fwd = client._fwd
+        self._fwd.drain()
+        self.fd, self.stop = self._fwd.r, self._fwd.stop_command
+
+    def __enter__(self) -> "_Interruption":
+        self._prev = self._fwd.install() if self._fwd is not None else None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._prev is not None:
+            _signal.set_wakeup_fd(self._prev)
+            self._prev = None
 
 
 # ---- The client ------------------------------------------------------------------------------
@@ -612,34 +678,21 @@ class Client:
             o.output_limit = output_limit
 
         with self._busy():
-            if self._fwd is None:
-                self._fwd = _SignalForwarder()
-            fwd = self._fwd
-            stop = canceller.cancel if canceller is not None else fwd.stop_command
-            guard = _CallbackGuard(on_output, stop) if on_output is not None else None
+            stop = _Interruption(self, canceller)
+            guard = _CallbackGuard(on_output, stop.stop) if on_output is not None else None
             if guard is not None:
                 o.on_output = guard.c_fn
-            if canceller is not None:
-                o.cancel_fd = canceller.fileno()
-            else:
-                fwd.drain()
-                o.cancel_fd = fwd.r
+            o.cancel_fd = stop.fd
             r = ctypes.c_void_p()
-            prev = fwd.install() if canceller is None else None
             try:
-                rc = L.sbsh_exec(self._conn, ctypes.byref(o), ctypes.byref(r))
-                if prev is not None:
-                    _signal.set_wakeup_fd(prev)
-                    prev = None
+                with stop:
+                    rc = L.sbsh_exec(self._conn, ctypes.byref(o), ctypes.byref(r))
                 if rc != OK:
                     raise self._error(rc, self._conn)
                 if guard is not None:
                     guard.reraise()
                 return self._result(r)
             finally:
-                # Also reached when a signal's Python handler raises (KeyboardInterrupt).
-                if prev is not None:
-                    _signal.set_wakeup_fd(prev)
                 L.sbsh_result_free(r)
 
     def _result(self, r) -> ExecResult:
@@ -659,9 +712,12 @@ class Client:
             L.sbsh_result_stdout_truncated(r) != 0,
             L.sbsh_result_stderr_truncated(r) != 0,
             L.sbsh_result_duration_us(r) / 1e6,
-            L.sbsh_result_started_at_ms(r) / 1e3,
+            L.sbsh_result_started_at_ms(r) / 1e3 if L.sbsh_result_started_at_ms(r) else None,
             L.sbsh_result_error(r).decode("utf-8", "replace"),
-            L.sbsh_result_ran(r) != 0)
+            L.sbsh_result_ran(r) != 0,
+            L.sbsh_result_generation(r),
+            L.sbsh_result_state_lost(r) != 0,
+            L.sbsh_result_state_lost_reason(r).decode("utf-8", "replace"))
 
     # -- sessions --
 
@@ -781,6 +837,71 @@ class Client:
             self._lib.sbsh_proc_free(p)
         guard.reraise()
         return Logs(b"".join(chunks[STDOUT]), b"".join(chunks[STDERR]), process)
+
+    # -- plans --
+
+    def run_plan(self, plan: Union[Mapping[str, Any], bytes, str, "os.PathLike[str]"], *,
+                 session: Optional[str] = None, keep_session: bool = False, output_limit: Optional[int] = None,
+                 artifacts: Optional[str] = None, report: Optional[str] = None, events: Optional[str] = None,
+                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 canceller: Optional[Canceller] = None) -> Dict[str, Any]:
+        """Runs a plan, as `sbsh run` does, in a new session (sbsh(1), PLANS), and returns the
+        report as a dict (sbsh(1), REPORT): "status" is "passed", "failed" or "cancelled".
+
+        plan: a mapping (the plan itself, sent as JSON), bytes (JSON or YAML text), or the
+        path of a JSON or YAML file (str or os.PathLike).
+        session: the session's name (it must not exist; None: "run-<pid>-<n>"); keep_session
+        leaves it when the run ends. output_limit: bytes of each stream kept in the report
+        (default 1 MiB). artifacts: a directory for every command's whole output. report,
+        events: files for the report and the event log (one JSON object per line).
+        on_event(event): each event as a dict, as it happens; if it raises, the run is
+        cancelled and the exception raised here once the report is written.
+        canceller: cancels the run from another thread (reset() it before it serves again).
+        Ctrl-C in the main thread cancels the run too (the report is still written), then
+        raises KeyboardInterrupt.
+
+        Raises Error with reason "invalid_plan" (the message names the field) when the plan
+        is invalid, "file" when a file cannot be written, and as any request otherwise.
+        """
+        L = self._lib
+        o = _RunOpts()
+        L.sbsh_run_opts_init(ctypes.byref(o))
+        o.session, o.keep_session = _enc(session), int(bool(keep_session))
+        if output_limit is not None:
+            if output_limit <= 0:
+                raise ValueError("output_limit must be positive")
+            o.output_limit = output_limit
+        o.artifacts_dir, o.report_path, o.events_path = _enc(artifacts), _enc(report), _enc(events)
+        text: Optional[bytes] = None
+        fmt: Optional[bytes] = None
+        if isinstance(plan, Mapping):
+            text, fmt = json.dumps(plan).encode(), b"json"
+        elif isinstance(plan, (bytes, bytearray)):
+            text = bytes(plan)
+        elif not isinstance(plan, (str, os.PathLike)):
+            raise TypeError("plan takes a mapping, bytes of JSON or YAML, or the path of a plan file")
+        out, status = ctypes.c_void_p(), ctypes.c_int()
+        with self._busy():
+            stop = _Interruption(self, canceller)
+            guard = None
+            if on_event is not None:
+                guard = _CallbackGuard(on_event, stop.stop, _EVENT_FN,
+                                       lambda data, length: (json.loads(ctypes.string_at(data, length)),))
+                o.on_event = guard.c_fn
+            o.cancel_fd = stop.fd
+            with stop:
+                if text is not None:
+                    rc = L.sbsh_run_plan(self._conn, text, len(text), fmt, ctypes.byref(o), ctypes.byref(out),
+                                         ctypes.byref(status))
+                else:
+                    rc = L.sbsh_run_plan_file(self._conn, _enc(plan), ctypes.byref(o), ctypes.byref(out),
+                                              ctypes.byref(status))
+            if rc != OK:
+                raise self._error(rc, self._conn)
+            result = _take_json(L, out)
+            if guard is not None:
+                guard.reraise()
+            return result
 
     # -- the daemon --
 

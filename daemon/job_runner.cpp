@@ -1,0 +1,616 @@
+// A session's commands, one at a time; see job_runner.h.
+#include "daemon/job_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "ipc/messages.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+// After SIGKILL, how long the shell may take to answer before sbshd decides that it does not
+// respond (it ignores SIGINT, or is stopped) and restarts it: the last resort.
+constexpr uint64_t kSettleMs = 1000;
+// Output frames queued to one client before we stop reading that command's pipes.
+constexpr size_t kMaxClientQueue = 1u << 20;
+// stdin bytes buffered for one command before we stop reading its client.
+constexpr size_t kMaxStdinBuffer = 1u << 20;
+// Background output pipes kept open (and discarded) per session after their commands ended.
+constexpr size_t kMaxDraining = 64;
+// Kept per session for `session show`.
+constexpr size_t kHistory = 20;
+constexpr size_t kMaxInitOutput = 64u << 10;
+// What `session ls` and `session show` call a command an earlier sbshd started.
+constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
+
+void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Whether anything may still write into the pipe whose read end is `fd`: with no writer left
+// the read end reports a hang-up (data may still be buffered: the client reads it).
+bool has_writers(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) == 0;
+}
+
+}  // namespace
+
+job_runner::job_runner(server& srv, session& s) : srv_(srv), session_(s) {}
+
+job_runner::~job_runner() = default;
+
+bool job_runner::blocked() const {
+  const shell_supervisor& sh = session_.shell();
+  if (current_ != nullptr || signals_in_flight_ > 0) return true;
+  if (sh.state() == session_state::failed || sh.state() == session_state::exited) return false;  // refuses them
+  return sh.state() == session_state::restarting || sh.adopted_busy() || init_failed_;
+}
+
+void job_runner::enqueue(std::unique_ptr<exec_job> job) {
+  session_.shell().retry_if_failed();
+  job->generation = session_.shell().generation();
+  job->arrived_mono_us = mono_us();
+  if (job->timeout_ms > 0) {
+    // The timeout is the caller's deadline from the moment the request arrived: a command
+    // still queued when it passes never runs.
+    exec_job* jp = job.get();
+    job->deadline = make_handle<timer>(srv_.loop());
+    job->deadline->start(job->timeout_ms, [this, jp] {
+      jp->outcome.timed_out = true;
+      if (current_.get() == jp) {
+        if (jp->kill_stage == 0) escalate(*jp);
+        return;
+      }
+      auto it = std::find_if(queue_.begin(), queue_.end(), [jp](const auto& j) { return j.get() == jp; });
+      if (it == queue_.end()) return;
+      auto j = std::move(*it);
+      queue_.erase(it);
+      j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::timeout));
+      j->outcome.error = fmt::format("not run: its timeout ({} ms) passed while it waited for the commands before it",
+                                     j->timeout_ms);
+      finish_job(std::move(j));
+    });
+  }
+  queue_.push_back(std::move(job));
+  run_next();
+}
+
+void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done) {
+  auto job = std::make_unique<exec_job>();
+  job->internal = true;
+  job->session = session_.name();
+  job->command = job->text = std::move(text);
+  job->on_done = std::move(on_done);
+  enqueue(std::move(job));
+}
+
+void job_runner::run_first(std::vector<std::string> texts, bool init) {
+  init_failed_ = false;
+  gen_user_commands_ = 0;
+  if (init) init_output_.clear();
+  init_pending_ += texts.size();
+  for (auto it = texts.rbegin(); it != texts.rend(); ++it) {
+    auto job = std::make_unique<exec_job>();
+    job->internal = true;
+    job->init = true;
+    job->session = session_.name();
+    job->command = job->text = std::move(*it);
+    job->generation = session_.shell().generation();
+    job->arrived_mono_us = mono_us();
+    job->on_done = [this](exec_job& j) { finish_init_job(j); };
+    queue_.push_front(std::move(job));
+  }
+}
+
+void job_runner::shell_ready() {
+  if (init_pending_ == 0) session_.shell().initialized();
+  run_next();
+}
+
+void job_runner::run_next() {
+  while (!blocked() && !queue_.empty()) {
+    const shell_supervisor& sh = session_.shell();
+    auto job = std::move(queue_.front());
+    queue_.pop_front();
+    if (sh.state() == session_state::failed || sh.state() == session_state::exited) {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
+      job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
+                                       session_.name(), state_name(sh.state()), sh.failure(), session_.name());
+      finish_job(std::move(job));
+      continue;
+    }
+    if (job->generation != sh.generation()) {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
+      job->outcome.shell_restarted = true;
+      job->outcome.error = "not run: the session's shell restarted while this command was queued, "
+                           "so the state it expected was lost";
+      finish_job(std::move(job));
+      continue;
+    }
+    if (!sh.serving()) {  // starting: it goes when the shell says it serves
+      queue_.push_front(std::move(job));
+      return;
+    }
+    if (!start_job(*job)) {
+      finish_job(std::move(job));
+      continue;
+    }
+    current_ = std::move(job);
+  }
+  // A failed or exited session answers what waits at once.
+  const shell_supervisor& sh = session_.shell();
+  if (!current_ && (sh.state() == session_state::failed || sh.state() == session_state::exited)) {
+    while (!queue_.empty()) {
+      auto job = std::move(queue_.front());
+      queue_.pop_front();
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
+      job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
+                                       session_.name(), state_name(sh.state()), sh.failure(), session_.name());
+      finish_job(std::move(job));
+    }
+  }
+}
+
+bool job_runner::start_job(exec_job& job) {
+  auto fail = [&](const std::string& what) {
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+    job.outcome.error = what;
+    return false;
+  };
+  unique_fd keep_out, keep_err;  // frames mode: the shell holds copies of our read ends
+  if (!job.io_fds) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+    job.out_r = unique_fd(out[0]);
+    job.out_w = unique_fd(out[1]);
+    if (::pipe2(err, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+    job.err_r = unique_fd(err[0]);
+    job.err_w = unique_fd(err[1]);
+    set_nonblock(job.out_r.get());
+    set_nonblock(job.err_r.get());
+    if (job.has_stdin) {
+      int in[2];
+      if (::pipe2(in, O_CLOEXEC) != 0) return fail("cannot create a pipe");
+      job.in_r = unique_fd(in[0]);
+      job.in_w = unique_fd(in[1]);
+      set_nonblock(job.in_w.get());
+    }
+  }
+  shell_supervisor& sh = session_.shell();
+  job.seq = sh.next_seq();
+  job.mark = procs::mark_now(srv_.ns_last_pid_fd());
+  job.started_at_ms = wall_ms();
+  job.started_mono_us = mono_us();
+  run_message m;
+  m.seq = job.seq;
+  m.text = job.text;
+  m.check_cwd = job.check_cwd;
+  m.in = job.in_r.get();
+  m.out = job.out_w.get();
+  m.err = job.err_w.get();
+  // While the command runs the shell holds read ends of its output pipes, so that nothing it
+  // writes meets a pipe without a reader should sbshd and the client go away (the wrapper
+  // then drains them).
+  m.keep_out = job.out_r.get();
+  m.keep_err = job.err_r.get();
+  job.started = true;
+  if (auto sent = send_run(sh.channel(), m, big_text_); !sent) {
+    if (sent.err().code != "gone") return fail(sent.err().message);
+    // The shell has ended, or could not start, and its loss is on its way (shell_lost). The
+    // command stays in flight until then, with its descriptors: it never ran, and may run in
+    // the next shell.
+    job.undelivered = true;
+    spdlog::debug("session {}: the shell was gone before command {} reached it", session_.name(), job.id);
+    return true;
+  }
+  job.out_w.reset();
+  job.err_w.reset();
+  job.in_r.reset();
+  if (!job.internal) {
+    ++commands_;
+    ++gen_user_commands_;
+    // Every result says which shell ran it, and whether that is not the shell that ran the
+    // session's command before it (its state was lost in between).
+    job.generation = sh.generation();
+    if (last_user_generation_ != 0 && last_user_generation_ != job.generation) {
+      job.state_lost = true;
+      job.state_lost_why = state_lost_why_.empty() ? "the session's shell was replaced" : state_lost_why_;
+    }
+    last_user_generation_ = job.generation;
+    state_lost_why_.clear();
+  }
+  if (!job.io_fds) {
+    exec_job* jp = &job;
+    job.out_watch = make_handle<fd_watch>(srv_.loop(), job.out_r.get());
+    job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
+    job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
+    job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    if (job.in_w) pump_stdin(job);
+  }
+  return true;
+}
+
+void job_runner::on_message(const shell_message& m) {
+  if (!current_ || !current_->started || m.seq != current_->seq) return;  // not ours (a stale answer)
+  auto job = std::move(current_);
+  if (m.not_run) {
+    job->not_run = true;
+    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
+    job->outcome.error = fmt::format("not run: cannot run in {}: {}", job->check_cwd, not_run_reason(m.err));
+  } else {
+    job->outcome.exit_code = m.exit_value;
+    job->outcome.signal = m.signal;
+  }
+  finish_job(std::move(job));
+  run_next();
+}
+
+void job_runner::finish_job(std::unique_ptr<exec_job> job) {
+  uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
+  job->deadline.reset();
+  // Input the command did not take is dropped with it; if there was too much of it, its
+  // client's socket was paused (stdin_data) and must now serve the client's next requests.
+  if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
+  job->stdin_pending.clear();
+  if (job->started && !job->io_fds && (job->client != nullptr || job->internal)) {
+    // Everything the command wrote before it ended is in the pipes now: forward it.
+    pump_output(*job, ipc::kStdout, true);
+    pump_output(*job, ipc::kStderr, true);
+  }
+  if (current_ == nullptr) kill_timer_.reset();
+  spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", session_.name(), job->id,
+                job->outcome.exit_code.value_or(-1), job->outcome.signal.value_or(0), job->outcome.timed_out);
+  if (job->internal) {
+    drain_outputs(*job);
+    if (job->on_done) job->on_done(*job);
+    return;
+  }
+  record(*job, dur);
+  client_conn* c = job->client;
+  // Output pipes may still be held by background jobs the command started: keep reading
+  // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
+  // once the client has read what is its own (release). With no writer left, nothing more
+  // can come: no release is needed, and the result says so.
+  bool writers = (job->out_r && has_writers(job->out_r.get())) || (job->err_r && has_writers(job->err_r.get()));
+  job->wants_release = job->io_fds && c != nullptr && writers;
+  if (c != nullptr) c->send(done_frame(*job, dur));
+  if (job->wants_release && !job->released) {
+    unreleased_.push_back(std::move(job));
+    return;
+  }
+  if (writers) drain_outputs(*job);
+  if (c != nullptr) srv_.job_done(c, job->id);
+}
+
+void job_runner::record(const exec_job& job, uint64_t duration_us) {
+  if (!job.started) return;
+  history_.push_back({job.command.substr(0, 256), job.outcome.exit_code, job.outcome.timed_out,
+                      job.outcome.shell_restarted, job.started_at_ms, duration_us / 1000});
+  if (history_.size() > kHistory) history_.pop_front();
+}
+
+void job_runner::earlier_command_ended(int status, int64_t adopted_ms) {
+  history_.push_back({std::string(kEarlierCommand), status, false, false, adopted_ms,
+                      static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - adopted_ms))});
+  if (history_.size() > kHistory) history_.pop_front();
+}
+
+void job_runner::finish_init_job(exec_job& job) {
+  for (const auto* part : {&job.captured_out, &job.captured_err}) {
+    size_t room = kMaxInitOutput > init_output_.size() ? kMaxInitOutput - init_output_.size() : 0;
+    init_output_.append(part->substr(0, room));
+  }
+  const auto& o = job.outcome;
+  if (job.generation != session_.shell().generation()) return;  // a shell that has gone
+  if (init_pending_ > 0) --init_pending_;
+  if (o.exit_code == 0 && init_pending_ == 0 && !init_failed_) session_.shell().initialized();
+  if (o.exit_code == 0 || !job.started || init_failed_) return;
+  // A failing init command fails this start: the session's commands must not run in a
+  // shell that was not set up as defined. Nothing more runs in it (blocked()).
+  init_failed_ = true;
+  std::string why = o.exit_code ? fmt::format("init command '{}' exited with status {}", job.command, *o.exit_code)
+                                : fmt::format("init command '{}' did not finish: {}", job.command, o.error);
+  init_output_ += fmt::format("[{}]\n", why);
+  // Deferred: we are inside the status callback of this very shell.
+  auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(srv_.loop()));
+  uint64_t gen = session_.shell().generation();
+  (*t)->start(0, [this, t, gen, why] {
+    t->reset();
+    if (gen == session_.shell().generation()) session_.shell().restart_shell(why, /*forced=*/false);
+  });
+}
+
+void job_runner::escalate(exec_job& job) {
+  switch (job.kill_stage) {
+    case 0:
+      job.kill_stage = 1;
+      send_signal(job, job.first_signal, /*interrupt=*/true);
+      arm_kill_timer(job.grace_ms);
+      break;
+    case 1:
+      job.kill_stage = 2;
+      send_signal(job, SIGKILL, /*interrupt=*/true);
+      arm_kill_timer(kSettleMs);
+      break;
+    case 2:
+      // Everything the command started is dead and the shell was interrupted twice, yet it
+      // has not answered: it ignores SIGINT or is itself stuck. Only a new shell helps.
+      job.kill_stage = 3;
+      session_.shell().restart_shell(
+          "the shell did not stop the command when interrupted, so it was restarted to stop it", /*forced=*/true);
+      break;
+    default:
+      break;
+  }
+}
+
+void job_runner::arm_kill_timer(uint64_t ms) {
+  kill_timer_ = make_handle<timer>(srv_.loop());
+  kill_timer_->start(ms, [this] {
+    if (current_ && current_->kill_stage > 0) escalate(*current_);
+  });
+}
+
+void job_runner::send_signal(exec_job& job, int sig, bool interrupt) {
+  // Never ends the job from here: a wrapper that is gone is reported on its own way
+  // (shell_lost), which answers the job.
+  if (session_.shell().signal_command(job.mark, sig, interrupt) != 0) ++signals_in_flight_;
+}
+
+void job_runner::on_signal_result(uint64_t, uint64_t) {
+  if (signals_in_flight_ > 0) --signals_in_flight_;
+  run_next();
+}
+
+bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if ((*it)->client == c && (*it)->id == id) {
+      auto job = std::move(*it);
+      queue_.erase(it);
+      job->outcome.cancelled = true;
+      job->outcome.error_code = "cancelled";
+      job->outcome.error = "cancelled before it started";
+      finish_job(std::move(job));
+      return true;
+    }
+  }
+  if (!current_ || current_->client != c || current_->id != id) return false;
+  if (!stop) {
+    // A signal forwarded to the command (Ctrl-C): to its processes; SIGINT also to the shell
+    // when the command has none of its own (a loop of builtins), as a terminal would.
+    send_signal(*current_, sig, /*interrupt=*/false);
+    return true;
+  }
+  current_->outcome.cancelled = true;
+  if (sig != 0) current_->first_signal = sig;
+  if (current_->kill_stage == 0) escalate(*current_);
+  return true;
+}
+
+void job_runner::client_gone(client_conn* c) {
+  std::erase_if(queue_, [c](const auto& j) { return j->client == c; });
+  std::erase_if(unreleased_, [this, c](auto& j) {
+    if (j->client != c) return false;
+    drain_outputs(*j);
+    return true;
+  });
+  if (!current_ || current_->client != c) return;
+  // As a terminal hang-up would: SIGHUP to the command, then SIGKILL after the grace. The
+  // job stays current until the shell answers (or is lost), whatever happens meanwhile.
+  exec_job& job = *current_;
+  job.client = nullptr;
+  job.first_signal = SIGHUP;
+  job.in_watch.reset();
+  job.in_w.reset();
+  if (job.kill_stage == 0) escalate(job);
+}
+
+void job_runner::release(client_conn* c, uint64_t id) {
+  for (auto it = unreleased_.begin(); it != unreleased_.end(); ++it) {
+    if ((*it)->client == c && (*it)->id == id) {
+      auto job = std::move(*it);
+      unreleased_.erase(it);
+      drain_outputs(*job);
+      srv_.job_done(c, id);
+      return;
+    }
+  }
+  for (auto& j : queue_)
+    if (j->client == c && j->id == id) j->released = true;
+  if (current_ && current_->client == c && current_->id == id) current_->released = true;
+}
+
+void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
+  signals_in_flight_ = 0;  // their answers went with the wrapper
+  init_pending_ = 0;       // the next start queues its own
+  kill_timer_.reset();
+  note_state_lost(loss.why);
+  std::string next = loss.restarting ? "a new shell is being started" : "no new shell starts";
+  if (loss.restarting && gen_user_commands_ == 0) {
+    // No command of the session ran in that shell, so the next one has the same state to
+    // offer: what waited for it, and a command that never reached it, wait for the next.
+    if (current_ && current_->undelivered) {
+      current_->started = current_->undelivered = false;
+      current_->kill_stage = 0;
+      queue_.push_front(std::move(current_));
+    }
+    for (auto& j : queue_)
+      if (j->generation == gen) j->generation = gen + 1;
+  } else if (loss.never_served) {
+    // What waited for a shell that never served did not run, and says why now rather than as
+    // a command queued across a restart.
+    std::deque<std::unique_ptr<exec_job>> waiting;
+    std::swap(waiting, queue_);
+    for (auto& j : waiting) {
+      if (j->generation != gen) {
+        queue_.push_back(std::move(j));
+        continue;
+      }
+      j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
+      j->outcome.error = fmt::format("the command did not run ({}); {}", loss.why, next);
+      finish_job(std::move(j));
+    }
+  }
+  if (!current_) return;
+  auto job = std::move(current_);
+  auto& o = job->outcome;
+  o.shell_restarted = true;
+  if (job->kill_stage < 3 && !job->undelivered && !loss.never_served) {
+    if (loss.signal) {
+      o.exit_code = 128 + *loss.signal;
+      o.signal = loss.signal;
+    } else if (loss.exit_code) {
+      o.exit_code = loss.exit_code;
+    }
+  }
+  o.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
+  if (job->undelivered || loss.never_served) {
+    job->undelivered = true;
+    o.error = fmt::format("the command did not run ({}); {}", loss.why, next);
+  } else if (job->kill_stage == 3) {
+    o.error = "the shell did not stop the command when interrupted, so it was restarted to stop it; the "
+              "session's state was lost";
+  } else {
+    o.error = fmt::format("the session's shell ended while running the command ({}); the session's state was "
+                          "lost and {}",
+                          loss.why, next);
+  }
+  (void)gen;
+  finish_job(std::move(job));
+}
+
+void job_runner::refuse_all(std::string_view code, const std::string& queued_why, const std::string& running_why) {
+  while (!queue_.empty()) {
+    auto j = std::move(queue_.front());
+    queue_.pop_front();
+    j->outcome.error_code = std::string(code);
+    j->outcome.error = queued_why;
+    finish_job(std::move(j));
+  }
+  if (current_) {
+    auto j = std::move(current_);
+    j->outcome.error_code = std::string(code);
+    j->outcome.error = running_why;
+    finish_job(std::move(j));
+  }
+  kill_timer_.reset();
+}
+
+void job_runner::drain_outputs(exec_job& job) {
+  // A descriptor can be watched by one handle only: stop the job's own watches first.
+  job.out_watch.reset();
+  job.err_watch.reset();
+  if (job.out_r) keep_draining(std::move(job.out_r));
+  if (job.err_r) keep_draining(std::move(job.err_r));
+}
+
+void job_runner::keep_draining(unique_fd fd) {
+  if (draining_.size() >= kMaxDraining) draining_.pop_front();
+  set_nonblock(fd.get());
+  // Usually nobody else holds the pipe and it is at end-of-file already: no need to watch.
+  char buf[16384];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) {
+  }
+  if (n == 0 || errno != EAGAIN) return;
+  int raw = fd.get();
+  auto w = make_handle<fd_watch>(srv_.loop(), raw);
+  w->start(UV_READABLE | UV_DISCONNECT, [this, raw](int, int) {
+    char buf[16384];
+    ssize_t n;
+    while ((n = ::read(raw, buf, sizeof buf)) > 0) {
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      std::erase_if(draining_, [raw](const drain_entry& d) { return d.fd.get() == raw; });
+  });
+  draining_.push_back({std::move(fd), std::move(w)});
+}
+
+void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
+  unique_fd& fd = stream_no == ipc::kStdout ? job.out_r : job.err_r;
+  if (!fd) return;
+  char buf[64 * 1024];
+  for (int rounds = 0; drain || rounds < 4; ++rounds) {
+    if (job.client != nullptr && !drain && job.client->queued_bytes() > kMaxClientQueue) {
+      set_output_paused(job, true);  // backpressure: the pipe fills and the command waits
+      return;
+    }
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n <= 0) {
+      if (n == 0) (stream_no == ipc::kStdout ? job.out_watch : job.err_watch).reset();  // every writer is gone
+      return;
+    }
+    if (job.internal) {
+      std::string& keep = stream_no == ipc::kStdout ? job.captured_out : job.captured_err;
+      size_t room = kMaxInitOutput > keep.size() ? kMaxInitOutput - keep.size() : 0;
+      keep.append(buf, std::min(room, static_cast<size_t>(n)));
+      continue;
+    }
+    if (job.client == nullptr) continue;  // nobody to deliver to: discard
+    ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
+    job.client->send(ipc::encode(out, job.id));
+  }
+}
+
+void job_runner::set_output_paused(exec_job& job, bool paused) {
+  int ev = paused ? 0 : UV_READABLE;
+  if (job.out_watch) job.out_watch->set_events(ev);
+  if (job.err_watch) job.err_watch->set_events(ev);
+}
+
+void job_runner::client_drained(client_conn* c) {
+  if (current_ && current_->client == c && !current_->io_fds) {
+    set_output_paused(*current_, false);
+    pump_output(*current_, ipc::kStdout, false);
+    if (current_) pump_output(*current_, ipc::kStderr, false);
+  }
+}
+
+void job_runner::stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof) {
+  exec_job* job = nullptr;
+  if (current_ && current_->client == c && current_->id == id) job = current_.get();
+  for (auto& j : queue_)
+    if (j->client == c && j->id == id) job = j.get();
+  if (job == nullptr || job->io_fds || !job->has_stdin || job->stdin_eof) return;
+  job->stdin_pending.append(data);
+  if (eof) job->stdin_eof = true;
+  if (job->stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(true);
+  if (job->started && job->in_w) pump_stdin(*job);
+}
+
+void job_runner::pump_stdin(exec_job& job) {
+  while (!job.stdin_pending.empty()) {
+    ssize_t n = ::write(job.in_w.get(), job.stdin_pending.data(), job.stdin_pending.size());
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      job.stdin_pending.clear();  // the command closed its stdin: the rest is not wanted
+      job.in_w.reset();
+      break;
+    }
+    job.stdin_pending.erase(0, static_cast<size_t>(n));
+  }
+  if (job.client != nullptr && job.stdin_pending.size() <= kMaxStdinBuffer) job.client->pause_reading(false);
+  bool waiting = !job.stdin_pending.empty() && job.in_w;
+  if (waiting && !job.in_watch) {
+    exec_job* jp = &job;
+    job.in_watch = make_handle<fd_watch>(srv_.loop(), job.in_w.get());
+    job.in_watch->start(UV_WRITABLE, [this, jp](int, int) { pump_stdin(*jp); });
+  } else if (!waiting) {
+    job.in_watch.reset();
+  }
+  if (job.stdin_pending.empty() && job.stdin_eof) job.in_w.reset();
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,128 @@
+// A session's commands: the queue, the one that runs, and how each ends. Commands run one at
+// a time in arrival order. Each is one run message on the shell channel (shell_channel.h):
+// the builtin in the session's bash puts the command's descriptors on 0, 1 and 2, evaluates
+// its text at the shell's top level and answers with its status. The runner stops commands
+// (timeouts, cancels, a client that left: the command's processes are signalled and the
+// shell interrupted, which abandons the rest of the text), forwards output and input for a
+// client that cannot pass descriptors, keeps late background output out of later results,
+// and says in every result which shell ran it and whether the session's state was lost
+// before it started.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/exec_job.h"
+#include "daemon/shell_channel.h"
+#include "daemon/uv_handles.h"
+#include "ipc/records.h"  // history_entry
+
+namespace sbsh::daemon {
+
+class client_conn;
+class server;
+class session;
+struct shell_loss;
+
+class job_runner {
+ public:
+  job_runner(server& srv, session& s);
+  ~job_runner();
+  job_runner(const job_runner&) = delete;
+  job_runner& operator=(const job_runner&) = delete;
+
+  // Takes a parsed job; it runs after the jobs already queued. Its timeout counts from now.
+  void enqueue(std::unique_ptr<exec_job> job);
+  // Queues shell text on sbshd's own behalf; on_done gets the finished job (its outcome and
+  // captured output), also when it never runs.
+  void run_internal(std::string text, std::function<void(exec_job&)> on_done);
+  // What a new shell runs before anything else (init commands, a claimed spare's set-up), in
+  // this order; `init` marks the session's own init commands, whose failure fails the start.
+  void run_first(std::vector<std::string> texts, bool init);
+
+  // Signal `sig` to the running command's processes once or, with `stop`, stop it: `sig`
+  // (SIGTERM when 0), then SIGKILL after the grace period, the shell interrupted all along (the
+  // rest of the text is abandoned; the shell keeps its state); a shell restart only when the
+  // shell itself does not answer. A queued job is dropped at once. Returns false when no such
+  // job is here.
+  bool cancel(client_conn* c, uint64_t id, int sig, bool stop);
+  void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof);
+  void release(client_conn* c, uint64_t id);
+  // The client went away: its queued jobs are dropped, its running one is hung up on.
+  void client_gone(client_conn* c);
+  // The client's output queue drained: resume reading command output for it.
+  void client_drained(client_conn* c);
+
+  // From the shell supervisor.
+  void shell_ready();  // a generation serves: run what waits
+  void on_message(const shell_message& m);
+  void on_signal_result(uint64_t id, uint64_t count);
+  void shell_lost(uint64_t gen, const shell_loss& loss);
+  // A command an earlier sbshd started ended while this one was not yet in charge.
+  void earlier_command_ended(int status, int64_t adopted_ms);
+  // Every job is answered with `code` and `message` (sbshd stops or lets go of the session).
+  void refuse_all(std::string_view code, const std::string& queued_why, const std::string& running_why);
+  void run_next();
+
+  [[nodiscard]] const exec_job* current() const { return current_.get(); }
+  [[nodiscard]] size_t queued() const { return queue_.size(); }
+  [[nodiscard]] uint64_t commands() const { return commands_; }
+  [[nodiscard]] const std::deque<history_entry>& history() const { return history_; }
+  [[nodiscard]] const std::string& init_output() const { return init_output_; }
+  [[nodiscard]] bool init_failed() const { return init_failed_; }
+  [[nodiscard]] bool ran_user_commands() const { return gen_user_commands_ > 0; }
+
+  // Why the session's state was lost since its last command, for the next one's result.
+  void note_state_lost(std::string why) { state_lost_why_ = std::move(why); }
+  // The session had a shell before this sbshd (recreated from the state file): its first
+  // command says that state was lost.
+  void assume_earlier_shell(std::string why) {
+    if (last_user_generation_ == 0) last_user_generation_ = UINT64_MAX;
+    note_state_lost(std::move(why));
+  }
+
+ private:
+  bool start_job(exec_job& job);
+  void finish_job(std::unique_ptr<exec_job> job);
+  void finish_init_job(exec_job& job);
+  void escalate(exec_job& job);
+  void send_signal(exec_job& job, int sig, bool interrupt);
+  void arm_kill_timer(uint64_t ms);
+  void pump_output(exec_job& job, int stream_no, bool drain);
+  void pump_stdin(exec_job& job);
+  void set_output_paused(exec_job& job, bool paused);
+  void keep_draining(unique_fd fd);
+  void drain_outputs(exec_job& job);
+  void record(const exec_job& job, uint64_t duration_us);
+  [[nodiscard]] bool blocked() const;
+
+  server& srv_;
+  session& session_;
+  std::deque<std::unique_ptr<exec_job>> queue_;
+  std::unique_ptr<exec_job> current_;
+  std::vector<std::unique_ptr<exec_job>> unreleased_;  // fds mode: done, client still draining
+  struct drain_entry {
+    unique_fd fd;
+    handle_ptr<fd_watch> watch;
+  };
+  std::deque<drain_entry> draining_;
+  std::deque<history_entry> history_;
+  handle_ptr<timer> kill_timer_;
+  text_memfd big_text_;
+  std::string init_output_;  // what the last start's init commands printed
+  bool init_failed_ = false;
+  size_t init_pending_ = 0;  // run_first jobs not yet done
+  uint64_t gen_user_commands_ = 0;  // user commands started in this generation
+  uint64_t commands_ = 0;
+  // Signal requests whose answers have not come: the next command waits for them, so that an
+  // interrupt meant for one command never reaches the next.
+  size_t signals_in_flight_ = 0;
+  uint64_t last_user_generation_ = 0;  // the shell that ran the last user command
+  std::string state_lost_why_;
+};
+
+}  // namespace sbsh::daemon

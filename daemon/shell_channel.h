@@ -1,0 +1,70 @@
+// sbshd's end of the shell channel (ipc/shell_channel.h): the one message that runs a command
+// in a session's bash, and the statuses that come back. One definition serves sbshd and the
+// benchmark that drives a bash over this channel with no daemon at all (bench/, its floor).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "ipc/fd.h"
+#include "ipc/result.h"
+#include "ipc/shell_channel.h"
+
+namespace sbsh::daemon {
+
+// A socketpair for one shell: first is sbshd's end (non-blocking), second bash's.
+[[nodiscard]] result<std::pair<unique_fd, unique_fd>> make_shell_channel();
+
+// One command for the builtin. Descriptors are sent (SCM_RIGHTS: the shell gets its own
+// copies) and stay the caller's.
+struct run_message {
+  uint64_t seq = 0;
+  std::string_view text;
+  std::string_view check_cwd;  // a directory that must exist for the text to run (exec -C)
+  int in = -1;                 // -1: /dev/null
+  int out = -1, err = -1;
+  int keep_out = -1, keep_err = -1;  // read ends the shell holds while the command runs
+};
+
+// The memfd through which texts too long for one message travel, sized to the longest text
+// sent lately (its memory is given back after a long one).
+class text_memfd {
+ public:
+  // The memfd holding `text`, or -1 with errno set.
+  int store(std::string_view text);
+
+ private:
+  unique_fd fd_;
+  size_t size_ = 0;
+};
+
+// Sends one run. A text longer than SBSH_CHANNEL_INLINE_TEXT goes through `big`. The error's
+// code is "gone" when the shell's end is closed (the shell has ended).
+[[nodiscard]] status send_run(int channel, const run_message& m, text_memfd& big);
+[[nodiscard]] status send_sync(int channel, uint64_t seq);
+
+// One message from the builtin.
+struct shell_message {
+  sbsh_channel_type type{};
+  uint64_t seq = 0;
+  int exit_value = 0;
+  std::optional<int> signal;  // only when a signal ended the last command
+  bool interrupted = false;   // SIGINT stopped the text: the rest of it did not run
+  bool not_run = false;       // nothing of the text ran: see err
+  int err = 0;                // errno, or SBSH_ERR_*
+  pid_t pid = 0;
+};
+
+// The next message waiting on sbshd's (non-blocking) end: nullopt when none is; an error with
+// code "gone" at end-of-file. A malformed message is an error with code "bad_message": the
+// shell cannot send one, so its channel is not to be trusted any more.
+[[nodiscard]] result<std::optional<shell_message>> receive_message(int channel);
+
+// Why a run was not run, for a user: "No such file or directory", "not a directory", ...
+std::string not_run_reason(int err);
+
+}  // namespace sbsh::daemon

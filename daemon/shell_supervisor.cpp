@@ -1,0 +1,539 @@
+// A session's shell across its generations; see shell_supervisor.h.
+#include "daemon/shell_supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "ipc/environ.h"
+#include "ipc/wrapper_link.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+using ipc::frame_builder;
+using ipc::msg_type;
+
+// Start limit: this many failed starts (the shell or an init command failed before any
+// user command ran) within the window puts the session in state failed.
+constexpr size_t kStartLimit = 5;
+constexpr uint64_t kStartWindowUs = 10'000'000;
+// Back-off between failed starts: the first restart is immediate, then 100 ms, doubling.
+constexpr uint64_t kBackoffBaseMs = 100;
+constexpr uint64_t kBackoffCapMs = 10'000;
+
+// The line a claimed spare runs first: what a shell started for the session would have had
+// from the start. Its name in the environment, its directory (with OLDPWD as bash set it at
+// start-up) and SECONDS counted from now. No user code has run in the spare yet, so plain
+// names are safe.
+std::string claim_text(const std::string& name, const std::string& cwd) {
+  std::string dir = shell_quote(cwd);
+  return fmt::format(
+      "export SBSH_SESSION={0};if [[ -v OLDPWD ]];then __sbsh_o=$OLDPWD;cd -P -- {1}||exit 1;OLDPWD=$__sbsh_o;"
+      "unset __sbsh_o;else cd -P -- {1}||exit 1;unset OLDPWD;export OLDPWD;fi;SECONDS=0",
+      name, dir);
+}
+
+}  // namespace
+
+void remove_shell_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  ::unlink((dir + "/" + wrapper::kAdoptSocket).c_str());
+  ::rmdir(dir.c_str());
+}
+
+std::string_view state_name(session_state s) {
+  switch (s) {
+    case session_state::starting: return "starting";
+    case session_state::ready: return "ready";
+    case session_state::restarting: return "restarting";
+    case session_state::exited: return "exited";
+    case session_state::failed: return "failed";
+  }
+  return "unknown";
+}
+
+shell_supervisor::shell_supervisor(server& srv, session& s) : srv_(srv), session_(s) {}
+
+shell_supervisor::~shell_supervisor() {
+  stopping_ = true;
+  if (wrapper_ != nullptr) {
+    // stop() already asked politely; a wrapper still alive now is stuck.
+    wrapper_->kill(SIGKILL);
+    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    server* srv = &srv_;
+    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid, spare);
+    });
+  }
+  remove_shell_dir(dir_);  // a killed wrapper cannot remove its socket
+}
+
+uint64_t shell_supervisor::uptime_ms() const {
+  return shell_pid_ > 0 ? (mono_us() - started_mono_us_) / 1000 : 0;
+}
+
+uint64_t shell_supervisor::begin_start() {
+  state_ = session_state::starting;
+  shell_pid_ = wrapper_pid_ = 0;
+  started_mono_us_ = mono_us();
+  shell_started_ms_ = wall_ms();
+  served_ = false;
+  initialized_ = false;
+  ping_sent_us_ = 0;
+  return generation_;
+}
+
+void shell_supervisor::fail_start(std::string why) {
+  failure_ = std::move(why);
+  state_ = session_state::failed;
+  spdlog::error("session {}: {}", session_.name(), failure_);
+  channel_.reset();
+  remove_shell_dir(dir_);
+  dir_.clear();
+  session_.jobs().run_next();  // refuses what is queued
+}
+
+void shell_supervisor::start() { start_shell(); }
+
+void shell_supervisor::start_shell() {
+  uint64_t gen = begin_start();
+  const session_def& def = session_.def();
+  // A directory that has gone is never replaced by another: the session's commands were
+  // meant for that one.
+  if (::access(def.cwd.c_str(), X_OK) != 0) {
+    int e = errno;
+    return fail_start(def.snapshot.empty()
+                          ? fmt::format("cannot enter the session's directory {}: {}", def.cwd, std::strerror(e))
+                          : fmt::format("cannot enter the session's copy of {} ({}): {}; remove the session and "
+                                        "create it again for a new copy",
+                                        def.snapshot, def.cwd, std::strerror(e)));
+  }
+  dir_ = srv_.new_shell_dir();
+  std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
+  for (const auto& e : def.env) env_store.push_back(e);  // later entries win in getenv
+  env_store.push_back("SBSH_SESSION=" + session_.name());
+  std::vector<std::string> args;
+  for (const auto& l : def.limits) {
+    args.emplace_back("--limit");
+    args.push_back(l);
+  }
+  args.push_back(session_.name());
+  int err = 0;
+  auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),
+                                    [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
+  if (!started) return fail_start(fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err)));
+  wrapper_ = started->proc;
+  channel_ = std::move(started->channel);
+  watch(gen, std::move(started->ctl), /*run_init=*/true);
+}
+
+void shell_supervisor::claim(spare_shell&& spare) {
+  uint64_t gen = begin_start();
+  dir_ = std::move(spare.dir);
+  wrapper_ = spare.wrapper.proc;
+  channel_ = std::move(spare.wrapper.channel);
+  wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  session_.jobs().run_first({claim_text(session_.name(), session_.def().cwd)}, /*init=*/false);
+  watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
+  // The wrapper learns the session's name (for ps and its log) and enters its directory.
+  frame_builder f(msg_type::claim);
+  f.str("session", session_.name()).str("cwd", session_.def().cwd);
+  if (ctl_) ctl_->send(f.take());
+}
+
+void shell_supervisor::adopt(adopted_shell&& shell) {
+  uint64_t gen = begin_start();
+  dir_ = shell.dir;
+  channel_ = std::move(shell.channel);
+  wrapper_ = child_process::watch(srv_.loop(), shell.wrapper_pid,
+                                  [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  // The sync tells the statuses of commands the earlier sbshd started (at most one, and
+  // maybe one it sent that the shell has not read yet) from those of ours.
+  sync_seq_ = next_seq();
+  auto synced = wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_) : status(make_error("gone", "ended"));
+  if (wrapper_ == nullptr || !synced) {
+    spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", session_.name(),
+                 wrapper_ == nullptr ? "its wrapper has ended" : synced.err().message);
+    if (wrapper_ != nullptr) {
+      wrapper_->kill(SIGTERM);  // it ends the shell and what it started
+      wrapper_->release();
+      wrapper_ = nullptr;
+    }
+    session_.jobs().note_state_lost("sbshd restarted and could not take over the session's shell");
+    channel_.reset();
+    remove_shell_dir(dir_);
+    start_shell();
+    return;
+  }
+  shell_pid_ = shell.shell_pid;
+  shell_started_ms_ = shell.started_at_ms;
+  uint64_t age_us = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - shell.started_at_ms)) * 1000;
+  started_mono_us_ = mono_us() - std::min(age_us, mono_us());
+  protected_.clear();
+  for (pid_t g : shell.groups) protected_[g];
+  for (auto& [g, pipes] : shell.pipes) protected_[g] = std::move(pipes);
+  awaiting_sync_ = true;
+  served_ = true;
+  initialized_ = true;
+  adopted_ms_ = wall_ms();
+  state_ = session_state::ready;
+  watch(gen, std::move(shell.ctl), /*run_init=*/false);
+}
+
+void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
+  wrapper_pid_ = wrapper_->pid();
+  ctl_ = std::make_unique<framed_socket>(
+      srv_.loop(), std::move(ctl),
+      framed_socket::callbacks{
+          [this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
+          [this, gen](const std::string& reason) {
+            shell_lost(gen, std::nullopt, std::nullopt, fmt::format("its wrapper's control socket closed ({})", reason));
+          }},
+      /*read_chunk=*/1024);
+  channel_watch_ = make_handle<fd_watch>(srv_.loop(), channel_.get());
+  channel_watch_->start(UV_READABLE, [this, gen](int, int) { on_channel(gen); });
+  if (run_init) {
+    spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", session_.name(), wrapper_pid_, gen);
+    // The background processes' pipes were lent to the wrapper that ended: lend them to
+    // this one, which is the one a later sbshd would adopt.
+    for (const auto& [g, pipes] : protected_)
+      if (!pipes.fds.empty()) send_protect(g, pipes);
+    session_.jobs().run_first(session_.def().init, /*init=*/true);
+  } else {
+    spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", session_.name(),
+                 wrapper_pid_, shell_pid_);
+  }
+  if (!health_timer_ && srv_.health_interval_ms() > 0) {
+    health_timer_ = make_handle<timer>(srv_.loop());
+    health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
+  }
+  session_.jobs().run_next();
+}
+
+void shell_supervisor::on_channel(uint64_t gen) {
+  while (gen == generation_ && channel_) {
+    auto m = receive_message(channel_.get());
+    if (!m) {
+      // The shell ended (its end closed) or says what it cannot: either way this generation
+      // is over. The wrapper's report of how it ended usually comes first; if not, this
+      // stands in for it.
+      channel_watch_.reset();
+      if (m.err().code == "bad_message") {
+        restart_shell(fmt::format("its shell {}", m.err().message), /*forced=*/true);
+      } else if (wrapper_ != nullptr && ctl_) {
+        ctl_->read_pending();  // may end this generation with the wrapper's own words
+      }
+      return;
+    }
+    if (!m.value()) return;
+    const shell_message& msg = *m.value();
+    switch (msg.type) {
+      case SBSH_MSG_READY:
+        served_ = true;
+        if (msg.pid > 0) shell_pid_ = msg.pid;
+        if (state_ == session_state::starting) state_ = session_state::ready;
+        spdlog::debug("session {}: shell pid {} serves", session_.name(), shell_pid_);
+        session_.jobs().shell_ready();
+        break;
+      case SBSH_MSG_SYNCED:
+        if (awaiting_sync_ && msg.seq == sync_seq_) {
+          awaiting_sync_ = false;
+          session_.jobs().shell_ready();
+        }
+        break;
+      case SBSH_MSG_STATUS:
+        if (awaiting_sync_) {
+          // A command the earlier sbshd started ran on while no sbshd was there. Nobody waits
+          // for its result any more; `session show` lists it.
+          spdlog::info("session {}: a command started before sbshd restarted ended with status {}", session_.name(),
+                       msg.exit_value);
+          session_.jobs().earlier_command_ended(msg.exit_value, adopted_ms_);
+          break;
+        }
+        session_.jobs().on_message(msg);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void shell_supervisor::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
+  if (gen != generation_) return;
+  // The handle frees itself after this callback: forget it first.
+  wrapper_ = nullptr;
+  pid_t pid = static_cast<pid_t>(wrapper_pid_);
+  std::set<pid_t> spare = protected_groups();
+  // What the wrapper said before it exited (how its shell ended, or why it could not
+  // start) may still be unread on the control socket, and explains the loss better than
+  // the wrapper's own exit: deliver it first. It may end this generation.
+  if (ctl_) ctl_->read_pending();
+  if (sig != 0) srv_.reap_session_later(pid, spare);
+  shell_lost(gen, std::nullopt, std::nullopt,
+             sig != 0     ? fmt::format("its wrapper was killed by signal {}", sig)
+             : status < 0 ? std::string("its wrapper ended")  // adopted: not our child
+                          : fmt::format("its wrapper exited with status {}", status));
+}
+
+void shell_supervisor::health_tick() {
+  // A wrapper answers pings from its own loop whatever the shell is doing, so a long command
+  // is never mistaken for a hang; a stopped or deadlocked wrapper is.
+  uint64_t interval = srv_.health_interval_ms();
+  if (ctl_ && state_ != session_state::restarting) {
+    if (ping_sent_us_ != 0 && mono_us() - ping_sent_us_ > interval * 1000) {
+      restart_shell(fmt::format("its wrapper did not answer a health check within {} ms (stopped or hung)", interval),
+                    /*forced=*/false);
+    } else if (ping_sent_us_ == 0) {
+      ping_sent_us_ = mono_us();
+      ctl_->send(frame_builder(msg_type::ping, ++ping_seq_).take());
+    }
+  }
+  if (health_timer_) health_timer_->start(interval, [this] { health_tick(); });
+}
+
+void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
+  if (gen != generation_) return;
+  const auto& m = env.msg;
+  switch (m.type()) {
+    case msg_type::pong:
+      if (m.id() == ping_seq_) ping_sent_us_ = 0;
+      break;
+    case msg_type::wrapper_ready: {
+      auto pid = m.get_i64("shell_pid");
+      if (pid && pid.value() && shell_pid_ == 0) shell_pid_ = *pid.value();
+      break;
+    }
+    case msg_type::signal_result: {
+      auto count = m.get_u64("count");
+      session_.jobs().on_signal_result(m.id(), count ? count.value().value_or(0) : 0);
+      break;
+    }
+    case msg_type::shell_exited: {
+      auto code = m.get_i64("exit_code");
+      auto sig = m.get_i64("signal");
+      auto error = m.get_str("error");
+      std::optional<int> c, s;
+      if (code && code.value()) c = static_cast<int>(*code.value());
+      if (sig && sig.value()) s = static_cast<int>(*sig.value());
+      std::string said = error && error.value() ? std::string(*error.value()) : std::string();
+      // A shell that ended on its own before it served could not start: the next will not
+      // do better (a missing bash, a builtin it refuses).
+      start_failed_ = !served_ && !s;
+      std::string why = !served_ && !said.empty() ? fmt::format("its shell could not start: {}", said)
+                        : s                       ? fmt::format("its shell was killed by signal {}", *s)
+                        : c                       ? fmt::format("its shell exited with status {}", *c)
+                                                  : fmt::format("its shell could not start: {}",
+                                                                said.empty() ? "unknown reason" : said);
+      shell_lost(gen, c, s, why);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
+                                  const std::string& why) {
+  if (gen != generation_ || stopping_) return;
+  spdlog::warn("session {}: shell lost: {}", session_.name(), why);
+  const session_def& def = session_.def();
+  job_runner& jobs = session_.jobs();
+  bool never_served = !served_;
+  bool failed_start = !jobs.ran_user_commands() || jobs.init_failed();
+  bool forced = forcing_restart_;
+  bool clean_exit = exit_code && *exit_code == 0 && !signal;
+  bool wanted = forced || def.restart == restart_policy::always ||
+                (def.restart == restart_policy::on_failure && !clean_exit);
+  bool hopeless = std::exchange(start_failed_, false) && !forced;
+  shell_loss loss{exit_code, signal, why, wanted && !hopeless, never_served};
+  jobs.shell_lost(gen, loss);  // the next generation is gen + 1
+  // After shell_exited the wrapper is cleaning up the session's processes and exits by
+  // itself; in every other case it is dead or must die now.
+  detach(/*kill_wrapper=*/!exit_code && !signal);
+  ++generation_;
+  if (hopeless) {
+    failure_ = why;
+    state_ = session_state::failed;
+    spdlog::error("session {}: failed: {}", session_.name(), failure_);
+    jobs.run_next();  // refuses what is queued
+    return;
+  }
+  if (!wanted) {
+    state_ = session_state::exited;
+    failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, policy_name(def.restart));
+    jobs.run_next();  // refuses what is queued
+    return;
+  }
+  schedule_restart(why, failed_start, forced);
+}
+
+void shell_supervisor::schedule_restart(const std::string& why, bool failed_start, bool forced) {
+  ++restarts_;
+  uint64_t now = mono_us();
+  if (failed_start && !forced) {
+    failed_starts_.push_back(now);
+    ++consecutive_failures_;
+  } else {
+    consecutive_failures_ = 0;
+  }
+  while (!failed_starts_.empty() && now - failed_starts_.front() > kStartWindowUs) failed_starts_.pop_front();
+  if (failed_starts_.size() >= kStartLimit) {
+    state_ = session_state::failed;
+    failure_ = fmt::format("{} starts failed within {} s (last: {}{})", failed_starts_.size(), kStartWindowUs / 1000000,
+                           why, session_.jobs().init_failed() ? "; see the init output with 'sbsh session show'" : "");
+    spdlog::error("session {}: failed: {}", session_.name(), failure_);
+    session_.jobs().run_next();  // refuses what is queued
+    return;
+  }
+  uint64_t delay = consecutive_failures_ <= 1
+                       ? 0
+                       : std::min(kBackoffBaseMs << std::min(consecutive_failures_ - 2, 20u), kBackoffCapMs);
+  if (delay == 0) {
+    start_shell();
+    return;
+  }
+  state_ = session_state::restarting;
+  restart_timer_ = make_handle<timer>(srv_.loop());
+  restart_timer_->start(delay, [this] {
+    restart_timer_.reset();
+    start_shell();
+  });
+}
+
+void shell_supervisor::restart_shell(const std::string& why, bool forced) {
+  forcing_restart_ = forced;
+  shell_lost(generation_, std::nullopt, std::nullopt, why);
+  forcing_restart_ = false;
+}
+
+void shell_supervisor::restart(const std::string& why) {
+  restart_timer_.reset();
+  failed_starts_.clear();
+  consecutive_failures_ = 0;
+  failure_.clear();
+  if (ctl_ || wrapper_ != nullptr) {
+    restart_shell(why, /*forced=*/true);
+    return;
+  }
+  ++generation_;  // what waited for the old shell must not run in the new one unawares
+  ++restarts_;
+  session_.jobs().note_state_lost(why);
+  start_shell();
+}
+
+void shell_supervisor::retry_if_failed() {
+  if (state_ == session_state::failed && !failed_starts_.empty() && mono_us() - failed_starts_.back() > kStartWindowUs) {
+    spdlog::info("session {}: trying to start its shell again", session_.name());
+    restart("a command arrived after the start limit's window");
+  }
+}
+
+void shell_supervisor::detach(bool kill_wrapper) {
+  if (wrapper_ != nullptr) {
+    if (kill_wrapper) wrapper_->kill(SIGKILL);  // its bash dies with it (PDEATHSIG)
+    // A wrapper that dies of a signal leaves the session's other processes behind.
+    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    server* srv = &srv_;
+    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
+      if (sig != 0) srv->reap_session_later(pid, spare);
+    });
+    wrapper_ = nullptr;
+  }
+  ctl_.reset();
+  channel_watch_.reset();
+  channel_.reset();
+  // A wrapper that exits by itself removes its adoption socket, and then the directory; a
+  // killed one cannot.
+  if (kill_wrapper) remove_shell_dir(dir_);
+  dir_.clear();
+  awaiting_sync_ = false;
+  shell_pid_ = 0;
+}
+
+void shell_supervisor::stop() {
+  stopping_ = true;
+  restart_timer_.reset();
+  health_timer_.reset();
+  if (wrapper_ != nullptr) wrapper_->kill(SIGTERM);  // the wrapper ends the whole session
+}
+
+void shell_supervisor::abandon() {
+  stopping_ = true;
+  restart_timer_.reset();
+  health_timer_.reset();
+  // The wrapper sees its control socket close, keeps the shell, and waits for adoption.
+  if (wrapper_ != nullptr) {
+    wrapper_->forget();
+    wrapper_ = nullptr;
+  }
+  ctl_.reset();
+  channel_watch_.reset();
+  channel_.reset();
+  dir_.clear();  // the directory stays for the next sbshd
+}
+
+bool shell_supervisor::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
+
+void shell_supervisor::initialized() {
+  if (initialized_ || !ctl_) return;
+  initialized_ = true;
+  ctl_->send(frame_builder(msg_type::initialized).take());
+}
+
+uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {
+  if (!ctl_) return 0;
+  uint64_t id = ++signal_seq_;
+  frame_builder f(msg_type::signal_command, id);
+  f.i64("since_pid", mark.last_pid).u64("since_ticks", mark.start_ticks).i64("signal", sig).boolean("interrupt", interrupt);
+  ctl_->send(f.take());
+  return id;
+}
+
+void shell_supervisor::protect_group(pid_t pgid, lent_pipes pipes) {
+  auto& kept = protected_[pgid] = std::move(pipes);
+  send_protect(pgid, kept);
+}
+
+void shell_supervisor::send_protect(pid_t pgid, const lent_pipes& pipes) {
+  if (!ctl_) return;
+  std::vector<unique_fd> fds;
+  for (const auto& fd : pipes.fds) {
+    unique_fd d(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!d) {
+      spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", session_.name(), pipes.proc,
+                   std::strerror(errno));
+      fds.clear();
+      break;
+    }
+    fds.push_back(std::move(d));
+  }
+  frame_builder f(msg_type::protect_group);
+  f.i64("pgid", pgid);
+  if (!fds.empty()) f.u64("proc", pipes.proc).str("streams", pipes.streams).u64("fds", fds.size());
+  ctl_->send(f.take(), std::move(fds));
+}
+
+std::set<pid_t> shell_supervisor::protected_groups() const {
+  std::set<pid_t> groups;
+  for (const auto& [g, pipes] : protected_) groups.insert(g);
+  return groups;
+}
+
+void shell_supervisor::unprotect_group(pid_t pgid) {
+  protected_.erase(pgid);
+  if (ctl_) ctl_->send(frame_builder(msg_type::unprotect_group).i64("pgid", pgid).take());
+}
+
+}  // namespace sbsh::daemon

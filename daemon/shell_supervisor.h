@@ -1,0 +1,197 @@
+// A session's shell: its wrapper and bash, from start to end, across restarts and sbshd
+// restarts. It owns what a generation is made of (the wrapper process, its control socket,
+// sbshd's end of the shell channel) and the policy around it: the restart policy with its
+// back-off and start limit, health pings, adoption of a shell an earlier sbshd left, the
+// background processes' groups the wrapper must spare. It knows nothing of commands: it
+// hands what the shell says on its channel, and the end of each generation, to its
+// session's job runner.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/child_process.h"
+#include "daemon/framed_socket.h"
+#include "daemon/session_def.h"
+#include "daemon/shell_channel.h"
+#include "daemon/uv_handles.h"
+#include "common/procs.h"
+
+namespace sbsh::daemon {
+
+class server;
+class session;
+
+// A started sbsh-wrapper: the process, sbshd's end of its control socket, and of its shell's
+// channel.
+struct wrapper_process {
+  child_process* proc = nullptr;
+  unique_fd ctl;
+  unique_fd channel;
+};
+
+// A wrapper started ahead of need (wrapper::run_spare) whose bash is already running its
+// builtin: the next new session takes it (shell_supervisor::claim).
+struct spare_shell {
+  wrapper_process wrapper;
+  std::string dir;  // its directory, for the adoption socket
+};
+
+// A background process's pipes, lent to the session's wrapper so that they outlive sbshd:
+// the read ends of its stdout ('o'), stderr ('e') and status ('s') pipes, one letter per
+// descriptor in `streams` (a stream already at end-of-file is left out). The wrapper never
+// reads them; it only keeps them open, so the process neither gets SIGPIPE nor loses a byte
+// while no sbshd runs, and hands them to the next sbshd in `adopted`.
+struct lent_pipes {
+  uint64_t proc = 0;  // its id in the process table
+  std::string streams;
+  std::vector<unique_fd> fds;
+};
+inline constexpr std::string_view kLentStreams = "oes";
+
+// A session's wrapper and bash left running by an earlier sbshd, taken over at start-up
+// (server::adopt_orphans): what the wrapper said of them in `adopted`.
+struct adopted_shell {
+  std::string session;  // empty: a spare nobody claimed
+  std::string cwd, dir;
+  pid_t shell_pid = 0, wrapper_pid = 0;
+  int64_t started_at_ms = 0;
+  std::set<pid_t> groups;  // background processes' groups, spared when the shell ends
+  std::map<pid_t, lent_pipes> pipes;  // by group: the pipes the wrapper held
+  unique_fd ctl;           // the connection to the wrapper's adoption socket
+  unique_fd channel;       // sbshd's end of the shell channel
+};
+
+// Removes a shell's directory (its wrapper's adoption socket, then the directory), when its
+// wrapper cannot: it was killed, or never started.
+void remove_shell_dir(const std::string& dir);
+
+// starting: a shell is being started (init commands run in this state).
+// restarting: waiting out the back-off before the next start.
+// exited: the shell ended and the restart policy said not to start another.
+// failed: too many starts failed in a row (the start limit), or a start cannot work; see
+// failure().
+enum class session_state { starting, ready, restarting, exited, failed };
+std::string_view state_name(session_state s);
+
+// How a generation ended, for the job runner.
+struct shell_loss {
+  std::optional<int> exit_code;  // the shell's own status, when it exited
+  std::optional<int> signal;     // the signal that killed it
+  std::string why;               // for a user: "its shell was killed by signal 9", ...
+  bool restarting = false;       // a new shell is being started
+  bool never_served = false;     // the shell never ran a command of this generation
+};
+
+class shell_supervisor {
+ public:
+  shell_supervisor(server& srv, session& s);
+  ~shell_supervisor();
+  shell_supervisor(const shell_supervisor&) = delete;
+  shell_supervisor& operator=(const shell_supervisor&) = delete;
+
+  // How the first generation starts: a new shell, the spare, or one an earlier sbshd left.
+  void start();
+  void claim(spare_shell&& spare);
+  void adopt(adopted_shell&& shell);
+
+  // Ends the current shell (its command is lost) and starts a new one at once, whatever the
+  // policy, clearing a failed or exited state.
+  void restart(const std::string& why);
+  // Like restart, from the job runner: a command could only be stopped this way, or an init
+  // command failed (then the start counts as failed).
+  void restart_shell(const std::string& why, bool forced);
+  // A failed session tries again once its start limit's window has passed.
+  void retry_if_failed();
+  // Ends the shell and everything it started; no new one starts.
+  void stop();
+  // Lets go of the shell without ending it, for the next sbshd to adopt.
+  void abandon();
+  [[nodiscard]] bool stopped_and_gone() const;
+
+  // The shell runs as its session defines (init commands done): the wrapper may now offer it
+  // to a later sbshd.
+  void initialized();
+  // Asks the wrapper to send `sig` to the processes started since `mark` and, with
+  // `interrupt`, to interrupt the shell (which abandons the rest of the command's text).
+  // Returns the request's id (its answer goes to job_runner::on_signal_result), or 0 when no
+  // wrapper can be asked.
+  uint64_t signal_command(const procs::since_mark& mark, int sig, bool interrupt);
+
+  // Background processes' groups, spared when the shell ends, with the pipes lent for them.
+  void protect_group(pid_t pgid, lent_pipes pipes);
+  void unprotect_group(pid_t pgid);
+  [[nodiscard]] const std::map<pid_t, lent_pipes>& lent() const { return protected_; }
+
+  [[nodiscard]] session_state state() const { return state_; }
+  [[nodiscard]] bool serving() const { return state_ == session_state::ready && !awaiting_sync_; }
+  [[nodiscard]] uint64_t generation() const { return generation_; }
+  [[nodiscard]] int channel() const { return channel_.get(); }
+  [[nodiscard]] uint64_t next_seq() { return ++seq_; }
+  [[nodiscard]] const std::string& failure() const { return failure_; }
+  [[nodiscard]] int64_t shell_pid() const { return shell_pid_; }
+  [[nodiscard]] int64_t wrapper_pid() const { return wrapper_pid_; }
+  [[nodiscard]] int64_t started_at_ms() const { return shell_started_ms_; }
+  [[nodiscard]] uint64_t uptime_ms() const;
+  [[nodiscard]] uint64_t restarts() const { return restarts_; }
+  [[nodiscard]] bool adopted_busy() const { return awaiting_sync_; }
+  [[nodiscard]] int64_t adopted_ms() const { return adopted_ms_; }
+
+ private:
+  void start_shell();
+  uint64_t begin_start();
+  void fail_start(std::string why);
+  // What every start does last: listens to the wrapper and the shell.
+  void watch(uint64_t gen, unique_fd ctl, bool run_init);
+  void on_wrapper_exit(uint64_t gen, int64_t status, int sig);
+  void on_control(uint64_t gen, ipc::envelope&& env);
+  void on_channel(uint64_t gen);
+  void shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal, const std::string& why);
+  void schedule_restart(const std::string& why, bool failed_start, bool forced);
+  void detach(bool kill_wrapper);
+  void health_tick();
+  void send_protect(pid_t pgid, const lent_pipes& pipes);
+  [[nodiscard]] std::set<pid_t> protected_groups() const;
+
+  server& srv_;
+  session& session_;
+  session_state state_ = session_state::starting;
+  std::string failure_;
+  std::deque<uint64_t> failed_starts_;  // mono_us of recent failed starts (start limit)
+  unsigned consecutive_failures_ = 0;   // for the back-off
+  handle_ptr<timer> restart_timer_;
+  handle_ptr<timer> health_timer_;
+  uint64_t ping_seq_ = 0;
+  uint64_t ping_sent_us_ = 0;  // non-zero while a ping awaits its pong
+  uint64_t signal_seq_ = 0;
+  uint64_t restarts_ = 0;
+  bool stopping_ = false;
+  bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
+
+  // The current generation: everything below is replaced on each (re)start.
+  uint64_t generation_ = 1;
+  child_process* wrapper_ = nullptr;  // freed by libuv once released
+  std::unique_ptr<framed_socket> ctl_;
+  unique_fd channel_;
+  handle_ptr<fd_watch> channel_watch_;
+  std::string dir_;  // the shell's directory (its wrapper's adoption socket)
+  uint64_t seq_ = 0;
+  int64_t shell_pid_ = 0;
+  int64_t wrapper_pid_ = 0;
+  uint64_t started_mono_us_ = 0;
+  int64_t shell_started_ms_ = 0;
+  bool served_ = false;        // the builtin said it serves (ready)
+  bool initialized_ = false;   // the wrapper was told it may be adopted
+  bool start_failed_ = false;  // the wrapper says its shell ended before it served
+  bool awaiting_sync_ = false;  // adopted: statuses until the sync's answer are earlier commands'
+  uint64_t sync_seq_ = 0;
+  int64_t adopted_ms_ = 0;
+  std::map<pid_t, lent_pipes> protected_;
+};
+
+}  // namespace sbsh::daemon

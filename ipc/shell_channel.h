@@ -1,0 +1,98 @@
+/* The shell channel: what sbshd and the sbsh builtin inside a session's bash say to each other
+ * for every command. It is a SOCK_SEQPACKET socketpair, so each message arrives whole or not
+ * at all and a message can carry descriptors (SCM_RIGHTS) with it.
+ *
+ * This is sbsh's own internal channel, not the client protocol: both ends are built from this
+ * tree and start together (the builtin refuses a peer of another version), so it is a plain C
+ * struct, readable by the builtin's C and by sbshd's C++ alike, native byte order.
+ *
+ *   sbshd -> bash   run:    header, then cwd_len bytes of a directory to check (may be 0), then
+ *                           text_len bytes of command text (unless it comes in a memfd);
+ *                           descriptors, in this order: [stdin] stdout stderr [keep_out keep_err]
+ *                           [text memfd], as the flags say.
+ *                   sync:   header only; answered with `synced` once every earlier run has
+ *                           been answered (a new sbshd that adopted the shell learns which
+ *                           statuses are its own).
+ *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, and again after
+ *                           an interrupt brought it back: seq 0).
+ *                   status: one per run, with the run's seq.
+ *                   synced: the answer to a sync, with its seq.
+ */
+#ifndef SBSH_IPC_SHELL_CHANNEL_H
+#define SBSH_IPC_SHELL_CHANNEL_H
+
+#include <stdint.h>
+
+#define SBSH_CHANNEL_MAGIC 0x48534253u /* "SBSH" */
+/* Bump this when any struct or meaning below changes: both ends are checked at start. */
+#define SBSH_CHANNEL_VERSION 1u
+
+/* Texts up to this size travel in the message itself; longer ones in a memfd. */
+#define SBSH_CHANNEL_INLINE_TEXT (48u * 1024u)
+/* The largest directory name that travels with a run. */
+#define SBSH_CHANNEL_MAX_CWD 4096u
+
+/* Descriptor numbers the builtin keeps in the shell: high, close-on-exec, out of the way of
+ * bash's own (which start at 10) and of the script it reads (255). */
+#define SBSH_CHANNEL_FD 254
+#define SBSH_CHANNEL_BACKUP_FD 253
+/* The read ends of a running command's stdout and stderr pipes (SBSH_RUN_KEEPERS), held by
+ * the shell so that nothing the command writes meets a pipe without a reader while sbshd
+ * restarts; the wrapper takes copies (pidfd_getfd) and drains them while no sbshd is there. */
+#define SBSH_KEEP_OUT_FD 252
+#define SBSH_KEEP_ERR_FD 251
+/* The script bash reads its builtin's name from, given to it as /dev/fd/3 (bash then reads it
+ * through a descriptor of its own, 255). */
+#define SBSH_SCRIPT_FD 3
+
+enum sbsh_channel_type {
+  SBSH_MSG_RUN = 1,
+  SBSH_MSG_SYNC = 2,
+  SBSH_MSG_READY = 10,
+  SBSH_MSG_STATUS = 11,
+  SBSH_MSG_SYNCED = 12,
+};
+
+/* Flags of a run. */
+enum sbsh_run_flags {
+  SBSH_RUN_STDIN = 1u << 0,      /* a stdin descriptor comes first; else /dev/null */
+  SBSH_RUN_KEEPERS = 1u << 1,    /* read ends of stdout and stderr, held while the command runs */
+  SBSH_RUN_TEXT_MEMFD = 1u << 2, /* the text is in a memfd (its first text_len bytes) */
+  SBSH_RUN_INTERNAL = 1u << 3,   /* sbshd's own (init commands, claims): nothing changes */
+};
+
+/* Flags of a status. */
+enum sbsh_status_flags {
+  SBSH_STATUS_INTERRUPTED = 1u << 0, /* SIGINT stopped the text: the rest of it did not run */
+  SBSH_STATUS_NOT_RUN = 1u << 1,     /* nothing of the text ran; err says why */
+  SBSH_STATUS_SIGNALED = 1u << 2,    /* exit_signal is the signal that ended the last command */
+};
+
+/* Why a run was not run (err of a NOT_RUN status; errno values otherwise). */
+#define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
+#define SBSH_ERR_NOT_A_DIR (-2)   /* the directory to check exists but is not a directory */
+
+struct sbsh_run_header {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint64_t seq;
+  uint32_t flags;
+  uint32_t text_len;
+  uint32_t cwd_len;
+  uint32_t reserved;
+};
+
+struct sbsh_status_msg {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint64_t seq;
+  int32_t exit_value; /* $? after the text, as the next command sees it */
+  int32_t exit_signal; /* with SBSH_STATUS_SIGNALED */
+  uint32_t flags;
+  int32_t err;
+  int64_t pid; /* ready: the shell's pid */
+};
+
+#endif /* SBSH_IPC_SHELL_CHANNEL_H */

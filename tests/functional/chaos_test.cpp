@@ -1,0 +1,213 @@
+// Chaos: clients run commands whose output and exit code are known in advance, across
+// several sessions, while shells, wrappers and sbshd itself are killed at random. Every
+// result must be either exactly what the command produced or an explicit failure (the shell
+// was lost, the command did not run, the connection to sbshd was lost): never an output or
+// exit code that the command did not produce. No call may hang past a deadline, and nothing
+// may be left running afterwards.
+//
+// SBSH_CHAOS_SECONDS sets how long it runs (default 20); SBSH_CHAOS_SEED the random seed
+// (default: the time, printed so that a failure can be replayed).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+using chaos_test = daemon_test;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+constexpr int kWorkers = 4;
+
+struct tally {
+  std::atomic<int> exact{0}, reported{0}, wrong{0}, hangs{0};
+  std::mutex m;
+  std::vector<std::string> wrong_cases;
+};
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+// Live processes whose command line holds `needle`.
+std::vector<pid_t> processes_with(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::replace(raw.begin(), raw.end(), '\0', ' ');
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (raw.find(needle) != std::string::npos && pid != ::getpid() && pid_alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+
+TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
+  const auto run_for = seconds(env_int("SBSH_CHAOS_SECONDS", 20));
+  const unsigned seed = static_cast<unsigned>(env_int("SBSH_CHAOS_SEED", static_cast<int>(::time(nullptr))));
+  std::printf("chaos: %lld s, seed %u\n", static_cast<long long>(run_for.count()), seed);
+  // Every external process a command starts carries this in its command line.
+  const std::string tag = "chaos-" + std::to_string(::getpid());
+  const auto deadline = steady_clock::now() + run_for;
+  std::atomic<bool> stop{false};
+  std::atomic<pid_t> sbshd{daemon_pid};
+  std::mutex daemon_mutex;  // held while sbshd is being restarted
+  tally t;
+  std::atomic<int> in_call_since_ms[kWorkers];
+  for (auto& v : in_call_since_ms) v = 0;
+  auto now_ms = [] {
+    return static_cast<int>(
+        std::chrono::duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count() % 1000000000);
+  };
+
+  auto worker = [&](int k) {
+    std::mt19937 rng(seed + static_cast<unsigned>(k));
+    std::optional<client::connection> c;
+    for (int n = 0; !stop; ++n) {
+      if (!c) {
+        client::connect_options o;
+        o.socket_path = sock;
+        o.autostart = false;
+        auto made = client::connection::connect(o);
+        if (!made) {
+          std::this_thread::sleep_for(milliseconds(50));
+          continue;
+        }
+        c.emplace(std::move(*made));
+      }
+      int code = static_cast<int>(rng() % 6);
+      int shape = static_cast<int>(rng() % 3);
+      std::string token = "tok-" + std::to_string(k) + "-" + std::to_string(n);
+      client::exec_options o;
+      o.session = "c" + std::to_string(k);
+      o.timeout = seconds(30);
+      // A builtin, an external command, and output made by a pipeline; each prints its token
+      // and ends with a known status.
+      if (shape == 0) o.command = "echo " + token + "; (exit " + std::to_string(code) + ")";
+      else if (shape == 1)
+        o.command = "sh -c 'sleep 0.0$1; echo $2' " + tag + " " + std::to_string(rng() % 10) + " " + token +
+                    "; (exit " + std::to_string(code) + ")";
+      else o.command = "printf '%s\\n' " + token + " | cat; (exit " + std::to_string(code) + ")";
+      in_call_since_ms[k] = now_ms();
+      auto r = c->exec(o);
+      in_call_since_ms[k] = 0;
+      if (!r) {  // the connection was lost: explicit
+        ++t.reported;
+        c.reset();
+        continue;
+      }
+      bool stopped = r->shell_restarted || !r->ran || r->timed_out || r->cancelled || !r->error.empty() ||
+                     !r->exit_code.has_value();
+      if (stopped) {
+        ++t.reported;
+        continue;
+      }
+      if (r->exit_code == code && r->stdout_data == token + "\n") {
+        ++t.exact;
+      } else {
+        ++t.wrong;
+        std::lock_guard<std::mutex> l(t.m);
+        t.wrong_cases.push_back(o.command + " -> exit " + std::to_string(r->exit_code.value_or(-1)) + ", stdout '" +
+                                r->stdout_data + "', stderr '" + r->stderr_data + "'");
+      }
+    }
+  };
+
+  // Kills: a session's shell or wrapper, now and then sbshd itself (restarted at once, as
+  // the next client would start it).
+  int kills[3] = {0, 0, 0};
+  auto chaos = [&] {
+    std::mt19937 rng(seed ^ 0x5eedu);
+    while (steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(100 + rng() % 300));
+      int action = static_cast<int>(rng() % 8);
+      if (action == 0) {
+        std::lock_guard<std::mutex> l(daemon_mutex);
+        kill_daemon();
+        ++kills[2];
+        start_daemon();
+        sbshd = daemon_pid;
+        continue;
+      }
+      client::connect_options o;
+      o.socket_path = sock;
+      o.autostart = false;
+      auto c = client::connection::connect(o);
+      if (!c) continue;
+      auto list = c->sessions();
+      if (!list || list->empty()) continue;
+      const auto& s = (*list)[rng() % list->size()];
+      pid_t victim = static_cast<pid_t>(action % 2 == 0 ? s.wrapper_pid : s.shell_pid);
+      if (victim > 1 && ::kill(victim, SIGKILL) == 0) ++kills[action % 2 == 0 ? 1 : 0];
+    }
+  };
+
+  // A call that has not returned within this long is a hang.
+  const int hang_ms = 60000;
+  std::vector<std::thread> workers;
+  for (int k = 0; k < kWorkers; ++k) workers.emplace_back(worker, k);
+  std::thread chaos_thread(chaos);
+  chaos_thread.join();
+  stop = true;
+  auto hung = [&] {
+    for (auto& v : in_call_since_ms) {
+      int since = v;
+      if (since != 0 && now_ms() - since > hang_ms) return true;
+    }
+    return false;
+  };
+  // Every worker finishes its last call; one that cannot is hung (and the test fails).
+  bool all_back = wait_until([&] {
+    if (hung()) return true;
+    for (auto& v : in_call_since_ms)
+      if (v != 0) return false;
+    return true;
+  }, milliseconds(hang_ms + 5000));
+  if (!all_back || hung()) {
+    t.hangs = 1;
+    kill_daemon();  // frees the hung calls, so the threads can be joined
+  }
+  for (auto& w : workers) w.join();
+
+  std::printf("chaos: %d exact, %d reported failures, %d wrong, %d hangs; killed %d shells, %d wrappers, %d sbshd\n",
+              t.exact.load(), t.reported.load(), t.wrong.load(), t.hangs.load(), kills[0], kills[1], kills[2]);
+  EXPECT_EQ(t.wrong, 0);
+  for (const auto& w : t.wrong_cases) ADD_FAILURE() << "wrong result: " << w;
+  EXPECT_EQ(t.hangs, 0);
+  EXPECT_GT(t.exact, 0);
+  // The sessions still work, then end with sbshd, and nothing they started is left.
+  if (pid_alive(daemon_pid)) {
+    for (int k = 0; k < kWorkers; ++k) {
+      auto r = sbsh({"exec", "-s", "c" + std::to_string(k), "-t", "30s", "--", "echo ok"});
+      EXPECT_EQ(r.out, "ok\n") << r.err;
+    }
+  }
+  std::vector<pid_t> wrappers;
+  if (pid_alive(daemon_pid)) {
+    auto list = conn().sessions();
+    if (list)
+      for (const auto& s : *list) wrappers.push_back(static_cast<pid_t>(s.wrapper_pid));
+    stop_daemon();
+  }
+  EXPECT_TRUE(wait_until([&] { return processes_with(tag).empty(); }, seconds(20)));
+  for (pid_t w : wrappers) EXPECT_TRUE(wait_until([&] { return !pid_alive(w); }, seconds(20))) << w;
+  EXPECT_TRUE(processes_with(sock).empty());  // no wrapper of this test's sbshd at all
+}
+
+}  // namespace
+}  // namespace sbsh::test

@@ -1,0 +1,105 @@
+// Processes dying at awkward moments: a client and a wrapper gone while sbshd was stopped, a
+// shell half started when sbshd died, sbshd killed while a command prints. sbshd never
+// crashes or wedges, the state that can be kept is kept, and nothing is left behind.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+using crash_recovery_test = daemon_test;
+
+// The pids of live processes whose command line holds `needle`.
+std::vector<pid_t> processes_with(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::replace(raw.begin(), raw.end(), '\0', ' ');
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (raw.find(needle) != std::string::npos && pid != ::getpid() && pid_alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+
+pid_t start_cli(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// A client that disconnects at about the moment its session's wrapper dies (both happen
+// while sbshd is stopped, so it sees them in one turn of its loop).
+TEST_F(crash_recovery_test, AClientAndItsWrapperGoneAtOnceCrashNothing) {
+  std::string marker = "sleep 100" + std::to_string(::getpid() % 1000);
+  pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "-s", "x", "--", marker});
+  ASSERT_TRUE(wait_until([&] { return !processes_with(marker).empty(); }, std::chrono::seconds(20)));
+  auto st = session_pids("x");
+  ASSERT_EQ(::kill(daemon_pid, SIGSTOP), 0);
+  ::kill(client, SIGKILL);
+  ::waitpid(client, nullptr, 0);
+  ::kill(static_cast<pid_t>(st.wrapper_pid), SIGKILL);
+  ASSERT_EQ(::kill(daemon_pid, SIGCONT), 0);
+  EXPECT_EQ(exec("x", "echo alive").out, "alive\n");
+  EXPECT_TRUE(pid_alive(daemon_pid));
+  // What the dead wrapper's session had started is swept.
+  EXPECT_TRUE(wait_until([&] { return processes_with(marker).empty(); }, std::chrono::seconds(20)));
+  stop_daemon();
+  EXPECT_TRUE(processes_with(marker).empty());
+}
+
+// sbshd killed while a new shell runs its init commands: the next sbshd does not take over a
+// shell that was never set up, and the session works, set up as defined.
+TEST_F(crash_recovery_test, AHalfStartedShellIsNotAdopted) {
+  std::string slow = "sleep 2.0" + std::to_string(::getpid() % 1000);  // two seconds, and ours
+  ASSERT_EQ(sbsh({"session", "create", "h", "--init", slow + "; INITED=yes"}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return !processes_with(slow).empty(); }, std::chrono::seconds(20)));
+  kill_daemon();
+  start_daemon();
+  auto r = sbsh({"exec", "-s", "h", "-t", "30s", "--", "echo ${INITED:-no}"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "yes\n");
+}
+
+// sbshd killed while a command prints: nothing reads its pipes any more, yet the shell (which
+// writes them itself here) neither dies of SIGPIPE nor blocks; the next sbshd adopts it with
+// its state, and the command runs to its end.
+TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsKeepsTheSession) {
+  ASSERT_EQ(exec("p", "v=before").code, 0);
+  auto st = session_pids("p");
+  std::string done = dir + "/done";
+  pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "-s", "p", "--",
+                            "for i in $(seq 400000); do echo line $i; done; v=after; touch " + done});
+  // Output is flowing (the client holds the pipes until it dies with sbshd).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill_daemon();
+  ::waitpid(client, nullptr, 0);
+  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
+  start_daemon();
+  auto r = sbsh({"exec", "-s", "p", "-t", "60s", "--", "echo $v $$"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
+}
+
+}  // namespace
+}  // namespace sbsh::test

@@ -1,0 +1,163 @@
+// daemon/shell_channel: the run message as the builtin reads it, texts through the memfd,
+// and the checks on what comes back.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "daemon/shell_channel.h"
+
+namespace sbsh::daemon {
+namespace {
+
+struct received {
+  sbsh_run_header h{};
+  std::string body;
+  std::vector<unique_fd> fds;
+};
+
+received receive_run(int fd) {
+  received r;
+  std::string buf(sizeof(sbsh_run_header) + SBSH_CHANNEL_MAX_CWD + SBSH_CHANNEL_INLINE_TEXT, '\0');
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  iovec iov{buf.data(), buf.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+  EXPECT_GE(n, static_cast<ssize_t>(sizeof r.h));
+  std::memcpy(&r.h, buf.data(), sizeof r.h);
+  r.body = buf.substr(sizeof r.h, static_cast<size_t>(n) - sizeof r.h);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
+      int v;
+      std::memcpy(&v, CMSG_DATA(c) + i * sizeof(int), sizeof v);
+      r.fds.emplace_back(v);
+    }
+  }
+  return r;
+}
+
+void send_status(int fd, const sbsh_status_msg& m) { ASSERT_EQ(::send(fd, &m, sizeof m, 0), static_cast<ssize_t>(sizeof m)); }
+
+sbsh_status_msg status_of(uint64_t seq, int value, int sig, uint32_t flags) {
+  sbsh_status_msg m{};
+  m.magic = SBSH_CHANNEL_MAGIC;
+  m.version = SBSH_CHANNEL_VERSION;
+  m.type = SBSH_MSG_STATUS;
+  m.seq = seq;
+  m.exit_value = value;
+  m.exit_signal = sig;
+  m.flags = flags;
+  return m;
+}
+
+TEST(shell_channel, ARunCarriesItsTextDirectoryAndDescriptorsInOneMessage) {
+  auto ch = make_shell_channel();
+  ASSERT_TRUE(ch.ok()) << ch.err().message;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  unique_fd r(p[0]), w(p[1]);
+  text_memfd big;
+  run_message m;
+  m.seq = 7;
+  m.text = "echo hi";
+  m.check_cwd = "/tmp";
+  m.out = w.get();
+  m.err = w.get();
+  m.keep_out = r.get();
+  m.keep_err = r.get();
+  ASSERT_TRUE(send_run(ch->first.get(), m, big).ok());
+  auto got = receive_run(ch->second.get());
+  EXPECT_EQ(got.h.magic, SBSH_CHANNEL_MAGIC);
+  EXPECT_EQ(got.h.type, SBSH_MSG_RUN);
+  EXPECT_EQ(got.h.seq, 7u);
+  EXPECT_EQ(got.h.flags, static_cast<uint32_t>(SBSH_RUN_KEEPERS));
+  EXPECT_EQ(got.body, "/tmpecho hi");
+  EXPECT_EQ(got.h.cwd_len, 4u);
+  EXPECT_EQ(got.fds.size(), 4u);
+}
+
+TEST(shell_channel, ALongTextTravelsInTheMemfdAndItsMemoryIsGivenBack) {
+  auto ch = make_shell_channel();
+  ASSERT_TRUE(ch.ok());
+  text_memfd big;
+  std::string text(3u << 20, 'x');
+  run_message m;
+  m.seq = 1;
+  m.text = text;
+  m.out = m.err = 1;
+  ASSERT_TRUE(send_run(ch->first.get(), m, big).ok());
+  auto got = receive_run(ch->second.get());
+  EXPECT_EQ(got.h.flags & SBSH_RUN_TEXT_MEMFD, static_cast<uint32_t>(SBSH_RUN_TEXT_MEMFD));
+  EXPECT_EQ(got.h.text_len, text.size());
+  EXPECT_TRUE(got.body.empty());
+  ASSERT_EQ(got.fds.size(), 3u);
+  std::string read_back(text.size(), '\0');
+  ASSERT_EQ(::pread(got.fds[2].get(), read_back.data(), read_back.size(), 0), static_cast<ssize_t>(text.size()));
+  EXPECT_EQ(read_back, text);
+  // A short text after a long one: the long one's memory is not kept.
+  m.text = std::string(SBSH_CHANNEL_INLINE_TEXT + 1, 'y');
+  ASSERT_TRUE(send_run(ch->first.get(), m, big).ok());
+  auto second = receive_run(ch->second.get());
+  ASSERT_EQ(second.fds.size(), 3u);
+  EXPECT_LT(::lseek(second.fds[2].get(), 0, SEEK_END), static_cast<off_t>(text.size()));
+}
+
+TEST(shell_channel, StatusesAreCheckedAndSignalsKeptOnlyWhenSaid) {
+  auto ch = make_shell_channel();
+  ASSERT_TRUE(ch.ok());
+  int shell = ch->second.get();
+  auto none = receive_message(ch->first.get());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none.value().has_value());
+  send_status(shell, status_of(3, 137, 9, SBSH_STATUS_SIGNALED));
+  send_status(shell, status_of(4, 137, 9, 0));  // no flag: no signal
+  send_status(shell, status_of(5, 130, 2, SBSH_STATUS_SIGNALED | SBSH_STATUS_INTERRUPTED));
+  auto a = receive_message(ch->first.get());
+  ASSERT_TRUE(a.ok() && a.value());
+  EXPECT_EQ(a.value()->seq, 3u);
+  EXPECT_EQ(a.value()->signal, 9);
+  auto b = receive_message(ch->first.get());
+  ASSERT_TRUE(b.ok() && b.value());
+  EXPECT_FALSE(b.value()->signal.has_value());
+  auto c = receive_message(ch->first.get());
+  ASSERT_TRUE(c.ok() && c.value());
+  EXPECT_TRUE(c.value()->interrupted);
+  // Anything else is a channel not to be trusted.
+  auto bad = status_of(6, 0, 0, 0);
+  bad.magic = 1;
+  send_status(shell, bad);
+  auto d = receive_message(ch->first.get());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.err().code, "bad_message");
+  ASSERT_EQ(::send(shell, "short", 5, 0), 5);
+  EXPECT_EQ(receive_message(ch->first.get()).err().code, "bad_message");
+  ch->second.reset();
+  auto e = receive_message(ch->first.get());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.err().code, "gone");
+}
+
+TEST(shell_channel, ARunToAShellThatHasEndedIsGone) {
+  auto ch = make_shell_channel();
+  ASSERT_TRUE(ch.ok());
+  ch->second.reset();
+  text_memfd big;
+  run_message m;
+  m.text = "true";
+  m.out = m.err = 1;
+  auto s = send_run(ch->first.get(), m, big);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.err().code, "gone");
+}
+
+}  // namespace
+}  // namespace sbsh::daemon
