@@ -247,6 +247,8 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     a.session = session;
     a.cwd = std::string(*cwd.value());
     a.dir = dir;
+    auto generation = m.get_u64("generation");
+    a.generation = generation && generation.value() ? *generation.value() : 0;
     a.shell_pid = static_cast<pid_t>(*shell_pid.value());
     a.wrapper_pid = cred.pid;
     a.started_at_ms = started && started.value() ? *started.value() : 0;

@@ -154,6 +154,7 @@ void shell_supervisor::claim(spare_shell&& spare) {
 }
 
 void shell_supervisor::adopt(adopted_shell&& shell) {
+  if (shell.generation > 0) generation_ = shell.generation;  // the same shell keeps its number
   uint64_t gen = begin_start();
   dir_ = shell.dir;
   channel_ = std::move(shell.channel);
@@ -172,6 +173,7 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
       wrapper_ = nullptr;
     }
     session_.jobs().note_state_lost("sbshd restarted and could not take over the session's shell");
+    ++generation_;
     channel_.reset();
     remove_shell_dir(dir_);
     start_shell();
@@ -489,7 +491,11 @@ bool shell_supervisor::stopped_and_gone() const { return wrapper_ == nullptr || 
 void shell_supervisor::initialized() {
   if (initialized_ || !ctl_) return;
   initialized_ = true;
-  ctl_->send(frame_builder(msg_type::initialized).take());
+  // The wrapper keeps the generation for a later sbshd, so that a shell taken over keeps its
+  // number and a client sees a change only when the shell changed.
+  frame_builder f(msg_type::initialized);
+  f.u64("generation", generation_);
+  ctl_->send(f.take());
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {

@@ -61,6 +61,7 @@ struct adopted_shell {
   std::string cwd, dir;
   pid_t shell_pid = 0, wrapper_pid = 0;
   int64_t started_at_ms = 0;
+  uint64_t generation = 0;  // as the earlier sbshd numbered the shell (0: not known)
   std::set<pid_t> groups;  // background processes' groups, spared when the shell ends
   std::map<pid_t, lent_pipes> pipes;  // by group: the pipes the wrapper held
   unique_fd ctl;           // the connection to the wrapper's adoption socket

@@ -491,21 +491,24 @@ struct adopted {
   uint64_t procs = 0;
   bool initialized = true;  // absent (an older wrapper): true
   uint64_t fds = 0;
+  uint64_t generation = 0;  // as the earlier sbshd numbered the shell (initialized); 0: unknown
   static constexpr auto fields() {
     using s = adopted;
     return std::tuple{field("session", &s::session),         field("cwd", &s::cwd),
                       field("shell_pid", &s::shell_pid),     field("wrapper_pid", &s::wrapper_pid),
                       field("started_at_ms", &s::started_at_ms), field("groups", &s::groups),
                       field("procs", &s::procs),             field("initialized", &s::initialized),
-                      field("fds", &s::fds)};
+                      field("fds", &s::fds),                 field("generation", &s::generation)};
   }
 };
 
 // The shell ran its init commands (or a spare was claimed): from now on a later sbshd may
-// adopt it; until then it would be half set up.
+// adopt it; until then it would be half set up. The wrapper keeps the generation for that
+// sbshd, which goes on numbering the session's shells from it.
 struct initialized {
   static constexpr message_kind kind{msg_type::initialized, "initialized", daemon_to_wrapper, false};
-  static constexpr auto fields() { return std::tuple{}; }
+  uint64_t generation = 0;
+  static constexpr auto fields() { return std::tuple{field("generation", &initialized::generation)}; }
 };
 
 // 600: background processes

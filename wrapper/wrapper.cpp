@@ -290,6 +290,7 @@ class wrapper_loop {
     pk.pack_array(static_cast<uint32_t>(spare_.size()));
     for (pid_t g : spare_) pk.pack_int64(g);
     f.u64("procs", held_.size()).boolean("initialized", initialized_).u64("fds", 1);
+    f.u64("generation", generation_);
     int fds[] = {channel_owner_.get()};
     if (!ch.send(f.finish(), fds)) return;
     // The background processes' pipes, as sbshd lent them. The wrapper keeps its own
@@ -381,8 +382,12 @@ class wrapper_loop {
       frame_builder f(msg_type::shell_exited);
       if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
       else f.i64("exit_code", WEXITSTATUS(st));
-      // What a shell that never served printed (bash's words for a builtin it could not load).
-      if (!early_text_.empty()) f.str("error", fmt::format("{} said: {}", bash_, trim_text(early_text_)));
+      // What a shell that never served printed: bash's words for a builtin it could not load,
+      // or another shell's for options it does not know. Either way, say what sbsh needs.
+      if (!early_text_.empty())
+        f.str("error", fmt::format("{} said: {} (sbsh needs a GNU bash that can load its builtin with 'enable -f', "
+                                   "of the version sbsh was built for; SBSH_BASH names the bash to run)",
+                                   bash_, trim_text(early_text_)));
       send(f);
       end_session(sid_, spare_);
       return 0;
@@ -440,9 +445,12 @@ class wrapper_loop {
       case msg_type::claim:
         take_claim(m);
         return true;
-      case msg_type::initialized:
+      case msg_type::initialized: {
         initialized_ = true;
+        auto gen = m.get_u64("generation");
+        if (gen && gen.value()) generation_ = *gen.value();
         return true;
+      }
       case msg_type::ping: {
         frame_builder f(msg_type::pong, m.id());
         send(f);
@@ -458,6 +466,7 @@ class wrapper_loop {
   std::string cwd_;
   bool spare_shell_ = false;  // not claimed yet
   bool initialized_ = false;  // sbshd said the shell is set up as its session defines
+  uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it
   int64_t started_at_ms_ = 0;
   unique_fd channel_owner_, listen_;
   unique_fd shell_pidfd_;

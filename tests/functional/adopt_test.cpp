@@ -101,6 +101,35 @@ TEST_F(adopt_test, ASessionOutlivesACrashOfSbshdWithAllItsState) {
   EXPECT_TRUE(wait_until([&] { return shell_dirs() == 2; }, std::chrono::seconds(20))) << shell_dirs();
 }
 
+// A shell taken over by a new sbshd keeps its generation, so a client sees no change where
+// there was none; a shell that could not be taken over is a new generation, and says so.
+TEST_F(adopt_test, AnAdoptedShellKeepsItsGenerationAndALostOneIsANewOne) {
+  auto result = [&](const std::string& command) {
+    auto r = sbsh({"exec", "-s", "g", "--json", "--", command});
+    return json::parse(r.out);
+  };
+  ASSERT_EQ(result("kill -9 $$")["shell_restarted"].b, true);
+  auto second = result("v=kept");
+  uint64_t gen = static_cast<uint64_t>(second["generation"].n);
+  ASSERT_GE(gen, 2u);
+  kill_daemon();
+  start_daemon();
+  auto adopted = result("echo $v");
+  EXPECT_EQ(adopted["stdout"].s, "kept\n");
+  EXPECT_EQ(static_cast<uint64_t>(adopted["generation"].n), gen);
+  EXPECT_FALSE(adopted["state_lost"].b);
+  // Now the wrapper dies while no sbshd runs: the next sbshd cannot take its shell over.
+  auto st = session_pids("g");
+  kill_daemon();
+  ::kill(static_cast<pid_t>(st.wrapper_pid), SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(st.shell_pid)); }, std::chrono::seconds(20)));
+  start_daemon();
+  auto fresh = result("echo ${v:-fresh}");
+  EXPECT_EQ(fresh["stdout"].s, "fresh\n");
+  EXPECT_TRUE(fresh["state_lost"].b);
+  EXPECT_NE(static_cast<uint64_t>(fresh["generation"].n), gen);
+}
+
 TEST_F(adopt_test, ACommandRunningWhenSbshdDiesRunsOnAndTheNextCommandWaitsForIt) {
   ASSERT_EQ(exec("s", "cd \"$TMPDIR\"").code, 0);
   run_result first;

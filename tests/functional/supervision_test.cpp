@@ -177,6 +177,30 @@ TEST_F(missing_shell_test, AShellThatCannotStartIsReportedAndTheSessionFails) {
   EXPECT_NE(r.err.find("sbsh session restart s"), std::string::npos) << r.err;
 }
 
+// A shell that cannot load sbsh's builtin is refused at the session's start, with the shell's
+// own words and what sbsh needs: another shell than bash, and a bash whose 'enable -f' fails.
+TEST_F(missing_shell_test, AShellThatCannotLoadTheBuiltinIsRefusedByName) {
+  std::string no_loadable = dir + "/bash-without-loadables";
+  {
+    std::ofstream f(no_loadable);
+    // A bash in which 'enable -f' is not available, as in a bash built without it.
+    f << "#!/bin/bash\nexec /bin/bash --noprofile --norc -c 'enable -n enable; source \"$0\"' \"${@: -1}\"\n";
+  }
+  ::chmod(no_loadable.c_str(), 0755);
+  for (const std::string& shell : {std::string("/bin/sh"), no_loadable}) {
+    SCOPED_TRACE(shell);
+    ::setenv("SBSH_BASH", shell.c_str(), 1);
+    start_daemon();
+    ::unsetenv("SBSH_BASH");
+    auto r = exec("s", "echo never");
+    EXPECT_EQ(r.code, 255);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("its shell could not start: " + shell + " said: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sbsh needs a GNU bash that can load its builtin"), std::string::npos) << r.err;
+    stop_daemon();
+  }
+}
+
 // The pids of sbshd's spare wrappers: started ahead of need, no session's yet.
 std::vector<pid_t> spares_of(pid_t daemon) {
   static const std::string kWrapper("sbsh-wrapper\0", 13), kSpare("\0--spare\0", 9);

@@ -261,12 +261,14 @@ TEST(schema, WrapperMessagesAreTheSameBytes) {
   auto& pk = adopted.field("groups");
   pk.pack_array(1);
   pk.pack_int64(99);
-  adopted.u64("procs", 1).boolean("initialized", false).u64("fds", 1);
-  EXPECT_EQ(encode(msg::adopted{"b", "/", 7, 6, 5, {99}, 1, false, 1}, 1), adopted.take());
+  adopted.u64("procs", 1).boolean("initialized", false).u64("fds", 1).u64("generation", 3);
+  EXPECT_EQ(encode(msg::adopted{"b", "/", 7, 6, 5, {99}, 1, false, 1, 3}, 1), adopted.take());
   frame_builder claim(msg_type::claim);
   claim.str("session", "b").str("cwd", "/w");
   EXPECT_EQ(encode(msg::claim{"b", "/w"}), claim.take());
-  EXPECT_EQ(encode(msg::initialized{}), frame_builder(msg_type::initialized).take());
+  frame_builder init(msg_type::initialized);
+  init.u64("generation", 4);
+  EXPECT_EQ(encode(msg::initialized{4}), init.take());
   frame_builder unprotect(msg_type::unprotect_group);
   unprotect.i64("pgid", 55);
   EXPECT_EQ(encode(msg::unprotect_group{55}), unprotect.take());
