@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -63,7 +64,10 @@ server::~server() {
   clients_.clear();
   dead_clients_.clear();
   drop_spares();
-  if (listen_watch_ != nullptr) listen_watch_->close();
+  listen_watch_.reset();
+  spare_timer_.reset();
+  watchdog_timer_.reset();
+  shutdown_timer_.reset();
   // Let every close callback run, then check that nothing was left open.
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop_) != 0) {
@@ -128,7 +132,7 @@ status server::listen(unique_fd activated) {
 }
 
 status server::start_listening() {
-  listen_watch_ = fd_watch::create(&loop_, listen_fd_.get());
+  listen_watch_ = make_handle<fd_watch>(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
   std::string shells = shells_dir();
   struct stat st{};
@@ -437,8 +441,11 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
     p->second.waiters.emplace_back(serial, std::move(done));
     return;
   }
-  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr)
-    return done(create_session(name, std::move(def)));  // made, the same, or says why not
+  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr) {
+    auto made = create_session(name, std::move(def));  // made, the same, or says why not
+    if (!made) return done(made);
+    return after_state_written([made, done = std::move(done)] { done(made); });
+  }
   if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
   std::string source = def.snapshot;
   auto& p = pending_[name];
@@ -458,7 +465,9 @@ void server::snapshot_copied(const std::string& name, status copied) {
     if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
   }
   if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);
-  for (auto& [serial, done] : waiting.waiters) done(made);
+  after_state_written([made, waiters = std::move(waiting.waiters)] {
+    for (const auto& [serial, done] : waiters) done(made);
+  });
 }
 
 void server::remove_session(const std::string& name, std::function<void()> done) {
@@ -478,21 +487,23 @@ void server::remove_session(const std::string& name, std::function<void()> done)
   s->stop();
   session* raw = s.get();
   removed_.push_back(std::move(s));
-  // Wait for the wrapper to end the session's processes, then sweep for stragglers.
-  auto* r = new removal{raw, timer::create(&loop_), mono_us() + 5'000'000, std::move(done)};
-  removal_tick(r);
+  // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
+  // stragglers.
+  auto deadline = std::make_shared<handle_ptr<timer>>(make_handle<timer>(&loop_));
+  auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(done))] {
+    deadline->reset();
+    removed(raw, std::move(*done));
+  };
+  (*deadline)->start(5000, finish);
+  raw->when_gone(finish);
 }
 
-void server::removal_tick(removal* r) {
-  if (!r->s->stopped_and_gone() && mono_us() < r->deadline_us) {
-    r->t->start(10, [this, r] { removal_tick(r); });
-    return;
-  }
-  r->t->close();
-  pid_t sid = r->s->last_wrapper_pid();
-  std::erase_if(removed_, [r](const auto& p) { return p.get() == r->s; });
-  sweep_session(sid, std::move(r->done));
-  delete r;
+void server::removed(session* s, std::function<void()> done) {
+  auto it = std::find_if(removed_.begin(), removed_.end(), [s](const auto& p) { return p.get() == s; });
+  if (it == removed_.end()) return;  // finished already (the deadline and the exit both came)
+  pid_t sid = s->last_wrapper_pid();
+  removed_.erase(it);
+  sweep_session(sid, std::move(done));
 }
 
 void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare) {
@@ -573,13 +584,23 @@ void server::write_atomically(const std::string& path, std::string bytes) {
         if (!me->error.empty()) spdlog::error("{}", me->error);
         auto& w = me->srv->writes_[me->path];
         w.busy = false;
+        auto written = std::move(w.current_waiters);
+        w.current_waiters = std::move(w.next_waiters);
+        w.next_waiters.clear();
         if (w.next) {
           std::string next = std::move(*w.next);
           w.next.reset();
           me->srv->write_atomically(me->path, std::move(next));
         }
         delete me;
+        for (auto& done : written) done();
       });
+}
+
+void server::after_state_written(std::function<void()> done) {
+  auto& w = writes_[state_file()];
+  if (!w.busy) return done();
+  (w.next ? w.next_waiters : w.current_waiters).push_back(std::move(done));
 }
 
 result<ipc::message> server::read_state_file(const std::string& path, bool* missing) {
@@ -647,10 +668,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   drop_spares();
   for (auto& [name, p] : pending_) snapshots_.cancel(name);
-  if (listen_watch_ != nullptr) {
-    listen_watch_->close();
-    listen_watch_ = nullptr;
-  }
+  listen_watch_.reset();
   listen_fd_.reset();
   if (bound_) {
     ::unlink(opts_.socket_path.c_str());
@@ -662,27 +680,22 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     procs_->kill_all("");
     for (auto& [name, s] : sessions_) s->stop();
   }
-  // Wait for the wrappers to end their sessions, then for replies to reach clients.
-  shutdown_deadline_us_ = mono_us() + 3'000'000;
-  shutdown_timer_ = timer::create(&loop_);
-  shutdown_tick();
-}
-
-void server::shutdown_tick() {
-  bool all_gone = true;
-  for (auto& [name, s] : sessions_) all_gone = all_gone && s->stopped_and_gone();
-  if (all_gone || mono_us() > shutdown_deadline_us_) {
-    finish_shutdown();
-    return;
-  }
-  shutdown_timer_->start(10, [this] { shutdown_tick(); });
+  // Wait for the wrappers to end their sessions (3 s at most), then finish: each session says
+  // when its wrapper has gone.
+  shutdown_timer_ = make_handle<timer>(&loop_);
+  shutdown_timer_->start(3000, [this] { finish_shutdown(); });
+  sessions_left_ = sessions_.size();
+  for (auto& [name, s] : sessions_)
+    s->when_gone([this] {
+      if (--sessions_left_ == 0) finish_shutdown();
+    });
+  if (sessions_.empty()) finish_shutdown();
 }
 
 void server::finish_shutdown() {
-  shutdown_timer_->close();
-  shutdown_timer_ = nullptr;
-  if (watchdog_timer_ != nullptr) watchdog_timer_->close();
-  watchdog_timer_ = nullptr;
+  if (!shutdown_timer_) return;  // finished already
+  shutdown_timer_.reset();
+  watchdog_timer_.reset();
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
@@ -715,7 +728,7 @@ std::optional<spare_shell> server::take_spare() {
 
 void server::start_spares_in(uint64_t ms) {
   if (shutting_down_ || opts_.spare_wrappers == 0) return;
-  if (spare_timer_ == nullptr) spare_timer_ = timer::create(&loop_);
+  if (!spare_timer_) spare_timer_ = make_handle<timer>(&loop_);
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
@@ -802,8 +815,7 @@ void server::drop_spares() {
     remove_shell_dir(s.dir);
   }
   spares_.clear();  // and their control sockets close
-  if (spare_timer_ != nullptr) spare_timer_->close();
-  spare_timer_ = nullptr;
+  spare_timer_.reset();
 }
 
 // Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
@@ -835,7 +847,7 @@ int server::run(const std::function<void()>& on_ready) {
   if (on_ready) on_ready();
   service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));
   if (uint64_t interval = service_manager::watchdog_interval_ms(); interval > 0) {
-    watchdog_timer_ = timer::create(&loop_);
+    watchdog_timer_ = make_handle<timer>(&loop_);
     watchdog_tick(interval);
   }
   start_spares();  // before the first request: an auto-started sbshd gets one at once

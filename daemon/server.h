@@ -144,17 +144,10 @@ class server {
   // Where each shell's directory lives: its wrapper's adoption socket.
   [[nodiscard]] std::string shells_dir() const { return opts_.socket_path + ".d"; }
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
-  struct removal {
-    session* s;
-    timer* t;
-    uint64_t deadline_us;
-    std::function<void()> done;
-  };
-  void removal_tick(removal* r);
+  void removed(session* s, std::function<void()> done);
   std::string state_file() const { return opts_.state_dir + "/sessions.msgpack"; }
   void on_signal(int signum);
   void finish_shutdown();
-  void shutdown_tick();
   void watchdog_tick(uint64_t interval_ms);
   void start_spares();
   void start_spares_in(uint64_t ms);
@@ -167,13 +160,13 @@ class server {
   unique_fd lock_fd_;
   unique_fd devnull_;
   unique_fd ns_last_pid_;
-  fd_watch* listen_watch_ = nullptr;
+  handle_ptr<fd_watch> listen_watch_;
   uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
-  timer* watchdog_timer_ = nullptr;  // pings the service manager's watchdog, when it has one
+  handle_ptr<timer> watchdog_timer_;  // pings the service manager's watchdog, when it has one
   std::deque<spare_shell> spares_;
-  timer* spare_timer_ = nullptr;
-  timer* shutdown_timer_ = nullptr;
-  uint64_t shutdown_deadline_us_ = 0;
+  handle_ptr<timer> spare_timer_;
+  handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
+  size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   std::map<std::string, std::unique_ptr<session>> sessions_;
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;
@@ -184,7 +177,12 @@ class server {
   struct pending_write {
     bool busy = false;
     std::optional<std::string> next;
+    // Called once the write under way (or the next one, when there is a next) is on disk.
+    std::vector<std::function<void()>> current_waiters, next_waiters;
   };
+  // Calls `done` once every state written so far is on disk (at once when no write is under
+  // way): a client told that a session was made can count on it surviving a crash of sbshd.
+  void after_state_written(std::function<void()> done);
   std::map<std::string, pending_write> writes_;
   std::unique_ptr<proc_table> procs_;
   snapshot_store snapshots_;

@@ -52,6 +52,7 @@ class session {
   // --keep-sessions); the session stays stopped.
   void abandon();
   [[nodiscard]] bool stopped_and_gone() const { return shell_.stopped_and_gone(); }
+  void when_gone(std::function<void()> gone) { shell_.when_gone(std::move(gone)); }
   // Ends the current shell (the running command gets shell_restarted) and starts a new one
   // at once, whatever the policy, clearing a failed or exited state.
   void restart(const std::string& why) { shell_.restart(why); }

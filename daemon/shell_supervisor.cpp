@@ -287,6 +287,7 @@ void shell_supervisor::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
              sig != 0     ? fmt::format("its wrapper was killed by signal {}", sig)
              : status < 0 ? std::string("its wrapper ended")  // adopted: not our child
                           : fmt::format("its wrapper exited with status {}", status));
+  notify_if_gone();
 }
 
 void shell_supervisor::health_tick() {
@@ -487,6 +488,22 @@ void shell_supervisor::abandon() {
 }
 
 bool shell_supervisor::stopped_and_gone() const { return wrapper_ == nullptr || wrapper_->exited(); }
+
+void shell_supervisor::when_gone(std::function<void()> gone) {
+  on_gone_ = std::move(gone);
+  notify_if_gone();
+}
+
+void shell_supervisor::notify_if_gone() {
+  if (!on_gone_ || !stopped_and_gone()) return;
+  // From the loop's next turn: the callback may destroy this session.
+  gone_timer_ = make_handle<timer>(srv_.loop());
+  gone_timer_->start(0, [this] {
+    auto gone = std::move(on_gone_);
+    on_gone_ = nullptr;
+    if (gone) gone();
+  });
+}
 
 void shell_supervisor::initialized() {
   if (initialized_ || !ctl_) return;

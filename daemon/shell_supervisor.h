@@ -114,6 +114,9 @@ class shell_supervisor {
   // Lets go of the shell without ending it, for the next sbshd to adopt.
   void abandon();
   [[nodiscard]] bool stopped_and_gone() const;
+  // Calls `gone` once, when the wrapper has ended (from the loop, never from inside this call;
+  // at once if it has already ended). Replaces an earlier one.
+  void when_gone(std::function<void()> gone);
 
   // The shell runs as its session defines (init commands done): the wrapper may now offer it
   // to a later sbshd.
@@ -144,6 +147,7 @@ class shell_supervisor {
   [[nodiscard]] int64_t adopted_ms() const { return adopted_ms_; }
 
  private:
+  void notify_if_gone();
   void start_shell();
   uint64_t begin_start();
   void fail_start(std::string why);
@@ -176,6 +180,8 @@ class shell_supervisor {
 
   // The current generation: everything below is replaced on each (re)start.
   uint64_t generation_ = 1;
+  std::function<void()> on_gone_;  // see when_gone
+  handle_ptr<timer> gone_timer_;
   child_process* wrapper_ = nullptr;  // freed by libuv once released
   std::unique_ptr<framed_socket> ctl_;
   unique_fd channel_;

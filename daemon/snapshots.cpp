@@ -87,7 +87,7 @@ snapshot_store::~snapshot_store() {
   for (auto& [name, job] : copies_) {
     job.proc->kill(SIGKILL);
     job.proc->release();
-    if (job.watch != nullptr) job.watch->close();
+    job.watch.reset();
   }
 }
 
@@ -147,7 +147,7 @@ void snapshot_store::copy(const std::string& name, const std::string& source, st
   if (job.proc == nullptr) return fail(fmt::format("cannot start cp to copy {}: {}", source, std::strerror(err)));
   job.done = std::move(done);
   auto& j = copies_[name] = std::move(job);
-  j.watch = fd_watch::create(loop_, j.errors.get());
+  j.watch = make_handle<fd_watch>(loop_, j.errors.get());
   j.watch->start(UV_READABLE, [this, name](int, int) {
     if (auto it = copies_.find(name); it != copies_.end()) read_errors(it->second);
   });
@@ -160,9 +160,8 @@ void snapshot_store::read_errors(copy_job& job) {
   while ((n = ::read(job.errors.get(), buf, sizeof buf)) > 0)
     if (job.messages.size() < kMaxMessages)
       job.messages.append(buf, std::min(static_cast<size_t>(n), kMaxMessages - job.messages.size()));
-  if (n == 0 && job.watch != nullptr) {  // end of file: nothing more to watch
-    job.watch->close();
-    job.watch = nullptr;
+  if (n == 0 && job.watch) {  // end of file: nothing more to watch
+    job.watch.reset();
   }
 }
 
@@ -172,7 +171,7 @@ void snapshot_store::copy_ended(const std::string& name, int64_t status, int sig
   copy_job job = std::move(it->second);
   copies_.erase(it);
   read_errors(job);  // cp has ended: all it wrote is in the pipe
-  if (job.watch != nullptr) job.watch->close();
+  job.watch.reset();
   if (status == 0 && sig == 0 && ::rename(job.tmp.c_str(), path_of(name).c_str()) == 0) {
     spdlog::info("session {}: copy complete in {}", name, path_of(name));
     job.done(ok_status());

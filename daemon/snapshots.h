@@ -51,7 +51,7 @@ class snapshot_store {
   struct copy_job {
     child_process* proc = nullptr;
     unique_fd errors;        // cp's stderr
-    fd_watch* watch = nullptr;
+    handle_ptr<fd_watch> watch;
     std::string messages;    // the start of what cp printed
     std::string tmp;
     std::function<void(status)> done;

@@ -42,20 +42,6 @@ int env_int(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
-// Live processes whose command line holds `needle`.
-std::vector<pid_t> processes_with(const std::string& needle) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::replace(raw.begin(), raw.end(), '\0', ' ');
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (raw.find(needle) != std::string::npos && pid != ::getpid() && pid_alive(pid)) out.push_back(pid);
-  }
-  return out;
-}
 
 TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   const auto run_for = seconds(env_int("SBSH_CHAOS_SECONDS", 20));

@@ -32,21 +32,6 @@ client::exec_options command_in(const std::string& session, const std::string& t
   return o;
 }
 
-// The pids of processes whose command line is exactly `cmdline` (words joined by spaces).
-std::vector<pid_t> pids_running(const std::string& cmdline) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::replace(raw.begin(), raw.end(), '\0', ' ');
-    if (!raw.empty() && raw.back() == ' ') raw.pop_back();
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (raw == cmdline && pid_alive(pid)) out.push_back(pid);
-  }
-  return out;
-}
 
 TEST_F(exact_results_test, ATimeoutStopsTheWholeTextAndTheSessionKeepsItsState) {
   ASSERT_EQ(exec("s", "cd /tmp && kept=yes").code, 0);
@@ -74,11 +59,11 @@ TEST_F(exact_results_test, EveryProcessATimedOutCommandStartedIsGone) {
   auto r = sbsh({"exec", "-s", "s", "-t", "1s", "--", "setsid sleep 133 & sleep 135 & sleep 134"});
   EXPECT_EQ(r.code, 124);
   for (const char* cmd : {"sleep 133", "sleep 134", "sleep 135"})
-    EXPECT_TRUE(wait_until([&] { return pids_running(cmd).empty(); }, std::chrono::seconds(10))) << cmd;
+    EXPECT_TRUE(wait_until([&] { return processes_running(cmd).empty(); }, std::chrono::seconds(10))) << cmd;
   // Background jobs of earlier commands are not the timed-out command's.
   ASSERT_EQ(exec("s", "sleep 136 & true").code, 0);
   EXPECT_EQ(sbsh({"exec", "-s", "s", "-t", "500ms", "--", "sleep 30"}).code, 124);
-  auto earlier = pids_running("sleep 136");
+  auto earlier = processes_running("sleep 136");
   ASSERT_EQ(earlier.size(), 1u);
   ::kill(earlier[0], SIGKILL);
 }
@@ -115,7 +100,7 @@ TEST_F(exact_results_test, SigtermToTheClientStopsTheWholeText) {
     ::execl(bin("sbsh").c_str(), "sbsh", "exec", "-s", "s", "--", ("sleep 30; touch " + after).c_str(), nullptr);
     ::_exit(127);
   }
-  ASSERT_TRUE(wait_until([&] { return !pids_running("sleep 30").empty(); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 30").empty(); }, std::chrono::seconds(20)));
   ::kill(pid, SIGTERM);
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
@@ -136,7 +121,7 @@ TEST_F(exact_results_test, TheLibrarysCancelStopsTheWholeText) {
   o.command = "sleep 30; touch " + after + "; echo after";
   o.signal_fd = stop.fd();
   std::thread t([&] {
-    wait_until([&] { return !pids_running("sleep 30").empty(); }, std::chrono::seconds(20));
+    wait_until([&] { return !processes_running("sleep 30").empty(); }, std::chrono::seconds(20));
     stop.cancel();
   });
   auto r = c.exec(o);
@@ -187,7 +172,7 @@ TEST_F(exact_results_test, AShellLostBetweenCommandsIsReportedByTheNextResult) {
 TEST_F(exact_results_test, AQueuedCommandWhoseTimeoutPassesDoesNotRun) {
   std::string marker = dir + "/marker";
   std::thread busy([&] { exec("s", "sleep 3"); });
-  ASSERT_TRUE(wait_until([&] { return !pids_running("sleep 3").empty(); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3").empty(); }, std::chrono::seconds(20)));
   auto r = sbsh({"exec", "-s", "s", "-t", "1s", "--json", "--", "touch " + marker});
   busy.join();
   EXPECT_EQ(r.code, 124);

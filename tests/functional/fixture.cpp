@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,37 @@ bool pid_alive(pid_t pid) {
   std::getline(f, line);
   auto rp = line.rfind(')');
   return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
+}
+
+namespace {
+std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    // read(2), not a stream: a process that ends while it is read makes libstdc++ throw.
+    std::string line;
+    int fd = ::open((e.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) line.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (!line.empty() && line.back() == ' ') line.pop_back();
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid != ::getpid() && match(line) && pid_alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<pid_t> processes_with(const std::string& needle) {
+  return processes_where([&](const std::string& line) { return line.find(needle) != std::string::npos; });
+}
+
+std::vector<pid_t> processes_running(const std::string& cmdline) {
+  return processes_where([&](const std::string& line) { return line == cmdline; });
 }
 
 bool has_child(pid_t parent, const std::string& comm) { return child_pid(parent, comm) > 0; }

@@ -23,6 +23,10 @@ struct run_result {
 std::string bin(const std::string& name);       // build/bin/NAME
 std::string helper();                           // the test helper binary
 bool pid_alive(pid_t pid);                      // exists and is not a zombie
+// Live processes other than this one whose command line (words joined by spaces) holds
+// `needle`, or is exactly `cmdline`.
+std::vector<pid_t> processes_with(const std::string& needle);
+std::vector<pid_t> processes_running(const std::string& cmdline);
 bool has_child(pid_t parent, const std::string& comm);  // a live child with that name
 pid_t child_pid(pid_t parent, const std::string& comm);  // its pid, or 0 when there is none
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit);
