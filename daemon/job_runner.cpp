@@ -380,7 +380,7 @@ bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
       auto job = std::move(*it);
       queue_.erase(it);
       job->outcome.cancelled = true;
-      job->outcome.error_code = "cancelled";
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
       job->outcome.error = "cancelled before it started";
       finish_job(std::move(job));
       return true;

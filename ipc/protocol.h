@@ -163,23 +163,11 @@ inline error make_error(errc c, std::string message) { return error{std::string(
 // Whether `e` carries wire error code `c`.
 inline bool has_code(const error& e, errc c) { return e.code == wire_name(c); }
 
-// The wire strings under their older names, for code that still builds frames by hand.
+// The older spelling of two codes, for the frame reader and the daemon<->wrapper sites that
+// still build and read frames by hand; new code uses errc.
 namespace err {
 inline constexpr std::string_view bad_frame = wire_name(errc::bad_frame);
 inline constexpr std::string_view bad_request = wire_name(errc::bad_request);
-inline constexpr std::string_view version_mismatch = wire_name(errc::version_mismatch);
-inline constexpr std::string_view not_ready = wire_name(errc::handshake_required);
-inline constexpr std::string_view invalid_session = wire_name(errc::invalid_session_name);
-inline constexpr std::string_view unknown_request = wire_name(errc::unknown_request);
-inline constexpr std::string_view shell_restarted = wire_name(errc::shell_restarted);
-inline constexpr std::string_view session_failed = wire_name(errc::session_failed);
-inline constexpr std::string_view session_exists = wire_name(errc::session_exists);
-inline constexpr std::string_view session_creating = wire_name(errc::session_creating);
-inline constexpr std::string_view no_session = wire_name(errc::no_such_session);
-inline constexpr std::string_view bad_directory = wire_name(errc::bad_directory);
-inline constexpr std::string_view timeout = wire_name(errc::timeout);
-inline constexpr std::string_view shutting_down = wire_name(errc::shutting_down);
-inline constexpr std::string_view internal = wire_name(errc::internal);
 }  // namespace err
 
 // Streams in output frames.
