@@ -124,10 +124,6 @@ error wrong_type(std::string_view key, std::string_view want, const msgpack::obj
 
 }  // namespace
 
-error field_type_error(std::string_view key, std::string_view want, const msgpack::object& got) {
-  return wrong_type(key, want, got);
-}
-
 result<message> message::parse(const char* data, size_t n) {
   message m;
   try {
@@ -258,6 +254,10 @@ result<std::optional<std::string_view>> frame_reader::next_body() {
   std::string_view body(buf_.data() + begin_ + 4, len);
   begin_ += 4 + len;
   return std::optional<std::string_view>{body};
+}
+
+error field_type_error(std::string_view key, std::string_view want, const msgpack::object& got) {
+  return wrong_type(key, want, got);
 }
 
 }  // namespace sbsh::ipc
