@@ -221,6 +221,27 @@ TEST(schema, SessionDetailIsTheSameBytes) {
   EXPECT_EQ(back.history[0].duration_ms, 16u);
 }
 
+TEST(schema, SessionCreateIsTheSameBytes) {
+  using strs = std::vector<std::string>;
+  frame_builder old(msg_type::session_create, 6);
+  old.str("name", "b").str("cwd", "/w").str_array("env", strs{"A=1"}).str_array("init", strs{});
+  old.str("restart", "never").str_array("limits", strs{});
+  session_spec spec;
+  spec.cwd = "/w";
+  spec.env = {"A=1"};
+  spec.restart = "never";
+  EXPECT_EQ(encode(msg::session_create{"b", spec}, 6), old.take());
+
+  // The snapshot travels only when there is one (the definition inside session_detail and
+  // the state file always has it).
+  frame_builder snap(msg_type::session_create, 7);
+  snap.str("name", "c").str("cwd", "").str_array("env", strs{}).str_array("init", strs{});
+  snap.str("restart", "always").str_array("limits", strs{}).str("snapshot", "/src");
+  session_spec from;
+  from.snapshot = "/src";
+  EXPECT_EQ(encode(msg::session_create{"c", from}, 7), snap.take());
+}
+
 TEST(schema, NoRunningFieldsWhileNothingRuns) {
   session_status s;
   s.name = "idle";
@@ -269,6 +290,14 @@ TEST(schema, WrapperMessagesAreTheSameBytes) {
   frame_builder init(msg_type::initialized);
   init.u64("generation", 4);
   EXPECT_EQ(encode(msg::initialized{4}), init.take());
+  frame_builder result(msg_type::signal_result, 4);
+  result.u64("count", 2);
+  EXPECT_EQ(encode(msg::signal_result{2}, 4), result.take());
+  frame_builder adopt(msg_type::adopt, 1);
+  adopt.i64("pid", 4242);
+  EXPECT_EQ(encode(msg::adopt{4242}, 1), adopt.take());
+  EXPECT_EQ(encode(msg::ping{}, 9), frame_builder(msg_type::ping, 9).take());
+  EXPECT_EQ(encode(msg::pong{}, 9), frame_builder(msg_type::pong, 9).take());
   frame_builder unprotect(msg_type::unprotect_group);
   unprotect.i64("pgid", 55);
   EXPECT_EQ(encode(msg::unprotect_group{55}), unprotect.take());
@@ -368,6 +397,20 @@ TEST(schema, SignalsAreNumbersOrNames) {
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->signal.number, SIGTERM);
   EXPECT_EQ(k->proc.name, "web");
+}
+
+TEST(schema, CancelIsTheSameBytes) {
+  frame_builder stop(msg_type::cancel, 3);
+  stop.i64("signal", 2).boolean("stop", true);
+  EXPECT_EQ(encode(msg::cancel{{2}, true}, 3), stop.take());
+  frame_builder once(msg_type::cancel, 3);
+  once.i64("signal", 2);
+  EXPECT_EQ(encode(msg::cancel{{2}, std::nullopt}, 3), once.take());
+  EXPECT_EQ(encode(msg::cancel{}, 3), frame_builder(msg_type::cancel, 3).take());
+  auto c = decode<msg::cancel>(*parse(encode(msg::cancel{{2}, std::nullopt}, 3)));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->signal.number, 2);
+  EXPECT_FALSE(c->stop.has_value());
 }
 
 TEST(schema, NarrowIntegersAreRangeChecked) {
