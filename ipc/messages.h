@@ -7,7 +7,7 @@
 // tables in schema_of<> below. The MESSAGES section of man/sbsh-protocol.7 is generated from
 // this file (tests/unit/schema_test.cpp checks it), so it cannot drift from the code.
 //
-// Adding a message: a number in protocol.h, a struct here, its name in all_messages, a
+// Adding a message: a number in protocol.h, a struct here, its name in msg::all, a
 // handler; then regenerate the manual's section (see schema_test.cpp). Adding a field: a
 // member and one table entry.
 #pragma once
