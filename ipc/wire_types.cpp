@@ -27,7 +27,8 @@ std::string decoder::path() const {
 }
 
 bool decoder::wrong_type(std::string_view want, const msgpack::object& got) {
-  if (!err_) err_ = field_type_error(path(), want, got);
+  if (!failed_) err_ = field_type_error(path(), want, got);
+  failed_ = true;
   return false;
 }
 
@@ -36,7 +37,8 @@ bool decoder::missing(std::string_view want) {
 }
 
 bool decoder::fail(std::string message) {
-  if (!err_) err_ = make_error(errc::bad_request, std::move(message));
+  if (!failed_) err_ = make_error(errc::bad_request, std::move(message));
+  failed_ = true;
   return false;
 }
 

@@ -48,7 +48,7 @@ class decoder {
   bool wrong_type(std::string_view want, const msgpack::object& got);
   bool missing(std::string_view want);
   bool fail(std::string message);
-  [[nodiscard]] error take_error() { return std::move(*err_); }
+  [[nodiscard]] error take_error() { return std::move(err_); }
 
  private:
   struct segment {
@@ -63,7 +63,10 @@ class decoder {
   std::string_view what_;  // the message or record being read, for "exec needs ..."
   std::array<segment, 16> segs_;  // not cleared: only the first depth_ are ever read
   size_t depth_ = 0;
-  std::optional<error> err_;
+  // The first error; a flag beside it rather than std::optional, which GCC 12 under the
+  // sanitizers takes for maybe-uninitialized.
+  bool failed_ = false;
+  error err_;
 };
 
 // What the wire carries for a member of type T:
