@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "client/json.h"
+#include "ipc/protocol.h"
 #include "sbsh/client.h"
 #include "sbsh/plan.h"
 
@@ -56,23 +57,39 @@ using sbsh::client::stream;
 thread_local std::string t_error;
 thread_local std::string t_code;
 
+// The protocol's codes sbshd sends that a caller must tell apart (ipc/protocol.h); every
+// other one of them is a refusal.
+int status_for(sbsh::ipc::errc code) {
+  using sbsh::ipc::errc;
+  switch (code) {
+    case errc::bad_frame:
+    case errc::version_mismatch:
+    case errc::unknown_request:
+    case errc::handshake_required: return SBSH_ERR_PROTOCOL;
+    case errc::timeout: return SBSH_ERR_TIMEOUT;
+    case errc::no_such_session:
+    case errc::no_such_process: return SBSH_ERR_NOT_FOUND;
+    default: return SBSH_ERR_REFUSED;
+  }
+}
+
+// The library's own codes, and then the protocol's.
 int status_for(std::string_view code) {
   if (code == "unreachable" || code == "unsafe_dir") return SBSH_ERR_UNREACHABLE;
   if (code == "io" || code == "eof") return SBSH_ERR_IO;
-  if (code == "protocol" || code == "bad_frame" || code == "version_mismatch" || code == "unknown_request" ||
-      code == "handshake_required")
-    return SBSH_ERR_PROTOCOL;
-  if (code == "timeout") return SBSH_ERR_TIMEOUT;
-  if (code == "no_such_session" || code == "no_such_process") return SBSH_ERR_NOT_FOUND;
+  if (code == "protocol") return SBSH_ERR_PROTOCOL;
   if (code == "bad_socket" || code == "usage") return SBSH_ERR_INVALID;
+  if (auto wire = sbsh::ipc::errc_from_wire(code)) return status_for(*wire);
   return SBSH_ERR_REFUSED;
 }
 
 // After these, replies may be out of step with requests (or the socket is gone): refuse
 // further use of the handle instead of misreading the next reply.
 bool breaks_connection(std::string_view code) {
-  return code == "io" || code == "eof" || code == "protocol" || code == "bad_frame" ||
-         code == "version_mismatch" || code == "handshake_required";
+  using sbsh::ipc::errc;
+  if (code == "io" || code == "eof" || code == "protocol") return true;
+  auto wire = sbsh::ipc::errc_from_wire(code);
+  return wire == errc::bad_frame || wire == errc::version_mismatch || wire == errc::handshake_required;
 }
 
 int record(sbsh_conn* conn, int status, std::string_view code, std::string_view message) {

@@ -23,8 +23,8 @@
 
 namespace sbsh::client {
 
-using ipc::frame_builder;
 using ipc::msg_type;
+namespace msg = ipc::msg;
 
 result<unique_fd> dial(const std::string& path) {
   if (auto s = ipc::check_socket_path(path); !s) return s.err();
@@ -148,10 +148,10 @@ result<unique_fd> dial_or_start(const std::string& path, const connect_options& 
 }
 
 error error_from(const ipc::message& m, std::string_view fallback) {
-  auto code = m.get_str("code");
-  auto msg = m.get_str("message");
-  return make_error(code && code.value() ? *code.value() : "error",
-                    std::string(msg && msg.value() ? *msg.value() : fallback));
+  auto e = ipc::decode<msg::error>(m);
+  std::string_view code = e && !e->code.empty() ? e->code : "error";
+  std::string_view text = e && !e->message.empty() ? e->message : fallback;
+  return make_error(code, std::string(text));
 }
 
 error refusal_or(ipc::channel& ch, error e) {
@@ -164,10 +164,9 @@ error refusal_or(ipc::channel& ch, error e) {
 }
 
 std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m) {
-  auto st = m.get_u64("stream");
-  auto data = m.get_bin("data");
-  if (!st || !data || !data.value()) return std::nullopt;
-  return std::pair(st.value().value_or(1) == 2 ? stream::err : stream::out, *data.value());
+  auto out = ipc::decode<msg::output>(m);
+  if (!out) return std::nullopt;
+  return std::pair(out->stream == ipc::kStderr ? stream::err : stream::out, out->data.bytes);
 }
 
 std::string connection::impl::absolute(const std::string& path) const {
@@ -244,8 +243,8 @@ sbsh::status connection::impl::send(std::string_view frame, std::span<const int>
   return await_welcome();
 }
 
-result<ipc::envelope> connection::impl::call(ipc::frame_builder&& f, uint64_t id) {
-  if (auto s = send(f.finish()); !s) return s.err();
+result<ipc::envelope> connection::impl::call(std::string_view frame, uint64_t id) {
+  if (auto s = send(frame); !s) return s.err();
   return recv_reply(id);
 }
 
@@ -286,9 +285,8 @@ result<connection> connection::connect(const connect_options& opts) {
     p->ch = ipc::channel(std::move(*fd));
   }
   uint64_t id = p->next_id++;
-  frame_builder f(msg_type::hello, id);
-  f.u64("version", ipc::kProtocolVersion).str("client", "libsbsh " SBSH_VERSION);
-  if (auto s = p->ch.send(f.finish()); !s) return p->remote ? p->dial_failed() : refusal_or(p->ch, s.err());
+  if (auto s = p->ch.send(ipc::encode(msg::hello{ipc::kProtocolVersion, "libsbsh " SBSH_VERSION}, id)); !s)
+    return p->remote ? p->dial_failed() : refusal_or(p->ch, s.err());
   p->hello_id = id;
   p->hello_timeout = opts.start_timeout;
   p->hello_deadline = steady::now() + opts.start_timeout;
@@ -300,29 +298,22 @@ result<connection> connection::connect(const connect_options& opts) {
 
 result<daemon_status> connection::status() {
   uint64_t id = p_->next_id++;
-  auto r = p_->call(frame_builder(msg_type::status, id), id);
+  auto env = p_->call(ipc::encode(msg::status{}, id), id);
+  if (!env) return env.err();
+  auto r = read_reply<msg::status_reply>(env->msg);
   if (!r) return r.err();
-  const auto& m = r->msg;
   daemon_status st;
-  auto i64 = [&](std::string_view k) { auto v = m.get_i64(k); return v && v.value() ? *v.value() : 0; };
-  auto str = [&](std::string_view k) {
-    auto v = m.get_str(k);
-    return v && v.value() ? std::string(*v.value()) : std::string();
-  };
-  st.pid = i64("pid");
-  st.version = str("version");
-  st.uptime_ms = static_cast<uint64_t>(i64("uptime_ms"));
-  st.socket_path = str("socket");
-  st.sessions = decode_sessions(m);
-  st.counters = decode_counters(m);
+  st.pid = r->pid;
+  st.version = r->version;
+  st.uptime_ms = r->uptime_ms;
+  st.socket_path = r->socket;
+  st.sessions = std::move(r->sessions);
+  st.counters = r->counters;
   return st;
 }
 
 sbsh::status connection::shutdown(bool keep_sessions) {
-  uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::shutdown, id);
-  if (keep_sessions) f.boolean("keep_sessions", true);
-  auto r = p_->call(std::move(f), id);
+  auto r = p_->ask<msg::ok>(msg::shutdown{keep_sessions});
   if (!r) return r.err();
   return ok_status();
 }

@@ -10,6 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "ipc/messages.h"
 #include "ipc/socket_io.h"
 #include "sbsh/client.h"
 
@@ -49,9 +52,13 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   error dial_failed();
   // Sends a request (with descriptors), then makes sure the handshake succeeded.
   sbsh::status send(std::string_view frame, std::span<const int> fds = {});
-  // Sends a request and waits for the reply with the same id (other frames are an error:
-  // one connection runs one request at a time).
-  result<ipc::envelope> call(ipc::frame_builder&& f, uint64_t id);
+  // Sends a request (a whole frame) and waits for the reply with the same id (other frames
+  // are an error: one connection runs one request at a time).
+  result<ipc::envelope> call(std::string_view frame, uint64_t id);
+  // Sends request `req` under the next id and reads the reply as a Reply. Reply must hold
+  // no views (they would outlive the reply's bytes): its records are owned.
+  template <typename Reply, typename Request>
+  result<Reply> ask(const Request& req);
   // The second half of call(): waits for the reply to request `id`.
   result<ipc::envelope> recv_reply(uint64_t id);
 };
@@ -66,9 +73,24 @@ error refusal_or(ipc::channel& ch, error e);
 // The stream and bytes of an `output` frame (exec in frames, proc_logs); nullopt if malformed.
 std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m);
 
-std::vector<session_status> decode_sessions(const ipc::message& m);
-session_status decode_session(const msgpack::object& o);
-daemon_counters decode_counters(const ipc::message& m);
+// Reads reply `m` as a Reply; a malformed one is a protocol error.
+template <typename Reply>
+result<Reply> read_reply(const ipc::message& m) {
+  if (m.type() != Reply::kind.type)
+    return make_error("protocol", fmt::format("sbshd answered with {} where {} was due", ipc::type_name(m.type()),
+                                              Reply::kind.name));
+  auto r = ipc::decode<Reply>(m);
+  if (!r) return make_error("protocol", fmt::format("sbshd's {} is malformed: {}", Reply::kind.name, r.err().message));
+  return r;
+}
+
+template <typename Reply, typename Request>
+result<Reply> connection::impl::ask(const Request& req) {
+  uint64_t id = next_id++;
+  auto env = call(ipc::encode(req, id), id);
+  if (!env) return env.err();
+  return read_reply<Reply>(env->msg);
+}
 
 // Connects to the daemon at `path` (no auto-start). errno-style failure in the error code:
 // "unreachable" when nothing listens there.

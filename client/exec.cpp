@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -23,8 +25,8 @@
 
 namespace sbsh::client {
 
-using ipc::frame_builder;
 using ipc::msg_type;
+namespace msg = ipc::msg;
 
 namespace {
 
@@ -121,23 +123,23 @@ struct sink {
   }
 };
 
-// Reads exec_done into `r`; returns whether sbshd waits for a release of the pipes.
-bool read_done(const ipc::message& m, exec_result& r) {
-  if (auto c = m.get_i64("exit_code"); c && c.value()) r.exit_code = static_cast<int>(*c.value());
-  if (auto s = m.get_i64("signal"); s && s.value()) r.signal = static_cast<int>(*s.value());
-  r.timed_out = m.get_bool("timed_out").ok() && m.get_bool("timed_out").value().value_or(false);
-  r.cancelled = m.get_bool("cancelled").ok() && m.get_bool("cancelled").value().value_or(false);
-  r.shell_restarted = m.get_bool("shell_restarted").ok() && m.get_bool("shell_restarted").value().value_or(false);
-  r.ran = !m.get_bool("ran").ok() || m.get_bool("ran").value().value_or(true);
-  if (auto d = m.get_u64("duration_us"); d && d.value()) r.duration_us = *d.value();
-  if (auto t = m.get_i64("started_at_ms"); t && t.value()) r.started_at_ms = *t.value();
-  if (auto e = m.get_str("error"); e && e.value()) r.error = std::string(*e.value());
-  if (auto g = m.get_u64("generation"); g && g.value()) r.generation = *g.value();
-  r.state_lost = m.get_bool("state_lost").ok() && m.get_bool("state_lost").value().value_or(false);
-  if (auto w = m.get_str("state_lost_reason"); w && w.value()) r.state_lost_reason = std::string(*w.value());
-  // An older sbshd does not say: release as it expects.
-  auto release = m.get_bool("release");
-  return !release.ok() || release.value().value_or(true);
+// Reads exec_done into `r`; the result says whether sbshd waits for a release of the pipes.
+result<bool> read_done(const ipc::message& m, exec_result& r) {
+  auto d = read_reply<msg::exec_done>(m);
+  if (!d) return d.err();
+  r.exit_code = d->exit_code;
+  r.signal = d->signal;
+  r.timed_out = d->timed_out;
+  r.cancelled = d->cancelled;
+  r.shell_restarted = d->shell_restarted;
+  r.ran = d->ran;
+  r.duration_us = d->duration_us;
+  r.started_at_ms = d->started_at_ms.value_or(0);
+  r.error = d->error;
+  r.generation = d->generation;
+  r.state_lost = d->state_lost;
+  r.state_lost_reason = d->state_lost_reason;
+  return d->release;
 }
 
 }  // namespace
@@ -185,30 +187,29 @@ result<exec_result> connection::exec(const exec_options& opts) {
   }
 
   uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::exec, id);
-  if (!opts.session.empty()) f.str("session", opts.session);
-  f.str("command", opts.command);
-  if (!opts.cwd.empty()) f.str("cwd", p_->absolute(opts.cwd));
-  if (!opts.env.empty()) f.str_array("env", opts.env);
-  if (opts.timeout.count() > 0) f.u64("timeout_ms", static_cast<uint64_t>(opts.timeout.count()));
-  if (opts.grace.count() > 0) f.u64("grace_ms", static_cast<uint64_t>(opts.grace.count()));
-  if (!opts.session_cwd.empty()) {
-    f.str("session_cwd", opts.session_cwd);
-  } else if (!frames) {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) != nullptr) f.str("session_cwd", cwd);
-  }
-  f.str("io", frames ? "frames" : "fds").boolean("stdin", has_stdin);
+  msg::exec req;
+  req.session = opts.session;
+  req.command = opts.command;
+  std::string cwd_abs = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
+  req.cwd = cwd_abs;
+  req.env = opts.env;
+  req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(opts.timeout.count(), 0));
+  req.grace_ms = static_cast<uint64_t>(std::max<int64_t>(opts.grace.count(), 0));
+  char cwd[4096];
+  if (!opts.session_cwd.empty()) req.session_cwd = opts.session_cwd;
+  else if (!frames && ::getcwd(cwd, sizeof cwd) != nullptr) req.session_cwd = cwd;
+  req.io = frames ? "frames" : "fds";
+  req.has_stdin = has_stdin;
   if (frames) {
-    if (auto s = p_->send(f.finish()); !s) return s.err();
+    if (auto s = p_->send(ipc::encode(req, id)); !s) return s.err();
   } else {
-    f.boolean("drain", true);
-    std::vector<int> fds{out.w.get(), err.w.get()};
-    if (has_stdin) fds.push_back(in.r.get());
-    fds.push_back(out.r.get());
-    fds.push_back(err.r.get());
-    f.u64("fds", fds.size());
-    if (auto s = p_->send(f.finish(), fds); !s) return s.err();
+    req.drain = true;
+    std::array<int, 5> fds{};
+    size_t nfds = 0;
+    for (int fd : {out.w.get(), err.w.get(), has_stdin ? in.r.get() : -1, out.r.get(), err.r.get()})
+      if (fd >= 0) fds[nfds++] = fd;
+    req.fds = nfds;
+    if (auto s = p_->send(ipc::encode(req, id), std::span<const int>(fds.data(), nfds)); !s) return s.err();
     out.w.reset();
     err.w.reset();
     in.r.reset();
@@ -237,24 +238,23 @@ result<exec_result> connection::exec(const exec_options& opts) {
   auto close_input = [&] {
     if (!in_open) return;
     in_open = false;
-    if (frames) (void)p_->ch.send(frame_builder(msg_type::stdin_eof, id).finish());
+    if (frames) (void)p_->ch.send(ipc::encode(msg::stdin_eof{}, id));
     in.w.reset();
   };
   auto put_input = [&](std::string_view src) -> ssize_t {
     if (!frames) return ::write(in.w.get(), src.data(), src.size());
     size_t n = std::min<size_t>(src.size(), 64 * 1024);
-    frame_builder d(msg_type::stdin_data, id);
-    d.bin("data", src.data(), n);
-    return p_->ch.send(d.finish()) ? static_cast<ssize_t>(n) : -1;
+    return p_->ch.send(ipc::encode(msg::stdin_data{{src.substr(0, n)}}, id)) ? static_cast<ssize_t>(n) : -1;
   };
   if (has_stdin && pending.empty() && src_eof) close_input();
   // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
   // 128+N: stop it, N first).
   auto send_signal = [&](int sig) {
-    frame_builder c(msg_type::cancel, id);
-    if (sig > 128) c.i64("signal", sig - 128).boolean("stop", true);
-    else if (sig != 0) c.i64("signal", sig);
-    (void)p_->ch.send(c.finish());
+    // 128+N: stop it, N first.
+    msg::cancel c;
+    c.signal.number = sig > 128 ? sig - 128 : sig;
+    if (sig > 128) c.stop = true;
+    (void)p_->ch.send(ipc::encode(c, id));
   };
 
   for (;;) {
@@ -329,14 +329,15 @@ result<exec_result> connection::exec(const exec_options& opts) {
             break;
           }
           if (m.type() != msg_type::exec_done) break;
-          bool release = read_done(m, res);
+          auto release = read_done(m, res);
+          if (!release) return release.err();
           // The command has ended. In frames, sbshd sent all it wrote before exec_done.
           // Else what it wrote is in the pipes now: take it, and leave whatever background
           // jobs write later to sbshd (which needs no word when none can).
           if (frames) return res;
           sinks[0].pump(true);
           sinks[1].pump(true);
-          if (release) (void)p_->ch.send(frame_builder(msg_type::release, id).finish());
+          if (*release) (void)p_->ch.send(ipc::encode(msg::release{}, id));
           return res;
         }
       }

@@ -20,6 +20,7 @@
 #include "client/plan_json.h"
 #include "client/sigpipe_guard.h"
 #include "ipc/fd.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::client {
@@ -235,16 +236,18 @@ sbsh::status plan_runner::pick_session() {
   for (int tries = 0; tries < 100; ++tries) {
     std::string name = !opts_.session.empty() ? opts_.session : fmt::format("run-{}-{}", ::getpid(), ++counter);
     auto d = conn_.show_session(name);
-    if (!d && d.err().code != "no_such_session") return d.err();
+    if (!d && !ipc::has_code(d.err(), ipc::errc::no_such_session)) return d.err();
     if (!d) {
       report_.session = name;
       return ok_status();
     }
     if (!opts_.session.empty())
-      return make_error("session_exists", fmt::format("a session named '{}' exists; a run needs a fresh one: choose "
-                                                      "another name, or remove it (sbsh session rm {})", name, name));
+      return ipc::make_error(ipc::errc::session_exists,
+                             fmt::format("a session named '{}' exists; a run needs a fresh one: choose another "
+                                         "name, or remove it (sbsh session rm {})",
+                                         name, name));
   }
-  return make_error("session_exists", "found no free session name of the form run-PID-N");
+  return ipc::make_error(ipc::errc::session_exists, "found no free session name of the form run-PID-N");
 }
 
 run_report plan_runner::run() {

@@ -11,102 +11,51 @@
 
 namespace sbsh::client {
 
-using ipc::frame_builder;
 using ipc::msg_type;
-
-namespace {
-
-proc_info decode_proc(const msgpack::object& o) {
-  proc_info p;
-  if (o.type != msgpack::type::MAP) return p;
-  for (uint32_t k = 0; k < o.via.map.size; ++k) {
-    const auto& kv = o.via.map.ptr[k];
-    if (kv.key.type != msgpack::type::STR) continue;
-    std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
-    const auto& v = kv.val;
-    auto s = [&] { return v.type == msgpack::type::STR ? std::string(v.via.str.ptr, v.via.str.size) : std::string(); };
-    auto n = [&]() -> std::optional<int64_t> {
-      if (v.type == msgpack::type::POSITIVE_INTEGER) return static_cast<int64_t>(v.via.u64);
-      if (v.type == msgpack::type::NEGATIVE_INTEGER) return v.via.i64;
-      return std::nullopt;
-    };
-    if (key == "id") p.id = static_cast<uint64_t>(n().value_or(0));
-    else if (key == "name") p.name = s();
-    else if (key == "session") p.session = s();
-    else if (key == "command") p.command = s();
-    else if (key == "state") p.state = s();
-    else if (key == "pid") p.pid = n().value_or(0);
-    else if (key == "exit_code" && n()) p.exit_code = static_cast<int>(*n());
-    else if (key == "signal" && n()) p.signal = static_cast<int>(*n());
-    else if (key == "started_at_ms") p.started_at_ms = n().value_or(0);
-    else if (key == "ended_at_ms") p.ended_at_ms = n().value_or(0);
-    else if (key == "error") p.error = s();
-    else if (key == "log") p.log_path = s();
-  }
-  return p;
-}
-
-result<proc_info> proc_reply(result<ipc::envelope> r) {
-  if (!r) return r.err();
-  const auto* o = r->msg.find("proc");
-  if (o == nullptr) return make_error("protocol", "sbshd sent no process in its answer");
-  return decode_proc(*o);
-}
-
-}  // namespace
+namespace msg = ipc::msg;
 
 result<proc_info> connection::start(const start_options& opts) {
-  uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::proc_start, id);
-  if (!opts.session.empty()) f.str("session", opts.session);
-  if (!opts.name.empty()) f.str("name", opts.name);
-  f.str("command", opts.command);
-  if (!opts.cwd.empty()) f.str("cwd", p_->absolute(opts.cwd));
-  if (!opts.env.empty()) f.str_array("env", opts.env);
+  msg::proc_start req;
+  req.session = opts.session;
+  req.name = opts.name;
+  req.command = opts.command;
+  std::string cwd = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
+  req.cwd = cwd;
+  req.env = opts.env;
   std::string scwd = opts.session_cwd;
   if (scwd.empty() && !p_->remote) {
     char buf[4096];
     if (::getcwd(buf, sizeof buf) != nullptr) scwd = buf;
   }
-  f.str("session_cwd", scwd);
-  return proc_reply(p_->call(std::move(f), id));
+  req.session_cwd = scwd;
+  auto r = p_->ask<msg::proc_info>(req);
+  if (!r) return r.err();
+  return std::move(r->proc);
 }
 
 result<std::vector<proc_info>> connection::processes(bool include_finished) {
-  uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::proc_list, id);
-  f.boolean("all", include_finished);
-  auto r = p_->call(std::move(f), id);
+  auto r = p_->ask<msg::proc_table>(msg::proc_list{include_finished});
   if (!r) return r.err();
-  std::vector<proc_info> out;
-  const auto* arr = r->msg.find("procs");
-  if (arr != nullptr && arr->type == msgpack::type::ARRAY)
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) out.push_back(decode_proc(arr->via.array.ptr[i]));
-  return out;
+  return std::move(r->procs);
 }
 
 result<proc_info> connection::kill(const std::string& proc, int signal) {
-  uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::proc_kill, id);
-  f.str("proc", proc).i64("signal", signal);
-  return proc_reply(p_->call(std::move(f), id));
+  auto r = p_->ask<msg::proc_info>(msg::proc_kill{{0, proc}, {signal}});
+  if (!r) return r.err();
+  return std::move(r->proc);
 }
 
 result<proc_info> connection::wait(const std::string& proc, std::chrono::milliseconds timeout) {
-  uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::proc_wait, id);
-  f.str("proc", proc);
-  if (timeout.count() > 0) f.u64("timeout_ms", static_cast<uint64_t>(timeout.count()));
-  return proc_reply(p_->call(std::move(f), id));
+  auto r = p_->ask<msg::proc_info>(msg::proc_wait{{0, proc}, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0))});
+  if (!r) return r.err();
+  return std::move(r->proc);
 }
 
 result<proc_info> connection::logs(const std::string& proc, const logs_options& opts,
                                    const std::function<void(stream, std::string_view)>& sink) {
   uint64_t id = p_->next_id++;
-  frame_builder f(msg_type::proc_logs, id);
-  f.str("proc", proc).boolean("follow", opts.follow).boolean("stdout", opts.out).boolean("stderr", opts.err);
-  if (opts.tail > 0) f.u64("tail", opts.tail);
-  if (auto s = p_->send(f.finish()); !s) return s.err();
+  if (auto s = p_->send(ipc::encode(msg::proc_logs{{0, proc}, opts.follow, opts.out, opts.err, opts.tail}, id)); !s)
+    return s.err();
   bool cancelled = false;
   for (;;) {
     if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {
@@ -119,7 +68,7 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
         unsigned char b;
         (void)!::read(opts.cancel_fd, &b, 1);
         cancelled = true;  // sbshd answers with logs_end; frames before it still count
-        if (auto s = p_->ch.send(frame_builder(msg_type::cancel, id).finish()); !s) return s.err();
+        if (auto s = p_->ch.send(ipc::encode(msg::cancel{}, id)); !s) return s.err();
       }
       if (pf[0].revents == 0) continue;
     }
@@ -133,8 +82,9 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
       continue;
     }
     if (m.type() == msg_type::logs_end) {
-      const auto* o = m.find("proc");
-      return o != nullptr ? decode_proc(*o) : proc_info{};
+      auto end = read_reply<msg::logs_end>(m);
+      if (!end) return end.err();
+      return std::move(end->proc);
     }
   }
 }

@@ -15,8 +15,9 @@ install(TARGETS sbsh_shared sbsh_static EXPORT sbshTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/sbsh DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
-# client.h includes "ipc/result.h", found beside it once installed.
-install(FILES ${PROJECT_SOURCE_DIR}/ipc/result.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh/ipc)
+# client.h includes "ipc/result.h" and "ipc/records.h", found beside it once installed.
+install(FILES ${PROJECT_SOURCE_DIR}/ipc/result.h ${PROJECT_SOURCE_DIR}/ipc/records.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sbsh/ipc)
 
 # The CMake package: sbsh::sbsh (libsbsh.so) and sbsh::sbsh_static (libsbsh.a), with paths
 # relative to the file that defines them.

@@ -14,8 +14,8 @@
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
+#include "common/procs.h"
 #include "daemon/uv_handles.h"
-#include "wrapper/procs.h"
 
 namespace sbsh::daemon {
 
@@ -90,10 +90,6 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
 // The session name rule: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
 bool valid_session_name(std::string_view name);
 status check_session_name(std::string_view name);
-
-// The "signal" field of a request: a number or a name ("TERM", "SIGTERM"); `absent` when
-// the field is missing; *err is set when it is invalid.
-int parse_signal_field(const ipc::message& m, int absent, std::string* err);
 
 // The exec_done frame for a finished job.
 std::string done_frame(const exec_job& job, uint64_t duration_us);

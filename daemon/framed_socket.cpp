@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 
 namespace sbsh::daemon {
 
@@ -180,9 +181,7 @@ void framed_socket::read_some() {
 // A peer that sends garbage is not worth trusting further (and after a bad length the
 // framing is lost): answer once, without blocking, and hang up.
 void framed_socket::send_error_and_close(const error& e) {
-  ipc::frame_builder f(ipc::msg_type::error);
-  f.str("code", e.code).str("message", e.message);
-  auto bytes = f.take();
+  auto bytes = ipc::encode(ipc::msg::error{e.code, e.message});
   (void)ipc::send_with_fds(fd_.get(), bytes.data(), bytes.size(), {});
   fail(e.message);
 }

@@ -10,66 +10,57 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/handlers.h"
+#include "ipc/messages.h"
 
 namespace sbsh::daemon {
 
 namespace {
 
-using ipc::frame_builder;
+using ipc::errc;
 using ipc::msg_type;
+namespace msg = ipc::msg;
 
 // Bounds on what one connection may have in flight (bounds.h).
 using ipc::kMaxJobsPerClient;
 using ipc::kMaxTextPerClient;
 
 void on_hello(server&, client_conn& c, ipc::envelope& env) {
-  auto v = env.msg.get_u64("version");
-  if (!v || !v.value()) {
-    c.send_error(env.msg.id(), ipc::err::bad_request, "hello needs a 'version' integer");
-    return;
-  }
-  if (*v.value() != ipc::kProtocolVersion) {
-    c.send_error(env.msg.id(), ipc::err::version_mismatch,
+  auto hello = ipc::decode<msg::hello>(env.msg);
+  if (!hello) return c.send_error(env.msg.id(), hello.err());
+  if (hello->version != ipc::kProtocolVersion) {
+    c.send_error(env.msg.id(), errc::version_mismatch,
                  fmt::format("this sbshd speaks protocol version {}, the client speaks {}; use an sbsh "
                              "client from the same release as sbshd ({})",
-                             ipc::kProtocolVersion, *v.value(), SBSH_VERSION));
+                             ipc::kProtocolVersion, hello->version, SBSH_VERSION));
     return;
   }
   c.greeted = true;
-  frame_builder f(msg_type::welcome, env.msg.id());
-  f.u64("version", ipc::kProtocolVersion).str("server", "sbshd " SBSH_VERSION).i64("pid", ::getpid());
-  c.send(f.take());
+  c.send(ipc::encode(msg::welcome{ipc::kProtocolVersion, "sbshd " SBSH_VERSION, ::getpid()}, env.msg.id()));
 }
 
 void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   auto job = parse_exec(env);
-  if (!job) {
-    c.send_error(env.msg.id(), job.err().code, job.err().message);
-    return;
-  }
+  if (!job) return c.send_error(env.msg.id(), job.err());
   auto& j = *job.value();
   if (c.jobs.count(j.id) != 0) {
-    c.send_error(j.id, ipc::err::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
+    c.send_error(j.id, errc::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
     return;
   }
   if (c.jobs.size() >= kMaxJobsPerClient) {
-    c.send_error(j.id, ipc::err::bad_request,
+    c.send_error(j.id, errc::bad_request,
                  fmt::format("this connection already has {} commands in flight; wait for some to finish",
                              kMaxJobsPerClient));
     return;
   }
   if (c.text_bytes + j.text.size() > kMaxTextPerClient) {
-    c.send_error(j.id, ipc::err::bad_request,
+    c.send_error(j.id, errc::bad_request,
                  fmt::format("this connection already has {} MiB of command text queued; wait for some "
                              "commands to finish",
                              c.text_bytes >> 20));
     return;
   }
   auto s = srv.get_or_create_session(j.session, j.session_cwd);
-  if (!s) {
-    c.send_error(j.id, s.err().code, s.err().message);
-    return;
-  }
+  if (!s) return c.send_error(j.id, s.err());
   if (j.io_fds) {
     auto& fds = env.fds;
     size_t i = 0;
@@ -99,38 +90,23 @@ void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {
   bool eof = env.msg.type() == msg_type::stdin_eof;
   std::string_view data;
   if (!eof) {
-    auto d = env.msg.get_bin("data");
-    if (!d) {
-      c.send_error(env.msg.id(), d.err().code, d.err().message);
-      return;
-    }
-    data = d.value().value_or("");
+    auto d = ipc::decode<msg::stdin_data>(env.msg);
+    if (!d) return c.send_error(env.msg.id(), d.err());
+    data = d->data.bytes;
   }
   srv.counters().streamed(data.size());
   s->stdin_data(&c, env.msg.id(), data, eof);
 }
 
-int parse_signal(const ipc::message& m, std::string* err) {
-  return parse_signal_field(m, 0, err);
-}
-
 void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
-  std::string err;
-  int sig = parse_signal(env.msg, &err);
-  if (!err.empty()) {
-    c.send_error(env.msg.id(), ipc::err::bad_request, err);
-    return;
-  }
-  auto stop = env.msg.get_bool("stop");
-  if (!stop) {
-    c.send_error(env.msg.id(), ipc::err::bad_request, stop.err().message);
-    return;
-  }
+  auto req = ipc::decode<msg::cancel>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
   if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
   auto* s = job_session(srv, c, env.msg.id());
   // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
   // A signal alone: deliver it once.
-  if (s != nullptr) s->cancel(&c, env.msg.id(), sig, stop.value().value_or(sig == 0));
+  int sig = req->signal.number;
+  if (s != nullptr) s->cancel(&c, env.msg.id(), sig, req->stop.value_or(sig == 0));
 }
 
 void on_release(server& srv, client_conn& c, ipc::envelope& env) {
@@ -138,32 +114,19 @@ void on_release(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 void on_status(server& srv, client_conn& c, ipc::envelope& env) {
-  frame_builder f(msg_type::status_reply, env.msg.id());
-  f.i64("pid", ::getpid())
-      .str("version", SBSH_VERSION)
-      .u64("uptime_ms", srv.uptime_ms())
-      .str("socket", srv.opts().socket_path)
-      .str("state_dir", srv.opts().state_dir);
   const auto& n = srv.counters();
-  auto& counts = f.field("counters");
-  counts.pack_map(6);
-  for (auto [k, v] : {std::pair<const char*, uint64_t>{"commands", n.commands}, {"failed", n.failed},
-                      {"timed_out", n.timed_out}, {"shell_restarts", n.shell_restarts},
-                      {"bytes_streamed", n.bytes_streamed}, {"clients", srv.client_count()}}) {
-    counts.pack(k);
-    counts.pack(v);
-  }
-  auto& pk = f.field("sessions");
-  pk.pack_array(static_cast<uint32_t>(srv.sessions().size()));
-  for (const auto& [name, s] : srv.sessions()) s->describe(pk);
-  c.send(f.take());
+  daemon_counters counts{n.commands,       n.failed,         n.timed_out,
+                         n.shell_restarts, n.bytes_streamed, srv.client_count()};
+  msg::status_reply r{::getpid(), SBSH_VERSION, srv.uptime_ms(), srv.opts().socket_path, srv.opts().state_dir,
+                      describe_sessions(srv), counts};
+  c.send(ipc::encode(r, env.msg.id()));
 }
 
 void on_shutdown(server& srv, client_conn& c, ipc::envelope& env) {
-  auto keep = env.msg.get_bool("keep_sessions");
-  if (!keep) return c.send_error(env.msg.id(), ipc::err::bad_request, keep.err().message);
-  c.send(frame_builder(msg_type::ok, env.msg.id()).take());
-  srv.begin_shutdown(fmt::format("requested by client pid {}", c.peer_pid), keep.value().value_or(false));
+  auto req = ipc::decode<msg::shutdown>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  c.send(ipc::encode(msg::ok{}, env.msg.id()));
+  srv.begin_shutdown(fmt::format("requested by client pid {}", c.peer_pid), req->keep_sessions);
 }
 
 using handler_fn = void (*)(server&, client_conn&, ipc::envelope&);
@@ -191,7 +154,7 @@ constexpr handler_entry kHandlers[] = {
 void server::handle(client_conn& c, ipc::envelope&& env) {
   msg_type t = env.msg.type();
   if (!c.greeted && t != msg_type::hello) {
-    c.send_error(env.msg.id(), ipc::err::not_ready, "the first message on a connection must be hello");
+    c.send_error(env.msg.id(), errc::handshake_required, "the first message on a connection must be hello");
     return;
   }
   for (const auto& h : kHandlers) {
@@ -200,7 +163,7 @@ void server::handle(client_conn& c, ipc::envelope&& env) {
       return;
     }
   }
-  c.send_error(env.msg.id(), ipc::err::unknown_request,
+  c.send_error(env.msg.id(), errc::unknown_request,
                fmt::format("message type {} is not a request this sbshd knows", static_cast<uint32_t>(t)));
 }
 

@@ -15,13 +15,11 @@
 
 #include "daemon/server.h"
 #include "daemon/session.h"
+#include "ipc/messages.h"
 
 namespace sbsh::daemon {
 
 namespace {
-
-using ipc::frame_builder;
-using ipc::msg_type;
 
 // After SIGKILL, how long the shell may take to answer before sbshd decides that it does not
 // respond (it ignores SIGINT, or is stopped) and restarts it: the last resort.
@@ -79,7 +77,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
       if (it == queue_.end()) return;
       auto j = std::move(*it);
       queue_.erase(it);
-      j->outcome.error_code = std::string(ipc::err::timeout);
+      j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::timeout));
       j->outcome.error = fmt::format("not run: its timeout ({} ms) passed while it waited for the commands before it",
                                      j->timeout_ms);
       finish_job(std::move(j));
@@ -127,14 +125,14 @@ void job_runner::run_next() {
     auto job = std::move(queue_.front());
     queue_.pop_front();
     if (sh.state() == session_state::failed || sh.state() == session_state::exited) {
-      job->outcome.error_code = std::string(ipc::err::session_failed);
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
       job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
                                        session_.name(), state_name(sh.state()), sh.failure(), session_.name());
       finish_job(std::move(job));
       continue;
     }
     if (job->generation != sh.generation()) {
-      job->outcome.error_code = std::string(ipc::err::shell_restarted);
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
       job->outcome.shell_restarted = true;
       job->outcome.error = "not run: the session's shell restarted while this command was queued, "
                            "so the state it expected was lost";
@@ -157,7 +155,7 @@ void job_runner::run_next() {
     while (!queue_.empty()) {
       auto job = std::move(queue_.front());
       queue_.pop_front();
-      job->outcome.error_code = std::string(ipc::err::session_failed);
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
       job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
                                        session_.name(), state_name(sh.state()), sh.failure(), session_.name());
       finish_job(std::move(job));
@@ -167,7 +165,7 @@ void job_runner::run_next() {
 
 bool job_runner::start_job(exec_job& job) {
   auto fail = [&](const std::string& what) {
-    job.outcome.error_code = std::string(ipc::err::internal);
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
     job.outcome.error = what;
     return false;
   };
@@ -249,7 +247,7 @@ void job_runner::on_message(const shell_message& m) {
   auto job = std::move(current_);
   if (m.not_run) {
     job->not_run = true;
-    job->outcome.error_code = std::string(ipc::err::bad_directory);
+    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
     job->outcome.error = fmt::format("not run: cannot run in {}: {}", job->check_cwd, not_run_reason(m.err));
   } else {
     job->outcome.exit_code = m.exit_value;
@@ -383,7 +381,7 @@ bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
       auto job = std::move(*it);
       queue_.erase(it);
       job->outcome.cancelled = true;
-      job->outcome.error_code = "cancelled";
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
       job->outcome.error = "cancelled before it started";
       finish_job(std::move(job));
       return true;
@@ -461,7 +459,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
         queue_.push_back(std::move(j));
         continue;
       }
-      j->outcome.error_code = std::string(ipc::err::shell_restarted);
+      j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
       j->outcome.error = fmt::format("the command did not run ({}); {}", loss.why, next);
       finish_job(std::move(j));
     }
@@ -478,7 +476,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
       o.exit_code = loss.exit_code;
     }
   }
-  o.error_code = std::string(ipc::err::shell_restarted);
+  o.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
   if (job->undelivered || loss.never_served) {
     job->undelivered = true;
     o.error = fmt::format("the command did not run ({}); {}", loss.why, next);
@@ -562,9 +560,8 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
       continue;
     }
     if (job.client == nullptr) continue;  // nobody to deliver to: discard
-    frame_builder f(msg_type::output, job.id);
-    f.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
-    job.client->send(f.take());
+    ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
+    job.client->send(ipc::encode(out, job.id));
     srv_.counters().streamed(static_cast<size_t>(n));
   }
 }

@@ -19,6 +19,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/shell_channel.h"
 #include "daemon/uv_handles.h"
+#include "ipc/records.h"  // history_entry
 
 namespace sbsh::daemon {
 
@@ -26,16 +27,6 @@ class client_conn;
 class server;
 class session;
 struct shell_loss;
-
-// A finished command, for `session show`.
-struct history_entry {
-  std::string command;
-  std::optional<int> exit_code;
-  bool timed_out = false;
-  bool shell_restarted = false;
-  int64_t started_at_ms = 0;
-  uint64_t duration_ms = 0;
-};
 
 class job_runner {
  public:

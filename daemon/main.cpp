@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/duration.h"
 #include "daemon/daemon.h"
-#include "sbsh/client.h"
 
 namespace {
 
@@ -61,13 +61,13 @@ int main(int argc, char** argv) {
   app.add_option("--keep-finished", o.keep_finished)->group("")->check(CLI::Range(1, 1 << 20));
   app.set_version_flag("--version", "sbshd " SBSH_VERSION);
   CLI11_PARSE(app, argc, argv);
-  auto interval = sbsh::client::parse_duration(health);
+  auto interval = sbsh::parse_duration(health);
   if (!interval) {
     std::fprintf(stderr, "sbshd: --health-interval: %s\n", interval.err().message.c_str());
     return 2;
   }
   o.health_interval_ms = static_cast<uint64_t>(interval->count());
-  auto adopt_timeout = sbsh::client::parse_duration(adopt);
+  auto adopt_timeout = sbsh::parse_duration(adopt);
   if (!adopt_timeout) {
     std::fprintf(stderr, "sbshd: --adopt-timeout: %s\n", adopt_timeout.err().message.c_str());
     return 2;

@@ -14,16 +14,18 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/procs.h"
 #include "daemon/exec_job.h"
 #include "daemon/server.h"
+#include "ipc/messages.h"
 #include "ipc/paths.h"
 #include "ipc/text.h"
-#include "wrapper/procs.h"
 
 namespace sbsh::daemon {
 
-using ipc::frame_builder;
+using ipc::errc;
 using ipc::msg_type;
+namespace msg = ipc::msg;
 
 namespace {
 
@@ -66,93 +68,61 @@ std::string proc_table::log_path(uint64_t id, const char* ext) const {
   return fmt::format("{}/procs/{}.{}", srv_.opts().state_dir, id, ext);
 }
 
-void proc_table::pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_proc& p) const {
-  auto key = [&](std::string_view k) {
-    pk.pack_str(static_cast<uint32_t>(k.size()));
-    pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
-  };
-  auto str = [&](std::string_view k, std::string_view v) {
-    key(k);
-    pk.pack_str(static_cast<uint32_t>(v.size()));
-    pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
-  };
-  auto opt = [&](std::string_view k, std::optional<int64_t> v) {
-    key(k);
-    if (v) pk.pack_int64(*v);
-    else pk.pack_nil();
-  };
-  pk.pack_map(14);
-  key("id");
-  pk.pack_uint64(p.id);
-  str("name", p.name);
-  str("session", p.session);
-  str("command", p.command);
-  opt("pid", p.pid > 0 ? std::optional<int64_t>(p.pid) : std::nullopt);
-  opt("pgid", p.pid > 0 ? std::optional<int64_t>(p.pid) : std::nullopt);
-  str("state", proc_state_name(p.state));
-  opt("exit_code", p.exit_code);
-  opt("signal", p.signal);
-  str("signal_name", p.signal ? ipc::signal_name(*p.signal) : "");
-  opt("started_at_ms", p.started_at_ms);
-  opt("ended_at_ms", p.ended_at_ms > 0 ? std::optional<int64_t>(p.ended_at_ms) : std::nullopt);
-  str("error", p.error);
-  str("log", log_path(p.id, "out"));
+proc_info proc_table::record_of(const bg_proc& p) const {
+  proc_info r;
+  r.id = p.id;
+  r.name = p.name;
+  r.session = p.session;
+  r.command = p.command;
+  r.state = proc_state_name(p.state);
+  r.pid = std::max<int64_t>(p.pid, 0);
+  r.exit_code = p.exit_code;
+  r.signal = p.signal;
+  r.started_at_ms = p.started_at_ms;
+  r.ended_at_ms = std::max<int64_t>(p.ended_at_ms, 0);
+  r.error = p.error;
+  r.log_path = log_path(p.id, "out");
+  return r;
 }
 
 void proc_table::reply_info(uint64_t serial, uint64_t req, const bg_proc& p, msg_type t) {
   auto* c = srv_.client_by_serial(serial);
   if (c == nullptr) return;
-  frame_builder f(t, req);
-  pack_proc(f.field("proc"), p);
-  c->send(f.take());
+  if (t == msg_type::logs_end) c->send(ipc::encode(msg::logs_end{record_of(p)}, req));
+  else c->send(ipc::encode(msg::proc_info{record_of(p)}, req));
 }
 
-bg_proc* proc_table::find(const ipc::message& m, client_conn& c) {
-  auto id = m.get_u64("proc");
-  auto name = m.get_str("proc");
+bg_proc* proc_table::find(const ipc::proc_ref& ref, uint64_t req, client_conn& c) {
   bg_proc* best = nullptr;
-  if (id && id.value()) {
-    auto it = procs_.find(*id.value());
+  if (ref.name.empty()) {
+    auto it = procs_.find(ref.id);
     if (it != procs_.end()) best = it->second.get();
-  } else if (name && name.value()) {
+  } else {
     // By name: the newest process of that name (names need not be unique over time).
     for (auto& [pid, p] : procs_)
-      if (p->name == *name.value() || std::to_string(p->id) == *name.value()) best = p.get();
-  } else {
-    c.send_error(m.id(), ipc::err::bad_request, "the request needs 'proc': a process id or name");
-    return nullptr;
+      if (p->name == ref.name || std::to_string(p->id) == ref.name) best = p.get();
   }
   if (best == nullptr)
-    c.send_error(m.id(), "no_such_process", "no background process with that id or name; 'sbsh ps -a' lists them");
+    c.send_error(req, errc::no_such_process, "no background process with that id or name; 'sbsh ps -a' lists them");
   return best;
 }
 
 void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   const auto& m = env.msg;
-  auto fail = [&](const error& e) { c.send_error(m.id(), e.code, e.message); };
-  auto session = m.get_str("session");
-  auto command = m.get_str("command");
-  auto name = m.get_str("name");
-  auto cwd = m.get_str("cwd");
-  auto scwd = m.get_str("session_cwd");
-  auto envs = m.get_str_array("env");
-  for (const auto* r : {&session, &command, &name, &cwd, &scwd})
-    if (!*r) return fail(r->err());
-  if (!envs) return fail(envs.err());
-  if (!command.value() || command.value()->empty()) return fail(make_error(ipc::err::bad_request, "start needs a 'command'"));
-  std::string sname(session.value().value_or("default"));
+  auto fail = [&](const error& e) { c.send_error(m.id(), e); };
+  auto start = ipc::decode<msg::proc_start>(m);
+  if (!start) return fail(start.err());
+  if (start->command.empty()) return fail(make_error(errc::bad_request, "proc_start needs a non-empty 'command'"));
+  std::string sname(start->session);
   if (auto s = check_session_name(sname); !s) return fail(s.err());
-  std::string pname(name.value().value_or(""));
+  std::string pname(start->name);
   if (pname.size() > 64 || pname.find_first_of(std::string_view("\0\n/", 3)) != std::string::npos)
-    return fail(make_error(ipc::err::bad_request, "a process name is at most 64 characters without '/' or newlines"));
-  std::vector<std::string> env_list;
-  for (auto e : envs.value().value_or(std::vector<std::string_view>{})) {
+    return fail(make_error(errc::bad_request, "a process name is at most 64 characters without '/' or newlines"));
+  for (auto e : start->env)
     if (auto s = check_env_entry(e); !s) return fail(s.err());
-    env_list.emplace_back(e);
-  }
-  std::string text_cmd(*command.value());
-  if (text_cmd.find('\0') != std::string::npos) return fail(make_error(ipc::err::bad_request, "the command contains a NUL byte"));
-  auto s = srv_.get_or_create_session(sname, std::string(scwd.value().value_or("")));
+  std::string text_cmd(start->command);
+  if (text_cmd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "the command contains a NUL byte"));
+  auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
   if (!s) return fail(s.err());
 
   auto p = std::make_unique<bg_proc>();
@@ -163,7 +133,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->started_at_ms = wall_ms();
   int out[2], err[2], st[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(st, O_CLOEXEC) != 0)
-    return fail(make_error(ipc::err::internal, fmt::format("cannot create pipes: {}", std::strerror(errno))));
+    return fail(make_error(errc::internal, fmt::format("cannot create pipes: {}", std::strerror(errno))));
   p->out_r = unique_fd(out[0]);
   p->out_w = unique_fd(out[1]);
   p->err_r = unique_fd(err[0]);
@@ -181,8 +151,8 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   std::string text =
       "(\\builtin echo + >&3\n__sbsh_o=$-\n\\builtin set +e\n"
       "([[ $__sbsh_o == *e* ]] && \\builtin set -e\n";
-  if (auto c = cwd.value(); c && !c->empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(*c));
-  for (const auto& e : env_list) text += fmt::format("\\builtin export {}\n", shell_quote(e));
+  if (!start->cwd.empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(start->cwd));
+  for (auto e : start->env) text += fmt::format("\\builtin export {}\n", shell_quote(e));
   text += fmt::format(
       "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
       shell_quote(text_cmd), dir, p->out_w.get(), dir, p->err_w.get(), dir, p->status_w.get());
@@ -197,7 +167,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     if (it == procs_.end()) return;
     bg_proc& p = *it->second;
     if (p.state == proc_state::failed) {
-      if (auto* c = srv_.client_by_serial(serial)) c->send_error(req, "start_failed", p.error);
+      if (auto* c = srv_.client_by_serial(serial)) c->send_error(req, errc::start_failed, p.error);
       return;
     }
     reply_info(serial, req, p);
@@ -302,12 +272,11 @@ void proc_table::on_output(bg_proc& p, int stream_no) {
       auto* c = srv_.client_by_serial(f.serial);
       if (c == nullptr) return true;
       if (c->queued_bytes() > ipc::kMaxFollowerQueue) {
-        c->send_error(f.req, "too_slow", "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
+        c->send_error(f.req, errc::too_slow, "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
         return true;
       }
-      frame_builder fr(msg_type::output, f.req);
-      fr.u64("stream", static_cast<uint64_t>(stream_no)).bin("data", buf, static_cast<size_t>(n));
-      c->send(fr.take());
+      c->send(ipc::encode(msg::output{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}},
+                          f.req));
       return false;
     });
   }
@@ -436,14 +405,14 @@ void proc_table::remove_stray_logs() {
 }
 
 void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
-  std::string err;
-  int sig = parse_signal_field(env.msg, SIGTERM, &err);
-  if (!err.empty()) return c.send_error(env.msg.id(), ipc::err::bad_request, err);
-  bg_proc* p = find(env.msg, c);
+  auto req = ipc::decode<msg::proc_kill>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  int sig = req->signal.number;
+  bg_proc* p = find(req->proc, env.msg.id(), c);
   if (p == nullptr) return;
   if (p->finished() || p->pid <= 0) {
     if (p->state == proc_state::starting) {
-      return c.send_error(env.msg.id(), "not_started", "the process has not started yet; try again in a moment");
+      return c.send_error(env.msg.id(), errc::not_started, "the process has not started yet; try again in a moment");
     }
     return reply_info(c.serial(), env.msg.id(), *p);
   }
@@ -464,16 +433,16 @@ void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
 }
 
 void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
-  auto t = env.msg.get_u64("timeout_ms");
-  if (!t) return c.send_error(env.msg.id(), t.err().code, t.err().message);
-  bg_proc* p = find(env.msg, c);
+  auto wait = ipc::decode<msg::proc_wait>(env.msg);
+  if (!wait) return c.send_error(env.msg.id(), wait.err());
+  bg_proc* p = find(wait->proc, env.msg.id(), c);
   if (p == nullptr) return;
   if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
   bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
-  if (t.value().value_or(0) > 0) {
+  if (wait->timeout_ms > 0) {
     w.deadline = timer::create(srv_.loop());
     uint64_t id = p->id, serial = c.serial(), req = env.msg.id();
-    w.deadline->start(*t.value(), [this, id, serial, req] {
+    w.deadline->start(wait->timeout_ms, [this, id, serial, req] {
       auto it = procs_.find(id);
       if (it == procs_.end()) return;
       auto& ws = it->second->waiters;
@@ -483,7 +452,7 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
         return true;
       });
       if (auto* cc = srv_.client_by_serial(serial))
-        cc->send_error(req, "timeout", "the process is still running");
+        cc->send_error(req, errc::timeout, "the process is still running");
     });
   }
   p->waiters.push_back(w);
@@ -491,21 +460,16 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
 
 void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
   const auto& m = env.msg;
-  auto follow = m.get_bool("follow");
-  auto tail = m.get_u64("tail");
-  auto want_out = m.get_bool("stdout");
-  auto want_err = m.get_bool("stderr");
-  for (const auto* r : {&follow, &want_out, &want_err})
-    if (!*r) return c.send_error(m.id(), r->err().code, r->err().message);
-  if (!tail) return c.send_error(m.id(), tail.err().code, tail.err().message);
-  bg_proc* p = find(m, c);
+  auto req = ipc::decode<msg::proc_logs>(m);
+  if (!req) return c.send_error(m.id(), req.err());
+  bg_proc* p = find(req->proc, m.id(), c);
   if (p == nullptr) return;
-  bool out = want_out.value().value_or(true), err = want_err.value().value_or(true);
+  bool out = req->out, err = req->err;
   std::vector<log_stream::source> sources;
   if (out) sources.push_back({log_path(p->id, "out"), ipc::kStdout});
   if (err) sources.push_back({log_path(p->id, "err"), ipc::kStderr});
-  bool follow_it = follow.value().value_or(false) && !p->finished();
-  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), p->id, sources, tail.value().value_or(0),
+  bool follow_it = req->follow && !p->finished();
+  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), p->id, sources, req->tail,
                                                    follow_it),
                       out, err});
   pump(std::prev(replies_.end()));
@@ -529,7 +493,7 @@ void proc_table::pump(std::list<log_reply>::iterator it) {
   replies_.erase(it);
   auto p = procs_.find(id);
   if (p == procs_.end())
-    return c->send_error(req, "no_such_process", "the process left the table while its logs were read");
+    return c->send_error(req, errc::no_such_process, "the process left the table while its logs were read");
   if (follow_it && !p->second->finished()) {
     p->second->followers.push_back({serial, req, out, err});
     return;
@@ -576,17 +540,12 @@ bool proc_table::stop_following(client_conn& c, uint64_t req) {
 }
 
 void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
-  auto all = env.msg.get_bool("all");
-  if (!all) return c.send_error(env.msg.id(), all.err().code, all.err().message);
-  bool everything = all.value().value_or(false);
-  std::vector<const bg_proc*> shown;
+  auto req = ipc::decode<msg::proc_list>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  msg::proc_table reply;
   for (const auto& [id, p] : procs_)
-    if (everything || !p->finished()) shown.push_back(p.get());
-  frame_builder f(msg_type::proc_table, env.msg.id());
-  auto& pk = f.field("procs");
-  pk.pack_array(static_cast<uint32_t>(shown.size()));
-  for (const auto* p : shown) pack_proc(pk, *p);
-  c.send(f.take());
+    if (req->all || !p->finished()) reply.procs.push_back(record_of(*p));
+  c.send(ipc::encode(reply, env.msg.id()));
 }
 
 void proc_table::kill_all(const std::string& session) {
@@ -604,12 +563,11 @@ bool proc_table::any_running(const std::string& session) const {
 }
 
 void proc_table::save() {
-  frame_builder f(msg_type::proc_table);
-  f.u64("version", 1).u64("next_id", next_id_);
-  auto& pk = f.field("procs");
-  pk.pack_array(static_cast<uint32_t>(procs_.size()));
-  for (const auto& [id, p] : procs_) pack_proc(pk, *p);
-  srv_.write_atomically(srv_.opts().state_dir + "/procs.msgpack", f.take());
+  ipc::procs_file f;
+  f.next_id = next_id_;
+  f.procs.reserve(procs_.size());
+  for (const auto& [id, p] : procs_) f.procs.push_back(record_of(*p));
+  srv_.write_atomically(srv_.opts().state_dir + "/procs.msgpack", ipc::encode(f));
 }
 
 void proc_table::load() {
@@ -627,37 +585,22 @@ void proc_table::load_saved() {
     if (!missing) srv_.move_aside(path, m.err().message);
     return;
   }
-  if (auto n = m->get_u64("next_id"); n && n.value()) next_id_ = *n.value();
-  const auto* arr = m->find("procs");
-  if (arr == nullptr || arr->type != msgpack::type::ARRAY) return srv_.move_aside(path, "no process table");
-  for (uint32_t i = 0; i < arr->via.array.size; ++i) {
-    const auto& o = arr->via.array.ptr[i];
-    if (o.type != msgpack::type::MAP) continue;
+  auto file = ipc::decode<ipc::procs_file>(*m);
+  if (!file) return srv_.move_aside(path, file.err().message);
+  next_id_ = std::max(next_id_, file->next_id);
+  for (auto& r : file->procs) {
     auto p = std::make_unique<bg_proc>();
-    std::string state;
-    for (uint32_t k = 0; k < o.via.map.size; ++k) {
-      const auto& kv = o.via.map.ptr[k];
-      if (kv.key.type != msgpack::type::STR) continue;
-      std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
-      const auto& v = kv.val;
-      auto s = [&] { return v.type == msgpack::type::STR ? std::string(v.via.str.ptr, v.via.str.size) : std::string(); };
-      auto n = [&]() -> std::optional<int64_t> {
-        if (v.type == msgpack::type::POSITIVE_INTEGER) return static_cast<int64_t>(v.via.u64);
-        if (v.type == msgpack::type::NEGATIVE_INTEGER) return v.via.i64;
-        return std::nullopt;
-      };
-      if (key == "id") p->id = static_cast<uint64_t>(n().value_or(0));
-      else if (key == "name") p->name = s();
-      else if (key == "session") p->session = s();
-      else if (key == "command") p->command = s();
-      else if (key == "pid") p->pid = n().value_or(0);
-      else if (key == "state") state = s();
-      else if (key == "exit_code" && n()) p->exit_code = static_cast<int>(*n());
-      else if (key == "signal" && n()) p->signal = static_cast<int>(*n());
-      else if (key == "started_at_ms") p->started_at_ms = n().value_or(0);
-      else if (key == "ended_at_ms") p->ended_at_ms = n().value_or(0);
-      else if (key == "error") p->error = s();
-    }
+    p->id = r.id;
+    p->name = std::move(r.name);
+    p->session = std::move(r.session);
+    p->command = std::move(r.command);
+    p->pid = r.pid;
+    p->exit_code = r.exit_code;
+    p->signal = r.signal;
+    p->started_at_ms = r.started_at_ms;
+    p->ended_at_ms = r.ended_at_ms;
+    p->error = std::move(r.error);
+    const std::string& state = r.state;
     if (p->id == 0) continue;
     if (state == "starting" || state == "running") {
       // Its session's wrapper kept its pipes (it was adopted): it is ours again. Otherwise its

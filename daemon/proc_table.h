@@ -23,7 +23,7 @@
 #include "daemon/log_stream.h"
 #include "daemon/session.h"
 #include "daemon/uv_handles.h"
-#include "ipc/frame.h"
+#include "ipc/messages.h"
 #include "ipc/socket_io.h"
 
 namespace sbsh::daemon {
@@ -89,10 +89,12 @@ class proc_table {
   // Reads the table an earlier sbshd saved. A process that was running goes on where its
   // session was adopted with its pipes (session::lent); otherwise it is marked lost.
   void load();
-  void pack_proc(msgpack::packer<ipc::frame_builder>& pk, const bg_proc& p) const;
+  // The process as clients see it (and as the state file keeps it).
+  [[nodiscard]] proc_info record_of(const bg_proc& p) const;
 
  private:
-  bg_proc* find(const ipc::message& m, client_conn& c);
+  // The process `ref` names, or null after sending request `req` an error.
+  bg_proc* find(const ipc::proc_ref& ref, uint64_t req, client_conn& c);
   void on_started(uint64_t id, exec_job& job);
   status open_logs(bg_proc& p);
   void watch(bg_proc& p);  // reads its open pipes

@@ -20,9 +20,10 @@
 
 #include "daemon/service_manager.h"
 #include "ipc/environ.h"
+#include "ipc/messages.h"
 #include "ipc/paths.h"
-#include "wrapper/procs.h"
-#include "wrapper/wrapper.h"
+#include "common/procs.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
@@ -60,7 +61,7 @@ void client_conn::send(std::string frame, std::vector<unique_fd> fds) {
     update_reading();
     if (stall_timer_ == nullptr) stall_timer_ = make_handle<timer>(srv_.loop());
     stall_timer_->start(srv_.opts().stalled_client_ms, [this] {
-      drop(ipc::err::too_slow,
+      drop(ipc::errc::too_slow,
            fmt::format("sbshd dropped this connection: {} KiB of replies waited {} ms for it to read them; read "
                        "replies as they come",
                        sock_.queued_bytes() >> 10, srv_.opts().stalled_client_ms));
@@ -76,18 +77,16 @@ void client_conn::drained() {
   update_reading();
 }
 
-void client_conn::drop(std::string_view code, const std::string& message) {
+void client_conn::drop(ipc::errc code, const std::string& message) {
   spdlog::warn("client {} (pid {}) dropped: {}", serial_, peer_pid, message);
   ipc::frame_builder f(ipc::msg_type::error);
-  f.str("code", code).str("message", message);
+  f.str("code", ipc::wire_name(code)).str("message", message);
   auto last = sock_.end_with(f.take(), message);  // the server forgets this client here
   srv_.parting().add(std::move(last.fd), std::move(last.bytes));
 }
 
 void client_conn::send_error(uint64_t id, std::string_view code, const std::string& message) {
-  ipc::frame_builder f(ipc::msg_type::error, id);
-  f.str("code", code).str("message", message);
-  send(f.take());
+  send(ipc::encode(ipc::msg::error{code, message}, id));
 }
 
 server::server(options opts)
@@ -203,7 +202,7 @@ namespace {
 // The `count` protect_group frames that follow `adopted`: each background process's pipes.
 status take_lent_pipes(ipc::channel& ch, uint64_t count, std::map<pid_t, lent_pipes>& out) {
   if (count > kMaxLentProcs)
-    return make_error(ipc::err::bad_request, fmt::format("it reports {} background processes", count));
+    return make_error(ipc::errc::bad_request, fmt::format("it reports {} background processes", count));
   for (uint64_t i = 0; i < count; ++i) {
     auto env = ch.recv();
     if (!env) return env.err();
@@ -218,7 +217,7 @@ status take_lent_pipes(ipc::channel& ch, uint64_t count, std::map<pid_t, lent_pi
       char c = (*streams.value())[k];
       ok = kLentStreams.find(c) != std::string_view::npos && streams.value()->find(c) == k;
     }
-    if (!ok) return make_error(ipc::err::bad_request, "a background process's pipes are malformed");
+    if (!ok) return make_error(ipc::errc::bad_request, "a background process's pipes are malformed");
     out[static_cast<pid_t>(*pgid.value())] =
         lent_pipes{*proc.value(), std::string(*streams.value()), std::move(env->fds)};
   }
@@ -348,7 +347,7 @@ void server::on_accept() {
                                     "your own user (each user has a private socket)",
                                     ::getuid(), cred.uid);
       spdlog::warn("refused a connection from uid {} (pid {}): {}", cred.uid, cred.pid, why);
-      refuse(std::move(conn), ipc::err::permission_denied, why);
+      refuse(std::move(conn), ipc::errc::permission_denied, why);
       continue;
     }
     if (clients_.size() >= opts_.max_clients) {
@@ -356,7 +355,7 @@ void server::on_accept() {
                                     "(each running sbsh command or program using libsbsh holds one) and try again",
                                     opts_.max_clients);
       spdlog::warn("refused a connection from pid {}: {}", cred.pid, why);
-      refuse(std::move(conn), ipc::err::too_many_clients, why);
+      refuse(std::move(conn), ipc::errc::too_many_clients, why);
       continue;
     }
     auto c = std::make_unique<client_conn>(*this, next_serial_++, std::move(conn), cred.uid, cred.pid);
@@ -366,9 +365,9 @@ void server::on_accept() {
   }
 }
 
-void server::refuse(unique_fd conn, std::string_view code, const std::string& message) {
+void server::refuse(unique_fd conn, ipc::errc code, const std::string& message) {
   ipc::frame_builder f(ipc::msg_type::error);
-  f.str("code", code).str("message", message);
+  f.str("code", ipc::wire_name(code)).str("message", message);
   farewells_.add(std::move(conn), f.take());
 }
 
@@ -386,7 +385,7 @@ void server::enforce_bounds() {
   for (auto& [raw, c] : clients_)
     if (c->queued_bytes() > ipc::kReplyQueueMax) over.push_back(raw);
   for (auto* c : over)
-    c->drop(ipc::err::too_slow, fmt::format("sbshd dropped this connection: more than {} MiB of replies waited for "
+    c->drop(ipc::errc::too_slow, fmt::format("sbshd dropped this connection: more than {} MiB of replies waited for "
                                             "it to read them; read replies as they come",
                                             ipc::kReplyQueueMax >> 20));
   // Like Redis's maxmemory-clients: the connection holding the most goes first, which is
@@ -396,7 +395,7 @@ void server::enforce_bounds() {
     for (auto& [raw, c] : clients_)
       if (top == nullptr || c->footprint() > top->footprint()) top = raw;
     if (top == nullptr) break;
-    top->drop(ipc::err::memory_limit,
+    top->drop(ipc::errc::memory_limit,
               fmt::format("sbshd dropped this connection: its clients held more than {} MiB together, and this "
                           "one the most ({} KiB of requests partly sent, replies unread and commands in flight); "
                           "send less at once and read replies as they come",
@@ -472,13 +471,13 @@ result<std::string> session_dir(const std::string& dir) {
     return std::string(home != nullptr && *home != '\0' ? home : "/");
   }
   if (dir[0] != '/')
-    return make_error(ipc::err::bad_request, fmt::format("the session's directory '{}' is not absolute", dir));
+    return make_error(ipc::errc::bad_request, fmt::format("the session's directory '{}' is not absolute", dir));
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0)
-    return make_error(ipc::err::bad_directory, fmt::format("cannot use {} as the session's directory: {}", dir,
+    return make_error(ipc::errc::bad_directory, fmt::format("cannot use {} as the session's directory: {}", dir,
                                                            std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
-    return make_error(ipc::err::bad_directory,
+    return make_error(ipc::errc::bad_directory,
                       fmt::format("cannot use {} as the session's directory: it is not a directory", dir));
   return dir;
 }
@@ -504,7 +503,7 @@ std::string describe_difference(const session_def& a, const session_def& b) {
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
   if (auto* s = find_session(name)) return s;
   if (auto p = pending_.find(name); p != pending_.end())
-    return make_error(ipc::err::session_creating,
+    return make_error(ipc::errc::session_creating,
                       fmt::format("session '{}' is still being made from a snapshot of {}; run commands in it once "
                                   "'sbsh session create' has returned",
                                   name, p->second.def.snapshot));
@@ -516,11 +515,11 @@ result<session*> server::get_or_create_session(const std::string& name, const st
 }
 
 result<session*> server::create_session(const std::string& name, session_def def, adopted_shell* adopted) {
-  if (shutting_down_) return make_error(ipc::err::shutting_down, "sbshd is shutting down");
-  if (opts_.no_sessions) return make_error(ipc::err::session_failed, "this sbshd runs no sessions (a test build)");
+  if (shutting_down_) return make_error(ipc::errc::shutting_down, "sbshd is shutting down");
+  if (opts_.no_sessions) return make_error(ipc::errc::session_failed, "this sbshd runs no sessions (a test build)");
   if (auto* s = find_session(name)) {
     if (s->def() == def) return s;
-    return make_error(ipc::err::session_exists,
+    return make_error(ipc::errc::session_exists,
                       fmt::format("session '{}' exists with a different definition: {}; remove it first with "
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
@@ -546,7 +545,7 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
   }
   if (auto p = pending_.find(name); p != pending_.end() && !shutting_down_) {
     if (p->second.def != def)
-      return done(make_error(ipc::err::session_creating,
+      return done(make_error(ipc::errc::session_creating,
                              fmt::format("session '{}' is being made from a snapshot of {}; wait for that, then "
                                          "remove it with 'sbsh session rm {}' to define it again",
                                          name, p->second.def.snapshot, name)));
@@ -631,16 +630,9 @@ void server::reap_session_later(pid_t sid, const std::set<pid_t>& spare) {
 }
 
 void server::save_state() {
-  ipc::frame_builder f(ipc::msg_type::session_info);
-  f.u64("version", 1);
-  auto& pk = f.field("sessions");
-  pk.pack_map(static_cast<uint32_t>(sessions_.size()));
-  for (const auto& [name, s] : sessions_) {
-    pk.pack_str(static_cast<uint32_t>(name.size()));
-    pk.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
-    pack_def(pk, s->def());
-  }
-  write_atomically(state_file(), f.take());
+  ipc::sessions_file f;
+  for (const auto& [name, s] : sessions_) f.sessions.emplace(name, spec_of(s->def()));
+  write_atomically(state_file(), ipc::encode(f));
 }
 
 void server::write_atomically(const std::string& path, std::string bytes) {
@@ -743,14 +735,12 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
     if (!missing) move_aside(path, m.err().message);
     return;
   }
-  const auto* sessions = m->find("sessions");
-  if (sessions == nullptr || sessions->type != msgpack::type::MAP) return move_aside(path, "no session table");
-  for (uint32_t i = 0; i < sessions->via.map.size; ++i) {
-    const auto& kv = sessions->via.map.ptr[i];
-    if (kv.key.type != msgpack::type::STR) return move_aside(path, "a session name is not a string");
-    std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
-    auto def = read_def(kv.val);
-    if (!valid_session_name(name) || !def) return move_aside(path, fmt::format("session '{}' is invalid", name));
+  auto file = ipc::decode<ipc::sessions_file>(*m);
+  if (!file) return move_aside(path, file.err().message);
+  for (auto& [name, spec] : file->sessions) {
+    auto def = def_from_saved(std::move(spec));
+    if (!def) return move_aside(path, fmt::format("session '{}' is invalid: {}", name, def.err().message));
+    if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
     auto shell = adopted.find(name);
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
     if (!s) {

@@ -57,6 +57,10 @@ class client_conn {
   ~client_conn();
   void send(std::string frame, std::vector<unique_fd> fds = {});
   void send_error(uint64_t id, std::string_view code, const std::string& message);
+  void send_error(uint64_t id, ipc::errc code, const std::string& message) {
+    send_error(id, ipc::wire_name(code), message);
+  }
+  void send_error(uint64_t id, const error& e) { send_error(id, e.code, e.message); }
   [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
   // Backpressure on the client's input while a command's stdin is buffered (session.cpp).
   void pause_reading(bool p) {
@@ -70,7 +74,7 @@ class client_conn {
   void recount_jobs();
   // Ends the connection with an error frame saying why (code, message): the client is
   // forgotten now, and the frame left for it to read for a while (farewells).
-  void drop(std::string_view code, const std::string& message);
+  void drop(ipc::errc code, const std::string& message);
   // The client read all its replies.
   void drained();
 
@@ -180,7 +184,7 @@ class server {
   status start_listening();
   void on_accept();
   // Refuses a connection just accepted with an error frame that says why.
-  void refuse(unique_fd conn, std::string_view code, const std::string& message);
+  void refuse(unique_fd conn, ipc::errc code, const std::string& message);
   void enforce_bounds();
   void close_bound_timers();
   void load_state(std::map<std::string, adopted_shell>& adopted);

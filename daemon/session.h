@@ -30,7 +30,6 @@ class session {
   session& operator=(const session&) = delete;
 
   [[nodiscard]] const std::string& name() const { return name_; }
-  [[nodiscard]] const session_def& def() const { return def_; }
 
   // Commands (job_runner.h).
   void enqueue(std::unique_ptr<exec_job> job);
@@ -60,9 +59,12 @@ class session {
   [[nodiscard]] pid_t last_wrapper_pid() const { return static_cast<pid_t>(shell_.wrapper_pid()); }
   [[nodiscard]] session_state state() const { return shell_.state(); }
 
-  // One map for `status`/`session ls`; with `full`, also the definition, history and the
-  // output of the last start's init commands (`session show`).
-  void describe(msgpack::packer<ipc::frame_builder>& pk, bool full = false) const;
+  [[nodiscard]] const session_def& def() const { return def_; }
+  // The session as `status` and `session ls` show it; in full, with the definition, the
+  // history (sbsh::history_entry, ipc/records.h) and the output of the last start's init
+  // commands (`session show`).
+  [[nodiscard]] session_status describe() const;
+  [[nodiscard]] session_detail describe_full() const;
 
   // The two parts, for each other.
   shell_supervisor& shell() { return shell_; }

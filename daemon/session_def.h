@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ipc/frame.h"
+#include "ipc/records.h"
 #include "ipc/result.h"
 
 namespace sbsh::daemon {
@@ -28,10 +28,11 @@ struct session_def {
 std::string_view policy_name(restart_policy p);
 std::optional<restart_policy> parse_policy(std::string_view s);
 
-// As a msgpack map: {cwd, env, init, restart, limits, snapshot}.
-void pack_def(msgpack::packer<ipc::frame_builder>& pk, const session_def& d);
-result<session_def> read_def(const msgpack::object& o);
-// Reads the definition fields of a session_create request.
-result<session_def> def_from_request(const ipc::message& m);
+// A definition as it travels (a session_spec without its name; ipc/messages.h).
+session_spec spec_of(const session_def& d);
+// Checks a definition that was sent (a session_create request) or saved (the state file)
+// and puts its limits in canonical form; the error says what is wrong.
+result<session_def> def_from_request(session_spec spec);
+result<session_def> def_from_saved(session_spec spec);
 
 }  // namespace sbsh::daemon

@@ -16,7 +16,7 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/environ.h"
-#include "wrapper/wrapper.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 

@@ -20,7 +20,7 @@
 #include "daemon/session_def.h"
 #include "daemon/shell_channel.h"
 #include "daemon/uv_handles.h"
-#include "wrapper/procs.h"
+#include "common/procs.h"
 
 namespace sbsh::daemon {
 

@@ -92,7 +92,7 @@ snapshot_store::~snapshot_store() {
 }
 
 status snapshot_store::check_source(const std::string& source) const {
-  auto bad = [&](const std::string& why) { return make_error(ipc::err::bad_request, why); };
+  auto bad = [&](const std::string& why) { return make_error(ipc::errc::bad_request, why); };
   struct stat st {};  // `source` is absolute: check_def (session_def.cpp) said so
   if (::stat(source.c_str(), &st) != 0)
     return bad(fmt::format("cannot snapshot {}: {}", source, std::strerror(errno)));
@@ -111,12 +111,12 @@ status snapshot_store::check_source(const std::string& source) const {
 }
 
 void snapshot_store::copy(const std::string& name, const std::string& source, std::function<void(status)> done) {
-  auto fail = [&](const std::string& why) { done(make_error(ipc::err::internal, why)); };
+  auto fail = [&](const std::string& why) { done(make_error(ipc::errc::internal, why)); };
   if (auto made = ipc::make_dirs(dir_); !made) return fail(made.err().message);
   std::string target = path_of(name);
   struct stat st {};
   if (::lstat(target.c_str(), &st) == 0)
-    return done(make_error(ipc::err::session_exists,
+    return done(make_error(ipc::errc::session_exists,
                            fmt::format("{} already exists, left by a session of that name that sbshd could not "
                                        "recreate; move it away or delete it, then create the session again",
                                        target)));
@@ -190,7 +190,7 @@ void snapshot_store::copy_ended(const std::string& name, int64_t status, int sig
   }
   spdlog::warn("session {}: snapshot copy failed: {}", name, why);
   remove_later(job.tmp, [done = std::move(job.done), why] {
-    done(make_error(ipc::err::internal, fmt::format("cannot copy the snapshot: {}", why)));
+    done(make_error(ipc::errc::internal, fmt::format("cannot copy the snapshot: {}", why)));
   });
 }
 

@@ -64,6 +64,8 @@ frame_builder& frame_builder::str_array(std::string_view key, const std::vector<
 }
 
 std::string_view frame_builder::finish() {
+  if (finished_) return buf_;
+  finished_ = true;
   char map_hdr[5];
   size_t hdr_len;
   if (fields_ < 16) {
@@ -79,16 +81,18 @@ std::string_view frame_builder::finish() {
     for (int i = 0; i < 4; ++i) map_hdr[1 + i] = static_cast<char>(fields_ >> (24 - 8 * i));
     hdr_len = 5;
   }
-  size_t body = buf_.size() - kHeadroom + hdr_len;
-  start_ = kHeadroom - hdr_len - 4;
-  std::memcpy(&buf_[kHeadroom - hdr_len], map_hdr, hdr_len);
-  for (int i = 0; i < 4; ++i) buf_[start_ + i] = static_cast<char>(body >> (24 - 8 * i));
-  return std::string_view(buf_).substr(start_);
+  // The headroom holds the header of a map of up to 15 fields, which every message has; a
+  // larger header makes room by moving the body once.
+  if (hdr_len > kHeadroom - 4) buf_.insert(kHeadroom, hdr_len - (kHeadroom - 4), '\0');
+  std::memcpy(&buf_[4], map_hdr, hdr_len);
+  size_t body = buf_.size() - 4;
+  for (int i = 0; i < 4; ++i) buf_[i] = static_cast<char>(body >> (24 - 8 * i));
+  return buf_;
 }
 
 std::string frame_builder::take() {
   (void)finish();
-  return buf_.substr(start_);
+  return std::move(buf_);  // the frame starts at the front: nothing to copy
 }
 
 namespace {
@@ -297,51 +301,8 @@ result<std::optional<std::string_view>> frame_reader::next_body() {
   return std::optional<std::string_view>{body};
 }
 
-std::string_view type_name(msg_type t) {
-  switch (t) {
-    case msg_type::hello: return "hello";
-    case msg_type::welcome: return "welcome";
-    case msg_type::error: return "error";
-    case msg_type::ok: return "ok";
-    case msg_type::session_list: return "session_list";
-    case msg_type::session_info: return "session_info";
-    case msg_type::session_create: return "session_create";
-    case msg_type::session_show: return "session_show";
-    case msg_type::session_detail: return "session_detail";
-    case msg_type::session_rm: return "session_rm";
-    case msg_type::session_restart: return "session_restart";
-    case msg_type::exec: return "exec";
-    case msg_type::output: return "output";
-    case msg_type::stdin_data: return "stdin_data";
-    case msg_type::stdin_eof: return "stdin_eof";
-    case msg_type::exec_done: return "exec_done";
-    case msg_type::cancel: return "cancel";
-    case msg_type::release: return "release";
-    case msg_type::status: return "status";
-    case msg_type::status_reply: return "status_reply";
-    case msg_type::shutdown: return "shutdown";
-    case msg_type::wrapper_ready: return "wrapper_ready";
-    case msg_type::signal_command: return "signal_command";
-    case msg_type::signal_result: return "signal_result";
-    case msg_type::shell_exited: return "shell_exited";
-    case msg_type::ping: return "ping";
-    case msg_type::pong: return "pong";
-    case msg_type::protect_group: return "protect_group";
-    case msg_type::unprotect_group: return "unprotect_group";
-    case msg_type::claim: return "claim";
-    case msg_type::adopt: return "adopt";
-    case msg_type::adopted: return "adopted";
-    case msg_type::initialized: return "initialized";
-    case msg_type::proc_start: return "proc_start";
-    case msg_type::proc_info: return "proc_info";
-    case msg_type::proc_list: return "proc_list";
-    case msg_type::proc_table: return "proc_table";
-    case msg_type::proc_kill: return "proc_kill";
-    case msg_type::proc_wait: return "proc_wait";
-    case msg_type::proc_logs: return "proc_logs";
-    case msg_type::logs_end: return "logs_end";
-  }
-  return "unknown";
+error field_type_error(std::string_view key, std::string_view want, const msgpack::object& got) {
+  return wrong_type(key, want, got);
 }
 
 }  // namespace sbsh::ipc

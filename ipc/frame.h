@@ -50,11 +50,11 @@ class frame_builder {
   void write(const char* p, size_t n) { buf_.append(p, n); }
 
  private:
-  static constexpr size_t kHeadroom = 4 + 5;  // u32 length + largest map header (map32)
+  static constexpr size_t kHeadroom = 4 + 1;  // u32 length + a fixmap header (see finish())
   std::string buf_;
   msgpack::packer<frame_builder> pk_;
   uint32_t fields_ = 0;
-  size_t start_ = 0;
+  bool finished_ = false;
 };
 
 // One decoded message: a msgpack map with typed accessors.
@@ -67,6 +67,10 @@ class message {
   [[nodiscard]] msg_type type() const { return type_; }
   [[nodiscard]] uint64_t id() const { return id_; }
   [[nodiscard]] const msgpack::object* find(std::string_view key) const;
+  // Every entry of the map, in order ("type" and "id" included).
+  [[nodiscard]] const std::vector<std::pair<std::string_view, const msgpack::object*>>& fields() const {
+    return fields_;
+  }
 
   // Each getter: absent -> nullopt (or the default), present with the wrong type -> error
   // naming the field.
@@ -121,6 +125,7 @@ class frame_reader {
   size_t in_len_ = 0;
 };
 
-std::string_view type_name(msg_type t);
+// "field 'KEY' must be WANT, not <what GOT is>": the error of a field of the wrong type.
+error field_type_error(std::string_view key, std::string_view want, const msgpack::object& got);
 
 }  // namespace sbsh::ipc

@@ -81,7 +81,7 @@ result<rlimit_spec> parse_limit(std::string_view spec) {
   std::string_view name = spec.substr(0, eq);
   const resource_name* r = by_name(name);
   if (eq == std::string_view::npos || r == nullptr)
-    return make_error(err::bad_request,
+    return make_error(errc::bad_request,
                       fmt::format("'{}' is not a limit: use NAME=VALUE with NAME one of as, core, cpu, data, fsize, "
                                   "memlock, nofile, nproc, stack",
                                   spec.substr(0, 80)));
@@ -93,11 +93,11 @@ result<rlimit_spec> parse_limit(std::string_view spec) {
     const char* form = r->u == unit::bytes     ? "bytes, or with K, M, G or T"
                        : r->u == unit::seconds ? "seconds, or with s, m or h"
                                                : "a number";
-    return make_error(err::bad_request, fmt::format("limit {}: '{}' is not SOFT:HARD or one value ({}, or infinity)",
+    return make_error(errc::bad_request, fmt::format("limit {}: '{}' is not SOFT:HARD or one value ({}, or infinity)",
                                                     name, value.substr(0, 80), form));
   }
   if (*soft > *hard)
-    return make_error(err::bad_request,
+    return make_error(errc::bad_request,
                       fmt::format("limit {}: the soft limit {} is above the hard limit {}", name, value_text(*soft),
                                   value_text(*hard)));
   return rlimit_spec{r->resource, rlimit{*soft, *hard}};

@@ -1,16 +1,23 @@
-// The sbsh wire protocol: message numbers, field names and limits.
+// The sbsh wire protocol: message numbers, error codes and limits.
 //
 // One codec (frame.h) carries these messages on both links: client <-> sbshd over the
-// unix socket, and sbshd <-> sbsh-wrapper over the control socketpair. man/sbsh-protocol.7
-// is the user-facing description of this file; keep the two in step.
+// unix socket, and sbshd <-> sbsh-wrapper over the control socketpair. Each message's
+// fields, their types and which side sends it are declared once, in ipc/messages.h; that
+// declaration encodes and decodes them and writes the MESSAGES section of
+// man/sbsh-protocol.7 (tests/unit/schema_test.cpp keeps the page in step).
 //
 // A frame is a 4-byte big-endian length followed by that many bytes of one msgpack map.
 // Every map has "type" (one of msg_type) and, on requests and their replies, "id".
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
+
+#include "ipc/result.h"
 
 namespace sbsh::ipc {
 
@@ -24,90 +31,152 @@ inline constexpr size_t kMaxChunk = 256u << 10;
 // Most file descriptors one frame may carry (SCM_RIGHTS).
 inline constexpr size_t kMaxFds = 8;
 
+// Numbered in groups; a number is never reused (a retired one stays here as `// unused`).
 enum class msg_type : uint32_t {
   // 100: handshake and generic replies
-  hello = 100,    // c->d  version, client
-  welcome = 101,  // d->c  version, server, pid
-  error = 102,    // d->c  id, code, message
-  ok = 103,       // d->c  id
+  hello = 100,
+  welcome = 101,
+  error = 102,
+  ok = 103,
 
   // 200: sessions
-  session_list = 200,     // c->d  id
-  session_info = 201,     // d->c  id, sessions
-  session_create = 202,   // c->d  id, name, cwd, env, init, restart      -> ok | error
-  session_show = 203,     // c->d  id, name                               -> session_detail
-  session_detail = 204,   // d->c  id, session
-  session_rm = 205,       // c->d  id, name   (ok once everything is gone) -> ok | error
-  session_restart = 206,  // c->d  id, name                               -> ok | error
+  session_list = 200,
+  session_info = 201,
+  session_create = 202,
+  session_show = 203,
+  session_detail = 204,
+  session_rm = 205,
+  session_restart = 206,
 
   // 300: exec and its I/O
-  exec = 300,          // c->d  id, session, command, cwd, env, timeout_ms, grace_ms, io, stdin
-  output = 301,        // d->c  id, stream, data       (io "frames")
-  stdin_data = 302,    // c->d  id, data               (io "frames")
-  stdin_eof = 303,     // c->d  id                     (io "frames")
-  exec_done = 304,     // d->c  id, exit_code, signal, timed_out, shell_restarted, ...
-  cancel = 305,        // c->d  id, signal
-  release = 306,       // c->d  id                     (io "fds": client has drained its pipes)
+  exec = 300,
+  output = 301,
+  stdin_data = 302,
+  stdin_eof = 303,
+  exec_done = 304,
+  cancel = 305,
+  release = 306,
 
   // 400: daemon
-  status = 400,    // c->d  id
-  status_reply = 401,  // d->c  id, pid, version, uptime_ms, sessions
-  shutdown = 402,  // c->d  id, keep_sessions
+  status = 400,
+  status_reply = 401,
+  shutdown = 402,
 
-  // 500: daemon <-> wrapper (control socketpair only)
-  wrapper_ready = 500,   // w->d  shell_pid, wrapper_pid
-  signal_command = 501,  // d->w  id, since_pid, since_ticks, signal, interrupt
-  signal_result = 502,   // w->d  id, count
-  shell_exited = 503,    // w->d  exit_code | signal, [error] (what a shell that never served said)
-  ping = 504,            // d->w  id
-  pong = 505,            // w->d  id
-  protect_group = 506,   // d->w  pgid, proc, streams, fds: spare this group when the shell ends,
-                         //       and hold its log and status pipes' read ends (see adopted)
-  unprotect_group = 507, // d->w  pgid
-  claim = 508,           // d->w  session, cwd: a spare becomes this session's
-  // On a wrapper's adoption socket (SOCKET.d/<shell>/w), the first frame of a new sbshd; the
-  // connection then serves as the control socket.
-  adopt = 509,           // d->w  pid
-  adopted = 510,         // w->d  session, cwd, shell_pid, wrapper_pid, started_at_ms, groups,
-                         //       procs, initialized, generation, fds [channel] (sbshd's end of the shell
-                         //       channel); then `procs` protect_group frames, each as it was
-                         //       received
-  initialized = 511,     // d->w  generation: the shell ran its init commands (or a spare's claim): a later
-                         //       sbshd may adopt it; until then it would be half set up
+  // 500: daemon <-> wrapper (control socketpair, or a wrapper's adoption socket)
+  wrapper_ready = 500,
+  signal_command = 501,
+  signal_result = 502,
+  shell_exited = 503,
+  ping = 504,
+  pong = 505,
+  protect_group = 506,
+  unprotect_group = 507,
+  claim = 508,
+  adopt = 509,
+  adopted = 510,
+  initialized = 511,
 
   // 600: background processes
-  proc_start = 600,    // c->d  id, session, name, command, cwd, env, session_cwd -> proc_info
-  proc_info = 601,     // d->c  id, proc                 (one process)
-  proc_list = 602,     // c->d  id, all                  -> proc_table
-  proc_table = 603,    // d->c  id, procs
-  proc_kill = 604,     // c->d  id, proc, signal         -> proc_info once it ended (or ok)
-  proc_wait = 605,     // c->d  id, proc, timeout_ms     -> proc_info | error "timeout"
-  proc_logs = 606,     // c->d  id, proc, follow, tail, stdout, stderr -> output..., logs_end
-  logs_end = 607,      // d->c  id, proc
+  proc_start = 600,
+  proc_info = 601,
+  proc_list = 602,
+  proc_table = 603,
+  proc_kill = 604,
+  proc_wait = 605,
+  proc_logs = 606,
+  logs_end = 607,
 };
 
-// Error codes carried in "code" of an error message.
+// The name of a message type ("exec_done"), or "unknown" (messages.cpp).
+std::string_view type_name(msg_type t);
+
+// Error codes, carried as strings in "code" of an error message and in "error_code" of
+// exec_done. Clients compare against these; wire_name() is the string.
+enum class errc {
+  bad_frame,             // not a msgpack map, too large: the connection is closed
+  bad_request,           // a field is missing, of the wrong type or invalid
+  version_mismatch,      // hello with another protocol version
+  handshake_required,    // a request before hello
+  invalid_session_name,  // a session name outside ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+  unknown_request,       // a message type this sbshd does not serve
+  shell_restarted,       // the shell ended: the command did not run, or its state was lost
+  session_failed,        // the session is failed or exited: see the message
+  session_exists,        // a session of that name is defined differently
+  session_creating,      // the session's snapshot is still being copied
+  no_such_session,
+  no_such_process,
+  bad_directory,         // a directory that does not exist or cannot be entered
+  start_failed,          // a background process could not start
+  not_started,           // a background process has not started yet
+  timeout,               // the deadline passed first
+  too_slow,              // a client left replies unread, or a proc_logs follower fell behind
+  cancelled,             // exec: cancelled before it started
+  shutting_down,
+  internal,
+  // Refusals and drops that protect sbshd (bounds.h): the message says which bound and why.
+  permission_denied,  // a connection from another uid
+  too_many_clients,   // sbshd serves as many connections as it allows
+  memory_limit,       // all clients together held too much of sbshd's memory
+};
+
+// Each code with its wire string and what it means, in the order of errc; the ERROR CODES
+// section of man/sbsh-protocol.7 is this table.
+struct errc_info {
+  errc code;
+  std::string_view wire;
+  std::string_view meaning;
+};
+inline constexpr auto kErrorCodes = std::to_array<errc_info>({
+    {errc::bad_frame, "bad_frame", "the frame is not one msgpack map within the limits; the connection is closed"},
+    {errc::bad_request, "bad_request", "a field is missing, of the wrong type or invalid; the message says which"},
+    {errc::version_mismatch, "version_mismatch", "hello named another protocol version"},
+    {errc::handshake_required, "handshake_required", "a request came before a successful hello"},
+    {errc::invalid_session_name, "invalid_session_name", "a session name does not match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
+    {errc::unknown_request, "unknown_request", "this sbshd serves no request of that type"},
+    {errc::shell_restarted, "shell_restarted",
+     "the session's shell ended: the command did not run, or ran and the session's state was lost"},
+    {errc::session_failed, "session_failed", "the session is failed or exited; the message says why"},
+    {errc::session_exists, "session_exists", "a session of that name exists with another definition"},
+    {errc::session_creating, "session_creating", "the session's snapshot is still being copied"},
+    {errc::no_such_session, "no_such_session", "no session of that name"},
+    {errc::no_such_process, "no_such_process", "no background process of that id or name"},
+    {errc::bad_directory, "bad_directory", "a directory (cwd, snapshot, exec's cwd) does not exist or cannot be entered"},
+    {errc::start_failed, "start_failed", "the background process could not start"},
+    {errc::not_started, "not_started", "the background process has not started yet"},
+    {errc::timeout, "timeout",
+     "the deadline passed first: proc_wait's process still runs, or exec's command waited in the queue past its timeout"},
+    {errc::too_slow, "too_slow",
+     "the client left its replies unread (more than 32 MiB, or unread for 60 s) and is dropped; or a proc_logs follower fell more than 16 MiB behind"},
+    {errc::cancelled, "cancelled", "exec: cancelled before it started"},
+    {errc::shutting_down, "shutting_down", "sbshd is shutting down"},
+    {errc::internal, "internal", "sbshd failed for a reason of its own; the message says which"},
+    {errc::permission_denied, "permission_denied", "the connection comes from another user; only sbshd's own uid is served"},
+    {errc::too_many_clients, "too_many_clients", "sbshd already serves as many connections as it allows; the connection is closed"},
+    {errc::memory_limit, "memory_limit",
+     "all clients together held more of sbshd's memory than it allows; the biggest holder is dropped"},
+});
+static_assert([] {
+  for (size_t i = 0; i < kErrorCodes.size(); ++i)
+    if (kErrorCodes[i].code != static_cast<errc>(i)) return false;
+  return true;
+}(), "kErrorCodes lists every errc once, in the enum's order");
+
+constexpr std::string_view wire_name(errc c) { return kErrorCodes[static_cast<size_t>(c)].wire; }
+constexpr std::optional<errc> errc_from_wire(std::string_view s) {
+  for (const auto& e : kErrorCodes)
+    if (e.wire == s) return e.code;
+  return std::nullopt;
+}
+using sbsh::make_error;
+inline error make_error(errc c, std::string message) { return error{std::string(wire_name(c)), std::move(message)}; }
+// Whether `e` carries wire error code `c`.
+inline bool has_code(const error& e, errc c) { return e.code == wire_name(c); }
+
+// The older spelling of two codes, for the frame reader and the daemon<->wrapper sites that
+// still build and read frames by hand; new code uses errc.
 namespace err {
-inline constexpr std::string_view bad_frame = "bad_frame";            // not a msgpack map, too large
-inline constexpr std::string_view bad_request = "bad_request";        // a field is missing or of the wrong type
-inline constexpr std::string_view version_mismatch = "version_mismatch";
-inline constexpr std::string_view not_ready = "handshake_required";   // a request before hello
-inline constexpr std::string_view invalid_session = "invalid_session_name";
-inline constexpr std::string_view unknown_request = "unknown_request";
-inline constexpr std::string_view shell_restarted = "shell_restarted";  // state lost before the command ran
-inline constexpr std::string_view session_failed = "session_failed";    // failed or exited: see message
-inline constexpr std::string_view session_exists = "session_exists";    // defined differently already
-inline constexpr std::string_view session_creating = "session_creating";  // its snapshot is being copied
-inline constexpr std::string_view no_session = "no_such_session";
-inline constexpr std::string_view shutting_down = "shutting_down";
-inline constexpr std::string_view bad_directory = "bad_directory";  // a directory that does not exist
-inline constexpr std::string_view timeout = "timeout";              // the deadline passed first
-inline constexpr std::string_view internal = "internal";
-// Refusals and drops that protect sbshd (bounds.h): the message says which bound and why.
-inline constexpr std::string_view permission_denied = "permission_denied";  // another uid
-inline constexpr std::string_view too_many_clients = "too_many_clients";
-inline constexpr std::string_view too_slow = "too_slow";          // replies left unread
-inline constexpr std::string_view memory_limit = "memory_limit";  // all clients held too much
+inline constexpr std::string_view bad_frame = wire_name(errc::bad_frame);
+inline constexpr std::string_view bad_request = wire_name(errc::bad_request);
 }  // namespace err
 
 // Streams in output frames.

@@ -124,9 +124,9 @@ result<std::vector<unique_fd>> take_fds(const message& m, std::deque<unique_fd>&
   if (!n) return n.err();
   size_t want = n.value().value_or(0);
   if (want > kMaxFds)
-    return make_error(err::bad_request, fmt::format("field 'fds' is {}, at most {} allowed", want, kMaxFds));
+    return make_error(errc::bad_request, fmt::format("field 'fds' is {}, at most {} allowed", want, kMaxFds));
   if (queue.size() < want)
-    return make_error(err::bad_request,
+    return make_error(errc::bad_request,
                       fmt::format("frame declares {} descriptors but {} arrived", want, queue.size()));
   std::vector<unique_fd> out;
   out.reserve(want);

@@ -27,13 +27,13 @@
 
 #include <fmt/format.h>
 
+#include "common/procs.h"
 #include "ipc/clock.h"
 #include "ipc/frame.h"
 #include "ipc/paths.h"
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
-#include "wrapper/procs.h"
 #include "wrapper/spawn.h"
 
 namespace sbsh::wrapper {

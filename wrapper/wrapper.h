@@ -27,13 +27,9 @@
 
 #include "ipc/limits.h"
 #include "ipc/result.h"
+#include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
 
 namespace sbsh::wrapper {
-
-inline constexpr int kControlFd = 3;
-inline constexpr int kChannelFd = 4;       // bash's end of the shell channel
-inline constexpr int kChannelOwnerFd = 5;  // sbshd's end, held for the next sbshd
-inline constexpr const char* kAdoptSocket = "w";  // in the shell's directory
 
 // The builtin's file, relative to the directory of the running sbsh-wrapper (the build tree
 // and an installation lay them out alike).

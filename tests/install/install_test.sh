@@ -27,7 +27,7 @@ echo "libdir: $libdir"
 check_tree() {
   local root=$1 prefix=$2 f
   for f in bin/sbsh bin/sbshd bin/sbsh-wrapper "$libdir/sbsh/sbsh-builtin.so" include/sbsh/client.h include/sbsh/sbsh.h \
-           include/sbsh/export.h include/sbsh/plan.h include/sbsh/ipc/result.h "$libdir/libsbsh.a" "$libdir/libsbsh.so" "$libdir/libsbsh.so.0" \
+           include/sbsh/export.h include/sbsh/plan.h include/sbsh/ipc/result.h include/sbsh/ipc/records.h "$libdir/libsbsh.a" "$libdir/libsbsh.so" "$libdir/libsbsh.so.0" \
            "$libdir/pkgconfig/sbsh.pc" "$libdir/cmake/sbsh/sbshConfig.cmake" "$libdir/cmake/sbsh/sbshTargets.cmake" \
            share/man/man1/sbsh.1 share/man/man8/sbshd.8 share/man/man7/sbsh-protocol.7 \
            share/bash-completion/completions/sbsh share/zsh/vendor-completions/_sbsh \

@@ -1,4 +1,4 @@
-// wrapper/procs.cpp: reading /proc and signalling only what a command started.
+// common/procs.cpp: reading /proc and signalling only what a command started.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "wrapper/procs.h"
+#include "common/procs.h"
 
 namespace sbsh::procs {
 namespace {

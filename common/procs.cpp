@@ -1,5 +1,5 @@
 // /proc scanning and tree signalling; see procs.h for the rules.
-#include "wrapper/procs.h"
+#include "common/procs.h"
 
 #include <dirent.h>
 #include <fcntl.h>

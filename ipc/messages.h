@@ -1,0 +1,636 @@
+// Every message of the protocol and every record inside one, declared once.
+//
+// Each message is a struct in ipc::msg named as its msg_type, with its kind (number, name,
+// which side sends it, whether it carries a request id) and the table of its fields (the
+// codec is ipc/wire.h). Send one with ipc::encode(msg::exec_done{...}, id); read one with
+// ipc::decode<msg::exec>(message). The records both sides share (ipc/records.h) have their
+// tables in schema_of<> below. The MESSAGES section of man/sbsh-protocol.7 is generated from
+// this file (tests/unit/schema_test.cpp checks it), so it cannot drift from the code.
+//
+// Adding a message: a number in protocol.h, a struct here, its name in msg::all, a
+// handler; then regenerate the manual's section (see schema_test.cpp). Adding a field: a
+// member and one table entry.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "ipc/protocol.h"
+#include "ipc/records.h"
+#include "ipc/wire.h"
+
+namespace sbsh::ipc {
+
+enum class route { client_to_daemon, daemon_to_client, daemon_to_wrapper, wrapper_to_daemon, state_file };
+
+struct message_kind {
+  msg_type type;
+  std::string_view name;
+  route dir;
+  bool has_id;  // carries the request's id
+};
+
+// "signal": a number or a name ("TERM", "SIGTERM"); 0 when absent. Decoding checks it.
+struct signal_spec {
+  int number = 0;
+};
+template <>
+struct wire<signal_spec> {
+  static constexpr std::string_view noun = "a signal number or name";
+  static std::string doc() { return "int or str"; }
+  static void pack(wire_packer& pk, signal_spec v) { pk.pack_int64(v.number); }
+  static bool empty(signal_spec v) { return v.number == 0; }
+  static std::string show(signal_spec v) { return v.number == 0 ? "" : std::to_string(v.number); }
+  static bool read(const msgpack::object& o, signal_spec& out, decoder& d);
+};
+
+// "proc": a background process by id, or by name (or its id as a decimal string).
+struct proc_ref {
+  uint64_t id = 0;
+  std::string_view name;  // when sent as a string
+};
+template <>
+struct wire<proc_ref> {
+  static constexpr std::string_view noun = "a process id or name";
+  static std::string doc() { return "uint or str"; }
+  static void pack(wire_packer& pk, proc_ref v) {
+    if (v.name.empty()) pk.pack_uint64(v.id);
+    else wire<std::string_view>::pack(pk, v.name);
+  }
+  static bool empty(proc_ref v) { return v.id == 0 && v.name.empty(); }
+  static std::string show(proc_ref) { return ""; }
+  static bool read(const msgpack::object& o, proc_ref& out, decoder& d);
+};
+
+// ---- Records ----------------------------------------------------------------------------
+
+template <>
+struct schema_of<session_status> {
+  static constexpr std::string_view name = "session";
+  static bool running(const session_status& s) { return !s.running.empty(); }
+  static constexpr auto fields() {
+    using s = session_status;
+    return std::tuple{field("name", &s::name),
+                      field("state", &s::state),
+                      field("wrapper_pid", &s::wrapper_pid),
+                      field("shell_pid", &s::shell_pid),
+                      field("restarts", &s::restarts),
+                      field("queued", &s::queued),
+                      field("commands", &s::commands),
+                      field("cwd", &s::cwd),
+                      field("error", &s::error),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("uptime_ms", &s::uptime_ms),
+                      field("restart", &s::restart),
+                      field("running", &s::running).only_if(running, "while a command runs"),
+                      field("running_ms", &s::running_ms).only_if(running, "while a command runs")};
+  }
+};
+
+// A session's definition: session_create's fields, and `definition` in session_detail and
+// the state file. The name travels beside it, never in it.
+template <>
+struct schema_of<session_spec> {
+  static constexpr std::string_view name = "definition";
+  static constexpr auto fields() {
+    using s = session_spec;
+    return std::tuple{field("cwd", &s::cwd),         field("env", &s::env),
+                      field("init", &s::init),       field("restart", &s::restart),
+                      field("limits", &s::limits),   field("snapshot", &s::snapshot)};
+  }
+};
+
+template <>
+struct schema_of<history_entry> {
+  static constexpr std::string_view name = "history entry";
+  static constexpr auto fields() {
+    using s = history_entry;
+    return std::tuple{field("command", &s::command),
+                      field("exit_code", &s::exit_code),
+                      field("timed_out", &s::timed_out),
+                      field("shell_restarted", &s::shell_restarted),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("duration_ms", &s::duration_ms)};
+  }
+};
+
+template <>
+struct schema_of<daemon_counters> {
+  static constexpr std::string_view name = "counters";
+  static constexpr auto fields() {
+    using s = daemon_counters;
+    return std::tuple{field("commands", &s::commands),         field("failed", &s::failed),
+                      field("timed_out", &s::timed_out),       field("shell_restarts", &s::shell_restarts),
+                      field("bytes_streamed", &s::bytes_streamed), field("clients", &s::clients)};
+  }
+};
+
+template <>
+struct schema_of<session_detail> {
+  static constexpr std::string_view name = "session detail";
+  static constexpr auto fields() {
+    using s = session_detail;
+    return std::tuple_cat(embed(&s::status),
+                          std::tuple{field("definition", &s::definition),
+                                     field("init_output", &s::init_output),
+                                     field("history", &s::history)});
+  }
+};
+
+std::optional<int64_t> pgid_of(const proc_info& p);
+std::string signal_name_of(const proc_info& p);
+
+template <>
+struct schema_of<proc_info> {
+  static constexpr std::string_view name = "process";
+  static constexpr auto fields() {
+    using s = proc_info;
+    return std::tuple{field("id", &s::id),
+                      field("name", &s::name),
+                      field("session", &s::session),
+                      field("command", &s::command),
+                      field("pid", &s::pid, kNilIfZero),
+                      derived("pgid", pgid_of),
+                      field("state", &s::state),
+                      field("exit_code", &s::exit_code),
+                      field("signal", &s::signal),
+                      derived("signal_name", signal_name_of),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("ended_at_ms", &s::ended_at_ms, kNilIfZero),
+                      field("error", &s::error),
+                      field("log", &s::log_path)};
+  }
+};
+
+// ---- Messages ---------------------------------------------------------------------------
+
+namespace msg {
+
+using enum route;
+
+// 100: handshake and generic replies
+
+struct hello {
+  static constexpr message_kind kind{msg_type::hello, "hello", client_to_daemon, true};
+  uint64_t version = 0;
+  std::string_view client;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &hello::version, kRequired), field("client", &hello::client, kOmitEmpty)};
+  }
+};
+
+struct welcome {
+  static constexpr message_kind kind{msg_type::welcome, "welcome", daemon_to_client, true};
+  uint64_t version = 0;
+  std::string_view server;
+  int64_t pid = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &welcome::version), field("server", &welcome::server),
+                      field("pid", &welcome::pid)};
+  }
+};
+
+// The id is the request's, or absent when the error is not about one.
+struct error {
+  static constexpr message_kind kind{msg_type::error, "error", daemon_to_client, true};
+  std::string_view code;
+  std::string_view message;
+  static constexpr auto fields() {
+    return std::tuple{field("code", &error::code), field("message", &error::message)};
+  }
+};
+
+struct ok {
+  static constexpr message_kind kind{msg_type::ok, "ok", daemon_to_client, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+// 200: sessions
+
+struct session_list {
+  static constexpr message_kind kind{msg_type::session_list, "session_list", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+struct session_info {
+  static constexpr message_kind kind{msg_type::session_info, "session_info", daemon_to_client, true};
+  std::vector<session_status> sessions;
+  static constexpr auto fields() { return std::tuple{field("sessions", &session_info::sessions)}; }
+};
+
+struct session_create {
+  static constexpr message_kind kind{msg_type::session_create, "session_create", client_to_daemon, true};
+  std::string_view name;
+  session_spec definition;  // its name is not sent: `name` is
+  static constexpr auto fields() {
+    return std::tuple_cat(std::tuple{field("name", &session_create::name, kRequired)},
+                          embed(&session_create::definition, "snapshot"));
+  }
+};
+
+struct session_show {
+  static constexpr message_kind kind{msg_type::session_show, "session_show", client_to_daemon, true};
+  std::string_view name;
+  static constexpr auto fields() { return std::tuple{field("name", &session_show::name, kRequired)}; }
+};
+
+struct session_detail {
+  static constexpr message_kind kind{msg_type::session_detail, "session_detail", daemon_to_client, true};
+  sbsh::session_detail session;
+  static constexpr auto fields() { return std::tuple{field("session", &session_detail::session, kRequired)}; }
+};
+
+struct session_rm {
+  static constexpr message_kind kind{msg_type::session_rm, "session_rm", client_to_daemon, true};
+  std::string_view name;
+  static constexpr auto fields() { return std::tuple{field("name", &session_rm::name, kRequired)}; }
+};
+
+struct session_restart {
+  static constexpr message_kind kind{msg_type::session_restart, "session_restart", client_to_daemon, true};
+  std::string_view name;
+  static constexpr auto fields() { return std::tuple{field("name", &session_restart::name, kRequired)}; }
+};
+
+// 300: exec and its I/O
+
+struct exec {
+  static constexpr message_kind kind{msg_type::exec, "exec", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view command;
+  std::string_view cwd;
+  str_list env;
+  uint64_t timeout_ms = 0;
+  uint64_t grace_ms = 0;
+  std::string_view session_cwd;
+  std::string_view io = "frames";
+  bool has_stdin = false;
+  bool drain = false;
+  uint64_t fds = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("session", &exec::session, kOmitEmpty),
+                      field("command", &exec::command, kRequired),
+                      field("cwd", &exec::cwd, kOmitEmpty),
+                      field("env", &exec::env, kOmitEmpty),
+                      field("timeout_ms", &exec::timeout_ms, kOmitEmpty),
+                      field("grace_ms", &exec::grace_ms, kOmitEmpty),
+                      field("session_cwd", &exec::session_cwd, kOmitEmpty),
+                      field("io", &exec::io),
+                      field("stdin", &exec::has_stdin),
+                      field("drain", &exec::drain, kOmitEmpty),
+                      field("fds", &exec::fds, kOmitEmpty)};
+  }
+};
+
+struct output {
+  static constexpr message_kind kind{msg_type::output, "output", daemon_to_client, true};
+  uint64_t stream = kStdout;
+  bin_view data;
+  static constexpr auto fields() {
+    return std::tuple{field("stream", &output::stream), field("data", &output::data, kRequired)};
+  }
+};
+
+struct stdin_data {
+  static constexpr message_kind kind{msg_type::stdin_data, "stdin_data", client_to_daemon, true};
+  bin_view data;
+  static constexpr auto fields() { return std::tuple{field("data", &stdin_data::data)}; }
+};
+
+struct stdin_eof {
+  static constexpr message_kind kind{msg_type::stdin_eof, "stdin_eof", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+std::string done_signal_name(const struct exec_done& d);
+
+// How a command ended. The error pair only when it did not run or did not end normally;
+// state_lost_reason only with state_lost.
+struct exec_done {
+  static constexpr message_kind kind{msg_type::exec_done, "exec_done", daemon_to_client, true};
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool timed_out = false;
+  bool cancelled = false;
+  bool shell_restarted = false;
+  bool ran = true;
+  uint64_t duration_us = 0;
+  uint64_t generation = 0;  // the session's shell generation the command was queued against
+  bool state_lost = false;  // it ran in another shell than the command before it
+  bool release = true;      // io "fds": sbshd waits for a release (absent from an older sbshd: true)
+  std::optional<int64_t> started_at_ms;  // nil when it never started
+  std::string_view state_lost_reason;
+  std::string_view error_code;
+  std::string_view error;
+  static bool lost(const exec_done& d) { return d.state_lost; }
+  static bool failed(const exec_done& d) { return !d.error.empty(); }
+  static constexpr auto fields() {
+    using s = exec_done;
+    return std::tuple{field("exit_code", &s::exit_code),
+                      field("signal", &s::signal),
+                      derived("signal_name", done_signal_name, kOmitEmpty),
+                      field("timed_out", &s::timed_out),
+                      field("cancelled", &s::cancelled),
+                      field("shell_restarted", &s::shell_restarted),
+                      field("ran", &s::ran),
+                      field("duration_us", &s::duration_us),
+                      field("generation", &s::generation),
+                      field("state_lost", &s::state_lost),
+                      field("release", &s::release),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("state_lost_reason", &s::state_lost_reason).only_if(lost, "with state_lost"),
+                      field("error_code", &s::error_code).only_if(failed, "when it did not run or end normally"),
+                      field("error", &s::error).only_if(failed, "when it did not run or end normally")};
+  }
+};
+
+// No signal: stop the command (SIGTERM first, then SIGKILL after its grace). A signal and
+// "stop": stop it, that signal first. A signal alone: deliver it once.
+struct cancel {
+  static constexpr message_kind kind{msg_type::cancel, "cancel", client_to_daemon, true};
+  signal_spec signal;
+  std::optional<bool> stop;  // absent: true without a signal, false with one
+  static constexpr auto fields() {
+    return std::tuple{field("signal", &cancel::signal, kOmitEmpty), field("stop", &cancel::stop, kOmitEmpty)};
+  }
+};
+
+struct release {
+  static constexpr message_kind kind{msg_type::release, "release", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+// 400: daemon
+
+struct status {
+  static constexpr message_kind kind{msg_type::status, "status", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+struct status_reply {
+  static constexpr message_kind kind{msg_type::status_reply, "status_reply", daemon_to_client, true};
+  int64_t pid = 0;
+  std::string_view version;
+  uint64_t uptime_ms = 0;
+  std::string_view socket;
+  std::string_view state_dir;
+  std::vector<session_status> sessions;
+  daemon_counters counters;
+  static constexpr auto fields() {
+    using s = status_reply;
+    return std::tuple{field("pid", &s::pid),       field("version", &s::version),
+                      field("uptime_ms", &s::uptime_ms), field("socket", &s::socket),
+                      field("state_dir", &s::state_dir), field("sessions", &s::sessions),
+                      field("counters", &s::counters)};
+  }
+};
+
+struct shutdown {
+  static constexpr message_kind kind{msg_type::shutdown, "shutdown", client_to_daemon, true};
+  bool keep_sessions = false;
+  static constexpr auto fields() { return std::tuple{field("keep_sessions", &shutdown::keep_sessions, kOmitEmpty)}; }
+};
+
+// 500: daemon <-> wrapper
+
+struct wrapper_ready {
+  static constexpr message_kind kind{msg_type::wrapper_ready, "wrapper_ready", wrapper_to_daemon, false};
+  int64_t shell_pid = 0;
+  int64_t wrapper_pid = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("shell_pid", &wrapper_ready::shell_pid), field("wrapper_pid", &wrapper_ready::wrapper_pid)};
+  }
+};
+
+// Signal the processes the running command started after the mark (procs::since_mark);
+// with interrupt, also interrupt the shell, which abandons the rest of the command's text.
+struct signal_command {
+  static constexpr message_kind kind{msg_type::signal_command, "signal_command", daemon_to_wrapper, true};
+  int64_t since_pid = 0;
+  uint64_t since_ticks = 0;
+  int64_t signal = 0;
+  bool interrupt = false;
+  static constexpr auto fields() {
+    using s = signal_command;
+    return std::tuple{field("since_pid", &s::since_pid), field("since_ticks", &s::since_ticks),
+                      field("signal", &s::signal), field("interrupt", &s::interrupt)};
+  }
+};
+
+struct signal_result {
+  static constexpr message_kind kind{msg_type::signal_result, "signal_result", wrapper_to_daemon, true};
+  uint64_t count = 0;
+  static constexpr auto fields() { return std::tuple{field("count", &signal_result::count)}; }
+};
+
+// One of exit_code or signal when the shell ended; error, alone when it could not start,
+// or with them when a shell that never served printed something (what it said).
+struct shell_exited {
+  static constexpr message_kind kind{msg_type::shell_exited, "shell_exited", wrapper_to_daemon, false};
+  std::optional<int64_t> exit_code;
+  std::optional<int64_t> signal;
+  std::string_view error;
+  static constexpr auto fields() {
+    using s = shell_exited;
+    return std::tuple{field("exit_code", &s::exit_code, kOmitEmpty), field("signal", &s::signal, kOmitEmpty),
+                      field("error", &s::error, kOmitEmpty)};
+  }
+};
+
+struct ping {
+  static constexpr message_kind kind{msg_type::ping, "ping", daemon_to_wrapper, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+struct pong {
+  static constexpr message_kind kind{msg_type::pong, "pong", wrapper_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+// Spare this group when the shell ends, and hold the read ends of its pipes (`fds` of them,
+// one letter each in `streams`: o stdout, e stderr, s status) for a later sbshd.
+struct protect_group {
+  static constexpr message_kind kind{msg_type::protect_group, "protect_group", daemon_to_wrapper, false};
+  int64_t pgid = 0;
+  uint64_t proc = 0;
+  std::string_view streams;
+  uint64_t fds = 0;
+  static constexpr auto fields() {
+    using s = protect_group;
+    return std::tuple{field("pgid", &s::pgid), field("proc", &s::proc, kOmitEmpty),
+                      field("streams", &s::streams, kOmitEmpty), field("fds", &s::fds, kOmitEmpty)};
+  }
+};
+
+struct unprotect_group {
+  static constexpr message_kind kind{msg_type::unprotect_group, "unprotect_group", daemon_to_wrapper, false};
+  int64_t pgid = 0;
+  static constexpr auto fields() { return std::tuple{field("pgid", &unprotect_group::pgid)}; }
+};
+
+// A spare becomes this session's.
+struct claim {
+  static constexpr message_kind kind{msg_type::claim, "claim", daemon_to_wrapper, false};
+  std::string_view session;
+  std::string_view cwd;
+  static constexpr auto fields() { return std::tuple{field("session", &claim::session), field("cwd", &claim::cwd)}; }
+};
+
+// On a wrapper's adoption socket, the first frame of a new sbshd.
+struct adopt {
+  static constexpr message_kind kind{msg_type::adopt, "adopt", daemon_to_wrapper, true};
+  int64_t pid = 0;
+  static constexpr auto fields() { return std::tuple{field("pid", &adopt::pid)}; }
+};
+
+// With 1 descriptor (sbshd's end of the shell channel), then `procs` protect_group frames,
+// one per background process whose pipes the wrapper holds, each as it was received.
+// initialized: the shell ran its init commands (see initialized); a later sbshd adopts only
+// such a shell.
+struct adopted {
+  static constexpr message_kind kind{msg_type::adopted, "adopted", wrapper_to_daemon, true};
+  std::string_view session;  // empty: a spare nobody claimed
+  std::string_view cwd;
+  int64_t shell_pid = 0;
+  int64_t wrapper_pid = 0;
+  int64_t started_at_ms = 0;
+  std::vector<int64_t> groups;
+  uint64_t procs = 0;
+  bool initialized = true;  // absent (an older wrapper): true
+  uint64_t fds = 0;
+  uint64_t generation = 0;  // as the earlier sbshd numbered the shell (initialized); 0: unknown
+  static constexpr auto fields() {
+    using s = adopted;
+    return std::tuple{field("session", &s::session),         field("cwd", &s::cwd),
+                      field("shell_pid", &s::shell_pid),     field("wrapper_pid", &s::wrapper_pid),
+                      field("started_at_ms", &s::started_at_ms), field("groups", &s::groups),
+                      field("procs", &s::procs),             field("initialized", &s::initialized),
+                      field("fds", &s::fds),                 field("generation", &s::generation)};
+  }
+};
+
+// The shell ran its init commands (or a spare was claimed): from now on a later sbshd may
+// adopt it; until then it would be half set up. The wrapper keeps the generation for that
+// sbshd, which goes on numbering the session's shells from it.
+struct initialized {
+  static constexpr message_kind kind{msg_type::initialized, "initialized", daemon_to_wrapper, false};
+  uint64_t generation = 0;
+  static constexpr auto fields() { return std::tuple{field("generation", &initialized::generation)}; }
+};
+
+// 600: background processes
+
+struct proc_start {
+  static constexpr message_kind kind{msg_type::proc_start, "proc_start", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view name;
+  std::string_view command;
+  std::string_view cwd;
+  str_list env;
+  std::string_view session_cwd;
+  static constexpr auto fields() {
+    using s = proc_start;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("name", &s::name, kOmitEmpty),
+                      field("command", &s::command, kRequired),  field("cwd", &s::cwd, kOmitEmpty),
+                      field("env", &s::env, kOmitEmpty),         field("session_cwd", &s::session_cwd)};
+  }
+};
+
+struct proc_info {
+  static constexpr message_kind kind{msg_type::proc_info, "proc_info", daemon_to_client, true};
+  sbsh::proc_info proc;
+  static constexpr auto fields() { return std::tuple{field("proc", &proc_info::proc, kRequired)}; }
+};
+
+struct proc_list {
+  static constexpr message_kind kind{msg_type::proc_list, "proc_list", client_to_daemon, true};
+  bool all = false;  // finished ones too
+  static constexpr auto fields() { return std::tuple{field("all", &proc_list::all)}; }
+};
+
+struct proc_table {
+  static constexpr message_kind kind{msg_type::proc_table, "proc_table", daemon_to_client, true};
+  std::vector<sbsh::proc_info> procs;
+  static constexpr auto fields() { return std::tuple{field("procs", &proc_table::procs)}; }
+};
+
+struct proc_kill {
+  static constexpr message_kind kind{msg_type::proc_kill, "proc_kill", client_to_daemon, true};
+  proc_ref proc;
+  signal_spec signal{SIGTERM};
+  static constexpr auto fields() {
+    return std::tuple{field("proc", &proc_kill::proc, kRequired), field("signal", &proc_kill::signal)};
+  }
+};
+
+struct proc_wait {
+  static constexpr message_kind kind{msg_type::proc_wait, "proc_wait", client_to_daemon, true};
+  proc_ref proc;
+  uint64_t timeout_ms = 0;  // 0: none
+  static constexpr auto fields() {
+    return std::tuple{field("proc", &proc_wait::proc, kRequired), field("timeout_ms", &proc_wait::timeout_ms, kOmitEmpty)};
+  }
+};
+
+struct proc_logs {
+  static constexpr message_kind kind{msg_type::proc_logs, "proc_logs", client_to_daemon, true};
+  proc_ref proc;
+  bool follow = false;
+  bool out = true;
+  bool err = true;
+  uint64_t tail = 0;  // lines; 0: all kept
+  static constexpr auto fields() {
+    using s = proc_logs;
+    return std::tuple{field("proc", &s::proc, kRequired), field("follow", &s::follow), field("stdout", &s::out),
+                      field("stderr", &s::err), field("tail", &s::tail, kOmitEmpty)};
+  }
+};
+
+struct logs_end {
+  static constexpr message_kind kind{msg_type::logs_end, "logs_end", daemon_to_client, true};
+  sbsh::proc_info proc;
+  static constexpr auto fields() { return std::tuple{field("proc", &logs_end::proc, kRequired)}; }
+};
+
+// Every message, in the order of their numbers.
+using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
+                       session_detail, session_rm, session_restart, exec, output, stdin_data, stdin_eof,
+                       exec_done, cancel, release, status, status_reply, shutdown, wrapper_ready, signal_command,
+                       signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
+                       adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
+                       logs_end>;
+
+}  // namespace msg
+
+// ---- State files ------------------------------------------------------------------------
+// sbshd's files in the state directory are single frames of the same codec.
+
+// STATE/sessions.msgpack: every session's definition, by name.
+struct sessions_file {
+  static constexpr message_kind kind{msg_type::session_info, "the session table", route::state_file, false};
+  uint64_t version = 1;
+  std::map<std::string, session_spec> sessions;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &sessions_file::version), field("sessions", &sessions_file::sessions, kRequired)};
+  }
+};
+
+// STATE/procs.msgpack: the process table.
+struct procs_file {
+  static constexpr message_kind kind{msg_type::proc_table, "the process table", route::state_file, false};
+  uint64_t version = 1;
+  uint64_t next_id = 1;
+  std::vector<proc_info> procs;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &procs_file::version), field("next_id", &procs_file::next_id),
+                      field("procs", &procs_file::procs, kRequired)};
+  }
+};
+
+}  // namespace sbsh::ipc

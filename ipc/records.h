@@ -1,0 +1,95 @@
+// The records sbshd sends and clients receive: a session's state, its definition and
+// history, sbshd's counters, a background process. One definition serves sbshd, which fills them, and
+// libsbsh, whose API returns them (sbsh/client.h names them in sbsh::client).
+//
+// This header is installed with the client library (beside result.h), so it depends on the
+// standard library alone. How each record travels, field by field, is declared in
+// ipc/messages.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sbsh {
+
+// A session as `status` and `session ls` show it.
+struct session_status {
+  std::string name;
+  std::string state;       // starting | ready | running | restarting | exited | failed
+  int64_t wrapper_pid = 0;
+  int64_t shell_pid = 0;
+  uint64_t restarts = 0;
+  uint64_t queued = 0;
+  uint64_t commands = 0;
+  std::string running;     // command text, when one runs
+  uint64_t running_ms = 0;
+  std::string cwd;         // the shell's current directory
+  std::string error;       // why the session is failed or exited
+  std::string restart;     // always | on-failure | never
+  uint64_t uptime_ms = 0;  // of the current shell
+  int64_t started_at_ms = 0;
+};
+
+// What `session create` defines: every new shell of the session starts this way.
+struct session_spec {
+  std::string name;
+  std::string cwd;                 // empty: the caller's directory (relative: from it)
+  std::vector<std::string> env;    // NAME=VALUE
+  std::vector<std::string> init;   // commands run in every new shell before any other
+  std::string restart = "always";  // always | on-failure | never
+  // Resource limits of every shell and so of every command: NAME=VALUE, VALUE being SOFT:HARD
+  // or one value for both; NAME one of as, core, cpu, data, fsize, memlock, nofile, nproc,
+  // stack (sbsh(1), session create --limit). Read back in canonical form, e.g.
+  // "nofile=1024:1024".
+  std::vector<std::string> limits;
+  // A directory (relative: to this process's, on a local connection) that sbshd copies
+  // (cp -a) for the session before its first shell starts: every shell then starts in the
+  // copy, which lives as long as the session is defined and is deleted by remove_session.
+  // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
+  std::string snapshot;
+};
+
+// A finished command, for `session show`.
+struct history_entry {
+  std::string command;
+  std::optional<int> exit_code;
+  bool timed_out = false;
+  bool shell_restarted = false;
+  int64_t started_at_ms = 0;
+  uint64_t duration_ms = 0;
+};
+
+struct session_detail {
+  session_status status;
+  session_spec definition;
+  std::string init_output;              // what the last start's init commands printed
+  std::vector<history_entry> history;   // the last commands, oldest first
+};
+
+// What sbshd has done since it started (sbsh(1), status).
+struct daemon_counters {
+  uint64_t commands = 0;        // commands from clients that ended, run or not
+  uint64_t failed = 0;          // of those, with no exit status or a non-zero one
+  uint64_t timed_out = 0;       // of those, stopped by their timeout
+  uint64_t shell_restarts = 0;  // shells started in place of one a session had
+  uint64_t bytes_streamed = 0;  // output sent in frames and input received, through sbshd
+  uint64_t clients = 0;         // connected now, the one asking included
+};
+
+// A background process (`sbsh start`).
+struct proc_info {
+  uint64_t id = 0;
+  std::string name, session, command;
+  std::string state;           // starting | running | exited | killed | failed | lost
+  int64_t pid = 0;             // also its process group
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t started_at_ms = 0;
+  int64_t ended_at_ms = 0;     // 0 while it runs
+  std::string error;
+  std::string log_path;        // its stdout log (stderr: the same with .err)
+};
+
+}  // namespace sbsh

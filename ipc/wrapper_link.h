@@ -1,0 +1,15 @@
+// How sbshd and sbsh-wrapper reach each other outside their control messages: the
+// descriptors a wrapper starts with, and the name of the socket on which a later sbshd
+// adopts it. sbshd starts wrappers (daemon/server.cpp) and adopts them
+// (daemon/shell_supervisor.cpp); the wrapper relies on the same numbers (wrapper/wrapper.cpp),
+// so both read them from here.
+#pragma once
+
+namespace sbsh::wrapper {
+
+inline constexpr int kControlFd = 3;       // the control socket (messages 500-510)
+inline constexpr int kChannelFd = 4;       // bash's end of the shell channel (ipc/shell_channel.h)
+inline constexpr int kChannelOwnerFd = 5;  // sbshd's end, held for the next sbshd
+inline constexpr const char* kAdoptSocket = "w";  // in the shell's directory
+
+}  // namespace sbsh::wrapper
