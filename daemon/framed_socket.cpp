@@ -29,13 +29,13 @@ framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_
       budget_(budget) {
   int fl = ::fcntl(fd_.get(), F_GETFL);
   ::fcntl(fd_.get(), F_SETFL, fl | O_NONBLOCK);
-  watch_ = fd_watch::create(loop_, fd_.get());
+  watch_ = make_handle<fd_watch>(loop_, fd_.get());
   watch_->start(UV_READABLE | UV_DISCONNECT, [this](int st, int ev) { on_poll(st, ev); });
 }
 
 framed_socket::~framed_socket() {
   *alive_ = false;
-  if (watch_ != nullptr) watch_->close();
+  watch_.reset();
   fd_.reset();
   if (account_ != nullptr) account_->change(counted_, 0);
 }
@@ -197,10 +197,7 @@ void framed_socket::fail_after_reading(const std::string& reason) {
 void framed_socket::fail(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
-  if (watch_ != nullptr) {
-    watch_->close();
-    watch_ = nullptr;
-  }
+  watch_.reset();
   out_.clear();
   queued_bytes_ = 0;
   reader_ = ipc::frame_reader();
@@ -221,10 +218,7 @@ framed_socket::last_words framed_socket::end_with(std::string frame, const std::
   // A frame half written must be finished, or the peer could not read the one after it.
   if (!out_.empty() && out_.front().off > 0) out.bytes = out_.front().bytes.substr(out_.front().off);
   out.bytes += frame;
-  if (watch_ != nullptr) {  // stop polling before the descriptor changes hands
-    watch_->close();
-    watch_ = nullptr;
-  }
+  watch_.reset();  // stop polling before the descriptor changes hands
   out.fd = std::move(fd_);
   fail(reason);
   return out;
@@ -241,24 +235,22 @@ bool farewells::write_some(entry& e) {
 
 void farewells::add(unique_fd fd, std::string bytes) {
   if (!fd) return;
-  entry e{std::move(fd), std::move(bytes)};
+  entry e{std::move(fd), std::move(bytes), 0, nullptr, nullptr};
   if (write_some(e)) return;  // the usual case: it fits in the socket's buffer
   list_.push_back(std::move(e));
   auto it = std::prev(list_.end());
   if (account_ != nullptr) account_->change(0, it->bytes.size());
-  it->watch = fd_watch::create(loop_, it->fd.get());
+  it->watch = make_handle<fd_watch>(loop_, it->fd.get());
   it->watch->start(UV_WRITABLE | UV_DISCONNECT, [this, it](int status, int) {
     if (status < 0 || write_some(*it)) finish(it);
   });
-  it->deadline = timer::create(loop_);
+  it->deadline = make_handle<timer>(loop_);
   it->deadline->start(ipc::kFarewellMs, [this, it] { finish(it); });
 }
 
 void farewells::finish(std::list<entry>::iterator it) {
-  it->watch->close();
-  it->deadline->close();
   if (account_ != nullptr) account_->change(it->bytes.size(), 0);
-  list_.erase(it);  // and the descriptor closes
+  list_.erase(it);  // which closes its watch, its deadline and then its descriptor
 }
 
 void farewells::close_all() {

@@ -64,8 +64,8 @@ class farewells {
     unique_fd fd;
     std::string bytes;
     size_t off = 0;
-    fd_watch* watch = nullptr;
-    timer* deadline = nullptr;
+    handle_ptr<fd_watch> watch;  // closed before the descriptor (declared after it)
+    handle_ptr<timer> deadline;
   };
   // Writes what it can; true when the entry is finished (all written, or the peer is gone).
   static bool write_some(entry& e);
@@ -138,7 +138,7 @@ class framed_socket {
   };
   uv_loop_t* loop_;
   unique_fd fd_;
-  fd_watch* watch_ = nullptr;
+  handle_ptr<fd_watch> watch_;
   callbacks cbs_;
   ipc::frame_reader reader_;
   std::deque<unique_fd> fds_in_;

@@ -51,18 +51,8 @@ std::string_view proc_state_name(proc_state s) {
   return "unknown";
 }
 
-bg_proc::~bg_proc() {
-  for (fd_watch* w : {out_watch, err_watch, status_watch})
-    if (w != nullptr) w->close();
-  if (kill_timer != nullptr) kill_timer->close();
-  for (auto& w : waiters)
-    if (w.deadline != nullptr) w.deadline->close();
-}
-
 proc_table::proc_table(server& srv) : srv_(srv) {}
-proc_table::~proc_table() {
-  if (replies_timer_ != nullptr) replies_timer_->close();
-}
+proc_table::~proc_table() = default;
 
 std::string proc_table::log_path(uint64_t id, const char* ext) const {
   return fmt::format("{}/procs/{}.{}", srv_.opts().state_dir, id, ext);
@@ -186,10 +176,10 @@ void proc_table::watch(bg_proc& p) {
   for (auto [fd, w, stream_no] : {std::tuple{&p.out_r, &p.out_watch, ipc::kStdout},
                                   std::tuple{&p.err_r, &p.err_watch, ipc::kStderr}}) {
     if (!*fd) continue;
-    *w = fd_watch::create(srv_.loop(), fd->get());
+    *w = make_handle<fd_watch>(srv_.loop(), fd->get());
     (*w)->start(UV_READABLE, [this, raw, n = stream_no](int, int) { on_output(*raw, n); });
   }
-  p.status_watch = fd_watch::create(srv_.loop(), p.status_r.get());
+  p.status_watch = make_handle<fd_watch>(srv_.loop(), p.status_r.get());
   p.status_watch->start(UV_READABLE, [this, raw](int, int) { on_status(*raw); });
 }
 
@@ -254,14 +244,13 @@ void proc_table::on_started(uint64_t id, exec_job& job) {
 
 void proc_table::on_output(bg_proc& p, int stream_no) {
   unique_fd& fd = stream_no == ipc::kStdout ? p.out_r : p.err_r;
-  fd_watch*& w = stream_no == ipc::kStdout ? p.out_watch : p.err_watch;
+  handle_ptr<fd_watch>& w = stream_no == ipc::kStdout ? p.out_watch : p.err_watch;
   char buf[64 * 1024];
   for (int round = 0; round < 16 && fd; ++round) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) {  // every writer is gone: so is the log file's
-      if (w != nullptr) w->close();
-      w = nullptr;
+      w.reset();
       fd.reset();
       (stream_no == ipc::kStdout ? p.out_log : p.err_log).close();
       return;
@@ -304,10 +293,7 @@ void proc_table::on_status(bg_proc& p) {
 }
 
 void proc_table::finish(bg_proc& p, const std::string& why) {
-  if (p.status_watch != nullptr) {
-    p.status_watch->close();
-    p.status_watch = nullptr;
-  }
+  p.status_watch.reset();
   p.status_r.reset();
   if (p.finished() && p.ended_at_ms != 0) return;
   p.ended_at_ms = wall_ms();
@@ -333,20 +319,14 @@ void proc_table::finish(bg_proc& p, const std::string& why) {
     p.state = proc_state::killed;
     p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
   }
-  if (p.kill_timer != nullptr) {
-    p.kill_timer->close();
-    p.kill_timer = nullptr;
-  }
+  p.kill_timer.reset();
   if (p.pid > 0)
     if (auto* s = srv_.find_session(p.session)) s->unprotect_group(static_cast<pid_t>(p.pid));
   // What the process wrote before it ended is in the pipes: log it before telling anyone.
   if (p.out_r) on_output(p, ipc::kStdout);
   if (p.err_r) on_output(p, ipc::kStderr);
-  for (auto& w : p.waiters) {
-    if (w.deadline != nullptr) w.deadline->close();
-    reply_info(w.serial, w.req, p);
-  }
-  p.waiters.clear();
+  for (auto& w : p.waiters) reply_info(w.serial, w.req, p);
+  p.waiters.clear();  // and their deadlines
   end_followers(p);
   spdlog::info("process {} {} (exit {}, signal {})", p.id, proc_state_name(p.state), p.exit_code.value_or(-1),
                p.signal.value_or(0));
@@ -421,7 +401,7 @@ void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
   p->kill_sent = sig;
   p->waiters.push_back({c.serial(), env.msg.id(), nullptr});
   if (sig != SIGKILL && p->kill_timer == nullptr) {
-    p->kill_timer = timer::create(srv_.loop());
+    p->kill_timer = make_handle<timer>(srv_.loop());
     uint64_t id = p->id;
     p->kill_timer->start(kKillGraceMs, [this, id] {
       auto it = procs_.find(id);
@@ -440,22 +420,18 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
   if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
   bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
   if (wait->timeout_ms > 0) {
-    w.deadline = timer::create(srv_.loop());
+    w.deadline = make_handle<timer>(srv_.loop());
     uint64_t id = p->id, serial = c.serial(), req = env.msg.id();
     w.deadline->start(wait->timeout_ms, [this, id, serial, req] {
       auto it = procs_.find(id);
       if (it == procs_.end()) return;
       auto& ws = it->second->waiters;
-      std::erase_if(ws, [&](bg_proc::waiter& x) {
-        if (x.serial != serial || x.req != req) return false;
-        x.deadline->close();
-        return true;
-      });
+      std::erase_if(ws, [&](const bg_proc::waiter& x) { return x.serial == serial && x.req == req; });
       if (auto* cc = srv_.client_by_serial(serial))
         cc->send_error(req, errc::timeout, "the process is still running");
     });
   }
-  p->waiters.push_back(w);
+  p->waiters.push_back(std::move(w));
 }
 
 void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
@@ -502,7 +478,7 @@ void proc_table::pump(std::list<log_reply>::iterator it) {
 }
 
 void proc_table::pump_again_soon() {
-  if (replies_timer_ == nullptr) replies_timer_ = timer::create(srv_.loop());
+  if (replies_timer_ == nullptr) replies_timer_ = make_handle<timer>(srv_.loop());
   replies_timer_->start(0, [this] {
     std::vector<std::list<log_reply>::iterator> due;
     for (auto it = replies_.begin(); it != replies_.end(); ++it)

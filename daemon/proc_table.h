@@ -46,14 +46,14 @@ struct bg_proc {
 
   // While it runs.
   unique_fd out_r, err_r, status_r, out_w, err_w, status_w;
-  fd_watch *out_watch = nullptr, *err_watch = nullptr, *status_watch = nullptr;
+  handle_ptr<fd_watch> out_watch, err_watch, status_watch;
   std::string status_buf;
   capped_log out_log, err_log;
   int kill_sent = 0;
-  timer* kill_timer = nullptr;
+  handle_ptr<timer> kill_timer;
   struct waiter {
     uint64_t serial, req;
-    timer* deadline;
+    handle_ptr<timer> deadline;
   };
   std::vector<waiter> waiters;
   struct follower {
@@ -65,7 +65,6 @@ struct bg_proc {
   [[nodiscard]] bool finished() const {
     return state != proc_state::starting && state != proc_state::running;
   }
-  ~bg_proc();
 };
 
 class proc_table {
@@ -128,7 +127,7 @@ class proc_table {
   std::map<uint64_t, std::unique_ptr<bg_proc>> procs_;
   uint64_t next_id_ = 1;
   std::list<log_reply> replies_;
-  timer* replies_timer_ = nullptr;
+  handle_ptr<timer> replies_timer_;
 };
 
 }  // namespace sbsh::daemon

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a normal build with -Werror and its
 # tests, then an AddressSanitizer + UndefinedBehaviorSanitizer build and the same tests,
-# then the fuzz targets (a small clang build) for SBSH_FUZZ_SECONDS (default 60) each.
+# then the fuzz targets (a small clang build) for SBSH_FUZZ_SECONDS (default 30) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -22,6 +22,6 @@ echo "== tests under ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --no-tests=error --output-on-failure --timeout 900 -j "$jobs")
-echo "== fuzzing under ASan + UBSan (scripts/fuzz.sh, ${SBSH_FUZZ_SECONDS:-60} s per target)"
-scripts/fuzz.sh all "${SBSH_FUZZ_SECONDS:-60}"
+echo "== fuzzing under ASan + UBSan (scripts/fuzz.sh, ${SBSH_FUZZ_SECONDS:-30} s per target)"
+scripts/fuzz.sh all "${SBSH_FUZZ_SECONDS:-30}"
 echo "== all tests passed (normal and sanitizer builds, fuzzing)"
