@@ -10,6 +10,7 @@
 
 #include "ipc/bounds.h"
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 
 namespace sbsh::daemon {
 
@@ -103,9 +104,7 @@ log_stream::progress log_stream::pump(const client& c) {
     }
     p.pos += static_cast<uint64_t>(n);
     burst += static_cast<size_t>(n);
-    ipc::frame_builder f(ipc::msg_type::output, req_);
-    f.u64("stream", p.stream_no).bin("data", buf.get(), static_cast<size_t>(n));
-    c.send(f.take());
+    c.send(ipc::encode(ipc::msg::output{p.stream_no, {std::string_view(buf.get(), static_cast<size_t>(n))}}, req_));
   }
 }
 

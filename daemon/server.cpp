@@ -79,9 +79,8 @@ void client_conn::drained() {
 
 void client_conn::drop(ipc::errc code, const std::string& message) {
   spdlog::warn("client {} (pid {}) dropped: {}", serial_, peer_pid, message);
-  ipc::frame_builder f(ipc::msg_type::error);
-  f.str("code", ipc::wire_name(code)).str("message", message);
-  auto last = sock_.end_with(f.take(), message);  // the server forgets this client here
+  // Without an id: it answers no request.
+  auto last = sock_.end_with(ipc::encode(ipc::msg::error{ipc::wire_name(code), message}), message);  // the server forgets this client here
   srv_.parting().add(std::move(last.fd), std::move(last.bytes));
 }
 
@@ -206,20 +205,15 @@ status take_lent_pipes(ipc::channel& ch, uint64_t count, std::map<pid_t, lent_pi
   for (uint64_t i = 0; i < count; ++i) {
     auto env = ch.recv();
     if (!env) return env.err();
-    const auto& m = env->msg;
-    auto pgid = m.get_i64("pgid");
-    auto proc = m.get_u64("proc");
-    auto streams = m.get_str("streams");
-    bool ok = m.type() == ipc::msg_type::protect_group && pgid && pgid.value().value_or(0) > 1 && proc &&
-              proc.value().value_or(0) > 0 && streams && streams.value() &&
-              streams.value()->size() == env->fds.size();
+    auto p = env->msg.type() == ipc::msg_type::protect_group ? ipc::decode<ipc::msg::protect_group>(env->msg)
+                                                             : result<ipc::msg::protect_group>(make_error("", ""));
+    bool ok = p && p->pgid > 1 && p->proc > 0 && p->streams.size() == env->fds.size();
     for (size_t k = 0; ok && k < env->fds.size(); ++k) {
-      char c = (*streams.value())[k];
-      ok = kLentStreams.find(c) != std::string_view::npos && streams.value()->find(c) == k;
+      char c = p->streams[k];
+      ok = kLentStreams.find(c) != std::string_view::npos && p->streams.find(c) == k;
     }
     if (!ok) return make_error(ipc::errc::bad_request, "a background process's pipes are malformed");
-    out[static_cast<pid_t>(*pgid.value())] =
-        lent_pipes{*proc.value(), std::string(*streams.value()), std::move(env->fds)};
+    out[static_cast<pid_t>(p->pgid)] = lent_pipes{p->proc, std::string(p->streams), std::move(env->fds)};
   }
   return ok_status();
 }
@@ -248,9 +242,8 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     ucred cred = *peer;
     ipc::set_io_timeout(fd->get(), 1);  // a stopped wrapper does not hold up the start for long
     ipc::channel ch(std::move(*fd), 4096);
-    ipc::frame_builder f(ipc::msg_type::adopt, 1);
-    f.i64("pid", pid_);
-    auto answer = ch.send(f.finish()) ? ch.recv() : result<ipc::envelope>(make_error("io", "cannot send"));
+    auto answer = ch.send(ipc::encode(ipc::msg::adopt{pid_}, 1)) ? ch.recv()
+                                                                 : result<ipc::envelope>(make_error("io", "cannot send"));
     auto fail = [&](const std::string& why) {
       spdlog::warn("cannot adopt the shell of {} (wrapper pid {}): {}", dir, cred.pid, why);
     };
@@ -259,22 +252,17 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       spdlog::info("the wrapper of {} (pid {}) did not take adoption: {}", dir, cred.pid, answer.err().message);
       continue;
     }
-    const auto& m = answer->msg;
-    auto name = m.get_str("session");
-    auto cwd = m.get_str("cwd");
-    auto shell_pid = m.get_i64("shell_pid");
-    auto wrapper_pid = m.get_i64("wrapper_pid");
-    auto started = m.get_i64("started_at_ms");
-    const auto* groups = m.find("groups");
-    if (m.type() != ipc::msg_type::adopted || !name || !name.value() || !cwd || !cwd.value() || !shell_pid ||
-        shell_pid.value().value_or(0) <= 1 || !wrapper_pid || wrapper_pid.value().value_or(0) != cred.pid ||
-        answer->fds.size() != 1 || (groups != nullptr && groups->type != msgpack::type::ARRAY)) {
-      fail("its answer is malformed");
+    auto got = answer->msg.type() == ipc::msg_type::adopted
+                   ? ipc::decode<ipc::msg::adopted>(answer->msg)
+                   : result<ipc::msg::adopted>(make_error("", fmt::format("it answered with {}",
+                                                                          ipc::type_name(answer->msg.type()))));
+    if (!got || got->shell_pid <= 1 || got->wrapper_pid != cred.pid || answer->fds.size() != 1) {
+      fail(fmt::format("its answer is malformed{}", got ? "" : ": " + got.err().message));
       continue;
     }
-    std::string session(*name.value());
-    auto initialized = m.get_bool("initialized");
-    if (!session.empty() && initialized && !initialized.value().value_or(true)) {
+    const auto& m = *got;
+    std::string session(m.session);
+    if (!session.empty() && !m.initialized) {
       // The earlier sbshd went before the shell ran its init commands: half set up, it is of
       // no use; the session starts afresh from its definition.
       spdlog::info("not adopting the shell of session {} (wrapper pid {}): it had not finished starting", session,
@@ -291,24 +279,19 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     }
     adopted_shell a;
     a.session = session;
-    a.cwd = std::string(*cwd.value());
+    a.cwd = std::string(m.cwd);
     a.dir = dir;
-    auto generation = m.get_u64("generation");
-    a.generation = generation && generation.value() ? *generation.value() : 0;
-    a.shell_pid = static_cast<pid_t>(*shell_pid.value());
+    a.generation = m.generation;
+    a.shell_pid = static_cast<pid_t>(m.shell_pid);
     a.wrapper_pid = cred.pid;
-    a.started_at_ms = started && started.value() ? *started.value() : 0;
-    for (uint32_t i = 0; groups != nullptr && i < groups->via.array.size; ++i) {
-      const auto& g = groups->via.array.ptr[i];
-      if (g.type == msgpack::type::POSITIVE_INTEGER && g.via.u64 > 1 && g.via.u64 < (1u << 22))
-        a.groups.insert(static_cast<pid_t>(g.via.u64));
-    }
+    a.started_at_ms = m.started_at_ms;
+    for (int64_t g : m.groups)
+      if (g > 1 && g < (1 << 22)) a.groups.insert(static_cast<pid_t>(g));
     a.channel = std::move(answer->fds[0]);
     ::fcntl(a.channel.get(), F_SETFL, ::fcntl(a.channel.get(), F_GETFL) | O_NONBLOCK);
-    auto procs = m.get_u64("procs");
-    if (auto got = take_lent_pipes(ch, procs ? procs.value().value_or(0) : 0, a.pipes); !got) {
+    if (auto lent = take_lent_pipes(ch, m.procs, a.pipes); !lent) {
       // The shell is still worth adopting; its background processes will show as lost.
-      fail(got.err().message);
+      fail(lent.err().message);
       a.pipes.clear();
     }
     ipc::set_io_timeout(ch.fd(), 0);
@@ -366,9 +349,7 @@ void server::on_accept() {
 }
 
 void server::refuse(unique_fd conn, ipc::errc code, const std::string& message) {
-  ipc::frame_builder f(ipc::msg_type::error);
-  f.str("code", ipc::wire_name(code)).str("message", message);
-  farewells_.add(std::move(conn), f.take());
+  farewells_.add(std::move(conn), ipc::encode(ipc::msg::error{ipc::wire_name(code), message}));
 }
 
 void server::enforce_bounds_soon() {

@@ -16,13 +16,14 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/environ.h"
+#include "ipc/messages.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
 namespace {
 
-using ipc::frame_builder;
+namespace msg = ipc::msg;
 using ipc::msg_type;
 
 // Start limit: this many failed starts (the shell or an init command failed before any
@@ -148,9 +149,7 @@ void shell_supervisor::claim(spare_shell&& spare) {
   session_.jobs().run_first({claim_text(session_.name(), session_.def().cwd)}, /*init=*/false);
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
-  frame_builder f(msg_type::claim);
-  f.str("session", session_.name()).str("cwd", session_.def().cwd);
-  if (ctl_) ctl_->send(f.take());
+  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd}));
 }
 
 void shell_supervisor::adopt(adopted_shell&& shell) {
@@ -300,7 +299,7 @@ void shell_supervisor::health_tick() {
                     /*forced=*/false);
     } else if (ping_sent_us_ == 0) {
       ping_sent_us_ = mono_us();
-      ctl_->send(frame_builder(msg_type::ping, ++ping_seq_).take());
+      ctl_->send(ipc::encode(msg::ping{}, ++ping_seq_));
     }
   }
   if (health_timer_) health_timer_->start(interval, [this] { health_tick(); });
@@ -314,23 +313,25 @@ void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
       if (m.id() == ping_seq_) ping_sent_us_ = 0;
       break;
     case msg_type::wrapper_ready: {
-      auto pid = m.get_i64("shell_pid");
-      if (pid && pid.value() && shell_pid_ == 0) shell_pid_ = *pid.value();
+      auto ready = ipc::decode<msg::wrapper_ready>(m);
+      if (ready && ready->shell_pid > 0 && shell_pid_ == 0) shell_pid_ = ready->shell_pid;
       break;
     }
     case msg_type::signal_result: {
-      auto count = m.get_u64("count");
-      session_.jobs().on_signal_result(m.id(), count ? count.value().value_or(0) : 0);
+      auto r = ipc::decode<msg::signal_result>(m);
+      session_.jobs().on_signal_result(m.id(), r ? r->count : 0);
       break;
     }
     case msg_type::shell_exited: {
-      auto code = m.get_i64("exit_code");
-      auto sig = m.get_i64("signal");
-      auto error = m.get_str("error");
+      auto exited = ipc::decode<msg::shell_exited>(m);
+      if (!exited) spdlog::warn("session {}: {}", session_.name(), exited.err().message);
       std::optional<int> c, s;
-      if (code && code.value()) c = static_cast<int>(*code.value());
-      if (sig && sig.value()) s = static_cast<int>(*sig.value());
-      std::string said = error && error.value() ? std::string(*error.value()) : std::string();
+      std::string said;
+      if (exited) {
+        if (exited->exit_code) c = static_cast<int>(*exited->exit_code);
+        if (exited->signal) s = static_cast<int>(*exited->signal);
+        said = std::string(exited->error);
+      }
       // A shell that ended on its own before it served could not start: the next will not
       // do better (a missing bash, a builtin it refuses).
       start_failed_ = !served_ && !s;
@@ -512,17 +513,13 @@ void shell_supervisor::initialized() {
   initialized_ = true;
   // The wrapper keeps the generation for a later sbshd, so that a shell taken over keeps its
   // number and a client sees a change only when the shell changed.
-  frame_builder f(msg_type::initialized);
-  f.u64("generation", generation_);
-  ctl_->send(f.take());
+  ctl_->send(ipc::encode(msg::initialized{generation_}));
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {
   if (!ctl_) return 0;
   uint64_t id = ++signal_seq_;
-  frame_builder f(msg_type::signal_command, id);
-  f.i64("since_pid", mark.last_pid).u64("since_ticks", mark.start_ticks).i64("signal", sig).boolean("interrupt", interrupt);
-  ctl_->send(f.take());
+  ctl_->send(ipc::encode(msg::signal_command{mark.last_pid, mark.start_ticks, sig, interrupt}, id));
   return id;
 }
 
@@ -544,10 +541,9 @@ void shell_supervisor::send_protect(pid_t pgid, const lent_pipes& pipes) {
     }
     fds.push_back(std::move(d));
   }
-  frame_builder f(msg_type::protect_group);
-  f.i64("pgid", pgid);
-  if (!fds.empty()) f.u64("proc", pipes.proc).str("streams", pipes.streams).u64("fds", fds.size());
-  ctl_->send(f.take(), std::move(fds));
+  msg::protect_group req{pgid, 0, {}, 0};
+  if (!fds.empty()) req = {pgid, pipes.proc, pipes.streams, fds.size()};
+  ctl_->send(ipc::encode(req), std::move(fds));
 }
 
 std::set<pid_t> shell_supervisor::protected_groups() const {
@@ -558,7 +554,7 @@ std::set<pid_t> shell_supervisor::protected_groups() const {
 
 void shell_supervisor::unprotect_group(pid_t pgid) {
   protected_.erase(pgid);
-  if (ctl_) ctl_->send(frame_builder(msg_type::unprotect_group).i64("pgid", pgid).take());
+  if (ctl_) ctl_->send(ipc::encode(msg::unprotect_group{pgid}));
 }
 
 }  // namespace sbsh::daemon

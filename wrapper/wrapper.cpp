@@ -30,6 +30,7 @@
 #include "common/procs.h"
 #include "ipc/clock.h"
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 #include "ipc/paths.h"
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
@@ -40,8 +41,8 @@ namespace sbsh::wrapper {
 
 namespace {
 
-using ipc::frame_builder;
 using ipc::msg_type;
+namespace msg = ipc::msg;
 
 void log_error(const char* session, const std::string& what) {
   std::fprintf(stderr, "sbsh-wrapper[%s]: %s\n", session, what.c_str());
@@ -182,17 +183,15 @@ class wrapper_loop {
     if (!pid) {
       log_error(session_.c_str(), pid.err().message);
       // No shell ran, so there is no exit status to report: only the reason.
-      frame_builder f(msg_type::shell_exited);
-      f.str("error", pid.err().message);
-      send(f);
+      msg::shell_exited exited;
+      exited.error = pid.err().message;
+      send(ipc::encode(exited));
       return 1;
     }
     shell_ = *pid;
     shell_pidfd_ = unique_fd(static_cast<int>(::syscall(SYS_pidfd_open, shell_, 0)));
     started_at_ms_ = ipc::wall_ms();
-    frame_builder ready(msg_type::wrapper_ready);
-    ready.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid());
-    send(ready);
+    send(ipc::encode(msg::wrapper_ready{shell_, ::getpid()}));
     return loop();
   }
 
@@ -257,16 +256,15 @@ class wrapper_loop {
   // A spare's claim: it now serves this session. sbshd has told its bash to enter the
   // session's directory; the wrapper does too, as one started for the session would be.
   void take_claim(const ipc::message& m) {
-    auto name = m.get_str("session");
-    auto cwd = m.get_str("cwd");
-    if (!name || !name.value() || !cwd || !cwd.value()) return;
-    session_ = std::string(*name.value());
+    auto claim = ipc::decode<msg::claim>(m);
+    if (!claim) return;
+    session_ = std::string(claim->session);
     spare_shell_ = false;
     if (title_size_ > 0) {
       std::memset(title_, 0, title_size_);
       std::memcpy(title_, session_.data(), std::min(session_.size(), title_size_ - 1));
     }
-    std::string dir(*cwd.value());
+    std::string dir(claim->cwd);
     if (::chdir(dir.c_str()) != 0)
       log_error(session_.c_str(), fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
     cwd_ = dir;
@@ -283,28 +281,28 @@ class wrapper_loop {
     ipc::channel ch(std::move(fd), 1024);
     auto env = ch.recv();
     if (!env || env->msg.type() != msg_type::adopt) return;
-    frame_builder f(msg_type::adopted, env->msg.id());
-    f.str("session", spare_shell_ ? "" : session_).str("cwd", cwd_);
-    f.i64("shell_pid", shell_).i64("wrapper_pid", ::getpid()).i64("started_at_ms", started_at_ms_);
-    auto& pk = f.field("groups");
-    pk.pack_array(static_cast<uint32_t>(spare_.size()));
-    for (pid_t g : spare_) pk.pack_int64(g);
-    f.u64("procs", held_.size()).boolean("initialized", initialized_).u64("fds", 1);
-    f.u64("generation", generation_);
+    msg::adopted a{spare_shell_ ? std::string_view() : std::string_view(session_),
+                   cwd_,
+                   shell_,
+                   ::getpid(),
+                   started_at_ms_,
+                   std::vector<int64_t>(spare_.begin(), spare_.end()),
+                   held_.size(),
+                   initialized_,
+                   1,
+                   generation_};
     int fds[] = {channel_owner_.get()};
-    if (!ch.send(f.finish(), fds)) return;
+    if (!ch.send(ipc::encode(a, env->msg.id()), fds)) return;
     // The background processes' pipes, as sbshd lent them. The wrapper keeps its own
     // copies: if this sbshd goes away too, the next one needs them.
     for (const auto& [pgid, held] : held_) {
-      frame_builder p(msg_type::protect_group);
-      p.i64("pgid", pgid).u64("proc", held.proc).str("streams", held.streams).u64("fds", held.fds.size());
       std::vector<int> raw;
       for (const auto& fd : held.fds) raw.push_back(fd.get());
-      if (!ch.send(p.finish(), raw)) return;
+      if (!ch.send(ipc::encode(msg::protect_group{pgid, held.proc, held.streams, held.fds.size()}), raw)) return;
     }
     ipc::set_io_timeout(ch.fd(), 0);
-    auto by = env->msg.get_i64("pid");
-    log_error(session_.c_str(), fmt::format("adopted by sbshd (pid {})", by && by.value() ? *by.value() : 0));
+    auto by = ipc::decode<msg::adopt>(env->msg);
+    log_error(session_.c_str(), fmt::format("adopted by sbshd (pid {})", by ? by->pid : 0));
     ctl_ = std::move(ch);  // whatever was left of the old control socket closes
     orphan_deadline_ms_ = 0;
   }
@@ -320,9 +318,9 @@ class wrapper_loop {
     return true;
   }
 
-  void send(frame_builder& f) {
+  void send(const std::string& frame) {
     if (!ctl_.open()) return;
-    if (!ctl_.send(f.finish())) ctl_.close();
+    if (!ctl_.send(frame)) ctl_.close();
   }
 
   int loop() {
@@ -379,16 +377,19 @@ class wrapper_loop {
     while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (p != shell_) continue;  // an orphan of the session, adopted and reaped
       while (early_err_) read_early_err();  // the shell is gone: so are its writers
-      frame_builder f(msg_type::shell_exited);
-      if (WIFSIGNALED(st)) f.i64("signal", WTERMSIG(st));
-      else f.i64("exit_code", WEXITSTATUS(st));
+      msg::shell_exited exited;
+      if (WIFSIGNALED(st)) exited.signal = WTERMSIG(st);
+      else exited.exit_code = WEXITSTATUS(st);
+      std::string said;
       // What a shell that never served printed: bash's words for a builtin it could not load,
       // or another shell's for options it does not know. Either way, say what sbsh needs.
-      if (!early_text_.empty())
-        f.str("error", fmt::format("{} said: {} (sbsh needs a GNU bash that can load its builtin with 'enable -f', "
+      if (!early_text_.empty()) {
+        said = fmt::format("{} said: {} (sbsh needs a GNU bash that can load its builtin with 'enable -f', "
                                    "of the version sbsh was built for; SBSH_BASH names the bash to run)",
-                                   bash_, trim_text(early_text_)));
-      send(f);
+                                   bash_, trim_text(early_text_));
+        exited.error = said;
+      }
+      send(ipc::encode(exited));
       end_session(sid_, spare_);
       return 0;
     }
@@ -401,45 +402,39 @@ class wrapper_loop {
     const auto& m = env->msg;
     switch (m.type()) {
       case msg_type::signal_command: {
+        auto req = ipc::decode<msg::signal_command>(m);
+        if (!req || req->signal == 0) return true;
         procs::since_mark mark;
-        auto since = m.get_i64("since_pid");
-        auto ticks = m.get_u64("since_ticks");
-        auto sig = m.get_i64("signal");
-        if (!since || !ticks || !sig || !sig.value()) return true;
-        mark.last_pid = static_cast<pid_t>(since.value().value_or(0));
-        mark.start_ticks = ticks.value().value_or(0);
-        int s = static_cast<int>(*sig.value());
+        mark.last_pid = static_cast<pid_t>(req->since_pid);
+        mark.start_ticks = req->since_ticks;
+        int s = static_cast<int>(req->signal);
+        bool interrupt = req->interrupt;
         // Interrupting the shell abandons the rest of the command's text (SIGINT: see
         // shell/sbsh_builtin.c). It comes before the signal to the command's processes: a
         // shell waiting for one of them then throws as soon as that one has ended, with no
         // moment in which it could start the text's next command.
-        auto interrupt = m.get_bool("interrupt");
-        if (interrupt && interrupt.value().value_or(false)) ::kill(shell_, SIGINT);
+        if (interrupt) ::kill(shell_, SIGINT);
         size_t count = (s > 0 && s < NSIG) ? procs::signal_command(shell_, sid_, mark, s) : 0;
         // Ctrl-C on a command with no process of its own (a loop of builtins) is the shell's,
         // as a terminal would deliver it.
-        if (s == SIGINT && count == 0 && !(interrupt && interrupt.value().value_or(false))) ::kill(shell_, SIGINT);
-        frame_builder f(msg_type::signal_result, m.id());
-        f.u64("count", count);
-        send(f);
+        if (s == SIGINT && count == 0 && !interrupt) ::kill(shell_, SIGINT);
+        send(ipc::encode(msg::signal_result{count}, m.id()));
         return true;
       }
       case msg_type::protect_group:
       case msg_type::unprotect_group: {
-        auto g = m.get_i64("pgid");
-        if (!g || !g.value() || *g.value() <= 1) return true;
-        auto pgid = static_cast<pid_t>(*g.value());
+        // unprotect_group's fields are protect_group's first.
+        auto req = ipc::decode<msg::protect_group>(m);
+        if (!req || req->pgid <= 1) return true;
+        auto pgid = static_cast<pid_t>(req->pgid);
         held_.erase(pgid);
         if (m.type() == msg_type::unprotect_group) {
           spare_.erase(pgid);
           return true;
         }
         spare_.insert(pgid);
-        auto proc = m.get_u64("proc");
-        auto streams = m.get_str("streams");
-        if (!env->fds.empty() && proc && proc.value() && streams && streams.value() &&
-            streams.value()->size() == env->fds.size())
-          held_[pgid] = held_pipes{*proc.value(), std::string(*streams.value()), std::move(env->fds)};
+        if (!env->fds.empty() && req->proc != 0 && req->streams.size() == env->fds.size())
+          held_[pgid] = held_pipes{req->proc, std::string(req->streams), std::move(env->fds)};
         return true;
       }
       case msg_type::claim:
@@ -447,13 +442,11 @@ class wrapper_loop {
         return true;
       case msg_type::initialized: {
         initialized_ = true;
-        auto gen = m.get_u64("generation");
-        if (gen && gen.value()) generation_ = *gen.value();
+        if (auto init = ipc::decode<msg::initialized>(m); init && init->generation != 0) generation_ = init->generation;
         return true;
       }
       case msg_type::ping: {
-        frame_builder f(msg_type::pong, m.id());
-        send(f);
+        send(ipc::encode(msg::pong{}, m.id()));
         return true;
       }
       default:

@@ -97,10 +97,11 @@ TEST_F(exact_results_test, SigtermToTheClientStopsTheWholeText) {
   ASSERT_EQ(exec("s", "x=kept").code, 0);
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl(bin("sbsh").c_str(), "sbsh", "exec", "-s", "s", "--", ("sleep 30; touch " + after).c_str(), nullptr);
+    // Durations unique to each test: other tests' sleeps run beside this one.
+    ::execl(bin("sbsh").c_str(), "sbsh", "exec", "-s", "s", "--", ("sleep 3011; touch " + after).c_str(), nullptr);
     ::_exit(127);
   }
-  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 30").empty(); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3011").empty(); }, std::chrono::seconds(20)));
   ::kill(pid, SIGTERM);
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
@@ -118,10 +119,10 @@ TEST_F(exact_results_test, TheLibrarysCancelStopsTheWholeText) {
   client::canceller stop;
   client::exec_options o;
   o.session = "s";
-  o.command = "sleep 30; touch " + after + "; echo after";
+  o.command = "sleep 3012; touch " + after + "; echo after";
   o.signal_fd = stop.fd();
   std::thread t([&] {
-    wait_until([&] { return !processes_running("sleep 30").empty(); }, std::chrono::seconds(20));
+    wait_until([&] { return !processes_running("sleep 3012").empty(); }, std::chrono::seconds(20));
     stop.cancel();
   });
   auto r = c.exec(o);
@@ -171,8 +172,8 @@ TEST_F(exact_results_test, AShellLostBetweenCommandsIsReportedByTheNextResult) {
 
 TEST_F(exact_results_test, AQueuedCommandWhoseTimeoutPassesDoesNotRun) {
   std::string marker = dir + "/marker";
-  std::thread busy([&] { exec("s", "sleep 3"); });
-  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3").empty(); }, std::chrono::seconds(20)));
+  std::thread busy([&] { exec("s", "sleep 3.013"); });
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3.013").empty(); }, std::chrono::seconds(20)));
   auto r = sbsh({"exec", "-s", "s", "-t", "1s", "--json", "--", "touch " + marker});
   busy.join();
   EXPECT_EQ(r.code, 124);
