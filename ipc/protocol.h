@@ -172,8 +172,8 @@ inline error make_error(errc c, std::string message) { return error{std::string(
 // Whether `e` carries wire error code `c`.
 inline bool has_code(const error& e, errc c) { return e.code == wire_name(c); }
 
-// The older spelling of two codes, for the frame reader and the daemon<->wrapper sites that
-// still build and read frames by hand; new code uses errc.
+// The two codes the frame reader (frame.cpp) gives, which works below the schema; everything
+// else uses errc.
 namespace err {
 inline constexpr std::string_view bad_frame = wire_name(errc::bad_frame);
 inline constexpr std::string_view bad_request = wire_name(errc::bad_request);
