@@ -7,19 +7,14 @@
 #include <cstdint>
 
 #include "daemon/exec_job.h"
+#include "ipc/records.h"
 
 namespace sbsh::daemon {
 
-struct counters {
-  uint64_t commands = 0;        // commands from clients that ended, whether or not a shell ran them
-  uint64_t failed = 0;          // of those, ended with no exit status or a non-zero one
-  uint64_t timed_out = 0;       // of those, stopped by their timeout
-  uint64_t shell_restarts = 0;  // shells started for a session in place of one it had
-  // Bytes that passed through sbshd: commands' output sent to clients in frames, and input
-  // received for them. Output a command writes straight into a client's pipes (io "fds",
-  // what local clients use) never passes through sbshd and is not counted.
-  uint64_t bytes_streamed = 0;
-
+// The record `status` reports (ipc/records.h), kept up to date here; `clients` is filled in
+// when it is asked for. Output a command writes straight into a client's pipes (io "fds",
+// what local clients use) never passes through sbshd and is not in bytes_streamed.
+struct counters : daemon_counters {
   void command_ended(const exec_outcome& o) {
     ++commands;
     if (!o.exit_code || *o.exit_code != 0) ++failed;

@@ -114,9 +114,8 @@ void on_release(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 void on_status(server& srv, client_conn& c, ipc::envelope& env) {
-  const auto& n = srv.counters();
-  daemon_counters counts{n.commands,       n.failed,         n.timed_out,
-                         n.shell_restarts, n.bytes_streamed, srv.client_count()};
+  daemon_counters counts = srv.counters();
+  counts.clients = srv.client_count();
   msg::status_reply r{::getpid(), SBSH_VERSION, srv.uptime_ms(), srv.opts().socket_path, srv.opts().state_dir,
                       describe_sessions(srv), counts};
   c.send(ipc::encode(r, env.msg.id()));

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "fixture.h"
 
@@ -78,11 +77,12 @@ TEST_F(crash_recovery_test, AHalfStartedShellIsNotAdopted) {
 TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsKeepsTheSession) {
   ASSERT_EQ(exec("p", "v=before").code, 0);
   auto st = session_pids("p");
-  std::string done = dir + "/done";
+  std::string done = dir + "/done", flowing = dir + "/flowing";
   pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "-s", "p", "--",
-                            "for i in $(seq 400000); do echo line $i; done; v=after; touch " + done});
+                            "for i in $(seq 400000); do echo line $i; [ $i != 2000 ] || : >" + flowing +
+                                "; done; v=after; touch " + done});
   // Output is flowing (the client holds the pipes until it dies with sbshd).
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(flowing); }, std::chrono::seconds(20)));
   kill_daemon();
   ::waitpid(client, nullptr, 0);
   EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
