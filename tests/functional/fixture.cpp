@@ -37,6 +37,15 @@ bool pid_alive(pid_t pid) {
   return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
 }
 
+size_t open_fds(pid_t pid) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
 namespace {
 std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
   std::vector<pid_t> out;

@@ -361,15 +361,9 @@ TEST_F(supervision_test, RemovingASessionLeavesNothing) {
   EXPECT_NE(sbsh({"session", "show", "gone"}).code, 0);
 }
 
-size_t daemon_fds(pid_t pid) {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
-  return n;
-}
-
 TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
   ASSERT_EQ(exec("warm", "true").code, 0);
-  size_t fds_before = daemon_fds(daemon_pid);
+  size_t fds_before = open_fds(daemon_pid);
   auto c = conn();
   std::vector<std::pair<long, long>> pids;
   for (int i = 0; i < 200; ++i) {
@@ -395,8 +389,8 @@ TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
     if (cmd.rfind("sleep", 0) == 0 && cmd.find("3017") != std::string::npos) ++left;
   }
   EXPECT_EQ(left, 0);
-  EXPECT_TRUE(wait_until([&] { return daemon_fds(daemon_pid) <= fds_before + 2; }, std::chrono::seconds(5)))
-      << daemon_fds(daemon_pid) << " vs " << fds_before;
+  EXPECT_TRUE(wait_until([&] { return open_fds(daemon_pid) <= fds_before + 2; }, std::chrono::seconds(5)))
+      << open_fds(daemon_pid) << " vs " << fds_before;
 }
 
 TEST_F(supervision_test, BackgroundProcessRunsFromSessionStateAndWaitGivesItsCode) {
