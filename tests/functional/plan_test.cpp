@@ -218,12 +218,12 @@ TEST_F(plan_test, ALostShellFailsItsStageUnlessAFailureIsExpected) {
   auto path = plan_file("lost.yaml",
                         "stages:\n"
                         "  - name: set\n"
-                        "    commands: ['export X=1']\n"
+                        "    commands: ['export LOST_X=1']\n"
                         "  - name: crash\n"
                         "    expect: failure\n"
                         "    commands: ['kill -KILL $$']\n"
                         "  - name: check\n"
-                        "    commands: ['echo ${X-unset}', 'exit 4']\n");
+                        "    commands: ['echo ${LOST_X-unset}', 'exit 4']\n");
   json rep = report_of(path, 1);
   const auto& crash = rep["stages"][1];
   EXPECT_EQ(crash["status"], "passed");
@@ -238,6 +238,7 @@ TEST_F(plan_test, ALostShellFailsItsStageUnlessAFailureIsExpected) {
 }
 
 TEST_F(plan_test, CwdAndEnvApplyToOneCommandAndTheSessionSettingsToAll) {
+  // Names the caller's environment is unlikely to hold: sessions inherit it.
   fs::create_directories(dir + "/sub");
   auto path = plan_file("env.yaml",
                         "session:\n"
@@ -248,13 +249,13 @@ TEST_F(plan_test, CwdAndEnvApplyToOneCommandAndTheSessionSettingsToAll) {
                         "stages:\n"
                         "  - name: one\n"
                         "    commands:\n"
-                        "      - {run: 'pwd; echo $J; cd /; export K=1', cwd: sub, env: {J: 2}}\n"
-                        "      - 'pwd; echo ${J-unset} ${K-unset}; echo $CI $Y; ulimit -n'\n");
+                        "      - {run: 'pwd; echo $ONE_J; cd /; export ONE_K=1', cwd: sub, env: {ONE_J: 2}}\n"
+                        "      - 'pwd; echo ${ONE_J-unset} ${ONE_K-unset}; echo $CI $Y; ulimit -n'\n");
   json rep = report_of(path, 0);
   const auto& cmds = rep["stages"][0]["commands"];
   EXPECT_EQ(cmds[0]["stdout"], dir + "/sub\n2\n");
   EXPECT_EQ(cmds[0]["cwd"], "sub");
-  EXPECT_EQ(cmds[0]["env"], json({{"J", "2"}}));
+  EXPECT_EQ(cmds[0]["env"], json({{"ONE_J", "2"}}));
   EXPECT_EQ(cmds[1]["stdout"], dir + "\nunset unset\n1 2\n512\n");
   EXPECT_TRUE(cmds[1]["cwd"].is_null());
   EXPECT_EQ(cmds[1]["env"], json::object());
