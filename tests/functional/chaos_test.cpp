@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -45,39 +44,22 @@ int env_int(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
-std::string proc_text(pid_t pid, const char* what) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/" + what, std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::replace(s.begin(), s.end(), '\0', ' ');
-  return s;
-}
-
-pid_t parent_of(pid_t pid) {
-  std::string stat = proc_text(pid, "stat");
-  auto rp = stat.rfind(')');
-  if (rp == std::string::npos) return 0;
-  char state = 0;
-  int ppid = 0;
-  return std::sscanf(stat.c_str() + rp + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
-}
-
 // SIGKILL to `pid` only while it is still one of this test's wrappers (each has a directory
-// beside the socket) or their shells. The
-// pid comes from a status read a moment ago: the process may have ended since, and with
-// the host's pids reused quickly under a busy suite, the number may now be another
-// program's, another test's shell say. The pidfd pins the process that was checked.
+// beside the socket) or their shells. The pid comes from a status read a moment ago: the
+// process may have ended since, and with the host's pids reused quickly under a busy suite,
+// the number may now be another program's, another test's shell say. The pidfd pins the
+// process that was checked.
 bool kill_if_ours(pid_t pid, const std::string& sock) {
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) return false;
   auto wrapper_of_ours = [&](pid_t p) {
-    return p > 1 && proc_text(p, "cmdline").find("sbsh-wrapper --dir " + sock + ".d/") != std::string::npos;
+    return p > 1 && cmdline_of(p).find("sbsh-wrapper --dir " + sock + ".d/") != std::string::npos;
   };
   bool ours = wrapper_of_ours(pid) || wrapper_of_ours(parent_of(pid));
   bool sent = ours && ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) == 0;
   ::close(pidfd);
   return sent;
 }
-
 
 TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   const auto run_for = seconds(env_int("SBSH_CHAOS_SECONDS", 20));

@@ -46,6 +46,27 @@ size_t open_fds(pid_t pid) {
   return n;
 }
 
+std::string cmdline_of(pid_t pid) {
+  // read(2), not a stream: a process that ends while it is read makes libstdc++ throw.
+  std::string line;
+  int fd = ::open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return line;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) line.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  std::replace(line.begin(), line.end(), '\0', ' ');
+  if (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  auto rp = line.rfind(')');
+  return rp != std::string::npos && rp + 4 < line.size() ? std::atoi(line.c_str() + rp + 4) : 0;  // ") S ppid ..."
+}
+
 namespace {
 std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
   std::vector<pid_t> out;
@@ -53,17 +74,10 @@ std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    // read(2), not a stream: a process that ends while it is read makes libstdc++ throw.
-    std::string line;
-    int fd = ::open((e.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) line.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    std::replace(line.begin(), line.end(), '\0', ' ');
-    if (!line.empty() && line.back() == ' ') line.pop_back();
     pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid != ::getpid() && match(line) && pid_alive(pid)) out.push_back(pid);
+    if (pid == ::getpid()) continue;
+    std::string line = cmdline_of(pid);
+    if (!line.empty() && match(line) && pid_alive(pid)) out.push_back(pid);
   }
   return out;
 }

@@ -24,6 +24,8 @@ std::string bin(const std::string& name);       // build/bin/NAME
 std::string helper();                           // the test helper binary
 bool pid_alive(pid_t pid);                      // exists and is not a zombie
 size_t open_fds(pid_t pid);                     // entries of /proc/PID/fd
+std::string cmdline_of(pid_t pid);              // its words joined by spaces; "" when it is gone
+pid_t parent_of(pid_t pid);                     // 0 when it is gone
 // Live processes other than this one whose command line (words joined by spaces) holds
 // `needle`, or is exactly `cmdline`.
 std::vector<pid_t> processes_with(const std::string& needle);
