@@ -10,35 +10,7 @@
 
 namespace sbsh::client {
 
-std::string utf8_repair(std::string_view s, bool* was_valid) {
-  std::string out;
-  out.reserve(s.size());
-  *was_valid = true;
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size(), i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
-    if (ok && len > 1) {
-      uint32_t cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3fu);
-      // Overlong forms, surrogates and values past U+10FFFF are not valid UTF-8.
-      ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
-           !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
-    }
-    if (!ok) {
-      *was_valid = false;
-      out += "\xef\xbf\xbd";
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, len));
-    i += len;
-  }
-  return out;
-}
+std::string utf8_repair(std::string_view s, bool* was_valid) { return ipc::utf8_repair(s, was_valid); }
 
 std::string base64(std::string_view s) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

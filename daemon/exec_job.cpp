@@ -33,7 +33,7 @@ status check_session_name(std::string_view name) {
                     fmt::format("invalid session name '{}': a name is 1 to 64 characters, letters, "
                                 "digits, '.', '_' or '-', and starts with a letter or digit "
                                 "(^[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}$)",
-                                name));
+                                ipc::printable(name, 80)));
 }
 
 
@@ -66,10 +66,15 @@ status check_env_entry(std::string_view e) {
   if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
     return make_error(bad_request, fmt::format("environment entry '{}' must be NAME=VALUE with a NAME of "
                                                "letters, digits and '_' not starting with a digit",
-                                               e));
+                                               ipc::printable(e, 80)));
   if (e.find('\0') != std::string_view::npos)
     return make_error(bad_request, "an environment entry contains a NUL byte");
   return ok_status();
+}
+
+std::string shown_command(std::string_view text) {
+  if (text.size() <= kShownCommand) return std::string(text);
+  return fmt::format("{} [... {} bytes in all]", ipc::utf8_prefix(text, kShownCommand), text.size());
 }
 
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
@@ -81,15 +86,15 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (job->id == 0) return make_error(bad_request, "exec needs a non-zero 'id'");
   job->session = std::string(r.session);
   if (auto s = check_session_name(job->session); !s) return s.err();
-  job->command = std::string(r.command);
-  if (job->command.find('\0') != std::string::npos)
+  if (r.command.find('\0') != std::string_view::npos)
     return make_error(bad_request, "field 'command' contains a NUL byte, which bash cannot run");
+  job->command = shown_command(r.command);
   for (auto e : r.env)
     if (auto s = check_env_entry(e); !s) return s.err();
   if (r.cwd.find('\0') != std::string_view::npos) return make_error(bad_request, "field 'cwd' contains a NUL byte");
-  job->text = (r.cwd.empty() && r.env.empty()) ? job->command : subshell_text(job->command, r.cwd, r.env);
+  job->text = (r.cwd.empty() && r.env.empty()) ? std::string(r.command) : subshell_text(r.command, r.cwd, r.env);
   if (!r.cwd.empty() && r.cwd[0] != '/')
-    return make_error(bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", r.cwd));
+    return make_error(bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", ipc::printable(r.cwd)));
   if (r.cwd.size() > SBSH_CHANNEL_MAX_CWD)
     return make_error(bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
   job->check_cwd = std::string(r.cwd);
@@ -99,7 +104,7 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (job->timeout_ms > 100ull * 365 * 24 * 3600 * 1000 || job->grace_ms > 24ull * 3600 * 1000)
     return make_error(bad_request, "field 'timeout_ms' or 'grace_ms' is unreasonably large");
   if (r.io != "frames" && r.io != "fds")
-    return make_error(bad_request, fmt::format("field 'io' must be \"frames\" or \"fds\", not \"{}\"", r.io));
+    return make_error(bad_request, fmt::format("field 'io' must be \"frames\" or \"fds\", not \"{}\"", ipc::printable(r.io, 32)));
   job->io_fds = r.io == "fds";
   job->has_stdin = r.has_stdin;
   if (job->io_fds) {

@@ -38,8 +38,12 @@ struct exec_job {
   uint64_t id = 0;
   client_conn* client = nullptr;  // null once the client has gone
   std::string session;
-  std::string command;     // as the client sent it
-  std::string text;        // what the shell evaluates (command, or its subshell wrapper)
+  // What is shown of the command (status, history, errors): shown_command() of its text as
+  // the client sent it. Never the whole text, which may be 16 MiB.
+  std::string command;
+  // What the shell evaluates (the command, or its subshell wrapper); freed once the shell
+  // has it.
+  std::string text;
   std::string check_cwd;   // exec -C: a directory that must exist, else nothing runs
   std::string session_cwd;
   uint64_t timeout_ms = 0;  // from the moment the request arrived
@@ -83,6 +87,11 @@ struct exec_job {
   // Whether any of the text ran.
   [[nodiscard]] bool ran() const { return started && !undelivered && !not_run; }
 };
+
+// What sbshd keeps of a command's text to show it: the text, or when longer than
+// kShownCommand bytes its start (cut between characters) followed by how long it was.
+inline constexpr size_t kShownCommand = 256;
+std::string shown_command(std::string_view text);
 
 // Checks an exec request and fills a job; the error names the field and how to fix it.
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);

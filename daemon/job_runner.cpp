@@ -16,6 +16,7 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/messages.h"
+#include "ipc/text.h"
 
 namespace sbsh::daemon {
 
@@ -33,6 +34,8 @@ constexpr size_t kMaxDraining = 64;
 // Kept per session for `session show`.
 constexpr size_t kHistory = 20;
 constexpr size_t kMaxInitOutput = 64u << 10;
+// How much of an init command an error quotes.
+constexpr size_t kQuotedCommand = 256;
 // What `session ls` and `session show` call a command an earlier sbshd started.
 constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
 
@@ -92,7 +95,8 @@ void job_runner::run_internal(std::string text, std::function<void(exec_job&)> o
   job->internal = true;
   job->check_cwd = std::move(check_cwd);
   job->session = session_.name();
-  job->command = job->text = std::move(text);
+  job->command = shown_command(text);
+  job->text = std::move(text);
   job->on_done = std::move(on_done);
   enqueue(std::move(job));
 }
@@ -107,7 +111,8 @@ void job_runner::run_first(std::vector<std::string> texts, bool init) {
     job->internal = true;
     job->init = true;
     job->session = session_.name();
-    job->command = job->text = std::move(*it);
+    job->command = shown_command(*it);
+    job->text = std::move(*it);
     job->generation = session_.shell().generation();
     job->arrived_mono_us = mono_us();
     job->on_done = [this](exec_job& j) { finish_init_job(j); };
@@ -219,6 +224,7 @@ bool job_runner::start_job(exec_job& job) {
   job.out_w.reset();
   job.err_w.reset();
   job.in_r.reset();
+  std::string().swap(job.text);  // the shell has it: a large text is not held while it runs
   if (!job.internal) {
     ++commands_;
     ++gen_user_commands_;
@@ -249,7 +255,8 @@ void job_runner::on_message(const shell_message& m) {
   if (m.not_run) {
     job->not_run = true;
     job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
-    job->outcome.error = fmt::format("not run: cannot run in {}: {}", job->check_cwd, not_run_reason(m.err));
+    job->outcome.error = fmt::format("not run: cannot run in {}: {}", ipc::printable(job->check_cwd, 256),
+                                   not_run_reason(m.err));
   } else {
     job->outcome.exit_code = m.exit_value;
     job->outcome.signal = m.signal;
@@ -298,7 +305,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
 
 void job_runner::record(const exec_job& job, uint64_t duration_us) {
   if (!job.started) return;
-  history_.push_back({job.command.substr(0, 256), job.outcome.exit_code, job.outcome.timed_out,
+  history_.push_back({job.command, job.outcome.exit_code, job.outcome.timed_out,
                       job.outcome.shell_restarted, job.started_at_ms, duration_us / 1000});
   if (history_.size() > kHistory) history_.pop_front();
 }
@@ -322,8 +329,10 @@ void job_runner::finish_init_job(exec_job& job) {
   // A failing init command fails this start: the session's commands must not run in a
   // shell that was not set up as defined. Nothing more runs in it (blocked()).
   init_failed_ = true;
-  std::string why = o.exit_code ? fmt::format("init command '{}' exited with status {}", job.command, *o.exit_code)
-                                : fmt::format("init command '{}' did not finish: {}", job.command, o.error);
+  // Quoted short: this text is kept as the session's failure and shown with it everywhere.
+  std::string cmd = ipc::printable(job.command, kQuotedCommand);
+  std::string why = o.exit_code ? fmt::format("init command '{}' exited with status {}", cmd, *o.exit_code)
+                                : fmt::format("init command '{}' did not finish: {}", cmd, o.error);
   init_output_ += fmt::format("[{}]\n", why);
   // Deferred: we are inside the status callback of this very shell.
   auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(srv_.loop()));

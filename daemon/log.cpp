@@ -32,7 +32,8 @@ namespace {
 class json_message_flag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    auto esc = ipc::json_escape(std::string_view(msg.payload.data(), msg.payload.size()));
+    // A message may quote text that is not UTF-8 (a shell's own words): the line stays JSON.
+    auto esc = ipc::json_escape(ipc::utf8_repair(std::string_view(msg.payload.data(), msg.payload.size())));
     dest.append(esc.data(), esc.data() + esc.size());
   }
   [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {

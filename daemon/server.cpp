@@ -2,6 +2,7 @@
 #include "daemon/server.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <dirent.h>
@@ -22,6 +23,7 @@
 #include "ipc/environ.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"
+#include "ipc/text.h"
 #include "common/procs.h"
 #include "ipc/wrapper_link.h"
 
@@ -29,6 +31,9 @@ namespace sbsh::daemon {
 
 namespace {
 constexpr uint64_t kMaxLentProcs = 65536;  // background processes one adopted session may report
+// After the last client leaves, how long sbshd waits before giving free memory back (a
+// burst of one-shot clients leaves and comes back between two of its commands).
+constexpr uint64_t kTrimDelayMs = 200;
 }  // namespace
 
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
@@ -388,6 +393,18 @@ void server::enforce_bounds() {
 void server::close_bound_timers() {
   bounds_timer_.reset();
   accept_timer_.reset();
+  trim_timer_.reset();
+}
+
+void server::trim_memory_soon() {
+  if (trim_timer_ != nullptr || shutting_down_) return;
+  trim_timer_ = make_handle<timer>(&loop_);
+  trim_timer_->start(kTrimDelayMs, [this] {
+    trim_timer_.reset();
+    // Large blocks are mappings of their own, returned when freed (daemon.cpp); what the
+    // clients' many smaller ones left free inside the heap goes back to the system here.
+    if (clients_.empty()) ::malloc_trim(0);
+  });
 }
 
 void server::client_closed(client_conn* c, const std::string& reason) {
@@ -407,6 +424,7 @@ void server::client_closed(client_conn* c, const std::string& reason) {
   // We may be inside this connection's callback: free it on the next loop iteration.
   dead_clients_.push_back(std::move(it->second));
   clients_.erase(it);
+  if (clients_.empty()) trim_memory_soon();
   if (dead_clients_.size() == 1) {
     auto* t = timer::create(&loop_);
     t->start(0, [this, t] {
@@ -452,22 +470,25 @@ result<std::string> session_dir(const std::string& dir) {
     return std::string(home != nullptr && *home != '\0' ? home : "/");
   }
   if (dir[0] != '/')
-    return make_error(ipc::errc::bad_request, fmt::format("the session's directory '{}' is not absolute", dir));
+    return make_error(ipc::errc::bad_request, fmt::format("the session's directory '{}' is not absolute", ipc::printable(dir)));
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0)
-    return make_error(ipc::errc::bad_directory, fmt::format("cannot use {} as the session's directory: {}", dir,
-                                                           std::strerror(errno)));
+    return make_error(ipc::errc::bad_directory, fmt::format("cannot use {} as the session's directory: {}",
+                                                           ipc::printable(dir, 256), std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
     return make_error(ipc::errc::bad_directory,
-                      fmt::format("cannot use {} as the session's directory: it is not a directory", dir));
+                      fmt::format("cannot use {} as the session's directory: it is not a directory",
+                                  ipc::printable(dir, 256)));
   return dir;
 }
 
 std::string describe_difference(const session_def& a, const session_def& b) {
   std::vector<std::string> diffs;
-  auto source = [](const session_def& d) { return d.snapshot.empty() ? std::string("none") : d.snapshot; };
+  auto source = [](const session_def& d) {
+    return d.snapshot.empty() ? std::string("none") : ipc::printable(d.snapshot, 256);
+  };
   if (a.snapshot != b.snapshot) diffs.push_back(fmt::format("snapshot of {} (asked: {})", source(a), source(b)));
-  else if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", a.cwd, b.cwd));
+  else if (a.cwd != b.cwd) diffs.push_back(fmt::format("directory {} (asked: {})", ipc::printable(a.cwd, 256), ipc::printable(b.cwd, 256)));
   if (a.env != b.env) diffs.emplace_back("environment");
   if (a.init != b.init) diffs.emplace_back("init commands");
   auto limits = [](const session_def& d) {
@@ -514,6 +535,18 @@ result<session*> server::create_session(const std::string& name, session_def def
   return raw;
 }
 
+status server::room_for_definition(const std::string& name, const session_def& def) {
+  if (find_session(name) != nullptr) return ok_status();  // the same definition, or create_session says how not
+  size_t total = text_size(def);
+  for (const auto& [n, s] : sessions_) total += text_size(s->def());
+  for (const auto& [n, p] : pending_) total += text_size(p.def);
+  if (total <= ipc::kMaxDefinitionsText) return ok_status();
+  return make_error(ipc::errc::bad_request,
+                    fmt::format("the definitions of all sessions would hold more than {} MiB of directories, "
+                                "variables and init commands; remove sessions no longer needed with 'sbsh session rm'",
+                                ipc::kMaxDefinitionsText >> 20));
+}
+
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
                             std::function<void(result<session*>)> done) {
   if (opts_.no_sessions) return done(create_session(name, std::move(def)));  // refused: copies nothing
@@ -533,6 +566,7 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
     p->second.waiters.emplace_back(serial, std::move(done));
     return;
   }
+  if (auto room = room_for_definition(name, def); !room) return done(room.err());
   if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr) {
     auto made = create_session(name, std::move(def));  // made, the same, or says why not
     if (!made) return done(made);

@@ -224,6 +224,8 @@ class server {
   std::vector<std::unique_ptr<client_conn>> dead_clients_;
   handle_ptr<timer> bounds_timer_;  // set while enforce_bounds() is due
   handle_ptr<timer> accept_timer_;  // set while accepting waits for a free descriptor
+  handle_ptr<timer> trim_timer_;    // set while free memory is due to be given back
+  void trim_memory_soon();
   uint64_t next_serial_ = 1;
   uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;
@@ -248,6 +250,9 @@ class server {
   };
   std::map<std::string, pending_session> pending_;
   void snapshot_copied(const std::string& name, status copied);
+  // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
+  // session `name`'s; the error says what to do.
+  status room_for_definition(const std::string& name, const session_def& def);
   std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
 
   bool bound_ = false;

@@ -77,7 +77,7 @@ session_status session::describe() const {
     st.running = "(started before sbshd restarted)";
     st.running_ms = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - sh.adopted_ms()));
   } else if (has_running) {
-    st.running = std::string_view(current->command).substr(0, 256);
+    st.running = current->command;  // shown_command(): never more than its start
     st.running_ms = (mono_us() - current->started_mono_us) / 1000;
   }
   return st;

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include "daemon/exec_job.h"
+#include "ipc/bounds.h"
 #include "ipc/limits.h"
 #include "ipc/protocol.h"
+#include "ipc/text.h"
 
 namespace sbsh::daemon {
 
@@ -34,7 +36,7 @@ namespace {
 
 status check_def(const session_def& d) {
   if (!d.cwd.empty() && d.cwd[0] != '/')
-    return make_error(ipc::errc::bad_request, fmt::format("the session directory '{}' must be an absolute path", d.cwd));
+    return make_error(ipc::errc::bad_request, fmt::format("the session directory '{}' must be an absolute path", ipc::printable(d.cwd)));
   for (const auto& e : d.env) {
     if (auto s = check_env_entry(e); !s) return s;
   }
@@ -43,7 +45,7 @@ status check_def(const session_def& d) {
   if (d.init.size() > 64) return make_error(ipc::errc::bad_request, "a session may have at most 64 init commands");
   if (!d.snapshot.empty() && d.snapshot[0] != '/')
     return make_error(ipc::errc::bad_request,
-                      fmt::format("the snapshot source '{}' must be an absolute path", d.snapshot));
+                      fmt::format("the snapshot source '{}' must be an absolute path", ipc::printable(d.snapshot)));
   return ok_status();
 }
 
@@ -82,6 +84,13 @@ status normalize_limits(std::vector<std::string>& limits) {
 
 }  // namespace
 
+size_t text_size(const session_def& d) {
+  size_t n = d.cwd.size() + d.snapshot.size();
+  for (const auto* list : {&d.env, &d.init, &d.limits})
+    for (const auto& s : *list) n += s.size() + 1;
+  return n;
+}
+
 session_spec spec_of(const session_def& d) {
   session_spec s;
   s.cwd = d.cwd;
@@ -103,7 +112,7 @@ result<session_def> def_from_saved(session_spec spec) {
   auto p = parse_policy(spec.restart);
   if (!p)
     return make_error(ipc::errc::bad_request,
-                      fmt::format("restart policy '{}' is not always, on-failure or never", spec.restart));
+                      fmt::format("restart policy '{}' is not always, on-failure or never", ipc::printable(spec.restart, 32)));
   d.restart = *p;
   if (auto s = check_def(d); !s) return s.err();
   if (auto s = normalize_limits(d.limits); !s) return s.err();
@@ -114,7 +123,13 @@ result<session_def> def_from_request(session_spec spec) {
   if (!spec.snapshot.empty() && !spec.cwd.empty())
     return make_error(ipc::errc::bad_request,
                       "a session made from a snapshot starts in its copy: give either cwd or snapshot, not both");
-  return def_from_saved(std::move(spec));
+  auto def = def_from_saved(std::move(spec));
+  if (def && text_size(*def) > ipc::kMaxDefinitionText)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("the session's definition holds {} KiB of directory, variables and init commands, "
+                                  "more than the {} KiB allowed; put long init commands in a file and source it",
+                                  text_size(*def) >> 10, ipc::kMaxDefinitionText >> 10));
+  return def;
 }
 
 }  // namespace sbsh::daemon

@@ -28,6 +28,9 @@ struct session_def {
 std::string_view policy_name(restart_policy p);
 std::optional<restart_policy> parse_policy(std::string_view s);
 
+// The bytes of text a definition holds (what ipc::kMaxDefinitionText bounds).
+size_t text_size(const session_def& d);
+
 // A definition as it travels (a session_spec without its name; ipc/messages.h).
 session_spec spec_of(const session_def& d);
 // Checks a definition that was sent (a session_create request) or saved (the state file)

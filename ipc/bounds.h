@@ -53,6 +53,12 @@ inline constexpr size_t kMaxFollowerQueue = 16u << 20;
 inline constexpr size_t kLogAhead = 1u << 20;
 inline constexpr size_t kLogBurst = 4u << 20;
 
+// Session definitions (directory, variables, init commands, limits), which sbshd keeps for
+// the session's life and saves in one state file that must stay readable as one frame: each
+// definition, and all of them together.
+inline constexpr size_t kMaxDefinitionText = 1u << 20;
+inline constexpr size_t kMaxDefinitionsText = 8u << 20;
+
 // All clients of sbshd together: frames partly received, replies queued and command text
 // held. Beyond it, the connection holding the most is dropped with an error.
 inline constexpr size_t kMaxClientMemory = 64u << 20;

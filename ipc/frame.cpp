@@ -7,17 +7,30 @@
 #include <fmt/format.h>
 
 #include "ipc/msgpack_scan.h"
+#include "ipc/text.h"
 
 namespace sbsh::ipc {
 
-frame_builder::frame_builder(msg_type type, uint64_t id) : pk_(*this) {
+wire_packer& wire_packer::pack_text(std::string_view s) {
+  if (fb_.rule() == text_rule::utf8 && !valid_utf8(s)) {
+    std::string fixed = utf8_repair(s);
+    pack_str(static_cast<uint32_t>(fixed.size()));
+    pack_str_body(fixed.data(), static_cast<uint32_t>(fixed.size()));
+    return *this;
+  }
+  pack_str(static_cast<uint32_t>(s.size()));
+  pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  return *this;
+}
+
+frame_builder::frame_builder(msg_type type, uint64_t id, text_rule rule) : pk_(*this), rule_(rule) {
   buf_.reserve(128);
   buf_.resize(kHeadroom);
   u64("type", static_cast<uint64_t>(type));
   if (id != 0) u64("id", id);
 }
 
-msgpack::packer<frame_builder>& frame_builder::field(std::string_view key) {
+wire_packer& frame_builder::field(std::string_view key) {
   ++fields_;
   pk_.pack_str(static_cast<uint32_t>(key.size()));
   pk_.pack_str_body(key.data(), static_cast<uint32_t>(key.size()));
@@ -33,9 +46,7 @@ frame_builder& frame_builder::i64(std::string_view key, int64_t v) {
   return *this;
 }
 frame_builder& frame_builder::str(std::string_view key, std::string_view v) {
-  auto& pk = field(key);
-  pk.pack_str(static_cast<uint32_t>(v.size()));
-  pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  field(key).pack_text(v);
   return *this;
 }
 frame_builder& frame_builder::bin(std::string_view key, const void* data, size_t n) {
@@ -56,10 +67,7 @@ frame_builder& frame_builder::nil(std::string_view key) {
 frame_builder& frame_builder::str_array(std::string_view key, const std::vector<std::string>& v) {
   auto& pk = field(key);
   pk.pack_array(static_cast<uint32_t>(v.size()));
-  for (const auto& s : v) {
-    pk.pack_str(static_cast<uint32_t>(s.size()));
-    pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
-  }
+  for (const auto& s : v) pk.pack_text(s);
   return *this;
 }
 

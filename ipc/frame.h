@@ -26,11 +26,31 @@
 
 namespace sbsh::ipc {
 
+// How a frame carries text. msgpack's str holds UTF-8, and a strict decoder (Python's
+// msgpack, say) refuses a whole frame for one str that is not: so every frame sbshd sends a
+// client has every str valid UTF-8 (bytes that are not replaced by U+FFFD; a field whose
+// exact bytes matter has them beside it in a bin field, see wire.h's bytes_of). Frames
+// between sbshd and its wrappers, its state files and clients' requests carry text exactly.
+enum class text_rule { exact, utf8 };
+
+class frame_builder;
+
+// The packer a frame's fields are written with: msgpack's, plus pack_text(), which packs a
+// str under the frame's text rule. Every str of the schema goes through it.
+class wire_packer : public msgpack::packer<frame_builder> {
+ public:
+  explicit wire_packer(frame_builder& fb) : msgpack::packer<frame_builder>(fb), fb_(fb) {}
+  wire_packer& pack_text(std::string_view s);
+
+ private:
+  frame_builder& fb_;
+};
+
 // Builds one frame in place: body first, then the map and length headers are written into
 // reserved headroom, so finishing never copies the body.
 class frame_builder {
  public:
-  explicit frame_builder(msg_type type, uint64_t id = 0);
+  explicit frame_builder(msg_type type, uint64_t id = 0, text_rule rule = text_rule::exact);
 
   frame_builder& u64(std::string_view key, uint64_t v);
   frame_builder& i64(std::string_view key, int64_t v);
@@ -40,7 +60,8 @@ class frame_builder {
   frame_builder& nil(std::string_view key);
   frame_builder& str_array(std::string_view key, const std::vector<std::string>& v);
   // For nested values: packs the key, counts the field, and returns the packer for the value.
-  msgpack::packer<frame_builder>& field(std::string_view key);
+  wire_packer& field(std::string_view key);
+  [[nodiscard]] text_rule rule() const { return rule_; }
 
   // The finished frame (length prefix included). The builder must not be used afterwards.
   [[nodiscard]] std::string_view finish();
@@ -52,7 +73,8 @@ class frame_builder {
  private:
   static constexpr size_t kHeadroom = 4 + 1;  // u32 length + a fixmap header (see finish())
   std::string buf_;
-  msgpack::packer<frame_builder> pk_;
+  wire_packer pk_;
+  text_rule rule_;
   uint32_t fields_ = 0;
   bool finished_ = false;
 };

@@ -1,5 +1,6 @@
 // Parsing and formatting of session resource limits; see limits.h.
 #include "ipc/limits.h"
+#include "ipc/text.h"
 
 #include <array>
 #include <cerrno>
@@ -84,7 +85,7 @@ result<rlimit_spec> parse_limit(std::string_view spec) {
     return make_error(errc::bad_request,
                       fmt::format("'{}' is not a limit: use NAME=VALUE with NAME one of as, core, cpu, data, fsize, "
                                   "memlock, nofile, nproc, stack",
-                                  spec.substr(0, 80)));
+                                  printable(spec, 80)));
   std::string_view value = spec.substr(eq + 1);
   size_t colon = value.find(':');
   auto soft = parse_value(value.substr(0, colon), r->u);
@@ -94,7 +95,7 @@ result<rlimit_spec> parse_limit(std::string_view spec) {
                        : r->u == unit::seconds ? "seconds, or with s, m or h"
                                                : "a number";
     return make_error(errc::bad_request, fmt::format("limit {}: '{}' is not SOFT:HARD or one value ({}, or infinity)",
-                                                    name, value.substr(0, 80), form));
+                                                    name, printable(value, 80), form));
   }
   if (*soft > *hard)
     return make_error(errc::bad_request,

@@ -18,7 +18,8 @@ bool wire<signal_spec>::read(const msgpack::object& o, signal_spec& out, decoder
   if (o.type != msgpack::type::STR) return d.wrong_type(noun, o);
   std::string_view name(o.via.str.ptr, o.via.str.size);
   auto sig = signal_from_name(name);
-  if (!sig) return d.fail(fmt::format("unknown signal '{}': use a name such as TERM, KILL, INT or a number", name));
+  if (!sig) return d.fail(fmt::format("unknown signal '{}': use a name such as TERM, KILL, INT or a number",
+                                   printable(name, 32)));
   out.number = *sig;
   return true;
 }

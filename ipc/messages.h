@@ -34,6 +34,10 @@ struct message_kind {
   std::string_view name;
   route dir;
   bool has_id;  // carries the request's id
+  // Every str in a frame to a client is valid UTF-8; other frames carry text exactly.
+  [[nodiscard]] constexpr text_rule texts() const {
+    return dir == route::daemon_to_client ? text_rule::utf8 : text_rule::exact;
+  }
 };
 
 // "signal": a number or a name ("TERM", "SIGTERM"); 0 when absent. Decoding checks it.
@@ -112,6 +116,7 @@ struct schema_of<history_entry> {
   static constexpr auto fields() {
     using s = history_entry;
     return std::tuple{field("command", &s::command),
+                      bytes_of("command_bytes", &s::command, "only when command is not valid UTF-8: its exact bytes"),
                       field("exit_code", &s::exit_code),
                       field("timed_out", &s::timed_out),
                       field("shell_restarted", &s::shell_restarted),

@@ -1,10 +1,11 @@
-// Signal names and JSON escaping.
+// Signal names, JSON escaping, shell quoting and UTF-8.
 #include "ipc/text.h"
 
 #include <signal.h>
 #include <string.h>
 
 #include <cctype>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -57,6 +58,102 @@ std::string shell_quote(std::string_view s) {
     else out += c;
   }
   out += '\'';
+  return out;
+}
+
+namespace {
+
+// The length of the valid UTF-8 character at s[i], or 0 when the byte there does not start one.
+size_t utf8_char_at(std::string_view s, size_t i) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  unsigned char c = p[i];
+  if (c < 0x80) return 1;
+  size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+  for (size_t k = 1; k < len; ++k) {
+    if ((p[i + k] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i + k] & 0x3fu);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are not valid UTF-8.
+  bool ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+            !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
+  return ok ? len : 0;
+}
+
+bool ascii(std::string_view s) {
+  // Word-free but simple: the common case (names, keys, plain commands) ends here.
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
+}  // namespace
+
+bool valid_utf8(std::string_view s) {
+  if (ascii(s)) return true;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_char_at(s, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string utf8_repair(std::string_view s, bool* was_valid) {
+  if (was_valid != nullptr) *was_valid = true;
+  if (ascii(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_char_at(s, i);
+    if (len == 0) {
+      if (was_valid != nullptr) *was_valid = false;
+      out += "\xef\xbf\xbd";
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::string_view utf8_prefix(std::string_view s, size_t n) {
+  if (s.size() <= n) return s;
+  size_t end = n;
+  // Back over continuation bytes to the start of the character that crosses n.
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xc0) == 0x80 && n - end < 3) --end;
+  if (end < n && utf8_char_at(s, end) > n - end) return s.substr(0, end);
+  return s.substr(0, n);
+}
+
+std::string printable(std::string_view s, size_t max) {
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max;) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = utf8_char_at(s, i);
+    if (len == 0) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+      continue;
+    }
+    if (len == 1 && (c < 0x20 || c == 0x7f)) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        case 0x1b: out += "\\e"; break;
+        default: out += fmt::format("\\x{:02x}", c);
+      }
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  if (i < s.size()) out += fmt::format("... ({} bytes in all)", s.size());
   return out;
 }
 

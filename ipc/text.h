@@ -1,5 +1,5 @@
 // Small text helpers shared by the daemon and the client: signal names, JSON escaping,
-// shell quoting.
+// shell quoting, UTF-8 checks, and client text quoted in messages.
 #pragma once
 
 #include <optional>
@@ -16,5 +16,18 @@ std::string signal_name(int sig);
 std::string json_escape(std::string_view s);
 // Single-quotes `s` for a POSIX shell: 'it'\''s'.
 std::string shell_quote(std::string_view s);
+
+// Whether `s` is valid UTF-8: no stray continuation bytes, truncated sequences, overlong
+// forms, surrogates or values past U+10FFFF.
+bool valid_utf8(std::string_view s);
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD; *was_valid (when
+// given) says whether there was none.
+std::string utf8_repair(std::string_view s, bool* was_valid = nullptr);
+// The longest prefix of `s` of at most `n` bytes that does not end inside a UTF-8 character.
+std::string_view utf8_prefix(std::string_view s, size_t n);
+// Text a client sent, for an error message or a log line: control characters and bytes
+// that are not valid UTF-8 written as escapes (\n, \t, \e, \xNN), and, past `max` bytes,
+// cut with "..." and the full length. The result is valid UTF-8 on one line.
+std::string printable(std::string_view s, size_t max = 128);
 
 }  // namespace sbsh::ipc

@@ -29,6 +29,7 @@
 
 #include "ipc/frame.h"
 #include "ipc/result.h"
+#include "ipc/text.h"
 #include "ipc/wire_types.h"
 
 namespace sbsh::ipc {
@@ -101,6 +102,29 @@ struct derived_field {
 template <typename S, typename R>
 constexpr derived_field<S, R> derived(std::string_view name, R (*value)(const S&), unsigned flags = 0) {
   return {name, value, flags};
+}
+
+// The exact bytes of the text in `member`, sent as bin beside that member's own str field,
+// and only when the text is not valid UTF-8 (a frame to a client then carries the str with
+// those bytes replaced: frame.h's text_rule). Decoding puts the bytes back in the member, so
+// the reader gets the text exactly; in the table it comes after the str field, as on the wire.
+template <typename S>
+struct bytes_of_field {
+  using owner = S;
+  using type = bin_view;
+  static constexpr bool kBytesOf = true;
+  std::string_view name;
+  std::string S::*member;
+  unsigned flags = 0;
+  std::string_view note;
+
+  bin_view get(const S& s) const { return {s.*member}; }
+  bool condition(const S& s) const { return !valid_utf8(s.*member); }
+};
+
+template <typename S>
+constexpr bytes_of_field<S> bytes_of(std::string_view name, std::string S::*member, std::string_view note) {
+  return {name, member, 0, note};
 }
 
 // The table of a struct that cannot carry fields() itself (the public records of
@@ -188,7 +212,7 @@ void encode_fields(frame_builder& fb, const M& m) {
 // One whole frame (length prefix included) for message `m`; id 0: none.
 template <typename M>
 std::string encode(const M& m, uint64_t id = 0) {
-  frame_builder fb(M::kind.type, id);
+  frame_builder fb(M::kind.type, id, M::kind.texts());
   encode_fields(fb, m);
   return fb.take();
 }
@@ -199,6 +223,12 @@ template <typename F, typename S>
 bool read_value(const F& f, S& s, const msgpack::object& o, decoder& d) {
   if constexpr (requires { f.value; }) {
     return true;  // computed when sent: nothing to read back
+  } else if constexpr (requires { F::kBytesOf; }) {
+    auto at = d.enter(f.name);
+    bin_view bytes;
+    if (!wire<bin_view>::read(o, bytes, d)) return false;
+    (s.*f.member).assign(bytes.bytes);
+    return true;
   } else {
     auto at = d.enter(f.name);
     return wire<typename F::type>::read(o, *f.target(s), d);

@@ -7,10 +7,7 @@
 
 namespace sbsh::ipc {
 
-void pack_key(wire_packer& pk, std::string_view key) {
-  pk.pack_str(static_cast<uint32_t>(key.size()));
-  pk.pack_str_body(key.data(), static_cast<uint32_t>(key.size()));
-}
+void pack_key(wire_packer& pk, std::string_view key) { pk.pack_text(key); }
 
 std::string decoder::path() const {
   std::string p;

@@ -21,8 +21,6 @@
 
 namespace sbsh::ipc {
 
-using wire_packer = msgpack::packer<frame_builder>;
-
 // Where a decoder is and what went wrong first. The path is a stack of keys and indexes,
 // kept without allocating; it is spelt out only for an error.
 class decoder {
@@ -132,10 +130,8 @@ template <typename T>
 struct wire<T> {
   static constexpr std::string_view noun = "a string";
   static std::string doc() { return "str"; }
-  static void pack(wire_packer& pk, std::string_view v) {
-    pk.pack_str(static_cast<uint32_t>(v.size()));
-    pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
-  }
+  // Under the frame's text rule (frame.h): valid UTF-8 in every frame to a client.
+  static void pack(wire_packer& pk, std::string_view v) { pk.pack_text(v); }
   static bool empty(std::string_view v) { return v.empty(); }
   static std::string show(std::string_view v) { return v.empty() ? "" : "\"" + std::string(v) + "\""; }
   static bool read(const msgpack::object& o, T& out, decoder& d) {

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "fixture.h"
 #include "ipc/bounds.h"
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 #include "ipc/socket_io.h"
 
 namespace sbsh::test {
@@ -278,6 +281,126 @@ TEST_F(memory_test, FramesThatCostMoreToDecodeThanTheirSizeAreRefused) {
   ::shutdown(fd.get(), SHUT_WR);
   err = last_error(fd.get());
   EXPECT_NE(err.find("deep"), std::string::npos) << err;
+  expect_served();
+}
+
+// ---- A fuzz of large texts ------------------------------------------------------------
+
+// Writes what it can of `bytes` within `ms` (sbshd may stop reading a client over its
+// bounds, or drop it); true when all was written.
+bool write_within(int fd, std::string_view bytes, int ms) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, ms) != 1 || (p.revents & (POLLERR | POLLHUP)) != 0) return false;
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+    if (n > 0) off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads and discards whatever has arrived.
+void drain(int fd) {
+  char buf[65536];
+  while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+}
+
+// One fuzzing client: until `until`, at most 24 rounds, each on a new connection: an exec of
+// 1 to 16 MiB of text, a session defined with a large init command (up to 12 MiB, which
+// sbshd must refuse or hold within its bound), a frame that is garbage or announces 16 MiB
+// and stops, or a flood of status requests whose replies it never reads. Half its
+// connections read their replies, half leave them unread until the end (slow readers).
+void fuzz_client(const std::string& sock, unsigned seed, std::chrono::steady_clock::time_point until,
+                 std::vector<unique_fd>* kept) {
+  std::mt19937 rng(seed);
+  std::string filler(16u << 20, 'x');
+  for (int round = 0; round < 24 && std::chrono::steady_clock::now() < until; ++round) {
+    unique_fd fd(raw_connect(sock));
+    if (!fd) continue;
+    ipc::frame_builder hello(ipc::msg_type::hello, 1);
+    hello.u64("version", ipc::kProtocolVersion);
+    std::string bytes = hello.take();
+    size_t size = (1u << 20) + rng() % (15u << 20);
+    switch (round == 0 ? 1 : rng() % 4) {
+      case 0: {  // a large command text, run briefly
+        ipc::msg::exec ex;
+        std::string session = "fz" + std::to_string(rng() % 3);
+        std::string text = "true #" + filler.substr(0, size - 256);
+        ex.session = session;
+        ex.command = text;
+        ex.timeout_ms = 500;
+        bytes += ipc::encode(ex, 2);
+        break;
+      }
+      case 1: {  // a definition with a large init command that fails
+        ipc::msg::session_create create;
+        std::string name = "fi" + std::to_string(seed % 3);
+        create.name = name;
+        // The first of each client is large; the others may be within what sbshd keeps.
+        size_t init = round == 0 || rng() % 2 == 0 ? std::min<size_t>(size, 12u << 20) : rng() % (1u << 19);
+        create.definition.init = {"false #" + filler.substr(0, init)};
+        bytes += ipc::encode(create, 2);
+        break;
+      }
+      case 2:  // garbage, or a frame announced and never finished
+        if (rng() % 2 == 0) bytes += std::string(4, '\x00') + filler.substr(0, 1024);
+        else bytes += header(static_cast<uint32_t>(ipc::kMaxFrame)) + filler.substr(0, size / 2);
+        break;
+      default: {  // replies it does not read
+        ipc::frame_builder status(ipc::msg_type::status, 2);
+        std::string one = status.take();
+        for (int i = 0; i < 2000; ++i) bytes += one;
+      }
+    }
+    write_within(fd.get(), bytes, 1000);
+    if (rng() % 2 == 0) {
+      drain(fd.get());
+      kept->push_back(std::move(fd));  // a slow reader: held until the end
+    } else {
+      pollfd p{fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 200) == 1) drain(fd.get());
+    }
+  }
+}
+
+// Clients that send large texts, large definitions, bad frames and never read: sbshd's
+// memory stays within its bound all along, and goes back down once they have gone.
+TEST_F(memory_test, AFuzzOfLargeTextsStaysBoundedAndIsGivenBack) {
+  using clock = std::chrono::steady_clock;
+  auto until = clock::now() + std::chrono::seconds(4);
+  std::atomic<bool> done{false};
+  std::atomic<long> peak{0};
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak.load(), status_kb(daemon_pid, "VmRSS"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  std::vector<std::vector<unique_fd>> kept(6);
+  std::vector<std::thread> clients;
+  for (unsigned c = 0; c < kept.size(); ++c) clients.emplace_back(fuzz_client, sock, 1000 + c, until, &kept[c]);
+  for (auto& t : clients) t.join();
+  expect_bounded("clients sent large texts, definitions and bad frames");
+  expect_served();
+  kept.clear();  // the slow readers go too
+  long idle = 0;
+  bool settled = wait_until(
+      [&] {
+        idle = status_kb(daemon_pid, "VmRSS");
+        return idle < 32 * 1024;
+      },
+      std::chrono::seconds(20));
+  done = true;
+  sampler.join();
+  std::printf("[ memory ] fuzz of large texts: sbshd peak VmRSS %ld KiB, VmHWM %ld KiB, then %ld KiB idle\n",
+              peak.load(), status_kb(daemon_pid, "VmHWM"), idle);
+#ifndef SBSH_SANITIZED
+  EXPECT_TRUE(settled) << "sbshd still holds " << idle << " KiB with no client";
+#else
+  (void)settled;
+#endif
   expect_served();
 }
 

@@ -461,6 +461,105 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// ---- Text: every str sent to a client is valid UTF-8 --------------------------------------
+
+// The value under `key` in msgpack map `m`, or null.
+const msgpack::object* in_map(const msgpack::object& m, std::string_view key) {
+  if (m.type != msgpack::type::MAP) return nullptr;
+  for (uint32_t i = 0; i < m.via.map.size; ++i) {
+    const auto& kv = m.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
+TEST(schema, FramesToClientsCarryOnlyValidUtf8) {
+  const std::string replaced = "caf\xef\xbf\xbd \xef\xbf\xbd!";
+  message keep;
+  std::string error_text(decode_frame<msg::error>(encode(msg::error{"bad_request", "caf\xe9 \xff!"}, 3), &keep).message);
+  EXPECT_EQ(error_text, replaced);
+  // Nested records and arrays too: a listing of sessions, a definition's init commands.
+  msg::session_info info;
+  info.sessions.emplace_back();
+  info.sessions[0].name = "n\xc3";
+  info.sessions[0].cwd = "/d\x80";
+  auto listed = decode_frame<msg::session_info>(encode(info, 4), &keep);
+  ASSERT_EQ(listed.sessions.size(), 1u);
+  EXPECT_EQ(listed.sessions[0].name, "n\xef\xbf\xbd");
+  EXPECT_EQ(listed.sessions[0].cwd, "/d\xef\xbf\xbd");
+  sbsh::session_detail d;
+  d.definition.init = {"echo \xe2\x82", "echo ok \xe2\x9c\x93"};
+  auto shown = decode_frame<msg::session_detail>(encode(msg::session_detail{d}, 5), &keep).session;
+  // Each byte that is not part of valid UTF-8 is replaced: a cut sequence by as many.
+  EXPECT_EQ(shown.definition.init,
+            (std::vector<std::string>{"echo \xef\xbf\xbd\xef\xbf\xbd", "echo ok \xe2\x9c\x93"}));
+  for (const auto& s : {error_text, listed.sessions[0].name, shown.definition.init[0]})
+    EXPECT_TRUE(valid_utf8(s)) << s;
+
+  // Frames between sbshd and its wrappers, its state files and requests keep text exactly.
+  auto claimed = decode_frame<msg::claim>(encode(msg::claim{"s", "/d\xff"}), &keep);
+  EXPECT_EQ(std::string(claimed.cwd), "/d\xff");
+  sessions_file file;
+  file.sessions["a"].init = {"echo \xe9"};
+  auto saved = decode_frame<sessions_file>(encode(file), &keep);
+  EXPECT_EQ(saved.sessions["a"].init, std::vector<std::string>{"echo \xe9"});
+  msg::exec ex;
+  ex.command = "echo \xe9";
+  EXPECT_EQ(std::string(decode_frame<msg::exec>(encode(ex, 6), &keep).command), "echo \xe9");
+  // A frame built by hand follows the rule it is given.
+  frame_builder strict(msg_type::error, 7, text_rule::utf8);
+  strict.str("message", "\xff").str_array("list", {"\xfe"});
+  auto m = parse(strict.take());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m->get_str("message").value(), "\xef\xbf\xbd");
+}
+
+TEST(schema, AHistoryEntryKeepsItsCommandsExactBytes) {
+  sbsh::session_detail d;
+  d.history.push_back({"echo ok \xe2\x9c\x93", 0, false, false, 1, 2});
+  d.history.push_back({"printf 'caf\xe9'", 0, false, false, 3, 4});
+  std::string bytes = encode(msg::session_detail{d}, 9);
+  auto m = parse(bytes);
+  ASSERT_TRUE(m.ok());
+  const auto* history = in_map(*m->find("session"), "history");
+  ASSERT_NE(history, nullptr);
+  ASSERT_EQ(history->via.array.size, 2u);
+  // Valid UTF-8: the str alone.
+  EXPECT_EQ(in_map(history->via.array.ptr[0], "command_bytes"), nullptr);
+  // Not: the str with the byte replaced, and the bytes as bin.
+  const auto* text = in_map(history->via.array.ptr[1], "command");
+  const auto* exact = in_map(history->via.array.ptr[1], "command_bytes");
+  ASSERT_NE(text, nullptr);
+  ASSERT_NE(exact, nullptr);
+  EXPECT_EQ(std::string(text->via.str.ptr, text->via.str.size), "printf 'caf\xef\xbf\xbd'");
+  ASSERT_EQ(exact->type, msgpack::type::BIN);
+  EXPECT_EQ(std::string(exact->via.bin.ptr, exact->via.bin.size), "printf 'caf\xe9'");
+  // Decoding puts the exact bytes back.
+  message keep;
+  auto back = decode_frame<msg::session_detail>(bytes, &keep).session;
+  ASSERT_EQ(back.history.size(), 2u);
+  EXPECT_EQ(back.history[0].command, "echo ok \xe2\x9c\x93");
+  EXPECT_EQ(back.history[1].command, "printf 'caf\xe9'");
+}
+
+TEST(text, ClientTextIsQuotedPrintableAndShort) {
+  EXPECT_EQ(printable("plain name"), "plain name");
+  EXPECT_EQ(printable("caf\xe9\n\x1b[2J\t\x7f"), "caf\\xe9\\n\\e[2J\\t\\x7f");
+  EXPECT_EQ(printable("ok \xe2\x9c\x93"), "ok \xe2\x9c\x93");
+  std::string quoted = printable(std::string(1000, 'x'), 10);
+  EXPECT_EQ(quoted, "xxxxxxxxxx... (1000 bytes in all)");
+  EXPECT_TRUE(valid_utf8(printable("\xf0\x9f\x98")));
+  // A prefix never ends inside a character.
+  EXPECT_EQ(utf8_prefix("ab\xe2\x9c\x93", 4), "ab");
+  EXPECT_EQ(utf8_prefix("ab\xe2\x9c\x93", 5), "ab\xe2\x9c\x93");
+  EXPECT_EQ(utf8_prefix("abcdef", 3), "abc");
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));        // overlong
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));    // surrogate
+  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_TRUE(valid_utf8("\xf4\x8f\xbf\xbf"));
+}
+
 TEST(schema, EveryNumberInProtocolHIsAMessageOfTheSameName) {
   std::string header = read_file(SBSH_SOURCE_DIR "/ipc/protocol.h");
   auto begin = header.find("enum class msg_type");
