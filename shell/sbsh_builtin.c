@@ -16,6 +16,23 @@
  * script bash reads, so the reader loop calls it again. Bash's own errors that abandon a
  * command (an arithmetic error in an assignment, say) take the same road.
  *
+ * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
+ * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
+ * in posix mode or a failed `exec` end the shell. At a prompt bash reports them and carries
+ * on, and so must a session. The builtin sets its own jump target on bash's `top_level` around
+ * each command: the fatal jumps that bash's string parser passes on (FORCE_EOF, ERREXIT,
+ * EXITPROG) land there once bash has unwound the command, and end the command instead of the
+ * shell, with bash's message already written and bash's status. `exit` (EXITBLTIN) and a
+ * failure under `set -e` go on to bash's reader loop and end the shell, as at a prompt; so
+ * does every jump in a child process. A failed `exec` never ends the shell (execfail is kept
+ * on, as an interactive shell ignores it).
+ *
+ * Job notices. With job control on (`set -m`, so that every job has a process group of its
+ * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
+ * waits, whichever command that is. Every job a command finds in the table when it starts was
+ * started by an earlier command: it is marked as notified, so that nothing of it reaches this
+ * command's output.
+ *
  * The builtin's name has a space in it ("__sbsh serve"): a function cannot be named so, so no
  * user function can stand in its place when bash reads that name back from its script.
  */
@@ -35,7 +52,10 @@
 
 #include "loadables.h"
 #include "array.h"
+#include "bashjmp.h"
 #include "execute_cmd.h"
+#include "jobs.h"
+#include "subst.h"
 #include "variables.h"
 #include "quit.h"
 #include "sig.h"
@@ -51,6 +71,20 @@ extern char *dist_version;
 extern int wait_intr_flag;
 extern struct builtin *builtin_address_internal(char *, int);
 extern int wait_signal_received;
+/* Without a header in bash-builtins (flags.h, trap.h, jobs.c, execute_cmd.c, shopt.def). */
+extern int exit_immediately_on_error;
+extern int no_exit_on_failed_exec;
+extern int expand_aliases, expaliases_flag;
+extern int shell_tty;
+extern int job_control;
+extern int running_trap;
+extern int parse_and_execute_level;
+extern int executing_command_builtin;
+extern void run_trap_cleanup(int);
+extern int change_flag(int, int);
+#ifndef FLAG_ON
+#define FLAG_ON '-' /* flags.h */
+#endif
 
 #define BUILTIN_NAME "__sbsh serve"
 
@@ -67,6 +101,7 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static int keep_out = -1, keep_err = -1;
 static volatile sig_atomic_t got_sigint;
+static pid_t shell_pid;       /* the shell's own pid: a child of it never ends a command */
 static ino_t channel_ino;
 static dev_t channel_dev;
 
@@ -342,6 +377,109 @@ static int check_cwd(const char *cwd) {
   return S_ISDIR(st.st_mode) ? 0 : SBSH_ERR_NOT_A_DIR;
 }
 
+/* Every job in the table now was started by an earlier command: none of its notices
+ * ("[1]+  Terminated ...", "Killed") may reach this command's output. A job marked notified
+ * is listed by `jobs` and found by `kill %1` and `wait %1` while it runs, and leaves the table
+ * without a word once it has ended (`wait PID` still reads its status), as at a prompt where
+ * its notice was printed before the next command. */
+static void forget_earlier_jobs(void) {
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old);
+  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i)
+    if (jobs[i] != NULL) jobs[i]->flags |= J_NOTIFIED;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* bash's counters that a jump out of a command can leave raised; the builtin runs each
+ * command at the shell's top level, where they are what they were when it was called. */
+struct levels {
+  int executing_builtin, executing_command_builtin, evalnest, sourcenest, sourcelevel;
+};
+static struct levels top_levels;
+
+/* A failed exec re-initializes job control as a non-interactive shell's: off, and its
+ * descriptor (shell_tty, fd 2 in this shell) closed first, which would close the command's
+ * stderr. With no descriptor of its own, nothing is closed; after the command, job control
+ * is put back on if the failed exec turned it off. */
+static void before_command(void) {
+  shell_tty = -1;
+  no_exit_on_failed_exec = 1;
+  top_levels.executing_builtin = executing_builtin;
+  top_levels.executing_command_builtin = executing_command_builtin;
+  top_levels.evalnest = evalnest;
+  top_levels.sourcenest = sourcenest;
+  top_levels.sourcelevel = sourcelevel;
+}
+
+static void after_command(int jobs_were_on) {
+  if (shell_tty != -1) {
+    shell_tty = -1;
+    if (jobs_were_on && !job_control) change_flag('m', FLAG_ON);
+  }
+}
+
+/* What an interactive bash does before reading its next command after an error abandoned
+ * one (sig.c's top_level_cleanup), but for the unwind-protects: bash's string parser has run
+ * those of the command already, and the rest belong to this builtin's own call. */
+static void clean_up_after_error(void) {
+  while (parse_and_execute_level > 0) parse_and_execute_cleanup(-1);
+  if (running_trap > 0) {
+    run_trap_cleanup(running_trap - 1);
+    running_trap = 0;
+  }
+  unlink_fifo_list();
+  loop_level = continuing = breaking = funcnest = 0;
+  executing_list = comsub_ignore_return = return_catch_flag = wait_intr_flag = 0;
+  if (variable_context != 0) reset_local_contexts();
+  executing_builtin = top_levels.executing_builtin;
+  executing_command_builtin = top_levels.executing_command_builtin;
+  evalnest = top_levels.evalnest;
+  sourcenest = top_levels.sourcenest;
+  sourcelevel = top_levels.sourcelevel;
+  restore_sigmask();
+}
+
+/* Whether a jump that would end a non-interactive shell ends only the command: an error that
+ * an interactive shell reports and survives. `exit` (EXITBLTIN), a failure under `set -e`
+ * (ERREXIT with errexit on) and a fatal signal (SIGEXIT) end the shell, as at a prompt. */
+static int survivable(int code) {
+  switch (code) {
+    case FORCE_EOF: /* an expansion error: set -u, ${X:?}, a bad substitution in posix mode */
+    case DISCARD:
+    case EXITPROG: /* `.` of a missing file in posix mode */
+      return 1;
+    case ERREXIT: /* a special builtin's error in posix mode, unless set -e is what failed */
+      return !exit_immediately_on_error;
+    default:
+      return 0;
+  }
+}
+
+/* Runs a command's text with bash's evalstring() under a jump target of the builtin's own
+ * (see "Errors an interactive shell survives" above). */
+static int eval_at_top_level(char *text) {
+  procenv_t outer;
+  COPY_PROCENV(top_level, outer);
+  int value;
+  int code = setjmp_nosigs(top_level);
+  if (code == 0) {
+    value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
+  } else if (getpid() != shell_pid || !serving || !survivable(code)) {
+    /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
+     * past this builtin (unwound() reported it), or the end of the shell: where the jump was
+     * going without this target. */
+    COPY_PROCENV(outer, top_level);
+    jump_to_top_level(code);
+  } else {
+    clean_up_after_error();
+    value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
+  }
+  COPY_PROCENV(outer, top_level);
+  return value;
+}
+
 static void run_command(struct run *r) {
   current_seq = r->h.seq;
   if (r->cwd != NULL) {
@@ -377,10 +515,15 @@ static void run_command(struct run *r) {
   ensure_sigint_trapped();
   set_signal_handler(SIGINT, command_sigint);
 
+  forget_earlier_jobs();
+  before_command();
+  int jobs_were_on = job_control;
   char *text = r->text;
   r->text = NULL;
-  int value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
-  /* Reached only when the text ran to its end (a throw to the top level goes to unwound). */
+  int value = eval_at_top_level(text);
+  /* Reached when the text ended, by itself or by an error that a prompt survives (a throw to
+   * the top level on SIGINT goes to unwound). */
+  after_command(jobs_were_on);
   uint32_t flags = got_sigint ? SBSH_STATUS_INTERRUPTED : 0;
   (void)channel(); /* checked while the command's stderr can still say what went wrong */
   release_descriptors();
@@ -396,6 +539,8 @@ static void settle_in(void) {
   if (fstat(SBSH_SCRIPT_FD, &a) == 0 && fstat(255, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
     close(SBSH_SCRIPT_FD);
   release_descriptors();
+  /* Aliases are expanded as at a prompt: one defined by a command works in the next. */
+  expand_aliases = expaliases_flag = 1;
   xfree(dollar_vars[0]);
   dollar_vars[0] = savestring("bash");
   static char *const stacks[] = {"BASH_SOURCE", "BASH_LINENO"};
@@ -414,6 +559,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
+  shell_pid = getpid();
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();
