@@ -31,7 +31,10 @@
  * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
  * waits, whichever command that is. Every job a command finds in the table when it starts was
  * started by an earlier command: it is marked as notified, so that nothing of it reaches this
- * command's output.
+ * command's output. Within a command, bash without job control (a script, `bash -c`) says
+ * nothing of a background job that SIGTERM, SIGINT, SIGPIPE or a trapped signal ended, where
+ * job control adds "[1]+  Terminated": bash's waitpid() goes through the builtin (its entry
+ * in bash's GOT), which marks such a job notified as it is reaped, before bash can print it.
  *
  * The builtin's name has a space in it ("__sbsh serve"): a function cannot be named so, so no
  * user function can stand in its place when bash reads that name back from its script.
@@ -41,13 +44,16 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "loadables.h"
@@ -377,18 +383,126 @@ static int check_cwd(const char *cwd) {
   return S_ISDIR(st.st_mode) ? 0 : SBSH_ERR_NOT_A_DIR;
 }
 
+
+/* Notices of background jobs (see "Job notices" above). bash clears a job's notified mark
+ * whenever the job changes state, then calls the job's cleanup function once it is dead: that
+ * function marks it notified again, before bash can print anything of it. */
+static void quiet_when_dead(PTR_T job) { ((JOB *)job)->flags |= J_NOTIFIED; }
+
+static void quiet_job(JOB *j) {
+  if (j->j_cleanup == NULL) {
+    j->j_cleanup = quiet_when_dead;
+    j->cleanarg = (PTR_T)j;
+  }
+}
+
+static pid_t (*bash_waitpid)(pid_t, int *, int);
+
+static void quiet_notice(pid_t pid, int status) {
+  if (!job_control || !WIFSIGNALED(status)) return;
+  int sig = WTERMSIG(status);
+  /* Other signals ("Killed", "Segmentation fault") bash reports with or without job control. */
+  if (sig != SIGINT && sig != SIGTERM && sig != SIGPIPE && !signal_is_trapped(sig)) return;
+  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i) {
+    JOB *j = jobs[i];
+    if (j == NULL || j->pipe == NULL || (j->flags & J_FOREGROUND)) continue;
+    PROCESS *last = j->pipe;
+    while (last->next != j->pipe) last = last->next;
+    if (last->pid == pid) {
+      quiet_job(j);
+      return;
+    }
+  }
+}
+
+/* bash calls it with SIGCHLD blocked or from its SIGCHLD handler: the job table is its own. */
+static pid_t sbsh_waitpid(pid_t pid, int *status, int options) {
+  pid_t r = bash_waitpid(pid, status, options);
+  if (r > 0 && status != NULL) quiet_notice(r, *status);
+  return r;
+}
+
+struct got_slot {
+  const char *name;
+  void **slot;
+  int in_relro;
+};
+
+/* The GOT slot of a function the program (the first object, bash) calls through its PLT. */
+static int find_got_slot(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct got_slot *g = data;
+  ElfW(Addr) base = info->dlpi_addr;
+  const ElfW(Dyn) *dyn = NULL;
+  ElfW(Addr) relro = 0, relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+    if (ph->p_type == PT_GNU_RELRO) {
+      relro = base + ph->p_vaddr;
+      relro_end = relro + ph->p_memsz;
+    }
+  }
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const ElfW(Rela) *jmprel = NULL;
+  size_t pltrelsz = 0;
+  int rela = 0;
+  /* glibc has made the pointers absolute in place; an offset is made so here. */
+#define ABS(p) ((p) < base ? (p) + base : (p))
+  for (; dyn != NULL && dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_STRTAB) strtab = (const char *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_JMPREL) jmprel = (const ElfW(Rela) *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_PLTRELSZ) pltrelsz = dyn->d_un.d_val;
+    if (dyn->d_tag == DT_PLTREL) rela = dyn->d_un.d_val == DT_RELA;
+  }
+#undef ABS
+  if (symtab == NULL || strtab == NULL || jmprel == NULL || !rela) return 1;
+  for (size_t i = 0; i < pltrelsz / sizeof *jmprel; ++i) {
+#if __WORDSIZE == 64
+    size_t sym = ELF64_R_SYM(jmprel[i].r_info);
+#else
+    size_t sym = ELF32_R_SYM(jmprel[i].r_info);
+#endif
+    if (strcmp(strtab + symtab[sym].st_name, g->name) == 0) {
+      g->slot = (void **)(base + jmprel[i].r_offset);
+      g->in_relro = (ElfW(Addr))g->slot >= relro && (ElfW(Addr))g->slot < relro_end;
+      break;
+    }
+  }
+  return 1; /* the program only */
+}
+
+/* Without the slot (another build of bash), notices are as bash prints them. */
+static void hook_waitpid(void) {
+  if (bash_waitpid != NULL) return;
+  struct got_slot g = {"waitpid", NULL, 0};
+  dl_iterate_phdr(find_got_slot, &g);
+  if (g.slot == NULL || *g.slot == NULL) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  void *start = (void *)((uintptr_t)g.slot & ~(page - 1));
+  if (g.in_relro && mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return;
+  bash_waitpid = (pid_t(*)(pid_t, int *, int))*g.slot;
+  *g.slot = (void *)sbsh_waitpid;
+  if (g.in_relro) mprotect(start, page, PROT_READ);
+}
+
 /* Every job in the table now was started by an earlier command: none of its notices
- * ("[1]+  Terminated ...", "Killed") may reach this command's output. A job marked notified
- * is listed by `jobs` and found by `kill %1` and `wait %1` while it runs, and leaves the table
- * without a word once it has ended (`wait PID` still reads its status), as at a prompt where
- * its notice was printed before the next command. */
+ * ("[1]+  Terminated ...", "Killed") may reach this command's output, whether it ended
+ * already or ends while this command runs. `jobs` lists it and `kill %1` and `wait %1` find
+ * it while it runs; once it has ended it leaves the table without a word (`wait PID` still
+ * reads its status), as at a prompt where its notice was printed before the next command. */
 static void forget_earlier_jobs(void) {
   sigset_t chld, old;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, &old);
   for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i)
-    if (jobs[i] != NULL) jobs[i]->flags |= J_NOTIFIED;
+    if (jobs[i] != NULL) {
+      jobs[i]->flags |= J_NOTIFIED;
+      quiet_job(jobs[i]);
+    }
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -607,6 +721,7 @@ EXPORTED int __sbsh_builtin_load(char *name) {
   channel_dev = st.st_dev;
   fcntl(SBSH_CHANNEL_FD, F_SETFD, FD_CLOEXEC);
   dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);
+  hook_waitpid();
   /* Never unloaded while its loop runs (enable -d would unmap the code under it). */
   Dl_info self;
   if (dladdr((void *)serve_builtin, &self) != 0 && self.dli_fname != NULL)
