@@ -76,6 +76,7 @@ struct exec_job {
   exec_outcome outcome;
   int kill_stage = 0;       // 0 none, 1 first signal sent, 2 SIGKILL sent, 3 restarting shell
   int first_signal = 15;
+  bool sent_sigint = false;  // a SIGINT was forwarded to the command (Ctrl-C): a SIGINT it reports is real
   handle_ptr<timer> deadline;
   // Frames mode I/O
   handle_ptr<fd_watch> out_watch, err_watch, in_watch;

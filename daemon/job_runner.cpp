@@ -260,6 +260,13 @@ void job_runner::on_message(const shell_message& m) {
   } else {
     job->outcome.exit_code = m.exit_value;
     job->outcome.signal = m.signal;
+    // To stop a text (timeout, cancel, a client gone), sbshd interrupts the shell with SIGINT
+    // as well as signalling the command's processes: that SIGINT is sbshd's means, not what
+    // the command received, and bash's 130 for it names no signal. A SIGINT the command was
+    // sent (Ctrl-C forwarded, a cancel with SIGINT) is reported.
+    if (m.interrupted && m.signal == SIGINT && job->kill_stage > 0 && job->first_signal != SIGINT &&
+        !job->sent_sigint)
+      job->outcome.signal.reset();
   }
   finish_job(std::move(job));
   run_next();
@@ -401,6 +408,7 @@ bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
   if (!stop) {
     // A signal forwarded to the command (Ctrl-C): to its processes; SIGINT also to the shell
     // when the command has none of its own (a loop of builtins), as a terminal would.
+    if (sig == SIGINT) current_->sent_sigint = true;
     send_signal(*current_, sig, /*interrupt=*/false);
     return true;
   }

@@ -16,6 +16,26 @@
  * script bash reads, so the reader loop calls it again. Bash's own errors that abandon a
  * command (an arithmetic error in an assignment, say) take the same road.
  *
+ * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
+ * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
+ * in posix mode or a failed `exec` end the shell. At a prompt bash reports them and carries
+ * on, and so must a session. The builtin sets its own jump target on bash's `top_level` around
+ * each command: the fatal jumps that bash's string parser passes on (FORCE_EOF, ERREXIT,
+ * EXITPROG) land there once bash has unwound the command, and end the command instead of the
+ * shell, with bash's message already written and bash's status. `exit` (EXITBLTIN) and a
+ * failure under `set -e` go on to bash's reader loop and end the shell, as at a prompt; so
+ * does every jump in a child process. A failed `exec` never ends the shell (execfail is kept
+ * on, as an interactive shell ignores it).
+ *
+ * Job notices. With job control on (`set -m`, so that every job has a process group of its
+ * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
+ * waits, whichever command that is. Every job a command finds in the table when it starts was
+ * started by an earlier command: it is marked as notified, so that nothing of it reaches this
+ * command's output. Within a command, bash without job control (a script, `bash -c`) says
+ * nothing of a background job that SIGTERM, SIGINT, SIGPIPE or a trapped signal ended, where
+ * job control adds "[1]+  Terminated": bash's waitpid() goes through the builtin (its entry
+ * in bash's GOT), which marks such a job notified as it is reaped, before bash can print it.
+ *
  * The builtin's name has a space in it ("__sbsh serve"): a function cannot be named so, so no
  * user function can stand in its place when bash reads that name back from its script.
  */
@@ -24,10 +44,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,7 +59,10 @@
 
 #include "loadables.h"
 #include "array.h"
+#include "bashjmp.h"
 #include "execute_cmd.h"
+#include "jobs.h"
+#include "subst.h"
 #include "variables.h"
 #include "quit.h"
 #include "sig.h"
@@ -53,6 +78,20 @@ extern char *dist_version;
 extern int wait_intr_flag;
 extern struct builtin *builtin_address_internal(char *, int);
 extern int wait_signal_received;
+/* Without a header in bash-builtins (flags.h, trap.h, jobs.c, execute_cmd.c, shopt.def). */
+extern int exit_immediately_on_error;
+extern int no_exit_on_failed_exec;
+extern int expand_aliases, expaliases_flag;
+extern int shell_tty;
+extern int job_control;
+extern int running_trap;
+extern int parse_and_execute_level;
+extern int executing_command_builtin;
+extern void run_trap_cleanup(int);
+extern int change_flag(int, int);
+#ifndef FLAG_ON
+#define FLAG_ON '-' /* flags.h */
+#endif
 
 #define BUILTIN_NAME "__sbsh serve"
 
@@ -69,8 +108,8 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static int keep_out = -1, keep_err = -1;
 static volatile sig_atomic_t got_sigint;
+static pid_t shell_pid;       /* the shell's own pid: a child of it never ends a command */
 static ino_t channel_ino;
-static pid_t shell_pid; /* the session's shell, where the builtin was loaded */
 static dev_t channel_dev;
 
 static int same_socket(int fd) {
@@ -345,6 +384,217 @@ static int check_cwd(const char *cwd) {
   return S_ISDIR(st.st_mode) ? 0 : SBSH_ERR_NOT_A_DIR;
 }
 
+
+/* Notices of background jobs (see "Job notices" above). bash clears a job's notified mark
+ * whenever the job changes state, then calls the job's cleanup function once it is dead: that
+ * function marks it notified again, before bash can print anything of it. */
+static void quiet_when_dead(PTR_T job) { ((JOB *)job)->flags |= J_NOTIFIED; }
+
+static void quiet_job(JOB *j) {
+  if (j->j_cleanup == NULL) {
+    j->j_cleanup = quiet_when_dead;
+    j->cleanarg = (PTR_T)j;
+  }
+}
+
+static pid_t (*bash_waitpid)(pid_t, int *, int);
+
+static void quiet_notice(pid_t pid, int status) {
+  if (!job_control || !WIFSIGNALED(status)) return;
+  int sig = WTERMSIG(status);
+  /* Other signals ("Killed", "Segmentation fault") bash reports with or without job control. */
+  if (sig != SIGINT && sig != SIGTERM && sig != SIGPIPE && !signal_is_trapped(sig)) return;
+  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i) {
+    JOB *j = jobs[i];
+    if (j == NULL || j->pipe == NULL || (j->flags & J_FOREGROUND)) continue;
+    PROCESS *last = j->pipe;
+    while (last->next != j->pipe) last = last->next;
+    if (last->pid == pid) {
+      quiet_job(j);
+      return;
+    }
+  }
+}
+
+/* bash calls it with SIGCHLD blocked or from its SIGCHLD handler: the job table is its own. */
+static pid_t sbsh_waitpid(pid_t pid, int *status, int options) {
+  pid_t r = bash_waitpid(pid, status, options);
+  if (r > 0 && status != NULL) quiet_notice(r, *status);
+  return r;
+}
+
+struct got_slot {
+  const char *name;
+  void **slot;
+  int in_relro;
+};
+
+/* The GOT slot of a function the program (the first object, bash) calls through its PLT. */
+static int find_got_slot(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct got_slot *g = data;
+  ElfW(Addr) base = info->dlpi_addr;
+  const ElfW(Dyn) *dyn = NULL;
+  ElfW(Addr) relro = 0, relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+    if (ph->p_type == PT_GNU_RELRO) {
+      relro = base + ph->p_vaddr;
+      relro_end = relro + ph->p_memsz;
+    }
+  }
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const ElfW(Rela) *jmprel = NULL;
+  size_t pltrelsz = 0;
+  int rela = 0;
+  /* glibc has made the pointers absolute in place; an offset is made so here. */
+#define ABS(p) ((p) < base ? (p) + base : (p))
+  for (; dyn != NULL && dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_STRTAB) strtab = (const char *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_JMPREL) jmprel = (const ElfW(Rela) *)ABS(dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_PLTRELSZ) pltrelsz = dyn->d_un.d_val;
+    if (dyn->d_tag == DT_PLTREL) rela = dyn->d_un.d_val == DT_RELA;
+  }
+#undef ABS
+  if (symtab == NULL || strtab == NULL || jmprel == NULL || !rela) return 1;
+  for (size_t i = 0; i < pltrelsz / sizeof *jmprel; ++i) {
+#if __WORDSIZE == 64
+    size_t sym = ELF64_R_SYM(jmprel[i].r_info);
+#else
+    size_t sym = ELF32_R_SYM(jmprel[i].r_info);
+#endif
+    if (strcmp(strtab + symtab[sym].st_name, g->name) == 0) {
+      g->slot = (void **)(base + jmprel[i].r_offset);
+      g->in_relro = (ElfW(Addr))g->slot >= relro && (ElfW(Addr))g->slot < relro_end;
+      break;
+    }
+  }
+  return 1; /* the program only */
+}
+
+/* Without the slot (another build of bash), notices are as bash prints them. */
+static void hook_waitpid(void) {
+  if (bash_waitpid != NULL) return;
+  struct got_slot g = {"waitpid", NULL, 0};
+  dl_iterate_phdr(find_got_slot, &g);
+  if (g.slot == NULL || *g.slot == NULL) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  void *start = (void *)((uintptr_t)g.slot & ~(page - 1));
+  if (g.in_relro && mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return;
+  bash_waitpid = (pid_t(*)(pid_t, int *, int))*g.slot;
+  *g.slot = (void *)sbsh_waitpid;
+  if (g.in_relro) mprotect(start, page, PROT_READ);
+}
+
+/* Every job in the table now was started by an earlier command: none of its notices
+ * ("[1]+  Terminated ...", "Killed") may reach this command's output, whether it ended
+ * already or ends while this command runs. `jobs` lists it and `kill %1` and `wait %1` find
+ * it while it runs; once it has ended it leaves the table without a word (`wait PID` still
+ * reads its status), as at a prompt where its notice was printed before the next command. */
+static void forget_earlier_jobs(void) {
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old);
+  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i)
+    if (jobs[i] != NULL) {
+      jobs[i]->flags |= J_NOTIFIED;
+      quiet_job(jobs[i]);
+    }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* bash's counters that a jump out of a command can leave raised; the builtin runs each
+ * command at the shell's top level, where they are what they were when it was called. */
+struct levels {
+  int executing_builtin, executing_command_builtin, evalnest, sourcenest, sourcelevel;
+};
+static struct levels top_levels;
+
+/* A failed exec re-initializes job control as a non-interactive shell's: off, and its
+ * descriptor (shell_tty, fd 2 in this shell) closed first, which would close the command's
+ * stderr. With no descriptor of its own, nothing is closed; after the command, job control
+ * is put back on if the failed exec turned it off. */
+static void before_command(void) {
+  shell_tty = -1;
+  no_exit_on_failed_exec = 1;
+  top_levels.executing_builtin = executing_builtin;
+  top_levels.executing_command_builtin = executing_command_builtin;
+  top_levels.evalnest = evalnest;
+  top_levels.sourcenest = sourcenest;
+  top_levels.sourcelevel = sourcelevel;
+}
+
+static void after_command(int jobs_were_on) {
+  if (shell_tty != -1) {
+    shell_tty = -1;
+    if (jobs_were_on && !job_control) change_flag('m', FLAG_ON);
+  }
+}
+
+/* What an interactive bash does before reading its next command after an error abandoned
+ * one (sig.c's top_level_cleanup), but for the unwind-protects: bash's string parser has run
+ * those of the command already, and the rest belong to this builtin's own call. */
+static void clean_up_after_error(void) {
+  while (parse_and_execute_level > 0) parse_and_execute_cleanup(-1);
+  if (running_trap > 0) {
+    run_trap_cleanup(running_trap - 1);
+    running_trap = 0;
+  }
+  unlink_fifo_list();
+  loop_level = continuing = breaking = funcnest = 0;
+  executing_list = comsub_ignore_return = return_catch_flag = wait_intr_flag = 0;
+  if (variable_context != 0) reset_local_contexts();
+  executing_builtin = top_levels.executing_builtin;
+  executing_command_builtin = top_levels.executing_command_builtin;
+  evalnest = top_levels.evalnest;
+  sourcenest = top_levels.sourcenest;
+  sourcelevel = top_levels.sourcelevel;
+  restore_sigmask();
+}
+
+/* Whether a jump that would end a non-interactive shell ends only the command: an error that
+ * an interactive shell reports and survives. `exit` (EXITBLTIN), a failure under `set -e`
+ * (ERREXIT with errexit on) and a fatal signal (SIGEXIT) end the shell, as at a prompt. */
+static int survivable(int code) {
+  switch (code) {
+    case FORCE_EOF: /* an expansion error: set -u, ${X:?}, a bad substitution in posix mode */
+    case DISCARD:
+    case EXITPROG: /* `.` of a missing file in posix mode */
+      return 1;
+    case ERREXIT: /* a special builtin's error in posix mode, unless set -e is what failed */
+      return !exit_immediately_on_error;
+    default:
+      return 0;
+  }
+}
+
+/* Runs a command's text with bash's evalstring() under a jump target of the builtin's own
+ * (see "Errors an interactive shell survives" above). */
+static int eval_at_top_level(char *text) {
+  procenv_t outer;
+  COPY_PROCENV(top_level, outer);
+  int value;
+  int code = setjmp_nosigs(top_level);
+  if (code == 0) {
+    value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
+  } else if (getpid() != shell_pid || !serving || !survivable(code)) {
+    /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
+     * past this builtin (unwound() reported it), or the end of the shell: where the jump was
+     * going without this target. */
+    COPY_PROCENV(outer, top_level);
+    jump_to_top_level(code);
+  } else {
+    clean_up_after_error();
+    value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
+  }
+  COPY_PROCENV(outer, top_level);
+  return value;
+}
+
 static void run_command(struct run *r) {
   current_seq = r->h.seq;
   if (r->cwd != NULL) {
@@ -380,10 +630,15 @@ static void run_command(struct run *r) {
   ensure_sigint_trapped();
   set_signal_handler(SIGINT, command_sigint);
 
+  forget_earlier_jobs();
+  before_command();
+  int jobs_were_on = job_control;
   char *text = r->text;
   r->text = NULL;
-  int value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
-  /* Reached only when the text ran to its end (a throw to the top level goes to unwound). */
+  int value = eval_at_top_level(text);
+  /* Reached when the text ended, by itself or by an error that a prompt survives (a throw to
+   * the top level on SIGINT goes to unwound). */
+  after_command(jobs_were_on);
   uint32_t flags = got_sigint ? SBSH_STATUS_INTERRUPTED : 0;
   (void)channel(); /* checked while the command's stderr can still say what went wrong */
   release_descriptors();
@@ -399,6 +654,8 @@ static void settle_in(void) {
   if (fstat(SBSH_SCRIPT_FD, &a) == 0 && fstat(255, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
     close(SBSH_SCRIPT_FD);
   release_descriptors();
+  /* Aliases are expanded as at a prompt: one defined by a command works in the next. */
+  expand_aliases = expaliases_flag = 1;
   xfree(dollar_vars[0]);
   dollar_vars[0] = savestring("bash");
   static char *const stacks[] = {"BASH_SOURCE", "BASH_LINENO"};
@@ -483,6 +740,7 @@ EXPORTED int __sbsh_builtin_load(char *name) {
   channel_dev = st.st_dev;
   fcntl(SBSH_CHANNEL_FD, F_SETFD, FD_CLOEXEC);
   dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);
+  hook_waitpid();
   /* Never unloaded while its loop runs (enable -d would unmap the code under it). */
   Dl_info self;
   if (dladdr((void *)serve_builtin, &self) != 0 && self.dli_fname != NULL)
