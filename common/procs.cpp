@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 namespace sbsh::procs {
@@ -60,6 +61,54 @@ std::vector<proc_info> list() {
   }
   ::closedir(d);
   return out;
+}
+
+std::vector<proc_info> children_of(pid_t pid) {
+  std::vector<proc_info> out;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task", static_cast<int>(pid));
+  DIR* tasks = ::opendir(path);
+  bool listed = false;
+  if (tasks != nullptr) {
+    while (dirent* t = ::readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      char file[384];
+      std::snprintf(file, sizeof file, "%s/%s/children", path, t->d_name);
+      int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) break;  // this kernel does not list children
+      listed = true;
+      std::string text;
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+      ::close(fd);
+      for (const char* p = text.c_str(); *p != '\0';) {
+        char* end;
+        long child = std::strtol(p, &end, 10);
+        if (end == p) break;
+        proc_info info;
+        if (child > 0 && read_stat(static_cast<pid_t>(child), &info) && info.ppid == pid) out.push_back(info);
+        p = end;
+      }
+    }
+    ::closedir(tasks);
+  }
+  if (listed) return out;
+  for (const auto& p : list())
+    if (p.ppid == pid) out.push_back(p);
+  return out;
+}
+
+bool descends_from(pid_t pid, pid_t ancestor) {
+  // Bounded: a chain of parents is never longer than pid_max, and a loop cannot form, but a
+  // process table read piecewise is not one snapshot.
+  for (int depth = 0; pid > 1 && depth < 4096; ++depth) {
+    if (pid == ancestor) return true;
+    proc_info p;
+    if (!read_stat(pid, &p)) return false;
+    pid = p.ppid;
+  }
+  return pid == ancestor;
 }
 
 since_mark mark_now(int ns_last_pid_fd) {

@@ -22,6 +22,12 @@ struct proc_info {
 // Every process visible in /proc. Processes that vanish while being read are skipped.
 std::vector<proc_info> list();
 bool read_stat(pid_t pid, proc_info* out);
+// The live (not zombie) children of `pid`: from /proc/PID/task/*/children where the kernel
+// keeps it (CONFIG_PROC_CHILDREN), else by parent pid over /proc.
+std::vector<proc_info> children_of(pid_t pid);
+// Whether `pid` is `ancestor` or descends from it, following parent pids (a process whose
+// parent ended counts from its new parent, a subreaper or init).
+bool descends_from(pid_t pid, pid_t ancestor);
 
 // The point in time a command started, to tell its processes from older ones. pids wrap
 // (pid_max is often 32768), so a process counts as newer when it started in a later clock

@@ -295,6 +295,7 @@ void shell_supervisor::health_tick() {
   uint64_t interval = srv_.health_interval_ms();
   if (ctl_ && state_ != session_state::restarting) {
     if (ping_sent_us_ != 0 && mono_us() - ping_sent_us_ > interval * 1000) {
+      wrapper_hung_ = true;  // it would not act on a request to end either
       restart_shell(fmt::format("its wrapper did not answer a health check within {} ms (stopped or hung)", interval),
                     /*forced=*/false);
     } else if (ping_sent_us_ == 0) {
@@ -447,8 +448,14 @@ void shell_supervisor::retry_if_failed() {
 }
 
 void shell_supervisor::detach(bool kill_wrapper) {
+  if (wrapper_ != nullptr && kill_wrapper) {
+    // SIGUSR1 asks the wrapper to end its shell and every process the shell's commands left,
+    // wherever they moved (a setsid, a double fork), sparing the background processes, and
+    // to exit. One that does not answer pings is killed: its bash dies with it
+    // (PDEATHSIG), the rest of its session is swept below.
+    wrapper_->kill(std::exchange(wrapper_hung_, false) ? SIGKILL : SIGUSR1);
+  }
   if (wrapper_ != nullptr) {
-    if (kill_wrapper) wrapper_->kill(SIGKILL);  // its bash dies with it (PDEATHSIG)
     // A wrapper that dies of a signal leaves the session's other processes behind.
     pid_t pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
@@ -461,7 +468,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
   channel_watch_.reset();
   channel_.reset();
   // A wrapper that exits by itself removes its adoption socket, and then the directory; a
-  // killed one cannot.
+  // killed one cannot. One asked to end may not have yet: no later sbshd must find it.
   if (kill_wrapper) remove_shell_dir(dir_);
   dir_.clear();
   awaiting_sync_ = false;

@@ -177,6 +177,7 @@ class shell_supervisor {
   uint64_t restarts_ = 0;
   bool stopping_ = false;
   bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
+  bool wrapper_hung_ = false;     // set while a restart for an unanswered health check runs
 
   // The current generation: everything below is replaced on each (re)start.
   uint64_t generation_ = 1;

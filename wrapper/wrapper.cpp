@@ -48,32 +48,72 @@ void log_error(const char* session, const std::string& what) {
   std::fprintf(stderr, "sbsh-wrapper[%s]: %s\n", session, what.c_str());
 }
 
-// Kills what is left of the session: a polite SIGHUP (as a closing terminal would send),
-// then SIGKILL for whatever is still there after a short grace.
-void end_session(pid_t sid, const std::set<pid_t>& spare) {
-  // Every process of the session descends from this one (a child subreaper: orphans come
-  // back to it), so with no child left there is nothing to look for: no scan of /proc, whose
-  // cost grows with every process on the host.
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
-  if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
-  if (procs::signal_session(sid, ::getpid(), SIGHUP, spare) == 0) return;
-  for (int i = 0; i < 50; ++i) {  // up to 500 ms
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    timespec ts{0, 10 * 1000 * 1000};
-    ::nanosleep(&ts, nullptr);
-    bool any = false;
-    for (const auto& p : procs::list())
-      if (p.sid == sid && p.pid != ::getpid() && spare.count(p.pgid) == 0) any = true;
-    if (!any) return;
-  }
-  procs::signal_session(sid, ::getpid(), SIGKILL, spare);
+int64_t mono_ms() { return static_cast<int64_t>(ipc::mono_us() / 1000); }
+
+void reap_children() {
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
 }
 
-int64_t mono_ms() { return static_cast<int64_t>(ipc::mono_us() / 1000); }
+bool has_children() {
+  reap_children();
+  return !(::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD);
+}
+
+void pause_ms(long ms) {
+  timespec ts{0, ms * 1000 * 1000};
+  ::nanosleep(&ts, nullptr);
+}
+
+// Signals this process's children outside the groups `spare`; returns how many.
+size_t signal_children(int sig, const std::set<pid_t>& spare) {
+  size_t n = 0;
+  for (const auto& c : procs::children_of(::getpid())) {
+    if (spare.count(c.pgid) != 0) continue;
+    ::kill(c.pid, sig);
+    ++n;
+  }
+  return n;
+}
+
+// Ends every process below the wrapper but those of the groups `spare` (background
+// processes) and what runs below them. The wrapper is a child subreaper, so a process whose
+// parent ends comes back to it, whatever session or group it moved to (setsid, a double
+// fork, nohup, disown, a daemon that closed its descriptors): only its own children are
+// killed, round after round, until none is left. A child's pid cannot be reused before it is
+// reaped here, so a signal never reaches another process; a process that forks meanwhile
+// only adds a round. Bounded, so that a process stuck in the kernel does not hold the
+// wrapper forever.
+void end_descendants(const char* session, const std::set<pid_t>& spare) {
+  const int64_t give_up = mono_ms() + 10000;
+  while (has_children() && signal_children(SIGKILL, spare) > 0) {
+    if (mono_ms() >= give_up) {
+      std::fprintf(stderr, "sbsh-wrapper[%s]: processes of the session did not end within 10 s of SIGKILL\n", session);
+      return;
+    }
+    pause_ms(1);
+  }
+}
+
+// Ends what is left of the session: a polite SIGHUP (as a closing terminal would send) to
+// the shell's process session and to the wrapper's children, then SIGKILL to whatever is
+// still there after a short grace, down to the last descendant (end_descendants).
+void end_session(const char* session, pid_t sid, const std::set<pid_t>& spare) {
+  // With no child left there is nothing to look for: no scan of /proc, whose cost grows
+  // with every process on the host.
+  if (!has_children()) return;
+  size_t polite = procs::signal_session(sid, ::getpid(), SIGHUP, spare) + signal_children(SIGHUP, spare);
+  for (int i = 0; polite > 0 && i < 50; ++i) {  // up to 500 ms
+    pause_ms(10);
+    if (!has_children()) return;
+    bool any = false;
+    for (const auto& c : procs::children_of(::getpid()))
+      if (spare.count(c.pgid) == 0) any = true;
+    if (!any) break;
+  }
+  procs::signal_session(sid, ::getpid(), SIGKILL, spare);
+  end_descendants(session, spare);
+}
 
 // Removes every entry of the link directory `dir`, then the directory: used when no sbshd
 // is left to do it.
@@ -160,6 +200,7 @@ class wrapper_loop {
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -172,6 +213,8 @@ class wrapper_loop {
       channel_owner_ = std::move(channel_owner);
       if (auto l = ipc::listen_in(opts_.dir, kAdoptSocket, 4)) listen_ = std::move(*l);
       else log_error(session_.c_str(), "no adoption by a later sbshd: " + l.err().message);
+      struct stat st{};
+      if (listen_ && ::stat(adopt_path().c_str(), &st) == 0) adopt_socket_ = {st.st_dev, st.st_ino};
     }
     char here[4096];
     cwd_ = ::getcwd(here, sizeof here) != nullptr ? here : "/";
@@ -307,10 +350,26 @@ class wrapper_loop {
     orphan_deadline_ms_ = 0;
   }
 
+  std::string adopt_path() const { return opts_.dir + "/" + kAdoptSocket; }
+
+  // Whether a later sbshd can still find the adoption socket: not when its file, or the
+  // directory holding it, was removed or replaced.
+  bool adoptable() const {
+    struct stat st{};
+    return listen_ && ::stat(adopt_path().c_str(), &st) == 0 && st.st_dev == adopt_socket_.first &&
+           st.st_ino == adopt_socket_.second;
+  }
+
   // sbshd went away without ending the session: wait for the next one, or end.
   bool orphaned() {
     ctl_.close();
     if (!listen_ || spare_shell_) return false;  // a spare holds no state worth keeping
+    // A shell that never finished its session's set-up is refused by every sbshd: nobody
+    // will ever adopt it.
+    if (!initialized_) {
+      log_error(session_.c_str(), "sbshd went away before the shell finished starting; ending the session");
+      return false;
+    }
     orphan_deadline_ms_ = mono_ms() + static_cast<int64_t>(opts_.adopt_timeout_ms);
     start_draining();
     log_error(session_.c_str(), fmt::format("sbshd went away; the session waits {} s for the next sbshd to adopt it",
@@ -332,7 +391,9 @@ class wrapper_loop {
                                  {early_err_.get(), POLLIN, 0}};
       for (const auto& d : draining_) fds.push_back({d.get(), POLLIN, 0});
       int timeout = -1;
-      if (orphan_deadline_ms_ != 0) timeout = static_cast<int>(std::max<int64_t>(0, orphan_deadline_ms_ - mono_ms()));
+      // While orphaned, look every second whether the adoption socket is still there.
+      if (orphan_deadline_ms_ != 0)
+        timeout = static_cast<int>(std::clamp<int64_t>(orphan_deadline_ms_ - mono_ms(), 0, 1000));
       // Frames already read but not yet handled are not seen by poll().
       int n = ctl_.open() && ctl_.buffered() ? 0 : ::poll(fds.data(), fds.size(), timeout);
       if (n < 0 && errno != EINTR) return 1;
@@ -346,15 +407,21 @@ class wrapper_loop {
       if (fds[2].revents != 0) take_adoption();
       if (ctl_.open() && (fds[1].revents != 0 || ctl_.buffered())) {
         if (!on_control() && !orphaned()) {
-          // sbshd is gone and no other may take the session: nobody can use it any more.
-          end_session(sid_, spare_);
+          // sbshd is gone and no other may take the session: nobody can use it any more, nor
+          // its background processes.
+          end_session(session_.c_str(), sid_, {});
           return 0;
         }
       }
-      if (orphan_deadline_ms_ != 0 && !ctl_.open() && mono_ms() >= orphan_deadline_ms_) {
-        log_error(session_.c_str(), "no sbshd adopted the session in time; ending it");
-        end_session(sid_, spare_);
-        return 0;
+      if (orphan_deadline_ms_ != 0 && !ctl_.open()) {
+        const char* why = mono_ms() >= orphan_deadline_ms_ ? "no sbshd adopted the session in time"
+                          : !adoptable()                   ? "its adoption socket was removed"
+                                                           : nullptr;
+        if (why != nullptr) {
+          log_error(session_.c_str(), fmt::format("{}; ending it", why));
+          end_session(session_.c_str(), sid_, {});
+          return 0;
+        }
       }
     }
   }
@@ -362,14 +429,21 @@ class wrapper_loop {
   // Returns an exit code when the wrapper should stop, -1 to go on.
   int on_signals() {
     signalfd_siginfo si;
-    bool stop = false;
+    bool stop = false, restart = false;
     while (::read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      if (si.ssi_signo != SIGCHLD) stop = true;
+      if (si.ssi_signo == SIGUSR1) restart = true;
+      else if (si.ssi_signo != SIGCHLD) stop = true;
     }
-    if (stop) {  // sbshd asked us to end the session (rm, restart, shutdown)
-      procs::signal_session(sid_, ::getpid(), SIGKILL, spare_);
-      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-      }
+    if (stop) {
+      // sbshd ends the session (rm, shutdown) or refuses to adopt it: everything it started
+      // ends, background processes included.
+      end_descendants(session_.c_str(), {});
+      return 0;
+    }
+    if (restart) {
+      // sbshd replaces the shell: it and its commands' processes end; background processes
+      // outlive it, as they outlive any restart of their session's shell.
+      end_descendants(session_.c_str(), spare_);
       return 0;
     }
     int st;
@@ -390,7 +464,8 @@ class wrapper_loop {
         exited.error = said;
       }
       send(ipc::encode(exited));
-      end_session(sid_, spare_);
+      // Background processes outlive the shell only for an sbshd that goes on with the session.
+      end_session(session_.c_str(), sid_, ctl_.open() ? spare_ : std::set<pid_t>());
       return 0;
     }
     return -1;
@@ -462,6 +537,7 @@ class wrapper_loop {
   uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it
   int64_t started_at_ms_ = 0;
   unique_fd channel_owner_, listen_;
+  std::pair<dev_t, ino_t> adopt_socket_{};  // the adoption socket's file, as created
   unique_fd shell_pidfd_;
   std::string bash_;               // the bash started
   unique_fd early_err_;            // the shell's stderr until its builtin serves
