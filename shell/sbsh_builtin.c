@@ -11,8 +11,8 @@
  * handler, with a trap set on it, so bash's QUIT check throws to its top level and abandons
  * the rest of the text, as an interactive shell returns to its prompt. bash has unwound
  * everything by the time the jump lands in its reader loop, this builtin's frames included:
- * the builtin does not catch the jump (no setjmp of its own) but leaves an unwind-protect,
- * which bash runs on the way. It reports the status and writes the builtin's name into the
+ * the builtin's own jump target (below) passes that jump on, and an unwind-protect, which
+ * bash runs on the way, does the work. It reports the status and writes the builtin's name into the
  * script bash reads, so the reader loop calls it again. Bash's own errors that abandon a
  * command (an arithmetic error in an assignment, say) take the same road.
  *
