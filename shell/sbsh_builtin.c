@@ -494,6 +494,7 @@ static void hook_waitpid(void) {
  * it while it runs; once it has ended it leaves the table without a word (`wait PID` still
  * reads its status), as at a prompt where its notice was printed before the next command. */
 static void forget_earlier_jobs(void) {
+  if (jobs == NULL || js.j_njobs == 0) return;
   sigset_t chld, old;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -588,7 +589,8 @@ static int eval_at_top_level(char *text) {
     jump_to_top_level(code);
   } else {
     clean_up_after_error();
-    value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
+    /* As bash's reader loop does after a discarded command: the status is not 0. */
+    value = last_command_exit_value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
   }
   COPY_PROCENV(outer, top_level);
   return value;
