@@ -12,9 +12,9 @@
  * the rest of the text, as an interactive shell returns to its prompt. bash has unwound
  * everything by the time the jump lands in its reader loop, this builtin's frames included:
  * the builtin's own jump target (below) passes that jump on, and an unwind-protect, which
- * bash runs on the way, does the work. It reports the status and writes the builtin's name into the
- * script bash reads, so the reader loop calls it again. Bash's own errors that abandon a
- * command (an arithmetic error in an assignment, say) take the same road.
+ * bash runs on the way, does the work. It reports the status and writes the builtin's name
+ * into the script bash reads, so the reader loop calls it again. Bash's own errors that
+ * abandon a command (an arithmetic error in an assignment, say) take the same road.
  *
  * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
  * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
@@ -30,11 +30,13 @@
  * Job notices. With job control on (`set -m`, so that every job has a process group of its
  * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
  * waits, whichever command that is. Every job a command finds in the table when it starts was
- * started by an earlier command: it is marked as notified, so that nothing of it reaches this
- * command's output. Within a command, bash without job control (a script, `bash -c`) says
- * nothing of a background job that SIGTERM, SIGINT, SIGPIPE or a trapped signal ended, where
- * job control adds "[1]+  Terminated": bash's waitpid() goes through the builtin (its entry
- * in bash's GOT), which marks such a job notified as it is reaped, before bash can print it.
+ * started by an earlier command: it is marked as notified, and given a cleanup function
+ * (bash calls it when it marks the job dead, after clearing that mark) that marks it again,
+ * so that nothing of it reaches this command's output. Within a command, bash without job
+ * control (a script, `bash -c`) says nothing of a background job that SIGTERM, SIGINT, SIGPIPE
+ * or a trapped signal ended, where job control adds "[1]+  Terminated": bash's waitpid() goes
+ * through the builtin (its entry in bash's GOT, replaced when the builtin loads), which gives
+ * such a job the same cleanup function as it is reaped, before bash can print anything of it.
  *
  * The builtin's name has a space in it ("__sbsh serve"): a function cannot be named so, so no
  * user function can stand in its place when bash reads that name back from its script.
@@ -382,7 +384,6 @@ static int check_cwd(const char *cwd) {
   if (stat(cwd, &st) != 0) return errno;
   return S_ISDIR(st.st_mode) ? 0 : SBSH_ERR_NOT_A_DIR;
 }
-
 
 /* Notices of background jobs (see "Job notices" above). bash clears a job's notified mark
  * whenever the job changes state, then calls the job's cleanup function once it is dead: that
