@@ -11,10 +11,10 @@
  * handler, with a trap set on it, so bash's QUIT check throws to its top level and abandons
  * the rest of the text, as an interactive shell returns to its prompt. bash has unwound
  * everything by the time the jump lands in its reader loop, this builtin's frames included:
- * the builtin does not catch the jump (no setjmp of its own) but leaves an unwind-protect,
- * which bash runs on the way. It reports the status and writes the builtin's name into the
- * script bash reads, so the reader loop calls it again. Bash's own errors that abandon a
- * command (an arithmetic error in an assignment, say) take the same road.
+ * the builtin's own jump target (below) passes that jump on, and an unwind-protect, which
+ * bash runs on the way, does the work. It reports the status and writes the builtin's name
+ * into the script bash reads, so the reader loop calls it again. Bash's own errors that
+ * abandon a command (an arithmetic error in an assignment, say) take the same road.
  *
  * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
  * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
@@ -30,11 +30,13 @@
  * Job notices. With job control on (`set -m`, so that every job has a process group of its
  * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
  * waits, whichever command that is. Every job a command finds in the table when it starts was
- * started by an earlier command: it is marked as notified, so that nothing of it reaches this
- * command's output. Within a command, bash without job control (a script, `bash -c`) says
- * nothing of a background job that SIGTERM, SIGINT, SIGPIPE or a trapped signal ended, where
- * job control adds "[1]+  Terminated": bash's waitpid() goes through the builtin (its entry
- * in bash's GOT), which marks such a job notified as it is reaped, before bash can print it.
+ * started by an earlier command: it is marked as notified, and given a cleanup function
+ * (bash calls it when it marks the job dead, after clearing that mark) that marks it again,
+ * so that nothing of it reaches this command's output. Within a command, bash without job
+ * control (a script, `bash -c`) says nothing of a background job that SIGTERM, SIGINT, SIGPIPE
+ * or a trapped signal ended, where job control adds "[1]+  Terminated": bash's waitpid() goes
+ * through the builtin (its entry in bash's GOT, replaced when the builtin loads), which gives
+ * such a job the same cleanup function as it is reaped, before bash can print anything of it.
  *
  * The builtin's name has a space in it ("__sbsh serve"): a function cannot be named so, so no
  * user function can stand in its place when bash reads that name back from its script.
@@ -384,7 +386,6 @@ static int check_cwd(const char *cwd) {
   return S_ISDIR(st.st_mode) ? 0 : SBSH_ERR_NOT_A_DIR;
 }
 
-
 /* Notices of background jobs (see "Job notices" above). bash clears a job's notified mark
  * whenever the job changes state, then calls the job's cleanup function once it is dead: that
  * function marks it notified again, before bash can print anything of it. */
@@ -495,6 +496,7 @@ static void hook_waitpid(void) {
  * it while it runs; once it has ended it leaves the table without a word (`wait PID` still
  * reads its status), as at a prompt where its notice was printed before the next command. */
 static void forget_earlier_jobs(void) {
+  if (jobs == NULL || js.j_njobs == 0) return;
   sigset_t chld, old;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -589,7 +591,8 @@ static int eval_at_top_level(char *text) {
     jump_to_top_level(code);
   } else {
     clean_up_after_error();
-    value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
+    /* As bash's reader loop does after a discarded command: the status is not 0. */
+    value = last_command_exit_value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
   }
   COPY_PROCENV(outer, top_level);
   return value;

@@ -59,10 +59,11 @@ TEST_F(shell_errors_test, AnUnboundVariableUnderSetUFailsTheCommandNotTheShell) 
   // The rest of the text does not run, as a script would stop there.
   fails_and_keeps_the_shell("s", "echo $TYPO; echo same", 1, "bash: line 1: TYPO: unbound variable\n",
                             "echo $kept; [[ $- == *u* ]] && echo nounset", "yes\nnounset\n");
-  fails_and_keeps_the_shell("s", "echo ${X:?missing}; echo same", 1, "bash: line 1: X: missing\n", "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "echo ${X:?missing}; echo same", 1, "bash: line 1: X: missing\n", "echo $kept",
+                            "yes\n");
   // Inside a function: its locals are gone afterwards, the globals are as they were.
-  fails_and_keeps_the_shell("s", "f() { local kept=local; echo $TYPO; }; f", 1, "main: line 1: TYPO: unbound variable\n",
-                            "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "f() { local kept=local; echo $TYPO; }; f", 1,
+                            "main: line 1: TYPO: unbound variable\n", "echo $kept", "yes\n");
 }
 
 TEST_F(shell_errors_test, ASpecialBuiltinErrorInPosixModeFailsTheCommandNotTheShell) {
@@ -82,11 +83,10 @@ TEST_F(shell_errors_test, AFailedExecFailsTheCommandAndKeepsJobControlAndStderr)
   std::string plain = dir + "/not-executable";
   std::ofstream(plain) << "echo hi\n";
   ASSERT_EQ(::chmod(plain.c_str(), 0644), 0);
-  fails_and_keeps_the_shell(
-      "s", "exec " + plain, 126,
-      "bash: line 1: " + plain + ": Permission denied\nbash: line 1: exec: " + plain +
-          ": cannot execute: Permission denied\n",
-      "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "exec " + plain, 126,
+                            "bash: line 1: " + plain + ": Permission denied\nbash: line 1: exec: " + plain +
+                                ": cannot execute: Permission denied\n",
+                            "echo $kept", "yes\n");
   // As at a prompt, the rest of the line runs, with its stderr still there.
   auto r = exec("s", "exec /no/such/file; echo after $? >&2");
   EXPECT_EQ(r.err, "bash: line 1: /no/such/file: No such file or directory\nafter 127\n");
