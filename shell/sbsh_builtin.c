@@ -22,10 +22,13 @@
  * on, and so must a session. The builtin sets its own jump target on bash's `top_level` around
  * each command: the fatal jumps that bash's string parser passes on (FORCE_EOF, ERREXIT,
  * EXITPROG) land there once bash has unwound the command, and end the command instead of the
- * shell, with bash's message already written and bash's status. `exit` (EXITBLTIN) and a
- * failure under `set -e` go on to bash's reader loop and end the shell, as at a prompt; so
- * does every jump in a child process. A failed `exec` never ends the shell (execfail is kept
- * on, as an interactive shell ignores it).
+ * shell, with bash's message already written and bash's status. A failure under `set -e`
+ * (ERREXIT) ends the command too, not the shell: where a prompt would exit, a session ends
+ * the command text with the failing status, as the end of a script would, and keeps its
+ * state (`set -e` included), since agents run `set -euo pipefail` in sessions they mean to
+ * keep. `exit` (EXITBLTIN) goes on to bash's reader loop and ends the shell; so does every
+ * jump in a child process. A failed `exec` never ends the shell (execfail is kept on, as an
+ * interactive shell ignores it).
  *
  * Job notices. With job control on (`set -m`, so that every job has a process group of its
  * own), bash prints "[1]+  Terminated ..." for a background job when it next reads a line or
@@ -81,7 +84,6 @@ extern int wait_intr_flag;
 extern struct builtin *builtin_address_internal(char *, int);
 extern int wait_signal_received;
 /* Without a header in bash-builtins (flags.h, trap.h, jobs.c, execute_cmd.c, shopt.def). */
-extern int exit_immediately_on_error;
 extern int no_exit_on_failed_exec;
 extern int expand_aliases, expaliases_flag;
 extern int shell_tty;
@@ -476,18 +478,59 @@ static int find_got_slot(struct dl_phdr_info *info, size_t size, void *data) {
   return 1; /* the program only */
 }
 
-/* Without the slot (another build of bash), notices are as bash prints them. */
-static void hook_waitpid(void) {
-  if (bash_waitpid != NULL) return;
-  struct got_slot g = {"waitpid", NULL, 0};
+/* Points bash's GOT slot of `name` at `hook` and returns what it held, or NULL when the slot
+ * is not found (another build of bash), in which case bash goes on as it is. */
+static void *hook_got(const char *name, void *hook) {
+  struct got_slot g = {name, NULL, 0};
   dl_iterate_phdr(find_got_slot, &g);
-  if (g.slot == NULL || *g.slot == NULL) return;
+  if (g.slot == NULL || *g.slot == NULL) return NULL;
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   void *start = (void *)((uintptr_t)g.slot & ~(page - 1));
-  if (g.in_relro && mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return;
-  bash_waitpid = (pid_t(*)(pid_t, int *, int))*g.slot;
-  *g.slot = (void *)sbsh_waitpid;
+  if (g.in_relro && mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return NULL;
+  void *was = *g.slot;
+  *g.slot = hook;
   if (g.in_relro) mprotect(start, page, PROT_READ);
+  return was;
+}
+
+/* Without the slot, notices are as bash prints them. */
+static void hook_waitpid(void) {
+  if (bash_waitpid != NULL) return;
+  bash_waitpid = (pid_t(*)(pid_t, int *, int))hook_got("waitpid", (void *)sbsh_waitpid);
+}
+
+/* Errors under `set -e` that bash ends the shell for without a jump. report_error(), which
+ * reports an unbound variable under `set -u`, a bad substitution or `${X:?}`, calls
+ * exit_shell() at once when errexit is on, where the same error without `set -e` jumps to the
+ * top level (and the builtin ends the command). exit_shell() begins with fflush(stdout),
+ * before it runs the EXIT trap or anything else: called from there while a command runs and
+ * the shell is not on its way out through `exit`, the builtin ends the command instead, as
+ * bash's expansion code would have (exp_jump_to_top_level), with report_error()'s status. */
+extern void undo_partial_redirects(void);
+extern void set_pipestatus_from_exit(int);
+extern int assigning_in_environment;
+static int (*bash_fflush)(FILE *);
+static uintptr_t exit_shell_at;
+static int leaving; /* an `exit` (or another end of the shell) is on its way to bash's loop */
+
+static int sbsh_fflush(FILE *f) {
+  uintptr_t from = (uintptr_t)__builtin_return_address(0);
+  if (f == stdout && exit_shell_at != 0 && from > exit_shell_at && from < exit_shell_at + 64 && in_command &&
+      serving && !leaving && getpid() == shell_pid) {
+    set_pipestatus_from_exit(last_command_exit_value);
+    if (expanding_redir) undo_partial_redirects();
+    expanding_redir = 0;
+    assigning_in_environment = 0;
+    jump_to_top_level(ERREXIT);
+  }
+  return bash_fflush(f);
+}
+
+static void hook_exit_on_error(void) {
+  if (bash_fflush != NULL) return;
+  exit_shell_at = (uintptr_t)dlsym(RTLD_DEFAULT, "exit_shell");
+  if (exit_shell_at != 0) bash_fflush = (int (*)(FILE *))hook_got("fflush", (void *)sbsh_fflush);
+  if (bash_fflush == NULL) exit_shell_at = 0;
 }
 
 /* Every job in the table now was started by an earlier command: none of its notices
@@ -521,6 +564,7 @@ static struct levels top_levels;
  * stderr. With no descriptor of its own, nothing is closed; after the command, job control
  * is put back on if the failed exec turned it off. */
 static void before_command(void) {
+  leaving = 0;
   shell_tty = -1;
   no_exit_on_failed_exec = 1;
   top_levels.executing_builtin = executing_builtin;
@@ -559,16 +603,16 @@ static void clean_up_after_error(void) {
 }
 
 /* Whether a jump that would end a non-interactive shell ends only the command: an error that
- * an interactive shell reports and survives. `exit` (EXITBLTIN), a failure under `set -e`
- * (ERREXIT with errexit on) and a fatal signal (SIGEXIT) end the shell, as at a prompt. */
+ * an interactive shell reports and survives, or a failure under `set -e`. `exit` (EXITBLTIN)
+ * and a fatal signal (SIGEXIT) end the shell. */
 static int survivable(int code) {
   switch (code) {
     case FORCE_EOF: /* an expansion error: set -u, ${X:?}, a bad substitution in posix mode */
     case DISCARD:
     case EXITPROG: /* `.` of a missing file in posix mode */
       return 1;
-    case ERREXIT: /* a special builtin's error in posix mode, unless set -e is what failed */
-      return !exit_immediately_on_error;
+    case ERREXIT: /* a special builtin's error in posix mode, or a failure under set -e */
+      return 1;
     default:
       return 0;
   }
@@ -588,6 +632,7 @@ static int eval_at_top_level(char *text) {
      * past this builtin (unwound() reported it), or the end of the shell: where the jump was
      * going without this target. */
     COPY_PROCENV(outer, top_level);
+    if (getpid() == shell_pid) leaving = 1;
     jump_to_top_level(code);
   } else {
     clean_up_after_error();
@@ -744,6 +789,7 @@ EXPORTED int __sbsh_builtin_load(char *name) {
   fcntl(SBSH_CHANNEL_FD, F_SETFD, FD_CLOEXEC);
   dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);
   hook_waitpid();
+  hook_exit_on_error();
   /* Never unloaded while its loop runs (enable -d would unmap the code under it). */
   Dl_info self;
   if (dladdr((void *)serve_builtin, &self) != 0 && self.dli_fname != NULL)

@@ -1,7 +1,8 @@
 // A session's shell behaves as at an interactive prompt: errors that a prompt reports and
 // survives (set -u, ${X:?}, a special builtin's error in posix mode, a failed exec) fail the
 // command with bash's own message and status while the shell, its pid and its state stay;
-// `exit` and `set -e` still end it. Aliases defined by one command work in the next. Nothing
+// so does a failure under `set -e`, which ends the command text, not the shell. `exit` still
+// ends it. Aliases defined by one command work in the next. Nothing
 // of a background job reaches a later command's result, and a timeout reports the signal the
 // command received, never the interrupt sbshd uses to stop the shell's text.
 #include <signal.h>
@@ -98,16 +99,26 @@ TEST_F(shell_errors_test, AFailedExecFailsTheCommandAndKeepsJobControlAndStderr)
   ::kill(bg, SIGKILL);
 }
 
-TEST_F(shell_errors_test, ExitAndSetEStillEndTheShell) {
+TEST_F(shell_errors_test, ExitStillEndsTheShell) {
   auto before = shell_of("s");
   auto j = exec_json("s", "exit 3");
   EXPECT_EQ(j["exit_code"], 3);
   EXPECT_TRUE(j["shell_restarted"].get<bool>());
-  j = exec_json("s", "set -e; false; echo never");
-  EXPECT_EQ(j["exit_code"], 1);
-  EXPECT_EQ(j["stdout"], "");
-  EXPECT_TRUE(j["shell_restarted"].get<bool>());
   EXPECT_NE(shell_of("s").first, before.first);
+}
+
+// Agents run `set -euo pipefail` in sessions they mean to keep: a failure under it ends the
+// command text with the failing status, as the end of a script would, and the shell, its
+// state and the options themselves stay for the next command.
+TEST_F(shell_errors_test, AFailureUnderSetEEndsTheCommandNotTheShell) {
+  ASSERT_EQ(exec("s", "kept=yes; set -euo pipefail").code, 0);
+  fails_and_keeps_the_shell("s", "false; echo never", 1, "", "echo $kept; [[ $- == *e* && $- == *u* && -o pipefail ]] && echo on",
+                            "yes\non\n");
+  fails_and_keeps_the_shell("s", "echo start >/dev/null; (exit 7); echo never", 7, "", "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "true | false | true; echo never", 1, "", "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "echo $TYPO; echo never", 1, "bash: line 1: TYPO: unbound variable\n",
+                            "echo $kept", "yes\n");
+  fails_and_keeps_the_shell("s", "x=$(false); echo never", 1, "", "echo $kept", "yes\n");
 }
 
 TEST_F(shell_errors_test, AnAliasDefinedByOneCommandWorksInTheNext) {
