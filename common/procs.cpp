@@ -178,6 +178,19 @@ size_t signal_tree(pid_t pgid, int sig) {
   return deliver({pgid}, pids, sig);
 }
 
+size_t signal_kept_tree(pid_t pgid, pid_t keeper, int sig) {
+  if (pgid <= 1 || keeper <= 1) return 0;
+  auto all = list();
+  std::set<pid_t> pids{keeper};
+  for (const auto& p : all)
+    if (p.pgid == pgid) pids.insert(p.pid);
+  add_descendants(all, pids);
+  pids.erase(keeper);
+  pids.erase(::getpid());
+  if (sig == SIGKILL || sig == SIGSTOP) return deliver({}, pids, sig);
+  return deliver({pgid}, pids, sig);
+}
+
 bool group_alive(pid_t pgid) {
   for (const auto& p : list())
     if (p.pgid == pgid) return true;

@@ -48,6 +48,12 @@ size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& s
 // Signals a process tree: the group `pgid`, and every descendant of its members (found by
 // parent pid, so children that called setsid are included). Returns how many processes.
 size_t signal_tree(pid_t pgid, int sig);
+// Signals a background process's tree without its keeper: the process `keeper` leads group
+// `pgid`, is a child subreaper (so every process the command started is its descendant, those
+// that called setsid included) and survives every signal it can catch. The group and every
+// descendant of the keeper are signalled; SIGKILL and SIGSTOP, which the keeper cannot catch,
+// go to each process but the keeper and never to the group. Returns how many processes.
+size_t signal_kept_tree(pid_t pgid, pid_t keeper, int sig);
 // True while any process of group `pgid` is alive (zombies excluded).
 bool group_alive(pid_t pgid);
 

@@ -87,9 +87,10 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
   run_next();
 }
 
-void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done) {
+void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd) {
   auto job = std::make_unique<exec_job>();
   job->internal = true;
+  job->check_cwd = std::move(check_cwd);
   job->session = session_.name();
   job->command = job->text = std::move(text);
   job->on_done = std::move(on_done);

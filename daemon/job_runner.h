@@ -39,7 +39,8 @@ class job_runner {
   void enqueue(std::unique_ptr<exec_job> job);
   // Queues shell text on sbshd's own behalf; on_done gets the finished job (its outcome and
   // captured output), also when it never runs.
-  void run_internal(std::string text, std::function<void(exec_job&)> on_done);
+  // `check_cwd`, when not empty, is a directory that must exist for the text to run (as exec -C).
+  void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {});
   // What a new shell runs before anything else (init commands, a claimed spare's set-up), in
   // this order; `init` marks the session's own init commands, whose failure fails the start.
   void run_first(std::vector<std::string> texts, bool init);

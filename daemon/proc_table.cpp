@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,7 @@
 #include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"
+#include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
@@ -30,11 +32,48 @@ namespace msg = ipc::msg;
 namespace {
 
 constexpr uint64_t kKillGraceMs = 2000;
+// What the table keeps of a command's text or an error (a bound on every record: the table is
+// saved and listed within the frame cap). The log directory keeps a longer command whole.
+constexpr size_t kKeptText = 4096;
+// How long `kill` with a signal other than TERM or KILL waits for the command to end of it
+// before it answers that the process still runs.
+constexpr uint64_t kSignalSettleMs = 1000;
+// How often SIGKILL is sent again while a killed tree is not gone yet.
+constexpr uint64_t kKillAgainMs = 200;
 
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-bool terminating(int sig) {
-  return sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGABRT;
+// At most kKeptText bytes of a text, cut at a character's start, with a marker saying how
+// long the whole was.
+std::string kept_text(std::string_view s, size_t limit = kKeptText) {
+  if (s.size() <= limit) return std::string(s);
+  size_t cut = limit - 64;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}…[{} bytes in all]", s.substr(0, cut), s.size());
+}
+
+// A name as an error message may quote it: bytes other than printable ASCII as \xNN.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (char ch : s.substr(0, 80)) {
+    auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u < 0x7f) out += ch;
+    else out += fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
+
+// Every signal the keeper can catch whose default action is not to ignore it, as numbers
+// for `trap`: those that would end or stop it.
+std::string keeper_signals() {
+  std::string out;
+  for (int sig = 1; sig <= SIGRTMAX; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD || sig == SIGCONT || sig == SIGURG || sig == SIGWINCH)
+      continue;
+    if (sig >= 32 && sig < SIGRTMIN) continue;  // the C library's own
+    out += fmt::format("{}{}", out.empty() ? "" : " ", sig);
+  }
+  return out;
 }
 
 }  // namespace
@@ -97,6 +136,29 @@ bg_proc* proc_table::find(const ipc::proc_ref& ref, uint64_t req, client_conn& c
   return best;
 }
 
+status proc_table::check_name(const std::string& name) const {
+  if (name.empty()) return ok_status();
+  bool ok = name.size() <= 64, digits = true;
+  for (char ch : name) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) != 0 || std::string_view("._-+@:").find(ch) != std::string_view::npos);
+    digits = digits && ch >= '0' && ch <= '9';
+  }
+  if (!ok)
+    return make_error(errc::bad_request, fmt::format("invalid process name '{}': a name is 1 to 64 letters, digits, "
+                                                     "'.', '_', '-', '+', '@' or ':'",
+                                                     shown(name)));
+  if (digits)
+    return make_error(errc::bad_request, fmt::format("invalid process name '{}': a name of digits only would read as "
+                                                     "a process id; add a letter",
+                                                     name));
+  for (const auto& [id, p] : procs_)
+    if (p->name == name && !p->finished())
+      return make_error(errc::bad_request, fmt::format("a process named '{}' is running (id {}); choose another name, "
+                                                       "or end it first ('sbsh kill {}')",
+                                                       name, id, name));
+  return ok_status();
+}
+
 void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   const auto& m = env.msg;
   auto fail = [&](const error& e) { c.send_error(m.id(), e); };
@@ -106,12 +168,17 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   std::string sname(start->session);
   if (auto s = check_session_name(sname); !s) return fail(s.err());
   std::string pname(start->name);
-  if (pname.size() > 64 || pname.find_first_of(std::string_view("\0\n/", 3)) != std::string::npos)
-    return fail(make_error(errc::bad_request, "a process name is at most 64 characters without '/' or newlines"));
+  if (auto n = check_name(pname); !n) return fail(n.err());
   for (auto e : start->env)
     if (auto s = check_env_entry(e); !s) return fail(s.err());
   std::string text_cmd(start->command);
   if (text_cmd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "the command contains a NUL byte"));
+  std::string cwd(start->cwd);
+  if (cwd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "field 'cwd' contains a NUL byte"));
+  if (!cwd.empty() && cwd[0] != '/')
+    return fail(make_error(errc::bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", cwd)));
+  if (cwd.size() > SBSH_CHANNEL_MAX_CWD)
+    return fail(make_error(errc::bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD)));
   auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
   if (!s) return fail(s.err());
 
@@ -119,7 +186,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->id = next_id_++;
   p->name = pname;
   p->session = sname;
-  p->command = text_cmd;
+  p->command = kept_text(text_cmd);
   p->started_at_ms = wall_ms();
   int out[2], err[2], st[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(st, O_CLOEXEC) != 0)
@@ -132,19 +199,36 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->status_w = unique_fd(st[1]);
   for (int fd : {out[0], err[0], st[0]}) set_nonblock(fd);
   if (auto l = open_logs(*p); !l) return fail(l.err());
+  if (text_cmd.size() > kKeptText)  // the table keeps its start; the log directory all of it
+    off_loop(srv_.loop(), [path = log_path(p->id, "cmd"), text = text_cmd] {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return;
+      for (size_t at = 0; at < text.size();) {
+        ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) at += static_cast<size_t>(n);
+      }
+      ::close(fd);
+    });
 
-  // The outer subshell reports "+" once its redirections are open (then sbshd drops its own
-  // copies of the write ends) and the command's status when it ends. The command runs in an
+  // The outer subshell, the keeper, becomes a child subreaper, survives every signal it can
+  // catch (kill signals the whole group; its caught traps are reset to their defaults in the
+  // command's subshell), reports "+" once its redirections are open (then sbshd drops its own
+  // copies of the write ends) and the command's status when it ends; then it lets go of the
+  // logs and waits for every process the command left (proc_table.h). The command runs in an
   // inner subshell without the status descriptor, so nothing it starts can hold it, and
-  // `exit` or `set -e` inside it end only the inner one.
+  // `exit` or `set -e` inside it end only the inner one. '__sbsh serve' is sbsh's builtin
+  // (shell/sbsh_builtin.c); a shell with an older one refuses "keep" and "reap" quietly.
   std::string dir = fmt::format("/proc/{}/fd/", srv_.pid());
-  std::string text =
-      "(\\builtin echo + >&3\n__sbsh_o=$-\n\\builtin set +e\n"
-      "([[ $__sbsh_o == *e* ]] && \\builtin set -e\n";
-  if (!start->cwd.empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(start->cwd));
+  std::string text = fmt::format(
+      "(__sbsh_o=$-\n\\builtin set +e\n'__sbsh serve' keep 2>/dev/null\n\\builtin trap : {}\n"
+      "\\builtin echo + >&3\n([[ $__sbsh_o == *e* ]] && \\builtin set -e\n",
+      keeper_signals());
+  if (!cwd.empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(cwd));
   for (auto e : start->env) text += fmt::format("\\builtin export {}\n", shell_quote(e));
   text += fmt::format(
-      "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
+      "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n\\builtin exec </dev/null >/dev/null 2>&1\n"
+      "'__sbsh serve' reap\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
       shell_quote(text_cmd), dir, p->out_w.get(), dir, p->err_w.get(), dir, p->status_w.get());
 
   watch(*p);
@@ -158,10 +242,18 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     bg_proc& p = *it->second;
     if (p.state == proc_state::failed) {
       if (auto* c = srv_.client_by_serial(serial)) c->send_error(req, errc::start_failed, p.error);
+      if (job.not_run) {  // refused before anything ran (exec -C's check): it never existed
+        std::vector<std::string> logs{log_path(id, "cmd")};
+        for (const char* ext : {"out", "err"})
+          for (auto& f : capped_log_files(log_path(id, ext))) logs.push_back(std::move(f));
+        procs_.erase(it);
+        remove_logs_later(std::move(logs));
+        save();
+      }
       return;
     }
     reply_info(serial, req, p);
-  });
+  }, cwd);
   save();
 }
 
@@ -211,7 +303,7 @@ bool proc_table::reattach(bg_proc& p) {
   }
   if (auto l = open_logs(p); !l) spdlog::warn("process {}: {}", p.id, l.err().message);
   p.pid = pgid;
-  p.state = proc_state::running;
+  if (!p.finished()) p.state = proc_state::running;
   watch(p);
   spdlog::info("process {} (pid {}) still runs in session {}: its output is logged again", p.id, p.pid, p.session);
   return true;
@@ -227,7 +319,8 @@ void proc_table::on_started(uint64_t id, exec_job& job) {
   if (!ok) {
     std::string why = !job.captured_err.empty() ? job.captured_err : job.outcome.error;
     while (!why.empty() && why.back() == '\n') why.pop_back();
-    p.error = fmt::format("could not start: {}", why.empty() ? "the session's shell did not run it" : why);
+    p.error = kept_text(fmt::format("could not start: {}", why.empty() ? "the session's shell did not run it" : why));
+    if (job.not_run) p.error = kept_text(fmt::format("nothing was started: {}", job.outcome.error));
     p.state = proc_state::failed;
     p.out_w.reset();
     p.err_w.reset();
@@ -283,45 +376,48 @@ void proc_table::on_status(bg_proc& p) {
     eof = n == 0 || (errno != EAGAIN && errno != EINTR);
     break;
   }
-  if (p.status_buf.rfind("+\n", 0) == 0 && p.status_w) {
+  bool started = p.status_buf.rfind("+\n", 0) == 0;
+  if (started && p.status_w) {
     // The subshell has its own copies now: drop ours so that end-of-file can come.
     p.out_w.reset();
     p.err_w.reset();
     p.status_w.reset();
   }
+  // The number after "+" is the command's status, written when it ended.
+  size_t pos = started ? 2 : 0;
+  if (!p.finished() && p.status_buf.find('\n', pos) != std::string::npos) {
+    std::optional<int> code;
+    char* end = nullptr;
+    long v = std::strtol(p.status_buf.c_str() + pos, &end, 10);
+    if (end != p.status_buf.c_str() + pos && *end == '\n' && v >= 0 && v <= 255) code = static_cast<int>(v);
+    if (code) end_command(p, code, "");
+  }
   if (eof) finish(p, "");
 }
 
 void proc_table::finish(bg_proc& p, const std::string& why) {
-  p.status_watch.reset();
-  p.status_r.reset();
+  if (!p.finished() || p.ended_at_ms == 0) end_command(p, std::nullopt, why);
+  tree_gone(p);
+}
+
+void proc_table::end_command(bg_proc& p, std::optional<int> code, const std::string& why) {
   if (p.finished() && p.ended_at_ms != 0) return;
   p.ended_at_ms = wall_ms();
-  // The number after "+" is the command's status.
-  std::optional<int> code;
-  size_t pos = p.status_buf.rfind("+\n", 0) == 0 ? 2 : 0;
-  if (pos < p.status_buf.size()) {
-    char* end = nullptr;
-    long v = std::strtol(p.status_buf.c_str() + pos, &end, 10);
-    if (end != p.status_buf.c_str() + pos && v >= 0 && v <= 255) code = static_cast<int>(v);
-  }
+  bool by_signal = code && *code > 128 && *code < 128 + 65;
   if (p.state == proc_state::failed) {
     // could not start: nothing more to record
-  } else if (p.kill_sent != 0) {
-    p.state = proc_state::killed;
-    p.signal = p.kill_sent;
-    p.exit_code = code;
   } else if (code) {
-    p.state = proc_state::exited;
+    // What the command's real end says: a signal that sbsh sent and that ended it is a kill;
+    // a command that caught the signal and exited on its own has exited.
+    p.state = by_signal && p.kill_sent != 0 ? proc_state::killed : proc_state::exited;
     p.exit_code = code;
-    if (*code > 128 && *code < 128 + 65) p.signal = *code - 128;
+    if (by_signal) p.signal = *code - 128;
   } else {
+    // The keeper itself was killed (from outside sbsh, or with its session): no status.
     p.state = proc_state::killed;
-    p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
+    if (p.kill_sent == SIGKILL) p.signal = SIGKILL;
+    else p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
   }
-  p.kill_timer.reset();
-  if (p.pid > 0)
-    if (auto* s = srv_.find_session(p.session)) s->unprotect_group(static_cast<pid_t>(p.pid));
   // What the process wrote before it ended is in the pipes: log it before telling anyone.
   if (p.out_r) on_output(p, ipc::kStdout);
   if (p.err_r) on_output(p, ipc::kStderr);
@@ -330,14 +426,27 @@ void proc_table::finish(bg_proc& p, const std::string& why) {
   end_followers(p);
   spdlog::info("process {} {} (exit {}, signal {})", p.id, proc_state_name(p.state), p.exit_code.value_or(-1),
                p.signal.value_or(0));
+  save();
+}
+
+void proc_table::tree_gone(bg_proc& p) {
+  p.status_watch.reset();
+  p.status_r.reset();
+  p.kill_timer.reset();
+  if (p.pid > 0)
+    if (auto* s = srv_.find_session(p.session)) s->unprotect_group(static_cast<pid_t>(p.pid));
+  for (auto& w : p.kill_waiters) reply_info(w.serial, w.req, p);
+  p.kill_waiters.clear();
   // Keep the table bounded: forget the oldest finished processes, and their logs.
   size_t finished = 0;
   for (auto& [id, q] : procs_) finished += q->finished() ? 1 : 0;
   std::vector<std::string> logs;
   for (auto it = procs_.begin(); finished > srv_.opts().keep_finished && it != procs_.end();) {
-    if (it->second->finished() && it->second.get() != &p && !it->second->out_r && !it->second->err_r) {
+    const bg_proc& q = *it->second;
+    if (q.finished() && &q != &p && !q.out_r && !q.err_r && !q.tree_alive() && q.kill_waiters.empty()) {
       for (const char* ext : {"out", "err"})
         for (auto& f : capped_log_files(log_path(it->first, ext))) logs.push_back(std::move(f));
+      logs.push_back(log_path(it->first, "cmd"));
       it = procs_.erase(it);
       --finished;
     } else {
@@ -355,7 +464,21 @@ void proc_table::end_followers(bg_proc& p) {
 
 void proc_table::signal_tree(bg_proc& p, int sig) {
   if (p.pid <= 1) return;
-  off_loop(srv_.loop(), [pgid = static_cast<pid_t>(p.pid), sig] { procs::signal_tree(pgid, sig); });
+  off_loop(srv_.loop(), [pgid = static_cast<pid_t>(p.pid), sig] { procs::signal_kept_tree(pgid, pgid, sig); });
+}
+
+void proc_table::kill_until_gone(uint64_t id, uint64_t delay_ms) {
+  auto it = procs_.find(id);
+  if (it == procs_.end() || !it->second->tree_alive()) return;
+  bg_proc& p = *it->second;
+  if (p.kill_timer == nullptr) p.kill_timer = make_handle<timer>(srv_.loop());
+  p.kill_timer->start(delay_ms, [this, id] {
+    auto it = procs_.find(id);
+    if (it == procs_.end() || !it->second->tree_alive()) return;
+    if (!it->second->finished()) it->second->kill_sent = SIGKILL;
+    signal_tree(*it->second, SIGKILL);
+    kill_until_gone(id, kKillAgainMs);
+  });
 }
 
 void proc_table::remove_logs_later(std::vector<std::string> paths) {
@@ -376,7 +499,7 @@ void proc_table::remove_stray_logs() {
     char* end = nullptr;
     uint64_t id = std::strtoull(e->d_name, &end, 10);
     std::string_view ext(end);
-    bool log = ext == ".out" || ext == ".err" || ext == ".out.1" || ext == ".err.1";
+    bool log = ext == ".out" || ext == ".err" || ext == ".out.1" || ext == ".err.1" || ext == ".cmd";
     if (end != e->d_name && log && procs_.count(id) == 0) stray.push_back(dir + "/" + e->d_name);
   }
   ::closedir(d);
@@ -390,26 +513,31 @@ void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
   int sig = req->signal.number;
   bg_proc* p = find(req->proc, env.msg.id(), c);
   if (p == nullptr) return;
-  if (p->finished() || p->pid <= 0) {
-    if (p->state == proc_state::starting) {
-      return c.send_error(env.msg.id(), errc::not_started, "the process has not started yet; try again in a moment");
-    }
-    return reply_info(c.serial(), env.msg.id(), *p);
-  }
+  if (p->state == proc_state::starting && p->pid <= 0)
+    return c.send_error(env.msg.id(), errc::not_started, "the process has not started yet; try again in a moment");
+  // Nothing of it is left: the answer is how it ended.
+  if (!p->tree_alive() || p->pid <= 1) return reply_info(c.serial(), env.msg.id(), *p);
+  if (!p->finished()) p->kill_sent = sig;
   signal_tree(*p, sig);
-  if (!terminating(sig)) return reply_info(c.serial(), env.msg.id(), *p);
-  p->kill_sent = sig;
-  p->waiters.push_back({c.serial(), env.msg.id(), nullptr});
-  if (sig != SIGKILL && p->kill_timer == nullptr) {
-    p->kill_timer = make_handle<timer>(srv_.loop());
-    uint64_t id = p->id;
-    p->kill_timer->start(kKillGraceMs, [this, id] {
-      auto it = procs_.find(id);
-      if (it == procs_.end() || it->second->finished()) return;
-      it->second->kill_sent = SIGKILL;
-      signal_tree(*it->second, SIGKILL);
-    });
+  if (sig == SIGTERM || sig == SIGKILL) {
+    // Answered once every process of it is gone; TERM turns into KILL after the grace period.
+    p->kill_waiters.push_back({c.serial(), env.msg.id(), nullptr});
+    if (p->kill_timer == nullptr || sig == SIGKILL) kill_until_gone(p->id, sig == SIGKILL ? kKillAgainMs : kKillGraceMs);
+    return;
   }
+  // Another signal may end the command or not: answered when it ends, or after a moment with
+  // the process still running.
+  if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
+  bg_proc::waiter w{c.serial(), env.msg.id(), make_handle<timer>(srv_.loop())};
+  uint64_t id = p->id, serial = c.serial(), rq = env.msg.id();
+  w.deadline->start(kSignalSettleMs, [this, id, serial, rq] {
+    auto it = procs_.find(id);
+    if (it == procs_.end()) return;
+    auto& ws = it->second->waiters;
+    std::erase_if(ws, [&](const bg_proc::waiter& x) { return x.serial == serial && x.req == rq; });
+    reply_info(serial, rq, *it->second);
+  });
+  p->waiters.push_back(std::move(w));
 }
 
 void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
@@ -518,32 +646,84 @@ bool proc_table::stop_following(client_conn& c, uint64_t req) {
 void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::proc_list>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
-  msg::proc_table reply;
+  // The reply fits one frame whatever the table holds: past a budget, the texts are
+  // shortened further, then the oldest finished processes are left out (the newest are kept).
+  constexpr size_t kBudget = ipc::kMaxFrame / 2;
+  auto size_of = [dir = srv_.opts().state_dir.size()](const bg_proc& p, size_t text_cap) {
+    return 512 + dir + p.name.size() + p.session.size() + std::min(p.command.size(), text_cap) +
+           std::min(p.error.size(), text_cap);
+  };
+  std::vector<const bg_proc*> listed;
+  size_t total = 0;
   for (const auto& [id, p] : procs_)
-    if (req->all || !p->finished()) reply.procs.push_back(record_of(*p));
+    if (req->all || !p->finished()) {
+      listed.push_back(p.get());
+      total += size_of(*p, kKeptText);
+    }
+  size_t cap = kKeptText;
+  if (total > kBudget) {
+    cap = 256;
+    total = 0;
+    for (const auto* p : listed) total += size_of(*p, cap);
+  }
+  size_t skip = 0;  // the oldest finished ones, when even that is too much
+  for (size_t i = 0; total > kBudget && i < listed.size(); ++i)
+    if (listed[i]->finished()) {
+      total -= size_of(*listed[i], cap);
+      listed[i] = nullptr;
+      ++skip;
+    }
+  if (skip > 0) spdlog::warn("ps: {} finished processes left out of a reply that would not fit a frame", skip);
+  msg::proc_table reply;
+  for (const auto* p : listed) {
+    if (p == nullptr) continue;
+    reply.procs.push_back(record_of(*p));
+    if (cap < kKeptText) {
+      reply.procs.back().command = kept_text(reply.procs.back().command, cap);
+      reply.procs.back().error = kept_text(reply.procs.back().error, cap);
+    }
+  }
   c.send(ipc::encode(reply, env.msg.id()));
 }
 
 void proc_table::kill_all(const std::string& session) {
   for (auto& [id, p] : procs_) {
-    if (p->finished() || (!session.empty() && p->session != session)) continue;
-    p->kill_sent = SIGKILL;
-    if (p->pid > 1) procs::signal_tree(static_cast<pid_t>(p->pid), SIGKILL);
+    if (!p->tree_alive() || (!session.empty() && p->session != session)) continue;
+    if (!p->finished()) p->kill_sent = SIGKILL;
+    if (p->pid <= 1) continue;
+    // The tree first, while its keeper still holds every orphan, then the keeper.
+    procs::signal_kept_tree(static_cast<pid_t>(p->pid), static_cast<pid_t>(p->pid), SIGKILL);
+    procs::signal_tree(static_cast<pid_t>(p->pid), SIGKILL);
   }
 }
 
 bool proc_table::any_running(const std::string& session) const {
   for (const auto& [id, p] : procs_)
-    if (!p->finished() && (session.empty() || p->session == session)) return true;
+    if ((!p->finished() || p->tree_alive()) && (session.empty() || p->session == session)) return true;
   return false;
 }
 
+// STATE/procs.msgpack is a sequence of frames: the first holds next_id, each of the others one
+// process's record (a procs_file whose array holds it). Every record is bounded (kKeptText),
+// so no frame can outgrow the frame cap, and a damaged file loses only the frames that are
+// damaged. A file of one frame with every record, as earlier versions wrote, reads the same.
 void proc_table::save() {
-  ipc::procs_file f;
-  f.next_id = next_id_;
-  f.procs.reserve(procs_.size());
-  for (const auto& [id, p] : procs_) f.procs.push_back(record_of(*p));
-  srv_.write_atomically(srv_.opts().state_dir + "/procs.msgpack", ipc::encode(f));
+  ipc::procs_file head;
+  head.version = 2;
+  head.next_id = next_id_;
+  std::string bytes = ipc::encode(head);
+  for (const auto& [id, p] : procs_) {
+    ipc::procs_file one;
+    one.version = 2;
+    one.procs.push_back(record_of(*p));
+    std::string frame = ipc::encode(one);
+    if (frame.size() > ipc::kMaxFrame) {  // bounded records make this impossible; never write one
+      spdlog::error("process {}: its record is too large to keep ({} bytes); it is left out", id, frame.size());
+      continue;
+    }
+    bytes += frame;
+  }
+  srv_.write_atomically(srv_.opts().state_dir + "/procs.msgpack", std::move(bytes));
 }
 
 void proc_table::load() {
@@ -555,48 +735,85 @@ void proc_table::load() {
 
 void proc_table::load_saved() {
   std::string path = srv_.opts().state_dir + "/procs.msgpack";
-  bool missing;
-  auto m = srv_.read_state_file(path, &missing);
-  if (!m) {
-    if (!missing) srv_.move_aside(path, m.err().message);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) srv_.move_aside(path, fmt::format("cannot open: {}", std::strerror(errno)));
     return;
   }
-  auto file = ipc::decode<ipc::procs_file>(*m);
-  if (!file) return srv_.move_aside(path, file.err().message);
-  next_id_ = std::max(next_id_, file->next_id);
-  for (auto& r : file->procs) {
-    auto p = std::make_unique<bg_proc>();
-    p->id = r.id;
-    p->name = std::move(r.name);
-    p->session = std::move(r.session);
-    p->command = std::move(r.command);
-    p->pid = r.pid;
-    p->exit_code = r.exit_code;
-    p->signal = r.signal;
-    p->started_at_ms = r.started_at_ms;
-    p->ended_at_ms = r.ended_at_ms;
-    p->error = std::move(r.error);
-    const std::string& state = r.state;
-    if (p->id == 0) continue;
-    if (state == "starting" || state == "running") {
-      // Its session's wrapper kept its pipes (it was adopted): it is ours again. Otherwise its
-      // exit was never seen: never report it as a success.
-      if (!reattach(*p)) {
-        p->out_r.reset();
-        p->err_r.reset();
-        p->status_r.reset();
-        p->state = proc_state::lost;
-        p->error = "sbshd stopped while it was running; its exit status is unknown";
-      }
-    } else {
-      p->state = state == "exited" ? proc_state::exited
-                 : state == "killed" ? proc_state::killed
-                 : state == "failed" ? proc_state::failed
-                                     : proc_state::lost;
+  std::string bytes;
+  char buf[65536];
+  ssize_t n;
+  constexpr size_t kMaxFile = 1u << 30;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= kMaxFile) bytes.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  // Frame by frame: a damaged frame is skipped; a damaged length ends the reading, keeping
+  // every record before it.
+  ipc::frame_reader reader;
+  reader.feed(bytes.data(), bytes.size());
+  std::string damage;
+  size_t records = 0, bad = 0;
+  for (;;) {
+    auto body = reader.next_body();
+    if (!body) {
+      damage = body.err().message;
+      break;
     }
-    next_id_ = std::max(next_id_, p->id + 1);
-    procs_.emplace(p->id, std::move(p));
+    if (!body.value()) {
+      if (reader.buffered() > 0) damage = fmt::format("the last {} bytes are a truncated record", reader.buffered());
+      break;
+    }
+    auto m = ipc::message::parse(body.value()->data(), body.value()->size());
+    auto file = m ? ipc::decode<ipc::procs_file>(*m) : result<ipc::procs_file>(m.err());
+    if (!file) {
+      ++bad;
+      if (damage.empty()) damage = file.err().message;
+      continue;
+    }
+    next_id_ = std::max(next_id_, file->next_id);
+    for (auto& r : file->procs) records += add_loaded(r) ? 1 : 0;
   }
+  if (!damage.empty()) {
+    spdlog::error("state file {} is damaged ({}; {} unreadable records); kept the {} records that could be read", path,
+                  damage, bad, records);
+    srv_.move_aside(path, damage);
+  }
+}
+
+bool proc_table::add_loaded(proc_info& r) {
+  if (r.id == 0 || procs_.count(r.id) != 0) return false;
+  auto p = std::make_unique<bg_proc>();
+  p->id = r.id;
+  p->name = std::move(r.name);
+  p->session = std::move(r.session);
+  p->command = kept_text(r.command);
+  p->pid = r.pid;
+  p->exit_code = r.exit_code;
+  p->signal = r.signal;
+  p->started_at_ms = r.started_at_ms;
+  p->ended_at_ms = r.ended_at_ms;
+  p->error = kept_text(r.error);
+  const std::string& state = r.state;
+  if (state == "starting" || state == "running") {
+    // Its session's wrapper kept its pipes (it was adopted): it is ours again. Otherwise its
+    // exit was never seen: never report it as a success.
+    if (!reattach(*p)) {
+      p->out_r.reset();
+      p->err_r.reset();
+      p->status_r.reset();
+      p->state = proc_state::lost;
+      p->error = "sbshd stopped while it was running; its exit status is unknown";
+    }
+  } else {
+    p->state = state == "exited" ? proc_state::exited
+               : state == "killed" ? proc_state::killed
+               : state == "failed" ? proc_state::failed
+                                   : proc_state::lost;
+    // Its command ended, but processes it left may still run: kill can still reach them.
+    if (p->state != proc_state::failed) reattach(*p);
+  }
+  next_id_ = std::max(next_id_, p->id + 1);
+  procs_.emplace(p->id, std::move(p));
+  return true;
 }
 
 void proc_table::adopt_unlisted() {

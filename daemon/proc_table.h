@@ -4,8 +4,11 @@
 // the session (so it sees the session's directory, variables and functions as they are when
 // its turn comes), in a process group of its own, with stdin /dev/null. Its stdout and
 // stderr are pipes that sbshd copies into capped log files; a third pipe, held only by the
-// subshell, carries "+" when it has started and its exit status when it ends, and reaches
-// end-of-file when the subshell is gone. The wrapper is told to spare its group, so it
+// outer subshell (the keeper), carries "+" when it has started and the command's exit status
+// when it ends, and reaches end-of-file when every process of it is gone: the keeper is a
+// child subreaper, so whatever the command starts (setsid included) stays in its tree, and it
+// waits for all of it before it exits. The process has ended when its command has; `kill`
+// returns when the whole tree has. The wrapper is told to spare its group, so it
 // outlives restarts of the shell; `session rm` and shutdown kill it. The wrapper also holds
 // the read ends of the three pipes (lent_pipes), so that the process and its status outlive
 // sbshd too: a later sbshd that adopts the session goes on logging and watching it.
@@ -49,13 +52,14 @@ struct bg_proc {
   handle_ptr<fd_watch> out_watch, err_watch, status_watch;
   std::string status_buf;
   capped_log out_log, err_log;
-  int kill_sent = 0;
+  int kill_sent = 0;  // the last signal `kill` sent while the command ran
   handle_ptr<timer> kill_timer;
   struct waiter {
     uint64_t serial, req;
     handle_ptr<timer> deadline;
   };
-  std::vector<waiter> waiters;
+  std::vector<waiter> waiters;       // until the command ends (wait; kill with other signals)
+  std::vector<waiter> kill_waiters;  // until every process is gone (kill with TERM or KILL)
   struct follower {
     uint64_t serial, req;
     bool out, err;
@@ -65,6 +69,8 @@ struct bg_proc {
   [[nodiscard]] bool finished() const {
     return state != proc_state::starting && state != proc_state::running;
   }
+  // Some process of its tree may still run: its keeper still holds the status pipe.
+  [[nodiscard]] bool tree_alive() const { return static_cast<bool>(status_r); }
 };
 
 class proc_table {
@@ -92,6 +98,9 @@ class proc_table {
   [[nodiscard]] proc_info record_of(const bg_proc& p) const;
 
  private:
+  // A name `start` may give: a few kinds of characters, not an id's shape, not the name of a
+  // process that runs. An ended process's name may be taken again: it then means the newest.
+  [[nodiscard]] status check_name(const std::string& name) const;
   // The process `ref` names, or null after sending request `req` an error.
   bg_proc* find(const ipc::proc_ref& ref, uint64_t req, client_conn& c);
   void on_started(uint64_t id, exec_job& job);
@@ -100,11 +109,19 @@ class proc_table {
   static lent_pipes lend(const bg_proc& p);
   bool reattach(bg_proc& p);
   void load_saved();
+  // Adds a record read from the state file; false when it is unusable or a duplicate.
+  bool add_loaded(proc_info& r);
   void adopt_unlisted();
   void on_output(bg_proc& p, int stream_no);
   void on_status(bg_proc& p);
+  // The command ended (with the status it reported, if any): waiters learn it.
+  void end_command(bg_proc& p, std::optional<int> code, const std::string& why);
+  // Every process of it is gone: kill's waiters learn it, the table may forget it.
+  void tree_gone(bg_proc& p);
   void finish(bg_proc& p, const std::string& why);
   void signal_tree(bg_proc& p, int sig);
+  // SIGKILL to the tree now and again until it is gone (a process may fork as it dies).
+  void kill_until_gone(uint64_t id, uint64_t delay_ms);
   void reply_info(uint64_t serial, uint64_t req, const bg_proc& p, ipc::msg_type t = ipc::msg_type::proc_info);
   void end_followers(bg_proc& p);
   void save();

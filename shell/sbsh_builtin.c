@@ -28,9 +28,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "loadables.h"
@@ -68,6 +70,7 @@ static uint64_t current_seq;  /* the run being served */
 static int keep_out = -1, keep_err = -1;
 static volatile sig_atomic_t got_sigint;
 static ino_t channel_ino;
+static pid_t shell_pid; /* the session's shell, where the builtin was loaded */
 static dev_t channel_dev;
 
 static int same_socket(int fd) {
@@ -407,8 +410,26 @@ static void settle_in(void) {
   }
 }
 
+/* A background process's outer subshell (daemon/proc_table.cpp) holds its status pipe and
+ * keeps track of everything the process starts. "keep" makes it a child subreaper before it
+ * starts the command, so every process the command starts stays in its tree (an orphan comes
+ * back to it, even one that called setsid); "reap" then waits until every one of them has
+ * ended. Refused in the session's shell itself, where either would break the session. */
+static int keeper(const char *what) {
+  if (getpid() == shell_pid) {
+    builtin_error("sbsh's own builtin: commands cannot call it");
+    return EX_USAGE;
+  }
+  if (strcmp(what, "keep") == 0) return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? EXECUTION_SUCCESS : EXECUTION_FAILURE;
+  for (;;) { /* bash's own SIGCHLD handler may reap some of them first: only ECHILD counts */
+    int st;
+    if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) return EXECUTION_SUCCESS;
+  }
+}
+
 static int serve_builtin(WORD_LIST *list) {
-  (void)list;
+  if (list != NULL && list->word != NULL && (strcmp(list->word->word, "keep") == 0 || strcmp(list->word->word, "reap") == 0))
+    return keeper(list->word->word);
   if (serving) {
     builtin_error("sbsh's own builtin: commands cannot call it");
     return EX_USAGE;
@@ -458,6 +479,7 @@ EXPORTED int __sbsh_builtin_load(char *name) {
     return 0;
   }
   channel_ino = st.st_ino;
+  shell_pid = getpid();
   channel_dev = st.st_dev;
   fcntl(SBSH_CHANNEL_FD, F_SETFD, FD_CLOEXEC);
   dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);

@@ -1,6 +1,7 @@
 // sbsh kill: signal a background process's group and every descendant.
 #include <signal.h>
 
+#include <cstdio>
 #include <memory>
 
 #include <fmt/format.h>
@@ -34,7 +35,18 @@ int run_kill(const global_opts& g, const kill_args& a) {
   if (a.id.empty()) return fail("kill needs a process ID or name; 'sbsh ps' lists them");
   auto conn = connect(g, false);
   if (!conn) return fail(conn.err().message);
-  if (auto p = conn->kill(a.id, *ipc::signal_from_name(a.signal)); !p) return fail(p.err().message);
+  int sig = *ipc::signal_from_name(a.signal);
+  auto p = conn->kill(a.id, sig);
+  if (!p) return fail(p.err().message);
+  std::string who = p->name.empty() ? fmt::format("process {}", p->id) : fmt::format("process {} ({})", p->id, p->name);
+  if (p->state == "running" || p->state == "starting") {
+    std::printf("sent %s to %s; it is still running\n", ipc::signal_name(sig).c_str(), who.c_str());
+    return 0;
+  }
+  std::string how = p->state == "exited" && p->exit_code ? fmt::format("exited with status {}", *p->exit_code)
+                    : p->signal                         ? fmt::format("{} by {}", p->state, ipc::signal_name(*p->signal))
+                                                        : p->state;
+  std::printf("%s has ended: %s\n", who.c_str(), how.c_str());
   return 0;
 }
 
@@ -43,9 +55,10 @@ int run_kill(const global_opts& g, const kill_args& a) {
 runner declare_kill(command_line& cl) {
   auto a = std::make_shared<kill_args>();
   cl.describe(
-      "Sends SIGNAL to the process's group and every descendant, including those that called setsid. TERM is "
-      "followed by KILL after 2 s if the process is still there. For a terminating signal, returns once the "
-      "process has ended.");
+      "Sends SIGNAL to every process of the background process: its group and everything it started, including "
+      "processes that called setsid. With TERM (the default) or KILL, returns once every one of them is gone; "
+      "TERM is followed by KILL after 2 s. With another signal, returns when the process ends of it, or after 1 s "
+      "saying that it still runs. Prints how the process ended, or that the signal was sent.");
   cl.option("-s,--signal", "SIGNAL",
             "the signal, by name (TERM, SIGKILL) or number (default TERM); -SIGNAL, as "
             "in kill -9 ID or kill -KILL ID, says the same",

@@ -34,7 +34,10 @@ runner declare_start(command_line& cl) {
       "capped log files ('sbsh logs'). It outlives this client and restarts of the session's shell; 'session "
       "rm' and 'shutdown' end it. Prints the process id.");
   add_session_option(cl, a->o.session);
-  cl.option("--name", "NAME", "a name to use instead of the id in logs, kill and wait", a->o.name);
+  cl.option("--name", "NAME",
+            "a name to use instead of the id in logs, kill and wait: letters, digits and ._-+@:, not only digits, "
+            "not that of a running process",
+            a->o.name);
   cl.option("-C,--cwd", "DIR", "run in DIR", a->o.cwd, check_not_empty("a directory"));
   cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this process; repeatable", a->o.env, check_assignment);
   cl.words("COMMAND", a->words);
