@@ -798,8 +798,9 @@ class Client:
             self._lib.sbsh_proc_free(p)
 
     def kill(self, proc: Union[int, str], signal: Union[int, str] = _signal.SIGTERM) -> Process:
-        """Signals the process's whole tree. With a terminating signal, returns once it has
-        ended (SIGTERM escalates to SIGKILL after 2 s)."""
+        """Signals the process's whole tree. With SIGTERM or SIGKILL, returns once every process
+        of it is gone (SIGTERM escalates to SIGKILL after 2 s); with another signal, once it has
+        ended or after 1 s with state "running" if it survived the signal."""
         return self._proc_call(self._lib.sbsh_kill, _enc(str(proc)), _signum(signal))
 
     def wait(self, proc: Union[int, str], timeout: Optional[float] = None) -> Process:
