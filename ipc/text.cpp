@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 
@@ -81,11 +82,9 @@ size_t utf8_char_at(std::string_view s, size_t i) {
   return ok ? len : 0;
 }
 
+// The common case (names, keys, plain commands) ends here.
 bool ascii(std::string_view s) {
-  // Word-free but simple: the common case (names, keys, plain commands) ends here.
-  for (char c : s)
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  return true;
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
 }  // namespace
@@ -132,7 +131,7 @@ std::string printable(std::string_view s, size_t max) {
   std::string out;
   size_t i = 0;
   for (; i < s.size() && out.size() < max;) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
+    auto c = static_cast<unsigned char>(s[i]);
     size_t len = utf8_char_at(s, i);
     if (len == 0) {
       out += fmt::format("\\x{:02x}", c);
