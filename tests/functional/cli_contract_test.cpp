@@ -361,7 +361,8 @@ TEST_F(cli_contract_test, CountsOfOneAreSingular) {
 // ---- Output that cannot be written is an error ----
 
 TEST_F(cli_contract_test, OutputThatCannotBeWrittenIsAnErrorOfSbsh) {
-  auto sh = [&](const std::string& line) { return run({"/bin/sh", "-c", line}); };
+  // Without the fix, sbsh would wait for the command (or follow) for ever: 30 s is plenty.
+  auto sh = [&](const std::string& line) { return run({"/bin/sh", "-c", "exec " + line}, nullptr, std::chrono::seconds(30)); };
   auto r = sh(sbsh_line("exec -s w 'echo hi'") + " >/dev/full");
   EXPECT_EQ(r.code, 255);
   EXPECT_EQ(r.err, "sbsh: write error: No space left on device\n");
