@@ -76,7 +76,7 @@ int status_for(sbsh::ipc::errc code) {
 // The library's own codes, and then the protocol's.
 int status_for(std::string_view code) {
   if (code == "unreachable" || code == "unsafe_dir") return SBSH_ERR_UNREACHABLE;
-  if (code == "io" || code == "eof") return SBSH_ERR_IO;
+  if (code == "io" || code == "eof" || code == "write_error") return SBSH_ERR_IO;
   if (code == "protocol") return SBSH_ERR_PROTOCOL;
   if (code == "bad_socket" || code == "usage") return SBSH_ERR_INVALID;
   if (auto wire = sbsh::ipc::errc_from_wire(code)) return status_for(*wire);

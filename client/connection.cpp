@@ -176,6 +176,30 @@ std::string connection::impl::absolute(const std::string& path) const {
   return std::string(buf) + "/" + path;
 }
 
+sbsh::status connection::impl::send_hello() {
+  uint64_t id = next_id++;
+  hello_id = id;
+  hello_deadline = steady::now() + hello_timeout;
+  return ch.send(ipc::encode(msg::hello{ipc::kProtocolVersion, "libsbsh " SBSH_VERSION}, id));
+}
+
+// A connection can land in the backlog of an sbshd that is dying (killed, or crashing): it is
+// reset or closed unread. What was sent on it then never ran, and a new sbshd can serve it.
+// That is certain only when nothing at all came back: sbshd answers a hello as soon as it
+// reads it, before it reads what follows on the connection, so a request behind a hello
+// that got no answer was never read. A request whose hello was answered is never sent
+// again, whatever happened to it: it may have run.
+bool connection::impl::redial_if_unanswered(const error& e) {
+  if (remote || !redial_opts || hello_id == 0 || ch.buffered() || (e.code != "eof" && e.code != "io")) return false;
+  connect_options opts = std::move(*redial_opts);
+  redial_opts.reset();  // once
+  auto fd = dial_or_start(socket_path, opts);
+  if (!fd) return false;
+  ch = ipc::channel(std::move(*fd));
+  handshake_error.reset();
+  return send_hello().ok();
+}
+
 sbsh::status connection::impl::await_welcome() {
   if (handshake_error) return *handshake_error;
   if (hello_id == 0) return ok_status();
@@ -232,15 +256,19 @@ error connection::impl::dial_failed() {
 
 sbsh::status connection::impl::send(std::string_view frame, std::span<const int> fds) {
   if (handshake_error) return *handshake_error;
-  if (auto s = ch.send(frame, fds); !s) {
-    // Behind an unanswered hello, the reason is the handshake's (a refusal, or a dial
-    // command that ended), not the write that found the connection closed.
-    if (hello_id == 0) return refusal_or(ch, s.err());
-    if (remote) return *(handshake_error = dial_failed());
-    if (auto h = await_welcome(); !h) return h;
-    return s;
+  for (;;) {
+    sbsh::status sent = ch.send(frame, fds);
+    if (!sent) {
+      // Behind an unanswered hello, the reason is the handshake's (a refusal, or a dial
+      // command that ended), not the write that found the connection closed.
+      if (hello_id == 0) return refusal_or(ch, sent.err());
+      if (remote) return *(handshake_error = dial_failed());
+    }
+    sbsh::status h = await_welcome();
+    if (h) return sent;
+    // The hello got no answer: the same request, on a new connection, once.
+    if (!redial_if_unanswered(h.err())) return h;
   }
-  return await_welcome();
 }
 
 result<ipc::envelope> connection::impl::call(std::string_view frame, uint64_t id) {
@@ -284,14 +312,19 @@ result<connection> connection::connect(const connect_options& opts) {
     if (!fd) return fd.err();
     p->ch = ipc::channel(std::move(*fd));
   }
-  uint64_t id = p->next_id++;
-  if (auto s = p->ch.send(ipc::encode(msg::hello{ipc::kProtocolVersion, "libsbsh " SBSH_VERSION}, id)); !s)
-    return p->remote ? p->dial_failed() : refusal_or(p->ch, s.err());
-  p->hello_id = id;
   p->hello_timeout = opts.start_timeout;
-  p->hello_deadline = steady::now() + opts.start_timeout;
-  if (opts.wait_for_welcome) {
-    if (auto s = p->await_welcome(); !s) return s.err();
+  if (!p->remote) p->redial_opts = opts;
+  sbsh::status s = p->send_hello();
+  for (;;) {
+    if (!s) {
+      if (p->remote) return p->dial_failed();
+      s = refusal_or(p->ch, s.err());
+    } else if (opts.wait_for_welcome) {
+      s = p->await_welcome();
+    }
+    if (s) break;
+    if (!p->redial_if_unanswered(s.err())) return s.err();
+    s = ok_status();  // the hello went out again, on the new connection
   }
   return connection(std::move(p));
 }

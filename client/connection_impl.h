@@ -36,6 +36,9 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   std::chrono::milliseconds hello_timeout{0};
   // Set when the handshake failed: the connection is unusable and every request says why.
   std::optional<error> handshake_error;
+  // How a local connection was made, to make it once more when it was lost before sbshd
+  // answered the hello (see redial_if_unanswered); cleared once used.
+  std::optional<connect_options> redial_opts;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -46,8 +49,14 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   // connection (sbshd takes absolute directories only). Over a dial command it is left as
   // it is, and sbshd refuses it: this process's directory means nothing on the far host.
   [[nodiscard]] std::string absolute(const std::string& path) const;
+  // Sends a hello, whose welcome is then due.
+  sbsh::status send_hello();
   // Reads the welcome that answers connect()'s hello if it is still due.
   sbsh::status await_welcome();
+  // After `e`, met while the hello was unanswered: when it shows that no sbshd read anything
+  // of this connection, connects once more (starting sbshd if allowed) and sends a new hello.
+  // Returns whether it did; else `e` stands.
+  bool redial_if_unanswered(const error& e);
   // The error for a dial command that closed the connection before the welcome (reaps it).
   error dial_failed();
   // Sends a request (with descriptors), then makes sure the handshake succeeded.

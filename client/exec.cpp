@@ -74,7 +74,11 @@ struct sink {
   // fd_out's reader went away (EPIPE): the rest is read and dropped, and the command is
   // sent SIGPIPE once, as a writer into a closed pipe would get it in a shell pipeline.
   bool broken = false;
-  bool told = false;  // the command was sent SIGPIPE for it
+  // Any other error writing to fd_out (ENOSPC, EIO, EBADF...): the output has nowhere to go,
+  // so the rest is dropped too, the command is stopped as on a timeout, and exec fails with
+  // this errno once it has ended.
+  int write_errno = 0;
+  bool told = false;  // the command was sent SIGPIPE, or stopped, for it
 
   // Reads what is available (non-blocking). Returns false at EOF.
   bool pump(bool until_empty) {
@@ -114,7 +118,10 @@ struct sink {
     if (cb != nullptr && *cb) {
       (*cb)(which, chunk);
     } else if (fd_out >= 0) {
-      if (!broken && !write_all(fd_out, chunk.data(), chunk.size()) && errno == EPIPE) broken = true;
+      if (!broken && !write_all(fd_out, chunk.data(), chunk.size())) {
+        if (errno != EPIPE) write_errno = errno;
+        broken = true;
+      }
     } else if (keep != nullptr) {
       size_t room = limit > keep->size() ? limit - keep->size() : 0;
       if (chunk.size() > room) *truncated = true;
@@ -334,10 +341,14 @@ result<exec_result> connection::exec(const exec_options& opts) {
           // The command has ended. In frames, sbshd sent all it wrote before exec_done.
           // Else what it wrote is in the pipes now: take it, and leave whatever background
           // jobs write later to sbshd (which needs no word when none can).
-          if (frames) return res;
-          sinks[0].pump(true);
-          sinks[1].pump(true);
-          if (*release) (void)p_->ch.send(ipc::encode(msg::release{}, id));
+          if (!frames) {
+            sinks[0].pump(true);
+            sinks[1].pump(true);
+            if (*release) (void)p_->ch.send(ipc::encode(msg::release{}, id));
+          }
+          for (const auto& s : sinks)
+            if (s.write_errno != 0)
+              return make_error("write_error", fmt::format("write error: {}", std::strerror(s.write_errno)));
           return res;
         }
       }
@@ -345,7 +356,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
     for (auto& s : sinks) {
       if (s.broken && !s.told) {
         s.told = true;
-        send_signal(SIGPIPE);
+        send_signal(s.write_errno != 0 ? 0 : SIGPIPE);
       }
     }
   }

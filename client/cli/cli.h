@@ -7,6 +7,7 @@
 // no parser it does not use), and runs it.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <span>
 #include <string>
@@ -47,15 +48,29 @@ void add_session_option(command_line& cl, std::string& into);
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all);
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);
-std::string one_line(std::string s, size_t max);  // newlines and tabs as spaces, cut to max
+// Text from sbshd as it may be shown on a terminal: control characters escaped (\e, \n, \t,
+// \x07, C1 controls and bidirectional marks as \u009b), and bytes that are not UTF-8 as
+// \xNN; with keep_lines, newlines and tabs stay.
+std::string displayable(std::string_view s, bool keep_lines);
+// displayable on one line, at most `max` characters: the start, or the end (tail_of, for
+// paths), with an ellipsis where it was cut.
+std::string one_line(std::string_view s, size_t max);
+std::string tail_of(std::string_view s, size_t max);
+std::string plural(uint64_t n, std::string_view one, std::string_view many);  // "1 client", "2 clients"
 void print_session_table(const std::vector<client::session_status>& v);
 void print_proc_table(const std::vector<client::proc_info>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
 // on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to
-// the command (as ssh does), SIGTERM and SIGHUP stop it whole. Calling it again reuses the
+// the command (as ssh does), SIGTERM and SIGHUP stop it whole (SIGTERM, then SIGKILL). Calling it again reuses the
 // same pipe.
 int forward_signals_to_command();
+
+// What exec and attach say on stderr about a result besides the command's own output: that
+// the session's shell was replaced before it (warn_state_lost, before its output), and after
+// it that the shell was lost, that the command did not run and why, or that it timed out.
+void warn_state_lost(std::string_view session, const client::exec_result& r);
+void explain_result(std::string_view session, std::chrono::milliseconds timeout, const client::exec_result& r);
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
 int fail(std::string_view message);

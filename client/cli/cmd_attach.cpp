@@ -1,13 +1,15 @@
 // sbsh attach: use a session interactively. Each line runs in the session with live output;
 // the prompt shows the session and its current directory. On a terminal, lines are edited
 // with libedit (history in the state directory); Ctrl-C goes to the running command, not
-// to sbsh, and Ctrl-D leaves. With another stdin, lines are read and run in order, and the
+// to sbsh, or at the prompt clears the line; Ctrl-D leaves. With another stdin, lines are read and run in order, and the
 // exit status is the last command's.
 #include <editline/readline.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +26,23 @@ namespace sbsh::cli {
 
 namespace {
 
+// Ctrl-C at the prompt clears the line and shows a new prompt, as bash does. The terminal
+// sends SIGINT; its handler notes it, and the read that it interrupts (no SA_RESTART) ends
+// the line through libedit's getc hook, which libedit's own handlers would not do: they read
+// again after an interrupted read, and end the line on a second as at end-of-file, which is
+// Ctrl-D's meaning.
+volatile sig_atomic_t g_interrupted = 0;
+void on_prompt_interrupt(int) { g_interrupted = 1; }
+int read_key(FILE*) {
+  unsigned char c;
+  for (;;) {
+    ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR && g_interrupted == 0) continue;
+    return EOF;  // end of input, or Ctrl-C (g_interrupted tells which)
+  }
+}
+
 std::string prompt_for(client::connection& conn, const std::string& session) {
   std::string cwd = "?";
   if (auto d = conn.show_session(session)) cwd = d->status.cwd;
@@ -39,6 +58,8 @@ int run_attach(const global_opts& g, const std::string& session) {
   bool tty = ::isatty(0) != 0;
   std::string history = ipc::resolve_state_dir("") + "/attach_history";
   if (tty) {
+    rl_catch_signals = 0;
+    rl_getc_function = read_key;
     using_history();
     read_history(history.c_str());
   }
@@ -46,9 +67,20 @@ int run_attach(const global_opts& g, const std::string& session) {
   for (;;) {
     std::string line;
     if (tty) {
-      ::signal(SIGINT, SIG_IGN);  // at the prompt Ctrl-C must not end sbsh
       std::string prompt = prompt_for(*conn, session);
+      struct sigaction sa {};
+      sa.sa_handler = on_prompt_interrupt;  // at the prompt Ctrl-C must not end sbsh
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = 0;
+      ::sigaction(SIGINT, &sa, nullptr);
+      g_interrupted = 0;
       char* l = readline(prompt.c_str());
+      if (g_interrupted != 0) {
+        std::free(l);
+        std::fputs("^C\n", stdout);
+        std::fflush(stdout);
+        continue;  // Ctrl-C: the line is dropped, a new prompt follows
+      }
       if (l == nullptr) {
         std::fputs("\n", stdout);
         break;  // Ctrl-D
@@ -71,11 +103,12 @@ int run_attach(const global_opts& g, const std::string& session) {
     if (!r) {
       fail(r.err().message);
       last = kExitFailure;
-      if (r.err().code == "eof" || r.err().code == "io") break;
+      if (r.err().code == "eof" || r.err().code == "io" || r.err().code == "write_error") break;
       continue;
     }
     last = r->timed_out ? kExitTimeout : r->exit_code.value_or(kExitFailure);
-    if (r->shell_restarted) fail(fmt::format("the shell of session '{}' ended; its state was lost", session));
+    warn_state_lost(session, *r);
+    explain_result(session, o.timeout, *r);
   }
   if (tty) write_history(history.c_str());
   return last;
@@ -88,7 +121,7 @@ runner declare_attach(command_line& cl) {
   cl.describe(
       "Runs each line you type in the session, with live output. The prompt shows the session and its "
       "directory; lines are edited with the usual keys and kept in a history. Ctrl-C interrupts the running "
-      "command, not sbsh; Ctrl-D leaves. When stdin is not a terminal, its lines are run in order and the exit "
+      "command, not sbsh, and at the prompt clears the line; Ctrl-D leaves. When stdin is not a terminal, its lines are run in order and the exit "
       "status is the last command's.");
   add_session_option(cl, *session);
   return [session](const global_opts& g) { return run_attach(g, *session); };

@@ -28,18 +28,22 @@ void print_json(const client::exec_options& o, const client::exec_result& r) {
       .boolean("cancelled", r.cancelled);
   j.boolean("ran", r.ran);
   j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
+  // Every key is always there, null when it has no value, so that a reader need not ask.
   if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
+  else j.null("state_lost_reason");
   bool out_ok, err_ok;
   std::string out = client::utf8_repair(r.stdout_data, &out_ok);
   std::string err = client::utf8_repair(r.stderr_data, &err_ok);
   j.str("stdout", out).str("stderr", err);
   if (!out_ok) j.str("stdout_base64", client::base64(r.stdout_data));
+  else j.null("stdout_base64");
   if (!err_ok) j.str("stderr_base64", client::base64(r.stderr_data));
+  else j.null("stderr_base64");
   j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
   j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
   if (r.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(r.started_at_ms));
   else j.null("started_at");
-  if (!r.error.empty()) j.str("error", r.error);
+  j.str_or_null("error", r.error);
   std::string s = j.finish() + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
@@ -83,22 +87,12 @@ int run_exec(const global_opts& g, exec_args& a) {
                             o.cwd));
   auto r = conn->exec(o);
   if (!r) return fail(r.err().message);
-  if (r->state_lost)
-    std::fprintf(stderr, "sbsh: warning: session '%s' lost its state before this command (%s); it ran in a new shell\n",
-                 o.session.empty() ? "default" : o.session.c_str(), r->state_lost_reason.c_str());
+  warn_state_lost(o.session, *r);
   if (json) {
     print_json(o, *r);
   } else {
     std::fflush(stdout);
-    if (r->shell_restarted) {
-      fail(r->error.empty() ? fmt::format("the shell of session '{}' ended while running the command; the "
-                                          "session's state (directory, variables, functions) was lost",
-                                          o.session.empty() ? "default" : o.session)
-                            : r->error);
-    } else if (!r->exit_code && !r->error.empty()) {
-      fail(r->error);
-    }
-    if (r->timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", o.timeout.count()));
+    explain_result(o.session, o.timeout, *r);
   }
   return exit_status(*r);
 }

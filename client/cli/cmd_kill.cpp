@@ -33,7 +33,7 @@ result<std::string> signal_word(std::string_view word) {
 
 int run_kill(const global_opts& g, const kill_args& a) {
   if (a.id.empty()) return fail("kill needs a process ID or name; 'sbsh ps' lists them");
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
   int sig = *ipc::signal_from_name(a.signal);
   auto p = conn->kill(a.id, sig);

@@ -1,8 +1,12 @@
 // sbsh logs: what a background process wrote, and with -f what it goes on writing.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "client/cli/cli.h"
 
@@ -16,12 +20,15 @@ struct logs_args {
   bool only_out = false, only_err = false;
 };
 
-void write_all(int fd, std::string_view d) {
+// Writes all of d to fd; returns 0 or the errno of the write that failed.
+int write_all(int fd, std::string_view d) {
   while (!d.empty()) {
     ssize_t w = ::write(fd, d.data(), d.size());
-    if (w <= 0) return;
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
     d.remove_prefix(static_cast<size_t>(w));
   }
+  return 0;
 }
 
 int run_logs(const global_opts& g, logs_args& a) {
@@ -30,11 +37,20 @@ int run_logs(const global_opts& g, logs_args& a) {
     a.o.out = a.only_out;
     a.o.err = a.only_err;
   }
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
-  auto r = conn->logs(a.id, a.o,
-                      [](client::stream s, std::string_view d) { write_all(s == client::stream::err ? 2 : 1, d); });
+  // Output that cannot be written ends a follow and is an error, as for cat. (A reader that
+  // went away raises SIGPIPE, which ends sbsh as it ends cat.)
+  client::canceller stop;
+  a.o.cancel_fd = stop.fd();
+  int write_errno = 0;
+  auto r = conn->logs(a.id, a.o, [&](client::stream s, std::string_view d) {
+    if (write_errno != 0) return;
+    write_errno = write_all(s == client::stream::err ? 2 : 1, d);
+    if (write_errno != 0) stop.cancel();
+  });
   if (!r) return fail(r.err().message);
+  if (write_errno != 0) return fail(fmt::format("write error: {}", std::strerror(write_errno)));
   return 0;
 }
 

@@ -9,7 +9,7 @@
 namespace sbsh::cli {
 
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all) {
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) {
     if (conn.err().code != "unreachable") return fail(conn.err().message);
     if (json) std::puts(with_processes ? "{\"sessions\":[],\"processes\":[]}" : "[]");

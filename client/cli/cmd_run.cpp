@@ -28,7 +28,7 @@ void print_progress(const client::run_event& e) {
   const auto& r = e.report;
   if (e.name == "stage_started") {
     const auto& st = r.stages[static_cast<size_t>(e.stage)];
-    std::fprintf(stderr, "sbsh: stage %s%s\n", st.name.c_str(),
+    std::fprintf(stderr, "sbsh: stage %s%s\n", displayable(st.name, false).c_str(),
                  st.expect == client::expectation::failure ? " (expected to fail)" : "");
   } else if (e.name == "command_finished") {
     const auto& c = r.stages[static_cast<size_t>(e.stage)].commands[static_cast<size_t>(e.command)];
@@ -36,7 +36,7 @@ void print_progress(const client::run_event& e) {
     if (c.timed_out) result += ", timed out";
     else if (c.signal) result += ", " + ipc::signal_name(*c.signal);
     else if (c.exit_code && *c.exit_code != 0) result += fmt::format(", exit status {}", *c.exit_code);
-    std::string first = c.command.substr(0, c.command.find('\n'));
+    std::string first = displayable(c.command.substr(0, c.command.find('\n')), false);
     std::fprintf(stderr, "sbsh:   %s: %s (%llu ms)\n", first.c_str(), result.c_str(),
                  static_cast<unsigned long long>(c.duration_ms));
   } else if (e.name == "plan_finished") {

@@ -39,20 +39,24 @@ int create_session(const global_opts& g, client::session_spec& spec) {
 void print_detail(const client::session_detail& d) {
   const auto& def = d.definition;
   const auto& s = d.status;
-  std::printf("session     %s\nstate       %s%s%s\n", s.name.c_str(), s.state.c_str(), s.error.empty() ? "" : ": ",
-              s.error.c_str());
+  auto show = [](std::string_view t) { return displayable(t, false); };
+  std::printf("session     %s\nstate       %s%s%s\n", show(s.name).c_str(), show(s.state).c_str(),
+              s.error.empty() ? "" : ": ", show(s.error).c_str());
   std::printf("pids        wrapper %lld, shell %lld\nrestarts    %llu (policy %s)\nuptime      %s\n",
               static_cast<long long>(s.wrapper_pid), static_cast<long long>(s.shell_pid),
-              static_cast<unsigned long long>(s.restarts), def.restart.c_str(), human_duration(s.uptime_ms).c_str());
-  std::printf("cwd         %s\ndefined in  %s\n", s.cwd.c_str(), def.cwd.c_str());
-  for (const auto& e : def.env) std::printf("env         %s\n", e.c_str());
+              static_cast<unsigned long long>(s.restarts), show(def.restart).c_str(), human_duration(s.uptime_ms).c_str());
+  std::printf("cwd         %s\ndefined in  %s\n", show(s.cwd).c_str(), show(def.cwd).c_str());
+  for (const auto& e : def.env) std::printf("env         %s\n", show(e).c_str());
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
-  for (const auto& l : def.limits) std::printf("limit       %s\n", l.c_str());
-  if (!def.snapshot.empty()) std::printf("snapshot of %s\n", def.snapshot.c_str());
+  for (const auto& l : def.limits) std::printf("limit       %s\n", show(l).c_str());
+  if (!def.snapshot.empty()) std::printf("snapshot of %s\n", show(def.snapshot).c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
-  if (!d.init_output.empty())
-    std::printf("init output:\n%s%s", d.init_output.c_str(), d.init_output.back() == '\n' ? "" : "\n");
+  if (!d.init_output.empty()) {
+    // Output, so its lines stay; but no escape sequence of it reaches the terminal.
+    std::string out = displayable(d.init_output, true);
+    std::printf("init output:\n%s%s", out.c_str(), out.back() == '\n' ? "" : "\n");
+  }
   if (!d.history.empty()) {
     std::puts("last commands:");
     for (const auto& h : d.history) {
@@ -66,7 +70,7 @@ void print_detail(const client::session_detail& d) {
 // show, rm and restart: one session by name.
 int named(const global_opts& g, const session_args& a, std::string_view what) {
   if (a.name.empty()) return fail(fmt::format("session {} needs a NAME", what));
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
   if (what == "rm") {
     if (auto s = conn->remove_session(a.name); !s) return fail(s.err().message);

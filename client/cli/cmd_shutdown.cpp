@@ -1,4 +1,5 @@
 // sbsh shutdown: stop sbshd, and return once it is gone.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "ipc/paths.h"
 
 namespace sbsh::cli {
 
@@ -26,8 +28,24 @@ bool running(int64_t pid) {
   return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
 }
 
+// Whether shells kept by an earlier sbshd (shutdown --keep-sessions, a crash) wait in
+// SOCKET.d for the next one to adopt them: each has a directory there.
+bool kept_sessions_wait(const global_opts& g) {
+  if (!g.host.empty() || !g.dial.empty()) return false;
+  std::string dir = ipc::resolve_socket_path(g.socket) + ".d";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool any = false;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) any = true;
+  ::closedir(d);
+  return any;
+}
+
 int run_shutdown(const global_opts& g, bool keep) {
-  auto conn = connect(g, false);
+  // No sbshd: nothing to stop, unless sessions kept by the last one wait to be adopted;
+  // then one is started to adopt them and end them.
+  auto conn = connect(g, !keep && kept_sessions_wait(g));
   if (!conn) {
     if (conn.err().code == "unreachable") return 0;  // already stopped: nothing to do
     return fail(conn.err().message);

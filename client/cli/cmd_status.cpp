@@ -10,7 +10,7 @@ namespace sbsh::cli {
 namespace {
 
 int run_status(const global_opts& g, bool json) {
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
   auto st = conn->status();
   if (!st) return fail(st.err().message);
@@ -18,13 +18,14 @@ int run_status(const global_opts& g, bool json) {
     std::puts(client::to_json(*st).c_str());
     return 0;
   }
-  std::printf("sbshd %s, pid %lld, up %s, socket %s\n", st->version.c_str(), static_cast<long long>(st->pid),
-              human_duration(st->uptime_ms).c_str(), st->socket_path.c_str());
+  std::printf("sbshd %s, pid %lld, up %s, socket %s\n", displayable(st->version, false).c_str(),
+              static_cast<long long>(st->pid), human_duration(st->uptime_ms).c_str(),
+              displayable(st->socket_path, false).c_str());
   const auto& n = st->counters;
-  std::printf("%llu commands (%llu failed, %llu timed out), %llu shell restarts, %llu bytes streamed, %llu clients\n",
-              static_cast<unsigned long long>(n.commands), static_cast<unsigned long long>(n.failed),
-              static_cast<unsigned long long>(n.timed_out), static_cast<unsigned long long>(n.shell_restarts),
-              static_cast<unsigned long long>(n.bytes_streamed), static_cast<unsigned long long>(n.clients));
+  std::printf("%s (%llu failed, %llu timed out), %s, %s streamed, %s\n", plural(n.commands, "command", "commands").c_str(),
+              static_cast<unsigned long long>(n.failed), static_cast<unsigned long long>(n.timed_out),
+              plural(n.shell_restarts, "shell restart", "shell restarts").c_str(),
+              plural(n.bytes_streamed, "byte", "bytes").c_str(), plural(n.clients, "client", "clients").c_str());
   print_session_table(st->sessions);
   return 0;
 }

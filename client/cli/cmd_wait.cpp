@@ -23,7 +23,7 @@ int proc_exit_status(const client::proc_info& p) {
 
 int run_wait(const global_opts& g, const wait_args& a) {
   if (a.id.empty()) return fail("wait needs a process ID or name");
-  auto conn = connect(g, false);
+  auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
   auto p = conn->wait(a.id, a.timeout);
   if (!p) {

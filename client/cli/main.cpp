@@ -1,5 +1,9 @@
 // sbsh: the command-line client. Parses the global options, then declares, parses and runs
 // the one subcommand given (see cli.h).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +67,33 @@ result<ok_t> settle_transport(const command_line& cl, global_opts& g, std::strin
   return ok_t{};
 }
 
+// A standard descriptor that was closed (sbsh ... >&-) is taken by /dev/null opened
+// read-only: no pipe or socket sbsh opens may land on it (a command's output would go into
+// its own pipe), and a write to it still fails, with EBADF, so that output with nowhere to
+// go is reported as an error. Reading it gives end-of-file, as the /dev/null a command gets.
+void hold_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int held = ::open("/dev/null", O_RDONLY);  // the lowest free number: fd
+    if (held >= 0 && held != fd) ::close(held);
+  }
+}
+
+// As gnulib's close_stdout: what sbsh printed must have been written. A failure is sbsh's
+// (exit 255) with one line on stderr, if stderr still works. A reader that went away is not
+// one: SIGPIPE ends sbsh then, as it ends cat.
+int check_output(int status) {
+  bool flush_failed = std::fflush(stdout) != 0;
+  int e = errno;
+  if (flush_failed || std::ferror(stdout) != 0) {
+    // An earlier write that failed left no errno to tell; a last flush that fails does.
+    fail(flush_failed ? fmt::format("write error: {}", std::strerror(e)) : std::string("write error"));
+    status = kExitFailure;
+  }
+  if (std::fflush(stderr) != 0 || std::ferror(stderr) != 0) status = kExitFailure;
+  return status;
+}
+
 int run(int argc, char** argv) {
   root_args a;
   if (const char* v = std::getenv("SBSH_NO_AUTOSTART"); v != nullptr && std::strcmp(v, "1") == 0) a.g.autostart = false;
@@ -100,4 +131,7 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace sbsh::cli
 
-int main(int argc, char** argv) { return sbsh::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  sbsh::cli::hold_standard_descriptors();
+  return sbsh::cli::check_output(sbsh::cli::run(argc, argv));
+}

@@ -15,10 +15,11 @@ namespace sbsh::cli {
 namespace {
 int g_signal_pipe[2] = {-1, -1};
 // SIGINT and SIGQUIT go to the command, as a terminal sends them; SIGTERM and SIGHUP ask sbsh
-// to end, so the whole command stops (the rest of its text included), with that signal first
-// (exec_options::signal_fd).
+// to end, so the whole command stops (the rest of its text included) as on a timeout: SIGTERM
+// first, then SIGKILL after the grace period (exec_options::signal_fd). A hangup is not passed
+// on as SIGHUP: a command that ignores or traps it (nohup, a daemon reloading) would go on.
 void queue_signal(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + sig : sig);
+  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + SIGTERM : sig);
   ssize_t r = ::write(g_signal_pipe[1], &b, 1);
   (void)r;
 }
@@ -47,6 +48,26 @@ int fail(std::string_view message) {
   std::string line = fmt::format("sbsh: {}\n", message);
   std::fwrite(line.data(), 1, line.size(), stderr);
   return kExitFailure;
+}
+
+void warn_state_lost(std::string_view session, const client::exec_result& r) {
+  if (!r.state_lost) return;
+  std::string line =
+      fmt::format("sbsh: warning: session '{}' lost its state before this command ({}); it ran in a new shell\n",
+                  session.empty() ? "default" : session, r.state_lost_reason);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+void explain_result(std::string_view session, std::chrono::milliseconds timeout, const client::exec_result& r) {
+  if (r.shell_restarted) {
+    fail(r.error.empty() ? fmt::format("the shell of session '{}' ended while running the command; the "
+                                       "session's state (directory, variables, functions) was lost",
+                                       session.empty() ? "default" : session)
+                         : r.error);
+  } else if (!r.exit_code && !r.error.empty()) {
+    fail(r.error);
+  }
+  if (r.timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", timeout.count()));
 }
 
 result<client::connection> connect(const global_opts& g, bool autostart) {

@@ -55,7 +55,7 @@ TEST_F(counters_test, CountCommandsFailuresTimeoutsAndRestarts) {
 
   auto text = sbsh({"status"});
   EXPECT_EQ(text.code, 0);
-  EXPECT_NE(text.out.find(std::to_string(restarts + 2) + " shell restarts, 0 bytes streamed, 1 clients"),
+  EXPECT_NE(text.out.find(std::to_string(restarts + 2) + " shell restarts, 0 bytes streamed, 1 client"),
             std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("4 commands (3 failed, 1 timed out), "), std::string::npos) << text.out;

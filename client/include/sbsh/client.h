@@ -85,7 +85,9 @@ struct exec_options {
   // When >= 0 (and on_output is unset), output is copied straight to these descriptors
   // (with splice(2) where possible) and not kept in the result. If one loses its reader,
   // the command is sent SIGPIPE, as in a shell pipeline. exec never raises SIGPIPE in the
-  // caller: while it writes to pipes it blocks SIGPIPE in the calling thread.
+  // caller: while it writes to pipes it blocks SIGPIPE in the calling thread. Any other
+  // failure to write to one (a full disk, a closed descriptor) stops the command as a timeout
+  // does, and exec fails with code "write_error" once it has ended.
   int stdout_fd = -1;
   int stderr_fd = -1;
   // When >= 0: each byte readable here is a signal number N (1-64) to deliver once to the

@@ -776,11 +776,11 @@ class Client:
               cwd: Optional[str] = None, env: EnvLike = None) -> int:
         """Starts a background process; returns its id. Refer to it later by id or name."""
         envs, ne = _str_array(_env_list(env))
-        pid = ctypes.c_uint64()
+        proc_id = ctypes.c_uint64()
         with self._busy():
             self._call(self._lib.sbsh_start, _enc(command), _enc(session), _enc(name), _enc(cwd), envs, ne,
-                       ctypes.byref(pid))
-        return pid.value
+                       ctypes.byref(proc_id))
+        return proc_id.value
 
     def processes(self, include_finished: bool = False) -> List[Process]:
         out = ctypes.c_void_p()
