@@ -112,6 +112,9 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     if (auto s = check_env_entry(e); !s) return fail(s.err());
   std::string text_cmd(start->command);
   if (text_cmd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "the command contains a NUL byte"));
+  // Its start runs in the session's shell, after the running command.
+  std::vector<uint64_t> inside;
+  if (auto ok = srv_.check_not_waiting_on_itself(c, sname, &inside); !ok) return fail(ok.err());
   auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
   if (!s) return fail(s.err());
 
