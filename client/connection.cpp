@@ -123,7 +123,7 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
 result<unique_fd> dial_or_start(const std::string& path, const connect_options& opts) {
   auto fd = dial(path);
   if (fd || fd.err().code != "unreachable" || !opts.autostart) return fd;
-  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) return s.err();
+  if (auto s = ipc::ensure_socket_dir(ipc::dirname_of(path)); !s) return s.err();
   // Many clients may find no daemon at once. The first to take the lock starts one; the
   // others wait for the lock and then, like tmux, try the connect once more before
   // deciding to start a daemon themselves.

@@ -18,6 +18,7 @@
 
 #include "daemon/log.h"
 #include "daemon/service_manager.h"
+#include "daemon/state_lock.h"
 #include "ipc/paths.h"
 
 namespace sbsh::daemon {
@@ -119,9 +120,20 @@ int run_or_die(run_options opts) {
     std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
     return 1;
   }
+  // Before anything is read or written there, the log included; held until sbshd exits
+  // (the starting process's copy closes when it exits, the daemon's stays).
+  auto state_lock = lock_state_dir(opts.state_dir, opts.socket_path);
+  if (!state_lock) {
+    std::fprintf(stderr, "sbshd: %s\n", state_lock.err().message.c_str());
+    return 1;
+  }
+  opts.state_lock_fd = state_lock->get();
   raise_fd_limit();
   return_large_blocks();
-  if (opts.foreground) return serve(opts, -1, std::move(*activated));
+  if (opts.foreground) {
+    write_state_lock(opts.state_lock_fd, opts.socket_path, false);
+    return serve(opts, -1, std::move(*activated));
+  }
 
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
@@ -144,6 +156,7 @@ int run_or_die(run_options opts) {
     return 1;
   }
   ::close(ready[0]);
+  write_state_lock(opts.state_lock_fd, opts.socket_path, false);  // with the daemon's pid
   ::setsid();
   if (::chdir("/") != 0) {
   }

@@ -14,6 +14,11 @@
 
 namespace sbsh::daemon {
 
+uint64_t new_job_serial() {
+  static uint64_t last = 0;  // sbshd's loop is its only user
+  return ++last;
+}
+
 using ipc::errc::bad_request;
 
 bool valid_session_name(std::string_view name) {

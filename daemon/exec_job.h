@@ -33,9 +33,17 @@ struct exec_outcome {
   std::string error;
 };
 
+// A number of its own for every job, never reused: what chains of commands refer to.
+uint64_t new_job_serial();
+
 struct exec_job {
   // Request
   uint64_t id = 0;
+  uint64_t serial = new_job_serial();
+  // The running commands (serials) whose processes made this request, directly or through
+  // other sessions' commands: a request may not wait for any of them
+  // (server::check_not_waiting_on_itself).
+  std::vector<uint64_t> inside;
   client_conn* client = nullptr;  // null once the client has gone
   std::string session;
   // What is shown of the command (status, history, errors): shown_command() of its text as

@@ -6,10 +6,13 @@
 //   status, shutdown   the daemon itself
 #include <signal.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/handlers.h"
+#include "common/procs.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {
@@ -59,6 +62,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
                              c.text_bytes >> 20));
     return;
   }
+  if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
   auto s = srv.get_or_create_session(j.session, j.session_cwd);
   if (!s) return c.send_error(j.id, s.err());
   if (j.io_fds) {
@@ -149,6 +153,59 @@ constexpr handler_entry kHandlers[] = {
 };
 
 }  // namespace
+
+// A process is part of a session's running command when, following its parents up, it comes
+// to the session's shell (or to its wrapper, which adopts what a command left: a setsid, a
+// double fork) through a process started after the command began: neither a background job
+// of an earlier command nor the shell itself. Remote clients are no different: the peer is
+// the `sbsh dial-stdio` that relays them, itself a process of the command when a command
+// runs it.
+status server::check_not_waiting_on_itself(const client_conn& c, const std::string& target,
+                                            std::vector<uint64_t>* inside) {
+  inside->clear();
+  bool any = false;
+  for (const auto& [name, s] : sessions_) {
+    const exec_job* cur = s->jobs().current();
+    any = any || (cur != nullptr && cur->started);
+  }
+  if (!any || c.peer_pid <= 1) return ok_status();  // the common case: nothing to wait for
+  std::vector<procs::proc_info> up;  // the client, its parent, ... up to init
+  for (pid_t pid = c.peer_pid; pid > 1 && up.size() < 4096;) {
+    procs::proc_info p;
+    if (!procs::read_stat(pid, &p)) break;
+    up.push_back(p);
+    pid = p.ppid;
+  }
+  std::string through;  // the first session whose command the client is part of
+  for (const auto& [name, s] : sessions_) {
+    const exec_job* cur = s->jobs().current();
+    if (cur == nullptr || !cur->started) continue;
+    auto shell = static_cast<pid_t>(s->shell().shell_pid());
+    auto wrapper = static_cast<pid_t>(s->shell().wrapper_pid());
+    for (size_t i = 1; i < up.size(); ++i) {
+      if (up[i].pid != shell && up[i].pid != wrapper) continue;
+      if (procs::started_after(up[i - 1], cur->mark)) {
+        inside->push_back(cur->serial);
+        inside->insert(inside->end(), cur->inside.begin(), cur->inside.end());
+        if (through.empty()) through = name;
+      }
+      break;
+    }
+  }
+  session* t = find_session(target);
+  const exec_job* running = t != nullptr ? t->jobs().current() : nullptr;
+  if (running == nullptr || std::find(inside->begin(), inside->end(), running->serial) == inside->end())
+    return ok_status();
+  std::string how = through == target ? std::string("is part of the command it is running")
+                                      : fmt::format("is part of the command session '{}' is running, which waits for "
+                                                    "that one",
+                                                    through);
+  return make_error(errc::would_deadlock,
+                    fmt::format("refused: session '{}' runs one command at a time, and the process that asked (pid {}) "
+                                "{}: the request would wait for itself forever; run it in another session, or in the "
+                                "background after the command ends",
+                                target, c.peer_pid, how));
+}
 
 void server::handle(client_conn& c, ipc::envelope&& env) {
   msg_type t = env.msg.type();

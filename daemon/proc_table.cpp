@@ -179,6 +179,9 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     return fail(make_error(errc::bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", cwd)));
   if (cwd.size() > SBSH_CHANNEL_MAX_CWD)
     return fail(make_error(errc::bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD)));
+  // Its start runs in the session's shell, after the running command.
+  std::vector<uint64_t> inside;
+  if (auto ok = srv_.check_not_waiting_on_itself(c, sname, &inside); !ok) return fail(ok.err());
   auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
   if (!s) return fail(s.err());
 

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/service_manager.h"
+#include "daemon/state_lock.h"
 #include "ipc/environ.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"
@@ -127,7 +128,7 @@ server::~server() {
 status server::listen(unique_fd activated) {
   const std::string& path = opts_.socket_path;
   if (auto s = ipc::check_socket_path(path); !s) return s;
-  if (auto s = ipc::ensure_private_dir(ipc::dirname_of(path)); !s) {
+  if (auto s = ipc::ensure_socket_dir(ipc::dirname_of(path)); !s) {
     if (!activated) return s;
     return make_error(s.err().code, s.err().message + "; for a socket that systemd creates, set DirectoryMode=0700 "
                                                       "in its .socket unit");
@@ -775,6 +776,8 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   shutting_down_ = true;
   spdlog::info("shutting down{}: {}", keep_sessions ? ", keeping the sessions for the next sbshd" : "", why);
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
+  // An sbshd started meanwhile waits for this one to let go of the state directory.
+  if (opts_.state_lock_fd >= 0) write_state_lock(opts_.state_lock_fd, opts_.socket_path, true);
   drop_spares();
   for (auto& [name, p] : pending_) snapshots_.cancel(name);
   listen_watch_.reset();

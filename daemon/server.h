@@ -40,6 +40,8 @@ struct options {
   // For fuzzing request handling: every request that would create a session (and so start
   // a wrapper and a shell, or copy a snapshot) is refused.
   bool no_sessions = false;
+  // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
+  int state_lock_fd = -1;
 };
 
 class server;
@@ -142,6 +144,11 @@ class server {
   session* find_session(const std::string& name);
   client_conn* client_by_serial(uint64_t serial);
   result<session*> get_or_create_session(const std::string& name, const std::string& cwd);
+  // A request of `c` for session `target` that would wait for itself is refused
+  // (would_deadlock): `c` is a process of the command `target` is running, or of a command
+  // that waits for that one through other sessions. Otherwise *inside gets the running
+  // commands `c` is part of, for the job to carry.
+  status check_not_waiting_on_itself(const client_conn& c, const std::string& target, std::vector<uint64_t>* inside);
   // Creates a session with this definition; an existing one with the same definition is
   // fine, with another it is an error that says what differs.
   // With `adopted`, the session takes over that running shell instead of starting one.

@@ -90,6 +90,22 @@ status ensure_private_dir(const std::string& dir, dir_role role) {
   return ok_status();
 }
 
+status ensure_socket_dir(const std::string& dir) {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return make_error("io", fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
+    std::string xdg = env_or_empty("XDG_RUNTIME_DIR");
+    bool by_default = (!xdg.empty() && dir == xdg + "/sbsh") || dir == fmt::format("/tmp/sbsh-{}", ::getuid());
+    if (!by_default)
+      return make_error("bad_socket", fmt::format("the socket's directory {} does not exist; create it (mkdir -m 700 "
+                                                  "{}) or choose another socket",
+                                                  dir, dir));
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return make_error("io", fmt::format("cannot create the socket's directory {}: {}", dir, std::strerror(errno)));
+  }
+  return ensure_private_dir(dir);
+}
+
 status check_socket_path(const std::string& path) {
   if (path.empty()) return make_error("bad_socket", "the socket path is empty");
   if (path.size() >= sizeof(sockaddr_un{}.sun_path))

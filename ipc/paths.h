@@ -23,6 +23,11 @@ enum class dir_role {
 // unless it is a real directory (not a symbolic link) owned by us and private as `role`
 // requires. The error says what is wrong and how to fix it.
 status ensure_private_dir(const std::string& dir, dir_role role = dir_role::runtime);
+// The socket's directory: created (0700) only when it is the default one,
+// $XDG_RUNTIME_DIR/sbsh or /tmp/sbsh-$UID, whose parent must exist; a directory named by
+// --socket or SBSH_SOCKET must exist already, since nothing outside the directories sbsh owns
+// is ever created. Then checked as ensure_private_dir does.
+status ensure_socket_dir(const std::string& dir);
 // Like mkdir -p with mode 0700 for each created component.
 status make_dirs(const std::string& dir);
 

@@ -117,6 +117,7 @@ enum class errc {
   permission_denied,  // a connection from another uid
   too_many_clients,   // sbshd serves as many connections as it allows
   memory_limit,       // all clients together held too much of sbshd's memory
+  would_deadlock,     // the request comes from inside the command it would wait for
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -154,6 +155,9 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::too_many_clients, "too_many_clients", "sbshd already serves as many connections as it allows; the connection is closed"},
     {errc::memory_limit, "memory_limit",
      "all clients together held more of sbshd's memory than it allows; the biggest holder is dropped"},
+    {errc::would_deadlock, "would_deadlock",
+     "exec, proc_start: the request comes from a process of the command its session is running (or of a command "
+     "waiting for that one), so it would wait for itself; it is refused at once"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

@@ -195,11 +195,15 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   EXPECT_EQ(t.hangs, 0);
   EXPECT_GT(t.exact, 0);
   // The sessions still work, then end with sbshd, and nothing they started is left.
+  // Each leaves a process in a session of its own (setsid); removing c0 ends its own.
   if (pid_alive(daemon_pid)) {
     for (int k = 0; k < kWorkers; ++k) {
-      auto r = sbsh({"exec", "-s", "c" + std::to_string(k), "-t", "30s", "--", "echo ok"});
+      auto r = sbsh({"exec", "-s", "c" + std::to_string(k), "-t", "30s", "--",
+                     "echo ok; setsid sh -c 'sleep 300; :' " + tag + "-" + std::to_string(k) + " >/dev/null 2>&1 &"});
       EXPECT_EQ(r.out, "ok\n") << r.err;
     }
+    EXPECT_EQ(sbsh({"session", "rm", "c0"}).code, 0);
+    EXPECT_TRUE(wait_until([&] { return processes_with(tag + "-0").empty(); }, seconds(5)));
   }
   std::vector<pid_t> wrappers;
   if (pid_alive(daemon_pid)) {

@@ -268,7 +268,7 @@ TEST_F(robustness_test, SocketAndDirectoryArePrivate) {
   std::string unsafe = dir + "/unsafe";
   ::mkdir(unsafe.c_str(), 0755);
   ::chmod(unsafe.c_str(), 0755);
-  auto r = run({bin("sbshd"), "--socket", unsafe + "/s.sock", "--foreground", "--state-dir", state});
+  auto r = run({bin("sbshd"), "--socket", unsafe + "/s.sock", "--foreground", "--state-dir", dir + "/state2"});  // the running sbshd holds `state`
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("0755"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("chmod 700"), std::string::npos) << r.err;

@@ -1,0 +1,301 @@
+// What a session's lifetime holds: nothing it started outlives `session rm`, `shutdown` or a
+// wrapper nobody adopts, wherever a process moved (setsid, a double fork, nohup, a daemon
+// that closed its descriptors); a restart ends the old shell's processes but not background
+// ones; one sbshd per state directory; a request that would wait for the command making it
+// is refused at once.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+class lifetime_test : public daemon_test {
+ protected:
+  void TearDown() override {
+    // A failing test may leave its processes: they are this test's, known by pid.
+    for (pid_t p : started_)
+      if (pid_alive(p) && cmdline_of(p).find(tag()) != std::string::npos) ::kill(p, SIGKILL);
+    daemon_test::TearDown();
+  }
+
+  // Every process the tests start carries this in its command line.
+  std::string tag() const { return "lifetime-" + std::to_string(::getpid()); }
+
+  // A command that writes its own pid to FILE in $TMPDIR, then sleeps with the tag as its
+  // name.
+  std::string sleeper(const std::string& file) const {
+    return "bash -c " + shell_quote("echo $$ >\"$TMPDIR/" + file + ".tmp\"; mv \"$TMPDIR/" + file + ".tmp\" \"$TMPDIR/" +
+                                    file + "\"; exec -a " + tag() + " sleep 300");
+  }
+
+  // The pid written to FILE, once it is there (0 if it never is).
+  pid_t pid_in(const std::string& file) {
+    std::string path = dir + "/tmp/" + file;
+    wait_until([&] { return std::filesystem::exists(path); }, seconds(20));
+    pid_t p = static_cast<pid_t>(std::atoi(read_file(path).c_str()));
+    if (p > 0) started_.push_back(p);
+    return p;
+  }
+
+  // Starts, in `session`, processes that leave the shell every way a command can; returns
+  // their pids once each runs.
+  std::vector<pid_t> start_escapees(const std::string& session) {
+    std::string cmd = "setsid " + sleeper(session + "-setsid") + " >/dev/null 2>&1 &\n" +
+                      "( ( " + sleeper(session + "-double") + " >/dev/null 2>&1 & ) & )\n" +
+                      "nohup " + sleeper(session + "-nohup") + " >/dev/null 2>&1 & disown\n" +
+                      // A daemon: closes its descriptors, leaves the session, its parent exits.
+                      "bash -c " +
+                      shell_quote("exec </dev/null >/dev/null 2>&1; setsid " + sleeper(session + "-daemon") + " & exit 0") +
+                      " &\nwait";
+    auto r = exec(session, cmd);
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::vector<pid_t> pids;
+    for (const char* k : {"-setsid", "-double", "-nohup", "-daemon"}) pids.push_back(pid_in(session + k));
+    return pids;
+  }
+
+  // A background process whose child calls setsid; returns that child's pid.
+  pid_t start_background(const std::string& session) {
+    auto r = sbsh({"start", "-s", session, "--", "setsid " + sleeper(session + "-bg") + " >/dev/null 2>&1 & sleep 300"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return pid_in(session + "-bg");
+  }
+
+  static bool all_gone(const std::vector<pid_t>& pids) {
+    for (pid_t p : pids)
+      if (p <= 0 || pid_alive(p)) return false;
+    return true;
+  }
+
+  std::vector<pid_t> started_;
+};
+
+TEST_F(lifetime_test, SessionRmEndsEveryProcessTheSessionStarted) {
+  auto pids = start_escapees("r");
+  pids.push_back(start_background("r"));
+  ASSERT_EQ(pids.size(), 5u);
+  for (pid_t p : pids) ASSERT_TRUE(p > 0 && pid_alive(p)) << p;
+  auto st = session_pids("r");
+  auto r = sbsh({"session", "rm", "r"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // rm answers once the wrapper has ended them: a short margin for the kernel to finish.
+  EXPECT_TRUE(wait_until([&] { return all_gone(pids); }, seconds(3)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "survived session rm: " << p << " " << cmdline_of(p);
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.shell_pid)));
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(st.wrapper_pid)));
+}
+
+TEST_F(lifetime_test, ShutdownEndsEveryProcessOfEverySession) {
+  auto pids = start_escapees("a");
+  for (pid_t p : start_escapees("b")) pids.push_back(p);
+  pids.push_back(start_background("b"));
+  for (pid_t p : pids) ASSERT_TRUE(p > 0 && pid_alive(p)) << p;
+  stop_daemon();
+  EXPECT_TRUE(wait_until([&] { return all_gone(pids); }, seconds(3)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "survived shutdown: " << p << " " << cmdline_of(p);
+}
+
+TEST_F(lifetime_test, RestartEndsTheOldShellsProcessesButNotBackgroundOnes) {
+  auto pids = start_escapees("s");
+  pid_t bg = start_background("s");
+  ASSERT_TRUE(bg > 0 && pid_alive(bg));
+  auto before = session_pids("s");
+  auto r = sbsh({"session", "restart", "s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(wait_until([&] { return all_gone(pids); }, seconds(5)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "survived session restart: " << p << " " << cmdline_of(p);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, seconds(5)));
+  EXPECT_TRUE(pid_alive(bg)) << "a background process outlives a restart of its session's shell";
+  EXPECT_EQ(exec("s", "echo fresh").out, "fresh\n");
+  ASSERT_EQ(sbsh({"session", "rm", "s"}).code, 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, seconds(3)));
+}
+
+// A wrapper nobody adopts ends, with its shell and everything the shell started: when its
+// adoption timeout passes, at once when its adoption socket is removed, and at once when its
+// sbshd went before the shell had finished starting (every later sbshd would refuse it).
+class orphan_test : public lifetime_test {
+ protected:
+  orphan_test() { start_in_setup = false; }
+
+  struct orphan {
+    std::vector<pid_t> pids;  // wrapper, shell, what the shell started
+  };
+  orphan make_orphan(const std::string& adopt_timeout) {
+    daemon_args = {"--adopt-timeout", adopt_timeout};
+    start_daemon();
+    orphan o;
+    o.pids = start_escapees("o");
+    o.pids.push_back(start_background("o"));
+    auto st = session_pids("o");
+    o.pids.push_back(static_cast<pid_t>(st.wrapper_pid));
+    o.pids.push_back(static_cast<pid_t>(st.shell_pid));
+    for (pid_t p : o.pids) EXPECT_TRUE(p > 0 && pid_alive(p)) << p;
+    kill_daemon();
+    return o;
+  }
+};
+
+TEST_F(orphan_test, AWrapperNotAdoptedInTimeEndsWithEverythingItsShellStarted) {
+  auto o = make_orphan("1s");
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_TRUE(pid_alive(o.pids.back())) << "the session waits for adoption first";
+  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(1 + 5)));
+  for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived the adoption timeout: " << p << " " << cmdline_of(p);
+}
+
+TEST_F(orphan_test, AWrapperWhoseAdoptionSocketWasRemovedEnds) {
+  auto o = make_orphan("10m");
+  std::filesystem::remove_all(dir + "/run");  // the runtime directory, as a logout removes it
+  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(5)));
+  for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived its runtime directory: " << p << " " << cmdline_of(p);
+  ::mkdir((dir + "/run").c_str(), 0700);
+}
+
+TEST_F(orphan_test, AWrapperWhoseShellHadNotFinishedStartingEnds) {
+  daemon_args = {"--adopt-timeout", "10m"};
+  start_daemon();
+  // Its init command is still running when sbshd goes: no sbshd will ever adopt the shell.
+  auto r = sbsh({"session", "create", "h", "--init", sleeper("h-init")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  pid_t init = pid_in("h-init");
+  auto st = session_pids("h");
+  std::vector<pid_t> pids{init, static_cast<pid_t>(st.wrapper_pid), static_cast<pid_t>(st.shell_pid)};
+  for (pid_t p : pids) ASSERT_TRUE(p > 0 && pid_alive(p)) << p;
+  kill_daemon();
+  EXPECT_TRUE(wait_until([&] { return all_gone(pids); }, seconds(5)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "a half-started shell waited for adoption: " << cmdline_of(p);
+}
+
+// One sbshd per state directory: a second one, on another socket, is refused at start with
+// the pid and socket of the first, and changes none of its files.
+TEST_F(lifetime_test, ASecondSbshdOnTheSameStateDirectoryIsRefused) {
+  ASSERT_EQ(exec("one", "true").code, 0);
+  ASSERT_EQ(sbsh({"start", "-s", "one", "--", "exec -a " + tag() + " sleep 300"}).code, 0);
+  auto snapshot = [&] {
+    std::string all;
+    for (const char* f : {"sessions.msgpack", "procs.msgpack"}) {
+      struct stat st{};
+      ::stat((state + "/" + f).c_str(), &st);
+      all += read_file(state + "/" + f) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec) + "|";
+    }
+    return all;
+  };
+  // Once the first sbshd has written what it knows of the process.
+  ASSERT_TRUE(wait_until([&] { return read_file(state + "/procs.msgpack").find("running") != std::string::npos; },
+                         seconds(20)));
+  std::this_thread::sleep_for(milliseconds(200));
+  std::string before = snapshot();
+  ASSERT_NE(before.find("one"), std::string::npos);
+  std::string other = dir + "/run/other.sock";
+  std::string expect_pid = "pid " + std::to_string(daemon_pid);
+
+  auto started = steady_clock::now();
+  auto d = run({bin("sbshd"), "--socket", other}, nullptr, seconds(30));
+  EXPECT_EQ(d.code, 1);
+  EXPECT_NE(d.err.find(expect_pid), std::string::npos) << d.err;
+  EXPECT_NE(d.err.find(sock), std::string::npos) << d.err;
+  EXPECT_LT(steady_clock::now() - started, seconds(3)) << "refused at once, not after a wait";
+
+  // The client that would start it says why, and exits 255.
+  auto c = run({bin("sbsh"), "--socket", other, "exec", "-s", "one", "--", "echo ran"}, nullptr, seconds(30));
+  EXPECT_EQ(c.code, 255);
+  EXPECT_EQ(c.out, "");
+  EXPECT_NE(c.err.find(expect_pid), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find(sock), std::string::npos) << c.err;
+
+  EXPECT_EQ(snapshot(), before) << "the first sbshd's files were changed";
+  EXPECT_FALSE(std::filesystem::exists(other + ".d"));
+  EXPECT_EQ(exec("one", "echo still").out, "still\n");
+  // In case it was not refused (a broken build): nothing of it is left.
+  run({bin("sbsh"), "--socket", other, "--no-autostart", "shutdown"}, nullptr, seconds(30));
+}
+
+// An explicit socket's directory must exist: sbshd and the client create no directory
+// outside the ones they own.
+TEST_F(lifetime_test, AMissingSocketDirectoryIsAnErrorNotCreated) {
+  std::string top = dir + "/nonexistent-root-dir";
+  std::string own_state = dir + "/state2";  // the fixture's sbshd holds its own
+  auto d = run({bin("sbshd"), "--socket", top + "/x/s.sock", "--state-dir", own_state}, nullptr, seconds(30));
+  EXPECT_EQ(d.code, 1);
+  EXPECT_NE(d.err.find(top + "/x does not exist"), std::string::npos) << d.err;
+  EXPECT_FALSE(std::filesystem::exists(top));
+  auto c = run({bin("sbsh"), "--socket", top + "/x/s.sock", "exec", "true"}, nullptr, seconds(30));
+  EXPECT_EQ(c.code, 255);
+  EXPECT_NE(c.err.find(top + "/x does not exist"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(top));
+}
+
+// A request that would wait for the command making it is refused at once, exit 255.
+class deadlock_test : public lifetime_test {
+ protected:
+  // `sbsh` as a command in a session runs it.
+  std::string inner(const std::string& args) const { return shell_quote(bin("sbsh")) + " --socket " + shell_quote(sock) + " " + args; }
+
+  // Runs `command` in `session` with a timeout that ends a deadlock; returns the result and
+  // how long it took.
+  std::pair<run_result, milliseconds> timed(const std::string& session, const std::string& command) {
+    auto t0 = steady_clock::now();
+    auto r = sbsh({"exec", "-s", session, "-t", "20s", "--", command});
+    return {r, std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0)};
+  }
+};
+
+TEST_F(deadlock_test, ACommandAskingItsOwnSessionIsRefusedAtOnce) {
+  auto [r, took] = timed("x", inner("exec -s x true"));
+  EXPECT_EQ(r.code, 255) << r.err;
+  EXPECT_NE(r.err.find("wait for itself"), std::string::npos) << r.err;
+  EXPECT_LT(took, seconds(5));
+  // The same for a background start, which would run in the shell after the command.
+  auto [s, took2] = timed("x", inner("start -s x true"));
+  EXPECT_EQ(s.code, 255) << s.err;
+  EXPECT_NE(s.err.find("wait for itself"), std::string::npos) << s.err;
+  EXPECT_LT(took2, seconds(5));
+}
+
+TEST_F(deadlock_test, ACommandAskingItsOwnSessionThroughAnotherIsRefused) {
+  auto [r, took] = timed("x", inner("exec -s y " + shell_quote(inner("exec -s x true"))));
+  EXPECT_EQ(r.code, 255) << r.err;
+  EXPECT_NE(r.err.find("session 'y'"), std::string::npos) << r.err;
+  EXPECT_LT(took, seconds(5));
+}
+
+TEST_F(deadlock_test, RequestsThatWaitForNothingOfTheirOwnRun) {
+  // Another session.
+  auto r = exec("x", inner("exec -s y 'echo from y'"));
+  EXPECT_EQ(r.out, "from y\n") << r.err;
+  // A background job of an earlier command asks while another command runs: it waits for
+  // that one, which does not wait for it.
+  ASSERT_EQ(exec("x", "(sleep 0.3; " + inner("exec -s x 'echo later'") + " >\"$TMPDIR/later\" 2>&1) &").code, 0);
+  ASSERT_EQ(exec("x", "sleep 1").code, 0);
+  EXPECT_TRUE(wait_until([&] { return read_file(dir + "/tmp/later") == "later\n"; }, seconds(20)))
+      << read_file(dir + "/tmp/later");
+}
+
+TEST_F(deadlock_test, RemovingItsOwnSessionFromInsideDoesNotHang) {
+  auto [r, took] = timed("x", inner("session rm x"));
+  EXPECT_LT(took, seconds(15)) << r.err;
+  EXPECT_EQ(r.err.find("[test: timed out]"), std::string::npos);
+  EXPECT_NE(sbsh({"session", "show", "x"}).code, 0) << "the session is gone";
+}
+
+}  // namespace
+}  // namespace sbsh::test
