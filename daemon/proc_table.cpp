@@ -112,7 +112,8 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     if (auto s = check_env_entry(e); !s) return fail(s.err());
   std::string text_cmd(start->command);
   if (text_cmd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "the command contains a NUL byte"));
-  auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
+  auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd),
+                                      [&start] { return start->session_env.to_vector(); });
   if (!s) return fail(s.err());
 
   auto p = std::make_unique<bg_proc>();
@@ -320,8 +321,11 @@ void proc_table::finish(bg_proc& p, const std::string& why) {
     p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
   }
   p.kill_timer.reset();
-  if (p.pid > 0)
-    if (auto* s = srv_.find_session(p.session)) s->unprotect_group(static_cast<pid_t>(p.pid));
+  if (auto* s = srv_.find_session(p.session)) {
+    if (p.pid > 0) s->unprotect_group(static_cast<pid_t>(p.pid));
+    s->touch(wall_ms());  // its idle time counts from the end of its last process
+    srv_.session_activity();
+  }
   // What the process wrote before it ended is in the pipes: log it before telling anyone.
   if (p.out_r) on_output(p, ipc::kStdout);
   if (p.err_r) on_output(p, ipc::kStderr);
