@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "ipc/environ.h"
 #include "client/sigpipe_guard.h"
 
 namespace sbsh::client {
@@ -205,6 +206,10 @@ result<exec_result> connection::exec(const exec_options& opts) {
   char cwd[4096];
   if (!opts.session_cwd.empty()) req.session_cwd = opts.session_cwd;
   else if (!frames && ::getcwd(cwd, sizeof cwd) != nullptr) req.session_cwd = cwd;
+  // A session this creates starts with this process's environment (or the one given).
+  std::vector<std::string> own_env;
+  if (!opts.session_env && !p_->remote) own_env = ipc::inherited_environment();
+  req.session_env = opts.session_env ? *opts.session_env : own_env;
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
   if (frames) {

@@ -112,6 +112,13 @@ std::string to_json(const session_status& s) {
   if (!s.running.empty()) o.str("running", s.running).num("running_ms", static_cast<int64_t>(s.running_ms));
   else o.null("running").null("running_ms");
   o.str_or_null("error", s.error);
+  o.boolean("implicit", s.implicit);
+  if (s.idle_expiry_ms > 0) o.num("idle_expiry_ms", static_cast<int64_t>(s.idle_expiry_ms));
+  else o.null("idle_expiry_ms");
+  if (s.idle_since_ms > 0) o.str("idle_since", rfc3339_ms(s.idle_since_ms));
+  else o.null("idle_since");
+  if (s.expires_at_ms > 0) o.str("expires_at", rfc3339_ms(s.expires_at_ms));
+  else o.null("expires_at");
   return o.finish();
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "ipc/environ.h"
 
 namespace sbsh::client {
 
@@ -28,6 +29,9 @@ result<proc_info> connection::start(const start_options& opts) {
     if (::getcwd(buf, sizeof buf) != nullptr) scwd = buf;
   }
   req.session_cwd = scwd;
+  std::vector<std::string> own_env;
+  if (!opts.session_env && !p_->remote) own_env = ipc::inherited_environment();
+  req.session_env = opts.session_env ? *opts.session_env : own_env;
   auto r = p_->ask<msg::proc_info>(req);
   if (!r) return r.err();
   return std::move(r->proc);

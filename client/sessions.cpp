@@ -1,7 +1,10 @@
 // Session requests of libsbsh: create, list, show, remove, restart.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "client/connection_impl.h"
+#include "ipc/environ.h"
 
 namespace sbsh::client {
 
@@ -14,6 +17,8 @@ sbsh::status connection::create_session(const session_spec& spec) {
   auto& def = req.definition;
   if (!def.snapshot.empty()) def.snapshot = p_->absolute(def.snapshot);
   else def.cwd = def.cwd.empty() && p_->remote ? std::string() : p_->absolute(def.cwd.empty() ? "." : def.cwd);
+  // No environment: this process's, on a local connection (sbshd never gives a session its own).
+  if (def.environment.empty() && !p_->remote) def.environment = ipc::inherited_environment();
   auto r = p_->ask<msg::ok>(req);
   if (!r) return r.err();
   return ok_status();
@@ -37,6 +42,12 @@ sbsh::status connection::remove_session(const std::string& name) {
   auto r = p_->ask<msg::ok>(msg::session_rm{name});
   if (!r) return r.err();
   return ok_status();
+}
+
+result<std::vector<std::string>> connection::prune_sessions(std::chrono::milliseconds idle) {
+  auto r = p_->ask<msg::session_pruned>(msg::session_prune{static_cast<uint64_t>(std::max<int64_t>(idle.count(), 0))});
+  if (!r) return r.err();
+  return r->names.to_vector();
 }
 
 sbsh::status connection::restart_session(const std::string& name) {

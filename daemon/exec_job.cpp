@@ -138,7 +138,7 @@ std::string done_frame(const exec_job& job, uint64_t duration_us) {
   d.generation = job.generation;
   d.state_lost = job.state_lost;
   d.release = job.wants_release;
-  if (job.started) d.started_at_ms = job.started_at_ms;
+  if (job.ran()) d.started_at_ms = job.started_at_ms;  // null for a command that never started
   d.state_lost_reason = job.state_lost_why;
   d.error_code = o.error_code;
   d.error = o.error;

@@ -63,7 +63,10 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     return;
   }
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
-  auto s = srv.get_or_create_session(j.session, j.session_cwd);
+  auto s = srv.get_or_create_session(j.session, j.session_cwd, [&env] {
+    auto req = ipc::decode<ipc::msg::exec>(env.msg);  // decoded once already: only when a session is made
+    return req ? req->session_env.to_vector() : std::vector<std::string>{};
+  });
   if (!s) return c.send_error(j.id, s.err());
   if (j.io_fds) {
     auto& fds = env.fds;
@@ -145,6 +148,7 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::session_create, on_session_create}, {msg_type::session_list, on_session_list},
     {msg_type::session_show, on_session_show},     {msg_type::session_rm, on_session_rm},
     {msg_type::session_restart, on_session_restart},
+    {msg_type::session_prune, on_session_prune},
     {msg_type::proc_start, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_start(c, e); }},
     {msg_type::proc_list, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_list(c, e); }},
     {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},

@@ -10,6 +10,7 @@ void on_session_list(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_show(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_rm(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_restart(server& srv, client_conn& c, ipc::envelope& env);
+void on_session_prune(server& srv, client_conn& c, ipc::envelope& env);
 
 // Every session as `status` and `session_list` report it.
 std::vector<session_status> describe_sessions(const server& srv);

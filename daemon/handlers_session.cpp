@@ -1,4 +1,4 @@
-// Session requests: create, list, show, remove, restart.
+// Session requests: create, list, show, remove, restart, prune.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -52,6 +52,11 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
   if (auto s = check_session_name(name); !s) return c.send_error(env.msg.id(), s.err());
   auto def = def_from_request(std::move(req->definition));
   if (!def) return c.send_error(env.msg.id(), def.err());
+  // The creating client's environment (none: a minimal one from the user's account).
+  auto environment = session_environment(std::move(def->environment));
+  if (!environment) return c.send_error(env.msg.id(), environment.err());
+  def->environment = std::move(*environment);
+  def->implicit = false;  // made on purpose; it expires only when idle_expiry_ms says so
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();
   // The reply may wait for a snapshot copy; the client may be gone by then.
@@ -91,6 +96,17 @@ void on_session_restart(server& srv, client_conn& c, ipc::envelope& env) {
   if (s == nullptr) return;
   s->restart(fmt::format("restarted on request (client pid {})", c.peer_pid));
   c.send(ipc::encode(msg::ok{}, env.msg.id()));
+}
+
+void on_session_prune(server& srv, client_conn& c, ipc::envelope& env) {
+  auto req = ipc::decode<msg::session_prune>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  uint64_t id = env.msg.id();
+  uint64_t serial = c.serial();
+  // The reply waits until nothing of the sessions is left; the client may be gone by then.
+  srv.prune_sessions(req->idle_ms, [&srv, serial, id](std::vector<std::string> names) {
+    if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::session_pruned{names}, id));
+  });
 }
 
 }  // namespace sbsh::daemon

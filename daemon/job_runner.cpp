@@ -142,6 +142,8 @@ void job_runner::run_next() {
       job->outcome.shell_restarted = true;
       job->outcome.error = "not run: the session's shell restarted while this command was queued, "
                            "so the state it expected was lost";
+      job->state_lost = true;
+      job->state_lost_why = state_lost_why_.empty() ? "the session's shell was replaced" : state_lost_why_;
       finish_job(std::move(job));
       continue;
     }
@@ -275,6 +277,8 @@ void job_runner::on_message(const shell_message& m) {
 void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
   job->deadline.reset();
+  session_.touch(wall_ms());  // the session's idle time counts from its last command's end
+  srv_.session_activity();
   // Input the command did not take is dropped with it; if there was too much of it, its
   // client's socket was paused (stdin_data) and must now serve the client's next requests.
   if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
@@ -479,6 +483,8 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
       }
       j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
       j->outcome.error = fmt::format("the command did not run ({}); {}", loss.why, next);
+      j->state_lost = true;
+      j->state_lost_why = loss.why;
       finish_job(std::move(j));
     }
   }
@@ -506,7 +512,12 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
                           "lost and {}",
                           loss.why, next);
   }
-  (void)gen;
+  if (!job->internal && !job->undelivered) {
+    // The loss is reported on this command (shell_restarted): the next one, in the next
+    // shell, does not report it again.
+    last_user_generation_ = gen + 1;
+    state_lost_why_.clear();
+  }
   finish_job(std::move(job));
 }
 

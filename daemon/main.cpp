@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
                  "How long sessions outlive sbshd when it stops without ending them, waiting for the next "
                  "sbshd to adopt them (0: they end with sbshd)")
       ->capture_default_str();
+  std::string idle_expiry = "24h";
+  app.add_option("--idle-expiry", idle_expiry,
+                 "How long a session made by 'exec -s' or 'start -s' may stay idle before it is removed "
+                 "('never': kept until removed)")
+      ->capture_default_str();
   // Bounds that tests lower to reach them quickly (not for users: see bounds.h).
   app.add_option("--max-clients", o.max_clients)->group("")->check(CLI::Range(1, 1 << 20));
   app.add_option("--stalled-client-ms", o.stalled_client_ms)->group("")->check(CLI::Range(1, 1 << 30));
@@ -73,6 +78,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.adopt_timeout_ms = static_cast<uint64_t>(adopt_timeout->count());
+  if (idle_expiry == "never") {
+    o.idle_expiry_ms = 0;
+  } else {
+    auto expiry = sbsh::parse_duration(idle_expiry);
+    if (!expiry || expiry->count() <= 0) {
+      std::fprintf(stderr, "sbshd: --idle-expiry takes a duration such as 24h or 30m, or 'never'%s%s\n",
+                   expiry ? "" : ": ", expiry ? "" : expiry.err().message.c_str());
+      return 2;
+    }
+    o.idle_expiry_ms = static_cast<uint64_t>(expiry->count());
+  }
   if (!parse_mib("--log-cap", log_cap, &o.log_cap) || !parse_mib("--log-size", log_size, &o.log.max_bytes)) return 2;
   return sbsh::daemon::run_or_die(std::move(o));
 }

@@ -182,7 +182,8 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   // Its start runs in the session's shell, after the running command.
   std::vector<uint64_t> inside;
   if (auto ok = srv_.check_not_waiting_on_itself(c, sname, &inside); !ok) return fail(ok.err());
-  auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd));
+  auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd),
+                                      [&start] { return start->session_env.to_vector(); });
   if (!s) return fail(s.err());
 
   auto p = std::make_unique<bg_proc>();
@@ -420,6 +421,10 @@ void proc_table::end_command(bg_proc& p, std::optional<int> code, const std::str
     p.state = proc_state::killed;
     if (p.kill_sent == SIGKILL) p.signal = SIGKILL;
     else p.error = why.empty() ? "it ended without reporting a status (killed from outside sbsh)" : why;
+  }
+  if (auto* s = srv_.find_session(p.session)) {
+    s->touch(wall_ms());  // its idle time counts from the end of its last process
+    srv_.session_activity();
   }
   // What the process wrote before it ended is in the pipes: log it before telling anyone.
   if (p.out_r) on_output(p, ipc::kStdout);

@@ -115,6 +115,8 @@ server::~server() {
   spare_timer_.reset();
   watchdog_timer_.reset();
   shutdown_timer_.reset();
+  expiry_timer_.reset();
+  activity_save_timer_.reset();
   // Let every close callback run, then check that nothing was left open.
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop_) != 0) {
@@ -503,7 +505,8 @@ std::string describe_difference(const session_def& a, const session_def& b) {
 
 }  // namespace
 
-result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd) {
+result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd,
+                                               const std::function<std::vector<std::string>()>& environment) {
   if (auto* s = find_session(name)) return s;
   if (auto p = pending_.find(name); p != pending_.end())
     return make_error(ipc::errc::session_creating,
@@ -514,6 +517,11 @@ result<session*> server::get_or_create_session(const std::string& name, const st
   if (!dir) return dir.err();
   session_def def;
   def.cwd = *dir;
+  auto env = session_environment(environment());
+  if (!env) return env.err();
+  def.environment = std::move(*env);
+  def.implicit = true;
+  def.idle_expiry_ms = opts_.idle_expiry_ms;
   return create_session(name, std::move(def));
 }
 
@@ -521,18 +529,30 @@ result<session*> server::create_session(const std::string& name, session_def def
   if (shutting_down_) return make_error(ipc::errc::shutting_down, "sbshd is shutting down");
   if (opts_.no_sessions) return make_error(ipc::errc::session_failed, "this sbshd runs no sessions (a test build)");
   if (auto* s = find_session(name)) {
-    if (s->def() == def) return s;
+    if (s->def().same_shells(def)) {
+      if (s->def().implicit && !def.implicit) {
+        s->make_explicit(def.idle_expiry_ms);
+        save_state();
+        arm_expiry();
+      }
+      return s;
+    }
     return make_error(ipc::errc::session_exists,
                       fmt::format("session '{}' exists with a different definition: {}; remove it first with "
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
   }
+  // A definition saved before sessions kept their creator's environment (or an adopted shell
+  // not in the state file): the minimal one, never sbshd's.
+  if (def.environment.empty())
+    if (auto login = session_environment({})) def.environment = std::move(*login);
   auto s = adopted != nullptr ? std::make_unique<session>(*this, name, def, std::move(*adopted))
                               : std::make_unique<session>(*this, name, def);
   session* raw = s.get();
   sessions_.emplace(name, std::move(s));
-  spdlog::info("session {} created in {}", name, def.cwd);
+  spdlog::info("session {} created in {}{}", name, def.cwd, def.implicit ? " (implicitly)" : "");
   save_state();
+  arm_expiry();
   return raw;
 }
 
@@ -611,7 +631,8 @@ void server::remove_session(const std::string& name, std::function<void()> done)
     done = [this, aside, done = std::move(done)] { snapshots_.remove_later(aside, done); };
   save_state();
   procs_->kill_all(name);
-  s->stop();
+  s->stop(/*removed=*/true);
+  arm_expiry();
   session* raw = s.get();
   removed_.push_back(std::move(s));
   // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
@@ -646,9 +667,75 @@ void server::reap_session_later(pid_t sid, const std::set<pid_t>& spare) {
 }
 
 void server::save_state() {
+  activity_save_timer_.reset();  // this write has them
   ipc::sessions_file f;
-  for (const auto& [name, s] : sessions_) f.sessions.emplace(name, spec_of(s->def()));
+  for (const auto& [name, s] : sessions_) {
+    f.sessions.emplace(name, spec_of(s->def()));
+    if (s->def().idle_expiry_ms > 0) f.last_active.emplace(name, s->last_active_ms());
+  }
   write_atomically(state_file(), ipc::encode(f));
+}
+
+bool server::busy(const session& s) const {
+  return s.jobs_const().current() != nullptr || s.jobs_const().queued() > 0 || (procs_ && procs_->any_running(s.name()));
+}
+
+void server::session_activity() {
+  if (shutting_down_) return;
+  // Idle times are saved at most once a minute (and at shutdown): losing a minute of one in
+  // a crash changes nothing that matters, and a command's end costs no write.
+  if (!activity_save_timer_) {
+    activity_save_timer_ = make_handle<timer>(&loop_);
+    activity_save_timer_->start(60'000, [this] { save_state(); });
+  }
+  arm_expiry();
+}
+
+void server::arm_expiry() {
+  if (shutting_down_) return;
+  int64_t first = INT64_MAX;
+  for (const auto& [name, s] : sessions_)
+    if (s->def().idle_expiry_ms > 0 && !busy(*s))
+      first = std::min(first, s->last_active_ms() + static_cast<int64_t>(s->def().idle_expiry_ms));
+  if (first == INT64_MAX) {
+    expiry_timer_.reset();
+    return;
+  }
+  if (!expiry_timer_) expiry_timer_ = make_handle<timer>(&loop_);
+  // A little late rather than early: a session is removed only once it is due.
+  expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(first - wall_ms(), 0)) + 1, [this] { expire_idle(); });
+}
+
+void server::expire_idle() {
+  int64_t now = wall_ms();
+  std::vector<std::string> due;
+  for (const auto& [name, s] : sessions_)
+    if (s->def().idle_expiry_ms > 0 && !busy(*s) &&
+        now >= s->last_active_ms() + static_cast<int64_t>(s->def().idle_expiry_ms))
+      due.push_back(name);
+  for (const auto& name : due) {
+    spdlog::info("session {} removed: idle for {} ms, its expiry", name, find_session(name)->def().idle_expiry_ms);
+    remove_session(name, [] {});
+  }
+  arm_expiry();
+}
+
+void server::prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done) {
+  int64_t now = wall_ms();
+  std::vector<std::string> names;
+  for (const auto& [name, s] : sessions_)
+    if (s->def().implicit && !busy(*s) && now - s->last_active_ms() >= static_cast<int64_t>(idle_ms))
+      names.push_back(name);
+  auto left = std::make_shared<size_t>(names.size());
+  auto finish = std::make_shared<std::function<void(std::vector<std::string>)>>(std::move(done));
+  if (names.empty()) return (*finish)({});
+  for (const auto& name : names) {
+    spdlog::info("session {} pruned: idle for {} ms", name, now - find_session(name)->last_active_ms());
+    remove_session(name, [left, finish, names] {
+      if (--*left == 0) (*finish)(names);
+    });
+  }
+  arm_expiry();
 }
 
 void server::write_atomically(const std::string& path, std::string bytes) {
@@ -753,12 +840,23 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
   }
   auto file = ipc::decode<ipc::sessions_file>(*m);
   if (!file) return move_aside(path, file.err().message);
+  bool expired = false;
   for (auto& [name, spec] : file->sessions) {
     auto def = def_from_saved(std::move(spec));
     if (!def) return move_aside(path, fmt::format("session '{}' is invalid: {}", name, def.err().message));
     if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
     auto shell = adopted.find(name);
+    auto active = file->last_active.find(name);
+    if (active != file->last_active.end() && def->idle_expiry_ms > 0 &&
+        wall_ms() >= active->second + static_cast<int64_t>(def->idle_expiry_ms) && shell == adopted.end()) {
+      // It expired while no sbshd ran: never start a shell only to remove it.
+      spdlog::info("session {} removed: idle for more than its expiry ({} ms) while sbshd was not running", name,
+                   def->idle_expiry_ms);
+      expired = true;
+      continue;
+    }
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
+    if (s && active != file->last_active.end()) (*s)->touch(std::min(active->second, wall_ms()));
     if (!s) {
       spdlog::error("cannot recreate session {}: {}", name, s.err().message);
     } else if (shell == adopted.end()) {
@@ -767,6 +865,8 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
     }
     if (shell != adopted.end()) adopted.erase(shell);
   }
+  if (expired) save_state();
+  arm_expiry();  // the sessions loaded keep the idle time they had
 }
 
 uint64_t server::uptime_ms() const { return (mono_us() - started_us_) / 1000; }
@@ -779,6 +879,8 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   // An sbshd started meanwhile waits for this one to let go of the state directory.
   if (opts_.state_lock_fd >= 0) write_state_lock(opts_.state_lock_fd, opts_.socket_path, true);
   drop_spares();
+  if (activity_save_timer_) save_state();  // idle times not yet saved
+  expiry_timer_.reset();
   for (auto& [name, p] : pending_) snapshots_.cancel(name);
   listen_watch_.reset();
   listen_fd_.reset();
@@ -808,6 +910,8 @@ void server::finish_shutdown() {
   if (!shutdown_timer_) return;  // finished already
   shutdown_timer_.reset();
   watchdog_timer_.reset();
+  expiry_timer_.reset();
+  activity_save_timer_.reset();
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
@@ -892,10 +996,12 @@ std::string server::new_shell_dir() { return fmt::format("{}/{}.{}", shells_dir(
 
 void server::start_spares() {
   while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
-    // Its bash starts at once, with the environment of a session that sets no variables of
-    // its own, in / (it holds no directory busy while it waits). The padding is the argument
-    // memory in which the wrapper will show its session's name, as long as the longest name.
-    std::vector<std::string> env = ipc::inherited_environment("SBSH_SESSION");
+    // Its bash starts at once, with an empty environment (the session that claims it exports
+    // its own: none of sbshd's reaches a shell), in / (it holds no directory busy while it
+    // waits). The padding is the argument memory in which the wrapper will show its session's
+    // name, as long as the longest name.
+    std::vector<std::string> env;
+    if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env.push_back(fmt::format("SBSH_BASH={}", bash));
     std::string dir = new_shell_dir();
     int err = 0;
     auto spare = start_wrapper(

@@ -33,6 +33,9 @@ struct options {
   // How long a session outlives sbshd, waiting for the next sbshd to adopt it (0: it ends
   // with sbshd).
   uint64_t adopt_timeout_ms = 600'000;
+  // How long a session made implicitly (exec -s, start -s) may stay idle before sbshd removes
+  // it (0: never).
+  uint64_t idle_expiry_ms = 24ull * 3600 * 1000;
   // Bounds that tests lower (hidden options of sbshd; bounds.h has the defaults and why).
   size_t max_clients = ipc::kMaxClients;
   uint64_t stalled_client_ms = ipc::kStalledClientMs;
@@ -143,7 +146,11 @@ class server {
   void handle(client_conn& c, ipc::envelope&& env);
   session* find_session(const std::string& name);
   client_conn* client_by_serial(uint64_t serial);
-  result<session*> get_or_create_session(const std::string& name, const std::string& cwd);
+  // The session `name`, made implicitly if there is none: in `cwd`, with the environment
+  // `environment()` returns (called only then: the client's, sent with every request that
+  // may create a session).
+  result<session*> get_or_create_session(const std::string& name, const std::string& cwd,
+                                         const std::function<std::vector<std::string>()>& environment);
   // A request of `c` for session `target` that would wait for itself is refused
   // (would_deadlock): `c` is a process of the command `target` is running, or of a command
   // that waits for that one through other sessions. Otherwise *inside gets the running
@@ -160,6 +167,15 @@ class server {
                       std::function<void(result<session*>)> done);
   // Ends the session and everything it started; `done` runs once nothing is left.
   void remove_session(const std::string& name, std::function<void()> done);
+  // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
+  // gets their names once nothing of them is left.
+  void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
+  // A session's activity changed (a command or background process started or ended): its
+  // idle time counts from now, and the expiry timer is set again.
+  void session_activity();
+  // Whether the session has something to do: a command running or queued, a background
+  // process running.
+  [[nodiscard]] bool busy(const session& s) const;
   [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
   // Writes the session definitions to the state directory (atomically, off the loop).
   void save_state();
@@ -207,6 +223,9 @@ class server {
   void watchdog_tick(uint64_t interval_ms);
   void start_spares();
   void start_spares_in(uint64_t ms);
+  // One timer for every session's idle expiry: it fires when the first idle session expires.
+  void arm_expiry();
+  void expire_idle();
   void drop_spares();
 
   options opts_;
@@ -222,6 +241,8 @@ class server {
   std::deque<spare_shell> spares_;
   handle_ptr<timer> spare_timer_;
   handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
+  handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
+  handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // Before the clients, which count themselves in it until they are destroyed.
   memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};

@@ -13,11 +13,11 @@
 namespace sbsh::daemon {
 
 session::session(server& srv, std::string name, session_def def)
-    : name_(std::move(name)), def_(std::move(def)), shell_(srv, *this), jobs_(srv, *this) {
-  // The spare shell started exactly as this session's would, but for the session's own
-  // variables and limits (so only a session with none takes it) and its directory (entered
-  // on claim).
-  if (def_.env.empty() && def_.limits.empty() && ::access(def_.cwd.c_str(), X_OK) == 0) {
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()), shell_(srv, *this), jobs_(srv, *this) {
+  // The spare shell started as this session's would, but for its environment (exported on
+  // claim), its limits (so only a session with none takes it) and its directory (entered on
+  // claim).
+  if (spare_can_serve(def_) && ::access(def_.cwd.c_str(), X_OK) == 0) {
     if (auto spare = srv.take_spare()) {
       shell_.claim(std::move(*spare));
       return;
@@ -27,7 +27,7 @@ session::session(server& srv, std::string name, session_def def)
 }
 
 session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
-    : name_(std::move(name)), def_(std::move(def)), shell_(srv, *this), jobs_(srv, *this) {
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()), shell_(srv, *this), jobs_(srv, *this) {
   shell_.adopt(std::move(shell));
 }
 
@@ -35,8 +35,14 @@ session::~session() = default;
 
 void session::enqueue(std::unique_ptr<exec_job> job) { jobs_.enqueue(std::move(job)); }
 
-void session::stop() {
-  jobs_.refuse_all(ipc::wire_name(ipc::errc::shutting_down), "sbshd is shutting down", "sbshd is shutting down; the command was stopped");
+void session::stop(bool removed) {
+  if (removed)
+    jobs_.refuse_all(ipc::wire_name(ipc::errc::no_such_session),
+                     fmt::format("session '{}' was removed before the command ran", name_),
+                     fmt::format("session '{}' was removed while the command ran; the command was stopped", name_));
+  else
+    jobs_.refuse_all(ipc::wire_name(ipc::errc::shutting_down), "sbshd is shutting down",
+                     "sbshd is shutting down; the command was stopped");
   shell_.stop();
 }
 
@@ -73,6 +79,12 @@ session_status session::describe() const {
   st.started_at_ms = sh.started_at_ms();
   st.uptime_ms = sh.uptime_ms();
   st.restart = policy_name(def_.restart);
+  st.implicit = def_.implicit;
+  st.idle_expiry_ms = def_.idle_expiry_ms;
+  if (!srv_.busy(*this)) {
+    st.idle_since_ms = last_active_ms_;
+    if (def_.idle_expiry_ms > 0) st.expires_at_ms = last_active_ms_ + static_cast<int64_t>(def_.idle_expiry_ms);
+  }
   if (has_running && earlier) {
     st.running = "(started before sbshd restarted)";
     st.running_ms = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - sh.adopted_ms()));
@@ -87,6 +99,7 @@ session_detail session::describe_full() const {
   session_detail d;
   d.status = describe();
   d.definition = spec_of(def_);
+  d.definition.environment.clear();  // it may hold secrets, and is long
   d.init_output = jobs_.init_output();
   d.history.assign(jobs_.history().begin(), jobs_.history().end());
   return d;

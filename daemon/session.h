@@ -46,8 +46,9 @@ class session {
   void protect_group(pid_t pgid, lent_pipes pipes) { shell_.protect_group(pgid, std::move(pipes)); }
   void unprotect_group(pid_t pgid) { shell_.unprotect_group(pgid); }
   [[nodiscard]] const std::map<pid_t, lent_pipes>& lent() const { return shell_.lent(); }
-  // Ends the shell and everything it started; the session stays stopped.
-  void stop();
+  // Ends the shell and everything it started; the session stays stopped. Commands in flight
+  // are told that the session was removed, or (`removed` false) that sbshd is shutting down.
+  void stop(bool removed = false);
   // Lets go of the shell without ending it, for the next sbshd to adopt (shutdown
   // --keep-sessions); the session stays stopped.
   void abandon();
@@ -60,6 +61,16 @@ class session {
   [[nodiscard]] session_state state() const { return shell_.state(); }
 
   [[nodiscard]] const session_def& def() const { return def_; }
+  // `session create` of a session made implicitly, with the same shells: it becomes explicit,
+  // with the expiry asked for.
+  void make_explicit(uint64_t idle_expiry_ms) {
+    def_.implicit = false;
+    def_.idle_expiry_ms = idle_expiry_ms;
+  }
+  // When the session last had something to do (a command or background process started or
+  // ended; its creation): its idle time counts from there.
+  [[nodiscard]] int64_t last_active_ms() const { return last_active_ms_; }
+  void touch(int64_t at_ms) { last_active_ms_ = at_ms; }
   // The session as `status` and `session ls` show it; in full, with the definition, the
   // history (sbsh::history_entry, ipc/records.h) and the output of the last start's init
   // commands (`session show`).
@@ -69,10 +80,13 @@ class session {
   // The two parts, for each other.
   shell_supervisor& shell() { return shell_; }
   job_runner& jobs() { return jobs_; }
+  [[nodiscard]] const job_runner& jobs_const() const { return jobs_; }
 
  private:
+  server& srv_;
   std::string name_;
   session_def def_;
+  int64_t last_active_ms_;
   // Declared in this order: the runner is destroyed first, while the shell it talks to
   // still exists.
   shell_supervisor shell_;

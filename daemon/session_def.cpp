@@ -1,10 +1,12 @@
 // Session definitions: validation, comparison and their msgpack form.
 #include "daemon/session_def.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -82,13 +84,62 @@ status normalize_limits(std::vector<std::string>& limits) {
   return ok_status();
 }
 
+// The user's account, for a client that brings no environment.
+std::vector<std::string> login_environment() {
+  std::vector<std::string> env;
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    env.push_back(fmt::format("HOME={}", pw.pw_dir));
+    env.push_back(fmt::format("USER={}", pw.pw_name));
+    env.push_back(fmt::format("LOGNAME={}", pw.pw_name));
+    env.push_back(fmt::format("SHELL={}", pw.pw_shell));
+  }
+  env.emplace_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  return env;
+}
+
+status check_environment(const std::vector<std::string>& env) {
+  size_t total = 0;
+  for (const auto& e : env) {
+    total += e.size() + 1;
+    auto eq = e.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      return make_error(ipc::errc::bad_request,
+                        fmt::format("the session's environment has an entry without NAME=: '{}'", e.substr(0, 64)));
+    if (e.find('\0') != std::string::npos)
+      return make_error(ipc::errc::bad_request, "the session's environment has an entry with a NUL byte");
+  }
+  if (total > kMaxSessionEnv)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("the session's environment is {} KiB, over the limit of {} KiB; start sbsh with a "
+                                  "smaller environment (env -u NAME ...)",
+                                  total >> 10, kMaxSessionEnv >> 10));
+  return ok_status();
+}
+
 }  // namespace
 
 size_t text_size(const session_def& d) {
   size_t n = d.cwd.size() + d.snapshot.size();
-  for (const auto* list : {&d.env, &d.init, &d.limits})
+  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
+}
+
+result<std::vector<std::string>> session_environment(std::vector<std::string> given) {
+  if (given.empty()) return login_environment();
+  if (auto s = check_environment(given); !s) return s.err();
+  std::vector<std::string> out;
+  std::set<std::string> seen;  // the first of two entries for a name wins, as in getenv
+  out.reserve(given.size());
+  for (auto& e : given) {
+    std::string name = e.substr(0, e.find('='));
+    if (name == "SBSH_SESSION" || name == "SBSH_BASH" || !seen.insert(std::move(name)).second) continue;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 session_spec spec_of(const session_def& d) {
@@ -99,6 +150,9 @@ session_spec spec_of(const session_def& d) {
   s.restart = std::string(policy_name(d.restart));
   s.limits = d.limits;
   s.snapshot = d.snapshot;
+  s.environment = d.environment;
+  s.implicit = d.implicit;
+  s.idle_expiry_ms = d.idle_expiry_ms;
   return s;
 }
 
@@ -109,6 +163,10 @@ result<session_def> def_from_saved(session_spec spec) {
   d.init = std::move(spec.init);
   d.limits = std::move(spec.limits);
   d.snapshot = std::move(spec.snapshot);
+  d.environment = std::move(spec.environment);
+  d.implicit = spec.implicit;
+  d.idle_expiry_ms = spec.idle_expiry_ms;
+  if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)
     return make_error(ipc::errc::bad_request,

@@ -22,8 +22,27 @@ struct session_def {
   std::vector<std::string> limits; // resource limits of the shell, canonical (ipc/limits.h)
   std::string snapshot;            // the directory copied for the session (its cwd is the copy)
   restart_policy restart = restart_policy::always;
+  // The environment every shell starts with, before `env` (session_spec::environment): the
+  // creating client's. Not part of what makes two definitions the same: the first creator's
+  // stays.
+  std::vector<std::string> environment;
+  bool implicit = false;        // made by exec -s or start -s
+  uint64_t idle_expiry_ms = 0;  // removed after this long idle; 0: never
+  // Whether `o` defines the same shells (environment, implicitness and expiry aside).
+  [[nodiscard]] bool same_shells(const session_def& o) const {
+    return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
+           restart == o.restart;
+  }
   bool operator==(const session_def&) const = default;
 };
+
+// Checks a session's starting environment: NAME=VALUE entries without NUL, a NAME without
+// '=', within kMaxSessionEnv bytes in all. An empty one (a remote client's, or a client
+// with none) is replaced by a minimal one from the user's account: HOME, USER, LOGNAME,
+// SHELL and a default PATH. sbsh's own variables are dropped (SBSH_SESSION is set per
+// session; SBSH_BASH is read from sbshd's environment).
+result<std::vector<std::string>> session_environment(std::vector<std::string> given);
+inline constexpr size_t kMaxSessionEnv = 1u << 20;
 
 std::string_view policy_name(restart_policy p);
 std::optional<restart_policy> parse_policy(std::string_view s);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -34,19 +36,80 @@ constexpr uint64_t kStartWindowUs = 10'000'000;
 constexpr uint64_t kBackoffBaseMs = 100;
 constexpr uint64_t kBackoffCapMs = 10'000;
 
+// Variables that a bash takes into account only when it starts, or refuses to take from an
+// export (read-only): a session whose environment sets one cannot use a spare, which started
+// before its environment was known.
+bool startup_variable(std::string_view name) {
+  static constexpr std::array<std::string_view, 9> kNames = {"SHELLOPTS", "ENV",  "POSIXLY_CORRECT", "IFS", "UID",
+                                                             "EUID",      "PPID", "GROUPS",          "HOSTTYPE"};
+  return name.starts_with("BASH") || std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+}
+
+bool shell_identifier(std::string_view n) {
+  if (n.empty() || (n[0] >= '0' && n[0] <= '9')) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+}
+
+// The environment of a session's shell when it starts: the session's environment, then its
+// variables. Bash keeps the last of two entries for one name.
+std::string value_of(const std::vector<std::string>& env, std::string_view name, bool* found) {
+  *found = false;
+  std::string value;
+  for (const auto& e : env)
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+      *found = true;
+      value = e.substr(name.size() + 1);
+    }
+  return value;
+}
+
 // The line a claimed spare runs first: what a shell started for the session would have had
-// from the start. Its name in the environment, its directory (with OLDPWD as bash set it at
-// start-up) and SECONDS counted from now. No user code has run in the spare yet, so plain
-// names are safe.
-std::string claim_text(const std::string& name, const std::string& cwd) {
-  std::string dir = shell_quote(cwd);
-  return fmt::format(
-      "export SBSH_SESSION={0};if [[ -v OLDPWD ]];then __sbsh_o=$OLDPWD;cd -P -- {1}||exit 1;OLDPWD=$__sbsh_o;"
-      "unset __sbsh_o;else cd -P -- {1}||exit 1;unset OLDPWD;export OLDPWD;fi;SECONDS=0",
-      name, dir);
+// from the start. The spare's bash started with an empty environment; this exports the
+// session's (its environment, then its variables), its name, its directory, OLDPWD and
+// SHLVL as bash sets them from the environment at start-up, and SECONDS counted from now.
+// No user code has run in the spare yet, so plain names are safe. The text is an internal
+// job's: no history, listing or log shows it.
+std::string claim_text(const std::string& name, const session_def& def) {
+  std::string t;
+  auto add = [&t](const std::string& e) {
+    std::string_view n = std::string_view(e).substr(0, e.find('='));
+    if (n == "PWD" || n == "OLDPWD" || n == "SHLVL" || n == "_" || n == "SBSH_SESSION") return;
+    t += fmt::format("export {}={};", n, shell_quote(std::string_view(e).substr(n.size() + 1)));
+  };
+  for (const auto& e : def.environment) add(e);
+  for (const auto& e : def.env) add(e);
+  t += fmt::format("export SBSH_SESSION={};cd -P -- {}||exit 1;", shell_quote(name), shell_quote(def.cwd));
+  bool has_old = false;
+  std::string old = value_of(def.environment, "OLDPWD", &has_old);
+  bool has_old_var = false;
+  std::string old_var = value_of(def.env, "OLDPWD", &has_old_var);
+  if (has_old_var) old = old_var;
+  if (has_old || has_old_var)
+    t += fmt::format("if [[ -d {0} ]];then export OLDPWD={0};else unset OLDPWD;export OLDPWD;fi;", shell_quote(old));
+  else
+    t += "unset OLDPWD;export OLDPWD;";
+  bool has_level = false;
+  std::string level = value_of(def.environment, "SHLVL", &has_level);
+  long n = 0;
+  auto [ptr, ec] = std::from_chars(level.data(), level.data() + level.size(), n);
+  n = has_level && ec == std::errc() && ptr == level.data() + level.size() && n >= 0 && n < 999 ? n + 1 : 1;
+  t += fmt::format("export SHLVL={};SECONDS=0", n);
+  return t;
 }
 
 }  // namespace
+
+bool spare_can_serve(const session_def& def) {
+  if (!def.limits.empty()) return false;
+  for (const auto* list : {&def.environment, &def.env})
+    for (const auto& e : *list) {
+      std::string_view n = std::string_view(e).substr(0, e.find('='));
+      if (!shell_identifier(n) || startup_variable(n)) return false;
+    }
+  return true;
+}
 
 void remove_shell_dir(const std::string& dir) {
   if (dir.empty()) return;
@@ -122,8 +185,11 @@ void shell_supervisor::start_shell() {
                                         def.snapshot, def.cwd, std::strerror(e)));
   }
   dir_ = srv_.new_shell_dir();
-  std::vector<std::string> env_store = ipc::inherited_environment("SBSH_SESSION");
-  for (const auto& e : def.env) env_store.push_back(e);  // later entries win in getenv
+  // The session's own environment, never sbshd's: only the bash to run comes from sbshd
+  // (the wrapper reads SBSH_BASH and takes it out before bash starts).
+  std::vector<std::string> env_store = def.environment;
+  if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env_store.push_back(fmt::format("SBSH_BASH={}", bash));
+  for (const auto& e : def.env) env_store.push_back(e);  // bash takes the last of two entries
   env_store.push_back("SBSH_SESSION=" + session_.name());
   std::vector<std::string> args;
   for (const auto& l : def.limits) {
@@ -146,7 +212,7 @@ void shell_supervisor::claim(spare_shell&& spare) {
   wrapper_ = spare.wrapper.proc;
   channel_ = std::move(spare.wrapper.channel);
   wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
-  session_.jobs().run_first({claim_text(session_.name(), session_.def().cwd)}, /*init=*/false);
+  session_.jobs().run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
   if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd}));

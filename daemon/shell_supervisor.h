@@ -68,6 +68,10 @@ struct adopted_shell {
   unique_fd channel;       // sbshd's end of the shell channel
 };
 
+// Whether a spare shell (started ahead, with an empty environment and no limits) can become
+// this session's shell exactly: its variables can all be exported after bash started.
+bool spare_can_serve(const session_def& def);
+
 // Removes a shell's directory (its wrapper's adoption socket, then the directory), when its
 // wrapper cannot: it was killed, or never started.
 void remove_shell_dir(const std::string& dir);

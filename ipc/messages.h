@@ -93,7 +93,11 @@ struct schema_of<session_status> {
                       field("uptime_ms", &s::uptime_ms),
                       field("restart", &s::restart),
                       field("running", &s::running).only_if(running, "while a command runs"),
-                      field("running_ms", &s::running_ms).only_if(running, "while a command runs")};
+                      field("running_ms", &s::running_ms).only_if(running, "while a command runs"),
+                      field("implicit", &s::implicit, kOmitEmpty),
+                      field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
+                      field("idle_since_ms", &s::idle_since_ms, kOmitEmpty),
+                      field("expires_at_ms", &s::expires_at_ms, kOmitEmpty)};
   }
 };
 
@@ -106,7 +110,10 @@ struct schema_of<session_spec> {
     using s = session_spec;
     return std::tuple{field("cwd", &s::cwd),         field("env", &s::env),
                       field("init", &s::init),       field("restart", &s::restart),
-                      field("limits", &s::limits),   field("snapshot", &s::snapshot)};
+                      field("limits", &s::limits),   field("snapshot", &s::snapshot),
+                      field("environment", &s::environment, kOmitEmpty),
+                      field("implicit", &s::implicit, kOmitEmpty),
+                      field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty)};
   }
 };
 
@@ -263,6 +270,20 @@ struct session_restart {
   static constexpr auto fields() { return std::tuple{field("name", &session_restart::name, kRequired)}; }
 };
 
+// Removes every session made implicitly (exec -s, start -s) that has been idle for at least
+// idle_ms; the reply names them once nothing of them is left.
+struct session_prune {
+  static constexpr message_kind kind{msg_type::session_prune, "session_prune", client_to_daemon, true};
+  uint64_t idle_ms = 0;
+  static constexpr auto fields() { return std::tuple{field("idle_ms", &session_prune::idle_ms)}; }
+};
+
+struct session_pruned {
+  static constexpr message_kind kind{msg_type::session_pruned, "session_pruned", daemon_to_client, true};
+  str_list names;
+  static constexpr auto fields() { return std::tuple{field("names", &session_pruned::names)}; }
+};
+
 // 300: exec and its I/O
 
 struct exec {
@@ -274,6 +295,7 @@ struct exec {
   uint64_t timeout_ms = 0;
   uint64_t grace_ms = 0;
   std::string_view session_cwd;
+  str_list session_env;  // the environment a session this creates starts with (the client's)
   std::string_view io = "frames";
   bool has_stdin = false;
   bool drain = false;
@@ -286,6 +308,7 @@ struct exec {
                       field("timeout_ms", &exec::timeout_ms, kOmitEmpty),
                       field("grace_ms", &exec::grace_ms, kOmitEmpty),
                       field("session_cwd", &exec::session_cwd, kOmitEmpty),
+                      field("session_env", &exec::session_env, kOmitEmpty),
                       field("io", &exec::io),
                       field("stdin", &exec::has_stdin),
                       field("drain", &exec::drain, kOmitEmpty),
@@ -539,11 +562,13 @@ struct proc_start {
   std::string_view cwd;
   str_list env;
   std::string_view session_cwd;
+  str_list session_env;  // as in exec
   static constexpr auto fields() {
     using s = proc_start;
     return std::tuple{field("session", &s::session, kOmitEmpty), field("name", &s::name, kOmitEmpty),
                       field("command", &s::command, kRequired),  field("cwd", &s::cwd, kOmitEmpty),
-                      field("env", &s::env, kOmitEmpty),         field("session_cwd", &s::session_cwd)};
+                      field("env", &s::env, kOmitEmpty),         field("session_cwd", &s::session_cwd),
+                      field("session_env", &s::session_env, kOmitEmpty)};
   }
 };
 
@@ -605,7 +630,7 @@ struct logs_end {
 
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
-                       session_detail, session_rm, session_restart, exec, output, stdin_data, stdin_eof,
+                       session_detail, session_rm, session_restart, session_prune, session_pruned, exec, output, stdin_data, stdin_eof,
                        exec_done, cancel, release, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
@@ -621,8 +646,12 @@ struct sessions_file {
   static constexpr message_kind kind{msg_type::session_info, "the session table", route::state_file, false};
   uint64_t version = 1;
   std::map<std::string, session_spec> sessions;
+  // When each session that can expire last had something to do (unix ms), so that a restart
+  // of sbshd neither resets nor loses its idle time.
+  std::map<std::string, int64_t> last_active;
   static constexpr auto fields() {
-    return std::tuple{field("version", &sessions_file::version), field("sessions", &sessions_file::sessions, kRequired)};
+    return std::tuple{field("version", &sessions_file::version), field("sessions", &sessions_file::sessions, kRequired),
+                      field("last_active", &sessions_file::last_active, kOmitEmpty)};
   }
 };
 

@@ -47,6 +47,8 @@ enum class msg_type : uint32_t {
   session_detail = 204,
   session_rm = 205,
   session_restart = 206,
+  session_prune = 207,
+  session_pruned = 208,
 
   // 300: exec and its I/O
   exec = 300,

@@ -30,6 +30,10 @@ struct session_status {
   std::string restart;     // always | on-failure | never
   uint64_t uptime_ms = 0;  // of the current shell
   int64_t started_at_ms = 0;
+  bool implicit = false;        // made by exec -s or start -s, not session create
+  uint64_t idle_expiry_ms = 0;  // 0: never removed for being idle
+  int64_t idle_since_ms = 0;    // when it became idle; 0 while busy
+  int64_t expires_at_ms = 0;    // when it is removed if it stays idle; 0: not while busy, or never
 };
 
 // What `session create` defines: every new shell of the session starts this way.
@@ -49,6 +53,17 @@ struct session_spec {
   // copy, which lives as long as the session is defined and is deleted by remove_session.
   // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
   std::string snapshot;
+  // The environment every shell of the session starts with, before `env`: the one of the
+  // client that created the session (the CLI's own, a library caller's or the one it gave, a
+  // plan's), never sbshd's. Kept with the definition so that every restart of the shell, and
+  // of sbshd, starts from the same; `session show` leaves it out (it may hold secrets).
+  std::vector<std::string> environment;
+  // Made by `exec -s NAME` or `start -s NAME` rather than `session create`.
+  bool implicit = false;
+  // How long the session may stay idle (no command running or queued, no background process
+  // running) before sbshd removes it; 0: never. Sessions made implicitly get sbshd's
+  // --idle-expiry (24 h by default).
+  uint64_t idle_expiry_ms = 0;
 };
 
 // A finished command, for `session show`.

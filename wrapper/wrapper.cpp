@@ -256,6 +256,7 @@ class wrapper_loop {
     script_w.reset();  // the builtin writes its later lines itself
     const char* bash = std::getenv("SBSH_BASH");
     bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
+    ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the session's environment
     return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits);
   }
 

@@ -1,5 +1,5 @@
-// sbsh session create|ls|show|rm|restart: define sessions, list them, look at one, remove
-// or restart one.
+// sbsh session create|ls|show|rm|restart|prune: define sessions, list them, look at one,
+// remove or restart one, remove those made implicitly that are idle.
 #include <cstdio>
 #include <memory>
 
@@ -15,12 +15,39 @@ namespace {
 
 struct session_args {
   client::session_spec spec;  // create
+  std::string idle_expiry;    // create
   std::string name;           // show, rm, restart
-  bool json = false;          // ls, show
+  bool json = false;          // ls, show, prune
+  std::chrono::milliseconds idle{0};  // prune
 };
 
-int create_session(const global_opts& g, client::session_spec& spec) {
+// --idle-expiry: a duration, or never.
+std::string check_expiry(std::string_view option, const std::string& v) {
+  if (v == "never") return {};
+  auto d = client::parse_duration(v);
+  if (!d) return fmt::format("{}: {}", option, d.err().message);
+  return d->count() > 0 ? std::string() : fmt::format("{}: give a duration above zero, or never", option);
+}
+
+int prune_sessions(const global_opts& g, const session_args& a) {
+  auto conn = connect(g, false);
+  if (!conn) return fail(conn.err().message);
+  auto names = conn->prune_sessions(a.idle);
+  if (!names) return fail(names.err().message);
+  if (a.json) {
+    std::string out = "[";
+    for (const auto& n : *names) out += (out.size() > 1 ? "," : "") + client::json_string(n);
+    std::puts((out + "]").c_str());
+  } else {
+    for (const auto& n : *names) std::printf("removed session %s\n", n.c_str());
+  }
+  return 0;
+}
+
+int create_session(const global_opts& g, client::session_spec& spec, const std::string& idle_expiry) {
   if (spec.name.empty()) return fail("session create needs a NAME");
+  if (!idle_expiry.empty() && idle_expiry != "never")
+    spec.idle_expiry_ms = static_cast<uint64_t>(client::parse_duration(idle_expiry)->count());
   if (!spec.cwd.empty() && !spec.snapshot.empty())
     return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
   auto conn = connect(g, true);
@@ -50,6 +77,12 @@ void print_detail(const client::session_detail& d) {
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
   for (const auto& l : def.limits) std::printf("limit       %s\n", show(l).c_str());
   if (!def.snapshot.empty()) std::printf("snapshot of %s\n", show(def.snapshot).c_str());
+  std::printf("made        %s\n", s.implicit ? "implicitly (exec -s or start -s)" : "by session create");
+  if (s.idle_expiry_ms == 0) std::puts("expiry      never");
+  else if (s.expires_at_ms > 0)
+    std::printf("expiry      after %s idle: at %s\n", human_duration(s.idle_expiry_ms).c_str(),
+                client::rfc3339_ms(s.expires_at_ms).c_str());
+  else std::printf("expiry      after %s idle (busy now)\n", human_duration(s.idle_expiry_ms).c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
   if (!d.init_output.empty()) {
@@ -87,7 +120,7 @@ int named(const global_opts& g, const session_args& a, std::string_view what) {
   return 0;
 }
 
-void declare_create(command_line& cl, client::session_spec& spec) {
+void declare_create(command_line& cl, client::session_spec& spec, std::string& idle_expiry) {
   cl.describe(
       "Defines a session: every new shell of it starts in DIR with the variables given, runs the --init "
       "commands before any other command, and is restarted after it dies as POLICY says. Creating a session "
@@ -110,6 +143,10 @@ void declare_create(command_line& cl, client::session_spec& spec) {
                 auto l = ipc::parse_limit(v);
                 return l ? std::string() : l.err().message;
               });
+  cl.option("--idle-expiry", "DURATION",
+            "remove the session once it has been idle (no command, no background process) for DURATION (default: "
+            "never, for a session made with session create)",
+            idle_expiry, check_expiry);
   cl.argument("NAME", spec.name);
 }
 
@@ -118,7 +155,7 @@ void declare_create(command_line& cl, client::session_spec& spec) {
 runner declare_session(command_line& cl) {
   auto a = std::make_shared<session_args>();
   auto& create = cl.subcommand("create", "define a session: its directory, variables, init commands, limits");
-  declare_create(create, a->spec);
+  declare_create(create, a->spec, a->idle_expiry);
   auto& ls = cl.subcommand("ls", "list sessions with their states, pids and running commands", "list");
   ls.flag("--json", "print a JSON array instead of a table", a->json);
   auto& show = cl.subcommand("show", "show a session's definition, state and last commands");
@@ -132,8 +169,16 @@ runner declare_session(command_line& cl) {
   auto& restart = cl.subcommand("restart", "end a session's shell and start a new one");
   restart.describe("Ends the shell and starts a new one, also after the session failed or exited.");
   restart.argument("NAME", a->name);
-  return [a, &cl, &create, &ls, &show, &rm, &restart](const global_opts& g) {
-    if (create.given()) return create_session(g, a->spec);
+  auto& prune = cl.subcommand("prune", "remove the sessions made by exec -s or start -s that are idle");
+  prune.describe(
+      "Removes every session made implicitly (by exec -s NAME or start -s NAME) that has had no command running or "
+      "queued and no background process running for at least --idle (default 0: every idle one), and prints the "
+      "name of each. Sessions made with session create are kept.");
+  prune.duration("--idle", "DURATION", "only sessions idle for at least DURATION", a->idle);
+  prune.flag("--json", "print a JSON array of the names removed", a->json);
+  return [a, &cl, &create, &ls, &show, &rm, &restart, &prune](const global_opts& g) {
+    if (create.given()) return create_session(g, a->spec, a->idle_expiry);
+    if (prune.given()) return prune_sessions(g, *a);
     if (ls.given()) return list_sessions(g, a->json, false, false);
     if (show.given()) return named(g, *a, "show");
     if (rm.given()) return named(g, *a, "rm");

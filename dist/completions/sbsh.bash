@@ -37,9 +37,10 @@ _sbsh() {
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
-      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart" -- "$cur")); return; fi
+      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart prune" -- "$cur")); return; fi
       case $sub in
-        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --idle-expiry --help" -- "$cur")) ;;
+        prune) COMPREPLY=($(compgen -W "--idle --json --help" -- "$cur")) ;;
         ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
         rm|restart) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --help" -- "$cur")) ;;

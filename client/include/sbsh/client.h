@@ -101,6 +101,10 @@ struct exec_options {
   size_t output_limit = 16u << 20;     // per stream, when collecting into the result
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
+  // The environment (NAME=VALUE entries) the session starts with if this exec creates it.
+  // Unset: this process's environment on a local connection; on a remote one, a minimal
+  // environment from the far user's account (HOME, USER, LOGNAME, SHELL, PATH).
+  std::optional<std::vector<std::string>> session_env;
 };
 
 // Stops or signals a running exec from another thread or a signal handler: give fd() to
@@ -174,6 +178,7 @@ struct start_options {
   std::string cwd;                    // run in this directory (the session's is not changed)
   std::vector<std::string> env;       // NAME=VALUE for this process only
   std::string session_cwd;            // where the session starts if this creates it
+  std::optional<std::vector<std::string>> session_env;  // as in exec_options
 };
 
 struct logs_options {
@@ -204,6 +209,9 @@ class SBSH_API connection {
   result<session_detail> show_session(const std::string& name);
   sbsh::status remove_session(const std::string& name);
   sbsh::status restart_session(const std::string& name);
+  // Removes every session made implicitly (exec or start with a session name that did not
+  // exist) that has been idle for at least `idle`; returns their names once they are gone.
+  result<std::vector<std::string>> prune_sessions(std::chrono::milliseconds idle);
 
   // Background processes, named by id ("7") or by name. kill() with a terminating signal
   // returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s); wait()

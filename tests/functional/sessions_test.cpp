@@ -1,0 +1,277 @@
+// Sessions as their creators define them: a session's environment is its creating client's,
+// never sbshd's (with a spare shell or without, across shell and sbshd restarts); sessions
+// made implicitly by `exec -s` expire when idle and `session prune` removes them; a result
+// says exactly whether a command started and whether the state was lost, once; a session
+// removed under a running command says so to its caller.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+using json = nlohmann::json;
+
+class sessions_test : public daemon_test {
+ protected:
+  // The session as `session ls --json` lists it; null when it is not listed.
+  json listed(const std::string& name) {
+    auto list = json::parse(sbsh({"session", "ls", "--json"}).out);
+    for (const auto& s : list)
+      if (s["name"] == name) return s;
+    return json();
+  }
+};
+
+// For tests that start sbshd themselves.
+class sessions_own_daemon_test : public sessions_test {
+ protected:
+  sessions_own_daemon_test() { start_in_setup = false; }
+};
+
+// The CLI run with `env_args` given to env(1) first (-u NAME, NAME=VALUE).
+run_result sbsh_with_env(const std::string& sock, const std::vector<std::string>& env_args,
+                         const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/usr/bin/env"};
+  argv.insert(argv.end(), env_args.begin(), env_args.end());
+  argv.push_back(bin("sbsh"));
+  argv.push_back("--socket");
+  argv.push_back(sock);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
+}
+
+// What the shell exports of four variables (bash itself sets TERM, unexported, when it has none).
+const char* kShow = "for v in API_TOKEN TERM OLDPWD MINE; do printf '[%s]' \"$(printenv $v || echo unset)\"; done; echo";
+
+// The scenario as a user meets it: the first client, with a secret, starts sbshd; a second
+// client without it makes another session, which must not see it.
+TEST_F(sessions_own_daemon_test, ASessionsEnvironmentIsItsCreatorsNotThatOfWhoeverStartedSbshd) {
+  std::string old_dir = dir + "/home";
+  auto first = sbsh_with_env(sock, {"-u", "MINE", "API_TOKEN=secret", "TERM=xterm-first", "OLDPWD=" + old_dir},
+                             {"exec", "-s", "first", "--", kShow});
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.out, "[secret][xterm-first][" + old_dir + "][unset]\n");
+  auto second = sbsh_with_env(sock, {"-u", "API_TOKEN", "-u", "TERM", "-u", "OLDPWD", "MINE=mine"},
+                              {"exec", "-s", "second", "--", kShow});
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(second.out, "[unset][unset][unset][mine]\n");
+  // The first session keeps its own, whoever asks.
+  auto again = sbsh_with_env(sock, {"-u", "API_TOKEN", "MINE=other"}, {"exec", "-s", "first", "--", kShow});
+  EXPECT_EQ(again.out, "[secret][xterm-first][" + old_dir + "][unset]\n");
+  // End the sbshd the first client started.
+  auto st = json::parse(sbsh({"status", "--json"}).out);
+  pid_t pid = st["pid"].get<pid_t>();
+  sbsh({"shutdown"});
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, std::chrono::seconds(20)));
+}
+
+// With spare shells (claimed by new sessions) and without, nothing of sbshd's environment
+// reaches a session, and a variable bash handles at start-up (SHLVL) is as a fresh shell has it.
+TEST_F(sessions_own_daemon_test, NeitherASpareShellNorAFreshOneCarriesSbshdsEnvironment) {
+  for (const char* spares : {"0", "1", "3"}) {
+    SCOPED_TRACE(spares);
+    daemon_args = {"--spare-wrappers", spares};
+    ::setenv("API_TOKEN", "daemon-secret", 1);
+    ::setenv("TERM", "xterm-daemon", 1);
+    start_daemon();
+    ::unsetenv("API_TOKEN");
+    ::unsetenv("TERM");
+    for (int i = 0; i < 3; ++i) {
+      std::string s = "s" + std::to_string(i);
+      auto r = sbsh_with_env(sock, {"-u", "API_TOKEN", "-u", "OLDPWD", "TERM=dumb", "MINE=m" + std::to_string(i),
+                                    "SHLVL=4"},
+                             {"exec", "-s", s, "--", std::string(kShow) + "; echo $SHLVL; echo ${SBSH_BASH-none}"});
+      EXPECT_EQ(r.code, 0) << r.err;
+      EXPECT_EQ(r.out, "[unset][dumb][unset][m" + std::to_string(i) + "]\n5\nnone\n");
+    }
+    stop_daemon();
+  }
+}
+
+TEST_F(sessions_test, TheEnvironmentSurvivesSessionRestartAndSbshdRestarts) {
+  ASSERT_EQ(sbsh_with_env(sock, {"KEEP=kept1"}, {"exec", "-s", "k", "true"}).code, 0);
+  ASSERT_EQ(sbsh_with_env(sock, {"KEEP=kept2"}, {"session", "create", "c"}).code, 0);
+  auto show = [&](const std::string& s) {
+    return sbsh_with_env(sock, {"-u", "KEEP"}, {"exec", "-s", s, "--", "echo ${KEEP-unset}"}).out;
+  };
+  EXPECT_EQ(show("k"), "kept1\n");
+  EXPECT_EQ(show("c"), "kept2\n");
+  ASSERT_EQ(sbsh({"session", "restart", "k"}).code, 0);
+  EXPECT_EQ(show("k"), "kept1\n");
+  // A plain shutdown: the next sbshd recreates both from their definitions on disk.
+  stop_daemon();
+  start_daemon();
+  EXPECT_EQ(show("k"), "kept1\n");
+  EXPECT_EQ(show("c"), "kept2\n");
+  // Kept sessions are adopted with their shells, environment and all.
+  ASSERT_EQ(sbsh({"shutdown", "--keep-sessions"}).code, 0);
+  int st = 0;
+  ASSERT_TRUE(wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(20)));
+  daemon_pid = -1;
+  start_daemon();
+  EXPECT_EQ(show("k"), "kept1\n");
+  EXPECT_EQ(show("c"), "kept2\n");
+  // session show never prints it.
+  auto d = sbsh({"session", "show", "k", "--json"});
+  EXPECT_EQ(d.out.find("kept1"), std::string::npos) << d.out;
+}
+
+TEST_F(sessions_test, TheLibraryUsesTheCallersEnvironmentOrTheOneGivenWithinBounds) {
+  ::setenv("LIBVAR", "from-process", 1);
+  client::exec_options o;
+  o.session = "lib1";
+  o.command = "echo ${LIBVAR-unset} ${GIVEN-unset}";
+  auto r = conn().exec(o);
+  ::unsetenv("LIBVAR");
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "from-process unset\n");
+  o.session = "lib2";
+  o.session_env = std::vector<std::string>{"GIVEN=given", "PATH=/usr/bin:/bin"};
+  r = conn().exec(o);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "unset given\n");
+  // Over the total bound: refused with the reason, and no session is made.
+  o.session = "big";
+  o.session_env = std::vector<std::string>(10, "BIG=" + std::string(128 << 10, 'x'));
+  r = conn().exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.err().message.find("over the limit"), std::string::npos) << r.err().message;
+  o.session_env = std::vector<std::string>{"NOEQUALS"};
+  r = conn().exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.err().message.find("NAME="), std::string::npos) << r.err().message;
+  o.session_env = std::vector<std::string>{std::string("A=x\0y", 5)};
+  r = conn().exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.err().message.find("NUL"), std::string::npos) << r.err().message;
+  EXPECT_EQ(session_status("big").name, "");
+}
+
+// Idle: no command running or queued and no background process running. prune removes the
+// idle sessions made implicitly, with their shells, and keeps the rest.
+TEST_F(sessions_test, PruneRemovesIdleImplicitSessionsOnly) {
+  ASSERT_EQ(exec("idle", "true").code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "made"}).code, 0);
+  ASSERT_EQ(exec("made", "true").code, 0);
+  ASSERT_EQ(sbsh({"start", "-s", "bg", "--", "sleep 60"}).code, 0);
+  std::thread running([&] { exec("busy", "sleep 2.031"); });
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 2.031").empty(); }, std::chrono::seconds(20)));
+  auto idle = session_pids("idle");
+  auto imp = listed("idle");
+  EXPECT_TRUE(imp["implicit"].get<bool>()) << imp;
+  EXPECT_EQ(imp["idle_expiry_ms"], 24 * 3600 * 1000) << imp;
+  EXPECT_TRUE(imp["expires_at"].is_string()) << imp;
+  auto exp = listed("made");
+  EXPECT_FALSE(exp["implicit"].get<bool>()) << exp;
+  EXPECT_TRUE(exp["idle_expiry_ms"].is_null()) << exp;
+  EXPECT_TRUE(listed("busy")["idle_since"].is_null()) << listed("busy");
+  // Not idle for an hour yet: nothing goes.
+  auto none = sbsh({"session", "prune", "--idle", "1h"});
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out, "");
+  auto r = sbsh({"session", "prune", "--idle", "0s", "--json"});
+  running.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"(["idle"])")) << r.out;
+  EXPECT_TRUE(listed("idle").is_null());
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(idle.shell_pid)));
+  EXPECT_FALSE(pid_alive(static_cast<pid_t>(idle.wrapper_pid)));
+  EXPECT_FALSE(listed("made").is_null());
+  EXPECT_FALSE(listed("bg").is_null());
+  // busy is idle now that its command ended: the plain form prints what it removed.
+  r = sbsh({"session", "prune"});
+  EXPECT_EQ(r.out, "removed session busy\n");
+  EXPECT_FALSE(listed("bg").is_null());  // its process still runs
+}
+
+TEST_F(sessions_own_daemon_test, AnIdleImplicitSessionExpiresByItself) {
+  daemon_args = {"--idle-expiry", "1s"};
+  start_daemon();
+  ASSERT_EQ(exec("brief", "true").code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "kept"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "short", "--idle-expiry", "1s"}).code, 0);
+  auto brief = session_pids("brief");
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return listed("brief").is_null() && listed("short").is_null(); },
+                         std::chrono::seconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(brief.shell_pid)); }, std::chrono::seconds(10)));
+  EXPECT_FALSE(listed("kept").is_null());
+  // A session that keeps working does not expire.
+  std::thread working([&] { exec("work", "sleep 2.5"); });
+  ASSERT_TRUE(wait_until([&] { return !listed("work").is_null(); }, std::chrono::seconds(20)));
+  working.join();
+  EXPECT_EQ(exec("work", "true").code, 0);  // it was still there after 2.5 s of work
+}
+
+// Each restart of sbshd used to bring every implicit session back for ever; now each keeps
+// the idle time it had.
+TEST_F(sessions_test, IdleTimeSurvivesAnSbshdRestart) {
+  ASSERT_EQ(exec("imp", "true").code, 0);
+  auto before = listed("imp")["idle_since"];
+  ASSERT_TRUE(before.is_string());
+  stop_daemon();
+  start_daemon();
+  EXPECT_EQ(listed("imp")["idle_since"], before);
+}
+
+TEST_F(sessions_test, ACommandThatNeverStartedHasNoStartTime) {
+  auto r = sbsh({"exec", "-s", "s", "-C", "/nonexistent", "--json", "--", "true"});
+  EXPECT_EQ(r.code, 255);
+  auto j = json::parse(r.out);
+  EXPECT_FALSE(j["ran"].get<bool>()) << r.out;
+  EXPECT_TRUE(j["started_at"].is_null()) << r.out;
+}
+
+// The loss of the shell under a command is said once, on that command.
+TEST_F(sessions_test, AShellLostUnderACommandIsReportedOnThatCommandOnly) {
+  ASSERT_EQ(exec("s", "v=1").code, 0);
+  auto lost = json::parse(sbsh({"exec", "-s", "s", "--json", "--", "kill -9 $$"}).out);
+  EXPECT_TRUE(lost["shell_restarted"].get<bool>()) << lost;
+  auto next = sbsh({"exec", "-s", "s", "--json", "--", "echo \"[$v]\""});
+  EXPECT_EQ(next.code, 0) << next.err;
+  auto j = json::parse(next.out);
+  EXPECT_EQ(j["stdout"], "[]\n");
+  EXPECT_FALSE(j["state_lost"].get<bool>()) << next.out;
+  EXPECT_EQ(next.err.find("lost its state"), std::string::npos) << next.err;
+  EXPECT_NE(j["generation"], lost["generation"]);
+}
+
+// A command queued behind one whose shell died did not run because the state was lost: it
+// says so in state_lost, with the reason.
+TEST_F(sessions_test, ACommandNotRunBecauseOfARestartSaysTheStateWasLost) {
+  ASSERT_EQ(exec("s", "true").code, 0);
+  std::thread dying([&] { exec("s", "sleep 1.017; kill -9 $$"); });
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 1.017").empty(); }, std::chrono::seconds(20)));
+  std::string never = dir + "/never";
+  auto r = sbsh({"exec", "-s", "s", "--json", "--", "touch " + never});
+  dying.join();
+  EXPECT_EQ(r.code, 255);
+  auto j = json::parse(r.out);
+  EXPECT_FALSE(j["ran"].get<bool>()) << r.out;
+  EXPECT_TRUE(j["state_lost"].get<bool>()) << r.out;
+  EXPECT_FALSE(j["state_lost_reason"].get<std::string>().empty()) << r.out;
+  EXPECT_NE(::access(never.c_str(), F_OK), 0);
+}
+
+TEST_F(sessions_test, RemovingASessionUnderARunningCommandSaysSo) {
+  run_result r;
+  std::thread running([&] { r = exec("x", "sleep 30.013"); });
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 30.013").empty(); }, std::chrono::seconds(20)));
+  ASSERT_EQ(sbsh({"session", "rm", "x"}).code, 0);
+  running.join();
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("session 'x' was removed while the command ran"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("shutting down"), std::string::npos) << r.err;
+  EXPECT_TRUE(processes_running("sleep 30.013").empty());
+}
+
+}  // namespace
+}  // namespace sbsh::test
