@@ -144,6 +144,7 @@ void job_runner::run_next() {
                            "so the state it expected was lost";
       job->state_lost = true;
       job->state_lost_why = state_lost_why_.empty() ? "the session's shell was replaced" : state_lost_why_;
+      if (!job->internal) loss_reported_gen_ = last_user_generation_;
       finish_job(std::move(job));
       continue;
     }
@@ -233,7 +234,10 @@ bool job_runner::start_job(exec_job& job) {
     // Every result says which shell ran it, and whether that is not the shell that ran the
     // session's command before it (its state was lost in between).
     job.generation = sh.generation();
-    if (last_user_generation_ != 0 && last_user_generation_ != job.generation) {
+    // A loss that an earlier result reported already (its command met the dying shell, or
+    // did not run because of it) is not reported again.
+    if (last_user_generation_ != 0 && last_user_generation_ != job.generation &&
+        loss_reported_gen_ != last_user_generation_) {
       job.state_lost = true;
       job.state_lost_why = state_lost_why_.empty() ? "the session's shell was replaced" : state_lost_why_;
     }
@@ -485,6 +489,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
       j->outcome.error = fmt::format("the command did not run ({}); {}", loss.why, next);
       j->state_lost = true;
       j->state_lost_why = loss.why;
+      if (!j->internal) loss_reported_gen_ = last_user_generation_;
       finish_job(std::move(j));
     }
   }
@@ -512,10 +517,14 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
                           "lost and {}",
                           loss.why, next);
   }
-  if (!job->internal && !job->undelivered) {
-    // The loss is reported on this command (shell_restarted): the next one, in the next
-    // shell, does not report it again.
-    last_user_generation_ = gen + 1;
+  if (!job->internal) {
+    // The loss is reported on this command (shell_restarted, and state_lost when it did not
+    // run): the next one, in the next shell, does not report it again.
+    if (job->undelivered) {
+      job->state_lost = true;
+      job->state_lost_why = loss.why;
+    }
+    loss_reported_gen_ = last_user_generation_;
     state_lost_why_.clear();
   }
   finish_job(std::move(job));

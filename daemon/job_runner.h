@@ -123,6 +123,7 @@ class job_runner {
   // interrupt meant for one command never reaches the next.
   size_t signals_in_flight_ = 0;
   uint64_t last_user_generation_ = 0;  // the shell that ran the last user command
+  uint64_t loss_reported_gen_ = 0;    // a result already reported the loss of this shell
   std::string state_lost_why_;
 };
 

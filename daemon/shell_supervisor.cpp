@@ -212,8 +212,10 @@ void shell_supervisor::claim(spare_shell&& spare) {
   wrapper_ = spare.wrapper.proc;
   channel_ = std::move(spare.wrapper.channel);
   wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
-  session_.jobs().run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
+  // Ahead of the init commands that watch() queued: they run in the session's directory and
+  // environment, as in a shell started for the session.
+  session_.jobs().run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
   if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd}));
 }

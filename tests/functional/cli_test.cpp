@@ -178,7 +178,7 @@ TEST_F(cli_test, BadValuesAreRefusedOnOneLineBeforeAnythingRuns) {
       {{"exec", "-C", "", "true"}, "--cwd needs a directory"},
       {{"status", "--json=no"}, "option --json takes no value"},
       {{"logs", "1", "2"}, "unexpected argument '2'; usage: sbsh logs"},
-      {{"session", "bogus"}, "unknown sbsh session command 'bogus': use create, ls, show, rm or restart"},
+      {{"session", "bogus"}, "unknown sbsh session command 'bogus': use create, ls, show, rm, restart or prune"},
       {{"session", "create", "x", "--restart", "sometimes"},
        "--restart takes always, on-failure or never, not 'sometimes'"},
       {{"--bogus", "exec", "true"}, "unknown option '--bogus' for sbsh"},

@@ -240,12 +240,21 @@ TEST_F(supervision_test, ASpareShellBecomesTheNextSessionsAndAnotherIsStarted) {
   std::vector<pid_t> next;
   ASSERT_TRUE(wait_until([&] { return (next = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
   EXPECT_NE(next[0], spares[0]);
-  // A session with variables of its own starts its own shell, and leaves the spare.
-  ASSERT_EQ(sbsh({"session", "create", "e", "-C", work, "-e", "FOO=bar"}).code, 0);
-  r = exec("e", "pwd; echo $FOO $SBSH_SESSION");
-  EXPECT_EQ(r.out, work + "\nbar e\n");
-  EXPECT_NE(session_status("e").wrapper_pid, next[0]);
-  EXPECT_EQ(spares_of(daemon_pid), next);
+  // A session with variables of its own takes the spare too: they are exported when it
+  // claims it, before its init commands run.
+  ASSERT_EQ(sbsh({"session", "create", "e", "-C", work, "-e", "FOO=bar", "--init", "INIT_SAW=$FOO:$PWD"}).code, 0);
+  r = exec("e", "pwd; echo $FOO $SBSH_SESSION $INIT_SAW");
+  EXPECT_EQ(r.out, work + "\nbar e bar:" + work + "\n");
+  EXPECT_EQ(session_status("e").wrapper_pid, next[0]);
+  std::vector<pid_t> third;
+  ASSERT_TRUE(wait_until([&] { return (third = spares_of(daemon_pid)).size() == 1 && third[0] != next[0]; },
+                         std::chrono::seconds(20)));
+  // One with resource limits starts its own shell, and leaves the spare.
+  ASSERT_EQ(sbsh({"session", "create", "l", "-C", work, "--limit", "nofile=1000"}).code, 0);
+  r = exec("l", "pwd; ulimit -n");
+  EXPECT_EQ(r.out, work + "\n1000\n");
+  EXPECT_NE(session_status("l").wrapper_pid, third[0]);
+  EXPECT_EQ(spares_of(daemon_pid), third);
   expect_a_missing_directory_named(dir + "/gone-spare");
 }
 
@@ -273,15 +282,17 @@ TEST_F(spare_fidelity_test, ASessionFromTheSpareIsLikeOneStartedForIt) {
   std::string work = dir + "/work";
   std::filesystem::create_directories(work);
   for (const char* oldpwd : {static_cast<const char*>(nullptr), "/usr"}) {
-    if (oldpwd != nullptr) ::setenv("OLDPWD", oldpwd, 1);
-    else ::unsetenv("OLDPWD");
+    // sbshd's own environment reaches no session: only the creating client's does.
+    ::setenv("OLDPWD", "/var", 1);
     start_daemon();
     ::unsetenv("OLDPWD");
     std::vector<pid_t> spares;
     ASSERT_TRUE(wait_until([&] { return (spares = spares_of(daemon_pid)).size() == 1; }, std::chrono::seconds(20)));
     std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // SECONDS counts from the session's start
     std::string name = oldpwd != nullptr ? "set" : "unset";  // sessions persist across the restart of sbshd
+    if (oldpwd != nullptr) ::setenv("OLDPWD", oldpwd, 1);
     ASSERT_EQ(sbsh({"session", "create", name, "-C", work}).code, 0);
+    ::unsetenv("OLDPWD");
     auto warm = exec(name, probe);
     EXPECT_EQ(session_status(name).wrapper_pid, spares[0]);
     ASSERT_EQ(sbsh({"session", "restart", name}).code, 0);
