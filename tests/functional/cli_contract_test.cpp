@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attach_tty.h"
 #include "fixture.h"
 #include "ipc/frame.h"
 #include "ipc/messages.h"
@@ -471,75 +472,8 @@ TEST_F(cli_contract_test, AttachToAFailedSessionSaysWhy) {
   EXPECT_EQ(a.err, e.err);  // what exec says
 }
 
-// attach on a pseudo-terminal.
-class attach_tty {
- public:
-  explicit attach_tty(const std::string& sock) {
-    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
-    if (pid_ == 0) {
-      std::string sbsh = bin("sbsh");
-      ::execl(sbsh.c_str(), "sbsh", "--socket", sock.c_str(), "--no-autostart", "attach", "-s", "tty", nullptr);
-      ::_exit(127);
-    }
-  }
-  ~attach_tty() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (master_ >= 0) ::close(master_);
-  }
-  attach_tty(const attach_tty&) = delete;
-  attach_tty& operator=(const attach_tty&) = delete;
-
-  [[nodiscard]] bool started() const { return pid_ > 0 && master_ >= 0; }
-  [[nodiscard]] const std::string& seen() const { return seen_; }
-  [[nodiscard]] const std::string& before() const { return before_; }
-  // Types once the line editor has put the terminal in raw mode: keys typed before that may
-  // be flushed by its tcsetattr().
-  void type_at_prompt(const std::string& keys) {
-    ASSERT_TRUE(wait_until(
-        [&] {
-          termios tio{};
-          return ::tcgetattr(master_, &tio) == 0 && (tio.c_lflag & ICANON) == 0;
-        },
-        std::chrono::seconds(20)));
-    ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size()));
-  }
-  // Reads the terminal until `what` has appeared since the last call, or 20 s pass.
-  bool wait_for(const std::string& what) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (seen_.find(what) == std::string::npos) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd pf{master_, POLLIN, 0};
-      if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(master_, buf, sizeof buf);
-      if (n <= 0) return false;
-      seen_.append(buf, static_cast<size_t>(n));
-    }
-    before_ = seen_.substr(0, seen_.find(what));
-    seen_.erase(0, before_.size() + what.size());
-    return true;
-  }
-  [[nodiscard]] bool running() const { return !exited_ && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
-  int wait_exit() {
-    int st = 0;
-    if (!wait_until([&] { return ::waitpid(pid_, &st, WNOHANG) == pid_; }, std::chrono::seconds(20))) return -1;
-    exited_ = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int master_ = -1;
-  bool exited_ = false;
-  std::string seen_, before_;
-};
-
 TEST_F(cli_contract_test, CtrlCAtAnIdlePromptClearsTheLine) {
-  attach_tty t(sock);
+  attach_tty t(sock, /*autostart=*/false);
   ASSERT_TRUE(t.started());
   ASSERT_TRUE(t.wait_for("[tty ")) << t.seen();
   ASSERT_TRUE(t.wait_for("]$ ")) << t.seen();
