@@ -45,7 +45,11 @@ sbsh::status connection::remove_session(const std::string& name) {
 }
 
 result<std::vector<std::string>> connection::prune_sessions(std::chrono::milliseconds idle) {
-  auto r = p_->ask<msg::session_pruned>(msg::session_prune{static_cast<uint64_t>(std::max<int64_t>(idle.count(), 0))});
+  // The reply's names are views into its frame: read while the frame is alive (not ask()).
+  uint64_t id = p_->next_id++;
+  auto env = p_->call(ipc::encode(msg::session_prune{static_cast<uint64_t>(std::max<int64_t>(idle.count(), 0))}, id), id);
+  if (!env) return env.err();
+  auto r = read_reply<msg::session_pruned>(env->msg);
   if (!r) return r.err();
   return r->names.to_vector();
 }

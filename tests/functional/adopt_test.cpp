@@ -302,7 +302,7 @@ TEST_F(no_adopt_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   // whole process group (the process leads it; `sleep` runs in a subshell below it).
   auto pid = j.at("processes").at(0).at("pid").get<pid_t>();
   ASSERT_GT(pid, 0);
-  EXPECT_TRUE(wait_until([&] { return ::kill(-pid, 0) != 0; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(wait_until([&] { return ::kill(-pid, 0) != 0; }, std::chrono::seconds(20)));
   ::kill(-pid, SIGKILL);  // in case it did not
 }
 
