@@ -50,6 +50,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +114,10 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static int keep_out = -1, keep_err = -1;
 static volatile sig_atomic_t got_sigint;
+/* What stopping the command ended: the wait status of the last foreground process reaped
+ * after sbsh's interrupt arrived (see stopped_value()). */
+static volatile sig_atomic_t stopped_seen;
+static volatile int stopped_status;
 static pid_t shell_pid;       /* the shell's own pid: a child of it never ends a command */
 static ino_t channel_ino;
 static dev_t channel_dev;
@@ -241,6 +247,8 @@ static void rearm(void) {
   close(fd);
 }
 
+static int stopped_value(int value);
+
 /* Runs when bash unwinds past the builtin: a throw to its top level (SIGINT, or one of bash's
  * errors that abandon a command). */
 static void unwound(void *unused) {
@@ -248,6 +256,7 @@ static void unwound(void *unused) {
   if (!serving) return;
   /* As bash's reader loop will: a discarded command leaves a non-zero status. */
   int value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
+  if (got_sigint) value = stopped_value(value);
   uint32_t flags = got_sigint ? SBSH_STATUS_INTERRUPTED : 0;
   if (in_command) {
     (void)channel();
@@ -402,6 +411,13 @@ static void quiet_job(JOB *j) {
 
 static pid_t (*bash_waitpid)(pid_t, int *, int);
 
+/* The last process of a job's pipeline (a circular list). */
+static PROCESS *last_process(JOB *j) {
+  PROCESS *last = j->pipe;
+  while (last->next != j->pipe) last = last->next;
+  return last;
+}
+
 static void quiet_notice(pid_t pid, int status) {
   if (!job_control || !WIFSIGNALED(status)) return;
   int sig = WTERMSIG(status);
@@ -410,20 +426,47 @@ static void quiet_notice(pid_t pid, int status) {
   for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i) {
     JOB *j = jobs[i];
     if (j == NULL || j->pipe == NULL || (j->flags & J_FOREGROUND)) continue;
-    PROCESS *last = j->pipe;
-    while (last->next != j->pipe) last = last->next;
-    if (last->pid == pid) {
+    if (last_process(j)->pid == pid) {
       quiet_job(j);
       return;
     }
   }
 }
 
+/* Whether `pid` is the last process of a foreground job: the one whose status bash takes as
+ * the job's. */
+static int ends_foreground_job(pid_t pid) {
+  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i) {
+    JOB *j = jobs[i];
+    if (j != NULL && j->pipe != NULL && (j->flags & J_FOREGROUND) && last_process(j)->pid == pid) return 1;
+  }
+  return 0;
+}
+
 /* bash calls it with SIGCHLD blocked or from its SIGCHLD handler: the job table is its own. */
 static pid_t sbsh_waitpid(pid_t pid, int *status, int options) {
   pid_t r = bash_waitpid(pid, status, options);
-  if (r > 0 && status != NULL) quiet_notice(r, *status);
+  if (r > 0 && status != NULL) {
+    quiet_notice(r, *status);
+    if (got_sigint && in_command && getpid() == shell_pid && (WIFEXITED(*status) || WIFSIGNALED(*status)) &&
+        ends_foreground_job(r)) {
+      stopped_status = *status;
+      stopped_seen = 1;
+    }
+  }
   return r;
+}
+
+/* The status of a command that sbsh's interrupt stopped. bash turns any status below 128 into
+ * 130 as it throws to its top level, though the signal that stopped the command's process was
+ * the timeout's or the cancel's (TERM, say), and the process may have ended by itself on it
+ * (`trap 'exit 5' TERM`): what that process gave is what happened. Without one (a loop of
+ * builtins, stopped by the interrupt itself), bash's value stands. */
+static int stopped_value(int value) {
+  if (!stopped_seen) return value;
+  int st = stopped_status;
+  last_command_exit_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
 struct got_slot {
@@ -674,6 +717,7 @@ static void run_command(struct run *r) {
 
   CLRINTERRUPT;
   got_sigint = 0;
+  stopped_seen = 0;
   last_command_exit_signal = 0;
   ensure_sigint_trapped();
   set_signal_handler(SIGINT, command_sigint);
@@ -715,21 +759,101 @@ static void settle_in(void) {
   }
 }
 
+/* SIGKILL to each child of process `of` but `spare`; returns how many were sent. */
+static int kill_children(pid_t of, pid_t spare) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)of, (int)of);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return 0;
+  int sent = 0;
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1)
+    if (pid > 1 && pid != spare && kill((pid_t)pid, SIGKILL) == 0) ++sent;
+  fclose(f);
+  return sent;
+}
+
 /* A background process's outer subshell (daemon/proc_table.cpp) holds its status pipe and
  * keeps track of everything the process starts. "keep" makes it a child subreaper before it
  * starts the command, so every process the command starts stays in its tree (an orphan comes
  * back to it, even one that called setsid); "reap" then waits until every one of them has
- * ended. Refused in the session's shell itself, where either would break the session. */
+ * ended. Refused in the session's shell itself, where either would break the session.
+ *
+ * The keeper survives the signals sent to its process group and a restart of the session's
+ * shell: sbshd reads the status pipe (fd 3 of the keeper) and ends the tree with its session,
+ * and the session's wrapper holds a copy of the read end for the next sbshd. When every read
+ * end has closed (sbshd and that wrapper were both killed), nothing can reach the tree any
+ * more: the keeper then kills it, round after round until none is left, as the wrapper would
+ * have. "keep" starts a watcher for that while the command runs: a child of the keeper that
+ * ignores every signal but SIGKILL, dies with the keeper (PR_SET_PDEATHSIG) and waits for the
+ * pipe's error; "reap" ends the watcher and watches the pipe itself while it waits. */
+enum { KEEPER_STATUS_FD = 3 };
+static pid_t watcher_pid;
+
+/* Waits until the status pipe has no reader, or `deadline` (NULL: none) passes, or a signal
+ * that `mask` lets through arrives. Returns 1 when it has no reader. */
+static int unread(int fd, const struct timespec *deadline, const sigset_t *mask) {
+  struct pollfd pf = {fd, 0, 0}; /* a pipe's write end reports POLLERR once no reader is left */
+  return ppoll(&pf, 1, deadline, mask) > 0 && (pf.revents & POLLERR);
+}
+
+static void start_watcher(void) {
+  struct stat st;
+  if (fstat(KEEPER_STATUS_FD, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  pid_t keeper = getpid();
+  pid_t w = fork();
+  if (w != 0) {
+    watcher_pid = w > 0 ? w : 0;
+    return;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != keeper) _exit(0);
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_IGN);
+  /* Nothing else of the keeper's: its log pipes must reach end-of-file with the process. */
+  syscall(SYS_close_range, 0, KEEPER_STATUS_FD - 1, 0);
+  syscall(SYS_close_range, KEEPER_STATUS_FD + 1, ~0U, 0);
+  while (!unread(KEEPER_STATUS_FD, NULL, NULL)) {
+  }
+  while (kill_children(keeper, getpid()) > 0) usleep(20 * 1000);
+  _exit(0);
+}
+
 static int keeper(const char *what) {
   if (getpid() == shell_pid) {
     builtin_error("sbsh's own builtin: commands cannot call it");
     return EX_USAGE;
   }
-  if (strcmp(what, "keep") == 0) return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? EXECUTION_SUCCESS : EXECUTION_FAILURE;
-  for (;;) { /* bash's own SIGCHLD handler may reap some of them first: only ECHILD counts */
-    int st;
-    if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) return EXECUTION_SUCCESS;
+  if (strcmp(what, "keep") == 0) {
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return EXECUTION_FAILURE;
+    start_watcher();
+    return EXECUTION_SUCCESS;
   }
+  if (watcher_pid > 0) kill(watcher_pid, SIGKILL);
+  struct stat st;
+  int watch = fstat(KEEPER_STATUS_FD, &st) == 0 && S_ISFIFO(st.st_mode);
+  int orphaned = 0;
+  /* SIGCHLD is let through only inside ppoll(): one that comes between the check for
+   * children and the wait cannot be missed. */
+  sigset_t chld, before, waiting;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &before);
+  waiting = before;
+  sigdelset(&waiting, SIGCHLD);
+  for (;;) {
+    /* bash's own SIGCHLD handler may reap some of them first: only ECHILD counts */
+    int status;
+    pid_t r = waitpid(-1, &status, WNOHANG);
+    if (r < 0 && errno == ECHILD) break;
+    if (r > 0 || (r < 0 && errno == EINTR)) continue;
+    if (orphaned) kill_children(getpid(), 0);
+    struct timespec again = {0, 100 * 1000 * 1000};
+    if (orphaned || !watch) ppoll(NULL, 0, orphaned ? &again : NULL, &waiting);
+    else orphaned = unread(KEEPER_STATUS_FD, NULL, &waiting);
+  }
+  sigprocmask(SIG_SETMASK, &before, NULL);
+  return EXECUTION_SUCCESS;
 }
 
 static int serve_builtin(WORD_LIST *list) {

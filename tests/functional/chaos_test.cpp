@@ -5,6 +5,14 @@
 // exit code that the command did not produce. No call may hang past a deadline, and nothing
 // may be left running afterwards.
 //
+// Two kinds of call are checked for more than that. A background process tree that ignores
+// SIGTERM is started and killed again and again: a kill that says it ended the process returns
+// only once not one process of the tree is left. And now and then a session's wrapper and
+// sbshd are killed at the same moment, and a new client (one that starts sbshd when none
+// answers, as the CLI does) sends a command at once: its connection may land in the dying
+// sbshd's backlog, and the request, which no live sbshd read, is sent again to a new one and
+// gives the command's exact result.
+//
 // SBSH_CHAOS_SECONDS sets how long it runs (default 20); SBSH_CHAOS_SEED the random seed
 // (default: the time, printed so that a failure can be replayed).
 #include <signal.h>
@@ -34,7 +42,7 @@ using std::chrono::steady_clock;
 constexpr int kWorkers = 4;
 
 struct tally {
-  std::atomic<int> exact{0}, reported{0}, wrong{0}, hangs{0};
+  std::atomic<int> exact{0}, reported{0}, wrong{0}, hangs{0}, kills_done{0}, retried_exact{0};
   std::mutex m;
   std::vector<std::string> wrong_cases;
 };
@@ -61,6 +69,11 @@ bool kill_if_ours(pid_t pid, const std::string& sock) {
   return sent;
 }
 
+// Waits until `pid` has ended (it need not be this process's child).
+bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
+  return wait_until([&] { return !pid_alive(pid); }, limit);
+}
+
 TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   const auto run_for = seconds(env_int("SBSH_CHAOS_SECONDS", 20));
   const unsigned seed = static_cast<unsigned>(env_int("SBSH_CHAOS_SEED", static_cast<int>(::time(nullptr))));
@@ -72,7 +85,7 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   std::atomic<pid_t> sbshd{daemon_pid};
   std::mutex daemon_mutex;  // held while sbshd is being restarted
   tally t;
-  std::atomic<int> in_call_since_ms[kWorkers];
+  std::atomic<int> in_call_since_ms[kWorkers + 1];  // the workers', then the killer's
   for (auto& v : in_call_since_ms) v = 0;
   auto now_ms = [] {
     return static_cast<int>(
@@ -132,14 +145,55 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
     }
   };
 
+  // Background trees that ignore SIGTERM, started and killed in session "bg". A kill that
+  // reports the process ended must leave nothing of it; a kill that fails says so (sbshd or
+  // the wrapper was killed under it), and whatever is left ends with the session at the end.
+  auto killer = [&] {
+    for (int n = 0; !stop; ++n) {
+      client::connect_options co;
+      co.socket_path = sock;
+      co.autostart = false;
+      auto c = client::connection::connect(co);
+      if (!c) {
+        std::this_thread::sleep_for(milliseconds(50));
+        continue;
+      }
+      std::string mark = tag + "-bg-" + std::to_string(n);
+      client::start_options o;
+      o.session = "bg";
+      o.name = "b" + std::to_string(n);
+      std::string ignoring = "sh -c 'trap \"\" TERM; sleep 300; :' " + mark;
+      o.command = "trap '' TERM; " + ignoring + " & setsid " + ignoring + " & wait";
+      in_call_since_ms[kWorkers] = now_ms();
+      auto started = c->start(o);
+      bool both = started && wait_until([&] { return processes_with(mark).size() == 2; }, seconds(10));
+      auto killed = started ? c->kill(o.name, SIGTERM) : started;
+      in_call_since_ms[kWorkers] = 0;
+      if (!both || !killed || killed->state == "running") {
+        ++t.reported;
+        continue;
+      }
+      auto left = processes_with(mark);
+      if (left.empty()) {
+        ++t.kills_done;
+      } else {
+        ++t.wrong;
+        std::lock_guard<std::mutex> l(t.m);
+        t.wrong_cases.push_back("kill " + o.name + " returned (" + killed->state + ") with " +
+                                std::to_string(left.size()) + " of its processes left");
+      }
+    }
+  };
+
   // Kills: a session's shell or wrapper, now and then sbshd itself (restarted at once, as
-  // the next client would start it).
-  int kills[3] = {0, 0, 0};
+  // the next client would start it), and now and then sbshd and a wrapper together, followed
+  // at once by a new client's command.
+  int kills[4] = {0, 0, 0, 0};
   auto chaos = [&] {
     std::mt19937 rng(seed ^ 0x5eedu);
-    while (steady_clock::now() < deadline) {
+    for (int n = 0; steady_clock::now() < deadline; ++n) {
       std::this_thread::sleep_for(milliseconds(100 + rng() % 300));
-      int action = static_cast<int>(rng() % 8);
+      int action = static_cast<int>(rng() % 10);
       if (action == 0) {
         std::lock_guard<std::mutex> l(daemon_mutex);
         kill_daemon();
@@ -151,11 +205,68 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
       client::connect_options o;
       o.socket_path = sock;
       o.autostart = false;
-      auto c = client::connection::connect(o);
-      if (!c) continue;
-      auto list = c->sessions();
+      auto list = [&]() -> result<std::vector<client::session_status>> {
+        auto c = client::connection::connect(o);
+        if (!c) return c.err();
+        return c->sessions();
+      }();
       if (!list || list->empty()) continue;
       const auto& s = (*list)[rng() % list->size()];
+      if (action == 1) {
+        std::lock_guard<std::mutex> l(daemon_mutex);
+        if (!kill_if_ours(static_cast<pid_t>(s.wrapper_pid), sock)) continue;
+        ::kill(daemon_pid, SIGKILL);
+        ++kills[3];
+        // The new client: auto-start on, as the CLI has it. Its connection may reach the
+        // dying sbshd; its request must reach a live one exactly once.
+        int code = static_cast<int>(rng() % 6);
+        std::string token = "fresh-" + std::to_string(n);
+        o.autostart = true;
+        o.daemon_path = bin("sbshd");
+        o.wait_for_welcome = false;  // the hello and the request go out together, as the CLI sends them
+        std::string outcome;
+        if (auto fresh = client::connection::connect(o)) {
+          client::exec_options e;
+          e.session = s.name;
+          e.timeout = seconds(30);
+          e.command = "echo " + token + "; (exit " + std::to_string(code) + ")";
+          auto r = fresh->exec(e);
+          if (!r) outcome = "error: " + r.err().message;
+          else if (r->exit_code != code || r->stdout_data != token + "\n")
+            outcome = "exit " + std::to_string(r->exit_code.value_or(-1)) + ", stdout '" + r->stdout_data +
+                      "', error '" + r->error + "'";
+        } else {
+          outcome = "cannot connect: " + fresh.err().message;
+        }
+        if (outcome.empty()) {
+          ++t.retried_exact;
+        } else {
+          ++t.wrong;
+          std::lock_guard<std::mutex> lt(t.m);
+          t.wrong_cases.push_back("a new client's first command after sbshd was killed: " + outcome);
+        }
+        // The sbshd that client started is not this test's child: end it, and start one that
+        // is, for the rest of the run.
+        int st;
+        ::waitpid(daemon_pid, &st, 0);
+        daemon_pid = -1;
+        o.autostart = false;
+        o.wait_for_welcome = true;
+        auto status = [&]() -> result<client::daemon_status> {
+          auto c = client::connection::connect(o);
+          if (!c) return c.err();
+          return c->status();
+        }();
+        {
+          if (status && status->pid > 0) {
+            ::kill(static_cast<pid_t>(status->pid), SIGKILL);
+            EXPECT_TRUE(gone_within(static_cast<pid_t>(status->pid), seconds(20)));
+          }
+        }
+        start_daemon();
+        sbshd = daemon_pid;
+        continue;
+      }
       pid_t victim = static_cast<pid_t>(action % 2 == 0 ? s.wrapper_pid : s.shell_pid);
       if (victim > 1 && kill_if_ours(victim, sock)) ++kills[action % 2 == 0 ? 1 : 0];
     }
@@ -165,6 +276,7 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   const int hang_ms = 60000;
   std::vector<std::thread> workers;
   for (int k = 0; k < kWorkers; ++k) workers.emplace_back(worker, k);
+  workers.emplace_back(killer);
   std::thread chaos_thread(chaos);
   chaos_thread.join();
   stop = true;
@@ -188,12 +300,16 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   }
   for (auto& w : workers) w.join();
 
-  std::printf("chaos: %d exact, %d reported failures, %d wrong, %d hangs; killed %d shells, %d wrappers, %d sbshd\n",
-              t.exact.load(), t.reported.load(), t.wrong.load(), t.hangs.load(), kills[0], kills[1], kills[2]);
+  std::printf(
+      "chaos: %d exact, %d reported failures, %d wrong, %d hangs; %d trees killed whole; %d exact first commands "
+      "after sbshd and a wrapper were killed together; killed %d shells, %d wrappers, %d sbshd, %d both\n",
+      t.exact.load(), t.reported.load(), t.wrong.load(), t.hangs.load(), t.kills_done.load(), t.retried_exact.load(),
+      kills[0], kills[1], kills[2], kills[3]);
   EXPECT_EQ(t.wrong, 0);
   for (const auto& w : t.wrong_cases) ADD_FAILURE() << "wrong result: " << w;
   EXPECT_EQ(t.hangs, 0);
   EXPECT_GT(t.exact, 0);
+  EXPECT_GT(t.kills_done, 0);
   // The sessions still work, then end with sbshd, and nothing they started is left.
   // Each leaves a process in a session of its own (setsid); removing c0 ends its own.
   if (pid_alive(daemon_pid)) {
@@ -212,7 +328,12 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
       for (const auto& s : *list) wrappers.push_back(static_cast<pid_t>(s.wrapper_pid));
     stop_daemon();
   }
-  EXPECT_TRUE(wait_until([&] { return processes_with(tag).empty(); }, seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return processes_with(tag).empty(); }, seconds(20))) << [&] {
+    std::string left;
+    for (pid_t p : processes_with(tag))
+      left += "\n  " + std::to_string(p) + " (parent " + std::to_string(parent_of(p)) + "): " + cmdline_of(p);
+    return "left running:" + left;
+  }();
   for (pid_t w : wrappers) EXPECT_TRUE(wait_until([&] { return !pid_alive(w); }, seconds(20))) << w;
   EXPECT_TRUE(processes_with(sock).empty());  // no wrapper of this test's sbshd at all
 }

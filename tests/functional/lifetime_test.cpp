@@ -128,6 +128,25 @@ TEST_F(lifetime_test, RestartEndsTheOldShellsProcessesButNotBackgroundOnes) {
   EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, seconds(3)));
 }
 
+// A background process outlives its session's shell and wrapper for as long as an sbshd, or
+// a wrapper that waits for one, can still reach it. When sbshd and the wrapper are killed at
+// once, nothing can: its tree ends by itself, setsid children included.
+TEST_F(lifetime_test, ABackgroundProcessNothingCanReachAnyMoreEnds) {
+  pid_t bg = start_background("s");
+  ASSERT_TRUE(bg > 0 && pid_alive(bg));
+  auto before = session_pids("s");
+  // Killing only the wrapper leaves it: sbshd still holds it and ends it with its session.
+  ASSERT_EQ(::kill(static_cast<pid_t>(before.wrapper_pid), SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, seconds(20)));
+  EXPECT_EQ(exec("s", "echo again").out, "again\n");  // a new shell, a new wrapper
+  EXPECT_TRUE(pid_alive(bg)) << "a background process outlives its session's wrapper while sbshd holds it";
+  // Both at once: the new wrapper, which holds what a later sbshd would need, and sbshd.
+  auto now = session_pids("s");
+  ASSERT_EQ(::kill(static_cast<pid_t>(now.wrapper_pid), SIGKILL), 0);
+  kill_daemon();
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, seconds(20))) << "a background process nothing can reach";
+}
+
 // A wrapper nobody adopts ends, with its shell and everything the shell started: when its
 // adoption timeout passes, at once when its adoption socket is removed, and at once when its
 // sbshd went before the shell had finished starting (every later sbshd would refuse it).

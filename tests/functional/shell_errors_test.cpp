@@ -181,7 +181,8 @@ TEST_F(shell_errors_test, ACommandsOwnJobsGetNoNoticeThatPlainBashWouldNotPrint)
 }
 
 // The timeout sends the command SIGTERM; the shell's own text is stopped with SIGINT, which
-// is sbshd's means and never the result's signal.
+// is sbshd's means and never the result's signal or status: the status is what the command's
+// last process gave when it was stopped.
 TEST_F(shell_errors_test, ATimeoutReportsTheSignalTheCommandReceivedNeverTheShellsInterrupt) {
   auto r = sbsh({"exec", "-s", "t", "-t", "1", "--json", "--",
                  "trap 'exit 0' TERM; bash -c 'trap \"exit 5\" TERM; sleep 10 & wait'"});
@@ -190,12 +191,21 @@ TEST_F(shell_errors_test, ATimeoutReportsTheSignalTheCommandReceivedNeverTheShel
   EXPECT_TRUE(j["timed_out"].get<bool>());
   EXPECT_FALSE(j["shell_restarted"].get<bool>());
   EXPECT_TRUE(j["signal"].is_null()) << r.out;
-  EXPECT_EQ(j["exit_code"], 130) << r.out;  // the shell's status for the abandoned text
+  EXPECT_EQ(j["exit_code"], 5) << r.out;  // what `bash -c` exited with on the timeout's TERM
+  // The rest of the text is abandoned all the same, and the session goes on.
+  r = sbsh({"exec", "-s", "t", "-t", "1", "--json", "--",
+            "bash -c 'trap \"exit 6\" TERM; sleep 10 & wait'; echo after"});
+  j = json::parse(r.out);
+  EXPECT_EQ(j["exit_code"], 6) << r.out;
+  EXPECT_EQ(j["stdout"], "") << r.out;
+  EXPECT_EQ(sbsh({"exec", "-s", "t", "--", "trap - TERM; echo still"}).out, "still\n");
   // A loop of builtins: only the shell's interrupt stopped it.
-  r = sbsh({"exec", "-s", "t", "-t", "1", "--json", "--", "while :; do :; done"});
+  // A process that ended by itself before the timeout is not what the timeout stopped.
+  r = sbsh({"exec", "-s", "t", "-t", "1", "--json", "--", "/bin/true; while :; do :; done"});
   EXPECT_EQ(r.code, 124);
   j = json::parse(r.out);
   EXPECT_TRUE(j["signal"].is_null()) << r.out;
+  EXPECT_EQ(j["exit_code"], 130) << r.out;  // bash's status for an abandoned text
   // The timeout's SIGTERM ended the last process: that signal is reported.
   r = sbsh({"exec", "-s", "t", "-t", "1", "--json", "--", "sleep 10"});
   EXPECT_EQ(r.code, 124);
