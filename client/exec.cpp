@@ -41,6 +41,17 @@ result<pipe_pair> make_pipe() {
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
 
+// sbshd drops a client that sends a frame over kMaxFrame, with a bare "frame length" error:
+// a command's text is what makes an exec that large, so say so before sending it.
+status check_request_size(const std::string& frame, size_t text) {
+  if (frame.size() <= ipc::kMaxFrame + 4) return ok_status();  // the body, after its 4-byte length
+  return make_error("too_large",
+                    fmt::format("the command's text ({} bytes) and the rest of the request ({} bytes, mostly the "
+                                "environment a new session would start with) are more than the {} MiB sbshd takes "
+                                "in one request; put the script where the session can read it and run '. FILE'",
+                                text, frame.size() - 4 - text, ipc::kMaxFrame >> 20));  // the text is in the body
+}
+
 void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 bool write_all(int fd, const char* p, size_t n) {
@@ -213,7 +224,9 @@ result<exec_result> connection::exec(const exec_options& opts) {
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
   if (frames) {
-    if (auto s = p_->send(ipc::encode(req, id)); !s) return s.err();
+    std::string frame = ipc::encode(req, id);
+    if (auto s = check_request_size(frame, opts.command.size()); !s) return s.err();
+    if (auto s = p_->send(frame); !s) return s.err();
   } else {
     req.drain = true;
     std::array<int, 5> fds{};
@@ -221,7 +234,9 @@ result<exec_result> connection::exec(const exec_options& opts) {
     for (int fd : {out.w.get(), err.w.get(), has_stdin ? in.r.get() : -1, out.r.get(), err.r.get()})
       if (fd >= 0) fds[nfds++] = fd;
     req.fds = nfds;
-    if (auto s = p_->send(ipc::encode(req, id), std::span<const int>(fds.data(), nfds)); !s) return s.err();
+    std::string frame = ipc::encode(req, id);
+    if (auto s = check_request_size(frame, opts.command.size()); !s) return s.err();
+    if (auto s = p_->send(frame, std::span<const int>(fds.data(), nfds)); !s) return s.err();
     out.w.reset();
     err.w.reset();
     in.r.reset();

@@ -119,6 +119,8 @@ std::string to_json(const session_status& s) {
   else o.null("idle_since");
   if (s.expires_at_ms > 0) o.str("expires_at", rfc3339_ms(s.expires_at_ms));
   else o.null("expires_at");
+  if (s.timeout_ms > 0) o.num("timeout_ms", static_cast<int64_t>(s.timeout_ms));
+  else o.null("timeout_ms");
   return o.finish();
 }
 
@@ -136,6 +138,8 @@ std::string to_json(const session_detail& d) {
   json_object dj;
   dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
   if (!def.snapshot.empty()) dj.str("snapshot", def.snapshot);
+  if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
+  else dj.null("timeout_ms");
   json_object o;
   o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
   o.str("init_output", d.init_output);

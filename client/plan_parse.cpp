@@ -164,14 +164,19 @@ auto duration_into(T& out) {
 }
 
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
-  if (!v.is_object()) return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart), not {}", shown(v)));
-  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart"});
+  if (!v.is_object())
+    return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart, timeout), not {}",
+                                     shown(v)));
+  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart", "timeout"});
   if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
   if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
   if (st) st = optional_field(v, path, "env", list_into(s.env, true));
   if (st) st = optional_field(v, path, "init", list_into(s.init, false));
   if (st) st = optional_field(v, path, "limits", list_into(s.limits, true));
   if (st) st = optional_field(v, path, "restart", text_into(s.restart));
+  std::chrono::milliseconds timeout{0};  // of a command that gives none; duration_of refuses a negative one
+  if (st) st = optional_field(v, path, "timeout", duration_into(timeout));
+  s.timeout_ms = static_cast<uint64_t>(timeout.count());
   return st;
 }
 

@@ -262,6 +262,8 @@ run_report plan_runner::run() {
       cr.cwd = c.cwd;
       cr.env = c.env;
       cr.timeout = c.timeout.value_or(plan_.timeout);
+      // None given: the session's default applies (sbshd's, for an exec with no timeout).
+      if (cr.timeout.count() == 0) cr.timeout = std::chrono::milliseconds(plan_.session.timeout_ms);
       st.commands.push_back(std::move(cr));
     }
     report_.stages.push_back(std::move(st));

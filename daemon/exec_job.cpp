@@ -106,7 +106,7 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   job->session_cwd = std::string(r.session_cwd);
   job->timeout_ms = r.timeout_ms;
   if (r.grace_ms > 0) job->grace_ms = r.grace_ms;
-  if (job->timeout_ms > 100ull * 365 * 24 * 3600 * 1000 || job->grace_ms > 24ull * 3600 * 1000)
+  if (job->timeout_ms > kMaxTimeoutMs || job->grace_ms > 24ull * 3600 * 1000)
     return make_error(bad_request, "field 'timeout_ms' or 'grace_ms' is unreasonably large");
   if (r.io != "frames" && r.io != "fds")
     return make_error(bad_request, fmt::format("field 'io' must be \"frames\" or \"fds\", not \"{}\"", ipc::printable(r.io, 32)));

@@ -22,6 +22,8 @@ namespace sbsh::daemon {
 class client_conn;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
+// The longest timeout taken, a command's or a session's default: beyond it, a mistake.
+inline constexpr uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
 
 struct exec_outcome {
   std::optional<int> exit_code;

@@ -68,6 +68,9 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     return req ? req->session_env.to_vector() : std::vector<std::string>{};
   });
   if (!s) return c.send_error(j.id, s.err());
+  // A command that gives no timeout has its session's default (session create --timeout),
+  // counted, as its own would be, from now.
+  if (j.timeout_ms == 0) j.timeout_ms = (*s)->def().timeout_ms;
   if (j.io_fds) {
     auto& fds = env.fds;
     size_t i = 0;

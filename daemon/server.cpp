@@ -500,6 +500,11 @@ std::string describe_difference(const session_def& a, const session_def& b) {
   if (a.limits != b.limits) diffs.push_back(fmt::format("limits {} (asked: {})", limits(a), limits(b)));
   if (a.restart != b.restart)
     diffs.push_back(fmt::format("restart policy {} (asked: {})", policy_name(a.restart), policy_name(b.restart)));
+  auto timeout = [](const session_def& d) {
+    return d.timeout_ms == 0 ? std::string("none") : fmt::format("{} ms", d.timeout_ms);
+  };
+  if (a.timeout_ms != b.timeout_ms)
+    diffs.push_back(fmt::format("default timeout {} (asked: {})", timeout(a), timeout(b)));
   return fmt::format("{}", fmt::join(diffs, ", "));
 }
 
@@ -529,9 +534,11 @@ result<session*> server::create_session(const std::string& name, session_def def
   if (shutting_down_) return make_error(ipc::errc::shutting_down, "sbshd is shutting down");
   if (opts_.no_sessions) return make_error(ipc::errc::session_failed, "this sbshd runs no sessions (a test build)");
   if (auto* s = find_session(name)) {
-    if (s->def().same_shells(def)) {
+    // A session made implicitly takes the expiry and default timeout asked for; one defined
+    // on purpose keeps its own, and another default timeout is another definition.
+    if (s->def().same_shells(def) && (s->def().implicit || def.implicit || s->def().timeout_ms == def.timeout_ms)) {
       if (s->def().implicit && !def.implicit) {
-        s->make_explicit(def.idle_expiry_ms);
+        s->make_explicit(def.idle_expiry_ms, def.timeout_ms);
         save_state();
         arm_expiry();
       }

@@ -81,6 +81,7 @@ session_status session::describe() const {
   st.restart = policy_name(def_.restart);
   st.implicit = def_.implicit;
   st.idle_expiry_ms = def_.idle_expiry_ms;
+  st.timeout_ms = def_.timeout_ms;
   if (!srv_.busy(*this)) {
     st.idle_since_ms = last_active_ms_;
     if (def_.idle_expiry_ms > 0) st.expires_at_ms = last_active_ms_ + static_cast<int64_t>(def_.idle_expiry_ms);

@@ -62,10 +62,11 @@ class session {
 
   [[nodiscard]] const session_def& def() const { return def_; }
   // `session create` of a session made implicitly, with the same shells: it becomes explicit,
-  // with the expiry asked for.
-  void make_explicit(uint64_t idle_expiry_ms) {
+  // with the expiry and default timeout asked for.
+  void make_explicit(uint64_t idle_expiry_ms, uint64_t timeout_ms) {
     def_.implicit = false;
     def_.idle_expiry_ms = idle_expiry_ms;
+    def_.timeout_ms = timeout_ms;
   }
   // When the session last had something to do (a command or background process started or
   // ended; its creation): its idle time counts from there.

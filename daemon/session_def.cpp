@@ -45,6 +45,8 @@ status check_def(const session_def& d) {
   for (const auto& c : d.init)
     if (c.find('\0') != std::string::npos) return make_error(ipc::errc::bad_request, "an init command contains a NUL byte");
   if (d.init.size() > 64) return make_error(ipc::errc::bad_request, "a session may have at most 64 init commands");
+  if (d.timeout_ms > kMaxTimeoutMs)
+    return make_error(ipc::errc::bad_request, "the session's default timeout is unreasonably large (over 100 years)");
   if (!d.snapshot.empty() && d.snapshot[0] != '/')
     return make_error(ipc::errc::bad_request,
                       fmt::format("the snapshot source '{}' must be an absolute path", ipc::printable(d.snapshot)));
@@ -153,6 +155,7 @@ session_spec spec_of(const session_def& d) {
   s.environment = d.environment;
   s.implicit = d.implicit;
   s.idle_expiry_ms = d.idle_expiry_ms;
+  s.timeout_ms = d.timeout_ms;
   return s;
 }
 
@@ -166,6 +169,7 @@ result<session_def> def_from_saved(session_spec spec) {
   d.environment = std::move(spec.environment);
   d.implicit = spec.implicit;
   d.idle_expiry_ms = spec.idle_expiry_ms;
+  d.timeout_ms = spec.timeout_ms;
   if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)

@@ -28,7 +28,9 @@ struct session_def {
   std::vector<std::string> environment;
   bool implicit = false;        // made by exec -s or start -s
   uint64_t idle_expiry_ms = 0;  // removed after this long idle; 0: never
-  // Whether `o` defines the same shells (environment, implicitness and expiry aside).
+  uint64_t timeout_ms = 0;      // of a command that gives none; 0: none
+  // Whether `o` defines the same shells (environment, implicitness, expiry and default
+  // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
            restart == o.restart;

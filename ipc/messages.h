@@ -97,7 +97,8 @@ struct schema_of<session_status> {
                       field("implicit", &s::implicit, kOmitEmpty),
                       field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
                       field("idle_since_ms", &s::idle_since_ms, kOmitEmpty),
-                      field("expires_at_ms", &s::expires_at_ms, kOmitEmpty)};
+                      field("expires_at_ms", &s::expires_at_ms, kOmitEmpty),
+                      field("timeout_ms", &s::timeout_ms, kOmitEmpty)};
   }
 };
 
@@ -113,7 +114,8 @@ struct schema_of<session_spec> {
                       field("limits", &s::limits),   field("snapshot", &s::snapshot),
                       field("environment", &s::environment, kOmitEmpty),
                       field("implicit", &s::implicit, kOmitEmpty),
-                      field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty)};
+                      field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
+                      field("timeout_ms", &s::timeout_ms, kOmitEmpty)};
   }
 };
 

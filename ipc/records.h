@@ -34,6 +34,7 @@ struct session_status {
   uint64_t idle_expiry_ms = 0;  // 0: never removed for being idle
   int64_t idle_since_ms = 0;    // when it became idle; 0 while busy
   int64_t expires_at_ms = 0;    // when it is removed if it stays idle; 0: not while busy, or never
+  uint64_t timeout_ms = 0;      // the definition's default timeout of a command; 0: none
 };
 
 // What `session create` defines: every new shell of the session starts this way.
@@ -64,6 +65,8 @@ struct session_spec {
   // running) before sbshd removes it; 0: never. Sessions made implicitly get sbshd's
   // --idle-expiry (24 h by default).
   uint64_t idle_expiry_ms = 0;
+  // The timeout of a command that gives none (an exec whose timeout_ms is 0); 0: none.
+  uint64_t timeout_ms = 0;
 };
 
 // A finished command, for `session show`.

@@ -77,4 +77,8 @@ int fail(std::string_view message);
 
 result<client::connection> connect(const global_opts& g, bool autostart);
 
+// exec -f: the whole text of a script file ("-": stdin), checked to be one that sbshd takes
+// as a command (at most kMaxFrame bytes, no NUL); the error names the option and the file.
+result<std::string> read_script(const std::string& path);
+
 }  // namespace sbsh::cli

@@ -57,6 +57,7 @@ int exit_status(const client::exec_result& r) {
 struct exec_args {
   client::exec_options o;
   std::vector<std::string> words;
+  std::string file;  // -f: the command is this file's text ("-": stdin's)
   bool json = false;
   uint64_t output_limit = client::exec_options{}.output_limit;
 };
@@ -65,13 +66,24 @@ int run_exec(const global_opts& g, exec_args& a) {
   auto& o = a.o;
   bool json = a.json;
   o.output_limit = a.output_limit;
-  if (a.words.empty()) return fail("exec needs a command, e.g. sbsh exec -s build 'make test'");
+  if (!a.file.empty()) {
+    if (!a.words.empty())
+      return fail(fmt::format("give -f {} or COMMAND words, not both: with -f the command is the file's text, and "
+                              "the words would not be its arguments (set them in the script: set -- ARGS)",
+                              a.file));
+    auto text = read_script(a.file);
+    if (!text) return fail(text.err().message);
+    o.command = std::move(*text);
+  } else if (a.words.empty()) {
+    return fail("exec needs a command, e.g. sbsh exec -s build 'make test', or -f FILE");
+  }
   for (size_t k = 0; k < a.words.size(); ++k) {
     if (k > 0) o.command += ' ';
     o.command += a.words[k];
   }
   // Forward stdin when it is not a terminal, as ssh does; otherwise the command gets /dev/null.
-  if (::fcntl(0, F_GETFD) != -1 && ::isatty(0) == 0) o.stdin_fd = 0;
+  // With -f -, stdin was the script: the command gets /dev/null.
+  if (a.file != "-" && ::fcntl(0, F_GETFD) != -1 && ::isatty(0) == 0) o.stdin_fd = 0;
   if (!json) {
     o.stdout_fd = 1;
     o.stderr_fd = 2;
@@ -111,8 +123,14 @@ runner declare_exec(command_line& cl) {
             check_not_empty("a directory"));
   cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this command only (subshell); repeatable", a->o.env,
               check_assignment);
-  cl.duration("-t,--timeout", "DURATION", "stop the command after DURATION (500ms, 30s, 5m, 1h, or seconds)",
-              a->o.timeout, "a timeout of zero would stop the command at once; omit -t for none");
+  cl.duration("-t,--timeout", "DURATION",
+              "stop the command after DURATION (500ms, 30s, 5m, 1h, or seconds; default: the session's, from "
+              "session create --timeout, else none)",
+              a->o.timeout, "a timeout of zero would stop the command at once; omit -t for the session's default");
+  cl.option("-f,--file", "FILE",
+            "run FILE's text as the command, as if given as COMMAND, with no limit of the kernel's on arguments "
+            "(- reads it from stdin, and the command then gets /dev/null)",
+            a->file, check_not_empty("a file, or - for stdin"));
   cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
   cl.number("--output-limit", "N", "with --json, keep at most N bytes per stream (default 16777216)", a->output_limit,
             "a number of bytes", 0, std::numeric_limits<size_t>::max());

@@ -16,6 +16,7 @@ namespace {
 struct session_args {
   client::session_spec spec;  // create
   std::string idle_expiry;    // create
+  std::chrono::milliseconds timeout{0};  // create: the default timeout of its commands
   std::string name;           // show, rm, restart
   bool json = false;          // ls, show, prune
   std::chrono::milliseconds idle{0};  // prune
@@ -83,6 +84,10 @@ void print_detail(const client::session_detail& d) {
     std::printf("expiry      after %s idle: at %s\n", human_duration(s.idle_expiry_ms).c_str(),
                 client::rfc3339_ms(s.expires_at_ms).c_str());
   else std::printf("expiry      after %s idle (busy now)\n", human_duration(s.idle_expiry_ms).c_str());
+  if (def.timeout_ms == 0) std::puts("timeout     none");
+  else std::printf("timeout     %s, for a command that gives none\n",
+                   def.timeout_ms % 1000 != 0 ? fmt::format("{}ms", def.timeout_ms).c_str()
+                                              : human_duration(def.timeout_ms).c_str());
   if (!s.running.empty())
     std::printf("running     %s (%s)\n", one_line(s.running, 80).c_str(), human_duration(s.running_ms).c_str());
   if (!d.init_output.empty()) {
@@ -120,7 +125,8 @@ int named(const global_opts& g, const session_args& a, std::string_view what) {
   return 0;
 }
 
-void declare_create(command_line& cl, client::session_spec& spec, std::string& idle_expiry) {
+void declare_create(command_line& cl, client::session_spec& spec, std::string& idle_expiry,
+                    std::chrono::milliseconds& timeout) {
   cl.describe(
       "Defines a session: every new shell of it starts in DIR with the variables given, runs the --init "
       "commands before any other command, and is restarted after it dies as POLICY says. Creating a session "
@@ -147,6 +153,10 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
             "remove the session once it has been idle (no command, no background process) for DURATION (default: "
             "never, for a session made with session create)",
             idle_expiry, check_expiry);
+  cl.duration("-t,--timeout", "DURATION",
+              "stop a command of the session after DURATION when it gives no timeout of its own (exec without -t; "
+              "default: none)",
+              timeout, "a default timeout of zero would stop every command at once; omit --timeout for none");
   cl.argument("NAME", spec.name);
 }
 
@@ -155,7 +165,7 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
 runner declare_session(command_line& cl) {
   auto a = std::make_shared<session_args>();
   auto& create = cl.subcommand("create", "define a session: its directory, variables, init commands, limits");
-  declare_create(create, a->spec, a->idle_expiry);
+  declare_create(create, a->spec, a->idle_expiry, a->timeout);
   auto& ls = cl.subcommand("ls", "list sessions with their states, pids and running commands", "list");
   ls.flag("--json", "print a JSON array instead of a table", a->json);
   auto& show = cl.subcommand("show", "show a session's definition, state and last commands");
@@ -177,7 +187,10 @@ runner declare_session(command_line& cl) {
   prune.duration("--idle", "DURATION", "only sessions idle for at least DURATION", a->idle);
   prune.flag("--json", "print a JSON array of the names removed", a->json);
   return [a, &cl, &create, &ls, &show, &rm, &restart, &prune](const global_opts& g) {
-    if (create.given()) return create_session(g, a->spec, a->idle_expiry);
+    if (create.given()) {
+      a->spec.timeout_ms = static_cast<uint64_t>(a->timeout.count());
+      return create_session(g, a->spec, a->idle_expiry);
+    }
     if (prune.given()) return prune_sessions(g, *a);
     if (ls.given()) return list_sessions(g, a->json, false, false);
     if (show.given()) return named(g, *a, "show");

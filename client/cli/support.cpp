@@ -67,7 +67,10 @@ void explain_result(std::string_view session, std::chrono::milliseconds timeout,
   } else if (!r.exit_code && !r.error.empty()) {
     fail(r.error);
   }
-  if (r.timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", timeout.count()));
+  if (r.timed_out && timeout.count() == 0)  // no -t: the session's default (session create --timeout)
+    fail(fmt::format("timed out after the default timeout of session '{}'; the command was stopped",
+                     session.empty() ? "default" : session));
+  else if (r.timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", timeout.count()));
 }
 
 result<client::connection> connect(const global_opts& g, bool autostart) {

@@ -20,6 +20,9 @@ _sbsh() {
   if [[ $cmd == kill ]] && [[ $prev == -s || $prev == --signal ]]; then
     COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return
   fi
+  if [[ $cmd == exec ]] && [[ $prev == -f || $prev == --file ]]; then
+    COMPREPLY=($(compgen -f -- "$cur")); return
+  fi
   case $prev in
     -s|--session) COMPREPLY=($(compgen -W "$(_sbsh_sessions)" -- "$cur")); return ;;
     -C|--cwd|-S|--socket|--snapshot|--artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -32,14 +35,14 @@ _sbsh() {
   case $cmd in
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout --json --output-limit --help --" -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --output-limit --help --" -- "$cur")) ;;
     run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart prune" -- "$cur")); return; fi
       case $sub in
-        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --idle-expiry --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --idle-expiry -t --timeout --help" -- "$cur")) ;;
         prune) COMPREPLY=($(compgen -W "--idle --json --help" -- "$cur")) ;;
         ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
