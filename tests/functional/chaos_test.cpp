@@ -92,15 +92,20 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
         std::chrono::duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count() % 1000000000);
   };
 
+  // A connection to the sbshd that answers now; none is started.
+  auto dial = [&] {
+    client::connect_options o;
+    o.socket_path = sock;
+    o.autostart = false;
+    return client::connection::connect(o);
+  };
+
   auto worker = [&](int k) {
     std::mt19937 rng(seed + static_cast<unsigned>(k));
     std::optional<client::connection> c;
     for (int n = 0; !stop; ++n) {
       if (!c) {
-        client::connect_options o;
-        o.socket_path = sock;
-        o.autostart = false;
-        auto made = client::connection::connect(o);
+        auto made = dial();
         if (!made) {
           std::this_thread::sleep_for(milliseconds(50));
           continue;
@@ -150,10 +155,7 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   // the wrapper was killed under it), and whatever is left ends with the session at the end.
   auto killer = [&] {
     for (int n = 0; !stop; ++n) {
-      client::connect_options co;
-      co.socket_path = sock;
-      co.autostart = false;
-      auto c = client::connection::connect(co);
+      auto c = dial();
       if (!c) {
         std::this_thread::sleep_for(milliseconds(50));
         continue;
@@ -202,11 +204,8 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
         sbshd = daemon_pid;
         continue;
       }
-      client::connect_options o;
-      o.socket_path = sock;
-      o.autostart = false;
       auto list = [&]() -> result<std::vector<client::session_status>> {
-        auto c = client::connection::connect(o);
+        auto c = dial();
         if (!c) return c.err();
         return c->sessions();
       }();
@@ -221,7 +220,8 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
         // dying sbshd; its request must reach a live one exactly once.
         int code = static_cast<int>(rng() % 6);
         std::string token = "fresh-" + std::to_string(n);
-        o.autostart = true;
+        client::connect_options o;
+        o.socket_path = sock;
         o.daemon_path = bin("sbshd");
         o.wait_for_welcome = false;  // the hello and the request go out together, as the CLI sends them
         std::string outcome;
@@ -250,18 +250,14 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
         int st;
         ::waitpid(daemon_pid, &st, 0);
         daemon_pid = -1;
-        o.autostart = false;
-        o.wait_for_welcome = true;
         auto status = [&]() -> result<client::daemon_status> {
-          auto c = client::connection::connect(o);
+          auto c = dial();
           if (!c) return c.err();
           return c->status();
         }();
-        {
-          if (status && status->pid > 0) {
-            ::kill(static_cast<pid_t>(status->pid), SIGKILL);
-            EXPECT_TRUE(gone_within(static_cast<pid_t>(status->pid), seconds(20)));
-          }
+        if (status && status->pid > 0) {
+          ::kill(static_cast<pid_t>(status->pid), SIGKILL);
+          EXPECT_TRUE(gone_within(static_cast<pid_t>(status->pid), seconds(20)));
         }
         start_daemon();
         sbshd = daemon_pid;

@@ -28,13 +28,6 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 class exec_file_test : public daemon_test {
  protected:
-  // The session as `session ls --json` lists it; null when it is not listed.
-  json listed(const std::string& name) {
-    auto list = json::parse(sbsh({"session", "ls", "--json"}).out);
-    for (const auto& s : list)
-      if (s["name"] == name) return s;
-    return json();
-  }
   // `exec --json` of `command` in `session`, with `options` before it, and how long it took.
   json exec_json(const std::string& session, const std::string& command, std::vector<std::string> options,
                  std::chrono::milliseconds* took) {

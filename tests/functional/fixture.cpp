@@ -354,6 +354,13 @@ client::connection daemon_test::conn() {
   return std::move(*c);
 }
 
+nlohmann::json daemon_test::listed(const std::string& name) {
+  auto list = nlohmann::json::parse(sbsh({"session", "ls", "--json"}).out);
+  for (const auto& s : list)
+    if (s["name"] == name) return s;
+  return nlohmann::json();
+}
+
 client::session_status daemon_test::session_pids(const std::string& name) {
   client::session_status st;
   wait_until([&] {

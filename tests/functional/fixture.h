@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ class daemon_test : public ::testing::Test {
   // The session's status once it knows its shell's and wrapper's pids (a command's result
   // can arrive before the wrapper's report of them); waits up to 20 s.
   client::session_status session_pids(const std::string& name);
+  // The session as `session ls --json` lists it; null when it is not listed.
+  nlohmann::json listed(const std::string& name);
 
   std::string dir, sock, state;
   pid_t daemon_pid = -1;

@@ -18,16 +18,7 @@ namespace {
 
 using json = nlohmann::json;
 
-class sessions_test : public daemon_test {
- protected:
-  // The session as `session ls --json` lists it; null when it is not listed.
-  json listed(const std::string& name) {
-    auto list = json::parse(sbsh({"session", "ls", "--json"}).out);
-    for (const auto& s : list)
-      if (s["name"] == name) return s;
-    return json();
-  }
-};
+using sessions_test = daemon_test;
 
 // For tests that start sbshd themselves.
 class sessions_own_daemon_test : public sessions_test {
