@@ -223,6 +223,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
   req.session_env = opts.session_env ? *opts.session_env : own_env;
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
+  req.notify_started = static_cast<bool>(opts.on_started);
+  bool started_told = false;
   if (frames) {
     std::string frame = ipc::encode(req, id);
     if (auto s = check_request_size(frame, opts.command.size()); !s) return s.err();
@@ -351,6 +353,13 @@ result<exec_result> connection::exec(const exec_options& opts) {
           const auto& m = env->msg;
           if (m.type() == msg_type::error) return error_from(m, "sbshd refused the command");
           if (m.id() != id) break;
+          if (m.type() == msg_type::exec_started) {
+            // Once: a command whose shell ended before reading it goes to the next shell.
+            auto st = ipc::decode<msg::exec_started>(m);
+            if (st && !started_told) opts.on_started({st->command_id, st->generation, st->started_at_ms});
+            started_told = true;
+            break;
+          }
           if (m.type() == msg_type::output) {
             if (auto c = output_chunk(m)) sinks[c->first == stream::err ? 1 : 0].deliver(c->second);
             break;

@@ -90,6 +90,33 @@ json_object& json_object::raw(std::string_view k, std::string_view json) {
   return *this;
 }
 
+void add_exec_result(json_object& j, std::string_view session, std::string_view command, const exec_result& r) {
+  j.str("session", session.empty() ? "default" : session).str("command", command);
+  j.opt_num("exit_code", r.exit_code);
+  j.signal("signal", r.signal)
+      .boolean("timed_out", r.timed_out)
+      .boolean("shell_restarted", r.shell_restarted)
+      .boolean("cancelled", r.cancelled);
+  j.boolean("ran", r.ran);
+  j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
+  // Every key is always there, null when it has no value, so that a reader need not ask.
+  if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
+  else j.null("state_lost_reason");
+  bool out_ok, err_ok;
+  std::string out = utf8_repair(r.stdout_data, &out_ok);
+  std::string err = utf8_repair(r.stderr_data, &err_ok);
+  j.str("stdout", out).str("stderr", err);
+  if (!out_ok) j.str("stdout_base64", base64(r.stdout_data));
+  else j.null("stdout_base64");
+  if (!err_ok) j.str("stderr_base64", base64(r.stderr_data));
+  else j.null("stderr_base64");
+  j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
+  j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
+  if (r.started_at_ms > 0) j.str("started_at", rfc3339_ms(r.started_at_ms));
+  else j.null("started_at");
+  j.str_or_null("error", r.error);
+}
+
 namespace {
 
 template <typename T>

@@ -43,6 +43,10 @@ class json_object {
   std::string body_ = "{";
 };
 
+// The fields of `sbsh exec --json`'s result, added to `j` (so that `exec --jsonl` puts the
+// same ones in its "finished" event). `session` empty: "default".
+void add_exec_result(json_object& j, std::string_view session, std::string_view command, const exec_result& r);
+
 // The JSON form of each listing.
 std::string to_json(const session_status& s);
 std::string to_json(const session_detail& d);

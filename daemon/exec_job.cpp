@@ -112,6 +112,7 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
     return make_error(bad_request, fmt::format("field 'io' must be \"frames\" or \"fds\", not \"{}\"", ipc::printable(r.io, 32)));
   job->io_fds = r.io == "fds";
   job->has_stdin = r.has_stdin;
+  job->notify_started = r.notify_started;
   if (job->io_fds) {
     size_t need = 2 + (job->has_stdin ? 1 : 0) + (r.drain ? 2 : 0);
     if (env.fds.size() != need)

@@ -60,6 +60,7 @@ struct exec_job {
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
+  bool notify_started = false;  // the client wants exec_started when a shell takes it
   // Internal jobs (init commands, background starts) have no client: their output is
   // captured here and on_done runs when they end.
   bool internal = false;

@@ -215,6 +215,15 @@ bool job_runner::start_job(exec_job& job) {
   m.keep_out = job.out_r.get();
   m.keep_err = job.err_r.get();
   job.started = true;
+  // Before the shell has the command, so that the client reads this before any output: in
+  // the socket ahead of the pipes, or ahead of the output frames.
+  if (job.notify_started && job.client != nullptr) {
+    ipc::msg::exec_started st;
+    st.command_id = job.serial;
+    st.generation = sh.generation();
+    st.started_at_ms = job.started_at_ms;
+    job.client->send(ipc::encode(st, job.id));
+  }
   if (auto sent = send_run(sh.channel(), m, big_text_); !sent) {
     if (sent.err().code != "gone") return fail(sent.err().message);
     // The shell has ended, or could not start, and its loss is on its way (shell_lost). The

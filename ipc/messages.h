@@ -302,6 +302,7 @@ struct exec {
   bool has_stdin = false;
   bool drain = false;
   uint64_t fds = 0;
+  bool notify_started = false;  // send exec_started when a shell takes it
   static constexpr auto fields() {
     return std::tuple{field("session", &exec::session, kOmitEmpty),
                       field("command", &exec::command, kRequired),
@@ -314,7 +315,23 @@ struct exec {
                       field("io", &exec::io),
                       field("stdin", &exec::has_stdin),
                       field("drain", &exec::drain, kOmitEmpty),
-                      field("fds", &exec::fds, kOmitEmpty)};
+                      field("fds", &exec::fds, kOmitEmpty),
+                      field("notify_started", &exec::notify_started, kOmitEmpty)};
+  }
+};
+
+// Sent, when the exec asked for it, as the command is handed to a shell and before anything
+// it writes can reach the client. `command_id` is sbshd's number for the command, unique
+// until sbshd restarts; `generation` the shell's (exec_done's says which shell ran it, should
+// that shell end before reading it and the command go to the next).
+struct exec_started {
+  static constexpr message_kind kind{msg_type::exec_started, "exec_started", daemon_to_client, true};
+  uint64_t command_id = 0;
+  uint64_t generation = 0;
+  int64_t started_at_ms = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("command_id", &exec_started::command_id), field("generation", &exec_started::generation),
+                      field("started_at_ms", &exec_started::started_at_ms)};
   }
 };
 
@@ -633,7 +650,7 @@ struct logs_end {
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, exec, output, stdin_data, stdin_eof,
-                       exec_done, cancel, release, status, status_reply, shutdown, wrapper_ready, signal_command,
+                       exec_done, cancel, release, exec_started, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end>;

@@ -58,6 +58,7 @@ enum class msg_type : uint32_t {
   exec_done = 304,
   cancel = 305,
   release = 306,
+  exec_started = 307,
 
   // 400: daemon
   status = 400,

@@ -127,6 +127,21 @@ std::string_view utf8_prefix(std::string_view s, size_t n) {
   return s.substr(0, n);
 }
 
+size_t utf8_incomplete_tail(std::string_view s) {
+  for (size_t k = 1; k <= 3 && k <= s.size(); ++k) {
+    auto lead = static_cast<unsigned char>(s[s.size() - k]);
+    if ((lead & 0xc0) == 0x80) continue;  // a continuation byte: look further back
+    size_t len = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    if (len <= k) return 0;  // complete, or no lead byte at all
+    // Completed with the smallest continuation bytes, is it a character? (E0 80 never is.)
+    std::string whole(s.substr(s.size() - k));
+    if (k == 1) whole += static_cast<char>(lead == 0xe0 ? 0xa0 : lead == 0xf0 ? 0x90 : 0x80);
+    whole.append(len - whole.size(), static_cast<char>(0x80));
+    return valid_utf8(whole) ? k : 0;
+  }
+  return 0;
+}
+
 std::string printable(std::string_view s, size_t max) {
   std::string out;
   size_t i = 0;

@@ -25,6 +25,10 @@ bool valid_utf8(std::string_view s);
 std::string utf8_repair(std::string_view s, bool* was_valid = nullptr);
 // The longest prefix of `s` of at most `n` bytes that does not end inside a UTF-8 character.
 std::string_view utf8_prefix(std::string_view s, size_t n);
+// How many bytes at the end of `s` (0 to 3) begin a UTF-8 character that is not complete
+// yet but may be once more bytes follow: what a stream cut into chunks carries over to the
+// next one.
+size_t utf8_incomplete_tail(std::string_view s);
 // Text a client sent, for an error message or a log line: control characters and bytes
 // that are not valid UTF-8 written as escapes (\n, \t, \e, \xNN), and, past `max` bytes,
 // cut with "..." and the full length. The result is valid UTF-8 on one line.

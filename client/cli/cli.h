@@ -72,8 +72,16 @@ int forward_signals_to_command();
 void warn_state_lost(std::string_view session, const client::exec_result& r);
 void explain_result(std::string_view session, std::chrono::milliseconds timeout, const client::exec_result& r);
 
-// Prints "sbsh: MESSAGE" on stderr and returns kExitFailure.
-int fail(std::string_view message);
+// Prints "sbsh: MESSAGE" on stderr and returns kExitFailure. After
+// report_failures_as(json), also one object {"error": MESSAGE, "code": CODE} on stdout (with
+// "type": "error" first for jsonl), so that a program reading --json or --jsonl learns of
+// sbsh's own failures there. CODE is the error's (sbsh-protocol(7) ERROR CODES, or the
+// client's: "unreachable", "eof", "io", "protocol", "write_error"), "usage" for a command
+// line that cannot run.
+int fail(std::string_view message, std::string_view code = "usage");
+int fail(const error& e);
+enum class failure_format { text, json, jsonl };
+void report_failures_as(failure_format f);
 
 result<client::connection> connect(const global_opts& g, bool autostart);
 

@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "client/cli/jsonl.h"
 #include "client/json.h"
 #include "ipc/text.h"
 
@@ -20,30 +22,7 @@ namespace {
 
 void print_json(const client::exec_options& o, const client::exec_result& r) {
   client::json_object j;
-  j.str("session", o.session.empty() ? "default" : o.session).str("command", o.command);
-  j.opt_num("exit_code", r.exit_code);
-  j.signal("signal", r.signal)
-      .boolean("timed_out", r.timed_out)
-      .boolean("shell_restarted", r.shell_restarted)
-      .boolean("cancelled", r.cancelled);
-  j.boolean("ran", r.ran);
-  j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
-  // Every key is always there, null when it has no value, so that a reader need not ask.
-  if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
-  else j.null("state_lost_reason");
-  bool out_ok, err_ok;
-  std::string out = client::utf8_repair(r.stdout_data, &out_ok);
-  std::string err = client::utf8_repair(r.stderr_data, &err_ok);
-  j.str("stdout", out).str("stderr", err);
-  if (!out_ok) j.str("stdout_base64", client::base64(r.stdout_data));
-  else j.null("stdout_base64");
-  if (!err_ok) j.str("stderr_base64", client::base64(r.stderr_data));
-  else j.null("stderr_base64");
-  j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
-  j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
-  if (r.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(r.started_at_ms));
-  else j.null("started_at");
-  j.str_or_null("error", r.error);
+  client::add_exec_result(j, o.session, o.command, r);
   std::string s = j.finish() + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
@@ -59,12 +38,14 @@ struct exec_args {
   std::vector<std::string> words;
   std::string file;  // -f: the command is this file's text ("-": stdin's)
   bool json = false;
+  bool jsonl = false;
   uint64_t output_limit = client::exec_options{}.output_limit;
 };
 
 int run_exec(const global_opts& g, exec_args& a) {
   auto& o = a.o;
-  bool json = a.json;
+  bool json = a.json || a.jsonl;
+  if (a.json && a.jsonl) return fail("--json prints one object at the end, --jsonl a line per event: give one");
   o.output_limit = a.output_limit;
   if (!a.file.empty()) {
     if (!a.words.empty())
@@ -91,16 +72,24 @@ int run_exec(const global_opts& g, exec_args& a) {
   o.signal_fd = forward_signals_to_command();
 
   auto conn = connect(g, true);
-  if (!conn) return fail(conn.err().message);
+  if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
   if (conn->remote() && !o.cwd.empty() && o.cwd[0] != '/')
     return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this one's "
                             "current directory means nothing",
                             o.cwd));
+  std::optional<jsonl_writer> events;
+  if (a.jsonl) {
+    events.emplace(o.session, o.output_limit);
+    o.on_started = [&events](const client::exec_start& s) { events->started(s); };
+    o.on_output = [&events](client::stream w, std::string_view d) { events->chunk(w, d); };
+  }
   auto r = conn->exec(o);
-  if (!r) return fail(r.err().message);
+  if (!r) return fail(r.err());
   warn_state_lost(o.session, *r);
-  if (json) {
+  if (events) {
+    events->finished(o.command, *r);
+  } else if (json) {
     print_json(o, *r);
   } else {
     std::fflush(stdout);
@@ -132,7 +121,8 @@ runner declare_exec(command_line& cl) {
             "(- reads it from stdin, and the command then gets /dev/null)",
             a->file, check_not_empty("a file, or - for stdin"));
   cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
-  cl.number("--output-limit", "N", "with --json, keep at most N bytes per stream (default 16777216)", a->output_limit,
+  cl.flag("--jsonl", "print JSON lines as it runs: started, stdout and stderr chunks, finished", a->jsonl);
+  cl.number("--output-limit", "N", "with --json or --jsonl, keep at most N bytes per stream (default 16777216)", a->output_limit,
             "a number of bytes", 0, std::numeric_limits<size_t>::max());
   cl.words("COMMAND", a->words);
   cl.footer("Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.");

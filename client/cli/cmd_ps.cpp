@@ -11,17 +11,17 @@ namespace sbsh::cli {
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all) {
   auto conn = connect(g, true);
   if (!conn) {
-    if (conn.err().code != "unreachable") return fail(conn.err().message);
+    if (conn.err().code != "unreachable") return fail(conn.err());
     if (json) std::puts(with_processes ? "{\"sessions\":[],\"processes\":[]}" : "[]");
     else std::puts("no sessions (sbshd is not running)");
     return 0;
   }
   auto v = conn->sessions();
-  if (!v) return fail(v.err().message);
+  if (!v) return fail(v.err());
   std::vector<client::proc_info> procs;
   if (with_processes) {
     auto p = conn->processes(all);
-    if (!p) return fail(p.err().message);
+    if (!p) return fail(p.err());
     procs = std::move(*p);
   }
   if (json) {

@@ -32,9 +32,9 @@ std::string check_expiry(std::string_view option, const std::string& v) {
 
 int prune_sessions(const global_opts& g, const session_args& a) {
   auto conn = connect(g, false);
-  if (!conn) return fail(conn.err().message);
+  if (!conn) return fail(conn.err());
   auto names = conn->prune_sessions(a.idle);
-  if (!names) return fail(names.err().message);
+  if (!names) return fail(names.err());
   if (a.json) {
     std::string out = "[";
     for (const auto& n : *names) out += (out.size() > 1 ? "," : "") + client::json_string(n);
@@ -52,7 +52,7 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
   if (!spec.cwd.empty() && !spec.snapshot.empty())
     return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
   auto conn = connect(g, true);
-  if (!conn) return fail(conn.err().message);
+  if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
   for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}})
     if (conn->remote() && !dir->empty() && (*dir)[0] != '/')
@@ -60,7 +60,7 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
           fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
                       "one's current directory means nothing",
                       option, *dir));
-  if (auto s = conn->create_session(spec); !s) return fail(s.err().message);
+  if (auto s = conn->create_session(spec); !s) return fail(s.err());
   return 0;
 }
 
@@ -109,17 +109,17 @@ void print_detail(const client::session_detail& d) {
 int named(const global_opts& g, const session_args& a, std::string_view what) {
   if (a.name.empty()) return fail(fmt::format("session {} needs a NAME", what));
   auto conn = connect(g, true);
-  if (!conn) return fail(conn.err().message);
+  if (!conn) return fail(conn.err());
   if (what == "rm") {
-    if (auto s = conn->remove_session(a.name); !s) return fail(s.err().message);
+    if (auto s = conn->remove_session(a.name); !s) return fail(s.err());
     return 0;
   }
   if (what == "restart") {
-    if (auto s = conn->restart_session(a.name); !s) return fail(s.err().message);
+    if (auto s = conn->restart_session(a.name); !s) return fail(s.err());
     return 0;
   }
   auto d = conn->show_session(a.name);
-  if (!d) return fail(d.err().message);
+  if (!d) return fail(d.err());
   if (a.json) std::puts(client::to_json(*d).c_str());
   else print_detail(*d);
   return 0;

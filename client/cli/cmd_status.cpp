@@ -11,9 +11,9 @@ namespace {
 
 int run_status(const global_opts& g, bool json) {
   auto conn = connect(g, true);
-  if (!conn) return fail(conn.err().message);
+  if (!conn) return fail(conn.err());
   auto st = conn->status();
-  if (!st) return fail(st.err().message);
+  if (!st) return fail(st.err());
   if (json) {
     std::puts(client::to_json(*st).c_str());
     return 0;

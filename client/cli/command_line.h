@@ -93,6 +93,8 @@ class command_line {
   // "--host") was given on the command line.
   [[nodiscard]] bool given() const;
   [[nodiscard]] bool given(std::string_view option) const;
+  // Whether the option was given to this command or to the subcommand chosen (session ls).
+  [[nodiscard]] bool given_to_chosen(std::string_view option) const;
   [[nodiscard]] std::string help() const;
 
  private:

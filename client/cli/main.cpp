@@ -87,7 +87,7 @@ int check_output(int status) {
   int e = errno;
   if (flush_failed || std::ferror(stdout) != 0) {
     // An earlier write that failed left no errno to tell; a last flush that fails does.
-    fail(flush_failed ? fmt::format("write error: {}", std::strerror(e)) : std::string("write error"));
+    fail(flush_failed ? fmt::format("write error: {}", std::strerror(e)) : std::string("write error"), "write_error");
     status = kExitFailure;
   }
   if (std::fflush(stderr) != 0 || std::ferror(stderr) != 0) status = kExitFailure;
@@ -125,6 +125,8 @@ int run(int argc, char** argv) {
   auto sub = cl.parse(std::vector<std::string>(a.rest.begin() + 1, a.rest.end()));
   if (!sub) return fail(sub.err().message);
   if (*sub == command_line::outcome::help_printed) return 0;
+  if (cl.given_to_chosen("--jsonl")) report_failures_as(failure_format::jsonl);
+  else if (cl.given_to_chosen("--json")) report_failures_as(failure_format::json);
   return run_command(a.g);
 }
 

@@ -43,6 +43,12 @@ bool command_line::given(std::string_view option) const {
   return o != nullptr && o->count() > 0;
 }
 
+bool command_line::given_to_chosen(std::string_view option) const {
+  for (const command_line* at = this; at != nullptr; at = at->chosen_child())
+    if (at->given(option)) return true;
+  return false;
+}
+
 // How a word that starts with '-' reads, the way CLI11 will read it: "--name",
 // "--name=VALUE", "-x", "-xVALUE" or flags run together ("-fa").
 struct command_line::option_word {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "client/json.h"
 
 namespace sbsh::cli {
 
@@ -44,11 +45,27 @@ void add_session_option(command_line& cl, std::string& into) {
             check_session_name);
 }
 
-int fail(std::string_view message) {
+namespace {
+failure_format g_failure_format = failure_format::text;
+}  // namespace
+
+void report_failures_as(failure_format f) { g_failure_format = f; }
+
+int fail(std::string_view message, std::string_view code) {
   std::string line = fmt::format("sbsh: {}\n", message);
   std::fwrite(line.data(), 1, line.size(), stderr);
+  if (g_failure_format != failure_format::text) {
+    client::json_object j;
+    if (g_failure_format == failure_format::jsonl) j.str("type", "error");
+    j.str("error", message).str("code", code.empty() ? "error" : code);
+    std::string obj = j.finish() + "\n";
+    std::fwrite(obj.data(), 1, obj.size(), stdout);
+    std::fflush(stdout);
+  }
   return kExitFailure;
 }
+
+int fail(const error& e) { return fail(e.message, e.code); }
 
 void warn_state_lost(std::string_view session, const client::exec_result& r) {
   if (!r.state_lost) return;

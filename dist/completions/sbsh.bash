@@ -35,7 +35,7 @@ _sbsh() {
   case $cmd in
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --output-limit --help --" -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --jsonl --output-limit --help --" -- "$cur")) ;;
     run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)

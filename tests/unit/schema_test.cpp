@@ -554,6 +554,19 @@ TEST(text, ClientTextIsQuotedPrintableAndShort) {
   EXPECT_EQ(utf8_prefix("ab\xe2\x9c\x93", 4), "ab");
   EXPECT_EQ(utf8_prefix("ab\xe2\x9c\x93", 5), "ab\xe2\x9c\x93");
   EXPECT_EQ(utf8_prefix("abcdef", 3), "abc");
+  // What a stream cut into chunks carries over: the start of a character that may complete.
+  EXPECT_EQ(utf8_incomplete_tail("caf\xc3"), 1u);
+  EXPECT_EQ(utf8_incomplete_tail("caf\xc3\xa9"), 0u);
+  EXPECT_EQ(utf8_incomplete_tail("a\xe2\x82"), 2u);
+  EXPECT_EQ(utf8_incomplete_tail("\xf0\x9f\x98"), 3u);
+  EXPECT_EQ(utf8_incomplete_tail("\xf0\x9f\x98\x80"), 0u);
+  EXPECT_EQ(utf8_incomplete_tail("abc"), 0u);
+  EXPECT_EQ(utf8_incomplete_tail(""), 0u);
+  EXPECT_EQ(utf8_incomplete_tail("\xff"), 0u);          // never a character
+  EXPECT_EQ(utf8_incomplete_tail("\xe0\x80"), 0u);      // overlong whatever follows
+  EXPECT_EQ(utf8_incomplete_tail("\xed\xa0"), 0u);      // a surrogate whatever follows
+  EXPECT_EQ(utf8_incomplete_tail("\xf4\x90"), 0u);      // past U+10FFFF
+  EXPECT_EQ(utf8_incomplete_tail("x\x80\x80\x80"), 0u);  // stray continuation bytes
   EXPECT_FALSE(valid_utf8("\xc0\xaf"));        // overlong
   EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));    // surrogate
   EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF

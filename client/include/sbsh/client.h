@@ -70,6 +70,13 @@ SBSH_API sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out
 
 enum class stream { out = 1, err = 2 };
 
+// What sbshd says as a shell takes a command (exec_options::on_started).
+struct exec_start {
+  uint64_t command_id = 0;   // sbshd's number for the command, unique until sbshd restarts
+  uint64_t generation = 0;   // the generation of the session's shell it was handed to
+  int64_t started_at_ms = 0;  // unix time in milliseconds
+};
+
 struct exec_options {
   std::string session;                 // empty: "default"
   std::string command;                 // shell text, run at the session shell's top level
@@ -82,6 +89,9 @@ struct exec_options {
   int stdin_fd = -1;
   // When set, output chunks are passed here as they arrive and not kept in the result.
   std::function<void(stream, std::string_view)> on_output;
+  // When set, called once as a shell takes the command, before any of its output is passed
+  // on (a command that never reaches a shell never calls it).
+  std::function<void(const exec_start&)> on_started;
   // When >= 0 (and on_output is unset), output is copied straight to these descriptors
   // (with splice(2) where possible) and not kept in the result. If one loses its reader,
   // the command is sent SIGPIPE, as in a shell pipeline. exec never raises SIGPIPE in the

@@ -1,0 +1,87 @@
+// sbsh exec --jsonl: see jsonl.h. Every line is written and flushed at once, so a reader of
+// the pipe sees each event as it happens.
+#include "client/cli/jsonl.h"
+
+#include <cstdio>
+
+#include "client/json.h"
+#include "ipc/text.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+void write_line(const client::json_object& j) {
+  std::string line = j.finish() + "\n";
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::string_view stream_name(client::stream which) { return which == client::stream::err ? "stderr" : "stdout"; }
+
+}  // namespace
+
+jsonl_writer::jsonl_writer(std::string_view session, size_t output_limit)
+    : session_(session.empty() ? "default" : session), limit_(output_limit) {}
+
+void jsonl_writer::started(const client::exec_start& s) {
+  if (started_) return;
+  started_ = true;
+  client::json_object j;
+  j.str("type", "started").str("session", session_).num("id", static_cast<int64_t>(s.command_id));
+  j.num("generation", static_cast<int64_t>(s.generation));
+  if (s.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(s.started_at_ms));
+  else j.null("started_at");
+  write_line(j);
+}
+
+void jsonl_writer::chunk(client::stream which, std::string_view data) {
+  if (!started_) {
+    // Output before "started" only comes from an sbshd that does not say when a command
+    // starts: say it here, without what it did not tell.
+    started_ = true;
+    client::json_object j;
+    j.str("type", "started").str("session", session_).null("id").null("generation").null("started_at");
+    write_line(j);
+  }
+  auto& st = streams_[which == client::stream::err ? 1 : 0];
+  size_t room = limit_ > st.kept.size() ? limit_ - st.kept.size() : 0;
+  if (data.size() > room) st.truncated = true;
+  st.kept.append(data.substr(0, room));
+  std::string joined;
+  if (!st.carry.empty()) {
+    joined = st.carry + std::string(data);
+    data = joined;
+  }
+  size_t tail = ipc::utf8_incomplete_tail(data);
+  std::string carry(data.substr(data.size() - tail));
+  emit(which, data.substr(0, data.size() - tail));
+  st.carry = std::move(carry);
+}
+
+void jsonl_writer::emit(client::stream which, std::string_view bytes) {
+  if (bytes.empty()) return;
+  client::json_object j;
+  j.str("type", stream_name(which));
+  if (ipc::valid_utf8(bytes)) j.str("data", bytes);
+  else j.str("data_base64", client::base64(bytes));
+  write_line(j);
+}
+
+void jsonl_writer::finished(std::string_view command, client::exec_result& r) {
+  for (auto which : {client::stream::out, client::stream::err}) {
+    auto& st = streams_[which == client::stream::err ? 1 : 0];
+    emit(which, st.carry);  // never a whole character, so never valid UTF-8: in base64
+    st.carry.clear();
+  }
+  r.stdout_data = std::move(streams_[0].kept);
+  r.stderr_data = std::move(streams_[1].kept);
+  r.stdout_truncated = streams_[0].truncated;
+  r.stderr_truncated = streams_[1].truncated;
+  client::json_object j;
+  j.str("type", "finished");
+  client::add_exec_result(j, session_, command, r);
+  write_line(j);
+}
+
+}  // namespace sbsh::cli
