@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "client/head_tail.h"
 #include "ipc/environ.h"
 #include "client/sigpipe_guard.h"
 
@@ -78,9 +79,7 @@ struct sink {
   stream which;
   int fd_out = -1;
   bool splice_ok = true;
-  std::string* keep = nullptr;
-  bool* truncated = nullptr;
-  size_t limit = 0;
+  head_tail* keep = nullptr;
   const std::function<void(stream, std::string_view)>* cb = nullptr;
   bool eof = false;
   // fd_out's reader went away (EPIPE): the rest is read and dropped, and the command is
@@ -135,10 +134,21 @@ struct sink {
         broken = true;
       }
     } else if (keep != nullptr) {
-      size_t room = limit > keep->size() ? limit - keep->size() : 0;
-      if (chunk.size() > room) *truncated = true;
-      keep->append(chunk.substr(0, room));
+      keep->add(chunk);
     }
+  }
+};
+
+// A result's two streams as kept (head and tail), and what was left out of them.
+struct kept_output {
+  head_tail out, err;
+  kept_output(exec_result& r, size_t limit) : out(&r.stdout_data, limit), err(&r.stderr_data, limit) {}
+  void add(stream s, std::string_view d) { (s == stream::err ? err : out).add(d); }
+  void finish(exec_result& r) {
+    r.stdout_omitted_bytes = out.finish();
+    r.stderr_omitted_bytes = err.finish();
+    r.stdout_truncated = r.stdout_omitted_bytes > 0;
+    r.stderr_truncated = r.stderr_omitted_bytes > 0;
   }
 };
 
@@ -158,6 +168,8 @@ result<bool> read_done(const ipc::message& m, exec_result& r) {
   r.generation = d->generation;
   r.state_lost = d->state_lost;
   r.state_lost_reason = d->state_lost_reason;
+  r.session = d->session;
+  r.command = d->command;
   return d->release;
 }
 
@@ -185,7 +197,9 @@ void canceller::signal(int sig) const {
 result<exec_result> connection::exec(const exec_options& opts) {
   // Over a dial command (remote()), descriptors cannot reach sbshd: it makes the pipes and
   // sends the output in frames, and takes the input in frames (io "frames").
-  bool frames = p_->remote;
+  // So does a command sbshd keeps: it must read the output to keep it.
+  bool keep = opts.keep || opts.detach_after.count() > 0;
+  bool frames = p_->remote || keep;
   bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
   sigpipe_guard guard(has_stdin || (!opts.on_output && (opts.stdout_fd >= 0 || opts.stderr_fd >= 0)));
   pipe_pair out, err, in;
@@ -223,7 +237,9 @@ result<exec_result> connection::exec(const exec_options& opts) {
   req.session_env = opts.session_env ? *opts.session_env : own_env;
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
-  req.notify_started = static_cast<bool>(opts.on_started);
+  req.notify_started = static_cast<bool>(opts.on_started) || keep;
+  req.keep = keep;
+  req.detach_after_ms = static_cast<uint64_t>(std::max<int64_t>(opts.detach_after.count(), 0));
   bool started_told = false;
   if (frames) {
     std::string frame = ipc::encode(req, id);
@@ -247,14 +263,13 @@ result<exec_result> connection::exec(const exec_options& opts) {
   }
 
   exec_result res;
+  kept_output kept(res, opts.output_limit);
   sink sinks[2] = {{std::move(out.r), stream::out}, {std::move(err.r), stream::err}};
   for (auto& s : sinks) {
     s.eof = !s.r;
     s.cb = opts.on_output ? &opts.on_output : nullptr;
     s.fd_out = opts.on_output ? -1 : (s.which == stream::out ? opts.stdout_fd : opts.stderr_fd);
-    s.keep = s.which == stream::out ? &res.stdout_data : &res.stderr_data;
-    s.truncated = s.which == stream::out ? &res.stdout_truncated : &res.stderr_truncated;
-    s.limit = opts.output_limit;
+    s.keep = s.which == stream::out ? &kept.out : &kept.err;
   }
   std::string_view pending = opts.stdin_data ? std::string_view(*opts.stdin_data) : std::string_view();
   std::string in_buf;
@@ -356,9 +371,19 @@ result<exec_result> connection::exec(const exec_options& opts) {
           if (m.type() == msg_type::exec_started) {
             // Once: a command whose shell ended before reading it goes to the next shell.
             auto st = ipc::decode<msg::exec_started>(m);
-            if (st && !started_told) opts.on_started({st->command_id, st->generation, st->started_at_ms});
+            if (st && keep) res.command_id = st->command_id;
+            if (st && !started_told && opts.on_started) opts.on_started({st->command_id, st->generation, st->started_at_ms});
             started_told = true;
             break;
+          }
+          if (m.type() == msg_type::exec_detached) {
+            // It goes on without us: what it wrote so far is the result's output.
+            auto d = read_reply<msg::exec_detached>(m);
+            if (!d) return d.err();
+            res.running = true;
+            res.command_id = d->command_id;
+            kept.finish(res);
+            return res;
           }
           if (m.type() == msg_type::output) {
             if (auto c = output_chunk(m)) sinks[c->first == stream::err ? 1 : 0].deliver(c->second);
@@ -378,6 +403,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
           for (const auto& s : sinks)
             if (s.write_errno != 0)
               return make_error("write_error", fmt::format("write error: {}", std::strerror(s.write_errno)));
+          kept.finish(res);
           return res;
         }
       }
@@ -389,6 +415,103 @@ result<exec_result> connection::exec(const exec_options& opts) {
       }
     }
   }
+}
+
+namespace {
+
+// The end of a kept command's reply: its exec_done, or command_running.
+status read_end(const ipc::message& m, exec_result& r) {
+  if (m.type() == msg_type::command_running) {
+    auto c = read_reply<msg::command_running>(m);
+    if (!c) return c.err();
+    r.running = true;
+    r.command_id = c->command_id;
+    r.started_at_ms = c->started_at_ms;
+    r.session = c->session;
+    r.command = c->command;
+    return ok_status();
+  }
+  auto release = read_done(m, r);
+  if (!release) return release.err();
+  return ok_status();
+}
+
+}  // namespace
+
+result<exec_result> connection::command_logs(uint64_t command_id, const logs_options& opts,
+                                             const std::function<void(stream, std::string_view)>& sink) {
+  uint64_t id = p_->next_id++;
+  msg::command_logs req;
+  req.command_id = command_id;
+  req.follow = opts.follow;
+  req.out = opts.out;
+  req.err = opts.err;
+  if (auto s = p_->send(ipc::encode(req, id)); !s) return s.err();
+  bool cancelled = false;
+  for (;;) {
+    if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {
+      pollfd pf[2] = {{p_->ch.fd(), POLLIN, 0}, {opts.cancel_fd, POLLIN, 0}};
+      if (::poll(pf, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+      }
+      if (pf[1].revents != 0) {
+        unsigned char b;
+        (void)!::read(opts.cancel_fd, &b, 1);
+        cancelled = true;  // sbshd answers as without follow; frames before it still count
+        if (auto s = p_->ch.send(ipc::encode(msg::cancel{}, id)); !s) return s.err();
+      }
+      if (pf[0].revents == 0) continue;
+    }
+    auto env = p_->ch.recv();
+    if (!env) return env.err();
+    const auto& m = env->msg;
+    if (m.id() != id) continue;
+    if (m.type() == msg_type::error) return error_from(m, "sbshd refused");
+    if (m.type() == msg_type::output) {
+      if (auto c = output_chunk(m)) sink(c->first, c->second);
+      continue;
+    }
+    exec_result r;
+    r.command_id = command_id;
+    if (auto s = read_end(m, r); !s) return s.err();
+    return r;
+  }
+}
+
+result<exec_result> connection::await_command(uint64_t command_id, std::chrono::milliseconds timeout,
+                                              size_t output_limit) {
+  uint64_t id = p_->next_id++;
+  msg::command_wait req;
+  req.command_id = command_id;
+  req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0));
+  // An error frame is an error here: "timeout" only says that it still runs.
+  auto reply = p_->call(ipc::encode(req, id), id);
+  if (!reply && reply.err().code != ipc::wire_name(ipc::errc::timeout)) return reply.err();
+  // Ended or not, its output so far, then how it stands, in one reply.
+  exec_result res;
+  kept_output kept(res, output_limit);
+  auto end = command_logs(command_id, {}, [&](stream s, std::string_view d) { kept.add(s, d); });
+  if (!end) return end.err();
+  std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
+  res = std::move(*end);
+  res.stdout_data = std::move(out);
+  res.stderr_data = std::move(err);
+  kept.finish(res);
+  return res;
+}
+
+result<exec_result> connection::kill_command(uint64_t command_id, int signal) {
+  uint64_t id = p_->next_id++;
+  msg::command_kill req;
+  req.command_id = command_id;
+  req.signal.number = signal;
+  auto reply = p_->call(ipc::encode(req, id), id);
+  if (!reply) return reply.err();
+  exec_result r;
+  r.command_id = command_id;
+  if (auto s = read_end(reply->msg, r); !s) return s.err();
+  return r;
 }
 
 }  // namespace sbsh::client

@@ -90,8 +90,24 @@ json_object& json_object::raw(std::string_view k, std::string_view json) {
   return *this;
 }
 
+std::string command_ref(uint64_t id) { return "%" + std::to_string(id); }
+
+std::optional<uint64_t> parse_command_ref(std::string_view s) {
+  if (s.size() < 2 || s.size() > 21 || s[0] != '%') return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s.substr(1)) {
+    if (c < '0' || c > '9' || v > (UINT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v == 0) return std::nullopt;
+  return v;
+}
+
 void add_exec_result(json_object& j, std::string_view session, std::string_view command, const exec_result& r) {
   j.str("session", session.empty() ? "default" : session).str("command", command);
+  if (r.command_id != 0) j.str("id", command_ref(r.command_id));
+  else j.null("id");
+  j.boolean("running", r.running);
   j.opt_num("exit_code", r.exit_code);
   j.signal("signal", r.signal)
       .boolean("timed_out", r.timed_out)
@@ -111,6 +127,8 @@ void add_exec_result(json_object& j, std::string_view session, std::string_view 
   if (!err_ok) j.str("stderr_base64", base64(r.stderr_data));
   else j.null("stderr_base64");
   j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
+  j.num("stdout_omitted_bytes", static_cast<int64_t>(r.stdout_omitted_bytes));
+  j.num("stderr_omitted_bytes", static_cast<int64_t>(r.stderr_omitted_bytes));
   j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
   if (r.started_at_ms > 0) j.str("started_at", rfc3339_ms(r.started_at_ms));
   else j.null("started_at");

@@ -43,6 +43,12 @@ class json_object {
   std::string body_ = "{";
 };
 
+// A kept command's id as users write it: "%17" (a background process's id is a bare number,
+// and no process name holds '%'). parse_command_ref reads one back; nullopt when `s` is not
+// one.
+std::string command_ref(uint64_t id);
+std::optional<uint64_t> parse_command_ref(std::string_view s);
+
 // The fields of `sbsh exec --json`'s result, added to `j` (so that `exec --jsonl` puts the
 // same ones in its "finished" event). `session` empty: "default".
 void add_exec_result(json_object& j, std::string_view session, std::string_view command, const exec_result& r);

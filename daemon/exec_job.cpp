@@ -113,6 +113,12 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   job->io_fds = r.io == "fds";
   job->has_stdin = r.has_stdin;
   job->notify_started = r.notify_started;
+  job->detach_after_ms = r.detach_after_ms;
+  job->keep = r.keep || r.detach_after_ms > 0;
+  if (job->keep && job->io_fds)
+    return make_error(bad_request, "fields 'keep' and 'detach_after_ms' need io \"frames\": sbshd keeps only output "
+                                   "it reads itself");
+  if (job->detach_after_ms > kMaxTimeoutMs) return make_error(bad_request, "field 'detach_after_ms' is unreasonably large");
   if (job->io_fds) {
     size_t need = 2 + (job->has_stdin ? 1 : 0) + (r.drain ? 2 : 0);
     if (env.fds.size() != need)
@@ -126,24 +132,42 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   return job;
 }
 
-std::string done_frame(const exec_job& job, uint64_t duration_us) {
-  const auto& o = job.outcome;
+command_result result_of(const exec_job& job, uint64_t duration_us) {
+  command_result r;
+  r.outcome = job.outcome;
+  r.ran = job.ran();
+  r.duration_us = duration_us;
+  r.generation = job.generation;
+  r.state_lost = job.state_lost;
+  r.state_lost_why = job.state_lost_why;
+  r.started_at_ms = job.started_at_ms;
+  return r;
+}
+
+std::string done_frame(const command_result& r, bool release, uint64_t id) {
+  const auto& o = r.outcome;
   ipc::msg::exec_done d;
   d.exit_code = o.exit_code;
   d.signal = o.signal;
   d.timed_out = o.timed_out;
   d.cancelled = o.cancelled;
   d.shell_restarted = o.shell_restarted;
-  d.ran = job.ran();
-  d.duration_us = duration_us;
-  d.generation = job.generation;
-  d.state_lost = job.state_lost;
-  d.release = job.wants_release;
-  if (job.ran()) d.started_at_ms = job.started_at_ms;  // null for a command that never started
-  d.state_lost_reason = job.state_lost_why;
+  d.ran = r.ran;
+  d.duration_us = r.duration_us;
+  d.generation = r.generation;
+  d.state_lost = r.state_lost;
+  d.release = release;
+  if (r.ran) d.started_at_ms = r.started_at_ms;  // null for a command that never started
+  d.state_lost_reason = r.state_lost_why;
   d.error_code = o.error_code;
   d.error = o.error;
-  return ipc::encode(d, job.id);
+  d.session = r.session;
+  d.command = r.command;
+  return ipc::encode(d, id);
+}
+
+std::string done_frame(const exec_job& job, uint64_t duration_us) {
+  return done_frame(result_of(job, duration_us), job.wants_release, job.id);
 }
 
 }  // namespace sbsh::daemon

@@ -61,6 +61,12 @@ struct exec_job {
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
   bool notify_started = false;  // the client wants exec_started when a shell takes it
+  // Its output and result are kept under its serial (kept_commands.h) for command_logs and
+  // command_wait; with detach_after_ms, it goes on without the client once that has passed.
+  bool keep = false;
+  uint64_t detach_after_ms = 0;
+  bool detached = false;  // it went on without its client (exec_detached was sent)
+  handle_ptr<timer> detach_timer;
   // Internal jobs (init commands, background starts) have no client: their output is
   // captured here and on_done runs when they end.
   bool internal = false;
@@ -112,7 +118,22 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
 bool valid_session_name(std::string_view name);
 status check_session_name(std::string_view name);
 
-// The exec_done frame for a finished job.
+// What exec_done says of a finished command.
+struct command_result {
+  exec_outcome outcome;
+  bool ran = false;
+  uint64_t duration_us = 0;
+  uint64_t generation = 0;
+  bool state_lost = false;
+  std::string state_lost_why;
+  int64_t started_at_ms = 0;
+  std::string session, command;  // said only of a kept command (kept_commands.h)
+};
+command_result result_of(const exec_job& job, uint64_t duration_us);
+
+// The exec_done frame answering request `id` with a finished command's result.
+std::string done_frame(const command_result& r, bool release, uint64_t id);
+// The exec_done frame for a finished job, to its own client.
 std::string done_frame(const exec_job& job, uint64_t duration_us);
 
 // NAME=VALUE with a valid variable name and no NUL byte.

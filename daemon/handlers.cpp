@@ -63,6 +63,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     return;
   }
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
+  if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
   auto s = srv.get_or_create_session(j.session, j.session_cwd, [&env] {
     auto req = ipc::decode<ipc::msg::exec>(env.msg);  // decoded once already: only when a session is made
     return req ? req->session_env.to_vector() : std::vector<std::string>{};
@@ -112,6 +113,7 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::cancel>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
+  if (srv.kept().stop_following(c, env.msg.id())) return;
   auto* s = job_session(srv, c, env.msg.id());
   // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
   // A signal alone: deliver it once.
@@ -157,6 +159,9 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},
     {msg_type::proc_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_wait(c, e); }},
     {msg_type::proc_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_logs(c, e); }},
+    {msg_type::command_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_wait(c, e); }},
+    {msg_type::command_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_logs(c, e); }},
+    {msg_type::command_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_kill(c, e); }},
 };
 
 }  // namespace

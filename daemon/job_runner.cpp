@@ -86,8 +86,44 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
       finish_job(std::move(j));
     });
   }
+  if (job->keep) srv_.kept().queued(*job);
+  if (job->detach_after_ms > 0 && job->client != nullptr) {
+    exec_job* jp = job.get();
+    job->detach_timer = make_handle<timer>(srv_.loop());
+    job->detach_timer->start(job->detach_after_ms, [this, jp] { detach(*jp); });
+  }
   queue_.push_back(std::move(job));
   run_next();
+}
+
+void job_runner::detach(exec_job& job) {
+  // The command goes on at the session's top level, queued or running, as if typed at a
+  // prompt nobody watches: its output goes only to its kept log, and its client, told so,
+  // may leave without stopping it. Input from that client ends here.
+  client_conn* c = job.client;
+  if (c == nullptr || job.kill_stage > 0) return;
+  job.client = nullptr;
+  job.detached = true;
+  srv_.kept().detached(job.serial);
+  close_stdin(job);
+  if (job.stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(false);
+  job.stdin_pending.clear();
+  ipc::msg::exec_detached d;
+  d.command_id = job.serial;
+  c->send(ipc::encode(d, job.id));
+  srv_.job_done(c, job.id);
+  if (current_.get() == &job && !job.io_fds) {
+    set_output_paused(job, false);  // it may have waited for that client to read
+    pump_output(job, ipc::kStdout, false);
+    pump_output(job, ipc::kStderr, false);
+  }
+  spdlog::debug("session {}: exec {} detached as command {}", session_.name(), job.id, job.serial);
+}
+
+void job_runner::close_stdin(exec_job& job) {
+  job.stdin_eof = true;
+  job.in_watch.reset();
+  job.in_w.reset();
 }
 
 void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd) {
@@ -217,6 +253,7 @@ bool job_runner::start_job(exec_job& job) {
   job.started = true;
   // Before the shell has the command, so that the client reads this before any output: in
   // the socket ahead of the pipes, or ahead of the output frames.
+  if (job.keep) srv_.kept().started(job);
   if (job.notify_started && job.client != nullptr) {
     ipc::msg::exec_started st;
     st.command_id = job.serial;
@@ -290,13 +327,14 @@ void job_runner::on_message(const shell_message& m) {
 void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
   job->deadline.reset();
+  job->detach_timer.reset();
   session_.touch(wall_ms());  // the session's idle time counts from its last command's end
   srv_.session_activity();
   // Input the command did not take is dropped with it; if there was too much of it, its
   // client's socket was paused (stdin_data) and must now serve the client's next requests.
   if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
   job->stdin_pending.clear();
-  if (job->started && !job->io_fds && (job->client != nullptr || job->internal)) {
+  if (job->started && !job->io_fds && (job->client != nullptr || job->internal || job->keep)) {
     // Everything the command wrote before it ended is in the pipes now: forward it.
     pump_output(*job, ipc::kStdout, true);
     pump_output(*job, ipc::kStderr, true);
@@ -311,6 +349,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   }
   record(*job, dur);
   srv_.counters().command_ended(job->outcome);
+  if (job->keep) srv_.kept().finished(*job, dur);
   client_conn* c = job->client;
   // Output pipes may still be held by background jobs the command started: keep reading
   // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
@@ -435,8 +474,39 @@ bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
   return true;
 }
 
+bool job_runner::stop(uint64_t serial, int sig) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if ((*it)->serial != serial) continue;
+    auto job = std::move(*it);
+    queue_.erase(it);
+    job->outcome.cancelled = true;
+    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
+    job->outcome.error = "killed before it started";
+    finish_job(std::move(job));
+    return true;
+  }
+  if (!current_ || current_->serial != serial) return false;
+  current_->outcome.cancelled = true;
+  if (sig != 0) current_->first_signal = sig;
+  if (current_->kill_stage == 0) escalate(*current_);
+  return true;
+}
+
 void job_runner::client_gone(client_conn* c) {
-  std::erase_if(queue_, [c](const auto& j) { return j->client == c; });
+  // Its queued commands never run; a kept one says so to whoever waits for it.
+  std::deque<std::unique_ptr<exec_job>> waiting;
+  std::swap(waiting, queue_);
+  for (auto& j : waiting) {
+    if (j->client != c) {
+      queue_.push_back(std::move(j));
+    } else if (j->keep) {
+      j->client = nullptr;
+      j->outcome.cancelled = true;
+      j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
+      j->outcome.error = "not run: its client went away before it started";
+      finish_job(std::move(j));
+    }
+  }
   std::erase_if(unreleased_, [this, c](auto& j) {
     if (j->client != c) return false;
     drain_outputs(*j);
@@ -448,8 +518,7 @@ void job_runner::client_gone(client_conn* c) {
   exec_job& job = *current_;
   job.client = nullptr;
   job.first_signal = SIGHUP;
-  job.in_watch.reset();
-  job.in_w.reset();
+  close_stdin(job);
   if (job.kill_stage == 0) escalate(job);
 }
 
@@ -606,7 +675,8 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
       keep.append(buf, std::min(room, static_cast<size_t>(n)));
       continue;
     }
-    if (job.client == nullptr) continue;  // nobody to deliver to: discard
+    if (job.keep) srv_.kept().output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
+    if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
     job.client->send(ipc::encode(out, job.id));
     srv_.counters().streamed(static_cast<size_t>(n));

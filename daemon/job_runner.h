@@ -51,6 +51,9 @@ class job_runner {
   // shell itself does not answer. A queued job is dropped at once. Returns false when no such
   // job is here.
   bool cancel(client_conn* c, uint64_t id, int sig, bool stop);
+  // Stops the job with this serial as a timeout does (`sig` first, SIGTERM when 0): `sbsh
+  // kill %N`. False when no such job is queued or running.
+  bool stop(uint64_t serial, int sig);
   void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof);
   void release(client_conn* c, uint64_t id);
   // The client went away: its queued jobs are dropped, its running one is hung up on.
@@ -91,6 +94,8 @@ class job_runner {
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
   void escalate(exec_job& job);
+  void detach(exec_job& job);
+  void close_stdin(exec_job& job);
   void send_signal(exec_job& job, int sig, bool interrupt);
   void arm_kill_timer(uint64_t ms);
   void pump_output(exec_job& job, int stream_no, bool drain);

@@ -101,6 +101,7 @@ server::server(options opts)
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);
+  kept_ = std::make_unique<kept_commands>(*this);
 }
 
 server::~server() {
@@ -108,6 +109,7 @@ server::~server() {
   sessions_.clear();
   clients_.clear();
   dead_clients_.clear();
+  kept_.reset();  // after the sessions, whose commands report to it
   drop_spares();
   close_bound_timers();
   farewells_.close_all();
@@ -201,6 +203,7 @@ status server::start_listening() {
       spdlog::error("cannot adopt session {}: {}", name, made.err().message);
   }
   procs_->load();
+  kept_->clear_files();
   return ok_status();
 }
 
@@ -440,6 +443,7 @@ void server::client_closed(client_conn* c, const std::string& reason) {
 void server::client_drained(client_conn* c) {
   c->drained();
   procs_->client_drained(*c);
+  kept_->client_drained(*c);
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_drained(c);
 }
@@ -922,6 +926,7 @@ void server::finish_shutdown() {
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
+  kept_.reset();
   close_bound_timers();
   farewells_.close_all();
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);

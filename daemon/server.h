@@ -15,6 +15,7 @@
 
 #include "daemon/counters.h"
 #include "daemon/framed_socket.h"
+#include "daemon/kept_commands.h"
 #include "daemon/proc_table.h"
 #include "daemon/session.h"
 #include "daemon/snapshots.h"
@@ -185,6 +186,7 @@ class server {
   result<ipc::message> read_state_file(const std::string& path, bool* missing);
   void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
+  kept_commands& kept() { return *kept_; }
   // Ends every session and background process, then the loop. With `keep_sessions`, leaves
   // them running instead, for the next sbshd to adopt.
   void begin_shutdown(const std::string& why, bool keep_sessions = false);
@@ -270,6 +272,7 @@ class server {
   void after_state_written(std::function<void()> done);
   std::map<std::string, pending_write> writes_;
   std::unique_ptr<proc_table> procs_;
+  std::unique_ptr<kept_commands> kept_;
   snapshot_store snapshots_;
   // Sessions whose snapshot is being copied, with the requests waiting for them.
   struct pending_session {

@@ -303,6 +303,12 @@ struct exec {
   bool drain = false;
   uint64_t fds = 0;
   bool notify_started = false;  // send exec_started when a shell takes it
+  // Keep the command's output and result under its command_id (command_logs, command_wait)
+  // after it ends. Only with io "frames": sbshd must read the output to keep it.
+  bool keep = false;
+  // When the command has not ended this long after the request arrived, sbshd answers
+  // exec_detached and the command goes on without the client (implies keep).
+  uint64_t detach_after_ms = 0;
   static constexpr auto fields() {
     return std::tuple{field("session", &exec::session, kOmitEmpty),
                       field("command", &exec::command, kRequired),
@@ -316,7 +322,9 @@ struct exec {
                       field("stdin", &exec::has_stdin),
                       field("drain", &exec::drain, kOmitEmpty),
                       field("fds", &exec::fds, kOmitEmpty),
-                      field("notify_started", &exec::notify_started, kOmitEmpty)};
+                      field("notify_started", &exec::notify_started, kOmitEmpty),
+                      field("keep", &exec::keep, kOmitEmpty),
+                      field("detach_after_ms", &exec::detach_after_ms, kOmitEmpty)};
   }
 };
 
@@ -332,6 +340,75 @@ struct exec_started {
   static constexpr auto fields() {
     return std::tuple{field("command_id", &exec_started::command_id), field("generation", &exec_started::generation),
                       field("started_at_ms", &exec_started::started_at_ms)};
+  }
+};
+
+// The answer to an exec with detach_after_ms whose command had not ended by then: it goes on
+// at the session's top level without the client (no more output frames and no exec_done for
+// this request; a client that leaves no longer stops it), its output and result kept under
+// command_id.
+struct exec_detached {
+  static constexpr message_kind kind{msg_type::exec_detached, "exec_detached", daemon_to_client, true};
+  uint64_t command_id = 0;
+  static constexpr auto fields() { return std::tuple{field("command_id", &exec_detached::command_id, kRequired)}; }
+};
+
+// Waits for a kept command (exec keep or detach_after_ms) to end; answered with its
+// exec_done, or a timeout error once timeout_ms (0: none) has passed with it still running.
+struct command_wait {
+  static constexpr message_kind kind{msg_type::command_wait, "command_wait", client_to_daemon, true};
+  uint64_t command_id = 0;
+  uint64_t timeout_ms = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("command_id", &command_wait::command_id, kRequired),
+                      field("timeout_ms", &command_wait::timeout_ms, kOmitEmpty)};
+  }
+};
+
+// A kept command's output so far (each stream whole, stdout's first), as output frames; with
+// follow, then what it writes until it ends. Ends with its exec_done when it has ended, else
+// (without follow) command_running.
+struct command_logs {
+  static constexpr message_kind kind{msg_type::command_logs, "command_logs", client_to_daemon, true};
+  uint64_t command_id = 0;
+  bool follow = false;
+  bool out = true;
+  bool err = true;
+  static constexpr auto fields() {
+    using s = command_logs;
+    return std::tuple{field("command_id", &s::command_id, kRequired), field("follow", &s::follow, kOmitEmpty),
+                      field("stdout", &s::out), field("stderr", &s::err)};
+  }
+};
+
+// Stops a kept command as a timeout does (`signal` first, SIGTERM when absent; SIGKILL after
+// the grace period; the shell keeps its state); answered with its exec_done once it has ended.
+struct command_kill {
+  static constexpr message_kind kind{msg_type::command_kill, "command_kill", client_to_daemon, true};
+  uint64_t command_id = 0;
+  signal_spec signal;
+  static constexpr auto fields() {
+    return std::tuple{field("command_id", &command_kill::command_id, kRequired),
+                      field("signal", &command_kill::signal, kOmitEmpty)};
+  }
+};
+
+// A kept command that has not ended: where it is, and how much it has written.
+struct command_running {
+  static constexpr message_kind kind{msg_type::command_running, "command_running", daemon_to_client, true};
+  uint64_t command_id = 0;
+  std::string_view session;
+  std::string_view command;
+  bool started = false;  // a shell has it (else it waits in the session's queue)
+  int64_t started_at_ms = 0;
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+  static constexpr auto fields() {
+    using s = command_running;
+    return std::tuple{field("command_id", &s::command_id), field("session", &s::session),
+                      field("command", &s::command),       field("started", &s::started),
+                      field("started_at_ms", &s::started_at_ms, kOmitEmpty),
+                      field("stdout_bytes", &s::stdout_bytes), field("stderr_bytes", &s::stderr_bytes)};
   }
 };
 
@@ -375,6 +452,9 @@ struct exec_done {
   std::string_view state_lost_reason;
   std::string_view error_code;
   std::string_view error;
+  // In answers about a kept command (command_wait, command_logs, command_kill): which.
+  std::string_view session;
+  std::string_view command;
   static bool lost(const exec_done& d) { return d.state_lost; }
   static bool failed(const exec_done& d) { return !d.error.empty(); }
   static constexpr auto fields() {
@@ -393,7 +473,9 @@ struct exec_done {
                       field("started_at_ms", &s::started_at_ms),
                       field("state_lost_reason", &s::state_lost_reason).only_if(lost, "with state_lost"),
                       field("error_code", &s::error_code).only_if(failed, "when it did not run or end normally"),
-                      field("error", &s::error).only_if(failed, "when it did not run or end normally")};
+                      field("error", &s::error).only_if(failed, "when it did not run or end normally"),
+                      field("session", &s::session, kOmitEmpty),
+                      field("command", &s::command, kOmitEmpty)};
   }
 };
 
@@ -650,7 +732,7 @@ struct logs_end {
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, exec, output, stdin_data, stdin_eof,
-                       exec_done, cancel, release, exec_started, status, status_reply, shutdown, wrapper_ready, signal_command,
+                       exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end>;

@@ -59,6 +59,11 @@ enum class msg_type : uint32_t {
   cancel = 305,
   release = 306,
   exec_started = 307,
+  exec_detached = 308,
+  command_wait = 309,
+  command_logs = 310,
+  command_kill = 311,
+  command_running = 312,
 
   // 400: daemon
   status = 400,
@@ -108,6 +113,7 @@ enum class errc {
   session_creating,      // the session's snapshot is still being copied
   no_such_session,
   no_such_process,
+  no_such_command,       // no kept command of that id (never kept, expired, or sbshd restarted)
   bad_directory,         // a directory that does not exist or cannot be entered
   start_failed,          // a background process could not start
   not_started,           // a background process has not started yet
@@ -144,6 +150,8 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::session_creating, "session_creating", "the session's snapshot is still being copied"},
     {errc::no_such_session, "no_such_session", "no session of that name"},
     {errc::no_such_process, "no_such_process", "no background process of that id or name"},
+    {errc::no_such_command, "no_such_command",
+     "no kept command of that id: never kept, expired, or kept by an sbshd that has since restarted"},
     {errc::bad_directory, "bad_directory", "a directory (cwd, snapshot, exec's cwd) does not exist or cannot be entered"},
     {errc::start_failed, "start_failed", "the background process could not start"},
     {errc::not_started, "not_started", "the background process has not started yet"},

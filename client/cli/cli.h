@@ -21,6 +21,8 @@ namespace sbsh::cli {
 
 inline constexpr int kExitFailure = 255;  // sbsh itself failed (not the command)
 inline constexpr int kExitTimeout = 124;
+// exec --detach-after passed with the command still running: it goes on (sbsh wait %ID).
+inline constexpr int kExitDetached = 254;
 
 struct global_opts {
   std::string socket;
@@ -71,6 +73,10 @@ int forward_signals_to_command();
 // it that the shell was lost, that the command did not run and why, or that it timed out.
 void warn_state_lost(std::string_view session, const client::exec_result& r);
 void explain_result(std::string_view session, std::chrono::milliseconds timeout, const client::exec_result& r);
+// The exit status of exec (and of wait on a kept command) for a result.
+int exec_exit_status(const client::exec_result& r);
+// exec --json's object for a result, on stdout.
+void print_exec_json(std::string_view session, std::string_view command, const client::exec_result& r);
 
 // Prints "sbsh: MESSAGE" on stderr and returns kExitFailure. After
 // report_failures_as(json), also one object {"error": MESSAGE, "code": CODE} on stdout (with

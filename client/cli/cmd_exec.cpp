@@ -20,19 +20,6 @@ namespace sbsh::cli {
 
 namespace {
 
-void print_json(const client::exec_options& o, const client::exec_result& r) {
-  client::json_object j;
-  client::add_exec_result(j, o.session, o.command, r);
-  std::string s = j.finish() + "\n";
-  std::fwrite(s.data(), 1, s.size(), stdout);
-}
-
-int exit_status(const client::exec_result& r) {
-  if (r.timed_out) return kExitTimeout;
-  if (r.exit_code) return *r.exit_code;
-  return kExitFailure;
-}
-
 struct exec_args {
   client::exec_options o;
   std::vector<std::string> words;
@@ -47,6 +34,8 @@ int run_exec(const global_opts& g, exec_args& a) {
   bool json = a.json || a.jsonl;
   if (a.json && a.jsonl) return fail("--json prints one object at the end, --jsonl a line per event: give one");
   o.output_limit = a.output_limit;
+  // A machine reader's result may be cut to its head and tail: the whole stays with sbshd.
+  o.keep = json;
   if (!a.file.empty()) {
     if (!a.words.empty())
       return fail(fmt::format("give -f {} or COMMAND words, not both: with -f the command is the file's text, and "
@@ -87,15 +76,24 @@ int run_exec(const global_opts& g, exec_args& a) {
   auto r = conn->exec(o);
   if (!r) return fail(r.err());
   warn_state_lost(o.session, *r);
+  if (r->running) {
+    std::string id = client::command_ref(r->command_id);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "sbsh: still running after %s, as %s; it goes on in session %s: 'sbsh wait %s' for its result, "
+                 "'sbsh logs -f %s' for its output, 'sbsh kill %s' to stop it\n",
+                 human_duration(static_cast<uint64_t>(o.detach_after.count())).c_str(), id.c_str(), (o.session.empty() ? "default" : o.session.c_str()),
+                 id.c_str(), id.c_str(), id.c_str());
+  }
   if (events) {
     events->finished(o.command, *r);
   } else if (json) {
-    print_json(o, *r);
+    print_exec_json(o.session, o.command, *r);
   } else {
     std::fflush(stdout);
     explain_result(o.session, o.timeout, *r);
   }
-  return exit_status(*r);
+  return exec_exit_status(*r);
 }
 
 }  // namespace
@@ -120,12 +118,19 @@ runner declare_exec(command_line& cl) {
             "run FILE's text as the command, as if given as COMMAND, with no limit of the kernel's on arguments "
             "(- reads it from stdin, and the command then gets /dev/null)",
             a->file, check_not_empty("a file, or - for stdin"));
+  cl.duration("--detach-after", "DURATION",
+              "if the command still runs after DURATION, exit 254 and leave it running in the session (its output "
+              "and result kept as %ID: sbsh wait, logs, kill)",
+              a->o.detach_after, "a zero --detach-after would detach every command at once; omit it to wait");
   cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
   cl.flag("--jsonl", "print JSON lines as it runs: started, stdout and stderr chunks, finished", a->jsonl);
-  cl.number("--output-limit", "N", "with --json or --jsonl, keep at most N bytes per stream (default 16777216)", a->output_limit,
+  cl.number("--output-limit", "N",
+            "with --json or --jsonl, keep at most N bytes per stream: the first and last N/2 (default 16777216)", a->output_limit,
             "a number of bytes", 0, std::numeric_limits<size_t>::max());
   cl.words("COMMAND", a->words);
-  cl.footer("Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 255 if sbsh failed.");
+  cl.footer(
+      "Exit status: the command's; 128+N if signal N ended it; 124 on timeout; 254 if --detach-after left it running; "
+      "255 if sbsh failed.");
   return [a](const global_opts& g) { return run_exec(g, *a); };
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "client/json.h"
 #include "ipc/text.h"
 
 namespace sbsh::cli {
@@ -31,11 +32,24 @@ result<std::string> signal_word(std::string_view word) {
                                          word));
 }
 
+// A command exec kept (%ID): stopped as a timeout stops one, the shell keeping its state.
+int kill_command(client::connection& conn, const kill_args& a, uint64_t id, int sig) {
+  auto r = conn.kill_command(id, sig);
+  if (!r) return fail(r.err().message);
+  std::string how = r->signal      ? fmt::format("killed by {}", ipc::signal_name(*r->signal))
+                    : r->exit_code ? fmt::format("exited with status {}", *r->exit_code)
+                    : !r->error.empty() ? r->error
+                                        : "ended";
+  std::printf("command %s has ended: %s\n", a.id.c_str(), how.c_str());
+  return 0;
+}
+
 int run_kill(const global_opts& g, const kill_args& a) {
-  if (a.id.empty()) return fail("kill needs a process ID or name; 'sbsh ps' lists them");
+  if (a.id.empty()) return fail("kill needs a process ID or name ('sbsh ps' lists them), or a command's %ID");
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err().message);
   int sig = *ipc::signal_from_name(a.signal);
+  if (auto cmd = client::parse_command_ref(a.id)) return kill_command(*conn, a, *cmd, sig);
   auto p = conn->kill(a.id, sig);
   if (!p) return fail(p.err().message);
   std::string who = p->name.empty() ? fmt::format("process {}", p->id) : fmt::format("process {} ({})", p->id, p->name);
@@ -58,7 +72,9 @@ runner declare_kill(command_line& cl) {
       "Sends SIGNAL to every process of the background process: its group and everything it started, including "
       "processes that called setsid. With TERM (the default) or KILL, returns once every one of them is gone; "
       "TERM is followed by KILL after 2 s. With another signal, returns when the process ends of it, or after 1 s "
-      "saying that it still runs. Prints how the process ended, or that the signal was sent.");
+      "saying that it still runs. Prints how the process ended, or that the signal was sent. A command exec kept "
+      "(%ID: exec --detach-after) is stopped as a timeout stops one: SIGNAL, then KILL after 2 s, and the session's "
+      "shell keeps its state.");
   cl.option("-s,--signal", "SIGNAL",
             "the signal, by name (TERM, SIGKILL) or number (default TERM); -SIGNAL, as "
             "in kill -9 ID or kill -KILL ID, says the same",

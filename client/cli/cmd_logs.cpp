@@ -5,10 +5,12 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "client/json.h"
 
 namespace sbsh::cli {
 
@@ -32,7 +34,9 @@ int write_all(int fd, std::string_view d) {
 }
 
 int run_logs(const global_opts& g, logs_args& a) {
-  if (a.id.empty()) return fail("logs needs a process ID or name; 'sbsh ps -a' lists them");
+  if (a.id.empty()) return fail("logs needs a process ID or name ('sbsh ps -a' lists them), or a command's %ID");
+  auto cmd = client::parse_command_ref(a.id);
+  if (cmd && a.o.tail > 0) return fail("-n is for background processes; a command's %ID gives its whole output");
   if (a.only_out || a.only_err) {
     a.o.out = a.only_out;
     a.o.err = a.only_err;
@@ -44,12 +48,14 @@ int run_logs(const global_opts& g, logs_args& a) {
   client::canceller stop;
   a.o.cancel_fd = stop.fd();
   int write_errno = 0;
-  auto r = conn->logs(a.id, a.o, [&](client::stream s, std::string_view d) {
+  auto sink = [&](client::stream s, std::string_view d) {
     if (write_errno != 0) return;
     write_errno = write_all(s == client::stream::err ? 2 : 1, d);
     if (write_errno != 0) stop.cancel();
-  });
-  if (!r) return fail(r.err().message);
+  };
+  auto failed = [](const auto& r) { return r ? std::optional<error>() : std::optional<error>(r.err()); };
+  auto e = cmd ? failed(conn->command_logs(*cmd, a.o, sink)) : failed(conn->logs(a.id, a.o, sink));
+  if (e) return fail(e->message);
   if (write_errno != 0) return fail(fmt::format("write error: {}", std::strerror(write_errno)));
   return 0;
 }
@@ -58,7 +64,9 @@ int run_logs(const global_opts& g, logs_args& a) {
 
 runner declare_logs(command_line& cl) {
   auto a = std::make_shared<logs_args>();
-  cl.describe("Prints what the process wrote: its stdout to stdout, its stderr to stderr.");
+  cl.describe(
+      "Prints what the background process, or the command exec kept (%ID: exec --detach-after, --json), wrote: its "
+      "stdout to stdout, its stderr to stderr.");
   cl.flag("-f,--follow", "keep printing as it writes, and end when it ends", a->o.follow);
   cl.number("-n,--tail", "N", "start with the last N lines of each stream", a->o.tail, "a number of lines", 1,
             std::numeric_limits<uint64_t>::max());

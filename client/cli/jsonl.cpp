@@ -22,13 +22,13 @@ std::string_view stream_name(client::stream which) { return which == client::str
 }  // namespace
 
 jsonl_writer::jsonl_writer(std::string_view session, size_t output_limit)
-    : session_(session.empty() ? "default" : session), limit_(output_limit) {}
+    : session_(session.empty() ? "default" : session), streams_{stream_state(output_limit), stream_state(output_limit)} {}
 
 void jsonl_writer::started(const client::exec_start& s) {
   if (started_) return;
   started_ = true;
   client::json_object j;
-  j.str("type", "started").str("session", session_).num("id", static_cast<int64_t>(s.command_id));
+  j.str("type", "started").str("session", session_).str("id", client::command_ref(s.command_id));
   j.num("generation", static_cast<int64_t>(s.generation));
   if (s.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(s.started_at_ms));
   else j.null("started_at");
@@ -45,9 +45,7 @@ void jsonl_writer::chunk(client::stream which, std::string_view data) {
     write_line(j);
   }
   auto& st = streams_[which == client::stream::err ? 1 : 0];
-  size_t room = limit_ > st.kept.size() ? limit_ - st.kept.size() : 0;
-  if (data.size() > room) st.truncated = true;
-  st.kept.append(data.substr(0, room));
+  st.kept_part.add(data);
   std::string joined;
   if (!st.carry.empty()) {
     joined = st.carry + std::string(data);
@@ -74,12 +72,16 @@ void jsonl_writer::finished(std::string_view command, client::exec_result& r) {
     emit(which, st.carry);  // never a whole character, so never valid UTF-8: in base64
     st.carry.clear();
   }
+  uint64_t omitted[2];
+  for (int i = 0; i < 2; ++i) omitted[i] = streams_[i].kept_part.finish();
   r.stdout_data = std::move(streams_[0].kept);
   r.stderr_data = std::move(streams_[1].kept);
-  r.stdout_truncated = streams_[0].truncated;
-  r.stderr_truncated = streams_[1].truncated;
+  r.stdout_omitted_bytes = omitted[0];
+  r.stderr_omitted_bytes = omitted[1];
+  r.stdout_truncated = omitted[0] > 0;
+  r.stderr_truncated = omitted[1] > 0;
   client::json_object j;
-  j.str("type", "finished");
+  j.str("type", r.running ? "detached" : "finished");
   client::add_exec_result(j, session_, command, r);
   write_line(j);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "client/head_tail.h"
 #include "sbsh/client.h"
 
 namespace sbsh::cli {
@@ -22,18 +23,21 @@ class jsonl_writer {
   // For exec_options::on_started and on_output.
   void started(const client::exec_start& s);
   void chunk(client::stream which, std::string_view data);
-  // Ends both streams, puts the output kept into `r` and writes "finished".
+  // Ends both streams, puts the output kept into `r` and writes "finished", or "detached"
+  // when the command goes on without sbsh (r.running).
   void finished(std::string_view command, client::exec_result& r);
 
  private:
   struct stream_state {
+    explicit stream_state(size_t limit) : kept_part(&kept, limit) {}
+    stream_state(const stream_state&) = delete;  // kept_part points into it
+    stream_state& operator=(const stream_state&) = delete;
     std::string carry;  // the start of a character whose rest has not arrived
     std::string kept;
-    bool truncated = false;
+    client::head_tail kept_part;  // into kept
   };
   void emit(client::stream which, std::string_view bytes);
   std::string session_;
-  size_t limit_;
   bool started_ = false;
   stream_state streams_[2];
 };

@@ -90,6 +90,20 @@ void explain_result(std::string_view session, std::chrono::milliseconds timeout,
   else if (r.timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", timeout.count()));
 }
 
+int exec_exit_status(const client::exec_result& r) {
+  if (r.running) return kExitDetached;
+  if (r.timed_out) return kExitTimeout;
+  if (r.exit_code) return *r.exit_code;
+  return kExitFailure;
+}
+
+void print_exec_json(std::string_view session, std::string_view command, const client::exec_result& r) {
+  client::json_object j;
+  client::add_exec_result(j, session, command, r);
+  std::string s = j.finish() + "\n";
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
 result<client::connection> connect(const global_opts& g, bool autostart) {
   client::connect_options o;
   o.wait_for_welcome = false;  // each command makes one request: it follows the hello at once

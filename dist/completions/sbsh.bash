@@ -30,12 +30,12 @@ _sbsh() {
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --limit) COMPREPLY=($(compgen -W "as= core= cpu= data= fsize= memlock= nofile= nproc= stack=" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
-    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--name|--init) return ;;
+    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--detach-after|--name|--init) return ;;
   esac
   case $cmd in
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --jsonl --output-limit --help --" -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --jsonl --output-limit --detach-after --help --" -- "$cur")) ;;
     run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)
@@ -51,7 +51,7 @@ _sbsh() {
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;
     kill) COMPREPLY=($(compgen -W "-s --signal -TERM -KILL -INT -HUP --help $(_sbsh_procs)" -- "$cur")) ;;
-    wait) COMPREPLY=($(compgen -W "-t --timeout --help $(_sbsh_procs)" -- "$cur")) ;;
+    wait) COMPREPLY=($(compgen -W "-t --timeout --json --output-limit --help $(_sbsh_procs)" -- "$cur")) ;;
     ps) COMPREPLY=($(compgen -W "-a --all --json --help" -- "$cur")) ;;
     attach) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;

@@ -108,7 +108,20 @@ struct exec_options {
   // SIGTERM (or N), SIGKILL after the grace period, and the shell keeps its state. See
   // `canceller` for a ready-made source.
   int signal_fd = -1;
-  size_t output_limit = 16u << 20;     // per stream, when collecting into the result
+  // Per stream, when collecting into the result: a longer output keeps its first and its
+  // last part (about half the limit each, cut between UTF-8 characters), and the result
+  // counts the bytes left out between them (stdout_omitted_bytes).
+  size_t output_limit = 16u << 20;
+  // sbshd keeps the command's output and result under its id (exec_result::command_id) for
+  // an hour after it ends: await_command(), command_logs() and kill_command() reach it, and
+  // a result cut short here has the whole output there (up to 64 MiB of each stream, the
+  // newest). The output then travels through sbshd rather than straight to this process.
+  bool keep = false;
+  // When set (implies keep) and the command has not ended this long after the request: exec
+  // returns with running = true, command_id and the output so far, and the command goes on
+  // at the session's top level (its state changes persist; later commands queue behind it),
+  // stopped by nothing but its own timeout or kill_command(). Its input ends there.
+  std::chrono::milliseconds detach_after{0};
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
   // The environment (NAME=VALUE entries) the session starts with if this exec creates it.
@@ -161,8 +174,19 @@ struct exec_result {
   bool ran = true;
   std::string stdout_data;
   std::string stderr_data;
-  bool stdout_truncated = false;
+  bool stdout_truncated = false;   // some of it was left out: see stdout_omitted_bytes
   bool stderr_truncated = false;
+  // Bytes left out between the first and the last part kept (exec_options::output_limit).
+  uint64_t stdout_omitted_bytes = 0;
+  uint64_t stderr_omitted_bytes = 0;
+  // The command still runs (exec_options::detach_after passed, or await_command's timeout):
+  // exit_code and the rest are not known yet; command_id reaches it.
+  bool running = false;
+  // sbshd's id for the command when it keeps it (keep, detach_after), else 0; and, in what
+  // await_command, command_logs and kill_command return, its session and (shown) text.
+  uint64_t command_id = 0;
+  std::string session;
+  std::string command;
   uint64_t duration_us = 0;
   int64_t started_at_ms = 0;        // unix time in milliseconds; 0 when it never started
   std::string error;                // why exit_code is absent, or other trouble
@@ -232,6 +256,20 @@ class SBSH_API connection {
   result<proc_info> wait(const std::string& proc, std::chrono::milliseconds timeout);
   result<proc_info> logs(const std::string& proc, const logs_options& opts,
                          const std::function<void(stream, std::string_view)>& sink);
+  // Kept commands (exec_options::keep, detach_after), by command_id; errors with code
+  // "no_such_command" once forgotten. await_command waits for it to end, at most `timeout`
+  // (0: no limit), and returns its result with its kept output collected as exec collects it
+  // (output_limit); running = true, with the output so far, when the timeout passed first.
+  result<exec_result> await_command(uint64_t command_id, std::chrono::milliseconds timeout,
+                                    size_t output_limit = 16u << 20);
+  // Passes its kept output, from the start, to `sink`; with opts.follow, then what it writes
+  // until it ends (opts.cancel_fd ends that early). Returns its result without output
+  // (running = true when it has not ended). opts.tail is not taken here.
+  result<exec_result> command_logs(uint64_t command_id, const logs_options& opts,
+                                   const std::function<void(stream, std::string_view)>& sink);
+  // Stops it as a timeout does (`signal` first, SIGTERM when 0; SIGKILL after the grace
+  // period; the shell keeps its state) and returns its result once it has ended.
+  result<exec_result> kill_command(uint64_t command_id, int signal = 0);
   // Stops sbshd. Its sessions and background processes end too, unless `keep_sessions`:
   // then the sessions, and their background processes, go on running for the next sbshd to
   // adopt (sbshd(8), ADOPTION).

@@ -1,0 +1,309 @@
+// Kept commands: their records, log files and the requests that read them.
+#include "daemon/kept_commands.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "ipc/bounds.h"
+#include "ipc/messages.h"
+#include "ipc/paths.h"
+
+namespace sbsh::daemon {
+
+using ipc::errc;
+using ipc::msg_type;
+namespace msg = ipc::msg;
+
+kept_commands::kept_commands(server& srv) : srv_(srv), dir_(srv.opts().state_dir + "/commands") {}
+
+kept_commands::~kept_commands() = default;
+
+void kept_commands::clear_files() {
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> files;
+  while (auto* e = ::readdir(d))
+    if (e->d_name[0] != '.') files.push_back(dir_ + "/" + e->d_name);
+  ::closedir(d);
+  for (const auto& f : files) ::unlink(f.c_str());
+}
+
+status kept_commands::admit(const exec_job& job) const {
+  if (job.detach_after_ms == 0 || detached_running_ < kMaxDetached) return ok_status();
+  return make_error(errc::bad_request,
+                    fmt::format("{} detached commands are still running, as many as sbshd keeps; wait for some "
+                                "('sbsh wait %ID') or stop them ('sbsh kill %ID') first",
+                                detached_running_));
+}
+
+std::string kept_commands::log_path(uint64_t id, int stream_no) const {
+  return fmt::format("{}/{}.{}", dir_, id, stream_no == ipc::kStdout ? "out" : "err");
+}
+
+void kept_commands::queued(const exec_job& job) {
+  auto r = std::make_unique<record>();
+  r->id = job.serial;
+  r->session = job.session;
+  r->command = job.command;
+  records_[job.serial] = std::move(r);
+  expire();
+}
+
+void kept_commands::started(const exec_job& job) {
+  auto it = records_.find(job.serial);
+  if (it == records_.end()) return;
+  it->second->started = true;
+  it->second->started_at_ms = job.started_at_ms;
+}
+
+void kept_commands::output(uint64_t serial, int stream_no, std::string_view data) {
+  auto it = records_.find(serial);
+  if (it == records_.end() || data.empty()) return;
+  record& r = *it->second;
+  int i = stream_no == ipc::kStdout ? 0 : 1;
+  if (r.bytes[i] == 0) {
+    status opened = ipc::make_dirs(dir_);
+    if (opened) opened = r.logs[i].open(log_path(r.id, stream_no), kKeptLogCap);
+    if (!opened) spdlog::warn("command {}: its output is not kept: {}", r.id, opened.err().message);
+  }
+  r.bytes[i] += data.size();
+  r.logs[i].append(data.data(), data.size());
+  std::erase_if(r.followers, [&](const follower& f) {
+    if ((i == 0 && !f.out) || (i == 1 && !f.err)) return false;
+    auto* c = srv_.client_by_serial(f.serial);
+    if (c == nullptr) return true;
+    if (c->queued_bytes() > ipc::kMaxFollowerQueue) {
+      c->send_error(f.req, errc::too_slow, "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
+      return true;
+    }
+    c->send(ipc::encode(msg::output{static_cast<uint64_t>(stream_no), {data}}, f.req));
+    return false;
+  });
+}
+
+void kept_commands::detached(uint64_t serial) {
+  auto it = records_.find(serial);
+  if (it == records_.end() || it->second->detached) return;
+  it->second->detached = true;
+  ++detached_running_;
+}
+
+void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
+  auto it = records_.find(job.serial);
+  if (it == records_.end()) return;
+  record& r = *it->second;
+  r.finished = true;
+  r.ended_mono_us = ipc::mono_us();
+  r.result = result_of(job, duration_us);
+  r.result.session = r.session;
+  r.result.command = r.command;
+  if (r.detached && detached_running_ > 0) --detached_running_;
+  for (auto& l : r.logs) l.close();
+  for (auto& w : r.waiters) reply_end(w.serial, w.req, r);
+  r.waiters.clear();
+  for (auto& f : r.followers) reply_end(f.serial, f.req, r);
+  r.followers.clear();
+  // Log replies still reading the files end once they have (pump).
+  expire();
+}
+
+void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
+  auto* c = srv_.client_by_serial(serial);
+  if (c == nullptr) return;
+  if (r.finished) return c->send(done_frame(r.result, /*release=*/false, req));
+  msg::command_running m;
+  m.command_id = r.id;
+  m.session = r.session;
+  m.command = r.command;
+  m.started = r.started;
+  m.started_at_ms = r.started_at_ms;
+  m.stdout_bytes = r.bytes[0];
+  m.stderr_bytes = r.bytes[1];
+  c->send(ipc::encode(m, req));
+}
+
+kept_commands::record* kept_commands::find(uint64_t id, uint64_t req, client_conn& c) {
+  auto it = records_.find(id);
+  if (it != records_.end()) return it->second.get();
+  c.send_error(req, errc::no_such_command,
+               fmt::format("no kept command %{}: commands are kept for {} minutes after they end, and forgotten "
+                           "when sbshd restarts",
+                           id, kKeptForMs / 60000));
+  return nullptr;
+}
+
+void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
+  auto req = ipc::decode<msg::command_wait>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  record* r = find(req->command_id, env.msg.id(), c);
+  if (r == nullptr) return;
+  if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  waiter w{c.serial(), env.msg.id(), nullptr};
+  if (req->timeout_ms > 0) {
+    w.deadline = make_handle<timer>(srv_.loop());
+    uint64_t id = r->id, serial = c.serial(), rq = env.msg.id();
+    w.deadline->start(req->timeout_ms, [this, id, serial, rq] {
+      auto it = records_.find(id);
+      if (it == records_.end()) return;
+      // Erasing the waiter frees this very timer: copy out what is still needed first.
+      std::erase_if(it->second->waiters, [&](const waiter& x) { return x.serial == serial && x.req == rq; });
+      if (auto* cc = srv_.client_by_serial(serial))
+        cc->send_error(rq, errc::timeout, fmt::format("command %{} is still running", id));
+    });
+  }
+  r->waiters.push_back(std::move(w));
+}
+
+void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {
+  auto req = ipc::decode<msg::command_kill>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  record* r = find(req->command_id, env.msg.id(), c);
+  if (r == nullptr) return;
+  if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  session* s = srv_.find_session(r->session);
+  if (s == nullptr || !s->jobs().stop(r->id, req->signal.number))
+    return c.send_error(env.msg.id(), errc::internal, fmt::format("command %{} is not in its session's queue", r->id));
+  // stop() may have finished it at once (a queued command): then the record answers now.
+  r = records_.count(req->command_id) ? records_[req->command_id].get() : nullptr;
+  if (r == nullptr) return;
+  if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  r->waiters.push_back({c.serial(), env.msg.id(), nullptr});
+}
+
+void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {
+  const auto& m = env.msg;
+  auto req = ipc::decode<msg::command_logs>(m);
+  if (!req) return c.send_error(m.id(), req.err());
+  record* r = find(req->command_id, m.id(), c);
+  if (r == nullptr) return;
+  std::vector<log_stream::source> sources;
+  for (int i = 0; i < 2; ++i)
+    if ((i == 0 ? req->out : req->err) && r->bytes[i] > 0)
+      sources.push_back({log_path(r->id, i == 0 ? ipc::kStdout : ipc::kStderr),
+                         i == 0 ? ipc::kStdout : ipc::kStderr});
+  bool follow_it = req->follow && !r->finished;
+  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), r->id, sources, 0, follow_it), req->out,
+                      req->err});
+  pump(std::prev(replies_.end()));
+}
+
+void kept_commands::pump(std::list<log_reply>::iterator it) {
+  log_stream& s = *it->stream;
+  auto* c = srv_.client_by_serial(s.serial());
+  if (c == nullptr) {
+    replies_.erase(it);
+    return;
+  }
+  auto progress = s.pump({[c] { return c->queued_bytes(); }, [c](std::string f) { c->send(std::move(f)); }});
+  it->again = progress == log_stream::progress::more;
+  if (it->again) pump_again_soon();
+  if (progress != log_stream::progress::done) return;
+  // Everything up to now is sent: a follower takes it from here, in this same turn of the
+  // loop, so that nothing written in between is missed.
+  uint64_t serial = s.serial(), req = s.req(), id = s.proc();
+  bool follow_it = s.follow(), out = it->out, err = it->err;
+  replies_.erase(it);
+  auto r = records_.find(id);
+  if (r == records_.end())
+    return c->send_error(req, errc::no_such_command, fmt::format("command %{} was forgotten while its output was read", id));
+  if (follow_it && !r->second->finished) {
+    r->second->followers.push_back({serial, req, out, err});
+    return;
+  }
+  reply_end(serial, req, *r->second);
+}
+
+void kept_commands::pump_again_soon() {
+  if (replies_timer_ == nullptr) replies_timer_ = make_handle<timer>(srv_.loop());
+  replies_timer_->start(0, [this] {
+    std::vector<std::list<log_reply>::iterator> due;
+    for (auto it = replies_.begin(); it != replies_.end(); ++it)
+      if (it->again) due.push_back(it);
+    for (auto it : due) pump(it);  // each erases only itself
+  });
+}
+
+void kept_commands::client_drained(client_conn& c) {
+  std::vector<std::list<log_reply>::iterator> due;
+  for (auto it = replies_.begin(); it != replies_.end(); ++it)
+    if (it->stream->serial() == c.serial() && !it->again) due.push_back(it);
+  for (auto it : due) pump(it);
+}
+
+bool kept_commands::stop_following(client_conn& c, uint64_t req) {
+  auto reply = std::find_if(replies_.begin(), replies_.end(), [&](const log_reply& r) {
+    return r.stream->serial() == c.serial() && r.stream->req() == req;
+  });
+  if (reply != replies_.end()) {
+    uint64_t id = reply->stream->proc();
+    replies_.erase(reply);
+    if (auto r = records_.find(id); r != records_.end()) reply_end(c.serial(), req, *r->second);
+    return true;
+  }
+  for (auto& [id, r] : records_) {
+    auto it = std::find_if(r->followers.begin(), r->followers.end(),
+                           [&](const follower& f) { return f.serial == c.serial() && f.req == req; });
+    if (it == r->followers.end()) continue;
+    r->followers.erase(it);
+    reply_end(c.serial(), req, *r);
+    return true;
+  }
+  return false;
+}
+
+void kept_commands::forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it) {
+  uint64_t id = it->first;
+  // A log reply still reading its files keeps them open: unlinking is safe meanwhile.
+  for (int stream_no : {ipc::kStdout, ipc::kStderr})
+    for (const auto& f : capped_log_files(log_path(id, stream_no))) ::unlink(f.c_str());
+  records_.erase(it);
+}
+
+void kept_commands::expire() {
+  uint64_t now = ipc::mono_us();
+  size_t finished = 0;
+  uint64_t bytes = 0;
+  for (const auto& [id, r] : records_) {
+    if (!r->finished) continue;
+    ++finished;
+    for (auto b : r->bytes) bytes += std::min(b, kKeptLogCap);
+  }
+  // Oldest first (ids grow with arrival): past the time, the count or the bytes, they go.
+  for (auto it = records_.begin(); it != records_.end();) {
+    record& r = *it->second;
+    bool old = r.finished && now - r.ended_mono_us > kKeptForMs * 1000;
+    if (!r.finished || !r.waiters.empty() || !r.followers.empty() ||
+        (!old && finished <= kMaxKeptFinished && bytes <= kMaxKeptBytes)) {
+      ++it;
+      continue;
+    }
+    --finished;
+    for (auto b : r.bytes) bytes -= std::min(b, kKeptLogCap);
+    forget(it++);
+  }
+  // Come back when the oldest finished record's time is up.
+  uint64_t next = 0;
+  for (const auto& [id, r] : records_)
+    if (r->finished) {
+      uint64_t age_ms = (now - r->ended_mono_us) / 1000;
+      next = age_ms >= kKeptForMs ? 1 : kKeptForMs - age_ms;
+      break;
+    }
+  if (next == 0) {
+    expiry_timer_.reset();
+    return;
+  }
+  // A new timer each time: this may run inside the old one's callback.
+  expiry_timer_ = make_handle<timer>(srv_.loop());
+  expiry_timer_->start(next + 1000, [this] { expire(); });
+}
+
+}  // namespace sbsh::daemon

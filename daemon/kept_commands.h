@@ -1,0 +1,111 @@
+// Commands whose output and result sbshd keeps under their id (exec with keep or
+// detach_after_ms): what `sbsh wait %N`, `sbsh logs %N` and `sbsh kill %N` reach, and what a
+// result cut short for a machine reader (head and tail) points to for the whole output.
+//
+// A kept command's output is written, as the runner reads it, into capped log files
+// STATE/commands/N.out and N.err (capped_log.h: the newest kKeptLogCap/2 to kKeptLogCap bytes
+// of each stream). A record lives while its command queues or runs, and after it ends for
+// kKeptForMs, within kMaxKeptFinished records and kMaxKeptBytes of logs in all (the oldest
+// finished go first). Ids are the runner's job serials: unique until sbshd restarts, which
+// forgets every record and deletes the files.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/capped_log.h"
+#include "daemon/exec_job.h"
+#include "daemon/log_stream.h"
+#include "daemon/uv_handles.h"
+#include "ipc/result.h"
+#include "ipc/socket_io.h"
+
+namespace sbsh::daemon {
+
+class server;
+class client_conn;
+
+inline constexpr uint64_t kKeptLogCap = 64ull << 20;          // per stream
+inline constexpr uint64_t kMaxKeptBytes = 1ull << 30;         // all finished commands' logs
+inline constexpr size_t kMaxKeptFinished = 256;
+inline constexpr uint64_t kKeptForMs = 3600ull * 1000;        // after the command ends
+inline constexpr size_t kMaxDetached = 256;                   // detached and not yet ended
+
+class kept_commands {
+ public:
+  explicit kept_commands(server& srv);
+  ~kept_commands();
+  kept_commands(const kept_commands&) = delete;
+  kept_commands& operator=(const kept_commands&) = delete;
+
+  // Deletes what an earlier sbshd kept (its ids mean nothing to this one).
+  void clear_files();
+  // Whether a request to keep a command may be taken (refused past kMaxDetached).
+  [[nodiscard]] status admit(const exec_job& job) const;
+
+  // From the runner, for jobs with keep set.
+  void queued(const exec_job& job);
+  void started(const exec_job& job);
+  void output(uint64_t serial, int stream_no, std::string_view data);
+  void detached(uint64_t serial);
+  void finished(const exec_job& job, uint64_t duration_us);
+
+  void handle_wait(client_conn& c, ipc::envelope& env);
+  void handle_logs(client_conn& c, ipc::envelope& env);
+  void handle_kill(client_conn& c, ipc::envelope& env);
+  void client_drained(client_conn& c);
+  // A cancel for a `logs -f` request: it ends, answered as without follow. False when `req`
+  // is no such request.
+  bool stop_following(client_conn& c, uint64_t req);
+
+  [[nodiscard]] size_t size() const { return records_.size(); }
+
+ private:
+  struct waiter {
+    uint64_t serial, req;
+    handle_ptr<timer> deadline;
+  };
+  struct follower {
+    uint64_t serial, req;
+    bool out, err;
+  };
+  struct record {
+    uint64_t id = 0;
+    std::string session, command;
+    bool started = false, detached = false, finished = false;
+    int64_t started_at_ms = 0;
+    uint64_t ended_mono_us = 0;
+    uint64_t bytes[2] = {0, 0};  // written to each stream, in all
+    capped_log logs[2];          // opened at the first byte of each stream
+    command_result result;
+    std::vector<waiter> waiters;   // command_wait and command_kill: until it ends
+    std::vector<follower> followers;
+  };
+  struct log_reply {
+    std::unique_ptr<log_stream> stream;
+    bool out, err;
+    bool again = false;
+  };
+
+  record* find(uint64_t id, uint64_t req, client_conn& c);
+  std::string log_path(uint64_t id, int stream_no) const;
+  void reply_end(uint64_t serial, uint64_t req, const record& r);
+  void pump(std::list<log_reply>::iterator it);
+  void pump_again_soon();
+  void forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it);
+  void expire();
+
+  server& srv_;
+  std::string dir_;
+  std::map<uint64_t, std::unique_ptr<record>> records_;
+  std::list<log_reply> replies_;
+  handle_ptr<timer> replies_timer_;
+  handle_ptr<timer> expiry_timer_;
+  size_t detached_running_ = 0;
+};
+
+}  // namespace sbsh::daemon

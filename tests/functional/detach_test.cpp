@@ -1,0 +1,218 @@
+// Commands that outlive the call, and results that keep the end, on a real sbshd: exec
+// --detach-after leaves a command running at the session's top level (its cd and variables
+// persist; later commands queue behind it) and exits 254 with its %ID; `sbsh wait %ID` gives
+// its exact result after the client that started it has gone, `sbsh logs %ID` its output,
+// `sbsh kill %ID` stops it as a timeout does. A result longer than --output-limit keeps its
+// first and last part and counts what it left out, and the whole output stays with sbshd.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+using detach_test = daemon_test;
+
+// The %ID a detached exec --json printed, after checking that it says the command runs on.
+std::string detached_id(const run_result& r) {
+  EXPECT_EQ(r.code, 254) << r.out << r.err;
+  auto j = json::parse(r.out);
+  EXPECT_TRUE(j["running"].get<bool>()) << r.out;
+  EXPECT_TRUE(j["exit_code"].is_null()) << r.out;
+  std::string id = j["id"].get<std::string>();
+  EXPECT_EQ(id[0], '%') << r.out;
+  return id;
+}
+
+pid_t read_pid(const std::string& path) {
+  pid_t pid = 0;
+  wait_until(
+      [&] {
+        std::ifstream f(path);
+        return static_cast<bool>(f >> pid) && pid > 0;
+      },
+      20s);
+  return pid;
+}
+
+TEST_F(detach_test, ADetachedCommandGoesOnAndItsStatePersists) {
+  auto r = sbsh({"exec", "-s", "d", "--detach-after", "300ms", "--json",
+                 "echo before; sleep 1.5; cd /tmp; export X=detached; echo after; (exit 3)"});
+  std::string id = detached_id(r);
+  EXPECT_EQ(json::parse(r.out)["stdout"], "before\n") << r.out;
+  EXPECT_NE(r.err.find("still running"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sbsh wait " + id), std::string::npos) << r.err;
+
+  // The client that started it has exited. A command sent now waits for it, as at a prompt,
+  // and sees what it left.
+  auto next = exec("d", "echo $PWD $X");
+  EXPECT_EQ(next.code, 0) << next.err;
+  EXPECT_EQ(next.out, "/tmp detached\n");
+
+  // Its exact result, with the fields of exec --json and its whole output.
+  auto w = sbsh({"wait", "--json", id});
+  EXPECT_EQ(w.code, 3) << w.out << w.err;
+  auto j = json::parse(w.out);
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_FALSE(j["running"].get<bool>());
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["session"], "d");
+  EXPECT_EQ(j["stdout"], "before\nafter\n");
+  EXPECT_FALSE(j["timed_out"].get<bool>());
+  EXPECT_TRUE(j.contains("generation"));
+
+  // Plain wait exits as the command did; logs gives its output.
+  EXPECT_EQ(sbsh({"wait", id}).code, 3);
+  auto l = sbsh({"logs", id});
+  EXPECT_EQ(l.code, 0) << l.err;
+  EXPECT_EQ(l.out, "before\nafter\n");
+}
+
+TEST_F(detach_test, WaitWithATimeoutSaysItStillRuns) {
+  auto r = sbsh({"exec", "-s", "w", "--detach-after", "200ms", "--json", "sleep 2; echo done"});
+  std::string id = detached_id(r);
+  auto early = sbsh({"wait", "-t", "100ms", id});
+  EXPECT_EQ(early.code, 124) << early.err;
+  EXPECT_NE(early.err.find("still running"), std::string::npos) << early.err;
+  auto l = sbsh({"logs", "-f", id});  // follows until it ends
+  EXPECT_EQ(l.code, 0) << l.err;
+  EXPECT_EQ(l.out, "done\n");
+  EXPECT_EQ(sbsh({"wait", id}).code, 0);
+}
+
+TEST_F(detach_test, KillStopsItAsATimeoutDoesAndTheShellKeepsItsState) {
+  ASSERT_EQ(exec("k", "export KEEP=yes").code, 0);
+  std::string pidfile = dir + "/sleeper.pid";
+  auto r = sbsh({"exec", "-s", "k", "--detach-after", "200ms", "--json",
+                 "sh -c 'echo $$ > " + pidfile + "; exec sleep 30'"});
+  std::string id = detached_id(r);
+  pid_t pid = read_pid(pidfile);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(pid_alive(pid));
+  auto k = sbsh({"kill", id});
+  EXPECT_EQ(k.code, 0) << k.err;
+  EXPECT_NE(k.out.find("has ended"), std::string::npos) << k.out;
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+  auto w = sbsh({"wait", "--json", id});
+  auto j = json::parse(w.out);
+  EXPECT_TRUE(j["cancelled"].get<bool>()) << w.out;
+  auto after = exec("k", "echo $KEEP");
+  EXPECT_EQ(after.out, "yes\n");
+  EXPECT_FALSE(json::parse(sbsh({"session", "show", "--json", "k"}).out).is_null());
+}
+
+TEST_F(detach_test, ACommandThatEndsInTimeIsNotDetached) {
+  auto r = sbsh({"exec", "-s", "q", "--detach-after", "30s", "--json", "echo quick"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto j = json::parse(r.out);
+  EXPECT_FALSE(j["running"].get<bool>());
+  EXPECT_EQ(j["stdout"], "quick\n");
+  // Kept all the same (--json): its id reaches its output.
+  auto l = sbsh({"logs", j["id"].get<std::string>()});
+  EXPECT_EQ(l.out, "quick\n");
+}
+
+TEST_F(detach_test, OutputForMachinesKeepsItsHeadAndTail) {
+  // seq 1 3000: 13893 bytes. With a limit of 1000: the first 500 and the last 500.
+  std::string whole;
+  for (int i = 1; i <= 3000; ++i) whole += std::to_string(i) + "\n";
+  auto r = sbsh({"exec", "-s", "t", "--json", "--output-limit", "1000", "seq 1 3000; echo oops >&2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto j = json::parse(r.out);
+  std::string out = j["stdout"].get<std::string>();
+  EXPECT_EQ(out.size(), 1000u);
+  EXPECT_EQ(out.substr(0, 500), whole.substr(0, 500));
+  EXPECT_EQ(out.substr(500), whole.substr(whole.size() - 500));
+  EXPECT_EQ(j["stdout_omitted_bytes"], whole.size() - 1000);
+  EXPECT_TRUE(j["stdout_truncated"].get<bool>());
+  EXPECT_EQ(j["stderr"], "oops\n");
+  EXPECT_EQ(j["stderr_omitted_bytes"], 0);
+  EXPECT_FALSE(j["stderr_truncated"].get<bool>());
+  // The whole output is with sbshd, under the command's id.
+  auto l = sbsh({"logs", "--stdout", j["id"].get<std::string>()});
+  EXPECT_EQ(l.code, 0) << l.err;
+  EXPECT_EQ(l.out, whole);
+
+  // --jsonl's "finished" keeps the same parts.
+  auto s = sbsh({"exec", "-s", "t", "--jsonl", "--output-limit", "1000", "seq 1 3000"});
+  EXPECT_EQ(s.code, 0) << s.err;
+  std::string last = s.out.substr(s.out.rfind('\n', s.out.size() - 2) + 1);
+  auto f = json::parse(last);
+  EXPECT_EQ(f["type"], "finished");
+  EXPECT_EQ(f["stdout"].get<std::string>().substr(500), whole.substr(whole.size() - 500));
+  EXPECT_EQ(f["stdout_omitted_bytes"], whole.size() - 1000);
+}
+
+TEST_F(detach_test, TheCutKeepsUtf8CharactersWhole) {
+  // 'é' is two bytes: 700 of them, cut at 501 bytes each side, keeps whole characters.
+  auto r = sbsh({"exec", "-s", "u", "--json", "--output-limit", "1001",
+                 "for i in $(seq 700); do printf '\\303\\251'; done"});
+  auto j = json::parse(r.out);
+  EXPECT_TRUE(j["stdout_base64"].is_null()) << "a character was cut: " << r.out;
+  std::string out = j["stdout"].get<std::string>();
+  EXPECT_EQ(out.size() % 2, 0u);
+  EXPECT_EQ(out.size() + j["stdout_omitted_bytes"].get<size_t>(), 1400u);
+}
+
+TEST_F(detach_test, TheLibraryDetachesAwaitsAndKills) {
+  auto c = conn();
+  client::exec_options o;
+  o.session = "lib";
+  o.command = "echo first; sleep 1; echo second";
+  o.detach_after = 200ms;
+  auto r = c.exec(o);
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_TRUE(r->running);
+  ASSERT_NE(r->command_id, 0u);
+  EXPECT_EQ(r->stdout_data, "first\n");
+  auto early = c.await_command(r->command_id, 50ms);
+  ASSERT_TRUE(early) << early.err().message;
+  EXPECT_TRUE(early->running);
+  auto done = c.await_command(r->command_id, 0ms);
+  ASSERT_TRUE(done) << done.err().message;
+  EXPECT_FALSE(done->running);
+  EXPECT_EQ(done->exit_code, 0);
+  EXPECT_EQ(done->stdout_data, "first\nsecond\n");
+  EXPECT_EQ(done->session, "lib");
+
+  o.command = "sleep 30";
+  auto slow = c.exec(o);
+  ASSERT_TRUE(slow && slow->running);
+  auto killed = c.kill_command(slow->command_id);
+  ASSERT_TRUE(killed) << killed.err().message;
+  EXPECT_TRUE(killed->cancelled);
+  EXPECT_FALSE(killed->running);
+
+  auto none = c.await_command(999999, 0ms);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.err().code, "no_such_command");
+}
+
+TEST_F(detach_test, BadIdsAndOptionsGetAClearError) {
+  auto w = sbsh({"wait", "%4242"});
+  EXPECT_EQ(w.code, 255);
+  EXPECT_NE(w.err.find("no kept command %4242"), std::string::npos) << w.err;
+  auto j = sbsh({"wait", "--json", "%4242"});
+  EXPECT_EQ(json::parse(j.out)["code"], "no_such_command") << j.out;
+  auto z = sbsh({"exec", "--detach-after", "0", "true"});
+  EXPECT_EQ(z.code, 255);
+  EXPECT_NE(z.err.find("--detach-after"), std::string::npos) << z.err;
+  auto n = sbsh({"logs", "-n", "3", "%1"});
+  EXPECT_EQ(n.code, 255);
+  EXPECT_NE(n.err.find("-n is for background processes"), std::string::npos) << n.err;
+  // sbshd still serves.
+  EXPECT_EQ(exec("ok", "echo fine").out, "fine\n");
+}
+
+}  // namespace
+}  // namespace sbsh::test
