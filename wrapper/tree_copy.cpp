@@ -27,12 +27,15 @@ namespace sbsh::wrapper {
 namespace {
 
 struct copier {
+  std::string root;               // the source, for messages
   std::set<std::string> ignored;  // as git lists them: "dir/" for a directory
   bool skip_dot_git = false;
   bool as_root = ::geteuid() == 0;
   unsigned long long special = 0;
   std::vector<char> buf;  // for filesystems without copy_file_range
   std::string error;
+
+  [[nodiscard]] std::string at(const std::string& rel) const { return rel.empty() ? root : root + "/" + rel; }
 
   bool fail(const std::string& what, int err) {
     if (error.empty()) error = what + ": " + std::strerror(err);
@@ -65,7 +68,7 @@ struct copier {
       if (n == 0) return true;
       if (errno == EINTR) continue;
       if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-        return fail("cannot copy " + rel, errno);
+        return fail("cannot copy " + at(rel), errno);
       break;
     }
     // Nothing was written yet: copy_file_range fails on its first call where unsupported.
@@ -75,12 +78,12 @@ struct copier {
       if (n == 0) return true;
       if (n < 0) {
         if (errno == EINTR) continue;
-        return fail("cannot read " + rel, errno);
+        return fail("cannot read " + at(rel), errno);
       }
       for (ssize_t off = 0; off < n;) {
         ssize_t w = ::write(out, buf.data() + off, static_cast<size_t>(n - off));
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return fail("cannot write the copy of " + rel, errno);
+        if (w < 0) return fail("cannot write the copy of " + at(rel), errno);
         off += w;
       }
     }
@@ -88,17 +91,17 @@ struct copier {
 
   bool copy_file(int from, int to, const char* name, const std::string& rel, const struct stat& st) {
     int in = ::openat(from, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-    if (in < 0) return fail("cannot read " + rel, errno);
+    if (in < 0) return fail("cannot read " + at(rel), errno);
     int out = ::openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (out < 0) {
       int e = errno;
       ::close(in);
-      return fail("cannot create the copy of " + rel, e);
+      return fail("cannot create the copy of " + at(rel), e);
     }
     bool ok = copy_bytes(in, out, rel);
     if (ok) keep_attributes(out, st);
     ::close(in);
-    if (::close(out) != 0 && ok) return fail("cannot write the copy of " + rel, errno);
+    if (::close(out) != 0 && ok) return fail("cannot write the copy of " + at(rel), errno);
     return ok;
   }
 
@@ -106,9 +109,9 @@ struct copier {
     // st_size is the target's length, except on a few filesystems that say 0.
     std::string target(std::max<size_t>(static_cast<size_t>(st.st_size), PATH_MAX) + 1, '\0');
     ssize_t n = ::readlinkat(from, name, target.data(), target.size());
-    if (n < 0) return fail("cannot read the link " + rel, errno);
+    if (n < 0) return fail("cannot read the link " + at(rel), errno);
     target.resize(static_cast<size_t>(n));
-    if (::symlinkat(target.c_str(), to, name) != 0) return fail("cannot create the link " + rel, errno);
+    if (::symlinkat(target.c_str(), to, name) != 0) return fail("cannot create the link " + at(rel), errno);
     if (as_root) (void)::fchownat(to, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
     const struct timespec times[2] = {st.st_atim, st.st_mtim};
     (void)::utimensat(to, name, times, AT_SYMLINK_NOFOLLOW);
@@ -119,11 +122,11 @@ struct copier {
   // ending in '/'.
   bool copy_dir(int from, int to, const std::string& rel) {
     int fd = ::dup(from);
-    if (fd < 0) return fail("cannot read " + (rel.empty() ? std::string(".") : rel), errno);
+    if (fd < 0) return fail("cannot read " + at(rel), errno);
     DIR* d = ::fdopendir(fd);
     if (d == nullptr) {
       ::close(fd);
-      return fail("cannot read " + rel, errno);
+      return fail("cannot read " + at(rel), errno);
     }
     bool ok = true;
     errno = 0;
@@ -133,7 +136,7 @@ struct copier {
       if (!(ok = copy_entry(from, to, name, rel))) break;
       errno = 0;
     }
-    if (ok && errno != 0) ok = fail("cannot read " + rel, errno);
+    if (ok && errno != 0) ok = fail("cannot read " + at(rel), errno);
     ::closedir(d);
     return ok;
   }
@@ -143,19 +146,19 @@ struct copier {
     std::string rel = dir_rel + name;
     if (::fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) return true;  // gone while the tree was read
-      return fail("cannot read " + rel, errno);
+      return fail("cannot read " + at(rel), errno);
     }
     if (S_ISDIR(st.st_mode)) {
       if ((skip_dot_git && std::strcmp(name, ".git") == 0) || is_ignored(rel + "/")) return true;
       int in = ::openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (in < 0) return fail("cannot read " + rel, errno);
+      if (in < 0) return fail("cannot read " + at(rel), errno);
       if (::mkdirat(to, name, 0700) != 0) {
         int e = errno;
         ::close(in);
-        return fail("cannot create the copy of " + rel, e);
+        return fail("cannot create the copy of " + at(rel), e);
       }
       int out = ::openat(to, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      bool ok = out >= 0 ? copy_dir(in, out, rel + "/") : fail("cannot open the copy of " + rel, errno);
+      bool ok = out >= 0 ? copy_dir(in, out, rel + "/") : fail("cannot open the copy of " + at(rel), errno);
       if (ok) keep_attributes(out, st);  // after the entries: they change its times
       ::close(in);
       if (out >= 0) ::close(out);
@@ -262,6 +265,7 @@ int copy_tree_main(int argc, char** argv) {
   bool gitignore = std::strcmp(argv[2], "1") == 0;
   std::vector<std::string> rules(argv + 3, argv + argc);
   copier c;
+  c.root = source;
   for (const auto& r : rules)
     if (r == ".git" || r == ".git/" || r == "/.git" || r == "/.git/") c.skip_dot_git = true;
 
