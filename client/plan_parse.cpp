@@ -155,6 +155,11 @@ auto list_into(std::vector<std::string>& out, bool pairs) {
 }
 auto bool_into(bool& out) {
   return [&out](const plan_json& v, const std::string& path) -> sbsh::status {
+    // YAML's scalars arrive as text.
+    if (v.is_string() && (v.get<std::string>() == "true" || v.get<std::string>() == "false")) {
+      out = v.get<std::string>() == "true";
+      return ok_status();
+    }
     if (!v.is_boolean()) return invalid(path, fmt::format("expected true or false, not {}", shown(v)));
     out = v.get<bool>();
     return ok_status();

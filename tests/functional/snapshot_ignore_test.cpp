@@ -242,6 +242,35 @@ TEST_F(snapshot_ignore_test, KeepCopyOnFailureKeepsOnlyWhenTheLastCommandFailed)
   EXPECT_EQ(names, (std::vector<std::string>{"bad", "slow"}));
 }
 
+TEST_F(snapshot_ignore_test, APlansSessionCarriesTheRulesAndKeepsItsCopyWhenItFails) {
+  write_file(src() + "/in.txt", "x");
+  write_file(src() + "/debug.log", "log");
+  write_file(src() + "/node_modules/m", "m");
+  write_file(dir + "/plan.yaml", "session: {snapshot: " + src() +
+                                     ", ignore: ['*.log'], keep_copy_on_failure: true}\n"
+                                     "stages:\n"
+                                     "  - name: run\n"
+                                     "    commands: ['echo * > listing; (exit 4)']\n");
+  auto r = sbsh({"run", dir + "/plan.yaml", "--quiet"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  auto list = kept_json();
+  ASSERT_EQ(list.size(), 1u) << list.dump() << r.err;
+  EXPECT_EQ(read_file(list[0]["path"].get<std::string>() + "/listing"), "in.txt\n");
+  // A plan that passes leaves nothing behind.
+  write_file(dir + "/ok.yaml", "session: {snapshot: " + src() +
+                                   ", keep_copy_on_failure: true, no_default_ignores: true, gitignore: false}\n"
+                                   "stages:\n"
+                                   "  - name: run\n"
+                                   "    commands: ['test -e node_modules/m']\n");
+  r = sbsh({"run", dir + "/ok.yaml", "--quiet"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(kept_json().size(), 1u);
+  write_file(dir + "/bad.yaml", "session: {snapshot: " + src() + ", gitignore: 'yes'}\nstages: []\n");
+  r = sbsh({"run", dir + "/bad.yaml", "--quiet"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("gitignore"), std::string::npos) << r.err;
+}
+
 TEST_F(snapshot_ignore_test, BadInputIsRefusedWithOneLineAndLeavesNothingBehind) {
   write_file(src() + "/f", "x");
   auto expect_refused = [&](const std::vector<std::string>& args, const std::string& says) {
