@@ -31,6 +31,7 @@ struct copier {
   std::set<std::string> ignored;  // as git lists them: "dir/" for a directory
   bool skip_dot_git = false;
   bool as_root = ::geteuid() == 0;
+  bool try_clone = true;
   unsigned long long special = 0;
   std::vector<char> buf;  // for filesystems without copy_file_range
   std::string error;
@@ -60,18 +61,24 @@ struct copier {
     (void)::futimens(fd, times);
   }
 
-  bool copy_bytes(int in, int out, const std::string& rel) {
-    if (::ioctl(out, FICLONE, in) == 0) return true;
-    for (;;) {
-      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1u << 30, 0);
-      if (n > 0) continue;
-      if (n == 0) return true;
-      if (errno == EINTR) continue;
-      if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-        return fail("cannot copy " + at(rel), errno);
-      break;
+  // Copies `size` bytes (fewer if the file shrank meanwhile). A filesystem that cannot clone
+  // says so for every file: after the first refusal, cloning is not tried again.
+  bool copy_bytes(int in, int out, const std::string& rel, off_t size) {
+    if (size > 0 && try_clone) {
+      if (::ioctl(out, FICLONE, in) == 0) return true;
+      try_clone = false;
     }
-    // Nothing was written yet: copy_file_range fails on its first call where unsupported.
+    // A size of 0 may be a file that does not know its size (procfs): it is read to its end.
+    bool by_hand = size == 0;
+    for (off_t done = 0; !by_hand && done < size;) {
+      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<size_t>(size - done), 0);
+      if (n > 0) done += n;
+      else if (n == 0) break;
+      else if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) by_hand = true;
+      else if (errno != EINTR) return fail("cannot copy " + at(rel), errno);
+    }
+    if (!by_hand) return true;
+    // Where copy_file_range cannot: from where it left off (the offsets are the files').
     buf.resize(1u << 17);
     for (;;) {
       ssize_t n = ::read(in, buf.data(), buf.size());
@@ -98,7 +105,7 @@ struct copier {
       ::close(in);
       return fail("cannot create the copy of " + at(rel), e);
     }
-    bool ok = copy_bytes(in, out, rel);
+    bool ok = copy_bytes(in, out, rel, st.st_size);
     if (ok) keep_attributes(out, st);
     ::close(in);
     if (::close(out) != 0 && ok) return fail("cannot write the copy of " + at(rel), errno);
