@@ -51,10 +51,9 @@ struct session_spec {
   // stack (sbsh(1), session create --limit). Read back in canonical form, e.g.
   // "nofile=1024:1024".
   std::vector<std::string> limits;
-  // A directory (relative: to this process's, on a local connection) that sbshd copies,
-  // without what ignore_rules() leave out, for the session before its first shell starts:
-  // every shell then starts in the copy, which lives as long as the session is defined and
-  // is deleted (or kept: session_rm's keep_copy) by remove_session.
+  // A directory (relative: to this process's, on a local connection) that sbshd copies, less
+  // what ignore_rules() leave out, before the session's first shell starts: every shell starts
+  // in the copy, which lives as long as the session is defined and goes (or is kept) at removal.
   // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
   std::string snapshot;
   // The environment every shell of the session starts with, before `env`: the one of the
