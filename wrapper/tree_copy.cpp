@@ -204,8 +204,12 @@ bool list_ignored(copier& c, const std::string& source, const std::string& gitdi
   if (!write_file(gitdir + "/HEAD", "ref: refs/heads/main\n") || !write_file(gitdir + "/rules", text))
     return c.fail("cannot write in " + gitdir, errno);
 
-  std::vector<std::string> env_store{"GIT_DIR=" + gitdir, "GIT_WORK_TREE=" + source, "GIT_CONFIG_NOSYSTEM=1",
-                                     "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"};
+  // No configuration of the user's or the system's counts; a tree owned by someone else is
+  // no reason to refuse (safe.directory guards repositories, and this one is ours).
+  std::vector<std::string> env_store{"GIT_DIR=" + gitdir,       "GIT_WORK_TREE=" + source,
+                                     "GIT_CONFIG_NOSYSTEM=1",   "GIT_CONFIG_GLOBAL=/dev/null",
+                                     "GIT_CONFIG_COUNT=1",      "GIT_CONFIG_KEY_0=safe.directory",
+                                     "GIT_CONFIG_VALUE_0=*",    "LC_ALL=C"};
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "GIT_", 4) != 0 && std::strncmp(*e, "LC_ALL=", 7) != 0) env_store.emplace_back(*e);
   std::vector<std::string> argv_store{"git", "ls-files", "--others", "--ignored", "--directory", "-z",
