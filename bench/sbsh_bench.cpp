@@ -14,8 +14,12 @@
 //                   own eval of the same text already in memory. Also printed: the same text
 //                   fed to the bare driver, one byte per read().
 //   CPU per exec    what one exec of `true` costs the client, sbshd, the wrapper and bash.
+//   snapshot        `session create --snapshot` of a tree of 10,000 files (200 MB) beside a
+//                   50 MB node_modules, to the same filesystem, vs `rsync -a
+//                   --exclude=node_modules` of it. Goal <= 1.0x. Needs rsync
+//                   (apt-get install rsync).
 //
-// Usage: sbsh-bench [--quick]
+// Usage: sbsh-bench [--quick] [--only snapshot]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -392,11 +396,61 @@ void cpu_split(const private_daemon& d, int iters) {
 }
 
 }  // namespace
+// Writes `files` files of `size` bytes under `dir`, 100 to a directory.
+void make_tree(const std::string& dir, int files, size_t size) {
+  std::string data(size, 'x');
+  for (int i = 0; i < files; ++i) {
+    std::string sub = dir + "/d" + std::to_string(i / 100);
+    if (i % 100 == 0) ::mkdir(sub.c_str(), 0755);
+    for (size_t k = 0; k < data.size(); k += 4096) data[k] = static_cast<char>('a' + (i + k) % 26);
+    std::ofstream(sub + "/f" + std::to_string(i) + ".txt", std::ios::binary) << data;
+  }
+}
+
+void snapshot(const private_daemon& d, int iters) {
+  if (run_quiet({"rsync", "--version"}) != 0) {
+    std::printf("%-28s rsync is not installed (apt-get install rsync): skipped\n", "snapshot copy");
+    return;
+  }
+  // The copies go in the state directory, beside the tree: the same filesystem.
+  std::string tree = d.dir() + "/tree";
+  ::mkdir(tree.c_str(), 0755);
+  make_tree(tree, 10000, 20000);  // 200 MB
+  ::mkdir((tree + "/node_modules").c_str(), 0755);
+  make_tree(tree + "/node_modules", 2000, 25000);  // 50 MB
+  run_quiet({"sync"});
+  auto c = d.connect();
+  std::vector<double> vs, vb;
+  for (int i = 0; i < iters; ++i) {
+    client::session_spec spec;
+    spec.name = "snap" + std::to_string(i);
+    spec.snapshot = tree;
+    auto t0 = clock_type::now();
+    if (auto made = c.create_session(spec); !made) {
+      std::printf("snapshot: %s\n", made.err().message.c_str());
+      return;
+    }
+    vs.push_back(ms_since(t0));
+    (void)c.remove_session(spec.name);
+    std::string to = d.dir() + "/rsync" + std::to_string(i);
+    t0 = clock_type::now();
+    run_quiet({"rsync", "-a", "--exclude=node_modules", tree + "/", to + "/"});
+    vb.push_back(ms_since(t0));
+    run_quiet({"rm", "-rf", to});
+  }
+  print({"snapshot: 200 MB + node_modules", summarize(vs), summarize(vb), "ms", 1.0, false});
+}
+
 }  // namespace sbsh::bench
 
 int main(int argc, char** argv) {
   using namespace sbsh::bench;
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "snapshot") == 0) {
+    private_daemon d("snap");
+    snapshot(d, quick ? 3 : 10);
+    return 0;
+  }
   private_daemon d("exec");
   std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
   round_trip(d, quick ? 500 : 5000);
@@ -406,5 +460,6 @@ int main(int argc, char** argv) {
   throughput(d, quick ? 100000000LL : 1000000000LL);
   big_command(d);
   through_dial(d, quick ? 500 : 5000, quick ? 100000000LL : 1000000000LL);
+  snapshot(d, quick ? 3 : 10);
   return 0;
 }

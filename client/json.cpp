@@ -182,7 +182,12 @@ std::string to_json(const session_detail& d) {
   const auto& def = d.definition;
   json_object dj;
   dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
-  if (!def.snapshot.empty()) dj.str("snapshot", def.snapshot);
+  if (!def.snapshot.empty()) {
+    dj.str("snapshot", def.snapshot).strs("ignore", def.ignore).boolean("no_default_ignores", def.no_default_ignores);
+    dj.boolean("gitignore", def.gitignore).strs("ignore_rules", ignore_rules(def));
+    dj.boolean("keep_copy_on_failure", def.keep_copy_on_failure);
+    dj.num("special_skipped", static_cast<int64_t>(def.special_skipped));
+  }
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
   json_object o;

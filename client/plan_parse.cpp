@@ -153,6 +153,18 @@ auto list_into(std::vector<std::string>& out, bool pairs) {
     return ok_status();
   };
 }
+auto bool_into(bool& out) {
+  return [&out](const plan_json& v, const std::string& path) -> sbsh::status {
+    // YAML's scalars arrive as text.
+    if (v.is_string() && (v.get<std::string>() == "true" || v.get<std::string>() == "false")) {
+      out = v.get<std::string>() == "true";
+      return ok_status();
+    }
+    if (!v.is_boolean()) return invalid(path, fmt::format("expected true or false, not {}", shown(v)));
+    out = v.get<bool>();
+    return ok_status();
+  };
+}
 template <typename T>  // std::chrono::milliseconds, or an optional one
 auto duration_into(T& out) {
   return [&out](const plan_json& v, const std::string& path) -> sbsh::status {
@@ -165,15 +177,21 @@ auto duration_into(T& out) {
 
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
   if (!v.is_object())
-    return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart, timeout), not {}",
+    return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart, timeout, ignore, "
+                                     "no_default_ignores, gitignore, keep_copy_on_failure), not {}",
                                      shown(v)));
-  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart", "timeout"});
+  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart", "timeout", "ignore",
+                                         "no_default_ignores", "gitignore", "keep_copy_on_failure"});
   if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
   if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
   if (st) st = optional_field(v, path, "env", list_into(s.env, true));
   if (st) st = optional_field(v, path, "init", list_into(s.init, false));
   if (st) st = optional_field(v, path, "limits", list_into(s.limits, true));
   if (st) st = optional_field(v, path, "restart", text_into(s.restart));
+  if (st) st = optional_field(v, path, "ignore", list_into(s.ignore, false));
+  if (st) st = optional_field(v, path, "no_default_ignores", bool_into(s.no_default_ignores));
+  if (st) st = optional_field(v, path, "gitignore", bool_into(s.gitignore));
+  if (st) st = optional_field(v, path, "keep_copy_on_failure", bool_into(s.keep_copy_on_failure));
   std::chrono::milliseconds timeout{0};  // of a command that gives none; duration_of refuses a negative one
   if (st) st = optional_field(v, path, "timeout", duration_into(timeout));
   s.timeout_ms = static_cast<uint64_t>(timeout.count());

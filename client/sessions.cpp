@@ -39,9 +39,37 @@ result<session_detail> connection::show_session(const std::string& name) {
 }
 
 sbsh::status connection::remove_session(const std::string& name) {
-  auto r = p_->ask<msg::ok>(msg::session_rm{name});
+  auto r = remove_session(name, false);
   if (!r) return r.err();
   return ok_status();
+}
+
+result<std::string> connection::remove_session(const std::string& name, bool keep_copy) {
+  uint64_t id = p_->next_id++;
+  auto env = p_->call(ipc::encode(msg::session_rm{name, keep_copy}, id), id);
+  if (!env) return env.err();
+  // ok, or session_removed when the snapshot's copy was kept (asked for, or by the
+  // definition's keep_copy_on_failure).
+  if (env->msg.type() == msg::session_removed::kind.type) {
+    auto r = read_reply<msg::session_removed>(env->msg);
+    if (!r) return r.err();
+    return std::move(r->kept);
+  }
+  auto r = read_reply<msg::ok>(env->msg);
+  if (!r) return r.err();
+  return std::string();
+}
+
+result<std::vector<kept_copy>> connection::kept_copies() {
+  auto r = p_->ask<msg::kept_info>(msg::kept_list{});
+  if (!r) return r.err();
+  return std::move(r->copies);
+}
+
+result<std::vector<kept_copy>> connection::prune_kept_copies() {
+  auto r = p_->ask<msg::kept_info>(msg::kept_prune{});
+  if (!r) return r.err();
+  return std::move(r->copies);
 }
 
 result<std::vector<std::string>> connection::prune_sessions(std::chrono::milliseconds idle) {

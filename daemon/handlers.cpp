@@ -154,6 +154,7 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::session_show, on_session_show},     {msg_type::session_rm, on_session_rm},
     {msg_type::session_restart, on_session_restart},
     {msg_type::session_prune, on_session_prune},
+    {msg_type::kept_list, on_kept_list},           {msg_type::kept_prune, on_kept_prune},
     {msg_type::proc_start, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_start(c, e); }},
     {msg_type::proc_list, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_list(c, e); }},
     {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},

@@ -11,6 +11,8 @@ void on_session_show(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_rm(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_restart(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_prune(server& srv, client_conn& c, ipc::envelope& env);
+void on_kept_list(server& srv, client_conn& c, ipc::envelope& env);
+void on_kept_prune(server& srv, client_conn& c, ipc::envelope& env);
 
 // Every session as `status` and `session_list` report it.
 std::vector<session_status> describe_sessions(const server& srv);

@@ -80,13 +80,40 @@ void on_session_show(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 void on_session_rm(server& srv, client_conn& c, ipc::envelope& env) {
-  std::string name;
-  if (requested_session<msg::session_rm>(srv, c, env, &name) == nullptr) return;
+  auto req = ipc::decode<msg::session_rm>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  std::string name(req->name);
+  session* s = named_session(srv, c, env.msg.id(), name);
+  if (s == nullptr) return;
+  if (req->keep_copy && s->def().snapshot.empty())
+    return c.send_error(env.msg.id(), ipc::errc::bad_request,
+                        fmt::format("session '{}' was not made from a snapshot: it has no copy to keep; "
+                                    "remove it without --keep-copy",
+                                    name));
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();
   // The reply waits until nothing of the session is left; the client may be gone by then.
-  srv.remove_session(name, [&srv, serial, id] {
-    if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::ok{}, id));
+  srv.remove_session(name, req->keep_copy, [&srv, serial, id](const std::string& kept) {
+    auto* conn = srv.client_by_serial(serial);
+    if (conn == nullptr) return;
+    if (kept.empty()) conn->send(ipc::encode(msg::ok{}, id));
+    else conn->send(ipc::encode(msg::session_removed{kept}, id));
+  });
+}
+
+void on_kept_list(server& srv, client_conn& c, ipc::envelope& env) {
+  uint64_t id = env.msg.id();
+  uint64_t serial = c.serial();
+  srv.snapshots().list_kept([&srv, serial, id](std::vector<kept_copy> copies) {
+    if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::kept_info{std::move(copies)}, id));
+  });
+}
+
+void on_kept_prune(server& srv, client_conn& c, ipc::envelope& env) {
+  uint64_t id = env.msg.id();
+  uint64_t serial = c.serial();
+  srv.snapshots().prune_kept([&srv, serial, id](std::vector<kept_copy> copies) {
+    if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::kept_info{std::move(copies)}, id));
   });
 }
 

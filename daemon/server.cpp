@@ -95,7 +95,7 @@ void client_conn::send_error(uint64_t id, std::string_view code, const std::stri
 }
 
 server::server(options opts)
-    : opts_(std::move(opts)), pid_(::getpid()), snapshots_(&loop_, opts_.state_dir + "/snapshots") {
+    : opts_(std::move(opts)), pid_(::getpid()), snapshots_(&loop_, opts_.state_dir + "/snapshots", opts_.state_dir + "/kept", opts_.wrapper_path) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
@@ -509,6 +509,9 @@ std::string describe_difference(const session_def& a, const session_def& b) {
   };
   if (a.timeout_ms != b.timeout_ms)
     diffs.push_back(fmt::format("default timeout {} (asked: {})", timeout(a), timeout(b)));
+  if (a.ignore != b.ignore || a.no_default_ignores != b.no_default_ignores || a.gitignore != b.gitignore)
+    diffs.emplace_back("ignore rules");
+  if (a.keep_copy_on_failure != b.keep_copy_on_failure) diffs.emplace_back("keep-copy-on-failure");
   return fmt::format("{}", fmt::join(diffs, ", "));
 }
 
@@ -609,14 +612,16 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
   auto& p = pending_[name];
   p.def = std::move(def);
   p.waiters.emplace_back(serial, std::move(done));
-  snapshots_.copy(name, source, [this, name](status copied) { snapshot_copied(name, std::move(copied)); });
+  snapshot_store::rules rules{p.def.ignore_rules(), p.def.gitignore};
+  snapshots_.copy(name, source, rules, [this, name](result<uint64_t> copied) { snapshot_copied(name, std::move(copied)); });
 }
 
-void server::snapshot_copied(const std::string& name, status copied) {
+void server::snapshot_copied(const std::string& name, result<uint64_t> copied) {
   auto p = pending_.find(name);
   if (p == pending_.end()) return;
   pending_session waiting = std::move(p->second);
   pending_.erase(p);
+  if (copied) waiting.def.special_skipped = *copied;
   result<session*> made = copied ? create_session(name, waiting.def) : result<session*>(copied.err());
   if (copied && !made) {  // sbshd is shutting down: the copy would belong to no session
     std::string aside = snapshots_.set_aside(name);
@@ -628,18 +633,34 @@ void server::snapshot_copied(const std::string& name, status copied) {
   });
 }
 
-void server::remove_session(const std::string& name, std::function<void()> done) {
+namespace {
+
+// Whether the last command `s` ran failed: a non-zero status, a timeout, or the shell lost.
+bool last_command_failed(const session& s) {
+  auto history = s.describe_full().history;
+  if (history.empty()) return false;
+  const history_entry& h = history.back();
+  return h.timed_out || h.shell_restarted || !h.exit_code || *h.exit_code != 0;
+}
+
+}  // namespace
+
+void server::remove_session(const std::string& name, bool keep_copy, std::function<void(std::string)> done) {
   auto it = sessions_.find(name);
   if (it == sessions_.end()) {
-    done();
+    done({});
     return;
   }
   std::unique_ptr<session> s = std::move(it->second);
   sessions_.erase(it);
-  // The copy is renamed aside now, so that a new session of this name gets a fresh one, and
-  // deleted once the session's processes are gone.
-  if (std::string aside = s->def().snapshot.empty() ? "" : snapshots_.set_aside(name); !aside.empty())
-    done = [this, aside, done = std::move(done)] { snapshots_.remove_later(aside, done); };
+  // The copy is renamed now, so that a new session of this name gets a fresh one: into the
+  // kept copies, or aside to be deleted once the session's processes are gone.
+  const bool snapshot = !s->def().snapshot.empty();
+  std::string kept;
+  if (snapshot && (keep_copy || (s->def().keep_copy_on_failure && last_command_failed(*s)))) kept = snapshots_.keep(name);
+  std::function<void()> finished = [done = std::move(done), kept] { done(kept); };
+  if (std::string aside = !snapshot || !kept.empty() ? "" : snapshots_.set_aside(name); !aside.empty())
+    finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
   save_state();
   procs_->kill_all(name);
   s->stop(/*removed=*/true);
@@ -649,7 +670,7 @@ void server::remove_session(const std::string& name, std::function<void()> done)
   // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
   // stragglers.
   auto deadline = std::make_shared<handle_ptr<timer>>(make_handle<timer>(&loop_));
-  auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(done))] {
+  auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(finished))] {
     deadline->reset();
     removed(raw, std::move(*done));
   };
@@ -726,7 +747,7 @@ void server::expire_idle() {
       due.push_back(name);
   for (const auto& name : due) {
     spdlog::info("session {} removed: idle for {} ms, its expiry", name, find_session(name)->def().idle_expiry_ms);
-    remove_session(name, [] {});
+    remove_session(name, false, [](const std::string&) {});
   }
   arm_expiry();
 }
@@ -742,7 +763,7 @@ void server::prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std
   if (names.empty()) return (*finish)({});
   for (const auto& name : names) {
     spdlog::info("session {} pruned: idle for {} ms", name, now - find_session(name)->last_active_ms());
-    remove_session(name, [left, finish, names] {
+    remove_session(name, false, [left, finish, names](const std::string&) {
       if (--*left == 0) (*finish)(names);
     });
   }

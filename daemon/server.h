@@ -166,8 +166,10 @@ class server {
   // not be made. The copy is stopped when every client that asked for it has gone.
   void define_session(const std::string& name, session_def def, uint64_t serial,
                       std::function<void(result<session*>)> done);
-  // Ends the session and everything it started; `done` runs once nothing is left.
-  void remove_session(const std::string& name, std::function<void()> done);
+  // Ends the session and everything it started; `done` runs once nothing is left, with the
+  // path of the snapshot's copy if it was kept (with `keep_copy`, or by the definition's
+  // keep_copy_on_failure when the last command failed), else "".
+  void remove_session(const std::string& name, bool keep_copy, std::function<void(std::string)> done);
   // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
   // gets their names once nothing of them is left.
   void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
@@ -187,6 +189,7 @@ class server {
   void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
   kept_commands& kept() { return *kept_; }
+  snapshot_store& snapshots() { return snapshots_; }
   // Ends every session and background process, then the loop. With `keep_sessions`, leaves
   // them running instead, for the next sbshd to adopt.
   void begin_shutdown(const std::string& why, bool keep_sessions = false);
@@ -280,7 +283,7 @@ class server {
     std::vector<std::pair<uint64_t, std::function<void(result<session*>)>>> waiters;  // by client serial
   };
   std::map<std::string, pending_session> pending_;
-  void snapshot_copied(const std::string& name, status copied);
+  void snapshot_copied(const std::string& name, result<uint64_t> copied);
   // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
   // session `name`'s; the error says what to do.
   status room_for_definition(const std::string& name, const session_def& def);

@@ -50,6 +50,12 @@ status check_def(const session_def& d) {
   if (!d.snapshot.empty() && d.snapshot[0] != '/')
     return make_error(ipc::errc::bad_request,
                       fmt::format("the snapshot source '{}' must be an absolute path", ipc::printable(d.snapshot)));
+  if (d.snapshot.empty() && (!d.ignore.empty() || d.no_default_ignores || d.gitignore || d.keep_copy_on_failure))
+    return make_error(ipc::errc::bad_request,
+                      "ignore rules and keeping the copy apply to a session made from a snapshot: give --snapshot DIR too");
+  if (d.ignore.size() > 1024) return make_error(ipc::errc::bad_request, "a session may have at most 1024 ignore patterns");
+  for (const auto& p : d.ignore)
+    if (auto s = check_ignore_pattern(p); !s) return s;
   return ok_status();
 }
 
@@ -123,9 +129,30 @@ status check_environment(const std::vector<std::string>& env) {
 
 }  // namespace
 
+status check_ignore_pattern(std::string_view p) {
+  auto bad = [&](std::string_view why) {
+    return make_error(ipc::errc::bad_request, fmt::format("invalid ignore pattern '{}': {}", ipc::printable(p, 128), why));
+  };
+  if (p.empty() || p == "!" || p == "/" || p == "!/") return bad("it matches nothing; give a name or a glob such as *.log");
+  if (p.find_first_of(std::string_view("\n\r\0", 3)) != std::string_view::npos)
+    return bad("a pattern is one line, without NUL, CR or LF bytes");
+  if (p[0] == '#') return bad("a pattern starting with '#' is a comment; write \\# to match a name starting with '#'");
+  if (p.back() == '\\' && (p.size() < 2 || p[p.size() - 2] != '\\'))
+    return bad("it ends in a lone backslash, which escapes nothing");
+  if (p.size() > 4096) return bad("it is longer than 4096 bytes");
+  return ok_status();
+}
+
+std::vector<std::string> session_def::ignore_rules() const {
+  session_spec s;
+  s.ignore = ignore;
+  s.no_default_ignores = no_default_ignores;
+  return sbsh::ignore_rules(s);
+}
+
 size_t text_size(const session_def& d) {
   size_t n = d.cwd.size() + d.snapshot.size();
-  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment})
+  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment, &d.ignore})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
 }
@@ -156,6 +183,11 @@ session_spec spec_of(const session_def& d) {
   s.implicit = d.implicit;
   s.idle_expiry_ms = d.idle_expiry_ms;
   s.timeout_ms = d.timeout_ms;
+  s.ignore = d.ignore;
+  s.no_default_ignores = d.no_default_ignores;
+  s.gitignore = d.gitignore;
+  s.keep_copy_on_failure = d.keep_copy_on_failure;
+  s.special_skipped = d.special_skipped;
   return s;
 }
 
@@ -170,6 +202,11 @@ result<session_def> def_from_saved(session_spec spec) {
   d.implicit = spec.implicit;
   d.idle_expiry_ms = spec.idle_expiry_ms;
   d.timeout_ms = spec.timeout_ms;
+  d.ignore = std::move(spec.ignore);
+  d.no_default_ignores = spec.no_default_ignores;
+  d.gitignore = spec.gitignore;
+  d.keep_copy_on_failure = spec.keep_copy_on_failure;
+  d.special_skipped = spec.special_skipped;
   if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)
@@ -185,6 +222,7 @@ result<session_def> def_from_request(session_spec spec) {
   if (!spec.snapshot.empty() && !spec.cwd.empty())
     return make_error(ipc::errc::bad_request,
                       "a session made from a snapshot starts in its copy: give either cwd or snapshot, not both");
+  spec.special_skipped = 0;  // what the copy finds, not what a client says
   auto def = def_from_saved(std::move(spec));
   if (def && text_size(*def) > ipc::kMaxDefinitionText)
     return make_error(ipc::errc::bad_request,

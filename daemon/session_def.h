@@ -29,13 +29,28 @@ struct session_def {
   bool implicit = false;        // made by exec -s or start -s
   uint64_t idle_expiry_ms = 0;  // removed after this long idle; 0: never
   uint64_t timeout_ms = 0;      // of a command that gives none; 0: none
+  // What the snapshot's copy leaves out (session_spec::ignore and what follows it).
+  std::vector<std::string> ignore;
+  bool no_default_ignores = false;
+  bool gitignore = false;
+  bool keep_copy_on_failure = false;  // removing the session keeps the copy if the last command failed
+  uint64_t special_skipped = 0;       // fifos, sockets and devices the copy skipped
   // Whether `o` defines the same shells (environment, implicitness, expiry and default
   // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
-           restart == o.restart;
+           restart == o.restart && same_copy(o);
   }
-  bool operator==(const session_def&) const = default;
+  [[nodiscard]] bool same_copy(const session_def& o) const {
+    return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&
+           keep_copy_on_failure == o.keep_copy_on_failure;
+  }
+  // The patterns the copy leaves out, in the order they apply.
+  [[nodiscard]] std::vector<std::string> ignore_rules() const;
+  bool operator==(const session_def& o) const {
+    return same_shells(o) && environment == o.environment && implicit == o.implicit &&
+           idle_expiry_ms == o.idle_expiry_ms && timeout_ms == o.timeout_ms;
+  }
 };
 
 // Checks a session's starting environment: NAME=VALUE entries without NUL, a NAME without
@@ -48,6 +63,10 @@ inline constexpr size_t kMaxSessionEnv = 1u << 20;
 
 std::string_view policy_name(restart_policy p);
 std::optional<restart_policy> parse_policy(std::string_view s);
+
+// Whether `p` can be given as an ignore pattern (one gitignore line that is not a comment
+// or blank); the error says what is wrong with it.
+status check_ignore_pattern(std::string_view p);
 
 // The bytes of text a definition holds (what ipc::kMaxDefinitionText bounds).
 size_t text_size(const session_def& d);

@@ -7,8 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -24,7 +28,7 @@ namespace sbsh::daemon {
 
 namespace {
 
-// What cp printed is kept up to this size, for the error message.
+// What the copier printed is kept up to this size, for the error message.
 constexpr size_t kMaxMessages = 2048;
 
 bool remove_at(int parent, const char* name) {
@@ -110,7 +114,8 @@ status snapshot_store::check_source(const std::string& source) const {
   return ok_status();
 }
 
-void snapshot_store::copy(const std::string& name, const std::string& source, std::function<void(status)> done) {
+void snapshot_store::copy(const std::string& name, const std::string& source, const rules& r,
+                          std::function<void(result<uint64_t>)> done) {
   auto fail = [&](const std::string& why) { done(make_error(ipc::errc::internal, why)); };
   if (auto made = ipc::make_dirs(dir_); !made) return fail(made.err().message);
   std::string target = path_of(name);
@@ -129,22 +134,21 @@ void snapshot_store::copy(const std::string& name, const std::string& source, st
   ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
   unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!null) return fail(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
-  // -a keeps modes, times, links and special files; --reflink=auto shares blocks where the
-  // filesystem can; -T copies the directory itself to the new name.
-  std::vector<std::string> argv_store{"cp", "-a", "--reflink=auto", "-T", "--", source, job.tmp};
+  std::vector<std::string> argv_store{"sbsh-wrapper", "--copy-tree", source, job.tmp, r.gitignore ? "1" : "0"};
+  argv_store.insert(argv_store.end(), r.ignore.begin(), r.ignore.end());
   std::vector<std::string> env_store = ipc::inherited_environment();
   std::vector<char*> argv = ipc::c_pointers(argv_store);
   std::vector<char*> envp = ipc::c_pointers(env_store);
   const int fds[] = {null.get(), errors_w.get(), errors_w.get()};
   child_process::options o;
-  o.file = "cp";
+  o.file = copier_.c_str();
   o.argv = argv.data();
   o.envp = envp.data();
   o.fds = fds;
   int err = 0;
   job.proc = child_process::spawn(
       loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); }, &err);
-  if (job.proc == nullptr) return fail(fmt::format("cannot start cp to copy {}: {}", source, std::strerror(err)));
+  if (job.proc == nullptr) return fail(fmt::format("cannot start {} to copy {}: {}", copier_, source, std::strerror(err)));
   job.done = std::move(done);
   auto& j = copies_[name] = std::move(job);
   j.watch = make_handle<fd_watch>(loop_, j.errors.get());
@@ -170,11 +174,13 @@ void snapshot_store::copy_ended(const std::string& name, int64_t status, int sig
   if (it == copies_.end()) return;
   copy_job job = std::move(it->second);
   copies_.erase(it);
-  read_errors(job);  // cp has ended: all it wrote is in the pipe
+  read_errors(job);  // the copier has ended: all it wrote is in the pipe
   job.watch.reset();
-  if (status == 0 && sig == 0 && ::rename(job.tmp.c_str(), path_of(name).c_str()) == 0) {
-    spdlog::info("session {}: copy complete in {}", name, path_of(name));
-    job.done(ok_status());
+  uint64_t special = 0;
+  if (status == 0 && sig == 0 && std::sscanf(job.messages.c_str(), "special %" SCNu64, &special) == 1 &&
+      ::rename(job.tmp.c_str(), path_of(name).c_str()) == 0) {
+    spdlog::info("session {}: copy complete in {} ({} special files skipped)", name, path_of(name), special);
+    job.done(special);
     return;
   }
   std::string why;
@@ -184,11 +190,12 @@ void snapshot_store::copy_ended(const std::string& name, int64_t status, int sig
     why = "the copy was stopped";
   } else {
     while (!job.messages.empty() && job.messages.back() == '\n') job.messages.pop_back();
-    why = job.messages.empty() ? (sig != 0 ? fmt::format("cp was killed by signal {}", sig)
-                                           : fmt::format("cp exited with status {}", status))
+    why = job.messages.empty() ? (sig != 0 ? fmt::format("the copier was killed by signal {}", sig)
+                                           : fmt::format("the copier exited with status {}", status))
                                : job.messages;
   }
   spdlog::warn("session {}: snapshot copy failed: {}", name, why);
+  remove_later(job.tmp + ".rules", nullptr);  // the copier's scratch repository, if it was stopped
   remove_later(job.tmp, [done = std::move(job.done), why] {
     done(make_error(ipc::errc::internal, fmt::format("cannot copy the snapshot: {}", why)));
   });
@@ -206,14 +213,137 @@ std::string snapshot_store::set_aside(const std::string& name) {
 }
 
 void snapshot_store::sweep_leftovers() {
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> left;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] == '.' && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      left.push_back(dir_ + "/" + e->d_name);
+  for (const std::string* dir : {&dir_, &kept_dir_}) {
+    DIR* d = ::opendir(dir->c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> left;
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] == '.' && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        left.push_back(*dir + "/" + e->d_name);
+    ::closedir(d);
+    for (auto& p : left) remove_later(std::move(p), nullptr);
+  }
+}
+
+std::string snapshot_store::keep(const std::string& name) {
+  if (auto made = ipc::make_dirs(kept_dir_); !made) {
+    spdlog::error("cannot keep the copy of session {}: {}", name, made.err().message);
+    return {};
+  }
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string kept = fmt::format("{}/{}@{}", kept_dir_, name, now);
+  struct stat st {};
+  for (int i = 1; ::lstat(kept.c_str(), &st) == 0; ++i) kept = fmt::format("{}/{}@{}-{}", kept_dir_, name, now, i);
+  if (::rename(path_of(name).c_str(), kept.c_str()) == 0) {
+    spdlog::info("session {}: copy kept in {}", name, kept);
+    return kept;
+  }
+  if (errno != ENOENT) spdlog::error("cannot keep {} as {}: {}", path_of(name), kept, std::strerror(errno));
+  return {};
+}
+
+namespace {
+
+// The bytes of the regular files under directory `fd` (which it closes), links not followed.
+uint64_t tree_size(int fd) {
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return 0;
+  }
+  uint64_t total = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_size);
+    if (!S_ISDIR(st.st_mode)) continue;
+    int sub = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) total += tree_size(sub);
+  }
   ::closedir(d);
-  for (auto& p : left) remove_later(std::move(p), nullptr);
+  return total;
+}
+
+// The kept copies in `dir` (named SESSION@MS or SESSION@MS-N), oldest first; sizes only
+// when `measure`.
+std::vector<kept_copy> read_kept(const std::string& dir, bool measure) {
+  std::vector<kept_copy> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    auto at = n.rfind('@');
+    if (n[0] == '.' || at == std::string::npos || at == 0) continue;
+    kept_copy k;
+    k.session = n.substr(0, at);
+    k.path = dir + "/" + n;
+    k.kept_at_ms = std::strtoll(n.c_str() + at + 1, nullptr, 10);
+    if (measure) {
+      int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) k.size_bytes = tree_size(fd);
+    }
+    out.push_back(std::move(k));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const kept_copy& a, const kept_copy& b) {
+    return a.kept_at_ms != b.kept_at_ms ? a.kept_at_ms < b.kept_at_ms : a.path < b.path;
+  });
+  return out;
+}
+
+// Runs `work` on the thread pool, then `done` with its result on the loop.
+void on_pool(uv_loop_t* loop, std::function<std::vector<kept_copy>()> work,
+             std::function<void(std::vector<kept_copy>)> done) {
+  struct job {
+    std::function<std::vector<kept_copy>()> work;
+    std::function<void(std::vector<kept_copy>)> done;
+    std::vector<kept_copy> out;
+    uv_work_t req;
+  };
+  auto* j = new job{std::move(work), std::move(done), {}, {}};
+  j->req.data = j;
+  uv_queue_work(
+      loop, &j->req, [](uv_work_t* r) {
+        auto* me = static_cast<job*>(r->data);
+        me->out = me->work();
+      },
+      [](uv_work_t* r, int) {
+        auto* me = static_cast<job*>(r->data);
+        me->done(std::move(me->out));
+        delete me;
+      });
+}
+
+}  // namespace
+
+void snapshot_store::list_kept(std::function<void(std::vector<kept_copy>)> done) {
+  on_pool(loop_, [dir = kept_dir_] { return read_kept(dir, true); }, std::move(done));
+}
+
+void snapshot_store::prune_kept(std::function<void(std::vector<kept_copy>)> done) {
+  // Each copy is renamed aside on the loop, so that a copy kept meanwhile stays, then deleted.
+  std::vector<kept_copy> copies = read_kept(kept_dir_, false);
+  std::vector<std::string> aside;
+  std::vector<kept_copy> gone;
+  for (auto& k : copies) {
+    std::string to = fmt::format("{}/.remove-{}", kept_dir_, ++seq_);
+    if (::rename(k.path.c_str(), to.c_str()) != 0) {
+      spdlog::error("cannot delete {}: {}", k.path, std::strerror(errno));
+      continue;
+    }
+    aside.push_back(std::move(to));
+    gone.push_back(std::move(k));
+  }
+  on_pool(
+      loop_,
+      [aside = std::move(aside), gone = std::move(gone)]() mutable {
+        for (const auto& p : aside)
+          if (!remove_tree(p)) spdlog::error("cannot delete all of {}", p);
+        return std::move(gone);
+      },
+      std::move(done));
 }
 
 void snapshot_store::remove_later(std::string path, std::function<void()> done) {

@@ -115,7 +115,22 @@ struct schema_of<session_spec> {
                       field("environment", &s::environment, kOmitEmpty),
                       field("implicit", &s::implicit, kOmitEmpty),
                       field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
-                      field("timeout_ms", &s::timeout_ms, kOmitEmpty)};
+                      field("timeout_ms", &s::timeout_ms, kOmitEmpty),
+                      field("ignore", &s::ignore, kOmitEmpty),
+                      field("no_default_ignores", &s::no_default_ignores, kOmitEmpty),
+                      field("gitignore", &s::gitignore, kOmitEmpty),
+                      field("keep_copy_on_failure", &s::keep_copy_on_failure, kOmitEmpty),
+                      field("special_skipped", &s::special_skipped, kOmitEmpty)};
+  }
+};
+
+template <>
+struct schema_of<kept_copy> {
+  static constexpr std::string_view name = "kept copy";
+  static constexpr auto fields() {
+    using s = kept_copy;
+    return std::tuple{field("session", &s::session), field("path", &s::path),
+                      field("kept_at_ms", &s::kept_at_ms), field("size_bytes", &s::size_bytes)};
   }
 };
 
@@ -260,10 +275,15 @@ struct session_detail {
   static constexpr auto fields() { return std::tuple{field("session", &session_detail::session, kRequired)}; }
 };
 
+// Removes a session; keep_copy leaves its snapshot's copy in place, as a kept copy. The
+// reply is ok, or session_removed when a copy was kept.
 struct session_rm {
   static constexpr message_kind kind{msg_type::session_rm, "session_rm", client_to_daemon, true};
   std::string_view name;
-  static constexpr auto fields() { return std::tuple{field("name", &session_rm::name, kRequired)}; }
+  bool keep_copy = false;
+  static constexpr auto fields() {
+    return std::tuple{field("name", &session_rm::name, kRequired), field("keep_copy", &session_rm::keep_copy, kOmitEmpty)};
+  }
 };
 
 struct session_restart {
@@ -284,6 +304,31 @@ struct session_pruned {
   static constexpr message_kind kind{msg_type::session_pruned, "session_pruned", daemon_to_client, true};
   str_list names;
   static constexpr auto fields() { return std::tuple{field("names", &session_pruned::names)}; }
+};
+
+// A session was removed and its snapshot's copy kept, at `kept`.
+struct session_removed {
+  static constexpr message_kind kind{msg_type::session_removed, "session_removed", daemon_to_client, true};
+  std::string kept;
+  static constexpr auto fields() { return std::tuple{field("kept", &session_removed::kept)}; }
+};
+
+// The kept copies (kept_info), oldest first.
+struct kept_list {
+  static constexpr message_kind kind{msg_type::kept_list, "kept_list", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+struct kept_info {
+  static constexpr message_kind kind{msg_type::kept_info, "kept_info", daemon_to_client, true};
+  std::vector<kept_copy> copies;
+  static constexpr auto fields() { return std::tuple{field("copies", &kept_info::copies)}; }
+};
+
+// Deletes every kept copy; the reply (kept_info) lists those deleted, once they are gone.
+struct kept_prune {
+  static constexpr message_kind kind{msg_type::kept_prune, "kept_prune", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
 };
 
 // 300: exec and its I/O
@@ -731,7 +776,7 @@ struct logs_end {
 
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
-                       session_detail, session_rm, session_restart, session_prune, session_pruned, exec, output, stdin_data, stdin_eof,
+                       session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
                        exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,

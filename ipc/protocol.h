@@ -49,6 +49,10 @@ enum class msg_type : uint32_t {
   session_restart = 206,
   session_prune = 207,
   session_pruned = 208,
+  session_removed = 209,
+  kept_list = 210,
+  kept_info = 211,
+  kept_prune = 212,
 
   // 300: exec and its I/O
   exec = 300,

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sbsh {
@@ -49,9 +51,9 @@ struct session_spec {
   // stack (sbsh(1), session create --limit). Read back in canonical form, e.g.
   // "nofile=1024:1024".
   std::vector<std::string> limits;
-  // A directory (relative: to this process's, on a local connection) that sbshd copies
-  // (cp -a) for the session before its first shell starts: every shell then starts in the
-  // copy, which lives as long as the session is defined and is deleted by remove_session.
+  // A directory (relative: to this process's, on a local connection) that sbshd copies, less
+  // what ignore_rules() leave out, before the session's first shell starts: every shell starts
+  // in the copy, which lives as long as the session is defined and goes (or is kept) at removal.
   // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
   std::string snapshot;
   // The environment every shell of the session starts with, before `env`: the one of the
@@ -67,6 +69,40 @@ struct session_spec {
   uint64_t idle_expiry_ms = 0;
   // The timeout of a command that gives none (an exec whose timeout_ms is 0); 0: none.
   uint64_t timeout_ms = 0;
+  // What a snapshot's copy leaves out, with gitignore's semantics (ignore_rules() below):
+  // patterns added to the defaults (kDefaultIgnores) unless no_default_ignores, and with
+  // gitignore the tree's own .gitignore files too.
+  std::vector<std::string> ignore;
+  bool no_default_ignores = false;
+  bool gitignore = false;
+  // Removing the session keeps its copy (as session_rm's keep_copy does) when the last
+  // command it ran failed: a non-zero status, a timeout, or the shell lost.
+  bool keep_copy_on_failure = false;
+  // Read back: the fifos, sockets and device nodes the copy skipped.
+  uint64_t special_skipped = 0;
+};
+
+// What a snapshot leaves out unless told otherwise (session create --no-default-ignores).
+inline constexpr std::string_view kDefaultIgnores[] = {
+    ".git",         ".venv",          "venv",          "node_modules", "__pycache__",
+    "*.pyc",        "*.pyo",          "*.egg-info",    ".mypy_cache",  ".pytest_cache",
+    ".ruff_cache",  ".tox",           ".idea",         ".vscode",      ".DS_Store"};
+
+// The patterns a snapshot of `s` leaves out, in the order they apply (a later one wins):
+// the defaults, then `ignore`.
+inline std::vector<std::string> ignore_rules(const session_spec& s) {
+  std::vector<std::string> out;
+  if (!s.no_default_ignores) out.assign(std::begin(kDefaultIgnores), std::end(kDefaultIgnores));
+  out.insert(out.end(), s.ignore.begin(), s.ignore.end());
+  return out;
+}
+
+// A snapshot's copy kept after its session was removed (session rm --keep-copy).
+struct kept_copy {
+  std::string session;    // the session it was made for
+  std::string path;       // where it is
+  int64_t kept_at_ms = 0; // when it was kept (unix ms)
+  uint64_t size_bytes = 0;
 };
 
 // A finished command, for `session show`.

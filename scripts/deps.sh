@@ -7,7 +7,8 @@ packages=(
   g++ make cmake ninja-build pkg-config
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
   libedit-dev libbsd-dev libmd-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev
-  bash procps groff-base man-db python3
+  bash procps groff-base man-db python3 git
+  rsync  # the baseline of the snapshot benchmark
   clang libclang-rt-14-dev
 )
 

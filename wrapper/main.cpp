@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "wrapper/tree_copy.h"
 #include "wrapper/wrapper.h"
 
 namespace {
@@ -17,6 +18,8 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // sbshd also runs the wrapper to copy a snapshot's directory (tree_copy.h).
+  if (argc >= 2 && std::strcmp(argv[1], "--copy-tree") == 0) return sbsh::wrapper::copy_tree_main(argc - 2, argv + 2);
   sbsh::wrapper::options o;
   int i = 1;
   for (; i + 1 < argc; i += 2) {

@@ -19,6 +19,8 @@ struct session_args {
   std::chrono::milliseconds timeout{0};  // create: the default timeout of its commands
   std::string name;           // show, rm, restart
   bool json = false;          // ls, show, prune
+  bool kept = false;          // ls, prune: the kept copies rather than sessions
+  bool keep_copy = false;     // rm
   std::chrono::milliseconds idle{0};  // prune
 };
 
@@ -45,8 +47,50 @@ int prune_sessions(const global_opts& g, const session_args& a) {
   return 0;
 }
 
+// 1.5M, 320K, 12B: a size for a table.
+std::string human_bytes(uint64_t n) {
+  const char* units = "BKMGT";
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{}B", n) : fmt::format("{:.1f}{}", v, units[u]);
+}
+
+// ls --kept and prune --kept: the snapshot copies kept after their sessions.
+int kept_copies(const global_opts& g, const session_args& a, bool prune) {
+  auto conn = connect(g, false);
+  if (!conn) return fail(conn.err());
+  auto copies = prune ? conn->prune_kept_copies() : conn->kept_copies();
+  if (!copies) return fail(copies.err());
+  if (a.json) {
+    std::string out = "[";
+    for (const auto& k : *copies) {
+      client::json_object o;
+      o.str("session", k.session).str("path", k.path).str("kept_at", client::rfc3339_ms(k.kept_at_ms));
+      if (!prune) o.num("size_bytes", static_cast<int64_t>(k.size_bytes));
+      out += (out.size() > 1 ? "," : "") + o.finish();
+    }
+    std::puts((out + "]").c_str());
+  } else if (prune) {
+    for (const auto& k : *copies) std::printf("deleted %s\n", displayable(k.path, false).c_str());
+  } else if (!copies->empty()) {
+    std::printf("%-20s %-24s %10s  %s\n", "SESSION", "KEPT", "SIZE", "PATH");
+    for (const auto& k : *copies)
+      std::printf("%-20s %-24s %10s  %s\n", displayable(k.session, false).c_str(), client::rfc3339_ms(k.kept_at_ms).c_str(),
+                  human_bytes(k.size_bytes).c_str(), displayable(k.path, false).c_str());
+  }
+  return 0;
+}
+
 int create_session(const global_opts& g, client::session_spec& spec, const std::string& idle_expiry) {
   if (spec.name.empty()) return fail("session create needs a NAME");
+  if (spec.snapshot.empty() && (!spec.ignore.empty() || spec.no_default_ignores || spec.gitignore))
+    return fail("--ignore, --no-default-ignores and --gitignore say what a snapshot leaves out: give --snapshot DIR too");
+  if (spec.snapshot.empty() && spec.keep_copy_on_failure)
+    return fail("--keep-copy-on-failure keeps a snapshot's copy: give --snapshot DIR too");
   if (!idle_expiry.empty() && idle_expiry != "never")
     spec.idle_expiry_ms = static_cast<uint64_t>(client::parse_duration(idle_expiry)->count());
   if (!spec.cwd.empty() && !spec.snapshot.empty())
@@ -77,7 +121,15 @@ void print_detail(const client::session_detail& d) {
   for (const auto& e : def.env) std::printf("env         %s\n", show(e).c_str());
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
   for (const auto& l : def.limits) std::printf("limit       %s\n", show(l).c_str());
-  if (!def.snapshot.empty()) std::printf("snapshot of %s\n", show(def.snapshot).c_str());
+  if (!def.snapshot.empty()) {
+    std::printf("snapshot of %s\n", show(def.snapshot).c_str());
+    // The rules in force, in the order they apply (a later one wins).
+    for (const auto& r : ignore_rules(def)) std::printf("ignore      %s\n", show(r).c_str());
+    if (def.gitignore) std::puts("ignore      and the tree's own .gitignore files");
+    std::printf("skipped     %llu special files (fifos, sockets, devices)\n",
+                static_cast<unsigned long long>(def.special_skipped));
+    if (def.keep_copy_on_failure) std::puts("keep copy   when the last command failed, at session rm");
+  }
   std::printf("made        %s\n", s.implicit ? "implicitly (exec -s or start -s)" : "by session create");
   if (s.idle_expiry_ms == 0) std::puts("expiry      never");
   else if (s.expires_at_ms > 0)
@@ -111,7 +163,9 @@ int named(const global_opts& g, const session_args& a, std::string_view what) {
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err());
   if (what == "rm") {
-    if (auto s = conn->remove_session(a.name); !s) return fail(s.err());
+    auto kept = conn->remove_session(a.name, a.keep_copy);
+    if (!kept) return fail(kept.err());
+    if (!kept->empty()) std::printf("%s\n", kept->c_str());  // the last line: where to look
     return 0;
   }
   if (what == "restart") {
@@ -134,9 +188,21 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
   cl.option("-C,--cwd", "DIR", "every shell starts in DIR (default: this directory)", spec.cwd,
             check_not_empty("a directory"));
   cl.option("--snapshot", "DIR",
-            "copy DIR (cp -a) for the session first, and return once the copy is made: every shell then starts in "
-            "the copy, which is the session's own until 'session rm' deletes it; DIR itself is never changed",
+            "copy DIR for the session first, without what the ignore patterns leave out (links copied as links, "
+            "special files skipped), and return once the copy is made: every shell then starts in the copy, which "
+            "is the session's own until 'session rm' deletes it; DIR itself is never changed",
             spec.snapshot, check_not_empty("a directory"));
+  cl.repeated("--ignore", "PATTERN",
+              "with --snapshot: leave out what PATTERN matches, a .gitignore line (*.log, data/raw/, !keep.log), "
+              "after the defaults (.git, node_modules, .venv, __pycache__, ...); repeatable",
+              spec.ignore);
+  cl.flag("--no-default-ignores", "with --snapshot: copy what the default ignore patterns would leave out",
+          spec.no_default_ignores);
+  cl.flag("--gitignore", "with --snapshot: also leave out what the tree's own .gitignore files ignore", spec.gitignore);
+  cl.flag("--keep-copy-on-failure",
+          "with --snapshot: when the session is removed and its last command failed (non-zero, timed out, or shell "
+          "lost), keep its copy (session ls --kept)",
+          spec.keep_copy_on_failure);
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
   cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",
@@ -168,6 +234,8 @@ runner declare_session(command_line& cl) {
   declare_create(create, a->spec, a->idle_expiry, a->timeout);
   auto& ls = cl.subcommand("ls", "list sessions with their states, pids and running commands", "list");
   ls.flag("--json", "print a JSON array instead of a table", a->json);
+  ls.flag("--kept", "list the snapshot copies kept after their sessions (rm --keep-copy, --keep-copy-on-failure)",
+          a->kept);
   auto& show = cl.subcommand("show", "show a session's definition, state and last commands");
   show.describe(
       "Prints the session's definition, state, pids, restarts, current directory, the last commands with their "
@@ -175,6 +243,8 @@ runner declare_session(command_line& cl) {
   show.flag("--json", "print one JSON object instead of text", a->json);
   show.argument("NAME", a->name);
   auto& rm = cl.subcommand("rm", "end a session's shell and every process it started, and forget it");
+  rm.flag("--keep-copy",
+          "leave the snapshot's copy in place, among the kept copies, and print its path as the last line", a->keep_copy);
   rm.argument("NAME", a->name);
   auto& restart = cl.subcommand("restart", "end a session's shell and start a new one");
   restart.describe("Ends the shell and starts a new one, also after the session failed or exited.");
@@ -186,13 +256,14 @@ runner declare_session(command_line& cl) {
       "name of each. Sessions made with session create are kept.");
   prune.duration("--idle", "DURATION", "only sessions idle for at least DURATION", a->idle);
   prune.flag("--json", "print a JSON array of the names removed", a->json);
+  prune.flag("--kept", "delete the kept snapshot copies instead, printing the path of each", a->kept);
   return [a, &cl, &create, &ls, &show, &rm, &restart, &prune](const global_opts& g) {
     if (create.given()) {
       a->spec.timeout_ms = static_cast<uint64_t>(a->timeout.count());
       return create_session(g, a->spec, a->idle_expiry);
     }
-    if (prune.given()) return prune_sessions(g, *a);
-    if (ls.given()) return list_sessions(g, a->json, false, false);
+    if (prune.given()) return a->kept ? kept_copies(g, *a, true) : prune_sessions(g, *a);
+    if (ls.given()) return a->kept ? kept_copies(g, *a, false) : list_sessions(g, a->json, false, false);
     if (show.given()) return named(g, *a, "show");
     if (rm.given()) return named(g, *a, "rm");
     if (restart.given()) return named(g, *a, "restart");

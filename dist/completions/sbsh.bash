@@ -42,11 +42,12 @@ _sbsh() {
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart prune" -- "$cur")); return; fi
       case $sub in
-        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot -e --env --init --restart --limit --idle-expiry -t --timeout --help" -- "$cur")) ;;
-        prune) COMPREPLY=($(compgen -W "--idle --json --help" -- "$cur")) ;;
-        ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "-C --cwd --snapshot --ignore --no-default-ignores --gitignore --keep-copy-on-failure -e --env --init --restart --limit --idle-expiry -t --timeout --help" -- "$cur")) ;;
+        prune) COMPREPLY=($(compgen -W "--idle --json --kept --help" -- "$cur")) ;;
+        ls|list) COMPREPLY=($(compgen -W "--json --kept --help" -- "$cur")) ;;
         show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
-        rm|restart) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --help" -- "$cur")) ;;
+        rm) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --keep-copy --help" -- "$cur")) ;;
+        restart) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --help" -- "$cur")) ;;
       esac ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;

@@ -1,5 +1,5 @@
 // Sessions made from a snapshot copy of a directory (session create --snapshot), against a
-// real sbshd, wrappers, bash and cp.
+// real sbshd, wrappers, bash and the copier (sbsh-wrapper --copy-tree).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,10 +133,10 @@ TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) 
       {{"--snapshot", state + "/inside"}, "it is inside sbshd's state directory"},
       {{"--snapshot", src(), "-C", "/tmp"}, "-C and --snapshot do not go together"},
   };
-  // cp's own reason when the copy fails: a file even root may not read.
+  // The copier's reason when the copy fails: a file even root may not read.
   if (::access("/proc/sys/net/ipv4/route/flush", F_OK) == 0)
     cases.push_back({{"--snapshot", "/proc/sys/net/ipv4/route"},
-                     "cannot copy the snapshot: cp: cannot open '/proc/sys/net/ipv4/route/flush' for reading"});
+                     "cannot copy the snapshot: cannot read /proc/sys/net/ipv4/route/flush: Permission denied"});
   for (const auto& [extra, why] : cases) {
     std::vector<std::string> args{"session", "create", "x"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -173,24 +173,25 @@ TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) 
   EXPECT_NE(r.err.find("snapshot of " + src() + " (asked: none)"), std::string::npos) << r.err;
 }
 
-// cp is found on PATH. The one put first here copies, then stops itself while the file `hold`
-// exists: the test then acts while a copy is under way, its partial copy on disk.
+// The copy is made by sbshd's --wrapper program (sbsh-wrapper --copy-tree). The one given
+// here, `copier`, copies with the real one, then stops itself while the file `hold` exists:
+// the test then acts while a copy is under way, its partial copy on disk. Anything else it
+// is asked to do it hands to the real sbsh-wrapper.
 TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   make_source();
-  std::string real_cp = fs::exists("/usr/bin/cp") ? "/usr/bin/cp" : "/bin/cp";
+  std::string real = shell_quote(bin("sbsh-wrapper"));
   std::string hold = dir + "/hold";
   fs::create_directories(dir + "/shim");
-  write_file(dir + "/shim/cp",
-             "#!/bin/sh\n" + real_cp + " \"$@\" || exit\nif [ -e " + shell_quote(hold) + " ]; then kill -STOP $$; fi\n",
+  write_file(dir + "/shim/copier",
+             "#!/bin/sh\n[ \"$1\" = --copy-tree ] || exec " + real + " \"$@\"\n" + real +
+                 " \"$@\" || exit\nif [ -e " + shell_quote(hold) + " ]; then kill -STOP $$; fi\n",
              0755);
   stop_daemon();
-  std::string path = ::getenv("PATH");
-  ::setenv("PATH", (dir + "/shim:" + path).c_str(), 1);
+  daemon_args = {"--wrapper", dir + "/shim/copier"};
   start_daemon();
-  ::setenv("PATH", path.c_str(), 1);
   auto stopped_copy = [&] {
     pid_t cp = 0;
-    EXPECT_TRUE(wait_until([&] { return (cp = child_pid(daemon_pid, "cp")) > 0 && process_state(cp) == 'T'; },
+    EXPECT_TRUE(wait_until([&] { return (cp = child_pid(daemon_pid, "copier")) > 0 && process_state(cp) == 'T'; },
                            std::chrono::seconds(30)));
     return cp;
   };
@@ -244,7 +245,7 @@ TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   kill_daemon();
   t.join();
   EXPECT_EQ(third.code, 255);
-  ::kill(cp, SIGKILL);  // the stopped cp outlived its sbshd
+  ::kill(cp, SIGKILL);  // the stopped copier outlived its sbshd
   auto entries = store_entries();
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[0].rfind(".copy-crash-", 0), 0u) << entries[0];

@@ -1,6 +1,7 @@
 // Snapshot copies (daemon/snapshots.h): the store's checks, a copy and its removal on a real
-// loop with the real cp, and remove_tree on a tree that fights back.
+// loop with the real copier (sbsh-wrapper --copy-tree), and remove_tree on a tree that fights back.
 #include "daemon/snapshots.h"
+#include "ipc/paths.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -61,7 +62,7 @@ TEST_F(snapshots_test, RemoveTreeDeletesReadOnlyDirectoriesAndNeverFollowsLinks)
 }
 
 TEST_F(snapshots_test, SourcesThatCannotBeCopiedAreRefusedWithTheReason) {
-  snapshot_store store(&loop, state + "/snapshots");
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
   fs::create_directories(root + "/src");
   fs::create_directories(state + "/inside");
   write(root + "/file", "x");
@@ -77,12 +78,12 @@ TEST_F(snapshots_test, SourcesThatCannotBeCopiedAreRefusedWithTheReason) {
 }
 
 TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
-  snapshot_store store(&loop, state + "/snapshots");
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
   fs::create_directories(root + "/src/sub");
   write(root + "/src/sub/f", "data");
   ::chmod((root + "/src/sub").c_str(), 0555);
   std::optional<bool> copied;
-  store.copy("s", root + "/src", [&](status s) { copied = s.ok(); });
+  store.copy("s", root + "/src", {}, [&](result<uint64_t> s) { copied = s.ok(); });
   EXPECT_FALSE(fs::exists(store.path_of("s"))) << "only a complete copy is in place";
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_TRUE(copied.has_value());
@@ -92,7 +93,7 @@ TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
 
   // A second copy of the same name is refused while the first is there.
   std::string why;
-  store.copy("s", root + "/src", [&](status s) { why = s ? "ok" : s.err().message; });
+  store.copy("s", root + "/src", {}, [&](result<uint64_t> s) { why = s ? "ok" : s.err().message; });
   EXPECT_NE(why.find("already exists"), std::string::npos) << why;
 
   std::string aside = store.set_aside("s");
@@ -108,7 +109,7 @@ TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
 }
 
 TEST_F(snapshots_test, LeftoversAreSweptAndCopiesKept) {
-  snapshot_store store(&loop, state + "/snapshots");
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
   fs::create_directories(state + "/snapshots/.copy-a-1/x");
   fs::create_directories(state + "/snapshots/.remove-b-2");
   fs::create_directories(state + "/snapshots/c");

@@ -26,6 +26,7 @@ namespace sbsh::client {
 // history_entry, session_detail, proc_info, daemon_counters.
 using sbsh::daemon_counters;
 using sbsh::history_entry;
+using sbsh::kept_copy;
 using sbsh::proc_info;
 using sbsh::session_detail;
 using sbsh::session_spec;
@@ -242,6 +243,14 @@ class SBSH_API connection {
   result<std::vector<session_status>> sessions();
   result<session_detail> show_session(const std::string& name);
   sbsh::status remove_session(const std::string& name);
+  // As remove_session(name); with `keep_copy` the snapshot's copy is left in place (a
+  // session without a snapshot is refused). Returns where a copy was kept (asked for, or by
+  // the definition's keep_copy_on_failure), or "" when none was.
+  result<std::string> remove_session(const std::string& name, bool keep_copy);
+  // The snapshot copies kept after their sessions, oldest first; prune deletes them all and
+  // returns those deleted once they are gone.
+  result<std::vector<kept_copy>> kept_copies();
+  result<std::vector<kept_copy>> prune_kept_copies();
   sbsh::status restart_session(const std::string& name);
   // Removes every session made implicitly (exec or start with a session name that did not
   // exist) that has been idle for at least `idle`; returns their names once they are gone.

@@ -1,0 +1,306 @@
+// The copy of a directory for a snapshot session (see tree_copy.h).
+#include "wrapper/tree_copy.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/fs.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace sbsh::wrapper {
+
+namespace {
+
+struct copier {
+  std::string root;               // the source, for messages
+  std::set<std::string> ignored;  // as git lists them: "dir/" for a directory
+  bool skip_dot_git = false;
+  bool as_root = ::geteuid() == 0;
+  bool try_clone = true;
+  unsigned long long special = 0;
+  std::vector<char> buf;  // for filesystems without copy_file_range
+  std::string error;
+
+  [[nodiscard]] std::string at(const std::string& rel) const { return rel.empty() ? root : root + "/" + rel; }
+
+  bool fail(const std::string& what, int err) {
+    if (error.empty()) error = what + ": " + std::strerror(err);
+    return false;
+  }
+
+  // Whether git left out `rel` ("a/b", or "a/b/" for a directory). git also lists a
+  // directory all of whose entries are left out, and then lists those entries too: such a
+  // directory is copied (empty of them), one matched by a rule has nothing listed under it.
+  [[nodiscard]] bool is_ignored(const std::string& rel) const {
+    auto it = ignored.find(rel);
+    if (it == ignored.end()) return false;
+    if (rel.back() != '/') return true;
+    ++it;
+    return it == ignored.end() || it->compare(0, rel.size(), rel) != 0;
+  }
+
+  void keep_attributes(int fd, const struct stat& st) const {
+    if (as_root) (void)::fchown(fd, st.st_uid, st.st_gid);
+    (void)::fchmod(fd, st.st_mode & 07777);
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    (void)::futimens(fd, times);
+  }
+
+  // Copies `size` bytes (fewer if the file shrank meanwhile). A filesystem that cannot clone
+  // says so for every file: after the first refusal, cloning is not tried again.
+  bool copy_bytes(int in, int out, const std::string& rel, off_t size) {
+    if (size > 0 && try_clone) {
+      if (::ioctl(out, FICLONE, in) == 0) return true;
+      try_clone = false;
+    }
+    // A size of 0 may be a file that does not know its size (procfs): it is read to its end.
+    bool by_hand = size == 0;
+    for (off_t done = 0; !by_hand && done < size;) {
+      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<size_t>(size - done), 0);
+      if (n > 0) done += n;
+      else if (n == 0) break;
+      else if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) by_hand = true;
+      else if (errno != EINTR) return fail("cannot copy " + at(rel), errno);
+    }
+    if (!by_hand) return true;
+    // Where copy_file_range cannot: from where it left off (the offsets are the files').
+    buf.resize(1u << 17);
+    for (;;) {
+      ssize_t n = ::read(in, buf.data(), buf.size());
+      if (n == 0) return true;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return fail("cannot read " + at(rel), errno);
+      }
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(out, buf.data() + off, static_cast<size_t>(n - off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return fail("cannot write the copy of " + at(rel), errno);
+        off += w;
+      }
+    }
+  }
+
+  bool copy_file(int from, int to, const char* name, const std::string& rel, const struct stat& st) {
+    int in = ::openat(from, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (in < 0) return fail("cannot read " + at(rel), errno);
+    int out = ::openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (out < 0) {
+      int e = errno;
+      ::close(in);
+      return fail("cannot create the copy of " + at(rel), e);
+    }
+    bool ok = copy_bytes(in, out, rel, st.st_size);
+    if (ok) keep_attributes(out, st);
+    ::close(in);
+    if (::close(out) != 0 && ok) return fail("cannot write the copy of " + at(rel), errno);
+    return ok;
+  }
+
+  bool copy_link(int from, int to, const char* name, const std::string& rel, const struct stat& st) {
+    // st_size is the target's length, except on a few filesystems that say 0.
+    std::string target(std::max<size_t>(static_cast<size_t>(st.st_size), PATH_MAX) + 1, '\0');
+    ssize_t n = ::readlinkat(from, name, target.data(), target.size());
+    if (n < 0) return fail("cannot read the link " + at(rel), errno);
+    target.resize(static_cast<size_t>(n));
+    if (::symlinkat(target.c_str(), to, name) != 0) return fail("cannot create the link " + at(rel), errno);
+    if (as_root) (void)::fchownat(to, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    (void)::utimensat(to, name, times, AT_SYMLINK_NOFOLLOW);
+    return true;
+  }
+
+  // Copies the entries of directory `from` into `to`; `rel` is its path in the tree, "" or
+  // ending in '/'.
+  bool copy_dir(int from, int to, const std::string& rel) {
+    int fd = ::dup(from);
+    if (fd < 0) return fail("cannot read " + at(rel), errno);
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      ::close(fd);
+      return fail("cannot read " + at(rel), errno);
+    }
+    bool ok = true;
+    errno = 0;
+    while (dirent* e = ::readdir(d)) {
+      const char* name = e->d_name;
+      if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+      if (!(ok = copy_entry(from, to, name, rel))) break;
+      errno = 0;
+    }
+    if (ok && errno != 0) ok = fail("cannot read " + at(rel), errno);
+    ::closedir(d);
+    return ok;
+  }
+
+  bool copy_entry(int from, int to, const char* name, const std::string& dir_rel) {
+    struct stat st {};
+    std::string rel = dir_rel + name;
+    if (::fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return true;  // gone while the tree was read
+      return fail("cannot read " + at(rel), errno);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if ((skip_dot_git && std::strcmp(name, ".git") == 0) || is_ignored(rel + "/")) return true;
+      int in = ::openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (in < 0) return fail("cannot read " + at(rel), errno);
+      if (::mkdirat(to, name, 0700) != 0) {
+        int e = errno;
+        ::close(in);
+        return fail("cannot create the copy of " + at(rel), e);
+      }
+      int out = ::openat(to, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      bool ok = out >= 0 ? copy_dir(in, out, rel + "/") : fail("cannot open the copy of " + at(rel), errno);
+      if (ok) keep_attributes(out, st);  // after the entries: they change its times
+      ::close(in);
+      if (out >= 0) ::close(out);
+      return ok;
+    }
+    if (is_ignored(rel)) return true;
+    if (S_ISREG(st.st_mode)) return copy_file(from, to, name, rel, st);
+    if (S_ISLNK(st.st_mode)) return copy_link(from, to, name, rel, st);
+    ++special;  // a fifo, a socket or a device node
+    return true;
+  }
+};
+
+bool write_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "we");
+  if (f == nullptr) return false;
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  (void)::remove(path);
+  return 0;
+}
+
+// Runs git to list what the rules leave out of `source`, into c.ignored. `gitdir` is a
+// scratch directory of our own for an empty repository: the tree's own repository, if it is
+// one, must not count (git does not report files it tracks as ignored).
+bool list_ignored(copier& c, const std::string& source, const std::string& gitdir,
+                  const std::vector<std::string>& rules, bool gitignore) {
+  if (::mkdir(gitdir.c_str(), 0700) != 0) return c.fail("cannot create " + gitdir, errno);
+  std::string text;
+  for (const auto& r : rules) text += r + "\n";
+  for (const char* d : {"/objects", "/refs"})
+    if (::mkdir((gitdir + d).c_str(), 0700) != 0) return c.fail("cannot create " + gitdir + d, errno);
+  if (!write_file(gitdir + "/HEAD", "ref: refs/heads/main\n") || !write_file(gitdir + "/rules", text))
+    return c.fail("cannot write in " + gitdir, errno);
+
+  // No configuration of the user's or the system's counts; a tree owned by someone else is
+  // no reason to refuse (safe.directory guards repositories, and this one is ours).
+  std::vector<std::string> env_store{"GIT_DIR=" + gitdir,       "GIT_WORK_TREE=" + source,
+                                     "GIT_CONFIG_NOSYSTEM=1",   "GIT_CONFIG_GLOBAL=/dev/null",
+                                     "GIT_CONFIG_COUNT=1",      "GIT_CONFIG_KEY_0=safe.directory",
+                                     "GIT_CONFIG_VALUE_0=*",    "LC_ALL=C"};
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "GIT_", 4) != 0 && std::strncmp(*e, "LC_ALL=", 7) != 0) env_store.emplace_back(*e);
+  std::vector<std::string> argv_store{"git", "ls-files", "--others", "--ignored", "--directory", "-z",
+                                      "--exclude-from=" + gitdir + "/rules"};
+  if (gitignore) argv_store.emplace_back("--exclude-per-directory=.gitignore");
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  for (auto& e : env_store) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return c.fail("cannot run git: pipe", errno);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&fa, source.c_str());
+  pid_t pid = 0;
+  int err = ::posix_spawnp(&pid, "git", &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(p[1]);
+  if (err != 0) {
+    ::close(p[0]);
+    if (err == ENOENT)
+      c.error = "the ignore rules are applied by git, which is not installed: install git, or copy everything "
+                "with --no-default-ignores (and neither --ignore nor --gitignore)";
+    else
+      c.fail("cannot run git", err);
+    return false;
+  }
+  std::string out;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(p[0], chunk, sizeof chunk);
+    if (n > 0) out.append(chunk, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(p[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    c.error = "git could not apply the ignore rules (its message is above)";
+    return false;
+  }
+  for (size_t start = 0; start < out.size();) {
+    size_t end = out.find('\0', start);
+    if (end == std::string::npos) end = out.size();
+    if (end > start) c.ignored.emplace(out, start, end - start);
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+int copy_tree_main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: sbsh-wrapper --copy-tree SOURCE TARGET 0|1 [RULE...]\n");
+    return 2;
+  }
+  std::string source = argv[0], target = argv[1];
+  bool gitignore = std::strcmp(argv[2], "1") == 0;
+  std::vector<std::string> rules(argv + 3, argv + argc);
+  copier c;
+  c.root = source;
+  for (const auto& r : rules)
+    if (r == ".git" || r == ".git/" || r == "/.git" || r == "/.git/") c.skip_dot_git = true;
+
+  int from = ::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st {};
+  bool ok = from >= 0 ? ::fstat(from, &st) == 0 : c.fail("cannot read " + source, errno);
+  if (ok && (!rules.empty() || gitignore)) {
+    std::string gitdir = target + ".rules";
+    ok = list_ignored(c, source, gitdir, rules, gitignore);
+    ::nftw(gitdir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  if (ok && ::mkdir(target.c_str(), 0700) != 0) ok = c.fail("cannot create " + target, errno);
+  int to = ok ? ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (ok && to < 0) ok = c.fail("cannot open " + target, errno);
+  if (ok) ok = c.copy_dir(from, to, "");
+  if (ok) c.keep_attributes(to, st);
+  if (from >= 0) ::close(from);
+  if (to >= 0) ::close(to);
+  if (!ok) {
+    std::fprintf(stderr, "%s\n", c.error.c_str());
+    return 1;
+  }
+  std::printf("special %llu\n", c.special);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace sbsh::wrapper
