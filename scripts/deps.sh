@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ make cmake ninja-build pkg-config
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
-  libedit-dev libbsd-dev libmd-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev
+  libedit-dev libbsd-dev libmd-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev libhttp-parser-dev
   bash procps groff-base man-db python3
   clang libclang-rt-14-dev
 )
