@@ -142,6 +142,7 @@ class http_server;
 
 struct http_session {
   peer_state peer;
+  uint64_t last_used = 0;  // a counter of requests, for evicting the least recently used
   std::set<struct connection*> streams;  // GET streams
 };
 
@@ -241,6 +242,7 @@ class http_server {
   std::map<connection*, std::unique_ptr<connection>> conns_;
   std::map<std::string, http_session> sessions_;
   uint64_t next_id_ = 1;
+  uint64_t requests_ = 0;
   bool stopping_ = false;
   bool started_ = false;  // the ticker and signal handles exist
   http_parser_settings settings_{};
@@ -596,6 +598,7 @@ void http_server::end_session(const std::string& sid) {
     stream->close_after = true;
     end_response(*stream);
   }
+  core_.cancel_peer(s->second.peer);
   sessions_.erase(s);
 }
 
@@ -679,6 +682,7 @@ void http_server::handle_post(connection& c, const http_request& r) {
       meta_version = v->get<std::string>();
 
   peer_state stateless;
+  stateless.stateless = true;
   peer_state* peer = &stateless;
   std::vector<std::string> extra;
   bool modern = meta_version.has_value() && !is_legacy_version(*meta_version);
@@ -700,12 +704,18 @@ void http_server::handle_post(connection& c, const http_request& r) {
       }
     }
   } else if (m.kind == message_kind::request && m.method == "initialize") {
-    if (sessions_.size() >= kMaxSessions)
-      return respond_error(c, 503, m.id, kInternalError,
-                           fmt::format("too many sessions (at most {}); end one with DELETE", kMaxSessions));
+    // Sessions that clients forgot to DELETE must not pile up: at the cap, the least
+    // recently used one ends.
+    if (sessions_.size() >= kMaxSessions) {
+      auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      });
+      end_session(oldest->first);
+    }
     std::string id = random_id();
     if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read /dev/urandom for a session id");
     peer = &sessions_[id].peer;
+    sessions_[id].last_used = ++requests_;
     extra.push_back("Mcp-Session-Id: " + id);
   } else {
     if (version_header != nullptr && !is_legacy_version(*version_header) && *version_header != kModernVersion)
@@ -719,6 +729,7 @@ void http_server::handle_post(connection& c, const http_request& r) {
     if (s == sessions_.end())
       return respond_error(c, 404, m.id, kInvalidRequest, "Not Found: no such session; initialize again");
     peer = &s->second.peer;
+    s->second.last_used = ++requests_;
   }
 
   if (m.kind != message_kind::request) {
@@ -733,6 +744,16 @@ void http_server::handle_post(connection& c, const http_request& r) {
   bool use_sse = sse_ok && (wants_progress || !json_ok);
   connection* conn = &c;
   auto out = [this, conn, use_sse, extra, modern](const json& j) {
+    if (j.is_null()) {
+      // Cancelled: no answer is sent, and the response held open ends with the connection.
+      if (conn->sse) {
+        conn->close_after = true;
+        end_response(*conn);
+      } else {
+        close(*conn);
+      }
+      return;
+    }
     bool final = j.contains("id") && (j.contains("result") || j.contains("error"));
     if (use_sse) {
       if (!conn->sse) start_sse(*conn, extra);

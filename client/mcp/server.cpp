@@ -41,6 +41,7 @@ bool is_legacy_version(std::string_view v) { return v == kLegacyVersion || v == 
 struct server::call {
   json id;
   uint64_t owner = 0;
+  const peer_state* peer = nullptr;  // null for a stateless request
   sink out;
   bool modern = false;
   std::optional<json> progress_token;
@@ -72,11 +73,13 @@ bool server::handle(const incoming& m, peer_state& peer, uint64_t owner, sink ou
     if (m.method == "notifications/initialized") peer.initialized = true;
     if (m.method == "notifications/cancelled") {
       // The call is stopped as a cancel stops it (the shell keeps its state), and nothing
-      // more is sent for it, its response included.
+      // more is sent for it, its response included. Request ids are the client's: over
+      // stdio or in an HTTP session, those of the same peer; else of the same connection.
       auto rid = m.params.find("requestId");
       if (rid != m.params.end())
         for (auto& [key, c] : calls_)
-          if (c->owner == owner && c->id == *rid) cancel(*c);
+          if (c->id == *rid && (peer.stateless ? c->owner == owner && c->peer == nullptr : c->peer == &peer))
+            cancel_and_end(*c);
     }
     return false;
   }
@@ -129,7 +132,10 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
       return error_response(m.id, kInvalidParams, "Invalid params: \"arguments\" must be an object");
     if (std::string e = check_arguments(*t, args); !e.empty())
       return error_response(m.id, kInvalidParams, fmt::format("Invalid params for {}: {}", t->name, e));
-    start_call(*t, std::move(args), m, modern, owner, out);
+    if (calls_.size() >= kMaxCalls)
+      return error_response(m.id, kInternalError,
+                            fmt::format("too many tool calls running (at most {}); wait for one to finish", kMaxCalls));
+    start_call(*t, std::move(args), m, peer, modern, owner, out);
     deferred = true;
     return nullptr;
   }
@@ -158,11 +164,13 @@ json server::discover_result(bool modern) const {
   return r;
 }
 
-void server::start_call(const tool& t, json args, const incoming& m, bool modern, uint64_t owner, sink out) {
+void server::start_call(const tool& t, json args, const incoming& m, const peer_state& peer, bool modern,
+                        uint64_t owner, sink out) {
   uint64_t key = next_key_++;
   auto c = std::make_unique<call>();
   c->id = m.id;
   c->owner = owner;
+  c->peer = peer.stateless ? nullptr : &peer;
   c->out = std::move(out);
   c->modern = modern;
   if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
@@ -218,6 +226,18 @@ void server::cancel(call& c) {
 void server::cancel_owner(uint64_t owner) {
   for (auto& [key, c] : calls_)
     if (c->owner == owner) cancel(*c);
+}
+
+void server::cancel_peer(const peer_state& peer) {
+  for (auto& [key, c] : calls_)
+    if (c->peer == &peer) cancel_and_end(*c);
+}
+
+void server::cancel_and_end(call& c) {
+  sink out = c.out;
+  bool was_cancelled = c.cancelled;
+  cancel(c);
+  if (out && !was_cancelled) out(nullptr);
 }
 
 void server::cancel_all() {

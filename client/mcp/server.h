@@ -30,12 +30,20 @@ inline constexpr std::string_view kLegacyVersion = "2025-11-25";
 bool is_legacy_version(std::string_view v);
 
 // What a stateful (legacy) client negotiated: per stdio process, or per HTTP session.
+// A stateless (2026-07-28 over HTTP) request gets a peer_state of its own that lives only
+// while handle() runs; `stateless` says so, and such a peer is never remembered by a call.
 struct peer_state {
   std::string version;  // empty until initialize
   bool initialized = false;
+  bool stateless = false;
 };
 
+// Calls running at once, per server: each holds a thread and a connection to sbshd.
+inline constexpr size_t kMaxCalls = 64;
+
 // Receives the messages that answer one incoming message. Called on the loop thread only.
+// A null message says that the request ends without an answer (the client cancelled it, or
+// its HTTP session ended), so an HTTP transport can end the response it was holding open.
 using sink = std::function<void(const json&)>;
 
 struct server_options {
@@ -56,6 +64,8 @@ class server {
   bool handle(const incoming& m, peer_state& peer, uint64_t owner, sink out);
   // Every call of `owner` is cancelled and its sink dropped (the client went away).
   void cancel_owner(uint64_t owner);
+  // Every call made by `peer` is cancelled (an HTTP session ended).
+  void cancel_peer(const peer_state& peer);
   void cancel_all();
   // Whether `owner` has calls running.
   [[nodiscard]] bool busy(uint64_t owner) const;
@@ -70,9 +80,11 @@ class server {
   json dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t owner, sink& out, bool& deferred);
   json discover_result(bool modern) const;
   json initialize_result(const incoming& m, peer_state& peer);
-  void start_call(const tool& t, json args, const incoming& m, bool modern, uint64_t owner, sink out);
+  void start_call(const tool& t, json args, const incoming& m, const peer_state& peer, bool modern, uint64_t owner,
+                  sink out);
   void finish(uint64_t key, tool_outcome outcome);
   void cancel(call& c);
+  void cancel_and_end(call& c);  // cancel, then tell the sink the request is over
 
   server_options opts_;
   std::function<void(std::function<void()>)> post_;

@@ -91,7 +91,7 @@ int run_stdio(const server_options& opts) {
     if (core.idle()) finish();
   };
   sink out = [&](const json& j) {
-    if (ending) return;
+    if (ending || j.is_null()) return;
     if (!write_all(1, to_line(j) + "\n")) end();
   };
 

@@ -601,6 +601,26 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
   http_reply r = http(where, "POST", tool_call(3, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
   EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+
+  // notifications/cancelled, on another connection of the session: the command stops, no
+  // answer comes, and the connection that carried the call is closed.
+  ::unlink(pidfile().c_str());
+  fd = http_connect(where);
+  ASSERT_GE(fd, 0);
+  body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
+  send_all(fd, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
+               "text/event-stream\r\n" + sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  pid = read_pid();
+  ASSERT_GT(pid, 0);
+  json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};
+  EXPECT_EQ(http(where, "POST", cancel.dump(), {sid}).status, 202);
+  http_reply none = read_reply(fd);
+  ::close(fd);
+  EXPECT_EQ(none.status, 0) << none.body;  // closed without an answer
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+  r = http(where, "POST", tool_call(5, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+
   // SIGTERM ends the server cleanly.
   ::kill(http_server_->pid(), SIGTERM);
   ASSERT_TRUE(http_server_->wait_exit(15s));
