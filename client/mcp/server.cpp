@@ -53,7 +53,7 @@ struct server::call {
   // cancel never shuts down a descriptor number the worker has since closed and reused.
   std::mutex fd_lock;
   int blocking_fd = -1;
-  bool cancelled = false;
+  bool cancelled = false;  // written by the loop thread under fd_lock
   std::thread worker;
 };
 
@@ -216,10 +216,11 @@ void server::finish(uint64_t key, tool_outcome outcome) {
 
 void server::cancel(call& c) {
   if (c.cancelled) return;
-  c.cancelled = true;
   c.out = nullptr;
   c.canceller.cancel();
+  // Under the lock: the worker reads `cancelled` there when it starts blocking on a socket.
   std::lock_guard lock(c.fd_lock);
+  c.cancelled = true;
   if (c.blocking_fd >= 0) ::shutdown(c.blocking_fd, SHUT_RDWR);
 }
 
@@ -263,7 +264,7 @@ void server::tick() {
     c->out(notification("notifications/progress",
                         {{"progressToken", *c->progress_token},
                          {"progress", p},
-                         {"message", fmt::format("running for {:.0f} s, {} bytes of output so far", p, bytes)}}));
+                         {"message", fmt::format("running for {:.1f} s, {} bytes of output so far", p, bytes)}}));
   }
 }
 
