@@ -18,7 +18,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <http_parser.h>
-#include <netdb.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -282,16 +282,29 @@ int http_server::listen_or_fail() {
     }
     std::string host = where.substr(0, colon), port = where.substr(colon + 1);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    addrinfo hints{}, *ai = nullptr;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    if (int e = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai); e != 0 || ai == nullptr) {
-      std::fputs(fmt::format("sbsh: --http {}: {}\n", where, gai_strerror(e)).c_str(), stderr);
+    // Addresses only (and localhost): no name lookup, which a statically linked sbsh could
+    // only make with the system's NSS modules at run time.
+    if (lower(host) == "localhost") host = "127.0.0.1";
+    sockaddr_storage ss{};
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    char* end = nullptr;
+    unsigned long port_number = std::strtoul(port.c_str(), &end, 10);
+    bool port_ok = *end == '\0' && port.find_first_not_of("0123456789") == std::string::npos && port_number <= 65535;
+    if (port_ok && inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(static_cast<uint16_t>(port_number));
+    } else if (port_ok && inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(static_cast<uint16_t>(port_number));
+    } else {
+      std::fputs(fmt::format("sbsh: --http {}: give an IP address and a port (127.0.0.1:8808, [::1]:0, "
+                             "localhost:8808) or a socket path\n",
+                             where)
+                     .c_str(),
+                 stderr);
       return 255;
     }
-    sockaddr_storage ss{};
-    std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-    ::freeaddrinfo(ai);
     char text[INET6_ADDRSTRLEN] = "";
     bool loop_addr = false;
     if (ss.ss_family == AF_INET) {
