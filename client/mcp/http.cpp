@@ -20,6 +20,7 @@
 #include <http_parser.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -236,7 +237,8 @@ class http_server {
     uv_stream_t stream;
     uv_handle_t handle;
   } listener_{};
-  bool listening_ = false;
+  bool listening_ = false;  // the listener handle exists
+  bool owns_path_ = false;  // the unix socket at the path is ours, to remove at the end
   uv_timer_t ticker_{};
   uv_signal_t sigint_{}, sigterm_{};
   std::map<connection*, std::unique_ptr<connection>> conns_;
@@ -269,9 +271,23 @@ int http_server::listen_or_fail() {
     }
     uv_pipe_init(loop_, &listener_.pipe, 0);
     listener_.handle.data = this;
-    ::unlink(where.c_str());  // a socket left by an earlier run
+    listening_ = true;  // stop() closes it
+    // A socket left by an earlier run is replaced; one that something still answers on is not.
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, where.c_str(), where.size() + 1);
+    int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool in_use = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (probe >= 0) ::close(probe);
+    if (in_use) {
+      std::fputs(fmt::format("sbsh: --http {}: something is listening there already\n", where).c_str(), stderr);
+      return 255;
+    }
+    ::unlink(where.c_str());
+    // Private from birth: only this user may connect (no thread runs yet to share the umask).
+    mode_t old_mask = ::umask(077);
     rc = uv_pipe_bind(&listener_.pipe, where.c_str());
-    if (rc == 0) ::chmod(where.c_str(), 0600);
+    ::umask(old_mask);
+    owns_path_ = rc == 0;
     url = fmt::format("unix socket {}, endpoint /mcp", where);
   } else {
     auto colon = where.rfind(':');
@@ -324,6 +340,7 @@ int http_server::listen_or_fail() {
     }
     uv_tcp_init(loop_, &listener_.tcp);
     listener_.handle.data = this;
+    listening_ = true;
     rc = uv_tcp_bind(&listener_.tcp, reinterpret_cast<sockaddr*>(&ss), 0);
     if (rc == 0) {
       sockaddr_storage bound{};
@@ -343,7 +360,6 @@ int http_server::listen_or_fail() {
       }
     }
   }
-  listening_ = true;
   if (rc == 0) rc = uv_listen(&listener_.stream, 128, on_connection);
   if (rc != 0) {
     std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);
@@ -371,7 +387,7 @@ void http_server::stop() {
   if (stopping_) return;
   stopping_ = true;
   if (listening_) uv_close(&listener_.handle, nullptr);
-  if (listening_ && http_.listen.find('/') != std::string::npos) ::unlink(http_.listen.c_str());
+  if (owns_path_) ::unlink(http_.listen.c_str());
   if (started_)
     for (auto* s : {&sigint_, &sigterm_}) uv_close(reinterpret_cast<uv_handle_t*>(s), nullptr);
   auto finish = [this] {

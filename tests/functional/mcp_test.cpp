@@ -634,6 +634,11 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   std::string sid = http_session(where);
   http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo unix"}}).dump(), {sid});
   EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "unix\n") << r.body;
+  // A second server does not take the socket away from the first.
+  run_result second = sbsh({"mcp", "--http", path});
+  EXPECT_EQ(second.code, 255);
+  EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
+  EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
 }
 
 }  // namespace
