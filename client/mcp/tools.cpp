@@ -357,7 +357,9 @@ std::string check_value(const std::string& path, const json& v, const json& sche
         continue;
       }
       if (auto names = schema.find("propertyNames"); names != schema.end())
-        if (auto e = check_value(sub + " (its name)", k, *names); !e.empty()) return e;
+        if (auto e = check_value(sub, k, *names); !e.empty())
+          return fmt::format("argument '{}' has a key '{}' that must match {}", path, k,
+                             names->value("pattern", std::string()));
       if (auto e = check_value(sub, x, *extra); !e.empty()) return e;
     }
   }
