@@ -29,8 +29,8 @@ result<std::string> read_token(const std::string& path) {
   std::string t = ss.str();
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
   if (t.size() < 16 || t.find_first_of(" \t\r\n") != std::string::npos)
-    return make_error("usage", fmt::format("--token-file {}: the token must be one word of at least 16 characters",
-                                           path));
+    return make_error("usage",
+                      fmt::format("--token-file {}: the token must be one word of at least 16 characters", path));
   return t;
 }
 

@@ -19,8 +19,8 @@
 #include <fcntl.h>
 #include <http_parser.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -143,7 +143,7 @@ class http_server;
 
 struct http_session {
   peer_state peer;
-  uint64_t last_used = 0;  // a counter of requests, for evicting the least recently used
+  uint64_t last_used = 0;                // a counter of requests, for evicting the least recently used
   std::set<struct connection*> streams;  // GET streams
 };
 
@@ -163,10 +163,10 @@ struct connection {
   bool in_value = false;
   size_t header_bytes = 0;
   std::deque<http_request> queue;
-  bool busy = false;        // a response is under way
-  bool sse = false;         // the response under way is an SSE stream
+  bool busy = false;  // a response is under way
+  bool sse = false;   // the response under way is an SSE stream
   bool closing = false;
-  bool close_after = false;  // once the response under way is written
+  bool close_after = false;        // once the response under way is written
   std::string get_stream_session;  // non-empty: this is a session's GET stream
 };
 
@@ -196,9 +196,10 @@ std::string status_text(int status) {
 class http_server {
  public:
   http_server(uv_loop_t* loop, const server_options& opts, http_options http)
-      : loop_(loop), http_(std::move(http)), queue_(loop), core_(opts, [this](std::function<void()> f) {
-          queue_.post(std::move(f));
-        }) {}
+      : loop_(loop),
+        http_(std::move(http)),
+        queue_(loop),
+        core_(opts, [this](std::function<void()> f) { queue_.post(std::move(f)); }) {}
 
   int listen_or_fail();
   void stop();
@@ -265,7 +266,8 @@ int http_server::listen_or_fail() {
   if (where.find('/') != std::string::npos) {
     sockaddr_un sa{};
     if (where.size() >= sizeof sa.sun_path) {
-      std::fputs(fmt::format("sbsh: --http {}: a socket path is at most {} bytes\n", where, sizeof sa.sun_path - 1).c_str(),
+      std::fputs(fmt::format("sbsh: --http {}: a socket path is at most {} bytes\n", where, sizeof sa.sun_path - 1)
+                     .c_str(),
                  stderr);
       return 255;
     }
@@ -292,7 +294,8 @@ int http_server::listen_or_fail() {
   } else {
     auto colon = where.rfind(':');
     if (colon == std::string::npos || colon + 1 == where.size()) {
-      std::fputs(fmt::format("sbsh: --http {}: give HOST:PORT (port 0 picks a free one) or a socket path\n", where).c_str(),
+      std::fputs(fmt::format("sbsh: --http {}: give HOST:PORT (port 0 picks a free one) or a socket path\n", where)
+                     .c_str(),
                  stderr);
       return 255;
     }
@@ -369,7 +372,8 @@ int http_server::listen_or_fail() {
   std::fflush(stderr);
   uv_timer_init(loop_, &ticker_);
   ticker_.data = this;
-  uv_timer_start(&ticker_, [](uv_timer_t* t) { static_cast<http_server*>(t->data)->core_.tick(); }, 500, 500);
+  uv_timer_start(
+      &ticker_, [](uv_timer_t* t) { static_cast<http_server*>(t->data)->core_.tick(); }, 500, 500);
   for (auto* s : {&sigint_, &sigterm_}) {
     uv_signal_init(loop_, s);
     s->data = this;
@@ -547,7 +551,8 @@ void http_server::write(connection& c, std::string data) {
   w->data = std::move(data);
   w->req.data = w;
   uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  int rc = uv_write(&w->req, &c.h.stream, &b, 1, [](uv_write_t* req, int) { delete static_cast<write_req*>(req->data); });
+  int rc =
+      uv_write(&w->req, &c.h.stream, &b, 1, [](uv_write_t* req, int) { delete static_cast<write_req*>(req->data); });
   if (rc != 0) {
     delete w;
     close(c);
@@ -571,8 +576,9 @@ void http_server::respond_error(connection& c, int status, const json& id, int c
 }
 
 void http_server::start_sse(connection& c, const std::vector<std::string>& extra) {
-  std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n";
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n";
   for (const auto& h : extra) head += h + "\r\n";
   if (c.close_after) head += "Connection: close\r\n";
   write(c, head + "\r\n");
@@ -659,8 +665,9 @@ void http_server::handle(connection& c, const http_request& r) {
   if (r.method == HTTP_GET) {
     const std::string* accept = r.header("accept");
     if (accept == nullptr || accept->find("text/event-stream") == std::string::npos)
-      return respond_error(c, 406, nullptr, kInvalidRequest, "Not Acceptable: GET /mcp is an SSE stream; accept "
-                                                             "text/event-stream");
+      return respond_error(c, 406, nullptr, kInvalidRequest,
+                           "Not Acceptable: GET /mcp is an SSE stream; accept "
+                           "text/event-stream");
     if (sid == nullptr)
       return respond_error(c, 405, nullptr, kInvalidRequest,
                            "Method Not Allowed: GET /mcp opens a session's stream; give Mcp-Session-Id",

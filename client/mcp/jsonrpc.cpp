@@ -48,8 +48,7 @@ parse_outcome parse_message(std::string_view text) {
   auto method = j.find("method");
   if (method == j.end()) {
     if (!has_id || (!j.contains("result") && !j.contains("error")))
-      return invalid("a message needs \"method\" (a request or notification) or \"result\"/\"error\" (a response)",
-                     id);
+      return invalid("a message needs \"method\" (a request or notification) or \"result\"/\"error\" (a response)", id);
     m.kind = message_kind::response;
   } else {
     if (!method->is_string()) return invalid("\"method\" must be a string", id);

@@ -12,7 +12,7 @@ namespace sbsh::mcp {
 int run_stdio(const server_options& opts);
 
 struct http_options {
-  std::string listen;       // HOST:PORT (port 0: any free one) or a unix socket path
+  std::string listen;         // HOST:PORT (port 0: any free one) or a unix socket path
   bool allow_remote = false;  // bind beyond loopback and accept any Origin (needs a token)
   std::string token;          // non-empty: every request needs Authorization: Bearer TOKEN
 };

@@ -74,7 +74,8 @@ int run_stdio(const server_options& opts) {
   uv_timer_t ticker;
   uv_timer_init(&loop, &ticker);
   ticker.data = &core;
-  uv_timer_start(&ticker, [](uv_timer_t* t) { static_cast<server*>(t->data)->tick(); }, 500, 500);
+  uv_timer_start(
+      &ticker, [](uv_timer_t* t) { static_cast<server*>(t->data)->tick(); }, 500, 500);
 
   auto finish = [&] {
     uv_timer_stop(&ticker);

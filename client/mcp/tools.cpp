@@ -28,8 +28,7 @@ constexpr std::string_view kRunInput =
 // The fields of `sbsh exec --json` (client::add_exec_result).
 constexpr std::string_view kExecOutput =
     R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
-constexpr std::string_view kNoInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
+constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
 constexpr std::string_view kNameInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
 constexpr std::string_view kSessionsOutput =
@@ -201,7 +200,8 @@ tool_outcome list_processes(const json& args, tool_context& ctx) {
 tool_outcome kill_process(const json& args, tool_context& ctx) {
   std::string name = str_arg(args, "signal", "TERM");
   auto sig = ipc::signal_from_name(name);
-  if (!sig) return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
+  if (!sig)
+    return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   ctx.blocking_on(conn->fd());
@@ -294,7 +294,8 @@ std::string type_name(const json& v) {
 bool has_type(const json& v, std::string_view t) {
   if (t == "string") return v.is_string();
   if (t == "boolean") return v.is_boolean();
-  if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   if (t == "number") return v.is_number();
   if (t == "object") return v.is_object();
   if (t == "array") return v.is_array();
@@ -310,7 +311,9 @@ std::string check_value(const std::string& path, const json& v, const json& sche
       fits = fits || has_type(v, one.get<std::string>());
       wanted += (wanted.empty() ? "" : " or ") + one.get<std::string>();
     }
-    if (!fits) return fmt::format("argument '{}' must be {} {}, not {}", path, wanted[0] == 'i' ? "an" : "a", wanted, type_name(v));
+    if (!fits)
+      return fmt::format("argument '{}' must be {} {}, not {}", path, wanted[0] == 'i' ? "an" : "a", wanted,
+                         type_name(v));
   }
   if (auto e = schema.find("enum"); e != schema.end() && std::find(e->begin(), e->end(), v) == e->end()) {
     std::vector<std::string> names;
@@ -343,7 +346,8 @@ std::string check_value(const std::string& path, const json& v, const json& sche
     const json props = schema.value("properties", json::object());
     for (const auto& req : schema.value("required", json::array()))
       if (!v.contains(req.get<std::string>()))
-        return fmt::format("argument '{}' is missing", path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
+        return fmt::format("argument '{}' is missing",
+                           path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
     for (const auto& [k, x] : v.items()) {
       std::string sub = path.empty() ? k : path + "." + k;
       if (auto p = props.find(k); p != props.end()) {

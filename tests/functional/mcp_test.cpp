@@ -154,7 +154,6 @@ json modern_meta() {
           {"io.modelcontextprotocol/clientCapabilities", json::object()}};
 }
 
-
 // One HTTP/1.1 exchange on a new connection (Connection: close): the status, the headers
 // (names in lower case) and the body, de-chunked.
 struct http_reply {
@@ -392,7 +391,8 @@ TEST_F(mcp_test, bad_messages_get_json_rpc_errors_and_the_server_goes_on) {
   };
   EXPECT_NE(arg_error(4, {{"command", 5}}).find("'command' must be a string"), std::string::npos);
   EXPECT_NE(arg_error(5, json::object()).find("'command' is missing"), std::string::npos);
-  EXPECT_NE(arg_error(6, {{"command", "true"}, {"colour", "red"}}).find("unknown argument 'colour'"), std::string::npos);
+  EXPECT_NE(arg_error(6, {{"command", "true"}, {"colour", "red"}}).find("unknown argument 'colour'"),
+            std::string::npos);
   EXPECT_NE(arg_error(7, {{"command", "true"}, {"session", "no spaces"}}).find("'session'"), std::string::npos);
   EXPECT_NE(arg_error(8, {{"command", "true"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
   EXPECT_NE(arg_error(9, {{"command", "true"}, {"timeout_seconds", "1"}}).find("'timeout_seconds'"), std::string::npos);
@@ -506,9 +506,9 @@ TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
   EXPECT_EQ(http(where, "POST", request(9, "ping").dump(), {sid, "MCP-Protocol-Version: 1999-01-01"}).status, 400);
   EXPECT_EQ(http(where, "POST", request(10, "ping").dump(), {sid, "MCP-Protocol-Version: 2025-11-25"}).status, 200);
   // A progress token gets the answer as an SSE stream, progress first.
-  http_reply sse = http(where, "POST",
-                        tool_call(11, "run_command", {{"command", "sleep 1.2; echo done"}}, {{"progressToken", 1}}).dump(),
-                        {sid});
+  http_reply sse =
+      http(where, "POST",
+           tool_call(11, "run_command", {{"command", "sleep 1.2; echo done"}}, {{"progressToken", 1}}).dump(), {sid});
   EXPECT_EQ(sse.headers["content-type"], "text/event-stream");
   EXPECT_NE(sse.body.find("notifications/progress"), std::string::npos) << sse.body;
   EXPECT_NE(sse.body.find("done\\n"), std::string::npos) << sse.body;
@@ -538,16 +538,15 @@ TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
 }
 
 TEST_F(mcp_test, http_with_a_token_needs_it_and_remote_needs_a_token) {
-  {
-    std::ofstream(dir + "/token") << "0123456789abcdef0123\n";
-  }
+  { std::ofstream(dir + "/token") << "0123456789abcdef0123\n"; }
   std::string where = start_http("127.0.0.1:0", {"--token-file", dir + "/token"});
   http_reply none = http(where, "POST", initialize_request().dump());
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
   EXPECT_TRUE(none.json_body().contains("error"));
   EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer wrong"}).status, 401);
-  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer 0123456789abcdef0123"}).status, 200);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer 0123456789abcdef0123"}).status,
+            200);
 
   run_result remote = sbsh({"mcp", "--http", "127.0.0.1:0", "--allow-remote"});
   EXPECT_EQ(remote.code, 255);
@@ -592,8 +591,10 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   int fd = http_connect(where);
   ASSERT_GE(fd, 0);
   std::string body = tool_call(2, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-               "text/event-stream\r\n" + sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd,
+           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
+           "text/event-stream\r\n" +
+               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   pid_t pid = read_pid();
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(pid_alive(pid));
@@ -608,8 +609,10 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   fd = http_connect(where);
   ASSERT_GE(fd, 0);
   body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-               "text/event-stream\r\n" + sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd,
+           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
+           "text/event-stream\r\n" +
+               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   pid = read_pid();
   ASSERT_GT(pid, 0);
   json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};

@@ -61,7 +61,8 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
             std::string::npos);
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"session", "-bad"}}).find("'session'"), std::string::npos);
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
-  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A=B", "c"}}}}).find("'env' has a key 'A=B'"), std::string::npos);
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A=B", "c"}}}}).find("'env' has a key 'A=B'"),
+            std::string::npos);
   const tool& create = *find_tool("create_session");
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"restart", "sometimes"}}).find("one of always"),
             std::string::npos);
@@ -82,7 +83,10 @@ class McpServer : public ::testing::Test {
     core.handle(*parsed.message, peer, 1, [&](const json& j) { answer = j; });
     return answer;
   }
-  server core{server_options{[] { return result<client::connection>(error{"test", "no sbshd here"}); }, "9.9"},
+  server core{server_options{[] {
+                               return result<client::connection>(error{"test", "no sbshd here"});
+                             },
+                             "9.9"},
               [](const std::function<void()>&) {}};
 };
 
@@ -119,7 +123,8 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
   json n = ask(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{}}})", peer);
   EXPECT_EQ(n["error"]["code"], kInvalidParams);
   EXPECT_NE(n["error"]["message"].get<std::string>().find("nope"), std::string::npos);
-  json a = ask(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_command","arguments":[]}})", peer);
+  json a =
+      ask(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_command","arguments":[]}})", peer);
   EXPECT_EQ(a["error"]["code"], kInvalidParams);
   EXPECT_TRUE(core.idle());
 }
