@@ -512,8 +512,16 @@ TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
   EXPECT_EQ(sse.headers["content-type"], "text/event-stream");
   EXPECT_NE(sse.body.find("notifications/progress"), std::string::npos) << sse.body;
   EXPECT_NE(sse.body.find("done\\n"), std::string::npos) << sse.body;
-  // DELETE ends the session.
+  // GET opens the session's SSE stream; DELETE ends the session, and the stream with it.
+  int stream = http_connect(where);
+  ASSERT_GE(stream, 0);
+  send_all(stream, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + sid + "\r\n\r\n");
+  EXPECT_EQ(http(where, "GET", "", {"Accept: text/event-stream"}).status, 405);  // no session: no stream
   EXPECT_EQ(http(where, "DELETE", "", {sid}).status, 200);
+  http_reply ended = read_reply(stream);
+  ::close(stream);
+  EXPECT_EQ(ended.status, 200);
+  EXPECT_EQ(ended.headers["content-type"], "text/event-stream");
   EXPECT_EQ(http(where, "POST", request(12, "ping").dump(), {sid}).status, 404);
 }
 
