@@ -181,7 +181,17 @@ void server::start_call(const tool& t, json args, const incoming& m, const peer_
     tool_context ctx;
     ctx.connect = opts_.connect;
     ctx.cancel_fd = raw->canceller.fd();
-    ctx.output_bytes = &raw->output_bytes;
+    if (raw->progress_token)
+      ctx.output_seen = [this, raw, key, last = std::chrono::steady_clock::time_point()](size_t n) mutable {
+        raw->output_bytes.fetch_add(n);
+        auto now = std::chrono::steady_clock::now();
+        if (now - last < std::chrono::milliseconds(250)) return;
+        last = now;
+        // The loop finds the call by its key: it may have finished by the time this runs.
+        post_([this, key] {
+          if (auto it = calls_.find(key); it != calls_.end()) send_progress(*it->second);
+        });
+      };
     ctx.blocking_on = [raw](int fd) {
       std::lock_guard lock(raw->fd_lock);
       raw->blocking_fd = fd;
@@ -252,20 +262,21 @@ bool server::busy(uint64_t owner) const {
 }
 
 void server::tick() {
-  auto now = std::chrono::steady_clock::now();
-  for (auto& [key, c] : calls_) {
-    if (!c->progress_token || !c->out || c->cancelled) continue;
-    // Seconds elapsed: increases strictly from one notification to the next.
-    double p = std::chrono::duration<double>(now - c->started).count();
-    p = std::floor(p * 1000) / 1000;
-    if (p <= c->last_progress) continue;
-    c->last_progress = p;
-    uint64_t bytes = c->output_bytes.load();
-    c->out(notification("notifications/progress",
-                        {{"progressToken", *c->progress_token},
-                         {"progress", p},
-                         {"message", fmt::format("running for {:.1f} s, {} bytes of output so far", p, bytes)}}));
-  }
+  for (auto& [key, c] : calls_) send_progress(*c);
+}
+
+void server::send_progress(call& c) {
+  if (!c.progress_token || !c.out || c.cancelled) return;
+  // Seconds elapsed: increases strictly from one notification to the next.
+  double p = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.started).count();
+  p = std::floor(p * 1000) / 1000;
+  if (p <= c.last_progress) return;
+  c.last_progress = p;
+  uint64_t bytes = c.output_bytes.load();
+  c.out(notification("notifications/progress",
+                     {{"progressToken", *c.progress_token},
+                      {"progress", p},
+                      {"message", fmt::format("running for {:.1f} s, {} bytes of output so far", p, bytes)}}));
 }
 
 }  // namespace sbsh::mcp

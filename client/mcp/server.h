@@ -72,7 +72,8 @@ class server {
   [[nodiscard]] bool idle() const { return calls_.empty(); }
   // Called once when the last call has finished (set before cancel_all for a clean exit).
   void when_idle(std::function<void()> f) { on_idle_ = std::move(f); }
-  // Sends due progress notifications; the transport calls it about every 500 ms.
+  // Sends progress notifications of running calls that asked for them; the transport calls
+  // it about every 500 ms (output also sends one, at most every 250 ms).
   void tick();
 
  private:
@@ -84,6 +85,7 @@ class server {
                   sink out);
   void finish(uint64_t key, tool_outcome outcome);
   void cancel(call& c);
+  void send_progress(call& c);
   void cancel_and_end(call& c);  // cancel, then tell the sink the request is over
 
   server_options opts_;

@@ -109,7 +109,7 @@ tool_outcome run_command(const json& args, tool_context& ctx) {
     size_t room = kOutputLimit > into.size() ? kOutputLimit - into.size() : 0;
     into.append(d.substr(0, room));
     if (d.size() > room) cut = true;
-    if (ctx.output_bytes != nullptr) ctx.output_bytes->fetch_add(d.size());
+    if (ctx.output_seen) ctx.output_seen(d.size());
   };
   // wait_seconds (answering with a handle while the command goes on) belongs here once
   // commands can outlive their client.

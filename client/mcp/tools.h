@@ -24,8 +24,9 @@ struct tool_context {
   // Told the descriptor of the connection while a call that has no cancel descriptor of its
   // own (wait) blocks on it, and -1 after; a cancel shuts it down.
   std::function<void(int)> blocking_on;
-  // Bytes of output a running command has produced so far, for progress notifications.
-  std::atomic<uint64_t>* output_bytes = nullptr;
+  // Called as a running command produces output (on the worker thread): counts it for
+  // progress notifications and may send one (at most every 250 ms).
+  std::function<void(size_t)> output_seen;
 };
 
 // A tool's answer. structured empty: sbsh refused or failed (message says why), sent as an

@@ -451,6 +451,15 @@ TEST_F(mcp_test, progress_notifications_increase_while_a_command_runs) {
     ++n;
   }
   EXPECT_GE(n, 2u);
+  // Output sends progress too (rate limited), its message counting the bytes so far.
+  seen.clear();
+  c->call(tool_call(3, "run_command", {{"command", "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.1; done"}},
+                    {{"progressToken", "out"}}),
+          &seen);
+  EXPECT_GE(seen.size(), 3u);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back()["params"]["message"].get<std::string>().find(", 0 bytes"), std::string::npos)
+      << seen.back().dump();
   // Without a token, none.
   seen.clear();
   c->call(tool_call(2, "run_command", {{"command", "sleep 1.2"}}), &seen);
