@@ -24,13 +24,13 @@ constexpr size_t kOutputLimit = 1u << 20;
 
 // The schemas (JSON text), parsed once by parsed_schemas().
 constexpr std::string_view kRunInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}}})J";
 // The fields of `sbsh exec --json` (client::add_exec_result).
 constexpr std::string_view kExecOutput =
     R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
 constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
 constexpr std::string_view kNameInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
 constexpr std::string_view kSessionsOutput =
     R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "items": {"type": "object"}}}})J";
 constexpr std::string_view kSessionOutput =
@@ -38,9 +38,9 @@ constexpr std::string_view kSessionOutput =
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string"}}})J";
 constexpr std::string_view kCreateInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the one sbsh mcp runs in)"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the one sbsh mcp runs in)"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}}})J";
 constexpr std::string_view kStartInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
 // The fields of a process in `sbsh ps --json` (client::to_json(proc_info)).
 constexpr std::string_view kProcOutput =
     R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}})J";
@@ -325,8 +325,15 @@ std::string check_value(const std::string& path, const json& v, const json& sche
   if (v.is_string()) {
     auto s = v.get<std::string>();
     if (schema.value("minLength", 0) > 0 && s.empty()) return fmt::format("argument '{}' must not be empty", path);
-    if (auto p = schema.find("pattern"); p != schema.end() && !std::regex_search(s, std::regex(p->get<std::string>())))
-      return fmt::format("argument '{}' must match {}", path, p->get<std::string>());
+    if (auto m = schema.find("maxLength"); m != schema.end() && s.size() > m->get<size_t>())
+      return fmt::format("argument '{}' must be at most {} characters", path, m->get<size_t>());
+    // libstdc++'s regex recurses per character: a long text is refused before it meets one.
+    constexpr size_t kMaxMatched = 1024;
+    if (auto p = schema.find("pattern"); p != schema.end()) {
+      if (s.size() > kMaxMatched) return fmt::format("argument '{}' must be at most {} bytes", path, kMaxMatched);
+      if (!std::regex_search(s, std::regex(p->get<std::string>())))
+        return fmt::format("argument '{}' must match {}", path, p->get<std::string>());
+    }
   }
   if (v.is_number()) {
     double d = v.get<double>();
@@ -348,8 +355,11 @@ std::string check_value(const std::string& path, const json& v, const json& sche
       if (!v.contains(req.get<std::string>()))
         return fmt::format("argument '{}' is missing",
                            path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
-    for (const auto& [k, x] : v.items()) {
-      std::string sub = path.empty() ? k : path + "." + k;
+    for (const auto& [key, x] : v.items()) {
+      const std::string& k = key;
+      // Names quoted in a message are the client's text: a long one is cut.
+      std::string shown = k.size() <= 64 ? k : k.substr(0, 64) + "...";
+      std::string sub = path.empty() ? shown : path + "." + shown;
       if (auto p = props.find(k); p != props.end()) {
         if (auto e = check_value(sub, x, *p); !e.empty()) return e;
         continue;
@@ -362,8 +372,9 @@ std::string check_value(const std::string& path, const json& v, const json& sche
       }
       if (auto names = schema.find("propertyNames"); names != schema.end())
         if (auto e = check_value(sub, k, *names); !e.empty())
-          return fmt::format("argument '{}' has a key '{}' that must match {}", path, k,
-                             names->value("pattern", std::string()));
+          return k.size() > 1024 ? fmt::format("argument '{}' has a key of more than 1024 bytes", path)
+                                 : fmt::format("argument '{}' has a key '{}' that must match {}", path, shown,
+                                               names->value("pattern", std::string()));
       if (auto e = check_value(sub, x, *extra); !e.empty()) return e;
     }
   }

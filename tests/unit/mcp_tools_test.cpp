@@ -63,6 +63,13 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A=B", "c"}}}}).find("'env' has a key 'A=B'"),
             std::string::npos);
+  // Long texts are refused by length before any pattern meets them, and quoted cut short.
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"session", std::string(100, 'a')}}).find("at most 64"),
+            std::string::npos);
+  std::string key(1u << 20, 'K');
+  std::string e = check_arguments(run, {{"command", "ls"}, {"env", {{key, "v"}}}});
+  EXPECT_NE(e.find("'env' has a key"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 300u);
   const tool& create = *find_tool("create_session");
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"restart", "sometimes"}}).find("one of always"),
             std::string::npos);
