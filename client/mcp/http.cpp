@@ -735,7 +735,8 @@ void http_server::handle_post(connection& c, const http_request& r) {
       if (m.method == "tools/call") {
         const std::string* name = r.header("mcp-name");
         auto decoded = name == nullptr ? std::nullopt : header_value(*name);
-        if (!decoded || *decoded != m.params.value("name", std::string()))
+        auto body_name = m.params.find("name");
+        if (!decoded || body_name == m.params.end() || !body_name->is_string() || *decoded != *body_name)
           return mismatch("Mcp-Name must be the tool's name, as in params.name");
       }
     }

@@ -88,18 +88,26 @@ bool server::handle(const incoming& m, peer_state& peer, uint64_t owner, sink ou
   auto meta = m.params.find("_meta");
   if (meta != m.params.end() && meta->is_object()) {
     if (auto v = meta->find(kMetaVersion); v != meta->end()) {
-      std::string requested = v->is_string() ? v->get<std::string>() : v->dump();
+      std::string requested = v->is_string() ? v->get<std::string>() : std::string();
       if (requested == kModernVersion) {
         modern = true;
       } else if (!v->is_string() || !is_legacy_version(requested)) {
+        // Only a string is sent back: a client's nested value is never echoed.
         out(error_response(m.id, kUnsupportedProtocolVersion, "Unsupported protocol version",
-                           {{"requested", *v}, {"supported", supported_versions()}}));
+                           {{"requested", v->is_string() ? json(requested) : json(nullptr)},
+                            {"supported", supported_versions()}}));
         return true;
       }
     }
   }
   bool deferred = false;
-  json answer = dispatch(m, peer, modern, owner, out, deferred);
+  json answer;
+  try {
+    answer = dispatch(m, peer, modern, owner, out, deferred);
+  } catch (const std::exception& e) {  // a broken invariant: an answer, never a crash of the loop
+    deferred = false;
+    answer = error_response(m.id, kInternalError, fmt::format("Internal error: {}", e.what()));
+  }
   if (!deferred) out(answer);
   return true;
 }
