@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs sbsh's build and test dependencies from Debian's packages when any is missing.
-# Safe to run repeatedly: it does nothing when everything is present.
+# Safe to run repeatedly: it does nothing when everything is present. `deps.sh --test` also
+# installs what only the test suite needs.
 set -euo pipefail
 
 packages=(
   g++ make cmake ninja-build pkg-config
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
-  libedit-dev libbsd-dev libmd-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev
+  libedit-dev libbsd-dev libmd-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev libhttp-parser-dev
   bash procps groff-base man-db python3 git
   rsync  # the baseline of the snapshot benchmark
   clang libclang-rt-14-dev
 )
+# npm installs the official MCP clients and conformance suite that the tests drive (any npm
+# will do: one that came with a Node.js from elsewhere too).
+if [[ ${1:-} == --test ]] && ! command -v npm >/dev/null; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

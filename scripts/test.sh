@@ -4,7 +4,7 @@
 # then the fuzz targets (a small clang build) for SBSH_FUZZ_SECONDS (default 30) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 
 jobs=$(nproc)
 echo "== build (RelWithDebInfo, -Werror)"

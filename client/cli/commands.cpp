@@ -15,6 +15,7 @@ runner declare_ps(command_line& cl);
 runner declare_attach(command_line& cl);
 runner declare_status(command_line& cl);
 runner declare_shutdown(command_line& cl);
+runner declare_mcp(command_line& cl);
 runner declare_dial_stdio(command_line& cl);
 runner declare_version(command_line& cl);
 
@@ -32,6 +33,7 @@ constexpr command kCommands[] = {
     {"attach", "use a session interactively", declare_attach},
     {"status", "show the daemon and its sessions", declare_status},
     {"shutdown", "stop the daemon, its sessions and everything they started", declare_shutdown},
+    {"mcp", "serve MCP tools to agent hosts on stdio or Streamable HTTP", declare_mcp},
     {"dial-stdio", "relay stdin and stdout to sbshd (the far end of --host and --dial)", declare_dial_stdio},
     {"version", "print the version", declare_version},
 };

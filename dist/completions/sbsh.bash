@@ -7,7 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
-  local commands="exec run session start logs kill wait ps attach status shutdown dial-stdio version help"
+  local commands="exec run session start logs kill wait ps attach status shutdown mcp dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -57,6 +57,7 @@ _sbsh() {
     attach) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     shutdown) COMPREPLY=($(compgen -W "--keep-sessions --help" -- "$cur")) ;;
+    mcp) COMPREPLY=($(compgen -W "--http --allow-remote --token-file --help" -- "$cur")) ;;
     dial-stdio|version) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }

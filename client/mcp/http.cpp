@@ -1,0 +1,829 @@
+// The Streamable HTTP transport: one endpoint, /mcp, on a TCP port or a unix socket, parsed
+// by libhttp-parser on a libuv loop.
+//
+// What a request goes through, in order (each refusal a JSON-RPC error in the body):
+//   path /mcp, else 404; Host and Origin loopback ones unless --allow-remote, else 403 (DNS
+//   rebinding); the bearer token when one is set, else 401 with WWW-Authenticate; then
+//   POST: one JSON-RPC message of at most kMaxMessage bytes (413), Accept naming JSON or SSE
+//     (406). 2026-07-28 requests (the revision in _meta) are stateless: MCP-Protocol-Version,
+//     Mcp-Method and, for tools/call, Mcp-Name must match the body (400, -32020), an unknown
+//     method is 404. Other requests belong to a session that initialize made (Mcp-Session-Id:
+//     missing 400, unknown 404) and MCP-Protocol-Version, when given, must be one spoken.
+//     Notifications get 202; a request its answer as application/json, or as an SSE stream
+//     when it asked for progress (or accepts nothing else).
+//   GET: a session's SSE stream (this server sends nothing on it unasked; it stays open).
+//   DELETE: ends a session.
+// A connection that closes while it carries a call cancels the call. Bounds: 64 connections,
+// 64 headers, the body cap, 256 sessions.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <http_parser.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "client/mcp/loop_queue.h"
+#include "client/mcp/mcp.h"
+
+namespace sbsh::mcp {
+
+namespace {
+
+constexpr size_t kMaxConnections = 64;
+constexpr size_t kMaxHeaders = 64;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kMaxSessions = 256;
+constexpr size_t kMaxQueued = 8;  // pipelined requests waiting on one connection
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+struct http_request {
+  unsigned method = 0;
+  std::string url;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  bool keep_alive = true;
+  bool too_large = false;
+  [[nodiscard]] const std::string* header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? nullptr : &it->second;
+  }
+};
+
+// "localhost", "127.0.0.1" (any of 127/8), "::1" or "[::1]", with an optional port.
+bool loopback_host(std::string host) {
+  host = lower(host);
+  if (!host.empty() && host[0] == '[') {
+    auto close = host.find(']');
+    if (close == std::string::npos) return false;
+    return host.substr(1, close - 1) == "::1";
+  }
+  if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) host.resize(colon);
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+// An Origin such as http://localhost:8080.
+bool loopback_origin(const std::string& origin) {
+  std::string o = lower(origin);
+  for (std::string_view scheme : {"http://", "https://"})
+    if (o.starts_with(scheme)) {
+      std::string host = o.substr(scheme.size());
+      if (auto slash = host.find('/'); slash != std::string::npos) host.resize(slash);
+      return loopback_host(host);
+    }
+  return false;
+}
+
+// Client text quoted in an error: at most 200 bytes (the JSON writer escapes it).
+std::string clip(const std::string& s) { return s.size() <= 200 ? s : s.substr(0, 200) + "..."; }
+
+bool equal_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+std::string random_id() {
+  unsigned char b[16];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? ::read(fd, b, sizeof b) : -1;
+  if (fd >= 0) ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof b)) return {};
+  std::string s;
+  for (unsigned char c : b) s += fmt::format("{:02x}", c);
+  return s;
+}
+
+// Mcp-Name may carry its value as =?base64?...?= (2026-07-28, Value Encoding).
+std::optional<std::string> header_value(const std::string& v) {
+  if (!(v.starts_with("=?base64?") && v.ends_with("?=") && v.size() >= 11)) return v;
+  std::string_view in = std::string_view(v).substr(9, v.size() - 11);
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int x;
+    if (c >= 'A' && c <= 'Z') x = c - 'A';
+    else if (c >= 'a' && c <= 'z') x = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') x = c - '0' + 52;
+    else if (c == '+') x = 62;
+    else if (c == '/') x = 63;
+    else if (c == '=') break;
+    else return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(x);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+class http_server;
+
+struct http_session {
+  peer_state peer;
+  uint64_t last_used = 0;                // a counter of requests, for evicting the least recently used
+  std::set<struct connection*> streams;  // GET streams
+};
+
+// One client connection. Owned by http_server::conns_ until its handle's close callback.
+struct connection {
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_stream_t stream;
+    uv_handle_t handle;
+  } h{};
+  http_server* srv = nullptr;
+  uint64_t id = 0;
+  http_parser parser{};
+  http_request cur;
+  std::string last_field;
+  bool in_value = false;
+  size_t header_bytes = 0;
+  std::deque<http_request> queue;
+  bool busy = false;  // a response is under way
+  bool sse = false;   // the response under way is an SSE stream
+  bool closing = false;
+  bool close_after = false;        // once the response under way is written
+  std::string get_stream_session;  // non-empty: this is a session's GET stream
+};
+
+struct write_req {
+  uv_write_t req{};
+  std::string data;
+};
+
+std::string status_text(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 202: return "Accepted";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+class http_server {
+ public:
+  http_server(uv_loop_t* loop, const server_options& opts, http_options http)
+      : loop_(loop),
+        http_(std::move(http)),
+        queue_(loop),
+        core_(opts, [this](std::function<void()> f) { queue_.post(std::move(f)); }) {}
+
+  int listen_or_fail();
+  void stop();
+
+ private:
+  static void on_connection(uv_stream_t* s, int status);
+  static void on_alloc(uv_handle_t*, size_t suggested, uv_buf_t* buf);
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
+  static int on_message_begin(http_parser* p);
+  static int on_url(http_parser* p, const char* at, size_t len);
+  static int on_header_field(http_parser* p, const char* at, size_t len);
+  static int on_header_value(http_parser* p, const char* at, size_t len);
+  static int on_body(http_parser* p, const char* at, size_t len);
+  static int on_message_complete(http_parser* p);
+
+  void next_request(connection& c);
+  void handle(connection& c, const http_request& r);
+  void handle_post(connection& c, const http_request& r);
+  void write(connection& c, std::string data);
+  void respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra = {});
+  void respond_error(connection& c, int status, const json& id, int code, const std::string& message,
+                     const std::vector<std::string>& extra = {});
+  void start_sse(connection& c, const std::vector<std::string>& extra);
+  void sse_event(connection& c, const json& j);
+  void end_response(connection& c);
+  void close(connection& c);
+  void end_session(const std::string& sid);
+
+  uv_loop_t* loop_;
+  http_options http_;
+  loop_queue queue_;
+  server core_;
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_stream_t stream;
+    uv_handle_t handle;
+  } listener_{};
+  bool listening_ = false;  // the listener handle exists
+  bool owns_path_ = false;  // the unix socket at the path is ours, to remove at the end
+  uv_timer_t ticker_{};
+  uv_signal_t sigint_{}, sigterm_{};
+  std::map<connection*, std::unique_ptr<connection>> conns_;
+  std::map<std::string, http_session> sessions_;
+  uint64_t next_id_ = 1;
+  uint64_t requests_ = 0;
+  bool stopping_ = false;
+  bool started_ = false;  // the ticker and signal handles exist
+  http_parser_settings settings_{};
+};
+
+int http_server::listen_or_fail() {
+  http_parser_settings_init(&settings_);
+  settings_.on_message_begin = on_message_begin;
+  settings_.on_url = on_url;
+  settings_.on_header_field = on_header_field;
+  settings_.on_header_value = on_header_value;
+  settings_.on_body = on_body;
+  settings_.on_message_complete = on_message_complete;
+
+  const std::string& where = http_.listen;
+  std::string url;
+  int rc;
+  if (where.find('/') != std::string::npos) {
+    sockaddr_un sa{};
+    if (where.size() >= sizeof sa.sun_path) {
+      std::fputs(fmt::format("sbsh: --http {}: a socket path is at most {} bytes\n", where, sizeof sa.sun_path - 1)
+                     .c_str(),
+                 stderr);
+      return 255;
+    }
+    uv_pipe_init(loop_, &listener_.pipe, 0);
+    listener_.handle.data = this;
+    listening_ = true;  // stop() closes it
+    // A socket left by an earlier run is replaced; one that something still answers on is not.
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, where.c_str(), where.size() + 1);
+    int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool in_use = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (probe >= 0) ::close(probe);
+    if (in_use) {
+      std::fputs(fmt::format("sbsh: --http {}: something is listening there already\n", where).c_str(), stderr);
+      return 255;
+    }
+    ::unlink(where.c_str());
+    // Private from birth: only this user may connect (no thread runs yet to share the umask).
+    mode_t old_mask = ::umask(077);
+    rc = uv_pipe_bind(&listener_.pipe, where.c_str());
+    ::umask(old_mask);
+    owns_path_ = rc == 0;
+    url = fmt::format("unix socket {}, endpoint /mcp", where);
+  } else {
+    auto colon = where.rfind(':');
+    if (colon == std::string::npos || colon + 1 == where.size()) {
+      std::fputs(fmt::format("sbsh: --http {}: give HOST:PORT (port 0 picks a free one) or a socket path\n", where)
+                     .c_str(),
+                 stderr);
+      return 255;
+    }
+    std::string host = where.substr(0, colon), port = where.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    // Addresses only (and localhost): no name lookup, which a statically linked sbsh could
+    // only make with the system's NSS modules at run time.
+    if (lower(host) == "localhost") host = "127.0.0.1";
+    sockaddr_storage ss{};
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    char* end = nullptr;
+    unsigned long port_number = std::strtoul(port.c_str(), &end, 10);
+    bool port_ok = *end == '\0' && port.find_first_not_of("0123456789") == std::string::npos && port_number <= 65535;
+    if (port_ok && inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(static_cast<uint16_t>(port_number));
+    } else if (port_ok && inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(static_cast<uint16_t>(port_number));
+    } else {
+      std::fputs(fmt::format("sbsh: --http {}: give an IP address and a port (127.0.0.1:8808, [::1]:0, "
+                             "localhost:8808) or a socket path\n",
+                             where)
+                     .c_str(),
+                 stderr);
+      return 255;
+    }
+    char text[INET6_ADDRSTRLEN] = "";
+    bool loop_addr = false;
+    if (ss.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      loop_addr = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      loop_addr = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+    }
+    if (!loop_addr && !http_.allow_remote) {
+      std::fputs(fmt::format("sbsh: --http {}: not a loopback address; to listen beyond this host give "
+                             "--allow-remote with --token-file\n",
+                             where)
+                     .c_str(),
+                 stderr);
+      return 255;
+    }
+    uv_tcp_init(loop_, &listener_.tcp);
+    listener_.handle.data = this;
+    listening_ = true;
+    rc = uv_tcp_bind(&listener_.tcp, reinterpret_cast<sockaddr*>(&ss), 0);
+    if (rc == 0) {
+      sockaddr_storage bound{};
+      int len = sizeof bound;
+      uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
+      int real_port;
+      if (bound.ss_family == AF_INET) {
+        auto* a = reinterpret_cast<sockaddr_in*>(&bound);
+        inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+        real_port = ntohs(a->sin_port);
+        url = fmt::format("http://{}:{}/mcp", text, real_port);
+      } else {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
+        inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+        real_port = ntohs(a->sin6_port);
+        url = fmt::format("http://[{}]:{}/mcp", text, real_port);
+      }
+    }
+  }
+  if (rc == 0) rc = uv_listen(&listener_.stream, 128, on_connection);
+  if (rc != 0) {
+    std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);
+    return 255;
+  }
+  std::fputs(fmt::format("sbsh mcp: listening on {}\n", url).c_str(), stderr);
+  std::fflush(stderr);
+  uv_timer_init(loop_, &ticker_);
+  ticker_.data = this;
+  uv_timer_start(
+      &ticker_, [](uv_timer_t* t) { static_cast<http_server*>(t->data)->core_.tick(); }, 500, 500);
+  for (auto* s : {&sigint_, &sigterm_}) {
+    uv_signal_init(loop_, s);
+    s->data = this;
+  }
+  auto on_signal = [](uv_signal_t* s, int) { static_cast<http_server*>(s->data)->stop(); };
+  uv_signal_start(&sigint_, on_signal, SIGINT);
+  uv_signal_start(&sigterm_, on_signal, SIGTERM);
+  started_ = true;
+  return 0;
+}
+
+// Ends serving: no new connections; every call is cancelled; once the last has finished,
+// every handle closes and the loop ends.
+void http_server::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  if (listening_) uv_close(&listener_.handle, nullptr);
+  if (owns_path_) ::unlink(http_.listen.c_str());
+  if (started_)
+    for (auto* s : {&sigint_, &sigterm_}) uv_close(reinterpret_cast<uv_handle_t*>(s), nullptr);
+  auto finish = [this] {
+    if (started_) uv_close(reinterpret_cast<uv_handle_t*>(&ticker_), nullptr);
+    std::vector<connection*> all;
+    for (auto& [k, c] : conns_) all.push_back(k);
+    for (auto* c : all) close(*c);
+    queue_.close();
+  };
+  core_.when_idle(finish);
+  core_.cancel_all();
+  if (core_.idle()) finish();
+}
+
+void http_server::on_connection(uv_stream_t* s, int status) {
+  auto* self = static_cast<http_server*>(s->data);
+  if (status != 0 || self->stopping_) return;
+  auto c = std::make_unique<connection>();
+  connection* raw = c.get();
+  raw->srv = self;
+  raw->id = self->next_id_++;
+  if (s->type == UV_NAMED_PIPE) uv_pipe_init(self->loop_, &raw->h.pipe, 0);
+  else uv_tcp_init(self->loop_, &raw->h.tcp);
+  raw->h.handle.data = raw;
+  self->conns_.emplace(raw, std::move(c));
+  if (uv_accept(s, &raw->h.stream) != 0) {
+    self->close(*raw);
+    return;
+  }
+  http_parser_init(&raw->parser, HTTP_REQUEST);
+  raw->parser.data = raw;
+  if (self->conns_.size() > kMaxConnections) {
+    raw->close_after = true;
+    self->respond_error(*raw, 503, nullptr, kInternalError,
+                        fmt::format("too many connections (at most {}); try again later", kMaxConnections));
+    return;
+  }
+  uv_read_start(&raw->h.stream, on_alloc, on_read);
+}
+
+void http_server::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
+  static thread_local char chunk[65536];
+  *buf = uv_buf_init(chunk, sizeof chunk);
+}
+
+void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+  auto* c = static_cast<connection*>(s->data);
+  http_server* self = c->srv;
+  if (n < 0) {
+    self->close(*c);  // the client went away: its calls are cancelled there
+    return;
+  }
+  if (n == 0 || c->closing) return;
+  size_t used = http_parser_execute(&c->parser, &self->settings_, buf->base, static_cast<size_t>(n));
+  if (c->closing) return;
+  auto err = HTTP_PARSER_ERRNO(&c->parser);
+  if (err != HPE_OK || used != static_cast<size_t>(n)) {
+    uv_read_stop(&c->h.stream);
+    c->queue.clear();
+    if (c->busy) {
+      self->close(*c);
+      return;
+    }
+    c->close_after = true;
+    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.headers.size() > kMaxHeaders;
+    self->respond_error(*c, big ? 431 : 400, nullptr, kInvalidRequest,
+                        big ? fmt::format("request headers too large (at most {} headers, {} bytes)", kMaxHeaders,
+                                          kMaxHeaderBytes)
+                            : fmt::format("malformed HTTP request: {}", http_errno_description(err)));
+    return;
+  }
+  if (c->queue.size() > kMaxQueued) {
+    self->close(*c);
+    return;
+  }
+  if (!c->busy) self->next_request(*c);
+}
+
+int http_server::on_message_begin(http_parser* p) {
+  auto* c = static_cast<connection*>(p->data);
+  c->cur = http_request{};
+  c->last_field.clear();
+  c->in_value = false;
+  c->header_bytes = 0;
+  return 0;
+}
+
+int http_server::on_url(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<connection*>(p->data);
+  c->header_bytes += len;
+  if (c->header_bytes > kMaxHeaderBytes) return 1;
+  c->cur.url.append(at, len);
+  return 0;
+}
+
+int http_server::on_header_field(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<connection*>(p->data);
+  c->header_bytes += len;
+  if (c->header_bytes > kMaxHeaderBytes) return 1;
+  if (c->in_value) c->last_field.clear();
+  c->in_value = false;
+  c->last_field.append(at, len);
+  return 0;
+}
+
+int http_server::on_header_value(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<connection*>(p->data);
+  c->header_bytes += len;
+  if (c->header_bytes > kMaxHeaderBytes) return 1;
+  std::string name = lower(c->last_field);
+  if (!c->in_value) {
+    if (c->cur.headers.size() >= kMaxHeaders && !c->cur.headers.contains(name)) return 1;
+    auto& v = c->cur.headers[name];
+    if (!v.empty()) v += ", ";  // a repeated header: its values in one list
+  }
+  c->in_value = true;
+  c->cur.headers[name].append(at, len);
+  return 0;
+}
+
+int http_server::on_body(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<connection*>(p->data);
+  if (c->cur.too_large) return 0;
+  if (c->cur.body.size() + len > kMaxMessage) {
+    // Read on and drop the rest, so that the answer reaches a client still sending.
+    c->cur.too_large = true;
+    c->cur.body.clear();
+    c->cur.body.shrink_to_fit();
+    return 0;
+  }
+  c->cur.body.append(at, len);
+  return 0;
+}
+
+int http_server::on_message_complete(http_parser* p) {
+  auto* c = static_cast<connection*>(p->data);
+  c->cur.method = p->method;
+  c->cur.keep_alive = http_should_keep_alive(p) != 0;
+  c->queue.push_back(std::move(c->cur));
+  c->cur = http_request{};
+  return 0;
+}
+
+void http_server::next_request(connection& c) {
+  while (!c.busy && !c.closing && !c.queue.empty()) {
+    http_request r = std::move(c.queue.front());
+    c.queue.pop_front();
+    if (!r.keep_alive) c.close_after = true;
+    c.busy = true;
+    handle(c, r);
+  }
+}
+
+void http_server::write(connection& c, std::string data) {
+  if (c.closing) return;
+  auto* w = new write_req;
+  w->data = std::move(data);
+  w->req.data = w;
+  uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+  int rc =
+      uv_write(&w->req, &c.h.stream, &b, 1, [](uv_write_t* req, int) { delete static_cast<write_req*>(req->data); });
+  if (rc != 0) {
+    delete w;
+    close(c);
+  }
+}
+
+void http_server::respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra) {
+  std::string head = fmt::format("HTTP/1.1 {} {}\r\n", status, status_text(status));
+  for (const auto& h : extra) head += h + "\r\n";
+  if (!body.empty()) head += "Content-Type: application/json\r\n";
+  head += fmt::format("Content-Length: {}\r\n", body.size());
+  if (c.close_after) head += "Connection: close\r\n";
+  head += "\r\n";
+  write(c, head + body);
+  end_response(c);
+}
+
+void http_server::respond_error(connection& c, int status, const json& id, int code, const std::string& message,
+                                const std::vector<std::string>& extra) {
+  respond(c, status, to_line(error_response(id, code, message)), extra);
+}
+
+void http_server::start_sse(connection& c, const std::vector<std::string>& extra) {
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n";
+  for (const auto& h : extra) head += h + "\r\n";
+  if (c.close_after) head += "Connection: close\r\n";
+  write(c, head + "\r\n");
+  c.sse = true;
+}
+
+void http_server::sse_event(connection& c, const json& j) {
+  std::string ev = "event: message\ndata: " + to_line(j) + "\n\n";
+  write(c, fmt::format("{:x}\r\n{}\r\n", ev.size(), ev));
+}
+
+void http_server::end_response(connection& c) {
+  if (c.sse) write(c, "0\r\n\r\n");
+  c.sse = false;
+  c.busy = false;
+  if (c.close_after) {
+    // Closing after the writes queued before it: uv_close would drop them, so shut down first.
+    auto* req = new uv_shutdown_t;
+    req->data = &c;
+    if (uv_shutdown(req, &c.h.stream, [](uv_shutdown_t* r, int) {
+          auto* conn = static_cast<connection*>(r->data);
+          delete r;
+          conn->srv->close(*conn);
+        }) != 0) {
+      delete req;
+      close(c);
+    }
+    c.closing = true;  // nothing more is read or written
+    uv_read_stop(&c.h.stream);
+    return;
+  }
+  next_request(c);
+}
+
+void http_server::close(connection& c) {
+  if (uv_is_closing(&c.h.handle)) return;
+  c.closing = true;
+  core_.cancel_owner(c.id);
+  if (!c.get_stream_session.empty())
+    if (auto s = sessions_.find(c.get_stream_session); s != sessions_.end()) s->second.streams.erase(&c);
+  uv_close(&c.h.handle, [](uv_handle_t* h) {
+    auto* conn = static_cast<connection*>(h->data);
+    conn->srv->conns_.erase(conn);
+  });
+}
+
+void http_server::end_session(const std::string& sid) {
+  auto s = sessions_.find(sid);
+  if (s == sessions_.end()) return;
+  for (connection* stream : std::set<connection*>(s->second.streams)) {
+    stream->get_stream_session.clear();
+    stream->close_after = true;
+    end_response(*stream);
+  }
+  core_.cancel_peer(s->second.peer);
+  sessions_.erase(s);
+}
+
+void http_server::handle(connection& c, const http_request& r) {
+  std::string path = r.url.substr(0, r.url.find('?'));
+  if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
+  if (!http_.allow_remote) {
+    const std::string* host = r.header("host");
+    if (host != nullptr && !loopback_host(*host) && http_.listen.find('/') == std::string::npos)
+      return respond_error(c, 403, nullptr, kInvalidRequest,
+                           fmt::format("Forbidden: Host '{}' is not this host (DNS rebinding protection)", *host));
+    const std::string* origin = r.header("origin");
+    if (origin != nullptr && !loopback_origin(*origin))
+      return respond_error(c, 403, nullptr, kInvalidRequest,
+                           fmt::format("Forbidden: Origin '{}' may not use this server (only loopback origins may)",
+                                       clip(*origin)));
+  }
+  if (!http_.token.empty()) {
+    const std::string* auth = r.header("authorization");
+    bool ok = auth != nullptr && auth->size() > 7 && lower(auth->substr(0, 7)) == "bearer " &&
+              equal_constant_time(auth->substr(7), http_.token);
+    if (!ok)
+      return respond_error(c, 401, nullptr, kInvalidRequest,
+                           "Unauthorized: send the token of sbsh mcp --token-file as 'Authorization: Bearer TOKEN'",
+                           {"WWW-Authenticate: Bearer realm=\"sbsh\""});
+  }
+  const std::string* sid = r.header("mcp-session-id");
+  if (r.method == HTTP_POST) return handle_post(c, r);
+  if (r.method == HTTP_GET) {
+    const std::string* accept = r.header("accept");
+    if (accept == nullptr || accept->find("text/event-stream") == std::string::npos)
+      return respond_error(c, 406, nullptr, kInvalidRequest,
+                           "Not Acceptable: GET /mcp is an SSE stream; accept "
+                           "text/event-stream");
+    if (sid == nullptr)
+      return respond_error(c, 405, nullptr, kInvalidRequest,
+                           "Method Not Allowed: GET /mcp opens a session's stream; give Mcp-Session-Id",
+                           {"Allow: POST, DELETE"});
+    auto s = sessions_.find(*sid);
+    if (s == sessions_.end()) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
+    c.get_stream_session = *sid;
+    s->second.streams.insert(&c);
+    start_sse(c, {});
+    write(c, fmt::format("{:x}\r\n{}\r\n", 3, ":\n\n"));  // a comment, so the client sees the stream open
+    return;
+  }
+  if (r.method == HTTP_DELETE) {
+    if (sid == nullptr)
+      return respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: DELETE needs Mcp-Session-Id",
+                           {"Allow: POST"});
+    if (!sessions_.contains(*sid)) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
+    end_session(*sid);
+    return respond(c, 200, "");
+  }
+  respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: use POST, GET or DELETE",
+                {"Allow: POST, GET, DELETE"});
+}
+
+void http_server::handle_post(connection& c, const http_request& r) {
+  if (r.too_large)
+    return respond_error(c, 413, nullptr, kInvalidRequest,
+                         fmt::format("Content Too Large: a message is at most {} bytes", kMaxMessage));
+  const std::string* accept = r.header("accept");
+  std::string acc = accept == nullptr ? "" : lower(*accept);
+  bool any = acc.find("*/*") != std::string::npos;
+  bool json_ok = any || acc.find("application/json") != std::string::npos;
+  bool sse_ok = any || acc.find("text/event-stream") != std::string::npos;
+  if (!json_ok && !sse_ok)
+    return respond_error(c, 406, nullptr, kInvalidRequest,
+                         "Not Acceptable: accept application/json and text/event-stream");
+  const std::string* ctype = r.header("content-type");
+  if (ctype == nullptr || lower(*ctype).find("application/json") == std::string::npos)
+    return respond_error(c, 415, nullptr, kInvalidRequest, "Unsupported Media Type: send application/json");
+  auto parsed = parse_message(r.body);
+  if (!parsed.message) return respond(c, 400, to_line(parsed.error));
+  const incoming& m = *parsed.message;
+  const std::string* version_header = r.header("mcp-protocol-version");
+  const std::string* sid = r.header("mcp-session-id");
+  std::optional<std::string> meta_version;
+  if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
+    if (auto v = meta->find("io.modelcontextprotocol/protocolVersion"); v != meta->end() && v->is_string())
+      meta_version = v->get<std::string>();
+
+  peer_state stateless;
+  stateless.stateless = true;
+  peer_state* peer = &stateless;
+  std::vector<std::string> extra;
+  bool modern = meta_version.has_value() && !is_legacy_version(*meta_version);
+  if (modern) {
+    // Stateless: the headers must say what the body says.
+    auto mismatch = [&](const std::string& what) {
+      respond_error(c, 400, m.id, kHeaderMismatch, "Header mismatch: " + what);
+    };
+    if (version_header == nullptr || *version_header != *meta_version)
+      return mismatch(fmt::format("MCP-Protocol-Version must be '{}', as in _meta", *meta_version));
+    if (m.kind == message_kind::request) {
+      const std::string* method = r.header("mcp-method");
+      if (method == nullptr || *method != m.method) return mismatch(fmt::format("Mcp-Method must be '{}'", m.method));
+      if (m.method == "tools/call") {
+        const std::string* name = r.header("mcp-name");
+        auto decoded = name == nullptr ? std::nullopt : header_value(*name);
+        auto body_name = m.params.find("name");
+        if (!decoded || body_name == m.params.end() || !body_name->is_string() || *decoded != *body_name)
+          return mismatch("Mcp-Name must be the tool's name, as in params.name");
+      }
+    }
+  } else if (m.kind == message_kind::request && m.method == "initialize") {
+    // Sessions that clients forgot to DELETE must not pile up: at the cap, the least
+    // recently used one ends.
+    if (sessions_.size() >= kMaxSessions) {
+      auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      });
+      end_session(oldest->first);
+    }
+    std::string id = random_id();
+    if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read /dev/urandom for a session id");
+    peer = &sessions_[id].peer;
+    sessions_[id].last_used = ++requests_;
+    extra.push_back("Mcp-Session-Id: " + id);
+  } else {
+    if (version_header != nullptr && !is_legacy_version(*version_header) && *version_header != kModernVersion)
+      return respond_error(c, 400, m.id, kInvalidRequest,
+                           fmt::format("Bad Request: MCP-Protocol-Version '{}' is not one this server speaks",
+                                       clip(*version_header)));
+    if (sid == nullptr)
+      return respond_error(c, 400, m.id, kInvalidRequest,
+                           "Bad Request: no Mcp-Session-Id; start with initialize, or send 2026-07-28 requests");
+    auto s = sessions_.find(*sid);
+    if (s == sessions_.end())
+      return respond_error(c, 404, m.id, kInvalidRequest, "Not Found: no such session; initialize again");
+    peer = &s->second.peer;
+    s->second.last_used = ++requests_;
+  }
+
+  if (m.kind != message_kind::request) {
+    core_.handle(m, *peer, c.id, [](const json&) {});
+    return respond(c, 202, "", extra);
+  }
+  // Progress goes only to a stream; a request that asks for it (or accepts nothing else)
+  // gets its answer as SSE.
+  bool wants_progress = false;
+  if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
+    wants_progress = meta->contains("progressToken");
+  bool use_sse = sse_ok && (wants_progress || !json_ok);
+  connection* conn = &c;
+  auto out = [this, conn, use_sse, extra, modern](const json& j) {
+    if (j.is_null()) {
+      // Cancelled: no answer is sent, and the response held open ends with the connection.
+      if (conn->sse) {
+        conn->close_after = true;
+        end_response(*conn);
+      } else {
+        close(*conn);
+      }
+      return;
+    }
+    bool final = j.contains("id") && (j.contains("result") || j.contains("error"));
+    if (use_sse) {
+      if (!conn->sse) start_sse(*conn, extra);
+      sse_event(*conn, j);
+      if (final) end_response(*conn);
+    } else if (final) {
+      int status = 200;
+      if (modern && j.contains("error")) {
+        int code = j["error"].value("code", 0);
+        status = code == kMethodNotFound ? 404 : code == kUnsupportedProtocolVersion ? 400 : 200;
+      }
+      respond(*conn, status, to_line(j), extra);
+    }
+  };
+  // The stateless peer is only used while handle() runs; a call keeps none of it.
+  core_.handle(m, *peer, c.id, out);
+}
+
+}  // namespace
+
+int run_http(const server_options& opts, const http_options& http) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  int rc;
+  {
+    http_server srv(&loop, opts, http);
+    rc = srv.listen_or_fail();
+    if (rc != 0) srv.stop();
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&loop) != 0) return 1;
+  return rc;
+}
+
+}  // namespace sbsh::mcp

@@ -1,0 +1,424 @@
+// The tool table: each tool's schemas and the handler that calls the client library. The
+// JSON each returns is the CLI's --json record (client/json.h), parsed back, so the fields
+// are written in one place.
+#include "client/mcp/tools.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "client/json.h"
+#include "ipc/text.h"
+
+namespace sbsh::mcp {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Per stream, in a run_command result: an agent's context is the limit, not memory.
+constexpr size_t kOutputLimit = 1u << 20;
+
+// The schemas (JSON text), parsed once by parsed_schemas().
+constexpr std::string_view kRunInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}}})J";
+// The fields of `sbsh exec --json` (client::add_exec_result).
+constexpr std::string_view kExecOutput =
+    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
+constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
+constexpr std::string_view kNameInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
+constexpr std::string_view kSessionsOutput =
+    R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "items": {"type": "object"}}}})J";
+constexpr std::string_view kSessionOutput =
+    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}}})J";
+constexpr std::string_view kRemovedOutput =
+    R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string"}}})J";
+constexpr std::string_view kCreateInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the one sbsh mcp runs in)"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}}})J";
+constexpr std::string_view kStartInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
+// The fields of a process in `sbsh ps --json` (client::to_json(proc_info)).
+constexpr std::string_view kProcOutput =
+    R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}})J";
+constexpr std::string_view kProcsOutput =
+    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}}}}})J";
+constexpr std::string_view kListProcsInput =
+    R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
+constexpr std::string_view kKillInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "signal": {"type": "string", "description": "TERM (the default: KILL follows after 2 s), KILL, INT, HUP and so on, or a number"}}})J";
+constexpr std::string_view kWaitInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "give up waiting after this long (default 30)"}}})J";
+constexpr std::string_view kLogsInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "tail": {"type": "integer", "minimum": 1, "description": "only the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}}})J";
+constexpr std::string_view kLogsOutput =
+    R"J({"type": "object", "required": ["process", "stdout", "stderr"], "properties": {"process": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}}})J";
+
+tool_outcome refused(const error& e) {
+  tool_outcome o;
+  o.is_error = true;
+  o.message = fmt::format("sbsh: {} ({})", e.message, e.code);
+  return o;
+}
+
+std::vector<std::string> assignments(const json& args, const char* key) {
+  std::vector<std::string> out;
+  if (auto it = args.find(key); it != args.end())
+    for (const auto& [k, v] : it->items()) out.push_back(k + "=" + v.get<std::string>());
+  return out;
+}
+
+std::string str_arg(const json& args, const char* key, std::string fallback = {}) {
+  auto it = args.find(key);
+  return it == args.end() ? fallback : it->get<std::string>();
+}
+
+std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::chrono::milliseconds fallback) {
+  auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
+}
+
+std::string id_arg(const json& args) {
+  const json& v = args.at("id");
+  return v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
+}
+
+// Holds a connection for the duration of a call, made through the context.
+result<client::connection> open(tool_context& ctx) { return ctx.connect(); }
+
+tool_outcome run_command(const json& args, tool_context& ctx) {
+  client::exec_options o;
+  o.command = args.at("command").get<std::string>();
+  o.session = str_arg(args, "session");
+  o.cwd = str_arg(args, "cwd");
+  o.env = assignments(args, "env");
+  o.timeout = seconds_arg(args, "timeout_seconds", 0ms);
+  if (args.contains("stdin")) o.stdin_data = args["stdin"].get<std::string>();
+  o.output_limit = kOutputLimit;
+  o.signal_fd = ctx.cancel_fd;
+  // Output is collected into the result; only its size is watched, for progress.
+  std::string out, err;
+  bool out_cut = false, err_cut = false;
+  o.on_output = [&](client::stream s, std::string_view d) {
+    std::string& into = s == client::stream::out ? out : err;
+    bool& cut = s == client::stream::out ? out_cut : err_cut;
+    size_t room = kOutputLimit > into.size() ? kOutputLimit - into.size() : 0;
+    into.append(d.substr(0, room));
+    if (d.size() > room) cut = true;
+    if (ctx.output_seen) ctx.output_seen(d.size());
+  };
+  // wait_seconds (answering with a handle while the command goes on) belongs here once
+  // commands can outlive their client.
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto r = conn->exec(o);
+  if (!r) return refused(r.err());
+  r->stdout_data = std::move(out);
+  r->stderr_data = std::move(err);
+  r->stdout_truncated = r->stdout_truncated || out_cut;
+  r->stderr_truncated = r->stderr_truncated || err_cut;
+  client::json_object j;
+  client::add_exec_result(j, o.session, o.command, *r);
+  return {json::parse(j.finish()), !r->ok(), {}};
+}
+
+tool_outcome list_sessions(const json&, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto v = conn->sessions();
+  if (!v) return refused(v.err());
+  return {json{{"sessions", json::parse(client::to_json(*v))}}, false, {}};
+}
+
+tool_outcome session_result(client::connection& conn, const std::string& name) {
+  auto v = conn.sessions();
+  if (!v) return refused(v.err());
+  for (const auto& s : *v)
+    if (s.name == name) return {json{{"session", json::parse(client::to_json(s))}}, false, {}};
+  return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
+}
+
+tool_outcome create_session(const json& args, tool_context& ctx) {
+  client::session_spec spec;
+  spec.name = args.at("name").get<std::string>();
+  spec.cwd = str_arg(args, "cwd");
+  spec.env = assignments(args, "env");
+  if (auto it = args.find("init"); it != args.end()) spec.init = it->get<std::vector<std::string>>();
+  spec.restart = str_arg(args, "restart", spec.restart);
+  spec.timeout_ms = static_cast<uint64_t>(seconds_arg(args, "timeout_seconds", 0ms).count());
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto s = conn->create_session(spec); !s) return refused(s.err());
+  return session_result(*conn, spec.name);
+}
+
+tool_outcome remove_session(const json& args, tool_context& ctx) {
+  std::string name = args.at("name").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto s = conn->remove_session(name); !s) return refused(s.err());
+  return {json{{"removed", name}}, false, {}};
+}
+
+tool_outcome restart_session(const json& args, tool_context& ctx) {
+  std::string name = args.at("name").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto s = conn->restart_session(name); !s) return refused(s.err());
+  return session_result(*conn, name);
+}
+
+tool_outcome proc_result(const result<client::proc_info>& p, bool failed = false) {
+  if (!p) return refused(p.err());
+  return {json::parse(client::to_json(p.value())), failed, {}};
+}
+
+tool_outcome start_process(const json& args, tool_context& ctx) {
+  client::start_options o;
+  o.command = args.at("command").get<std::string>();
+  o.session = str_arg(args, "session");
+  o.name = str_arg(args, "name");
+  o.cwd = str_arg(args, "cwd");
+  o.env = assignments(args, "env");
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  return proc_result(conn->start(o));
+}
+
+tool_outcome list_processes(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto v = conn->processes(args.value("all", false));
+  if (!v) return refused(v.err());
+  return {json{{"processes", json::parse(client::to_json(*v))}}, false, {}};
+}
+
+tool_outcome kill_process(const json& args, tool_context& ctx) {
+  std::string name = str_arg(args, "signal", "TERM");
+  auto sig = ipc::signal_from_name(name);
+  if (!sig)
+    return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto p = conn->kill(id_arg(args), *sig);
+  ctx.blocking_on(-1);
+  return proc_result(p);
+}
+
+tool_outcome wait_process(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto p = conn->wait(id_arg(args), seconds_arg(args, "timeout_seconds", 30s));
+  ctx.blocking_on(-1);
+  return proc_result(p, p && (p->exit_code.value_or(0) != 0 || p->signal));
+}
+
+tool_outcome process_logs(const json& args, tool_context& ctx) {
+  client::logs_options o;
+  if (auto it = args.find("tail"); it != args.end()) o.tail = it->get<uint64_t>();
+  std::string which = str_arg(args, "stream", "both");
+  o.out = which != "stderr";
+  o.err = which != "stdout";
+  o.cancel_fd = ctx.cancel_fd;
+  std::string out, err;
+  bool out_cut = false, err_cut = false;
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto p = conn->logs(id_arg(args), o, [&](client::stream s, std::string_view d) {
+    std::string& into = s == client::stream::out ? out : err;
+    bool& cut = s == client::stream::out ? out_cut : err_cut;
+    size_t room = kOutputLimit > into.size() ? kOutputLimit - into.size() : 0;
+    into.append(d.substr(0, room));
+    if (d.size() > room) cut = true;
+  });
+  if (!p) return refused(p.err());
+  bool ok1, ok2;
+  json j = {{"process", json::parse(client::to_json(*p))},
+            {"stdout", client::utf8_repair(out, &ok1)},
+            {"stderr", client::utf8_repair(err, &ok2)},
+            {"stdout_truncated", out_cut},
+            {"stderr_truncated", err_cut}};
+  return {std::move(j), false, {}};
+}
+
+constexpr tool kTools[] = {
+    {"run_command",
+     "Run shell text in a persistent bash session and wait for it. The session keeps its state between calls "
+     "(directory, variables, functions, aliases, options), as an interactive shell would. Returns the exact exit "
+     "code, stdout and stderr (each capped at 1 MiB, with *_truncated set), whether it timed out, and whether the "
+     "session's shell was replaced (state_lost). A command that fails is reported with isError.",
+     kRunInput, kExecOutput, run_command},
+    {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.", kNoInput,
+     kSessionsOutput, list_sessions},
+    {"create_session",
+     "Define a session: its starting directory, environment, init commands, restart policy and default timeout. "
+     "Sessions are also made on first use by run_command.",
+     kCreateInput, kSessionOutput, create_session},
+    {"remove_session", "Remove a session: its shell and everything it started end.", kNameInput, kRemovedOutput,
+     remove_session},
+    {"restart_session", "Replace a session's shell with a new one (its state is lost; background processes stay).",
+     kNameInput, kSessionOutput, restart_session},
+    {"start_process",
+     "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
+     "logs (process_logs); it outlives this call. Returns the process record with its id.",
+     kStartInput, kProcOutput, start_process},
+    {"list_processes", "List background processes (running ones; all: finished ones too).", kListProcsInput,
+     kProcsOutput, list_processes},
+    {"kill_process", "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
+     kKillInput, kProcOutput, kill_process},
+    {"wait_process",
+     "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
+     kWaitInput, kProcOutput, wait_process},
+    {"process_logs", "Read a background process's output so far (each stream capped at 1 MiB).", kLogsInput,
+     kLogsOutput, process_logs},
+    // await_command and cancel_command, for commands that outlive a call, belong here.
+};
+
+// The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.
+std::string type_name(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  return "null";
+}
+
+bool has_type(const json& v, std::string_view t) {
+  if (t == "string") return v.is_string();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "number") return v.is_number();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  if (t == "null") return v.is_null();
+  return false;
+}
+
+std::string check_value(const std::string& path, const json& v, const json& schema) {
+  if (auto t = schema.find("type"); t != schema.end()) {
+    bool fits = false;
+    std::string wanted;
+    for (const auto& one : t->is_array() ? *t : json::array({*t})) {
+      fits = fits || has_type(v, one.get<std::string>());
+      wanted += (wanted.empty() ? "" : " or ") + one.get<std::string>();
+    }
+    if (!fits)
+      return fmt::format("argument '{}' must be {} {}, not {}", path, wanted[0] == 'i' ? "an" : "a", wanted,
+                         type_name(v));
+  }
+  if (auto e = schema.find("enum"); e != schema.end() && std::find(e->begin(), e->end(), v) == e->end()) {
+    std::vector<std::string> names;
+    for (const auto& x : *e) names.push_back(x.get<std::string>());
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + names[i];
+    return fmt::format("argument '{}' must be one of {}", path, list);
+  }
+  if (v.is_string()) {
+    auto s = v.get<std::string>();
+    if (schema.value("minLength", 0) > 0 && s.empty()) return fmt::format("argument '{}' must not be empty", path);
+    if (auto m = schema.find("maxLength"); m != schema.end() && s.size() > m->get<size_t>())
+      return fmt::format("argument '{}' must be at most {} characters", path, m->get<size_t>());
+    // libstdc++'s regex recurses per character: a long text is refused before it meets one.
+    constexpr size_t kMaxMatched = 1024;
+    if (auto p = schema.find("pattern"); p != schema.end()) {
+      if (s.size() > kMaxMatched) return fmt::format("argument '{}' must be at most {} bytes", path, kMaxMatched);
+      if (!std::regex_search(s, std::regex(p->get<std::string>())))
+        return fmt::format("argument '{}' must match {}", path, p->get<std::string>());
+    }
+  }
+  if (v.is_number()) {
+    double d = v.get<double>();
+    if (auto m = schema.find("exclusiveMinimum"); m != schema.end() && !(d > m->get<double>()))
+      return fmt::format("argument '{}' must be more than {}", path, m->dump());
+    if (auto m = schema.find("minimum"); m != schema.end() && d < m->get<double>())
+      return fmt::format("argument '{}' must be at least {}", path, m->dump());
+    if (auto m = schema.find("maximum"); m != schema.end() && d > m->get<double>())
+      return fmt::format("argument '{}' must be at most {}", path, m->dump());
+  }
+  if (v.is_array()) {
+    if (auto items = schema.find("items"); items != schema.end())
+      for (size_t i = 0; i < v.size(); ++i)
+        if (auto e = check_value(fmt::format("{}[{}]", path, i), v[i], *items); !e.empty()) return e;
+  }
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const auto& req : schema.value("required", json::array()))
+      if (!v.contains(req.get<std::string>()))
+        return fmt::format("argument '{}' is missing",
+                           path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
+    for (const auto& [key, x] : v.items()) {
+      const std::string& k = key;
+      // Names quoted in a message are the client's text: a long one is cut.
+      std::string shown = k.size() <= 64 ? k : k.substr(0, 64) + "...";
+      std::string sub = path.empty() ? shown : path + "." + shown;
+      if (auto p = props.find(k); p != props.end()) {
+        if (auto e = check_value(sub, x, *p); !e.empty()) return e;
+        continue;
+      }
+      auto extra = schema.find("additionalProperties");
+      if (extra == schema.end()) continue;
+      if (extra->is_boolean()) {
+        if (!extra->get<bool>()) return fmt::format("unknown argument '{}'", sub);
+        continue;
+      }
+      if (auto names = schema.find("propertyNames"); names != schema.end())
+        if (auto e = check_value(sub, k, *names); !e.empty())
+          return k.size() > 1024 ? fmt::format("argument '{}' has a key of more than 1024 bytes", path)
+                                 : fmt::format("argument '{}' has a key '{}' that must match {}", path, shown,
+                                               names->value("pattern", std::string()));
+      if (auto e = check_value(sub, x, *extra); !e.empty()) return e;
+    }
+  }
+  return "";
+}
+
+struct parsed_tool {
+  json input, output;
+};
+
+const std::vector<parsed_tool>& parsed_schemas() {
+  static const std::vector<parsed_tool> all = [] {
+    std::vector<parsed_tool> v;
+    for (const auto& t : kTools) v.push_back({json::parse(t.input_schema), json::parse(t.output_schema)});
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace
+
+std::span<const tool> tools() { return kTools; }
+
+const tool* find_tool(std::string_view name) {
+  for (const auto& t : kTools)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const json& tool_list() {
+  static const json list = [] {
+    json v = json::array();
+    for (size_t i = 0; i < std::size(kTools); ++i)
+      v.push_back({{"name", kTools[i].name},
+                   {"description", kTools[i].description},
+                   {"inputSchema", parsed_schemas()[i].input},
+                   {"outputSchema", parsed_schemas()[i].output}});
+    return v;
+  }();
+  return list;
+}
+
+std::string check_arguments(const tool& t, const json& args) {
+  return check_value("", args, parsed_schemas()[static_cast<size_t>(&t - kTools)].input);
+}
+
+}  // namespace sbsh::mcp

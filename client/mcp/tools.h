@@ -1,0 +1,58 @@
+// The MCP tools: their names, descriptions, input and output JSON Schemas, and what runs
+// them. Each runs on a worker thread of its own with its own connection to sbshd, and
+// returns the record the CLI's --json prints (client/json.h), as structuredContent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "client/mcp/jsonrpc.h"
+#include "sbsh/client.h"
+
+namespace sbsh::mcp {
+
+// What a tool gets besides its arguments.
+struct tool_context {
+  // A connection to sbshd, made as the CLI's global options say (auto-start, -S, -H, --dial).
+  std::function<result<client::connection>()> connect;
+  // Readable when the call is cancelled: exec's signal_fd (a canceller's), logs' cancel_fd.
+  int cancel_fd = -1;
+  // Told the descriptor of the connection while a call that has no cancel descriptor of its
+  // own (wait) blocks on it, and -1 after; a cancel shuts it down.
+  std::function<void(int)> blocking_on;
+  // Called as a running command produces output (on the worker thread): counts it for
+  // progress notifications and may send one (at most every 250 ms).
+  std::function<void(size_t)> output_seen;
+};
+
+// A tool's answer. structured empty: sbsh refused or failed (message says why), sent as an
+// error result with text only, since it has not the shape of the output schema.
+struct tool_outcome {
+  json structured;
+  bool is_error = false;
+  std::string message;
+};
+
+struct tool {
+  std::string_view name;
+  std::string_view description;
+  std::string_view input_schema;   // JSON text
+  std::string_view output_schema;  // JSON text
+  tool_outcome (*run)(const json& args, tool_context& ctx);
+};
+
+// Every tool, in the order tools/list gives them.
+std::span<const tool> tools();
+const tool* find_tool(std::string_view name);
+// The tools/list entry of each, built once.
+const json& tool_list();
+
+// Checks arguments against the tool's input schema: "" when they fit, else a message that
+// names the argument and says what it takes.
+std::string check_arguments(const tool& t, const json& args);
+
+}  // namespace sbsh::mcp

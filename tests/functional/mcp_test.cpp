@@ -1,0 +1,665 @@
+// sbsh mcp on a real sbshd, spoken to in raw JSON-RPC: over stdio (the server a child with
+// pipes) and over Streamable HTTP (port 0, a socket of our own). Checks the handshake, the
+// tool list, that a session's state persists from one call to the next, that failures are
+// results with isError while bad requests and arguments are JSON-RPC errors naming what was
+// wrong, both protocol revisions, bounds on what a client sends, and that cancelling a call
+// or vanishing mid-call leaves no process running.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "fixture.h"
+
+extern char** environ;
+
+namespace sbsh::test {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// `sbsh mcp ARGS...` as a child with pipes on stdin and stdout (stderr: a file).
+class mcp_child {
+ public:
+  mcp_child(const std::string& sock, const std::vector<std::string>& args, const std::string& err_file) {
+    int in[2], out[2];
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "--no-autostart", "mcp"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    http_ = std::find(args.begin(), args.end(), "--http") != args.end();
+    std::vector<char*> cargs;
+    for (auto& a : argv) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, cargs[0], &fa, nullptr, cargs.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~mcp_child() {
+    close_stdin();
+    if (http_ && pid_ > 0) ::kill(pid_, SIGTERM);  // an HTTP server ends on SIGTERM, not on stdin's end
+    if (pid_ > 0 && !wait_exit(10s)) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (from_ >= 0) ::close(from_);
+  }
+  mcp_child(const mcp_child&) = delete;
+  mcp_child& operator=(const mcp_child&) = delete;
+
+  void send_raw(const std::string& text) {
+    std::string_view s = text;
+    while (!s.empty()) {
+      ssize_t n = ::write(to_, s.data(), s.size());
+      ASSERT_GT(n, 0);
+      s.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  void send(const json& j) { send_raw(j.dump() + "\n"); }
+  // The next message, or null when none came within `limit`.
+  json next(std::chrono::milliseconds limit = 30s) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      if (size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return json::parse(line);
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return nullptr;
+      pollfd p{from_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return nullptr;
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n <= 0) return nullptr;
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  // Sends a request and returns its response; notifications met on the way go to `seen`.
+  json call(const json& request, std::vector<json>* seen = nullptr) {
+    send(request);
+    return response_to(request["id"], seen);
+  }
+  json response_to(const json& id, std::vector<json>* seen = nullptr) {
+    for (;;) {
+      json m = next();
+      if (m.is_null()) return m;
+      if (m.contains("id") && m["id"] == id) return m;
+      if (seen != nullptr) seen->push_back(m);
+    }
+  }
+  void close_stdin() {
+    if (to_ >= 0) ::close(to_);
+    to_ = -1;
+  }
+  bool wait_exit(std::chrono::milliseconds limit) {
+    return wait_until(
+        [&] {
+          int st;
+          if (::waitpid(pid_, &st, WNOHANG) != pid_) return false;
+          status_ = st;
+          pid_ = -1;
+          return true;
+        },
+        limit);
+  }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] int status() const { return status_; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  int status_ = -1;
+  bool http_ = false;
+  std::string buf_;
+};
+
+json request(int id, const std::string& method, json params = json::object()) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+}
+
+json tool_call(int id, const std::string& tool, json args, json meta = nullptr) {
+  json params = {{"name", tool}, {"arguments", std::move(args)}};
+  if (!meta.is_null()) params["_meta"] = std::move(meta);
+  return request(id, "tools/call", std::move(params));
+}
+
+json modern_meta() {
+  return {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+          {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+}
+
+// One HTTP/1.1 exchange on a new connection (Connection: close): the status, the headers
+// (names in lower case) and the body, de-chunked.
+struct http_reply {
+  int status = 0;
+  std::map<std::string, std::string> headers;
+  std::string body;
+  [[nodiscard]] json json_body() const { return json::parse(body, nullptr, false); }
+};
+
+int http_connect(const std::string& where) {
+  if (where.find('/') != std::string::npos) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", where.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void send_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+http_reply read_reply(int fd) {
+  std::string raw;
+  char chunk[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 30000) <= 0) break;
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0) break;
+    raw.append(chunk, static_cast<size_t>(n));
+  }
+  http_reply r;
+  size_t end = raw.find("\r\n\r\n");
+  if (end == std::string::npos) return r;
+  std::string head = raw.substr(0, end);
+  std::string body = raw.substr(end + 4);
+  r.status = std::stoi(head.substr(9, 3));
+  size_t at = head.find("\r\n");
+  while (at != std::string::npos) {
+    size_t next = head.find("\r\n", at + 2);
+    std::string line = head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+    if (auto colon = line.find(':'); colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+    at = next;
+  }
+  if (r.headers["transfer-encoding"] == "chunked") {
+    std::string out;
+    size_t pos = 0;
+    for (;;) {
+      size_t nl = body.find("\r\n", pos);
+      if (nl == std::string::npos) break;
+      size_t len = std::stoul(body.substr(pos, nl - pos), nullptr, 16);
+      if (len == 0) break;
+      out += body.substr(nl + 2, len);
+      pos = nl + 2 + len + 2;
+    }
+    body = out;
+  }
+  r.body = body;
+  return r;
+}
+
+// Sends one request to `where` (host:port or a socket path) and reads the reply.
+http_reply http(const std::string& where, const std::string& method, const std::string& body,
+                std::vector<std::string> headers = {}, const std::string& path = "/mcp") {
+  int fd = http_connect(where);
+  if (fd < 0) return {};
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const auto& h : headers) req += h + "\r\n";
+  if (method == "POST") {
+    req += "Content-Type: application/json\r\n";
+    bool has_accept = false;
+    for (const auto& h : headers) has_accept = has_accept || h.starts_with("Accept:");
+    if (!has_accept) req += "Accept: application/json, text/event-stream\r\n";
+  }
+  req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  send_all(fd, req);
+  send_all(fd, body);
+  http_reply r = read_reply(fd);
+  ::close(fd);
+  return r;
+}
+
+json initialize_request() {
+  return request(0, "initialize",
+                 {{"protocolVersion", "2025-11-25"},
+                  {"capabilities", json::object()},
+                  {"clientInfo", {{"name", "test"}, {"version", "1"}}}});
+}
+
+class mcp_test : public daemon_test {
+ protected:
+  std::unique_ptr<mcp_child> start(const std::vector<std::string>& args = {}) {
+    return std::make_unique<mcp_child>(sock, args, dir + "/mcp.err");
+  }
+  std::unique_ptr<mcp_child> start_initialized() {
+    auto c = start();
+    json r = c->call(request(0, "initialize",
+                             {{"protocolVersion", "2025-11-25"},
+                              {"capabilities", json::object()},
+                              {"clientInfo", {{"name", "test"}, {"version", "1"}}}}));
+    EXPECT_EQ(r["result"]["protocolVersion"], "2025-11-25") << r.dump();
+    c->send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    return c;
+  }
+  // `sbsh mcp --http LISTEN ARGS...`; where it listens (host:port or the socket path).
+  std::string start_http(const std::string& listen = "127.0.0.1:0", const std::vector<std::string>& args = {}) {
+    std::vector<std::string> all{"--http", listen};
+    all.insert(all.end(), args.begin(), args.end());
+    http_server_ = start(all);
+    std::string where;
+    wait_until(
+        [&] {
+          std::ifstream in(dir + "/mcp.err");
+          std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          if (auto at = text.find("http://"); at != std::string::npos) {
+            auto end = text.find("/mcp", at);
+            where = text.substr(at + 7, end - at - 7);
+            return true;
+          }
+          if (text.find("unix socket ") != std::string::npos) {
+            where = listen;
+            return true;
+          }
+          return false;
+        },
+        20s);
+    return where;
+  }
+  // A session made by initialize over HTTP: its Mcp-Session-Id header line.
+  std::string http_session(const std::string& where) {
+    http_reply r = http(where, "POST", initialize_request().dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_FALSE(r.headers["mcp-session-id"].empty());
+    std::string h = "Mcp-Session-Id: " + r.headers["mcp-session-id"];
+    http(where, "POST", json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump(), {h});
+    return h;
+  }
+  std::unique_ptr<mcp_child> http_server_;
+  std::string pidfile() const { return dir + "/tmp/cmd.pid"; }
+  // The pid a command wrote to pidfile(), once it has.
+  pid_t read_pid() {
+    pid_t pid = 0;
+    wait_until(
+        [&] {
+          std::ifstream in(pidfile());
+          return static_cast<bool>(in >> pid) && pid > 0;
+        },
+        20s);
+    return pid;
+  }
+  std::string sleeper() const {
+    return "sh -c 'echo $$ > " + pidfile() + ".new && mv " + pidfile() + ".new " + pidfile() + " && exec sleep 30'";
+  }
+};
+
+TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
+  auto c = start_initialized();
+  json list = c->call(request(1, "tools/list"));
+  std::vector<std::string> names;
+  for (const auto& t : list["result"]["tools"]) {
+    names.push_back(t["name"]);
+    EXPECT_TRUE(t["inputSchema"].is_object()) << t["name"];
+    EXPECT_TRUE(t["outputSchema"].is_object()) << t["name"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
+                                             "restart_session", "start_process", "list_processes", "kill_process",
+                                             "wait_process", "process_logs"}));
+  json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
+  EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
+  json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));
+  const json& sc = r2["result"]["structuredContent"];
+  EXPECT_EQ(sc["stdout"], "/tmp 1\n") << r2.dump();
+  EXPECT_EQ(sc["exit_code"], 0);
+  EXPECT_EQ(r2["result"]["isError"], false);
+  // The same JSON as text.
+  EXPECT_EQ(json::parse(r2["result"]["content"][0]["text"].get<std::string>()), sc);
+  EXPECT_FALSE(r2["result"].contains("resultType"));  // a 2025-11-25 result
+}
+
+TEST_F(mcp_test, a_failing_command_is_a_result_with_is_error) {
+  auto c = start_initialized();
+  json r = c->call(tool_call(1, "run_command", {{"command", "echo out; echo err >&2; exit 3"}}));
+  ASSERT_TRUE(r.contains("result")) << r.dump();
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_EQ(r["result"]["structuredContent"]["exit_code"], 3);
+  EXPECT_EQ(r["result"]["structuredContent"]["stdout"], "out\n");
+  EXPECT_EQ(r["result"]["structuredContent"]["stderr"], "err\n");
+  json t = c->call(tool_call(2, "run_command", {{"command", "sleep 5"}, {"timeout_seconds", 0.3}}));
+  EXPECT_EQ(t["result"]["isError"], true);
+  EXPECT_EQ(t["result"]["structuredContent"]["timed_out"], true) << t.dump();
+  // sbsh refusing (no such session) is a result too.
+  json k = c->call(tool_call(3, "restart_session", {{"name", "nosuch"}}));
+  EXPECT_EQ(k["result"]["isError"], true) << k.dump();
+}
+
+TEST_F(mcp_test, bad_messages_get_json_rpc_errors_and_the_server_goes_on) {
+  auto c = start_initialized();
+  c->send_raw("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \n");
+  json e = c->next();
+  EXPECT_EQ(e["error"]["code"], -32700) << e.dump();
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_TRUE(c->call(request(2, "ping"))["result"].is_object());
+  EXPECT_EQ(c->call(request(3, "no/such/method"))["error"]["code"], -32601);
+  c->send_raw("[1, 2]\n");
+  EXPECT_EQ(c->next()["error"]["code"], -32600);
+
+  auto arg_error = [&](int id, json args) {
+    json r = c->call(tool_call(id, "run_command", std::move(args)));
+    EXPECT_EQ(r["error"]["code"], -32602) << r.dump();
+    return r["error"]["message"].get<std::string>();
+  };
+  EXPECT_NE(arg_error(4, {{"command", 5}}).find("'command' must be a string"), std::string::npos);
+  EXPECT_NE(arg_error(5, json::object()).find("'command' is missing"), std::string::npos);
+  EXPECT_NE(arg_error(6, {{"command", "true"}, {"colour", "red"}}).find("unknown argument 'colour'"),
+            std::string::npos);
+  EXPECT_NE(arg_error(7, {{"command", "true"}, {"session", "no spaces"}}).find("'session'"), std::string::npos);
+  EXPECT_NE(arg_error(8, {{"command", "true"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
+  EXPECT_NE(arg_error(9, {{"command", "true"}, {"timeout_seconds", "1"}}).find("'timeout_seconds'"), std::string::npos);
+  json unknown = c->call(tool_call(10, "no_such_tool", json::object()));
+  EXPECT_EQ(unknown["error"]["code"], -32602);
+  // Still serving.
+  EXPECT_EQ(c->call(tool_call(11, "run_command", {{"command", "echo alive"}}))["result"]["structuredContent"]["stdout"],
+            "alive\n");
+}
+
+TEST_F(mcp_test, a_ten_megabyte_line_is_refused_and_the_server_goes_on) {
+  auto c = start_initialized();
+  std::string big = tool_call(1, "run_command", {{"command", "echo " + std::string(10u << 20, 'x')}}).dump() + "\n";
+  c->send_raw(big);
+  json e = c->next();
+  EXPECT_EQ(e["error"]["code"], -32600) << e.dump().substr(0, 300);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("longer than"), std::string::npos);
+  EXPECT_EQ(c->call(tool_call(2, "run_command", {{"command", "echo alive"}}))["result"]["structuredContent"]["stdout"],
+            "alive\n");
+}
+
+TEST_F(mcp_test, the_2026_07_28_revision_is_stateless_and_refuses_versions_it_does_not_speak) {
+  auto c = start();  // no initialize
+  json d = c->call(request(1, "server/discover", {{"_meta", modern_meta()}}));
+  EXPECT_EQ(d["result"]["resultType"], "complete") << d.dump();
+  EXPECT_EQ(d["result"]["supportedVersions"], json::array({"2026-07-28", "2025-11-25"}));
+  EXPECT_EQ(d["result"]["capabilities"]["tools"], json::object());
+  json l = c->call(request(2, "tools/list", {{"_meta", modern_meta()}}));
+  EXPECT_EQ(l["result"]["resultType"], "complete");
+  EXPECT_GT(l["result"]["ttlMs"].get<int64_t>(), 0);
+  EXPECT_EQ(l["result"]["cacheScope"], "public");
+  json r = c->call(tool_call(3, "run_command", {{"command", "echo modern"}}, modern_meta()));
+  EXPECT_EQ(r["result"]["resultType"], "complete") << r.dump();
+  EXPECT_EQ(r["result"]["structuredContent"]["stdout"], "modern\n");
+  json meta = modern_meta();
+  meta["io.modelcontextprotocol/protocolVersion"] = "1900-01-01";
+  json u = c->call(request(4, "tools/list", {{"_meta", meta}}));
+  EXPECT_EQ(u["error"]["code"], -32022) << u.dump();
+  EXPECT_EQ(u["error"]["data"]["requested"], "1900-01-01");
+  EXPECT_EQ(u["error"]["data"]["supported"], json::array({"2026-07-28", "2025-11-25"}));
+}
+
+TEST_F(mcp_test, progress_notifications_increase_while_a_command_runs) {
+  auto c = start_initialized();
+  std::vector<json> seen;
+  json r = c->call(tool_call(1, "run_command", {{"command", "sleep 1.6"}}, {{"progressToken", "tok"}}), &seen);
+  EXPECT_EQ(r["result"]["isError"], false);
+  double last = -1;
+  size_t n = 0;
+  for (const auto& m : seen) {
+    ASSERT_EQ(m["method"], "notifications/progress") << m.dump();
+    EXPECT_EQ(m["params"]["progressToken"], "tok");
+    double p = m["params"]["progress"];
+    EXPECT_GT(p, last);
+    last = p;
+    ++n;
+  }
+  EXPECT_GE(n, 2u);
+  // Output sends progress too (rate limited), its message counting the bytes so far.
+  seen.clear();
+  c->call(tool_call(3, "run_command", {{"command", "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.1; done"}},
+                    {{"progressToken", "out"}}),
+          &seen);
+  EXPECT_GE(seen.size(), 3u);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back()["params"]["message"].get<std::string>().find(", 0 bytes"), std::string::npos)
+      << seen.back().dump();
+  // Without a token, none.
+  seen.clear();
+  c->call(tool_call(2, "run_command", {{"command", "sleep 1.2"}}), &seen);
+  EXPECT_TRUE(seen.empty());
+}
+
+TEST_F(mcp_test, cancelling_a_call_stops_the_command_and_keeps_the_shell) {
+  auto c = start_initialized();
+  c->call(tool_call(1, "run_command", {{"command", "X=kept"}, {"session", "c"}}));
+  c->send(tool_call(2, "run_command", {{"command", sleeper()}, {"session", "c"}}));
+  pid_t pid = read_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(pid_alive(pid));
+  c->send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 2}}}});
+  std::vector<json> seen;
+  json r = c->call(tool_call(3, "run_command", {{"command", "echo $X"}, {"session", "c"}}), &seen);
+  EXPECT_EQ(r["result"]["structuredContent"]["stdout"], "kept\n") << r.dump();
+  EXPECT_TRUE(seen.empty()) << seen[0].dump();  // no response for the cancelled call
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+}
+
+TEST_F(mcp_test, a_client_that_closes_stdin_mid_call_leaves_nothing_running) {
+  auto c = start_initialized();
+  c->send(tool_call(1, "run_command", {{"command", sleeper()}}));
+  pid_t pid = read_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(pid_alive(pid));
+  c->close_stdin();
+  EXPECT_TRUE(c->wait_exit(15s));
+  EXPECT_TRUE(WIFEXITED(c->status()) && WEXITSTATUS(c->status()) == 0) << c->status();
+  EXPECT_FALSE(pid_alive(pid));
+}
+
+TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  http_reply a = http(where, "POST", tool_call(1, "run_command", {{"command", "cd /tmp; X=1"}}).dump(), {sid});
+  EXPECT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.headers["content-type"], "application/json");
+  http_reply b = http(where, "POST", tool_call(2, "run_command", {{"command", "echo $PWD $X"}}).dump(), {sid});
+  EXPECT_EQ(b.json_body()["result"]["structuredContent"]["stdout"], "/tmp 1\n") << b.body;
+  http_reply fail = http(where, "POST", tool_call(3, "run_command", {{"command", "exit 4"}}).dump(), {sid});
+  EXPECT_EQ(fail.json_body()["result"]["isError"], true);
+  http_reply unknown = http(where, "POST", request(4, "no/such").dump(), {sid});
+  EXPECT_EQ(unknown.json_body()["error"]["code"], -32601);
+  http_reply wrong = http(where, "POST", tool_call(5, "run_command", {{"command", true}}).dump(), {sid});
+  EXPECT_EQ(wrong.json_body()["error"]["code"], -32602);
+  EXPECT_NE(wrong.json_body()["error"]["message"].get<std::string>().find("'command'"), std::string::npos);
+  // Without a session, with an unknown one, elsewhere than /mcp, with a version not spoken.
+  EXPECT_EQ(http(where, "POST", request(6, "ping").dump()).status, 400);
+  EXPECT_EQ(http(where, "POST", request(7, "ping").dump(), {"Mcp-Session-Id: nosuch"}).status, 404);
+  EXPECT_EQ(http(where, "POST", request(8, "ping").dump(), {sid}, "/other").status, 404);
+  EXPECT_EQ(http(where, "POST", request(9, "ping").dump(), {sid, "MCP-Protocol-Version: 1999-01-01"}).status, 400);
+  EXPECT_EQ(http(where, "POST", request(10, "ping").dump(), {sid, "MCP-Protocol-Version: 2025-11-25"}).status, 200);
+  // A progress token gets the answer as an SSE stream, progress first.
+  http_reply sse =
+      http(where, "POST",
+           tool_call(11, "run_command", {{"command", "sleep 1.2; echo done"}}, {{"progressToken", 1}}).dump(), {sid});
+  EXPECT_EQ(sse.headers["content-type"], "text/event-stream");
+  EXPECT_NE(sse.body.find("notifications/progress"), std::string::npos) << sse.body;
+  EXPECT_NE(sse.body.find("done\\n"), std::string::npos) << sse.body;
+  // GET opens the session's SSE stream; DELETE ends the session, and the stream with it.
+  int stream = http_connect(where);
+  ASSERT_GE(stream, 0);
+  send_all(stream, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + sid + "\r\n\r\n");
+  EXPECT_EQ(http(where, "GET", "", {"Accept: text/event-stream"}).status, 405);  // no session: no stream
+  EXPECT_EQ(http(where, "DELETE", "", {sid}).status, 200);
+  http_reply ended = read_reply(stream);
+  ::close(stream);
+  EXPECT_EQ(ended.status, 200);
+  EXPECT_EQ(ended.headers["content-type"], "text/event-stream");
+  EXPECT_EQ(http(where, "POST", request(12, "ping").dump(), {sid}).status, 404);
+}
+
+TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  std::string big = tool_call(1, "run_command", {{"command", "echo " + std::string(10u << 20, 'x')}}).dump();
+  http_reply r = http(where, "POST", big, {sid});
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.json_body()["error"]["code"], -32600) << r.body;
+  http_reply bad = http(where, "POST", "{\"jsonrpc\": ", {sid});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.json_body()["error"]["code"], -32700);
+  http_reply evil = http(where, "POST", request(2, "ping").dump(), {sid, "Origin: http://evil.example.com"});
+  EXPECT_EQ(evil.status, 403);
+  EXPECT_TRUE(evil.json_body().contains("error")) << evil.body;
+  EXPECT_EQ(http(where, "POST", request(3, "ping").dump(), {sid, "Origin: http://localhost:1234"}).status, 200);
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://[::1]:1234"}).status, 200);
+  // Still serving.
+  http_reply ok = http(where, "POST", tool_call(5, "run_command", {{"command", "echo alive"}}).dump(), {sid});
+  EXPECT_EQ(ok.json_body()["result"]["structuredContent"]["stdout"], "alive\n");
+}
+
+TEST_F(mcp_test, http_with_a_token_needs_it_and_remote_needs_a_token) {
+  { std::ofstream(dir + "/token") << "0123456789abcdef0123\n"; }
+  std::string where = start_http("127.0.0.1:0", {"--token-file", dir + "/token"});
+  http_reply none = http(where, "POST", initialize_request().dump());
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
+  EXPECT_TRUE(none.json_body().contains("error"));
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer 0123456789abcdef0123"}).status,
+            200);
+
+  run_result remote = sbsh({"mcp", "--http", "127.0.0.1:0", "--allow-remote"});
+  EXPECT_EQ(remote.code, 255);
+  EXPECT_NE(remote.err.find("--token-file"), std::string::npos) << remote.err;
+  run_result wide = sbsh({"mcp", "--http", "0.0.0.0:0"});
+  EXPECT_EQ(wide.code, 255);
+  EXPECT_NE(wide.err.find("loopback"), std::string::npos) << wide.err;
+}
+
+TEST_F(mcp_test, http_2026_07_28_requests_are_stateless_and_headers_must_match_the_body) {
+  std::string where = start_http();
+  std::vector<std::string> h{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: server/discover"};
+  http_reply d = http(where, "POST", request(1, "server/discover", {{"_meta", modern_meta()}}).dump(), h);
+  EXPECT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(d.json_body()["result"]["resultType"], "complete");
+  EXPECT_TRUE(d.headers["mcp-session-id"].empty());
+  http_reply call = http(where, "POST", tool_call(2, "run_command", {{"command", "echo hi"}}, modern_meta()).dump(),
+                         {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: run_command"});
+  EXPECT_EQ(call.json_body()["result"]["structuredContent"]["stdout"], "hi\n") << call.body;
+  EXPECT_EQ(call.json_body()["result"]["resultType"], "complete");
+  http_reply mismatch = http(where, "POST", tool_call(3, "run_command", {{"command", "echo hi"}}, modern_meta()).dump(),
+                             {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: other"});
+  EXPECT_EQ(mismatch.status, 400);
+  EXPECT_EQ(mismatch.json_body()["error"]["code"], -32020);
+  json old = modern_meta();
+  old["io.modelcontextprotocol/protocolVersion"] = "1900-01-01";
+  http_reply unsupported = http(where, "POST", request(4, "tools/list", {{"_meta", old}}).dump(),
+                                {"MCP-Protocol-Version: 1900-01-01", "Mcp-Method: tools/list"});
+  EXPECT_EQ(unsupported.status, 400);
+  EXPECT_EQ(unsupported.json_body()["error"]["code"], -32022);
+  EXPECT_EQ(unsupported.json_body()["error"]["data"]["requested"], "1900-01-01");
+  http_reply missing = http(where, "POST", request(5, "no/such", {{"_meta", modern_meta()}}).dump(),
+                            {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: no/such"});
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.json_body()["error"]["code"], -32601);
+}
+
+TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  http(where, "POST", tool_call(1, "run_command", {{"command", "Z=kept"}}).dump(), {sid});
+  int fd = http_connect(where);
+  ASSERT_GE(fd, 0);
+  std::string body = tool_call(2, "run_command", {{"command", sleeper()}}).dump();
+  send_all(fd,
+           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
+           "text/event-stream\r\n" +
+               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  pid_t pid = read_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(pid_alive(pid));
+  ::close(fd);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+  http_reply r = http(where, "POST", tool_call(3, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+
+  // notifications/cancelled, on another connection of the session: the command stops, no
+  // answer comes, and the connection that carried the call is closed.
+  ::unlink(pidfile().c_str());
+  fd = http_connect(where);
+  ASSERT_GE(fd, 0);
+  body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
+  send_all(fd,
+           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
+           "text/event-stream\r\n" +
+               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  pid = read_pid();
+  ASSERT_GT(pid, 0);
+  json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};
+  EXPECT_EQ(http(where, "POST", cancel.dump(), {sid}).status, 202);
+  http_reply none = read_reply(fd);
+  ::close(fd);
+  EXPECT_EQ(none.status, 0) << none.body;  // closed without an answer
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+  r = http(where, "POST", tool_call(5, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+
+  // SIGTERM ends the server cleanly.
+  ::kill(http_server_->pid(), SIGTERM);
+  ASSERT_TRUE(http_server_->wait_exit(15s));
+  EXPECT_TRUE(WIFEXITED(http_server_->status()) && WEXITSTATUS(http_server_->status()) == 0) << http_server_->status();
+}
+
+TEST_F(mcp_test, http_serves_on_a_unix_socket) {
+  std::string path = dir + "/mcp.sock";
+  std::string where = start_http(path);
+  ASSERT_EQ(where, path);
+  std::string sid = http_session(where);
+  http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo unix"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "unix\n") << r.body;
+  // A second server does not take the socket away from the first.
+  run_result second = sbsh({"mcp", "--http", path});
+  EXPECT_EQ(second.code, 255);
+  EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
+  EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
+}
+
+}  // namespace
+}  // namespace sbsh::test

@@ -1,0 +1,176 @@
+// The official TypeScript MCP clients against `sbsh mcp` over stdio:
+//   node clients.mjs sdk     @modelcontextprotocol/sdk (v1, speaks 2025-11-25)
+//   node clients.mjs client  @modelcontextprotocol/client (v2, pinned to 2026-07-28)
+// Lists the tools, calls each one, checks a failing command, progress on a 3 s command, a
+// cancellation that leaves the shell's state, and a client killed mid-call whose command's
+// process must be gone. The environment (run.sh) gives SBSH, a private XDG_RUNTIME_DIR and
+// HOME, and NODE_PATH to the installed packages.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const flavor = process.argv[2];
+const role = process.argv[3] ?? 'main';
+const sbsh = process.env.SBSH;
+const work = process.env.SBSH_TEST_DIR;
+const require = createRequire(path.join(process.env.NODE_PATH, 'x.js'));
+const load = (p) => import(require.resolve(p));
+
+async function makeClient() {
+  let Client, StdioClientTransport, options = {};
+  if (flavor === 'sdk') {
+    ({ Client } = await load('@modelcontextprotocol/sdk/client/index.js'));
+    ({ StdioClientTransport } = await load('@modelcontextprotocol/sdk/client/stdio.js'));
+  } else {
+    ({ Client } = await load('@modelcontextprotocol/client'));
+    ({ StdioClientTransport } = await load('@modelcontextprotocol/client/stdio'));
+    options = { versionNegotiation: { mode: { pin: '2026-07-28' } } };
+  }
+  const client = new Client({ name: `sbsh-test-${flavor}`, version: '1.0.0' }, options);
+  const transport = new StdioClientTransport({ command: sbsh, args: ['mcp'], env: process.env, stderr: 'inherit' });
+  await client.connect(transport);
+  return client;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(cond, ms, what) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = cond();
+    if (v) return v;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    return e.code !== 'ESRCH';
+  }
+  // A zombie is not running: read its state.
+  try {
+    return !/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+function sleeper(pidfile) {
+  return `sh -c 'echo $$ > ${pidfile}.new && mv ${pidfile}.new ${pidfile} && exec sleep 30'`;
+}
+async function readPid(pidfile) {
+  return waitFor(() => {
+    try {
+      return parseInt(fs.readFileSync(pidfile, 'utf8'), 10) || 0;
+    } catch {
+      return 0;
+    }
+  }, 20000, pidfile);
+}
+const call = (client, name, args, options) => client.callTool({ name, arguments: args }, undefined, options);
+const callV2 = (client, name, args, options) => client.callTool({ name, arguments: args }, options);
+let invoke;
+
+async function main() {
+  const client = await makeClient();
+  invoke = flavor === 'sdk' ? call : callV2;
+  const session = `s-${flavor}`;
+  // The revision each client speaks: v1 the initialize handshake, v2 the stateless one.
+  if (flavor === 'client') {
+    assert.equal(client.getProtocolEra(), 'modern');
+    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+  } else {
+    assert.equal(client.getServerVersion().name, 'sbsh');
+  }
+
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
+    'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs']);
+  for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
+
+  // Each tool, with a result the client validated against its output schema.
+  let r = await invoke(client, 'run_command', { command: 'cd /tmp; X=1', session });
+  assert.equal(r.isError, false);
+  r = await invoke(client, 'run_command', { command: 'echo $PWD $X', session });
+  assert.equal(r.structuredContent.stdout, '/tmp 1\n');
+  assert.equal(JSON.parse(r.content[0].text).stdout, '/tmp 1\n');
+  r = await invoke(client, 'create_session', { name: `made-${flavor}`, cwd: '/tmp', env: { GREETING: 'hi' } });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  assert.equal(r.structuredContent.session.name, `made-${flavor}`);
+  r = await invoke(client, 'list_sessions', {});
+  assert.ok(r.structuredContent.sessions.some((s) => s.name === `made-${flavor}`));
+  r = await invoke(client, 'restart_session', { name: `made-${flavor}` });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  r = await invoke(client, 'start_process', { command: 'echo started; exec sleep 30', session, name: `bg-${flavor}` });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  const id = r.structuredContent.id;
+  const bgPid = r.structuredContent.pid;
+  r = await invoke(client, 'list_processes', {});
+  assert.ok(r.structuredContent.processes.some((p) => p.id === id));
+  let logs;
+  for (let i = 0; i < 100; i++) {
+    logs = await invoke(client, 'process_logs', { id });
+    if (logs.structuredContent.stdout === 'started\n') break;
+    await sleep(100);
+  }
+  assert.equal(logs.structuredContent.stdout, 'started\n');
+  r = await invoke(client, 'kill_process', { id: String(id) });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  r = await invoke(client, 'wait_process', { id, timeout_seconds: 10 });
+  assert.notEqual(r.structuredContent.state, 'running', JSON.stringify(r));
+  if (bgPid) assert.ok(!alive(bgPid), 'the killed process is gone');
+  r = await invoke(client, 'remove_session', { name: `made-${flavor}` });
+  assert.deepEqual(r.structuredContent, { removed: `made-${flavor}` });
+
+  // A failing command is a result with isError, not a thrown error.
+  r = await invoke(client, 'run_command', { command: 'echo oops >&2; exit 7', session });
+  assert.equal(r.isError, true);
+  assert.equal(r.structuredContent.exit_code, 7);
+  assert.equal(r.structuredContent.stderr, 'oops\n');
+
+  // Progress on a 3 s command: at least two notifications, increasing.
+  const progress = [];
+  r = await invoke(client, 'run_command', { command: 'sleep 3; echo done', session },
+    { onprogress: (p) => progress.push(p.progress), timeout: 30000 });
+  assert.equal(r.structuredContent.stdout, 'done\n');
+  assert.ok(progress.length >= 2, `progress: ${progress}`);
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i] > progress[i - 1], `increasing: ${progress}`);
+
+  // Cancellation: the command stops, the shell keeps its state.
+  await invoke(client, 'run_command', { command: 'Y=kept', session });
+  const pidfile = path.join(work, `cancel-${flavor}.pid`);
+  const ac = new AbortController();
+  const pending = invoke(client, 'run_command', { command: sleeper(pidfile), session }, { signal: ac.signal });
+  const pid = await readPid(pidfile);
+  assert.ok(alive(pid));
+  ac.abort();
+  await assert.rejects(pending);
+  r = await invoke(client, 'run_command', { command: 'echo $Y', session });
+  assert.equal(r.structuredContent.stdout, 'kept\n');
+  await waitFor(() => !alive(pid), 10000, `pid ${pid} to end after the cancel`);
+
+  // A client that vanishes mid-call: its command's process is gone.
+  const vanishFile = path.join(work, `vanish-${flavor}.pid`);
+  const child = spawn(process.execPath, [process.argv[1], flavor, 'vanish'], { stdio: 'inherit', env: process.env });
+  const vpid = await readPid(vanishFile);
+  assert.ok(alive(vpid));
+  child.kill('SIGKILL');
+  await waitFor(() => !alive(vpid), 15000, `pid ${vpid} to end after its client was killed`);
+
+  await client.close();
+  console.log(`ok: ${flavor}`);
+}
+
+async function vanish() {
+  const client = await makeClient();
+  invoke = flavor === 'sdk' ? call : callV2;
+  await invoke(client, 'run_command', { command: sleeper(path.join(work, `vanish-${flavor}.pid`)), session: `v-${flavor}` },
+    { timeout: 60000 });
+}
+
+(role === 'vanish' ? vanish() : main()).catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

