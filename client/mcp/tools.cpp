@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "client/head_tail.h"
 #include "client/json.h"
 #include "ipc/text.h"
 
@@ -21,13 +22,19 @@ using namespace std::chrono_literals;
 
 // Per stream, in a run_command result: an agent's context is the limit, not memory.
 constexpr size_t kOutputLimit = 1u << 20;
+// How long run_command and await_command wait before answering with a command still running.
+constexpr auto kDefaultWait = std::chrono::milliseconds(30000);
 
 // The schemas (JSON text), parsed once by parsed_schemas().
 constexpr std::string_view kRunInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30, below the minute after which hosts give up on a call): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command"}}})J";
 // The fields of `sbsh exec --json` (client::add_exec_result).
 constexpr std::string_view kExecOutput =
-    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
+    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes left out between the first and the last part kept"}, "stderr_omitted_bytes": {"type": "integer"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command and cancel_command take it"}, "running": {"type": "boolean", "description": "it still runs: await_command for its result"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
+constexpr std::string_view kAwaitInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs"}}})J";
+constexpr std::string_view kCancelInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "signal": {"type": "string", "description": "the first signal (default TERM; KILL follows after 2 s)"}}})J";
 constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
 constexpr std::string_view kNameInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
@@ -56,6 +63,13 @@ constexpr std::string_view kLogsInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "tail": {"type": "integer", "minimum": 1, "description": "only the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}}})J";
 constexpr std::string_view kLogsOutput =
     R"J({"type": "object", "required": ["process", "stdout", "stderr"], "properties": {"process": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}}})J";
+
+// A command's result: exec --json's record; a failure is isError, a command still running not.
+tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command) {
+  client::json_object j;
+  client::add_exec_result(j, session, command, r);
+  return {json::parse(j.finish()), !r.running && !r.ok(), {}};
+}
 
 tool_outcome refused(const error& e) {
   tool_outcome o;
@@ -98,32 +112,60 @@ tool_outcome run_command(const json& args, tool_context& ctx) {
   o.env = assignments(args, "env");
   o.timeout = seconds_arg(args, "timeout_seconds", 0ms);
   if (args.contains("stdin")) o.stdin_data = args["stdin"].get<std::string>();
-  o.output_limit = kOutputLimit;
   o.signal_fd = ctx.cancel_fd;
-  // Output is collected into the result; only its size is watched, for progress.
+  // A command still running after wait_seconds goes on, kept by sbshd as %ID: the call
+  // answers in time for hosts that give up after a minute, and await_command takes it up.
+  o.detach_after = seconds_arg(args, "wait_seconds", kDefaultWait);
+  o.keep = true;
+  // Output is collected here, its first and last part (the whole stays with sbshd), and its
+  // size watched, for progress.
   std::string out, err;
-  bool out_cut = false, err_cut = false;
+  client::head_tail out_kept(&out, kOutputLimit), err_kept(&err, kOutputLimit);
   o.on_output = [&](client::stream s, std::string_view d) {
-    std::string& into = s == client::stream::out ? out : err;
-    bool& cut = s == client::stream::out ? out_cut : err_cut;
-    size_t room = kOutputLimit > into.size() ? kOutputLimit - into.size() : 0;
-    into.append(d.substr(0, room));
-    if (d.size() > room) cut = true;
+    (s == client::stream::out ? out_kept : err_kept).add(d);
     if (ctx.output_seen) ctx.output_seen(d.size());
   };
-  // wait_seconds (answering with a handle while the command goes on) belongs here once
-  // commands can outlive their client.
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   auto r = conn->exec(o);
   if (!r) return refused(r.err());
+  r->stdout_omitted_bytes = out_kept.finish();
+  r->stderr_omitted_bytes = err_kept.finish();
+  r->stdout_truncated = r->stdout_omitted_bytes > 0;
+  r->stderr_truncated = r->stderr_omitted_bytes > 0;
   r->stdout_data = std::move(out);
   r->stderr_data = std::move(err);
-  r->stdout_truncated = r->stdout_truncated || out_cut;
-  r->stderr_truncated = r->stderr_truncated || err_cut;
-  client::json_object j;
-  client::add_exec_result(j, o.session, o.command, *r);
-  return {json::parse(j.finish()), !r->ok(), {}};
+  return command_result(*r, o.session, o.command);
+}
+
+uint64_t command_id_arg(const json& args) { return client::parse_command_ref(args.at("id").get<std::string>()).value(); }
+
+tool_outcome await_command(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto r = conn->await_command(command_id_arg(args), seconds_arg(args, "wait_seconds", kDefaultWait), kOutputLimit);
+  ctx.blocking_on(-1);
+  if (!r) return refused(r.err());
+  return command_result(*r, r->session, r->command);
+}
+
+tool_outcome cancel_command(const json& args, tool_context& ctx) {
+  std::string name = str_arg(args, "signal", "TERM");
+  auto sig = ipc::signal_from_name(name);
+  if (!sig)
+    return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  uint64_t id = command_id_arg(args);
+  ctx.blocking_on(conn->fd());
+  auto killed = conn->kill_command(id, *sig);
+  ctx.blocking_on(-1);
+  if (!killed) return refused(killed.err());
+  // Its result with what it wrote, as await_command gives it.
+  auto r = conn->await_command(id, 0ms, kOutputLimit);
+  if (!r) return refused(r.err());
+  return command_result(*r, r->session, r->command);
 }
 
 tool_outcome list_sessions(const json&, tool_context& ctx) {
@@ -249,10 +291,13 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
 
 constexpr tool kTools[] = {
     {"run_command",
-     "Run shell text in a persistent bash session and wait for it. The session keeps its state between calls "
-     "(directory, variables, functions, aliases, options), as an interactive shell would. Returns the exact exit "
-     "code, stdout and stderr (each capped at 1 MiB, with *_truncated set), whether it timed out, and whether the "
-     "session's shell was replaced (state_lost). A command that fails is reported with isError.",
+     "Run shell text in a persistent bash session. The session keeps its state between calls (directory, "
+     "variables, functions, aliases, options), as an interactive shell would. Returns the exact exit code, stdout "
+     "and stderr (of more than 1 MiB, the first and last 512 KiB, with *_omitted_bytes counting what was left "
+     "out), whether it timed out, and whether the session's shell was replaced (state_lost). A command still "
+     "running after wait_seconds (default 30) goes on in the session: the result then has running: true, its id "
+     "and the output so far; await_command gives its result later, cancel_command stops it. A command that fails "
+     "is reported with isError.",
      kRunInput, kExecOutput, run_command},
     {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.", kNoInput,
      kSessionsOutput, list_sessions},
@@ -277,7 +322,14 @@ constexpr tool kTools[] = {
      kWaitInput, kProcOutput, wait_process},
     {"process_logs", "Read a background process's output so far (each stream capped at 1 MiB).", kLogsInput,
      kLogsOutput, process_logs},
-    // await_command and cancel_command, for commands that outlive a call, belong here.
+    {"await_command",
+     "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
+     "after wait_seconds (default 30), running: true with the output so far.",
+     kAwaitInput, kExecOutput, await_command},
+    {"cancel_command",
+     "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
+     "keeps its state), and return its result.",
+     kCancelInput, kExecOutput, cancel_command},
 };
 
 // The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.

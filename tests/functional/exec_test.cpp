@@ -135,11 +135,13 @@ TEST_F(exec_test, JsonCarriesEveryFieldAndExactBytes) {
   EXPECT_TRUE(j.at("duration_ms").is_number());
   EXPECT_EQ(j.at("started_at").get<std::string>().size(), 24u);  // 2026-11-22T13:58:50.123Z
   EXPECT_EQ(j.at("started_at").get<std::string>().back(), 'Z');
-  // Truncation is reported, never silent.
+  // Truncation is reported, never silent: the first and the last part, and what is between
+  // them counted (seq 100 writes 292 bytes).
   r = sbsh({"exec", "-s", "j", "--json", "--output-limit", "10", "--", "seq 100"});
   j = json::parse(r.out);
-  EXPECT_EQ(j.at("stdout"), "1\n2\n3\n4\n5\n");
+  EXPECT_EQ(j.at("stdout"), "1\n2\n3\n100\n");  // "1\n2\n3" and "\n100\n"
   EXPECT_TRUE(j.at("stdout_truncated").get<bool>());
+  EXPECT_EQ(j.at("stdout_omitted_bytes"), 282);
 }
 
 TEST_F(exec_test, SixtyMegabytesArriveIntact) {

@@ -344,7 +344,8 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs"}));
+                                             "wait_process", "process_logs", "await_command",
+                                             "cancel_command"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
   json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));

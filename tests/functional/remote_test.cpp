@@ -192,8 +192,9 @@ TEST_F(remote_test, TheLibraryThroughADialStreamsFeedsAndStaysUsable) {
   r = c.exec(o);
   ::close(p[0]);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->stdout_data, "from");
+  EXPECT_EQ(r->stdout_data, "frd\n");  // the first and the last 2 bytes of "from fd\n"
   EXPECT_TRUE(r->stdout_truncated);
+  EXPECT_EQ(r->stdout_omitted_bytes, 4u);
 
   client::start_options so;
   so.session = "lib";

@@ -87,7 +87,8 @@ async function main() {
 
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
-    'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs']);
+    'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs',
+    'await_command', 'cancel_command']);
   for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
 
   // Each tool, with a result the client validated against its output schema.
@@ -123,6 +124,27 @@ async function main() {
   if (bgPid) assert.ok(!alive(bgPid), 'the killed process is gone');
   r = await invoke(client, 'remove_session', { name: `made-${flavor}` });
   assert.deepEqual(r.structuredContent, { removed: `made-${flavor}` });
+
+  // A command that outlives the call: answered after wait_seconds with its id, awaited later;
+  // its cd persists. Another, left running, is cancelled.
+  r = await invoke(client, 'run_command', { command: 'echo early; sleep 2; cd /; echo late', session, wait_seconds: 0.5 });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  assert.equal(r.structuredContent.running, true, JSON.stringify(r));
+  assert.equal(r.structuredContent.stdout, 'early\n');
+  const cmd = r.structuredContent.id;
+  assert.match(cmd, /^%[0-9]+$/);
+  r = await invoke(client, 'await_command', { id: cmd, wait_seconds: 20 });
+  assert.equal(r.structuredContent.running, false, JSON.stringify(r));
+  assert.equal(r.structuredContent.exit_code, 0);
+  assert.equal(r.structuredContent.stdout, 'early\nlate\n');
+  r = await invoke(client, 'run_command', { command: 'pwd', session });
+  assert.equal(r.structuredContent.stdout, '/\n');
+  r = await invoke(client, 'run_command', { command: 'sleep 30', session, wait_seconds: 0.3 });
+  assert.equal(r.structuredContent.running, true, JSON.stringify(r));
+  r = await invoke(client, 'cancel_command', { id: r.structuredContent.id });
+  assert.equal(r.structuredContent.cancelled, true, JSON.stringify(r));
+  assert.equal(r.structuredContent.running, false);
+  await invoke(client, 'run_command', { command: 'cd /tmp', session });
 
   // A failing command is a result with isError, not a thrown error.
   r = await invoke(client, 'run_command', { command: 'echo oops >&2; exit 7', session });
