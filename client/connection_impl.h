@@ -70,6 +70,11 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   result<Reply> ask(const Request& req);
   // The second half of call(): waits for the reply to request `id`.
   result<ipc::envelope> recv_reply(uint64_t id);
+  // Sends `frame` (request `id`, a log reply: proc_logs, command_logs), passes each output
+  // frame of its reply to `sink`, and returns the frame that ends it. A byte readable on
+  // cancel_fd (>= 0, only with follow) sends a cancel, which sbshd answers with that end.
+  result<ipc::envelope> stream_reply(std::string_view frame, uint64_t id, bool follow, int cancel_fd,
+                                     const std::function<void(stream, std::string_view)>& sink);
 };
 
 // The error an `error` frame carries (code and message), with a fallback message.

@@ -446,37 +446,12 @@ result<exec_result> connection::command_logs(uint64_t command_id, const logs_opt
   req.follow = opts.follow;
   req.out = opts.out;
   req.err = opts.err;
-  if (auto s = p_->send(ipc::encode(req, id)); !s) return s.err();
-  bool cancelled = false;
-  for (;;) {
-    if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {
-      pollfd pf[2] = {{p_->ch.fd(), POLLIN, 0}, {opts.cancel_fd, POLLIN, 0}};
-      if (::poll(pf, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
-      }
-      if (pf[1].revents != 0) {
-        unsigned char b;
-        (void)!::read(opts.cancel_fd, &b, 1);
-        cancelled = true;  // sbshd answers as without follow; frames before it still count
-        if (auto s = p_->ch.send(ipc::encode(msg::cancel{}, id)); !s) return s.err();
-      }
-      if (pf[0].revents == 0) continue;
-    }
-    auto env = p_->ch.recv();
-    if (!env) return env.err();
-    const auto& m = env->msg;
-    if (m.id() != id) continue;
-    if (m.type() == msg_type::error) return error_from(m, "sbshd refused");
-    if (m.type() == msg_type::output) {
-      if (auto c = output_chunk(m)) sink(c->first, c->second);
-      continue;
-    }
-    exec_result r;
-    r.command_id = command_id;
-    if (auto s = read_end(m, r); !s) return s.err();
-    return r;
-  }
+  auto env = p_->stream_reply(ipc::encode(req, id), id, opts.follow, opts.cancel_fd, sink);
+  if (!env) return env.err();
+  exec_result r;
+  r.command_id = command_id;
+  if (auto s = read_end(env->msg, r); !s) return s.err();
+  return r;
 }
 
 result<exec_result> connection::await_command(uint64_t command_id, std::chrono::milliseconds timeout,

@@ -58,25 +58,34 @@ result<proc_info> connection::wait(const std::string& proc, std::chrono::millise
 result<proc_info> connection::logs(const std::string& proc, const logs_options& opts,
                                    const std::function<void(stream, std::string_view)>& sink) {
   uint64_t id = p_->next_id++;
-  if (auto s = p_->send(ipc::encode(msg::proc_logs{{0, proc}, opts.follow, opts.out, opts.err, opts.tail}, id)); !s)
-    return s.err();
+  auto env = p_->stream_reply(ipc::encode(msg::proc_logs{{0, proc}, opts.follow, opts.out, opts.err, opts.tail}, id),
+                              id, opts.follow, opts.cancel_fd, sink);
+  if (!env) return env.err();
+  auto end = read_reply<msg::logs_end>(env->msg);
+  if (!end) return end.err();
+  return std::move(end->proc);
+}
+
+result<ipc::envelope> connection::impl::stream_reply(std::string_view frame, uint64_t id, bool follow, int cancel_fd,
+                                                     const std::function<void(stream, std::string_view)>& sink) {
+  if (auto s = send(frame); !s) return s.err();
   bool cancelled = false;
   for (;;) {
-    if (opts.follow && opts.cancel_fd >= 0 && !cancelled && !p_->ch.buffered()) {
-      pollfd pf[2] = {{p_->ch.fd(), POLLIN, 0}, {opts.cancel_fd, POLLIN, 0}};
+    if (follow && cancel_fd >= 0 && !cancelled && !ch.buffered()) {
+      pollfd pf[2] = {{ch.fd(), POLLIN, 0}, {cancel_fd, POLLIN, 0}};
       if (::poll(pf, 2, -1) < 0) {
         if (errno == EINTR) continue;
         return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
       }
       if (pf[1].revents != 0) {
         unsigned char b;
-        (void)!::read(opts.cancel_fd, &b, 1);
-        cancelled = true;  // sbshd answers with logs_end; frames before it still count
-        if (auto s = p_->ch.send(ipc::encode(msg::cancel{}, id)); !s) return s.err();
+        (void)!::read(cancel_fd, &b, 1);
+        cancelled = true;  // sbshd answers with the reply's end; frames before it still count
+        if (auto s = ch.send(ipc::encode(msg::cancel{}, id)); !s) return s.err();
       }
       if (pf[0].revents == 0) continue;
     }
-    auto env = p_->ch.recv();
+    auto env = ch.recv();
     if (!env) return env.err();
     const auto& m = env->msg;
     if (m.id() != id) continue;
@@ -85,11 +94,7 @@ result<proc_info> connection::logs(const std::string& proc, const logs_options& 
       if (auto c = output_chunk(m)) sink(c->first, c->second);
       continue;
     }
-    if (m.type() == msg_type::logs_end) {
-      auto end = read_reply<msg::logs_end>(m);
-      if (!end) return end.err();
-      return std::move(end->proc);
-    }
+    return env;
   }
 }
 

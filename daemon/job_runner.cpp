@@ -449,18 +449,29 @@ void job_runner::on_signal_result(uint64_t, uint64_t) {
 }
 
 bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
+  return cancel_where([c, id](const exec_job& j) { return j.client == c && j.id == id; }, sig, stop,
+                      "cancelled before it started");
+}
+
+bool job_runner::stop(uint64_t serial, int sig) {
+  return cancel_where([serial](const exec_job& j) { return j.serial == serial; }, sig, true,
+                      "killed before it started");
+}
+
+bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match, int sig, bool stop,
+                              const char* queued_why) {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if ((*it)->client == c && (*it)->id == id) {
+    if (match(**it)) {
       auto job = std::move(*it);
       queue_.erase(it);
       job->outcome.cancelled = true;
       job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
-      job->outcome.error = "cancelled before it started";
+      job->outcome.error = queued_why;
       finish_job(std::move(job));
       return true;
     }
   }
-  if (!current_ || current_->client != c || current_->id != id) return false;
+  if (!current_ || !match(*current_)) return false;
   if (!stop) {
     // A signal forwarded to the command (Ctrl-C): to its processes; SIGINT also to the shell
     // when the command has none of its own (a loop of builtins), as a terminal would.
@@ -468,24 +479,6 @@ bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
     send_signal(*current_, sig, /*interrupt=*/false);
     return true;
   }
-  current_->outcome.cancelled = true;
-  if (sig != 0) current_->first_signal = sig;
-  if (current_->kill_stage == 0) escalate(*current_);
-  return true;
-}
-
-bool job_runner::stop(uint64_t serial, int sig) {
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if ((*it)->serial != serial) continue;
-    auto job = std::move(*it);
-    queue_.erase(it);
-    job->outcome.cancelled = true;
-    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
-    job->outcome.error = "killed before it started";
-    finish_job(std::move(job));
-    return true;
-  }
-  if (!current_ || current_->serial != serial) return false;
   current_->outcome.cancelled = true;
   if (sig != 0) current_->first_signal = sig;
   if (current_->kill_stage == 0) escalate(*current_);

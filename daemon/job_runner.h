@@ -93,6 +93,8 @@ class job_runner {
   bool start_job(exec_job& job);
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
+  // cancel() and stop(): the first queued or running job that matches.
+  bool cancel_where(const std::function<bool(const exec_job&)>& match, int sig, bool stop, const char* queued_why);
   void escalate(exec_job& job);
   void detach(exec_job& job);
   void close_stdin(exec_job& job);

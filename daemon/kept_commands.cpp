@@ -22,7 +22,10 @@ using ipc::errc;
 using ipc::msg_type;
 namespace msg = ipc::msg;
 
-kept_commands::kept_commands(server& srv) : srv_(srv), dir_(srv.opts().state_dir + "/commands") {}
+kept_commands::kept_commands(server& srv)
+    : srv_(srv),
+      dir_(srv.opts().state_dir + "/commands"),
+      replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 
 kept_commands::~kept_commands() = default;
 
@@ -76,17 +79,7 @@ void kept_commands::output(uint64_t serial, int stream_no, std::string_view data
   }
   r.bytes[i] += data.size();
   r.logs[i].append(data.data(), data.size());
-  std::erase_if(r.followers, [&](const follower& f) {
-    if ((i == 0 && !f.out) || (i == 1 && !f.err)) return false;
-    auto* c = srv_.client_by_serial(f.serial);
-    if (c == nullptr) return true;
-    if (c->queued_bytes() > ipc::kMaxFollowerQueue) {
-      c->send_error(f.req, errc::too_slow, "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
-      return true;
-    }
-    c->send(ipc::encode(msg::output{static_cast<uint64_t>(stream_no), {data}}, f.req));
-    return false;
-  });
+  feed_followers(srv_, r.followers, stream_no, data);
 }
 
 void kept_commands::detached(uint64_t serial) {
@@ -189,68 +182,31 @@ void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {
     if ((i == 0 ? req->out : req->err) && r->bytes[i] > 0)
       sources.push_back({log_path(r->id, i == 0 ? ipc::kStdout : ipc::kStderr),
                          i == 0 ? ipc::kStdout : ipc::kStderr});
-  bool follow_it = req->follow && !r->finished;
-  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), r->id, sources, 0, follow_it), req->out,
-                      req->err});
-  pump(std::prev(replies_.end()));
+  replies_.add(c, m.id(), r->id, sources, 0, req->follow && !r->finished, req->out, req->err);
 }
 
-void kept_commands::pump(std::list<log_reply>::iterator it) {
-  log_stream& s = *it->stream;
-  auto* c = srv_.client_by_serial(s.serial());
-  if (c == nullptr) {
-    replies_.erase(it);
-    return;
-  }
-  auto progress = s.pump({[c] { return c->queued_bytes(); }, [c](std::string f) { c->send(std::move(f)); }});
-  it->again = progress == log_stream::progress::more;
-  if (it->again) pump_again_soon();
-  if (progress != log_stream::progress::done) return;
-  // Everything up to now is sent: a follower takes it from here, in this same turn of the
-  // loop, so that nothing written in between is missed.
-  uint64_t serial = s.serial(), req = s.req(), id = s.proc();
-  bool follow_it = s.follow(), out = it->out, err = it->err;
-  replies_.erase(it);
-  auto r = records_.find(id);
+void kept_commands::logs_sent(const log_replies::finished& f) {
+  auto r = records_.find(f.id);
   if (r == records_.end())
-    return c->send_error(req, errc::no_such_command, fmt::format("command %{} was forgotten while its output was read", id));
-  if (follow_it && !r->second->finished) {
-    r->second->followers.push_back({serial, req, out, err});
+    return f.c.send_error(f.req, errc::no_such_command,
+                          fmt::format("command %{} was forgotten while its output was read", f.id));
+  if (f.follow && !r->second->finished) {
+    r->second->followers.push_back({f.c.serial(), f.req, f.out, f.err});
     return;
   }
-  reply_end(serial, req, *r->second);
+  reply_end(f.c.serial(), f.req, *r->second);
 }
 
-void kept_commands::pump_again_soon() {
-  if (replies_timer_ == nullptr) replies_timer_ = make_handle<timer>(srv_.loop());
-  replies_timer_->start(0, [this] {
-    std::vector<std::list<log_reply>::iterator> due;
-    for (auto it = replies_.begin(); it != replies_.end(); ++it)
-      if (it->again) due.push_back(it);
-    for (auto it : due) pump(it);  // each erases only itself
-  });
-}
-
-void kept_commands::client_drained(client_conn& c) {
-  std::vector<std::list<log_reply>::iterator> due;
-  for (auto it = replies_.begin(); it != replies_.end(); ++it)
-    if (it->stream->serial() == c.serial() && !it->again) due.push_back(it);
-  for (auto it : due) pump(it);
-}
+void kept_commands::client_drained(client_conn& c) { replies_.client_drained(c); }
 
 bool kept_commands::stop_following(client_conn& c, uint64_t req) {
-  auto reply = std::find_if(replies_.begin(), replies_.end(), [&](const log_reply& r) {
-    return r.stream->serial() == c.serial() && r.stream->req() == req;
-  });
-  if (reply != replies_.end()) {
-    uint64_t id = reply->stream->proc();
-    replies_.erase(reply);
-    if (auto r = records_.find(id); r != records_.end()) reply_end(c.serial(), req, *r->second);
+  if (auto id = replies_.cancel(c, req)) {  // still sending what was logged before
+    if (auto r = records_.find(*id); r != records_.end()) reply_end(c.serial(), req, *r->second);
     return true;
   }
   for (auto& [id, r] : records_) {
     auto it = std::find_if(r->followers.begin(), r->followers.end(),
-                           [&](const follower& f) { return f.serial == c.serial() && f.req == req; });
+                           [&](const log_follower& f) { return f.serial == c.serial() && f.req == req; });
     if (it == r->followers.end()) continue;
     r->followers.erase(it);
     reply_end(c.serial(), req, *r);

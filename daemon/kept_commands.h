@@ -19,6 +19,7 @@
 
 #include "daemon/capped_log.h"
 #include "daemon/exec_job.h"
+#include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
 #include "daemon/uv_handles.h"
 #include "ipc/result.h"
@@ -69,10 +70,6 @@ class kept_commands {
     uint64_t serial, req;
     handle_ptr<timer> deadline;
   };
-  struct follower {
-    uint64_t serial, req;
-    bool out, err;
-  };
   struct record {
     uint64_t id = 0;
     std::string session, command;
@@ -83,27 +80,20 @@ class kept_commands {
     capped_log logs[2];          // opened at the first byte of each stream
     command_result result;
     std::vector<waiter> waiters;   // command_wait and command_kill: until it ends
-    std::vector<follower> followers;
-  };
-  struct log_reply {
-    std::unique_ptr<log_stream> stream;
-    bool out, err;
-    bool again = false;
+    std::vector<log_follower> followers;
   };
 
   record* find(uint64_t id, uint64_t req, client_conn& c);
   std::string log_path(uint64_t id, int stream_no) const;
   void reply_end(uint64_t serial, uint64_t req, const record& r);
-  void pump(std::list<log_reply>::iterator it);
-  void pump_again_soon();
+  void logs_sent(const log_replies::finished& f);
   void forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it);
   void expire();
 
   server& srv_;
   std::string dir_;
   std::map<uint64_t, std::unique_ptr<record>> records_;
-  std::list<log_reply> replies_;
-  handle_ptr<timer> replies_timer_;
+  log_replies replies_;
   handle_ptr<timer> expiry_timer_;
   size_t detached_running_ = 0;
 };

@@ -90,7 +90,8 @@ std::string_view proc_state_name(proc_state s) {
   return "unknown";
 }
 
-proc_table::proc_table(server& srv) : srv_(srv) {}
+proc_table::proc_table(server& srv)
+    : srv_(srv), replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 proc_table::~proc_table() = default;
 
 std::string proc_table::log_path(uint64_t id, const char* ext) const {
@@ -353,18 +354,7 @@ void proc_table::on_output(bg_proc& p, int stream_no) {
       return;
     }
     (stream_no == ipc::kStdout ? p.out_log : p.err_log).append(buf, static_cast<size_t>(n));
-    std::erase_if(p.followers, [&](const bg_proc::follower& f) {
-      if ((stream_no == ipc::kStdout && !f.out) || (stream_no == ipc::kStderr && !f.err)) return false;
-      auto* c = srv_.client_by_serial(f.serial);
-      if (c == nullptr) return true;
-      if (c->queued_bytes() > ipc::kMaxFollowerQueue) {
-        c->send_error(f.req, errc::too_slow, "the log reader fell more than 16 MiB behind; run 'sbsh logs' again");
-        return true;
-      }
-      c->send(ipc::encode(msg::output{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}},
-                          f.req));
-      return false;
-    });
+    feed_followers(srv_, p.followers, stream_no, std::string_view(buf, static_cast<size_t>(n)));
   }
 }
 
@@ -580,69 +570,30 @@ void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
   std::vector<log_stream::source> sources;
   if (out) sources.push_back({log_path(p->id, "out"), ipc::kStdout});
   if (err) sources.push_back({log_path(p->id, "err"), ipc::kStderr});
-  bool follow_it = req->follow && !p->finished();
-  replies_.push_back({std::make_unique<log_stream>(c.serial(), m.id(), p->id, sources, req->tail,
-                                                   follow_it),
-                      out, err});
-  pump(std::prev(replies_.end()));
+  replies_.add(c, m.id(), p->id, sources, req->tail, req->follow && !p->finished(), out, err);
 }
 
-void proc_table::pump(std::list<log_reply>::iterator it) {
-  log_stream& s = *it->stream;
-  auto* c = srv_.client_by_serial(s.serial());
-  if (c == nullptr) {
-    replies_.erase(it);
-    return;
-  }
-  auto progress = s.pump({[c] { return c->queued_bytes(); }, [c](std::string f) { c->send(std::move(f)); }});
-  it->again = progress == log_stream::progress::more;
-  if (it->again) pump_again_soon();
-  if (progress != log_stream::progress::done) return;
-  // Everything up to now is sent: a follower takes it from here, in this same turn of the
-  // loop, so that nothing written in between is missed.
-  uint64_t serial = s.serial(), req = s.req(), id = s.proc();
-  bool follow_it = s.follow(), out = it->out, err = it->err;
-  replies_.erase(it);
-  auto p = procs_.find(id);
+void proc_table::logs_sent(const log_replies::finished& f) {
+  auto p = procs_.find(f.id);
   if (p == procs_.end())
-    return c->send_error(req, errc::no_such_process, "the process left the table while its logs were read");
-  if (follow_it && !p->second->finished()) {
-    p->second->followers.push_back({serial, req, out, err});
+    return f.c.send_error(f.req, errc::no_such_process, "the process left the table while its logs were read");
+  if (f.follow && !p->second->finished()) {
+    p->second->followers.push_back({f.c.serial(), f.req, f.out, f.err});
     return;
   }
-  reply_info(serial, req, *p->second, msg_type::logs_end);
+  reply_info(f.c.serial(), f.req, *p->second, msg_type::logs_end);
 }
 
-void proc_table::pump_again_soon() {
-  if (replies_timer_ == nullptr) replies_timer_ = make_handle<timer>(srv_.loop());
-  replies_timer_->start(0, [this] {
-    std::vector<std::list<log_reply>::iterator> due;
-    for (auto it = replies_.begin(); it != replies_.end(); ++it)
-      if (it->again) due.push_back(it);
-    for (auto it : due) pump(it);  // each erases only itself
-  });
-}
-
-void proc_table::client_drained(client_conn& c) {
-  std::vector<std::list<log_reply>::iterator> due;
-  for (auto it = replies_.begin(); it != replies_.end(); ++it)
-    if (it->stream->serial() == c.serial() && !it->again) due.push_back(it);
-  for (auto it : due) pump(it);
-}
+void proc_table::client_drained(client_conn& c) { replies_.client_drained(c); }
 
 bool proc_table::stop_following(client_conn& c, uint64_t req) {
-  auto reply = std::find_if(replies_.begin(), replies_.end(), [&](const log_reply& r) {
-    return r.stream->serial() == c.serial() && r.stream->req() == req;
-  });
-  if (reply != replies_.end()) {  // still sending what was logged before
-    uint64_t id = reply->stream->proc();
-    replies_.erase(reply);
-    if (auto p = procs_.find(id); p != procs_.end()) reply_info(c.serial(), req, *p->second, msg_type::logs_end);
+  if (auto id = replies_.cancel(c, req)) {  // still sending what was logged before
+    if (auto p = procs_.find(*id); p != procs_.end()) reply_info(c.serial(), req, *p->second, msg_type::logs_end);
     return true;
   }
   for (auto& [id, p] : procs_) {
     auto it = std::find_if(p->followers.begin(), p->followers.end(),
-                           [&](const bg_proc::follower& f) { return f.serial == c.serial() && f.req == req; });
+                           [&](const log_follower& f) { return f.serial == c.serial() && f.req == req; });
     if (it == p->followers.end()) continue;
     p->followers.erase(it);
     reply_info(c.serial(), req, *p, msg_type::logs_end);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "daemon/capped_log.h"
+#include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
 #include "daemon/session.h"
 #include "daemon/uv_handles.h"
@@ -60,11 +61,7 @@ struct bg_proc {
   };
   std::vector<waiter> waiters;       // until the command ends (wait; kill with other signals)
   std::vector<waiter> kill_waiters;  // until every process is gone (kill with TERM or KILL)
-  struct follower {
-    uint64_t serial, req;
-    bool out, err;
-  };
-  std::vector<follower> followers;
+  std::vector<log_follower> followers;
 
   [[nodiscard]] bool finished() const {
     return state != proc_state::starting && state != proc_state::running;
@@ -131,20 +128,13 @@ class proc_table {
   // Deletes the log files of processes not in the table.
   void remove_stray_logs();
 
-  // Logs replies being sent (log_stream.h).
-  struct log_reply {
-    std::unique_ptr<log_stream> stream;
-    bool out, err;       // the streams asked for, for the follower that may come next
-    bool again = false;  // to be pumped on the next turn of the loop
-  };
-  void pump(std::list<log_reply>::iterator it);
-  void pump_again_soon();
+  // A logs reply has sent what was logged: a follower, or its end.
+  void logs_sent(const log_replies::finished& f);
 
   server& srv_;
   std::map<uint64_t, std::unique_ptr<bg_proc>> procs_;
   uint64_t next_id_ = 1;
-  std::list<log_reply> replies_;
-  handle_ptr<timer> replies_timer_;
+  log_replies replies_;
 };
 
 }  // namespace sbsh::daemon

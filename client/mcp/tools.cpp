@@ -96,6 +96,13 @@ std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::ch
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
 }
 
+// "signal": a name (TERM, SIGKILL, hup) or a number; TERM when absent.
+result<int> signal_arg(const json& args) {
+  std::string name = str_arg(args, "signal", "TERM");
+  if (auto sig = ipc::signal_from_name(name)) return *sig;
+  return make_error("usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name));
+}
+
 std::string id_arg(const json& args) {
   const json& v = args.at("id");
   return v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
@@ -151,10 +158,8 @@ tool_outcome await_command(const json& args, tool_context& ctx) {
 }
 
 tool_outcome cancel_command(const json& args, tool_context& ctx) {
-  std::string name = str_arg(args, "signal", "TERM");
-  auto sig = ipc::signal_from_name(name);
-  if (!sig)
-    return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
+  auto sig = signal_arg(args);
+  if (!sig) return refused(sig.err());
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   uint64_t id = command_id_arg(args);
@@ -240,10 +245,8 @@ tool_outcome list_processes(const json& args, tool_context& ctx) {
 }
 
 tool_outcome kill_process(const json& args, tool_context& ctx) {
-  std::string name = str_arg(args, "signal", "TERM");
-  auto sig = ipc::signal_from_name(name);
-  if (!sig)
-    return refused(error{"usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name)});
+  auto sig = signal_arg(args);
+  if (!sig) return refused(sig.err());
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   ctx.blocking_on(conn->fd());
