@@ -133,12 +133,19 @@ kept_commands::record* kept_commands::find(uint64_t id, uint64_t req, client_con
   return nullptr;
 }
 
+void kept_commands::forget_gone_waiters(record& r) {
+  // Waiters of clients that left go now, not when the command ends: a command that runs for
+  // days, waited for by clients that come and go, holds only the ones still there.
+  std::erase_if(r.waiters, [this](const waiter& w) { return srv_.client_by_serial(w.serial) == nullptr; });
+}
+
 void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::command_wait>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   record* r = find(req->command_id, env.msg.id(), c);
   if (r == nullptr) return;
   if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  forget_gone_waiters(*r);
   waiter w{c.serial(), env.msg.id(), nullptr};
   if (req->timeout_ms > 0) {
     w.deadline = make_handle<timer>(srv_.loop());
@@ -168,6 +175,7 @@ void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {
   r = records_.count(req->command_id) ? records_[req->command_id].get() : nullptr;
   if (r == nullptr) return;
   if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  forget_gone_waiters(*r);
   r->waiters.push_back({c.serial(), env.msg.id(), nullptr});
 }
 

@@ -84,6 +84,7 @@ class kept_commands {
   };
 
   record* find(uint64_t id, uint64_t req, client_conn& c);
+  void forget_gone_waiters(record& r);
   std::string log_path(uint64_t id, int stream_no) const;
   void reply_end(uint64_t serial, uint64_t req, const record& r);
   void logs_sent(const log_replies::finished& f);
