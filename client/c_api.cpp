@@ -68,7 +68,8 @@ int status_for(sbsh::ipc::errc code) {
     case errc::handshake_required: return SBSH_ERR_PROTOCOL;
     case errc::timeout: return SBSH_ERR_TIMEOUT;
     case errc::no_such_session:
-    case errc::no_such_process: return SBSH_ERR_NOT_FOUND;
+    case errc::no_such_process:
+    case errc::no_such_command: return SBSH_ERR_NOT_FOUND;
     default: return SBSH_ERR_REFUSED;
   }
 }
@@ -309,7 +310,8 @@ void sbsh_exec_opts_init(sbsh_exec_opts* opts) {
 int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out) {
   return guarded(conn, [&]() -> int {
     if (opts == nullptr || out == nullptr) return invalid(conn, "sbsh_exec: opts and out must not be NULL");
-    if (opts->version != SBSH_EXEC_OPTS_VERSION)
+    // Version 1, the same structure without its last fields, is still taken.
+    if (opts->version != SBSH_EXEC_OPTS_VERSION && opts->version != 1)
       return invalid(conn, "sbsh_exec: opts.version is " + std::to_string(opts->version) +
                                "; initialize the options with sbsh_exec_opts_init()");
     if (opts->command == nullptr) return invalid(conn, "sbsh_exec: opts.command is NULL");
@@ -333,6 +335,11 @@ int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out) {
     o.stderr_fd = opts->stderr_fd < 0 ? -1 : opts->stderr_fd;
     o.signal_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
     if (opts->output_limit > 0) o.output_limit = opts->output_limit;
+    if (opts->version >= 2) {
+      if (opts->detach_after_ms < 0) return invalid(conn, "sbsh_exec: detach_after_ms must not be negative");
+      o.detach_after = std::chrono::milliseconds(opts->detach_after_ms);
+      o.keep = opts->keep != 0;
+    }
     auto r = conn->c.exec(o);
     if (!r) return fail(conn, r.err());
     *out = new sbsh_result{std::move(*r)};
@@ -357,6 +364,34 @@ const char* sbsh_result_stderr(const sbsh_result* r, size_t* len) {
 }
 int sbsh_result_stdout_truncated(const sbsh_result* r) { return r != nullptr && r->r.stdout_truncated ? 1 : 0; }
 int sbsh_result_stderr_truncated(const sbsh_result* r) { return r != nullptr && r->r.stderr_truncated ? 1 : 0; }
+uint64_t sbsh_result_stdout_omitted(const sbsh_result* r) { return r != nullptr ? r->r.stdout_omitted_bytes : 0; }
+uint64_t sbsh_result_stderr_omitted(const sbsh_result* r) { return r != nullptr ? r->r.stderr_omitted_bytes : 0; }
+int sbsh_result_running(const sbsh_result* r) { return r != nullptr && r->r.running ? 1 : 0; }
+uint64_t sbsh_result_command_id(const sbsh_result* r) { return r != nullptr ? r->r.command_id : 0; }
+
+int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms, size_t output_limit,
+                       sbsh_result** out) {
+  return guarded(conn, [&]() -> int {
+    if (out == nullptr) return invalid(conn, "sbsh_await_command: out must not be NULL");
+    if (timeout_ms < 0) return invalid(conn, "sbsh_await_command: timeout_ms must not be negative");
+    auto r = conn->c.await_command(command_id, std::chrono::milliseconds(timeout_ms),
+                                   output_limit > 0 ? output_limit : sbsh::client::exec_options{}.output_limit);
+    if (!r) return fail(conn, r.err());
+    *out = new sbsh_result{std::move(*r)};
+    return SBSH_OK;
+  });
+}
+
+int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result** out) {
+  return guarded(conn, [&]() -> int {
+    if (out == nullptr) return invalid(conn, "sbsh_kill_command: out must not be NULL");
+    if (sig < 0 || sig > 64) return invalid(conn, "sbsh_kill_command: sig must be 0 (SIGTERM) or a signal number");
+    auto r = conn->c.kill_command(command_id, sig);
+    if (!r) return fail(conn, r.err());
+    *out = new sbsh_result{std::move(*r)};
+    return SBSH_OK;
+  });
+}
 uint64_t sbsh_result_duration_us(const sbsh_result* r) { return r != nullptr ? r->r.duration_us : 0; }
 int64_t sbsh_result_started_at_ms(const sbsh_result* r) { return r != nullptr ? r->r.started_at_ms : 0; }
 uint64_t sbsh_result_generation(const sbsh_result* r) { return r != nullptr ? r->r.generation : 0; }

@@ -476,11 +476,44 @@ static void test_streaming_and_stdin(sbsh_conn* c) {
   if (r != NULL) {
     size_t n;
     sbsh_result_stdout(r, &n);
-    CHECK(n == 1000 && sbsh_result_stdout_truncated(r) == 1);
+    CHECK(n == 1000 && sbsh_result_stdout_truncated(r) == 1 && sbsh_result_stdout_omitted(r) == 4000);
     sbsh_result_stderr(r, &n);
-    CHECK(n == 2 && sbsh_result_stderr_truncated(r) == 0);
+    CHECK(n == 2 && sbsh_result_stderr_truncated(r) == 0 && sbsh_result_stderr_omitted(r) == 0);
     sbsh_result_free(r);
   }
+}
+
+/* A command that outlives the call: detached, awaited, and another one killed. */
+static void test_detached(sbsh_conn* c) {
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "capi-detach";
+  o.detach_after_ms = 200;
+  sbsh_result* r = run(c, &o, "echo first; sleep 1; echo second");
+  if (r == NULL) return;
+  uint64_t id = sbsh_result_command_id(r);
+  CHECK(sbsh_result_running(r) == 1 && id != 0 && sbsh_result_has_exit_code(r) == 0);
+  sbsh_result_free(r);
+  r = NULL;
+  if (CHECK(sbsh_await_command(c, id, 0, 0, &r) == SBSH_OK && r != NULL)) {
+    size_t n;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK(sbsh_result_running(r) == 0 && sbsh_result_exit_code(r) == 0);
+    CHECK(n == 13 && memcmp(out, "first\nsecond\n", 13) == 0);
+    sbsh_result_free(r);
+  }
+  r = run(c, &o, "sleep 30");
+  if (r == NULL) return;
+  id = sbsh_result_command_id(r);
+  CHECK(sbsh_result_running(r) == 1);
+  sbsh_result_free(r);
+  r = NULL;
+  if (CHECK(sbsh_kill_command(c, id, 0, &r) == SBSH_OK && r != NULL)) {
+    CHECK(sbsh_result_cancelled(r) == 1 && sbsh_result_running(r) == 0);
+    sbsh_result_free(r);
+  }
+  r = NULL;
+  CHECK(sbsh_await_command(c, 987654321, 0, 0, &r) == SBSH_ERR_NOT_FOUND && r == NULL);
 }
 
 static void test_errors(sbsh_conn* c) {
@@ -832,6 +865,7 @@ int main(void) {
   test_timeout_and_cancel(c);
   test_state_lost(c);
   test_streaming_and_stdin(c);
+  test_detached(c);
   test_errors(c);
   test_sessions(c);
   test_processes(c);

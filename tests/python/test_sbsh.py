@@ -192,9 +192,26 @@ class BindingTest(unittest.TestCase):
         self.assertEqual((r.stdout, r.stderr, r.exit_code), (b"", b"", 0))
 
     def test_output_limit(self):
-        r = self.c.exec("head -c 5000 /dev/zero", output_limit=1000)
+        r = self.c.exec("head -c 5000 /dev/zero; echo end", output_limit=1000)
         self.assertEqual(len(r.stdout), 1000)
         self.assertTrue(r.stdout_truncated)
+        self.assertEqual(r.stdout_omitted, 5004 - 1000)
+        self.assertTrue(r.stdout.endswith(b"\0end\n"))
+
+    def test_a_detached_command_is_awaited_and_killed(self):
+        r = self.c.exec("echo first; sleep 1; cd /; echo second", session="py-detach", detach_after=0.2)
+        self.assertTrue(r.running)
+        self.assertIsNone(r.exit_code)
+        self.assertEqual(r.stdout, b"first\n")
+        done = self.c.await_command(r.command_id)
+        self.assertFalse(done.running)
+        self.assertEqual((done.exit_code, done.stdout), (0, b"first\nsecond\n"))
+        self.assertEqual(self.c.exec("pwd", session="py-detach").stdout, b"/\n")
+        slow = self.c.exec("sleep 30", session="py-detach", detach_after=0.2)
+        killed = self.c.kill_command(slow.command_id)
+        self.assertTrue(killed.cancelled)
+        with self.assertRaises(sbsh.Error):
+            self.c.await_command(987654321)
 
     def test_callback_exception_stops_the_command(self):
         def boom(stream, data):

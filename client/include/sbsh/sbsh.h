@@ -171,7 +171,7 @@ SBSH_API void sbsh_canceller_free(sbsh_canceller* c);
  * NUL-terminated; it is valid only during the call. */
 typedef void (*sbsh_output_fn)(void* user, int stream, const char* data, size_t len);
 
-#define SBSH_EXEC_OPTS_VERSION 1
+#define SBSH_EXEC_OPTS_VERSION 2
 
 typedef struct sbsh_exec_opts {
   unsigned int version;       /* SBSH_EXEC_OPTS_VERSION (set by sbsh_exec_opts_init) */
@@ -193,7 +193,8 @@ typedef struct sbsh_exec_opts {
   /* Output: with on_output set, every chunk is passed to it as it arrives and nothing is
    * kept in the result. Else with stdout_fd / stderr_fd >= 0, that stream is copied to the
    * descriptor (splice(2) where possible) and not kept. Else it is kept in the result, up
-   * to output_limit bytes per stream (the rest is dropped and reported as truncated). */
+   * to output_limit bytes per stream: of a longer stream, its first and last half (cut
+   * between UTF-8 characters), the bytes between them counted (sbsh_result_stdout_omitted). */
   sbsh_output_fn on_output;
   void* user;                 /* passed to on_output */
   int stdout_fd;              /* -1 (default): keep in the result */
@@ -202,6 +203,13 @@ typedef struct sbsh_exec_opts {
   int cancel_fd;              /* -1 (default), or sbsh_canceller_fd() of a canceller */
   const char* session_cwd;    /* where the session starts if this exec creates it
                                  (NULL: the caller's current directory) */
+  /* Version 2. keep non-zero: sbshd keeps the command's output and result under its id
+   * (sbsh_result_command_id) for an hour after it ends: sbsh_await_command and
+   * sbsh_kill_command reach it. detach_after_ms > 0 (implies keep): when the command has not
+   * ended by then, sbsh_exec returns with sbsh_result_running 1, its id and the output so
+   * far, and the command goes on at the session's top level (sbsh(1), exec --detach-after). */
+  int64_t detach_after_ms;
+  int keep;
 } sbsh_exec_opts;
 
 /* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
@@ -214,6 +222,17 @@ SBSH_API void sbsh_exec_opts_init(sbsh_exec_opts* opts);
  * (a non-zero exit code, a timeout, a lost shell). A negative status means no result: the
  * request was refused (bad session name, ...) or the connection failed; *out is untouched. */
 SBSH_API int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out);
+
+/* A kept command, by its id: waits for it to end, at most timeout_ms (0: no limit), and
+ * gives its result with its kept output (at most output_limit bytes per stream, kept as
+ * sbsh_exec keeps them; 0: 16 MiB), or with sbsh_result_running 1 and the output so far when
+ * the timeout passed first. SBSH_ERR_NOT_FOUND once sbshd has forgotten it. */
+SBSH_API int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms, size_t output_limit,
+                                sbsh_result** out);
+/* Stops a kept command as a timeout does (sig first, SIGTERM when 0; SIGKILL after the
+ * grace period; the shell keeps its state) and gives its result once it has ended (without
+ * its output: sbsh_await_command gives that). */
+SBSH_API int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result** out);
 
 /* 1 when a process produced an exit status (then sbsh_result_exit_code is it), else 0 (see
  * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */
@@ -234,6 +253,15 @@ SBSH_API const char* sbsh_result_stdout(const sbsh_result* r, size_t* len);
 SBSH_API const char* sbsh_result_stderr(const sbsh_result* r, size_t* len);
 SBSH_API int sbsh_result_stdout_truncated(const sbsh_result* r);
 SBSH_API int sbsh_result_stderr_truncated(const sbsh_result* r);
+/* Bytes left out between the first and the last part kept (output_limit). */
+SBSH_API uint64_t sbsh_result_stdout_omitted(const sbsh_result* r);
+SBSH_API uint64_t sbsh_result_stderr_omitted(const sbsh_result* r);
+/* 1: the command still runs (detach_after_ms passed, or sbsh_await_command's timeout): its
+ * exit status is not known yet. */
+SBSH_API int sbsh_result_running(const sbsh_result* r);
+/* sbshd's id for a kept command (keep, detach_after_ms), as sbsh(1) writes it after '%'; 0
+ * when it is not kept. */
+SBSH_API uint64_t sbsh_result_command_id(const sbsh_result* r);
 SBSH_API uint64_t sbsh_result_duration_us(const sbsh_result* r);
 SBSH_API int64_t sbsh_result_started_at_ms(const sbsh_result* r); /* Unix time, milliseconds; 0: never started */
 /* Which shell ran it: a number that changes whenever the session's shell is replaced. */

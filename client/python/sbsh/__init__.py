@@ -91,6 +91,10 @@ class ExecResult:
     generation: int = 0       # which shell ran it: changes whenever the session's shell is replaced
     state_lost: bool = False  # the shell was replaced since the session's previous command
     state_lost_reason: str = ""
+    stdout_omitted: int = 0   # bytes left out between the first and the last part kept
+    stderr_omitted: int = 0
+    running: bool = False     # it still runs (detach_after, or await_command's timeout)
+    command_id: int = 0       # sbshd's id for a kept command (keep, detach_after); 0: not kept
 
     @property
     def ok(self) -> bool:
@@ -131,7 +135,7 @@ _OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTE
 
 
 class _ExecOpts(ctypes.Structure):
-    """sbsh_exec_opts, version 1 (same fields, same order as sbsh.h)."""
+    """sbsh_exec_opts, version 2 (same fields, same order as sbsh.h)."""
     _fields_ = [
         ("version", ctypes.c_uint),
         ("command", ctypes.c_char_p),
@@ -151,6 +155,8 @@ class _ExecOpts(ctypes.Structure):
         ("output_limit", ctypes.c_size_t),
         ("cancel_fd", ctypes.c_int),
         ("session_cwd", ctypes.c_char_p),
+        ("detach_after_ms", ctypes.c_int64),
+        ("keep", ctypes.c_int),
     ]
 
 
@@ -225,6 +231,12 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_result_stderr": (BUF, [P, ctypes.POINTER(SZ)]),
         "sbsh_result_stdout_truncated": (I, [P]),
         "sbsh_result_stderr_truncated": (I, [P]),
+        "sbsh_result_stdout_omitted": (U64, [P]),
+        "sbsh_result_stderr_omitted": (U64, [P]),
+        "sbsh_result_running": (I, [P]),
+        "sbsh_result_command_id": (U64, [P]),
+        "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
+        "sbsh_kill_command": (I, [P, U64, I, PP]),
         "sbsh_result_duration_us": (U64, [P]),
         "sbsh_result_started_at_ms": (I64, [P]),
         "sbsh_result_generation": (U64, [P]),
@@ -641,7 +653,8 @@ class Client:
              env: EnvLike = None, timeout: Optional[float] = None,
              stdin: Union[bytes, bytearray, memoryview, str, int, Any, None] = None,
              on_output: Optional[OutputCallback] = None, output_limit: Optional[int] = None,
-             canceller: Optional[Canceller] = None, grace: Optional[float] = None) -> ExecResult:
+             canceller: Optional[Canceller] = None, grace: Optional[float] = None,
+             detach_after: Optional[float] = None, keep: bool = False) -> ExecResult:
         """Runs one command in a session (None: "default") and waits for it.
 
         cwd, env (a mapping or "NAME=VALUE" strings): for this command only (a subshell).
@@ -651,8 +664,13 @@ class Client:
         on_output(stream, data): receives output as it arrives (stream STDOUT or STDERR);
         then the result's stdout and stderr are empty. If it raises, the command is stopped
         and the exception is raised here.
-        output_limit: bytes kept per stream (default 16 MiB); the rest is reported truncated.
+        output_limit: bytes kept per stream (default 16 MiB): of a longer stream its first
+        and last half, with stdout_omitted counting what was left out.
         canceller: a Canceller to stop the command from another thread.
+        keep: sbshd keeps the output and result under result.command_id for an hour
+        (await_command, kill_command). detach_after: seconds (implies keep); a command still
+        running then goes on in the session and the result has running True, its command_id
+        and the output so far.
 
         Raises Error when the request is refused (bad session name, ...) or the connection
         fails; a command that ran always gives an ExecResult, whatever its exit status.
@@ -676,6 +694,7 @@ class Client:
             if output_limit <= 0:
                 raise ValueError("output_limit must be positive")
             o.output_limit = output_limit
+        o.detach_after_ms, o.keep = _ms(detach_after, "detach_after"), int(keep)
 
         with self._busy():
             stop = _Interruption(self, canceller)
@@ -717,7 +736,34 @@ class Client:
             L.sbsh_result_ran(r) != 0,
             L.sbsh_result_generation(r),
             L.sbsh_result_state_lost(r) != 0,
-            L.sbsh_result_state_lost_reason(r).decode("utf-8", "replace"))
+            L.sbsh_result_state_lost_reason(r).decode("utf-8", "replace"),
+            L.sbsh_result_stdout_omitted(r),
+            L.sbsh_result_stderr_omitted(r),
+            L.sbsh_result_running(r) != 0,
+            L.sbsh_result_command_id(r))
+
+    def await_command(self, command_id: int, timeout: Optional[float] = None,
+                      output_limit: Optional[int] = None) -> ExecResult:
+        """Waits for a kept command (exec's keep or detach_after) to end, at most timeout
+        seconds (None: no limit), and returns its result with its output; running is True,
+        with the output so far, when the timeout passed first."""
+        return self._kept_call("sbsh_await_command", command_id, _ms(timeout, "timeout"), output_limit or 0)
+
+    def kill_command(self, command_id: int, sig: int = 0) -> ExecResult:
+        """Stops a kept command as a timeout does (sig first, SIGTERM when 0; the shell keeps
+        its state) and returns its result once it has ended, without its output."""
+        return self._kept_call("sbsh_kill_command", command_id, sig)
+
+    def _kept_call(self, fn: str, *args: Any) -> ExecResult:
+        r = ctypes.c_void_p()
+        with self._busy():
+            try:
+                rc = getattr(self._lib, fn)(self._conn, *args, ctypes.byref(r))
+                if rc != OK:
+                    raise self._error(rc, self._conn)
+                return self._result(r)
+            finally:
+                self._lib.sbsh_result_free(r)
 
     # -- sessions --
 
