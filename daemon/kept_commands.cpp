@@ -168,15 +168,17 @@ void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {
   record* r = find(req->command_id, env.msg.id(), c);
   if (r == nullptr) return;
   if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
-  session* s = srv_.find_session(r->session);
-  if (s == nullptr || !s->jobs().stop(r->id, req->signal.number))
-    return c.send_error(env.msg.id(), errc::internal, fmt::format("command %{} is not in its session's queue", r->id));
-  // stop() may have finished it at once (a queued command): then the record answers now.
-  r = records_.count(req->command_id) ? records_[req->command_id].get() : nullptr;
-  if (r == nullptr) return;
-  if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  // Answered as it ends, like a wait: also when stop() ends a queued command at once, before
+  // the record can be forgotten (finished() answers its waiters first).
   forget_gone_waiters(*r);
   r->waiters.push_back({c.serial(), env.msg.id(), nullptr});
+  uint64_t id = r->id;
+  session* s = srv_.find_session(r->session);
+  if (s != nullptr && s->jobs().stop(id, req->signal.number)) return;
+  if (auto it = records_.find(id); it != records_.end())
+    std::erase_if(it->second->waiters,
+                  [&](const waiter& w) { return w.serial == c.serial() && w.req == env.msg.id(); });
+  c.send_error(env.msg.id(), errc::internal, fmt::format("command %{} is not in its session's queue", id));
 }
 
 void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {

@@ -193,6 +193,21 @@ TEST_F(detach_test, TheLibraryDetachesAwaitsAndKills) {
   EXPECT_TRUE(killed->cancelled);
   EXPECT_FALSE(killed->running);
 
+  // One still queued behind another: killed at once, never run.
+  o.command = "sleep 30";
+  auto first = c.exec(o);
+  o.command = "echo never";
+  auto queued = c.exec(o);
+  ASSERT_TRUE(first && first->running && queued && queued->running);
+  auto dropped = c.kill_command(queued->command_id);
+  ASSERT_TRUE(dropped) << dropped.err().message;
+  EXPECT_TRUE(dropped->cancelled);
+  EXPECT_FALSE(dropped->ran);
+  auto dropped_out = c.await_command(queued->command_id, 0ms);
+  ASSERT_TRUE(dropped_out);
+  EXPECT_EQ(dropped_out->stdout_data, "");
+  ASSERT_TRUE(c.kill_command(first->command_id));
+
   auto none = c.await_command(999999, 0ms);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.err().code, "no_such_command");
