@@ -20,7 +20,7 @@ void head_tail::add(std::string_view chunk) {
     // The head ends between characters: a character it would split goes to the tail's side.
     size_t partial = ipc::utf8_incomplete_tail(*out_);
     tail_.assign(out_->end() - static_cast<std::ptrdiff_t>(partial), out_->end());
-    out_->resize(out_->size() - partial);
+    out_->erase(out_->size() - partial);
   }
   tail_.append(chunk);
   // Trimmed now and then, not at every chunk: amortized linear.
