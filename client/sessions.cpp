@@ -16,6 +16,7 @@ sbsh::status connection::create_session(const session_spec& spec) {
   // user's home.
   auto& def = req.definition;
   if (!def.snapshot.empty()) def.snapshot = p_->absolute(def.snapshot);
+  else if (!def.root.empty()) def.root = p_->absolute(def.root);  // a relative cwd is taken from the root
   else def.cwd = def.cwd.empty() && p_->remote ? std::string() : p_->absolute(def.cwd.empty() ? "." : def.cwd);
   // No environment: this process's, on a local connection (sbshd never gives a session its own).
   if (def.environment.empty() && !p_->remote) def.environment = ipc::inherited_environment();

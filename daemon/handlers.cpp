@@ -163,6 +163,15 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::command_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_wait(c, e); }},
     {msg_type::command_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_logs(c, e); }},
     {msg_type::command_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_kill(c, e); }},
+    {msg_type::file_read, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_read(c, e); }},
+    {msg_type::file_write, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_write(c, e); }},
+    {msg_type::file_data, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_data(c, e); }},
+    {msg_type::file_close, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_close(c, e); }},
+    {msg_type::file_stat, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_stat(c, e); }},
+    {msg_type::file_list, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_list(c, e); }},
+    {msg_type::file_remove, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_remove(c, e); }},
+    {msg_type::file_mkdir, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_mkdir(c, e); }},
+    {msg_type::file_move, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_move(c, e); }},
 };
 
 }  // namespace

@@ -102,6 +102,7 @@ server::server(options opts)
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);
   kept_ = std::make_unique<kept_commands>(*this);
+  files_ = std::make_unique<file_service>(*this);
 }
 
 server::~server() {
@@ -422,6 +423,7 @@ void server::client_closed(client_conn* c, const std::string& reason) {
   }
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_gone(c);
+  files_->client_gone(*c);
   c->jobs.clear();
   c->text_bytes = 0;
   c->recount_jobs();
@@ -444,6 +446,7 @@ void server::client_drained(client_conn* c) {
   c->drained();
   procs_->client_drained(*c);
   kept_->client_drained(*c);
+  files_->client_drained(*c);
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_drained(c);
 }

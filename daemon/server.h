@@ -15,6 +15,7 @@
 
 #include "daemon/counters.h"
 #include "daemon/framed_socket.h"
+#include "daemon/files.h"
 #include "daemon/kept_commands.h"
 #include "daemon/proc_table.h"
 #include "daemon/session.h"
@@ -189,6 +190,7 @@ class server {
   void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
   kept_commands& kept() { return *kept_; }
+  file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
   // Ends every session and background process, then the loop. With `keep_sessions`, leaves
   // them running instead, for the next sbshd to adopt.
@@ -276,6 +278,8 @@ class server {
   std::map<std::string, pending_write> writes_;
   std::unique_ptr<proc_table> procs_;
   std::unique_ptr<kept_commands> kept_;
+  // Lives as long as the server: work it left on the thread pool reports to it.
+  std::unique_ptr<file_service> files_;
   snapshot_store snapshots_;
   // Sessions whose snapshot is being copied, with the requests waiting for them.
   struct pending_session {

@@ -1,10 +1,15 @@
 // Session definitions: validation, comparison and their msgpack form.
 #include "daemon/session_def.h"
 
+#include <limits.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -50,6 +55,15 @@ status check_def(const session_def& d) {
   if (!d.snapshot.empty() && d.snapshot[0] != '/')
     return make_error(ipc::errc::bad_request,
                       fmt::format("the snapshot source '{}' must be an absolute path", ipc::printable(d.snapshot)));
+  if (!d.root.empty() && d.root[0] != '/')
+    return make_error(ipc::errc::bad_request, fmt::format("the session root '{}' must be an absolute path", ipc::printable(d.root)));
+  if (!d.root.empty() && !d.snapshot.empty())
+    return make_error(ipc::errc::bad_request, "a session made from a snapshot has its copy as its root: give either root or snapshot, not both");
+  if (!d.root.empty() && !d.cwd.empty() && !path_within(d.cwd, d.root))
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("the session directory '{}' is outside its root '{}': give a directory inside the root, "
+                                  "or leave it out to start in the root",
+                                  ipc::printable(d.cwd), ipc::printable(d.root)));
   if (d.snapshot.empty() && (!d.ignore.empty() || d.no_default_ignores || d.gitignore || d.keep_copy_on_failure))
     return make_error(ipc::errc::bad_request,
                       "ignore rules and keeping the copy apply to a session made from a snapshot: give --snapshot DIR too");
@@ -151,7 +165,7 @@ std::vector<std::string> session_def::ignore_rules() const {
 }
 
 size_t text_size(const session_def& d) {
-  size_t n = d.cwd.size() + d.snapshot.size();
+  size_t n = d.cwd.size() + d.snapshot.size() + d.root.size();
   for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment, &d.ignore})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
@@ -165,7 +179,7 @@ result<std::vector<std::string>> session_environment(std::vector<std::string> gi
   out.reserve(given.size());
   for (auto& e : given) {
     std::string name = e.substr(0, e.find('='));
-    if (name == "SBSH_SESSION" || name == "SBSH_BASH" || !seen.insert(std::move(name)).second) continue;
+    if (name == "SBSH_SESSION" || name == "SBSH_ROOT" || name == "SBSH_BASH" || !seen.insert(std::move(name)).second) continue;
     out.push_back(std::move(e));
   }
   return out;
@@ -179,6 +193,7 @@ session_spec spec_of(const session_def& d) {
   s.restart = std::string(policy_name(d.restart));
   s.limits = d.limits;
   s.snapshot = d.snapshot;
+  s.root = d.root;
   s.environment = d.environment;
   s.implicit = d.implicit;
   s.idle_expiry_ms = d.idle_expiry_ms;
@@ -198,6 +213,7 @@ result<session_def> def_from_saved(session_spec spec) {
   d.init = std::move(spec.init);
   d.limits = std::move(spec.limits);
   d.snapshot = std::move(spec.snapshot);
+  d.root = std::move(spec.root);
   d.environment = std::move(spec.environment);
   d.implicit = spec.implicit;
   d.idle_expiry_ms = spec.idle_expiry_ms;
@@ -218,10 +234,44 @@ result<session_def> def_from_saved(session_spec spec) {
   return d;
 }
 
+namespace {
+
+// A root as sbshd keeps it: absolute, every symlink in it resolved, an existing directory; a
+// relative cwd beside it is taken from it, and none means the root itself.
+status settle_root(session_spec& spec) {
+  if (spec.root.empty()) return ok_status();
+  if (spec.root[0] != '/' || spec.root.find('\0') != std::string::npos)
+    return make_error(ipc::errc::bad_request, fmt::format("the session root '{}' must be an absolute path", ipc::printable(spec.root)));
+  char real[PATH_MAX];
+  struct stat st {};
+  if (::realpath(spec.root.c_str(), real) == nullptr || ::stat(real, &st) != 0)
+    return make_error(ipc::errc::bad_directory, fmt::format("the session root '{}' cannot be used: {}", ipc::printable(spec.root),
+                                                            std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return make_error(ipc::errc::bad_directory, fmt::format("the session root '{}' is not a directory", ipc::printable(spec.root)));
+  spec.root = real;
+  if (spec.cwd.empty()) spec.cwd = spec.root;
+  else if (spec.cwd[0] != '/') spec.cwd = spec.root + "/" + spec.cwd;
+  spec.cwd = std::filesystem::path(spec.cwd).lexically_normal().string();
+  if (spec.cwd.size() > 1 && spec.cwd.back() == '/') spec.cwd.pop_back();
+  return ok_status();
+}
+
+}  // namespace
+
+bool path_within(std::string_view p, std::string_view dir) {
+  if (dir == "/") return !p.empty() && p[0] == '/';
+  return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
+}
+
 result<session_def> def_from_request(session_spec spec) {
   if (!spec.snapshot.empty() && !spec.cwd.empty())
     return make_error(ipc::errc::bad_request,
                       "a session made from a snapshot starts in its copy: give either cwd or snapshot, not both");
+  if (!spec.snapshot.empty() && !spec.root.empty())
+    return make_error(ipc::errc::bad_request,
+                      "a session made from a snapshot has its copy as its root: give either root or snapshot, not both");
+  if (auto s = settle_root(spec); !s) return s.err();
   spec.special_skipped = 0;  // what the copy finds, not what a client says
   auto def = def_from_saved(std::move(spec));
   if (def && text_size(*def) > ipc::kMaxDefinitionText)

@@ -21,6 +21,7 @@ struct session_def {
   std::vector<std::string> init;   // run in every new shell before any queued command
   std::vector<std::string> limits; // resource limits of the shell, canonical (ipc/limits.h)
   std::string snapshot;            // the directory copied for the session (its cwd is the copy)
+  std::string root;                // the directory it is confined to (session_spec::root); see root_of()
   restart_policy restart = restart_policy::always;
   // The environment every shell starts with, before `env` (session_spec::environment): the
   // creating client's. Not part of what makes two definitions the same: the first creator's
@@ -39,7 +40,7 @@ struct session_def {
   // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
-           restart == o.restart && same_copy(o);
+           root == o.root && restart == o.restart && same_copy(o);
   }
   [[nodiscard]] bool same_copy(const session_def& o) const {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&
@@ -52,6 +53,14 @@ struct session_def {
            idle_expiry_ms == o.idle_expiry_ms && timeout_ms == o.timeout_ms;
   }
 };
+
+// The directory a session is confined to: its root, a snapshot session's copy (its cwd), or
+// empty when it has none.
+inline const std::string& root_of(const session_def& d) { return d.snapshot.empty() ? d.root : d.cwd; }
+
+// Whether absolute path `p` is `dir` or lies beneath it, by its text (`dir` has no trailing
+// slash; neither has "." or ".." components).
+bool path_within(std::string_view p, std::string_view dir);
 
 // Checks a session's starting environment: NAME=VALUE entries without NUL, a NAME without
 // '=', within kMaxSessionEnv bytes in all. An empty one (a remote client's, or a client

@@ -112,6 +112,7 @@ struct schema_of<session_spec> {
     return std::tuple{field("cwd", &s::cwd),         field("env", &s::env),
                       field("init", &s::init),       field("restart", &s::restart),
                       field("limits", &s::limits),   field("snapshot", &s::snapshot),
+                      field("root", &s::root, kOmitEmpty),
                       field("environment", &s::environment, kOmitEmpty),
                       field("implicit", &s::implicit, kOmitEmpty),
                       field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
@@ -131,6 +132,22 @@ struct schema_of<kept_copy> {
     using s = kept_copy;
     return std::tuple{field("session", &s::session), field("path", &s::path),
                       field("kept_at_ms", &s::kept_at_ms), field("size_bytes", &s::size_bytes)};
+  }
+};
+
+template <>
+struct schema_of<file_entry> {
+  static constexpr std::string_view name = "file entry";
+  static constexpr auto fields() {
+    using s = file_entry;
+    return std::tuple{field("path", &s::path),
+                      bytes_of("path_bytes", &s::path, "only when path is not valid UTF-8: its exact bytes"),
+                      field("type", &s::type),
+                      field("size", &s::size),
+                      field("mode", &s::mode),
+                      field("mtime_ms", &s::mtime_ms),
+                      field("target", &s::target, kOmitEmpty),
+                      bytes_of("target_bytes", &s::target, "only when target is not valid UTF-8: its exact bytes")};
   }
 };
 
@@ -774,13 +791,185 @@ struct logs_end {
   static constexpr auto fields() { return std::tuple{field("proc", &logs_end::proc, kRequired)}; }
 };
 
+// 700: files beneath a session's root. A path is taken from the session's root (an absolute
+// one only if it lies beneath it) and resolved beneath it, following symlinks that stay in it
+// (openat2 RESOLVE_BENEATH): ".." above the root, an absolute path elsewhere and a symlink
+// pointing out are refused (outside_root), and no error names more than the path as given.
+
+// Opens a regular file for reading. The reply, file_opened, carries the open file itself with
+// pass_fd (a local connection: the client reads [offset, offset + length) from it); without,
+// it is followed by the bytes in file_chunk frames, paced by the client, and file_end.
+struct file_read {
+  static constexpr message_kind kind{msg_type::file_read, "file_read", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;  // absent: to the end
+  bool pass_fd = false;
+  static constexpr auto fields() {
+    using s = file_read;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("path", &s::path, kRequired),
+                      field("offset", &s::offset, kOmitEmpty), field("length", &s::length, kOmitEmpty),
+                      field("pass_fd", &s::pass_fd, kOmitEmpty)};
+  }
+};
+
+// The answer to file_read (the file's size and mode, and how many bytes follow from offset)
+// and to file_write (the file is ready to take its bytes; size 0). With pass_fd it carries the
+// file: file_read's, open for reading; file_write's, a new file beside the target, open for
+// writing, that file_close puts in place.
+struct file_opened {
+  static constexpr message_kind kind{msg_type::file_opened, "file_opened", daemon_to_client, true};
+  uint64_t size = 0;
+  uint32_t mode = 0;
+  uint64_t length = 0;
+  uint64_t fds = 0;  // 1 with pass_fd: the file is attached
+  static constexpr auto fields() {
+    using s = file_opened;
+    return std::tuple{field("size", &s::size), field("mode", &s::mode), field("length", &s::length),
+                      field("fds", &s::fds, kOmitEmpty)};
+  }
+};
+
+struct file_chunk {
+  static constexpr message_kind kind{msg_type::file_chunk, "file_chunk", daemon_to_client, true};
+  bin_view data;
+  static constexpr auto fields() { return std::tuple{field("data", &file_chunk::data, kRequired)}; }
+};
+
+// The end of a file_read (the bytes sent), or of a file_write once the file is in place (the
+// bytes it holds).
+struct file_end {
+  static constexpr message_kind kind{msg_type::file_end, "file_end", daemon_to_client, true};
+  uint64_t bytes = 0;
+  static constexpr auto fields() { return std::tuple{field("bytes", &file_end::bytes)}; }
+};
+
+// Writes a file whole: its bytes go to a new file beside it (with pass_fd, straight into the
+// descriptor file_opened carries; without, in file_data frames), and file_close renames that
+// over the path, so a reader sees the old file or the new one, never part of one. Parent
+// directories are made unless parents is false. mode: the new file's permission bits; absent,
+// an existing file's are kept, and a new file gets 0644.
+struct file_write {
+  static constexpr message_kind kind{msg_type::file_write, "file_write", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  std::optional<uint32_t> mode;
+  bool parents = true;
+  bool pass_fd = false;
+  static constexpr auto fields() {
+    using s = file_write;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("path", &s::path, kRequired),
+                      field("mode", &s::mode, kOmitEmpty), field("parents", &s::parents),
+                      field("pass_fd", &s::pass_fd, kOmitEmpty)};
+  }
+};
+
+struct file_data {
+  static constexpr message_kind kind{msg_type::file_data, "file_data", client_to_daemon, true};
+  bin_view data;
+  static constexpr auto fields() { return std::tuple{field("data", &file_data::data, kRequired)}; }
+};
+
+// Ends a file_write: puts the file in place (answered with file_end), or with discard drops
+// it and leaves the path as it was (answered with ok). A client that leaves first discards.
+struct file_close {
+  static constexpr message_kind kind{msg_type::file_close, "file_close", client_to_daemon, true};
+  bool discard = false;
+  static constexpr auto fields() { return std::tuple{field("discard", &file_close::discard, kOmitEmpty)}; }
+};
+
+// What a path is (symlinks in the path followed while they stay beneath the root; a last
+// component that is a symlink is described itself): answered with file_info.
+struct file_stat {
+  static constexpr message_kind kind{msg_type::file_stat, "file_stat", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  static constexpr auto fields() {
+    return std::tuple{field("session", &file_stat::session, kOmitEmpty), field("path", &file_stat::path, kRequired)};
+  }
+};
+
+struct file_info {
+  static constexpr message_kind kind{msg_type::file_info, "file_info", daemon_to_client, true};
+  file_entry entry;
+  static constexpr auto fields() { return std::tuple{field("entry", &file_info::entry, kRequired)}; }
+};
+
+// The entries of a directory (path absent: the root), sorted by path; with recursive, of
+// everything beneath it too (symlinks are listed, not followed). Answered with file_entries
+// frames of at most 1024 entries each, the last with more false.
+struct file_list {
+  static constexpr message_kind kind{msg_type::file_list, "file_list", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  bool recursive = false;
+  static constexpr auto fields() {
+    using s = file_list;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("path", &s::path, kOmitEmpty),
+                      field("recursive", &s::recursive, kOmitEmpty)};
+  }
+};
+
+struct file_entries {
+  static constexpr message_kind kind{msg_type::file_entries, "file_entries", daemon_to_client, true};
+  std::vector<file_entry> entries;
+  bool more = false;
+  static constexpr auto fields() {
+    return std::tuple{field("entries", &file_entries::entries), field("more", &file_entries::more)};
+  }
+};
+
+// Removes a file, a symlink (not what it points to) or, with recursive, a directory and all
+// beneath it (an empty directory without). Never the root itself. Answered with ok.
+struct file_remove {
+  static constexpr message_kind kind{msg_type::file_remove, "file_remove", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  bool recursive = false;
+  static constexpr auto fields() {
+    using s = file_remove;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("path", &s::path, kRequired),
+                      field("recursive", &s::recursive, kOmitEmpty)};
+  }
+};
+
+// Makes a directory; with parents, its missing parents too, and an existing directory is no
+// error. Answered with ok.
+struct file_mkdir {
+  static constexpr message_kind kind{msg_type::file_mkdir, "file_mkdir", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view path;
+  bool parents = false;
+  static constexpr auto fields() {
+    using s = file_mkdir;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("path", &s::path, kRequired),
+                      field("parents", &s::parents, kOmitEmpty)};
+  }
+};
+
+// Renames `from` to `to` (both beneath the root; `to` replaced if it is a file). Answered
+// with ok.
+struct file_move {
+  static constexpr message_kind kind{msg_type::file_move, "file_move", client_to_daemon, true};
+  std::string_view session = "default";
+  std::string_view from;
+  std::string_view to;
+  static constexpr auto fields() {
+    using s = file_move;
+    return std::tuple{field("session", &s::session, kOmitEmpty), field("from", &s::from, kRequired),
+                      field("to", &s::to, kRequired)};
+  }
+};
+
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
                        exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
-                       logs_end>;
+                       logs_end, file_read, file_opened, file_chunk, file_end, file_write, file_data, file_close,
+                       file_stat, file_info, file_list, file_entries, file_remove, file_mkdir, file_move>;
 
 }  // namespace msg
 

@@ -97,6 +97,22 @@ enum class msg_type : uint32_t {
   proc_wait = 605,
   proc_logs = 606,
   logs_end = 607,
+
+  // 700: files beneath a session's root
+  file_read = 700,
+  file_opened = 701,
+  file_chunk = 702,
+  file_end = 703,
+  file_write = 704,
+  file_data = 705,
+  file_close = 706,
+  file_stat = 707,
+  file_info = 708,
+  file_list = 709,
+  file_entries = 710,
+  file_remove = 711,
+  file_mkdir = 712,
+  file_move = 713,
 };
 
 // The name of a message type ("exec_done"), or "unknown" (messages.cpp).
@@ -131,6 +147,10 @@ enum class errc {
   too_many_clients,   // sbshd serves as many connections as it allows
   memory_limit,       // all clients together held too much of sbshd's memory
   would_deadlock,     // the request comes from inside the command it would wait for
+  // Files beneath a session's root (file_*), and exec -C / start -C in a session with one.
+  no_root,       // the session has no root to reach files beneath
+  outside_root,  // the path leads outside the session's root
+  file_failed,   // the file request failed: no such file, not a directory, ...
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -173,6 +193,14 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::would_deadlock, "would_deadlock",
      "exec, proc_start: the request comes from a process of the command its session is running (or of a command "
      "waiting for that one), so it would wait for itself; it is refused at once"},
+    {errc::no_root, "no_root",
+     "file requests: the session has no root (create it with a root or from a snapshot) for paths to be beneath"},
+    {errc::outside_root, "outside_root",
+     "the path leads outside the session's root: .. above it, an absolute path elsewhere, or a symlink pointing "
+     "out; the message names the path as given, never where it leads"},
+    {errc::file_failed, "file_failed",
+     "a file request failed (no such file, not a directory, not a regular file, exists already, ...); the "
+     "message names the path as given and the reason"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

@@ -56,6 +56,12 @@ struct session_spec {
   // in the copy, which lives as long as the session is defined and goes (or is kept) at removal.
   // Not with `cwd`. Read back: the source here, and the copy as `cwd`.
   std::string snapshot;
+  // The directory the session is confined to (absolute; a symlink in it is resolved at
+  // creation): exec -C and start -C must stay beneath it, the file requests (file_*) reach
+  // nothing outside it, and the shell gets it as SBSH_ROOT. `cwd` defaults to it, and a relative
+  // `cwd` is taken from it. A snapshot session's root is its copy (read back here as well).
+  // Not with `snapshot`.
+  std::string root;
   // The environment every shell of the session starts with, before `env`: the one of the
   // client that created the session (the CLI's own, a library caller's or the one it gave, a
   // plan's), never sbshd's. Kept with the definition so that every restart of the shell, and
@@ -103,6 +109,16 @@ struct kept_copy {
   std::string path;       // where it is
   int64_t kept_at_ms = 0; // when it was kept (unix ms)
   uint64_t size_bytes = 0;
+};
+
+// A file beneath a session's root, as `sbsh file stat` and `sbsh file ls` describe it.
+struct file_entry {
+  std::string path;  // stat: as given; ls: from the directory listed ("a/b" with recursion)
+  std::string type;  // file, dir, symlink, fifo, socket, char, block
+  uint64_t size = 0;
+  uint32_t mode = 0;  // the permission bits (07777)
+  int64_t mtime_ms = 0;
+  std::string target;  // a symlink's text, as it is (it may point anywhere)
 };
 
 // A finished command, for `session show`.

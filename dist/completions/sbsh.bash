@@ -7,7 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
-  local commands="exec run session start logs kill wait ps attach status shutdown mcp dial-stdio version help"
+  local commands="exec run session file start logs kill wait ps attach status shutdown mcp dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -30,7 +30,7 @@ _sbsh() {
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --limit) COMPREPLY=($(compgen -W "as= core= cpu= data= fsize= memlock= nofile= nproc= stack=" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
-    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--detach-after|--name|--init) return ;;
+    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--detach-after|--name|--init|--mode|--offset|--length) return ;;
   esac
   case $cmd in
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
@@ -48,6 +48,18 @@ _sbsh() {
         show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
         rm) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --keep-copy --help" -- "$cur")) ;;
         restart) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --help" -- "$cur")) ;;
+      esac ;;
+    file)
+      local sub=${words[i+1]}
+      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "write read ls stat rm mkdir mv" -- "$cur")); return; fi
+      case $sub in
+        write) COMPREPLY=($(compgen -W "-s --session --mode --no-parents --help" -- "$cur")) ;;
+        read) COMPREPLY=($(compgen -W "-s --session --offset --length --help" -- "$cur")) ;;
+        ls) COMPREPLY=($(compgen -W "-s --session -R --recursive --json --help" -- "$cur")) ;;
+        stat) COMPREPLY=($(compgen -W "-s --session --json --help" -- "$cur")) ;;
+        rm) COMPREPLY=($(compgen -W "-s --session -r --recursive --help" -- "$cur")) ;;
+        mkdir) COMPREPLY=($(compgen -W "-s --session -p --parents --help" -- "$cur")) ;;
+        mv) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
       esac ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;

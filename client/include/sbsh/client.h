@@ -25,6 +25,7 @@ namespace sbsh::client {
 // same records): session_status, session_spec (what `session create` defines),
 // history_entry, session_detail, proc_info, daemon_counters.
 using sbsh::daemon_counters;
+using sbsh::file_entry;
 using sbsh::history_entry;
 using sbsh::kept_copy;
 using sbsh::proc_info;
@@ -225,6 +226,16 @@ struct logs_options {
   int cancel_fd = -1;
 };
 
+// Files beneath a session's root (file_read and file_write in sbsh-protocol(7)).
+struct file_read_options {
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;  // absent: to the end
+};
+struct file_write_options {
+  std::optional<uint32_t> mode;  // absent: an existing file's, else 0644
+  bool parents = true;           // make missing parent directories
+};
+
 class SBSH_API connection {
  public:
   static result<connection> connect(const connect_options& opts = {});
@@ -279,6 +290,35 @@ class SBSH_API connection {
   // Stops it as a timeout does (`signal` first, SIGTERM when 0; SIGKILL after the grace
   // period; the shell keeps its state) and returns its result once it has ended.
   result<exec_result> kill_command(uint64_t command_id, int signal = 0);
+  // Files beneath a session's root (session_spec::root, or a snapshot session's copy). A
+  // path is taken from the root (an absolute one only if it lies beneath it) and resolved
+  // beneath it: one leading outside fails with code "outside_root" (the message names the
+  // path as given and nothing outside), a session without a root with "no_root", anything
+  // else with "file_failed" and the reason. Bytes are exact, and no size is too large: on a
+  // local connection sbshd passes the open file itself, through a dial command they go in
+  // chunks. A write lands whole or not at all (a new file renamed over the old one).
+  //
+  // read_file copies the file (opts: a part of it) to `out_fd`, or passes it to `sink` in
+  // chunks; write_file writes `in_fd`'s bytes to its end, or `data`. Both return the bytes
+  // copied.
+  result<uint64_t> read_file(const std::string& session, const std::string& path, int out_fd,
+                             const file_read_options& opts = {});
+  result<uint64_t> read_file(const std::string& session, const std::string& path,
+                             const std::function<void(std::string_view)>& sink, const file_read_options& opts = {});
+  result<uint64_t> write_file(const std::string& session, const std::string& path, int in_fd,
+                              const file_write_options& opts = {});
+  result<uint64_t> write_file(const std::string& session, const std::string& path, std::string_view data,
+                              const file_write_options& opts = {});
+  // What `path` is (a symlink at its end is described itself, with its target).
+  result<file_entry> stat_file(const std::string& session, const std::string& path);
+  // A directory's entries ("" or ".": the root's), sorted; recursive: all beneath it, paths
+  // from it ("a/b"), symlinks listed and not followed.
+  result<std::vector<file_entry>> list_files(const std::string& session, const std::string& path, bool recursive);
+  // A file or symlink; a directory when empty, or with recursive all of it. Never the root.
+  sbsh::status remove_file(const std::string& session, const std::string& path, bool recursive);
+  sbsh::status make_directory(const std::string& session, const std::string& path, bool parents);
+  sbsh::status move_file(const std::string& session, const std::string& from, const std::string& to);
+
   // Stops sbshd. Its sessions and background processes end too, unless `keep_sessions`:
   // then the sessions, and their background processes, go on running for the next sbshd to
   // adopt (sbshd(8), ADOPTION).

@@ -1,0 +1,261 @@
+// File requests of libsbsh: read, write, stat, list, remove, mkdir, move beneath a session's
+// root. On a local connection sbshd passes the open file and the bytes go straight between
+// it and the caller's descriptor; through a dial command they travel in chunks.
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "client/connection_impl.h"
+
+namespace sbsh::client {
+
+using ipc::msg_type;
+namespace msg = ipc::msg;
+
+namespace {
+
+constexpr size_t kCopyBuffer = 1u << 20;
+
+std::string_view session_or_default(const std::string& s) { return s.empty() ? std::string_view("default") : s; }
+
+error io_error(std::string_view what, int e) { return make_error("io", fmt::format("{}: {}", what, std::strerror(e))); }
+
+// Writes all of `data` to `fd`.
+status write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("cannot write the file's bytes out", errno);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return ok_status();
+}
+
+// Copies [offset, offset + length) of `in` to `out`: sendfile while the kernel can, else
+// through a buffer.
+result<uint64_t> copy_range(int in, uint64_t offset, uint64_t length, int out) {
+  uint64_t done = 0;
+  bool kernel = true;
+  std::unique_ptr<char[]> buf;
+  while (done < length) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
+    if (kernel) {
+      auto off = static_cast<off_t>(offset + done);
+      ssize_t n = ::sendfile(out, in, &off, want);
+      if (n > 0) {
+        done += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n == 0) break;  // the file shrank
+      if (errno == EINTR) continue;
+      if (errno != EINVAL && errno != ENOSYS) return io_error("cannot copy the file's bytes out", errno);
+      kernel = false;
+    }
+    if (!buf) buf = std::make_unique_for_overwrite<char[]>(kCopyBuffer);
+    ssize_t n = ::pread(in, buf.get(), std::min(want, kCopyBuffer), static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("cannot read the file", errno);
+    if (n == 0) break;
+    if (auto s = write_all(out, std::string_view(buf.get(), static_cast<size_t>(n))); !s) return s.err();
+    done += static_cast<uint64_t>(n);
+  }
+  return done;
+}
+
+// Where a write's bytes come from: `fill` puts up to `cap` bytes in `buf` and returns how
+// many (0 at the end), or an error.
+using byte_source = std::function<result<size_t>(char* buf, size_t cap)>;
+
+byte_source from_fd(int fd) {
+  return [fd](char* buf, size_t cap) -> result<size_t> {
+    for (;;) {
+      ssize_t n = ::read(fd, buf, cap);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return io_error("cannot read what is to be written", errno);
+      return static_cast<size_t>(n);
+    }
+  };
+}
+
+byte_source from_memory(std::string_view data) {
+  return [data](char* buf, size_t cap) mutable -> result<size_t> {
+    size_t n = std::min(cap, data.size());
+    std::memcpy(buf, data.data(), n);
+    data.remove_prefix(n);
+    return n;
+  };
+}
+
+}  // namespace
+
+namespace {
+
+// One file_read: into `out_fd` when >= 0, else to `sink`.
+result<uint64_t> read_one(connection::impl& p, const std::string& session, const std::string& path, int out_fd,
+                          const std::function<void(std::string_view)>& sink, const file_read_options& opts) {
+  msg::file_read req;
+  req.session = session_or_default(session);
+  req.path = path;
+  req.offset = opts.offset;
+  req.length = opts.length;
+  req.pass_fd = !p.remote;
+  uint64_t id = p.next_id++;
+  auto env = p.call(ipc::encode(req, id), id);
+  if (!env) return env.err();
+  auto opened = read_reply<msg::file_opened>(env->msg);
+  if (!opened) return opened.err();
+  uint64_t offset = std::min(opts.offset, opened->size);
+  if (opened->fds > 0) {
+    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
+    int fd = env->fds[0].get();
+    if (out_fd >= 0) return copy_range(fd, offset, opened->length, out_fd);
+    auto buf = std::make_unique_for_overwrite<char[]>(kCopyBuffer);
+    uint64_t done = 0;
+    while (done < opened->length) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(opened->length - done, kCopyBuffer));
+      ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return io_error("cannot read the file", errno);
+      if (n == 0) break;
+      sink(std::string_view(buf.get(), static_cast<size_t>(n)));
+      done += static_cast<uint64_t>(n);
+    }
+    return done;
+  }
+  // In chunks, then file_end.
+  for (;;) {
+    auto next = p.recv_reply(id);
+    if (!next) return next.err();
+    if (next->msg.type() == msg_type::file_end) {
+      auto end = read_reply<msg::file_end>(next->msg);
+      if (!end) return end.err();
+      return end->bytes;
+    }
+    auto chunk = read_reply<msg::file_chunk>(next->msg);
+    if (!chunk) return chunk.err();
+    if (out_fd >= 0) {
+      if (auto s = write_all(out_fd, chunk->data.bytes); !s) return s.err();
+    } else {
+      sink(chunk->data.bytes);
+    }
+  }
+}
+
+result<uint64_t> write_one(connection::impl& p, const std::string& session, const std::string& path,
+                           const byte_source& source, const file_write_options& opts) {
+  msg::file_write req;
+  req.session = session_or_default(session);
+  req.path = path;
+  req.mode = opts.mode;
+  req.parents = opts.parents;
+  req.pass_fd = !p.remote;
+  uint64_t id = p.next_id++;
+  auto env = p.call(ipc::encode(req, id), id);
+  if (!env) return env.err();
+  auto opened = read_reply<msg::file_opened>(env->msg);
+  if (!opened) return opened.err();
+  int into = -1;
+  if (opened->fds > 0) {
+    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
+    into = env->fds[0].get();
+  }
+  // The bytes: into the file itself, or in file_data frames.
+  size_t cap = into >= 0 ? kCopyBuffer : ipc::kMaxChunk;
+  auto buf = std::make_unique_for_overwrite<char[]>(cap);
+  std::optional<error> failed;
+  for (;;) {
+    auto n = source(buf.get(), cap);
+    if (!n) {
+      failed = n.err();
+      break;
+    }
+    if (*n == 0) break;
+    std::string_view bytes(buf.get(), *n);
+    if (into >= 0) {
+      if (auto s = write_all(into, bytes); !s) {
+        failed = s.err();
+        break;
+      }
+    } else if (auto s = p.send(ipc::encode(msg::file_data{ipc::bin_view{bytes}}, id)); !s) {
+      return s.err();
+    }
+  }
+  // Closed here before sbshd renames it: the descriptor passed is this process's copy.
+  if (into >= 0) env->fds.clear();
+  auto close = p.call(ipc::encode(msg::file_close{failed.has_value()}, id), id);
+  if (failed) return *failed;  // discarded: the path is as it was
+  if (!close) return close.err();
+  auto end = read_reply<msg::file_end>(close->msg);
+  if (!end) return end.err();
+  return end->bytes;
+}
+
+}  // namespace
+
+result<uint64_t> connection::read_file(const std::string& session, const std::string& path, int out_fd,
+                                       const file_read_options& opts) {
+  return read_one(*p_, session, path, out_fd, {}, opts);
+}
+
+result<uint64_t> connection::read_file(const std::string& session, const std::string& path,
+                                       const std::function<void(std::string_view)>& sink,
+                                       const file_read_options& opts) {
+  return read_one(*p_, session, path, -1, sink, opts);
+}
+
+result<uint64_t> connection::write_file(const std::string& session, const std::string& path, int in_fd,
+                                        const file_write_options& opts) {
+  return write_one(*p_, session, path, from_fd(in_fd), opts);
+}
+
+result<uint64_t> connection::write_file(const std::string& session, const std::string& path, std::string_view data,
+                                        const file_write_options& opts) {
+  return write_one(*p_, session, path, from_memory(data), opts);
+}
+
+result<file_entry> connection::stat_file(const std::string& session, const std::string& path) {
+  auto r = p_->ask<msg::file_info>(msg::file_stat{session_or_default(session), path});
+  if (!r) return r.err();
+  return std::move(r->entry);
+}
+
+result<std::vector<file_entry>> connection::list_files(const std::string& session, const std::string& path,
+                                                       bool recursive) {
+  uint64_t id = p_->next_id++;
+  auto env = p_->call(ipc::encode(msg::file_list{session_or_default(session), path, recursive}, id), id);
+  std::vector<file_entry> out;
+  for (;;) {
+    if (!env) return env.err();
+    auto batch = read_reply<msg::file_entries>(env->msg);
+    if (!batch) return batch.err();
+    std::move(batch->entries.begin(), batch->entries.end(), std::back_inserter(out));
+    if (!batch->more) return out;
+    env = p_->recv_reply(id);
+  }
+}
+
+sbsh::status connection::remove_file(const std::string& session, const std::string& path, bool recursive) {
+  auto r = p_->ask<msg::ok>(msg::file_remove{session_or_default(session), path, recursive});
+  if (!r) return r.err();
+  return ok_status();
+}
+
+sbsh::status connection::make_directory(const std::string& session, const std::string& path, bool parents) {
+  auto r = p_->ask<msg::ok>(msg::file_mkdir{session_or_default(session), path, parents});
+  if (!r) return r.err();
+  return ok_status();
+}
+
+sbsh::status connection::move_file(const std::string& session, const std::string& from, const std::string& to) {
+  auto r = p_->ask<msg::ok>(msg::file_move{session_or_default(session), from, to});
+  if (!r) return r.err();
+  return ok_status();
+}
+
+}  // namespace sbsh::client

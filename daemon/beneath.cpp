@@ -1,0 +1,157 @@
+#include "daemon/beneath.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "ipc/protocol.h"
+#include "ipc/text.h"
+
+namespace sbsh::daemon::beneath {
+
+namespace {
+
+constexpr uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+
+int openat2_fd(int dir, const char* path, uint64_t flags, mode_t mode) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) != 0 ? mode : 0;
+  how.resolve = kResolve;
+  int fd;
+  do fd = static_cast<int>(::syscall(SYS_openat2, dir, path, &how, sizeof how));
+  while (fd < 0 && (errno == EINTR || errno == EAGAIN));  // EAGAIN: a rename raced the lookup
+  return fd;
+}
+
+std::string shown(std::string_view given) { return ipc::printable(given.empty() ? "." : given, 256); }
+
+}  // namespace
+
+error error_for(int e, std::string_view given) {
+  if (e == EXDEV)
+    return make_error(ipc::errc::outside_root, fmt::format("'{}' leads outside the session's root", shown(given)));
+  if (e == ENOSYS)
+    return make_error(ipc::errc::file_failed, "this kernel has no openat2 (Linux 5.6 or later is needed)");
+  return make_error(ipc::errc::file_failed, fmt::format("'{}': {}", shown(given), std::strerror(e)));
+}
+
+result<std::string> relative(std::string_view given, std::string_view root) {
+  if (given.find('\0') != std::string_view::npos)
+    return make_error(ipc::errc::bad_request, "a path contains a NUL byte");
+  if (given.size() > PATH_MAX) return make_error(ipc::errc::bad_request, fmt::format("a path is longer than {} bytes", PATH_MAX));
+  if (given.empty()) return std::string(".");
+  if (given[0] != '/') return std::string(given);
+  std::string p = std::filesystem::path(given).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (p == root) return std::string(".");
+  if (root == "/") return p.substr(1);
+  if (p.size() > root.size() && p.starts_with(root) && p[root.size()] == '/') return p.substr(root.size() + 1);
+  return make_error(ipc::errc::outside_root, fmt::format("'{}' leads outside the session's root", shown(given)));
+}
+
+result<unique_fd> open_root(const std::string& root) {
+  unique_fd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return make_error(ipc::errc::file_failed, fmt::format("the session's root cannot be opened: {}", std::strerror(errno)));
+  return fd;
+}
+
+result<unique_fd> open(int root, const std::string& rel, int flags, mode_t mode, std::string_view given) {
+  int fd = openat2_fd(root, rel.c_str(), static_cast<uint64_t>(flags), mode);
+  if (fd < 0) return error_for(errno, given);
+  return unique_fd(fd);
+}
+
+result<parent> open_parent(int root, const std::string& rel, bool make_parents, std::string_view given) {
+  // "dir/" names the directory it leads to: that must be one, beneath the root.
+  if (rel.size() > 1 && rel.back() == '/' && !make_parents)
+    if (auto d = open(root, rel, O_PATH | O_DIRECTORY, 0, given); !d) return d.err();
+  std::string p = rel;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  size_t slash = p.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);
+  std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..")
+    return make_error(ipc::errc::file_failed,
+                      fmt::format("'{}' names a directory by '.' or '..', or the root itself: name what is in it", shown(given)));
+  if (make_parents && dir != ".")
+    if (auto s = make_dirs(root, dir, true, given); !s) return s.err();
+  auto d = open(root, dir, O_PATH | O_DIRECTORY, 0, given);
+  if (!d) return d.err();
+  return parent{std::move(*d), std::move(name)};
+}
+
+status make_dirs(int root, const std::string& rel, bool parents, std::string_view given) {
+  if (!parents) {
+    auto p = open_parent(root, rel, false, given);
+    if (!p) return p.err();
+    if (::mkdirat(p->dir.get(), p->name.c_str(), 0755) != 0) return error_for(errno, given);
+    return ok_status();
+  }
+  // Each directory on the way, from the top: made if missing, then checked as a directory
+  // beneath the root (a symlink on the way is followed only while it stays beneath).
+  size_t pos = 0;
+  while (pos <= rel.size()) {
+    size_t end = rel.find('/', pos);
+    if (end == std::string::npos) end = rel.size();
+    std::string upto = rel.substr(0, end);
+    std::string_view comp = std::string_view(rel).substr(pos, end - pos);
+    pos = end + 1;
+    if (comp.empty() || comp == "." || comp == "..") continue;
+    auto d = open(root, upto, O_PATH | O_DIRECTORY, 0, given);
+    if (d) continue;
+    if (!ipc::has_code(d.err(), ipc::errc::file_failed)) return d.err();
+    auto p = open_parent(root, upto, false, given);
+    if (!p) return p.err();
+    if (::mkdirat(p->dir.get(), p->name.c_str(), 0755) != 0 && errno != EEXIST) return error_for(errno, given);
+    if (auto again = open(root, upto, O_PATH | O_DIRECTORY, 0, given); !again) return again.err();
+  }
+  return ok_status();
+}
+
+bool remove_contents(int dir) {
+  int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return false;
+  }
+  bool ok = true;
+  int first_errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st {};
+    if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      int sub = ::openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0 || !remove_contents(sub)) {
+        if (first_errno == 0) first_errno = errno;
+        ok = false;
+      }
+      if (sub >= 0) ::close(sub);
+      if (::unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0) {
+        if (first_errno == 0) first_errno = errno;
+        ok = false;
+      }
+    } else if (::unlinkat(fd, e->d_name, 0) != 0) {
+      if (first_errno == 0) first_errno = errno;
+      ok = false;
+    }
+  }
+  ::closedir(d);
+  if (!ok) errno = first_errno;
+  return ok;
+}
+
+}  // namespace sbsh::daemon::beneath

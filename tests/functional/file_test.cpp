@@ -1,0 +1,380 @@
+// Files beneath a session's root (sbsh file, connection::read_file and the rest) against a
+// real sbshd: exact bytes, atomic writes, and confinement to the root through every verb
+// (.., absolute paths, symlinks pointing out, a symlink swapped during the call, fifos,
+// devices, directories), locally (the open file passed) and through a dial command (chunks).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+void put(const std::string& path, const std::string& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Every byte value, NULs and invalid UTF-8 among them, `n` times over, shuffled.
+std::string awkward_bytes(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i)
+    for (int b = 0; b < 256; ++b) s.push_back(static_cast<char>(b));
+  std::shuffle(s.begin(), s.end(), std::mt19937(7));
+  return s;
+}
+
+// Names beneath `root` that a write left behind (its temporary files).
+std::vector<std::string> leftovers(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.path().filename().string().find(".sbsh-") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+class file_test : public daemon_test {
+ protected:
+  void SetUp() override {
+    daemon_test::SetUp();
+    root = dir + "/root";
+    outside = dir + "/outside";
+    fs::create_directories(root + "/sub");
+    put(outside + "/secret", "outside secret\n");
+    put(root + "/inside/secret", "inside\n");
+    auto c = conn();
+    client::session_spec spec;
+    spec.name = "ws";
+    spec.root = root;
+    ASSERT_TRUE(c.create_session(spec).ok());
+  }
+
+  run_result file(std::vector<std::string> args, const std::string* in = nullptr) {
+    args.insert(args.begin(), "file");
+    args.insert(args.begin() + 2, {"-s", "ws"});
+    return sbsh(args, in);
+  }
+  // The same through a dial command: bytes in chunks rather than a passed descriptor.
+  run_result dial_file(std::vector<std::string> args, const std::string* in = nullptr) {
+    std::vector<std::string> argv{bin("sbsh"), "--dial",
+                                  shell_quote(bin("sbsh")) + " -S " + shell_quote(sock) + " --no-autostart dial-stdio",
+                                  "file"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.begin() + 5, {"-s", "ws"});
+    return run(argv, in);
+  }
+  client::connection dial_conn() {
+    client::connect_options o;
+    o.dial_command = {bin("sbsh"), "-S", sock, "--no-autostart", "dial-stdio"};
+    auto c = client::connection::connect(o);
+    EXPECT_TRUE(c.ok()) << c.err().message;
+    return std::move(*c);
+  }
+  // A refusal: exit 255, the reason on stderr, naming `given` and nothing of the host beyond it.
+  void expect_outside(const run_result& r, const std::string& given) {
+    EXPECT_EQ(r.code, 255) << r.out << r.err;
+    EXPECT_NE(r.err.find("'" + given + "' leads outside the session's root"), std::string::npos) << r.err;
+    if (given.find(outside) == std::string::npos) {
+      EXPECT_EQ(r.err.find(outside), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(r.out.find("outside secret"), std::string::npos);
+  }
+
+  std::string root, outside;
+};
+
+TEST_F(file_test, BytesRoundTripExactlyAndWritesKeepOrSetTheMode) {
+  std::string bytes = awkward_bytes(64);
+  auto w = file({"write", "data/in.bin"}, &bytes);
+  ASSERT_EQ(w.code, 0) << w.err;
+  EXPECT_EQ(slurp(root + "/data/in.bin"), bytes);  // the parent was made
+  struct stat st {};
+  ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  auto r = file({"read", "data/in.bin"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, bytes);
+  r = file({"read", "--offset", "10", "--length", "100", root + "/data/in.bin"});  // absolute, inside
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, bytes.substr(10, 100));
+
+  ASSERT_EQ(::chmod((root + "/data/in.bin").c_str(), 0751), 0);
+  std::string next = "next\n";
+  ASSERT_EQ(file({"write", "data/in.bin"}, &next).code, 0);
+  ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0751u) << "an existing file keeps its mode";
+  EXPECT_EQ(slurp(root + "/data/in.bin"), next);
+  ASSERT_EQ(file({"write", "--mode", "600", "data/in.bin"}, &next).code, 0);
+  ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+
+  auto no = file({"write", "--no-parents", "missing/x"}, &next);
+  EXPECT_EQ(no.code, 255);
+  EXPECT_NE(no.err.find("'missing/x'"), std::string::npos) << no.err;
+  EXPECT_FALSE(fs::exists(root + "/missing"));
+  EXPECT_TRUE(leftovers(root).empty());
+}
+
+TEST_F(file_test, EveryVerbRefusesPathsLeadingOutOfTheRoot) {
+  ASSERT_EQ(::symlink("/etc", (root + "/etc-link").c_str()), 0);
+  ASSERT_EQ(::symlink("../outside", (root + "/up-link").c_str()), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/abs-link").c_str()), 0);
+  std::string text = "x";
+  for (const std::string& p : std::vector<std::string>{"../outside/secret", outside + "/secret", "up-link/secret", "abs-link/secret",
+                              "sub/../../outside/secret"}) {
+    SCOPED_TRACE(p);
+    expect_outside(file({"read", p}), p);
+    expect_outside(file({"stat", p}), p);
+    expect_outside(file({"rm", p}), p);
+    expect_outside(file({"write", p}, &text), p);
+    expect_outside(file({"mv", p, "moved"}), p);
+    expect_outside(file({"mv", "inside/secret", p}), p);
+  }
+  expect_outside(file({"read", "etc-link/passwd"}), "etc-link/passwd");
+  expect_outside(file({"ls", "etc-link"}), "etc-link");
+  expect_outside(file({"ls", ".."}), "..");
+  expect_outside(file({"mkdir", "-p", "up-link/new"}), "up-link/new");
+  expect_outside(file({"rm", "-r", "up-link/"}), "up-link/");
+  // Nothing outside changed, and nothing was left behind inside.
+  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+  EXPECT_FALSE(fs::exists(outside + "/new"));
+  EXPECT_EQ(slurp(root + "/inside/secret"), "inside\n");
+  EXPECT_TRUE(leftovers(root).empty());
+  EXPECT_TRUE(leftovers(outside).empty());
+  // A symlink that stays beneath the root is followed; one at the end of rm's path goes itself.
+  ASSERT_EQ(::symlink("inside", (root + "/in-link").c_str()), 0);
+  auto r = file({"read", "in-link/secret"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "inside\n");
+  EXPECT_EQ(file({"rm", "abs-link"}).code, 0);
+  EXPECT_FALSE(fs::is_symlink(root + "/abs-link"));
+  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+}
+
+TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
+  put(root + "/safe/secret", "safe\n");
+  ASSERT_EQ(::symlink("safe", (root + "/swap").c_str()), 0);
+  std::atomic<bool> stop{false};
+  // Swaps root/swap between a link to safe/ and one to the outside directory, atomically.
+  std::thread swapper([&] {
+    for (int i = 0; !stop; ++i) {
+      std::string tmp = root + "/.swap-tmp";
+      ::unlink(tmp.c_str());
+      if (::symlink(i % 2 == 0 ? outside.c_str() : "safe", tmp.c_str()) == 0) ::rename(tmp.c_str(), (root + "/swap").c_str());
+    }
+  });
+  auto c = conn();
+  int inside = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string got;
+    auto r = c.read_file("ws", "swap/secret", [&got](std::string_view d) { got.append(d); });
+    if (r.ok()) {
+      EXPECT_EQ(got, "safe\n");
+      ++inside;
+    } else {
+      EXPECT_EQ(r.err().code, "outside_root") << r.err().message;
+      ++refused;
+    }
+    auto w = c.write_file("ws", "swap/dropped", std::string_view("x"));
+    if (!w.ok()) {
+      EXPECT_EQ(w.err().code, "outside_root") << w.err().message;
+    }
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(inside + refused, 300);
+  EXPECT_FALSE(fs::exists(outside + "/dropped"));
+  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+}
+
+TEST_F(file_test, FifosDevicesAndDirectoriesAreNotFiles) {
+  ASSERT_EQ(::mkfifo((root + "/fifo").c_str(), 0644), 0);
+  auto r = file({"read", "fifo"});  // must not block on the fifo
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("'fifo' is not a regular file (a fifo)"), std::string::npos) << r.err;
+  std::string text = "x";
+  r = file({"write", "fifo"}, &text);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  EXPECT_EQ(file({"stat", "fifo", "--json"}).out.find("\"type\":\"fifo\"") != std::string::npos, true);
+  if (::mknod((root + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    r = file({"read", "null"});
+    EXPECT_EQ(r.code, 255);
+    EXPECT_NE(r.err.find("not a regular file (a char)"), std::string::npos) << r.err;
+  }
+  r = file({"read", "sub"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("'sub' is a directory"), std::string::npos) << r.err;
+  r = file({"write", "sub"}, &text);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("'sub' is a directory"), std::string::npos) << r.err;
+  r = file({"read", "nothing-here"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("'nothing-here': No such file or directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(leftovers(root).empty());
+}
+
+TEST_F(file_test, ListStatRemoveMakeAndMove) {
+  put(root + "/a/b/c.txt", "ccc");
+  ASSERT_EQ(::symlink("/etc", (root + "/a/link").c_str()), 0);
+  auto r = file({"ls", "a", "-R", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u) << r.out;
+  EXPECT_EQ(j[0]["path"], "b");
+  EXPECT_EQ(j[0]["type"], "dir");
+  EXPECT_EQ(j[1]["path"], "b/c.txt");
+  EXPECT_EQ(j[1]["size"], 3);
+  EXPECT_EQ(j[1]["mode"], "0644");
+  EXPECT_EQ(j[2]["path"], "link");
+  EXPECT_EQ(j[2]["type"], "symlink");
+  EXPECT_EQ(j[2]["target"], "/etc");
+  r = file({"ls"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" a\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" inside\n"), std::string::npos) << r.out;
+  r = file({"stat", "a/b/c.txt", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["size"], 3);
+
+  EXPECT_EQ(file({"mkdir", "x/y"}).code, 255);  // no parent, no -p
+  EXPECT_EQ(file({"mkdir", "-p", "x/y/z"}).code, 0);
+  EXPECT_TRUE(fs::is_directory(root + "/x/y/z"));
+  EXPECT_EQ(file({"mkdir", "-p", "x/y/z"}).code, 0);
+  EXPECT_EQ(file({"mkdir", "x"}).code, 255);
+  EXPECT_EQ(file({"mv", "a/b/c.txt", "x/y/c.txt"}).code, 0);
+  EXPECT_EQ(slurp(root + "/x/y/c.txt"), "ccc");
+  EXPECT_FALSE(fs::exists(root + "/a/b/c.txt"));
+  r = file({"rm", "x"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("give -r"), std::string::npos) << r.err;
+  EXPECT_EQ(file({"rm", "-r", "x"}).code, 0);
+  EXPECT_FALSE(fs::exists(root + "/x"));
+  r = file({"rm", "-r", "."});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_TRUE(fs::exists(root + "/inside/secret")) << "the root itself is never removed";
+  EXPECT_EQ(file({"rm", "a/link"}).code, 0);
+  EXPECT_TRUE(fs::exists("/etc/passwd"));
+}
+
+TEST_F(file_test, ASessionWithoutARootHasNoFilesAndBadRequestsLeaveSbshdServing) {
+  ASSERT_EQ(exec("plain", "true").code, 0);
+  std::string text = "x";
+  auto r = sbsh({"file", "write", "-s", "plain", "f"}, &text);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("session 'plain' has no root"), std::string::npos) << r.err;
+  r = sbsh({"file", "read", "-s", "nosuch", "f"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("no session named 'nosuch'"), std::string::npos) << r.err;
+  r = file({"write", "--mode", "999", "f"}, &text);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("--mode"), std::string::npos) << r.err;
+  // A client that goes away in the middle of a write leaves the old file and nothing else.
+  put(root + "/kept.txt", "old\n");
+  std::string cmd = "(printf partial; sleep 30) | " + shell_quote(bin("sbsh")) + " -S " + shell_quote(sock) +
+                    " file write -s ws kept.txt";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/bash", "bash", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(wait_until([&] { return !leftovers(root).empty(); }, std::chrono::seconds(20)));
+  ::kill(-pid, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(wait_until([&] { return leftovers(root).empty(); }, std::chrono::seconds(20))) << leftovers(root).size();
+  EXPECT_EQ(slurp(root + "/kept.txt"), "old\n");
+  EXPECT_EQ(sbsh({"status"}).code, 0);
+}
+
+TEST_F(file_test, LargeFilesPassThroughTheCliTheLibraryAndADialCommand) {
+  // 200 MB of a pattern no two blocks of which are alike.
+  const size_t kSize = 200u << 20;
+  std::string src = dir + "/big.src";
+  {
+    std::ofstream f(src, std::ios::binary);
+    std::mt19937_64 rng(42);
+    std::string block(1 << 20, '\0');
+    for (size_t done = 0; done < kSize; done += block.size()) {
+      for (size_t i = 0; i < block.size(); i += 8) {
+        uint64_t v = rng();
+        std::memcpy(&block[i], &v, 8);
+      }
+      f.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+  }
+  auto same = [&](const std::string& a, const std::string& b) {
+    return run({"/usr/bin/cmp", "-s", a, b}).code == 0;
+  };
+  std::string q = shell_quote(bin("sbsh")) + " -S " + shell_quote(sock);
+  // The CLI, locally: the open file passed both ways.
+  auto r = run({"/bin/bash", "-c", q + " file write -s ws big.local < " + shell_quote(src)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(same(src, root + "/big.local"));
+  r = run({"/bin/bash", "-c", q + " file read -s ws big.local > " + shell_quote(dir + "/big.back")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(same(src, dir + "/big.back"));
+  // Through a dial command: chunks both ways.
+  std::string d = shell_quote(bin("sbsh")) + " --dial " + shell_quote(q + " --no-autostart dial-stdio");
+  r = run({"/bin/bash", "-c", d + " file write -s ws big.dial < " + shell_quote(src)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(same(src, root + "/big.dial"));
+  r = run({"/bin/bash", "-c", d + " file read -s ws big.dial > " + shell_quote(dir + "/big.dial.back")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(same(src, dir + "/big.dial.back"));
+  fs::remove(dir + "/big.back");
+  fs::remove(dir + "/big.dial.back");
+  // The library, local and dialled, from and to memory.
+  std::string bytes = slurp(src);
+  for (bool remote : {false, true}) {
+    SCOPED_TRACE(remote ? "dial" : "local");
+    auto c = remote ? dial_conn() : conn();
+    auto w = c.write_file("ws", "big.lib", bytes);
+    ASSERT_TRUE(w.ok()) << w.err().message;
+    EXPECT_EQ(*w, kSize);
+    std::string back;
+    back.reserve(kSize);
+    auto n = c.read_file("ws", "big.lib", [&back](std::string_view d) { back.append(d); });
+    ASSERT_TRUE(n.ok()) << n.err().message;
+    EXPECT_EQ(*n, kSize);
+    EXPECT_TRUE(back == bytes);
+  }
+  EXPECT_TRUE(leftovers(root).empty());
+}
+
+TEST_F(file_test, ASnapshotSessionsRootIsItsCopy) {
+  put(dir + "/proj/run.sh", "cat config.yml > result.txt; grep -q fail config.yml && exit 3; exit 0\n");
+  ASSERT_EQ(sbsh({"session", "create", "model", "--snapshot", dir + "/proj", "--keep-copy-on-failure"}).code, 0);
+  std::string cfg = "mode: fail\n";
+  ASSERT_EQ(sbsh({"file", "write", "-s", "model", "config.yml"}, &cfg).code, 0);
+  EXPECT_EQ(exec("model", "bash run.sh").code, 3);
+  auto r = sbsh({"file", "read", "-s", "model", "result.txt"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, cfg);
+  EXPECT_FALSE(fs::exists(dir + "/proj/config.yml")) << "the source is untouched";
+  r = sbsh({"file", "read", "-s", "model", "../../etc/passwd"});
+  EXPECT_EQ(r.code, 255);
+  r = sbsh({"session", "rm", "model"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string kept = trim(r.out);
+  EXPECT_EQ(slurp(kept + "/result.txt"), cfg) << "the failed run's copy is kept";
+}
+
+}  // namespace
+}  // namespace sbsh::test
