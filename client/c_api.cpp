@@ -601,6 +601,131 @@ int shutdown_daemon(sbsh_conn* conn, bool keep_sessions) {
 
 }  // namespace
 
+// ---- Files beneath a session's root -----------------------------------------------------------
+
+namespace {
+
+// Checks the file calls' common arguments; an error status when one is wrong.
+int check_file_args(sbsh_conn* conn, std::string_view fn, const char* path) {
+  if (path == nullptr) return invalid(conn, fmt::format("{}: path is NULL", fn));
+  return SBSH_OK;
+}
+
+sbsh::client::file_write_options write_options(int mode, int parents) {
+  sbsh::client::file_write_options o;
+  if (mode >= 0) o.mode = static_cast<uint32_t>(mode);
+  o.parents = parents != 0;
+  return o;
+}
+
+sbsh::client::file_read_options read_options(uint64_t offset, int64_t length) {
+  sbsh::client::file_read_options o;
+  o.offset = offset;
+  if (length >= 0) o.length = static_cast<uint64_t>(length);
+  return o;
+}
+
+}  // namespace
+
+int sbsh_file_write_fd(sbsh_conn* conn, const char* session, const char* path, int in_fd, int mode, int parents,
+                       uint64_t* written) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_write_fd", path); s != SBSH_OK) return s;
+    if (in_fd < 0) return invalid(conn, "sbsh_file_write_fd: in_fd is negative");
+    if (mode > 07777) return invalid(conn, "sbsh_file_write_fd: mode is not a permission mode (-1, or 0 to 07777)");
+    auto n = conn->c.write_file(str_or_empty(session), path, in_fd, write_options(mode, parents));
+    if (!n) return fail(conn, n.err());
+    if (written != nullptr) *written = *n;
+    return SBSH_OK;
+  });
+}
+
+int sbsh_file_write(sbsh_conn* conn, const char* session, const char* path, const void* data, size_t len, int mode,
+                    int parents) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_write", path); s != SBSH_OK) return s;
+    if (data == nullptr && len > 0) return invalid(conn, "sbsh_file_write: data is NULL");
+    if (mode > 07777) return invalid(conn, "sbsh_file_write: mode is not a permission mode (-1, or 0 to 07777)");
+    std::string_view bytes(static_cast<const char*>(data), data == nullptr ? 0 : len);
+    auto n = conn->c.write_file(str_or_empty(session), path, bytes, write_options(mode, parents));
+    return n ? SBSH_OK : fail(conn, n.err());
+  });
+}
+
+int sbsh_file_read_fd(sbsh_conn* conn, const char* session, const char* path, int out_fd, uint64_t offset,
+                      int64_t length, uint64_t* copied) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_read_fd", path); s != SBSH_OK) return s;
+    if (out_fd < 0) return invalid(conn, "sbsh_file_read_fd: out_fd is negative");
+    auto n = conn->c.read_file(str_or_empty(session), path, out_fd, read_options(offset, length));
+    if (!n) return fail(conn, n.err());
+    if (copied != nullptr) *copied = *n;
+    return SBSH_OK;
+  });
+}
+
+int sbsh_file_read(sbsh_conn* conn, const char* session, const char* path, uint64_t offset, int64_t length,
+                   char** data_out, size_t* len_out) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_read", path); s != SBSH_OK) return s;
+    if (data_out == nullptr || len_out == nullptr) return invalid(conn, "sbsh_file_read: data_out and len_out must not be NULL");
+    std::string bytes;
+    auto n = conn->c.read_file(str_or_empty(session), path, [&bytes](std::string_view d) { bytes.append(d); },
+                               read_options(offset, length));
+    if (!n) return fail(conn, n.err());
+    char* out = static_cast<char*>(std::malloc(bytes.size() + 1));
+    if (out == nullptr) return record(conn, SBSH_ERR_INTERNAL, "internal", "out of memory");
+    std::memcpy(out, bytes.data(), bytes.size());
+    out[bytes.size()] = '\0';
+    *data_out = out;
+    *len_out = bytes.size();
+    return SBSH_OK;
+  });
+}
+
+int sbsh_file_stat_json(sbsh_conn* conn, const char* session, const char* path, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_stat_json", path); s != SBSH_OK) return s;
+    if (json_out == nullptr) return invalid(conn, "sbsh_file_stat_json: json_out is NULL");
+    auto e = conn->c.stat_file(str_or_empty(session), path);
+    if (!e) return fail(conn, e.err());
+    return give_json(sbsh::client::to_json(*e), json_out);
+  });
+}
+
+int sbsh_file_list_json(sbsh_conn* conn, const char* session, const char* path, int recursive, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (json_out == nullptr) return invalid(conn, "sbsh_file_list_json: json_out is NULL");
+    auto v = conn->c.list_files(str_or_empty(session), str_or_empty(path), recursive != 0);
+    if (!v) return fail(conn, v.err());
+    return give_json(sbsh::client::to_json(*v), json_out);
+  });
+}
+
+int sbsh_file_remove(sbsh_conn* conn, const char* session, const char* path, int recursive) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_remove", path); s != SBSH_OK) return s;
+    auto r = conn->c.remove_file(str_or_empty(session), path, recursive != 0);
+    return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
+int sbsh_file_mkdir(sbsh_conn* conn, const char* session, const char* path, int parents) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_mkdir", path); s != SBSH_OK) return s;
+    auto r = conn->c.make_directory(str_or_empty(session), path, parents != 0);
+    return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
+int sbsh_file_move(sbsh_conn* conn, const char* session, const char* from, const char* to) {
+  return guarded(conn, [&]() -> int {
+    if (from == nullptr || to == nullptr) return invalid(conn, "sbsh_file_move: from and to must not be NULL");
+    auto r = conn->c.move_file(str_or_empty(session), from, to);
+    return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
 int sbsh_shutdown(sbsh_conn* conn) { return shutdown_daemon(conn, false); }
 
 int sbsh_shutdown_keep_sessions(sbsh_conn* conn) { return shutdown_daemon(conn, true); }

@@ -24,7 +24,10 @@ constexpr size_t kCopyBuffer = 1u << 20;
 
 std::string_view session_or_default(const std::string& s) { return s.empty() ? std::string_view("default") : s; }
 
-error io_error(std::string_view what, int e) { return make_error("io", fmt::format("{}: {}", what, std::strerror(e))); }
+// A failure on this side (the caller's descriptor), which leaves the connection as it was.
+error io_error(std::string_view what, int e) {
+  return make_error("file_failed", fmt::format("{}: {}", what, std::strerror(e)));
+}
 
 // Writes all of `data` to `fd`.
 status write_all(int fd, std::string_view data) {
@@ -128,22 +131,22 @@ result<uint64_t> read_one(connection::impl& p, const std::string& session, const
     }
     return done;
   }
-  // In chunks, then file_end.
+  // In chunks, then file_end; read to the end whatever happens here, to stay in step.
+  std::optional<error> failed;
   for (;;) {
     auto next = p.recv_reply(id);
     if (!next) return next.err();
     if (next->msg.type() == msg_type::file_end) {
       auto end = read_reply<msg::file_end>(next->msg);
       if (!end) return end.err();
+      if (failed) return *failed;
       return end->bytes;
     }
     auto chunk = read_reply<msg::file_chunk>(next->msg);
     if (!chunk) return chunk.err();
-    if (out_fd >= 0) {
-      if (auto s = write_all(out_fd, chunk->data.bytes); !s) return s.err();
-    } else {
-      sink(chunk->data.bytes);
-    }
+    if (failed) continue;
+    if (out_fd < 0) sink(chunk->data.bytes);
+    else if (auto s = write_all(out_fd, chunk->data.bytes); !s) failed = s.err();
   }
 }
 

@@ -226,4 +226,14 @@ std::string to_json(const daemon_status& st) {
 std::string to_json(const std::vector<session_status>& v) { return array(v); }
 std::string to_json(const std::vector<proc_info>& v) { return array(v); }
 
+std::string to_json(const file_entry& e) {
+  json_object o;
+  o.str("path", e.path).str("type", e.type).num("size", static_cast<int64_t>(e.size));
+  o.str("mode", fmt::format("{:04o}", e.mode)).str("mtime", rfc3339_ms(e.mtime_ms));
+  if (e.type == "symlink") o.str("target", e.target);
+  return o.finish();
+}
+
+std::string to_json(const std::vector<file_entry>& v) { return array(v); }
+
 }  // namespace sbsh::client

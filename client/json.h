@@ -60,5 +60,9 @@ std::string to_json(const proc_info& p);
 std::string to_json(const daemon_status& st);
 std::string to_json(const std::vector<session_status>& v);
 std::string to_json(const std::vector<proc_info>& v);
+// A file beneath a session's root, as `sbsh file stat --json` prints it: path, type, size,
+// mode (octal text), mtime (RFC 3339) and a symlink's target; a listing as an array of them.
+std::string to_json(const file_entry& e);
+std::string to_json(const std::vector<file_entry>& v);
 
 }  // namespace sbsh::client

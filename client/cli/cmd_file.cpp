@@ -43,14 +43,6 @@ std::string mode_text(const client::file_entry& e) {
   return s;
 }
 
-std::string entry_json(const client::file_entry& e) {
-  client::json_object o;
-  o.str("path", e.path).str("type", e.type).num("size", static_cast<int64_t>(e.size));
-  o.str("mode", fmt::format("{:04o}", e.mode)).str("mtime", client::rfc3339_ms(e.mtime_ms));
-  if (e.type == "symlink") o.str("target", e.target);
-  return o.finish();
-}
-
 void print_entry_line(const client::file_entry& e) {
   std::string line = fmt::format("{} {:>12} {} {}", mode_text(e), e.size, client::rfc3339_ms(e.mtime_ms),
                                  displayable(e.path, false));
@@ -81,9 +73,7 @@ int run_ls(client::connection& conn, const file_args& a) {
   auto entries = conn.list_files(a.session, a.path, a.recursive);
   if (!entries) return fail(entries.err());
   if (a.json) {
-    std::string out = "[";
-    for (const auto& e : *entries) out += (out.size() > 1 ? "," : "") + entry_json(e);
-    std::puts((out + "]").c_str());
+    std::puts(client::to_json(*entries).c_str());
   } else {
     for (const auto& e : *entries) print_entry_line(e);
   }
@@ -93,7 +83,7 @@ int run_ls(client::connection& conn, const file_args& a) {
 int run_stat(client::connection& conn, const file_args& a) {
   auto e = conn.stat_file(a.session, a.path);
   if (!e) return fail(e.err());
-  if (a.json) std::puts(entry_json(*e).c_str());
+  if (a.json) std::puts(client::to_json(*e).c_str());
   else print_entry_line(*e);
   return 0;
 }

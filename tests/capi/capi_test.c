@@ -633,6 +633,75 @@ static void test_sessions(sbsh_conn* c) {
   CHECK(sbsh_session_remove(c, "made") == SBSH_ERR_NOT_FOUND);
 }
 
+static void test_files(sbsh_conn* c) {
+  note("files beneath a session's root: write, read, stat, list, move, remove, confinement");
+  char src[sizeof dir + 16], copy[sizeof state_dir + 32], path[sizeof copy + 32];
+  snprintf(src, sizeof src, "%s/filesrc", dir);
+  snprintf(copy, sizeof copy, "%s/snapshots/files", state_dir);
+  CHECK(mkdir(src, 0700) == 0);
+  sbsh_session_spec spec;
+  sbsh_session_spec_init(&spec);
+  spec.name = "files";
+  spec.snapshot = src;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+
+  static const char bytes[] = {'a', '\0', (char)0xff, '\n', 'z'};
+  CHECK(sbsh_file_write(c, "files", "d/one", bytes, sizeof bytes, 0600, 1) == SBSH_OK);
+  char* data = NULL;
+  size_t len = 0;
+  CHECK(sbsh_file_read(c, "files", "d/one", 0, -1, &data, &len) == SBSH_OK);
+  check_bytes(data, len, bytes, sizeof bytes, __LINE__);
+  sbsh_free(data);
+  CHECK(sbsh_file_read(c, "files", "d/one", 1, 2, &data, &len) == SBSH_OK);
+  check_bytes(data, len, bytes + 1, 2, __LINE__);
+  sbsh_free(data);
+  struct stat st;
+  snprintf(path, sizeof path, "%s/d/one", copy);
+  CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+
+  /* Through descriptors: a pipe in, a file out. */
+  int p[2];
+  CHECK(pipe(p) == 0);
+  CHECK(write(p[1], "piped\n", 6) == 6);
+  close(p[1]);
+  uint64_t n = 0;
+  CHECK(sbsh_file_write_fd(c, "files", "two", p[0], -1, 0, &n) == SBSH_OK && n == 6);
+  close(p[0]);
+  char out_path[sizeof dir + 16];
+  snprintf(out_path, sizeof out_path, "%s/two.out", dir);
+  int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(out >= 0 && sbsh_file_read_fd(c, "files", "two", out, 0, -1, &n) == SBSH_OK && n == 6);
+  close(out);
+  char line[16] = "";
+  FILE* f = fopen(out_path, "r");
+  CHECK(f != NULL && fgets(line, sizeof line, f) != NULL && strcmp(line, "piped\n") == 0);
+  if (f != NULL) fclose(f);
+
+  char* json = NULL;
+  CHECK(sbsh_file_stat_json(c, "files", "d/one", &json) == SBSH_OK);
+  CHECK(contains(json, "\"type\":\"file\"") && contains(json, "\"size\":5") && contains(json, "\"mode\":\"0600\""));
+  sbsh_free(json);
+  CHECK(sbsh_file_mkdir(c, "files", "e/f", 1) == SBSH_OK);
+  CHECK(sbsh_file_move(c, "files", "two", "e/f/two") == SBSH_OK);
+  json = NULL;
+  CHECK(sbsh_file_list_json(c, "files", NULL, 1, &json) == SBSH_OK);
+  CHECK(contains(json, "\"path\":\"e/f/two\"") && contains(json, "\"path\":\"d/one\"") && !contains(json, "\"path\":\"two\""));
+  sbsh_free(json);
+  CHECK(sbsh_file_remove(c, "files", "e", 0) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "file_failed") == 0);
+  CHECK(sbsh_file_remove(c, "files", "e", 1) == SBSH_OK);
+
+  CHECK(sbsh_file_read(c, "files", "../../../etc/passwd", 0, -1, &data, &len) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "outside_root") == 0 && contains(sbsh_last_error(c), "'../../../etc/passwd'"));
+  CHECK(sbsh_file_write(c, "files", "/etc/sbsh-must-not-exist", "x", 1, -1, 1) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "outside_root") == 0);
+  CHECK(access("/etc/sbsh-must-not-exist", F_OK) != 0);
+  CHECK(sbsh_file_read(c, "c-api", "x", 0, -1, &data, &len) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "no_root") == 0);
+  CHECK(sbsh_file_read(c, "files", NULL, 0, -1, &data, &len) == SBSH_ERR_INVALID);
+  CHECK(sbsh_session_remove(c, "files") == SBSH_OK);
+}
+
 static void test_processes(sbsh_conn* c) {
   note("background processes: start, wait, logs, list, kill");
   uint64_t id = 0;
@@ -868,6 +937,7 @@ int main(void) {
   test_detached(c);
   test_errors(c);
   test_sessions(c);
+  test_files(c);
   test_processes(c);
   test_plans(c);
   test_status_and_shutdown(c);

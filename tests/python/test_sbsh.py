@@ -444,6 +444,41 @@ class BindingTest(unittest.TestCase):
         self.c.remove_session("py-snap")
         self.assertFalse(os.path.exists(copy))
 
+    def test_files_beneath_a_sessions_root(self):
+        src = os.path.join(self.d.dir, "py-files")
+        os.makedirs(src)
+        self.c.create_session("py-files", snapshot=src)
+        copy = os.path.join(self.d.state, "snapshots", "py-files")
+        data = bytes(range(256)) * 16
+        self.assertEqual(self.c.write_file("in/data.bin", data, session="py-files", mode=0o600), len(data))
+        self.assertEqual(self.c.read_file("in/data.bin", session="py-files"), data)
+        self.assertEqual(self.c.read_file("in/data.bin", session="py-files", offset=256, length=3), b"\x00\x01\x02")
+        self.assertEqual(os.stat(os.path.join(copy, "in/data.bin")).st_mode & 0o7777, 0o600)
+        r, w = os.pipe()
+        os.write(w, b"from a pipe\n")
+        os.close(w)
+        self.assertEqual(self.c.write_file("piped", r, session="py-files"), 12)
+        os.close(r)
+        out = os.path.join(self.d.dir, "piped.out")
+        with open(out, "wb") as f:
+            self.assertEqual(self.c.read_file_into("piped", f, session="py-files"), 12)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), b"from a pipe\n")
+        r = self.c.exec("cat piped", session="py-files")
+        self.assertEqual(r.stdout, b"from a pipe\n")
+        self.assertEqual(self.c.stat_file("in/data.bin", session="py-files")["size"], len(data))
+        self.c.make_directory("a/b", session="py-files", parents=True)
+        self.c.move_file("piped", "a/b/piped", session="py-files")
+        paths = [e["path"] for e in self.c.list_files(session="py-files", recursive=True)]
+        self.assertEqual(paths, ["a", "a/b", "a/b/piped", "in", "in/data.bin"])
+        self.c.remove_file("a", session="py-files", recursive=True)
+        self.assertFalse(os.path.exists(os.path.join(copy, "a")))
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.read_file("../../../etc/passwd", session="py-files")
+        self.assertEqual(e.exception.reason, "outside_root")
+        self.assertIn("'../../../etc/passwd' leads outside", str(e.exception))
+        self.c.remove_session("py-files")
+
     def test_sessions(self):
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")

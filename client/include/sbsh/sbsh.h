@@ -394,6 +394,49 @@ SBSH_API const char* sbsh_proc_error(const sbsh_proc* p);    /* "" when none */
 SBSH_API const char* sbsh_proc_log_path(const sbsh_proc* p);
 SBSH_API void sbsh_proc_free(sbsh_proc* p);
 
+/* ---- Files beneath a session's root ------------------------------------------------------ */
+
+/* What `sbsh file` does (sbsh(1)): files beneath the root of `session` (NULL: "default"), its
+ * --root directory or its snapshot's copy. A path is taken from the root (an absolute one only
+ * if it lies beneath it) and resolved beneath it: one that leads outside is refused with
+ * SBSH_ERR_REFUSED and sbsh_last_error_code() "outside_root" (the message names the path as
+ * given and nothing outside); a session without a root gives "no_root"; a failure ("no such
+ * file", "is a directory", "not a regular file", ...) "file_failed". Bytes are exact and no
+ * size is too large: on a local connection the open file itself is passed, through a dial
+ * command the bytes go in chunks. */
+
+/* Writes in_fd's bytes, to its end, to path, whole or not at all (a new file beside it,
+ * renamed over it). mode: the permission bits, or -1 to keep an existing file's (a new one
+ * gets 0644). parents: non-zero to make missing parent directories. *written (may be NULL)
+ * gets the bytes the file holds. */
+SBSH_API int sbsh_file_write_fd(sbsh_conn* conn, const char* session, const char* path, int in_fd, int mode,
+                                int parents, uint64_t* written);
+/* The same with len bytes at data. */
+SBSH_API int sbsh_file_write(sbsh_conn* conn, const char* session, const char* path, const void* data, size_t len,
+                             int mode, int parents);
+/* Copies path's bytes from offset, at most length of them (-1: to the end), to out_fd;
+ * *copied (may be NULL) gets how many. */
+SBSH_API int sbsh_file_read_fd(sbsh_conn* conn, const char* session, const char* path, int out_fd, uint64_t offset,
+                               int64_t length, uint64_t* copied);
+/* The same into memory: *data_out is malloc'd (sbsh_free), *len_out its length; a NUL
+ * follows it, not counted. */
+SBSH_API int sbsh_file_read(sbsh_conn* conn, const char* session, const char* path, uint64_t offset, int64_t length,
+                            char** data_out, size_t* len_out);
+/* One entry as `sbsh file stat --json` prints it: {"path", "type" (file, dir, symlink, fifo,
+ * socket, char, block), "size", "mode" (octal text), "mtime" (RFC 3339), "target" (symlinks)};
+ * and a directory's entries ("" or NULL: the root's), recursive: all beneath it, as an array
+ * of them (`sbsh file ls --json`). malloc'd: release with sbsh_free. */
+SBSH_API int sbsh_file_stat_json(sbsh_conn* conn, const char* session, const char* path, char** json_out);
+SBSH_API int sbsh_file_list_json(sbsh_conn* conn, const char* session, const char* path, int recursive,
+                                 char** json_out);
+/* Removes a file, a symlink or an empty directory (recursive: a directory and all in it);
+ * never the root. */
+SBSH_API int sbsh_file_remove(sbsh_conn* conn, const char* session, const char* path, int recursive);
+/* Makes a directory (parents: and its missing parents; an existing one is then no error). */
+SBSH_API int sbsh_file_mkdir(sbsh_conn* conn, const char* session, const char* path, int parents);
+/* Renames from to to, both beneath the root. */
+SBSH_API int sbsh_file_move(sbsh_conn* conn, const char* session, const char* from, const char* to);
+
 /* ---- The daemon ------------------------------------------------------------------------- */
 
 /* The daemon's status, as `sbsh status --json`:

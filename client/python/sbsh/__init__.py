@@ -269,6 +269,15 @@ def _prototypes() -> Dict[str, tuple]:
         "sbsh_proc_error": (S, [P]),
         "sbsh_proc_log_path": (S, [P]),
         "sbsh_proc_free": (None, [P]),
+        "sbsh_file_write": (I, [P, S, S, ctypes.c_char_p, SZ, I, I]),
+        "sbsh_file_write_fd": (I, [P, S, S, I, I, I, ctypes.POINTER(U64)]),
+        "sbsh_file_read": (I, [P, S, S, U64, I64, PP, ctypes.POINTER(SZ)]),
+        "sbsh_file_read_fd": (I, [P, S, S, I, U64, I64, ctypes.POINTER(U64)]),
+        "sbsh_file_stat_json": (I, [P, S, S, PP]),
+        "sbsh_file_list_json": (I, [P, S, S, I, PP]),
+        "sbsh_file_remove": (I, [P, S, S, I]),
+        "sbsh_file_mkdir": (I, [P, S, S, I]),
+        "sbsh_file_move": (I, [P, S, S, S]),
         "sbsh_status_json": (I, [P, PP]),
         "sbsh_shutdown": (I, [P]),
         "sbsh_shutdown_keep_sessions": (I, [P]),
@@ -951,6 +960,81 @@ class Client:
             return result
 
     # -- the daemon --
+
+    # -- files beneath a session's root --
+    #
+    # A session's root is its root directory (create_session(root=...)) or its snapshot's
+    # copy. Paths are taken from it, and resolved beneath it: one that leads outside raises
+    # Error with reason "outside_root" (naming the path as given, nothing outside), a session
+    # without a root "no_root", any other failure "file_failed". Bytes are exact, any size.
+
+    def write_file(self, path: str, data: Union[bytes, str, int, Any], session: Optional[str] = None,
+                   mode: Optional[int] = None, parents: bool = True) -> int:
+        """Writes data (bytes, str as UTF-8, or a file object or descriptor read to its end) to
+        path, whole or not at all; returns the bytes written. mode: the permission bits (None:
+        an existing file's, else 0o644); parents: make missing parent directories."""
+        m = -1 if mode is None else int(mode)
+        with self._busy():
+            if isinstance(data, (bytes, bytearray, memoryview, str)):
+                raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+                self._call(self._lib.sbsh_file_write, _enc(session), _enc(path), raw, len(raw), m, int(parents))
+                return len(raw)
+            fd = data if isinstance(data, int) else data.fileno()
+            n = ctypes.c_uint64()
+            self._call(self._lib.sbsh_file_write_fd, _enc(session), _enc(path), fd, m, int(parents), ctypes.byref(n))
+            return n.value
+
+    def read_file(self, path: str, session: Optional[str] = None, offset: int = 0,
+                  length: Optional[int] = None) -> bytes:
+        """The bytes of path (from offset, at most length of them)."""
+        out, n = ctypes.c_void_p(), ctypes.c_size_t()
+        with self._busy():
+            self._call(self._lib.sbsh_file_read, _enc(session), _enc(path), offset, -1 if length is None else length,
+                       ctypes.byref(out), ctypes.byref(n))
+        try:
+            return ctypes.string_at(out.value, n.value) if n.value else b""
+        finally:
+            self._lib.sbsh_free(out)
+
+    def read_file_into(self, path: str, into: Union[int, Any], session: Optional[str] = None, offset: int = 0,
+                       length: Optional[int] = None) -> int:
+        """Copies path's bytes to a file object or descriptor without holding them in memory;
+        returns how many."""
+        fd = into if isinstance(into, int) else into.fileno()
+        if not isinstance(into, int) and hasattr(into, "flush"):
+            into.flush()
+        n = ctypes.c_uint64()
+        with self._busy():
+            self._call(self._lib.sbsh_file_read_fd, _enc(session), _enc(path), fd, offset,
+                       -1 if length is None else length, ctypes.byref(n))
+        return n.value
+
+    def stat_file(self, path: str, session: Optional[str] = None) -> Dict[str, Any]:
+        """path, type (file, dir, symlink, fifo, socket, char, block), size, mode (octal text),
+        mtime (RFC 3339) and, for a symlink, target."""
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_file_stat_json, _enc(session), _enc(path), ctypes.byref(out))
+        return _take_json(self._lib, out)
+
+    def list_files(self, path: str = "", session: Optional[str] = None, recursive: bool = False) -> List[Dict[str, Any]]:
+        """A directory's entries (as stat_file describes them), sorted; recursive: all beneath it."""
+        out = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_file_list_json, _enc(session), _enc(path), int(recursive), ctypes.byref(out))
+        return _take_json(self._lib, out)
+
+    def remove_file(self, path: str, session: Optional[str] = None, recursive: bool = False) -> None:
+        with self._busy():
+            self._call(self._lib.sbsh_file_remove, _enc(session), _enc(path), int(recursive))
+
+    def make_directory(self, path: str, session: Optional[str] = None, parents: bool = False) -> None:
+        with self._busy():
+            self._call(self._lib.sbsh_file_mkdir, _enc(session), _enc(path), int(parents))
+
+    def move_file(self, src: str, dst: str, session: Optional[str] = None) -> None:
+        with self._busy():
+            self._call(self._lib.sbsh_file_move, _enc(session), _enc(src), _enc(dst))
 
     def status(self) -> Dict[str, Any]:
         """The daemon: pid, version, uptime_ms, socket, counters (commands, failed, timed_out,
