@@ -18,8 +18,12 @@
 //                   50 MB node_modules, to the same filesystem, vs `rsync -a
 //                   --exclude=node_modules` of it. Goal <= 1.0x. Needs rsync
 //                   (apt-get install rsync).
+//   file I/O        1 GB written into a session's root and read back out with `sbsh file
+//                   write` and `sbsh file read`, vs `cat` doing the same in the same
+//                   directory. Goal >= 0.8x (higher is better); sbshd's resident memory may
+//                   grow by 8 MB at most meanwhile (its own sbshd, peak resident set).
 //
-// Usage: sbsh-bench [--quick] [--only snapshot]
+// Usage: sbsh-bench [--quick] [--only snapshot|files]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -441,6 +445,52 @@ void snapshot(const private_daemon& d, int iters) {
   print({"snapshot: 200 MB + node_modules", summarize(vs), summarize(vb), "ms", 1.0, false});
 }
 
+// A process's resident set, or its peak so far, in KiB (/proc/PID/status).
+long status_kib(pid_t pid, const char* field) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  return -1;
+}
+
+void file_io(long long bytes, int iters) {
+  private_daemon d("files");  // its own: its peak memory is this figure's alone
+  std::string root = d.dir() + "/root", src = d.dir() + "/src.bin";
+  ::mkdir(root.c_str(), 0755);
+  {
+    std::ofstream f(src, std::ios::binary);
+    std::string block(1 << 20, '\0');
+    for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<char>((i * 7919) >> 3);
+    for (long long done = 0; done < bytes; done += static_cast<long long>(block.size()))
+      f.write(block.data(), static_cast<std::streamsize>(std::min<long long>(bytes - done, block.size())));
+  }
+  auto c = d.connect();
+  client::session_spec spec;
+  spec.name = "files";
+  spec.root = root;
+  if (auto made = c.create_session(spec); !made) {
+    std::printf("file I/O: %s\n", made.err().message.c_str());
+    return;
+  }
+  long rss_before = status_kib(d.pid(), "VmRSS:");
+  std::string sbsh = bin_dir() + "/sbsh -S " + d.socket(), back = d.dir() + "/back.bin";
+  auto [s, b] = compare(
+      1, iters,
+      [&] {
+        run_quiet({"bash", "-c", sbsh + " file write -s files out.bin < " + src + " && " + sbsh +
+                                     " file read -s files out.bin > " + back});
+      },
+      [&] { run_quiet({"bash", "-c", "cat " + src + " > " + root + "/out.cat && cat " + root + "/out.cat > " + back}); });
+  long peak = status_kib(d.pid(), "VmHWM:");
+  double mb = 2.0 * static_cast<double>(bytes) / 1e6;  // written, then read
+  print({"file write+read " + std::to_string(bytes / 1000000) + " MB", {mb / (s.median / 1000), mb / (s.p90 / 1000)},
+         {mb / (b.median / 1000), mb / (b.p90 / 1000)}, "MB/s", 0.8, true});
+  double growth = static_cast<double>(peak - rss_before) / 1024.0;
+  std::printf("%-28s %10.1f MB  (peak resident set during file I/O minus before)  goal <= 8 MB  %s\n",
+              "sbshd memory growth", growth, growth <= 8.0 ? "met" : "NOT met");
+}
+
 }  // namespace sbsh::bench
 
 int main(int argc, char** argv) {
@@ -449,6 +499,10 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "snapshot") == 0) {
     private_daemon d("snap");
     snapshot(d, quick ? 3 : 10);
+    return 0;
+  }
+  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "files") == 0) {
+    file_io(1000000000LL, quick ? 2 : 5);
     return 0;
   }
   private_daemon d("exec");
@@ -461,5 +515,6 @@ int main(int argc, char** argv) {
   big_command(d);
   through_dial(d, quick ? 500 : 5000, quick ? 100000000LL : 1000000000LL);
   snapshot(d, quick ? 3 : 10);
+  file_io(1000000000LL, quick ? 2 : 5);
   return 0;
 }

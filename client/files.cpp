@@ -1,6 +1,7 @@
 // File requests of libsbsh: read, write, stat, list, remove, mkdir, move beneath a session's
 // root. On a local connection sbshd passes the open file and the bytes go straight between
 // it and the caller's descriptor; through a dial command they travel in chunks.
+#include <fcntl.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -72,27 +73,58 @@ result<uint64_t> copy_range(int in, uint64_t offset, uint64_t length, int out) {
 }
 
 // Where a write's bytes come from: `fill` puts up to `cap` bytes in `buf` and returns how
-// many (0 at the end), or an error.
-using byte_source = std::function<result<size_t>(char* buf, size_t cap)>;
+// many (0 at the end), or an error; `fd`, when >= 0, is the descriptor it reads, which the
+// kernel may copy from directly.
+struct byte_source {
+  std::function<result<size_t>(char* buf, size_t cap)> fill;
+  int fd = -1;
+};
 
 byte_source from_fd(int fd) {
-  return [fd](char* buf, size_t cap) -> result<size_t> {
-    for (;;) {
-      ssize_t n = ::read(fd, buf, cap);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("cannot read what is to be written", errno);
-      return static_cast<size_t>(n);
-    }
-  };
+  return {[fd](char* buf, size_t cap) -> result<size_t> {
+            for (;;) {
+              ssize_t n = ::read(fd, buf, cap);
+              if (n < 0 && errno == EINTR) continue;
+              if (n < 0) return io_error("cannot read what is to be written", errno);
+              return static_cast<size_t>(n);
+            }
+          },
+          fd};
 }
 
 byte_source from_memory(std::string_view data) {
-  return [data](char* buf, size_t cap) mutable -> result<size_t> {
+  return {[data](char* buf, size_t cap) mutable -> result<size_t> {
     size_t n = std::min(cap, data.size());
     std::memcpy(buf, data.data(), n);
     data.remove_prefix(n);
     return n;
-  };
+  }};
+}
+
+// Copies all of `in` (from where it stands) to `out` in the kernel: copy_file_range from a
+// file, splice from a pipe. False when neither applies to these descriptors and nothing was
+// copied (the caller copies through a buffer then); an error for a failure on the way.
+result<bool> kernel_copy(int in, int out) {
+  bool moved = false;
+  for (bool splicing : {false, true}) {
+    for (;;) {
+      ssize_t n = splicing ? ::splice(in, nullptr, out, nullptr, 1u << 30, SPLICE_F_MOVE)
+                           : ::copy_file_range(in, nullptr, out, nullptr, 1u << 30, 0);
+      if (n > 0) {
+        moved = true;
+        continue;
+      }
+      if (n == 0) {
+        if (moved || splicing) return true;
+        break;  // an empty file, or a source copy_file_range reads as empty (/proc): try splice
+      }
+      if (errno == EINTR) continue;
+      if (!moved && (errno == EINVAL || errno == EXDEV || errno == ENOSYS || errno == EBADF || errno == EOPNOTSUPP))
+        break;
+      return io_error("cannot copy what is to be written", errno);
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -168,12 +200,18 @@ result<uint64_t> write_one(connection::impl& p, const std::string& session, cons
     if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
     into = env->fds[0].get();
   }
-  // The bytes: into the file itself, or in file_data frames.
+  // The bytes: into the file itself (by the kernel when it can), or in file_data frames.
+  std::optional<error> failed;
+  bool copied = false;
+  if (into >= 0 && source.fd >= 0) {
+    auto k = kernel_copy(source.fd, into);
+    if (!k) failed = k.err();
+    else copied = *k;
+  }
   size_t cap = into >= 0 ? kCopyBuffer : ipc::kMaxChunk;
   auto buf = std::make_unique_for_overwrite<char[]>(cap);
-  std::optional<error> failed;
-  for (;;) {
-    auto n = source(buf.get(), cap);
+  while (!copied && !failed) {
+    auto n = source.fill(buf.get(), cap);
     if (!n) {
       failed = n.err();
       break;
