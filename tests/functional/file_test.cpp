@@ -368,6 +368,11 @@ TEST_F(file_test, ASnapshotSessionsRootIsItsCopy) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, cfg);
   EXPECT_FALSE(fs::exists(dir + "/proj/config.yml")) << "the source is untouched";
+  r = sbsh({"file", "ls", "-s", "model", "-R", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto listed = nlohmann::json::parse(r.out);
+  ASSERT_EQ(listed.size(), 3u) << r.out;
+  EXPECT_EQ(listed[1]["path"], "result.txt");
   r = sbsh({"file", "read", "-s", "model", "../../etc/passwd"});
   EXPECT_EQ(r.code, 255);
   r = sbsh({"session", "rm", "model"});
