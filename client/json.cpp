@@ -33,6 +33,34 @@ std::string base64(std::string_view s) {
   return out;
 }
 
+std::optional<std::string> unbase64(std::string_view s) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!s.empty() && s.back() == '=') s.remove_suffix(1);
+  if (s.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(s.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
 std::string json_string(std::string_view s) {
   bool valid;
   std::string repaired;

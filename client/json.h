@@ -17,6 +17,8 @@ namespace sbsh::client {
 // Replaces each invalid UTF-8 sequence with U+FFFD; *was_valid says whether all was valid.
 std::string utf8_repair(std::string_view s, bool* was_valid);
 std::string base64(std::string_view s);
+// The bytes of base64 text (padding optional); nullopt when it is not base64.
+std::optional<std::string> unbase64(std::string_view s);
 // Quoted and escaped; invalid UTF-8 becomes U+FFFD, so the document always parses.
 std::string json_string(std::string_view s);
 std::string rfc3339_ms(int64_t unix_ms);  // 2026-11-22T13:58:50.123Z

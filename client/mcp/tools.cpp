@@ -292,6 +292,67 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
   return {std::move(j), false, {}};
 }
 
+// Files beneath a session's root.
+constexpr std::string_view kReadFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}}})J";
+constexpr std::string_view kReadFileOutput =
+    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}, "content": {"type": "string"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"]}, "truncated": {"type": "boolean"}}})J";
+constexpr std::string_view kWriteFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root; missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
+constexpr std::string_view kWriteFileOutput =
+    R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}})J";
+constexpr std::string_view kListFilesInput =
+    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}}})J";
+constexpr std::string_view kListFilesOutput =
+    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string"}, "type": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "string"}, "mtime": {"type": "string"}, "target": {"type": "string"}}}}}})J";
+
+tool_outcome read_file(const json& args, tool_context& ctx) {
+  // One byte more than asked for says whether the file goes on.
+  uint64_t want = args.value("length", uint64_t{kOutputLimit});
+  client::file_read_options o;
+  o.offset = args.value("offset", uint64_t{0});
+  o.length = want + 1;
+  std::string path = args.at("path").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  std::string bytes;
+  auto n = conn->read_file(str_arg(args, "session"), path, [&bytes](std::string_view d) { bytes.append(d); }, o);
+  if (!n) return refused(n.err());
+  bool truncated = bytes.size() > want;
+  if (truncated) bytes.resize(want);
+  bool utf8 = ipc::valid_utf8(bytes);
+  json j = {{"path", path},
+            {"bytes", bytes.size()},
+            {"content", utf8 ? bytes : client::base64(bytes)},
+            {"encoding", utf8 ? "utf-8" : "base64"},
+            {"truncated", truncated}};
+  return {std::move(j), false, {}};
+}
+
+tool_outcome write_file(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>(), content = args.at("content").get<std::string>();
+  if (str_arg(args, "encoding", "utf-8") == "base64") {
+    auto raw = client::unbase64(content);
+    if (!raw) return refused(error{"invalid_argument", "argument 'content' is not base64, as encoding says"});
+    content = std::move(*raw);
+  }
+  client::file_write_options o;
+  if (auto it = args.find("mode"); it != args.end()) o.mode = it->get<uint32_t>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto n = conn->write_file(str_arg(args, "session"), path, content, o);
+  if (!n) return refused(n.err());
+  return {json{{"path", path}, {"bytes", *n}}, false, {}};
+}
+
+tool_outcome list_files(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false));
+  if (!v) return refused(v.err());
+  return {json{{"entries", json::parse(client::to_json(*v))}}, false, {}};
+}
+
 constexpr tool kTools[] = {
     {"run_command",
      "Run shell text in a persistent bash session. The session keeps its state between calls (directory, "
@@ -333,6 +394,16 @@ constexpr tool kTools[] = {
      "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
      "keeps its state), and return its result.",
      kCancelInput, kExecOutput, cancel_command},
+    {"read_file",
+     "Read a file beneath the session's root (its --root directory or its snapshot's copy): at most 1 MiB from "
+     "offset (truncated says whether it goes on), as UTF-8 text, or base64 when the bytes are not UTF-8. Paths leading outside the root are refused.",
+     kReadFileInput, kReadFileOutput, read_file},
+    {"write_file",
+     "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
+     "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
+     kWriteFileInput, kWriteFileOutput, write_file},
+    {"list_files", "List a directory beneath the session's root (recursive: all beneath it), with types and sizes.",
+     kListFilesInput, kListFilesOutput, list_files},
 };
 
 // The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -345,7 +346,7 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
                                              "wait_process", "process_logs", "await_command",
-                                             "cancel_command"}));
+                                             "cancel_command", "read_file", "write_file", "list_files"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
   json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));
@@ -372,6 +373,44 @@ TEST_F(mcp_test, a_failing_command_is_a_result_with_is_error) {
   // sbsh refusing (no such session) is a result too.
   json k = c->call(tool_call(3, "restart_session", {{"name", "nosuch"}}));
   EXPECT_EQ(k["result"]["isError"], true) << k.dump();
+}
+
+TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
+  std::filesystem::create_directories(dir + "/ws");
+  {
+    client::session_spec spec;
+    spec.name = "ws";
+    spec.root = dir + "/ws";
+    auto cn = conn();
+    ASSERT_TRUE(cn.create_session(spec).ok());
+  }
+  auto c = start_initialized();
+  json w = c->call(tool_call(1, "write_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"content", "mode: x\n"}}));
+  EXPECT_EQ(w["result"]["isError"], false) << w.dump();
+  EXPECT_EQ(w["result"]["structuredContent"]["bytes"], 8);
+  std::string binary("\x00\xff\xfe ok", 6);
+  json b = c->call(tool_call(2, "write_file", {{"session", "ws"}, {"path", "bin"}, {"content", "AP/+IG9r"}, {"encoding", "base64"}}));
+  EXPECT_EQ(b["result"]["isError"], false) << b.dump();
+  std::ifstream in(dir + "/ws/bin", std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), binary);
+  json r = c->call(tool_call(3, "read_file", {{"session", "ws"}, {"path", "bin"}}));
+  EXPECT_EQ(r["result"]["structuredContent"]["encoding"], "base64") << r.dump();
+  EXPECT_EQ(r["result"]["structuredContent"]["content"], "AP/+IG9r");
+  json t = c->call(tool_call(4, "read_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"offset", 2}, {"length", 3}}));
+  EXPECT_EQ(t["result"]["structuredContent"]["content"], "de:") << t.dump();
+  EXPECT_EQ(t["result"]["structuredContent"]["truncated"], true);
+  json l = c->call(tool_call(5, "list_files", {{"session", "ws"}, {"recursive", true}}));
+  const json& entries = l["result"]["structuredContent"]["entries"];
+  ASSERT_EQ(entries.size(), 3u) << l.dump();
+  EXPECT_EQ(entries[1]["path"], "in");
+  EXPECT_EQ(entries[2]["path"], "in/config.yml");
+  json o = c->call(tool_call(6, "read_file", {{"session", "ws"}, {"path", "../../etc/passwd"}}));
+  EXPECT_EQ(o["result"]["isError"], true) << o.dump();
+  EXPECT_NE(o.dump().find("leads outside the session's root"), std::string::npos) << o.dump();
+  EXPECT_EQ(o.dump().find("root:"), std::string::npos);
+  json bad = c->call(tool_call(7, "write_file", {{"session", "ws"}, {"path", "x"}, {"content", "%%"}, {"encoding", "base64"}}));
+  EXPECT_EQ(bad["result"]["isError"], true) << bad.dump();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ws/x"));
 }
 
 TEST_F(mcp_test, bad_messages_get_json_rpc_errors_and_the_server_goes_on) {

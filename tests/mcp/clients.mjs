@@ -88,7 +88,7 @@ async function main() {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
     'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs',
-    'await_command', 'cancel_command']);
+    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files']);
   for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
 
   // Each tool, with a result the client validated against its output schema.
