@@ -153,9 +153,15 @@ write_args work_args(const msg::file_write& r) { return {std::string(r.path), r.
 // Decodes request M, finds its session's root, and runs `work(root, request)` on the thread
 // pool; `reply(result)` then runs on the loop if the client is still there. Errors found
 // before the work are sent at once.
+// `in_flight` counts each client's requests on the pool, at most kMaxInFlight.
 template <typename M, typename R, typename Work, typename Reply>
-void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, Work work, Reply reply) {
+void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, std::map<uint64_t, size_t>& in_flight, Work work,
+                      Reply reply) {
   uint64_t id = env.msg.id();
+  if (in_flight[c.serial()] >= file_service::kMaxInFlight)
+    return c.send_error(id, ipc::errc::file_failed,
+                        fmt::format("this connection has {} file requests under way: wait for their answers first",
+                                    file_service::kMaxInFlight));
   auto req = ipc::decode<M>(env.msg);
   if (!req) return c.send_error(id, req.err());
   auto root = root_of_session(srv, req->session);
@@ -164,9 +170,11 @@ void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, Work work
   auto state = std::make_shared<std::pair<std::function<R()>, std::optional<R>>>();
   state->first = [work = std::move(work), root = std::move(*root), r = work_args(*req)]() { return work(root, r); };
   uint64_t serial = c.serial();
+  ++in_flight[serial];
   off_loop(
       srv.loop(), [state] { state->second.emplace(state->first()); },
-      [&srv, state, serial, id, reply = std::move(reply)]() mutable {
+      [&srv, &in_flight, state, serial, id, reply = std::move(reply)]() mutable {
+        if (--in_flight[serial] == 0) in_flight.erase(serial);
         client_conn* conn = srv.client_by_serial(serial);
         reply(conn, id, std::move(*state->second));
       });
@@ -186,7 +194,7 @@ file_service::~file_service() {
 
 void file_service::handle_stat(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_stat, result<file_entry>>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const path_args& a) -> result<file_entry> {
         auto at = locate(root, a.path);
         if (!at) return at.err();
@@ -209,7 +217,7 @@ void file_service::handle_stat(client_conn& c, ipc::envelope& env) {
 
 void file_service::handle_list(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_list, result<std::vector<file_entry>>>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const path_args& a) -> result<std::vector<file_entry>> {
         auto at = locate(root, a.path);
         if (!at) return at.err();
@@ -228,6 +236,7 @@ void file_service::handle_list(client_conn& c, ipc::envelope& env) {
       [this](client_conn* c, uint64_t id, result<std::vector<file_entry>> entries) {
         if (c == nullptr) return;
         if (!entries) return c->send_error(id, entries.err());
+        if (auto busy = check_reads(*c); !busy) return c->send_error(id, busy.err());
         reading r{c->serial(), id, unique_fd(), 0, 0, std::move(*entries), true};
         reads_.push_back(std::move(r));
         pump(std::prev(reads_.end()));
@@ -236,7 +245,7 @@ void file_service::handle_list(client_conn& c, ipc::envelope& env) {
 
 void file_service::handle_remove(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_remove, status>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const path_args& a) -> status {
         auto at = locate(root, a.path);
         if (!at) return at.err();
@@ -268,7 +277,7 @@ void file_service::handle_remove(client_conn& c, ipc::envelope& env) {
 
 void file_service::handle_mkdir(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_mkdir, status>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const path_args& a) -> status {
         auto at = locate(root, a.path);
         if (!at) return at.err();
@@ -283,7 +292,7 @@ void file_service::handle_mkdir(client_conn& c, ipc::envelope& env) {
 
 void file_service::handle_move(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_move, status>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const path_args& a) -> status {
         auto from = locate(root, a.path);
         if (!from) return from.err();
@@ -315,7 +324,7 @@ void file_service::handle_read(client_conn& c, ipc::envelope& env) {
     bool pass_fd = false;
   };
   off_loop_request<msg::file_read, result<std::shared_ptr<opened>>>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const read_args& a) -> result<std::shared_ptr<opened>> {
         auto at = locate(root, a.path);
         if (!at) return at.err();
@@ -354,6 +363,7 @@ void file_service::handle_read(client_conn& c, ipc::envelope& env) {
           fds.push_back(std::move(f.fd));
           return c->send(ipc::encode(reply, id), std::move(fds));
         }
+        if (auto busy = check_reads(*c); !busy) return c->send_error(id, busy.err());
         c->send(ipc::encode(reply, id));
         reads_.push_back(reading{c->serial(), id, std::move(f.fd), f.offset, f.offset + f.length, {}, false});
         pump(std::prev(reads_.end()));
@@ -433,15 +443,30 @@ void file_service::discard(std::list<writing>::iterator it) {
   writes_.erase(it);
 }
 
+status file_service::check_reads(const client_conn& c) const {
+  if (std::count_if(reads_.begin(), reads_.end(), [&c](const reading& r) { return r.serial == c.serial(); }) <
+      static_cast<std::ptrdiff_t>(kMaxReadsPerClient))
+    return ok_status();
+  return make_error(ipc::errc::file_failed,
+                    fmt::format("this connection already has {} files or listings being sent: read them first",
+                                kMaxReadsPerClient));
+}
+
+status file_service::check_writes(const client_conn& c) const {
+  if (std::count_if(writes_.begin(), writes_.end(), [&c](const writing& w) { return w.serial == c.serial(); }) <
+      static_cast<std::ptrdiff_t>(kMaxWritesPerClient))
+    return ok_status();
+  return make_error(ipc::errc::file_failed,
+                    fmt::format("this connection already writes {} files: close one before writing another",
+                                kMaxWritesPerClient));
+}
+
 void file_service::handle_write(client_conn& c, ipc::envelope& env) {
-  size_t mine = static_cast<size_t>(std::count_if(writes_.begin(), writes_.end(), [&c](const writing& w) { return w.serial == c.serial(); }));
-  if (mine >= kMaxWritesPerClient)
-    return c.send_error(env.msg.id(), ipc::errc::file_failed,
-                        fmt::format("this connection already writes {} files: close one before writing another", mine));
+  if (auto busy = check_writes(c); !busy) return c.send_error(env.msg.id(), busy.err());
   if (find_write(c.serial(), env.msg.id()) != writes_.end())
     return c.send_error(env.msg.id(), ipc::errc::bad_request, "a file is already written under this request id");
   off_loop_request<msg::file_write, result<std::shared_ptr<writing>>>(
-      srv_, c, env,
+      srv_, c, env, in_flight_,
       [](const std::string& root, const write_args& a) -> result<std::shared_ptr<writing>> {
         if (a.mode && *a.mode > 07777)
           return make_error(ipc::errc::bad_request, fmt::format("mode {:o} is not a permission mode (0 to 7777, octal)", *a.mode));
@@ -487,6 +512,10 @@ void file_service::handle_write(client_conn& c, ipc::envelope& env) {
         if (c == nullptr) {  // gone meanwhile: nothing is left behind
           ::unlinkat(f.dir.get(), f.temp.c_str(), 0);
           return;
+        }
+        if (auto busy = check_writes(*c); !busy) {
+          ::unlinkat(f.dir.get(), f.temp.c_str(), 0);
+          return c->send_error(id, busy.err());
         }
         f.serial = c->serial();
         f.req = id;

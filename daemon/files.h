@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,11 @@ class file_service {
   void client_drained(client_conn& c);
   void client_gone(client_conn& c);
 
-  // Most writes one connection may have under way at once.
+  // What one connection may have under way at once: requests on the thread pool, files or
+  // listings being sent in chunks (each holds a descriptor, or a listing), files being
+  // written (each holds two descriptors).
+  static constexpr size_t kMaxInFlight = 32;
+  static constexpr size_t kMaxReadsPerClient = 8;
   static constexpr size_t kMaxWritesPerClient = 16;
   // Most entries one file_list answers (a larger tree is listed a directory at a time).
   static constexpr size_t kMaxListEntries = 200000;
@@ -70,12 +75,15 @@ class file_service {
     bool pass_fd = false;  // the client writes into the file itself
   };
   void pump(std::list<reading>::iterator it);
+  [[nodiscard]] status check_reads(const client_conn& c) const;
+  [[nodiscard]] status check_writes(const client_conn& c) const;
   std::list<writing>::iterator find_write(uint64_t serial, uint64_t req);
   void discard(std::list<writing>::iterator it);
 
   server& srv_;
   std::list<reading> reads_;
   std::list<writing> writes_;
+  std::map<uint64_t, size_t> in_flight_;  // client serial -> its requests on the thread pool
 };
 
 }  // namespace sbsh::daemon
