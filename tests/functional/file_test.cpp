@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "fixture.h"
+#include "ipc/messages.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::test {
 namespace {
@@ -46,6 +48,8 @@ std::vector<std::string> leftovers(const std::string& root) {
     if (e.path().filename().string().find(".sbsh-") != std::string::npos) out.push_back(e.path().string());
   return out;
 }
+
+constexpr size_t file_service_writes = 16;  // sbshd's kMaxWritesPerClient
 
 class file_test : public daemon_test {
  protected:
@@ -301,6 +305,36 @@ TEST_F(file_test, ASessionWithoutARootHasNoFilesAndBadRequestsLeaveSbshdServing)
   EXPECT_TRUE(wait_until([&] { return leftovers(root).empty(); }, std::chrono::seconds(20))) << leftovers(root).size();
   EXPECT_EQ(slurp(root + "/kept.txt"), "old\n");
   EXPECT_EQ(sbsh({"status"}).code, 0);
+}
+
+TEST_F(file_test, AClientThatNeverReadsItsRepliesHoldsABoundedShareOfSbshd) {
+  put(root + "/ten", std::string(10u << 20, 'x'));
+  size_t before = open_fds(daemon_pid);
+  ipc::channel ch{unique_fd(raw_connect(sock))};
+  ASSERT_TRUE(ch.send(ipc::encode(ipc::msg::hello{ipc::kProtocolVersion, "test"}, 1)).ok());
+  // 40 writes and 40 chunked reads never taken further: sbshd holds at most 16 and 8 of them
+  // (then stops reading this client, whose replies wait unread).
+  for (uint64_t id = 2; id < 42; ++id) {
+    ipc::msg::file_write w;
+    w.session = "ws";
+    std::string name = "w" + std::to_string(id);
+    w.path = name;
+    ASSERT_TRUE(ch.send(ipc::encode(w, id)).ok());
+  }
+  for (uint64_t id = 42; id < 82; ++id) {
+    ipc::msg::file_read r;
+    r.session = "ws";
+    r.path = "ten";
+    ASSERT_TRUE(ch.send(ipc::encode(r, id)).ok());
+  }
+  EXPECT_TRUE(wait_until([&] { return leftovers(root).size() == file_service_writes; }, std::chrono::seconds(20)))
+      << leftovers(root).size();
+  EXPECT_LE(open_fds(daemon_pid), before + 8 + 2 * file_service_writes + 4);
+  EXPECT_EQ(sbsh({"status"}).code, 0) << "sbshd goes on serving others";
+  ch = ipc::channel();  // the client leaves: what it held is let go, and its new files deleted
+  EXPECT_TRUE(wait_until([&] { return leftovers(root).empty() && open_fds(daemon_pid) <= before + 1; },
+                         std::chrono::seconds(20)))
+      << leftovers(root).size() << " " << open_fds(daemon_pid) << " " << before;
 }
 
 TEST_F(file_test, LargeFilesPassThroughTheCliTheLibraryAndADialCommand) {
