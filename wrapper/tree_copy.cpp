@@ -12,7 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -26,21 +31,80 @@ namespace sbsh::wrapper {
 
 namespace {
 
+// The bytes of the files are copied by a few threads while the tree is walked: the walk
+// creates each file (so directories get their entries, and then their times, in order), and
+// a worker copies its bytes and sets its attributes. The queue is short: each job holds two
+// descriptors.
+struct copier;
+struct file_job {
+  int in, out;
+  std::string rel;
+  struct stat st;
+};
+
 struct copier {
   std::string root;               // the source, for messages
   std::set<std::string> ignored;  // as git lists them: "dir/" for a directory
   bool skip_dot_git = false;
   bool as_root = ::geteuid() == 0;
-  bool try_clone = true;
+  std::atomic<bool> try_clone{true};
   unsigned long long special = 0;
-  std::vector<char> buf;  // for filesystems without copy_file_range
+  std::mutex mu;  // guards error and the queue
   std::string error;
+  std::atomic<bool> failed{false};
+  std::deque<file_job> queue;
+  bool walk_done = false;
+  std::condition_variable work_ready, room_ready;
+  static constexpr size_t kQueueMax = 64;
 
   [[nodiscard]] std::string at(const std::string& rel) const { return rel.empty() ? root : root + "/" + rel; }
 
   bool fail(const std::string& what, int err) {
+    std::lock_guard<std::mutex> lock(mu);
     if (error.empty()) error = what + ": " + std::strerror(err);
+    failed = true;
     return false;
+  }
+
+  void enqueue(file_job job) {
+    std::unique_lock<std::mutex> lock(mu);
+    room_ready.wait(lock, [this] { return queue.size() < kQueueMax; });
+    queue.push_back(std::move(job));
+    work_ready.notify_one();
+  }
+
+  void worker() {
+    std::vector<char> buf;  // for filesystems without copy_file_range
+    for (;;) {
+      file_job job;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        work_ready.wait(lock, [this] { return !queue.empty() || walk_done; });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+        room_ready.notify_one();
+      }
+      bool ok = !failed && copy_bytes(job.in, job.out, job.rel, job.st.st_size, buf);
+      if (ok) keep_attributes(job.out, job.st);
+      ::close(job.in);
+      if (::close(job.out) != 0 && ok) fail("cannot write the copy of " + at(job.rel), errno);
+    }
+  }
+
+  // Runs the walk `walk` with `threads` workers copying bytes; false when anything failed.
+  template <typename Walk>
+  bool with_workers(unsigned threads, Walk&& walk) {
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < threads; ++i) pool.emplace_back([this] { worker(); });
+    bool ok = walk();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      walk_done = true;
+    }
+    work_ready.notify_all();
+    for (auto& t : pool) t.join();
+    return ok && !failed;
   }
 
   // Whether git left out `rel` ("a/b", or "a/b/" for a directory). git also lists a
@@ -63,7 +127,7 @@ struct copier {
 
   // Copies `size` bytes (fewer if the file shrank meanwhile). A filesystem that cannot clone
   // says so for every file: after the first refusal, cloning is not tried again.
-  bool copy_bytes(int in, int out, const std::string& rel, off_t size) {
+  bool copy_bytes(int in, int out, const std::string& rel, off_t size, std::vector<char>& buf) {
     if (size > 0 && try_clone) {
       if (::ioctl(out, FICLONE, in) == 0) return true;
       try_clone = false;
@@ -105,11 +169,8 @@ struct copier {
       ::close(in);
       return fail("cannot create the copy of " + at(rel), e);
     }
-    bool ok = copy_bytes(in, out, rel, st.st_size);
-    if (ok) keep_attributes(out, st);
-    ::close(in);
-    if (::close(out) != 0 && ok) return fail("cannot write the copy of " + at(rel), errno);
-    return ok;
+    enqueue(file_job{in, out, rel, st});
+    return !failed;
   }
 
   bool copy_link(int from, int to, const char* name, const std::string& rel, const struct stat& st) {
@@ -291,7 +352,9 @@ int copy_tree_main(int argc, char** argv) {
   if (ok && ::mkdir(target.c_str(), 0700) != 0) ok = c.fail("cannot create " + target, errno);
   int to = ok ? ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
   if (ok && to < 0) ok = c.fail("cannot open " + target, errno);
-  if (ok) ok = c.copy_dir(from, to, "");
+  // Two workers at least: one file's bytes are copied while the next one is opened.
+  unsigned threads = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
+  if (ok) ok = c.with_workers(threads, [&] { return c.copy_dir(from, to, ""); });
   if (ok) c.keep_attributes(to, st);
   if (from >= 0) ::close(from);
   if (to >= 0) ::close(to);
