@@ -131,6 +131,23 @@ result<bool> kernel_copy(int in, int out) {
 
 namespace {
 
+// Sends file_read or file_write `req` and reads its file_opened, with the file it carries
+// (-1 when none: the bytes then travel in frames). `env` keeps that file open.
+template <typename Request>
+result<msg::file_opened> ask_opened(connection::impl& p, const Request& req, uint64_t id, ipc::envelope* env, int* fd) {
+  auto got = p.call(ipc::encode(req, id), id);
+  if (!got) return got.err();
+  *env = std::move(*got);
+  auto opened = read_reply<msg::file_opened>(env->msg);
+  if (!opened) return opened.err();
+  *fd = -1;
+  if (opened->fds > 0) {
+    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
+    *fd = env->fds[0].get();
+  }
+  return opened;
+}
+
 // One file_read: into `out_fd` when >= 0, else to `sink`.
 result<uint64_t> read_one(connection::impl& p, const std::string& session, const std::string& path, int out_fd,
                           const std::function<void(std::string_view)>& sink, const file_read_options& opts) {
@@ -141,14 +158,12 @@ result<uint64_t> read_one(connection::impl& p, const std::string& session, const
   req.length = opts.length;
   req.pass_fd = !p.remote;
   uint64_t id = p.next_id++;
-  auto env = p.call(ipc::encode(req, id), id);
-  if (!env) return env.err();
-  auto opened = read_reply<msg::file_opened>(env->msg);
+  ipc::envelope env;
+  int fd = -1;
+  auto opened = ask_opened(p, req, id, &env, &fd);
   if (!opened) return opened.err();
   uint64_t offset = std::min(opts.offset, opened->size);
-  if (opened->fds > 0) {
-    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
-    int fd = env->fds[0].get();
+  if (fd >= 0) {
     if (out_fd >= 0) return copy_range(fd, offset, opened->length, out_fd);
     auto buf = std::make_unique_for_overwrite<char[]>(kCopyBuffer);
     uint64_t done = 0;
@@ -191,15 +206,10 @@ result<uint64_t> write_one(connection::impl& p, const std::string& session, cons
   req.parents = opts.parents;
   req.pass_fd = !p.remote;
   uint64_t id = p.next_id++;
-  auto env = p.call(ipc::encode(req, id), id);
-  if (!env) return env.err();
-  auto opened = read_reply<msg::file_opened>(env->msg);
-  if (!opened) return opened.err();
+  ipc::envelope env;
   int into = -1;
-  if (opened->fds > 0) {
-    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
-    into = env->fds[0].get();
-  }
+  auto opened = ask_opened(p, req, id, &env, &into);
+  if (!opened) return opened.err();
   // The bytes: into the file itself (by the kernel when it can), or in file_data frames.
   std::optional<error> failed;
   bool copied = false;
@@ -228,7 +238,7 @@ result<uint64_t> write_one(connection::impl& p, const std::string& session, cons
     }
   }
   // Closed here before sbshd renames it: the descriptor passed is this process's copy.
-  if (into >= 0) env->fds.clear();
+  if (into >= 0) env.fds.clear();
   auto close = p.call(ipc::encode(msg::file_close{failed.has_value()}, id), id);
   if (failed) return *failed;  // discarded: the path is as it was
   if (!close) return close.err();

@@ -118,7 +118,7 @@ status make_dirs(int root, const std::string& rel, bool parents, std::string_vie
   return ok_status();
 }
 
-bool remove_contents(int dir) {
+bool names_in(int dir, std::vector<std::string>* names) {
   int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   DIR* d = ::fdopendir(fd);
@@ -126,32 +126,36 @@ bool remove_contents(int dir) {
     ::close(fd);
     return false;
   }
-  bool ok = true;
-  int first_errno = 0;
+  errno = 0;
   while (dirent* e = ::readdir(d)) {
     std::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
-    struct stat st {};
-    if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      int sub = ::openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0 || !remove_contents(sub)) {
-        if (first_errno == 0) first_errno = errno;
-        ok = false;
-      }
-      if (sub >= 0) ::close(sub);
-      if (::unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0) {
-        if (first_errno == 0) first_errno = errno;
-        ok = false;
-      }
-    } else if (::unlinkat(fd, e->d_name, 0) != 0) {
-      if (first_errno == 0) first_errno = errno;
-      ok = false;
-    }
+    if (n != "." && n != "..") names->emplace_back(n);
+    errno = 0;
   }
+  int e = errno;
   ::closedir(d);
-  if (!ok) errno = first_errno;
-  return ok;
+  errno = e;
+  return e == 0;
+}
+
+bool remove_contents(int dir) {
+  std::vector<std::string> names;
+  if (!names_in(dir, &names)) return false;
+  int first_errno = 0;
+  for (const auto& n : names) {
+    struct stat st {};
+    if (::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    bool removed;
+    if (S_ISDIR(st.st_mode)) {
+      unique_fd sub(::openat(dir, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      removed = sub && remove_contents(sub.get()) && ::unlinkat(dir, n.c_str(), AT_REMOVEDIR) == 0;
+    } else {
+      removed = ::unlinkat(dir, n.c_str(), 0) == 0;
+    }
+    if (!removed && first_errno == 0) first_errno = errno;
+  }
+  errno = first_errno;
+  return first_errno == 0;
 }
 
 }  // namespace sbsh::daemon::beneath

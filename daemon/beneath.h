@@ -12,6 +12,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ipc/fd.h"
 #include "ipc/result.h"
@@ -43,6 +44,10 @@ result<parent> open_parent(int root, const std::string& rel, bool make_parents, 
 // Makes the directory `rel` and, with parents, what is missing above it (an existing one is
 // then no error), beneath the root.
 status make_dirs(int root, const std::string& rel, bool parents, std::string_view given);
+
+// The names in the open directory `dir` (not "." and ".."), in the order read; false with
+// errno when it cannot be read.
+bool names_in(int dir, std::vector<std::string>* names);
 
 // Removes everything beneath the open directory `dir` (not `dir` itself), never following a
 // symlink; false when something could not be removed (errno then says why).

@@ -82,43 +82,23 @@ result<located> locate(const std::string& root, std::string_view given) {
 // Lists `dir` (open) into `out` as paths after `prefix`; recursing into directories (never
 // through a symlink). False with errno when it cannot, or past kMaxListEntries (E2BIG).
 bool list_dir(int dir, const std::string& prefix, bool recursive, std::vector<file_entry>& out) {
-  int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return false;
-  }
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
+  if (!beneath::names_in(dir, &names)) return false;
   std::sort(names.begin(), names.end());
-  bool ok = true;
   for (const auto& n : names) {
     struct stat st {};
-    if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
     if (out.size() >= file_service::kMaxListEntries) {
       errno = E2BIG;
-      ok = false;
-      break;
+      return false;
     }
-    out.push_back(entry_of(prefix + n, st, fd, n.c_str()));
-    if (recursive && S_ISDIR(st.st_mode)) {
-      int sub = ::openat(fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) continue;  // unreadable: listed, not entered
-      ok = list_dir(sub, prefix + n + "/", true, out);
-      int e = errno;
-      ::close(sub);
-      errno = e;
-      if (!ok) break;
-    }
+    out.push_back(entry_of(prefix + n, st, dir, n.c_str()));
+    if (!recursive || !S_ISDIR(st.st_mode)) continue;
+    unique_fd sub(::openat(dir, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) continue;  // unreadable: listed, not entered
+    if (!list_dir(sub.get(), prefix + n + "/", true, out)) return false;
   }
-  int e = errno;
-  ::closedir(d);
-  errno = e;
-  return ok;
+  return true;
 }
 
 std::string temp_name(const std::string& name) {
