@@ -201,6 +201,21 @@ TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
   stop = true;
   swapper.join();
   EXPECT_EQ(inside + refused, 300);
+  // The same with the swaps made by a command running in the session itself.
+  auto started = sbsh({"start", "-s", "ws", "--name", "swapper",
+                       "cd \"$SBSH_ROOT\" && while :; do ln -sfn " + outside + " .t1 && mv -Tf .t1 swap; "
+                       "ln -sfn safe .t2 && mv -Tf .t2 swap; done"});
+  ASSERT_EQ(started.code, 0) << started.err;
+  for (int i = 0; i < 200; ++i) {
+    std::string got;
+    auto r = c.read_file("ws", "swap/secret", [&got](std::string_view d) { got.append(d); });
+    if (r.ok()) {
+      EXPECT_EQ(got, "safe\n");
+    } else {
+      EXPECT_TRUE(r.err().code == "outside_root" || r.err().code == "file_failed") << r.err().message;
+    }
+  }
+  EXPECT_EQ(sbsh({"kill", "-s", "KILL", "swapper"}).code, 0);
   EXPECT_FALSE(fs::exists(outside + "/dropped"));
   EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
 }
