@@ -62,11 +62,6 @@ int run_exec(const global_opts& g, exec_args& a) {
 
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err());
-  // The library takes a relative directory from this one; on a far host that means nothing.
-  if (conn->remote() && !o.cwd.empty() && o.cwd[0] != '/')
-    return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this one's "
-                            "current directory means nothing",
-                            o.cwd));
   std::optional<jsonl_writer> events;
   if (a.jsonl) {
     events.emplace(o.session, o.output_limit);
