@@ -101,7 +101,8 @@ runner declare_exec(command_line& cl) {
       "forwarded when it is not a terminal, else the command gets /dev/null. Options are read only before "
       "COMMAND, whose own options pass through as they are.");
   add_session_option(cl, a->o.session);
-  cl.option("-C,--cwd", "DIR", "run in DIR, in a subshell (changes do not persist)", a->o.cwd,
+  cl.option("-C,--cwd", "DIR", "run in DIR, in a subshell (changes do not persist); in a session with a root, DIR is taken from "
+            "the root and must stay beneath it", a->o.cwd,
             check_not_empty("a directory"));
   cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this command only (subshell); repeatable", a->o.env,
               check_assignment);
