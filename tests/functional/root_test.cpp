@@ -213,6 +213,20 @@ TEST_F(root_test, BadRootsAreRefusedClearly) {
   EXPECT_EQ(exec("ws", "echo still serving").out, "still serving\n");
 }
 
+TEST_F(root_test, APlansSessionTakesARoot) {
+  std::string text = "session: {root: " + root + "}\nstages:\n  - name: s\n    commands: ['pwd; echo $SBSH_ROOT', "
+                     "{run: pwd, cwd: sub}]\n";
+  auto r = sbsh({"run", "-q", "-"}, &text);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto cmds = json::parse(r.out).at("stages").at(0).at("commands");
+  EXPECT_EQ(cmds.at(0).at("stdout"), root + "\n" + root + "\n");
+  EXPECT_EQ(cmds.at(1).at("stdout"), root + "/sub\n");
+  text = "session: {root: " + root + ", snapshot: " + root + "}\nstages: [{name: s, commands: [true]}]\n";
+  r = sbsh({"run", "-q", "-"}, &text);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("root and snapshot do not go together"), std::string::npos) << r.err;
+}
+
 TEST_F(root_test, WithoutARootDashCBehavesAsBefore) {
   ASSERT_EQ(sbsh({"session", "create", "plain", "-C", outside}).code, 0);
   // Relative: from the caller's directory, on a local connection.
