@@ -436,7 +436,8 @@ void sbsh_session_spec_init(sbsh_session_spec* spec) {
 int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
   return guarded(conn, [&]() -> int {
     if (spec == nullptr) return invalid(conn, "sbsh_session_create: spec is NULL");
-    if (spec->version != SBSH_SESSION_SPEC_VERSION)
+    // Version 1, the same structure without its last field, is still taken.
+    if (spec->version != SBSH_SESSION_SPEC_VERSION && spec->version != 1)
       return invalid(conn, "sbsh_session_create_spec: spec.version is " + std::to_string(spec->version) +
                                "; initialize the spec with sbsh_session_spec_init()");
     if (spec->name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
@@ -449,6 +450,7 @@ int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
     s.name = spec->name;
     s.cwd = str_or_empty(spec->cwd);
     s.snapshot = str_or_empty(spec->snapshot);
+    if (spec->version >= 2) s.root = str_or_empty(spec->root);
     if (spec->restart != nullptr) s.restart = spec->restart;
     auto r = conn->c.create_session(s);
     return r ? SBSH_OK : fail(conn, r.err());

@@ -176,6 +176,12 @@ std::string connection::impl::absolute(const std::string& path) const {
   return std::string(buf) + "/" + path;
 }
 
+std::string connection::impl::local_cwd() const {
+  char buf[4096];
+  if (remote || ::getcwd(buf, sizeof buf) == nullptr) return {};
+  return buf;
+}
+
 sbsh::status connection::impl::send_hello() {
   uint64_t id = next_id++;
   hello_id = id;

@@ -49,6 +49,9 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   // connection (sbshd takes absolute directories only). Over a dial command it is left as
   // it is, and sbshd refuses it: this process's directory means nothing on the far host.
   [[nodiscard]] std::string absolute(const std::string& path) const;
+  // This process's directory on a local connection; empty over a dial command, where it
+  // means nothing to sbshd.
+  [[nodiscard]] std::string local_cwd() const;
   // Sends a hello, whose welcome is then due.
   sbsh::status send_hello();
   // Reads the welcome that answers connect()'s hello if it is still due.

@@ -223,8 +223,11 @@ result<exec_result> connection::exec(const exec_options& opts) {
   msg::exec req;
   req.session = opts.session;
   req.command = opts.command;
-  std::string cwd_abs = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
-  req.cwd = cwd_abs;
+  // A relative directory goes as given: sbshd takes it from the session's root, or else from
+  // this process's directory (sent along on a local connection only).
+  req.cwd = opts.cwd;
+  std::string base = opts.cwd.empty() || opts.cwd[0] == '/' ? std::string() : p_->local_cwd();
+  req.cwd_base = base;
   req.env = opts.env;
   req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(opts.timeout.count(), 0));
   req.grace_ms = static_cast<uint64_t>(std::max<int64_t>(opts.grace.count(), 0));

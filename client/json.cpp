@@ -210,6 +210,8 @@ std::string to_json(const session_detail& d) {
   const auto& def = d.definition;
   json_object dj;
   dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
+  if (!def.root.empty()) dj.str("root", def.root);
+  else dj.null("root");
   if (!def.snapshot.empty()) {
     dj.str("snapshot", def.snapshot).strs("ignore", def.ignore).boolean("no_default_ignores", def.no_default_ignores);
     dj.boolean("gitignore", def.gitignore).strs("ignore_rules", ignore_rules(def));

@@ -177,12 +177,13 @@ auto duration_into(T& out) {
 
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
   if (!v.is_object())
-    return invalid(path, fmt::format("expected a mapping (cwd, snapshot, env, init, limits, restart, timeout, ignore, "
+    return invalid(path, fmt::format("expected a mapping (cwd, root, snapshot, env, init, limits, restart, timeout, ignore, "
                                      "no_default_ignores, gitignore, keep_copy_on_failure), not {}",
                                      shown(v)));
-  sbsh::status st = known_keys(v, path, {"cwd", "snapshot", "env", "init", "limits", "restart", "timeout", "ignore",
+  sbsh::status st = known_keys(v, path, {"cwd", "root", "snapshot", "env", "init", "limits", "restart", "timeout", "ignore",
                                          "no_default_ignores", "gitignore", "keep_copy_on_failure"});
   if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
+  if (st) st = optional_field(v, path, "root", text_into(s.root));
   if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
   if (st) st = optional_field(v, path, "env", list_into(s.env, true));
   if (st) st = optional_field(v, path, "init", list_into(s.init, false));
@@ -294,6 +295,8 @@ sbsh::status check_env(const std::vector<std::string>& env, const std::string& p
 sbsh::status check_session(const session_spec& s) {
   if (!s.cwd.empty() && !s.snapshot.empty())
     return invalid("session", "cwd and snapshot both say where the session starts: give one (a snapshot session starts in its copy)");
+  if (!s.root.empty() && !s.snapshot.empty())
+    return invalid("session", "root and snapshot do not go together: a snapshot session's root is its copy");
   if (s.restart != "always" && s.restart != "on-failure" && s.restart != "never")
     return invalid("session.restart", fmt::format("\"{}\" is not a restart policy (always, on-failure or never)", s.restart));
   if (auto e = check_env(s.env, "session.env"); !e) return e;

@@ -20,8 +20,9 @@ result<proc_info> connection::start(const start_options& opts) {
   req.session = opts.session;
   req.name = opts.name;
   req.command = opts.command;
-  std::string cwd = opts.cwd.empty() ? std::string() : p_->absolute(opts.cwd);
-  req.cwd = cwd;
+  req.cwd = opts.cwd;  // as in exec
+  std::string base = opts.cwd.empty() || opts.cwd[0] == '/' ? std::string() : p_->local_cwd();
+  req.cwd_base = base;
   req.env = opts.env;
   std::string scwd = opts.session_cwd;
   if (scwd.empty() && !p_->remote) {

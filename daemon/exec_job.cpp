@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/session_def.h"
 #include "daemon/uv_handles.h"
 #include "ipc/messages.h"
 #include "ipc/shell_channel.h"
@@ -66,6 +67,35 @@ std::string subshell_text(std::string_view command, std::string_view cwd, const 
 
 }  // namespace
 
+status check_dir_fields(std::string_view cwd, std::string_view base) {
+  if (cwd.find('\0') != std::string_view::npos || base.find('\0') != std::string_view::npos)
+    return make_error(bad_request, "field 'cwd' or 'cwd_base' contains a NUL byte");
+  if (cwd.size() > SBSH_CHANNEL_MAX_CWD || base.size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(bad_request, fmt::format("field 'cwd' or 'cwd_base' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  if (!base.empty() && base[0] != '/')
+    return make_error(bad_request, fmt::format("field 'cwd_base' must be an absolute directory, not '{}'", ipc::printable(base)));
+  return ok_status();
+}
+
+result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def) {
+  auto dir = start_dir(given, base, def);
+  if (dir && dir->size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(bad_request, fmt::format("the directory -C names is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  return dir;
+}
+
+status settle_dir(exec_job& job, const session_def& def) {
+  if (job.cwd_given.empty()) return ok_status();
+  auto dir = settle_cwd(job.cwd_given, job.cwd_base, def);
+  if (!dir) return dir.err();
+  job.text = subshell_text(job.text, *dir, job.env_given);
+  job.check_cwd = std::move(*dir);
+  job.cwd_given.clear();
+  job.cwd_base.clear();
+  job.env_given.clear();
+  return ok_status();
+}
+
 status check_env_entry(std::string_view e) {
   auto eq = e.find('=');
   if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
@@ -96,13 +126,15 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   job->command = shown_command(r.command);
   for (auto e : r.env)
     if (auto s = check_env_entry(e); !s) return s.err();
-  if (r.cwd.find('\0') != std::string_view::npos) return make_error(bad_request, "field 'cwd' contains a NUL byte");
-  job->text = (r.cwd.empty() && r.env.empty()) ? std::string(r.command) : subshell_text(r.command, r.cwd, r.env);
-  if (!r.cwd.empty() && r.cwd[0] != '/')
-    return make_error(bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", ipc::printable(r.cwd)));
-  if (r.cwd.size() > SBSH_CHANNEL_MAX_CWD)
-    return make_error(bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
-  job->check_cwd = std::string(r.cwd);
+  if (auto s = check_dir_fields(r.cwd, r.cwd_base); !s) return s.err();
+  if (!r.cwd.empty()) {  // where it runs depends on its session (settle_dir)
+    job->text = std::string(r.command);
+    job->cwd_given = std::string(r.cwd);
+    job->cwd_base = std::string(r.cwd_base);
+    job->env_given = r.env.to_vector();
+  } else {
+    job->text = r.env.empty() ? std::string(r.command) : subshell_text(r.command, {}, r.env);
+  }
   job->session_cwd = std::string(r.session_cwd);
   job->timeout_ms = r.timeout_ms;
   if (r.grace_ms > 0) job->grace_ms = r.grace_ms;

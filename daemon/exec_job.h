@@ -20,6 +20,7 @@
 namespace sbsh::daemon {
 
 class client_conn;
+struct session_def;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
 // The longest timeout taken, a command's or a session's default: beyond it, a mistake.
@@ -55,6 +56,10 @@ struct exec_job {
   // has it.
   std::string text;
   std::string check_cwd;   // exec -C: a directory that must exist, else nothing runs
+  // exec -C as the request gave it, with the client's directory and the command's variables,
+  // until settle_dir() has placed it in its session; `text` is the command alone until then.
+  std::string cwd_given, cwd_base;
+  std::vector<std::string> env_given;
   std::string session_cwd;
   uint64_t timeout_ms = 0;  // from the moment the request arrived
   uint64_t grace_ms = kDefaultGraceMs;
@@ -114,6 +119,10 @@ std::string shown_command(std::string_view text);
 // Checks an exec request and fills a job; the error names the field and how to fix it.
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
 
+// Places exec -C in the session defined by `def` (start_dir: a session's root confines it)
+// and makes the text the shell evaluates; the error says why it cannot run there.
+status settle_dir(exec_job& job, const session_def& def);
+
 // The session name rule: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
 bool valid_session_name(std::string_view name);
 status check_session_name(std::string_view name);
@@ -135,6 +144,12 @@ command_result result_of(const exec_job& job, uint64_t duration_us);
 std::string done_frame(const command_result& r, bool release, uint64_t id);
 // The exec_done frame for a finished job, to its own client.
 std::string done_frame(const exec_job& job, uint64_t duration_us);
+
+// Checks a request's cwd and cwd_base fields (exec, proc_start) before its session is known.
+status check_dir_fields(std::string_view cwd, std::string_view base);
+// The directory a command given `given` (-C) and `base` starts in, in the session defined by
+// `def` (start_dir), within the shell channel's bound.
+result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def);
 
 // NAME=VALUE with a valid variable name and no NUL byte.
 status check_env_entry(std::string_view entry);

@@ -69,6 +69,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     return req ? req->session_env.to_vector() : std::vector<std::string>{};
   });
   if (!s) return c.send_error(j.id, s.err());
+  if (auto d = settle_dir(j, (*s)->def()); !d) return c.send_error(j.id, d.err());
   // A command that gives no timeout has its session's default (session create --timeout),
   // counted, as its own would be, from now.
   if (j.timeout_ms == 0) j.timeout_ms = (*s)->def().timeout_ms;

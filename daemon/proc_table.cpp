@@ -174,18 +174,17 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
     if (auto s = check_env_entry(e); !s) return fail(s.err());
   std::string text_cmd(start->command);
   if (text_cmd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "the command contains a NUL byte"));
-  std::string cwd(start->cwd);
-  if (cwd.find('\0') != std::string::npos) return fail(make_error(errc::bad_request, "field 'cwd' contains a NUL byte"));
-  if (!cwd.empty() && cwd[0] != '/')
-    return fail(make_error(errc::bad_request, fmt::format("field 'cwd' must be an absolute directory, not '{}'", cwd)));
-  if (cwd.size() > SBSH_CHANNEL_MAX_CWD)
-    return fail(make_error(errc::bad_request, fmt::format("field 'cwd' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD)));
+  if (auto d = check_dir_fields(start->cwd, start->cwd_base); !d) return fail(d.err());
   // Its start runs in the session's shell, after the running command.
   std::vector<uint64_t> inside;
   if (auto ok = srv_.check_not_waiting_on_itself(c, sname, &inside); !ok) return fail(ok.err());
   auto s = srv_.get_or_create_session(sname, std::string(start->session_cwd),
                                       [&start] { return start->session_env.to_vector(); });
   if (!s) return fail(s.err());
+  // Where it starts, decided now: in a session with a root, beneath it (start_dir).
+  auto settled = settle_cwd(start->cwd, start->cwd_base, (*s)->def());
+  if (!settled) return fail(settled.err());
+  std::string cwd = std::move(*settled);
 
   auto p = std::make_unique<bg_proc>();
   p->id = next_id_++;

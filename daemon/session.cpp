@@ -100,6 +100,7 @@ session_detail session::describe_full() const {
   session_detail d;
   d.status = describe();
   d.definition = spec_of(def_);
+  d.definition.root = root_of(def_);    // a snapshot session's root is its copy
   d.definition.environment.clear();  // it may hold secrets, and is long
   d.init_output = jobs_.init_output();
   d.history.assign(jobs_.history().begin(), jobs_.history().end());

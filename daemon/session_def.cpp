@@ -1,6 +1,7 @@
 // Session definitions: validation, comparison and their msgpack form.
 #include "daemon/session_def.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/beneath.h"
 #include "daemon/exec_job.h"
 #include "ipc/bounds.h"
 #include "ipc/limits.h"
@@ -257,11 +259,60 @@ status settle_root(session_spec& spec) {
   return ok_status();
 }
 
+// The path of what descriptor `fd` refers to, as the kernel names it; empty (errno set) when
+// it cannot be read.
+std::string fd_path(int fd) {
+  char buf[PATH_MAX];
+  std::string link = fmt::format("/proc/self/fd/{}", fd);
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return {};
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 }  // namespace
 
 bool path_within(std::string_view p, std::string_view dir) {
   if (dir == "/") return !p.empty() && p[0] == '/';
   return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
+}
+
+result<std::string> start_dir(std::string_view given, std::string_view base, const session_def& def) {
+  if (given.empty()) return std::string();
+  const std::string& root = root_of(def);
+  if (root.empty()) {
+    if (given[0] == '/') return std::string(given);
+    if (base.empty() || base[0] != '/')
+      return make_error(ipc::errc::bad_request,
+                        fmt::format("-C {}: a relative directory needs the session's root or the caller's directory, and "
+                                    "this session has no root and the request came without the caller's directory (a "
+                                    "remote connection): give an absolute path",
+                                    ipc::printable(given, 256)));
+    if (given == ".") return std::string(base);
+    return fmt::format("{}{}{}", base, base.back() == '/' ? "" : "/", given);
+  }
+  auto root_fd = beneath::open_root(root);
+  if (!root_fd) return root_fd.err();
+  // The root where it is now (a snapshot's copy is kept by the path it was made at, which
+  // may run through a symlink): an absolute `given` may name it by either path.
+  std::string real_root = fd_path(root_fd->get());
+  auto rel = beneath::relative(given, root);
+  if (!rel && !real_root.empty() && real_root != root) rel = beneath::relative(given, real_root);
+  if (!rel) return rel.err();
+  auto dir = beneath::open(root_fd->get(), *rel, O_PATH | O_DIRECTORY, 0, given);
+  if (!dir) {
+    if (ipc::has_code(dir.err(), ipc::errc::outside_root)) return dir.err();
+    return make_error(ipc::errc::bad_directory, fmt::format("cannot run in {}", dir.err().message));
+  }
+  // Where the kernel's lookup ended, as a path from the root of the file system: the shell
+  // goes there, not to the text (bash's cd would take ".." after a symlink textually).
+  std::string path = fd_path(dir->get());
+  if (path.empty())
+    return make_error(ipc::errc::bad_directory,
+                      fmt::format("cannot run in '{}': {}", ipc::printable(given, 256), std::strerror(errno)));
+  if (!path_within(path, real_root.empty() ? root : real_root))  // as the lookup said; checked again by its text
+    return make_error(ipc::errc::outside_root,
+                      fmt::format("'{}' leads outside the session's root", ipc::printable(given, 256)));
+  return path;
 }
 
 result<session_def> def_from_request(session_spec spec) {

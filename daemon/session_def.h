@@ -62,6 +62,17 @@ inline const std::string& root_of(const session_def& d) { return d.snapshot.empt
 // slash; neither has "." or ".." components).
 bool path_within(std::string_view p, std::string_view dir);
 
+// Where a command started with a directory (exec -C, start -C) starts in the session defined
+// by `def`: `given` as the request names it, `base` the client's own directory (sent only
+// over a local connection). With a root (root_of), a relative `given` is taken from the
+// root and an absolute one must lie within it; either must then lead, symlinks and all, to a
+// directory beneath the root (one openat2 with RESOLVE_BENEATH, beneath.h): the result is the
+// path the kernel reached, so the shell's cd cannot be led elsewhere by ".." after a symlink.
+// Errors (outside_root, bad_directory) name `given`, never the host path it would reach.
+// Without a root, a relative `given` is taken from `base`, and refused when there is none.
+// This is checked when the request arrives; the command itself is not confined.
+result<std::string> start_dir(std::string_view given, std::string_view base, const session_def& def);
+
 // Checks a session's starting environment: NAME=VALUE entries without NUL, a NAME without
 // '=', within kMaxSessionEnv bytes in all. An empty one (a remote client's, or a client
 // with none) is replaced by a minimal one from the user's account: HOME, USER, LOGNAME,

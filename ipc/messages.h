@@ -360,6 +360,10 @@ struct exec {
   uint64_t grace_ms = 0;
   std::string_view session_cwd;
   str_list session_env;  // the environment a session this creates starts with (the client's)
+  // The client's directory, from which a relative `cwd` is taken in a session without a root
+  // (in one with a root, a relative `cwd` is taken from the root). Sent over local
+  // connections only; without it, a relative `cwd` needs a root.
+  std::string_view cwd_base;
   std::string_view io = "frames";
   bool has_stdin = false;
   bool drain = false;
@@ -380,6 +384,7 @@ struct exec {
                       field("grace_ms", &exec::grace_ms, kOmitEmpty),
                       field("session_cwd", &exec::session_cwd, kOmitEmpty),
                       field("session_env", &exec::session_env, kOmitEmpty),
+                      field("cwd_base", &exec::cwd_base, kOmitEmpty),
                       field("io", &exec::io),
                       field("stdin", &exec::has_stdin),
                       field("drain", &exec::drain, kOmitEmpty),
@@ -726,12 +731,14 @@ struct proc_start {
   str_list env;
   std::string_view session_cwd;
   str_list session_env;  // as in exec
+  std::string_view cwd_base;  // as in exec
   static constexpr auto fields() {
     using s = proc_start;
     return std::tuple{field("session", &s::session, kOmitEmpty), field("name", &s::name, kOmitEmpty),
                       field("command", &s::command, kRequired),  field("cwd", &s::cwd, kOmitEmpty),
                       field("env", &s::env, kOmitEmpty),         field("session_cwd", &s::session_cwd),
-                      field("session_env", &s::session_env, kOmitEmpty)};
+                      field("session_env", &s::session_env, kOmitEmpty),
+                      field("cwd_base", &s::cwd_base, kOmitEmpty)};
   }
 };
 

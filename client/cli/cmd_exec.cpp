@@ -62,11 +62,6 @@ int run_exec(const global_opts& g, exec_args& a) {
 
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err());
-  // The library takes a relative directory from this one; on a far host that means nothing.
-  if (conn->remote() && !o.cwd.empty() && o.cwd[0] != '/')
-    return fail(fmt::format("-C {}: give an absolute path; this directory is on the far host, where this one's "
-                            "current directory means nothing",
-                            o.cwd));
   std::optional<jsonl_writer> events;
   if (a.jsonl) {
     events.emplace(o.session, o.output_limit);
@@ -106,7 +101,8 @@ runner declare_exec(command_line& cl) {
       "forwarded when it is not a terminal, else the command gets /dev/null. Options are read only before "
       "COMMAND, whose own options pass through as they are.");
   add_session_option(cl, a->o.session);
-  cl.option("-C,--cwd", "DIR", "run in DIR, in a subshell (changes do not persist)", a->o.cwd,
+  cl.option("-C,--cwd", "DIR", "run in DIR, in a subshell (changes do not persist); in a session with a root, DIR is taken from "
+            "the root and must stay beneath it", a->o.cwd,
             check_not_empty("a directory"));
   cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this command only (subshell); repeatable", a->o.env,
               check_assignment);

@@ -95,10 +95,15 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
     spec.idle_expiry_ms = static_cast<uint64_t>(client::parse_duration(idle_expiry)->count());
   if (!spec.cwd.empty() && !spec.snapshot.empty())
     return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
+  if (!spec.root.empty() && !spec.snapshot.empty())
+    return fail("--root and --snapshot do not go together: a session made from a snapshot has its copy as its root");
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
-  for (auto [option, dir] : {std::pair{"-C", &spec.cwd}, std::pair{"--snapshot", &spec.snapshot}})
+  // With --root, a relative -C is taken from the root instead.
+  std::string no_cwd;
+  for (auto [option, dir] : {std::pair{"-C", spec.root.empty() ? &spec.cwd : &no_cwd},
+                             std::pair{"--snapshot", &spec.snapshot}, std::pair{"--root", &spec.root}})
     if (conn->remote() && !dir->empty() && (*dir)[0] != '/')
       return fail(
           fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
@@ -118,6 +123,7 @@ void print_detail(const client::session_detail& d) {
               static_cast<long long>(s.wrapper_pid), static_cast<long long>(s.shell_pid),
               static_cast<unsigned long long>(s.restarts), show(def.restart).c_str(), human_duration(s.uptime_ms).c_str());
   std::printf("cwd         %s\ndefined in  %s\n", show(s.cwd).c_str(), show(def.cwd).c_str());
+  if (!def.root.empty()) std::printf("root        %s\n", show(def.root).c_str());
   for (const auto& e : def.env) std::printf("env         %s\n", show(e).c_str());
   for (const auto& i : def.init) std::printf("init        %s\n", one_line(i, 100).c_str());
   for (const auto& l : def.limits) std::printf("limit       %s\n", show(l).c_str());
@@ -185,8 +191,12 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
       "Defines a session: every new shell of it starts in DIR with the variables given, runs the --init "
       "commands before any other command, and is restarted after it dies as POLICY says. Creating a session "
       "that exists with the same definition does nothing; with another it is an error.");
-  cl.option("-C,--cwd", "DIR", "every shell starts in DIR (default: this directory)", spec.cwd,
-            check_not_empty("a directory"));
+  cl.option("-C,--cwd", "DIR", "every shell starts in DIR (default: this directory, or the root with --root)",
+            spec.cwd, check_not_empty("a directory"));
+  cl.option("--root", "DIR",
+            "give the session the root DIR: every shell starts there (or in -C DIR, taken from it and within it) "
+            "with SBSH_ROOT set to it, and exec -C and start -C must name a directory beneath it",
+            spec.root, check_not_empty("a directory"));
   cl.option("--snapshot", "DIR",
             "copy DIR for the session first, without what the ignore patterns leave out (links copied as links, "
             "special files skipped), and return once the copy is made: every shell then starts in the copy, which "

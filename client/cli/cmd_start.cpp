@@ -38,7 +38,8 @@ runner declare_start(command_line& cl) {
             "a name to use instead of the id in logs, kill and wait: letters, digits and ._-+@:, not only digits, "
             "not that of a running process",
             a->o.name);
-  cl.option("-C,--cwd", "DIR", "run in DIR", a->o.cwd, check_not_empty("a directory"));
+  cl.option("-C,--cwd", "DIR", "run in DIR; in a session with a root, DIR is taken from the root and must stay beneath it",
+            a->o.cwd, check_not_empty("a directory"));
   cl.repeated("-e,--env", "NAME=VALUE", "set a variable for this process; repeatable", a->o.env, check_assignment);
   cl.words("COMMAND", a->words);
   return [a](const global_opts& g) { return run_start(g, *a); };

@@ -604,6 +604,27 @@ static void test_sessions(sbsh_conn* c) {
   CHECK(sbsh_session_remove(c, "snap") == SBSH_OK);
   CHECK(access(copy, F_OK) != 0 && errno == ENOENT);
 
+  /* A session with a root: its shells start there with SBSH_ROOT; exec's cwd stays beneath it. */
+  char real[4096], rooted[2 * sizeof real + 8];
+  CHECK(realpath(src, real) != NULL);
+  sbsh_session_spec_init(&spec);
+  spec.name = "rooted";
+  spec.root = src;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  snprintf(rooted, sizeof rooted, "%s %s\n", real, real);
+  expect_stdout(c, "rooted", "echo \"$(pwd) $SBSH_ROOT\"", rooted, __LINE__);
+  {
+    sbsh_exec_opts ro;
+    sbsh_exec_opts_init(&ro);
+    ro.session = "rooted";
+    ro.cwd = "..";
+    ro.command = "true";
+    sbsh_result* rr = NULL;
+    CHECK(sbsh_exec(c, &ro, &rr) == SBSH_ERR_REFUSED && rr == NULL);
+    CHECK(strcmp(sbsh_last_error_code(c), "outside_root") == 0 && contains(sbsh_last_error(c), "'..'"));
+  }
+  CHECK(sbsh_session_remove(c, "rooted") == SBSH_OK);
+
   expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
   CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
   expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);

@@ -443,6 +443,16 @@ class BindingTest(unittest.TestCase):
         self.assertIn("not a directory", str(e.exception))
         self.c.remove_session("py-snap")
         self.assertFalse(os.path.exists(copy))
+        # A root: the shells start there with SBSH_ROOT, and exec's cwd stays beneath it.
+        root = os.path.realpath(src)
+        self.c.create_session("py-root", root=src)
+        r = self.c.exec('echo "$(pwd) $SBSH_ROOT"', session="py-root")
+        self.assertEqual(r.stdout, (root + " " + root + "\n").encode())
+        self.assertEqual(self.c.session("py-root")["definition"]["root"], root)
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.exec("true", session="py-root", cwd="..")
+        self.assertEqual(e.exception.reason, "outside_root")
+        self.c.remove_session("py-root")
 
     def test_files_beneath_a_sessions_root(self):
         src = os.path.join(self.d.dir, "py-files")

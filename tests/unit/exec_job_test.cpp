@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/exec_job.h"
+#include "daemon/session_def.h"
 
 namespace sbsh::daemon {
 namespace {
@@ -22,7 +23,17 @@ TEST(exec_job, ParseChecksFields) {
   auto j = parse_exec(ipc::envelope{*m, {}});
   ASSERT_TRUE(j.ok()) << j.err().message;
   EXPECT_EQ((*j)->session, "default");
+  EXPECT_EQ((*j)->text, "echo hi");  // its directory is placed in its session first
+  ASSERT_TRUE(settle_dir(**j, session_def{}).ok());
   EXPECT_NE((*j)->text.find("cd -- '/tmp'"), std::string::npos);
+  EXPECT_NE((*j)->text.find("export 'A=1'"), std::string::npos);
+  EXPECT_EQ((*j)->check_cwd, "/tmp");
+  // Without a root, a relative directory is taken from the client's, and needs one.
+  EXPECT_EQ(*settle_cwd("src", "/w", session_def{}), "/w/src");
+  EXPECT_EQ(*settle_cwd(".", "/w", session_def{}), "/w");
+  auto no_base = settle_cwd("src", "", session_def{});
+  ASSERT_FALSE(no_base.ok());
+  EXPECT_NE(no_base.err().message.find("give an absolute path"), std::string::npos);
   ipc::frame_builder g(ipc::msg_type::exec, 3);
   g.str("command", "x").str_array("env", {"1BAD=x"});
   bytes = g.take();

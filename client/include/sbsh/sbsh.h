@@ -291,7 +291,7 @@ SBSH_API int sbsh_session_create_limited(sbsh_conn* conn, const char* name, cons
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count);
 
-#define SBSH_SESSION_SPEC_VERSION 1
+#define SBSH_SESSION_SPEC_VERSION 2
 
 /* A session's whole definition, for sbsh_session_create_spec; fields that later versions
  * add go at the end. */
@@ -310,6 +310,11 @@ typedef struct sbsh_session_spec {
    * shell starts (`sbsh session create --snapshot`, sbsh(1)): every shell starts in the
    * copy, which sbsh_session_remove deletes. The call returns once the copy is made. */
   const char* snapshot;
+  /* Version 2. NULL, or the directory the session is confined to (`sbsh session create
+   * --root`, sbsh(1)): its shells start there (a relative cwd is taken from it) with
+   * SBSH_ROOT set, and sbsh_exec's cwd must name a directory beneath it. Not with snapshot,
+   * whose copy is the session's root. */
+  const char* root;
 } sbsh_session_spec;
 
 /* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version. */

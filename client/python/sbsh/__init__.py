@@ -161,7 +161,7 @@ class _ExecOpts(ctypes.Structure):
 
 
 class _SessionSpec(ctypes.Structure):
-    """sbsh_session_spec, version 1 (same fields, same order as sbsh.h)."""
+    """sbsh_session_spec, version 2 (same fields, same order as sbsh.h)."""
     _fields_ = [
         ("version", ctypes.c_uint),
         ("name", ctypes.c_char_p),
@@ -174,6 +174,7 @@ class _SessionSpec(ctypes.Structure):
         ("limits", ctypes.POINTER(ctypes.c_char_p)),
         ("limit_count", ctypes.c_size_t),
         ("snapshot", ctypes.c_char_p),
+        ("root", ctypes.c_char_p),
     ]
 
 
@@ -778,13 +779,17 @@ class Client:
 
     def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
                        init: Optional[Sequence[str]] = None, restart: str = "always",
-                       limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None) -> None:
+                       limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
+                       root: Optional[str] = None) -> None:
         """Defines a session: every new shell of it starts in cwd (None: this process's
         directory) with env and the resource `limits` ("NAME=VALUE" as `sbsh session create
         --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands first, and is
         restarted per `restart` ("always", "on-failure", "never"). With `snapshot` (a
         directory; not with cwd), sbshd first copies it for the session, whose shells start
-        in the copy; remove_session deletes it. The same definition again is a no-op; a
+        in the copy; remove_session deletes it. With `root` (a directory; not with snapshot),
+        the session is confined to it: its shells start there (a relative cwd is taken from
+        it) with SBSH_ROOT set, and exec's cwd must lie beneath it (a snapshot session's
+        root is its copy). The same definition again is a no-op; a
         different one raises Error (reason "session_exists")."""
         spec = _SessionSpec()
         self._lib.sbsh_session_spec_init(ctypes.byref(spec))
@@ -795,6 +800,8 @@ class Client:
         spec.limits, spec.limit_count = keep[2]
         if snapshot is not None:
             spec.snapshot = _enc(snapshot)
+        if root is not None:
+            spec.root = _enc(root)
         with self._busy():
             self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
 
