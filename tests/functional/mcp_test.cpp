@@ -377,14 +377,9 @@ TEST_F(mcp_test, a_failing_command_is_a_result_with_is_error) {
 
 TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   std::filesystem::create_directories(dir + "/ws");
-  {
-    client::session_spec spec;
-    spec.name = "ws";
-    spec.root = dir + "/ws";
-    auto cn = conn();
-    ASSERT_TRUE(cn.create_session(spec).ok());
-  }
   auto c = start_initialized();
+  json made = c->call(tool_call(10, "create_session", {{"name", "ws"}, {"root", dir + "/ws"}}));
+  ASSERT_EQ(made["result"]["isError"], false) << made.dump();
   json w = c->call(tool_call(1, "write_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"content", "mode: x\n"}}));
   EXPECT_EQ(w["result"]["isError"], false) << w.dump();
   EXPECT_EQ(w["result"]["structuredContent"]["bytes"], 8);
