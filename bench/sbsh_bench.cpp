@@ -24,6 +24,7 @@
 //                   grow by 8 MB at most meanwhile (its own sbshd, peak resident set).
 //
 // Usage: sbsh-bench [--quick] [--only snapshot|files]
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -425,10 +426,28 @@ void snapshot(const private_daemon& d, int iters) {
   run_quiet({"sync"});
   auto c = d.connect();
   std::vector<double> vs, vb;
+  // Each copy starts from the same state: the last one deleted (sbshd deletes a session's
+  // copy on its thread pool after `session rm` returns; rsync's is deleted before it returns)
+  // and written back to the disk.
+  std::string copies = d.dir() + "/state/snapshots";
+  auto settle = [&copies] {
+    for (int waited = 0; waited < 600; ++waited) {
+      bool empty = true;
+      if (DIR* dir = ::opendir(copies.c_str())) {
+        while (dirent* e = ::readdir(dir))
+          if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+        ::closedir(dir);
+      }
+      if (empty) break;
+      ::usleep(100000);
+    }
+    run_quiet({"sync"});
+  };
   for (int i = 0; i < iters; ++i) {
     client::session_spec spec;
     spec.name = "snap" + std::to_string(i);
     spec.snapshot = tree;
+    settle();
     auto t0 = clock_type::now();
     if (auto made = c.create_session(spec); !made) {
       std::printf("snapshot: %s\n", made.err().message.c_str());
@@ -437,6 +456,7 @@ void snapshot(const private_daemon& d, int iters) {
     vs.push_back(ms_since(t0));
     (void)c.remove_session(spec.name);
     std::string to = d.dir() + "/rsync" + std::to_string(i);
+    settle();
     t0 = clock_type::now();
     run_quiet({"rsync", "-a", "--exclude=node_modules", tree + "/", to + "/"});
     vb.push_back(ms_since(t0));
