@@ -182,8 +182,9 @@ TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
     }
   });
   auto c = conn();
+  // Until both outcomes were seen: the race was really run through.
   int inside = 0, refused = 0;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 300 || ((inside == 0 || refused == 0) && i < 20000); ++i) {
     std::string got;
     auto r = c.read_file("ws", "swap/secret", [&got](std::string_view d) { got.append(d); });
     if (r.ok()) {
@@ -200,7 +201,8 @@ TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
   }
   stop = true;
   swapper.join();
-  EXPECT_EQ(inside + refused, 300);
+  EXPECT_GT(inside, 0);
+  EXPECT_GT(refused, 0);
   // The same with the swaps made by a command running in the session itself.
   auto started = sbsh({"start", "-s", "ws", "--name", "swapper",
                        "cd \"$SBSH_ROOT\" && while :; do ln -sfn " + outside + " .t1 && mv -Tf .t1 swap; "

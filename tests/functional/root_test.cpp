@@ -47,10 +47,21 @@ class root_test : public daemon_test {
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv);
   }
-  // A background process's result, once it has ended.
-  run_result wait_proc(const std::string& id) { return sbsh({"wait", "-t", "60s", id}); }
+  // Where `start -s SESSION -C DIR pwd`, run by sbsh from directory `cwd`, ran: its line.
+  std::string started_in(const std::string& cwd, const std::string& session, const std::string& where) {
+    std::string out = dir + "/markers/started-" + std::to_string(++starts_);
+    auto r = sbsh_in(cwd, {"start", "-s", session, "-C", where, "pwd > " + shell_quote(out)});
+    if (r.code != 0) return "start failed: " + r.err;
+    auto w = sbsh({"wait", "-t", "60s", trim(r.out)});
+    if (w.code != 0) return "wait failed: " + w.err;
+    std::ifstream f(out);
+    std::string line;
+    std::getline(f, line);
+    return line;
+  }
 
   std::string root, outside;
+  int starts_ = 0;
 };
 
 TEST_F(root_test, ASessionWithARootStartsThereWithSbshRoot) {
@@ -81,13 +92,7 @@ TEST_F(root_test, RelativeDashCIsTakenFromTheRoot) {
   auto r = sbsh_in(outside, {"exec", "-s", "ws", "-C", "sub", "pwd"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, root + "/sub\n");
-  r = sbsh_in(outside, {"start", "-s", "ws", "-C", "sub/a", "pwd > " + shell_quote(dir + "/markers/started")});
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(wait_proc(trim(r.out)).code, 0);
-  std::ifstream f(dir + "/markers/started");
-  std::string line;
-  std::getline(f, line);
-  EXPECT_EQ(line, root + "/sub/a");
+  EXPECT_EQ(started_in(outside, "ws", "sub/a"), root + "/sub/a");
   // Also over a dial command, where no caller's directory travels.
   r = dial({"exec", "-s", "ws", "-C", "sub", "pwd"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -233,13 +238,7 @@ TEST_F(root_test, WithoutARootDashCBehavesAsBefore) {
   auto r = sbsh_in(root, {"exec", "-s", "plain", "-C", "sub", "pwd"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, root + "/sub\n");
-  r = sbsh_in(root, {"start", "-s", "plain", "-C", "sub/a", "pwd > " + shell_quote(dir + "/markers/plain")});
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(wait_proc(trim(r.out)).code, 0);
-  std::ifstream f(dir + "/markers/plain");
-  std::string line;
-  std::getline(f, line);
-  EXPECT_EQ(line, root + "/sub/a");
+  EXPECT_EQ(started_in(root, "plain", "sub/a"), root + "/sub/a");
   // Anywhere, absolute.
   r = sbsh({"exec", "-s", "plain", "-C", "/etc", "pwd"});
   EXPECT_EQ(r.out, "/etc\n") << r.err;
