@@ -220,6 +220,7 @@ std::string to_json(const session_detail& d) {
   }
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
+  if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
   json_object o;
   o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
   o.str("init_output", d.init_output);

@@ -178,10 +178,11 @@ auto duration_into(T& out) {
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
   if (!v.is_object())
     return invalid(path, fmt::format("expected a mapping (cwd, root, snapshot, env, init, limits, restart, timeout, ignore, "
-                                     "no_default_ignores, gitignore, keep_copy_on_failure), not {}",
+                                     "no_default_ignores, gitignore, keep_copy_on_failure, setup, setup_keys), not {}",
                                      shown(v)));
   sbsh::status st = known_keys(v, path, {"cwd", "root", "snapshot", "env", "init", "limits", "restart", "timeout", "ignore",
-                                         "no_default_ignores", "gitignore", "keep_copy_on_failure"});
+                                         "no_default_ignores", "gitignore", "keep_copy_on_failure", "setup",
+                                         "setup_keys"});
   if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
   if (st) st = optional_field(v, path, "root", text_into(s.root));
   if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
@@ -193,6 +194,8 @@ sbsh::status read_session(const plan_json& v, const std::string& path, session_s
   if (st) st = optional_field(v, path, "no_default_ignores", bool_into(s.no_default_ignores));
   if (st) st = optional_field(v, path, "gitignore", bool_into(s.gitignore));
   if (st) st = optional_field(v, path, "keep_copy_on_failure", bool_into(s.keep_copy_on_failure));
+  if (st) st = optional_field(v, path, "setup", text_into(s.setup));
+  if (st) st = optional_field(v, path, "setup_keys", list_into(s.setup_keys, false));
   std::chrono::milliseconds timeout{0};  // of a command that gives none; duration_of refuses a negative one
   if (st) st = optional_field(v, path, "timeout", duration_into(timeout));
   s.timeout_ms = static_cast<uint64_t>(timeout.count());

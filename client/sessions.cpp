@@ -11,6 +11,11 @@ namespace sbsh::client {
 namespace msg = ipc::msg;
 
 sbsh::status connection::create_session(const session_spec& spec) {
+  return create_session(spec, [](stream, std::string_view) {});
+}
+
+sbsh::status connection::create_session(const session_spec& spec,
+                                        const std::function<void(stream, std::string_view)>& on_output) {
   msg::session_create req{spec.name, spec};
   // No directory: this process's, on a local connection; a remote session starts in its
   // user's home.
@@ -20,7 +25,11 @@ sbsh::status connection::create_session(const session_spec& spec) {
   else def.cwd = def.cwd.empty() && p_->remote ? std::string() : p_->absolute(def.cwd.empty() ? "." : def.cwd);
   // No environment: this process's, on a local connection (sbshd never gives a session its own).
   if (def.environment.empty() && !p_->remote) def.environment = ipc::inherited_environment();
-  auto r = p_->ask<msg::ok>(req);
+  // An environment's setup speaks as it runs: output frames, then the reply.
+  uint64_t id = p_->next_id++;
+  auto env = p_->stream_reply(ipc::encode(req, id), id, false, -1, on_output);
+  if (!env) return env.err();
+  auto r = read_reply<msg::ok>(env->msg);
   if (!r) return r.err();
   return ok_status();
 }

@@ -68,7 +68,9 @@ child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_call
   sigfillset(&all);
   if (rc == 0) rc = posix_spawnattr_setsigmask(&plan.attr, &none);
   if (rc == 0) rc = posix_spawnattr_setsigdefault(&plan.attr, &all);  // SIGPIPE is ignored in sbshd
-  if (rc == 0) rc = posix_spawnattr_setflags(&plan.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (o.new_session) flags |= POSIX_SPAWN_SETSID;
+  if (rc == 0) rc = posix_spawnattr_setflags(&plan.attr, flags);
   pid_t pid = 0;
   if (rc == 0) rc = posix_spawnp(&pid, o.file, &plan.actions, &plan.attr, o.argv, o.envp);
   if (rc != 0) {

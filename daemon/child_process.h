@@ -27,6 +27,7 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
     char* const* envp = nullptr;
     const char* cwd = nullptr;        // nullptr: sbshd's own
     std::span<const int> fds;         // fds[i] becomes descriptor i; every other one is closed
+    bool new_session = false;         // the child leads a process session of its own (setsid)
   };
   // Starts the child with default signal dispositions and an empty signal mask. Returns
   // nullptr and sets *err (an errno value) when it cannot be started, including when the

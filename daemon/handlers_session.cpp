@@ -60,12 +60,18 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();
   // The reply may wait for a snapshot copy; the client may be gone by then.
-  srv.define_session(name, std::move(*def), serial, [&srv, serial, id](result<session*> s) {
-    auto* conn = srv.client_by_serial(serial);
-    if (conn == nullptr) return;
-    if (!s) conn->send_error(id, s.err());
-    else conn->send(ipc::encode(msg::ok{}, id));
-  });
+  srv.define_session(
+      name, std::move(*def), serial,
+      [&srv, serial, id](result<session*> s) {
+        auto* conn = srv.client_by_serial(serial);
+        if (conn == nullptr) return;
+        if (!s) conn->send_error(id, s.err());
+        else conn->send(ipc::encode(msg::ok{}, id));
+      },
+      // An environment's setup speaks as it runs: output frames before the reply.
+      [&srv, serial, id](uint32_t stream, std::string_view data) {
+        if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::output{stream, {data}}, id));
+      });
 }
 
 void on_session_list(server& srv, client_conn& c, ipc::envelope& env) {

@@ -95,7 +95,11 @@ void client_conn::send_error(uint64_t id, std::string_view code, const std::stri
 }
 
 server::server(options opts)
-    : opts_(std::move(opts)), pid_(::getpid()), snapshots_(&loop_, opts_.state_dir + "/snapshots", opts_.state_dir + "/kept", opts_.wrapper_path) {
+    : opts_(std::move(opts)), pid_(::getpid()), snapshots_(&loop_, opts_.state_dir + "/snapshots", opts_.state_dir + "/kept", opts_.wrapper_path),
+      envs_(&loop_, opts_.state_dir + "/envs", [] {
+        const char* bash = std::getenv("SBSH_BASH");  // the bash sessions run (the wrapper reads it too)
+        return std::string(bash != nullptr && *bash != '\0' ? bash : "/bin/bash");
+      }()) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
@@ -416,10 +420,18 @@ void server::trim_memory_soon() {
 
 void server::client_closed(client_conn* c, const std::string& reason) {
   spdlog::debug("client {} closed: {}", c->serial(), reason);
-  // A snapshot copy nobody waits for any more is stopped (Ctrl-C on `session create`).
+  // A snapshot copy or a setup nobody waits for any more is stopped (Ctrl-C on `session
+  // create`).
+  std::vector<std::string> abandoned;
   for (auto& [name, p] : pending_) {
-    std::erase_if(p.waiters, [c](const auto& w) { return w.first == c->serial(); });
-    if (p.waiters.empty()) snapshots_.cancel(name);
+    std::erase_if(p.waiters, [c](const auto& w) { return w.serial == c->serial(); });
+    if (!p.waiters.empty()) continue;
+    snapshots_.cancel(name);
+    if (p.env_ticket != 0) abandoned.push_back(name);
+  }
+  for (const auto& name : abandoned) {
+    envs_.leave(std::exchange(pending_[name].env_ticket, 0));
+    pending_done(name, make_error(ipc::errc::cancelled, "nobody waits for the session any more"));
   }
   for (const auto& [id, ref] : c->jobs)
     if (auto* s = find_session(ref.session)) s->client_gone(c);
@@ -515,7 +527,15 @@ std::string describe_difference(const session_def& a, const session_def& b) {
   if (a.ignore != b.ignore || a.no_default_ignores != b.no_default_ignores || a.gitignore != b.gitignore)
     diffs.emplace_back("ignore rules");
   if (a.keep_copy_on_failure != b.keep_copy_on_failure) diffs.emplace_back("keep-copy-on-failure");
+  if (a.setup != b.setup) diffs.emplace_back("setup");
+  if (a.setup_keys != b.setup_keys) diffs.emplace_back("setup keys");
   return fmt::format("{}", fmt::join(diffs, ", "));
+}
+
+// How a pending session is being made, for messages.
+std::string being_made(const session_def& d) {
+  if (d.snapshot.empty()) return "(its environment's setup is running)";
+  return fmt::format("from a snapshot of {}{}", d.snapshot, d.setup.empty() ? "" : " (then its environment's setup)");
 }
 
 }  // namespace
@@ -525,9 +545,9 @@ result<session*> server::get_or_create_session(const std::string& name, const st
   if (auto* s = find_session(name)) return s;
   if (auto p = pending_.find(name); p != pending_.end())
     return make_error(ipc::errc::session_creating,
-                      fmt::format("session '{}' is still being made from a snapshot of {}; run commands in it once "
+                      fmt::format("session '{}' is still being made {}; run commands in it once "
                                   "'sbsh session create' has returned",
-                                  name, p->second.def.snapshot));
+                                  name, being_made(p->second.def)));
   auto dir = session_dir(cwd);
   if (!dir) return dir.err();
   session_def def;
@@ -586,7 +606,7 @@ status server::room_for_definition(const std::string& name, const session_def& d
 }
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
-                            std::function<void(result<session*>)> done) {
+                            std::function<void(result<session*>)> done, output_fn output) {
   if (opts_.no_sessions) return done(create_session(name, std::move(def)));  // refused: copies nothing
   if (!def.snapshot.empty()) {
     def.cwd = snapshots_.path_of(name);
@@ -598,41 +618,89 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
   if (auto p = pending_.find(name); p != pending_.end() && !shutting_down_) {
     if (p->second.def != def)
       return done(make_error(ipc::errc::session_creating,
-                             fmt::format("session '{}' is being made from a snapshot of {}; wait for that, then "
+                             fmt::format("session '{}' is being made {}; wait for that, then "
                                          "remove it with 'sbsh session rm {}' to define it again",
-                                         name, p->second.def.snapshot, name)));
-    p->second.waiters.emplace_back(serial, std::move(done));
+                                         name, being_made(p->second.def), name)));
+    p->second.waiters.push_back({serial, std::move(done), std::move(output)});
     return;
   }
   if (auto room = room_for_definition(name, def); !room) return done(room.err());
-  if (def.snapshot.empty() || shutting_down_ || find_session(name) != nullptr) {
+  if ((def.snapshot.empty() && def.setup.empty()) || shutting_down_ || find_session(name) != nullptr) {
     auto made = create_session(name, std::move(def));  // made, the same, or says why not
     if (!made) return done(made);
     return after_state_written([made, done = std::move(done)] { done(made); });
   }
-  if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
-  std::string source = def.snapshot;
+  if (!def.snapshot.empty())
+    if (auto ok = snapshots_.check_source(def.snapshot); !ok) return done(ok.err());
   auto& p = pending_[name];
   p.def = std::move(def);
-  p.waiters.emplace_back(serial, std::move(done));
+  p.waiters.push_back({serial, std::move(done), std::move(output)});
+  if (p.def.snapshot.empty()) return prepare_env(name);
   snapshot_store::rules rules{p.def.ignore_rules(), p.def.gitignore};
-  snapshots_.copy(name, source, rules, [this, name](result<uint64_t> copied) { snapshot_copied(name, std::move(copied)); });
+  snapshots_.copy(name, p.def.snapshot, rules,
+                  [this, name](result<uint64_t> copied) { snapshot_copied(name, std::move(copied)); });
 }
 
 void server::snapshot_copied(const std::string& name, result<uint64_t> copied) {
   auto p = pending_.find(name);
   if (p == pending_.end()) return;
+  if (!copied) return pending_done(name, copied.err());
+  p->second.def.special_skipped = *copied;
+  if (p->second.def.setup.empty() || shutting_down_) return pending_done(name, ok_status());
+  prepare_env(name);
+}
+
+void server::prepare_env(const std::string& name) {
+  const session_def& def = pending_.at(name).def;
+  // Relative key files are the session directory's: where the setup runs.
+  std::vector<std::string> keys;
+  for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
+  envs_.key(def.setup, std::move(keys), [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
+}
+
+void server::env_keyed(const std::string& name, result<std::string> hash) {
+  auto p = pending_.find(name);
+  if (p == pending_.end()) return;
+  if (!hash) return pending_done(name, hash.err());
+  if (p->second.waiters.empty() || shutting_down_)
+    return pending_done(name, make_error(ipc::errc::cancelled, "nobody waits for the session any more"));
+  session_def& def = p->second.def;
+  def.sbsh_env = envs_.path_of(*hash);
+  if (envs_.use_if_ready(*hash)) return pending_done(name, ok_status());
+  // What the session's shells start with (shell_supervisor.cpp), SBSH_ENV added by the store.
+  env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment};
+  for (const auto& e : def.env) how.env.push_back(e);
+  how.env.push_back("SBSH_SESSION=" + name);
+  if (!root_of(def).empty()) how.env.push_back("SBSH_ROOT=" + root_of(def));
+  spdlog::info("session {}: building its environment {}", name, *hash);
+  p->second.env_ticket = envs_.build(
+      *hash, how,
+      [this, name](uint32_t stream, std::string_view data) {
+        if (auto it = pending_.find(name); it != pending_.end())
+          for (const auto& w : it->second.waiters)
+            if (w.output) w.output(stream, data);
+      },
+      [this, name, h = *hash](status built) {
+        if (auto it = pending_.find(name); it != pending_.end()) it->second.env_ticket = 0;
+        if (built) envs_.use_if_ready(h);
+        pending_done(name, built);
+      });
+}
+
+void server::pending_done(const std::string& name, status outcome) {
+  auto p = pending_.find(name);
+  if (p == pending_.end()) return;
   pending_session waiting = std::move(p->second);
   pending_.erase(p);
-  if (copied) waiting.def.special_skipped = *copied;
-  result<session*> made = copied ? create_session(name, waiting.def) : result<session*>(copied.err());
-  if (copied && !made) {  // sbshd is shutting down: the copy would belong to no session
+  result<session*> made = outcome ? create_session(name, waiting.def) : result<session*>(outcome.err());
+  // A copy that belongs to no session (it failed, or sbshd is shutting down) is deleted.
+  if (!made && !waiting.def.snapshot.empty()) {
     std::string aside = snapshots_.set_aside(name);
     if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
   }
   if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);
   after_state_written([made, waiters = std::move(waiting.waiters)] {
-    for (const auto& [serial, done] : waiters) done(made);
+    for (const auto& w : waiters) w.done(made);
   });
 }
 
@@ -789,30 +857,12 @@ void server::write_atomically(const std::string& path, std::string bytes) {
   };
   auto* wr = new writer{this, path, std::move(bytes), {}, {}};
   wr->req.data = wr;
-  // Write a temporary file, fsync it, rename it over the old one: a crash leaves either the
-  // old state or the new one, never half of one. Off the loop: fsync may take a while.
+  // Off the loop: fsync may take a while.
   uv_queue_work(
       &loop_, &wr->req,
       [](uv_work_t* r) {
         auto* me = static_cast<writer*>(r->data);
-        std::string tmp = me->path + ".tmp";
-        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) {
-          me->error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
-          return;
-        }
-        bool ok = ::write(fd, me->bytes.data(), me->bytes.size()) == static_cast<ssize_t>(me->bytes.size()) &&
-                  ::fsync(fd) == 0;
-        ::close(fd);
-        if (!ok || ::rename(tmp.c_str(), me->path.c_str()) != 0) {
-          me->error = fmt::format("cannot write {}: {}", me->path, std::strerror(errno));
-          return;
-        }
-        int dir = ::open(ipc::dirname_of(me->path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir >= 0) {
-          ::fsync(dir);
-          ::close(dir);
-        }
+        if (auto s = ipc::write_file_atomically(me->path, me->bytes); !s) me->error = s.err().message;
       },
       [](uv_work_t* r, int) {
         auto* me = static_cast<writer*>(r->data);
@@ -916,7 +966,10 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   drop_spares();
   if (activity_save_timer_) save_state();  // idle times not yet saved
   expiry_timer_.reset();
-  for (auto& [name, p] : pending_) snapshots_.cancel(name);
+  for (auto& [name, p] : pending_) {
+    snapshots_.cancel(name);
+    if (p.env_ticket != 0) envs_.leave(std::exchange(p.env_ticket, 0));  // its setup stops
+  }
   listen_watch_.reset();
   listen_fd_.reset();
   if (bound_) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "daemon/counters.h"
+#include "daemon/env_store.h"
 #include "daemon/framed_socket.h"
 #include "daemon/files.h"
 #include "daemon/kept_commands.h"
@@ -163,10 +164,13 @@ class server {
   // With `adopted`, the session takes over that running shell instead of starting one.
   result<session*> create_session(const std::string& name, session_def def, adopted_shell* adopted = nullptr);
   // create_session for a request from client `serial`: a definition with a snapshot first
-  // has its directory copied (snapshots.h), and `done` runs when the session exists or could
-  // not be made. The copy is stopped when every client that asked for it has gone.
+  // has its directory copied (snapshots.h), one with a setup then has its environment built
+  // or found (env_store.h; `output` gets the setup's output as it comes), and `done` runs
+  // when the session exists or could not be made. The copy and the setup are stopped when
+  // every client that asked for them has gone.
+  using output_fn = env_store::output_fn;
   void define_session(const std::string& name, session_def def, uint64_t serial,
-                      std::function<void(result<session*>)> done);
+                      std::function<void(result<session*>)> done, output_fn output = nullptr);
   // Ends the session and everything it started; `done` runs once nothing is left, with the
   // path of the snapshot's copy if it was kept (with `keep_copy`, or by the definition's
   // keep_copy_on_failure when the last command failed), else "".
@@ -281,13 +285,27 @@ class server {
   // Lives as long as the server: work it left on the thread pool reports to it.
   std::unique_ptr<file_service> files_;
   snapshot_store snapshots_;
-  // Sessions whose snapshot is being copied, with the requests waiting for them.
+  env_store envs_;
+  // Sessions whose snapshot is being copied or whose environment is being built, with the
+  // requests waiting for them.
   struct pending_session {
     session_def def;
-    std::vector<std::pair<uint64_t, std::function<void(result<session*>)>>> waiters;  // by client serial
+    struct waiter {
+      uint64_t serial;  // the client's
+      std::function<void(result<session*>)> done;
+      output_fn output;
+    };
+    std::vector<waiter> waiters;
+    uint64_t env_ticket = 0;  // while its environment's setup runs (env_store::build)
   };
   std::map<std::string, pending_session> pending_;
   void snapshot_copied(const std::string& name, result<uint64_t> copied);
+  // The environment of pending session `name`: keyed, then found or built.
+  void prepare_env(const std::string& name);
+  void env_keyed(const std::string& name, result<std::string> hash);
+  // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
+  // what it had is deleted, and its waiters told.
+  void pending_done(const std::string& name, status outcome);
   // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
   // session `name`'s; the error says what to do.
   status room_for_definition(const std::string& name, const session_def& def);

@@ -70,6 +70,17 @@ status check_def(const session_def& d) {
     return make_error(ipc::errc::bad_request,
                       "ignore rules and keeping the copy apply to a session made from a snapshot: give --snapshot DIR too");
   if (d.ignore.size() > 1024) return make_error(ipc::errc::bad_request, "a session may have at most 1024 ignore patterns");
+  if (d.setup.empty() && !d.setup_keys.empty())
+    return make_error(ipc::errc::bad_request,
+                      "setup keys name the files an environment's setup depends on: give the setup too (--setup COMMAND)");
+  if (d.setup.find('\0') != std::string::npos)
+    return make_error(ipc::errc::bad_request, "the setup command holds a NUL byte, which bash cannot run");
+  if (d.setup_keys.size() > 256) return make_error(ipc::errc::bad_request, "a setup may have at most 256 key files");
+  for (const auto& k : d.setup_keys)
+    if (k.empty() || k.find('\0') != std::string::npos)
+      return make_error(ipc::errc::bad_request, "a setup key must name a file (not empty, no NUL byte)");
+  if (!d.sbsh_env.empty() && d.sbsh_env[0] != '/')
+    return make_error(ipc::errc::bad_request, "a session's environment directory must be an absolute path");
   for (const auto& p : d.ignore)
     if (auto s = check_ignore_pattern(p); !s) return s;
   return ok_status();
@@ -167,8 +178,8 @@ std::vector<std::string> session_def::ignore_rules() const {
 }
 
 size_t text_size(const session_def& d) {
-  size_t n = d.cwd.size() + d.snapshot.size() + d.root.size();
-  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment, &d.ignore})
+  size_t n = d.cwd.size() + d.snapshot.size() + d.root.size() + d.setup.size() + d.sbsh_env.size();
+  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment, &d.ignore, &d.setup_keys})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
 }
@@ -181,7 +192,7 @@ result<std::vector<std::string>> session_environment(std::vector<std::string> gi
   out.reserve(given.size());
   for (auto& e : given) {
     std::string name = e.substr(0, e.find('='));
-    if (name == "SBSH_SESSION" || name == "SBSH_ROOT" || name == "SBSH_BASH" || !seen.insert(std::move(name)).second) continue;
+    if (name == "SBSH_SESSION" || name == "SBSH_ROOT" || name == "SBSH_ENV" || name == "SBSH_BASH" || !seen.insert(std::move(name)).second) continue;
     out.push_back(std::move(e));
   }
   return out;
@@ -205,6 +216,9 @@ session_spec spec_of(const session_def& d) {
   s.gitignore = d.gitignore;
   s.keep_copy_on_failure = d.keep_copy_on_failure;
   s.special_skipped = d.special_skipped;
+  s.setup = d.setup;
+  s.setup_keys = d.setup_keys;
+  s.sbsh_env = d.sbsh_env;
   return s;
 }
 
@@ -225,6 +239,9 @@ result<session_def> def_from_saved(session_spec spec) {
   d.gitignore = spec.gitignore;
   d.keep_copy_on_failure = spec.keep_copy_on_failure;
   d.special_skipped = spec.special_skipped;
+  d.setup = std::move(spec.setup);
+  d.setup_keys = std::move(spec.setup_keys);
+  d.sbsh_env = std::move(spec.sbsh_env);
   if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)
@@ -324,6 +341,7 @@ result<session_def> def_from_request(session_spec spec) {
                       "a session made from a snapshot has its copy as its root: give either root or snapshot, not both");
   if (auto s = settle_root(spec); !s) return s.err();
   spec.special_skipped = 0;  // what the copy finds, not what a client says
+  spec.sbsh_env.clear();      // what the setup builds
   auto def = def_from_saved(std::move(spec));
   if (def && text_size(*def) > ipc::kMaxDefinitionText)
     return make_error(ipc::errc::bad_request,

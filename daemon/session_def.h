@@ -36,11 +36,16 @@ struct session_def {
   bool gitignore = false;
   bool keep_copy_on_failure = false;  // removing the session keeps the copy if the last command failed
   uint64_t special_skipped = 0;       // fifos, sockets and devices the copy skipped
+  // The environment built once and shared (session_spec::setup): the setup, the files whose
+  // contents key it (absolute once the definition is settled), and its directory once built.
+  std::string setup;
+  std::vector<std::string> setup_keys;
+  std::string sbsh_env;
   // Whether `o` defines the same shells (environment, implicitness, expiry and default
   // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
-           root == o.root && restart == o.restart && same_copy(o);
+           root == o.root && restart == o.restart && same_copy(o) && setup == o.setup && setup_keys == o.setup_keys;
   }
   [[nodiscard]] bool same_copy(const session_def& o) const {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&

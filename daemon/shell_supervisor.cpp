@@ -75,13 +75,14 @@ std::string claim_text(const std::string& name, const session_def& def) {
   std::string t;
   auto add = [&t](const std::string& e) {
     std::string_view n = std::string_view(e).substr(0, e.find('='));
-    if (n == "PWD" || n == "OLDPWD" || n == "SHLVL" || n == "_" || n == "SBSH_SESSION" || n == "SBSH_ROOT") return;
+    if (n == "PWD" || n == "OLDPWD" || n == "SHLVL" || n == "_" || n == "SBSH_SESSION" || n == "SBSH_ROOT" || n == "SBSH_ENV") return;
     t += fmt::format("export {}={};", n, shell_quote(std::string_view(e).substr(n.size() + 1)));
   };
   for (const auto& e : def.environment) add(e);
   for (const auto& e : def.env) add(e);
   t += fmt::format("export SBSH_SESSION={};", shell_quote(name));
   if (!root_of(def).empty()) t += fmt::format("export SBSH_ROOT={};", shell_quote(root_of(def)));
+  if (!def.sbsh_env.empty()) t += fmt::format("export SBSH_ENV={};", shell_quote(def.sbsh_env));
   t += fmt::format("cd -P -- {}||exit 1;", shell_quote(def.cwd));
   bool has_old = false;
   std::string old = value_of(def.environment, "OLDPWD", &has_old);
@@ -194,6 +195,7 @@ void shell_supervisor::start_shell() {
   for (const auto& e : def.env) env_store.push_back(e);  // bash takes the last of two entries
   env_store.push_back("SBSH_SESSION=" + session_.name());
   if (!root_of(def).empty()) env_store.push_back("SBSH_ROOT=" + root_of(def));
+  if (!def.sbsh_env.empty()) env_store.push_back("SBSH_ENV=" + def.sbsh_env);
   std::vector<std::string> args;
   for (const auto& l : def.limits) {
     args.emplace_back("--limit");

@@ -121,7 +121,10 @@ struct schema_of<session_spec> {
                       field("no_default_ignores", &s::no_default_ignores, kOmitEmpty),
                       field("gitignore", &s::gitignore, kOmitEmpty),
                       field("keep_copy_on_failure", &s::keep_copy_on_failure, kOmitEmpty),
-                      field("special_skipped", &s::special_skipped, kOmitEmpty)};
+                      field("special_skipped", &s::special_skipped, kOmitEmpty),
+                      field("setup", &s::setup, kOmitEmpty),
+                      field("setup_keys", &s::setup_keys, kOmitEmpty),
+                      field("sbsh_env", &s::sbsh_env, kOmitEmpty)};
   }
 };
 

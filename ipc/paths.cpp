@@ -1,6 +1,7 @@
 // Socket and state paths (DESIGN §4) and the private-directory check.
 #include "ipc/paths.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -58,6 +59,26 @@ status make_dirs(const std::string& dir) {
   if (auto s = make_dirs(dirname_of(dir)); !s) return s;
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return make_error("io", fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
+  return ok_status();
+}
+
+status write_file_atomically(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error("io", fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd) == 0;
+  int e = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) e = errno;
+    ::unlink(tmp.c_str());
+    return make_error("io", fmt::format("cannot write {}: {}", path, std::strerror(e)));
+  }
+  int dir = ::open(dirname_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
   return ok_status();
 }
 

@@ -30,6 +30,10 @@ status ensure_private_dir(const std::string& dir, dir_role role = dir_role::runt
 status ensure_socket_dir(const std::string& dir);
 // Like mkdir -p with mode 0700 for each created component.
 status make_dirs(const std::string& dir);
+// Replaces `path` with `bytes` durably: a temporary file beside it (PATH.tmp, mode 0600),
+// fsynced, renamed over it, and the directory fsynced. A crash leaves the old contents or
+// the new, never half of them. Blocks: call it off the loop.
+status write_file_atomically(const std::string& path, std::string_view bytes);
 
 // A unix socket path must fit in sockaddr_un::sun_path.
 status check_socket_path(const std::string& path);

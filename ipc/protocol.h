@@ -151,6 +151,7 @@ enum class errc {
   no_root,       // the session has no root to reach files beneath
   outside_root,  // the path leads outside the session's root
   file_failed,   // the file request failed: no such file, not a directory, ...
+  setup_failed,  // session_create: the environment's setup failed (its output is in the message)
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -201,6 +202,9 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::file_failed, "file_failed",
      "a file request failed (no such file, not a directory, not a regular file, exists already, ...); the "
      "message names the path as given and the reason"},
+    {errc::setup_failed, "setup_failed",
+     "session_create: the environment's setup exited non-zero or was killed; the message holds its exit status and "
+     "the end of its output, nothing of it was kept, and the next creator runs it again"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

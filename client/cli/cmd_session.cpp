@@ -89,6 +89,8 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
   if (spec.name.empty()) return fail("session create needs a NAME");
   if (spec.snapshot.empty() && (!spec.ignore.empty() || spec.no_default_ignores || spec.gitignore))
     return fail("--ignore, --no-default-ignores and --gitignore say what a snapshot leaves out: give --snapshot DIR too");
+  if (spec.setup.empty() && !spec.setup_keys.empty())
+    return fail("--setup-key names a file the environment's setup depends on: give --setup COMMAND too");
   if (spec.snapshot.empty() && spec.keep_copy_on_failure)
     return fail("--keep-copy-on-failure keeps a snapshot's copy: give --snapshot DIR too");
   if (!idle_expiry.empty() && idle_expiry != "never")
@@ -109,7 +111,12 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
           fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
                       "one's current directory means nothing",
                       option, *dir));
-  if (auto s = conn->create_session(spec); !s) return fail(s.err());
+  // A setup's output, as it runs, to this terminal.
+  auto s = conn->create_session(spec, [](client::stream st, std::string_view data) {
+    std::fwrite(data.data(), 1, data.size(), st == client::stream::err ? stderr : stdout);
+    std::fflush(st == client::stream::err ? stderr : stdout);
+  });
+  if (!s) return fail(s.err());
   return 0;
 }
 
@@ -135,6 +142,11 @@ void print_detail(const client::session_detail& d) {
     std::printf("skipped     %llu special files (fifos, sockets, devices)\n",
                 static_cast<unsigned long long>(def.special_skipped));
     if (def.keep_copy_on_failure) std::puts("keep copy   when the last command failed, at session rm");
+  }
+  if (!def.setup.empty()) {
+    std::printf("setup       %s\n", one_line(def.setup, 100).c_str());
+    for (const auto& k : def.setup_keys) std::printf("setup key   %s\n", show(k).c_str());
+    std::printf("SBSH_ENV    %s\n", show(def.sbsh_env).c_str());
   }
   std::printf("made        %s\n", s.implicit ? "implicitly (exec -s or start -s)" : "by session create");
   if (s.idle_expiry_ms == 0) std::puts("expiry      never");
@@ -213,6 +225,16 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
           "with --snapshot: when the session is removed and its last command failed (non-zero, timed out, or shell "
           "lost), keep its copy (session ls --kept)",
           spec.keep_copy_on_failure);
+  cl.option("--setup", "COMMAND",
+            "build the session's environment first: COMMAND runs once in bash, in the session's directory with "
+            "SBSH_ENV naming a directory of its own (a venv, a node_modules), and every shell then gets SBSH_ENV; "
+            "sessions whose setup and key files are the same share one environment, built once",
+            spec.setup, check_not_empty("a command"));
+  cl.repeated("--setup-key", "FILE",
+              "with --setup: FILE's contents are part of what keys the environment (requirements.txt, "
+              "package-lock.json), so a change to it builds a new one; relative to the session's directory; "
+              "repeatable",
+              spec.setup_keys, check_not_empty("a file"));
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
   cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",

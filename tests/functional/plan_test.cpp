@@ -575,7 +575,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
       {"{\"stages\": [{\"name\": \"a\", \"commands\": [\"a\\u0000b\"]}]}",
        "stages[0].commands[0]: the command contains a NUL byte"},
       {"session: x\nstages: [{name: a, commands: [x]}]\n", "session: expected a mapping"},
-      {"session: {setup: x}\nstages: [{name: a, commands: [x]}]\n", "session.setup: unknown field"},
+      {"session: {setdown: x}\nstages: [{name: a, commands: [x]}]\n", "session.setdown: unknown field"},
       {"session: {cwd: /tmp, snapshot: .}\nstages: [{name: a, commands: [x]}]\n",
        "session: cwd and snapshot both say where the session starts"},
       {"session: {limits: {nofile: lots}}\nstages: [{name: a, commands: [x]}]\n", "session.limits: \"nofile=lots\": "},

@@ -250,7 +250,11 @@ class SBSH_API connection {
 
   // Sessions. create() with an existing name and the same definition is a no-op; with a
   // different one it is an error. remove() returns once nothing of the session is left.
+  // With a setup (session_spec::setup) that has not built its environment yet, it runs
+  // before this returns: `on_output` gets what it writes as it runs, and a failed setup is an
+  // error with code "setup_failed" whose message holds its status and the end of its output.
   sbsh::status create_session(const session_spec& spec);
+  sbsh::status create_session(const session_spec& spec, const std::function<void(stream, std::string_view)>& on_output);
   result<std::vector<session_status>> sessions();
   result<session_detail> show_session(const std::string& name);
   sbsh::status remove_session(const std::string& name);

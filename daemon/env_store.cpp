@@ -1,0 +1,367 @@
+// Environments built once and shared by content (see env_store.h).
+#include "daemon/env_store.h"
+
+#include <fcntl.h>
+#include <sha2.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/procs.h"
+#include "daemon/child_process.h"
+#include "daemon/off_loop.h"
+#include "daemon/snapshots.h"
+#include "daemon/uv_handles.h"
+#include "ipc/environ.h"
+#include "ipc/fd.h"
+#include "ipc/paths.h"
+#include "ipc/protocol.h"
+#include "ipc/text.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+constexpr size_t kTailBytes = 16u << 10;  // of a failed setup's output, in its error
+
+class sha256 {
+ public:
+  sha256() { SHA256Init(&ctx_); }
+  void add(std::string_view bytes) { SHA256Update(&ctx_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()); }
+  // A field whose end is unambiguous: its length, then its bytes.
+  void field(std::string_view bytes) {
+    uint64_t n = bytes.size();
+    SHA256Update(&ctx_, reinterpret_cast<const uint8_t*>(&n), sizeof n);
+    add(bytes);
+  }
+  // The bytes of the file at `path`, then their count; errno on failure.
+  int file(const std::string& path) {
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd) return errno;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return errno;
+    if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    char buf[1 << 16];
+    uint64_t total = 0;
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      add(std::string_view(buf, static_cast<size_t>(n)));
+      total += static_cast<uint64_t>(n);
+    }
+    SHA256Update(&ctx_, reinterpret_cast<const uint8_t*>(&total), sizeof total);
+    return 0;
+  }
+  // The first `bytes` of the digest, in hex.
+  std::string hex(size_t bytes) {
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256Final(d, &ctx_);
+    std::string out;
+    for (size_t i = 0; i < bytes && i < sizeof d; ++i) out += fmt::format("{:02x}", d[i]);
+    return out;
+  }
+
+ private:
+  SHA2_CTX ctx_;
+};
+
+// The digest of the bash at `path`, remembered while the file stays the same one (an
+// upgrade replaces it: another inode, size or time).
+result<std::string> bash_digest(const std::string& path) {
+  struct identity {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns;
+    bool operator==(const identity&) const = default;
+  };
+  static std::mutex mu;
+  static std::map<std::string, std::pair<identity, std::string>> known;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return make_error(ipc::errc::internal, fmt::format("cannot read the bash that runs setups, {}: {}", path, std::strerror(errno)));
+  identity id{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(path); it != known.end() && it->second.first == id) return it->second.second;
+  }
+  sha256 h;
+  if (int e = h.file(path); e != 0)
+    return make_error(ipc::errc::internal, fmt::format("cannot read the bash that runs setups, {}: {}", path, std::strerror(e)));
+  std::string digest = h.hex(SHA256_DIGEST_LENGTH);
+  std::lock_guard<std::mutex> lock(mu);
+  known[path] = {id, digest};
+  return digest;
+}
+
+// Kills what a setup that an earlier sbshd ran may have left: the processes of its process
+// session `sid` that still carry its SBSH_ENV (a pid that was reused since carries another).
+void end_leftovers(pid_t sid, const std::string& path) {
+  if (sid <= 1) return;
+  std::string mark = "SBSH_ENV=" + path;
+  for (const auto& p : procs::list()) {
+    if (p.sid != sid) continue;
+    std::ifstream f("/proc/" + std::to_string(p.pid) + "/environ", std::ios::binary);
+    std::stringstream env;
+    env << f.rdbuf();
+    std::string all = "\0" + env.str() + std::string(1, '\0');
+    if (all.find(std::string(1, '\0') + mark + std::string(1, '\0')) != std::string::npos) ::kill(p.pid, SIGKILL);
+  }
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct env_store::build_job {
+  struct waiter {
+    output_fn out;
+    std::function<void(status)> done;
+  };
+  std::map<uint64_t, waiter> waiters;  // by ticket
+  setup_run how;
+  child_process* proc = nullptr;
+  pid_t sid = 0;
+  unique_fd pipes[2];  // its stdout and stderr
+  handle_ptr<fd_watch> watches[2];
+  std::string tail;  // the end of its output, both streams as they came
+};
+
+env_store::env_store(uv_loop_t* loop, std::string dir, std::string bash)
+    : loop_(loop), dir_(std::move(dir)), bash_(std::move(bash)) {}
+
+env_store::~env_store() {
+  // sbshd is ending: the setups under way stop, and what they built is rebuilt next time
+  // (their .building records say so).
+  for (auto& [hash, job] : builds_) {
+    if (job->proc == nullptr) continue;
+    procs::signal_session(job->sid, 0, SIGKILL);
+    job->proc->release();
+    for (auto& w : job->watches) w.reset();
+  }
+}
+
+void env_store::key(std::string setup, std::vector<std::string> keys, std::function<void(result<std::string>)> done) {
+  auto out = std::make_shared<result<std::string>>(std::string());
+  off_loop(
+      loop_,
+      [out, setup = std::move(setup), keys = std::move(keys), bash = bash_] {
+        auto digest = bash_digest(bash);
+        if (!digest) {
+          *out = digest.err();
+          return;
+        }
+        sha256 h;
+        h.field("sbsh environment 1");
+        h.field(setup);
+        h.field(bash);
+        h.field(*digest);
+        h.field(std::to_string(keys.size()));
+        for (const auto& k : keys)
+          if (int e = h.file(k); e != 0) {
+            *out = make_error(ipc::errc::bad_request,
+                              fmt::format("cannot read the setup key {}: {}; a setup key names a file whose contents "
+                                          "the environment depends on (requirements.txt, package-lock.json)",
+                                          ipc::printable(k, 256), std::strerror(e)));
+            return;
+          }
+        *out = h.hex(16);
+      },
+      [out, done = std::move(done)] { done(std::move(*out)); });
+}
+
+bool env_store::use_if_ready(const std::string& hash) {
+  std::string ready = path_of(hash) + ".ready";
+  struct stat st {};
+  if (::stat(ready.c_str(), &st) != 0 || ::stat(path_of(hash).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  (void)::utimensat(AT_FDCWD, ready.c_str(), nullptr, 0);  // last used: now
+  return true;
+}
+
+uint64_t env_store::build(const std::string& hash, const setup_run& how, output_fn out, std::function<void(status)> done) {
+  uint64_t ticket = next_ticket_++;
+  auto& job = builds_[hash];
+  bool fresh = job == nullptr;
+  if (fresh) {
+    job = std::make_unique<build_job>();
+    job->how = how;
+  }
+  job->waiters.emplace(ticket, build_job::waiter{std::move(out), std::move(done)});
+  if (fresh) start(hash, how);
+  return ticket;
+}
+
+void env_store::leave(uint64_t ticket) {
+  for (auto& [hash, job] : builds_) {
+    if (job->waiters.erase(ticket) == 0) continue;
+    if (job->waiters.empty() && job->proc != nullptr) {
+      spdlog::info("environment {}: nobody waits for its setup any more; stopping it", hash);
+      job->proc->kill(SIGKILL);  // setup_ended ends the rest of its session and deletes what it made
+    }
+    return;
+  }
+}
+
+void env_store::start(const std::string& hash, const setup_run& how) {
+  // Off the loop: end and delete what an interrupted build left, then make the directory.
+  std::string path = path_of(hash);
+  auto err = std::make_shared<std::string>();
+  off_loop(
+      loop_,
+      [err, path, dir = dir_] {
+        std::string building = path + ".building";
+        if (std::ifstream f(building); f) {
+          pid_t sid = 0;
+          f >> sid;
+          end_leftovers(sid, path);
+        }
+        ::unlink((path + ".ready").c_str());
+        if (!remove_tree(path)) {
+          *err = fmt::format("cannot delete the incomplete environment {}", path);
+          return;
+        }
+        if (auto made = ipc::make_dirs(dir); !made) {
+          *err = made.err().message;
+          return;
+        }
+        if (::mkdir(path.c_str(), 0755) != 0) *err = fmt::format("cannot create {}: {}", path, std::strerror(errno));
+      },
+      [this, err, hash, how] {
+        auto it = builds_.find(hash);
+        if (it == builds_.end()) return;
+        build_job& job = *it->second;
+        if (!err->empty()) return finish(hash, make_error(ipc::errc::internal, *err));
+        if (job.waiters.empty()) return setup_ended(hash, -1, SIGKILL);  // nobody waits: deletes the directory
+        int p[2][2];
+        unique_fd write_ends[2];
+        for (int i = 0; i < 2; ++i) {
+          if (::pipe2(p[i], O_CLOEXEC) != 0)
+            return finish(hash, make_error(ipc::errc::internal, fmt::format("pipe: {}", std::strerror(errno))));
+          job.pipes[i] = unique_fd(p[i][0]);
+          write_ends[i] = unique_fd(p[i][1]);
+          ::fcntl(p[i][0], F_SETFL, ::fcntl(p[i][0], F_GETFL) | O_NONBLOCK);
+        }
+        unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        std::string path = path_of(hash);
+        std::vector<std::string> env_store = how.env;
+        env_store.push_back("SBSH_ENV=" + path);
+        std::vector<std::string> argv_store{bash_, "-c", how.setup, "sbsh-setup"};
+        auto argv = ipc::c_pointers(argv_store);
+        auto envp = ipc::c_pointers(env_store);
+        const int fds[] = {null.get(), write_ends[0].get(), write_ends[1].get()};
+        child_process::options o;
+        o.file = bash_.c_str();
+        o.argv = argv.data();
+        o.envp = envp.data();
+        o.cwd = how.cwd.c_str();
+        o.fds = fds;
+        o.new_session = true;
+        int e = 0;
+        job.proc = child_process::spawn(
+            loop_, o, [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); }, &e);
+        if (job.proc == nullptr) {
+          job.tail = fmt::format("cannot start {}: {}", bash_, std::strerror(e));
+          return setup_ended(hash, 127, 0);
+        }
+        job.sid = job.proc->pid();
+        if (std::ofstream f(path + ".building"); f) f << job.sid << "\n";
+        for (int i = 0; i < 2; ++i) {
+          job.watches[i] = make_handle<fd_watch>(loop_, job.pipes[i].get());
+          job.watches[i]->start(UV_READABLE, [this, hash, i](int, int) {
+            if (auto it = builds_.find(hash); it != builds_.end()) read_output(*it->second, i);
+          });
+        }
+        spdlog::info("environment {}: running its setup in {} (pid {})", hash, how.cwd, job.sid);
+      });
+}
+
+void env_store::read_output(build_job& job, int which) {
+  char buf[1 << 16];
+  ssize_t n;
+  while (job.pipes[which] && (n = ::read(job.pipes[which].get(), buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // EAGAIN: more later
+    }
+    std::string_view data(buf, static_cast<size_t>(n));
+    for (auto& [ticket, w] : job.waiters)
+      if (w.out) w.out(which == 0 ? ipc::kStdout : ipc::kStderr, data);
+    job.tail.append(data);
+    if (job.tail.size() > 2 * kTailBytes) job.tail.erase(0, job.tail.size() - kTailBytes);
+  }
+  job.watches[which].reset();  // end of file
+  job.pipes[which].reset();
+}
+
+void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
+  auto it = builds_.find(hash);
+  if (it == builds_.end()) return;
+  build_job& job = *it->second;
+  for (int i = 0; i < 2; ++i)
+    if (job.pipes[i]) read_output(job, i);  // all it wrote is in the pipes now
+  for (auto& w : job.watches) w.reset();
+  if (job.proc != nullptr) job.proc->release();
+  job.proc = nullptr;
+  bool ok = status == 0 && sig == 0 && !job.waiters.empty();
+  std::string path = path_of(hash);
+  std::string why;
+  if (!ok && !job.waiters.empty()) {
+    why = sig != 0 ? fmt::format("the setup was killed by signal {}", sig)
+                   : fmt::format("the setup exited with status {}", status);
+    std::string tail = job.tail.size() > kTailBytes ? job.tail.substr(job.tail.size() - kTailBytes) : job.tail;
+    while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+    why += tail.empty() ? "; it wrote nothing" : "; the end of its output:\n" + ipc::printable(tail, kTailBytes);
+    why += "\nNothing of it was kept: the next session created with this setup runs it again.";
+  }
+  nlohmann::json meta = {{"setup", job.how.setup},
+                         {"keys", job.how.keys},
+                         {"bash", bash_},
+                         {"created_at_ms", now_ms()}};
+  std::string record = meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  auto err = std::make_shared<std::string>();
+  // Off the loop: end what the setup left running, then mark the environment complete or
+  // delete it.
+  off_loop(
+      loop_,
+      [ok, err, path, record, sid = job.sid] {
+        if (sid > 1) procs::signal_session(sid, 0, SIGKILL);
+        if (ok) {
+          if (auto w = ipc::write_file_atomically(path + ".ready", record); !w) *err = w.err().message;
+        }
+        if (!ok || !err->empty()) remove_tree(path);
+        ::unlink((path + ".building").c_str());
+      },
+      [this, hash, ok, err, why] {
+        if (!err->empty()) return finish(hash, make_error(ipc::errc::internal, *err));
+        if (ok) spdlog::info("environment {} is ready", hash);
+        else if (!why.empty()) spdlog::warn("environment {}: {}", hash, why.substr(0, why.find('\n')));
+        finish(hash, ok ? ok_status() : make_error(ipc::errc::setup_failed, why.empty() ? "the setup was stopped" : why));
+      });
+}
+
+void env_store::finish(const std::string& hash, status outcome) {
+  auto it = builds_.find(hash);
+  if (it == builds_.end()) return;
+  auto job = std::move(it->second);
+  builds_.erase(it);
+  for (auto& [ticket, w] : job->waiters) w.done(outcome);
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,78 @@
+// Environments built once and shared by content (`sbsh session create --setup COMMAND
+// --setup-key FILE...`), in STATE/envs.
+//
+// An environment is keyed by a hash of its setup's text, the contents of its key files and
+// the bash that runs it (its path and its bytes): STATE/envs/HASH is the directory the
+// setup fills (SBSH_ENV), built in place, never moved (a Python venv breaks when it is
+// relocated). STATE/envs/HASH.ready, written last and atomically once the setup succeeded,
+// marks it complete and says what made it; its modification time is when a session last
+// started with it. While a setup runs, STATE/envs/HASH.building names its process session,
+// so that a directory an sbshd killed halfway through left behind is recognised, whatever it
+// started is ended, and it is built again from nothing.
+//
+// The setup runs in `bash -c` as a child of sbshd in a process session of its own, with the
+// session's environment and directory and SBSH_ENV set, stdin from /dev/null; its output
+// goes to everyone waiting for it as it comes. Creators asking for the same hash while it
+// runs wait for the same run and share its outcome. A failed setup leaves nothing.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/result.h"
+
+namespace sbsh::daemon {
+
+class env_store {
+ public:
+  // Environments live in `dir`; their setups run under `bash`.
+  env_store(uv_loop_t* loop, std::string dir, std::string bash);
+  ~env_store();
+  env_store(const env_store&) = delete;
+  env_store& operator=(const env_store&) = delete;
+
+  // The hash keying `setup` with the key files `keys` (absolute paths), computed on the
+  // thread pool; `done` gets it, or an error naming a key file that cannot be read.
+  void key(std::string setup, std::vector<std::string> keys, std::function<void(result<std::string>)> done);
+  [[nodiscard]] std::string path_of(const std::string& hash) const { return dir_ + "/" + hash; }
+  // Whether environment `hash` is complete; if so it counts as used now.
+  bool use_if_ready(const std::string& hash);
+
+  // How a setup runs: its text, the files that keyed it (recorded with it), and the
+  // session's directory and environment.
+  struct setup_run {
+    std::string setup;
+    std::vector<std::string> keys;
+    std::string cwd;
+    std::vector<std::string> env;
+  };
+  using output_fn = std::function<void(uint32_t stream, std::string_view data)>;
+  // Builds environment `hash` by running the setup, or joins the build under way: `out` gets
+  // its output as it comes, `done` its outcome (ok once the environment is complete, else
+  // setup_failed with its status and the end of its output). Returns a ticket for leave().
+  uint64_t build(const std::string& hash, const setup_run& how, output_fn out, std::function<void(status)> done);
+  // The waiter `ticket` no longer waits (its `done` never runs); a build that nobody waits
+  // for any more is stopped, and leaves nothing.
+  void leave(uint64_t ticket);
+
+ private:
+  struct build_job;
+  void start(const std::string& hash, const setup_run& how);
+  void read_output(build_job& job, int which);
+  void setup_ended(const std::string& hash, int64_t status, int sig);
+  void finish(const std::string& hash, status outcome);
+
+  uv_loop_t* loop_;
+  std::string dir_;
+  std::string bash_;
+  std::map<std::string, std::unique_ptr<build_job>> builds_;  // by hash
+  uint64_t next_ticket_ = 1;
+};
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,208 @@
+// Environments built once and shared by content (session create --setup COMMAND --setup-key
+// FILE): on a real sbshd, with real setups whose runs are counted in a file outside them.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include "tests/functional/fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+class env_test : public daemon_test {
+ protected:
+  void SetUp() override {
+    daemon_test::SetUp();
+    project = dir + "/project";
+    fs::create_directories(project);
+    put(project + "/requirements.txt", "left-pad==1.0\n");
+    runs = dir + "/runs";
+  }
+  static void put(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+  static std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+  // How many times a setup made by setup_text() has run.
+  [[nodiscard]] size_t count_runs() const {
+    std::string all = slurp(runs);
+    return static_cast<size_t>(std::count(all.begin(), all.end(), '\n'));
+  }
+  // A setup that counts its run, says so on both streams, and builds a "tool" from the key.
+  [[nodiscard]] std::string setup_text(const std::string& extra = "") const {
+    return "echo run >> " + shell_quote(runs) + "; echo building on stdout; echo building on stderr >&2; " + extra +
+           "cp requirements.txt \"$SBSH_ENV/tool\"";
+  }
+  run_result create(const std::string& name, const std::string& setup, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args{"session", "create", name, "-C", project, "--setup", setup, "--setup-key",
+                                  "requirements.txt"};
+    args.insert(args.end(), more.begin(), more.end());
+    return sbsh(args);
+  }
+  // The session's SBSH_ENV, as its shell sees it.
+  std::string env_of(const std::string& session) { return trim(exec(session, "echo \"$SBSH_ENV\"").out); }
+  // The environments' directory entries (hash directories and their markers).
+  [[nodiscard]] std::vector<std::string> env_entries() const {
+    std::vector<std::string> out;
+    if (fs::exists(state + "/envs"))
+      for (const auto& e : fs::directory_iterator(state + "/envs")) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::string project, runs;
+};
+
+TEST_F(env_test, TheSetupRunsOnceForSessionsWithTheSameKeyAndAgainWhenAKeyChanges) {
+  auto r = create("one", setup_text());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The setup's output reached the creating client as it ran, each stream on its own.
+  EXPECT_EQ(r.out, "building on stdout\n");
+  EXPECT_EQ(r.err, "building on stderr\n");
+  EXPECT_EQ(count_runs(), 1u);
+  std::string env = env_of("one");
+  ASSERT_FALSE(env.empty());
+  EXPECT_EQ(fs::path(env).parent_path(), fs::path(state) / "envs");
+  EXPECT_EQ(slurp(env + "/tool"), "left-pad==1.0\n");
+
+  // Another session with the same setup and key: nothing runs, it shares the directory.
+  r = create("two", setup_text());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out + r.err, "");
+  EXPECT_EQ(count_runs(), 1u);
+  EXPECT_EQ(env_of("two"), env);
+  // A new shell of the session (a restart) keeps it, and session show names it.
+  ASSERT_EQ(sbsh({"session", "restart", "two"}).code, 0);
+  EXPECT_EQ(env_of("two"), env);
+  auto shown = json::parse(sbsh({"session", "show", "two", "--json"}).out);
+  EXPECT_EQ(shown.at("definition").at("sbsh_env"), env);
+  EXPECT_EQ(shown.at("definition").at("setup_keys"), json::array({"requirements.txt"}));
+
+  // The key file changes: a new environment, built by a new run; the old one stays.
+  put(project + "/requirements.txt", "left-pad==2.0\n");
+  r = create("three", setup_text());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 2u);
+  std::string env3 = env_of("three");
+  EXPECT_NE(env3, env);
+  EXPECT_EQ(slurp(env3 + "/tool"), "left-pad==2.0\n");
+  EXPECT_EQ(slurp(env + "/tool"), "left-pad==1.0\n");
+  // So does another setup text with the same key.
+  r = create("four", setup_text("true; "));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 3u);
+  EXPECT_NE(env_of("four"), env3);
+  // SBSH_ENV from the creator's environment never reaches a session.
+  r = run({"/usr/bin/env", "SBSH_ENV=/nowhere", bin("sbsh"), "--socket", sock, "--no-autostart", "exec", "-s",
+           "plain", "echo \"[${SBSH_ENV-unset}]\""});
+  EXPECT_EQ(r.out, "[unset]\n") << r.err;
+}
+
+TEST_F(env_test, CreatorsArrivingTogetherWaitForOneRunAndShareIt) {
+  std::string gate = dir + "/gate";
+  // The setup says it waits, every 50 ms, until the test opens the gate.
+  std::string setup = setup_text("until [ -e " + shell_quote(gate) + " ]; do echo waiting; sleep 0.05; done; ");
+  auto create_async = [&](const std::string& name, const std::string& out) {
+    return std::async(std::launch::async, [this, name, setup, out] {
+      std::string line = "exec " + shell_quote(bin("sbsh")) + " --socket " + shell_quote(sock) +
+                         " --no-autostart session create " + name + " -C " + shell_quote(project) + " --setup " +
+                         shell_quote(setup) + " --setup-key requirements.txt > " + shell_quote(out) + " 2>&1";
+      return run({"/bin/sh", "-c", line});
+    });
+  };
+  std::vector<std::future<run_result>> creators;
+  std::vector<std::string> outs;
+  for (const char* name : {"a", "b", "c"}) {
+    outs.push_back(dir + "/out-" + name);
+    creators.push_back(create_async(name, outs.back()));
+  }
+  // Each creator hears the run while it is still waiting: all three joined the same one.
+  for (const auto& out : outs)
+    ASSERT_TRUE(wait_until([&] { return slurp(out).find("waiting") != std::string::npos; }, std::chrono::seconds(60)))
+        << out << ": " << slurp(out);
+  put(gate, "");
+  for (auto& c : creators) EXPECT_EQ(c.get().code, 0);
+  EXPECT_EQ(count_runs(), 1u);
+  std::string env = env_of("a");
+  EXPECT_EQ(env_of("b"), env);
+  EXPECT_EQ(env_of("c"), env);
+  EXPECT_EQ(slurp(env + "/tool"), "left-pad==1.0\n");
+}
+
+TEST_F(env_test, AFailedSetupKeepsNothingAndTellsWhy) {
+  std::string ok_file = dir + "/ok";
+  std::string setup = setup_text("echo partial > \"$SBSH_ENV/partial\"; [ -e " + shell_quote(ok_file) +
+                                 " ] || { echo the index is unreachable >&2; exit 3; }; ");
+  auto r = create("py", setup);
+  EXPECT_NE(r.code, 0);
+  // The status and the end of its output are in the error; the output also came as it ran.
+  EXPECT_NE(r.err.find("exited with status 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the index is unreachable"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "building on stdout\n");
+  EXPECT_TRUE(listed("py").is_null());
+  EXPECT_EQ(env_entries(), std::vector<std::string>{});  // no directory, no marker
+  // The next creator runs it again, and this time it holds.
+  put(ok_file, "");
+  r = create("py", setup);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 2u);
+  EXPECT_EQ(slurp(env_of("py") + "/partial"), "partial\n");
+  // Bad requests are refused clearly, and nothing runs.
+  r = sbsh({"session", "create", "bad", "--setup-key", "requirements.txt"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("give --setup"), std::string::npos) << r.err;
+  r = create("bad", setup_text(), {"--setup-key", "missing.lock"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("missing.lock"), std::string::npos) << r.err;
+  EXPECT_TRUE(listed("bad").is_null());
+  EXPECT_EQ(count_runs(), 2u);
+}
+
+TEST_F(env_test, ASetupCutShortBySbshdsDeathIsEndedAndRebuiltFromNothing) {
+  std::string first = dir + "/first", pids = dir + "/pids", later = dir + "/later";
+  // The first run leaves a process behind, writes part of the environment and hangs; a later
+  // run (the same setup: the same key) finishes, leaving a process behind too.
+  std::string setup = setup_text("if [ ! -e " + shell_quote(first) + " ]; then touch " + shell_quote(first) +
+                                 "; sleep 600 & echo $$ $! > " + shell_quote(pids) +
+                                 "; echo stale > \"$SBSH_ENV/stale\"; while :; do sleep 0.05; done; fi; sleep 600 & "
+                                 "echo $! > " + shell_quote(later) + "; ");
+  auto cut = std::async(std::launch::async, [&] { return create("py", setup); });
+  ASSERT_TRUE(wait_until([&] { return slurp(pids).find('\n') != std::string::npos; }, std::chrono::seconds(60)));
+  pid_t bash = 0, sleeper = 0;
+  std::istringstream(slurp(pids)) >> bash >> sleeper;
+  ASSERT_TRUE(pid_alive(bash) && pid_alive(sleeper));
+  // Should sbshd fail to end them, the test does.
+  struct reaper {
+    pid_t a, b;
+    ~reaper() {
+      for (pid_t p : {a, b})
+        if (pid_alive(p)) ::kill(p, SIGKILL);
+    }
+  } reap{bash, sleeper};
+  kill_daemon();
+  EXPECT_NE(cut.get().code, 0);
+  EXPECT_TRUE(pid_alive(bash));  // nothing ended it yet
+  start_daemon();
+  auto r = create("py", setup);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 2u);
+  // What the cut-short run left is gone: its processes and its files.
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(bash) && !pid_alive(sleeper); }, std::chrono::seconds(20)));
+  std::string env = env_of("py");
+  EXPECT_EQ(slurp(env + "/tool"), "left-pad==1.0\n");
+  EXPECT_FALSE(fs::exists(env + "/stale"));
+  EXPECT_FALSE(fs::exists(env + ".building"));
+  // What a setup that succeeded left running ended with it.
+  pid_t left = std::stoi(trim(slurp(later)));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(left); }, std::chrono::seconds(20)));
+}
+
+}  // namespace
+}  // namespace sbsh::test
