@@ -82,6 +82,28 @@ result<std::vector<kept_copy>> connection::prune_kept_copies() {
   return std::move(r->copies);
 }
 
+result<std::vector<environment_info>> connection::environments() {
+  auto r = p_->ask<msg::env_info>(msg::env_list{});
+  if (!r) return r.err();
+  return std::move(r->envs);
+}
+
+sbsh::status connection::remove_environment(const std::string& hash, bool force) {
+  auto r = p_->ask<msg::ok>(msg::env_remove{hash, force});
+  if (!r) return r.err();
+  return ok_status();
+}
+
+result<std::vector<environment_info>> connection::prune_environments(std::optional<uint64_t> keep,
+                                                                     std::chrono::milliseconds older_than) {
+  msg::env_prune req;
+  req.keep = keep;
+  req.older_than_ms = static_cast<uint64_t>(std::max<int64_t>(older_than.count(), 0));
+  auto r = p_->ask<msg::env_info>(req);
+  if (!r) return r.err();
+  return std::move(r->envs);
+}
+
 result<std::vector<std::string>> connection::prune_sessions(std::chrono::milliseconds idle) {
   // The reply's names are views into its frame: read while the frame is alive (not ask()).
   uint64_t id = p_->next_id++;

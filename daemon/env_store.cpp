@@ -1,12 +1,14 @@
 // Environments built once and shared by content (see env_store.h).
 #include "daemon/env_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sha2.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -128,6 +130,40 @@ int64_t now_ms() {
       .count();
 }
 
+constexpr std::string_view kReady = ".ready";
+
+// The complete environments in `dir`, from their markers; sizes only when `measure`.
+std::vector<environment_info> read_envs(const std::string& dir, bool measure) {
+  std::vector<environment_info> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n.size() <= kReady.size() || n[0] == '.' || !n.ends_with(kReady)) continue;
+    environment_info env;
+    env.hash = std::string(n.substr(0, n.size() - kReady.size()));
+    env.path = dir + "/" + env.hash;
+    std::string marker = env.path + std::string(kReady);
+    struct stat st {};
+    if (::stat(marker.c_str(), &st) != 0) continue;
+    env.last_used_ms = st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+    std::ifstream f(marker);
+    auto meta = nlohmann::json::parse(f, nullptr, false);
+    if (meta.is_object()) {
+      env.setup = meta.value("setup", std::string());
+      if (auto k = meta.find("keys"); k != meta.end() && k->is_array())
+        for (const auto& key : *k)
+          if (key.is_string()) env.keys.push_back(key.get<std::string>());
+      env.created_at_ms = meta.value("created_at_ms", int64_t{0});
+    }
+    if (measure) env.size_bytes = tree_bytes(env.path);
+    out.push_back(std::move(env));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.last_used_ms > b.last_used_ms; });
+  return out;
+}
+
 }  // namespace
 
 struct env_store::build_job {
@@ -216,6 +252,68 @@ void env_store::leave(uint64_t ticket) {
       job->proc->kill(SIGKILL);  // setup_ended ends the rest of its session and deletes what it made
     }
     return;
+  }
+}
+
+void env_store::list(std::function<void(std::vector<environment_info>)> done) {
+  auto out = std::make_shared<std::vector<environment_info>>();
+  off_loop(
+      loop_, [out, dir = dir_] { *out = read_envs(dir, true); }, [out, done = std::move(done)] { done(std::move(*out)); });
+}
+
+status env_store::remove(const std::string& hash, std::function<void()> done) {
+  std::string path = path_of(hash);
+  if (hash.empty() || hash.find('/') != std::string::npos || hash[0] == '.' || builds_.count(hash) != 0 ||
+      ::unlink((path + std::string(kReady)).c_str()) != 0)
+    return make_error(ipc::errc::no_such_env,
+                      fmt::format("no environment {}; 'sbsh env ls' lists them", ipc::printable(hash, 80)));
+  // Renamed aside, so that a new build of the same hash starts from nothing.
+  std::string aside = fmt::format("{}/.remove-{}-{}", dir_, hash, ++seq_);
+  if (::rename(path.c_str(), aside.c_str()) != 0) aside = path;
+  off_loop(
+      loop_,
+      [aside] {
+        if (!remove_tree(aside)) spdlog::error("cannot delete all of {}", aside);
+      },
+      std::move(done));
+  return ok_status();
+}
+
+void env_store::sweep_incomplete() {
+  std::vector<std::string> left;
+  if (DIR* d = ::opendir(dir_.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      struct stat st {};
+      bool leftover = n[0] == '.' && n.starts_with(".remove-");  // a removal sbshd did not finish
+      if (!leftover && n.find('.') == std::string::npos && builds_.count(n) == 0)
+        leftover = ::stat((path_of(n) + std::string(kReady)).c_str(), &st) != 0;  // a setup cut short
+      if (leftover) left.push_back(n);
+    }
+    ::closedir(d);
+  }
+  for (const auto& n : left) {
+    // Renamed aside on the loop, so that a build of the same hash starting later starts from
+    // nothing; what the cut-short setup still runs is ended by its record.
+    std::string path = path_of(n);
+    std::string aside = n[0] == '.' ? path : fmt::format("{}/.remove-{}-{}", dir_, n, ++seq_);
+    if (aside != path && ::rename(path.c_str(), aside.c_str()) != 0) continue;
+    std::string record = n[0] == '.' ? std::string() : path + ".building";
+    std::string moved_record = record.empty() ? record : aside + ".building";
+    if (!record.empty()) (void)::rename(record.c_str(), moved_record.c_str());
+    off_loop(
+        loop_,
+        [path, aside, moved_record] {
+          if (std::ifstream f(moved_record); !moved_record.empty() && f) {
+            pid_t sid = 0;
+            f >> sid;
+            end_leftovers(sid, path);
+          }
+          remove_tree(aside);
+          if (!moved_record.empty()) ::unlink(moved_record.c_str());
+        },
+        [] {});
   }
 }
 

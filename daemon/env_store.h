@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ipc/records.h"
 #include "ipc/result.h"
 
 namespace sbsh::daemon {
@@ -61,12 +62,23 @@ class env_store {
   // for any more is stopped, and leaves nothing.
   void leave(uint64_t ticket);
 
+  // The complete environments, most recently used first, measured on the thread pool (their
+  // `sessions` are left for the caller to fill).
+  void list(std::function<void(std::vector<environment_info>)> done);
+  // Deletes complete environment `hash`: its marker goes at once (no session starts with it
+  // any more), its directory on the thread pool, then `done` runs. no_such_env when there is
+  // none, or its setup is running.
+  status remove(const std::string& hash, std::function<void()> done);
+  // Deletes what interrupted setups left (directories without a marker, no setup running).
+  void sweep_incomplete();
+
  private:
   struct build_job;
   void start(const std::string& hash, const setup_run& how);
   void read_output(build_job& job, int which);
   void setup_ended(const std::string& hash, int64_t status, int sig);
   void finish(const std::string& hash, status outcome);
+  uint64_t seq_ = 0;
 
   uv_loop_t* loop_;
   std::string dir_;

@@ -156,6 +156,8 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::session_restart, on_session_restart},
     {msg_type::session_prune, on_session_prune},
     {msg_type::kept_list, on_kept_list},           {msg_type::kept_prune, on_kept_prune},
+    {msg_type::env_list, on_env_list},             {msg_type::env_remove, on_env_remove},
+    {msg_type::env_prune, on_env_prune},
     {msg_type::proc_start, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_start(c, e); }},
     {msg_type::proc_list, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_list(c, e); }},
     {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},

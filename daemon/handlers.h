@@ -13,6 +13,9 @@ void on_session_restart(server& srv, client_conn& c, ipc::envelope& env);
 void on_session_prune(server& srv, client_conn& c, ipc::envelope& env);
 void on_kept_list(server& srv, client_conn& c, ipc::envelope& env);
 void on_kept_prune(server& srv, client_conn& c, ipc::envelope& env);
+void on_env_list(server& srv, client_conn& c, ipc::envelope& env);
+void on_env_remove(server& srv, client_conn& c, ipc::envelope& env);
+void on_env_prune(server& srv, client_conn& c, ipc::envelope& env);
 
 // Every session as `status` and `session_list` report it.
 std::vector<session_status> describe_sessions(const server& srv);

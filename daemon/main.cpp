@@ -21,6 +21,29 @@ bool parse_mib(const char* name, const std::string& text, uint64_t* bytes) {
   return true;
 }
 
+// --env-cap: bytes, with K, M, G or T (powers of 1024); 0 for no cap.
+bool parse_size(const char* name, const std::string& text, uint64_t* bytes) {
+  char* end = nullptr;
+  double n = std::strtod(text.c_str(), &end);
+  int shift = 0;
+  if (end != text.c_str() && *end != '\0' && end[1] == '\0') {
+    switch (*end) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: shift = -1;
+    }
+    ++end;
+  }
+  if (end == text.c_str() || *end != '\0' || shift < 0 || !(n >= 0) || n * static_cast<double>(1ull << shift) > 1e18) {
+    std::fprintf(stderr, "sbshd: %s takes a size such as 10G, 512M or 0 (no cap), not '%s'\n", name, text.c_str());
+    return false;
+  }
+  *bytes = static_cast<uint64_t>(n * static_cast<double>(1ull << shift));
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +72,11 @@ int main(int argc, char** argv) {
   app.add_option("--spare-wrappers", o.spare_wrappers,
                  "Wrappers kept started ahead of need, so that a new session does not wait for one (0: none)")
       ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  std::string env_cap = "10G";
+  app.add_option("--env-cap", env_cap,
+                 "Size that all environments built by session setups may reach together; the least recently used "
+                 "that no session uses are deleted to stay within it (0: no cap)")
       ->capture_default_str();
   std::string adopt = "10m";
   app.add_option("--adopt-timeout", adopt,
@@ -90,5 +118,6 @@ int main(int argc, char** argv) {
     o.idle_expiry_ms = static_cast<uint64_t>(expiry->count());
   }
   if (!parse_mib("--log-cap", log_cap, &o.log_cap) || !parse_mib("--log-size", log_size, &o.log.max_bytes)) return 2;
+  if (!parse_size("--env-cap", env_cap, &o.env_cap)) return 2;
   return sbsh::daemon::run_or_die(std::move(o));
 }

@@ -201,6 +201,7 @@ status server::start_listening() {
   auto adopted = adopt_orphans();
   load_state(adopted);
   snapshots_.sweep_leftovers();
+  envs_.sweep_incomplete();
   for (auto& [name, shell] : adopted) {  // not in the state file: it was not written yet
     session_def def;
     def.cwd = shell.cwd;
@@ -684,7 +685,65 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
         if (auto it = pending_.find(name); it != pending_.end()) it->second.env_ticket = 0;
         if (built) envs_.use_if_ready(h);
         pending_done(name, built);
+        if (built) enforce_env_cap();
       });
+}
+
+void server::list_envs(std::function<void(std::vector<environment_info>)> done) {
+  envs_.list([this, done = std::move(done)](std::vector<environment_info> envs) {
+    std::map<std::string, environment_info*> by_path;
+    for (auto& e : envs) by_path[e.path] = &e;
+    auto add = [&](const std::string& name, const session_def& d) {
+      if (auto it = by_path.find(d.sbsh_env); !d.sbsh_env.empty() && it != by_path.end())
+        it->second->sessions.push_back(name);
+    };
+    for (const auto& [name, s] : sessions_) add(name, s->def());
+    for (const auto& [name, p] : pending_) add(name, p.def);
+    done(std::move(envs));
+  });
+}
+
+void server::evict_envs(env_picker pick, std::function<void(std::vector<environment_info>)> done) {
+  list_envs([this, pick = std::move(pick), done = std::move(done)](std::vector<environment_info> envs) {
+    auto victims = pick(std::move(envs));
+    auto left = std::make_shared<size_t>(victims.size() + 1);
+    auto gone = std::make_shared<std::vector<environment_info>>();
+    auto one_done = [left, gone, done] {
+      if (--*left == 0) done(std::move(*gone));
+    };
+    for (auto& v : victims) {
+      // Used since the list was made (a session created meanwhile), or being rebuilt: kept.
+      bool used = false;
+      for (const auto& [name, s] : sessions_) used = used || s->def().sbsh_env == v.path;
+      for (const auto& [name, p] : pending_) used = used || p.def.sbsh_env == v.path;
+      if (used || !envs_.remove(v.hash, one_done)) {
+        one_done();
+        continue;
+      }
+      spdlog::info("environment {} deleted ({} bytes)", v.hash, v.size_bytes);
+      gone->push_back(std::move(v));
+    }
+    one_done();
+  });
+}
+
+void server::enforce_env_cap() {
+  if (opts_.env_cap == 0) return;
+  evict_envs(
+      [cap = opts_.env_cap](std::vector<environment_info> envs) {
+        // All of them count, those in use too; the least recently used unused ones go first.
+        uint64_t total = 0;
+        for (const auto& e : envs) total += e.size_bytes;
+        std::vector<environment_info> out;
+        for (auto it = envs.rbegin(); it != envs.rend() && total > cap; ++it) {
+          if (!it->sessions.empty()) continue;
+          total -= it->size_bytes;
+          out.push_back(*it);
+        }
+        if (total > cap) spdlog::warn("environments hold {} bytes, over the cap of {}, and sessions use them all", total, cap);
+        return out;
+      },
+      [](const std::vector<environment_info>&) {});
 }
 
 void server::pending_done(const std::string& name, status outcome) {

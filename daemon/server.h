@@ -43,6 +43,9 @@ struct options {
   size_t max_clients = ipc::kMaxClients;
   uint64_t stalled_client_ms = ipc::kStalledClientMs;
   size_t keep_finished = 1000;  // finished background processes kept in the table
+  // The most bytes all environments (session create --setup) may hold; the least recently
+  // used that no session uses are deleted to stay within it. 0: no cap.
+  uint64_t env_cap = 10ull << 30;
   // For fuzzing request handling: every request that would create a session (and so start
   // a wrapper and a shell, or copy a snapshot) is refused.
   bool no_sessions = false;
@@ -196,6 +199,15 @@ class server {
   kept_commands& kept() { return *kept_; }
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
+  env_store& envs() { return envs_; }
+  // The complete environments, most recently used first, each with the sessions using it
+  // (defined with it, or being made with it).
+  void list_envs(std::function<void(std::vector<environment_info>)> done);
+  // Deletes the environments that `pick` chooses from list_envs() (it must choose only those
+  // that no session uses: one used by the time it would go is kept); `done` gets those
+  // deleted once they are gone.
+  using env_picker = std::function<std::vector<environment_info>(std::vector<environment_info>)>;
+  void evict_envs(env_picker pick, std::function<void(std::vector<environment_info>)> done);
   // Ends every session and background process, then the loop. With `keep_sessions`, leaves
   // them running instead, for the next sbshd to adopt.
   void begin_shutdown(const std::string& why, bool keep_sessions = false);
@@ -306,6 +318,9 @@ class server {
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
   // what it had is deleted, and its waiters told.
   void pending_done(const std::string& name, status outcome);
+  // Deletes the least recently used environments that no session uses while all of them hold
+  // more than opts_.env_cap bytes.
+  void enforce_env_cap();
   // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
   // session `name`'s; the error says what to do.
   status room_for_definition(const std::string& name, const session_def& def);

@@ -266,6 +266,15 @@ uint64_t tree_size(int fd) {
   return total;
 }
 
+}  // namespace
+
+uint64_t tree_bytes(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? 0 : tree_size(fd);
+}
+
+namespace {
+
 // The kept copies in `dir` (named SESSION@MS or SESSION@MS-N), oldest first; sizes only
 // when `measure`.
 std::vector<kept_copy> read_kept(const std::string& dir, bool measure) {

@@ -92,5 +92,7 @@ class snapshot_store {
 // writable first (a copy keeps the source's modes, and a read-only directory would otherwise
 // keep its entries). Returns false when something could not be deleted.
 bool remove_tree(const std::string& path);
+// The bytes of the regular files beneath `path`, links not followed (0 when it cannot be read).
+uint64_t tree_bytes(const std::string& path);
 
 }  // namespace sbsh::daemon

@@ -129,6 +129,22 @@ struct schema_of<session_spec> {
 };
 
 template <>
+struct schema_of<environment_info> {
+  static constexpr std::string_view name = "environment";
+  static constexpr auto fields() {
+    using s = environment_info;
+    return std::tuple{field("hash", &s::hash),
+                      field("path", &s::path),
+                      field("setup", &s::setup),
+                      field("keys", &s::keys),
+                      field("size_bytes", &s::size_bytes),
+                      field("created_at_ms", &s::created_at_ms),
+                      field("last_used_ms", &s::last_used_ms),
+                      field("sessions", &s::sessions)};
+  }
+};
+
+template <>
 struct schema_of<kept_copy> {
   static constexpr std::string_view name = "kept copy";
   static constexpr auto fields() {
@@ -972,6 +988,46 @@ struct file_move {
   }
 };
 
+// 800: environments built by setups (session create --setup)
+
+// The complete environments (env_info), most recently used first, with the sessions that use
+// each and its size.
+struct env_list {
+  static constexpr message_kind kind{msg_type::env_list, "env_list", client_to_daemon, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+struct env_info {
+  static constexpr message_kind kind{msg_type::env_info, "env_info", daemon_to_client, true};
+  std::vector<environment_info> envs;
+  static constexpr auto fields() { return std::tuple{field("envs", &env_info::envs)}; }
+};
+
+// Deletes the environment `hash`; refused (env_in_use) while a session is defined with it,
+// unless `force` (its sessions keep their SBSH_ENV, which then names nothing). Answered with
+// ok once it is gone.
+struct env_remove {
+  static constexpr message_kind kind{msg_type::env_remove, "env_remove", client_to_daemon, true};
+  std::string_view hash;
+  bool force = false;
+  static constexpr auto fields() {
+    return std::tuple{field("hash", &env_remove::hash, kRequired), field("force", &env_remove::force, kOmitEmpty)};
+  }
+};
+
+// Deletes environments no session uses: all of them, or those beyond the `keep` most recently
+// used, or those unused for `older_than_ms`; and whatever an interrupted setup left. The
+// reply (env_info) lists those deleted, once they are gone.
+struct env_prune {
+  static constexpr message_kind kind{msg_type::env_prune, "env_prune", client_to_daemon, true};
+  std::optional<uint64_t> keep;
+  uint64_t older_than_ms = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("keep", &env_prune::keep, kOmitEmpty),
+                      field("older_than_ms", &env_prune::older_than_ms, kOmitEmpty)};
+  }
+};
+
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
@@ -979,7 +1035,8 @@ using all = std::tuple<hello, welcome, error, ok, session_list, session_info, se
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end, file_read, file_opened, file_chunk, file_end, file_write, file_data, file_close,
-                       file_stat, file_info, file_list, file_entries, file_remove, file_mkdir, file_move>;
+                       file_stat, file_info, file_list, file_entries, file_remove, file_mkdir, file_move,
+                       env_list, env_info, env_remove, env_prune>;
 
 }  // namespace msg
 

@@ -113,6 +113,12 @@ enum class msg_type : uint32_t {
   file_remove = 711,
   file_mkdir = 712,
   file_move = 713,
+
+  // 800: environments built by setups
+  env_list = 800,
+  env_info = 801,
+  env_remove = 802,
+  env_prune = 803,
 };
 
 // The name of a message type ("exec_done"), or "unknown" (messages.cpp).
@@ -152,6 +158,8 @@ enum class errc {
   outside_root,  // the path leads outside the session's root
   file_failed,   // the file request failed: no such file, not a directory, ...
   setup_failed,  // session_create: the environment's setup failed (its output is in the message)
+  env_in_use,    // env_remove: sessions use the environment
+  no_such_env,   // env_remove: no environment of that hash
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -205,6 +213,9 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::setup_failed, "setup_failed",
      "session_create: the environment's setup exited non-zero or was killed; the message holds its exit status and "
      "the end of its output, nothing of it was kept, and the next creator runs it again"},
+    {errc::env_in_use, "env_in_use",
+     "env_remove: sessions are defined with the environment (or one is being made with it); remove them, or force"},
+    {errc::no_such_env, "no_such_env", "env_remove: no complete environment of that hash"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

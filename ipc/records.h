@@ -120,6 +120,18 @@ struct kept_copy {
   uint64_t size_bytes = 0;
 };
 
+// An environment built by a setup (session create --setup), as `sbsh env ls` lists it.
+struct environment_info {
+  std::string hash;                   // its key: setup text, key files' contents, bash
+  std::string path;                   // its directory, the SBSH_ENV of its sessions
+  std::string setup;                  // the setup that built it
+  std::vector<std::string> keys;      // the key files it was built from, as given
+  uint64_t size_bytes = 0;            // the bytes of its files (links not followed)
+  int64_t created_at_ms = 0;          // when its setup succeeded (unix ms)
+  int64_t last_used_ms = 0;           // when a session last started with it (unix ms)
+  std::vector<std::string> sessions;  // the sessions defined with it now
+};
+
 // A file beneath a session's root, as `sbsh file stat` and `sbsh file ls` describe it.
 struct file_entry {
   std::string path;  // stat: as given; ls: from the directory listed ("a/b" with recursion)

@@ -50,6 +50,7 @@ void add_session_option(command_line& cl, std::string& into);
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all);
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);
+std::string human_bytes(uint64_t n);
 // Text from sbshd as it may be shown on a terminal: control characters escaped (\e, \n, \t,
 // \x07, C1 controls and bidirectional marks as \u009b), and bytes that are not UTF-8 as
 // \xNN; with keep_lines, newlines and tabs stay.

@@ -47,18 +47,6 @@ int prune_sessions(const global_opts& g, const session_args& a) {
   return 0;
 }
 
-// 1.5M, 320K, 12B: a size for a table.
-std::string human_bytes(uint64_t n) {
-  const char* units = "BKMGT";
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{}B", n) : fmt::format("{:.1f}{}", v, units[u]);
-}
-
 // ls --kept and prune --kept: the snapshot copies kept after their sessions.
 int kept_copies(const global_opts& g, const session_args& a, bool prune) {
   auto conn = connect(g, false);

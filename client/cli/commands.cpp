@@ -9,6 +9,7 @@ runner declare_run(command_line& cl);
 runner declare_session(command_line& cl);
 runner declare_start(command_line& cl);
 runner declare_file(command_line& cl);
+runner declare_env(command_line& cl);
 runner declare_logs(command_line& cl);
 runner declare_kill(command_line& cl);
 runner declare_wait(command_line& cl);
@@ -27,6 +28,7 @@ constexpr command kCommands[] = {
     {"run", "run a plan of staged commands in a fresh session; write a report", declare_run},
     {"session", "create, list, show, remove or restart sessions", declare_session},
     {"file", "read, write, list and remove files beneath a session's root", declare_file},
+    {"env", "list and delete the environments that session setups built", declare_env},
     {"start", "start a background process from a session's state; prints its id", declare_start},
     {"logs", "show a background process's output", declare_logs},
     {"kill", "signal a background process and its whole tree", declare_kill},

@@ -99,6 +99,18 @@ class table {
 
 }  // namespace
 
+// 1.5M, 320K, 12B: a size for a table.
+std::string human_bytes(uint64_t n) {
+  const char* units = "BKMGT";
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{}B", n) : fmt::format("{:.1f}{}", v, units[u]);
+}
+
 std::string human_duration(uint64_t ms) {
   uint64_t s = ms / 1000;
   if (s < 60) return fmt::format("{}s", s);

@@ -7,7 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
-  local commands="exec run session file start logs kill wait ps attach status shutdown mcp dial-stdio version help"
+  local commands="exec run session file env start logs kill wait ps attach status shutdown mcp dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -60,6 +60,14 @@ _sbsh() {
         rm) COMPREPLY=($(compgen -W "-s --session -r --recursive --help" -- "$cur")) ;;
         mkdir) COMPREPLY=($(compgen -W "-s --session -p --parents --help" -- "$cur")) ;;
         mv) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
+      esac ;;
+    env)
+      local sub=${words[i+1]}
+      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "ls rm prune" -- "$cur")); return; fi
+      case $sub in
+        ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        rm) COMPREPLY=($(compgen -W "--force --help" -- "$cur")) ;;
+        prune) COMPREPLY=($(compgen -W "--keep --older-than --json --help" -- "$cur")) ;;
       esac ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;

@@ -204,5 +204,94 @@ TEST_F(env_test, ASetupCutShortBySbshdsDeathIsEndedAndRebuiltFromNothing) {
   EXPECT_TRUE(wait_until([&] { return !pid_alive(left); }, std::chrono::seconds(20)));
 }
 
+TEST_F(env_test, EnvironmentsAreListedRemovedAndPrunedButNeverOneInUse) {
+  ASSERT_EQ(create("one", setup_text()).code, 0);
+  std::string a = env_of("one");
+  put(project + "/requirements.txt", "other\n");
+  ASSERT_EQ(create("two", setup_text()).code, 0);
+  std::string b = env_of("two");
+  auto r = sbsh({"env", "ls", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto envs = json::parse(r.out);
+  ASSERT_EQ(envs.size(), 2u) << r.out;
+  EXPECT_EQ(envs[0].at("path"), b);  // most recently used first
+  EXPECT_EQ(envs[0].at("sessions"), json::array({"two"}));
+  EXPECT_EQ(envs[1].at("sessions"), json::array({"one"}));
+  EXPECT_EQ(envs[1].at("keys"), json::array({"requirements.txt"}));
+  EXPECT_EQ(envs[1].at("size_bytes"), 14);  // its one file, "left-pad==1.0\n"
+  std::string hash_a = envs[1].at("hash");
+  EXPECT_EQ(fs::path(a).filename(), hash_a);
+  // In use: refused, and it stays.
+  r = sbsh({"env", "rm", hash_a});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("used by session one"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(a + "/tool"));
+  r = sbsh({"env", "rm", "nosuchhash"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no environment nosuchhash"), std::string::npos) << r.err;
+  // Once its session is gone, it goes.
+  ASSERT_EQ(sbsh({"session", "rm", "one"}).code, 0);
+  r = sbsh({"env", "rm", hash_a});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(wait_until([&] { return !fs::exists(a); }, std::chrono::seconds(20)));
+  EXPECT_EQ(json::parse(sbsh({"env", "ls", "--json"}).out).size(), 1u);
+  // Creating it again builds it again.
+  put(project + "/requirements.txt", "left-pad==1.0\n");
+  ASSERT_EQ(create("one", setup_text()).code, 0);
+  EXPECT_EQ(count_runs(), 3u);
+  EXPECT_EQ(env_of("one"), a);
+  // prune: --keep keeps the most recently used of those unused; those in use always stay.
+  put(project + "/requirements.txt", "third\n");
+  ASSERT_EQ(create("three", setup_text()).code, 0);
+  std::string c = env_of("three");
+  ASSERT_EQ(sbsh({"session", "rm", "one"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "rm", "three"}).code, 0);
+  r = sbsh({"env", "prune", "--keep", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto gone = json::parse(r.out);
+  ASSERT_EQ(gone.size(), 1u) << r.out;
+  EXPECT_EQ(gone[0].at("path"), a);  // "three" was used last
+  r = sbsh({"env", "prune"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("deleted " + fs::path(c).filename().string()), std::string::npos) << r.out;
+  EXPECT_TRUE(wait_until([&] { return !fs::exists(c) && !fs::exists(a); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(fs::exists(b + "/tool"));  // "two" uses it
+  envs = json::parse(sbsh({"env", "ls", "--json"}).out);
+  ASSERT_EQ(envs.size(), 1u);
+  EXPECT_EQ(envs[0].at("path"), b);
+}
+
+TEST_F(env_test, TheSizeCapEvictsTheLeastRecentlyUsedThatNoSessionUses) {
+  stop_daemon();
+  daemon_args = {"--env-cap", "2500"};  // two environments of 1000 bytes each, not three
+  start_daemon();
+  auto build = [&](const std::string& session, char fill) {
+    put(project + "/requirements.txt", std::string(999, fill) + "\n");
+    auto r = create(session, setup_text());
+    EXPECT_EQ(r.code, 0) << r.err;
+    return env_of(session);
+  };
+  std::string e1 = build("s1", 'a');
+  std::string e2 = build("s2", 'b');
+  ASSERT_EQ(sbsh({"session", "rm", "s1"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "rm", "s2"}).code, 0);
+  // e1 is used again, so e2 is now the least recently used.
+  EXPECT_EQ(build("s1b", 'a'), e1);
+  ASSERT_EQ(sbsh({"session", "rm", "s1b"}).code, 0);
+  EXPECT_EQ(count_runs(), 2u);
+  std::string e3 = build("s3", 'c');
+  EXPECT_TRUE(wait_until([&] { return !fs::exists(e2); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(fs::exists(e1 + "/tool"));
+  EXPECT_TRUE(fs::exists(e3 + "/tool"));
+  // Over the cap with every environment in use: none goes.
+  std::string e4 = build("s4", 'd');
+  EXPECT_TRUE(wait_until([&] { return !fs::exists(e1); }, std::chrono::seconds(20)));  // unused: it goes
+  EXPECT_TRUE(fs::exists(e3 + "/tool") && fs::exists(e4 + "/tool"));
+  std::string e5 = build("s5", 'e');
+  auto envs = json::parse(sbsh({"env", "ls", "--json"}).out);
+  EXPECT_EQ(envs.size(), 3u) << envs.dump();  // 3000 bytes over 2500, but all in use
+  EXPECT_TRUE(fs::exists(e5 + "/tool"));
+}
+
 }  // namespace
 }  // namespace sbsh::test

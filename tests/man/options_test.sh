@@ -42,7 +42,9 @@ bash_offers() {
 }
 # The body of a zsh completion function.
 zsh_function() {
-  f="^$1\\(\\) \\{" awk '$0 ~ ENVIRON["f"] { on = 1 } on { print } on && /^}/ { exit }' "$src/dist/completions/_sbsh"
+  # A one-line function ends on its first line; another at the first line that is "}".
+  f="^$1\\(\\) \\{" awk '$0 ~ ENVIRON["f"] { on = 1; print; if (/}$/) exit; next } on { print } on && /^}/ { exit }' \
+    "$src/dist/completions/_sbsh"
 }
 
 bash -n "$src/dist/completions/sbsh.bash" || failed "sbsh.bash has a syntax error"

@@ -28,6 +28,7 @@ using sbsh::daemon_counters;
 using sbsh::file_entry;
 using sbsh::history_entry;
 using sbsh::kept_copy;
+using sbsh::environment_info;
 using sbsh::proc_info;
 using sbsh::session_detail;
 using sbsh::session_spec;
@@ -266,6 +267,15 @@ class SBSH_API connection {
   // returns those deleted once they are gone.
   result<std::vector<kept_copy>> kept_copies();
   result<std::vector<kept_copy>> prune_kept_copies();
+  // Environments built by setups (session_spec::setup), most recently used first, each with
+  // its size and the sessions using it. remove refuses (code "env_in_use") while a session is
+  // defined with it unless `force`; prune deletes those no session uses: all, or all but the
+  // `keep` most recently used, or those unused for `older_than` (both: either keeps one), and
+  // returns them once they are gone.
+  result<std::vector<environment_info>> environments();
+  sbsh::status remove_environment(const std::string& hash, bool force = false);
+  result<std::vector<environment_info>> prune_environments(std::optional<uint64_t> keep,
+                                                           std::chrono::milliseconds older_than);
   sbsh::status restart_session(const std::string& name);
   // Removes every session made implicitly (exec or start with a session name that did not
   // exist) that has been idle for at least `idle`; returns their names once they are gone.
