@@ -11,7 +11,7 @@ def main() -> int:
         r = work.exec('echo "$GREETING from $PWD"', check=True)
         print(r.text, end="")
         try:
-            work.exec("exit 3", check=True)
+            work.exec("(exit 3)", check=True)
         except sbsh.CommandFailed as e:
             print(f"failed as expected: exit code {e.result.exit_code}")
         proc = work.start("sleep 0.2; echo done")

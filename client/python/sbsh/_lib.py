@@ -25,6 +25,7 @@ ERR_INVALID = -5
 ERR_INTERNAL = -6
 ERR_PROTOCOL = -7
 ERR_NOT_FOUND = -8
+PENDING = 1  # sbsh_exec_call_step: not ended yet
 
 OUTPUT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
 EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
@@ -117,6 +118,10 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_canceller_free": (None, [P]),
         "sbsh_exec_opts_init": (None, [ctypes.POINTER(ExecOpts)]),
         "sbsh_exec": (I, [P, ctypes.POINTER(ExecOpts), PP]),
+        "sbsh_exec_start": (I, [P, ctypes.POINTER(ExecOpts), PP]),
+        "sbsh_exec_call_fd": (I, [P]),
+        "sbsh_exec_call_step": (I, [P, PP]),
+        "sbsh_exec_call_free": (None, [P]),
         "sbsh_result_has_exit_code": (I, [P]),
         "sbsh_result_exit_code": (I, [P]),
         "sbsh_result_signal": (I, [P]),

@@ -6,12 +6,16 @@ and AsyncProcess.
         async for item in c.exec_stream("pytest -x", session="test"):
             ...  # OutputChunk as it arrives, then the ExecResult
 
-How it runs: libsbsh's calls block, and a connection serves one request at a time. An
-AsyncClient keeps a pool of connections (at most max_connections, opened as concurrency
-needs them and reused); each request borrows one and runs on a worker thread of the
-client's own pool of the same size, so the event loop never blocks. Requests beyond
-max_connections wait their turn. Commands in one session run one after another in sbshd
-whatever the client does; commands in different sessions run at the same time.
+How it runs: a connection serves one request at a time, so an AsyncClient keeps a pool of
+connections (at most max_connections, opened as concurrency needs them and reused), and
+each request borrows one. exec (and exec_stream) needs no thread: libsbsh's
+sbsh_exec_start sends the request and the event loop drives the rest through the call's
+descriptor (loop.add_reader), so a thousand commands in flight are a thousand descriptors
+in one loop. The other requests, which libsbsh offers only as blocking calls (sessions,
+processes, plans, files; opening a connection), run on worker threads of the client's own
+pool of max_connections threads. Requests beyond max_connections wait their turn. Commands
+in one session run one after another in sbshd whatever the client does; commands in
+different sessions run at the same time.
 
 Cancellation: cancelling the task that awaits exec (or exec_stream, run_plan, a follow)
 stops the command as a Canceller does (SIGTERM to its process group, SIGKILL after the grace
@@ -21,13 +25,16 @@ and its state (directory, variables) are kept. Then CancelledError propagates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import signal as _signal
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import (Any, AsyncIterator, Callable, List, Optional, Sequence, Type, TypeVar, Union)
+from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union)
 
+from . import _lib
 from ._lib import EnvLike
-from .client import Canceller, Client, PlanLike, StdinLike
+from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
 from .types import (DaemonStatus, ExecResult, FileInfo, Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo,
                     SessionDetails, SessionInfo)
@@ -38,11 +45,13 @@ T = TypeVar("T")
 
 
 class _Conn:
-    """A pooled connection and the canceller that stops what runs on it."""
+    """A pooled connection and the canceller that stops what runs on it. healthy: False once
+    a request on it failed in a way that leaves it unusable."""
 
     def __init__(self, client: Client, canceller: Canceller) -> None:
         self.client = client
         self.canceller = canceller
+        self.healthy = True
 
     def close(self) -> None:
         self.client.close()
@@ -99,9 +108,10 @@ class AsyncClient:
             self._idle.append(conn)
         return self
 
-    async def _run(self, fn: Callable[[Client, Canceller], T], stoppable: bool = True) -> T:
-        """Runs fn(client, canceller) on a pooled connection in a worker thread. Cancelled,
-        it stops the call through the canceller and waits for it before re-raising."""
+    @contextlib.asynccontextmanager
+    async def _lease(self) -> AsyncIterator[_Conn]:
+        """A pooled connection for one request (opened when none is idle and fewer than
+        max_connections are); it goes back to the pool afterwards unless it failed."""
         pool = self._executor()
         assert self._sem is not None
         loop = asyncio.get_running_loop()
@@ -118,32 +128,30 @@ class AsyncClient:
                     raise
                 self._all.append(conn)
             conn.canceller.reset()
-            fut = loop.run_in_executor(pool, fn, conn.client, conn.canceller)
-            healthy = True
+            healthy = False
             try:
-                return await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                if stoppable:
-                    conn.canceller.cancel()
-                while not fut.done():
-                    try:
-                        await asyncio.shield(fut)
-                    except asyncio.CancelledError:
-                        continue
-                    except BaseException:
-                        break
-                raise
+                yield conn
+                healthy = True
             except ConnectionLost:
-                healthy = False
+                raise
+            except BaseException:
+                healthy = not conn.client.closed and conn.healthy
                 raise
             finally:
-                if fut.done() and not fut.cancelled() and isinstance(fut.exception(), ConnectionLost):
-                    healthy = False
-                if healthy and not self._closed:
+                if healthy and conn.healthy and not self._closed:
                     self._idle.append(conn)
                 else:
                     self._all.remove(conn)
                     conn.close()
+
+    async def _run(self, fn: Callable[[Client, Canceller], T], stoppable: bool = True) -> T:
+        """Runs fn(client, canceller) on a pooled connection in a worker thread. Cancelled,
+        it stops the call through the canceller and waits for it before re-raising."""
+        pool = self._executor()
+        loop = asyncio.get_running_loop()
+        async with self._lease() as conn:
+            fut = loop.run_in_executor(pool, fn, conn.client, conn.canceller)
+            return await _finish(fut, conn.canceller.cancel if stoppable else None)
 
     async def close(self) -> None:
         """Closes every connection (sessions and processes go on)."""
@@ -171,19 +179,52 @@ class AsyncClient:
                    check: bool = False) -> ExecResult:
         """Client.exec, awaited. on_output is called on the event loop's thread."""
         loop = asyncio.get_running_loop()
-        relay: Optional[Callable[[int, bytes], None]] = None
-        if on_output is not None:
-            user_fn = on_output
+        async with self._lease() as conn:
+            c, L = conn.client, conn.client._lib
+            o, keep_alive = c._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace,
+                                         detach_after, keep)
+            kept: Dict[int, Any] = {}
+            guard = None
+            if on_output is not None:
+                kept, guard = _keeping(on_output, output_limit, conn.canceller.cancel)
+                o.on_output = guard.c_fn
+            o.cancel_fd = conn.canceller.fileno()
+            call = ctypes.c_void_p()
+            rc = int(L.sbsh_exec_start(c._conn, ctypes.byref(o), ctypes.byref(call)))
+            if rc != _lib.OK:
+                raise _lib.last_error(L, rc, c._conn)
+            fut: asyncio.Future[ExecResult] = loop.create_future()
+            fd = int(L.sbsh_exec_call_fd(call))
+            alive: List[Any] = [o, keep_alive, guard]  # the C call refers to these until it ends
 
-            def relay_fn(stream: int, data: bytes) -> None:
-                loop.call_soon_threadsafe(user_fn, stream, data)
-            relay = relay_fn
-
-        def call(c: Client, k: Canceller) -> ExecResult:
-            return c.exec(command, session, cwd=cwd, env=env, timeout=timeout, stdin=stdin, on_output=relay,
-                          output_limit=output_limit, canceller=k, grace=grace, detach_after=detach_after, keep=keep,
-                          check=check)
-        return await self._run(call)
+            def ready() -> None:
+                if fut.done():
+                    return
+                r = ctypes.c_void_p()
+                rc = int(L.sbsh_exec_call_step(call, ctypes.byref(r)))
+                if rc == _lib.PENDING:
+                    return
+                loop.remove_reader(fd)
+                try:
+                    if rc != _lib.OK:
+                        err = _lib.last_error(L, rc, c._conn)
+                        if isinstance(err, ConnectionLost):
+                            conn.healthy = False
+                        fut.set_exception(err)
+                    elif guard is not None and guard.error is not None:
+                        fut.set_exception(guard.error)
+                    else:
+                        fut.set_result(c._result(r))
+                except BaseException as e:  # nothing may escape into the event loop
+                    fut.set_exception(e)
+                finally:
+                    L.sbsh_result_free(r)
+                    L.sbsh_exec_call_free(call)
+                    alive.clear()
+            loop.add_reader(fd, ready)
+            res = await _finish(fut, conn.canceller.cancel)
+        res = _with_kept(res, kept)
+        return check_result(command, res) if check else res
 
     async def exec_stream(self, command: Union[str, bytes], session: Optional[str] = None,
                           **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
@@ -329,6 +370,28 @@ class AsyncClient:
 
     async def status(self) -> DaemonStatus:
         return await self._run(lambda c, k: c.status(), stoppable=False)
+
+
+async def _finish(fut: "asyncio.Future[T]", stop: Optional[Callable[[], None]]) -> T:
+    """Awaits fut. Cancelled, calls stop() and still waits for fut (the call must end before
+    its connection serves again), then re-raises the cancellation."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        if fut.cancelled():
+            raise
+        if stop is not None:
+            stop()
+        while not fut.done():
+            try:
+                await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                continue
+            except BaseException:
+                break
+        if not fut.cancelled():
+            fut.exception()  # retrieved: it goes with the cancellation
+        raise
 
 
 def _close_when_open(f: "asyncio.Future[_Conn]") -> None:

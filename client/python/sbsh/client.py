@@ -218,6 +218,29 @@ class _Interruption:
             self._prev = None
 
 
+def _keeping(on_output: OutputCallback, output_limit: Optional[int],
+             stop: Callable[[], None]) -> Tuple[Dict[int, _Kept], _CallbackGuard]:
+    """An output callback for C that keeps the output (as libsbsh would without one) and
+    passes it to on_output."""
+    limit = output_limit or DEFAULT_OUTPUT_LIMIT
+    kept = {STDOUT: _Kept(limit), STDERR: _Kept(limit)}
+
+    def both(stream: int, data: bytes) -> None:
+        kept[STDERR if stream == STDERR else STDOUT].add(data)
+        on_output(stream, data)
+    return kept, _CallbackGuard(both, stop)
+
+
+def _with_kept(res: ExecResult, kept: Dict[int, _Kept]) -> ExecResult:
+    """The result with the output that _keeping kept."""
+    if not kept:
+        return res
+    out, out_omitted = kept[STDOUT].finish()
+    err, err_omitted = kept[STDERR].finish()
+    return dataclasses.replace(res, stdout=out, stderr=err, stdout_omitted=out_omitted, stderr_omitted=err_omitted,
+                               stdout_truncated=out_omitted > 0, stderr_truncated=err_omitted > 0)
+
+
 def _proc_ref(proc: ProcRef) -> bytes:
     if isinstance(proc, Process):
         return str(proc.id).encode()
@@ -385,8 +408,37 @@ class Client:
         whatever its exit status.
         """
         L = self._lib
+        o, keep_alive = self._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace, detach_after,
+                                        keep)
+        kept: Dict[int, _Kept] = {}
+        with self._busy():
+            stop = _Interruption(self, canceller)
+            guard = None
+            if on_output is not None:
+                kept, guard = _keeping(on_output, output_limit, stop.stop)
+                o.on_output = guard.c_fn
+            o.cancel_fd = stop.fd
+            r = ctypes.c_void_p()
+            try:
+                with stop:
+                    rc = int(L.sbsh_exec(self._conn, ctypes.byref(o), ctypes.byref(r)))
+                if rc != _lib.OK:
+                    raise _lib.last_error(L, rc, self._conn)
+                if guard is not None:
+                    guard.reraise()
+                res = self._result(r)
+            finally:
+                L.sbsh_result_free(r)
+        del keep_alive
+        res = _with_kept(res, kept)
+        return check_result(command, res) if check else res
+
+    def _exec_opts(self, command: Union[str, bytes], session: Optional[str], cwd: Optional[str], env: EnvLike,
+                   timeout: Optional[float], stdin: StdinLike, output_limit: Optional[int], grace: Optional[float],
+                   detach_after: Optional[float], keep: bool) -> Tuple[Any, List[Any]]:
+        """sbsh_exec_opts for these arguments, and what must outlive the call they go to."""
         o = _lib.ExecOpts()
-        L.sbsh_exec_opts_init(ctypes.byref(o))
+        self._lib.sbsh_exec_opts_init(ctypes.byref(o))
         o.command = _lib.enc(command)
         o.session, o.cwd = _lib.enc(session), _lib.enc(cwd)
         keep_alive: List[Any] = []
@@ -407,40 +459,7 @@ class Client:
                 raise ValueError("output_limit must be positive")
             o.output_limit = output_limit
         o.detach_after_ms, o.keep = _lib.ms(detach_after, "detach_after"), int(keep)
-
-        kept: Dict[int, _Kept] = {}
-        with self._busy():
-            stop = _Interruption(self, canceller)
-            guard = None
-            if on_output is not None:
-                limit = output_limit or DEFAULT_OUTPUT_LIMIT
-                kept = {STDOUT: _Kept(limit), STDERR: _Kept(limit)}
-                user_fn = on_output
-
-                def both(stream: int, data: bytes) -> None:
-                    kept[STDERR if stream == STDERR else STDOUT].add(data)
-                    user_fn(stream, data)
-                guard = _CallbackGuard(both, stop.stop)
-                o.on_output = guard.c_fn
-            o.cancel_fd = stop.fd
-            r = ctypes.c_void_p()
-            try:
-                with stop:
-                    rc = int(L.sbsh_exec(self._conn, ctypes.byref(o), ctypes.byref(r)))
-                if rc != _lib.OK:
-                    raise _lib.last_error(L, rc, self._conn)
-                if guard is not None:
-                    guard.reraise()
-                res = self._result(r)
-            finally:
-                L.sbsh_result_free(r)
-        if kept:
-            out, out_omitted = kept[STDOUT].finish()
-            err, err_omitted = kept[STDERR].finish()
-            res = dataclasses.replace(res, stdout=out, stderr=err, stdout_omitted=out_omitted,
-                                      stderr_omitted=err_omitted, stdout_truncated=out_omitted > 0,
-                                      stderr_truncated=err_omitted > 0)
-        return check_result(command, res) if check else res
+        return o, keep_alive
 
     def _result(self, r: ctypes.c_void_p) -> ExecResult:
         L = self._lib
