@@ -61,6 +61,9 @@ class ApiTest(unittest.TestCase):
         with self.assertRaises(sbsh.DaemonUnreachable) as e:
             sbsh.Client(os.path.join(self.d.run_dir, "nothing.sock"), autostart=False)
         self.assertEqual(e.exception.code, sbsh.ERR_UNREACHABLE)
+        with self.assertRaises(sbsh.LibraryNotFound) as e:
+            sbsh.Client(self.d.sock, autostart=False, lib=os.path.join(self.d.dir, "no-libsbsh.so"))
+        self.assertIn("no-libsbsh.so", str(e.exception))
         with self.assertRaises(sbsh.SessionNotFound) as e:
             self.c.remove_session("api-never-made")
         self.assertEqual(e.exception.reason, "no_such_session")
