@@ -5,6 +5,7 @@ streaming, and cancellation that stops the command and keeps the session's state
 Environment: as test_sbsh.py (whose PrivateDaemon it uses).
 """
 import asyncio
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -29,6 +30,13 @@ def wait_for_file(path, seconds=10):
             pass
         time.sleep(0.02)
     raise AssertionError(f"{path} did not appear")
+
+
+class NoThreads(concurrent.futures.Executor):
+    """An executor that refuses work: in its place, it shows that a call took no thread."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        raise AssertionError(f"{fn} was given to a worker thread")
 
 
 def gone_within(pid, seconds):
@@ -196,12 +204,18 @@ class AsyncTest(unittest.TestCase):
 
     def test_concurrent_exec_over_sessions_is_exact(self):
         async def main():
-            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+            async with sbsh.AsyncClient(self.d.sock, autostart=False, max_connections=10) as c:
+                # Ten at once open the ten connections (on worker threads: connecting blocks).
                 await asyncio.gather(*(c.exec(f"export S={n}; cd /tmp", session=f"aio-{n}", check=True)
                                        for n in range(10)))
+                # From then on, exec takes no thread: the event loop drives every command.
+                pool, c._pool = c._pool, NoThreads()
                 t0 = time.monotonic()
-                rs = await asyncio.gather(*(c.exec(f"echo $S-{i}; echo e{i} >&2; sleep 0.2; (exit {i % 7})",
-                                                   session=f"aio-{i % 10}") for i in range(50)))
+                try:
+                    rs = await asyncio.gather(*(c.exec(f"echo $S-{i}; echo e{i} >&2; sleep 0.2; (exit {i % 7})",
+                                                       session=f"aio-{i % 10}") for i in range(50)))
+                finally:
+                    c._pool = pool
                 elapsed = time.monotonic() - t0
                 for n in range(10):
                     await c.remove_session(f"aio-{n}")
