@@ -15,7 +15,12 @@ import time
 import unittest
 
 import sbsh
-from test_sbsh import PrivateDaemon, pid_gone
+
+# A python3 this test starts loads libsbsh too: with a sanitized one it needs the runtimes
+# that test_sbsh drops from the environment of the other programs (sbshd, bash).
+PYTHON_PRELOAD = os.environ.get("LD_PRELOAD")
+
+from test_sbsh import PrivateDaemon, pid_gone  # noqa: E402
 
 
 def wait_for_file(path, seconds=10):
@@ -182,8 +187,11 @@ class ApiTest(unittest.TestCase):
         starter = ("import sbsh, sys\n"
                    "with sbsh.Client(sys.argv[1], autostart=False) as c:\n"
                    "    print(c.start('sleep 0.5; exit 5', session='api-orphan').id)\n")
+        env = dict(self.d.env)
+        if PYTHON_PRELOAD:
+            env.update(LD_PRELOAD=PYTHON_PRELOAD, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1")
         out = subprocess.run([sys.executable, "-c", starter, self.d.sock], check=True, capture_output=True,
-                             env=self.d.env, timeout=60)
+                             env=env, timeout=60)
         proc_id = int(out.stdout)
         p = self.c.process(proc_id)
         info = p.wait(timeout=20)
