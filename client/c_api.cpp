@@ -40,6 +40,11 @@ struct sbsh_result {
   sbsh::client::exec_result r;
 };
 
+struct sbsh_exec_call {
+  sbsh_conn* conn;
+  sbsh::client::exec_call call;
+};
+
 struct sbsh_proc {
   sbsh::client::proc_info p;
 };
@@ -196,6 +201,7 @@ const char* sbsh_error_name(int status) {
     case SBSH_ERR_INTERNAL: return "internal";
     case SBSH_ERR_PROTOCOL: return "protocol";
     case SBSH_ERR_NOT_FOUND: return "not_found";
+    case SBSH_PENDING: return "pending";
     default: return "unknown";
   }
 }
@@ -307,44 +313,92 @@ void sbsh_exec_opts_init(sbsh_exec_opts* opts) {
   opts->cancel_fd = -1;
 }
 
+namespace {
+
+// sbsh_exec_opts as exec_options; SBSH_OK, or what was wrong (recorded on conn). `fn`
+// names the calling function in the messages.
+int exec_options_from(sbsh_conn* conn, const sbsh_exec_opts* opts, const char* fn, sbsh::client::exec_options* o) {
+  // Version 1, the same structure without its last fields, is still taken.
+  if (opts->version != SBSH_EXEC_OPTS_VERSION && opts->version != 1)
+    return invalid(conn, std::string(fn) + ": opts.version is " + std::to_string(opts->version) +
+                             "; initialize the options with sbsh_exec_opts_init()");
+  if (opts->command == nullptr) return invalid(conn, std::string(fn) + ": opts.command is NULL");
+  if (opts->timeout_ms < 0 || opts->grace_ms < 0)
+    return invalid(conn, std::string(fn) + ": timeout_ms and grace_ms must not be negative");
+  if (opts->stdin_data == nullptr && opts->stdin_len > 0)
+    return invalid(conn, std::string(fn) + ": stdin_data is NULL but stdin_len is not 0");
+  std::string why;
+  if (!strings(opts->env, opts->env_count, "opts.env", &o->env, &why))
+    return invalid(conn, std::string(fn) + ": " + why);
+  o->command = opts->command;
+  o->session = str_or_empty(opts->session);
+  o->cwd = str_or_empty(opts->cwd);
+  o->session_cwd = str_or_empty(opts->session_cwd);
+  o->timeout = std::chrono::milliseconds(opts->timeout_ms);
+  o->grace = std::chrono::milliseconds(opts->grace_ms);
+  if (opts->stdin_data != nullptr) o->stdin_data.emplace(opts->stdin_data, opts->stdin_len);
+  else o->stdin_fd = opts->stdin_fd < 0 ? -1 : opts->stdin_fd;
+  if (opts->on_output != nullptr) o->on_output = output_callback(opts->on_output, opts->user);
+  o->stdout_fd = opts->stdout_fd < 0 ? -1 : opts->stdout_fd;
+  o->stderr_fd = opts->stderr_fd < 0 ? -1 : opts->stderr_fd;
+  o->signal_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
+  if (opts->output_limit > 0) o->output_limit = opts->output_limit;
+  if (opts->version >= 2) {
+    if (opts->detach_after_ms < 0) return invalid(conn, std::string(fn) + ": detach_after_ms must not be negative");
+    o->detach_after = std::chrono::milliseconds(opts->detach_after_ms);
+    o->keep = opts->keep != 0;
+  }
+  return SBSH_OK;
+}
+
+}  // namespace
+
 int sbsh_exec(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_result** out) {
   return guarded(conn, [&]() -> int {
     if (opts == nullptr || out == nullptr) return invalid(conn, "sbsh_exec: opts and out must not be NULL");
-    // Version 1, the same structure without its last fields, is still taken.
-    if (opts->version != SBSH_EXEC_OPTS_VERSION && opts->version != 1)
-      return invalid(conn, "sbsh_exec: opts.version is " + std::to_string(opts->version) +
-                               "; initialize the options with sbsh_exec_opts_init()");
-    if (opts->command == nullptr) return invalid(conn, "sbsh_exec: opts.command is NULL");
-    if (opts->timeout_ms < 0 || opts->grace_ms < 0)
-      return invalid(conn, "sbsh_exec: timeout_ms and grace_ms must not be negative");
-    if (opts->stdin_data == nullptr && opts->stdin_len > 0)
-      return invalid(conn, "sbsh_exec: stdin_data is NULL but stdin_len is not 0");
     sbsh::client::exec_options o;
-    std::string why;
-    if (!strings(opts->env, opts->env_count, "opts.env", &o.env, &why)) return invalid(conn, "sbsh_exec: " + why);
-    o.command = opts->command;
-    o.session = str_or_empty(opts->session);
-    o.cwd = str_or_empty(opts->cwd);
-    o.session_cwd = str_or_empty(opts->session_cwd);
-    o.timeout = std::chrono::milliseconds(opts->timeout_ms);
-    o.grace = std::chrono::milliseconds(opts->grace_ms);
-    if (opts->stdin_data != nullptr) o.stdin_data.emplace(opts->stdin_data, opts->stdin_len);
-    else o.stdin_fd = opts->stdin_fd < 0 ? -1 : opts->stdin_fd;
-    if (opts->on_output != nullptr) o.on_output = output_callback(opts->on_output, opts->user);
-    o.stdout_fd = opts->stdout_fd < 0 ? -1 : opts->stdout_fd;
-    o.stderr_fd = opts->stderr_fd < 0 ? -1 : opts->stderr_fd;
-    o.signal_fd = opts->cancel_fd < 0 ? -1 : opts->cancel_fd;
-    if (opts->output_limit > 0) o.output_limit = opts->output_limit;
-    if (opts->version >= 2) {
-      if (opts->detach_after_ms < 0) return invalid(conn, "sbsh_exec: detach_after_ms must not be negative");
-      o.detach_after = std::chrono::milliseconds(opts->detach_after_ms);
-      o.keep = opts->keep != 0;
-    }
+    if (int rc = exec_options_from(conn, opts, "sbsh_exec", &o); rc != SBSH_OK) return rc;
     auto r = conn->c.exec(o);
     if (!r) return fail(conn, r.err());
     *out = new sbsh_result{std::move(*r)};
     return SBSH_OK;
   });
+}
+
+int sbsh_exec_start(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_exec_call** out) {
+  return guarded(conn, [&]() -> int {
+    if (opts == nullptr || out == nullptr) return invalid(conn, "sbsh_exec_start: opts and out must not be NULL");
+    sbsh::client::exec_options o;
+    if (int rc = exec_options_from(conn, opts, "sbsh_exec_start", &o); rc != SBSH_OK) return rc;
+    auto call = conn->c.start_exec(std::move(o));
+    if (!call) return fail(conn, call.err());
+    *out = new sbsh_exec_call{conn, std::move(*call)};
+    return SBSH_OK;
+  });
+}
+
+int sbsh_exec_call_fd(const sbsh_exec_call* call) { return call == nullptr ? -1 : call->call.fd(); }
+
+int sbsh_exec_call_step(sbsh_exec_call* call, sbsh_result** out) {
+  sbsh_conn* conn = call == nullptr ? nullptr : call->conn;
+  return guarded(conn, [&]() -> int {
+    if (call == nullptr || out == nullptr) return invalid(conn, "sbsh_exec_call_step: call and out must not be NULL");
+    if (call->call.done()) return invalid(conn, "sbsh_exec_call_step: the call has ended already");
+    auto r = call->call.step();
+    if (!r) return fail(conn, r.err());
+    if (!*r) return SBSH_PENDING;
+    *out = new sbsh_result{std::move(**r)};
+    return SBSH_OK;
+  });
+}
+
+void sbsh_exec_call_free(sbsh_exec_call* call) {
+  if (call == nullptr) return;
+  // Its replies would still come, and be taken for those of the next request.
+  if (!call->call.done() && call->conn->broken.empty())
+    call->conn->broken =
+        "an exec on this connection was abandoned before it ended (sbsh_exec_call_free); connect again";
+  delete call;
 }
 
 int sbsh_result_has_exit_code(const sbsh_result* r) { return r != nullptr && r->r.exit_code ? 1 : 0; }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,10 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -194,60 +198,118 @@ void canceller::signal(int sig) const {
   (void)r;
 }
 
-result<exec_result> connection::exec(const exec_options& opts) {
+// One exec in flight: all that connection::exec's loop works on, kept between rounds so that
+// a caller with an event loop of its own can drive it (exec_call). Heap-allocated and never
+// moved: the sinks and `kept` point into it.
+struct __attribute__((visibility("hidden"))) exec_call::state {
+  connection::impl* p = nullptr;
+  exec_options owned;  // exec_call's copy of the options (connection::exec uses the caller's)
+  const exec_options* opts = nullptr;
+  bool keep = false, frames = false, has_stdin = false, guard_pipes = false;
+  pipe_pair in;
+  uint64_t id = 0;
+  bool started_told = false;
+  exec_result res;
+  std::optional<kept_output> kept;  // made by begin(), with the limit
+  sink sinks[2] = {{unique_fd(), stream::out}, {unique_fd(), stream::err}};
+  std::string_view pending;
+  std::string in_buf;
+  bool src_eof = true, in_open = false;
+  int in_target = -1;
+  bool done = false;
+  // exec_call only: an epoll descriptor that holds what the next round would poll.
+  unique_fd ep;
+  std::vector<std::pair<int, uint32_t>> registered;
+
+  state() = default;
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+
+  status begin(connection::impl* impl, const exec_options& o);
+  // The descriptors the next round polls, with their events and slot tags: 0 socket,
+  // 1 stdout, 2 stderr, 3 stdin target, 4 stdin source, 5 signal fd.
+  size_t wanted(pollfd* pf, int* map) const;
+  // Polls (timeout_ms: -1 waits, 0 does not) and handles what is ready, until the command
+  // has ended (the result) or, with timeout 0, nothing more is ready (nullopt).
+  result<std::optional<exec_result>> rounds(int timeout_ms);
+  status sync_epoll();
+
+  void close_input() {
+    if (!in_open) return;
+    in_open = false;
+    if (frames) (void)p->ch.send(ipc::encode(msg::stdin_eof{}, id));
+    in.w.reset();
+  }
+  ssize_t put_input(std::string_view src) {
+    if (!frames) return ::write(in.w.get(), src.data(), src.size());
+    size_t n = std::min<size_t>(src.size(), 64 * 1024);
+    return p->ch.send(ipc::encode(msg::stdin_data{{src.substr(0, n)}}, id)) ? static_cast<ssize_t>(n) : -1;
+  }
+  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
+  // 128+N: stop it, N first).
+  void send_signal(int sig) {
+    msg::cancel c;
+    c.signal.number = sig > 128 ? sig - 128 : sig;
+    if (sig > 128) c.stop = true;
+    (void)p->ch.send(ipc::encode(c, id));
+  }
+};
+
+status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
+  p = impl;
+  opts = &o;
   // Over a dial command (remote()), descriptors cannot reach sbshd: it makes the pipes and
   // sends the output in frames, and takes the input in frames (io "frames").
   // So does a command sbshd keeps: it must read the output to keep it.
-  bool keep = opts.keep || opts.detach_after.count() > 0;
-  bool frames = p_->remote || keep;
-  bool has_stdin = opts.stdin_data.has_value() || opts.stdin_fd >= 0;
-  sigpipe_guard guard(has_stdin || (!opts.on_output && (opts.stdout_fd >= 0 || opts.stderr_fd >= 0)));
-  pipe_pair out, err, in;
+  keep = o.keep || o.detach_after.count() > 0;
+  frames = p->remote || keep;
+  has_stdin = o.stdin_data.has_value() || o.stdin_fd >= 0;
+  guard_pipes = has_stdin || (!o.on_output && (o.stdout_fd >= 0 || o.stderr_fd >= 0));
+  pipe_pair out, err;
   if (!frames) {
-    auto o = make_pipe();
-    if (!o) return o.err();
-    auto e = make_pipe();
-    if (!e) return e.err();
-    out = std::move(*o);
-    err = std::move(*e);
+    auto op = make_pipe();
+    if (!op) return op.err();
+    auto ep2 = make_pipe();
+    if (!ep2) return ep2.err();
+    out = std::move(*op);
+    err = std::move(*ep2);
     if (has_stdin) {
       auto i = make_pipe();
       if (!i) return i.err();
       in = std::move(*i);
       set_nonblock(in.w.get());
     }
-    if (opts.stdout_fd >= 0 && !opts.on_output) ::fcntl(out.w.get(), F_SETPIPE_SZ, 1 << 20);
+    if (o.stdout_fd >= 0 && !o.on_output) ::fcntl(out.w.get(), F_SETPIPE_SZ, 1 << 20);
   }
 
-  uint64_t id = p_->next_id++;
+  id = p->next_id++;
   msg::exec req;
-  req.session = opts.session;
-  req.command = opts.command;
+  req.session = o.session;
+  req.command = o.command;
   // A relative directory goes as given: sbshd takes it from the session's root, or else from
   // this process's directory (sent along on a local connection only).
-  req.cwd = opts.cwd;
-  std::string base = opts.cwd.empty() || opts.cwd[0] == '/' ? std::string() : p_->local_cwd();
+  req.cwd = o.cwd;
+  std::string base = o.cwd.empty() || o.cwd[0] == '/' ? std::string() : p->local_cwd();
   req.cwd_base = base;
-  req.env = opts.env;
-  req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(opts.timeout.count(), 0));
-  req.grace_ms = static_cast<uint64_t>(std::max<int64_t>(opts.grace.count(), 0));
+  req.env = o.env;
+  req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(o.timeout.count(), 0));
+  req.grace_ms = static_cast<uint64_t>(std::max<int64_t>(o.grace.count(), 0));
   char cwd[4096];
-  if (!opts.session_cwd.empty()) req.session_cwd = opts.session_cwd;
+  if (!o.session_cwd.empty()) req.session_cwd = o.session_cwd;
   else if (!frames && ::getcwd(cwd, sizeof cwd) != nullptr) req.session_cwd = cwd;
   // A session this creates starts with this process's environment (or the one given).
   std::vector<std::string> own_env;
-  if (!opts.session_env && !p_->remote) own_env = ipc::inherited_environment();
-  req.session_env = opts.session_env ? *opts.session_env : own_env;
+  if (!o.session_env && !p->remote) own_env = ipc::inherited_environment();
+  req.session_env = o.session_env ? *o.session_env : own_env;
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
-  req.notify_started = static_cast<bool>(opts.on_started) || keep;
+  req.notify_started = static_cast<bool>(o.on_started) || keep;
   req.keep = keep;
-  req.detach_after_ms = static_cast<uint64_t>(std::max<int64_t>(opts.detach_after.count(), 0));
-  bool started_told = false;
+  req.detach_after_ms = static_cast<uint64_t>(std::max<int64_t>(o.detach_after.count(), 0));
   if (frames) {
     std::string frame = ipc::encode(req, id);
-    if (auto s = check_request_size(frame, opts.command.size()); !s) return s.err();
-    if (auto s = p_->send(frame); !s) return s.err();
+    if (auto s = check_request_size(frame, o.command.size()); !s) return s.err();
+    if (auto s = p->send(frame); !s) return s.err();
   } else {
     req.drain = true;
     std::array<int, 5> fds{};
@@ -256,8 +318,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
       if (fd >= 0) fds[nfds++] = fd;
     req.fds = nfds;
     std::string frame = ipc::encode(req, id);
-    if (auto s = check_request_size(frame, opts.command.size()); !s) return s.err();
-    if (auto s = p_->send(frame, std::span<const int>(fds.data(), nfds)); !s) return s.err();
+    if (auto s = check_request_size(frame, o.command.size()); !s) return s.err();
+    if (auto s = p->send(frame, std::span<const int>(fds.data(), nfds)); !s) return s.err();
     out.w.reset();
     err.w.reset();
     in.r.reset();
@@ -265,66 +327,56 @@ result<exec_result> connection::exec(const exec_options& opts) {
     set_nonblock(err.r.get());
   }
 
-  exec_result res;
-  kept_output kept(res, opts.output_limit);
-  sink sinks[2] = {{std::move(out.r), stream::out}, {std::move(err.r), stream::err}};
+  kept.emplace(res, o.output_limit);
+  sinks[0].r = std::move(out.r);
+  sinks[1].r = std::move(err.r);
   for (auto& s : sinks) {
     s.eof = !s.r;
-    s.cb = opts.on_output ? &opts.on_output : nullptr;
-    s.fd_out = opts.on_output ? -1 : (s.which == stream::out ? opts.stdout_fd : opts.stderr_fd);
-    s.keep = s.which == stream::out ? &kept.out : &kept.err;
+    s.cb = o.on_output ? &o.on_output : nullptr;
+    s.fd_out = o.on_output ? -1 : (s.which == stream::out ? o.stdout_fd : o.stderr_fd);
+    s.keep = s.which == stream::out ? &kept->out : &kept->err;
   }
-  std::string_view pending = opts.stdin_data ? std::string_view(*opts.stdin_data) : std::string_view();
-  std::string in_buf;
-  bool src_eof = opts.stdin_fd < 0;
+  pending = o.stdin_data ? std::string_view(*o.stdin_data) : std::string_view();
+  src_eof = o.stdin_fd < 0;
   // Input goes into the stdin pipe, or in stdin_data frames of at most 64 KiB, sent only
   // when the socket has room: sbshd stops reading a client whose input the command does not
   // take, and the output that command writes meanwhile must still be read.
-  bool in_open = has_stdin;
-  int in_target = frames ? p_->ch.fd() : in.w.get();
-  auto close_input = [&] {
-    if (!in_open) return;
-    in_open = false;
-    if (frames) (void)p_->ch.send(ipc::encode(msg::stdin_eof{}, id));
-    in.w.reset();
-  };
-  auto put_input = [&](std::string_view src) -> ssize_t {
-    if (!frames) return ::write(in.w.get(), src.data(), src.size());
-    size_t n = std::min<size_t>(src.size(), 64 * 1024);
-    return p_->ch.send(ipc::encode(msg::stdin_data{{src.substr(0, n)}}, id)) ? static_cast<ssize_t>(n) : -1;
-  };
+  in_open = has_stdin;
+  in_target = frames ? p->ch.fd() : in.w.get();
   if (has_stdin && pending.empty() && src_eof) close_input();
-  // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
-  // 128+N: stop it, N first).
-  auto send_signal = [&](int sig) {
-    // 128+N: stop it, N first.
-    msg::cancel c;
-    c.signal.number = sig > 128 ? sig - 128 : sig;
-    if (sig > 128) c.stop = true;
-    (void)p_->ch.send(ipc::encode(c, id));
-  };
+  return ok_status();
+}
 
+size_t exec_call::state::wanted(pollfd* pf, int* map) const {
+  size_t n = 0;
+  auto add = [&](int fd, short ev, int tag) {
+    if (fd < 0) return;
+    pf[n] = {fd, ev, 0};
+    map[n++] = tag;
+  };
+  add(p->ch.fd(), POLLIN, 0);
+  if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, 1);
+  if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, 2);
+  bool have_input = !pending.empty() || !in_buf.empty();
+  if (in_open && have_input) add(in_target, POLLOUT, 3);
+  if (in_open && !have_input && !src_eof) add(opts->stdin_fd, POLLIN, 4);
+  add(opts->signal_fd, POLLIN, 5);
+  return n;
+}
+
+result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
   for (;;) {
-    // Slots: 0 socket, 1 stdout, 2 stderr, 3 stdin pipe, 4 stdin source, 5 signal fd.
     pollfd pf[6];
     int map[6];
-    int n = 0;
-    auto add = [&](int fd, short ev, int tag) {
-      if (fd < 0) return;
-      pf[n] = {fd, ev, 0};
-      map[n++] = tag;
-    };
-    add(p_->ch.fd(), POLLIN, 0);
-    if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, 1);
-    if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, 2);
-    bool have_input = !pending.empty() || !in_buf.empty();
-    if (in_open && have_input) add(in_target, POLLOUT, 3);
-    if (in_open && !have_input && !src_eof) add(opts.stdin_fd, POLLIN, 4);
-    add(opts.signal_fd, POLLIN, 5);
-    if (p_->ch.buffered()) pf[0].revents = POLLIN;  // a frame already read: take it first
-    else if (::poll(pf, static_cast<nfds_t>(n), -1) < 0) {
-      if (errno == EINTR) continue;
-      return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+    int n = static_cast<int>(wanted(pf, map));
+    if (p->ch.buffered()) pf[0].revents = POLLIN;  // a frame already read: take it first
+    else {
+      int ready = ::poll(pf, static_cast<nfds_t>(n), timeout_ms);
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+      }
+      if (ready == 0) return std::optional<exec_result>();  // only with a timeout: not yet
     }
     for (int i = 0; i < n; ++i) {
       if (pf[i].revents == 0) continue;
@@ -348,7 +400,7 @@ result<exec_result> connection::exec(const exec_options& opts) {
         }
         case 4: {
           char buf[64 * 1024];
-          ssize_t r = ::read(opts.stdin_fd, buf, sizeof buf);
+          ssize_t r = ::read(opts->stdin_fd, buf, sizeof buf);
           if (r > 0) in_buf.assign(buf, static_cast<size_t>(r));
           else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
             src_eof = true;
@@ -358,11 +410,11 @@ result<exec_result> connection::exec(const exec_options& opts) {
         }
         case 5: {
           unsigned char sig;
-          if (::read(opts.signal_fd, &sig, 1) == 1) send_signal(sig);
+          if (::read(opts->signal_fd, &sig, 1) == 1) send_signal(sig);
           break;
         }
         default: {
-          auto env = p_->ch.recv();
+          auto env = p->ch.recv();
           if (!env) {
             if (env.err().code == "eof")
               return make_error("eof", "sbshd closed the connection before the command finished");
@@ -375,7 +427,8 @@ result<exec_result> connection::exec(const exec_options& opts) {
             // Once: a command whose shell ended before reading it goes to the next shell.
             auto st = ipc::decode<msg::exec_started>(m);
             if (st && keep) res.command_id = st->command_id;
-            if (st && !started_told && opts.on_started) opts.on_started({st->command_id, st->generation, st->started_at_ms});
+            if (st && !started_told && opts->on_started)
+              opts->on_started({st->command_id, st->generation, st->started_at_ms});
             started_told = true;
             break;
           }
@@ -385,8 +438,9 @@ result<exec_result> connection::exec(const exec_options& opts) {
             if (!d) return d.err();
             res.running = true;
             res.command_id = d->command_id;
-            kept.finish(res);
-            return res;
+            kept->finish(res);
+            done = true;
+            return std::optional<exec_result>(std::move(res));
           }
           if (m.type() == msg_type::output) {
             if (auto c = output_chunk(m)) sinks[c->first == stream::err ? 1 : 0].deliver(c->second);
@@ -401,13 +455,14 @@ result<exec_result> connection::exec(const exec_options& opts) {
           if (!frames) {
             sinks[0].pump(true);
             sinks[1].pump(true);
-            if (*release) (void)p_->ch.send(ipc::encode(msg::release{}, id));
+            if (*release) (void)p->ch.send(ipc::encode(msg::release{}, id));
           }
           for (const auto& s : sinks)
             if (s.write_errno != 0)
               return make_error("write_error", fmt::format("write error: {}", std::strerror(s.write_errno)));
-          kept.finish(res);
-          return res;
+          kept->finish(res);
+          done = true;
+          return std::optional<exec_result>(std::move(res));
         }
       }
     }
@@ -418,6 +473,89 @@ result<exec_result> connection::exec(const exec_options& opts) {
       }
     }
   }
+}
+
+// Makes the epoll set what the next round would poll: one entry per descriptor (the socket
+// may be wanted for reading and, with input in frames, for writing).
+status exec_call::state::sync_epoll() {
+  pollfd pf[6];
+  int map[6];
+  size_t n = wanted(pf, map);
+  std::vector<std::pair<int, uint32_t>> want;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t ev = (pf[i].events & POLLIN ? EPOLLIN : 0u) | (pf[i].events & POLLOUT ? EPOLLOUT : 0u);
+    auto it = std::find_if(want.begin(), want.end(), [&](const auto& w) { return w.first == pf[i].fd; });
+    if (it != want.end()) it->second |= ev;
+    else want.emplace_back(pf[i].fd, ev);
+  }
+  for (const auto& [fd, ev] : registered) {
+    if (std::none_of(want.begin(), want.end(), [&](const auto& w) { return w.first == fd; }))
+      (void)::epoll_ctl(ep.get(), EPOLL_CTL_DEL, fd, nullptr);  // may be closed already: no matter
+  }
+  for (const auto& [fd, ev] : want) {
+    epoll_event e{};
+    e.events = ev;
+    e.data.fd = fd;
+    auto it = std::find_if(registered.begin(), registered.end(), [&](const auto& r) { return r.first == fd; });
+    int op = it == registered.end() ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (op == EPOLL_CTL_MOD && it->second == ev) continue;
+    if (::epoll_ctl(ep.get(), op, fd, &e) != 0 &&
+        !(op == EPOLL_CTL_ADD && errno == EEXIST && ::epoll_ctl(ep.get(), EPOLL_CTL_MOD, fd, &e) == 0))
+      return make_error("io", fmt::format("epoll_ctl: {}", std::strerror(errno)));
+  }
+  registered = std::move(want);
+  return ok_status();
+}
+
+result<exec_result> connection::exec(const exec_options& opts) {
+  exec_call::state st;
+  sigpipe_guard guard(opts.stdin_data.has_value() || opts.stdin_fd >= 0 ||
+                      (!opts.on_output && (opts.stdout_fd >= 0 || opts.stderr_fd >= 0)));
+  if (auto s = st.begin(p_.get(), opts); !s) return s.err();
+  auto r = st.rounds(-1);  // waits: never returns without the result or an error
+  if (!r) return r.err();
+  return std::move(**r);
+}
+
+result<exec_call> connection::start_exec(exec_options opts) {
+  auto st = std::make_unique<exec_call::state>();
+  st->owned = std::move(opts);
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return make_error("io", fmt::format("epoll_create1: {}", std::strerror(errno)));
+  st->ep = unique_fd(ep);
+  {
+    sigpipe_guard guard(st->owned.stdin_data.has_value() || st->owned.stdin_fd >= 0 ||
+                        (!st->owned.on_output && (st->owned.stdout_fd >= 0 || st->owned.stderr_fd >= 0)));
+    if (auto s = st->begin(p_.get(), st->owned); !s) return s.err();
+  }
+  if (auto s = st->sync_epoll(); !s) return s.err();
+  return exec_call(std::move(st));
+}
+
+exec_call::exec_call(std::unique_ptr<state> s) : s_(std::move(s)) {}
+exec_call::exec_call(exec_call&&) noexcept = default;
+exec_call& exec_call::operator=(exec_call&&) noexcept = default;
+exec_call::~exec_call() = default;
+
+int exec_call::fd() const { return s_ ? s_->ep.get() : -1; }
+
+bool exec_call::done() const { return !s_ || s_->done; }
+
+result<std::optional<exec_result>> exec_call::step() {
+  if (done()) return make_error("usage", "exec_call::step: the command has ended already");
+  sigpipe_guard guard(s_->guard_pipes);
+  auto r = s_->rounds(0);
+  if (!r) {
+    s_->done = true;  // the connection is out of step now: nothing more to drive
+    return r.err();
+  }
+  if (!*r) {
+    if (auto s = s_->sync_epoll(); !s) {
+      s_->done = true;
+      return s.err();
+    }
+  }
+  return r;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -937,6 +938,98 @@ static void test_status_and_shutdown(sbsh_conn* c) {
   CHECK(!socket_accepts(sock));
 }
 
+/* Steps an exec_call until it ends, waiting on its descriptor; counts the SBSH_PENDINGs. */
+static int drive(sbsh_exec_call* call, sbsh_result** r, int* pendings) {
+  for (;;) {
+    struct pollfd pf = {sbsh_exec_call_fd(call), POLLIN, 0};
+    if (poll(&pf, 1, 20000) != 1) return -100; /* nothing for 20 s: a hang */
+    int rc = sbsh_exec_call_step(call, r);
+    if (rc != SBSH_PENDING) return rc;
+    ++*pendings;
+  }
+}
+
+/* sbsh_exec_start: two commands at once from one thread, each on its own connection, driven
+ * by poll(2) on their descriptors; a cancel through cancel_fd; an abandoned call. */
+static void test_exec_call(void) {
+  sbsh_conn *a = NULL, *b = NULL, *d = NULL;
+  if (!CHECK(sbsh_connect(sock, 0, &a) == SBSH_OK && sbsh_connect(sock, 0, &b) == SBSH_OK &&
+             sbsh_connect(sock, 0, &d) == SBSH_OK))
+    return;
+  CHECK(strcmp(sbsh_error_name(SBSH_PENDING), "pending") == 0);
+  CHECK(sbsh_exec_call_fd(NULL) == -1);
+  sbsh_exec_opts oa, ob;
+  sbsh_exec_opts_init(&oa);
+  sbsh_exec_opts_init(&ob);
+  oa.session = "call-a";
+  oa.command = "sleep 1; echo A; printf 'e\\0' >&2; (exit 3)";
+  struct capture cap = {0};
+  oa.on_output = capture_output;
+  oa.user = &cap;
+  ob.session = "call-b";
+  ob.command = "cd /tmp; X=kept; echo B";
+  sbsh_exec_call *ca = NULL, *cb = NULL;
+  int64_t t0 = now_ms();
+  CHECK(sbsh_exec_start(a, &oa, &ca) == SBSH_OK && ca != NULL && sbsh_exec_call_fd(ca) >= 0);
+  CHECK(sbsh_exec_start(b, &ob, &cb) == SBSH_OK && cb != NULL);
+  sbsh_result *ra = NULL, *rb = NULL;
+  int pend_a = 0, pend_b = 0;
+  /* b's short command ends while a's still sleeps: nothing waited for a. */
+  CHECK(drive(cb, &rb, &pend_b) == SBSH_OK && rb != NULL);
+  CHECK(sbsh_exec_call_step(ca, &ra) == SBSH_PENDING);
+  CHECK(drive(ca, &ra, &pend_a) == SBSH_OK && ra != NULL);
+  CHECK(now_ms() - t0 >= 1000);
+  if (ra != NULL) {
+    CHECK(sbsh_result_exit_code(ra) == 3);
+    CHECK_BYTES(cap.out, cap.out_len, "A\n", 2);
+    CHECK_BYTES(cap.err, cap.err_len, "e\0", 2);
+  }
+  if (rb != NULL) {
+    size_t n;
+    const char* out = sbsh_result_stdout(rb, &n);
+    CHECK(sbsh_result_exit_code(rb) == 0);
+    CHECK_BYTES(out, n, "B\n", 2);
+  }
+  sbsh_result_free(ra);
+  sbsh_result_free(rb);
+  /* A step after the end is refused; the connection serves the next request. */
+  CHECK(sbsh_exec_call_step(ca, &ra) == SBSH_ERR_INVALID);
+  sbsh_exec_call_free(ca);
+  sbsh_exec_call_free(cb);
+
+  /* Cancelled through cancel_fd: the command stops, the session keeps its state. */
+  sbsh_canceller* k = NULL;
+  CHECK(sbsh_canceller_new(&k) == SBSH_OK);
+  ob.command = "sleep 30";
+  ob.cancel_fd = sbsh_canceller_fd(k);
+  t0 = now_ms();
+  CHECK(sbsh_exec_start(b, &ob, &cb) == SBSH_OK);
+  CHECK(sbsh_exec_call_step(cb, &rb) == SBSH_PENDING);
+  sbsh_canceller_cancel(k);
+  pend_b = 0;
+  CHECK(drive(cb, &rb, &pend_b) == SBSH_OK && rb != NULL);
+  if (rb != NULL) CHECK(sbsh_result_cancelled(rb) == 1 && !sbsh_result_shell_restarted(rb));
+  CHECK(now_ms() - t0 < 10000);
+  sbsh_result_free(rb);
+  sbsh_exec_call_free(cb);
+  sbsh_canceller_free(k);
+  expect_stdout(b, "call-b", "echo $PWD $X", "/tmp kept\n", __LINE__);
+
+  /* Abandoned before its end: the connection is unusable from then on, and says why. */
+  ob.command = "sleep 0.2";
+  ob.cancel_fd = -1;
+  CHECK(sbsh_exec_start(d, &ob, &cb) == SBSH_OK);
+  sbsh_exec_call_free(cb);
+  sbsh_exec_opts od;
+  sbsh_exec_opts_init(&od);
+  od.command = "true";
+  sbsh_result* rd = NULL;
+  CHECK(sbsh_exec(d, &od, &rd) == SBSH_ERR_IO && contains(sbsh_last_error(d), "abandoned"));
+  sbsh_close(a);
+  sbsh_close(b);
+  sbsh_close(d);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   start_daemon();
@@ -956,6 +1049,7 @@ int main(void) {
   test_state_lost(c);
   test_streaming_and_stdin(c);
   test_detached(c);
+  test_exec_call();
   test_errors(c);
   test_sessions(c);
   test_files(c);

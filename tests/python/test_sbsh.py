@@ -189,7 +189,8 @@ class BindingTest(unittest.TestCase):
                         on_output=lambda s, d: seen.append((s, d)))
         self.assertEqual(b"".join(d for s, d in seen if s == sbsh.STDOUT), b"o1\0o2")
         self.assertEqual(b"".join(d for s, d in seen if s == sbsh.STDERR), b"e1")
-        self.assertEqual((r.stdout, r.stderr, r.exit_code), (b"", b"", 0))
+        # The result keeps what was streamed, too.
+        self.assertEqual((r.stdout, r.stderr, r.exit_code), (b"o1\0o2", b"e1", 0))
 
     def test_output_limit(self):
         r = self.c.exec("head -c 5000 /dev/zero; echo end", output_limit=1000)
@@ -345,8 +346,8 @@ class BindingTest(unittest.TestCase):
     def test_session_limits(self):
         self.c.create_session("capped", limits=["nofile=32", "as=4G:infinity"])
         self.assertEqual(self.c.exec("ulimit -n; ulimit -Sv", session="capped").stdout, b"32\n4194304\n")
-        self.assertEqual(self.c.session("capped")["definition"]["limits"],
-                         ["nofile=32:32", "as=4294967296:infinity"])
+        self.assertEqual(self.c.session_details("capped").definition.limits,
+                         ("nofile=32:32", "as=4294967296:infinity"))
         with self.assertRaises(sbsh.Error) as e:
             self.c.create_session("capped2", limits=["nofile=lots"])
         self.assertEqual(e.exception.reason, "bad_request")
@@ -360,28 +361,28 @@ class BindingTest(unittest.TestCase):
             {"name": "xfail", "expect": "failure", "commands": ["echo no >&2; (exit 4)"]}]}
         report, art = os.path.join(d, "r.json"), os.path.join(d, "art")
         rep = self.c.run_plan(plan, on_event=events.append, report=report, artifacts=art)
-        self.assertEqual((rep["status"], rep["reason"], rep["error"]), ("passed", None, None))
-        self.assertEqual(rep["stages"][0]["commands"][1]["stdout"], "1 2\n")  # state carried
-        self.assertEqual(rep["stages"][1]["commands"][0]["exit_code"], 4)
-        self.assertEqual(rep["stages"][1]["status"], "passed")
-        self.assertEqual([e["event"] for e in events],
+        self.assertEqual((rep.status, rep.reason, rep.error, rep.exit_status), ("passed", None, None, 0))
+        self.assertEqual(rep.stages[0].commands[1].stdout, b"1 2\n")  # state carried
+        self.assertEqual(rep.stages[1].commands[0].exit_code, 4)
+        self.assertEqual(rep.stages[1].status, "passed")
+        self.assertEqual([e.event for e in events],
                          ["plan_started", "stage_started", "command_started", "command_finished", "command_started",
                           "command_finished", "stage_finished", "stage_started", "command_started",
                           "command_finished", "stage_finished", "plan_finished"])
         with open(report) as f:
-            self.assertEqual(json.load(f), rep)
+            self.assertEqual(json.load(f), json.loads(rep.json))
         with open(os.path.join(art, "xfail", "0.stderr"), "rb") as f:
             self.assertEqual(f.read(), b"no\n")
-        self.assertNotIn(rep["session"], [s["name"] for s in self.c.sessions()])
+        self.assertNotIn(rep.session, [s.name for s in self.c.sessions()])
 
         # YAML text, a plan file, and a session name of one's choosing, kept.
         yaml = b"stages:\n  - {name: s, commands: ['echo yaml']}\n"
-        self.assertEqual(self.c.run_plan(yaml)["stages"][0]["commands"][0]["stdout"], "yaml\n")
+        self.assertEqual(self.c.run_plan(yaml).stages[0].commands[0].stdout, b"yaml\n")
         path = os.path.join(d, "p.yaml")
         with open(path, "wb") as f:
             f.write(yaml)
         rep = self.c.run_plan(path, session="py-plan", keep_session=True)
-        self.assertEqual((rep["status"], rep["session"], rep["session_kept"]), ("passed", "py-plan", True))
+        self.assertEqual((rep.status, rep.session, rep.session_kept), ("passed", "py-plan", True))
         self.c.remove_session("py-plan")
 
         with self.assertRaises(sbsh.Error) as e:
@@ -396,12 +397,12 @@ class BindingTest(unittest.TestCase):
         plan = {"stages": [{"name": "long", "commands": ["sleep 30", f"touch {d}/never"]}]}
 
         def on_start(action):
-            return lambda e: action() if e["event"] == "command_started" else None
+            return lambda e: action() if e.event == "command_started" else None
 
         k = sbsh.Canceller()
         rep = self.c.run_plan(plan, on_event=on_start(k.cancel), canceller=k)
-        self.assertEqual(rep["status"], "cancelled")
-        self.assertEqual([c["status"] for c in rep["stages"][0]["commands"]], ["cancelled", "skipped"])
+        self.assertEqual((rep.status, rep.exit_status), ("cancelled", 130))
+        self.assertEqual([c.status for c in rep.stages[0].commands], ["cancelled", "skipped"])
         k.close()
 
         report = os.path.join(d, "int.json")
@@ -436,7 +437,7 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(r.stdout, b"orig\n" + copy.encode() + b"\n")
         with open(os.path.join(src, "f")) as f:
             self.assertEqual(f.read(), "orig\n")
-        self.assertEqual(self.c.session("py-snap")["definition"]["snapshot"], src)
+        self.assertEqual(self.c.session_details("py-snap").definition.snapshot, src)
         with self.assertRaises(sbsh.Error) as e:
             self.c.create_session("py-snap2", snapshot=os.path.join(src, "f"))
         self.assertEqual(e.exception.reason, "bad_request")
@@ -448,7 +449,7 @@ class BindingTest(unittest.TestCase):
         self.c.create_session("py-root", root=src)
         r = self.c.exec('echo "$(pwd) $SBSH_ROOT"', session="py-root")
         self.assertEqual(r.stdout, (root + " " + root + "\n").encode())
-        self.assertEqual(self.c.session("py-root")["definition"]["root"], root)
+        self.assertEqual(self.c.session_details("py-root").definition.root, root)
         with self.assertRaises(sbsh.Error) as e:
             self.c.exec("true", session="py-root", cwd="..")
         self.assertEqual(e.exception.reason, "outside_root")
@@ -476,10 +477,11 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(f.read(), b"from a pipe\n")
         r = self.c.exec("cat piped", session="py-files")
         self.assertEqual(r.stdout, b"from a pipe\n")
-        self.assertEqual(self.c.stat_file("in/data.bin", session="py-files")["size"], len(data))
+        self.assertEqual(self.c.stat_file("in/data.bin", session="py-files").size, len(data))
+        self.assertEqual(self.c.stat_file("in/data.bin", session="py-files").mode, 0o600)
         self.c.make_directory("a/b", session="py-files", parents=True)
         self.c.move_file("piped", "a/b/piped", session="py-files")
-        paths = [e["path"] for e in self.c.list_files(session="py-files", recursive=True)]
+        paths = [e.path for e in self.c.list_files(session="py-files", recursive=True)]
         self.assertEqual(paths, ["a", "a/b", "a/b/piped", "in", "in/data.bin"])
         self.c.remove_file("a", session="py-files", recursive=True)
         self.assertFalse(os.path.exists(os.path.join(copy, "a")))
@@ -496,29 +498,29 @@ class BindingTest(unittest.TestCase):
             self.c.create_session("made", cwd="/var")
         self.assertEqual(e.exception.reason, "session_exists")
         self.assertEqual(self.c.exec("echo $Y $Z; pwd", session="made").stdout, b"from-init zz\n/tmp\n")
-        made = [s for s in self.c.sessions() if s["name"] == "made"]
+        made = [s for s in self.c.sessions() if s.name == "made"]
         self.assertEqual(len(made), 1)
-        self.assertEqual(made[0]["restart"], "on-failure")
-        self.assertGreater(made[0]["shell_pid"], 0)
-        detail = self.c.session("made")
-        self.assertEqual(detail["definition"]["init"], ["Y=from-init"])
-        self.assertEqual((detail["session"]["name"], detail["session"]["state"]), ("made", "ready"))
-        self.assertEqual(detail["history"][-1]["command"], "echo $Y $Z; pwd")
+        self.assertEqual(made[0].restart, "on-failure")
+        self.assertGreater(made[0].shell_pid, 0)
+        detail = self.c.session_details("made")
+        self.assertEqual(detail.definition.init, ("Y=from-init",))
+        self.assertEqual((detail.session.name, detail.session.state), ("made", "ready"))
+        self.assertEqual(detail.history[-1].command, "echo $Y $Z; pwd")
         self.c.exec("W=1", session="made")
         self.c.restart_session("made")
         self.assertEqual(self.c.exec("echo ${W:-gone}", session="made").stdout, b"gone\n")
         self.c.remove_session("made")
-        self.assertNotIn("made", [s["name"] for s in self.c.sessions()])
+        self.assertNotIn("made", [s.name for s in self.c.sessions()])
         st = self.c.status()
-        self.assertEqual(st["pid"], self.d.proc.pid)
-        self.assertEqual(st["socket"], self.d.sock)
+        self.assertEqual(st.pid, self.d.proc.pid)
+        self.assertEqual(st.socket, self.d.sock)
         # This test's commands, at least; the restart above; this client.
-        self.assertGreaterEqual(st["counters"]["commands"], 3)
-        self.assertGreaterEqual(st["counters"]["shell_restarts"], 1)
-        self.assertGreaterEqual(st["counters"]["clients"], 1)
+        self.assertGreaterEqual(st.counters.commands, 3)
+        self.assertGreaterEqual(st.counters.shell_restarts, 1)
+        self.assertGreaterEqual(st.counters.clients, 1)
 
     def test_background_processes(self):
-        pid = self.c.start("echo out-$P; echo err >&2; exit 6", session="py-bg", name="job", env={"P": "p"})
+        pid = self.c.start("echo out-$P; echo err >&2; exit 6", session="py-bg", name="job", env={"P": "p"}).id
         self.assertGreater(pid, 0)
         p = self.c.wait("job", timeout=10)
         self.assertEqual((p.id, p.name, p.state, p.exit_code, p.session), (pid, "job", "exited", 6, "py-bg"))
@@ -577,7 +579,7 @@ class ShutdownTest(unittest.TestCase):
         try:
             c = sbsh.Client(d.sock, autostart=False)
             c.exec("true", session="s")
-            shell = [s["shell_pid"] for s in c.sessions() if s["name"] == "s"][0]
+            shell = [s.shell_pid for s in c.sessions() if s.name == "s"][0]
             c.shutdown()
             with self.assertRaises(sbsh.Error) as e:
                 c.status()
@@ -598,7 +600,7 @@ class ShutdownTest(unittest.TestCase):
         try:
             with sbsh.Client(d.sock, autostart=False) as c:
                 c.exec("cd /tmp; kept=yes", session="s")
-                shell = [s["shell_pid"] for s in c.sessions() if s["name"] == "s"][0]
+                shell = [s.shell_pid for s in c.sessions() if s.name == "s"][0]
                 c.shutdown(keep_sessions=True)
             self.assertEqual(d.proc.wait(timeout=30), 0)
             self.assertFalse(pid_gone(shell))
@@ -606,7 +608,7 @@ class ShutdownTest(unittest.TestCase):
             with sbsh.Client(d.sock, autostart=False) as c:
                 r = c.exec("echo $PWD $kept", session="s")
                 self.assertEqual(r.stdout, b"/tmp yes\n")
-                self.assertEqual([s["shell_pid"] for s in c.sessions() if s["name"] == "s"], [shell])
+                self.assertEqual([s.shell_pid for s in c.sessions() if s.name == "s"], [shell])
         finally:
             d.stop()
 
@@ -618,7 +620,7 @@ class ShutdownTest(unittest.TestCase):
             sock = os.path.join(run, "auto.sock")
             os.environ["SBSH_STATE_DIR"] = os.path.join(d, "state")
             with sbsh.Client(sock, autostart=True, daemon=os.path.join(BIN_DIR, "sbshd")) as c:
-                pid = c.status()["pid"]
+                pid = c.status().pid
                 self.assertEqual(c.exec("echo started").stdout, b"started\n")
                 c.shutdown()
             deadline = time.monotonic() + 30

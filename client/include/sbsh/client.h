@@ -237,6 +237,31 @@ struct file_write_options {
   bool parents = true;           // make missing parent directories
 };
 
+// An exec that the caller's event loop drives (connection::start_exec) instead of waiting
+// in exec(): when fd() is readable, call step(); it does what can be done without blocking
+// and gives the result once the command has ended. The connection serves nothing else
+// until then. Destroying a call before its end leaves the connection out of step with
+// sbshd: close that connection. Callbacks (on_output, on_started) run inside step().
+class SBSH_API exec_call {
+ public:
+  exec_call(exec_call&&) noexcept;
+  exec_call& operator=(exec_call&&) noexcept;
+  ~exec_call();
+  // An epoll descriptor, readable when step() has work; owned by the call.
+  [[nodiscard]] int fd() const;
+  // The result once the command has ended (then done()); nullopt while it runs; an error
+  // as exec() gives one (after which the call is done too).
+  result<std::optional<exec_result>> step();
+  [[nodiscard]] bool done() const;
+
+  struct state;
+
+ private:
+  friend class connection;
+  explicit exec_call(std::unique_ptr<state> s);
+  std::unique_ptr<state> s_;
+};
+
 class SBSH_API connection {
  public:
   static result<connection> connect(const connect_options& opts = {});
@@ -247,6 +272,8 @@ class SBSH_API connection {
   // Runs one command and waits for it. Errors (result without value) mean the request was
   // refused or the daemon was lost; a command that ran always yields an exec_result.
   result<exec_result> exec(const exec_options& opts);
+  // Sends the exec request and returns at once: see exec_call.
+  result<exec_call> start_exec(exec_options opts);
   result<daemon_status> status();
 
   // Sessions. create() with an existing name and the same definition is a no-op; with a

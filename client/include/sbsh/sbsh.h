@@ -75,6 +75,7 @@ typedef struct sbsh_conn sbsh_conn;           /* a connection to sbshd */
 typedef struct sbsh_result sbsh_result;       /* how one exec ended, with its output */
 typedef struct sbsh_proc sbsh_proc;           /* the state of one background process */
 typedef struct sbsh_canceller sbsh_canceller; /* stops a running exec from elsewhere */
+typedef struct sbsh_exec_call sbsh_exec_call; /* an exec driven by the caller's event loop */
 
 /* ---- Status codes ----------------------------------------------------------------------- */
 
@@ -91,11 +92,12 @@ enum {
   SBSH_ERR_INTERNAL = -6,    /* out of memory, or a bug in libsbsh */
   SBSH_ERR_PROTOCOL = -7,    /* sbshd spoke a protocol version or message libsbsh does not
                                 understand; the handle is now unusable */
-  SBSH_ERR_NOT_FOUND = -8    /* no such session or background process */
+  SBSH_ERR_NOT_FOUND = -8,   /* no such session or background process */
+  SBSH_PENDING = 1           /* sbsh_exec_call_step: the command has not ended yet */
 };
 
 /* A short name for a status code: "ok", "unreachable", "refused", "io", "timeout", "invalid",
- * "internal", "protocol", "not_found"; "unknown" for anything else. Static storage. */
+ * "internal", "protocol", "not_found", "pending"; "unknown" for anything else. Static storage. */
 SBSH_API const char* sbsh_error_name(int status);
 
 /* Describes the most recent call on `conn` ("" if it succeeded); conn NULL: the most recent
@@ -233,6 +235,22 @@ SBSH_API int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t ti
  * grace period; the shell keeps its state) and gives its result once it has ended (without
  * its output: sbsh_await_command gives that). */
 SBSH_API int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result** out);
+
+/* An exec for callers that run an event loop (asyncio, libuv, epoll): the same request as
+ * sbsh_exec, driven without blocking. sbsh_exec_start sends it and returns at once with a
+ * call handle. sbsh_exec_call_fd(call) is a descriptor (owned by the call) that becomes
+ * readable when there is work: then call sbsh_exec_call_step(call, &r), which does what can
+ * be done without waiting and returns SBSH_PENDING while the command runs, SBSH_OK with *out
+ * the result once it has ended, or a negative status as sbsh_exec would. Callbacks
+ * (on_output) run inside sbsh_exec_call_step; cancel_fd works as for sbsh_exec (a byte
+ * written to it makes the descriptor readable). The connection serves nothing else until the
+ * call has ended; sbsh_exec_call_free releases the call (NULL allowed), and releasing one
+ * that has not ended leaves the connection unusable (SBSH_ERR_IO): close it. One thread at
+ * a time per call, as for its connection. */
+SBSH_API int sbsh_exec_start(sbsh_conn* conn, const sbsh_exec_opts* opts, sbsh_exec_call** out);
+SBSH_API int sbsh_exec_call_fd(const sbsh_exec_call* call); /* -1 for NULL */
+SBSH_API int sbsh_exec_call_step(sbsh_exec_call* call, sbsh_result** out);
+SBSH_API void sbsh_exec_call_free(sbsh_exec_call* call);
 
 /* 1 when a process produced an exit status (then sbsh_result_exit_code is it), else 0 (see
  * sbsh_result_signal and sbsh_result_error). sbsh never invents an exit code. */

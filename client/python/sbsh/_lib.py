@@ -1,0 +1,308 @@
+"""The ctypes binding of libsbsh's C ABI (sbsh.h), and how libsbsh is found. Private.
+
+Every structure here has the fields of its C twin in the same order; every function's
+prototype is declared once, when the library is loaded.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal as _signal
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _install
+from .errors import Error, LibraryNotFound, error_for
+
+# Status codes of sbsh.h.
+OK = 0
+ERR_UNREACHABLE = -1
+ERR_REFUSED = -2
+ERR_IO = -3
+ERR_TIMEOUT = -4
+ERR_INVALID = -5
+ERR_INTERNAL = -6
+ERR_PROTOCOL = -7
+ERR_NOT_FOUND = -8
+PENDING = 1  # sbsh_exec_call_step: not ended yet
+
+OUTPUT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+
+EnvLike = Union[Mapping[str, str], Sequence[str], None]
+StrOrBytes = Union[str, bytes, "os.PathLike[str]"]
+
+
+class ExecOpts(ctypes.Structure):
+    """sbsh_exec_opts, version 2."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("command", ctypes.c_char_p),
+        ("session", ctypes.c_char_p),
+        ("cwd", ctypes.c_char_p),
+        ("env", ctypes.POINTER(ctypes.c_char_p)),
+        ("env_count", ctypes.c_size_t),
+        ("timeout_ms", ctypes.c_int64),
+        ("grace_ms", ctypes.c_int64),
+        ("stdin_data", ctypes.c_char_p),
+        ("stdin_len", ctypes.c_size_t),
+        ("stdin_fd", ctypes.c_int),
+        ("on_output", OUTPUT_FN),
+        ("user", ctypes.c_void_p),
+        ("stdout_fd", ctypes.c_int),
+        ("stderr_fd", ctypes.c_int),
+        ("output_limit", ctypes.c_size_t),
+        ("cancel_fd", ctypes.c_int),
+        ("session_cwd", ctypes.c_char_p),
+        ("detach_after_ms", ctypes.c_int64),
+        ("keep", ctypes.c_int),
+    ]
+
+
+class SessionSpec(ctypes.Structure):
+    """sbsh_session_spec, version 2."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("name", ctypes.c_char_p),
+        ("cwd", ctypes.c_char_p),
+        ("env", ctypes.POINTER(ctypes.c_char_p)),
+        ("env_count", ctypes.c_size_t),
+        ("init", ctypes.POINTER(ctypes.c_char_p)),
+        ("init_count", ctypes.c_size_t),
+        ("restart", ctypes.c_char_p),
+        ("limits", ctypes.POINTER(ctypes.c_char_p)),
+        ("limit_count", ctypes.c_size_t),
+        ("snapshot", ctypes.c_char_p),
+        ("root", ctypes.c_char_p),
+    ]
+
+
+class RunOpts(ctypes.Structure):
+    """sbsh_run_opts, version 1."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("session", ctypes.c_char_p),
+        ("keep_session", ctypes.c_int),
+        ("output_limit", ctypes.c_size_t),
+        ("artifacts_dir", ctypes.c_char_p),
+        ("report_path", ctypes.c_char_p),
+        ("events_path", ctypes.c_char_p),
+        ("events_fd", ctypes.c_int),
+        ("cancel_fd", ctypes.c_int),
+        ("on_event", EVENT_FN),
+        ("user", ctypes.c_void_p),
+    ]
+
+
+def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
+    P, S, I, I64, U64, SZ = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
+                             ctypes.c_size_t)
+    PP, SA, BUF = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char)
+    return {  # name: (restype, argtypes)
+        "sbsh_error_name": (S, [I]),
+        "sbsh_last_error": (S, [P]),
+        "sbsh_last_error_code": (S, [P]),
+        "sbsh_version": (S, []),
+        "sbsh_free": (None, [P]),
+        "sbsh_connect_ex": (I, [S, I, S, PP]),
+        "sbsh_connect_dial": (I, [SA, PP]),
+        "sbsh_connect_host": (I, [S, S, I, PP]),
+        "sbsh_close": (None, [P]),
+        "sbsh_socket_path": (S, [P]),
+        "sbsh_canceller_new": (I, [PP]),
+        "sbsh_canceller_fd": (I, [P]),
+        "sbsh_canceller_cancel": (None, [P]),
+        "sbsh_canceller_signal": (None, [P, I]),
+        "sbsh_canceller_reset": (None, [P]),
+        "sbsh_canceller_free": (None, [P]),
+        "sbsh_exec_opts_init": (None, [ctypes.POINTER(ExecOpts)]),
+        "sbsh_exec": (I, [P, ctypes.POINTER(ExecOpts), PP]),
+        "sbsh_exec_start": (I, [P, ctypes.POINTER(ExecOpts), PP]),
+        "sbsh_exec_call_fd": (I, [P]),
+        "sbsh_exec_call_step": (I, [P, PP]),
+        "sbsh_exec_call_free": (None, [P]),
+        "sbsh_result_has_exit_code": (I, [P]),
+        "sbsh_result_exit_code": (I, [P]),
+        "sbsh_result_signal": (I, [P]),
+        "sbsh_result_timed_out": (I, [P]),
+        "sbsh_result_cancelled": (I, [P]),
+        "sbsh_result_shell_restarted": (I, [P]),
+        "sbsh_result_ran": (I, [P]),
+        "sbsh_result_stdout": (BUF, [P, ctypes.POINTER(SZ)]),
+        "sbsh_result_stderr": (BUF, [P, ctypes.POINTER(SZ)]),
+        "sbsh_result_stdout_truncated": (I, [P]),
+        "sbsh_result_stderr_truncated": (I, [P]),
+        "sbsh_result_stdout_omitted": (U64, [P]),
+        "sbsh_result_stderr_omitted": (U64, [P]),
+        "sbsh_result_running": (I, [P]),
+        "sbsh_result_command_id": (U64, [P]),
+        "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
+        "sbsh_kill_command": (I, [P, U64, I, PP]),
+        "sbsh_result_duration_us": (U64, [P]),
+        "sbsh_result_started_at_ms": (I64, [P]),
+        "sbsh_result_generation": (U64, [P]),
+        "sbsh_result_state_lost": (I, [P]),
+        "sbsh_result_state_lost_reason": (S, [P]),
+        "sbsh_result_error": (S, [P]),
+        "sbsh_result_free": (None, [P]),
+        "sbsh_session_spec_init": (None, [ctypes.POINTER(SessionSpec)]),
+        "sbsh_session_create_spec": (I, [P, ctypes.POINTER(SessionSpec)]),
+        "sbsh_sessions_json": (I, [P, PP]),
+        "sbsh_session_show_json": (I, [P, S, PP]),
+        "sbsh_session_remove": (I, [P, S]),
+        "sbsh_session_restart": (I, [P, S]),
+        "sbsh_start": (I, [P, S, S, S, S, SA, SZ, ctypes.POINTER(U64)]),
+        "sbsh_processes_json": (I, [P, I, PP]),
+        "sbsh_kill": (I, [P, S, I, PP]),
+        "sbsh_wait": (I, [P, S, I64, PP]),
+        "sbsh_logs": (I, [P, S, I, U64, I, I, OUTPUT_FN, P, PP]),
+        "sbsh_proc_id": (U64, [P]),
+        "sbsh_proc_name": (S, [P]),
+        "sbsh_proc_session": (S, [P]),
+        "sbsh_proc_command": (S, [P]),
+        "sbsh_proc_state": (S, [P]),
+        "sbsh_proc_pid": (I64, [P]),
+        "sbsh_proc_has_exit_code": (I, [P]),
+        "sbsh_proc_exit_code": (I, [P]),
+        "sbsh_proc_signal": (I, [P]),
+        "sbsh_proc_started_at_ms": (I64, [P]),
+        "sbsh_proc_ended_at_ms": (I64, [P]),
+        "sbsh_proc_error": (S, [P]),
+        "sbsh_proc_log_path": (S, [P]),
+        "sbsh_proc_free": (None, [P]),
+        "sbsh_file_write": (I, [P, S, S, ctypes.c_char_p, SZ, I, I]),
+        "sbsh_file_write_fd": (I, [P, S, S, I, I, I, ctypes.POINTER(U64)]),
+        "sbsh_file_read": (I, [P, S, S, U64, I64, PP, ctypes.POINTER(SZ)]),
+        "sbsh_file_read_fd": (I, [P, S, S, I, U64, I64, ctypes.POINTER(U64)]),
+        "sbsh_file_stat_json": (I, [P, S, S, PP]),
+        "sbsh_file_list_json": (I, [P, S, S, I, PP]),
+        "sbsh_file_remove": (I, [P, S, S, I]),
+        "sbsh_file_mkdir": (I, [P, S, S, I]),
+        "sbsh_file_move": (I, [P, S, S, S]),
+        "sbsh_status_json": (I, [P, PP]),
+        "sbsh_shutdown": (I, [P]),
+        "sbsh_shutdown_keep_sessions": (I, [P]),
+        "sbsh_run_opts_init": (None, [ctypes.POINTER(RunOpts)]),
+        "sbsh_plan_check": (I, [S, SZ, S]),
+        "sbsh_run_plan": (I, [P, S, SZ, S, ctypes.POINTER(RunOpts), PP, ctypes.POINTER(I)]),
+        "sbsh_run_plan_file": (I, [P, S, ctypes.POINTER(RunOpts), PP, ctypes.POINTER(I)]),
+    }
+
+
+_libs: Dict[str, ctypes.CDLL] = {}
+_loaded_from: Dict[int, str] = {}
+_libs_lock = threading.Lock()
+SONAME = "libsbsh.so.0"
+
+
+def candidates(lib: Optional[str] = None) -> List[str]:
+    """Where libsbsh is looked for, in order: `lib`, else $SBSH_LIB, else beside this package,
+    else the libdir it was installed with (cmake --install, the Debian package), else the
+    system's loader (the plain soname, then ctypes.util.find_library)."""
+    if lib:
+        return [lib]
+    if os.environ.get("SBSH_LIB"):
+        return [os.environ["SBSH_LIB"]]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.join(here, SONAME), os.path.join(here, "libsbsh.so")]
+    if _install.LIBDIR:
+        out.append(os.path.join(_install.LIBDIR, SONAME))
+    out = [p for p in out if os.path.exists(p)]
+    out.append(SONAME)
+    found = ctypes.util.find_library("sbsh")
+    if found:
+        out.append(found)
+    return out
+
+
+def load(lib: Optional[str] = None) -> ctypes.CDLL:
+    """Loads libsbsh once per path and declares every function's prototype."""
+    with _libs_lock:
+        errors: List[str] = []
+        for path in candidates(lib):
+            if path in _libs:
+                return _libs[path]
+            try:
+                L = ctypes.CDLL(path)
+            except OSError as e:
+                errors.append(str(e))
+                continue
+            for name, (res, args) in _prototypes().items():
+                try:
+                    f = getattr(L, name)
+                except AttributeError:
+                    raise LibraryNotFound(f"{path} lacks {name}: it is an older libsbsh than this package",
+                                          code=ERR_INVALID, reason="library_mismatch") from None
+                f.restype, f.argtypes = res, args
+            _libs[path] = L
+            _loaded_from[id(L)] = path
+            return L
+        where = "; ".join(errors) or "not found"
+        raise LibraryNotFound(f"cannot load libsbsh ({where}): pass lib=, set SBSH_LIB, or install libsbsh",
+                              code=ERR_INVALID, reason="no_library")
+
+
+def loaded_path(L: ctypes.CDLL) -> str:
+    """The path (or soname) a loaded library was found under."""
+    return _loaded_from.get(id(L), "")
+
+
+def last_error(L: ctypes.CDLL, rc: int, conn: Any) -> Error:
+    """The exception for status rc of the most recent call on conn (None: of this thread)."""
+    return error_for(rc, text(L.sbsh_last_error(conn)), text(L.sbsh_last_error_code(conn)))
+
+
+def text(b: Optional[bytes]) -> str:
+    """A C string as str; invalid UTF-8 bytes become U+FFFD."""
+    return b.decode("utf-8", "replace") if b else ""
+
+
+def enc(s: Union[str, bytes, "os.PathLike[str]", None]) -> Optional[bytes]:
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, os.PathLike):
+        return os.fsencode(s)
+    return str(s).encode()
+
+
+def str_array(items: Sequence[Union[str, bytes]]) -> Tuple[Any, int]:
+    """A char*[] (kept alive by the returned array) and its length."""
+    e = [enc(x) for x in items]
+    return (ctypes.c_char_p * max(1, len(e)))(*e), len(e)
+
+
+def env_list(env: EnvLike) -> List[str]:
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return [f"{k}={v}" for k, v in env.items()]
+    if isinstance(env, (str, bytes)):
+        raise TypeError("env takes a mapping or a sequence of 'NAME=VALUE' strings, not one string")
+    return list(env)
+
+
+def ms(seconds: Optional[float], what: str) -> int:
+    """Seconds to whole milliseconds (at least 1 for any positive value); None: 0."""
+    if seconds is None:
+        return 0
+    if seconds <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, or None")
+    return max(1, int(round(seconds * 1000)))
+
+
+def signum(sig: Union[int, str]) -> int:
+    if isinstance(sig, str):
+        name = sig.upper()
+        return int(_signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+    return int(sig)
+
+
+def take_string(L: ctypes.CDLL, out: ctypes.c_void_p) -> str:
+    """A malloc'd C string from libsbsh, released."""
+    try:
+        return ctypes.string_at(out).decode("utf-8", "replace")
+    finally:
+        L.sbsh_free(out)

@@ -1,0 +1,486 @@
+"""The asyncio client: AsyncClient, with the surface of Client, and its handles AsyncSession
+and AsyncProcess.
+
+    async with sbsh.AsyncClient() as c:
+        results = await asyncio.gather(*(c.exec("make -j4", session=f"build-{i}") for i in range(8)))
+        async for item in c.exec_stream("pytest -x", session="test"):
+            ...  # OutputChunk as it arrives, then the ExecResult
+
+How it runs: a connection serves one request at a time, so an AsyncClient keeps a pool of
+connections (at most max_connections, opened as concurrency needs them and reused), and
+each request borrows one. exec (and exec_stream) needs no thread: libsbsh's
+sbsh_exec_start sends the request and the event loop drives the rest through the call's
+descriptor (loop.add_reader), so a thousand commands in flight are a thousand descriptors
+in one loop. The other requests, which libsbsh offers only as blocking calls (sessions,
+processes, plans, files; opening a connection), run on worker threads of the client's own
+pool of max_connections threads. Requests beyond max_connections wait their turn. Commands
+in one session run one after another in sbshd whatever the client does; commands in
+different sessions run at the same time.
+
+Cancellation: cancelling the task that awaits exec (or exec_stream, run_plan, a follow)
+stops the command as a Canceller does (SIGTERM to its process group, SIGKILL after the grace
+period) and waits for it to end, so that the connection is free again; the session's shell
+and its state (directory, variables) are kept. Then CancelledError propagates.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import signal as _signal
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union)
+
+from . import _lib
+from ._lib import EnvLike
+from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
+from .errors import ConnectionLost, Timeout
+from .types import (DaemonStatus, ExecResult, FileInfo, Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo,
+                    SessionDetails, SessionInfo)
+
+__all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
+
+T = TypeVar("T")
+
+
+class _Conn:
+    """A pooled connection and the canceller that stops what runs on it. healthy: False once
+    a request on it failed in a way that leaves it unusable."""
+
+    def __init__(self, client: Client, canceller: Canceller) -> None:
+        self.client = client
+        self.canceller = canceller
+        self.healthy = True
+
+    def close(self) -> None:
+        self.client.close()
+        self.canceller.close()
+
+
+class AsyncClient:
+    """Connections to sbshd for asyncio (see the module's documentation).
+
+    socket, autostart, lib, daemon, host, dial: as for Client. max_connections: how many
+    requests run at once (each on a connection of its own). Use it in `async with`, or call
+    `await connect()` first and `await close()` at the end.
+    """
+
+    def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None,
+                 daemon: Optional[str] = None, host: Optional[str] = None, dial: Optional[Sequence[str]] = None,
+                 max_connections: int = 32) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._args = (socket, autostart, lib, daemon, host, dial)
+        self._lib = lib
+        self._max = max_connections
+        self._idle: List[_Conn] = []
+        self._all: List[_Conn] = []
+        self._sem: Optional[asyncio.Semaphore] = None
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._closed = False
+
+    # -- the pool --
+
+    def _open(self) -> _Conn:
+        socket, autostart, lib, daemon, host, dial = self._args
+        client = Client(socket, autostart, lib, daemon, host, dial)
+        try:
+            return _Conn(client, Canceller(lib))
+        except BaseException:
+            client.close()
+            raise
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._closed:
+            raise RuntimeError("the AsyncClient is closed")
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="sbsh-aio")
+            self._sem = asyncio.Semaphore(self._max)
+        return self._pool
+
+    async def connect(self) -> "AsyncClient":
+        """Opens the first connection, so that DaemonUnreachable comes here if it comes."""
+        pool = self._executor()
+        if not self._all:
+            conn = await asyncio.get_running_loop().run_in_executor(pool, self._open)
+            self._all.append(conn)
+            self._idle.append(conn)
+        return self
+
+    @contextlib.asynccontextmanager
+    async def _lease(self) -> AsyncIterator[_Conn]:
+        """A pooled connection for one request (opened when none is idle and fewer than
+        max_connections are); it goes back to the pool afterwards unless it failed."""
+        pool = self._executor()
+        assert self._sem is not None
+        loop = asyncio.get_running_loop()
+        async with self._sem:
+            if self._idle:
+                conn = self._idle.pop()
+            else:
+                opening = loop.run_in_executor(pool, self._open)
+                try:
+                    conn = await asyncio.shield(opening)
+                except asyncio.CancelledError:
+                    # The connection still opens in its thread: close it when it has.
+                    opening.add_done_callback(_close_when_open)
+                    raise
+                self._all.append(conn)
+            conn.canceller.reset()
+            healthy = False
+            try:
+                yield conn
+                healthy = True
+            except ConnectionLost:
+                raise
+            except BaseException:
+                healthy = not conn.client.closed and conn.healthy
+                raise
+            finally:
+                if healthy and conn.healthy and not self._closed:
+                    self._idle.append(conn)
+                else:
+                    self._all.remove(conn)
+                    conn.close()
+
+    async def _run(self, fn: Callable[[Client, Canceller], T], stoppable: bool = True) -> T:
+        """Runs fn(client, canceller) on a pooled connection in a worker thread. Cancelled,
+        it stops the call through the canceller and waits for it before re-raising."""
+        pool = self._executor()
+        loop = asyncio.get_running_loop()
+        async with self._lease() as conn:
+            fut = loop.run_in_executor(pool, fn, conn.client, conn.canceller)
+            return await _finish(fut, conn.canceller.cancel if stoppable else None)
+
+    async def close(self) -> None:
+        """Closes every connection (sessions and processes go on)."""
+        self._closed = True
+        conns, self._all, self._idle = self._all, [], []
+        for c in conns:
+            c.close()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return await self.connect()
+
+    async def __aexit__(self, t: Optional[Type[BaseException]], e: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        await self.close()
+
+    # -- exec --
+
+    async def exec(self, command: Union[str, bytes], session: Optional[str] = None, *, cwd: Optional[str] = None,
+                   env: EnvLike = None, timeout: Optional[float] = None, stdin: StdinLike = None,
+                   on_output: Optional[Callable[[int, bytes], None]] = None, output_limit: Optional[int] = None,
+                   grace: Optional[float] = None, detach_after: Optional[float] = None, keep: bool = False,
+                   check: bool = False) -> ExecResult:
+        """Client.exec, awaited. on_output is called on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        async with self._lease() as conn:
+            c, L = conn.client, conn.client._lib
+            o, keep_alive = c._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace,
+                                         detach_after, keep)
+            kept: Dict[int, Any] = {}
+            guard = None
+            if on_output is not None:
+                kept, guard = _keeping(on_output, output_limit, conn.canceller.cancel)
+                o.on_output = guard.c_fn
+            o.cancel_fd = conn.canceller.fileno()
+            call = ctypes.c_void_p()
+            rc = int(L.sbsh_exec_start(c._conn, ctypes.byref(o), ctypes.byref(call)))
+            if rc != _lib.OK:
+                raise _lib.last_error(L, rc, c._conn)
+            fut: asyncio.Future[ExecResult] = loop.create_future()
+            fd = int(L.sbsh_exec_call_fd(call))
+            alive: List[Any] = [o, keep_alive, guard]  # the C call refers to these until it ends
+
+            def ready() -> None:
+                if fut.done():
+                    return
+                r = ctypes.c_void_p()
+                rc = int(L.sbsh_exec_call_step(call, ctypes.byref(r)))
+                if rc == _lib.PENDING:
+                    return
+                loop.remove_reader(fd)
+                try:
+                    if rc != _lib.OK:
+                        err = _lib.last_error(L, rc, c._conn)
+                        if isinstance(err, ConnectionLost):
+                            conn.healthy = False
+                        fut.set_exception(err)
+                    elif guard is not None and guard.error is not None:
+                        fut.set_exception(guard.error)
+                    else:
+                        fut.set_result(c._result(r))
+                except BaseException as e:  # nothing may escape into the event loop
+                    fut.set_exception(e)
+                finally:
+                    L.sbsh_result_free(r)
+                    L.sbsh_exec_call_free(call)
+                    alive.clear()
+            loop.add_reader(fd, ready)
+            res = await _finish(fut, conn.canceller.cancel)
+        res = _with_kept(res, kept)
+        return check_result(command, res) if check else res
+
+    async def exec_stream(self, command: Union[str, bytes], session: Optional[str] = None,
+                          **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
+        """Runs a command and yields its output as it arrives (OutputChunk), then its
+        ExecResult (which has the output too). Keyword arguments as exec's."""
+        if "on_output" in kwargs:
+            raise TypeError("exec_stream yields the output: it takes no on_output")
+        queue: asyncio.Queue[OutputChunk] = asyncio.Queue()
+        task = asyncio.ensure_future(self.exec(command, session, on_output=lambda s, d: queue.put_nowait(
+            OutputChunk(s, d)), **kwargs))
+        async for item in _drain(queue, task):
+            yield item
+
+    async def await_command(self, command_id: int, timeout: Optional[float] = None,
+                            output_limit: Optional[int] = None) -> ExecResult:
+        return await self._run(lambda c, k: c.await_command(command_id, timeout, output_limit), stoppable=False)
+
+    async def kill_command(self, command_id: int, sig: Union[int, str] = 0) -> ExecResult:
+        return await self._run(lambda c, k: c.kill_command(command_id, sig), stoppable=False)
+
+    # -- sessions --
+
+    def session(self, name: str) -> "AsyncSession":
+        """A handle on the session `name` (nothing is asked of sbshd)."""
+        return AsyncSession(self, name)
+
+    async def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
+                             init: Optional[Sequence[str]] = None, restart: str = "always",
+                             limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
+                             root: Optional[str] = None) -> "AsyncSession":
+        """Client.create_session, awaited."""
+        await self._run(lambda c, k: c.create_session(name, cwd, env, init, restart, limits, snapshot, root),
+                        stoppable=False)
+        return AsyncSession(self, name)
+
+    async def sessions(self) -> List[SessionInfo]:
+        return await self._run(lambda c, k: c.sessions(), stoppable=False)
+
+    async def session_details(self, name: str) -> SessionDetails:
+        return await self._run(lambda c, k: c.session_details(name), stoppable=False)
+
+    async def remove_session(self, name: str) -> None:
+        await self._run(lambda c, k: c.remove_session(name), stoppable=False)
+
+    async def restart_session(self, name: str) -> None:
+        await self._run(lambda c, k: c.restart_session(name), stoppable=False)
+
+    # -- background processes --
+
+    async def start(self, command: str, session: Optional[str] = None, name: Optional[str] = None,
+                    cwd: Optional[str] = None, env: EnvLike = None) -> "AsyncProcess":
+        p = await self._run(lambda c, k: c.start(command, session, name, cwd, env), stoppable=False)
+        return AsyncProcess(self, p.id, p.name)
+
+    async def process(self, proc: Union[int, str]) -> "AsyncProcess":
+        p = await self._run(lambda c, k: c.process(proc), stoppable=False)
+        return AsyncProcess(self, p.id, p.name)
+
+    async def processes(self, include_finished: bool = False) -> List[ProcessInfo]:
+        return await self._run(lambda c, k: c.processes(include_finished), stoppable=False)
+
+    async def kill(self, proc: Union[int, str], signal: Union[int, str] = _signal.SIGTERM) -> ProcessInfo:
+        return await self._run(lambda c, k: c.kill(proc, signal), stoppable=False)
+
+    async def wait(self, proc: Union[int, str], timeout: Optional[float] = None) -> ProcessInfo:
+        """Client.wait, awaited; cancellable (it waits in slices of half a second)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = 0.5 if deadline is None else min(0.5, deadline - loop.time())
+            if left <= 0:
+                raise Timeout(f"process {proc} still runs after {timeout} s", code=-4, reason="timeout")
+            try:
+                return await self._run(lambda c, k: c.wait(proc, left), stoppable=False)
+            except Timeout:
+                continue
+
+    async def logs(self, proc: Union[int, str], tail: int = 0, stdout: bool = True, stderr: bool = True) -> Logs:
+        return await self._run(lambda c, k: c.logs(proc, tail=tail, stdout=stdout, stderr=stderr), stoppable=False)
+
+    async def follow(self, proc: Union[int, str]) -> AsyncIterator[OutputChunk]:
+        """Yields the process's output (from the start) until it ends. Leaving the loop early
+        stops the following, not the process."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[OutputChunk] = asyncio.Queue()
+
+        def relay(stream: int, data: bytes) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, OutputChunk(stream, data))
+
+        def call(c: Client, k: Canceller) -> Logs:
+            return c.logs(proc, follow=True, canceller=k, on_output=relay)
+        task = asyncio.ensure_future(self._run(call))
+        async for item in _drain(queue, task):
+            if isinstance(item, OutputChunk):
+                yield item
+
+    # -- plans --
+
+    async def run_plan(self, plan: PlanLike, *, session: Optional[str] = None, keep_session: bool = False,
+                       output_limit: Optional[int] = None, artifacts: Optional[str] = None,
+                       report: Optional[str] = None, events: Optional[str] = None,
+                       on_event: Optional[Callable[[PlanEvent], None]] = None) -> PlanReport:
+        """Client.run_plan, awaited; on_event is called on the event loop's thread. Cancelled,
+        the run is cancelled (its report still written) before CancelledError propagates."""
+        loop = asyncio.get_running_loop()
+        relay: Optional[Callable[[PlanEvent], None]] = None
+        if on_event is not None:
+            user_fn = on_event
+
+            def relay_fn(ev: PlanEvent) -> None:
+                loop.call_soon_threadsafe(user_fn, ev)
+            relay = relay_fn
+        return await self._run(lambda c, k: c.run_plan(plan, session=session, keep_session=keep_session,
+                                                       output_limit=output_limit, artifacts=artifacts, report=report,
+                                                       events=events, on_event=relay, canceller=k))
+
+    async def run_plan_stream(self, plan: PlanLike, **kwargs: Any) -> AsyncIterator[Union[PlanEvent, PlanReport]]:
+        """Runs a plan and yields its events as they happen, then its PlanReport. Keyword
+        arguments as run_plan's."""
+        if "on_event" in kwargs:
+            raise TypeError("run_plan_stream yields the events: it takes no on_event")
+        queue: asyncio.Queue[PlanEvent] = asyncio.Queue()
+        task = asyncio.ensure_future(self.run_plan(plan, on_event=queue.put_nowait, **kwargs))
+        async for item in _drain(queue, task):
+            yield item
+
+    # -- files and the daemon --
+
+    async def write_file(self, path: str, data: Union[bytes, str], session: Optional[str] = None,
+                         mode: Optional[int] = None, parents: bool = True) -> int:
+        return await self._run(lambda c, k: c.write_file(path, data, session, mode, parents), stoppable=False)
+
+    async def read_file(self, path: str, session: Optional[str] = None, offset: int = 0,
+                        length: Optional[int] = None) -> bytes:
+        return await self._run(lambda c, k: c.read_file(path, session, offset, length), stoppable=False)
+
+    async def stat_file(self, path: str, session: Optional[str] = None) -> FileInfo:
+        return await self._run(lambda c, k: c.stat_file(path, session), stoppable=False)
+
+    async def list_files(self, path: str = "", session: Optional[str] = None,
+                         recursive: bool = False) -> List[FileInfo]:
+        return await self._run(lambda c, k: c.list_files(path, session, recursive), stoppable=False)
+
+    async def status(self) -> DaemonStatus:
+        return await self._run(lambda c, k: c.status(), stoppable=False)
+
+
+async def _finish(fut: "asyncio.Future[T]", stop: Optional[Callable[[], None]]) -> T:
+    """Awaits fut. Cancelled, calls stop() and still waits for fut (the call must end before
+    its connection serves again), then re-raises the cancellation."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        if fut.cancelled():
+            raise
+        if stop is not None:
+            stop()
+        while not fut.done():
+            try:
+                await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                continue
+            except BaseException:
+                break
+        if not fut.cancelled():
+            fut.exception()  # retrieved: it goes with the cancellation
+        raise
+
+
+def _close_when_open(f: "asyncio.Future[_Conn]") -> None:
+    if not f.cancelled() and f.exception() is None:
+        f.result().close()
+
+
+async def _drain(queue: "asyncio.Queue[Any]", task: "asyncio.Future[T]") -> AsyncIterator[Any]:
+    """Yields what arrives in queue while task runs, then what is left in it, then task's
+    result. Leaving early cancels task (and waits for it)."""
+    try:
+        while not task.done():
+            get = asyncio.ensure_future(queue.get())
+            try:
+                await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:
+                get.cancel()
+                raise
+            if get.done():
+                yield get.result()
+            else:
+                get.cancel()
+        # The callbacks that filled the queue ran before the task could finish.
+        while not queue.empty():
+            yield queue.get_nowait()
+        yield task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+class AsyncSession:
+    """A handle on one named session of an AsyncClient. `async with` removes the session when
+    the block ends; without it, the session stays."""
+
+    def __init__(self, client: AsyncClient, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"AsyncSession({self.name!r})"
+
+    async def exec(self, command: Union[str, bytes], **kwargs: Any) -> ExecResult:
+        return await self.client.exec(command, self.name, **kwargs)
+
+    def exec_stream(self, command: Union[str, bytes], **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
+        return self.client.exec_stream(command, self.name, **kwargs)
+
+    async def start(self, command: str, name: Optional[str] = None, cwd: Optional[str] = None,
+                    env: EnvLike = None) -> "AsyncProcess":
+        return await self.client.start(command, self.name, name, cwd, env)
+
+    async def restart(self) -> None:
+        await self.client.restart_session(self.name)
+
+    async def remove(self) -> None:
+        await self.client.remove_session(self.name)
+
+    async def details(self) -> SessionDetails:
+        return await self.client.session_details(self.name)
+
+    async def __aenter__(self) -> "AsyncSession":
+        return self
+
+    async def __aexit__(self, t: Optional[Type[BaseException]], e: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        await self.remove()
+
+
+class AsyncProcess:
+    """A handle on a background process, for asyncio (see Process)."""
+
+    def __init__(self, client: AsyncClient, proc_id: int, name: str = "") -> None:
+        self.client = client
+        self.id = proc_id
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"AsyncProcess(id={self.id}, name={self.name!r})"
+
+    async def wait(self, timeout: Optional[float] = None) -> ProcessInfo:
+        return await self.client.wait(self.id, timeout)
+
+    async def kill(self, signal: Union[int, str] = _signal.SIGTERM) -> ProcessInfo:
+        return await self.client.kill(self.id, signal)
+
+    async def logs(self, tail: int = 0, stdout: bool = True, stderr: bool = True) -> Logs:
+        return await self.client.logs(self.id, tail, stdout, stderr)
+
+    def follow(self) -> AsyncIterator[OutputChunk]:
+        return self.client.follow(self.id)

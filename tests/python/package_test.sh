@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The Python package as users get it, against a private sbshd started from the build:
+#   1. `cmake --install` puts it under the prefix, and it finds libsbsh there (no SBSH_LIB);
+#   2. pip builds and installs it, offline, into a fresh venv (--system-site-packages for
+#      Debian's setuptools and wheel), and it is used there, sync and async, finding
+#      libsbsh through the system's loader.
+# Usage: package_test.sh SOURCE_DIR BUILD_DIR PYTHON3
+set -euo pipefail
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+python=$3
+tmp=$(mktemp -d)
+daemon_pid=""
+cleanup() {
+  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+unset SBSH_LIB LD_LIBRARY_PATH PYTHONPATH SBSH_SOCKET
+export PYTHONDONTWRITEBYTECODE=1 PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+"$python" -c 'import venv, ensurepip' 2>/dev/null ||
+  fail "$python cannot make a venv with pip (apt-get install python3-venv python3-pip)"
+"$python" -c 'import setuptools, wheel' 2>/dev/null ||
+  fail "$python lacks setuptools or wheel, which an offline build needs (apt-get install python3-setuptools python3-wheel)"
+
+mkdir -m 700 "$tmp/run"
+sock=$tmp/run/sbshd.sock
+export XDG_RUNTIME_DIR=$tmp/run HOME=$tmp TMPDIR=$tmp SBSH_STATE_DIR=$tmp/state
+"$build/bin/sbshd" --socket "$sock" --foreground --state-dir "$tmp/state" </dev/null >"$tmp/sbshd.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
+[[ -S $sock ]] || fail "sbshd did not start: $(cat "$tmp/sbshd.log")"
+
+# --- 1. cmake --install ------------------------------------------------------------------------
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+pydir=$(sed -n 's/^SBSH_PYTHON_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in __init__.py _lib.py _install.py types.py errors.py client.py aio.py py.typed; do
+  [[ -e $prefix/$pydir/sbsh/$f ]] || fail "cmake --install: no $pydir/sbsh/$f"
+done
+grep -qF "\"$prefix/$libdir\"" "$prefix/$pydir/sbsh/_install.py" ||
+  fail "_install.py does not name $prefix/$libdir: $(cat "$prefix/$pydir/sbsh/_install.py")"
+PYTHONPATH=$prefix/$pydir "$python" - "$sock" "$prefix/$libdir" <<'PY' || fail "the package installed by cmake"
+import sys
+import sbsh
+sock, libdir = sys.argv[1:]
+with sbsh.Client(sock, autostart=False) as c:
+    assert c.library_path.startswith(libdir + "/"), f"libsbsh loaded from {c.library_path!r}, not from {libdir}"
+    r = c.exec("cd /tmp && echo installed", session="cmake-install", check=True)
+    assert (r.exit_code, r.stdout) == (0, b"installed\n"), r
+    c.remove_session("cmake-install")
+print("ok: cmake --install: the package finds", c.library_path)
+PY
+
+# --- 2. pip into a fresh venv, offline -----------------------------------------------------------
+# pip builds in the source tree it is given: give it a copy.
+cp -r "$src/client/python" "$tmp/pkg"
+"$python" -m venv --system-site-packages "$tmp/venv" || fail "python3 -m venv failed"
+"$tmp/venv/bin/python" -m pip install --quiet --no-build-isolation --no-index "$tmp/pkg" >"$tmp/pip.log" 2>&1 ||
+  fail "pip install --no-build-isolation --no-index: $(cat "$tmp/pip.log")"
+cd "$tmp"  # not the source tree: the installed package must be the one imported
+LD_LIBRARY_PATH=$build/client "$tmp/venv/bin/python" - "$sock" "$tmp/venv" <<'PY' || fail "the package installed by pip"
+import asyncio
+import os
+import sys
+
+import sbsh
+
+sock, venv = sys.argv[1:]
+pkg = os.path.dirname(sbsh.__file__)
+assert pkg.startswith(venv + "/"), f"sbsh imported from {pkg}, not the venv"
+assert os.path.exists(os.path.join(pkg, "py.typed")), "no py.typed in the installed package"
+
+with sbsh.Client(sock, autostart=False) as c:
+    assert c.library_path == "libsbsh.so.0", c.library_path  # through the loader
+    s = c.session("pip-sync")
+    s.exec("cd /tmp && X=kept", check=True)
+    r = s.exec("echo $PWD $X", check=True)
+    assert r.text == "/tmp kept\n", r
+    try:
+        s.exec("exit 4", check=True)
+        raise AssertionError("check=True did not raise")
+    except sbsh.CommandFailed as e:
+        assert e.result.exit_code == 4, e.result
+    s.remove()
+
+
+async def main() -> None:
+    async with sbsh.AsyncClient(sock, autostart=False) as c:
+        rs = await asyncio.gather(*(c.exec(f"echo {i}", session=f"pip-async-{i % 3}") for i in range(12)))
+        assert [r.text for r in rs] == [f"{i}\n" for i in range(12)], rs
+        for i in range(3):
+            await c.remove_session(f"pip-async-{i}")
+
+asyncio.run(main())
+print("ok: pip install into a venv: sync and async")
+PY
+
+"$build/bin/sbsh" -S "$sock" --no-autostart shutdown >/dev/null
+wait "$daemon_pid" || true
+daemon_pid=""
+echo "package test: passed"

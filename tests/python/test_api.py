@@ -1,0 +1,286 @@
+"""The package's typed surface against a real, private sbshd: each exception where it is
+documented, check=True, the Session and Process handles, and the AsyncClient (concurrency,
+streaming, and cancellation that stops the command and keeps the session's state).
+
+Environment: as test_sbsh.py (whose PrivateDaemon it uses).
+"""
+import asyncio
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import sbsh
+
+# A python3 this test starts loads libsbsh too: with a sanitized one it needs the runtimes
+# that test_sbsh drops from the environment of the other programs (sbshd, bash).
+PYTHON_PRELOAD = os.environ.get("LD_PRELOAD")
+
+from test_sbsh import PrivateDaemon, pid_gone  # noqa: E402
+
+
+def wait_for_file(path, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return text
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not appear")
+
+
+class NoThreads(concurrent.futures.Executor):
+    """An executor that refuses work: in its place, it shows that a call took no thread."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        raise AssertionError(f"{fn} was given to a worker thread")
+
+
+def gone_within(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while not pid_gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class ApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = PrivateDaemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def setUp(self):
+        self.c = sbsh.Client(self.d.sock, autostart=False)
+
+    def tearDown(self):
+        self.c.close()
+
+    # -- errors --
+
+    def test_each_exception_where_documented(self):
+        with self.assertRaises(sbsh.DaemonUnreachable) as e:
+            sbsh.Client(os.path.join(self.d.run_dir, "nothing.sock"), autostart=False)
+        self.assertEqual(e.exception.code, sbsh.ERR_UNREACHABLE)
+        with self.assertRaises(sbsh.LibraryNotFound) as e:
+            sbsh.Client(self.d.sock, autostart=False, lib=os.path.join(self.d.dir, "no-libsbsh.so"))
+        self.assertIn("no-libsbsh.so", str(e.exception))
+        with self.assertRaises(sbsh.SessionNotFound) as e:
+            self.c.remove_session("api-never-made")
+        self.assertEqual(e.exception.reason, "no_such_session")
+        with self.assertRaises(sbsh.SessionNotFound):
+            self.c.session_details("api-never-made")
+        with self.assertRaises(sbsh.ProcessNotFound):
+            self.c.wait("api-no-such-process")
+        with self.assertRaises(sbsh.ProcessNotFound):
+            self.c.process("api-no-such-process")
+        with self.assertRaises(sbsh.CommandNotFound):
+            self.c.await_command(987654321)
+        with self.assertRaises(sbsh.InvalidArgument) as e:
+            self.c.exec("true", session="bad name")
+        self.assertEqual(e.exception.reason, "invalid_session_name")
+        with self.assertRaises(sbsh.InvalidArgument) as e:
+            self.c.run_plan({"stages": [{"name": "a", "commands": [{"run": "x", "timeout": "soon"}]}]})
+        self.assertEqual(e.exception.reason, "invalid_plan")
+        self.c.create_session("api-exists", cwd="/tmp")
+        with self.assertRaises(sbsh.Refused) as e:
+            self.c.create_session("api-exists", cwd="/")
+        self.assertEqual(e.exception.reason, "session_exists")
+        self.c.remove_session("api-exists")
+        p = self.c.start("sleep 30", session="api-errors")
+        with self.assertRaises(TimeoutError) as e:
+            p.wait(timeout=0.2)
+        self.assertIsInstance(e.exception, sbsh.Timeout)
+        self.assertEqual(p.kill().state, "killed")
+        # All of them are sbsh.Error; the connection survives every refusal.
+        self.assertTrue(issubclass(sbsh.Timeout, sbsh.Error) and issubclass(sbsh.CommandFailed, sbsh.Error))
+        self.assertEqual(self.c.exec("echo fine").stdout, b"fine\n")
+
+    def test_the_connection_lost(self):
+        d = PrivateDaemon()
+        try:
+            c = sbsh.Client(d.sock, autostart=False)
+            c.shutdown()
+            with self.assertRaises(sbsh.ConnectionLost) as e:
+                c.status()
+            self.assertIsInstance(e.exception, sbsh.DaemonUnreachable)
+            self.assertEqual(e.exception.code, sbsh.ERR_IO)
+            c.close()
+            self.assertEqual(d.proc.wait(timeout=30), 0)
+        finally:
+            d.stop()
+
+    def test_check(self):
+        r = self.c.exec("echo ok", session="api-check", check=True)
+        self.assertEqual((r.exit_code, r.text), (0, "ok\n"))
+        with self.assertRaises(sbsh.CommandFailed) as e:
+            self.c.exec("echo out; echo err >&2; (exit 3)", session="api-check", check=True)
+        self.assertEqual((e.exception.result.exit_code, e.exception.result.stdout, e.exception.result.stderr_text),
+                         (3, b"out\n", "err\n"))
+        self.assertIn("exited with 3", str(e.exception))
+        with self.assertRaises(sbsh.CommandTimedOut) as e:
+            self.c.exec("sleep 30", session="api-check", timeout=0.2, check=True)
+        self.assertIsInstance(e.exception, TimeoutError)
+        self.assertIsInstance(e.exception, sbsh.CommandFailed)
+        self.assertTrue(e.exception.result.timed_out)
+        with self.assertRaises(sbsh.StateLost) as e:
+            self.c.exec("exit 0", session="api-check", check=True)
+        self.assertTrue(e.exception.result.shell_restarted)
+        self.assertIsInstance(e.exception, sbsh.CommandFailed)
+        # Without check, the same results come back.
+        self.assertEqual(self.c.exec("(exit 3)", session="api-check").exit_code, 3)
+
+    # -- records and handles --
+
+    def test_records_are_frozen(self):
+        r = self.c.exec("printf 'a\\377'", session="api-rec")
+        self.assertEqual(r.text, "a\ufffd")
+        with self.assertRaises(AttributeError):
+            r.exit_code = 1
+        self.assertFalse(hasattr(r, "__dict__"))  # slotted
+        info = [s for s in self.c.sessions() if s.name == "api-rec"][0]
+        self.assertIsInstance(info, sbsh.SessionInfo)
+        self.assertIsInstance(self.c.status(), sbsh.DaemonStatus)
+        self.c.remove_session("api-rec")
+
+    def test_session_handle(self):
+        with self.c.session("api-handle") as s:
+            s.exec("cd /tmp && export H=1", check=True)
+            self.assertEqual(s.exec("echo $PWD $H", check=True).text, "/tmp 1\n")
+            self.assertEqual(s.details().history[-1].command, "echo $PWD $H")
+            s.restart()
+            self.assertEqual(s.exec("echo ${H:-gone}").text, "gone\n")
+            p = s.start("echo from-bg")
+            self.assertEqual(p.wait(timeout=10).exit_code, 0)
+            self.assertEqual(p.logs().stdout, b"from-bg\n")
+        self.assertNotIn("api-handle", [x.name for x in self.c.sessions()])  # the block removed it
+        made = self.c.create_session("api-made", cwd="/tmp")
+        self.assertEqual(made.exec("pwd").text, "/tmp\n")
+        made.remove()
+
+    def test_process_handle(self):
+        p = self.c.start("for i in 1 2 3; do echo $i; sleep 0.05; done; exit 4", session="api-proc", name="api-ticker")
+        seen = []
+        logs = p.follow(on_output=lambda s, d: seen.append(d))
+        self.assertEqual((b"".join(seen), logs.stdout, logs.process.exit_code), (b"1\n2\n3\n", b"1\n2\n3\n", 4))
+        self.assertEqual(p.wait().exit_code, 4)
+        self.assertEqual(self.c.process("api-ticker").id, p.id)
+        long = self.c.start("sleep 30", session="api-proc")
+        pid = long.info().pid
+        self.assertTrue(long.kill("KILL").state == "killed")
+        self.assertTrue(gone_within(pid, 5))
+
+    def test_process_wait_after_the_starting_program_exited(self):
+        # Another program starts it and exits; this one takes it up by id and waits.
+        starter = ("import sbsh, sys\n"
+                   "with sbsh.Client(sys.argv[1], autostart=False) as c:\n"
+                   "    print(c.start('sleep 0.5; exit 5', session='api-orphan').id)\n")
+        env = dict(self.d.env)
+        if PYTHON_PRELOAD:
+            env.update(LD_PRELOAD=PYTHON_PRELOAD, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1")
+        out = subprocess.run([sys.executable, "-c", starter, self.d.sock], check=True, capture_output=True,
+                             env=env, timeout=60)
+        proc_id = int(out.stdout)
+        p = self.c.process(proc_id)
+        info = p.wait(timeout=20)
+        self.assertEqual((info.id, info.state, info.exit_code), (proc_id, "exited", 5))
+
+
+class AsyncTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = PrivateDaemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def run_async(self, coro):
+        return asyncio.run(asyncio.wait_for(coro, 60))
+
+    def test_concurrent_exec_over_sessions_is_exact(self):
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False, max_connections=10) as c:
+                # Ten at once open the ten connections (on worker threads: connecting blocks).
+                await asyncio.gather(*(c.exec(f"export S={n}; cd /tmp", session=f"aio-{n}", check=True)
+                                       for n in range(10)))
+                # From then on, exec takes no thread: the event loop drives every command.
+                pool, c._pool = c._pool, NoThreads()
+                t0 = time.monotonic()
+                try:
+                    rs = await asyncio.gather(*(c.exec(f"echo $S-{i}; echo e{i} >&2; sleep 0.2; (exit {i % 7})",
+                                                       session=f"aio-{i % 10}") for i in range(50)))
+                finally:
+                    c._pool = pool
+                elapsed = time.monotonic() - t0
+                for n in range(10):
+                    await c.remove_session(f"aio-{n}")
+                return rs, elapsed
+        rs, elapsed = self.run_async(main())
+        for i, r in enumerate(rs):
+            self.assertEqual((r.stdout, r.stderr, r.exit_code), (f"{i % 10}-{i}\n".encode(), f"e{i}\n".encode(), i % 7))
+        # Five 0.2 s commands per session, the ten sessions at once: serially it takes 10 s.
+        self.assertLess(elapsed, 8)
+
+    def test_cancelled_task_stops_the_command_and_keeps_the_state(self):
+        pidfile = os.path.join(tempfile.mkdtemp(dir=self.d.dir), "pid")
+
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                await c.exec("cd /tmp && KEPT=yes", session="aio-cancel", check=True)
+                task = asyncio.ensure_future(c.exec(f"sh -c 'echo $$ > {pidfile}; exec sleep 30'",
+                                                    session="aio-cancel"))
+                pid = int(await asyncio.get_running_loop().run_in_executor(None, wait_for_file, pidfile))
+                t0 = time.monotonic()
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                self.assertLess(time.monotonic() - t0, 10)
+                self.assertTrue(gone_within(pid, 5), f"the command's process {pid} is still there")
+                r = await c.exec("echo $PWD $KEPT", session="aio-cancel")
+                self.assertEqual((r.text, r.state_lost, r.shell_restarted), ("/tmp yes\n", False, False))
+                await c.remove_session("aio-cancel")
+        self.run_async(main())
+
+    def test_stream_plan_and_process(self):
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                items = [x async for x in c.exec_stream("echo a; sleep 0.1; echo b >&2; exit 2", session="aio-s")]
+                chunks, result = items[:-1], items[-1]
+                self.assertTrue(all(isinstance(x, sbsh.OutputChunk) for x in chunks))
+                self.assertEqual(b"".join(x.data for x in chunks if x.stream == sbsh.STDOUT), b"a\n")
+                self.assertEqual(b"".join(x.data for x in chunks if x.stream == sbsh.STDERR), b"b\n")
+                self.assertEqual((result.exit_code, result.stdout, result.stderr), (2, b"a\n", b"b\n"))
+
+                plan = {"stages": [{"name": "one", "commands": ["echo p"]}]}
+                got = [x async for x in c.run_plan_stream(plan)]
+                self.assertEqual([e.event for e in got[:-1]], ["plan_started", "stage_started", "command_started",
+                                                               "command_finished", "stage_finished",
+                                                               "plan_finished"])
+                self.assertIsInstance(got[-1], sbsh.PlanReport)
+                self.assertEqual((got[-1].status, got[-1].stages[0].commands[0].stdout), ("passed", b"p\n"))
+
+                p = await c.session("aio-s").start("echo 1; sleep 0.1; echo 2; exit 3")
+                out = b"".join([x.data async for x in p.follow()])
+                self.assertEqual(out, b"1\n2\n")
+                self.assertEqual((await p.wait(timeout=10)).exit_code, 3)
+                with self.assertRaises(sbsh.SessionNotFound):
+                    await c.remove_session("aio-never-made")
+                await c.remove_session("aio-s")
+        self.run_async(main())
+
+
+if __name__ == "__main__":
+    unittest.main()
