@@ -490,8 +490,8 @@ void sbsh_session_spec_init(sbsh_session_spec* spec) {
 int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
   return guarded(conn, [&]() -> int {
     if (spec == nullptr) return invalid(conn, "sbsh_session_create: spec is NULL");
-    // Version 1, the same structure without its last field, is still taken.
-    if (spec->version != SBSH_SESSION_SPEC_VERSION && spec->version != 1)
+    // Versions 1 and 2, the same structure without the fields added since, are still taken.
+    if (spec->version < 1 || spec->version > SBSH_SESSION_SPEC_VERSION)
       return invalid(conn, "sbsh_session_create_spec: spec.version is " + std::to_string(spec->version) +
                                "; initialize the spec with sbsh_session_spec_init()");
     if (spec->name == nullptr) return invalid(conn, "sbsh_session_create: name is NULL");
@@ -505,6 +505,11 @@ int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
     s.cwd = str_or_empty(spec->cwd);
     s.snapshot = str_or_empty(spec->snapshot);
     if (spec->version >= 2) s.root = str_or_empty(spec->root);
+    if (spec->version >= 3) {
+      s.setup = str_or_empty(spec->setup);
+      if (!strings(spec->setup_keys, spec->setup_key_count, "setup_keys", &s.setup_keys, &why))
+        return invalid(conn, "sbsh_session_create: " + why);
+    }
     if (spec->restart != nullptr) s.restart = spec->restart;
     auto r = conn->c.create_session(s);
     return r ? SBSH_OK : fail(conn, r.err());

@@ -626,6 +626,20 @@ static void test_sessions(sbsh_conn* c) {
   }
   CHECK(sbsh_session_remove(c, "rooted") == SBSH_OK);
 
+  /* A setup builds the session's environment (SBSH_ENV) before the call returns; a failed one
+   * says why. */
+  sbsh_session_spec_init(&spec);
+  spec.name = "envd";
+  spec.cwd = src;
+  spec.setup = "echo built > \"$SBSH_ENV/mark\"";
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  expect_stdout(c, "envd", "cat \"$SBSH_ENV/mark\"", "built\n", __LINE__);
+  CHECK(sbsh_session_remove(c, "envd") == SBSH_OK);
+  spec.name = "envbad";
+  spec.setup = "echo cannot >&2; exit 5";
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "setup_failed") == 0 && contains(sbsh_last_error(c), "cannot"));
+
   expect_stdout(c, "made", "W=set; echo $W", "set\n", __LINE__);
   CHECK(sbsh_session_restart(c, "made") == SBSH_OK);
   expect_stdout(c, "made", "echo ${W:-gone} $Y", "gone from-init\n", __LINE__);

@@ -455,6 +455,29 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(e.exception.reason, "outside_root")
         self.c.remove_session("py-root")
 
+    def test_setup_builds_a_shared_environment_once(self):
+        proj = os.path.join(self.d.dir, "py-env")
+        os.makedirs(proj)
+        with open(os.path.join(proj, "reqs.txt"), "w") as f:
+            f.write("one\n")
+        runs = os.path.join(self.d.dir, "py-env-runs")
+        setup = 'echo run >> %s; cp reqs.txt "$SBSH_ENV/tool"' % runs
+        self.c.create_session("py-env1", cwd=proj, setup=setup, setup_keys=["reqs.txt"])
+        self.c.create_session("py-env2", cwd=proj, setup=setup, setup_keys=["reqs.txt"])
+        with open(runs) as f:
+            self.assertEqual(f.read(), "run\n")
+        r1 = self.c.exec('cat "$SBSH_ENV/tool"; echo "$SBSH_ENV"', session="py-env1")
+        r2 = self.c.exec('echo "$SBSH_ENV"', session="py-env2")
+        self.assertEqual(r1.stdout.decode().splitlines()[0], "one")
+        self.assertEqual(r1.stdout.decode().splitlines()[1], r2.stdout.decode().strip())
+        with self.assertRaises(sbsh.Error) as e:
+            self.c.create_session("py-env3", cwd=proj, setup="echo broken >&2; exit 4")
+        self.assertEqual(e.exception.reason, "setup_failed")
+        self.assertIn("status 4", str(e.exception))
+        self.assertIn("broken", str(e.exception))
+        self.c.remove_session("py-env1")
+        self.c.remove_session("py-env2")
+
     def test_files_beneath_a_sessions_root(self):
         src = os.path.join(self.d.dir, "py-files")
         os.makedirs(src)

@@ -309,7 +309,7 @@ SBSH_API int sbsh_session_create_limited(sbsh_conn* conn, const char* name, cons
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count);
 
-#define SBSH_SESSION_SPEC_VERSION 2
+#define SBSH_SESSION_SPEC_VERSION 3
 
 /* A session's whole definition, for sbsh_session_create_spec; fields that later versions
  * add go at the end. */
@@ -333,6 +333,15 @@ typedef struct sbsh_session_spec {
    * SBSH_ROOT set, and sbsh_exec's cwd must name a directory beneath it. Not with snapshot,
    * whose copy is the session's root. */
   const char* root;
+  /* Version 3. NULL, or a setup that builds the session's environment once, shared by every
+   * session with the same setup and key files (`sbsh session create --setup`, sbsh(1)):
+   * its shells get SBSH_ENV. When the environment is not built yet the setup runs before
+   * the call returns; a failed one fails it with code "setup_failed" and a message holding
+   * its status and the end of its output. setup_keys: setup_key_count files (relative: to
+   * the session's directory) whose contents are part of the key. */
+  const char* setup;
+  const char* const* setup_keys;
+  size_t setup_key_count;
 } sbsh_session_spec;
 
 /* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version. */

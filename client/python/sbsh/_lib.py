@@ -61,7 +61,7 @@ class ExecOpts(ctypes.Structure):
 
 
 class SessionSpec(ctypes.Structure):
-    """sbsh_session_spec, version 2."""
+    """sbsh_session_spec, version 3."""
     _fields_ = [
         ("version", ctypes.c_uint),
         ("name", ctypes.c_char_p),
@@ -75,6 +75,9 @@ class SessionSpec(ctypes.Structure):
         ("limit_count", ctypes.c_size_t),
         ("snapshot", ctypes.c_char_p),
         ("root", ctypes.c_char_p),
+        ("setup", ctypes.c_char_p),
+        ("setup_keys", ctypes.POINTER(ctypes.c_char_p)),
+        ("setup_key_count", ctypes.c_size_t),
     ]
 
 

@@ -254,9 +254,11 @@ class AsyncClient:
     async def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
                              init: Optional[Sequence[str]] = None, restart: str = "always",
                              limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
-                             root: Optional[str] = None) -> "AsyncSession":
+                             root: Optional[str] = None, setup: Optional[str] = None,
+                             setup_keys: Optional[Sequence[str]] = None) -> "AsyncSession":
         """Client.create_session, awaited."""
-        await self._run(lambda c, k: c.create_session(name, cwd, env, init, restart, limits, snapshot, root),
+        await self._run(lambda c, k: c.create_session(name, cwd, env, init, restart, limits, snapshot, root,
+                                                      setup, setup_keys),
                         stoppable=False)
         return AsyncSession(self, name)
 

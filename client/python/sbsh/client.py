@@ -523,19 +523,25 @@ class Client:
     def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
                        init: Optional[Sequence[str]] = None, restart: str = "always",
                        limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
-                       root: Optional[str] = None) -> "Session":
+                       root: Optional[str] = None, setup: Optional[str] = None,
+                       setup_keys: Optional[Sequence[str]] = None) -> "Session":
         """Defines a session and returns its handle: every new shell of it starts in cwd
         (None: this process's directory) with env and the resource `limits` ("NAME=VALUE" as
         `sbsh session create --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands
         first, and is restarted per `restart` ("always", "on-failure", "never"). With
         `snapshot` (a directory; not with cwd), sbshd first copies it for the session, whose
         shells start in the copy; remove deletes it. With `root` (a directory; not with
-        snapshot), the session is confined to it. The same definition again is a no-op; a
-        different one raises Refused (reason "session_exists")."""
+        snapshot), the session is confined to it. With `setup` (bash text) the session gets an
+        environment built once and shared by content: its shells find it in SBSH_ENV, keyed by
+        the setup, the contents of the `setup_keys` files (relative to the session's
+        directory) and the bash; when none is built yet the setup runs first, and a failed
+        one raises Refused (reason "setup_failed") with its status and the end of its output.
+        The same definition again is a no-op; a different one raises Refused (reason
+        "session_exists")."""
         spec = _lib.SessionSpec()
         self._lib.sbsh_session_spec_init(ctypes.byref(spec))
         keep = [_lib.str_array(_lib.env_list(env)), _lib.str_array(list(init or [])),
-                _lib.str_array(list(limits or []))]
+                _lib.str_array(list(limits or [])), _lib.str_array(list(setup_keys or []))]
         spec.name, spec.cwd, spec.restart = _lib.enc(name), _lib.enc(cwd), _lib.enc(restart)
         spec.env, spec.env_count = keep[0]
         spec.init, spec.init_count = keep[1]
@@ -544,6 +550,9 @@ class Client:
             spec.snapshot = _lib.enc(snapshot)
         if root is not None:
             spec.root = _lib.enc(root)
+        if setup is not None:
+            spec.setup = _lib.enc(setup)
+        spec.setup_keys, spec.setup_key_count = keep[3]
         with self._busy():
             self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
         return Session(self, name)
