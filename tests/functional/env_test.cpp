@@ -293,5 +293,58 @@ TEST_F(env_test, TheSizeCapEvictsTheLeastRecentlyUsedThatNoSessionUses) {
   EXPECT_TRUE(fs::exists(e5 + "/tool"));
 }
 
+// The README's examples: a venv keyed by requirements.txt and a node_modules keyed by
+// package-lock.json, each installed offline from a package made here.
+TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
+  // A wheel of a package "demo", and the requirements naming it.
+  fs::create_directories(project + "/wheels");
+  auto made = run({"/usr/bin/python3", "-c",
+                   "import zipfile,sys\n"
+                   "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
+                   "z.writestr('demo/__init__.py', '__version__ = \"1.0\"\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\n"
+                   "Root-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/RECORD', '')\n"
+                   "z.close()\n",
+                   project + "/wheels/demo-1.0-py3-none-any.whl"});
+  ASSERT_EQ(made.code, 0) << made.err;
+  put(project + "/requirements.txt", "demo==1.0\n");
+  std::string venv_setup =
+      "/usr/bin/python3 -m venv \"$SBSH_ENV/venv\" && PIP_DISABLE_PIP_VERSION_CHECK=1 \"$SBSH_ENV/venv/bin/pip\" "
+      "install --quiet --no-index --find-links wheels -r requirements.txt";
+  for (const char* name : {"py", "py2"}) {
+    auto r = sbsh({"session", "create", name, "-C", project, "--setup", venv_setup, "--setup-key", "requirements.txt",
+                   "--init", "source \"$SBSH_ENV/venv/bin/activate\""});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    r = exec(name, "python -c 'import demo, sys; print(demo.__version__, sys.prefix)'");
+    EXPECT_EQ(r.out, "1.0 " + env_of(name) + "/venv\n") << r.err;
+  }
+  EXPECT_EQ(env_of("py"), env_of("py2"));
+  EXPECT_EQ(json::parse(sbsh({"env", "ls", "--json"}).out).size(), 1u);  // built once
+
+  // A node_modules from a package-lock.json, with `npm ci --offline` and a local tarball.
+  auto npm = run({"/bin/sh", "-c", "command -v npm"});
+  ASSERT_EQ(npm.code, 0) << "npm is needed (scripts/deps.sh --test installs it)";
+  std::string web = dir + "/web";
+  fs::create_directories(web + "/demo");
+  put(web + "/demo/package.json", R"({"name": "demo", "version": "1.0.0", "main": "index.js"})");
+  put(web + "/demo/index.js", "module.exports = 'demo 1.0.0';\n");
+  put(web + "/package.json", R"({"name": "web", "version": "1.0.0", "dependencies": {"demo": "file:demo-1.0.0.tgz"}})");
+  auto packed = run({"/bin/sh", "-c",
+                     "cd " + shell_quote(web) + " && npm pack --silent ./demo >/dev/null && npm install --offline "
+                     "--package-lock-only --ignore-scripts --no-audit --no-fund --silent"});
+  ASSERT_EQ(packed.code, 0) << packed.out << packed.err;
+  ASSERT_TRUE(fs::exists(web + "/package-lock.json"));
+  std::string npm_setup =
+      "cp package.json package-lock.json demo-1.0.0.tgz \"$SBSH_ENV/\" && cd \"$SBSH_ENV\" && "
+      "npm ci --offline --ignore-scripts --no-audit --no-fund --silent";
+  auto r = sbsh({"session", "create", "web", "-C", web, "--setup", npm_setup, "--setup-key", "package-lock.json",
+                 "--init", "export NODE_PATH=\"$SBSH_ENV/node_modules\""});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = exec("web", "node -e 'console.log(require(\"demo\"))'");
+  EXPECT_EQ(r.out, "demo 1.0.0\n") << r.err;
+}
+
 }  // namespace
 }  // namespace sbsh::test
