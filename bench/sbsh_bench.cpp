@@ -22,8 +22,12 @@
 //                   write` and `sbsh file read`, vs `cat` doing the same in the same
 //                   directory. Goal >= 0.8x (higher is better); sbshd's resident memory may
 //                   grow by 8 MB at most meanwhile (its own sbshd, peak resident set).
+//   environments    a session whose environment (session create --setup) is ready, created
+//                   and its first command answered, vs one without a setup. Goal <= 1.5x.
+//                   Also printed: a session whose setup runs (python3 -m venv and an
+//                   offline pip install of one wheel). Needs python3-venv.
 //
-// Usage: sbsh-bench [--quick] [--only snapshot|files]
+// Usage: sbsh-bench [--quick] [--only snapshot|files|envs]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -500,6 +504,70 @@ void file_io(long long bytes, int iters) {
               "sbshd memory growth", growth, growth <= 8.0 ? "met" : "NOT met");
 }
 
+// Sessions with an environment (session create --setup): one whose environment is ready
+// (created and its first command answered) beside one without a setup, and what a setup
+// that runs costs (python3 -m venv and an offline pip install of a local wheel).
+void environments(const private_daemon& d, int iters) {
+  std::string proj = d.dir() + "/envproj";
+  ::mkdir(proj.c_str(), 0755);
+  ::mkdir((proj + "/wheels").c_str(), 0755);
+  if (run_quiet({"/usr/bin/python3", "-c",
+                 "import zipfile,sys\n"
+                 "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
+                 "z.writestr('demo/__init__.py', '')\n"
+                 "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
+                 "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+                 "z.writestr('demo-1.0.dist-info/RECORD', '')\n",
+                 proj + "/wheels/demo-1.0-py3-none-any.whl"}) != 0 ||
+      run_quiet({"/usr/bin/python3", "-m", "venv", "--help"}) != 0) {
+    std::printf("%-28s python3 with venv is needed (apt-get install python3-venv): skipped\n", "environments");
+    return;
+  }
+  auto c = d.connect();
+  int n = 0;
+  auto spec_for = [&](const std::string& name) {
+    client::session_spec s;
+    s.name = name;
+    s.cwd = proj;
+    s.setup = "/usr/bin/python3 -m venv \"$SBSH_ENV/venv\" && PIP_DISABLE_PIP_VERSION_CHECK=1 \"$SBSH_ENV/venv/bin/pip\" "
+              "install --quiet --no-index --find-links wheels -r requirements.txt";
+    s.setup_keys = {"requirements.txt"};
+    return s;
+  };
+  // Each build has a key of its own: a comment in the requirements.
+  std::vector<double> builds;
+  for (int i = 0; i < (iters > 20 ? 3 : 1); ++i) {
+    std::ofstream(proj + "/requirements.txt") << "demo==1.0\n# build " << i << "\n";
+    auto t0 = clock_type::now();
+    if (auto made = c.create_session(spec_for("build-" + std::to_string(i))); !made) {
+      std::printf("environments: %s\n", made.err().message.c_str());
+      return;
+    }
+    builds.push_back(ms_since(t0));
+  }
+  auto first = [&](const client::session_spec& s) {
+    (void)c.create_session(s);
+    client::exec_options o;
+    o.session = s.name;
+    o.command = "true";
+    (void)c.exec(o);
+  };
+  auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  auto [s, b] = compare(
+      3, iters, [&] { first(spec_for("warm-" + std::to_string(n++))); },
+      [&] {
+        client::session_spec plain;
+        plain.name = "plain-" + std::to_string(n++);
+        plain.cwd = proj;
+        first(plain);
+      },
+      idle);
+  print({"session, env ready + 1st", s, b, "ms", 1.5, false});
+  auto built = summarize(builds);
+  std::printf("  %-26s %10.1f ms    (venv + offline pip install of one wheel; %zu run%s)\n", "session whose setup runs",
+              built.median, builds.size(), builds.size() == 1 ? "" : "s");
+}
+
 }  // namespace sbsh::bench
 
 int main(int argc, char** argv) {
@@ -508,6 +576,11 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "snapshot") == 0) {
     private_daemon d("snap");
     snapshot(d, quick ? 3 : 10);
+    return 0;
+  }
+  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "envs") == 0) {
+    private_daemon d("envs");
+    environments(d, quick ? 20 : 100);
     return 0;
   }
   if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "files") == 0) {
@@ -520,6 +593,7 @@ int main(int argc, char** argv) {
   cpu_split(d, quick ? 2000 : 20000);
   cli(d, quick ? 50 : 500);
   new_session(d, quick ? 20 : 200);
+  environments(d, quick ? 20 : 100);
   throughput(d, quick ? 100000000LL : 1000000000LL);
   big_command(d);
   through_dial(d, quick ? 500 : 5000, quick ? 100000000LL : 1000000000LL);
