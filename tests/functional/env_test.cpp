@@ -346,5 +346,18 @@ TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
   EXPECT_EQ(r.out, "demo 1.0.0\n") << r.err;
 }
 
+TEST_F(env_test, APlansSessionTakesASetup) {
+  std::string plan = dir + "/plan.yml";
+  put(plan, "session:\n  cwd: " + project + "\n  setup: " + json(setup_text()).dump() +
+                "\n  setup_keys: [requirements.txt]\nstages:\n  - name: use\n    commands: ['cat \"$SBSH_ENV/tool\"']\n");
+  for (int i = 0; i < 2; ++i) {
+    auto r = sbsh({"run", "-q", "--report", dir + "/report.json", plan});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    auto rep = json::parse(slurp(dir + "/report.json"));
+    EXPECT_EQ(rep["stages"][0]["commands"][0]["stdout"], "left-pad==1.0\n") << rep.dump();
+  }
+  EXPECT_EQ(count_runs(), 1u);  // the second plan's session found it built
+}
+
 }  // namespace
 }  // namespace sbsh::test

@@ -377,9 +377,17 @@ TEST_F(mcp_test, a_failing_command_is_a_result_with_is_error) {
 
 TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   std::filesystem::create_directories(dir + "/ws");
+  std::ofstream(dir + "/reqs.txt") << "pinned\n";
   auto c = start_initialized();
-  json made = c->call(tool_call(10, "create_session", {{"name", "ws"}, {"root", dir + "/ws"}}));
+  // With an environment built by a setup, keyed by a file beside the root.
+  json made = c->call(tool_call(10, "create_session", {{"name", "ws"}, {"root", dir + "/ws"},
+                                                        {"setup", "cp ../reqs.txt \"$SBSH_ENV/\""},
+                                                        {"setup_keys", {dir + "/reqs.txt"}}}));
   ASSERT_EQ(made["result"]["isError"], false) << made.dump();
+  EXPECT_EQ(exec("ws", "cat \"$SBSH_ENV/reqs.txt\"").out, "pinned\n");
+  json failed = c->call(tool_call(11, "create_session", {{"name", "ws2"}, {"setup", "echo no >&2; exit 9"}}));
+  EXPECT_EQ(failed["result"]["isError"], true) << failed.dump();
+  EXPECT_NE(failed.dump().find("setup_failed"), std::string::npos) << failed.dump();
   json w = c->call(tool_call(1, "write_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"content", "mode: x\n"}}));
   EXPECT_EQ(w["result"]["isError"], false) << w.dump();
   EXPECT_EQ(w["result"]["structuredContent"]["bytes"], 8);
