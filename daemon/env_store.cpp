@@ -399,8 +399,11 @@ void env_store::read_output(build_job& job, int which) {
       return;  // EAGAIN: more later
     }
     std::string_view data(buf, static_cast<size_t>(n));
+    // A copy: a waiter's client may go (and leave) while it is told.
+    std::vector<output_fn> outs;
     for (auto& [ticket, w] : job.waiters)
-      if (w.out) w.out(which == 0 ? ipc::kStdout : ipc::kStderr, data);
+      if (w.out) outs.push_back(w.out);
+    for (auto& out : outs) out(which == 0 ? ipc::kStdout : ipc::kStderr, data);
     job.tail.append(data);
     if (job.tail.size() > 2 * kTailBytes) job.tail.erase(0, job.tail.size() - kTailBytes);
   }

@@ -677,9 +677,12 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
   p->second.env_ticket = envs_.build(
       *hash, how,
       [this, name](uint32_t stream, std::string_view data) {
-        if (auto it = pending_.find(name); it != pending_.end())
-          for (const auto& w : it->second.waiters)
-            if (w.output) w.output(stream, data);
+        auto it = pending_.find(name);
+        if (it == pending_.end()) return;
+        std::vector<output_fn> outs;  // a copy: a client may go while it is told
+        for (const auto& w : it->second.waiters)
+          if (w.output) outs.push_back(w.output);
+        for (const auto& out : outs) out(stream, data);
       },
       [this, name, h = *hash](status built) {
         if (auto it = pending_.find(name); it != pending_.end()) it->second.env_ticket = 0;
