@@ -470,6 +470,8 @@ class BindingTest(unittest.TestCase):
         r2 = self.c.exec('echo "$SBSH_ENV"', session="py-env2")
         self.assertEqual(r1.stdout.decode().splitlines()[0], "one")
         self.assertEqual(r1.stdout.decode().splitlines()[1], r2.stdout.decode().strip())
+        d = self.c.session_details("py-env1").definition
+        self.assertEqual((d.setup, d.setup_keys, d.sbsh_env), (setup, ("reqs.txt",), r2.stdout.decode().strip()))
         with self.assertRaises(sbsh.Error) as e:
             self.c.create_session("py-env3", cwd=proj, setup="echo broken >&2; exit 4")
         self.assertEqual(e.exception.reason, "setup_failed")

@@ -160,6 +160,9 @@ class SessionDefinition:
     limits: Tuple[str, ...]
     root: Optional[str]
     snapshot: Optional[str]
+    setup: Optional[str] = None      # the setup that built its environment (create_session(setup=))
+    setup_keys: Tuple[str, ...] = ()
+    sbsh_env: Optional[str] = None   # that environment's directory, its shells' SBSH_ENV
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +353,9 @@ def session_details(d: Mapping[str, Any]) -> SessionDetails:
     de = d.get("definition") or {}
     definition = SessionDefinition(cwd=str(de.get("cwd", "")), env=_strs(de.get("env")), init=_strs(de.get("init")),
                                    restart=str(de.get("restart", "")), limits=_strs(de.get("limits")),
-                                   root=_opt_str(de.get("root")), snapshot=_opt_str(de.get("snapshot")))
+                                   root=_opt_str(de.get("root")), snapshot=_opt_str(de.get("snapshot")),
+                                   setup=_opt_str(de.get("setup")), setup_keys=_strs(de.get("setup_keys")),
+                                   sbsh_env=_opt_str(de.get("sbsh_env")))
     history = tuple(HistoryEntry(command=str(h.get("command", "")), exit_code=_opt_int(h.get("exit_code")),
                                  timed_out=bool(h.get("timed_out")), shell_restarted=bool(h.get("shell_restarted")),
                                  started_at=unix_time(h.get("started_at")), duration_ms=int(h.get("duration_ms") or 0))
