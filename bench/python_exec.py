@@ -15,7 +15,7 @@ Both round trips are measured in the same run, alternating in blocks, after a wa
 table gives medians (and p90) over N iterations each. sbshd is started on a private socket
 and stopped afterwards.
 
-Usage: SBSH_LIB=.../libsbsh.so SBSH_BIN_DIR=.../bin /usr/bin/python3 bench_exec.py [N]
+Usage: SBSH_LIB=.../libsbsh.so SBSH_BIN_DIR=.../bin /usr/bin/python3 bench/python_exec.py [N]
 """
 import asyncio
 import ctypes
@@ -29,7 +29,8 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 import sbsh  # noqa: E402
 from sbsh import _lib  # noqa: E402
 
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
 def build_c_loop(tmp: str):
     """The C program, or None when no compiler is at hand."""
     lib = os.path.realpath(os.environ["SBSH_LIB"])
-    include = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+    include = os.path.join(ROOT, "client", "include")
     src, exe = os.path.join(tmp, "loop.c"), os.path.join(tmp, "loop")
     with open(src, "w") as f:
         f.write(C_LOOP)
