@@ -1014,11 +1014,17 @@ static void test_exec_call(void) {
   /* Cancelled through cancel_fd: the command stops, the session keeps its state. */
   sbsh_canceller* k = NULL;
   CHECK(sbsh_canceller_new(&k) == SBSH_OK);
-  ob.command = "sleep 30";
+  /* Once it runs (a cancel that races the command's start is another case). */
+  char started[256], started_cmd[320];
+  snprintf(started, sizeof started, "%s/call-b-started", dir);
+  snprintf(started_cmd, sizeof started_cmd, "touch '%s'; sleep 30", started);
+  ob.command = started_cmd;
   ob.cancel_fd = sbsh_canceller_fd(k);
   t0 = now_ms();
   CHECK(sbsh_exec_start(b, &ob, &cb) == SBSH_OK);
   CHECK(sbsh_exec_call_step(cb, &rb) == SBSH_PENDING);
+  for (int i = 0; i < 2000 && access(started, F_OK) != 0; ++i) usleep(10000);
+  CHECK(access(started, F_OK) == 0);
   sbsh_canceller_cancel(k);
   pend_b = 0;
   CHECK(drive(cb, &rb, &pend_b) == SBSH_OK && rb != NULL);

@@ -17,10 +17,9 @@ import unittest
 import sbsh
 
 # A python3 this test starts loads libsbsh too: with a sanitized one it needs the runtimes
-# that test_sbsh drops from the environment of the other programs (sbshd, bash).
-PYTHON_PRELOAD = os.environ.get("LD_PRELOAD")
-
-from test_sbsh import PrivateDaemon, pid_gone  # noqa: E402
+# that test_sbsh (imported first, whichever module unittest loads first) takes out of the
+# environment of the other programs (sbshd, bash).
+from test_sbsh import PYTHON_PRELOAD, PrivateDaemon, pid_gone  # noqa: E402
 
 
 def wait_for_file(path, seconds=10):

@@ -17,7 +17,9 @@ import unittest
 
 import sbsh  # importing does not load libsbsh yet
 
-if os.environ.pop("LD_PRELOAD", None) is not None:
+# Kept for a python3 that a test starts: it loads libsbsh too, and needs them.
+PYTHON_PRELOAD = os.environ.pop("LD_PRELOAD", None)
+if PYTHON_PRELOAD is not None:
     # The sanitized programs the tests start check everything, leaks included.
     os.environ["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=1"
 
