@@ -125,6 +125,13 @@ void end_leftovers(pid_t sid, const std::string& path) {
   }
 }
 
+// end_leftovers for the setup that the record at `record` (HASH.building) names, if any.
+void end_recorded(const std::string& record, const std::string& path) {
+  std::ifstream f(record);
+  pid_t sid = 0;
+  if (f >> sid) end_leftovers(sid, path);
+}
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -305,11 +312,7 @@ void env_store::sweep_incomplete() {
     off_loop(
         loop_,
         [path, aside, moved_record] {
-          if (std::ifstream f(moved_record); !moved_record.empty() && f) {
-            pid_t sid = 0;
-            f >> sid;
-            end_leftovers(sid, path);
-          }
+          if (!moved_record.empty()) end_recorded(moved_record, path);
           remove_tree(aside);
           if (!moved_record.empty()) ::unlink(moved_record.c_str());
         },
@@ -324,12 +327,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
   off_loop(
       loop_,
       [err, path, dir = dir_] {
-        std::string building = path + ".building";
-        if (std::ifstream f(building); f) {
-          pid_t sid = 0;
-          f >> sid;
-          end_leftovers(sid, path);
-        }
+        end_recorded(path + ".building", path);
         ::unlink((path + ".ready").c_str());
         if (!remove_tree(path)) {
           *err = fmt::format("cannot delete the incomplete environment {}", path);

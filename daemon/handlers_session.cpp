@@ -140,25 +140,20 @@ void on_env_remove(server& srv, client_conn& c, ipc::envelope& env) {
   if (!req) return c.send_error(env.msg.id(), req.err());
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();
+  // Refused while in use (checked now, on the loop: no listing needed).
   std::string hash(req->hash);
-  bool force = req->force;
-  srv.list_envs([&srv, serial, id, hash, force](std::vector<environment_info> envs) {
-    auto* conn = srv.client_by_serial(serial);
-    auto it = std::find_if(envs.begin(), envs.end(), [&](const auto& e) { return e.hash == hash; });
-    if (it != envs.end() && !it->sessions.empty() && !force) {
-      if (conn != nullptr)
-        conn->send_error(id, ipc::errc::env_in_use,
-                         fmt::format("environment {} is used by session{} {}; remove {} first, or give --force (their "
-                                     "SBSH_ENV then names nothing)",
-                                     hash, it->sessions.size() == 1 ? "" : "s", fmt::join(it->sessions, ", "),
-                                     it->sessions.size() == 1 ? "it" : "them"));
-      return;
-    }
-    auto removed = srv.envs().remove(hash, [&srv, serial, id] {
-      if (auto* c2 = srv.client_by_serial(serial)) c2->send(ipc::encode(msg::ok{}, id));
-    });
-    if (!removed && conn != nullptr) conn->send_error(id, removed.err());
+  auto users = hash.empty() || hash.find('/') != std::string::npos ? std::vector<std::string>{}
+                                                                    : srv.env_users(srv.envs().path_of(hash));
+  if (!users.empty() && !req->force)
+    return c.send_error(id, ipc::errc::env_in_use,
+                        fmt::format("environment {} is used by session{} {}; remove {} first, or give --force (their "
+                                    "SBSH_ENV then names nothing)",
+                                    hash, users.size() == 1 ? "" : "s", fmt::join(users, ", "),
+                                    users.size() == 1 ? "it" : "them"));
+  auto removed = srv.envs().remove(hash, [&srv, serial, id] {
+    if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::ok{}, id));
   });
+  if (!removed) c.send_error(id, removed.err());
 }
 
 void on_env_prune(server& srv, client_conn& c, ipc::envelope& env) {

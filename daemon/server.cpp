@@ -692,16 +692,18 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
       });
 }
 
+std::vector<std::string> server::env_users(const std::string& path) const {
+  std::vector<std::string> names;
+  for (const auto& [name, s] : sessions_)
+    if (s->def().sbsh_env == path) names.push_back(name);
+  for (const auto& [name, p] : pending_)
+    if (p.def.sbsh_env == path) names.push_back(name);
+  return names;
+}
+
 void server::list_envs(std::function<void(std::vector<environment_info>)> done) {
   envs_.list([this, done = std::move(done)](std::vector<environment_info> envs) {
-    std::map<std::string, environment_info*> by_path;
-    for (auto& e : envs) by_path[e.path] = &e;
-    auto add = [&](const std::string& name, const session_def& d) {
-      if (auto it = by_path.find(d.sbsh_env); !d.sbsh_env.empty() && it != by_path.end())
-        it->second->sessions.push_back(name);
-    };
-    for (const auto& [name, s] : sessions_) add(name, s->def());
-    for (const auto& [name, p] : pending_) add(name, p.def);
+    for (auto& e : envs) e.sessions = env_users(e.path);
     done(std::move(envs));
   });
 }
@@ -716,10 +718,7 @@ void server::evict_envs(env_picker pick, std::function<void(std::vector<environm
     };
     for (auto& v : victims) {
       // Used since the list was made (a session created meanwhile), or being rebuilt: kept.
-      bool used = false;
-      for (const auto& [name, s] : sessions_) used = used || s->def().sbsh_env == v.path;
-      for (const auto& [name, p] : pending_) used = used || p.def.sbsh_env == v.path;
-      if (used || !envs_.remove(v.hash, one_done)) {
+      if (!env_users(v.path).empty() || !envs_.remove(v.hash, one_done)) {
         one_done();
         continue;
       }

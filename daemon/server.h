@@ -203,6 +203,8 @@ class server {
   // The complete environments, most recently used first, each with the sessions using it
   // (defined with it, or being made with it).
   void list_envs(std::function<void(std::vector<environment_info>)> done);
+  // The sessions defined, or being made, with the environment at `path`.
+  [[nodiscard]] std::vector<std::string> env_users(const std::string& path) const;
   // Deletes the environments that `pick` chooses from list_envs() (it must choose only those
   // that no session uses: one used by the time it would go is kept); `done` gets those
   // deleted once they are gone.

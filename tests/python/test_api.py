@@ -19,7 +19,7 @@ import sbsh
 # A python3 this test starts loads libsbsh too: with a sanitized one it needs the runtimes
 # that test_sbsh (imported first, whichever module unittest loads first) takes out of the
 # environment of the other programs (sbshd, bash).
-from test_sbsh import PYTHON_PRELOAD, PrivateDaemon, pid_gone  # noqa: E402
+from test_sbsh import PYTHON_PRELOAD, DaemonTestCase, PrivateDaemon, pid_gone  # noqa: E402
 
 
 def wait_for_file(path, seconds=10):
@@ -52,20 +52,7 @@ def gone_within(pid, seconds):
     return True
 
 
-class ApiTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = PrivateDaemon()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
-
-    def setUp(self):
-        self.c = sbsh.Client(self.d.sock, autostart=False)
-
-    def tearDown(self):
-        self.c.close()
+class ApiTest(DaemonTestCase):
 
     # -- errors --
 

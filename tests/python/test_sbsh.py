@@ -105,7 +105,8 @@ class PrivateDaemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class BindingTest(unittest.TestCase):
+class DaemonTestCase(unittest.TestCase):
+    """A private sbshd for the class, and a client of it for each test."""
     @classmethod
     def setUpClass(cls):
         cls.d = PrivateDaemon()
@@ -119,6 +120,9 @@ class BindingTest(unittest.TestCase):
 
     def tearDown(self):
         self.c.close()
+
+
+class BindingTest(DaemonTestCase):
 
     def test_state_persists_and_bytes_are_exact(self):
         r = self.c.exec("cd /tmp && X=5 && f() { echo \"fn-$1\"; }", session="py")
