@@ -1050,6 +1050,71 @@ static void test_exec_call(void) {
   sbsh_close(d);
 }
 
+/* Busy-waits `us` microseconds: finer than a sleep, to land a cancel at a chosen moment. */
+static void spin_us(long us) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+/* A cancel at every moment of a command's start: before the shell has it, as bash forks its
+ * process, between the fork and bash's wait for it, while it runs. Whichever it meets, the
+ * command ends cancelled and nothing of it reaches the next command (its status, bash's
+ * "Terminated", its process group). */
+static void test_cancel_at_start(void) {
+  note("exec: a cancel at every moment of a command's start");
+  sbsh_conn* c = NULL;
+  sbsh_canceller* k = NULL;
+  if (!CHECK(sbsh_connect(sock, 0, &c) == SBSH_OK && sbsh_canceller_new(&k) == SBSH_OK)) return;
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "cancel-race";
+  expect_run(c, &o, "cd /tmp; X=kept", "", 0, __LINE__);
+  const char* texts[] = {"sleep 30", "sleep 30 | cat", "true; sleep 30; echo never"};
+  int bad = 0;
+  for (int i = 0; i < 360 && bad < 3; ++i) {
+    /* The second half with job control on: each command's processes in a group of their own. */
+    if (i == 180) expect_run(c, &o, "set -m", "", 0, __LINE__);
+    sbsh_exec_opts oc = o;
+    oc.command = texts[i % 3];
+    oc.cancel_fd = sbsh_canceller_fd(k);
+    sbsh_exec_call* call = NULL;
+    sbsh_result* r = NULL;
+    if (!CHECK(sbsh_exec_start(c, &oc, &call) == SBSH_OK)) break;
+    spin_us((i * 37) % 1500); /* 0 to 1.5 ms, spread over the start */
+    sbsh_canceller_cancel(k);
+    int pend = 0;
+    int rc = drive(call, &r, &pend);
+    sbsh_exec_call_free(call);
+    sbsh_canceller_reset(k);
+    if (!CHECK(rc == SBSH_OK && r != NULL && sbsh_result_cancelled(r) == 1)) ++bad;
+    size_t n = 0;
+    const char* out = r != NULL ? sbsh_result_stdout(r, &n) : NULL;
+    if (!CHECK(n == 0)) {
+      fprintf(stderr, "  cancelled '%s' wrote: ", oc.command);
+      print_escaped(out, n);
+      fputc('\n', stderr);
+    }
+    sbsh_result_free(r);
+    r = run(c, &o, "echo $PWD $X");
+    if (r == NULL) break;
+    size_t on = 0, en = 0;
+    out = sbsh_result_stdout(r, &on);
+    const char* err = sbsh_result_stderr(r, &en);
+    if (!CHECK(sbsh_result_exit_code(r) == 0 && en == 0 && on == 10 && memcmp(out, "/tmp kept\n", 10) == 0)) {
+      ++bad;
+      fprintf(stderr, "  after a cancel of '%s' %ld us in: exit %d, stderr ", oc.command, (long)((i * 37) % 1500),
+             sbsh_result_exit_code(r));
+      print_escaped(err, en);
+      fputc('\n', stderr);
+    }
+    sbsh_result_free(r);
+  }
+  sbsh_canceller_free(k);
+  sbsh_close(c);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   start_daemon();
@@ -1070,6 +1135,7 @@ int main(void) {
   test_streaming_and_stdin(c);
   test_detached(c);
   test_exec_call();
+  test_cancel_at_start();
   test_errors(c);
   test_sessions(c);
   test_files(c);
