@@ -33,24 +33,35 @@ cmake --build build-fuzz --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mkdir -p build-fuzz/crashes
-failed=0
-for t in "${targets[@]}"; do
+# The targets run side by side, each on a core of its own where there are enough.
+fuzz_one() {
+  local t=$1 rc=0
   mkdir -p "build-fuzz/corpus/$t"
-  log=build-fuzz/$t.log
-  before=$(find build-fuzz/crashes -name "$t-*" | wc -l)
   # -malloc_limit_mb: no single allocation may be as large as a whole frame (kMaxFrame);
   # -rss_limit_mb: nor may all of them add up to much, whatever the input.
-  rc=0
   "build-fuzz/bin/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
     -malloc_limit_mb=16 -rss_limit_mb=1024 -artifact_prefix="build-fuzz/crashes/$t-" \
-    "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+    "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"build-fuzz/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"build-fuzz/$t.rc"
+}
+before=$(find build-fuzz/crashes -type f | wc -l)
+pids=()
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+failed=0
+for t in "${targets[@]}"; do
+  log=build-fuzz/$t.log
+  rc=$(cat "build-fuzz/$t.rc")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  crashes=$(($(find build-fuzz/crashes -name "$t-*" | wc -l) - before))
-  echo "fuzz $t: ${execs:-0} executions in $seconds s, $crashes crashes found"
+  echo "fuzz $t: ${execs:-0} executions in $seconds s"
   if [[ $rc -ne 0 ]]; then
     tail -n 60 "$log"
     echo "fuzz $t FAILED (exit $rc); its input is in build-fuzz/crashes/, the whole log in $log" >&2
     failed=1
   fi
 done
+echo "crashes found: $(($(find build-fuzz/crashes -type f | wc -l) - before))"
 exit $failed
