@@ -17,11 +17,10 @@
  * abandon a command (an arithmetic error in an assignment, say) take the same road.
  *
  * An interrupt can land between bash's fork of a command's process and its wait for it; bash
- * then throws with that process still running and listed in its pipeline under construction,
- * and the next command would wait for it, take its status and print its "Terminated". Before
- * reporting an interrupted command, the builtin waits until every foreground process of it
- * has ended (sbsh's signals and their escalation end them), lets bash reap them, takes the
- * status of the one bash would have taken, and empties the pipeline (settle_foreground()).
+ * then throws with that process still listed in its pipeline under construction, and the next
+ * command would wait for it, take its status and print its "Terminated". The builtin has bash
+ * forget that pipeline before it reports the interrupted command
+ * (forget_interrupted_pipeline()).
  *
  * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
  * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
@@ -260,44 +259,13 @@ static int stopped_value(int value);
  * run that are not yet a job. Exported by bash, not declared by its headers. */
 extern PROCESS *the_pipeline;
 
-/* Until `pid`, a child of the shell, has ended; it is left for bash to reap (WNOWAIT). */
-static void until_ended(pid_t pid) {
-  siginfo_t si;
-  while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
-  }
-}
-
-static void until_pipeline_ended(PROCESS *first) {
-  PROCESS *p = first;
-  do {
-    if (PRUNNING(p)) until_ended(p->pid);
-    p = p->next;
-  } while (p != NULL && p != first);
-}
-
 /* After an interrupt threw the command to the top level: see "An interrupt can land between"
- * above. With SIGCHLD blocked, so that bash reaps nothing meanwhile, it waits until each
- * running foreground process has ended; unblocking it lets bash's SIGCHLD handler reap them
- * all and record their statuses in its tables. */
-static void settle_foreground(void) {
-  sigset_t chld, old;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &chld, &old);
-  if (the_pipeline != NULL) until_pipeline_ended(the_pipeline);
-  for (int i = 0; jobs != NULL && i < js.j_jobslots; ++i)
-    if (jobs[i] != NULL && jobs[i]->pipe != NULL && (jobs[i]->flags & J_FOREGROUND)) until_pipeline_ended(jobs[i]->pipe);
-  sigprocmask(SIG_UNBLOCK, &chld, NULL);
-  sigprocmask(SIG_SETMASK, &old, NULL);
+ * above. bash forgets the pipeline it was building, as its start_pipeline() discards a
+ * leftover one: with its process group, which the next command's processes would otherwise
+ * try to join (setpgid fails: it is gone). A process of it still running is sbsh's to stop
+ * (its signals reach every process the command started); bash reaps it without a word. */
+static void forget_interrupted_pipeline(void) {
   if (the_pipeline != NULL) {
-    PROCESS *last = the_pipeline;
-    while (last->next != NULL && last->next != the_pipeline) last = last->next;
-    if (!PRUNNING(last) && (WIFEXITED(last->status) || WIFSIGNALED(last->status))) {
-      stopped_status = last->status;
-      stopped_seen = 1;
-    }
-    /* As bash's start_pipeline() discards a leftover pipeline: with its process group, which
-     * the next command's processes would otherwise try to join (setpgid fails: it is gone). */
     cleanup_the_pipeline();
     if (pipeline_pgrp != shell_pgrp) pipeline_pgrp = 0;
   }
@@ -311,7 +279,7 @@ static void unwound(void *unused) {
   if (!serving) return;
   /* As bash's reader loop will: a discarded command leaves a non-zero status. */
   int value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
-  if (got_sigint && in_command && getpid() == shell_pid) settle_foreground();
+  if (got_sigint && in_command && getpid() == shell_pid) forget_interrupted_pipeline();
   if (got_sigint) value = stopped_value(value);
   uint32_t flags = got_sigint ? SBSH_STATUS_INTERRUPTED : 0;
   if (in_command) {
