@@ -221,6 +221,31 @@ std::string to_json(const session_detail& d) {
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
   if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
+  if (def.confine || def.no_network) {
+    // What the kernel holds the session to: its Landlock rules besides the system's, its
+    // namespaces and its limits.
+    json_object c;
+    c.boolean("landlock", def.confine).num("landlock_abi", static_cast<int64_t>(def.landlock_abi));
+    std::string rules = "[";
+    auto rule = [&rules](std::string_view path, std::string_view access) {
+      json_object r;
+      r.str("path", path).str("access", access);
+      rules += (rules.size() > 1 ? "," : "") + r.finish();
+    };
+    if (def.confine) {
+      rule(def.root.empty() ? def.cwd : def.root, "read-write");
+      rule("$TMPDIR", "read-write");
+      for (const auto& p : def.allow_write) rule(p, "read-write");
+      for (const auto& p : def.allow_read) rule(p, "read-execute");
+      for (const auto& p : def.read_only) rule(p, "read-only");
+    }
+    c.raw("rules", rules + "]");
+    std::vector<std::string> ns;
+    if (def.confine) ns.emplace_back("pid");
+    if (def.no_network) ns.emplace_back("net");
+    c.strs("namespaces", ns).strs("limits", def.limits);
+    dj.raw("confinement", c.finish());
+  }
   json_object o;
   o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
   o.str("init_output", d.init_output);

@@ -23,6 +23,7 @@
 #include "daemon/state_lock.h"
 #include "ipc/environ.h"
 #include "ipc/messages.h"
+#include "ipc/clock.h"
 #include "ipc/paths.h"
 #include "ipc/text.h"
 #include "common/procs.h"
@@ -35,6 +36,21 @@ constexpr uint64_t kMaxLentProcs = 65536;  // background processes one adopted s
 // After the last client leaves, how long sbshd waits before giving free memory back (a
 // burst of one-shot clients leaves and comes back between two of its commands).
 constexpr uint64_t kTrimDelayMs = 200;
+
+// Whether process `pid` is in sbshd's own PID namespace. One that has gone already is not
+// known to be: it may have handed its connection to another process before it went. One whose
+// namespace sbshd may not read is not in a namespace sbshd's sessions made (sbshd can read
+// those): it runs outside sbshd's own user namespace (sbshd was started in one of its own).
+bool same_pid_namespace(pid_t pid) {
+  static const ino_t own = [] {
+    struct stat st{};
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
+  }();
+  if (own == 0) return true;  // no /proc to tell: as before namespaces were checked
+  struct stat st{};
+  if (::stat(fmt::format("/proc/{}/ns/pid", pid).c_str(), &st) != 0) return errno != ENOENT && errno != ESRCH;
+  return st.st_ino == own;
+}
 }  // namespace
 
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
@@ -347,6 +363,15 @@ void server::on_accept() {
                                     "your own user (each user has a private socket)",
                                     ::getuid(), cred.uid);
       spdlog::warn("refused a connection from uid {} (pid {}): {}", cred.uid, cred.pid, why);
+      refuse(std::move(conn), ipc::errc::permission_denied, why);
+      continue;
+    }
+    if (cred.pid > 0 && !same_pid_namespace(cred.pid)) {
+      // A confined session's processes (each such session has a PID namespace of its own)
+      // would otherwise reach every other session, and create unconfined ones, through sbshd.
+      std::string why = "a process in another PID namespace than sbshd's (a confined session's, or a container's) "
+                        "may not use it: sbshd would run its commands outside that confinement";
+      spdlog::warn("refused a connection from pid {}: {}", cred.pid, why);
       refuse(std::move(conn), ipc::errc::permission_denied, why);
       continue;
     }
@@ -792,6 +817,10 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   if (snapshot && (keep_copy || (s->def().keep_copy_on_failure && last_command_failed(*s)))) kept = snapshots_.keep(name);
   std::function<void()> finished = [done = std::move(done), kept] { done(kept); };
   if (std::string aside = !snapshot || !kept.empty() ? "" : snapshots_.set_aside(name); !aside.empty())
+    finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
+  // A confined session's TMPDIR goes the same way: renamed now, deleted once its processes are.
+  if (std::string tmp = session_tmp_dir(name), aside = fmt::format("{}.removed-{}", tmp, ipc::mono_us());
+      s->def().confine && ::rename(tmp.c_str(), aside.c_str()) == 0)
     finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
   save_state();
   procs_->kill_all(name);

@@ -141,6 +141,8 @@ class server {
                                                child_process::exit_callback on_exit, int* err);
   // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
   std::string new_shell_dir();
+  // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.
+  std::string session_tmp_dir(const std::string& name) const { return opts_.state_dir + "/tmp/" + name; }
   // A running spare shell for a new session to claim, or nullopt when none is ready;
   // another is started on the next turn of the loop.
   std::optional<spare_shell> take_spare();

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/confine.h"
 #include "daemon/beneath.h"
 #include "daemon/exec_job.h"
 #include "ipc/bounds.h"
@@ -83,6 +84,19 @@ status check_def(const session_def& d) {
     return make_error(ipc::errc::bad_request, "a session's environment directory must be an absolute path");
   for (const auto& p : d.ignore)
     if (auto s = check_ignore_pattern(p); !s) return s;
+  if (d.confine && d.root.empty() && d.snapshot.empty())
+    return make_error(ipc::errc::no_root,
+                      "a confined session is confined to its root: give --root DIR or --snapshot DIR too");
+  if (!d.confine && (!d.allow_write.empty() || !d.allow_read.empty() || !d.read_only.empty()))
+    return make_error(ipc::errc::bad_request,
+                      "--allow-write, --allow-read and --read-only add to a confined session's rules: give --confine too");
+  for (const auto* list : {&d.allow_write, &d.allow_read, &d.read_only}) {
+    if (list->size() > 64) return make_error(ipc::errc::bad_request, "a confined session may have at most 64 paths of each kind");
+    for (const auto& p : *list)
+      if (p.empty() || p[0] != '/' || p.find('\0') != std::string::npos)
+        return make_error(ipc::errc::bad_request,
+                          fmt::format("the path '{}' a confined session is allowed must be absolute", ipc::printable(p)));
+  }
   return ok_status();
 }
 
@@ -179,7 +193,8 @@ std::vector<std::string> session_def::ignore_rules() const {
 
 size_t text_size(const session_def& d) {
   size_t n = d.cwd.size() + d.snapshot.size() + d.root.size() + d.setup.size() + d.sbsh_env.size();
-  for (const auto* list : {&d.env, &d.init, &d.limits, &d.environment, &d.ignore, &d.setup_keys})
+  for (const auto* list :
+       {&d.env, &d.init, &d.limits, &d.environment, &d.ignore, &d.setup_keys, &d.allow_write, &d.allow_read, &d.read_only})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
 }
@@ -219,6 +234,12 @@ session_spec spec_of(const session_def& d) {
   s.setup = d.setup;
   s.setup_keys = d.setup_keys;
   s.sbsh_env = d.sbsh_env;
+  s.confine = d.confine;
+  s.allow_write = d.allow_write;
+  s.allow_read = d.allow_read;
+  s.read_only = d.read_only;
+  s.no_network = d.no_network;
+  s.landlock_abi = d.landlock_abi;
   return s;
 }
 
@@ -242,6 +263,12 @@ result<session_def> def_from_saved(session_spec spec) {
   d.setup = std::move(spec.setup);
   d.setup_keys = std::move(spec.setup_keys);
   d.sbsh_env = std::move(spec.sbsh_env);
+  d.confine = spec.confine;
+  d.allow_write = std::move(spec.allow_write);
+  d.allow_read = std::move(spec.allow_read);
+  d.read_only = std::move(spec.read_only);
+  d.no_network = spec.no_network;
+  d.landlock_abi = spec.landlock_abi;
   if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)
@@ -342,6 +369,13 @@ result<session_def> def_from_request(session_spec spec) {
   if (auto s = settle_root(spec); !s) return s.err();
   spec.special_skipped = 0;  // what the copy finds, not what a client says
   spec.sbsh_env.clear();      // what the setup builds
+  spec.landlock_abi = 0;      // what this kernel offers
+  if (spec.confine) {
+    std::string why;
+    int abi = confine::landlock_abi(&why);
+    if (abi == 0) return make_error(ipc::errc::not_supported, fmt::format("cannot confine the session: {}", why));
+    spec.landlock_abi = static_cast<uint64_t>(abi);
+  }
   auto def = def_from_saved(std::move(spec));
   if (def && text_size(*def) > ipc::kMaxDefinitionText)
     return make_error(ipc::errc::bad_request,

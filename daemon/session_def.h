@@ -41,11 +41,18 @@ struct session_def {
   std::string setup;
   std::vector<std::string> setup_keys;
   std::string sbsh_env;
+  // Confinement by the kernel (session_spec::confine and what follows it).
+  bool confine = false;
+  std::vector<std::string> allow_write, allow_read, read_only;
+  bool no_network = false;
+  uint64_t landlock_abi = 0;  // in force, read back
   // Whether `o` defines the same shells (environment, implicitness, expiry and default
   // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
-           root == o.root && restart == o.restart && same_copy(o) && setup == o.setup && setup_keys == o.setup_keys;
+           root == o.root && restart == o.restart && same_copy(o) && setup == o.setup && setup_keys == o.setup_keys &&
+           confine == o.confine && allow_write == o.allow_write && allow_read == o.allow_read &&
+           read_only == o.read_only && no_network == o.no_network;
   }
   [[nodiscard]] bool same_copy(const session_def& o) const {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&

@@ -19,6 +19,7 @@
 #include "daemon/session.h"
 #include "ipc/environ.h"
 #include "ipc/messages.h"
+#include "ipc/paths.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
@@ -105,7 +106,8 @@ std::string claim_text(const std::string& name, const session_def& def) {
 }  // namespace
 
 bool spare_can_serve(const session_def& def) {
-  if (!def.limits.empty()) return false;
+  // A spare's bash was started unconfined, in sbshd's namespaces.
+  if (!def.limits.empty() || def.confine || def.no_network) return false;
   for (const auto* list : {&def.environment, &def.env})
     for (const auto& e : *list) {
       std::string_view n = std::string_view(e).substr(0, e.find('='));
@@ -200,6 +202,25 @@ void shell_supervisor::start_shell() {
   for (const auto& l : def.limits) {
     args.emplace_back("--limit");
     args.push_back(l);
+  }
+  if (def.confine) {
+    std::string tmp = srv_.session_tmp_dir(session_.name());
+    if (auto made = ipc::make_dirs(tmp); !made)
+      return fail_start(fmt::format("cannot make the session's TMPDIR {}: {}", tmp, made.err().message));
+    env_store.push_back("TMPDIR=" + tmp);
+    auto rule = [&args](std::string_view mode, const std::string& path) {
+      args.emplace_back("--rule");
+      args.push_back(fmt::format("{}:{}", mode, path));
+    };
+    rule("rw", root_of(def));
+    rule("rw", tmp);
+    for (const auto& p : def.allow_write) rule("rw", p);
+    for (const auto& p : def.allow_read) rule("rx", p);
+    for (const auto& p : def.read_only) rule("ro", p);
+  }
+  if (def.confine || def.no_network) {
+    args.emplace_back("--ns");
+    args.emplace_back(def.confine && def.no_network ? "pid,net" : def.confine ? "pid" : "net");
   }
   args.push_back(session_.name());
   int err = 0;
@@ -316,7 +337,9 @@ void shell_supervisor::on_channel(uint64_t gen) {
     switch (msg.type) {
       case SBSH_MSG_READY:
         served_ = true;
-        if (msg.pid > 0) shell_pid_ = msg.pid;
+        // In a PID namespace of its own (a confined session) the shell sees itself as 1: the
+        // wrapper's wrapper_ready then has its pid here.
+        if (msg.pid > 1) shell_pid_ = msg.pid;
         if (state_ == session_state::starting) state_ = session_state::ready;
         spdlog::debug("session {}: shell pid {} serves", session_.name(), shell_pid_);
         session_.jobs().shell_ready();

@@ -124,7 +124,13 @@ struct schema_of<session_spec> {
                       field("special_skipped", &s::special_skipped, kOmitEmpty),
                       field("setup", &s::setup, kOmitEmpty),
                       field("setup_keys", &s::setup_keys, kOmitEmpty),
-                      field("sbsh_env", &s::sbsh_env, kOmitEmpty)};
+                      field("sbsh_env", &s::sbsh_env, kOmitEmpty),
+                      field("confine", &s::confine, kOmitEmpty),
+                      field("allow_write", &s::allow_write, kOmitEmpty),
+                      field("allow_read", &s::allow_read, kOmitEmpty),
+                      field("read_only", &s::read_only, kOmitEmpty),
+                      field("no_network", &s::no_network, kOmitEmpty),
+                      field("landlock_abi", &s::landlock_abi, kOmitEmpty)};
   }
 };
 

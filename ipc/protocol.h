@@ -160,6 +160,7 @@ enum class errc {
   setup_failed,  // session_create: the environment's setup failed (its output is in the message)
   env_in_use,    // env_remove: sessions use the environment
   no_such_env,   // env_remove: no environment of that hash
+  not_supported,  // the kernel or the system lacks what the request needs (Landlock, namespaces)
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -216,6 +217,8 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::env_in_use, "env_in_use",
      "env_remove: sessions are defined with the environment (or one is being made with it); remove them, or force"},
     {errc::no_such_env, "no_such_env", "env_remove: no complete environment of that hash"},
+    {errc::not_supported, "not_supported",
+     "the kernel or the system lacks what the request needs (Landlock for confine); the message says what"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

@@ -95,6 +95,20 @@ struct session_spec {
   std::vector<std::string> setup_keys;
   // Read back: the environment's directory (SBSH_ENV), once built.
   std::string sbsh_env;
+  // Confinement by the kernel (sbsh(1), session create --confine). With `confine` the shell
+  // and all it starts run under a Landlock ruleset: read-write beneath the root and a private
+  // TMPDIR, read and execute on the system's programs and libraries, read-only on its
+  // configuration and /proc; `allow_write`, `allow_read` (read and execute) and `read_only`
+  // add absolute paths. The shell is then the init of a PID namespace of its own, so that
+  // everything it starts ends with it. Needs a root (or a snapshot), and a kernel with Landlock.
+  bool confine = false;
+  std::vector<std::string> allow_write;
+  std::vector<std::string> allow_read;
+  std::vector<std::string> read_only;
+  // The shell runs in a network namespace of its own, with only loopback.
+  bool no_network = false;
+  // Read back: the Landlock ABI version in force (0: not confined).
+  uint64_t landlock_abi = 0;
 };
 
 // What a snapshot leaves out unless told otherwise (session create --no-default-ignores).

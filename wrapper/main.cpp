@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "wrapper/tree_copy.h"
 #include "wrapper/wrapper.h"
@@ -10,7 +11,8 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... SESSION | --spare PADDING\n"
+               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
+               "                    [--ns pid|net|pid,net] SESSION | --spare PADDING\n"
                "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
@@ -32,6 +34,18 @@ int main(int argc, char** argv) {
         return 2;
       }
       o.limits.push_back(*l);
+    } else if (std::strcmp(argv[i], "--rule") == 0) {
+      auto r = sbsh::wrapper::parse_rule(argv[i + 1]);
+      if (!r) {
+        std::fprintf(stderr, "sbsh-wrapper: %s\n", r.err().message.c_str());
+        return 2;
+      }
+      o.rules.push_back(*r);
+    } else if (std::strcmp(argv[i], "--ns") == 0) {
+      std::string_view ns = argv[i + 1];
+      o.pid_ns = ns == "pid" || ns == "pid,net";
+      o.net_ns = ns == "net" || ns == "pid,net";
+      if (!o.pid_ns && !o.net_ns) return usage();
     } else if (std::strcmp(argv[i], "--adopt-timeout") == 0) {
       char* end = nullptr;
       o.adopt_timeout_ms = std::strtoull(argv[i + 1], &end, 10);

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "common/confine.h"
 #include "ipc/shell_channel.h"
 
 extern char** environ;
@@ -30,9 +31,25 @@ struct child_args {
   shell_fds fds;
   pid_t parent;
   std::span<const ipc::rlimit_spec> limits;
+  shell_confinement confinement;
+  bool user_ns = false;
+  char uid_map[64] = {}, gid_map[64] = {};  // written by the child into its user namespace
   int error = 0;  // set by the child when it cannot exec bash; read once it has exited
   const ipc::rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
+  const char* failed_step = nullptr;               // set with error when confinement failed
 };
+
+[[noreturn]] void child_fail(child_args* a, int err);
+
+// Writes `text` to /proc/self/FILE (a user namespace's maps).
+void write_self(child_args* a, const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ::write(fd, text, std::strlen(text)) < 0) {
+    a->failed_step = path;
+    child_fail(a, errno);
+  }
+  ::close(fd);
+}
 
 [[noreturn]] void child_fail(child_args* a, int err) {
   a->error = err;
@@ -42,7 +59,20 @@ struct child_args {
 int child_main(void* p) {
   auto* a = static_cast<child_args*>(p);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != a->parent) ::_exit(127);  // the parent died before prctl took effect
+  // The parent died before prctl took effect. In a PID namespace of its own the child sees no
+  // parent (0): the check is then for a parent outside it.
+  if (::getppid() != (a->confinement.pid_ns ? 0 : a->parent)) ::_exit(127);
+  if (a->user_ns) {
+    write_self(a, "/proc/self/setgroups", "deny");
+    write_self(a, "/proc/self/uid_map", a->uid_map);
+    write_self(a, "/proc/self/gid_map", a->gid_map);
+  }
+  if (a->confinement.net_ns) {
+    if (int e = confine::loopback_up(); e != 0) {
+      a->failed_step = "bringing up the loopback interface";
+      child_fail(a, e);
+    }
+  }
   // Every source first goes above every target, so that no dup2 below overwrites a source.
   constexpr int kAbove = SBSH_CHANNEL_FD + 2;
   int devnull = ::open("/dev/null", O_RDWR);
@@ -54,6 +84,13 @@ int child_main(void* p) {
   if (::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(early, 2) < 0 ||
       ::dup2(script, SBSH_SCRIPT_FD) < 0 || ::dup2(channel, SBSH_CHANNEL_FD) < 0)
     child_fail(a, errno);
+  // Before the descriptors above SBSH_CHANNEL_FD close: the ruleset's is one of them.
+  if (a->confinement.ruleset >= 0) {
+    if (int e = confine::restrict_self(a->confinement.ruleset); e != 0) {
+      a->failed_step = "applying the Landlock ruleset";
+      child_fail(a, e);
+    }
+  }
   // One call per range instead of a close() per possible descriptor.
   ::close_range(SBSH_SCRIPT_FD + 1, SBSH_CHANNEL_FD - 1, 0);
   ::close_range(SBSH_CHANNEL_FD + 1, ~0U, 0);
@@ -85,7 +122,8 @@ int child_main(void* p) {
 
 }  // namespace
 
-result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits) {
+result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits,
+                          const shell_confinement& confinement) {
   // The child runs on this process's memory, on a stack of its own, and this thread waits
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
   // for a child that is about to exec anyway. Every signal stays blocked until the child has
@@ -93,18 +131,46 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   constexpr size_t kStack = 256 * 1024;  // generous: sanitizer builds use more stack
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
-  child_args args{bash_path, fds, ::getpid(), limits};
+  child_args args{bash_path, fds, ::getpid(), limits, confinement};
+  int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+  if (confinement.pid_ns) flags |= CLONE_NEWPID;
+  if (confinement.net_ns) flags |= CLONE_NEWNET;
+  if ((confinement.pid_ns || confinement.net_ns) && ::geteuid() != 0) {
+    // Unprivileged: the namespaces belong to a user namespace of bash's own, in which its user
+    // and group are what they are outside.
+    flags |= CLONE_NEWUSER;
+    args.user_ns = true;
+    fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
+    fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
+  }
   sigset_t all, old;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
   int clone_errno = errno;
+  if (pid < 0 && clone_errno == EPERM && !args.user_ns && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0) {
+    // Root without CAP_SYS_ADMIN (a container's): in a user namespace, as an unprivileged user.
+    flags |= CLONE_NEWUSER;
+    args.user_ns = true;
+    fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
+    fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
+    pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
+    clone_errno = errno;
+  }
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::munmap(stack, kStack);
+  if (pid < 0 && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0)
+    return make_error("spawn", fmt::format("cannot start bash in namespaces of its own{}: {}",
+                                           args.user_ns ? " (in a user namespace: this system may not allow them "
+                                                          "to unprivileged users, see user.max_user_namespaces)"
+                                                        : "",
+                                           std::strerror(clone_errno)));
   if (pid < 0) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(clone_errno)));
   // The child has exec'd or exited: an error it set is final.
   if (args.error != 0) {
     ::waitpid(pid, nullptr, 0);
+    if (args.failed_step != nullptr)
+      return make_error("spawn", fmt::format("cannot confine bash: {}: {}", args.failed_step, std::strerror(args.error)));
     if (args.failed_limit != nullptr)
       return make_error("spawn", fmt::format("cannot set limit {}: {}", ipc::format_limit(*args.failed_limit),
                                              std::strerror(args.error)));

@@ -18,8 +18,18 @@ struct shell_fds {
   int early_err = -1;  // stderr until the builtin serves: what a failed start says
 };
 
+// Where bash runs (session create --confine, --no-network): see common/confine.h.
+struct shell_confinement {
+  int ruleset = -1;      // a Landlock ruleset applied to bash and all it starts; -1: none
+  bool pid_ns = false;   // bash is the init of a PID namespace of its own
+  bool net_ns = false;   // in a network namespace of its own, with loopback up
+};
+
 // Starts `bash_path --noprofile --norc /dev/fd/3` with those descriptors, dying with its
-// parent, under `limits` (the session's). Every other descriptor is closed.
-result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits = {});
+// parent, under `limits` (the session's) and `confinement`. Every other descriptor is closed.
+// Namespaces need CAP_SYS_ADMIN: without it, bash also gets a user namespace of its own in
+// which it has the same user and group IDs.
+result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits = {},
+                          const shell_confinement& confinement = {});
 
 }  // namespace sbsh::wrapper

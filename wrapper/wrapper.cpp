@@ -129,6 +129,20 @@ void remove_dir(const std::string& dir) {
 
 }  // namespace
 
+result<confine::rule> parse_rule(std::string_view text) {
+  size_t colon = text.find(':');
+  std::string_view mode = text.substr(0, colon);
+  std::string path(colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1));
+  confine::rule r;
+  r.path = path;
+  if (mode == "rw") r.what = confine::access::read_write;
+  else if (mode == "rx") r.what = confine::access::read_exec;
+  else if (mode == "ro") r.what = confine::access::read_only;
+  else return make_error("invalid", fmt::format("--rule {}: give rw:PATH, rx:PATH or ro:PATH", text));
+  if (path.empty() || path[0] != '/') return make_error("invalid", fmt::format("--rule {}: the path must be absolute", text));
+  return r;
+}
+
 result<std::string> find_builtin() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -257,7 +271,21 @@ class wrapper_loop {
     const char* bash = std::getenv("SBSH_BASH");
     bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
     ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the session's environment
-    return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits);
+    shell_confinement confinement;
+    confinement.pid_ns = opts_.pid_ns;
+    confinement.net_ns = opts_.net_ns;
+    unique_fd ruleset;
+    if (!opts_.rules.empty()) {
+      std::vector<confine::rule> rules = confine::system_rules();
+      rules.insert(rules.end(), opts_.rules.begin(), opts_.rules.end());
+      rules.push_back({bash_, confine::access::read_exec, false});
+      rules.push_back({*builtin, confine::access::read_only, false});
+      auto r = confine::build_ruleset(rules);
+      if (!r) return r.err();
+      ruleset = std::move(*r);
+      confinement.ruleset = ruleset.get();
+    }
+    return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits, confinement);
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/confine.h"
 #include "ipc/limits.h"
 #include "ipc/result.h"
 #include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
@@ -41,7 +42,15 @@ struct options {
   std::string dir;                // the shell's directory, for the adoption socket (--dir)
   uint64_t adopt_timeout_ms = 0;  // 0: the session ends with sbshd
   std::vector<ipc::rlimit_spec> limits;  // set on bash (--limit)
+  // Landlock rules (--rule MODE:PATH). With any, bash and all it starts may touch only these
+  // paths, the system's (confine::system_rules()), bash and the builtin.
+  std::vector<confine::rule> rules;
+  bool pid_ns = false;  // --ns pid: bash is the init of a PID namespace of its own
+  bool net_ns = false;  // --ns net: a network namespace of its own, only loopback
 };
+
+// A rule as --rule gives it: rw:PATH, rx:PATH or ro:PATH.
+result<confine::rule> parse_rule(std::string_view text);
 
 // The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
 result<std::string> find_builtin();

@@ -1,6 +1,7 @@
 // sbsh session create|ls|show|rm|restart|prune: define sessions, list them, look at one,
 // remove or restart one, remove those made implicitly that are idle.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -87,6 +88,10 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
     return fail("-C and --snapshot do not go together: a session made from a snapshot starts in its copy");
   if (!spec.root.empty() && !spec.snapshot.empty())
     return fail("--root and --snapshot do not go together: a session made from a snapshot has its copy as its root");
+  if (spec.confine && spec.root.empty() && spec.snapshot.empty())
+    return fail("--confine confines the session to its root: give --root DIR or --snapshot DIR too");
+  if (!spec.confine && (!spec.allow_write.empty() || !spec.allow_read.empty() || !spec.read_only.empty()))
+    return fail("--allow-write, --allow-read and --read-only add to a confined session's rules: give --confine too");
   auto conn = connect(g, true);
   if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
@@ -99,6 +104,14 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
           fmt::format("{} {}: give an absolute path; this directory is on the far host, where this "
                       "one's current directory means nothing",
                       option, *dir));
+  // A confined session's paths are the kernel's: absolute, from this directory.
+  for (auto [option, list] : {std::pair{"--allow-write", &spec.allow_write}, std::pair{"--allow-read", &spec.allow_read},
+                              std::pair{"--read-only", &spec.read_only}})
+    for (auto& p : *list) {
+      if (p[0] == '/') continue;
+      if (conn->remote()) return fail(fmt::format("{} {}: give an absolute path for the far host", option, p));
+      p = std::filesystem::absolute(p).lexically_normal().string();
+    }
   // A setup's output, as it runs, to this terminal.
   auto s = conn->create_session(spec, [](client::stream st, std::string_view data) {
     std::fwrite(data.data(), 1, data.size(), st == client::stream::err ? stderr : stdout);
@@ -131,6 +144,14 @@ void print_detail(const client::session_detail& d) {
                 static_cast<unsigned long long>(def.special_skipped));
     if (def.keep_copy_on_failure) std::puts("keep copy   when the last command failed, at session rm");
   }
+  if (def.confine) {
+    std::printf("confined    by Landlock ABI %llu, in a PID namespace of its own\n",
+                static_cast<unsigned long long>(def.landlock_abi));
+    for (const auto& p : def.allow_write) std::printf("may write   %s\n", show(p).c_str());
+    for (const auto& p : def.allow_read) std::printf("may read    %s\n", show(p).c_str());
+    for (const auto& p : def.read_only) std::printf("read-only   %s\n", show(p).c_str());
+  }
+  if (def.no_network) std::puts("network     none (loopback only)");
   if (!def.setup.empty()) {
     std::printf("setup       %s\n", one_line(def.setup, 100).c_str());
     for (const auto& k : def.setup_keys) std::printf("setup key   %s\n", show(k).c_str());
@@ -223,6 +244,21 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
               "package-lock.json), so a change to it builds a new one; relative to the session's directory; "
               "repeatable",
               spec.setup_keys, check_not_empty("a file"));
+  cl.flag("--confine",
+          "confine the session to its root (--root or --snapshot) by the kernel (Landlock): its shell and all it "
+          "starts may write only beneath the root and a private TMPDIR, read and run the system's programs, and "
+          "touch nothing else; the shell is the init of a PID namespace of its own, so all it starts ends with it",
+          spec.confine);
+  cl.repeated("--allow-write", "PATH", "with --confine: may also read and write beneath PATH; repeatable",
+              spec.allow_write, check_not_empty("a path"));
+  cl.repeated("--allow-read", "PATH", "with --confine: may also read and run what is beneath PATH; repeatable",
+              spec.allow_read, check_not_empty("a path"));
+  cl.repeated("--read-only", "PATH", "with --confine: may also read (not run) what is beneath PATH; repeatable",
+              spec.read_only, check_not_empty("a path"));
+  cl.flag("--no-network",
+          "run the shell in a network namespace of its own, with only loopback: nothing it starts reaches another "
+          "host or a server listening outside the session",
+          spec.no_network);
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
   cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",

@@ -1,0 +1,165 @@
+#include "common/confine.h"
+
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace sbsh::confine {
+
+namespace {
+
+// The access rights of every ABI, named here: Debian 12's headers stop at ABI 2.
+constexpr uint64_t kFsV1 = (1ULL << 13) - 1;  // EXECUTE .. MAKE_SYM
+constexpr uint64_t kFsRefer = 1ULL << 13;      // ABI 2
+constexpr uint64_t kFsTruncate = 1ULL << 14;   // ABI 3
+constexpr uint64_t kFsIoctlDev = 1ULL << 15;   // ABI 5
+constexpr uint64_t kScopeAbstractUnix = 1ULL << 0;  // ABI 6
+constexpr uint64_t kScopeSignal = 1ULL << 1;        // ABI 6
+
+constexpr uint64_t kExecute = 1ULL << 0, kWriteFile = 1ULL << 1, kReadFile = 1ULL << 2, kReadDir = 1ULL << 3;
+// What a rule on a file (not a directory) may grant.
+constexpr uint64_t kFileRights = kExecute | kWriteFile | kReadFile | kFsTruncate | kFsIoctlDev;
+
+// landlock_ruleset_attr as ABI 6 has it; the size given to the kernel says which fields it reads.
+struct ruleset_attr {
+  uint64_t handled_access_fs = 0;
+  uint64_t handled_access_net = 0;
+  uint64_t scoped = 0;
+};
+
+uint64_t handled_fs(int abi) {
+  uint64_t fs = kFsV1;
+  if (abi >= 2) fs |= kFsRefer;
+  if (abi >= 3) fs |= kFsTruncate;
+  if (abi >= 5) fs |= kFsIoctlDev;
+  return fs;
+}
+
+uint64_t rights_of(access a, uint64_t handled) {
+  switch (a) {
+    case access::read_write:
+      return handled;
+    case access::read_exec:
+      return kExecute | kReadFile | kReadDir;
+    case access::read_only:
+      return kReadFile | kReadDir;
+  }
+  return 0;
+}
+
+std::string kernel_release() {
+  utsname u{};
+  return ::uname(&u) == 0 ? u.release : "unknown";
+}
+
+}  // namespace
+
+int landlock_abi(std::string* why) {
+  long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (v > 0) return static_cast<int>(v);
+  int e = errno;
+  if (why != nullptr) {
+    if (e == EOPNOTSUPP)
+      *why = fmt::format(
+          "Landlock is built into this kernel ({}) but not enabled: add landlock to its lsm= boot parameter",
+          kernel_release());
+    else
+      *why = fmt::format("this kernel ({}) has no Landlock (Linux 5.13 or later, built with "
+                         "CONFIG_SECURITY_LANDLOCK, is needed): {}",
+                         kernel_release(), std::strerror(e));
+  }
+  return 0;
+}
+
+std::vector<rule> system_rules() {
+  std::vector<rule> r;
+  for (const char* p : {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/opt"})
+    r.push_back({p, access::read_exec, true});
+  for (const char* p : {"/etc", "/proc", "/sys", "/run/systemd/resolve"}) r.push_back({p, access::read_only, true});
+  for (const char* p : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
+                        "/dev/pts"})
+    r.push_back({p, access::read_write, true});
+  return r;
+}
+
+result<unique_fd> build_ruleset(const std::vector<rule>& rules) {
+  std::string why;
+  int abi = landlock_abi(&why);
+  if (abi == 0) return make_error("no_landlock", why);
+  ruleset_attr attr;
+  attr.handled_access_fs = handled_fs(abi);
+  size_t size = sizeof attr.handled_access_fs;
+  if (abi >= 6) {
+    attr.scoped = kScopeAbstractUnix | kScopeSignal;
+    size = sizeof attr;
+  }
+  int fd = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0));
+  if (fd < 0) return make_error("no_landlock", fmt::format("cannot create a Landlock ruleset: {}", std::strerror(errno)));
+  unique_fd ruleset(fd);
+  for (const auto& r : rules) {
+    unique_fd path(::open(r.path.c_str(), O_PATH | O_CLOEXEC));
+    if (!path) {
+      if (r.optional && (errno == ENOENT || errno == ENOTDIR)) continue;
+      return make_error("bad_directory", fmt::format("cannot open {} for its rule: {}", r.path, std::strerror(errno)));
+    }
+    struct stat st{};
+    if (::fstat(path.get(), &st) != 0)
+      return make_error("bad_directory", fmt::format("cannot stat {}: {}", r.path, std::strerror(errno)));
+    uint64_t allowed = rights_of(r.what, attr.handled_access_fs) & attr.handled_access_fs;
+    if (!S_ISDIR(st.st_mode)) allowed &= kFileRights;
+    landlock_path_beneath_attr beneath{};
+    beneath.allowed_access = allowed;
+    beneath.parent_fd = path.get();
+    if (::syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0)
+      return make_error("no_landlock", fmt::format("cannot add the rule for {}: {}", r.path, std::strerror(errno)));
+  }
+  return ruleset;
+}
+
+int restrict_self(int ruleset) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) return errno;
+  return 0;
+}
+
+int loopback_up() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  ifreq ifr;
+  std::memset(&ifr, 0, sizeof ifr);
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  int e = 0;
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) e = errno;
+  if (e == 0) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) e = errno;
+  }
+  ::close(s);
+  return e;
+}
+
+std::string_view access_name(access a) {
+  switch (a) {
+    case access::read_write:
+      return "read-write";
+    case access::read_exec:
+      return "read-execute";
+    case access::read_only:
+      return "read-only";
+  }
+  return "?";
+}
+
+}  // namespace sbsh::confine

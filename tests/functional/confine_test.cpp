@@ -1,0 +1,179 @@
+// Sessions confined by the kernel against a real sbshd: session create --confine (Landlock,
+// a PID namespace) and --no-network (a network namespace). A confined session reads and
+// writes beneath its root and its private TMPDIR, runs the system's programs, and reaches
+// nothing else, through a symlink or ".." either; it keeps its state as any session does; all
+// it starts, a double-forked daemon included, ends with it. Skipped, with the reason, only
+// where the kernel lacks the feature.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/confine.h"
+#include "fixture.h"
+
+namespace sbsh::test {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Whether this process may make PID and network namespaces, as sbsh-wrapper does for a confined
+// session: as root directly, else (or without CAP_SYS_ADMIN) in a user namespace. Empty: yes.
+std::string namespaces_refused() {
+  for (int flags : {CLONE_NEWPID | CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET}) {
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(::unshare(flags) == 0 ? 0 : 1);
+    int st = 0;
+    if (child > 0 && ::waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+  }
+  return "this system allows no PID and network namespaces to this user, even in a user namespace of its own";
+}
+
+class confine_test : public daemon_test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (confine::landlock_abi(&why) == 0) GTEST_SKIP() << why;
+    if (why = namespaces_refused(); !why.empty()) GTEST_SKIP() << why;
+    daemon_test::SetUp();
+    fs::create_directories(dir + "/root/sub");
+    fs::create_directories(dir + "/home");
+    root = fs::canonical(dir + "/root").string();
+    secret = fs::canonical(dir + "/home").string() + "/secret";
+    std::ofstream(root + "/inside") << "inside\n";
+    std::ofstream(secret) << "secret\n";
+    fs::create_symlink(secret, root + "/link-out");
+  }
+
+  std::string root, secret;
+};
+
+TEST_F(confine_test, AConfinedSessionReachesOnlyItsRootItsTmpdirAndTheSystem) {
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  // Within: the root, its TMPDIR, the system's programs.
+  auto r = exec("box", "cat inside && echo made > sub/new && cat sub/new && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "inside\nmade\nt\n");
+  EXPECT_TRUE(fs::exists(root + "/sub/new"));
+  // Without: a file outside, by its path, through a symlink, through "..".
+  for (const std::string& path : {secret, std::string("link-out"), std::string("../home/secret")}) {
+    r = exec("box", "cat " + shell_quote(path));
+    EXPECT_NE(r.code, 0) << path;
+    EXPECT_EQ(r.out, "") << path;
+    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << path << ": " << r.err;
+  }
+  // Nor may it write to /tmp outside its own, or list the filesystem's root.
+  std::string probe = "/tmp/sbsh-confine-probe-" + std::to_string(::getpid());
+  r = exec("box", "echo x > " + probe);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(probe));
+  r = exec("box", "ls /");
+  EXPECT_NE(r.code, 0);
+  // Its state persists from command to command, as in any session.
+  ASSERT_EQ(exec("box", "cd sub; X=kept; f() { echo fn; }").code, 0);
+  r = exec("box", "echo \"$PWD $X\"; f");
+  EXPECT_EQ(r.out, root + "/sub kept\nfn\n");
+  // session show says what confines it, and gives the shell's pid as the host sees it.
+  auto j = json::parse(sbsh({"session", "show", "box", "--json"}).out);
+  const auto& c = j.at("definition").at("confinement");
+  EXPECT_GE(c.at("landlock_abi").get<int>(), 1);
+  EXPECT_EQ(c.at("namespaces"), json::array({"pid"}));
+  EXPECT_EQ(c.at("rules").at(0).at("path"), root);
+  auto shell = j.at("session").at("shell_pid").get<pid_t>();
+  EXPECT_GT(shell, 1);
+  EXPECT_EQ(::kill(shell, 0), 0);
+  // Inside, the shell is the init of its own PID namespace.
+  EXPECT_EQ(exec("box", "echo $$").out, "1\n");
+}
+
+TEST_F(confine_test, AConfinedSessionCannotReachSbshd) {
+  // Through sbshd it could run commands in other sessions, or make an unconfined one.
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  std::string py = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ns.connect(" +
+                   json(sock).dump() +
+                   ")\ndata = b''\ntry:\n    while True:\n        b = s.recv(4096)\n        if not b: break\n"
+                   "        data += b\nexcept TimeoutError:\n    pass\n"
+                   "print('refused' if b'permission_denied' in data else 'served')\n";
+  auto r = exec("box", "/usr/bin/python3 -c " + shell_quote(py));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "refused\n");
+  EXPECT_EQ(sbsh({"session", "ls"}).code, 0);  // sbshd serves its own clients as before
+}
+
+TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
+  fs::create_directories(dir + "/data");
+  fs::create_directories(dir + "/out");
+  std::ofstream(dir + "/data/d") << "data\n";
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine", "--read-only", dir + "/data", "--allow-write",
+                  dir + "/out"})
+                .code,
+            0);
+  auto r = exec("box", "cat " + shell_quote(dir + "/data/d") + " && echo w > " + shell_quote(dir + "/out/w"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "data\n");
+  EXPECT_TRUE(fs::exists(dir + "/out/w"));
+  r = exec("box", "echo no > " + shell_quote(dir + "/data/no"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(fs::exists(dir + "/data/no"));
+}
+
+TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  // A daemon that double-forks into a process session of its own; /proc is the host's, so
+  // its first field is the pid the host knows it by.
+  auto r = exec("box", "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
+                       "</dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; sleep 0.05; done");
+  ASSERT_EQ(r.code, 0) << r.err;
+  pid_t daemon = 0;
+  std::ifstream(root + "/daemon.pid") >> daemon;
+  ASSERT_GT(daemon, 1);
+  ASSERT_EQ(::kill(daemon, 0), 0);
+  ASSERT_EQ(sbsh({"session", "rm", "box"}).code, 0);
+  EXPECT_TRUE(wait_until([&] { return ::kill(daemon, 0) != 0; }, std::chrono::seconds(10)));
+  if (::kill(daemon, 0) == 0) ::kill(daemon, SIGKILL);
+}
+
+TEST_F(confine_test, NoNetworkCannotReachALoopbackServerOutside) {
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(srv, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(srv, 8), 0);
+  ASSERT_EQ(::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::string connect = "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(ntohs(a.sin_port)) + " && echo connected";
+  ASSERT_EQ(sbsh({"session", "create", "off", "--no-network"}).code, 0);
+  auto r = exec("off", connect);
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.out, "");
+  // Its own loopback works.
+  r = exec("off", "ip -o link show lo 2>/dev/null || cat /sys/class/net/lo/operstate");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // A session with the network, as every session has by default, connects.
+  r = exec("on", connect);
+  EXPECT_EQ(r.out, "connected\n") << r.err;
+  ::close(srv);
+}
+
+TEST_F(confine_test, WhatCannotBeConfinedIsRefusedBeforeAnythingRuns) {
+  auto r = sbsh({"session", "create", "box", "--confine"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--root DIR or --snapshot DIR"), std::string::npos) << r.err;
+  r = sbsh({"session", "create", "box", "--root", root, "--allow-write", "/tmp"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("give --confine too"), std::string::npos) << r.err;
+  EXPECT_NE(sbsh({"session", "show", "box"}).code, 0);
+}
+
+}  // namespace
+}  // namespace sbsh::test
