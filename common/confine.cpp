@@ -150,16 +150,4 @@ int loopback_up() {
   return e;
 }
 
-std::string_view access_name(access a) {
-  switch (a) {
-    case access::read_write:
-      return "read-write";
-    case access::read_exec:
-      return "read-execute";
-    case access::read_only:
-      return "read-only";
-  }
-  return "?";
-}
-
 }  // namespace sbsh::confine

@@ -46,6 +46,4 @@ int restrict_self(int ruleset);
 // Async-signal-safe. Returns 0 or an errno value.
 int loopback_up();
 
-std::string_view access_name(access a);
-
 }  // namespace sbsh::confine

@@ -135,25 +135,23 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
   if (confinement.pid_ns) flags |= CLONE_NEWPID;
   if (confinement.net_ns) flags |= CLONE_NEWNET;
-  if ((confinement.pid_ns || confinement.net_ns) && ::geteuid() != 0) {
-    // Unprivileged: the namespaces belong to a user namespace of bash's own, in which its user
-    // and group are what they are outside.
+  // Without CAP_SYS_ADMIN the namespaces belong to a user namespace of bash's own, in which
+  // its user and group are what they are outside.
+  auto in_user_namespace = [&flags, &args] {
     flags |= CLONE_NEWUSER;
     args.user_ns = true;
     fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
     fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
-  }
+  };
+  if ((confinement.pid_ns || confinement.net_ns) && ::geteuid() != 0) in_user_namespace();
   sigset_t all, old;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, &old);
   pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
   int clone_errno = errno;
   if (pid < 0 && clone_errno == EPERM && !args.user_ns && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0) {
-    // Root without CAP_SYS_ADMIN (a container's): in a user namespace, as an unprivileged user.
-    flags |= CLONE_NEWUSER;
-    args.user_ns = true;
-    fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
-    fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
+    // Root without CAP_SYS_ADMIN (a container's): as an unprivileged user would.
+    in_user_namespace();
     pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
     clone_errno = errno;
   }
