@@ -97,6 +97,17 @@ status check_def(const session_def& d) {
         return make_error(ipc::errc::bad_request,
                           fmt::format("the path '{}' a confined session is allowed must be absolute", ipc::printable(p)));
   }
+  if (d.memory_max != 0 && d.memory_max < (4u << 20))
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("a memory limit of {} bytes is too small for bash itself: give at least 4M",
+                                  d.memory_max));
+  if (d.pids_max > (1u << 22))
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("a limit of {} processes is more than Linux allows (4194304)", d.pids_max));
+  if (d.cpu_millis != 0 && (d.cpu_millis < 10 || d.cpu_millis > 1'000'000))
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("a CPU limit of {}.{:03} CPUs is out of range: give from 0.01 to 1000",
+                                  d.cpu_millis / 1000, d.cpu_millis % 1000));
   return ok_status();
 }
 
@@ -240,6 +251,10 @@ session_spec spec_of(const session_def& d) {
   s.read_only = d.read_only;
   s.no_network = d.no_network;
   s.landlock_abi = d.landlock_abi;
+  s.memory_max = d.memory_max;
+  s.pids_max = d.pids_max;
+  s.cpu_millis = d.cpu_millis;
+  s.cgroup = d.cgroup;
   return s;
 }
 
@@ -269,6 +284,10 @@ result<session_def> def_from_saved(session_spec spec) {
   d.read_only = std::move(spec.read_only);
   d.no_network = spec.no_network;
   d.landlock_abi = spec.landlock_abi;
+  d.memory_max = spec.memory_max;
+  d.pids_max = spec.pids_max;
+  d.cpu_millis = spec.cpu_millis;
+  d.cgroup = std::move(spec.cgroup);
   if (auto s = check_environment(d.environment); !s) return s.err();
   auto p = parse_policy(spec.restart);
   if (!p)
@@ -370,6 +389,7 @@ result<session_def> def_from_request(session_spec spec) {
   spec.special_skipped = 0;  // what the copy finds, not what a client says
   spec.sbsh_env.clear();      // what the setup builds
   spec.landlock_abi = 0;      // what this kernel offers
+  spec.cgroup.clear();        // what sbshd makes
   if (spec.confine) {
     std::string why;
     int abi = confine::landlock_abi(&why);

@@ -46,13 +46,18 @@ struct session_def {
   std::vector<std::string> allow_write, allow_read, read_only;
   bool no_network = false;
   uint64_t landlock_abi = 0;  // in force, read back
+  // Resources by a cgroup of the session's own (session_spec::memory_max and what follows it).
+  uint64_t memory_max = 0, pids_max = 0, cpu_millis = 0;
+  std::string cgroup;  // its directory, read back
+  [[nodiscard]] bool has_cgroup_limits() const { return memory_max != 0 || pids_max != 0 || cpu_millis != 0; }
   // Whether `o` defines the same shells (environment, implicitness, expiry and default
   // timeout aside).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
            root == o.root && restart == o.restart && same_copy(o) && setup == o.setup && setup_keys == o.setup_keys &&
            confine == o.confine && allow_write == o.allow_write && allow_read == o.allow_read &&
-           read_only == o.read_only && no_network == o.no_network;
+           read_only == o.read_only && no_network == o.no_network && memory_max == o.memory_max &&
+           pids_max == o.pids_max && cpu_millis == o.cpu_millis;
   }
   [[nodiscard]] bool same_copy(const session_def& o) const {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&

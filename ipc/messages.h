@@ -130,7 +130,11 @@ struct schema_of<session_spec> {
                       field("allow_read", &s::allow_read, kOmitEmpty),
                       field("read_only", &s::read_only, kOmitEmpty),
                       field("no_network", &s::no_network, kOmitEmpty),
-                      field("landlock_abi", &s::landlock_abi, kOmitEmpty)};
+                      field("landlock_abi", &s::landlock_abi, kOmitEmpty),
+                      field("memory_max", &s::memory_max, kOmitEmpty),
+                      field("pids_max", &s::pids_max, kOmitEmpty),
+                      field("cpu_millis", &s::cpu_millis, kOmitEmpty),
+                      field("cgroup", &s::cgroup, kOmitEmpty)};
   }
 };
 
@@ -539,6 +543,7 @@ struct exec_done {
   uint64_t duration_us = 0;
   uint64_t generation = 0;  // the session's shell generation the command was queued against
   bool state_lost = false;  // it ran in another shell than the command before it
+  bool oom_killed = false;  // the kernel killed a process of the session's for memory meanwhile
   bool release = true;      // io "fds": sbshd waits for a release (absent from an older sbshd: true)
   std::optional<int64_t> started_at_ms;  // nil when it never started
   std::string_view state_lost_reason;
@@ -561,6 +566,7 @@ struct exec_done {
                       field("duration_us", &s::duration_us),
                       field("generation", &s::generation),
                       field("state_lost", &s::state_lost),
+                      field("oom_killed", &s::oom_killed, kOmitEmpty),
                       field("release", &s::release),
                       field("started_at_ms", &s::started_at_ms),
                       field("state_lost_reason", &s::state_lost_reason).only_if(lost, "with state_lost"),

@@ -109,6 +109,15 @@ struct session_spec {
   bool no_network = false;
   // Read back: the Landlock ABI version in force (0: not confined).
   uint64_t landlock_abi = 0;
+  // Resources, by a cgroup v2 of the session's own that holds its shell and all it starts:
+  // memory.max in bytes (swap included: memory.swap.max is 0), pids.max, and cpu.max in
+  // thousandths of a CPU (1500: one and a half). 0: no limit. Refused (not_supported) where
+  // sbshd has no cgroup delegated to it with those controllers.
+  uint64_t memory_max = 0;
+  uint64_t pids_max = 0;
+  uint64_t cpu_millis = 0;
+  // Read back: the session's cgroup directory, when it has one.
+  std::string cgroup;
 };
 
 // What a snapshot leaves out unless told otherwise (session create --no-default-ignores).
