@@ -146,6 +146,7 @@ void add_exec_result(json_object& j, std::string_view session, std::string_view 
   // Every key is always there, null when it has no value, so that a reader need not ask.
   if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
   else j.null("state_lost_reason");
+  j.boolean("oom_killed", r.oom_killed);
   bool out_ok, err_ok;
   std::string out = utf8_repair(r.stdout_data, &out_ok);
   std::string err = utf8_repair(r.stderr_data, &err_ok);
@@ -221,7 +222,7 @@ std::string to_json(const session_detail& d) {
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
   if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
-  if (def.confine || def.no_network) {
+  if (def.confine || def.no_network || !def.cgroup.empty()) {
     // What the kernel holds the session to: its Landlock rules besides the system's, its
     // namespaces and its limits.
     json_object c;
@@ -244,6 +245,21 @@ std::string to_json(const session_detail& d) {
     if (def.confine) ns.emplace_back("pid");
     if (def.no_network) ns.emplace_back("net");
     c.strs("namespaces", ns).strs("limits", def.limits);
+    if (!def.cgroup.empty()) {
+      json_object g;
+      g.str("path", def.cgroup);
+      auto limit = [&g](const char* key, uint64_t v) {
+        if (v != 0) g.num(key, static_cast<int64_t>(v));
+        else g.null(key);
+      };
+      limit("memory_max", def.memory_max);
+      limit("pids_max", def.pids_max);
+      if (def.cpu_millis != 0) g.raw("cpu", fmt::format("{}.{:03}", def.cpu_millis / 1000, def.cpu_millis % 1000));
+      else g.null("cpu");
+      c.raw("cgroup", g.finish());
+    } else {
+      c.null("cgroup");
+    }
     dj.raw("confinement", c.finish());
   }
   json_object o;

@@ -188,6 +188,7 @@ std::string done_frame(const command_result& r, bool release, uint64_t id) {
   d.duration_us = r.duration_us;
   d.generation = r.generation;
   d.state_lost = r.state_lost;
+  d.oom_killed = o.oom_killed;
   d.release = release;
   if (r.ran) d.started_at_ms = r.started_at_ms;  // null for a command that never started
   d.state_lost_reason = r.state_lost_why;

@@ -32,6 +32,7 @@ struct exec_outcome {
   bool timed_out = false;
   bool cancelled = false;
   bool shell_restarted = false;
+  bool oom_killed = false;  // the kernel killed a process of the session's for memory meanwhile
   std::string error_code;  // set when the command did not run or did not finish normally
   std::string error;
 };
@@ -95,6 +96,7 @@ struct exec_job {
   procs::since_mark mark;
   int64_t started_at_ms = 0;
   uint64_t started_mono_us = 0;
+  uint64_t oom_kills_before = 0;  // the session cgroup's count when it started (memory limit only)
   exec_outcome outcome;
   int kill_stage = 0;       // 0 none, 1 first signal sent, 2 SIGKILL sent, 3 restarting shell
   int first_signal = 15;

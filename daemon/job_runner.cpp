@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/cgroup.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/messages.h"
@@ -238,6 +239,7 @@ bool job_runner::start_job(exec_job& job) {
   job.mark = procs::mark_now(srv_.ns_last_pid_fd());
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
+  if (session_.def().memory_max != 0) job.oom_kills_before = cgroup::oom_kills(session_.def().cgroup);
   run_message m;
   m.seq = job.seq;
   m.text = job.text;
@@ -326,6 +328,10 @@ void job_runner::on_message(const shell_message& m) {
 
 void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
+  // The kernel says how many processes it killed for memory, not which: one killed while
+  // this command ran is put down to it.
+  if (job->started && session_.def().memory_max != 0)
+    job->outcome.oom_killed = cgroup::oom_kills(session_.def().cgroup) > job->oom_kills_before;
   job->deadline.reset();
   job->detach_timer.reset();
   session_.touch(wall_ms());  // the session's idle time counts from its last command's end

@@ -51,6 +51,14 @@ bool same_pid_namespace(pid_t pid) {
   if (::stat(fmt::format("/proc/{}/ns/pid", pid).c_str(), &st) != 0) return errno != ENOENT && errno != ESRCH;
   return st.st_ino == own;
 }
+
+// A short key for a state directory (FNV-1a): the sessions' cgroups of sbshds with different
+// state directories do not meet.
+std::string state_key(std::string_view dir) {
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : dir) h = (h ^ c) * 1099511628211ULL;
+  return fmt::format("{:012x}", h & 0xffffffffffffULL);
+}
 }  // namespace
 
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
@@ -115,7 +123,8 @@ server::server(options opts)
       envs_(&loop_, opts_.state_dir + "/envs", [] {
         const char* bash = std::getenv("SBSH_BASH");  // the bash sessions run (the wrapper reads it too)
         return std::string(bash != nullptr && *bash != '\0' ? bash : "/bin/bash");
-      }()) {
+      }()),
+      cgroups_(state_key(opts_.state_dir)) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
@@ -555,6 +564,12 @@ std::string describe_difference(const session_def& a, const session_def& b) {
   if (a.keep_copy_on_failure != b.keep_copy_on_failure) diffs.emplace_back("keep-copy-on-failure");
   if (a.setup != b.setup) diffs.emplace_back("setup");
   if (a.setup_keys != b.setup_keys) diffs.emplace_back("setup keys");
+  if (a.confine != b.confine || a.allow_write != b.allow_write || a.allow_read != b.allow_read ||
+      a.read_only != b.read_only)
+    diffs.emplace_back("confinement");
+  if (a.no_network != b.no_network) diffs.emplace_back("network");
+  if (a.memory_max != b.memory_max || a.pids_max != b.pids_max || a.cpu_millis != b.cpu_millis)
+    diffs.emplace_back("memory, process or CPU limits");
   return fmt::format("{}", fmt::join(diffs, ", "));
 }
 
@@ -604,6 +619,15 @@ result<session*> server::create_session(const std::string& name, session_def def
                       fmt::format("session '{}' exists with a different definition: {}; remove it first with "
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
+  }
+  // A cgroup of the session's own: for its limits, and for a confined session (where this host
+  // lets sbshd make one) so that it too can be ended at once and measured as one.
+  def.cgroup.clear();
+  if (def.has_cgroup_limits() || def.confine) {
+    auto dir = cgroups_.make(name, {def.memory_max, def.pids_max, def.cpu_millis});
+    if (dir) def.cgroup = std::move(*dir);
+    else if (def.has_cgroup_limits()) return dir.err();
+    else spdlog::debug("session {}: no cgroup of its own: {}", name, dir.err().message);
   }
   // A definition saved before sessions kept their creator's environment (or an adopted shell
   // not in the state file): the minimal one, never sbshd's.
@@ -843,14 +867,16 @@ void server::removed(session* s, std::function<void()> done) {
   auto it = std::find_if(removed_.begin(), removed_.end(), [s](const auto& p) { return p.get() == s; });
   if (it == removed_.end()) return;  // finished already (the deadline and the exit both came)
   pid_t sid = s->last_wrapper_pid();
+  std::string cgroup = s->def().cgroup;
   removed_.erase(it);
-  sweep_session(sid, std::move(done));
+  sweep_session(sid, std::move(done), {}, std::move(cgroup));
 }
 
-void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare) {
+void server::sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare, std::string cgroup) {
   off_loop(
-      &loop_, [sid, spare = std::move(spare)] {
+      &loop_, [sid, spare = std::move(spare), cgroup = std::move(cgroup)] {
         if (sid > 1) procs::signal_session(sid, 0, SIGKILL, spare);
+        cgroup::kill_and_remove(cgroup, 2000);
       },
       std::move(done));
 }
@@ -1049,6 +1075,7 @@ uint64_t server::uptime_ms() const { return (mono_us() - started_us_) / 1000; }
 void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   if (shutting_down_) return;
   shutting_down_ = true;
+  keep_sessions_ = keep_sessions;
   spdlog::info("shutting down{}: {}", keep_sessions ? ", keeping the sessions for the next sbshd" : "", why);
   service_manager::notify("STOPPING=1\nSTATUS=shutting down: " + why);
   // An sbshd started meanwhile waits for this one to let go of the state directory.
@@ -1090,6 +1117,11 @@ void server::finish_shutdown() {
   watchdog_timer_.reset();
   expiry_timer_.reset();
   activity_save_timer_.reset();
+  // Sessions that end with sbshd take their cgroups with them (the next sbshd makes them again).
+  if (!keep_sessions_) {
+    for (const auto& [name, s] : sessions_) cgroup::kill_and_remove(s->def().cgroup, 1000);
+    cgroups_.release();
+  }
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "daemon/counters.h"
+#include "common/cgroup.h"
 #include "daemon/env_store.h"
 #include "daemon/framed_socket.h"
 #include "daemon/files.h"
@@ -202,6 +203,7 @@ class server {
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
   env_store& envs() { return envs_; }
+  cgroup::manager& cgroups() { return cgroups_; }
   // The complete environments, most recently used first, each with the sessions using it
   // (defined with it, or being made with it).
   void list_envs(std::function<void(std::vector<environment_info>)> done);
@@ -242,7 +244,9 @@ class server {
   std::map<std::string, adopted_shell> adopt_orphans();
   // Where each shell's directory lives: its wrapper's adoption socket.
   [[nodiscard]] std::string shells_dir() const { return opts_.socket_path + ".d"; }
-  void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {});
+  // Kills what is left of a session: the processes of its process session `sid` (but `spare`)
+  // and those of its cgroup, which then goes.
+  void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {}, std::string cgroup = {});
   void removed(session* s, std::function<void()> done);
   std::string state_file() const { return opts_.state_dir + "/sessions.msgpack"; }
   void on_signal(int signum);
@@ -286,6 +290,7 @@ class server {
   uint64_t started_us_ = 0;
   daemon::counters counters_;
   bool shutting_down_ = false;
+  bool keep_sessions_ = false;  // shutting down for an sbshd that adopts the sessions
   struct pending_write {
     bool busy = false;
     std::optional<std::string> next;
@@ -302,6 +307,7 @@ class server {
   std::unique_ptr<file_service> files_;
   snapshot_store snapshots_;
   env_store envs_;
+  cgroup::manager cgroups_;  // the sessions' cgroups, made only for their limits
   // Sessions whose snapshot is being copied or whose environment is being built, with the
   // requests waiting for them.
   struct pending_session {

@@ -107,7 +107,7 @@ std::string claim_text(const std::string& name, const session_def& def) {
 
 bool spare_can_serve(const session_def& def) {
   // A spare's bash was started unconfined, in sbshd's namespaces.
-  if (!def.limits.empty() || def.confine || def.no_network) return false;
+  if (!def.limits.empty() || def.confine || def.no_network || def.has_cgroup_limits()) return false;
   for (const auto* list : {&def.environment, &def.env})
     for (const auto& e : *list) {
       std::string_view n = std::string_view(e).substr(0, e.find('='));
@@ -217,6 +217,10 @@ void shell_supervisor::start_shell() {
     for (const auto& p : def.allow_write) rule("rw", p);
     for (const auto& p : def.allow_read) rule("rx", p);
     for (const auto& p : def.read_only) rule("ro", p);
+  }
+  if (!def.cgroup.empty()) {
+    args.emplace_back("--cgroup");
+    args.push_back(def.cgroup);
   }
   if (def.confine || def.no_network) {
     args.emplace_back("--ns");

@@ -12,7 +12,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-               "                    [--ns pid|net|pid,net] SESSION | --spare PADDING\n"
+               "                    [--ns pid|net|pid,net] [--cgroup DIR] SESSION | --spare PADDING\n"
                "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       o.pid_ns = ns == "pid" || ns == "pid,net";
       o.net_ns = ns == "net" || ns == "pid,net";
       if (!o.pid_ns && !o.net_ns) return usage();
+    } else if (std::strcmp(argv[i], "--cgroup") == 0) {
+      o.cgroup = argv[i + 1];
+      if (o.cgroup.empty() || o.cgroup[0] != '/') return usage();
     } else if (std::strcmp(argv[i], "--adopt-timeout") == 0) {
       char* end = nullptr;
       o.adopt_timeout_ms = std::strtoull(argv[i + 1], &end, 10);

@@ -62,6 +62,11 @@ int child_main(void* p) {
   // The parent died before prctl took effect. In a PID namespace of its own the child sees no
   // parent (0): the check is then for a parent outside it.
   if (::getppid() != (a->confinement.pid_ns ? 0 : a->parent)) ::_exit(127);
+  // Into the session's cgroup before anything is charged elsewhere ("0": the writer).
+  if (a->confinement.cgroup_procs >= 0 && ::write(a->confinement.cgroup_procs, "0", 1) != 1) {
+    a->failed_step = "joining the session's cgroup";
+    child_fail(a, errno);
+  }
   if (a->user_ns) {
     write_self(a, "/proc/self/setgroups", "deny");
     write_self(a, "/proc/self/uid_map", a->uid_map);

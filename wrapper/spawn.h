@@ -23,6 +23,7 @@ struct shell_confinement {
   int ruleset = -1;      // a Landlock ruleset applied to bash and all it starts; -1: none
   bool pid_ns = false;   // bash is the init of a PID namespace of its own
   bool net_ns = false;   // in a network namespace of its own, with loopback up
+  int cgroup_procs = -1;  // a cgroup's cgroup.procs, open for writing: bash starts in it; -1: none
 };
 
 // Starts `bash_path --noprofile --norc /dev/fd/3` with those descriptors, dying with its

@@ -285,6 +285,14 @@ class wrapper_loop {
       ruleset = std::move(*r);
       confinement.ruleset = ruleset.get();
     }
+    unique_fd cgroup_procs;
+    if (!opts_.cgroup.empty()) {
+      std::string procs = opts_.cgroup + "/cgroup.procs";
+      cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!cgroup_procs)
+        return make_error("spawn", fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
+      confinement.cgroup_procs = cgroup_procs.get();
+    }
     return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits, confinement);
   }
 

@@ -47,6 +47,7 @@ struct options {
   std::vector<confine::rule> rules;
   bool pid_ns = false;  // --ns pid: bash is the init of a PID namespace of its own
   bool net_ns = false;  // --ns net: a network namespace of its own, only loopback
+  std::string cgroup;   // --cgroup DIR: bash starts in this cgroup (made by sbshd, with the limits)
 };
 
 // A rule as --rule gives it: rw:PATH, rx:PATH or ro:PATH.

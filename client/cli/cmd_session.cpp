@@ -17,6 +17,7 @@ namespace {
 struct session_args {
   client::session_spec spec;  // create
   std::string idle_expiry;    // create
+  std::string memory, cpu;    // create: as given, checked
   std::chrono::milliseconds timeout{0};  // create: the default timeout of its commands
   std::string name;           // show, rm, restart
   bool json = false;          // ls, show, prune
@@ -152,6 +153,12 @@ void print_detail(const client::session_detail& d) {
     for (const auto& p : def.read_only) std::printf("read-only   %s\n", show(p).c_str());
   }
   if (def.no_network) std::puts("network     none (loopback only)");
+  if (!def.cgroup.empty()) std::printf("cgroup      %s\n", show(def.cgroup).c_str());
+  if (def.memory_max != 0) std::printf("memory      at most %s, swap included\n", human_bytes(def.memory_max).c_str());
+  if (def.pids_max != 0) std::printf("processes   at most %llu\n", static_cast<unsigned long long>(def.pids_max));
+  if (def.cpu_millis != 0)
+    std::printf("cpu         at most %llu.%03llu CPUs\n", static_cast<unsigned long long>(def.cpu_millis / 1000),
+                static_cast<unsigned long long>(def.cpu_millis % 1000));
   if (!def.setup.empty()) {
     std::printf("setup       %s\n", one_line(def.setup, 100).c_str());
     for (const auto& k : def.setup_keys) std::printf("setup key   %s\n", show(k).c_str());
@@ -206,8 +213,8 @@ int named(const global_opts& g, const session_args& a, std::string_view what) {
   return 0;
 }
 
-void declare_create(command_line& cl, client::session_spec& spec, std::string& idle_expiry,
-                    std::chrono::milliseconds& timeout) {
+void declare_create(command_line& cl, session_args& a) {
+  client::session_spec& spec = a.spec;
   cl.describe(
       "Defines a session: every new shell of it starts in DIR with the variables given, runs the --init "
       "commands before any other command, and is restarted after it dies as POLICY says. Creating a session "
@@ -259,6 +266,28 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
           "run the shell in a network namespace of its own, with only loopback: nothing it starts reaches another "
           "host or a server listening outside the session",
           spec.no_network);
+  cl.option("--memory", "SIZE",
+            "hold the session's shell and all it starts to SIZE of memory (bytes, or with K, M, G or T), swap "
+            "included, in a cgroup of the session's own: over it the kernel kills one of its processes, and the "
+            "command's result says so (oom_killed); needs cgroup v2 with the memory controller delegated to sbshd",
+            a.memory, [](std::string_view, const std::string& v) {
+              return ipc::parse_size(v) && *ipc::parse_size(v) > 0
+                         ? std::string()
+                         : fmt::format("'{}' is not a size: give bytes, or a number with K, M, G or T (512M)", v);
+            });
+  cl.number("--pids", "N",
+            "let the session's shell and all it starts be at most N processes and threads at once (a cgroup's "
+            "pids.max; a fork beyond fails with EAGAIN); needs cgroup v2 with the pids controller delegated to sbshd",
+            spec.pids_max, "a number of processes", 1, 4194304);
+  cl.option("--cpu", "FRACTION",
+            "let the session's shell and all it starts use at most FRACTION of one CPU's time (0.5, 2, 1.25: a "
+            "cgroup's cpu.max over 100 ms); needs cgroup v2 with the cpu controller delegated to sbshd",
+            a.cpu, [](std::string_view, const std::string& v) {
+              auto m = ipc::parse_cpu_millis(v);
+              return m && *m >= 10 && *m <= 1'000'000
+                         ? std::string()
+                         : fmt::format("'{}' is not a share of CPUs from 0.01 to 1000: give a number such as 0.5 or 2", v);
+            });
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
   cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",
@@ -274,11 +303,11 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
   cl.option("--idle-expiry", "DURATION",
             "remove the session once it has been idle (no command, no background process) for DURATION (default: "
             "never, for a session made with session create)",
-            idle_expiry, check_expiry);
+            a.idle_expiry, check_expiry);
   cl.duration("-t,--timeout", "DURATION",
               "stop a command of the session after DURATION when it gives no timeout of its own (exec without -t; "
               "default: none)",
-              timeout, "a default timeout of zero would stop every command at once; omit --timeout for none");
+              a.timeout, "a default timeout of zero would stop every command at once; omit --timeout for none");
   cl.argument("NAME", spec.name);
 }
 
@@ -287,7 +316,7 @@ void declare_create(command_line& cl, client::session_spec& spec, std::string& i
 runner declare_session(command_line& cl) {
   auto a = std::make_shared<session_args>();
   auto& create = cl.subcommand("create", "define a session: its directory, variables, init commands, limits");
-  declare_create(create, a->spec, a->idle_expiry, a->timeout);
+  declare_create(create, *a);
   auto& ls = cl.subcommand("ls", "list sessions with their states, pids and running commands", "list");
   ls.flag("--json", "print a JSON array instead of a table", a->json);
   ls.flag("--kept", "list the snapshot copies kept after their sessions (rm --keep-copy, --keep-copy-on-failure)",
@@ -316,6 +345,8 @@ runner declare_session(command_line& cl) {
   return [a, &cl, &create, &ls, &show, &rm, &restart, &prune](const global_opts& g) {
     if (create.given()) {
       a->spec.timeout_ms = static_cast<uint64_t>(a->timeout.count());
+      if (!a->memory.empty()) a->spec.memory_max = *ipc::parse_size(a->memory);
+      if (!a->cpu.empty()) a->spec.cpu_millis = *ipc::parse_cpu_millis(a->cpu);
       return create_session(g, a->spec, a->idle_expiry);
     }
     if (prune.given()) return a->kept ? kept_copies(g, *a, true) : prune_sessions(g, *a);

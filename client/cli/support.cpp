@@ -76,6 +76,10 @@ void warn_state_lost(std::string_view session, const client::exec_result& r) {
 }
 
 void explain_result(std::string_view session, std::chrono::milliseconds timeout, const client::exec_result& r) {
+  if (r.oom_killed)
+    fail(fmt::format("the kernel killed a process of session '{}' for going over the session's memory limit "
+                     "(session show {} gives it)",
+                     session.empty() ? "default" : session, session.empty() ? "default" : session));
   if (r.shell_restarted) {
     fail(r.error.empty() ? fmt::format("the shell of session '{}' ended while running the command; the "
                                        "session's state (directory, variables, functions) was lost",
