@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cstring>
 #include <fstream>
@@ -45,6 +46,7 @@
 #include <thread>
 
 #include "bench_util.h"
+#include "common/confine.h"
 #include "daemon/shell_channel.h"
 #include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
@@ -110,7 +112,7 @@ class marker_driver {
 // apart.
 class builtin_driver {
  public:
-  builtin_driver() {
+  explicit builtin_driver(const wrapper::shell_confinement& confinement = {}) {
     auto ch = daemon::make_shell_channel();
     auto builtin = wrapper::find_builtin();
     if (!ch || !builtin) std::exit(1);
@@ -121,7 +123,7 @@ class builtin_driver {
     if (::write(script[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::exit(1);
     ::close(script[1]);
     int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull});
+    auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull}, {}, confinement);
     ::close(script[0]);
     ::close(devnull);
     if (!pid) std::exit(1);
@@ -604,6 +606,7 @@ void confined(int iters) {
     std::function<void()> after;
     std::string failed;  // why it could not run (then it is left out)
     std::vector<double> ms;
+    std::vector<double> cpu;  // this process's and its children's, ms: the floors and the no-daemon rows
   };
   int n = 0;
   std::string last;
@@ -637,30 +640,77 @@ void confined(int iters) {
   std::string unshare_label = std::string("floor: unshare ") + (root_user ? "" : "--user ") + "--pid";
   std::string unshare_net_label = unshare_label + " --net";
   std::vector<variant> vs;
-  vs.push_back({"confined", session(true, false, false), remove, {}, {}});
-  vs.push_back({"confined, no network", session(true, true, false), remove, {}, {}});
-  vs.push_back({"plain", session(false, false, false), remove, {}, {}});
-  vs.push_back({"plain, --limit", session(false, false, true), remove, {}, {}});
-  vs.push_back({unshare_label.c_str(), process(unshare_ns), [] {}, {}, {}});
-  vs.push_back({unshare_net_label.c_str(), process(unshare_net), [] {}, {}, {}});
-  vs.push_back({"floor: bash -c true", process({"bash", "-c", "true"}), [] {}, {}, {}});
+  vs.push_back({"confined", session(true, false, false), remove, {}, {}, {}});
+  vs.push_back({"confined, no network", session(true, true, false), remove, {}, {}, {}});
+  vs.push_back({"plain", session(false, false, false), remove, {}, {}, {}});
+  vs.push_back({"plain, --limit", session(false, false, true), remove, {}, {}, {}});
+  vs.push_back({unshare_label.c_str(), process(unshare_ns), [] {}, {}, {}, {}});
+  vs.push_back({unshare_net_label.c_str(), process(unshare_net), [] {}, {}, {}, {}});
+  vs.push_back({"floor: bash -c true", process({"bash", "-c", "true"}), [] {}, {}, {}, {}});
+  // Where the time goes: the wrapper's own start of bash (spawn_shell, then the builtin's
+  // ready message and the first command's status), with no daemon and no wrapper process,
+  // plain and in each confinement; the session's rules as the wrapper builds them.
+  std::string tmp = d.dir() + "/session-tmp";
+  ::mkdir(tmp.c_str(), 0700);
+  auto builtin = wrapper::find_builtin();
+  std::vector<confine::rule> rules = confine::system_rules();
+  rules.push_back({root, confine::access::read_write, false});
+  rules.push_back({tmp, confine::access::read_write, false});
+  rules.push_back({"/bin/bash", confine::access::read_exec, false});
+  if (builtin) rules.push_back({*builtin, confine::access::read_only, false});
+  std::optional<builtin_driver> drv;
+  // Only where the sessions could be confined: the driver ends the program when bash cannot start.
+  auto spawn = [&drv, &rules, &vs](bool landlock, bool pid_ns, bool net_ns) {
+    return [&drv, &rules, &vs, landlock, pid_ns, net_ns] {
+      if (const std::string& why = vs[net_ns ? 1 : 0].failed; !why.empty()) return "as the session: " + why;
+      unique_fd ruleset;
+      if (landlock) {
+        auto r = confine::build_ruleset(rules);
+        if (!r) return r.err().message;
+        ruleset = std::move(*r);
+      }
+      drv.emplace(wrapper::shell_confinement{ruleset.get(), pid_ns, net_ns});
+      return std::string(drv->run("true").empty() ? "" : "`true` printed something");
+    };
+  };
+  auto drop = [&drv] { drv.reset(); };
+  size_t first_spawn = vs.size();
+  vs.push_back({"no daemon: bash, plain", spawn(false, false, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + pid ns", spawn(false, true, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + Landlock", spawn(true, true, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + net ns", spawn(true, true, true), drop, {}, {}, {}});
   auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
-  auto once = [&idle](variant& v, std::vector<double>* into) {
+  // CPU time of this process and of its children that have been waited for, in ms.
+  auto cpu_ms = [] {
+    double ms = 0;
+    for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+      rusage u{};
+      ::getrusage(who, &u);
+      for (const timeval& tv : {u.ru_utime, u.ru_stime})
+        ms += static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3;
+    }
+    return ms;
+  };
+  auto once = [&idle, &cpu_ms](variant& v, bool keep) {
     if (!v.failed.empty()) return;
     idle();
+    double c0 = cpu_ms();
     auto t0 = clock_type::now();
     v.failed = v.timed();
     double t = ms_since(t0);
     v.after();
-    if (into != nullptr && v.failed.empty()) into->push_back(t);
+    if (keep && v.failed.empty()) {
+      v.ms.push_back(t);
+      v.cpu.push_back(cpu_ms() - c0);  // with what ending it costs, which is waited for
+    }
   };
   for (int w = 0; w < 3; ++w)
-    for (auto& v : vs) once(v, nullptr);
+    for (auto& v : vs) once(v, false);
   int per_block = std::max(1, iters / 10);
   for (int done = 0, k = 0; done < iters; done += per_block, ++k)
     for (size_t j = 0; j < vs.size(); ++j) {
       variant& v = vs[(j + static_cast<size_t>(k)) % vs.size()];
-      for (int i = 0; i < std::min(per_block, iters - done); ++i) once(v, &v.ms);
+      for (int i = 0; i < std::min(per_block, iters - done); ++i) once(v, true);
     }
 
   auto get = [&vs](size_t i) { return vs[i].failed.empty() ? summarize(vs[i].ms) : stats{}; };
@@ -683,14 +733,29 @@ void confined(int iters) {
     }
     stats s = get(i);
     std::string rest;
-    if (i != 2) rest = fmt_ratio(ratio(s, plain), "plain");
+    if (i > first_spawn) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%+.3f ms over the row above", s.median - get(i - 1).median);
+      rest = buf;
+    } else if (i == first_spawn) {
+      rest = fmt_ratio(ratio(s, get(first_spawn - 1)), "bash -c true");
+    } else if (i != 2) {
+      rest = fmt_ratio(ratio(s, plain), "plain");
+    }
     if (i == 0 || i == 1) rest += ", " + fmt_ratio(ratio(s, limited), "plain --limit");
     if (i == 0)
       rest += std::string("  goal <= 2.0x plain ") + (ratio(s, plain) <= 2.0 ? "met" : "NOT met") + ", <= 10 ms " +
               (s.median <= 10.0 ? "met" : "NOT met");
+    if (i >= 4) {  // no daemon: all the CPU is this process's and its children's
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  CPU %.3f ms", summarize(vs[i].cpu).median);
+      rest += buf;
+    }
     line(vs[i].label, s, rest);
   }
   if (!vs[0].failed.empty() || !vs[2].failed.empty()) return;
+  auto build = time_ms(20, iters * 10, [&rules] { (void)confine::build_ruleset(rules); });
+  line("Landlock ruleset, built", build, "(" + std::to_string(rules.size()) + " rules, as the wrapper builds them)");
 
   // The round trip in an existing session: confined vs plain, the same root.
   client::session_spec cs, ps;
