@@ -31,7 +31,9 @@
 //                   <= 2x and <= 10 ms. Beside them: --confine --no-network, a plain session
 //                   with a --limit (no spare shell can serve it either: what starting the
 //                   wrapper and bash costs without confinement), and the floors, `unshare`
-//                   of the same namespaces + `bash -c true`, and `bash -c true`. Then the
+//                   of the same namespaces + `bash -c true`, and `bash -c true`; and where
+//                   the time goes: the wrapper's start of bash with no daemon, plain and
+//                   with each part of the confinement added, with its CPU time. Then the
 //                   round trip of `true` in a confined session vs a plain one: goal <= 1.1x.
 //
 // Usage: sbsh-bench [--quick] [--only snapshot|files|envs|confine]
@@ -637,15 +639,13 @@ void confined(int iters) {
       return run_quiet(argv) == 0 ? std::string() : argv[0] + " failed (exit status not 0)";
     };
   };
-  std::string unshare_label = std::string("floor: unshare ") + (root_user ? "" : "--user ") + "--pid";
-  std::string unshare_net_label = unshare_label + " --net";
   std::vector<variant> vs;
   vs.push_back({"confined", session(true, false, false), remove, {}, {}, {}});
   vs.push_back({"confined, no network", session(true, true, false), remove, {}, {}, {}});
   vs.push_back({"plain", session(false, false, false), remove, {}, {}, {}});
   vs.push_back({"plain, --limit", session(false, false, true), remove, {}, {}, {}});
-  vs.push_back({unshare_label.c_str(), process(unshare_ns), [] {}, {}, {}, {}});
-  vs.push_back({unshare_net_label.c_str(), process(unshare_net), [] {}, {}, {}, {}});
+  vs.push_back({"floor: unshare, pid", process(unshare_ns), [] {}, {}, {}, {}});
+  vs.push_back({"floor: unshare, pid + net", process(unshare_net), [] {}, {}, {}, {}});
   vs.push_back({"floor: bash -c true", process({"bash", "-c", "true"}), [] {}, {}, {}, {}});
   // Where the time goes: the wrapper's own start of bash (spawn_shell, then the builtin's
   // ready message and the first command's status), with no daemon and no wrapper process,
@@ -724,8 +724,8 @@ void confined(int iters) {
     std::snprintf(buf, sizeof buf, "%5.2fx %s", r, of);
     return std::string(buf);
   };
-  std::printf("%-28s   (%s; %d each, 20 ms apart)\n", "confined session + first", root_user ? "as root" : "as a user",
-              iters);
+  std::printf("%-28s   (%s; %d each, 20 ms apart)\n", "confined session + first",
+              root_user ? "as root" : "as a user: unshare --user --map-current-user", iters);
   for (size_t i = 0; i < vs.size(); ++i) {
     if (!vs[i].failed.empty()) {
       std::printf("  %-26s skipped: %s\n", vs[i].label, vs[i].failed.c_str());
