@@ -26,17 +26,29 @@
 //                   and its first command answered, vs one without a setup. Goal <= 1.5x.
 //                   Also printed: a session whose setup runs (python3 -m venv and an
 //                   offline pip install of one wheel). Needs python3-venv.
+//   confined        a session confined by the kernel (--root, --confine) created and its
+//                   first command answered, vs a plain session with the same root. Goals
+//                   <= 2x and <= 10 ms. Beside them: --confine --no-network, a plain session
+//                   with a --limit (no spare shell can serve it either: what starting the
+//                   wrapper and bash costs without confinement), and the floors, `unshare`
+//                   of the same namespaces + `bash -c true`, and `bash -c true`; and where
+//                   the time goes: the wrapper's start of bash with no daemon, plain and
+//                   with each part of the confinement added, with its CPU time. Then the
+//                   round trip of `true` in a confined session vs a plain one: goal <= 1.1x.
 //
-// Usage: sbsh-bench [--quick] [--only snapshot|files|envs]
+// Usage: sbsh-bench [--quick] [--only snapshot|files|envs|confine]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "bench_util.h"
+#include "common/confine.h"
 #include "daemon/shell_channel.h"
 #include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
@@ -102,7 +114,7 @@ class marker_driver {
 // apart.
 class builtin_driver {
  public:
-  builtin_driver() {
+  explicit builtin_driver(const wrapper::shell_confinement& confinement = {}) {
     auto ch = daemon::make_shell_channel();
     auto builtin = wrapper::find_builtin();
     if (!ch || !builtin) std::exit(1);
@@ -113,7 +125,7 @@ class builtin_driver {
     if (::write(script[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::exit(1);
     ::close(script[1]);
     int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull});
+    auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull}, {}, confinement);
     ::close(script[0]);
     ::close(devnull);
     if (!pid) std::exit(1);
@@ -568,6 +580,201 @@ void environments(const private_daemon& d, int iters) {
               built.median, builds.size(), builds.size() == 1 ? "" : "s");
 }
 
+
+// Confined sessions (session create --confine): what creating one and answering its first
+// command costs, next to a plain session with the same root, a plain one that no spare shell
+// can serve (a --limit), the same namespaces made by unshare(1) for `bash -c true` (the floor:
+// starting a process tree in them and nothing else), and `bash -c true`. Every variant runs
+// 20 ms after the last one's session was removed (untimed), in alternating blocks, so that a
+// change in the machine's load falls on all alike and no removal overlaps a creation.
+void confined(int iters) {
+  private_daemon d("confine");
+  std::string root = d.dir() + "/root";
+  ::mkdir(root.c_str(), 0755);
+  auto c = d.connect();
+  // What this user's sbsh-wrapper does: the namespaces directly as root, inside a user
+  // namespace of bash's own (mapping the user to itself) otherwise.
+  bool root_user = ::geteuid() == 0;
+  std::vector<std::string> unshare_ns = {"unshare"};
+  if (!root_user) unshare_ns.insert(unshare_ns.end(), {"--user", "--map-current-user"});
+  unshare_ns.insert(unshare_ns.end(), {"--pid", "--fork"});
+  std::vector<std::string> unshare_net = unshare_ns;
+  unshare_net.insert(unshare_net.begin() + 1, "--net");
+  for (auto* v : {&unshare_ns, &unshare_net}) v->insert(v->end(), {"bash", "-c", "true"});
+
+  struct variant {
+    const char* label;
+    std::function<std::string()> timed;  // "" or why it failed
+    std::function<void()> after;
+    std::string failed;  // why it could not run (then it is left out)
+    std::vector<double> ms;
+    std::vector<double> cpu;  // this process's and its children's, ms: the floors and the no-daemon rows
+  };
+  int n = 0;
+  std::string last;
+  auto session = [&](bool confine, bool no_network, bool limit) {
+    return [&c, &n, &last, &root, confine, no_network, limit] {
+      client::session_spec spec;
+      spec.name = "c" + std::to_string(n++);
+      spec.root = root;
+      spec.confine = confine;
+      spec.no_network = no_network;
+      if (limit) spec.limits = {"core=0"};
+      last = spec.name;
+      if (auto made = c.create_session(spec); !made) return made.err().message;
+      client::exec_options o;
+      o.session = spec.name;
+      o.command = "true";
+      auto r = c.exec(o);
+      if (!r) return r.err().message;
+      return std::string(r->exit_code == 0 ? "" : "`true` did not answer 0");
+    };
+  };
+  auto remove = [&c, &last] {
+    if (!last.empty()) (void)c.remove_session(last);
+    last.clear();
+  };
+  auto process = [](std::vector<std::string> argv) {
+    return [argv = std::move(argv)] {
+      return run_quiet(argv) == 0 ? std::string() : argv[0] + " failed (exit status not 0)";
+    };
+  };
+  std::vector<variant> vs;
+  vs.push_back({"confined", session(true, false, false), remove, {}, {}, {}});
+  vs.push_back({"confined, no network", session(true, true, false), remove, {}, {}, {}});
+  vs.push_back({"plain", session(false, false, false), remove, {}, {}, {}});
+  vs.push_back({"plain, --limit", session(false, false, true), remove, {}, {}, {}});
+  vs.push_back({"floor: unshare, pid", process(unshare_ns), [] {}, {}, {}, {}});
+  vs.push_back({"floor: unshare, pid + net", process(unshare_net), [] {}, {}, {}, {}});
+  vs.push_back({"floor: bash -c true", process({"bash", "-c", "true"}), [] {}, {}, {}, {}});
+  // Where the time goes: the wrapper's own start of bash (spawn_shell, then the builtin's
+  // ready message and the first command's status), with no daemon and no wrapper process,
+  // plain and in each confinement; the session's rules as the wrapper builds them.
+  std::string tmp = d.dir() + "/session-tmp";
+  ::mkdir(tmp.c_str(), 0700);
+  auto builtin = wrapper::find_builtin();
+  std::vector<confine::rule> rules = confine::system_rules();
+  rules.push_back({root, confine::access::read_write, false});
+  rules.push_back({tmp, confine::access::read_write, false});
+  rules.push_back({"/bin/bash", confine::access::read_exec, false});
+  if (builtin) rules.push_back({*builtin, confine::access::read_only, false});
+  std::optional<builtin_driver> drv;
+  // Only where the sessions could be confined: the driver ends the program when bash cannot start.
+  auto spawn = [&drv, &rules, &vs](bool landlock, bool pid_ns, bool net_ns) {
+    return [&drv, &rules, &vs, landlock, pid_ns, net_ns] {
+      if (const std::string& why = vs[net_ns ? 1 : 0].failed; !why.empty()) return "as the session: " + why;
+      unique_fd ruleset;
+      if (landlock) {
+        auto r = confine::build_ruleset(rules);
+        if (!r) return r.err().message;
+        ruleset = std::move(*r);
+      }
+      drv.emplace(wrapper::shell_confinement{ruleset.get(), pid_ns, net_ns});
+      return std::string(drv->run("true").empty() ? "" : "`true` printed something");
+    };
+  };
+  auto drop = [&drv] { drv.reset(); };
+  size_t first_spawn = vs.size();
+  vs.push_back({"no daemon: bash, plain", spawn(false, false, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + pid ns", spawn(false, true, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + Landlock", spawn(true, true, false), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + net ns", spawn(true, true, true), drop, {}, {}, {}});
+  auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  // CPU time of this process and of its children that have been waited for, in ms.
+  auto cpu_ms = [] {
+    double ms = 0;
+    for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+      rusage u{};
+      ::getrusage(who, &u);
+      for (const timeval& tv : {u.ru_utime, u.ru_stime})
+        ms += static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3;
+    }
+    return ms;
+  };
+  auto once = [&idle, &cpu_ms](variant& v, bool keep) {
+    if (!v.failed.empty()) return;
+    idle();
+    double c0 = cpu_ms();
+    auto t0 = clock_type::now();
+    v.failed = v.timed();
+    double t = ms_since(t0);
+    v.after();
+    if (keep && v.failed.empty()) {
+      v.ms.push_back(t);
+      v.cpu.push_back(cpu_ms() - c0);  // with what ending it costs, which is waited for
+    }
+  };
+  for (int w = 0; w < 3; ++w)
+    for (auto& v : vs) once(v, false);
+  int per_block = std::max(1, iters / 10);
+  for (int done = 0, k = 0; done < iters; done += per_block, ++k)
+    for (size_t j = 0; j < vs.size(); ++j) {
+      variant& v = vs[(j + static_cast<size_t>(k)) % vs.size()];
+      for (int i = 0; i < std::min(per_block, iters - done); ++i) once(v, true);
+    }
+
+  auto get = [&vs](size_t i) { return vs[i].failed.empty() ? summarize(vs[i].ms) : stats{}; };
+  stats plain = get(2), limited = get(3);
+  auto line = [](const std::string& label, const stats& s, const std::string& rest) {
+    std::printf("  %-26s %10.3f ms    (p90 %8.3f) %s\n", label.c_str(), s.median, s.p90, rest.c_str());
+  };
+  auto ratio = [](const stats& a, const stats& b) { return b.median > 0 ? a.median / b.median : 0.0; };
+  auto fmt_ratio = [](double r, const char* of) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%5.2fx %s", r, of);
+    return std::string(buf);
+  };
+  std::printf("%-28s   (%s; %d each, 20 ms apart)\n", "confined session + first",
+              root_user ? "as root" : "as a user: unshare --user --map-current-user", iters);
+  for (size_t i = 0; i < vs.size(); ++i) {
+    if (!vs[i].failed.empty()) {
+      std::printf("  %-26s skipped: %s\n", vs[i].label, vs[i].failed.c_str());
+      continue;
+    }
+    stats s = get(i);
+    std::string rest;
+    if (i > first_spawn) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%+.3f ms over the row above", s.median - get(i - 1).median);
+      rest = buf;
+    } else if (i == first_spawn) {
+      rest = fmt_ratio(ratio(s, get(first_spawn - 1)), "bash -c true");
+    } else if (i != 2) {
+      rest = fmt_ratio(ratio(s, plain), "plain");
+    }
+    if (i == 0 || i == 1) rest += ", " + fmt_ratio(ratio(s, limited), "plain --limit");
+    if (i == 0)
+      rest += std::string("  goal <= 2.0x plain ") + (ratio(s, plain) <= 2.0 ? "met" : "NOT met") + ", <= 10 ms " +
+              (s.median <= 10.0 ? "met" : "NOT met");
+    if (i >= 4) {  // no daemon: all the CPU is this process's and its children's
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  CPU %.3f ms", summarize(vs[i].cpu).median);
+      rest += buf;
+    }
+    line(vs[i].label, s, rest);
+  }
+  if (!vs[0].failed.empty() || !vs[2].failed.empty()) return;
+  auto build = time_ms(20, iters * 10, [&rules] { (void)confine::build_ruleset(rules); });
+  line("Landlock ruleset, built", build, "(" + std::to_string(rules.size()) + " rules, as the wrapper builds them)");
+
+  // The round trip in an existing session: confined vs plain, the same root.
+  client::session_spec cs, ps;
+  cs.name = "rt-confined";
+  cs.root = ps.root = root;
+  cs.confine = true;
+  ps.name = "rt-plain";
+  if (auto made = c.create_session(cs); !made) return;
+  if (auto made = c.create_session(ps); !made) return;
+  client::exec_options oc, op;
+  oc.session = cs.name;
+  op.session = ps.name;
+  oc.command = op.command = "true";
+  auto [s, b] = compare(200, iters * 20, [&] { (void)c.exec(oc); }, [&] { (void)c.exec(op); });
+  print({"round trip, confined", s, b, "ms", 1.1, false});
+  (void)c.remove_session(cs.name);
+  (void)c.remove_session(ps.name);
+}
+
 }  // namespace sbsh::bench
 
 int main(int argc, char** argv) {
@@ -583,6 +790,10 @@ int main(int argc, char** argv) {
     environments(d, quick ? 20 : 100);
     return 0;
   }
+  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "confine") == 0) {
+    confined(quick ? 30 : 100);
+    return 0;
+  }
   if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "files") == 0) {
     file_io(1000000000LL, quick ? 2 : 5);
     return 0;
@@ -593,6 +804,7 @@ int main(int argc, char** argv) {
   cpu_split(d, quick ? 2000 : 20000);
   cli(d, quick ? 50 : 500);
   new_session(d, quick ? 20 : 200);
+  confined(quick ? 30 : 100);
   environments(d, quick ? 20 : 100);
   throughput(d, quick ? 100000000LL : 1000000000LL);
   big_command(d);
