@@ -172,6 +172,7 @@ result<bool> read_done(const ipc::message& m, exec_result& r) {
   r.generation = d->generation;
   r.state_lost = d->state_lost;
   r.state_lost_reason = d->state_lost_reason;
+  r.oom_killed = d->oom_killed;
   r.session = d->session;
   r.command = d->command;
   return d->release;

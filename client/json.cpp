@@ -146,6 +146,7 @@ void add_exec_result(json_object& j, std::string_view session, std::string_view 
   // Every key is always there, null when it has no value, so that a reader need not ask.
   if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
   else j.null("state_lost_reason");
+  j.boolean("oom_killed", r.oom_killed);
   bool out_ok, err_ok;
   std::string out = utf8_repair(r.stdout_data, &out_ok);
   std::string err = utf8_repair(r.stderr_data, &err_ok);
@@ -221,7 +222,8 @@ std::string to_json(const session_detail& d) {
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
   if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
-  if (def.confine || def.no_network) {
+  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
+  if (def.confine || def.no_network || cgroup_limits) {
     // What the kernel holds the session to: its Landlock rules besides the system's, its
     // namespaces and its limits.
     json_object c;
@@ -244,6 +246,9 @@ std::string to_json(const session_detail& d) {
     if (def.confine) ns.emplace_back("pid");
     if (def.no_network) ns.emplace_back("net");
     c.strs("namespaces", ns).strs("limits", def.limits);
+    // The cgroup's limits (0: none) and its directory (null: the session has none).
+    c.num("memory_max", static_cast<int64_t>(def.memory_max)).num("pids_max", static_cast<int64_t>(def.pids_max));
+    c.num("cpu_millis", static_cast<int64_t>(def.cpu_millis)).str_or_null("cgroup", def.cgroup);
     dj.raw("confinement", c.finish());
   }
   json_object o;
