@@ -236,6 +236,8 @@ class ApiTest(DaemonTestCase):
             self.c.create_session("api-bad", memory="512M")  # type: ignore[arg-type]
         with self.assertRaises(sbsh.InvalidArgument):
             self.c.create_session("api-bad", cpu=0)
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.create_session("api-bad", pids=2**64)
         with self.assertRaises(sbsh.InvalidArgument) as e:
             self.c.create_session("api-bad", confine=True)
         self.assertIn("set root or snapshot too", str(e.exception))

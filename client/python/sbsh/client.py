@@ -566,12 +566,12 @@ class Client:
                                           f"(os.path.abspath gives one)", code=_lib.ERR_INVALID, reason="usage")
         counts = {"memory": memory, "pids": pids}
         for key, n in counts.items():
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 < n < 2**63):
                 raise InvalidArgument(f"{key} takes a positive int ({'bytes' if key == 'memory' else 'processes'}), "
                                       f"not {n!r}", code=_lib.ERR_INVALID, reason="usage")
         cpu_millis = 0
         if cpu is not None:
-            if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not cpu > 0:
+            if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1e6:
                 raise InvalidArgument(f"cpu takes a positive number of CPUs such as 0.5 or 2, not {cpu!r}",
                                       code=_lib.ERR_INVALID, reason="usage")
             cpu_millis = max(1, round(cpu * 1000))
