@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>

@@ -39,10 +39,14 @@ result<uint64_t> parse_memory(std::string_view text) {
   if (!number_of(text, "KkMmGgTt", &n, &suffix)) return bad();
   int shift = 0;
   switch (suffix) {
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    case 'T': case 't': shift = 40; break;
+    case 'K':
+    case 'k': shift = 10; break;
+    case 'M':
+    case 'm': shift = 20; break;
+    case 'G':
+    case 'g': shift = 30; break;
+    case 'T':
+    case 't': shift = 40; break;
     default:
       if (std::floor(n) != n) return bad();  // a fraction of a byte
   }
@@ -55,8 +59,8 @@ result<uint64_t> parse_cpu_millis(std::string_view text) {
   double n = 0;
   char suffix = '\0';
   if (!number_of(text, "", &n, &suffix) || !(n >= 0.001) || n > 1e6)
-    return make_error("usage", fmt::format("\"{}\" is not a number of CPUs: give one such as 0.5, 1 or 2",
-                                           text.substr(0, 40)));
+    return make_error("usage",
+                      fmt::format("\"{}\" is not a number of CPUs: give one such as 0.5, 1 or 2", text.substr(0, 40)));
   return static_cast<uint64_t>(std::llround(n * 1000));
 }
 
