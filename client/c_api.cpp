@@ -11,10 +11,12 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <new>
 #include <optional>
 #include <string>
@@ -453,6 +455,7 @@ int sbsh_result_state_lost(const sbsh_result* r) { return r != nullptr && r->r.s
 const char* sbsh_result_state_lost_reason(const sbsh_result* r) {
   return r != nullptr ? r->r.state_lost_reason.c_str() : "";
 }
+int sbsh_result_oom_killed(const sbsh_result* r) { return r != nullptr && r->r.oom_killed ? 1 : 0; }
 int sbsh_result_ok(const sbsh_result* r) { return r != nullptr && r->r.ok() ? 1 : 0; }
 const char* sbsh_result_error(const sbsh_result* r) { return r != nullptr ? r->r.error.c_str() : ""; }
 void sbsh_result_free(sbsh_result* r) { delete r; }
@@ -481,16 +484,30 @@ int sbsh_session_create_limited(sbsh_conn* conn, const char* name, const char* c
   return sbsh_session_create_spec(conn, &spec);
 }
 
-void sbsh_session_spec_init(sbsh_session_spec* spec) {
-  if (spec == nullptr) return;
-  std::memset(spec, 0, sizeof *spec);
-  spec->version = SBSH_SESSION_SPEC_VERSION;
+// The size of each version of sbsh_session_spec: where the next version's fields begin.
+constexpr size_t kSpecSizes[] = {offsetof(sbsh_session_spec, root), offsetof(sbsh_session_spec, setup),
+                                 offsetof(sbsh_session_spec, confine), sizeof(sbsh_session_spec)};
+static_assert(std::size(kSpecSizes) == SBSH_SESSION_SPEC_VERSION, "a new spec version needs its size here");
+
+void sbsh_session_spec_init_size(sbsh_session_spec* spec, size_t size) {
+  if (spec == nullptr || size < kSpecSizes[0]) return;  // too small for any version: left unset, so refused
+  // The newest version that fits in the caller's structure; nothing past it is written.
+  unsigned version = 1;
+  while (version < std::size(kSpecSizes) && kSpecSizes[version] <= size) ++version;
+  std::memset(spec, 0, kSpecSizes[version - 1]);
+  spec->version = version;
 }
+
+// (The name in parentheses: sbsh.h makes sbsh_session_spec_init a macro.) Programs built
+// before the macro existed call this one; the only structure they can be sure to have is
+// version 1's, which came with the first release.
+void(sbsh_session_spec_init)(sbsh_session_spec* spec) { sbsh_session_spec_init_size(spec, kSpecSizes[0]); }
 
 int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
   return guarded(conn, [&]() -> int {
     if (spec == nullptr) return invalid(conn, "sbsh_session_create: spec is NULL");
-    // Versions 1 and 2, the same structure without the fields added since, are still taken.
+    // Older versions, the same structure without the fields added since, are still taken:
+    // nothing past what their version has is read.
     if (spec->version < 1 || spec->version > SBSH_SESSION_SPEC_VERSION)
       return invalid(conn, "sbsh_session_create_spec: spec.version is " + std::to_string(spec->version) +
                                "; initialize the spec with sbsh_session_spec_init()");
@@ -509,6 +526,27 @@ int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
       s.setup = str_or_empty(spec->setup);
       if (!strings(spec->setup_keys, spec->setup_key_count, "setup_keys", &s.setup_keys, &why))
         return invalid(conn, "sbsh_session_create: " + why);
+    }
+    if (spec->version >= 4) {
+      s.confine = spec->confine != 0;
+      if (s.confine && s.root.empty() && s.snapshot.empty())
+        return invalid(conn, "sbsh_session_create: confine confines the session to its root: set root or snapshot too");
+      if (!strings(spec->allow_write, spec->allow_write_count, "allow_write", &s.allow_write, &why) ||
+          !strings(spec->allow_read, spec->allow_read_count, "allow_read", &s.allow_read, &why) ||
+          !strings(spec->read_only, spec->read_only_count, "read_only", &s.read_only, &why))
+        return invalid(conn, "sbsh_session_create: " + why);
+      if (!s.confine && (!s.allow_write.empty() || !s.allow_read.empty() || !s.read_only.empty()))
+        return invalid(conn, "sbsh_session_create: allow_write, allow_read and read_only add to a confined "
+                             "session's rules: set confine too");
+      for (const auto* list : {&s.allow_write, &s.allow_read, &s.read_only})
+        for (const auto& p : *list)
+          if (p.empty() || p[0] != '/')
+            return invalid(conn, "sbsh_session_create: the path '" + p +
+                                     "' a confined session is allowed must be absolute");
+      s.no_network = spec->no_network != 0;
+      s.memory_max = spec->memory_max;
+      s.pids_max = spec->pids_max;
+      s.cpu_millis = spec->cpu_millis;
     }
     if (spec->restart != nullptr) s.restart = spec->restart;
     auto r = conn->c.create_session(s);

@@ -222,7 +222,8 @@ std::string to_json(const session_detail& d) {
   if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
   else dj.null("timeout_ms");
   if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
-  if (def.confine || def.no_network || !def.cgroup.empty()) {
+  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
+  if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) {
     // What the kernel holds the session to: its Landlock rules besides the system's, its
     // namespaces and its limits.
     json_object c;
@@ -245,21 +246,9 @@ std::string to_json(const session_detail& d) {
     if (def.confine) ns.emplace_back("pid");
     if (def.no_network) ns.emplace_back("net");
     c.strs("namespaces", ns).strs("limits", def.limits);
-    if (!def.cgroup.empty()) {
-      json_object g;
-      g.str("path", def.cgroup);
-      auto limit = [&g](const char* key, uint64_t v) {
-        if (v != 0) g.num(key, static_cast<int64_t>(v));
-        else g.null(key);
-      };
-      limit("memory_max", def.memory_max);
-      limit("pids_max", def.pids_max);
-      if (def.cpu_millis != 0) g.raw("cpu", fmt::format("{}.{:03}", def.cpu_millis / 1000, def.cpu_millis % 1000));
-      else g.null("cpu");
-      c.raw("cgroup", g.finish());
-    } else {
-      c.null("cgroup");
-    }
+    // The cgroup's limits (0: none) and its directory (null: the session has none).
+    c.num("memory_max", static_cast<int64_t>(def.memory_max)).num("pids_max", static_cast<int64_t>(def.pids_max));
+    c.num("cpu_millis", static_cast<int64_t>(def.cpu_millis)).str_or_null("cgroup", def.cgroup);
     dj.raw("confinement", c.finish());
   }
   json_object o;

@@ -13,11 +13,13 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "client/plan_json.h"
+#include "client/resources.h"
 #include "ipc/fd.h"
 #include "ipc/limits.h"
 
@@ -175,14 +177,28 @@ auto duration_into(T& out) {
   };
 }
 
+// A cgroup limit (memory, cpu, pids): a number, or text as YAML gives every scalar, read by
+// `parse` (client/resources.h).
+auto amount_into(uint64_t& out, result<uint64_t> (*parse)(std::string_view)) {
+  return [&out, parse](const plan_json& v, const std::string& path) -> sbsh::status {
+    if (!v.is_string() && !v.is_number()) return invalid(path, fmt::format("expected a number, not {}", shown(v)));
+    auto n = parse(v.is_string() ? v.get<std::string>() : dump_json(v));
+    if (!n) return invalid(path, n.err().message);
+    out = *n;
+    return ok_status();
+  };
+}
+
 sbsh::status read_session(const plan_json& v, const std::string& path, session_spec& s) {
   if (!v.is_object())
     return invalid(path, fmt::format("expected a mapping (cwd, root, snapshot, env, init, limits, restart, timeout, ignore, "
-                                     "no_default_ignores, gitignore, keep_copy_on_failure, setup, setup_keys), not {}",
+                                     "no_default_ignores, gitignore, keep_copy_on_failure, setup, setup_keys, confine, "
+                                     "allow_write, allow_read, read_only, no_network, memory, pids, cpu), not {}",
                                      shown(v)));
   sbsh::status st = known_keys(v, path, {"cwd", "root", "snapshot", "env", "init", "limits", "restart", "timeout", "ignore",
                                          "no_default_ignores", "gitignore", "keep_copy_on_failure", "setup",
-                                         "setup_keys"});
+                                         "setup_keys", "confine", "allow_write", "allow_read", "read_only",
+                                         "no_network", "memory", "pids", "cpu"});
   if (st) st = optional_field(v, path, "cwd", text_into(s.cwd));
   if (st) st = optional_field(v, path, "root", text_into(s.root));
   if (st) st = optional_field(v, path, "snapshot", text_into(s.snapshot));
@@ -196,6 +212,14 @@ sbsh::status read_session(const plan_json& v, const std::string& path, session_s
   if (st) st = optional_field(v, path, "keep_copy_on_failure", bool_into(s.keep_copy_on_failure));
   if (st) st = optional_field(v, path, "setup", text_into(s.setup));
   if (st) st = optional_field(v, path, "setup_keys", list_into(s.setup_keys, false));
+  if (st) st = optional_field(v, path, "confine", bool_into(s.confine));
+  if (st) st = optional_field(v, path, "allow_write", list_into(s.allow_write, false));
+  if (st) st = optional_field(v, path, "allow_read", list_into(s.allow_read, false));
+  if (st) st = optional_field(v, path, "read_only", list_into(s.read_only, false));
+  if (st) st = optional_field(v, path, "no_network", bool_into(s.no_network));
+  if (st) st = optional_field(v, path, "memory", amount_into(s.memory_max, parse_memory));
+  if (st) st = optional_field(v, path, "pids", amount_into(s.pids_max, parse_pids));
+  if (st) st = optional_field(v, path, "cpu", amount_into(s.cpu_millis, parse_cpu_millis));
   std::chrono::milliseconds timeout{0};  // of a command that gives none; duration_of refuses a negative one
   if (st) st = optional_field(v, path, "timeout", duration_into(timeout));
   s.timeout_ms = static_cast<uint64_t>(timeout.count());
@@ -305,6 +329,19 @@ sbsh::status check_session(const session_spec& s) {
   if (auto e = check_env(s.env, "session.env"); !e) return e;
   for (const auto& l : s.limits)
     if (auto r = ipc::parse_limit(l); !r) return invalid("session.limits", fmt::format("\"{}\": {}", l, r.err().message));
+  if (s.confine && s.root.empty() && s.snapshot.empty())
+    return invalid("session.confine", "confines the session to its root: give root or snapshot too");
+  for (auto [key, list] : {std::pair{"allow_write", &s.allow_write}, std::pair{"allow_read", &s.allow_read},
+                           std::pair{"read_only", &s.read_only}}) {
+    if (!list->empty() && !s.confine)
+      return invalid(child("session", key), "adds to a confined session's rules: give confine: true too");
+    for (size_t i = 0; i < list->size(); ++i)
+      if ((*list)[i].empty() || (*list)[i][0] != '/')
+        return invalid(item(child("session", key), i),
+                       fmt::format("\"{}\" is not an absolute path: a confined session's paths are the kernel's, "
+                                   "taken from no directory",
+                                   (*list)[i]));
+  }
   return ok_status();
 }
 

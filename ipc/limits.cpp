@@ -77,31 +77,6 @@ std::string value_text(rlim_t v) { return v == RLIM_INFINITY ? std::string("infi
 
 }  // namespace
 
-std::optional<uint64_t> parse_size(std::string_view text) {
-  auto v = parse_value(text, unit::bytes);
-  if (!v || *v == RLIM_INFINITY) return std::nullopt;
-  return *v;
-}
-
-std::optional<uint64_t> parse_cpu_millis(std::string_view text) {
-  size_t dot = text.find('.');
-  std::string_view whole = text.substr(0, dot), frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
-  if (whole.empty() || whole.size() > 7 || frac.size() > 3 || (dot != std::string_view::npos && frac.empty()))
-    return std::nullopt;
-  uint64_t n = 0;
-  for (char c : whole) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  uint64_t milli = 0, scale = 100;
-  for (char c : frac) {
-    if (c < '0' || c > '9') return std::nullopt;
-    milli += static_cast<uint64_t>(c - '0') * scale;
-    scale /= 10;
-  }
-  return n * 1000 + milli;
-}
-
 result<rlimit_spec> parse_limit(std::string_view spec) {
   size_t eq = spec.find('=');
   std::string_view name = spec.substr(0, eq);

@@ -9,7 +9,6 @@
 
 #include <sys/resource.h>
 
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,10 +26,5 @@ result<rlimit_spec> parse_limit(std::string_view spec);
 // The canonical form, NAME=SOFT:HARD with plain numbers or "infinity": what sbshd stores,
 // compares and passes to the wrapper, and what parse_limit reads back to the same limit.
 std::string format_limit(const rlimit_spec& l);
-
-// A size in bytes as limits take it: a number, or with K, M, G or T (powers of 1024).
-std::optional<uint64_t> parse_size(std::string_view text);
-// A share of CPUs ("0.5", "2", "1.25") in thousandths of a CPU (500, 2000, 1250).
-std::optional<uint64_t> parse_cpu_millis(std::string_view text);
 
 }  // namespace sbsh::ipc

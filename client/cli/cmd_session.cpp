@@ -8,6 +8,7 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "client/resources.h"
 #include "ipc/limits.h"
 
 namespace sbsh::cli {
@@ -271,9 +272,8 @@ void declare_create(command_line& cl, session_args& a) {
             "included, in a cgroup of the session's own: over it the kernel kills one of its processes, and the "
             "command's result says so (oom_killed); needs cgroup v2 with the memory controller delegated to sbshd",
             a.memory, [](std::string_view, const std::string& v) {
-              return ipc::parse_size(v) && *ipc::parse_size(v) > 0
-                         ? std::string()
-                         : fmt::format("'{}' is not a size: give bytes, or a number with K, M, G or T (512M)", v);
+              auto m = client::parse_memory(v);
+              return m ? std::string() : m.err().message;
             });
   cl.number("--pids", "N",
             "let the session's shell and all it starts be at most N processes and threads at once (a cgroup's "
@@ -283,10 +283,8 @@ void declare_create(command_line& cl, session_args& a) {
             "let the session's shell and all it starts use at most FRACTION of one CPU's time (0.5, 2, 1.25: a "
             "cgroup's cpu.max over 100 ms); needs cgroup v2 with the cpu controller delegated to sbshd",
             a.cpu, [](std::string_view, const std::string& v) {
-              auto m = ipc::parse_cpu_millis(v);
-              return m && *m >= 10 && *m <= 1'000'000
-                         ? std::string()
-                         : fmt::format("'{}' is not a share of CPUs from 0.01 to 1000: give a number such as 0.5 or 2", v);
+              auto m = client::parse_cpu_millis(v);
+              return m ? std::string() : m.err().message;
             });
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
@@ -345,8 +343,8 @@ runner declare_session(command_line& cl) {
   return [a, &cl, &create, &ls, &show, &rm, &restart, &prune](const global_opts& g) {
     if (create.given()) {
       a->spec.timeout_ms = static_cast<uint64_t>(a->timeout.count());
-      if (!a->memory.empty()) a->spec.memory_max = *ipc::parse_size(a->memory);
-      if (!a->cpu.empty()) a->spec.cpu_millis = *ipc::parse_cpu_millis(a->cpu);
+      if (!a->memory.empty()) a->spec.memory_max = *client::parse_memory(a->memory);
+      if (!a->cpu.empty()) a->spec.cpu_millis = *client::parse_cpu_millis(a->cpu);
       return create_session(g, a->spec, a->idle_expiry);
     }
     if (prune.given()) return a->kept ? kept_copies(g, *a, true) : prune_sessions(g, *a);

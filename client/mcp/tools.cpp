@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <regex>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "client/head_tail.h"
 #include "client/json.h"
+#include "client/resources.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp {
@@ -30,7 +32,7 @@ constexpr std::string_view kRunInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30, below the minute after which hosts give up on a call): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command"}}})J";
 // The fields of `sbsh exec --json` (client::add_exec_result).
 constexpr std::string_view kExecOutput =
-    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes left out between the first and the last part kept"}, "stderr_omitted_bytes": {"type": "integer"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command and cancel_command take it"}, "running": {"type": "boolean", "description": "it still runs: await_command for its result"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
+    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes left out between the first and the last part kept"}, "stderr_omitted_bytes": {"type": "integer"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command and cancel_command take it"}, "running": {"type": "boolean", "description": "it still runs: await_command for its result"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
 constexpr std::string_view kAwaitInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs"}}})J";
 constexpr std::string_view kCancelInput =
@@ -42,10 +44,14 @@ constexpr std::string_view kSessionsOutput =
     R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "items": {"type": "object"}}}})J";
 constexpr std::string_view kSessionOutput =
     R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}}})J";
+// create_session's: the session, and its definition as session show --json gives it (the
+// confinement in force under definition.confinement).
+constexpr std::string_view kCreatedOutput =
+    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}}})J";
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string"}}})J";
 constexpr std::string_view kCreateInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files (relative to the session's directory) whose contents key the environment, such as requirements.txt or package-lock.json"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files (relative to the session's directory) whose contents key the environment, such as requirements.txt or package-lock.json"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
 constexpr std::string_view kStartInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
 // The fields of a process in `sbsh ps --json` (client::to_json(proc_info)).
@@ -200,10 +206,32 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
   spec.timeout_ms = static_cast<uint64_t>(seconds_arg(args, "timeout_seconds", 0ms).count());
   spec.setup = str_arg(args, "setup");
   if (auto it = args.find("setup_keys"); it != args.end()) spec.setup_keys = it->get<std::vector<std::string>>();
+  spec.confine = args.value("confine", false);
+  spec.no_network = args.value("no_network", false);
+  if (spec.confine && spec.root.empty())
+    return refused(make_error("usage", "confine confines the session to its root: give root too"));
+  for (auto [key, list] : {std::pair{"allow_write", &spec.allow_write}, std::pair{"allow_read", &spec.allow_read},
+                           std::pair{"read_only", &spec.read_only}}) {
+    if (auto it = args.find(key); it != args.end()) *list = it->get<std::vector<std::string>>();
+    if (!list->empty() && !spec.confine)
+      return refused(make_error("usage", fmt::format("{} adds to a confined session's rules: give confine: true too", key)));
+  }
+  if (auto it = args.find("memory"); it != args.end()) {
+    auto m = it->is_string() ? client::parse_memory(it->get<std::string>()) : result<uint64_t>(it->get<uint64_t>());
+    if (!m) return refused(m.err());
+    spec.memory_max = *m;
+  }
+  if (auto it = args.find("pids"); it != args.end()) spec.pids_max = it->get<uint64_t>();
+  if (auto it = args.find("cpu"); it != args.end())
+    spec.cpu_millis = static_cast<uint64_t>(std::llround(it->get<double>() * 1000));
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   if (auto s = conn->create_session(spec); !s) return refused(s.err());
-  return session_result(*conn, spec.name);
+  auto r = session_result(*conn, spec.name);
+  // What the kernel confines it to, read back from sbshd.
+  if (auto d = conn->show_session(spec.name); d && !r.is_error)
+    r.structured["definition"] = json::parse(client::to_json(*d)).at("definition");
+  return r;
 }
 
 tool_outcome remove_session(const json& args, tool_context& ctx) {
@@ -369,9 +397,11 @@ constexpr tool kTools[] = {
     {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.", kNoInput,
      kSessionsOutput, list_sessions},
     {"create_session",
-     "Define a session: its starting directory, environment, init commands, restart policy and default timeout. "
-     "Sessions are also made on first use by run_command.",
-     kCreateInput, kSessionOutput, create_session},
+     "Define a session: its starting directory, environment, init commands, restart policy and default timeout, "
+     "and what confines it: confine (with root) lets its commands reach only the root, a private TMPDIR and the "
+     "system's programs, no_network gives it only loopback, memory, pids and cpu limit it. Sessions are also made "
+     "on first use by run_command.",
+     kCreateInput, kCreatedOutput, create_session},
     {"remove_session", "Remove a session: its shell and everything it started end.", kNameInput, kRemovedOutput,
      remove_session},
     {"restart_session", "Replace a session's shell with a new one (its state is lost; background processes stay).",

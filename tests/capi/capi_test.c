@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -669,6 +670,147 @@ static void test_sessions(sbsh_conn* c) {
   CHECK(sbsh_session_remove(c, "made") == SBSH_ERR_NOT_FOUND);
 }
 
+/* A file of one line, for the tests below. */
+static void write_file(const char* path, const char* text) {
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* Runs cmd in session and gives its exit code (-1: none), stdout and stderr (NUL-terminated,
+ * cut to the buffers). */
+static int run_in(sbsh_conn* c, const char* session, const char* cmd, char* out, size_t out_size, char* err,
+                  size_t err_size) {
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = session;
+  sbsh_result* r = run(c, &o, cmd);
+  out[0] = err[0] = '\0';
+  if (r == NULL) return -1;
+  size_t n;
+  const char* p = sbsh_result_stdout(r, &n);
+  snprintf(out, out_size, "%.*s", (int)n, p);
+  p = sbsh_result_stderr(r, &n);
+  snprintf(err, err_size, "%.*s", (int)n, p);
+  int code = sbsh_result_exit_code(r);
+  CHECK(sbsh_result_oom_killed(r) == 0);
+  sbsh_result_free(r);
+  return code;
+}
+
+/* Sessions the kernel confines, through spec version 4: a confined one reads its root and
+ * not a file beside it; no_network and the cgroup limits reach sbshd and read back; what is
+ * wrong is refused before anything is asked of sbshd; an older version's fields are all
+ * that is read or written. */
+static void test_confine(sbsh_conn* c) {
+  note("confinement: spec version 4");
+  char root[sizeof dir + 16], secret[sizeof dir + 16], path[sizeof root + 16], cmd[sizeof secret + 16];
+  char out[256], err[512];
+  snprintf(root, sizeof root, "%s/box", dir);
+  snprintf(secret, sizeof secret, "%s/secret", dir);
+  CHECK(mkdir(root, 0700) == 0);
+  snprintf(path, sizeof path, "%s/inside", root);
+  write_file(path, "inside\n");
+  write_file(secret, "secret\n");
+  snprintf(cmd, sizeof cmd, "cat %s", secret);
+
+  /* An older version's structure is filled only as far as it goes, and its fields are all
+   * that is read: version 3 with confine set past its end makes an unconfined session. */
+  union {
+    sbsh_session_spec spec;
+    unsigned char bytes[sizeof(sbsh_session_spec)];
+  } old;
+  memset(&old, 0xab, sizeof old);
+  sbsh_session_spec_init_size(&old.spec, offsetof(sbsh_session_spec, confine));
+  CHECK(old.spec.version == 3 && old.spec.name == NULL && old.spec.setup_key_count == 0);
+  CHECK(old.bytes[offsetof(sbsh_session_spec, confine)] == 0xab && old.bytes[sizeof old - 1] == 0xab);
+  memset(&old, 0xab, sizeof old);
+  (sbsh_session_spec_init)(&old.spec); /* the function programs built before the macro call */
+  CHECK(old.spec.version == 1 && old.spec.snapshot == NULL && old.bytes[offsetof(sbsh_session_spec, root)] == 0xab);
+  sbsh_session_spec spec;
+  sbsh_session_spec_init(&spec);
+  CHECK(spec.version == SBSH_SESSION_SPEC_VERSION && spec.version == 4 && spec.confine == 0 && spec.cpu_millis == 0);
+  spec.name = "v3";
+  spec.root = root;
+  spec.version = 3;
+  spec.confine = 1;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  CHECK(run_in(c, "v3", cmd, out, sizeof out, err, sizeof err) == 0 && strcmp(out, "secret\n") == 0);
+  CHECK(sbsh_session_remove(c, "v3") == SBSH_OK);
+
+  sbsh_session_spec_init(&spec);
+  spec.name = "box";
+  spec.root = root;
+  spec.confine = 1;
+  int rc = sbsh_session_create_spec(c, &spec);
+  if (rc == SBSH_ERR_REFUSED && strcmp(sbsh_last_error_code(c), "not_supported") == 0) {
+    note("confinement skipped: %s", sbsh_last_error(c));
+    return;
+  }
+  if (!CHECK(rc == SBSH_OK)) {
+    fprintf(stderr, "  create box: %s\n", sbsh_last_error(c));
+    return;
+  }
+  CHECK(run_in(c, "box", "cat inside", out, sizeof out, err, sizeof err) == 0 && strcmp(out, "inside\n") == 0);
+  CHECK(run_in(c, "box", cmd, out, sizeof out, err, sizeof err) != 0 && out[0] == '\0');
+  if (!CHECK(contains(err, "Permission denied"))) fprintf(stderr, "  stderr: %s\n", err);
+  char* json = NULL;
+  CHECK(sbsh_session_show_json(c, "box", &json) == SBSH_OK);
+  CHECK(json_int_after(json, "\"confinement\"", "\"landlock_abi\":") >= 1);
+  CHECK(contains(json, "\"namespaces\":[\"pid\"]"));
+  sbsh_free(json);
+  CHECK(sbsh_session_remove(c, "box") == SBSH_OK);
+
+  /* Paths added to the rules: read-only here, so the secret beside the root can be read. */
+  const char* ro[] = {secret};
+  sbsh_session_spec_init(&spec);
+  spec.name = "box2";
+  spec.root = root;
+  spec.confine = 1;
+  spec.read_only = ro;
+  spec.read_only_count = 1;
+  spec.no_network = 1;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  CHECK(run_in(c, "box2", cmd, out, sizeof out, err, sizeof err) == 0 && strcmp(out, "secret\n") == 0);
+  json = NULL;
+  CHECK(sbsh_session_show_json(c, "box2", &json) == SBSH_OK);
+  CHECK(contains(json, "\"access\":\"read-only\"") && contains(json, "\"namespaces\":[\"pid\",\"net\"]"));
+  sbsh_free(json);
+  CHECK(sbsh_session_remove(c, "box2") == SBSH_OK);
+
+  /* A memory limit reaches sbshd: made where a cgroup v2 is delegated to it, else refused
+   * with the reason. */
+  sbsh_session_spec_init(&spec);
+  spec.name = "capped-mem";
+  spec.memory_max = 256u << 20;
+  rc = sbsh_session_create_spec(c, &spec);
+  if (rc == SBSH_OK) {
+    json = NULL;
+    CHECK(sbsh_session_show_json(c, "capped-mem", &json) == SBSH_OK);
+    CHECK(json_int_after(json, "\"confinement\"", "\"memory_max\":") == 256L << 20);
+    sbsh_free(json);
+    CHECK(sbsh_session_remove(c, "capped-mem") == SBSH_OK);
+  } else {
+    CHECK(rc == SBSH_ERR_REFUSED && strcmp(sbsh_last_error_code(c), "not_supported") == 0);
+    if (!CHECK(contains(sbsh_last_error(c), "memory") || contains(sbsh_last_error(c), "cgroup")))
+      fprintf(stderr, "  memory refused: %s\n", sbsh_last_error(c));
+  }
+
+  /* What is wrong is refused, saying what. */
+  const char* relative[] = {"out"};
+  sbsh_session_spec_init(&spec);
+  spec.name = "bad";
+  spec.root = root;
+  spec.allow_write = relative;
+  spec.allow_write_count = 1;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "set confine too"));
+  spec.confine = 1;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "'out'") &&
+        contains(sbsh_last_error(c), "must be absolute"));
+  spec.allow_write_count = 0;
+  spec.root = NULL;
+  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "set root or snapshot"));
+}
+
 static void test_files(sbsh_conn* c) {
   note("files beneath a session's root: write, read, stat, list, move, remove, confinement");
   char src[sizeof dir + 16], copy[sizeof state_dir + 32], path[sizeof copy + 32];
@@ -1138,6 +1280,7 @@ int main(void) {
   test_cancel_at_start();
   test_errors(c);
   test_sessions(c);
+  test_confine(c);
   test_files(c);
   test_processes(c);
   test_plans(c);

@@ -409,7 +409,7 @@ TEST_F(cli_contract_test, ExecJsonHasEveryKeyNullWhenAbsent) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = json::parse(r.out);
   for (const char* key : {"session", "command", "exit_code", "signal", "timed_out", "shell_restarted", "cancelled",
-                          "ran", "generation", "state_lost", "state_lost_reason", "stdout", "stderr",
+                          "ran", "generation", "state_lost", "state_lost_reason", "oom_killed", "stdout", "stderr",
                           "stdout_base64", "stderr_base64", "stdout_truncated", "stderr_truncated", "duration_ms",
                           "started_at", "error"})
     EXPECT_TRUE(j.contains(key)) << key << " in " << r.out;

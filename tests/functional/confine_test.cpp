@@ -147,7 +147,7 @@ TEST_F(confine_test, WhereTheHostGivesOneAConfinedSessionHasACgroupThatEndsWithI
   ASSERT_EQ(show.code, 0) << show.err;
   json cg = json::parse(show.out).at("definition").at("confinement").at("cgroup");
   if (cg.is_null()) GTEST_SKIP() << "sbshd has no cgroup v2 hierarchy it may make cgroups in";
-  std::string path = cg.at("path").get<std::string>();
+  std::string path = cg.get<std::string>();
   ASSERT_TRUE(fs::is_directory(path)) << path;
   std::string leaf = path.substr(path.rfind("/sbsh-"));
   auto r = exec("box", "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
@@ -239,7 +239,7 @@ TEST_F(cgroup_test, LimitsAreInForceOrRefusedWithTheReason) {
     if (!create_limited("lim", l.args, l.controller)) continue;
     auto show = sbsh({"session", "show", "lim", "--json"});
     ASSERT_EQ(show.code, 0) << show.err;
-    std::string cg = json::parse(show.out).at("definition").at("confinement").at("cgroup").at("path").get<std::string>();
+    std::string cg = json::parse(show.out).at("definition").at("confinement").at("cgroup").get<std::string>();
     EXPECT_EQ(read_file(cg + "/" + l.file), l.value) << l.controller;
     // The shell is in it, and so is what it starts.
     auto r = exec("lim", "cat /proc/self/cgroup");
@@ -264,10 +264,10 @@ TEST_F(cgroup_test, AMemoryHogIsKilledAndTheResultSaysSo) {
 
 TEST_F(cgroup_test, BadLimitsAreRefusedWithWhatToGive) {
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--memory", "12Q"}, "not a size"},
+           {{"--memory", "12Q"}, "not a memory size"},
            {{"--memory", "1K"}, "at least 4M"},
            {{"--cpu", "0.001"}, "from 0.01 to 1000"},
-           {{"--cpu", "half"}, "not a share of CPUs"},
+           {{"--cpu", "half"}, "not a number of CPUs"},
            {{"--pids", "0"}, "--pids"}}) {
     std::vector<std::string> argv{"session", "create", "bad"};
     argv.insert(argv.end(), args.begin(), args.end());

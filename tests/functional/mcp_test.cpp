@@ -416,6 +416,63 @@ TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/ws/x"));
 }
 
+TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
+  std::filesystem::create_directories(dir + "/box");
+  std::ofstream(dir + "/box/inside") << "inside\n";
+  std::ofstream(dir + "/secret") << "secret\n";
+  std::string root = std::filesystem::canonical(dir + "/box").string();
+  auto c = start_initialized();
+  json made = c->call(tool_call(1, "create_session", {{"name", "box"}, {"root", root}, {"confine", true},
+                                                       {"no_network", true}}));
+  if (made["result"]["isError"] == true && made.dump().find("not_supported") != std::string::npos)
+    GTEST_SKIP() << made.dump();
+  ASSERT_EQ(made["result"]["isError"], false) << made.dump();
+  const json& conf = made["result"]["structuredContent"]["definition"]["confinement"];
+  EXPECT_GE(conf["landlock_abi"].get<int>(), 1) << made.dump();
+  EXPECT_EQ(conf["namespaces"], json::array({"pid", "net"})) << made.dump();
+  json r = c->call(tool_call(2, "run_command", {{"session", "box"}, {"command", "cat inside"}}));
+  EXPECT_EQ(r["result"]["structuredContent"]["stdout"], "inside\n") << r.dump();
+  EXPECT_EQ(r["result"]["structuredContent"]["oom_killed"], false) << r.dump();
+  r = c->call(tool_call(3, "run_command", {{"session", "box"}, {"command", "cat " + dir + "/secret"}}));
+  const json& out = r["result"]["structuredContent"];
+  EXPECT_EQ(r["result"]["isError"], true) << r.dump();
+  EXPECT_NE(out["exit_code"], 0) << r.dump();
+  EXPECT_EQ(out["stdout"], "") << r.dump();
+  EXPECT_NE(out["stderr"].get<std::string>().find("Permission denied"), std::string::npos) << r.dump();
+  // A memory limit reaches sbshd: made where a cgroup v2 is delegated to it, else refused
+  // with the reason.
+  json mem = c->call(tool_call(4, "create_session", {{"name", "mem"}, {"memory", "256M"}}));
+  if (mem["result"]["isError"] == true) {
+    std::string text = mem["result"]["content"][0]["text"].get<std::string>();
+    EXPECT_NE(text.find("not_supported"), std::string::npos) << text;
+    EXPECT_TRUE(text.find("memory") != std::string::npos || text.find("cgroup") != std::string::npos) << text;
+  } else {
+    EXPECT_EQ(mem["result"]["structuredContent"]["definition"]["confinement"]["memory_max"], 256 << 20) << mem.dump();
+  }
+}
+
+TEST_F(mcp_test, create_session_refuses_confinement_it_cannot_honour_saying_why) {
+  auto c = start_initialized();
+  // A relative path, by the schema: a JSON-RPC error naming the argument.
+  json rel = c->call(tool_call(1, "create_session", {{"name", "b"}, {"root", dir}, {"confine", true},
+                                                      {"allow_write", {"out"}}}));
+  EXPECT_EQ(rel["error"]["code"], -32602) << rel.dump();
+  EXPECT_NE(rel.dump().find("allow_write[0]"), std::string::npos) << rel.dump();
+  // Paths without confine, a memory size that is none, a confined session without a root.
+  json no_confine = c->call(tool_call(2, "create_session", {{"name", "b"}, {"root", dir}, {"read_only", {"/etc"}}}));
+  EXPECT_EQ(no_confine["result"]["isError"], true) << no_confine.dump();
+  EXPECT_NE(no_confine.dump().find("read_only adds to a confined session's rules: give confine: true too"),
+            std::string::npos)
+      << no_confine.dump();
+  json size = c->call(tool_call(3, "create_session", {{"name", "b"}, {"memory", "lots"}}));
+  EXPECT_EQ(size["result"]["isError"], true) << size.dump();
+  EXPECT_NE(size.dump().find("is not a memory size"), std::string::npos) << size.dump();
+  json rootless = c->call(tool_call(4, "create_session", {{"name", "b"}, {"confine", true}}));
+  EXPECT_EQ(rootless["result"]["isError"], true) << rootless.dump();
+  EXPECT_NE(rootless.dump().find("give root too"), std::string::npos) << rootless.dump();
+  EXPECT_NE(sbsh({"session", "show", "b"}).code, 0);
+}
+
 TEST_F(mcp_test, bad_messages_get_json_rpc_errors_and_the_server_goes_on) {
   auto c = start_initialized();
   c->send_raw("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \n");

@@ -533,6 +533,65 @@ TEST_F(plan_test, ACommandThatCannotRunFailsEvenAnExpectedFailure) {
 }
 
 // Every kind of invalid plan: an error naming the field and what it expected.
+TEST_F(plan_test, ASessionBlockConfinesTheRunsSession) {
+  fs::create_directories(dir + "/box");
+  fs::create_directories(dir + "/ro");
+  write_file(dir + "/box/inside", "inside\n");
+  write_file(dir + "/secret", "secret\n");
+  write_file(dir + "/ro/shared", "shared\n");
+  auto path = plan_file("box.yaml",
+                        "session:\n"
+                        "  root: " + dir + "/box\n"
+                        "  confine: true\n"
+                        "  no_network: true\n"
+                        "  read_only: [" + dir + "/ro]\n"
+                        "stages:\n"
+                        "  - name: within\n"
+                        "    commands: ['cat inside', 'cat " + dir + "/ro/shared']\n"
+                        "  - name: beside\n"
+                        "    expect: failure\n"
+                        "    commands: ['cat " + dir + "/secret']\n");
+  auto r = run_plan(path, {"-s", "box", "--keep-session"});
+  if (r.code == 255 && r.err.find("cannot confine") != std::string::npos) GTEST_SKIP() << r.err;  // not_supported
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  json rep = json::parse(r.out);
+  EXPECT_EQ(rep["stages"][0]["commands"][0]["stdout"], "inside\n");
+  EXPECT_EQ(rep["stages"][0]["commands"][1]["stdout"], "shared\n");
+  const auto& beside = rep["stages"][1]["commands"][0];
+  EXPECT_EQ(beside["status"], "failed");
+  EXPECT_NE(beside["exit_code"], 0);
+  EXPECT_EQ(beside["stdout"], "");
+  EXPECT_NE(beside["stderr"].get<std::string>().find("Permission denied"), std::string::npos) << beside;
+  json show = json::parse(sbsh({"session", "show", "box", "--json"}).out);
+  const auto& c = show["definition"]["confinement"];
+  EXPECT_GE(c["landlock_abi"].get<int>(), 1) << show;
+  EXPECT_EQ(c["namespaces"], json::array({"pid", "net"})) << show;
+  EXPECT_EQ(c["rules"].back()["path"], dir + "/ro") << show;
+  EXPECT_EQ(c["rules"].back()["access"], "read-only") << show;
+}
+
+TEST_F(plan_test, ASessionBlockMemoryLimitReachesSbshd) {
+  // Made where sbshd has a cgroup v2 delegated to it, else refused with the reason.
+  auto path = plan_file("mem.json",
+                        R"({"session": {"memory": "256M", "pids": 64, "cpu": 0.5},
+                            "stages": [{"name": "s", "commands": ["echo ok"]}]})");
+  auto r = run_plan(path, {"-s", "mem", "--keep-session"});
+  if (r.code == 255) {
+    json rep = json::parse(r.out);
+    ASSERT_TRUE(rep["error"].is_string()) << r.out;
+    std::string why = rep["error"];
+    EXPECT_NE(why.find("could not create the session"), std::string::npos) << why;
+    EXPECT_TRUE(why.find("memory") != std::string::npos || why.find("cgroup") != std::string::npos) << why;
+    EXPECT_EQ(session_names(), std::vector<std::string>{});
+    return;
+  }
+  ASSERT_EQ(r.code, 0) << r.err;
+  json c = json::parse(sbsh({"session", "show", "mem", "--json"}).out)["definition"]["confinement"];
+  EXPECT_EQ(c["memory_max"], 256 << 20) << c;
+  EXPECT_EQ(c["pids_max"], 64) << c;
+  EXPECT_EQ(c["cpu_millis"], 500) << c;
+}
+
 TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
   const std::pair<std::string, std::string> cases[] = {
       {"{\"stages\": [}", "invalid JSON: parse error at line 1, column 13"},
@@ -558,6 +617,19 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
       {"stages: [{name: a, commands: ['']}]\n", "stages[0].commands[0]: an empty command"},
       {"stages: [{name: a, commands: [{run: x, timeot: 5s}]}]\n",
        "stages[0].commands[0].timeot: unknown field (expected run, timeout, cwd or env)"},
+      {"session: {root: /tmp, allow_write: [/tmp/x]}\nstages: [{name: a, commands: [x]}]\n",
+       "session.allow_write: adds to a confined session's rules: give confine: true too"},
+      {"session: {root: /tmp, confine: true, allow_read: [rel/dir]}\nstages: [{name: a, commands: [x]}]\n",
+       "session.allow_read[0]: \"rel/dir\" is not an absolute path"},
+      {"session: {confine: true}\nstages: [{name: a, commands: [x]}]\n",
+       "session.confine: confines the session to its root: give root or snapshot too"},
+      {"session: {confine: maybe}\nstages: [{name: a, commands: [x]}]\n",
+       "session.confine: expected true or false, not \"maybe\""},
+      {"session: {memory: lots}\nstages: [{name: a, commands: [x]}]\n",
+       "session.memory: \"lots\" is not a memory size"},
+      {"session: {cpu: 0}\nstages: [{name: a, commands: [x]}]\n", "session.cpu: \"0\" is not a number of CPUs"},
+      {"session: {pids: 1.5}\nstages: [{name: a, commands: [x]}]\n",
+       "session.pids: \"1.5\" is not a number of processes"},
       {"stages:\n  - {name: a, commands: [x]}\n  - {name: b, commands: [{run: make, timeout: 10 minutes}]}\n",
        "stages[1].commands[0].timeout: \"10 minutes\" is not a duration (500ms, 30s, 5m, 1h, or a number of seconds)"},
       {"{\"stages\": [{\"name\": \"a\", \"commands\": [{\"run\": \"x\", \"timeout\": -5}]}]}",

@@ -183,6 +183,81 @@ class ApiTest(DaemonTestCase):
         info = p.wait(timeout=20)
         self.assertEqual((info.id, info.state, info.exit_code), (proc_id, "exited", 5))
 
+    # -- confinement --
+
+    def test_confined_session_reads_its_root_and_nothing_beside_it(self):
+        with tempfile.TemporaryDirectory(dir=self.d.dir) as top:
+            root, secret = os.path.join(top, "root"), os.path.join(top, "secret")
+            os.mkdir(root)
+            with open(os.path.join(root, "inside"), "w") as f:
+                f.write("inside\n")
+            with open(secret, "w") as f:
+                f.write("secret\n")
+            try:
+                s = self.c.create_session("api-box", root=root, confine=True, no_network=True)
+            except sbsh.Refused as e:
+                if e.reason == "not_supported":
+                    self.skipTest(str(e))
+                raise
+            try:
+                r = s.exec("cat inside")
+                self.assertEqual((r.exit_code, r.stdout, r.oom_killed), (0, b"inside\n", False))
+                r = s.exec(f"cat {secret}")
+                self.assertNotEqual(r.exit_code, 0)
+                self.assertEqual(r.stdout, b"")
+                self.assertIn("Permission denied", r.stderr_text)
+                d = s.details().definition
+                self.assertTrue(d.confine and d.no_network)
+                self.assertGreaterEqual(d.landlock_abi, 1)
+                self.assertEqual((d.allow_write, d.read_only, d.memory_max, d.cgroup), ((), (), 0, None))
+            finally:
+                s.remove()
+            # A path added read-only: the secret can be read, not written.
+            os.mkdir(os.path.join(top, "out"))
+            s = self.c.create_session("api-box2", root=root, confine=True, read_only=[secret],
+                                      allow_write=[os.path.join(top, "out")])
+            try:
+                self.assertEqual(s.exec(f"cat {secret}").stdout, b"secret\n")
+                self.assertNotEqual(s.exec(f"echo x >> {secret}").exit_code, 0)
+                d = s.details().definition
+                self.assertEqual((d.read_only, d.allow_write, d.no_network), ((secret,), (os.path.join(top, "out"),),
+                                                                              False))
+            finally:
+                s.remove()
+
+    def test_confinement_arguments_are_checked(self):
+        with self.assertRaises(sbsh.InvalidArgument) as e:
+            self.c.create_session("api-bad", root="/tmp", allow_write=["/tmp/x"])
+        self.assertIn("confine=True", str(e.exception))
+        with self.assertRaises(sbsh.InvalidArgument) as e:
+            self.c.create_session("api-bad", root="/tmp", confine=True, allow_read=["relative/dir"])
+        self.assertIn("must be absolute", str(e.exception))
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.create_session("api-bad", memory="512M")  # type: ignore[arg-type]
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.create_session("api-bad", cpu=0)
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.create_session("api-bad", pids=2**64)
+        with self.assertRaises(sbsh.InvalidArgument) as e:
+            self.c.create_session("api-bad", confine=True)
+        self.assertIn("set root or snapshot too", str(e.exception))
+        self.assertNotIn("api-bad", [x.name for x in self.c.sessions()])
+
+    def test_a_memory_limit_reaches_sbshd(self):
+        # Made where sbshd has a cgroup v2 delegated to it, else refused with the reason.
+        try:
+            s = self.c.create_session("api-mem", memory=256 << 20, pids=64, cpu=0.5)
+        except sbsh.Refused as e:
+            self.assertEqual(e.reason, "not_supported")
+            self.assertRegex(str(e), "memory|cgroup")
+            return
+        try:
+            d = s.details().definition
+            self.assertEqual((d.memory_max, d.pids_max, d.cpu_millis), (256 << 20, 64, 500))
+            self.assertEqual(s.exec("echo ok").text, "ok\n")
+        finally:
+            s.remove()
+
 
 class AsyncTest(unittest.TestCase):
     @classmethod

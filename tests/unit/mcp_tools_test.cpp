@@ -75,6 +75,19 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"restart", "sometimes"}}).find("one of always"),
             std::string::npos);
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"init", {"ok", 2}}}).find("'init[1]'"), std::string::npos);
+  EXPECT_EQ(check_arguments(create, {{"name", "s"}, {"root", "/r"}, {"confine", true}, {"allow_write", {"/a"}},
+                                     {"read_only", {"/b"}}, {"no_network", true}, {"memory", "512M"}, {"pids", 64},
+                                     {"cpu", 0.5}}),
+            "");
+  EXPECT_EQ(check_arguments(create, {{"name", "s"}, {"memory", 1 << 30}}), "");
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"confine", true}, {"allow_read", {"rel"}}}).find("'allow_read[0]' must match"),
+            std::string::npos);
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"memory", true}}).find("'memory' must be an integer or string"),
+            std::string::npos);
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"cpu", 0}}).find("'cpu' must be at least"), std::string::npos);
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"pids", 1e30}}).find("'pids' must be at most"), std::string::npos);
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"confine", "yes"}}).find("'confine' must be a boolean"),
+            std::string::npos);
   const tool& logs = *find_tool("process_logs");
   EXPECT_EQ(check_arguments(logs, {{"id", 3}, {"tail", 10}}), "");
   EXPECT_EQ(check_arguments(logs, {{"id", "web"}, {"tail", 10.0}}), "");  // an integral number is an integer

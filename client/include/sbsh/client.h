@@ -171,8 +171,8 @@ struct exec_result {
   // earlier ones left. state_lost_reason says what happened.
   bool state_lost = false;
   std::string state_lost_reason;
-  // The kernel killed a process of the session's for memory while the command ran (a session
-  // made with a memory limit, session_spec::memory_max).
+  // The kernel killed a process of the session's for memory while it ran: the session's
+  // cgroup reached its memory limit (session_spec::memory_max).
   bool oom_killed = false;
   // false: the command certainly did not run (no shell took it: its shell had ended or could
   // not start, the session had failed, sbshd was shutting down), so it is safe to send again.

@@ -289,6 +289,10 @@ SBSH_API uint64_t sbsh_result_generation(const sbsh_result* r);
  * what happened (owned by r; "" when the state was not lost). */
 SBSH_API int sbsh_result_state_lost(const sbsh_result* r);
 SBSH_API const char* sbsh_result_state_lost_reason(const sbsh_result* r);
+/* 1: while the command ran, the kernel killed a process of the session's for memory (its
+ * cgroup reached sbsh_session_spec.memory_max); the command's own status shows whether it
+ * was the one. */
+SBSH_API int sbsh_result_oom_killed(const sbsh_result* r);
 /* 1: the command ran and succeeded: exit code 0, not stopped, its shell not lost. */
 SBSH_API int sbsh_result_ok(const sbsh_result* r);
 /* Why there is no exit code, or other trouble worth reporting; "" when none. Owned by r. */
@@ -309,7 +313,7 @@ SBSH_API int sbsh_session_create_limited(sbsh_conn* conn, const char* name, cons
                                 size_t env_count, const char* const* init, size_t init_count, const char* restart,
                                 const char* const* limits, size_t limit_count);
 
-#define SBSH_SESSION_SPEC_VERSION 3
+#define SBSH_SESSION_SPEC_VERSION 4
 
 /* A session's whole definition, for sbsh_session_create_spec; fields that later versions
  * add go at the end. */
@@ -342,10 +346,42 @@ typedef struct sbsh_session_spec {
   const char* setup;
   const char* const* setup_keys;
   size_t setup_key_count;
+  /* Version 4. confine non-zero: the kernel confines the session (`sbsh session create
+   * --confine`, sbsh(1)): its shell and all it starts may read and write beneath its root
+   * (root or snapshot is required) and a private TMPDIR, read and run the system's programs,
+   * and reach nothing else; it is the init of a PID namespace of its own, so all it starts
+   * ends with it. allow_write, allow_read (read and run) and read_only (read) add
+   * allow_write_count, ... absolute paths to those rules (only with confine: without it,
+   * or with a relative path, the call fails with SBSH_ERR_INVALID). no_network non-zero: a
+   * network namespace with only loopback. A kernel without Landlock or namespaces refuses
+   * with SBSH_ERR_REFUSED and sbsh_last_error_code() "not_supported", saying what it lacks.
+   * memory_max (bytes, swap included), pids_max (processes) and cpu_millis (thousandths of
+   * a CPU: 1500 is one and a half), 0 for none: limits of a cgroup of the session's own,
+   * where sbshd has a cgroup v2 delegated to it with those controllers; elsewhere refused
+   * ("not_supported", naming what is missing). sbsh_session_show_json reads all of this back
+   * under definition.confinement, with the Landlock ABI in force and the session's cgroup. */
+  int confine;
+  const char* const* allow_write;
+  size_t allow_write_count;
+  const char* const* allow_read;
+  size_t allow_read_count;
+  const char* const* read_only;
+  size_t read_only_count;
+  int no_network;
+  uint64_t memory_max;
+  uint64_t pids_max;
+  uint64_t cpu_millis;
 } sbsh_session_spec;
 
-/* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version. */
+/* Fills *spec with the defaults (every pointer NULL, counts 0) and sets its version.
+ * sbsh_session_spec_init is a macro that tells the library the size of the caller's
+ * structure, so that a program built against an older sbsh.h (a smaller structure) never has
+ * more written than it has: the function of that name, which programs built before the
+ * macro call, fills only version 1's fields and sets version 1. Bindings that load the
+ * library (ctypes, ffi) call sbsh_session_spec_init_size with the size of their structure. */
+SBSH_API void sbsh_session_spec_init_size(sbsh_session_spec* spec, size_t size);
 SBSH_API void sbsh_session_spec_init(sbsh_session_spec* spec);
+#define sbsh_session_spec_init(spec) sbsh_session_spec_init_size((spec), sizeof *(spec))
 /* Defines a session as *spec says; otherwise as sbsh_session_create. */
 SBSH_API int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
 
@@ -362,7 +398,9 @@ SBSH_API int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* 
 SBSH_API int sbsh_sessions_json(sbsh_conn* conn, char** json_out);
 
 /* One session in detail, as `sbsh session show NAME --json`: {"session" (as above),
- * "definition" {"cwd", "env", "init", "restart"}, "history" (the last commands, oldest first:
+ * "definition" {"cwd", "env", "init", "restart", "limits", "root", ..., and for a session
+ * the kernel confines "confinement" {"landlock", "landlock_abi", "rules", "namespaces",
+ * "limits", "memory_max", "pids_max", "cpu_millis", "cgroup"}}, "history" (the last commands, oldest first:
  * {"command", "exit_code" (or null), "timed_out", "shell_restarted", "started_at",
  * "duration_ms"}), "init_output"}. */
 SBSH_API int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out);

@@ -61,7 +61,7 @@ class ExecOpts(ctypes.Structure):
 
 
 class SessionSpec(ctypes.Structure):
-    """sbsh_session_spec, version 3."""
+    """sbsh_session_spec, version 4 (sbsh_session_spec_init_size is told its size)."""
     _fields_ = [
         ("version", ctypes.c_uint),
         ("name", ctypes.c_char_p),
@@ -78,6 +78,17 @@ class SessionSpec(ctypes.Structure):
         ("setup", ctypes.c_char_p),
         ("setup_keys", ctypes.POINTER(ctypes.c_char_p)),
         ("setup_key_count", ctypes.c_size_t),
+        ("confine", ctypes.c_int),
+        ("allow_write", ctypes.POINTER(ctypes.c_char_p)),
+        ("allow_write_count", ctypes.c_size_t),
+        ("allow_read", ctypes.POINTER(ctypes.c_char_p)),
+        ("allow_read_count", ctypes.c_size_t),
+        ("read_only", ctypes.POINTER(ctypes.c_char_p)),
+        ("read_only_count", ctypes.c_size_t),
+        ("no_network", ctypes.c_int),
+        ("memory_max", ctypes.c_uint64),
+        ("pids_max", ctypes.c_uint64),
+        ("cpu_millis", ctypes.c_uint64),
     ]
 
 
@@ -147,9 +158,10 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_result_generation": (U64, [P]),
         "sbsh_result_state_lost": (I, [P]),
         "sbsh_result_state_lost_reason": (S, [P]),
+        "sbsh_result_oom_killed": (I, [P]),
         "sbsh_result_error": (S, [P]),
         "sbsh_result_free": (None, [P]),
-        "sbsh_session_spec_init": (None, [ctypes.POINTER(SessionSpec)]),
+        "sbsh_session_spec_init_size": (None, [ctypes.POINTER(SessionSpec), SZ]),
         "sbsh_session_create_spec": (I, [P, ctypes.POINTER(SessionSpec)]),
         "sbsh_sessions_json": (I, [P, PP]),
         "sbsh_session_show_json": (I, [P, S, PP]),

@@ -255,10 +255,17 @@ class AsyncClient:
                              init: Optional[Sequence[str]] = None, restart: str = "always",
                              limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
                              root: Optional[str] = None, setup: Optional[str] = None,
-                             setup_keys: Optional[Sequence[str]] = None) -> "AsyncSession":
+                             setup_keys: Optional[Sequence[str]] = None, *, confine: bool = False,
+                             allow_write: Optional[Sequence[str]] = None,
+                             allow_read: Optional[Sequence[str]] = None,
+                             read_only: Optional[Sequence[str]] = None, no_network: bool = False,
+                             memory: Optional[int] = None, pids: Optional[int] = None,
+                             cpu: Optional[float] = None) -> "AsyncSession":
         """Client.create_session, awaited."""
         await self._run(lambda c, k: c.create_session(name, cwd, env, init, restart, limits, snapshot, root,
-                                                      setup, setup_keys),
+                                                      setup, setup_keys, confine=confine, allow_write=allow_write,
+                                                      allow_read=allow_read, read_only=read_only,
+                                                      no_network=no_network, memory=memory, pids=pids, cpu=cpu),
                         stoppable=False)
         return AsyncSession(self, name)
 

@@ -485,6 +485,7 @@ class Client:
             generation=int(L.sbsh_result_generation(r)),
             state_lost=L.sbsh_result_state_lost(r) != 0,
             state_lost_reason=_lib.text(L.sbsh_result_state_lost_reason(r)),
+            oom_killed=L.sbsh_result_oom_killed(r) != 0,
             stdout_omitted=int(L.sbsh_result_stdout_omitted(r)),
             stderr_omitted=int(L.sbsh_result_stderr_omitted(r)),
             running=L.sbsh_result_running(r) != 0,
@@ -524,7 +525,11 @@ class Client:
                        init: Optional[Sequence[str]] = None, restart: str = "always",
                        limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
                        root: Optional[str] = None, setup: Optional[str] = None,
-                       setup_keys: Optional[Sequence[str]] = None) -> "Session":
+                       setup_keys: Optional[Sequence[str]] = None, *, confine: bool = False,
+                       allow_write: Optional[Sequence[str]] = None, allow_read: Optional[Sequence[str]] = None,
+                       read_only: Optional[Sequence[str]] = None, no_network: bool = False,
+                       memory: Optional[int] = None, pids: Optional[int] = None,
+                       cpu: Optional[float] = None) -> "Session":
         """Defines a session and returns its handle: every new shell of it starts in cwd
         (None: this process's directory) with env and the resource `limits` ("NAME=VALUE" as
         `sbsh session create --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands
@@ -537,11 +542,46 @@ class Client:
         directory) and the bash; when none is built yet the setup runs first, and a failed
         one raises Refused (reason "setup_failed") with its status and the end of its output.
         The same definition again is a no-op; a different one raises Refused (reason
-        "session_exists")."""
+        "session_exists").
+
+        With `confine` (and a root or snapshot) the kernel confines the session (sbsh(1),
+        session create --confine): its shell and all it starts may read and write beneath
+        the root and a private TMPDIR, read and run the system's programs, and nothing else;
+        `allow_write`, `allow_read` (read and run) and `read_only` add absolute paths. A
+        session with `no_network` has only its own loopback. `memory` (bytes, an int),
+        `pids` (processes) and `cpu` (CPUs, e.g. 0.5) limit it through a cgroup of its own
+        where sbshd has cgroup v2 delegated to it. What the system cannot do raises Refused
+        (reason "not_supported") saying what is missing; session_details(name).definition
+        reads it all back, with the Landlock ABI in force (landlock_abi)."""
+        lists = {"allow_write": allow_write, "allow_read": allow_read, "read_only": read_only}
+        for key, paths in lists.items():
+            if isinstance(paths, (str, bytes)):
+                raise TypeError(f"{key} takes a sequence of paths, not one string")
+            if paths and not confine:
+                raise InvalidArgument(f"{key} adds to a confined session's rules: pass confine=True too",
+                                      code=_lib.ERR_INVALID, reason="usage")
+            for p in paths or ():
+                if not os.fspath(p).startswith("/"):
+                    raise InvalidArgument(f"{key}: the path {p!r} a confined session is allowed must be absolute "
+                                          f"(os.path.abspath gives one)", code=_lib.ERR_INVALID, reason="usage")
+        counts = {"memory": memory, "pids": pids}
+        for key, n in counts.items():
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 < n < 2**63):
+                raise InvalidArgument(f"{key} takes a positive int ({'bytes' if key == 'memory' else 'processes'}), "
+                                      f"not {n!r}", code=_lib.ERR_INVALID, reason="usage")
+        cpu_millis = 0
+        if cpu is not None:
+            if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1e6:
+                raise InvalidArgument(f"cpu takes a positive number of CPUs such as 0.5 or 2, not {cpu!r}",
+                                      code=_lib.ERR_INVALID, reason="usage")
+            cpu_millis = max(1, round(cpu * 1000))
         spec = _lib.SessionSpec()
-        self._lib.sbsh_session_spec_init(ctypes.byref(spec))
+        self._lib.sbsh_session_spec_init_size(ctypes.byref(spec), ctypes.sizeof(spec))
         keep = [_lib.str_array(_lib.env_list(env)), _lib.str_array(list(init or [])),
-                _lib.str_array(list(limits or [])), _lib.str_array(list(setup_keys or []))]
+                _lib.str_array(list(limits or [])), _lib.str_array(list(setup_keys or [])),
+                _lib.str_array([os.fspath(p) for p in allow_write or ()]),
+                _lib.str_array([os.fspath(p) for p in allow_read or ()]),
+                _lib.str_array([os.fspath(p) for p in read_only or ()])]
         spec.name, spec.cwd, spec.restart = _lib.enc(name), _lib.enc(cwd), _lib.enc(restart)
         spec.env, spec.env_count = keep[0]
         spec.init, spec.init_count = keep[1]
@@ -553,6 +593,11 @@ class Client:
         if setup is not None:
             spec.setup = _lib.enc(setup)
         spec.setup_keys, spec.setup_key_count = keep[3]
+        spec.confine, spec.no_network = int(bool(confine)), int(bool(no_network))
+        spec.allow_write, spec.allow_write_count = keep[4]
+        spec.allow_read, spec.allow_read_count = keep[5]
+        spec.read_only, spec.read_only_count = keep[6]
+        spec.memory_max, spec.pids_max, spec.cpu_millis = memory or 0, pids or 0, cpu_millis
         with self._busy():
             self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
         return Session(self, name)

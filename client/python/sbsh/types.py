@@ -47,7 +47,8 @@ class ExecResult:
     ran False: it certainly did not run (no shell took it), so it is safe to send again.
     stdout_omitted / stderr_omitted: bytes left out between the first and last part kept
     (output_limit). running: it still runs (detach_after, or await_command's timeout), under
-    command_id."""
+    command_id. oom_killed: while it ran, the kernel killed a process of the session's for
+    memory (its cgroup reached create_session's memory)."""
     exit_code: Optional[int]
     signal: Optional[int]
     timed_out: bool
@@ -64,6 +65,7 @@ class ExecResult:
     generation: int = 0
     state_lost: bool = False
     state_lost_reason: str = ""
+    oom_killed: bool = False
     stdout_omitted: int = 0
     stderr_omitted: int = 0
     running: bool = False
@@ -163,6 +165,19 @@ class SessionDefinition:
     setup: Optional[str] = None      # the setup that built its environment (create_session(setup=))
     setup_keys: Tuple[str, ...] = ()
     sbsh_env: Optional[str] = None   # that environment's directory, its shells' SBSH_ENV
+    # What the kernel holds it to (create_session(confine=, ...)): landlock_abi is the Landlock
+    # ABI in force (0: not confined); memory_max (bytes), pids_max and cpu_millis (thousandths
+    # of a CPU) its cgroup's limits, 0 for none; cgroup that cgroup's directory.
+    confine: bool = False
+    allow_write: Tuple[str, ...] = ()
+    allow_read: Tuple[str, ...] = ()
+    read_only: Tuple[str, ...] = ()
+    no_network: bool = False
+    landlock_abi: int = 0
+    memory_max: int = 0
+    pids_max: int = 0
+    cpu_millis: int = 0
+    cgroup: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,13 +364,28 @@ def session_info(d: Mapping[str, Any]) -> SessionInfo:
                        error=_opt_str(d.get("error")), implicit=bool(d.get("implicit", False)))
 
 
+def _confinement(c: Mapping[str, Any]) -> Mapping[str, Any]:
+    """SessionDefinition's confinement fields from `definition.confinement`: its rules after
+    the root's and TMPDIR's are the added paths, by their access."""
+    added: dict[str, list[str]] = {"read-write": [], "read-execute": [], "read-only": []}
+    confine = bool(c.get("landlock"))
+    for rule in list(c.get("rules") or ())[2 if confine else 0:]:
+        added.setdefault(str(rule.get("access", "")), []).append(str(rule.get("path", "")))
+    return {"confine": confine, "allow_write": tuple(added["read-write"]), "allow_read": tuple(added["read-execute"]),
+            "read_only": tuple(added["read-only"]), "no_network": "net" in (c.get("namespaces") or ()),
+            "landlock_abi": int(c.get("landlock_abi") or 0), "memory_max": int(c.get("memory_max") or 0),
+            "pids_max": int(c.get("pids_max") or 0), "cpu_millis": int(c.get("cpu_millis") or 0),
+            "cgroup": _opt_str(c.get("cgroup"))}
+
+
 def session_details(d: Mapping[str, Any]) -> SessionDetails:
     de = d.get("definition") or {}
     definition = SessionDefinition(cwd=str(de.get("cwd", "")), env=_strs(de.get("env")), init=_strs(de.get("init")),
                                    restart=str(de.get("restart", "")), limits=_strs(de.get("limits")),
                                    root=_opt_str(de.get("root")), snapshot=_opt_str(de.get("snapshot")),
                                    setup=_opt_str(de.get("setup")), setup_keys=_strs(de.get("setup_keys")),
-                                   sbsh_env=_opt_str(de.get("sbsh_env")))
+                                   sbsh_env=_opt_str(de.get("sbsh_env")),
+                                   **_confinement(de.get("confinement") or {}))
     history = tuple(HistoryEntry(command=str(h.get("command", "")), exit_code=_opt_int(h.get("exit_code")),
                                  timed_out=bool(h.get("timed_out")), shell_restarted=bool(h.get("shell_restarted")),
                                  started_at=unix_time(h.get("started_at")), duration_ms=int(h.get("duration_ms") or 0))
