@@ -42,7 +42,7 @@ _sbsh() {
       local sub=${words[i+1]}
       if ((cword == i + 1)); then COMPREPLY=($(compgen -W "create ls show rm restart prune" -- "$cur")); return; fi
       case $sub in
-        create) COMPREPLY=($(compgen -W "-C --cwd --root --snapshot --ignore --no-default-ignores --gitignore --keep-copy-on-failure --setup --setup-key --confine --allow-write --allow-read --read-only --no-network -e --env --init --restart --limit --idle-expiry -t --timeout --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "-C --cwd --root --snapshot --ignore --no-default-ignores --gitignore --keep-copy-on-failure --setup --setup-key --confine --allow-write --allow-read --read-only --no-network --memory --pids --cpu -e --env --init --restart --limit --idle-expiry -t --timeout --help" -- "$cur")) ;;
         prune) COMPREPLY=($(compgen -W "--idle --json --kept --help" -- "$cur")) ;;
         ls|list) COMPREPLY=($(compgen -W "--json --kept --help" -- "$cur")) ;;
         show) COMPREPLY=($(compgen -W "$(_sbsh_sessions) --json --help" -- "$cur")) ;;
