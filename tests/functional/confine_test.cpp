@@ -52,6 +52,18 @@ class confine_test : public daemon_test {
     fs::create_symlink(secret, root + "/link-out");
   }
 
+  // Starts a daemon in `session` that double-forks into a process session of its own, and
+  // returns its pid as the host knows it (/proc is the host's: its stat's first field); 0 if
+  // it did not start.
+  pid_t start_daemon(const std::string& session) {
+    auto r = exec(session, "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
+                           "</dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; sleep 0.05; done");
+    EXPECT_EQ(r.code, 0) << r.err;
+    pid_t daemon = 0;
+    std::ifstream(root + "/daemon.pid") >> daemon;
+    return daemon;
+  }
+
   std::string root, secret;
 };
 
@@ -127,13 +139,7 @@ TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
 
 TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {
   ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
-  // A daemon that double-forks into a process session of its own; /proc is the host's, so
-  // its first field is the pid the host knows it by.
-  auto r = exec("box", "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
-                       "</dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; sleep 0.05; done");
-  ASSERT_EQ(r.code, 0) << r.err;
-  pid_t daemon = 0;
-  std::ifstream(root + "/daemon.pid") >> daemon;
+  pid_t daemon = start_daemon("box");
   ASSERT_GT(daemon, 1);
   ASSERT_EQ(::kill(daemon, 0), 0);
   ASSERT_EQ(sbsh({"session", "rm", "box"}).code, 0);
@@ -150,11 +156,7 @@ TEST_F(confine_test, WhereTheHostGivesOneAConfinedSessionHasACgroupThatEndsWithI
   std::string path = cg.get<std::string>();
   ASSERT_TRUE(fs::is_directory(path)) << path;
   std::string leaf = path.substr(path.rfind("/sbsh-"));
-  auto r = exec("box", "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
-                       "</dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; sleep 0.05; done");
-  ASSERT_EQ(r.code, 0) << r.err;
-  pid_t daemon = 0;
-  std::ifstream(root + "/daemon.pid") >> daemon;
+  pid_t daemon = start_daemon("box");
   ASSERT_GT(daemon, 1);
   std::ifstream in(fmt::format("/proc/{}/cgroup", daemon));
   std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
