@@ -57,8 +57,9 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
   auto def = def_from_request(std::move(req->definition));
   if (!def) return c.send_error(env.msg.id(), def.err());
   // Limits this host cannot keep are refused before anything is made.
-  if (auto s = srv.cgroups().prepare(cgroup::limits{def->memory_max, def->pids_max, def->cpu_millis}.needs()); !s)
-    return c.send_error(env.msg.id(), s.err());
+  if (def->has_cgroup_limits())
+    if (auto s = srv.cgroups().prepare(cgroup::limits{def->memory_max, def->pids_max, def->cpu_millis}.needs()); !s)
+      return c.send_error(env.msg.id(), s.err());
   // The creating client's environment (none: a minimal one from the user's account).
   auto environment = session_environment(std::move(def->environment));
   if (!environment) return c.send_error(env.msg.id(), environment.err());
