@@ -620,14 +620,14 @@ result<session*> server::create_session(const std::string& name, session_def def
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
   }
-  // A cgroup of the session's own: for its limits, and for a confined session (where this host
-  // lets sbshd make one) so that it too can be ended at once and measured as one.
+  // A cgroup of the session's own for its limits. Only for them: moving bash into a cgroup
+  // costs about 10 ms (the kernel's migration waits for RCU), more than the rest of a
+  // confined session's start, whose PID namespace already ends all it started.
   def.cgroup.clear();
-  if (def.has_cgroup_limits() || def.confine) {
+  if (def.has_cgroup_limits()) {
     auto dir = cgroups_.make(name, {def.memory_max, def.pids_max, def.cpu_millis});
-    if (dir) def.cgroup = std::move(*dir);
-    else if (def.has_cgroup_limits()) return dir.err();
-    else spdlog::debug("session {}: no cgroup of its own: {}", name, dir.err().message);
+    if (!dir) return dir.err();
+    def.cgroup = std::move(*dir);
   }
   // A definition saved before sessions kept their creator's environment (or an adopted shell
   // not in the state file): the minimal one, never sbshd's.

@@ -307,7 +307,7 @@ class server {
   std::unique_ptr<file_service> files_;
   snapshot_store snapshots_;
   env_store envs_;
-  cgroup::manager cgroups_;  // the cgroups of sessions with limits, and of confined ones
+  cgroup::manager cgroups_;  // the cgroups of sessions with limits
   // Sessions whose snapshot is being copied or whose environment is being built, with the
   // requests waiting for them.
   struct pending_session {

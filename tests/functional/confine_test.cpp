@@ -147,25 +147,6 @@ TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {
   if (::kill(daemon, 0) == 0) ::kill(daemon, SIGKILL);
 }
 
-TEST_F(confine_test, WhereTheHostGivesOneAConfinedSessionHasACgroupThatEndsWithIt) {
-  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
-  auto show = sbsh({"session", "show", "box", "--json"});
-  ASSERT_EQ(show.code, 0) << show.err;
-  json cg = json::parse(show.out).at("definition").at("confinement").at("cgroup");
-  if (cg.is_null()) GTEST_SKIP() << "sbshd has no cgroup v2 hierarchy it may make cgroups in";
-  std::string path = cg.get<std::string>();
-  ASSERT_TRUE(fs::is_directory(path)) << path;
-  std::string leaf = path.substr(path.rfind("/sbsh-"));
-  pid_t daemon = start_daemon("box");
-  ASSERT_GT(daemon, 1);
-  std::ifstream in(fmt::format("/proc/{}/cgroup", daemon));
-  std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(lines.find(leaf), std::string::npos) << lines;
-  ASSERT_EQ(sbsh({"session", "rm", "box"}).code, 0);
-  EXPECT_TRUE(wait_until([&] { return ::kill(daemon, 0) != 0 && !fs::exists(path); }, std::chrono::seconds(10)));
-  if (::kill(daemon, 0) == 0) ::kill(daemon, SIGKILL);
-}
-
 TEST_F(confine_test, NoNetworkCannotReachALoopbackServerOutside) {
   int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(srv, 0);
