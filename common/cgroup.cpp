@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/procs.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cgroup {
@@ -77,25 +78,6 @@ std::vector<pid_t> procs_of(const std::string& dir) {
   return out;
 }
 
-pid_t parent_of(pid_t pid) {
-  std::string stat = read_all(fmt::format("/proc/{}/stat", pid));
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(stat.substr(close + 1));
-  char state = 0;
-  pid_t ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
-
-// Whether `pid` is this process or was started by it, directly or not.
-bool ours(pid_t pid) {
-  const pid_t self = ::getpid();
-  for (int depth = 0; pid > 1 && depth < 64; ++depth, pid = parent_of(pid))
-    if (pid == self) return true;
-  return false;
-}
-
 std::string names(controllers c) {
   std::vector<std::string_view> n;
   if (c.memory) n.emplace_back("memory");
@@ -145,7 +127,7 @@ status manager::prepare(controllers need) {
     // and what it started, move to a leaf of their own, unless something else is there too.
     auto procs = procs_of(base);
     for (pid_t p : procs)
-      if (!ours(p)) {
+      if (!procs::descends_from(p, ::getpid())) {
         std::string comm = read_all(fmt::format("/proc/{}/comm", p));
         while (!comm.empty() && comm.back() == '\n') comm.pop_back();
         return unsupported(fmt::format("cannot limit a session's {}: sbshd's cgroup {} also holds process {} ({}), "
