@@ -83,6 +83,24 @@ int landlock_abi(std::string* why) {
   return 0;
 }
 
+std::string rule_text(const rule& r) {
+  std::string_view mode = r.what == access::read_write ? "rw" : r.what == access::read_exec ? "rx" : "ro";
+  return fmt::format("{}:{}", mode, r.path);
+}
+
+result<rule> parse_rule(std::string_view text) {
+  size_t colon = text.find(':');
+  std::string_view mode = text.substr(0, colon);
+  rule r;
+  r.path = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  if (mode == "rw") r.what = access::read_write;
+  else if (mode == "rx") r.what = access::read_exec;
+  else if (mode == "ro") r.what = access::read_only;
+  else return make_error("invalid", fmt::format("--rule {}: give rw:PATH, rx:PATH or ro:PATH", text));
+  if (r.path.empty() || r.path[0] != '/') return make_error("invalid", fmt::format("--rule {}: the path must be absolute", text));
+  return r;
+}
+
 std::vector<rule> system_rules() {
   std::vector<rule> r;
   for (const char* p : {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/opt"})

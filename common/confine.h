@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ipc/fd.h"
@@ -26,6 +27,11 @@ struct rule {
   access what = access::read_only;
   bool optional = false;  // a system directory this host may not have: skipped when absent
 };
+
+// A rule as text, as sbshd hands it to the wrapper (--rule): "rw:PATH" (read and write),
+// "rx:PATH" (read and execute) or "ro:PATH" (read only), PATH absolute.
+std::string rule_text(const rule& r);
+result<rule> parse_rule(std::string_view text);
 
 // The rules every confined session gets besides its own: the system's programs and libraries
 // (read and execute), its configuration (read), the devices every program expects (/dev/null

@@ -339,6 +339,17 @@ bool path_within(std::string_view p, std::string_view dir) {
   return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
 }
 
+std::vector<confine::rule> own_rules(const session_def& d, const std::string& tmp) {
+  using confine::access;
+  std::vector<confine::rule> r{{root_of(d), access::read_write}};
+  if (!d.confine) return r;
+  r.push_back({tmp, access::read_write});
+  for (const auto& p : d.allow_write) r.push_back({p, access::read_write});
+  for (const auto& p : d.allow_read) r.push_back({p, access::read_exec});
+  for (const auto& p : d.read_only) r.push_back({p, access::read_only});
+  return r;
+}
+
 result<std::string> start_dir(std::string_view given, std::string_view base, const session_def& def) {
   if (given.empty()) return std::string();
   const std::string& root = root_of(def);

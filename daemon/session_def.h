@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/confine.h"
 #include "ipc/records.h"
 #include "ipc/result.h"
 
@@ -74,6 +75,12 @@ struct session_def {
 // The directory a session is confined to: its root, a snapshot session's copy (its cwd), or
 // empty when it has none.
 inline const std::string& root_of(const session_def& d) { return d.snapshot.empty() ? d.root : d.cwd; }
+
+// The directories the session defined by `d` has of its own: its root (root_of), read and
+// write; for a confined session also `tmp` (its TMPDIR) read and write, then --allow-write,
+// --allow-read (read and execute) and --read-only, in that order. A confined shell's Landlock
+// rules beside the system's (confine::system_rules), and what file requests may reach.
+std::vector<confine::rule> own_rules(const session_def& d, const std::string& tmp);
 
 // Whether absolute path `p` is `dir` or lies beneath it, by its text (`dir` has no trailing
 // slash; neither has "." or ".." components).

@@ -208,15 +208,10 @@ void shell_supervisor::start_shell() {
     if (auto made = ipc::make_dirs(tmp); !made)
       return fail_start(fmt::format("cannot make the session's TMPDIR {}: {}", tmp, made.err().message));
     env_store.push_back("TMPDIR=" + tmp);
-    auto rule = [&args](std::string_view mode, const std::string& path) {
+    for (const auto& r : own_rules(def, tmp)) {
       args.emplace_back("--rule");
-      args.push_back(fmt::format("{}:{}", mode, path));
-    };
-    rule("rw", root_of(def));
-    rule("rw", tmp);
-    for (const auto& p : def.allow_write) rule("rw", p);
-    for (const auto& p : def.allow_read) rule("rx", p);
-    for (const auto& p : def.read_only) rule("ro", p);
+      args.push_back(confine::rule_text(r));
+    }
   }
   if (!def.cgroup.empty()) {
     args.emplace_back("--cgroup");

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       }
       o.limits.push_back(*l);
     } else if (std::strcmp(argv[i], "--rule") == 0) {
-      auto r = sbsh::wrapper::parse_rule(argv[i + 1]);
+      auto r = sbsh::confine::parse_rule(argv[i + 1]);
       if (!r) {
         std::fprintf(stderr, "sbsh-wrapper: %s\n", r.err().message.c_str());
         return 2;

@@ -50,9 +50,6 @@ struct options {
   std::string cgroup;   // --cgroup DIR: bash starts in this cgroup (made by sbshd, with the limits)
 };
 
-// A rule as --rule gives it: rw:PATH, rx:PATH or ro:PATH.
-result<confine::rule> parse_rule(std::string_view text);
-
 // The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
 result<std::string> find_builtin();
 // The one line bash's script holds at start: load the builtin and hand the shell to it.
