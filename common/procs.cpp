@@ -4,9 +4,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +134,19 @@ since_mark mark_now(int ns_last_pid_fd) {
 bool started_after(const proc_info& p, const since_mark& m) {
   if (p.start_ticks != m.start_ticks) return p.start_ticks > m.start_ticks;
   return p.pid > m.last_pid;
+}
+
+bool same_pid_namespace(pid_t pid) {
+  static const ino_t own = [] {
+    struct stat st {};
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
+  }();
+  if (own == 0) return true;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/ns/pid", static_cast<int>(pid));
+  struct stat st {};
+  if (::stat(path, &st) != 0) return errno != ENOENT && errno != ESRCH;
+  return st.st_ino == own;
 }
 
 namespace {

@@ -29,6 +29,13 @@ std::vector<proc_info> children_of(pid_t pid);
 // parent ended counts from its new parent, a subreaper or init).
 bool descends_from(pid_t pid, pid_t ancestor);
 
+// Whether `pid` runs in the caller's PID namespace. A confined session's processes run in one
+// of their own: sbshd and a wrapper's adoption socket refuse them, since through either they
+// would run commands outside their confinement. A process that has gone is not (it may have
+// handed its connection on); one whose namespace cannot be read (EACCES: it runs outside the
+// caller's user namespace, so no session made it) is; without /proc, every process is.
+bool same_pid_namespace(pid_t pid);
+
 // The point in time a command started, to tell its processes from older ones. pids wrap
 // (pid_max is often 32768), so a process counts as newer when it started in a later clock
 // tick, or in the same tick with a larger pid.

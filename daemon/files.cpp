@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 
@@ -50,32 +51,82 @@ file_entry entry_of(std::string path, const struct stat& st, int dir, const char
   return e;
 }
 
-// The session a file request names and its root; an error when it has none.
-result<std::string> root_of_session(server& srv, std::string_view name) {
+// Where a session's file requests reach (own_rules): its root, and for a confined session
+// every directory its shell may reach besides the system's, with the shell's rights: what the
+// shell may only read, a request may only read. An error when the session has no root.
+using file_scope = std::vector<confine::rule>;
+result<file_scope> scope_of_session(server& srv, std::string_view name) {
   if (auto s = check_session_name(name); !s) return s.err();
   session* s = srv.find_session(std::string(name));
   if (s == nullptr)
     return make_error(ipc::errc::no_such_session, fmt::format("no session named '{}'; 'sbsh session ls' lists them", name));
-  const std::string& root = root_of(s->def());
-  if (root.empty())
+  if (root_of(s->def()).empty())
     return make_error(ipc::errc::no_root,
                       fmt::format("session '{}' has no root for files to be beneath: create a session with "
                                   "'sbsh session create NAME --root DIR' or '--snapshot DIR'",
                                   name));
-  return root;
+  file_scope scope = own_rules(s->def(), srv.session_tmp_dir(s->name()));
+  for (auto& r : scope) {  // compared by their text below, as a request's path is
+    r.path = std::filesystem::path(r.path).lexically_normal().string();
+    while (r.path.size() > 1 && r.path.back() == '/') r.path.pop_back();
+  }
+  return scope;
 }
 
-// A request's path resolved to the root's descriptor and the path from it.
+enum class intent { read, write };
+
+// A request's path resolved to the descriptor of a directory of the scope that holds it, and
+// the path from there. A relative path is taken from the root. An absolute one may lie beneath
+// several (the root and a directory inside it given with --read-only): as with the shell's
+// Landlock rules, what any of them allows is allowed, so a write takes one that may be
+// written. Refused when none holds the path (by its text), and for a write when none that
+// does may be written. The lookup then stays beneath the directory taken (beneath.h).
 struct located {
   unique_fd root;
   std::string rel;
+  bool in_root = true;  // beneath the root, not another directory of the scope
 };
-result<located> locate(const std::string& root, std::string_view given) {
-  auto rel = beneath::relative(given, root);
-  if (!rel) return rel.err();
-  auto fd = beneath::open_root(root);
+result<located> locate(const file_scope& scope, std::string_view given, intent want) {
+  auto rel = beneath::relative(given, scope.front().path);
+  if (!rel && !ipc::has_code(rel.err(), ipc::errc::outside_root)) return rel.err();
+  const confine::rule* area = rel ? &scope.front() : nullptr;
+  const confine::rule* read_only = nullptr;  // one that holds it but may only be read
+  if (!given.empty() && given[0] == '/') {
+    for (const auto& r : scope) {
+      auto there = beneath::relative(given, r.path);
+      if (!there) continue;
+      if (want == intent::write && r.what != confine::access::read_write) {
+        if (read_only == nullptr) read_only = &r;
+        continue;
+      }
+      rel = std::move(there);
+      area = &r;
+      break;
+    }
+  } else if (area != nullptr && want == intent::write && area->what != confine::access::read_write) {
+    read_only = area;
+    area = nullptr;
+  }
+  if (area == nullptr && read_only != nullptr)
+    return make_error(ipc::errc::read_only,
+                      fmt::format("'{}' is beneath {}, which the session may only read (--allow-read, --read-only): "
+                                  "write beneath its root or a directory given with --allow-write",
+                                  ipc::printable(given, 256), read_only->path));
+  if (area == nullptr) {
+    if (scope.size() == 1) return rel.err();
+    return make_error(ipc::errc::outside_root,
+                      fmt::format("'{}' is outside the session's root and the directories it was allowed "
+                                  "(TMPDIR, --allow-write, --allow-read, --read-only)",
+                                  ipc::printable(given, 256)));
+  }
+  auto fd = beneath::open_root(area->path);
   if (!fd) return fd.err();
-  return located{std::move(*fd), std::move(*rel)};
+  return located{std::move(*fd), std::move(*rel), area == &scope.front()};
+}
+
+// What the directory at the top of `at`'s scope directory is called in messages.
+std::string_view top_name(const located& at) {
+  return at.in_root ? "the session's root" : "a directory the session was given";
 }
 
 // Lists `dir` (open) into `out` as paths after `prefix`; recursing into directories (never
@@ -129,7 +180,7 @@ struct write_args {
 };
 write_args work_args(const msg::file_write& r) { return {std::string(r.path), r.mode, r.parents, r.pass_fd}; }
 
-// Decodes request M, finds its session's root, and runs `work(root, request)` on the thread
+// Decodes request M, finds its session's scope, and runs `work(scope, request)` on the thread
 // pool; `reply(result)` then runs on the loop if the client is still there. Errors found
 // before the work are sent at once.
 // `in_flight` counts each client's requests on the pool, at most kMaxInFlight.
@@ -143,11 +194,11 @@ void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, std::map<
                                     file_service::kMaxInFlight));
   auto req = ipc::decode<M>(env.msg);
   if (!req) return c.send_error(id, req.err());
-  auto root = root_of_session(srv, req->session);
-  if (!root) return c.send_error(id, root.err());
+  auto scope = scope_of_session(srv, req->session);
+  if (!scope) return c.send_error(id, scope.err());
   // The request's views point into its frame: the work gets its own copy of what it needs.
   auto state = std::make_shared<std::pair<std::function<R()>, std::optional<R>>>();
-  state->first = [work = std::move(work), root = std::move(*root), r = work_args(*req)]() { return work(root, r); };
+  state->first = [work = std::move(work), scope = std::move(*scope), r = work_args(*req)]() { return work(scope, r); };
   uint64_t serial = c.serial();
   ++in_flight[serial];
   off_loop(
@@ -174,8 +225,8 @@ file_service::~file_service() {
 void file_service::handle_stat(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_stat, result<file_entry>>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const path_args& a) -> result<file_entry> {
-        auto at = locate(root, a.path);
+      [](const file_scope& scope, const path_args& a) -> result<file_entry> {
+        auto at = locate(scope, a.path, intent::read);
         if (!at) return at.err();
         struct stat st {};
         if (at->rel == ".") {
@@ -197,8 +248,8 @@ void file_service::handle_stat(client_conn& c, ipc::envelope& env) {
 void file_service::handle_list(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_list, result<std::vector<file_entry>>>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const path_args& a) -> result<std::vector<file_entry>> {
-        auto at = locate(root, a.path);
+      [](const file_scope& scope, const path_args& a) -> result<std::vector<file_entry>> {
+        auto at = locate(scope, a.path, intent::read);
         if (!at) return at.err();
         auto dir = beneath::open(at->root.get(), at->rel, O_RDONLY | O_DIRECTORY, 0, a.path);
         if (!dir) return dir.err();
@@ -225,12 +276,12 @@ void file_service::handle_list(client_conn& c, ipc::envelope& env) {
 void file_service::handle_remove(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_remove, status>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const path_args& a) -> status {
-        auto at = locate(root, a.path);
+      [](const file_scope& scope, const path_args& a) -> status {
+        auto at = locate(scope, a.path, intent::write);
         if (!at) return at.err();
         if (at->rel == ".")
           return make_error(ipc::errc::file_failed,
-                            fmt::format("'{}' is the session's root: remove what is in it instead", a.path));
+                            fmt::format("'{}' is {}: remove what is in it instead", a.path, top_name(*at)));
         auto p = beneath::open_parent(at->root.get(), at->rel, false, a.path);
         if (!p) return p.err();
         struct stat st {};
@@ -257,12 +308,12 @@ void file_service::handle_remove(client_conn& c, ipc::envelope& env) {
 void file_service::handle_mkdir(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_mkdir, status>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const path_args& a) -> status {
-        auto at = locate(root, a.path);
+      [](const file_scope& scope, const path_args& a) -> status {
+        auto at = locate(scope, a.path, intent::write);
         if (!at) return at.err();
         if (at->rel == ".") {
           if (a.flag) return ok_status();
-          return make_error(ipc::errc::file_failed, fmt::format("'{}' is the session's root: it exists already", a.path));
+          return make_error(ipc::errc::file_failed, fmt::format("'{}' is {}: it exists already", a.path, top_name(*at)));
         }
         return beneath::make_dirs(at->root.get(), at->rel, a.flag, a.path);
       },
@@ -272,17 +323,22 @@ void file_service::handle_mkdir(client_conn& c, ipc::envelope& env) {
 void file_service::handle_move(client_conn& c, ipc::envelope& env) {
   off_loop_request<msg::file_move, status>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const path_args& a) -> status {
-        auto from = locate(root, a.path);
+      [](const file_scope& scope, const path_args& a) -> status {
+        auto from = locate(scope, a.path, intent::write);
         if (!from) return from.err();
-        auto to = beneath::relative(a.to, root);
+        auto to = locate(scope, a.to, intent::write);
         if (!to) return to.err();
         auto f = beneath::open_parent(from->root.get(), from->rel, false, a.path);
         if (!f) return f.err();
-        auto t = beneath::open_parent(from->root.get(), *to, false, a.to);
+        auto t = beneath::open_parent(to->root.get(), to->rel, false, a.to);
         if (!t) return t.err();
         if (::renameat(f->dir.get(), f->name.c_str(), t->dir.get(), t->name.c_str()) != 0) {
           int e = errno;
+          if (e == EXDEV)  // both were found beneath the scope: they are on two filesystems
+            return make_error(ipc::errc::file_failed,
+                              fmt::format("'{}' and '{}' are on different filesystems: write a copy and remove the "
+                                          "original instead",
+                                          a.path, a.to));
           // Which path the failure is about: the source if it is missing, else the target.
           struct stat st {};
           bool from_there = ::fstatat(f->dir.get(), f->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -304,8 +360,8 @@ void file_service::handle_read(client_conn& c, ipc::envelope& env) {
   };
   off_loop_request<msg::file_read, result<std::shared_ptr<opened>>>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const read_args& a) -> result<std::shared_ptr<opened>> {
-        auto at = locate(root, a.path);
+      [](const file_scope& scope, const read_args& a) -> result<std::shared_ptr<opened>> {
+        auto at = locate(scope, a.path, intent::read);
         if (!at) return at.err();
         // Looked up without opening (O_PATH: a fifo does not block, a device is not touched),
         // then opened for reading only if it is a regular file.
@@ -446,10 +502,10 @@ void file_service::handle_write(client_conn& c, ipc::envelope& env) {
     return c.send_error(env.msg.id(), ipc::errc::bad_request, "a file is already written under this request id");
   off_loop_request<msg::file_write, result<std::shared_ptr<writing>>>(
       srv_, c, env, in_flight_,
-      [](const std::string& root, const write_args& a) -> result<std::shared_ptr<writing>> {
+      [](const file_scope& scope, const write_args& a) -> result<std::shared_ptr<writing>> {
         if (a.mode && *a.mode > 07777)
           return make_error(ipc::errc::bad_request, fmt::format("mode {:o} is not a permission mode (0 to 7777, octal)", *a.mode));
-        auto at = locate(root, a.path);
+        auto at = locate(scope, a.path, intent::write);
         if (!at) return at.err();
         auto p = beneath::open_parent(at->root.get(), at->rel, a.parents, a.path);
         if (!p) return p.err();

@@ -161,6 +161,7 @@ enum class errc {
   env_in_use,    // env_remove: sessions use the environment
   no_such_env,   // env_remove: no environment of that hash
   not_supported,  // the kernel or the system lacks what the request needs (Landlock, namespaces)
+  read_only,      // file requests: a write beneath a directory a confined session may only read
 };
 
 // Each code with its wire string and what it means, in the order of errc; the ERROR CODES
@@ -219,6 +220,9 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::no_such_env, "no_such_env", "env_remove: no complete environment of that hash"},
     {errc::not_supported, "not_supported",
      "the kernel or the system lacks what the request needs (Landlock for confine); the message says what"},
+    {errc::read_only, "read_only",
+     "file requests: the path lies beneath a directory a confined session may only read (allow_read, read_only), "
+     "and the request would write, remove, make or move there"},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)

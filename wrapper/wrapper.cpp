@@ -129,20 +129,6 @@ void remove_dir(const std::string& dir) {
 
 }  // namespace
 
-result<confine::rule> parse_rule(std::string_view text) {
-  size_t colon = text.find(':');
-  std::string_view mode = text.substr(0, colon);
-  std::string path(colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1));
-  confine::rule r;
-  r.path = path;
-  if (mode == "rw") r.what = confine::access::read_write;
-  else if (mode == "rx") r.what = confine::access::read_exec;
-  else if (mode == "ro") r.what = confine::access::read_only;
-  else return make_error("invalid", fmt::format("--rule {}: give rw:PATH, rx:PATH or ro:PATH", text));
-  if (path.empty() || path[0] != '/') return make_error("invalid", fmt::format("--rule {}: the path must be absolute", text));
-  return r;
-}
-
 result<std::string> find_builtin() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -351,12 +337,14 @@ class wrapper_loop {
   }
 
   // A new sbshd on the adoption socket: it takes the session over. Any sbshd of this user
-  // may (the socket's directory is theirs alone); the first frame must be `adopt`.
+  // may (the socket's directory is theirs alone), from this PID namespace: a confined
+  // session's process could otherwise take over this shell, or another session's, unconfined.
+  // The first frame must be `adopt`.
   void take_adoption() {
     unique_fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd) return;
     auto peer = ipc::peer_of(fd.get());
-    if (!peer || peer->uid != ::getuid()) return;
+    if (!peer || peer->uid != ::getuid() || !procs::same_pid_namespace(peer->pid)) return;
     ipc::set_io_timeout(fd.get(), 1);  // a peer that says nothing does not stall the session
     ipc::channel ch(std::move(fd), 1024);
     auto env = ch.recv();

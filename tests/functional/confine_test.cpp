@@ -17,6 +17,7 @@
 
 #include "common/confine.h"
 #include "fixture.h"
+#include "ipc/messages.h"
 
 namespace sbsh::test {
 namespace {
@@ -120,6 +121,37 @@ TEST_F(confine_test, AConfinedSessionCannotReachSbshd) {
   EXPECT_EQ(sbsh({"session", "ls"}).code, 0);  // sbshd serves its own clients as before
 }
 
+TEST_F(confine_test, AConfinedSessionCannotTakeOverAShellThroughItsAdoptionSocket) {
+  // Each wrapper listens for the next sbshd's adopt request, which hands over its shell: from
+  // a confined session, that would be another session's shell, or its own unconfined.
+  ASSERT_EQ(sbsh({"session", "create", "plain"}).code, 0);
+  ASSERT_EQ(exec("plain", "v=1").code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  std::vector<std::string> sockets;
+  for (const auto& e : fs::directory_iterator(sock + ".d"))
+    if (fs::exists(e.path() / "w")) sockets.push_back((e.path() / "w").string());
+  ASSERT_GE(sockets.size(), 2u);
+  std::string hex;
+  for (unsigned char b : ipc::encode(ipc::msg::adopt{1})) hex += fmt::format("{:02x}", b);
+  // Refused: closed at once, unread (a reset) or not (end of file).
+  std::string py = "import socket, sys\nfor path in sys.argv[2:]:\n    s = socket.socket(socket.AF_UNIX)\n"
+                   "    s.settimeout(10)\n    s.connect(path)\n    try:\n"
+                   "        s.sendall(bytes.fromhex(sys.argv[1]))\n"
+                   "        print('answered' if s.recv(4096) else 'refused')\n"
+                   "    except (ConnectionResetError, BrokenPipeError):\n        print('refused')\n"
+                   "    except TimeoutError:\n        print('no answer')\n";
+  std::string cmd = "/usr/bin/python3 -c " + shell_quote(py) + " " + hex;
+  for (const auto& w : sockets) cmd += " " + shell_quote(w);
+  auto r = exec("box", cmd);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (size_t i = 0; i < sockets.size(); ++i) expected += "refused\n";
+  EXPECT_EQ(r.out, expected);
+  // Every session goes on under its sbshd.
+  EXPECT_EQ(exec("plain", "echo $v").out, "1\n");
+  EXPECT_EQ(exec("box", "echo $$").out, "1\n");
+}
+
 TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
   fs::create_directories(dir + "/data");
   fs::create_directories(dir + "/out");
@@ -135,6 +167,64 @@ TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
   r = exec("box", "echo no > " + shell_quote(dir + "/data/no"));
   EXPECT_NE(r.code, 0);
   EXPECT_FALSE(fs::exists(dir + "/data/no"));
+}
+
+TEST_F(confine_test, FileRequestsFollowTheShellsRules) {
+  // sbsh file reaches what the shell may reach beside the system's directories, with the same
+  // rights: the root, TMPDIR and --allow-write read and write, --read-only only read.
+  fs::create_directories(dir + "/data");
+  fs::create_directories(dir + "/out");
+  std::ofstream(dir + "/data/d") << "data\n";
+  fs::create_symlink(secret, dir + "/data/link-out");
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine", "--read-only", dir + "/data", "--allow-write",
+                  dir + "/out"})
+                .code,
+            0);
+  auto file = [this](std::vector<std::string> args, const std::string* in = nullptr) {
+    args.insert(args.begin(), "file");
+    args.insert(args.begin() + 2, {"-s", "box"});
+    return sbsh(args, in);
+  };
+  auto r = file({"read", dir + "/data/d"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "data\n");
+  r = file({"ls", dir + "/data"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" d\n"), std::string::npos) << r.out;
+  // Writes beneath the read-only directory are refused, and change nothing.
+  std::string text = "w\n";
+  for (auto args : std::vector<std::vector<std::string>>{{"write", dir + "/data/new"},
+                                                         {"rm", dir + "/data/d"},
+                                                         {"mkdir", dir + "/data/sub"},
+                                                         {"mv", dir + "/data/d", "moved"},
+                                                         {"mv", "inside", dir + "/data/inside"}}) {
+    SCOPED_TRACE(args[0] + " " + args[1]);
+    r = file(args, &text);
+    EXPECT_EQ(r.code, 255);
+    EXPECT_NE(r.err.find("which the session may only read"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(fs::directory_entry(dir + "/data/d").file_size(), 5u);
+  EXPECT_FALSE(fs::exists(dir + "/data/new") || fs::exists(dir + "/data/sub") || fs::exists(root + "/moved"));
+  EXPECT_TRUE(fs::exists(root + "/inside"));
+  // --allow-write and TMPDIR are written, and a file moves between the session's directories.
+  r = file({"write", dir + "/out/w"}, &text);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = file({"mv", dir + "/out/w", "w"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(exec("box", "cat w").out, "w\n");
+  auto tmp = exec("box", "echo t > \"$TMPDIR/t\"; printf %s \"$TMPDIR\"");
+  ASSERT_EQ(tmp.code, 0) << tmp.err;
+  r = file({"read", tmp.out + "/t"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "t\n");
+  // Nothing beyond the session's own directories: elsewhere, through a symlink in one of them,
+  // nor the system's, which its shell may read but which are the host's, not the session's.
+  for (const std::string& p : {secret, dir + "/data/link-out", std::string("/etc/hostname")}) {
+    r = file({"read", p});
+    EXPECT_EQ(r.code, 255) << p;
+    EXPECT_EQ(r.out, "") << p;
+    EXPECT_NE(r.err.find("outside"), std::string::npos) << p << ": " << r.err;
+  }
 }
 
 TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {

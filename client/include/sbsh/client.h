@@ -337,7 +337,8 @@ class SBSH_API connection {
   // Files beneath a session's root (session_spec::root, or a snapshot session's copy). A
   // path is taken from the root (an absolute one only if it lies beneath it) and resolved
   // beneath it: one leading outside fails with code "outside_root" (the message names the
-  // path as given and nothing outside), a session without a root with "no_root", anything
+  // path as given and nothing outside), a write beneath what a confined session may only
+  // read (--allow-read, --read-only) with "read_only", a session without a root with "no_root", anything
   // else with "file_failed" and the reason. Bytes are exact, and no size is too large: on a
   // local connection sbshd passes the open file itself, through a dial command they go in
   // chunks. A write lands whole or not at all (a new file renamed over the old one).

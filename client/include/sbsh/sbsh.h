@@ -470,7 +470,8 @@ SBSH_API void sbsh_proc_free(sbsh_proc* p);
  * --root directory or its snapshot's copy. A path is taken from the root (an absolute one only
  * if it lies beneath it) and resolved beneath it: one that leads outside is refused with
  * SBSH_ERR_REFUSED and sbsh_last_error_code() "outside_root" (the message names the path as
- * given and nothing outside); a session without a root gives "no_root"; a failure ("no such
+ * given and nothing outside); a write beneath what a confined session may only read gives
+ * "read_only"; a session without a root gives "no_root"; a failure ("no such
  * file", "is a directory", "not a regular file", ...) "file_failed". Bytes are exact and no
  * size is too large: on a local connection the open file itself is passed, through a dial
  * command the bytes go in chunks. */

@@ -788,7 +788,8 @@ class Client:
     #
     # A session's root is its root directory (create_session(root=...)) or its snapshot's
     # copy. Paths are taken from it, and resolved beneath it: one that leads outside raises
-    # Refused with reason "outside_root" (naming the path as given, nothing outside), a
+    # Refused with reason "outside_root" (naming the path as given, nothing outside), a write
+    # beneath what a confined session may only read "read_only", a
     # session without a root "no_root", any other failure "file_failed". Bytes are exact.
 
     def write_file(self, path: str, data: Union[bytes, bytearray, memoryview, str, int, IO[bytes]],
