@@ -15,11 +15,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/off_loop.h"
 #include "ipc/environ.h"
 #include "ipc/paths.h"
 #include "ipc/protocol.h"
@@ -305,24 +307,10 @@ std::vector<kept_copy> read_kept(const std::string& dir, bool measure) {
 // Runs `work` on the thread pool, then `done` with its result on the loop.
 void on_pool(uv_loop_t* loop, std::function<std::vector<kept_copy>()> work,
              std::function<void(std::vector<kept_copy>)> done) {
-  struct job {
-    std::function<std::vector<kept_copy>()> work;
-    std::function<void(std::vector<kept_copy>)> done;
-    std::vector<kept_copy> out;
-    uv_work_t req;
-  };
-  auto* j = new job{std::move(work), std::move(done), {}, {}};
-  j->req.data = j;
-  uv_queue_work(
-      loop, &j->req, [](uv_work_t* r) {
-        auto* me = static_cast<job*>(r->data);
-        me->out = me->work();
-      },
-      [](uv_work_t* r, int) {
-        auto* me = static_cast<job*>(r->data);
-        me->done(std::move(me->out));
-        delete me;
-      });
+  auto out = std::make_shared<std::vector<kept_copy>>();
+  off_loop(
+      loop, [out, work = std::move(work)] { *out = work(); },
+      [out, done = std::move(done)] { done(std::move(*out)); });
 }
 
 }  // namespace
@@ -356,24 +344,12 @@ void snapshot_store::prune_kept(std::function<void(std::vector<kept_copy>)> done
 }
 
 void snapshot_store::remove_later(std::string path, std::function<void()> done) {
-  struct work {
-    std::string path;
-    std::function<void()> done;
-    bool ok = false;
-    uv_work_t req;
-  };
-  auto* w = new work{std::move(path), std::move(done), false, {}};
-  w->req.data = w;
-  uv_queue_work(
-      loop_, &w->req, [](uv_work_t* r) {
-        auto* me = static_cast<work*>(r->data);
-        me->ok = remove_tree(me->path);
-      },
-      [](uv_work_t* r, int) {
-        auto* me = static_cast<work*>(r->data);
-        if (!me->ok) spdlog::error("cannot delete all of {}", me->path);
-        if (me->done) me->done();
-        delete me;
+  auto ok = std::make_shared<bool>(false);
+  off_loop(
+      loop_, [ok, path] { *ok = remove_tree(path); },
+      [ok, path, done = std::move(done)] {
+        if (!*ok) spdlog::error("cannot delete all of {}", path);
+        if (done) done();
       });
 }
 
