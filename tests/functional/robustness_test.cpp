@@ -184,12 +184,18 @@ TEST_F(robustness_test, FiftyClientsTenSessions) {
 }
 
 TEST_F(robustness_test, SessionsRunInParallel) {
-  // Each session waits for the other's marker: this finishes only if both run at once.
+  // Each session waits up to 10 s for the other's marker: both succeed only if they overlap.
+  // One after the other, the first would give up waiting and fail.
   std::string a = dir + "/a", b = dir + "/b";
-  std::thread t1([&] { exec("p1", "touch " + a + "; for i in $(seq 200); do [ -e " + b + " ] && break; sleep 0.05; done; [ -e " + b + " ]"); });
-  auto r = exec("p2", "touch " + b + "; for i in $(seq 200); do [ -e " + a + " ] && break; sleep 0.05; done; [ -e " + a + " ]");
+  auto meet = [](const std::string& mine, const std::string& theirs) {
+    return "touch " + mine + "; for i in $(seq 200); do [ -e " + theirs + " ] && break; sleep 0.05; done; [ -e " + theirs + " ]";
+  };
+  run_result first;
+  std::thread t1([&] { first = exec("p1", meet(a, b)); });
+  auto second = exec("p2", meet(b, a));
   t1.join();
-  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(first.code, 0) << "p1 did not see p2's marker: the sessions did not run at once";
+  EXPECT_EQ(second.code, 0) << "p2 did not see p1's marker: the sessions did not run at once";
 }
 
 std::string reply_of(int fd) {
