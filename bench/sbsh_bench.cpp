@@ -274,7 +274,7 @@ void new_session(const private_daemon& d, int iters) {
   const private_daemon cold("cold", {"--spare-wrappers", "0"});
   auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   auto none = [] {};
-  struct variant {
+  struct confine_variant {
     const private_daemon* daemon;
     bool paced;
     const char* label;
@@ -587,6 +587,121 @@ void environments(const private_daemon& d, int iters) {
 // starting a process tree in them and nothing else), and `bash -c true`. Every variant runs
 // 20 ms after the last one's session was removed (untimed), in alternating blocks, so that a
 // change in the machine's load falls on all alike and no removal overlaps a creation.
+// One thing the confinement benchmark times, and what it measured.
+struct confine_variant {
+  const char* label;
+  std::function<std::string()> timed;  // "" or why it failed
+  std::function<void()> after;
+  std::string failed;  // why it could not run (then it is left out)
+  std::vector<double> ms;
+  std::vector<double> cpu;  // this process's and its children's, ms: the floors and the no-daemon rows
+};
+
+// CPU time of this process and of its children that have been waited for, in ms.
+double cpu_ms() {
+  double ms = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage u{};
+    ::getrusage(who, &u);
+    for (const timeval& tv : {u.ru_utime, u.ru_stime})
+      ms += static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3;
+  }
+  return ms;
+}
+
+// Times each variant `iters` times, 20 ms apart, after three rounds not kept; in blocks
+// that take turns, so that a slow spell of the machine falls on all of them alike. A variant
+// that fails once is left out from then on, with the reason.
+void measure(std::vector<confine_variant>& vs, int iters) {
+  auto once = [](confine_variant& v, bool keep) {
+    if (!v.failed.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    double c0 = cpu_ms();
+    auto t0 = clock_type::now();
+    v.failed = v.timed();
+    double t = ms_since(t0);
+    v.after();
+    if (keep && v.failed.empty()) {
+      v.ms.push_back(t);
+      v.cpu.push_back(cpu_ms() - c0);  // with what ending it costs, which is waited for
+    }
+  };
+  for (int w = 0; w < 3; ++w)
+    for (auto& v : vs) once(v, false);
+  int per_block = std::max(1, iters / 10);
+  for (int done = 0, k = 0; done < iters; done += per_block, ++k)
+    for (size_t j = 0; j < vs.size(); ++j) {
+      confine_variant& v = vs[(j + static_cast<size_t>(k)) % vs.size()];
+      for (int i = 0; i < std::min(per_block, iters - done); ++i) once(v, true);
+    }
+}
+
+void print_line(const std::string& label, const stats& s, const std::string& rest) {
+  std::printf("  %-26s %10.3f ms    (p90 %8.3f) %s\n", label.c_str(), s.median, s.p90, rest.c_str());
+}
+
+// The table of confined(): rows 0-3 the sessions (confined, confined without network,
+// plain, plain with --limit), then the floors, then from `first_spawn` the rows without a
+// daemon, each against the one above.
+void print_variants(const std::vector<confine_variant>& vs, size_t first_spawn, bool root_user, int iters) {
+  auto get = [&vs](size_t i) { return vs[i].failed.empty() ? summarize(vs[i].ms) : stats{}; };
+  stats plain = get(2), limited = get(3);
+  auto ratio = [](const stats& a, const stats& b) { return b.median > 0 ? a.median / b.median : 0.0; };
+  auto fmt_ratio = [](double r, const char* of) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%5.2fx %s", r, of);
+    return std::string(buf);
+  };
+  std::printf("%-28s   (%s; %d each, 20 ms apart)\n", "confined session + first",
+              root_user ? "as root" : "as a user: unshare --user --map-current-user", iters);
+  for (size_t i = 0; i < vs.size(); ++i) {
+    if (!vs[i].failed.empty()) {
+      std::printf("  %-26s skipped: %s\n", vs[i].label, vs[i].failed.c_str());
+      continue;
+    }
+    stats s = get(i);
+    std::string rest;
+    if (i > first_spawn) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%+.3f ms over the row above", s.median - get(i - 1).median);
+      rest = buf;
+    } else if (i == first_spawn) {
+      rest = fmt_ratio(ratio(s, get(first_spawn - 1)), "bash -c true");
+    } else if (i != 2) {
+      rest = fmt_ratio(ratio(s, plain), "plain");
+    }
+    if (i == 0 || i == 1) rest += ", " + fmt_ratio(ratio(s, limited), "plain --limit");
+    if (i == 0)
+      rest += std::string("  goal <= 2.0x plain ") + (ratio(s, plain) <= 2.0 ? "met" : "NOT met") + ", <= 10 ms " +
+              (s.median <= 10.0 ? "met" : "NOT met");
+    if (i >= 4) {  // no daemon: all the CPU is this process's and its children's
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  CPU %.3f ms", summarize(vs[i].cpu).median);
+      rest += buf;
+    }
+    print_line(vs[i].label, s, rest);
+  }
+}
+
+// The round trip in an existing session: confined vs plain, the same root.
+void confined_round_trip(client::connection& c, const std::string& root, int iters) {
+  client::session_spec cs, ps;
+  cs.name = "rt-confined";
+  cs.root = ps.root = root;
+  cs.confine = true;
+  ps.name = "rt-plain";
+  if (auto made = c.create_session(cs); !made) return;
+  if (auto made = c.create_session(ps); !made) return;
+  client::exec_options oc, op;
+  oc.session = cs.name;
+  op.session = ps.name;
+  oc.command = op.command = "true";
+  auto [s, b] = compare(200, iters * 20, [&] { (void)c.exec(oc); }, [&] { (void)c.exec(op); });
+  print({"round trip, confined", s, b, "ms", 1.1, false});
+  (void)c.remove_session(cs.name);
+  (void)c.remove_session(ps.name);
+}
+
 void confined(int iters) {
   private_daemon d("confine");
   std::string root = d.dir() + "/root";
@@ -602,14 +717,6 @@ void confined(int iters) {
   unshare_net.insert(unshare_net.begin() + 1, "--net");
   for (auto* v : {&unshare_ns, &unshare_net}) v->insert(v->end(), {"bash", "-c", "true"});
 
-  struct variant {
-    const char* label;
-    std::function<std::string()> timed;  // "" or why it failed
-    std::function<void()> after;
-    std::string failed;  // why it could not run (then it is left out)
-    std::vector<double> ms;
-    std::vector<double> cpu;  // this process's and its children's, ms: the floors and the no-daemon rows
-  };
   int n = 0;
   std::string last;
   auto session = [&](bool confine, bool no_network, bool limit) {
@@ -639,7 +746,7 @@ void confined(int iters) {
       return run_quiet(argv) == 0 ? std::string() : argv[0] + " failed (exit status not 0)";
     };
   };
-  std::vector<variant> vs;
+  std::vector<confine_variant> vs;
   vs.push_back({"confined", session(true, false, false), remove, {}, {}, {}});
   vs.push_back({"confined, no network", session(true, true, false), remove, {}, {}, {}});
   vs.push_back({"plain", session(false, false, false), remove, {}, {}, {}});
@@ -679,100 +786,13 @@ void confined(int iters) {
   vs.push_back({"no daemon: + pid ns", spawn(false, true, false), drop, {}, {}, {}});
   vs.push_back({"no daemon: + Landlock", spawn(true, true, false), drop, {}, {}, {}});
   vs.push_back({"no daemon: + net ns", spawn(true, true, true), drop, {}, {}, {}});
-  auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
-  // CPU time of this process and of its children that have been waited for, in ms.
-  auto cpu_ms = [] {
-    double ms = 0;
-    for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
-      rusage u{};
-      ::getrusage(who, &u);
-      for (const timeval& tv : {u.ru_utime, u.ru_stime})
-        ms += static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3;
-    }
-    return ms;
-  };
-  auto once = [&idle, &cpu_ms](variant& v, bool keep) {
-    if (!v.failed.empty()) return;
-    idle();
-    double c0 = cpu_ms();
-    auto t0 = clock_type::now();
-    v.failed = v.timed();
-    double t = ms_since(t0);
-    v.after();
-    if (keep && v.failed.empty()) {
-      v.ms.push_back(t);
-      v.cpu.push_back(cpu_ms() - c0);  // with what ending it costs, which is waited for
-    }
-  };
-  for (int w = 0; w < 3; ++w)
-    for (auto& v : vs) once(v, false);
-  int per_block = std::max(1, iters / 10);
-  for (int done = 0, k = 0; done < iters; done += per_block, ++k)
-    for (size_t j = 0; j < vs.size(); ++j) {
-      variant& v = vs[(j + static_cast<size_t>(k)) % vs.size()];
-      for (int i = 0; i < std::min(per_block, iters - done); ++i) once(v, true);
-    }
+  measure(vs, iters);
 
-  auto get = [&vs](size_t i) { return vs[i].failed.empty() ? summarize(vs[i].ms) : stats{}; };
-  stats plain = get(2), limited = get(3);
-  auto line = [](const std::string& label, const stats& s, const std::string& rest) {
-    std::printf("  %-26s %10.3f ms    (p90 %8.3f) %s\n", label.c_str(), s.median, s.p90, rest.c_str());
-  };
-  auto ratio = [](const stats& a, const stats& b) { return b.median > 0 ? a.median / b.median : 0.0; };
-  auto fmt_ratio = [](double r, const char* of) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%5.2fx %s", r, of);
-    return std::string(buf);
-  };
-  std::printf("%-28s   (%s; %d each, 20 ms apart)\n", "confined session + first",
-              root_user ? "as root" : "as a user: unshare --user --map-current-user", iters);
-  for (size_t i = 0; i < vs.size(); ++i) {
-    if (!vs[i].failed.empty()) {
-      std::printf("  %-26s skipped: %s\n", vs[i].label, vs[i].failed.c_str());
-      continue;
-    }
-    stats s = get(i);
-    std::string rest;
-    if (i > first_spawn) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%+.3f ms over the row above", s.median - get(i - 1).median);
-      rest = buf;
-    } else if (i == first_spawn) {
-      rest = fmt_ratio(ratio(s, get(first_spawn - 1)), "bash -c true");
-    } else if (i != 2) {
-      rest = fmt_ratio(ratio(s, plain), "plain");
-    }
-    if (i == 0 || i == 1) rest += ", " + fmt_ratio(ratio(s, limited), "plain --limit");
-    if (i == 0)
-      rest += std::string("  goal <= 2.0x plain ") + (ratio(s, plain) <= 2.0 ? "met" : "NOT met") + ", <= 10 ms " +
-              (s.median <= 10.0 ? "met" : "NOT met");
-    if (i >= 4) {  // no daemon: all the CPU is this process's and its children's
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "  CPU %.3f ms", summarize(vs[i].cpu).median);
-      rest += buf;
-    }
-    line(vs[i].label, s, rest);
-  }
+  print_variants(vs, first_spawn, root_user, iters);
   if (!vs[0].failed.empty() || !vs[2].failed.empty()) return;
   auto build = time_ms(20, iters * 10, [&rules] { (void)confine::build_ruleset(rules); });
-  line("Landlock ruleset, built", build, "(" + std::to_string(rules.size()) + " rules, as the wrapper builds them)");
-
-  // The round trip in an existing session: confined vs plain, the same root.
-  client::session_spec cs, ps;
-  cs.name = "rt-confined";
-  cs.root = ps.root = root;
-  cs.confine = true;
-  ps.name = "rt-plain";
-  if (auto made = c.create_session(cs); !made) return;
-  if (auto made = c.create_session(ps); !made) return;
-  client::exec_options oc, op;
-  oc.session = cs.name;
-  op.session = ps.name;
-  oc.command = op.command = "true";
-  auto [s, b] = compare(200, iters * 20, [&] { (void)c.exec(oc); }, [&] { (void)c.exec(op); });
-  print({"round trip, confined", s, b, "ms", 1.1, false});
-  (void)c.remove_session(cs.name);
-  (void)c.remove_session(ps.name);
+  print_line("Landlock ruleset, built", build, "(" + std::to_string(rules.size()) + " rules, as the wrapper builds them)");
+  confined_round_trip(c, root, iters);
 }
 
 }  // namespace sbsh::bench
