@@ -1,18 +1,13 @@
-// Request handlers, one per message family, and the table that routes messages to them.
-//   hello              handshake and version check
-//   exec family        exec, stdin_data, stdin_eof, cancel, release
-//   session family     handlers_session.cpp
-//   process family     proc_table.cpp (start, list, kill, wait, logs)
-//   status, shutdown   the daemon itself
-#include <signal.h>
-
-#include <algorithm>
+// How a request reaches its handler: server::handle checks the handshake, then routes each
+// message type through the table below, grouped as the protocol numbers them (ipc/protocol.h),
+// each group's comment naming the one file that holds its handlers. The handshake (hello) and
+// the daemon's own requests (status, shutdown) are handled here.
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/handlers.h"
-#include "common/procs.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {
@@ -22,10 +17,6 @@ namespace {
 using ipc::errc;
 using ipc::msg_type;
 namespace msg = ipc::msg;
-
-// Bounds on what one connection may have in flight (bounds.h).
-using ipc::kMaxJobsPerClient;
-using ipc::kMaxTextPerClient;
 
 void on_hello(server&, client_conn& c, ipc::envelope& env) {
   auto hello = ipc::decode<msg::hello>(env.msg);
@@ -39,91 +30,6 @@ void on_hello(server&, client_conn& c, ipc::envelope& env) {
   }
   c.greeted = true;
   c.send(ipc::encode(msg::welcome{ipc::kProtocolVersion, "sbshd " SBSH_VERSION, ::getpid()}, env.msg.id()));
-}
-
-void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
-  auto job = parse_exec(env);
-  if (!job) return c.send_error(env.msg.id(), job.err());
-  auto& j = *job.value();
-  if (c.jobs.count(j.id) != 0) {
-    c.send_error(j.id, errc::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
-    return;
-  }
-  if (c.jobs.size() >= kMaxJobsPerClient) {
-    c.send_error(j.id, errc::bad_request,
-                 fmt::format("this connection already has {} commands in flight; wait for some to finish",
-                             kMaxJobsPerClient));
-    return;
-  }
-  if (c.text_bytes + j.text.size() > kMaxTextPerClient) {
-    c.send_error(j.id, errc::bad_request,
-                 fmt::format("this connection already has {} MiB of command text queued; wait for some "
-                             "commands to finish",
-                             c.text_bytes >> 20));
-    return;
-  }
-  if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
-  if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
-  auto s = srv.get_or_create_session(j.session, j.session_cwd, [&env] {
-    auto req = ipc::decode<ipc::msg::exec>(env.msg);  // decoded once already: only when a session is made
-    return req ? req->session_env.to_vector() : std::vector<std::string>{};
-  });
-  if (!s) return c.send_error(j.id, s.err());
-  if (auto d = settle_dir(j, (*s)->def()); !d) return c.send_error(j.id, d.err());
-  // A command that gives no timeout has its session's default (session create --timeout),
-  // counted, as its own would be, from now.
-  if (j.timeout_ms == 0) j.timeout_ms = (*s)->def().timeout_ms;
-  if (j.io_fds) {
-    auto& fds = env.fds;
-    size_t i = 0;
-    j.out_w = std::move(fds[i++]);
-    j.err_w = std::move(fds[i++]);
-    if (j.has_stdin) j.in_r = std::move(fds[i++]);
-    if (i < fds.size()) {
-      j.out_r = std::move(fds[i++]);
-      j.err_r = std::move(fds[i++]);
-    }
-  }
-  j.client = &c;
-  c.jobs.emplace(j.id, client_conn::job_ref{j.session, j.text.size()});
-  c.text_bytes += j.text.size();
-  c.recount_jobs();
-  (*s)->enqueue(std::move(job.value()));
-}
-
-session* job_session(server& srv, client_conn& c, uint64_t id) {
-  auto it = c.jobs.find(id);
-  return it == c.jobs.end() ? nullptr : srv.find_session(it->second.session);
-}
-
-void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {
-  auto* s = job_session(srv, c, env.msg.id());
-  if (s == nullptr) return;  // the command already ended: its input is not wanted
-  bool eof = env.msg.type() == msg_type::stdin_eof;
-  std::string_view data;
-  if (!eof) {
-    auto d = ipc::decode<msg::stdin_data>(env.msg);
-    if (!d) return c.send_error(env.msg.id(), d.err());
-    data = d->data.bytes;
-  }
-  srv.counters().streamed(data.size());
-  s->stdin_data(&c, env.msg.id(), data, eof);
-}
-
-void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
-  auto req = ipc::decode<msg::cancel>(env.msg);
-  if (!req) return c.send_error(env.msg.id(), req.err());
-  if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
-  if (srv.kept().stop_following(c, env.msg.id())) return;
-  auto* s = job_session(srv, c, env.msg.id());
-  // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
-  // A signal alone: deliver it once.
-  int sig = req->signal.number;
-  if (s != nullptr) s->cancel(&c, env.msg.id(), sig, req->stop.value_or(sig == 0));
-}
-
-void on_release(server& srv, client_conn& c, ipc::envelope& env) {
-  if (auto* s = job_session(srv, c, env.msg.id())) s->release(&c, env.msg.id());
 }
 
 void on_status(server& srv, client_conn& c, ipc::envelope& env) {
@@ -147,25 +53,36 @@ struct handler_entry {
   handler_fn fn;
 };
 constexpr handler_entry kHandlers[] = {
-    {msg_type::hello, on_hello},       {msg_type::exec, on_exec},
-    {msg_type::stdin_data, on_stdin},  {msg_type::stdin_eof, on_stdin},
-    {msg_type::cancel, on_cancel},     {msg_type::release, on_release},
-    {msg_type::status, on_status},     {msg_type::shutdown, on_shutdown},
-    {msg_type::session_create, on_session_create}, {msg_type::session_list, on_session_list},
-    {msg_type::session_show, on_session_show},     {msg_type::session_rm, on_session_rm},
+    // 100 handshake
+    {msg_type::hello, on_hello},
+    // 200 sessions: handlers_session.cpp
+    {msg_type::session_create, on_session_create},
+    {msg_type::session_list, on_session_list},
+    {msg_type::session_show, on_session_show},
+    {msg_type::session_rm, on_session_rm},
     {msg_type::session_restart, on_session_restart},
     {msg_type::session_prune, on_session_prune},
-    {msg_type::kept_list, on_kept_list},           {msg_type::kept_prune, on_kept_prune},
-    {msg_type::env_list, on_env_list},             {msg_type::env_remove, on_env_remove},
-    {msg_type::env_prune, on_env_prune},
+    {msg_type::kept_list, on_kept_list},
+    {msg_type::kept_prune, on_kept_prune},
+    // 300 exec: handlers_exec.cpp; kept commands: kept_commands.cpp
+    {msg_type::exec, on_exec},
+    {msg_type::stdin_data, on_stdin},
+    {msg_type::stdin_eof, on_stdin},
+    {msg_type::cancel, on_cancel},
+    {msg_type::release, on_release},
+    {msg_type::command_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_wait(c, e); }},
+    {msg_type::command_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_logs(c, e); }},
+    {msg_type::command_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_kill(c, e); }},
+    // 400 daemon
+    {msg_type::status, on_status},
+    {msg_type::shutdown, on_shutdown},
+    // 600 background processes: proc_table.cpp
     {msg_type::proc_start, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_start(c, e); }},
     {msg_type::proc_list, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_list(c, e); }},
     {msg_type::proc_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_kill(c, e); }},
     {msg_type::proc_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_wait(c, e); }},
     {msg_type::proc_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.procs().handle_logs(c, e); }},
-    {msg_type::command_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_wait(c, e); }},
-    {msg_type::command_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_logs(c, e); }},
-    {msg_type::command_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_kill(c, e); }},
+    // 700 files: files.cpp
     {msg_type::file_read, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_read(c, e); }},
     {msg_type::file_write, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_write(c, e); }},
     {msg_type::file_data, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_data(c, e); }},
@@ -175,62 +92,13 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::file_remove, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_remove(c, e); }},
     {msg_type::file_mkdir, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_mkdir(c, e); }},
     {msg_type::file_move, [](server& s, client_conn& c, ipc::envelope& e) { s.files().handle_move(c, e); }},
+    // 800 environments: handlers_env.cpp
+    {msg_type::env_list, on_env_list},
+    {msg_type::env_remove, on_env_remove},
+    {msg_type::env_prune, on_env_prune},
 };
 
 }  // namespace
-
-// A process is part of a session's running command when, following its parents up, it comes
-// to the session's shell (or to its wrapper, which adopts what a command left: a setsid, a
-// double fork) through a process started after the command began: neither a background job
-// of an earlier command nor the shell itself. Remote clients are no different: the peer is
-// the `sbsh dial-stdio` that relays them, itself a process of the command when a command
-// runs it.
-status server::check_not_waiting_on_itself(const client_conn& c, const std::string& target,
-                                            std::vector<uint64_t>* inside) {
-  inside->clear();
-  bool any = false;
-  for (const auto& [name, s] : sessions_) {
-    const exec_job* cur = s->jobs().current();
-    any = any || (cur != nullptr && cur->started);
-  }
-  if (!any || c.peer_pid <= 1) return ok_status();  // the common case: nothing to wait for
-  std::vector<procs::proc_info> up;  // the client, its parent, ... up to init
-  for (pid_t pid = c.peer_pid; pid > 1 && up.size() < 4096;) {
-    procs::proc_info p;
-    if (!procs::read_stat(pid, &p)) break;
-    up.push_back(p);
-    pid = p.ppid;
-  }
-  std::string through;  // the first session whose command the client is part of
-  for (const auto& [name, s] : sessions_) {
-    const exec_job* cur = s->jobs().current();
-    if (cur == nullptr || !cur->started) continue;
-    auto shell = static_cast<pid_t>(s->shell().shell_pid());
-    auto wrapper = static_cast<pid_t>(s->shell().wrapper_pid());
-    for (size_t i = 1; i < up.size(); ++i) {
-      if (up[i].pid != shell && up[i].pid != wrapper) continue;
-      if (procs::started_after(up[i - 1], cur->mark)) {
-        inside->push_back(cur->serial);
-        inside->insert(inside->end(), cur->inside.begin(), cur->inside.end());
-        if (through.empty()) through = name;
-      }
-      break;
-    }
-  }
-  session* t = find_session(target);
-  const exec_job* running = t != nullptr ? t->jobs().current() : nullptr;
-  if (running == nullptr || std::find(inside->begin(), inside->end(), running->serial) == inside->end())
-    return ok_status();
-  std::string how = through == target ? std::string("is part of the command it is running")
-                                      : fmt::format("is part of the command session '{}' is running, which waits for "
-                                                    "that one",
-                                                    through);
-  return make_error(errc::would_deadlock,
-                    fmt::format("refused: session '{}' runs one command at a time, and the process that asked (pid {}) "
-                                "{}: the request would wait for itself forever; run it in another session, or in the "
-                                "background after the command ends",
-                                target, c.peer_pid, how));
-}
 
 void server::handle(client_conn& c, ipc::envelope&& env) {
   msg_type t = env.msg.type();

@@ -1,5 +1,9 @@
 // sbshd's server: the listening socket, client connections, the session table, and the
-// table of request handlers (one per message family, see handlers.cpp).
+// table of request handlers (one per message family, see handlers.cpp). The methods of
+// `server` are defined by role: its life and shutdown in server.cpp, the listener and clients
+// in server_clients.cpp, the session table in server_sessions.cpp, the state files in
+// server_state.cpp, wrappers and spare shells in server_spares.cpp, adoption at start in
+// server_adopt.cpp, and request routing in handlers.cpp.
 #pragma once
 
 #include <uv.h>

@@ -1,0 +1,140 @@
+// Starting wrappers (each session's shell runs under one), and the pool of spare shells
+// started ahead of need, which a new session claims instead of waiting for a shell to start.
+#include "daemon/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ipc/environ.h"
+#include "ipc/paths.h"
+#include "ipc/wrapper_link.h"
+
+namespace sbsh::daemon {
+
+std::optional<spare_shell> server::take_spare() {
+  // A dying process's descriptors close before its pidfd says it has ended: the control
+  // socket's hang-up is the first sign.
+  auto alive = [](const spare_shell& s) {
+    pollfd p{s.wrapper.ctl.get(), POLLRDHUP, 0};
+    return s.wrapper.proc->running() && ::poll(&p, 1, 0) == 0;
+  };
+  std::optional<spare_shell> out;
+  while (!spares_.empty() && !out) {
+    spare_shell s = std::move(spares_.front());
+    spares_.pop_front();
+    if (alive(s)) {
+      out = std::move(s);
+    } else {
+      s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
+      remove_shell_dir(s.dir);
+    }
+  }
+  start_spares_in(0);
+  return out;
+}
+
+void server::start_spares_in(uint64_t ms) {
+  if (shutting_down_ || opts_.spare_wrappers == 0) return;
+  if (!spare_timer_) spare_timer_ = make_handle<timer>(&loop_);
+  spare_timer_->start(ms, [this] { start_spares(); });
+}
+
+std::optional<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
+                                                     std::vector<std::string>& env, const char* cwd,
+                                                     child_process::exit_callback on_exit, int* err) {
+  int ctl[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    *err = errno;
+    return std::nullopt;
+  }
+  wrapper_process w{nullptr, unique_fd(ctl[0]), {}};
+  unique_fd theirs(ctl[1]);
+  auto channel = make_shell_channel();
+  if (!channel) {
+    *err = errno;
+    return std::nullopt;
+  }
+  unique_fd owner(::fcntl(channel->first.get(), F_DUPFD_CLOEXEC, 0));
+  if (::mkdir(dir.c_str(), 0700) != 0 || !owner) {
+    *err = errno;
+    return std::nullopt;
+  }
+  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
+                                      std::to_string(opts_.adopt_timeout_ms)};
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv = ipc::c_pointers(argv_store);
+  std::vector<char*> envp = ipc::c_pointers(env);
+  static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
+  int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
+  child_process::options po;
+  po.file = opts_.wrapper_path.c_str();
+  po.argv = argv.data();
+  po.envp = envp.data();
+  po.cwd = cwd;
+  po.fds = fds;
+  w.proc = child_process::spawn(&loop_, po, std::move(on_exit), err);
+  if (w.proc == nullptr) {
+    ::rmdir(dir.c_str());
+    return std::nullopt;
+  }
+  w.channel = std::move(channel->first);
+  return w;
+}
+
+std::string server::new_shell_dir() { return fmt::format("{}/{}.{}", shells_dir(), pid_, ++shell_seq_); }
+
+void server::start_spares() {
+  while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
+    // Its bash starts at once, with an empty environment (the session that claims it exports
+    // its own: none of sbshd's reaches a shell), in / (it holds no directory busy while it
+    // waits). The padding is the argument memory in which the wrapper will show its session's
+    // name, as long as the longest name.
+    std::vector<std::string> env;
+    if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env.push_back(fmt::format("SBSH_BASH={}", bash));
+    std::string dir = new_shell_dir();
+    int err = 0;
+    auto spare = start_wrapper(
+        dir, {"--spare", std::string(64, ' ')}, env, "/",
+        [this](int64_t status, int sig) {
+          // It ended unclaimed: forget it (its handle frees itself after this callback).
+          std::erase_if(spares_, [](const spare_shell& s) {
+            if (!s.wrapper.proc->exited()) return false;
+            remove_shell_dir(s.dir);
+            return true;
+          });
+          spdlog::warn("a spare wrapper {}; another starts in 1 s",
+                       sig != 0 ? fmt::format("was killed by signal {}", sig)
+                                : fmt::format("exited with status {}", status));
+          start_spares_in(1000);
+        },
+        &err);
+    if (!spare) {
+      spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
+                   std::strerror(err));
+      return;
+    }
+    spares_.push_back({std::move(*spare), std::move(dir)});
+  }
+}
+
+void server::drop_spares() {
+  for (auto& s : spares_) {
+    s.wrapper.proc->kill(SIGTERM);
+    s.wrapper.proc->release();
+    remove_shell_dir(s.dir);
+  }
+  spares_.clear();  // and their control sockets close
+  spare_timer_.reset();
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,146 @@
+// The state store: the session definitions in STATE/sessions.msgpack, written atomically off
+// the loop (one write per file at a time, so an older state never lands last), read back at
+// start, and set aside when unreadable.
+#include "daemon/server.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ipc/clock.h"
+#include "ipc/messages.h"
+#include "ipc/paths.h"
+
+namespace sbsh::daemon {
+
+void server::save_state() {
+  activity_save_timer_.reset();  // this write has them
+  ipc::sessions_file f;
+  for (const auto& [name, s] : sessions_) {
+    f.sessions.emplace(name, spec_of(s->def()));
+    if (s->def().idle_expiry_ms > 0) f.last_active.emplace(name, s->last_active_ms());
+  }
+  write_atomically(state_file(), ipc::encode(f));
+}
+
+void server::write_atomically(const std::string& path, std::string bytes) {
+  auto& w = writes_[path];
+  if (w.busy) {  // one write per file at a time, so an older state never lands last
+    w.next = std::move(bytes);
+    return;
+  }
+  w.busy = true;
+  struct writer {
+    server* srv;
+    std::string path;
+    std::string bytes;
+    std::string error;
+    uv_work_t req;
+  };
+  auto* wr = new writer{this, path, std::move(bytes), {}, {}};
+  wr->req.data = wr;
+  // Off the loop: fsync may take a while.
+  uv_queue_work(
+      &loop_, &wr->req,
+      [](uv_work_t* r) {
+        auto* me = static_cast<writer*>(r->data);
+        if (auto s = ipc::write_file_atomically(me->path, me->bytes); !s) me->error = s.err().message;
+      },
+      [](uv_work_t* r, int) {
+        auto* me = static_cast<writer*>(r->data);
+        if (!me->error.empty()) spdlog::error("{}", me->error);
+        auto& w = me->srv->writes_[me->path];
+        w.busy = false;
+        auto written = std::move(w.current_waiters);
+        w.current_waiters = std::move(w.next_waiters);
+        w.next_waiters.clear();
+        if (w.next) {
+          std::string next = std::move(*w.next);
+          w.next.reset();
+          me->srv->write_atomically(me->path, std::move(next));
+        }
+        delete me;
+        for (auto& done : written) done();
+      });
+}
+
+void server::after_state_written(std::function<void()> done) {
+  auto& w = writes_[state_file()];
+  if (!w.busy) return done();
+  (w.next ? w.next_waiters : w.current_waiters).push_back(std::move(done));
+}
+
+result<ipc::message> server::read_state_file(const std::string& path, bool* missing) {
+  *missing = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *missing = errno == ENOENT;
+    return make_error("io", fmt::format("cannot open: {}", std::strerror(errno)));
+  }
+  std::string bytes;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= ipc::kMaxFrame + 4)
+    bytes.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ipc::frame_reader reader;
+  reader.feed(bytes.data(), bytes.size());
+  auto body = reader.next_body();
+  if (!body) return body.err();
+  if (!body.value()) return make_error("io", "the file is truncated");
+  return ipc::message::parse(body.value()->data(), body.value()->size());
+}
+
+void server::move_aside(const std::string& path, const std::string& why) {
+  std::string aside = fmt::format("{}.corrupt-{}", path, wall_ms());
+  ::rename(path.c_str(), aside.c_str());
+  spdlog::error("state file {} is unreadable ({}); moved it to {} and started without it", path, why, aside);
+}
+
+void server::load_state(std::map<std::string, adopted_shell>& adopted) {
+  std::string path = state_file();
+  bool missing;
+  auto m = read_state_file(path, &missing);
+  if (!m) {
+    if (!missing) move_aside(path, m.err().message);
+    return;
+  }
+  auto file = ipc::decode<ipc::sessions_file>(*m);
+  if (!file) return move_aside(path, file.err().message);
+  bool expired = false;
+  for (auto& [name, spec] : file->sessions) {
+    auto def = def_from_saved(std::move(spec));
+    if (!def) return move_aside(path, fmt::format("session '{}' is invalid: {}", name, def.err().message));
+    if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
+    auto shell = adopted.find(name);
+    auto active = file->last_active.find(name);
+    if (active != file->last_active.end() && def->idle_expiry_ms > 0 &&
+        wall_ms() >= active->second + static_cast<int64_t>(def->idle_expiry_ms) && shell == adopted.end()) {
+      // It expired while no sbshd ran: never start a shell only to remove it.
+      spdlog::info("session {} removed: idle for more than its expiry ({} ms) while sbshd was not running", name,
+                   def->idle_expiry_ms);
+      expired = true;
+      continue;
+    }
+    auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
+    if (s && active != file->last_active.end()) (*s)->touch(std::min(active->second, wall_ms()));
+    if (!s) {
+      spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+    } else if (shell == adopted.end()) {
+      spdlog::info("recreated session {} from {}", name, path);
+      (*s)->jobs().assume_earlier_shell("sbshd restarted and the session's shell did not outlive it");
+    }
+    if (shell != adopted.end()) adopted.erase(shell);
+  }
+  if (expired) save_state();
+  arm_expiry();  // the sessions loaded keep the idle time they had
+}
+
+}  // namespace sbsh::daemon
