@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/procs.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"
 
@@ -27,20 +28,6 @@ namespace {
 // burst of one-shot clients leaves and comes back between two of its commands).
 constexpr uint64_t kTrimDelayMs = 200;
 
-// Whether process `pid` is in sbshd's own PID namespace. One that has gone already is not
-// known to be: it may have handed its connection to another process before it went. One whose
-// namespace sbshd may not read is not in a namespace sbshd's sessions made (sbshd can read
-// those): it runs outside sbshd's own user namespace (sbshd was started in one of its own).
-bool same_pid_namespace(pid_t pid) {
-  static const ino_t own = [] {
-    struct stat st{};
-    return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
-  }();
-  if (own == 0) return true;  // no /proc to tell: as before namespaces were checked
-  struct stat st{};
-  if (::stat(fmt::format("/proc/{}/ns/pid", pid).c_str(), &st) != 0) return errno != ENOENT && errno != ESRCH;
-  return st.st_ino == own;
-}
 }  // namespace
 
 client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_t pid)
@@ -209,7 +196,7 @@ void server::on_accept() {
       refuse(std::move(conn), ipc::errc::permission_denied, why);
       continue;
     }
-    if (cred.pid > 0 && !same_pid_namespace(cred.pid)) {
+    if (cred.pid > 0 && !procs::same_pid_namespace(cred.pid)) {
       // A confined session's processes (each such session has a PID namespace of its own)
       // would otherwise reach every other session, and create unconfined ones, through sbshd.
       std::string why = "a process in another PID namespace than sbshd's (a confined session's, or a container's) "
