@@ -274,7 +274,7 @@ void new_session(const private_daemon& d, int iters) {
   const private_daemon cold("cold", {"--spare-wrappers", "0"});
   auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   auto none = [] {};
-  struct confine_variant {
+  struct variant {
     const private_daemon* daemon;
     bool paced;
     const char* label;
