@@ -75,7 +75,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
     job->deadline->start(job->timeout_ms, [this, jp] {
       jp->outcome.timed_out = true;
       if (current_.get() == jp) {
-        if (jp->kill_stage == 0) escalate(*jp);
+        if (jp->kill_stage == kill_stage::none) escalate(*jp);
         return;
       }
       auto it = std::find_if(queue_.begin(), queue_.end(), [jp](const auto& j) { return j.get() == jp; });
@@ -103,7 +103,7 @@ void job_runner::detach(exec_job& job) {
   // prompt nobody watches: its output goes only to its kept log, and its client, told so,
   // may leave without stopping it. Input from that client ends here.
   client_conn* c = job.client;
-  if (c == nullptr || job.kill_stage > 0) return;
+  if (c == nullptr || job.kill_stage != kill_stage::none) return;
   job.client = nullptr;
   job.detached = true;
   srv_.kept().detached(job.serial);
@@ -319,7 +319,7 @@ void job_runner::run_answered(const shell_message& m) {
     // as well as signalling the command's processes: that SIGINT is sbshd's means, not what
     // the command received, and bash's 130 for it names no signal. A SIGINT the command was
     // sent (Ctrl-C forwarded, a cancel with SIGINT) is reported.
-    if (m.interrupted && m.signal == SIGINT && job->kill_stage > 0 && job->first_signal != SIGINT &&
+    if (m.interrupted && m.signal == SIGINT && job->kill_stage != kill_stage::none && job->first_signal != SIGINT &&
         !job->sent_sigint)
       job->outcome.signal.reset();
   }
@@ -414,24 +414,24 @@ void job_runner::finish_init_job(exec_job& job) {
 
 void job_runner::escalate(exec_job& job) {
   switch (job.kill_stage) {
-    case 0:
-      job.kill_stage = 1;
+    case kill_stage::none:
+      job.kill_stage = kill_stage::first_signal;
       send_signal(job, job.first_signal, /*interrupt=*/true);
       arm_kill_timer(job.grace_ms);
       break;
-    case 1:
-      job.kill_stage = 2;
+    case kill_stage::first_signal:
+      job.kill_stage = kill_stage::sigkill;
       send_signal(job, SIGKILL, /*interrupt=*/true);
       arm_kill_timer(kSettleMs);
       break;
-    case 2:
+    case kill_stage::sigkill:
       // Everything the command started is dead and the shell was interrupted twice, yet it
       // has not answered: it ignores SIGINT or is itself stuck. Only a new shell helps.
-      job.kill_stage = 3;
+      job.kill_stage = kill_stage::restart;
       shell_.restart_shell(
           "the shell did not stop the command when interrupted, so it was restarted to stop it", /*forced=*/true);
       break;
-    default:
+    case kill_stage::restart:
       break;
   }
 }
@@ -439,7 +439,7 @@ void job_runner::escalate(exec_job& job) {
 void job_runner::arm_kill_timer(uint64_t ms) {
   kill_timer_ = make_handle<timer>(srv_.loop());
   kill_timer_->start(ms, [this] {
-    if (current_ && current_->kill_stage > 0) escalate(*current_);
+    if (current_ && current_->kill_stage != kill_stage::none) escalate(*current_);
   });
 }
 
@@ -487,7 +487,7 @@ bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match,
   }
   current_->outcome.cancelled = true;
   if (sig != 0) current_->first_signal = sig;
-  if (current_->kill_stage == 0) escalate(*current_);
+  if (current_->kill_stage == kill_stage::none) escalate(*current_);
   return true;
 }
 
@@ -518,7 +518,7 @@ void job_runner::client_gone(client_conn* c) {
   job.client = nullptr;
   job.first_signal = SIGHUP;
   close_stdin(job);
-  if (job.kill_stage == 0) escalate(job);
+  if (job.kill_stage == kill_stage::none) escalate(job);
 }
 
 void job_runner::release(client_conn* c, uint64_t id) {
@@ -547,7 +547,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
     // offer: what waited for it, and a command that never reached it, wait for the next.
     if (current_ && current_->undelivered) {
       current_->started = current_->undelivered = false;
-      current_->kill_stage = 0;
+      current_->kill_stage = kill_stage::none;
       queue_.push_front(std::move(current_));
     }
     for (auto& j : queue_)
@@ -574,7 +574,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
   auto job = std::move(current_);
   auto& o = job->outcome;
   o.shell_restarted = true;
-  if (job->kill_stage < 3 && !job->undelivered && !loss.never_served) {
+  if (job->kill_stage != kill_stage::restart && !job->undelivered && !loss.never_served) {
     if (loss.signal) {
       o.exit_code = 128 + *loss.signal;
       o.signal = loss.signal;
@@ -586,7 +586,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
   if (job->undelivered || loss.never_served) {
     job->undelivered = true;
     o.error = fmt::format("the command did not run ({}); {}", loss.why, next);
-  } else if (job->kill_stage == 3) {
+  } else if (job->kill_stage == kill_stage::restart) {
     o.error = "the shell did not stop the command when interrupted, so it was restarted to stop it; the "
               "session's state was lost";
   } else {
