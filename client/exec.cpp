@@ -178,6 +178,10 @@ result<bool> read_done(const ipc::message& m, exec_result& r) {
   return d->release;
 }
 
+// What each descriptor the exec loop polls is for. The socket is always polled, and first.
+enum class slot { socket, out, err, stdin_target, stdin_source, signal_fd };
+constexpr size_t kSlots = 6;
+
 }  // namespace
 
 canceller::canceller() {
@@ -227,9 +231,9 @@ struct __attribute__((visibility("hidden"))) exec_call::state {
   state& operator=(const state&) = delete;
 
   status begin(connection::impl* impl, const exec_options& o);
-  // The descriptors the next round polls, with their events and slot tags: 0 socket,
-  // 1 stdout, 2 stderr, 3 stdin target, 4 stdin source, 5 signal fd.
-  size_t wanted(pollfd* pf, int* map) const;
+  // The descriptors the next round polls (at most kSlots), with their events, and what each
+  // is for in `map`.
+  size_t wanted(pollfd* pf, slot* map) const;
   // Polls (timeout_ms: -1 waits, 0 does not) and handles what is ready, until the command
   // has ended (the result) or, with timeout 0, nothing more is ready (nullopt).
   result<std::optional<exec_result>> rounds(int timeout_ms);
@@ -348,27 +352,27 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
   return ok_status();
 }
 
-size_t exec_call::state::wanted(pollfd* pf, int* map) const {
+size_t exec_call::state::wanted(pollfd* pf, slot* map) const {
   size_t n = 0;
-  auto add = [&](int fd, short ev, int tag) {
+  auto add = [&](int fd, short ev, slot tag) {
     if (fd < 0) return;
     pf[n] = {fd, ev, 0};
     map[n++] = tag;
   };
-  add(p->ch.fd(), POLLIN, 0);
-  if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, 1);
-  if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, 2);
+  add(p->ch.fd(), POLLIN, slot::socket);
+  if (!sinks[0].eof) add(sinks[0].r.get(), POLLIN, slot::out);
+  if (!sinks[1].eof) add(sinks[1].r.get(), POLLIN, slot::err);
   bool have_input = !pending.empty() || !in_buf.empty();
-  if (in_open && have_input) add(in_target, POLLOUT, 3);
-  if (in_open && !have_input && !src_eof) add(opts->stdin_fd, POLLIN, 4);
-  add(opts->signal_fd, POLLIN, 5);
+  if (in_open && have_input) add(in_target, POLLOUT, slot::stdin_target);
+  if (in_open && !have_input && !src_eof) add(opts->stdin_fd, POLLIN, slot::stdin_source);
+  add(opts->signal_fd, POLLIN, slot::signal_fd);
   return n;
 }
 
 result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
   for (;;) {
-    pollfd pf[6];
-    int map[6];
+    pollfd pf[kSlots];
+    slot map[kSlots];
     int n = static_cast<int>(wanted(pf, map));
     if (p->ch.buffered()) pf[0].revents = POLLIN;  // a frame already read: take it first
     else {
@@ -382,9 +386,9 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
     for (int i = 0; i < n; ++i) {
       if (pf[i].revents == 0) continue;
       switch (map[i]) {
-        case 1: sinks[0].pump(false); break;
-        case 2: sinks[1].pump(false); break;
-        case 3: {
+        case slot::out: sinks[0].pump(false); break;
+        case slot::err: sinks[1].pump(false); break;
+        case slot::stdin_target: {
           std::string_view src = !in_buf.empty() ? std::string_view(in_buf) : pending;
           ssize_t w = put_input(src);
           if (w > 0) {
@@ -399,7 +403,7 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
           }
           break;
         }
-        case 4: {
+        case slot::stdin_source: {
           char buf[64 * 1024];
           ssize_t r = ::read(opts->stdin_fd, buf, sizeof buf);
           if (r > 0) in_buf.assign(buf, static_cast<size_t>(r));
@@ -409,12 +413,12 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
           }
           break;
         }
-        case 5: {
+        case slot::signal_fd: {
           unsigned char sig;
           if (::read(opts->signal_fd, &sig, 1) == 1) send_signal(sig);
           break;
         }
-        default: {
+        case slot::socket: {
           auto env = p->ch.recv();
           if (!env) {
             if (env.err().code == "eof")
@@ -479,8 +483,8 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
 // Makes the epoll set what the next round would poll: one entry per descriptor (the socket
 // may be wanted for reading and, with input in frames, for writing).
 status exec_call::state::sync_epoll() {
-  pollfd pf[6];
-  int map[6];
+  pollfd pf[kSlots];
+  slot map[kSlots];
   size_t n = wanted(pf, map);
   std::vector<std::pair<int, uint32_t>> want;
   for (size_t i = 0; i < n; ++i) {

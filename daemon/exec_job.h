@@ -26,6 +26,14 @@ inline constexpr uint64_t kDefaultGraceMs = 2000;
 // The longest timeout taken, a command's or a session's default: beyond it, a mistake.
 inline constexpr uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
 
+// How far stopping a command has gone (job_runner::escalate), each stage on a timer.
+enum class kill_stage {
+  none,          // not being stopped
+  first_signal,  // its first signal sent (SIGTERM, or the one asked for), the shell interrupted
+  sigkill,       // then SIGKILL, the shell interrupted again
+  restart,       // the shell still did not answer: it is being restarted
+};
+
 struct exec_outcome {
   std::optional<int> exit_code;
   std::optional<int> signal;  // only when a signal ended the command (or the shell)
@@ -98,7 +106,7 @@ struct exec_job {
   uint64_t started_mono_us = 0;
   uint64_t oom_kills_before = 0;  // the session cgroup's count when it started (memory limit only)
   exec_outcome outcome;
-  int kill_stage = 0;       // 0 none, 1 first signal sent, 2 SIGKILL sent, 3 restarting shell
+  daemon::kill_stage kill_stage = kill_stage::none;
   int first_signal = 15;
   bool sent_sigint = false;  // a SIGINT was forwarded to the command (Ctrl-C): a SIGINT it reports is real
   handle_ptr<timer> deadline;

@@ -15,7 +15,6 @@
 
 #include "common/cgroup.h"
 #include "daemon/server.h"
-#include "daemon/session.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
 
@@ -51,20 +50,22 @@ bool has_writers(int fd) {
 
 }  // namespace
 
-job_runner::job_runner(server& srv, session& s) : srv_(srv), session_(s) {}
+job_runner::job_runner(server& srv, const std::string& name, const session_def& def, shell_port& shell,
+                       std::function<void()> activity)
+    : srv_(srv), name_(name), def_(def), shell_(shell), activity_(std::move(activity)) {}
 
 job_runner::~job_runner() = default;
 
 bool job_runner::blocked() const {
-  const shell_supervisor& sh = session_.shell();
+  const shell_port& sh = shell_;
   if (current_ != nullptr || signals_in_flight_ > 0) return true;
   if (sh.state() == session_state::failed || sh.state() == session_state::exited) return false;  // refuses them
   return sh.state() == session_state::restarting || sh.adopted_busy() || init_failed_;
 }
 
 void job_runner::enqueue(std::unique_ptr<exec_job> job) {
-  session_.shell().retry_if_failed();
-  job->generation = session_.shell().generation();
+  shell_.retry_if_failed();
+  job->generation = shell_.generation();
   job->arrived_mono_us = mono_us();
   if (job->timeout_ms > 0) {
     // The timeout is the caller's deadline from the moment the request arrived: a command
@@ -74,7 +75,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
     job->deadline->start(job->timeout_ms, [this, jp] {
       jp->outcome.timed_out = true;
       if (current_.get() == jp) {
-        if (jp->kill_stage == 0) escalate(*jp);
+        if (jp->kill_stage == kill_stage::none) escalate(*jp);
         return;
       }
       auto it = std::find_if(queue_.begin(), queue_.end(), [jp](const auto& j) { return j.get() == jp; });
@@ -102,7 +103,7 @@ void job_runner::detach(exec_job& job) {
   // prompt nobody watches: its output goes only to its kept log, and its client, told so,
   // may leave without stopping it. Input from that client ends here.
   client_conn* c = job.client;
-  if (c == nullptr || job.kill_stage > 0) return;
+  if (c == nullptr || job.kill_stage != kill_stage::none) return;
   job.client = nullptr;
   job.detached = true;
   srv_.kept().detached(job.serial);
@@ -118,7 +119,7 @@ void job_runner::detach(exec_job& job) {
     pump_output(job, ipc::kStdout, false);
     pump_output(job, ipc::kStderr, false);
   }
-  spdlog::debug("session {}: exec {} detached as command {}", session_.name(), job.id, job.serial);
+  spdlog::debug("session {}: exec {} detached as command {}", name_, job.id, job.serial);
 }
 
 void job_runner::close_stdin(exec_job& job) {
@@ -131,7 +132,7 @@ void job_runner::run_internal(std::string text, std::function<void(exec_job&)> o
   auto job = std::make_unique<exec_job>();
   job->internal = true;
   job->check_cwd = std::move(check_cwd);
-  job->session = session_.name();
+  job->session = name_;
   job->command = shown_command(text);
   job->text = std::move(text);
   job->on_done = std::move(on_done);
@@ -147,10 +148,10 @@ void job_runner::run_first(std::vector<std::string> texts, bool init) {
     auto job = std::make_unique<exec_job>();
     job->internal = true;
     job->init = true;
-    job->session = session_.name();
+    job->session = name_;
     job->command = shown_command(*it);
     job->text = std::move(*it);
-    job->generation = session_.shell().generation();
+    job->generation = shell_.generation();
     job->arrived_mono_us = mono_us();
     job->on_done = [this](exec_job& j) { finish_init_job(j); };
     queue_.push_front(std::move(job));
@@ -158,19 +159,19 @@ void job_runner::run_first(std::vector<std::string> texts, bool init) {
 }
 
 void job_runner::shell_ready() {
-  if (init_pending_ == 0) session_.shell().initialized();
+  if (init_pending_ == 0) shell_.initialized();
   run_next();
 }
 
 void job_runner::run_next() {
   while (!blocked() && !queue_.empty()) {
-    const shell_supervisor& sh = session_.shell();
+    const shell_port& sh = shell_;
     auto job = std::move(queue_.front());
     queue_.pop_front();
     if (sh.state() == session_state::failed || sh.state() == session_state::exited) {
       job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
       job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
-                                       session_.name(), state_name(sh.state()), sh.failure(), session_.name());
+                                       name_, state_name(sh.state()), sh.failure(), name_);
       finish_job(std::move(job));
       continue;
     }
@@ -196,14 +197,14 @@ void job_runner::run_next() {
     current_ = std::move(job);
   }
   // A failed or exited session answers what waits at once.
-  const shell_supervisor& sh = session_.shell();
+  const shell_port& sh = shell_;
   if (!current_ && (sh.state() == session_state::failed || sh.state() == session_state::exited)) {
     while (!queue_.empty()) {
       auto job = std::move(queue_.front());
       queue_.pop_front();
       job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::session_failed));
       job->outcome.error = fmt::format("session '{}' is {}: {}; run 'sbsh session restart {}' to start a new shell",
-                                       session_.name(), state_name(sh.state()), sh.failure(), session_.name());
+                                       name_, state_name(sh.state()), sh.failure(), name_);
       finish_job(std::move(job));
     }
   }
@@ -234,14 +235,12 @@ bool job_runner::start_job(exec_job& job) {
       set_nonblock(job.in_w.get());
     }
   }
-  shell_supervisor& sh = session_.shell();
-  job.seq = sh.next_seq();
+  shell_port& sh = shell_;
   job.mark = procs::mark_now(srv_.ns_last_pid_fd());
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
-  if (session_.def().memory_max != 0) job.oom_kills_before = cgroup::oom_kills(session_.def().cgroup);
+  if (def_.memory_max != 0) job.oom_kills_before = cgroup::oom_kills(def_.cgroup);
   run_message m;
-  m.seq = job.seq;
   m.text = job.text;
   m.check_cwd = job.check_cwd;
   m.in = job.in_r.get();
@@ -263,13 +262,15 @@ bool job_runner::start_job(exec_job& job) {
     st.started_at_ms = job.started_at_ms;
     job.client->send(ipc::encode(st, job.id));
   }
-  if (auto sent = send_run(sh.channel(), m, big_text_); !sent) {
+  auto sent = sh.send_run(m);
+  job.seq = m.seq;  // its status says it is this run's
+  if (!sent) {
     if (sent.err().code != "gone") return fail(sent.err().message);
     // The shell has ended, or could not start, and its loss is on its way (shell_lost). The
     // command stays in flight until then, with its descriptors: it never ran, and may run in
     // the next shell.
     job.undelivered = true;
-    spdlog::debug("session {}: the shell was gone before command {} reached it", session_.name(), job.id);
+    spdlog::debug("session {}: the shell was gone before command {} reached it", name_, job.id);
     return true;
   }
   job.out_w.reset();
@@ -303,7 +304,7 @@ bool job_runner::start_job(exec_job& job) {
   return true;
 }
 
-void job_runner::on_message(const shell_message& m) {
+void job_runner::run_answered(const shell_message& m) {
   if (!current_ || !current_->started || m.seq != current_->seq) return;  // not ours (a stale answer)
   auto job = std::move(current_);
   if (m.not_run) {
@@ -318,7 +319,7 @@ void job_runner::on_message(const shell_message& m) {
     // as well as signalling the command's processes: that SIGINT is sbshd's means, not what
     // the command received, and bash's 130 for it names no signal. A SIGINT the command was
     // sent (Ctrl-C forwarded, a cancel with SIGINT) is reported.
-    if (m.interrupted && m.signal == SIGINT && job->kill_stage > 0 && job->first_signal != SIGINT &&
+    if (m.interrupted && m.signal == SIGINT && job->kill_stage != kill_stage::none && job->first_signal != SIGINT &&
         !job->sent_sigint)
       job->outcome.signal.reset();
   }
@@ -330,12 +331,11 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   uint64_t dur = job->started ? mono_us() - job->started_mono_us : 0;
   // The kernel says how many processes it killed for memory, not which: one killed while
   // this command ran is put down to it.
-  if (job->started && session_.def().memory_max != 0)
-    job->outcome.oom_killed = cgroup::oom_kills(session_.def().cgroup) > job->oom_kills_before;
+  if (job->started && def_.memory_max != 0)
+    job->outcome.oom_killed = cgroup::oom_kills(def_.cgroup) > job->oom_kills_before;
   job->deadline.reset();
   job->detach_timer.reset();
-  session_.touch(wall_ms());  // the session's idle time counts from its last command's end
-  srv_.session_activity();
+  activity_();  // the session's idle time counts from its last command's end
   // Input the command did not take is dropped with it; if there was too much of it, its
   // client's socket was paused (stdin_data) and must now serve the client's next requests.
   if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
@@ -346,7 +346,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
     pump_output(*job, ipc::kStderr, true);
   }
   if (current_ == nullptr) kill_timer_.reset();
-  spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", session_.name(), job->id,
+  spdlog::debug("session {}: exec {} done: exit {} signal {} timed_out {}", name_, job->id,
                 job->outcome.exit_code.value_or(-1), job->outcome.signal.value_or(0), job->outcome.timed_out);
   if (job->internal) {
     drain_outputs(*job);
@@ -391,9 +391,9 @@ void job_runner::finish_init_job(exec_job& job) {
     init_output_.append(part->substr(0, room));
   }
   const auto& o = job.outcome;
-  if (job.generation != session_.shell().generation()) return;  // a shell that has gone
+  if (job.generation != shell_.generation()) return;  // a shell that has gone
   if (init_pending_ > 0) --init_pending_;
-  if (o.exit_code == 0 && init_pending_ == 0 && !init_failed_) session_.shell().initialized();
+  if (o.exit_code == 0 && init_pending_ == 0 && !init_failed_) shell_.initialized();
   if (o.exit_code == 0 || !job.started || init_failed_) return;
   // A failing init command fails this start: the session's commands must not run in a
   // shell that was not set up as defined. Nothing more runs in it (blocked()).
@@ -405,33 +405,33 @@ void job_runner::finish_init_job(exec_job& job) {
   init_output_ += fmt::format("[{}]\n", why);
   // Deferred: we are inside the status callback of this very shell.
   auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(srv_.loop()));
-  uint64_t gen = session_.shell().generation();
+  uint64_t gen = shell_.generation();
   (*t)->start(0, [this, t, gen, why] {
     t->reset();
-    if (gen == session_.shell().generation()) session_.shell().restart_shell(why, /*forced=*/false);
+    if (gen == shell_.generation()) shell_.restart_shell(why, /*forced=*/false);
   });
 }
 
 void job_runner::escalate(exec_job& job) {
   switch (job.kill_stage) {
-    case 0:
-      job.kill_stage = 1;
+    case kill_stage::none:
+      job.kill_stage = kill_stage::first_signal;
       send_signal(job, job.first_signal, /*interrupt=*/true);
       arm_kill_timer(job.grace_ms);
       break;
-    case 1:
-      job.kill_stage = 2;
+    case kill_stage::first_signal:
+      job.kill_stage = kill_stage::sigkill;
       send_signal(job, SIGKILL, /*interrupt=*/true);
       arm_kill_timer(kSettleMs);
       break;
-    case 2:
+    case kill_stage::sigkill:
       // Everything the command started is dead and the shell was interrupted twice, yet it
       // has not answered: it ignores SIGINT or is itself stuck. Only a new shell helps.
-      job.kill_stage = 3;
-      session_.shell().restart_shell(
+      job.kill_stage = kill_stage::restart;
+      shell_.restart_shell(
           "the shell did not stop the command when interrupted, so it was restarted to stop it", /*forced=*/true);
       break;
-    default:
+    case kill_stage::restart:
       break;
   }
 }
@@ -439,17 +439,17 @@ void job_runner::escalate(exec_job& job) {
 void job_runner::arm_kill_timer(uint64_t ms) {
   kill_timer_ = make_handle<timer>(srv_.loop());
   kill_timer_->start(ms, [this] {
-    if (current_ && current_->kill_stage > 0) escalate(*current_);
+    if (current_ && current_->kill_stage != kill_stage::none) escalate(*current_);
   });
 }
 
 void job_runner::send_signal(exec_job& job, int sig, bool interrupt) {
   // Never ends the job from here: a wrapper that is gone is reported on its own way
   // (shell_lost), which answers the job.
-  if (session_.shell().signal_command(job.mark, sig, interrupt) != 0) ++signals_in_flight_;
+  if (shell_.signal_command(job.mark, sig, interrupt) != 0) ++signals_in_flight_;
 }
 
-void job_runner::on_signal_result(uint64_t, uint64_t) {
+void job_runner::signal_answered() {
   if (signals_in_flight_ > 0) --signals_in_flight_;
   run_next();
 }
@@ -487,7 +487,7 @@ bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match,
   }
   current_->outcome.cancelled = true;
   if (sig != 0) current_->first_signal = sig;
-  if (current_->kill_stage == 0) escalate(*current_);
+  if (current_->kill_stage == kill_stage::none) escalate(*current_);
   return true;
 }
 
@@ -518,7 +518,7 @@ void job_runner::client_gone(client_conn* c) {
   job.client = nullptr;
   job.first_signal = SIGHUP;
   close_stdin(job);
-  if (job.kill_stage == 0) escalate(job);
+  if (job.kill_stage == kill_stage::none) escalate(job);
 }
 
 void job_runner::release(client_conn* c, uint64_t id) {
@@ -547,7 +547,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
     // offer: what waited for it, and a command that never reached it, wait for the next.
     if (current_ && current_->undelivered) {
       current_->started = current_->undelivered = false;
-      current_->kill_stage = 0;
+      current_->kill_stage = kill_stage::none;
       queue_.push_front(std::move(current_));
     }
     for (auto& j : queue_)
@@ -574,7 +574,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
   auto job = std::move(current_);
   auto& o = job->outcome;
   o.shell_restarted = true;
-  if (job->kill_stage < 3 && !job->undelivered && !loss.never_served) {
+  if (job->kill_stage != kill_stage::restart && !job->undelivered && !loss.never_served) {
     if (loss.signal) {
       o.exit_code = 128 + *loss.signal;
       o.signal = loss.signal;
@@ -586,7 +586,7 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
   if (job->undelivered || loss.never_served) {
     job->undelivered = true;
     o.error = fmt::format("the command did not run ({}); {}", loss.why, next);
-  } else if (job->kill_stage == 3) {
+  } else if (job->kill_stage == kill_stage::restart) {
     o.error = "the shell did not stop the command when interrupted, so it was restarted to stop it; the "
               "session's state was lost";
   } else {

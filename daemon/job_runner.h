@@ -6,7 +6,8 @@
 // shell interrupted, which abandons the rest of the text), forwards output and input for a
 // client that cannot pass descriptors, keeps late background output out of later results,
 // and says in every result which shell ran it and whether the session's state was lost
-// before it started.
+// before it started. It sees the shell only through shell_port, and hears from it through
+// shell_events (shell_port.h).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "daemon/exec_job.h"
+#include "daemon/session_def.h"
 #include "daemon/shell_channel.h"
+#include "daemon/shell_port.h"
 #include "daemon/uv_handles.h"
 #include "ipc/records.h"  // history_entry
 
@@ -25,13 +28,15 @@ namespace sbsh::daemon {
 
 class client_conn;
 class server;
-class session;
-struct shell_loss;
 
-class job_runner {
+class job_runner final : public shell_events {
  public:
-  job_runner(server& srv, session& s);
-  ~job_runner();
+  // The runner of the session named `name`, defined by `def` (both outlive it), whose shell
+  // is `shell`. `activity` runs whenever a command ends: the session's idle time counts from
+  // there.
+  job_runner(server& srv, const std::string& name, const session_def& def, shell_port& shell,
+             std::function<void()> activity);
+  ~job_runner() override;
   job_runner(const job_runner&) = delete;
   job_runner& operator=(const job_runner&) = delete;
 
@@ -41,10 +46,6 @@ class job_runner {
   // captured output), also when it never runs.
   // `check_cwd`, when not empty, is a directory that must exist for the text to run (as exec -C).
   void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {});
-  // What a new shell runs before anything else (init commands, a claimed spare's set-up), in
-  // this order; `init` marks the session's own init commands, whose failure fails the start.
-  void run_first(std::vector<std::string> texts, bool init);
-
   // Signal `sig` to the running command's processes once or, with `stop`, stop it: `sig`
   // (SIGTERM when 0), then SIGKILL after the grace period, the shell interrupted all along (the
   // rest of the text is abandoned; the shell keeps its state); a shell restart only when the
@@ -61,27 +62,28 @@ class job_runner {
   // The client's output queue drained: resume reading command output for it.
   void client_drained(client_conn* c);
 
-  // From the shell supervisor.
-  void shell_ready();  // a generation serves: run what waits
-  void on_message(const shell_message& m);
-  void on_signal_result(uint64_t id, uint64_t count);
-  void shell_lost(uint64_t gen, const shell_loss& loss);
-  // A command an earlier sbshd started ended while this one was not yet in charge.
-  void earlier_command_ended(int status, int64_t adopted_ms);
+  // From the shell (shell_events, shell_port.h).
+  void run_first(std::vector<std::string> texts, bool init) override;
+  void shell_ready() override;
+  void shell_changed() override { run_next(); }
+  void run_answered(const shell_message& m) override;
+  void signal_answered() override;
+  void shell_lost(uint64_t gen, const shell_loss& loss) override;
+  void earlier_command_ended(int status, int64_t adopted_ms) override;
+  // Why the session's state was lost since its last command, for the next one's result.
+  void note_state_lost(std::string why) override { state_lost_why_ = std::move(why); }
+  [[nodiscard]] bool ran_user_commands() const override { return gen_user_commands_ > 0; }
+  [[nodiscard]] bool init_failed() const override { return init_failed_; }
+
   // Every job is answered with `code` and `message` (sbshd stops or lets go of the session).
   void refuse_all(std::string_view code, const std::string& queued_why, const std::string& running_why);
-  void run_next();
 
   [[nodiscard]] const exec_job* current() const { return current_.get(); }
   [[nodiscard]] size_t queued() const { return queue_.size(); }
   [[nodiscard]] uint64_t commands() const { return commands_; }
   [[nodiscard]] const std::deque<history_entry>& history() const { return history_; }
   [[nodiscard]] const std::string& init_output() const { return init_output_; }
-  [[nodiscard]] bool init_failed() const { return init_failed_; }
-  [[nodiscard]] bool ran_user_commands() const { return gen_user_commands_ > 0; }
 
-  // Why the session's state was lost since its last command, for the next one's result.
-  void note_state_lost(std::string why) { state_lost_why_ = std::move(why); }
   // The session had a shell before this sbshd (recreated from the state file): its first
   // command says that state was lost.
   void assume_earlier_shell(std::string why) {
@@ -90,6 +92,7 @@ class job_runner {
   }
 
  private:
+  void run_next();
   bool start_job(exec_job& job);
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
@@ -109,7 +112,10 @@ class job_runner {
   [[nodiscard]] bool blocked() const;
 
   server& srv_;
-  session& session_;
+  const std::string& name_;
+  const session_def& def_;
+  shell_port& shell_;
+  std::function<void()> activity_;
   std::deque<std::unique_ptr<exec_job>> queue_;
   std::unique_ptr<exec_job> current_;
   std::vector<std::unique_ptr<exec_job>> unreleased_;  // fds mode: done, client still draining
@@ -120,7 +126,6 @@ class job_runner {
   std::deque<drain_entry> draining_;
   std::deque<history_entry> history_;
   handle_ptr<timer> kill_timer_;
-  text_memfd big_text_;
   std::string init_output_;  // what the last start's init commands printed
   bool init_failed_ = false;
   size_t init_pending_ = 0;  // run_first jobs not yet done

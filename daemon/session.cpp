@@ -13,7 +13,10 @@
 namespace sbsh::daemon {
 
 session::session(server& srv, std::string name, session_def def)
-    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()), shell_(srv, *this), jobs_(srv, *this) {
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
+      shell_(srv, *this),
+      jobs_(srv, name_, def_, shell_, [this] { activity(); }) {
+  shell_.report_to(jobs_);
   // The spare shell started as this session's would, but for its environment (exported on
   // claim), its limits (so only a session with none takes it) and its directory (entered on
   // claim).
@@ -27,11 +30,19 @@ session::session(server& srv, std::string name, session_def def)
 }
 
 session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
-    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()), shell_(srv, *this), jobs_(srv, *this) {
+    : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
+      shell_(srv, *this),
+      jobs_(srv, name_, def_, shell_, [this] { activity(); }) {
+  shell_.report_to(jobs_);
   shell_.adopt(std::move(shell));
 }
 
 session::~session() = default;
+
+void session::activity() {
+  touch(wall_ms());
+  srv_.session_activity();
+}
 
 void session::enqueue(std::unique_ptr<exec_job> job) { jobs_.enqueue(std::move(job)); }
 

@@ -1,8 +1,9 @@
 // A session: a name, a definition, and two parts with one role each: the shell supervisor
 // (shell_supervisor.h: the wrapper and bash of each generation, restarts, health, adoption)
-// and the job runner (job_runner.h: the queue of commands, how each runs and ends). This
-// class is what the server and the request handlers see; it routes to the two parts and
-// describes the session for `status`, `session ls` and `session show`.
+// and the job runner (job_runner.h: the queue of commands, how each runs and ends). The two
+// know each other only through the interfaces in shell_port.h, which this class joins. It is
+// what the server and the request handlers see; it routes to the two parts and describes the
+// session for `status`, `session ls` and `session show`.
 #pragma once
 
 #include <cstdint>
@@ -78,12 +79,14 @@ class session {
   [[nodiscard]] session_status describe() const;
   [[nodiscard]] session_detail describe_full() const;
 
-  // The two parts, for each other.
+  // The two parts.
   shell_supervisor& shell() { return shell_; }
   job_runner& jobs() { return jobs_; }
   [[nodiscard]] const job_runner& jobs_const() const { return jobs_; }
 
  private:
+  void activity();
+
   server& srv_;
   std::string name_;
   session_def def_;

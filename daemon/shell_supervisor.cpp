@@ -122,17 +122,6 @@ void remove_shell_dir(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
-std::string_view state_name(session_state s) {
-  switch (s) {
-    case session_state::starting: return "starting";
-    case session_state::ready: return "ready";
-    case session_state::restarting: return "restarting";
-    case session_state::exited: return "exited";
-    case session_state::failed: return "failed";
-  }
-  return "unknown";
-}
-
 shell_supervisor::shell_supervisor(server& srv, session& s) : srv_(srv), session_(s) {}
 
 shell_supervisor::~shell_supervisor() {
@@ -171,7 +160,7 @@ void shell_supervisor::fail_start(std::string why) {
   channel_.reset();
   remove_shell_dir(dir_);
   dir_.clear();
-  session_.jobs().run_next();  // refuses what is queued
+  events_->shell_changed();  // refuses what is queued
 }
 
 void shell_supervisor::start() { start_shell(); }
@@ -240,7 +229,7 @@ void shell_supervisor::claim(spare_shell&& spare) {
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
   // Ahead of the init commands that watch() queued: they run in the session's directory and
   // environment, as in a shell started for the session.
-  session_.jobs().run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
+  events_->run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
   if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd}));
 }
@@ -254,7 +243,7 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
                                   [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   // The sync tells the statuses of commands the earlier sbshd started (at most one, and
   // maybe one it sent that the shell has not read yet) from those of ours.
-  sync_seq_ = next_seq();
+  sync_seq_ = ++seq_;
   auto synced = wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_) : status(make_error("gone", "ended"));
   if (wrapper_ == nullptr || !synced) {
     spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", session_.name(),
@@ -264,7 +253,7 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
       wrapper_->release();
       wrapper_ = nullptr;
     }
-    session_.jobs().note_state_lost("sbshd restarted and could not take over the session's shell");
+    events_->note_state_lost("sbshd restarted and could not take over the session's shell");
     ++generation_;
     channel_.reset();
     remove_shell_dir(dir_);
@@ -304,7 +293,7 @@ void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
     // this one, which is the one a later sbshd would adopt.
     for (const auto& [g, pipes] : protected_)
       if (!pipes.fds.empty()) send_protect(g, pipes);
-    session_.jobs().run_first(session_.def().init, /*init=*/true);
+    events_->run_first(session_.def().init, /*init=*/true);
   } else {
     spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", session_.name(),
                  wrapper_pid_, shell_pid_);
@@ -313,7 +302,7 @@ void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
     health_timer_ = make_handle<timer>(srv_.loop());
     health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
   }
-  session_.jobs().run_next();
+  events_->shell_changed();
 }
 
 void shell_supervisor::on_channel(uint64_t gen) {
@@ -341,12 +330,12 @@ void shell_supervisor::on_channel(uint64_t gen) {
         if (msg.pid > 1) shell_pid_ = msg.pid;
         if (state_ == session_state::starting) state_ = session_state::ready;
         spdlog::debug("session {}: shell pid {} serves", session_.name(), shell_pid_);
-        session_.jobs().shell_ready();
+        events_->shell_ready();
         break;
       case SBSH_MSG_SYNCED:
         if (awaiting_sync_ && msg.seq == sync_seq_) {
           awaiting_sync_ = false;
-          session_.jobs().shell_ready();
+          events_->shell_ready();
         }
         break;
       case SBSH_MSG_STATUS:
@@ -355,10 +344,10 @@ void shell_supervisor::on_channel(uint64_t gen) {
           // for its result any more; `session show` lists it.
           spdlog::info("session {}: a command started before sbshd restarted ended with status {}", session_.name(),
                        msg.exit_value);
-          session_.jobs().earlier_command_ended(msg.exit_value, adopted_ms_);
+          events_->earlier_command_ended(msg.exit_value, adopted_ms_);
           break;
         }
-        session_.jobs().on_message(msg);
+        events_->run_answered(msg);
         break;
       default:
         break;
@@ -414,8 +403,7 @@ void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
       break;
     }
     case msg_type::signal_result: {
-      auto r = ipc::decode<msg::signal_result>(m);
-      session_.jobs().on_signal_result(m.id(), r ? r->count : 0);
+      events_->signal_answered();
       break;
     }
     case msg_type::shell_exited: {
@@ -449,16 +437,15 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
   if (gen != generation_ || stopping_) return;
   spdlog::warn("session {}: shell lost: {}", session_.name(), why);
   const session_def& def = session_.def();
-  job_runner& jobs = session_.jobs();
   bool never_served = !served_;
-  bool failed_start = !jobs.ran_user_commands() || jobs.init_failed();
+  bool failed_start = !events_->ran_user_commands() || events_->init_failed();
   bool forced = forcing_restart_;
   bool clean_exit = exit_code && *exit_code == 0 && !signal;
   bool wanted = forced || def.restart == restart_policy::always ||
                 (def.restart == restart_policy::on_failure && !clean_exit);
   bool hopeless = std::exchange(start_failed_, false) && !forced;
   shell_loss loss{exit_code, signal, why, wanted && !hopeless, never_served};
-  jobs.shell_lost(gen, loss);  // the next generation is gen + 1
+  events_->shell_lost(gen, loss);  // the next generation is gen + 1
   // After shell_exited the wrapper is cleaning up the session's processes and exits by
   // itself; in every other case it is dead or must die now.
   detach(/*kill_wrapper=*/!exit_code && !signal);
@@ -467,13 +454,13 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
     failure_ = why;
     state_ = session_state::failed;
     spdlog::error("session {}: failed: {}", session_.name(), failure_);
-    jobs.run_next();  // refuses what is queued
+    events_->shell_changed();  // refuses what is queued
     return;
   }
   if (!wanted) {
     state_ = session_state::exited;
     failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, policy_name(def.restart));
-    jobs.run_next();  // refuses what is queued
+    events_->shell_changed();  // refuses what is queued
     return;
   }
   schedule_restart(why, failed_start, forced);
@@ -493,9 +480,9 @@ void shell_supervisor::schedule_restart(const std::string& why, bool failed_star
   if (failed_starts_.size() >= kStartLimit) {
     state_ = session_state::failed;
     failure_ = fmt::format("{} starts failed within {} s (last: {}{})", failed_starts_.size(), kStartWindowUs / 1000000,
-                           why, session_.jobs().init_failed() ? "; see the init output with 'sbsh session show'" : "");
+                           why, events_->init_failed() ? "; see the init output with 'sbsh session show'" : "");
     spdlog::error("session {}: failed: {}", session_.name(), failure_);
-    session_.jobs().run_next();  // refuses what is queued
+    events_->shell_changed();  // refuses what is queued
     return;
   }
   uint64_t delay = consecutive_failures_ <= 1
@@ -531,7 +518,7 @@ void shell_supervisor::restart(const std::string& why) {
   ++generation_;  // what waited for the old shell must not run in the new one unawares
   ++restarts_;
   srv_.counters().shell_restarted();
-  session_.jobs().note_state_lost(why);
+  events_->note_state_lost(why);
   start_shell();
 }
 
@@ -616,6 +603,11 @@ void shell_supervisor::initialized() {
   // The wrapper keeps the generation for a later sbshd, so that a shell taken over keeps its
   // number and a client sees a change only when the shell changed.
   ctl_->send(ipc::encode(msg::initialized{generation_}));
+}
+
+status shell_supervisor::send_run(run_message& m) {
+  m.seq = ++seq_;
+  return daemon::send_run(channel_.get(), m, big_text_);
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {

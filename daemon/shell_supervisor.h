@@ -2,9 +2,9 @@
 // restarts. It owns what a generation is made of (the wrapper process, its control socket,
 // sbshd's end of the shell channel) and the policy around it: the restart policy with its
 // back-off and start limit, health pings, adoption of a shell an earlier sbshd left, the
-// background processes' groups the wrapper must spare. It knows nothing of commands: it
-// hands what the shell says on its channel, and the end of each generation, to its
-// session's job runner.
+// background processes' groups the wrapper must spare. It knows nothing of commands: it is
+// the job runner's shell_port, and hands what the shell says on its channel, and the end of
+// each generation, to the runner through shell_events (shell_port.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 #include "daemon/framed_socket.h"
 #include "daemon/session_def.h"
 #include "daemon/shell_channel.h"
+#include "daemon/shell_port.h"
 #include "daemon/uv_handles.h"
 #include "common/procs.h"
 
@@ -76,30 +77,15 @@ bool spare_can_serve(const session_def& def);
 // wrapper cannot: it was killed, or never started.
 void remove_shell_dir(const std::string& dir);
 
-// starting: a shell is being started (init commands run in this state).
-// restarting: waiting out the back-off before the next start.
-// exited: the shell ended and the restart policy said not to start another.
-// failed: too many starts failed in a row (the start limit), or a start cannot work; see
-// failure().
-enum class session_state { starting, ready, restarting, exited, failed };
-std::string_view state_name(session_state s);
-
-// How a generation ended, for the job runner.
-struct shell_loss {
-  std::optional<int> exit_code;  // the shell's own status, when it exited
-  std::optional<int> signal;     // the signal that killed it
-  std::string why;               // for a user: "its shell was killed by signal 9", ...
-  bool restarting = false;       // a new shell is being started
-  bool never_served = false;     // the shell never ran a command of this generation
-};
-
-class shell_supervisor {
+class shell_supervisor final : public shell_port {
  public:
   shell_supervisor(server& srv, session& s);
-  ~shell_supervisor();
+  ~shell_supervisor() override;
   shell_supervisor(const shell_supervisor&) = delete;
   shell_supervisor& operator=(const shell_supervisor&) = delete;
 
+  // Whom it reports to (the session's job runner); set before the first generation starts.
+  void report_to(shell_events& events) { events_ = &events; }
   // How the first generation starts: a new shell, the spare, or one an earlier sbshd left.
   void start();
   void claim(spare_shell&& spare);
@@ -108,11 +94,9 @@ class shell_supervisor {
   // Ends the current shell (its command is lost) and starts a new one at once, whatever the
   // policy, clearing a failed or exited state.
   void restart(const std::string& why);
-  // Like restart, from the job runner: a command could only be stopped this way, or an init
-  // command failed (then the start counts as failed).
-  void restart_shell(const std::string& why, bool forced);
-  // A failed session tries again once its start limit's window has passed.
-  void retry_if_failed();
+  // Like restart, from the job runner (shell_port).
+  void restart_shell(const std::string& why, bool forced) override;
+  void retry_if_failed() override;
   // Ends the shell and everything it started; no new one starts.
   void stop();
   // Lets go of the shell without ending it, for the next sbshd to adopt.
@@ -124,30 +108,27 @@ class shell_supervisor {
 
   // The shell runs as its session defines (init commands done): the wrapper may now offer it
   // to a later sbshd.
-  void initialized();
+  void initialized() override;
   // Asks the wrapper to send `sig` to the processes started since `mark` and, with
   // `interrupt`, to interrupt the shell (which abandons the rest of the command's text).
-  // Returns the request's id (its answer goes to job_runner::on_signal_result), or 0 when no
-  // wrapper can be asked.
-  uint64_t signal_command(const procs::since_mark& mark, int sig, bool interrupt);
+  uint64_t signal_command(const procs::since_mark& mark, int sig, bool interrupt) override;
+  [[nodiscard]] status send_run(run_message& m) override;
 
   // Background processes' groups, spared when the shell ends, with the pipes lent for them.
   void protect_group(pid_t pgid, lent_pipes pipes);
   void unprotect_group(pid_t pgid);
   [[nodiscard]] const std::map<pid_t, lent_pipes>& lent() const { return protected_; }
 
-  [[nodiscard]] session_state state() const { return state_; }
-  [[nodiscard]] bool serving() const { return state_ == session_state::ready && !awaiting_sync_; }
-  [[nodiscard]] uint64_t generation() const { return generation_; }
-  [[nodiscard]] int channel() const { return channel_.get(); }
-  [[nodiscard]] uint64_t next_seq() { return ++seq_; }
-  [[nodiscard]] const std::string& failure() const { return failure_; }
+  [[nodiscard]] session_state state() const override { return state_; }
+  [[nodiscard]] bool serving() const override { return state_ == session_state::ready && !awaiting_sync_; }
+  [[nodiscard]] uint64_t generation() const override { return generation_; }
+  [[nodiscard]] const std::string& failure() const override { return failure_; }
   [[nodiscard]] int64_t shell_pid() const { return shell_pid_; }
   [[nodiscard]] int64_t wrapper_pid() const { return wrapper_pid_; }
   [[nodiscard]] int64_t started_at_ms() const { return shell_started_ms_; }
   [[nodiscard]] uint64_t uptime_ms() const;
   [[nodiscard]] uint64_t restarts() const { return restarts_; }
-  [[nodiscard]] bool adopted_busy() const { return awaiting_sync_; }
+  [[nodiscard]] bool adopted_busy() const override { return awaiting_sync_; }
   [[nodiscard]] int64_t adopted_ms() const { return adopted_ms_; }
 
  private:
@@ -169,6 +150,7 @@ class shell_supervisor {
 
   server& srv_;
   session& session_;
+  shell_events* events_ = nullptr;
   session_state state_ = session_state::starting;
   std::string failure_;
   std::deque<uint64_t> failed_starts_;  // mono_us of recent failed starts (start limit)
@@ -191,6 +173,7 @@ class shell_supervisor {
   std::unique_ptr<framed_socket> ctl_;
   unique_fd channel_;
   handle_ptr<fd_watch> channel_watch_;
+  text_memfd big_text_;  // for runs too long for one message
   std::string dir_;  // the shell's directory (its wrapper's adoption socket)
   uint64_t seq_ = 0;
   int64_t shell_pid_ = 0;
