@@ -25,7 +25,7 @@ void off_loop(uv_loop_t* loop, std::function<void()> work, std::function<void()>
       loop, &j->req, [](uv_work_t* r) { static_cast<pool_job*>(r->data)->work(); },
       [](uv_work_t* r, int) {
         std::unique_ptr<pool_job> me(static_cast<pool_job*>(r->data));
-        me->done();
+        if (me->done) me->done();
       });
 }
 

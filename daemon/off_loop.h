@@ -8,8 +8,8 @@
 
 namespace sbsh::daemon {
 
-// Runs `work` on the thread pool, then `done` on the loop's thread. `work` must touch nothing
-// the loop owns; what it finds goes to `done` through what both capture.
-void off_loop(uv_loop_t* loop, std::function<void()> work, std::function<void()> done);
+// Runs `work` on the thread pool, then `done`, if any, on the loop's thread. `work` must
+// touch nothing the loop owns; what it finds goes to `done` through what both capture.
+void off_loop(uv_loop_t* loop, std::function<void()> work, std::function<void()> done = {});
 
 }  // namespace sbsh::daemon

@@ -17,6 +17,7 @@
 
 #include "common/procs.h"
 #include "daemon/exec_job.h"
+#include "daemon/off_loop.h"
 #include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"

@@ -1,6 +1,7 @@
 // The session table: finding a session, creating one (implicitly, or from a definition whose
 // snapshot is copied and whose environment is built first), the environments sessions use,
 // removing sessions and sweeping what they leave, and the expiry of idle ones.
+#include "daemon/off_loop.h"
 #include "daemon/server.h"
 
 #include <signal.h>

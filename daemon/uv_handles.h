@@ -107,24 +107,6 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
   int events_ = 0;
 };
 
-// Runs `work` on libuv's thread pool (blocking file-system work: the loop must not wait for
-// it), then `done`, if any, on the loop.
-inline void off_loop(uv_loop_t* loop, std::function<void()> work, std::function<void()> done = {}) {
-  struct job {
-    std::function<void()> work, done;
-    uv_work_t req;
-  };
-  auto* j = new job{std::move(work), std::move(done), {}};
-  j->req.data = j;
-  uv_queue_work(
-      loop, &j->req, [](uv_work_t* r) { static_cast<job*>(r->data)->work(); },
-      [](uv_work_t* r, int) {
-        auto* me = static_cast<job*>(r->data);
-        if (me->done) me->done();
-        delete me;
-      });
-}
-
 // An owning pointer to a handle: resetting or destroying it closes the handle, which frees
 // itself in its close callback.
 struct handle_closer {
