@@ -124,6 +124,11 @@ status send_sync(int channel, uint64_t seq) {
   return send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
 }
 
+void send_interrupt(int channel, uint64_t seq) {
+  sbsh_run_header h = header(SBSH_MSG_INTERRUPT, seq);
+  (void)send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
+}
+
 result<std::optional<shell_message>> receive_message(int channel) {
   sbsh_status_msg raw{};
   ssize_t n;
@@ -143,6 +148,7 @@ result<std::optional<shell_message>> receive_message(int channel) {
   m.not_run = (raw.flags & SBSH_STATUS_NOT_RUN) != 0;
   m.err = raw.err;
   m.pid = static_cast<pid_t>(raw.pid);
+  if (raw.type != SBSH_MSG_STATUS) m.serves_interrupts = (raw.flags & SBSH_SERVES_INTERRUPTS) != 0;
   return std::optional<shell_message>(m);
 }
 

@@ -46,6 +46,10 @@ class text_memfd {
 // code is "gone" when the shell's end is closed (the shell has ended).
 [[nodiscard]] status send_run(int channel, const run_message& m, text_memfd& big);
 [[nodiscard]] status send_sync(int channel, uint64_t seq);
+// Asks the builtin to stop run `seq` if its command has not started yet (see the interrupt
+// message in ipc/shell_channel.h). Best effort: the SIGINT that follows it is the interrupt,
+// and a shell that cannot take the message is about to be found gone.
+void send_interrupt(int channel, uint64_t seq);
 
 // One message from the builtin.
 struct shell_message {
@@ -57,6 +61,7 @@ struct shell_message {
   bool not_run = false;       // nothing of the text ran: see err
   int err = 0;                // errno, or SBSH_ERR_*
   pid_t pid = 0;
+  bool serves_interrupts = false;  // ready, synced: the builtin reads interrupt messages
 };
 
 // The next message waiting on sbshd's (non-blocking) end: nullopt when none is; an error with

@@ -149,6 +149,8 @@ uint64_t shell_supervisor::begin_start() {
   shell_started_ms_ = wall_ms();
   served_ = false;
   initialized_ = false;
+  run_out_ = 0;
+  interrupts_ = false;
   ping_sent_us_ = 0;
   return generation_;
 }
@@ -325,6 +327,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
     switch (msg.type) {
       case SBSH_MSG_READY:
         served_ = true;
+        interrupts_ = msg.serves_interrupts;
         // In a PID namespace of its own (a confined session) the shell sees itself as 1: the
         // wrapper's wrapper_ready then has its pid here.
         if (msg.pid > 1) shell_pid_ = msg.pid;
@@ -333,6 +336,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
         events_->shell_ready();
         break;
       case SBSH_MSG_SYNCED:
+        interrupts_ = msg.serves_interrupts;
         if (awaiting_sync_ && msg.seq == sync_seq_) {
           awaiting_sync_ = false;
           events_->shell_ready();
@@ -347,6 +351,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
           events_->earlier_command_ended(msg.exit_value, adopted_ms_);
           break;
         }
+        if (msg.seq == run_out_) run_out_ = 0;
         events_->run_answered(msg);
         break;
       default:
@@ -607,11 +612,15 @@ void shell_supervisor::initialized() {
 
 status shell_supervisor::send_run(run_message& m) {
   m.seq = ++seq_;
-  return daemon::send_run(channel_.get(), m, big_text_);
+  auto sent = daemon::send_run(channel_.get(), m, big_text_);
+  if (sent) run_out_ = m.seq;
+  return sent;
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {
   if (!ctl_) return 0;
+  // Ahead of the SIGINT, which the shell drops if it comes before the command has started.
+  if (interrupt && interrupts_ && run_out_ != 0 && channel_) send_interrupt(channel_.get(), run_out_);
   uint64_t id = ++signal_seq_;
   ctl_->send(ipc::encode(msg::signal_command{mark.last_pid, mark.start_ticks, sig, interrupt}, id));
   return id;

@@ -176,6 +176,8 @@ class shell_supervisor final : public shell_port {
   text_memfd big_text_;  // for runs too long for one message
   std::string dir_;  // the shell's directory (its wrapper's adoption socket)
   uint64_t seq_ = 0;
+  uint64_t run_out_ = 0;     // the run the shell has and has not answered; 0: none
+  bool interrupts_ = false;  // the builtin reads interrupt messages (ready, synced)
   int64_t shell_pid_ = 0;
   int64_t wrapper_pid_ = 0;
   uint64_t started_mono_us_ = 0;

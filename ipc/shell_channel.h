@@ -13,8 +13,15 @@
  *                   sync:   header only; answered with `synced` once every earlier run has
  *                           been answered (a new sbshd that adopted the shell learns which
  *                           statuses are its own).
- *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, and again after
- *                           an interrupt brought it back: seq 0).
+ *                   interrupt: header only; the run `seq` is to stop. Sent before sbshd has
+ *                           the wrapper send the shell SIGINT, to a builtin that said it reads
+ *                           it (SBSH_SERVES_INTERRUPTS): a SIGINT that reaches the shell
+ *                           between its reading of the run and the start of the command is
+ *                           indistinguishable from a stray one and is dropped, so the builtin
+ *                           looks for this message once its SIGINT handler is in place, and
+ *                           then runs nothing of the text. Read at any other time (the run
+ *                           has ended), it is stale and dropped.
+ *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, seq 0).
  *                   status: one per run, with the run's seq.
  *                   synced: the answer to a sync, with its seq.
  */
@@ -48,6 +55,7 @@
 enum sbsh_channel_type {
   SBSH_MSG_RUN = 1,
   SBSH_MSG_SYNC = 2,
+  SBSH_MSG_INTERRUPT = 3,
   SBSH_MSG_READY = 10,
   SBSH_MSG_STATUS = 11,
   SBSH_MSG_SYNCED = 12,
@@ -68,6 +76,11 @@ enum sbsh_status_flags {
   SBSH_STATUS_SIGNALED = 1u << 2,    /* exit_signal is the signal that ended the last command */
 };
 
+/* Flags of ready and synced: what the builtin understands (a builtin of an earlier sbsh, in
+ * a shell a newer sbshd adopted, sends none). */
+enum sbsh_serves_flags {
+  SBSH_SERVES_INTERRUPTS = 1u << 0, /* interrupt messages */
+};
 /* Why a run was not run (err of a NOT_RUN status; errno values otherwise). */
 #define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
 #define SBSH_ERR_NOT_A_DIR (-2)   /* the directory to check exists but is not a directory */

@@ -22,6 +22,12 @@
  * forget that pipeline before it reports the interrupted command
  * (forget_interrupted_pipeline()).
  *
+ * An interrupt can also land after the builtin has read a run and before SIGINT is the
+ * command's, where the builtin drops it as it drops a stray one between commands (a SIGINT
+ * says nothing of which command it was meant for). sbshd therefore sends an interrupt message
+ * on the channel ahead of each such SIGINT, and the builtin looks for one once its handler is
+ * in place (interrupted_before_start()): then nothing of the text runs.
+ *
  * Errors an interactive shell survives. bash runs the builtin's script as a non-interactive
  * shell, in which an unbound variable under `set -u`, `${X:?}`, an error in a special builtin
  * in posix mode or a failed `exec` end the shell. At a prompt bash reports them and carries
@@ -364,6 +370,11 @@ static int receive(struct run *r) {
     int bad = (size_t)n < sizeof *h || h->magic != SBSH_CHANNEL_MAGIC || h->version != SBSH_CHANNEL_VERSION ||
               (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
     if (!bad) r->h = *h;
+    if (!bad && h->type == SBSH_MSG_INTERRUPT) {
+      /* For a run already answered: its command ended before the interrupt could stop it. */
+      for (int i = 0; i < nfds; ++i) close(fds[i]);
+      continue;
+    }
     if (!bad && h->type == SBSH_MSG_SYNC) {
       for (int i = 0; i < nfds; ++i) close(fds[i]);
       return 1;
@@ -687,6 +698,25 @@ static int survivable(int code) {
 
 /* Runs a command's text with bash's evalstring() under a jump target of the builtin's own
  * (see "Errors an interactive shell survives" above). */
+/* Whether sbshd asked for the current run to be stopped before its command started (see
+ * the interrupt message in ipc/shell_channel.h). Called once SIGINT is the command's: an
+ * interrupt asked for after this look comes with a SIGINT that command_sigint() takes. Only
+ * interrupt messages are taken off the channel; anything else stays for the serve loop. */
+static int interrupted_before_start(void) {
+  int asked = 0;
+  for (;;) {
+    struct sbsh_run_header h;
+    ssize_t n = recv(channel(), &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != (ssize_t)sizeof h || h.magic != SBSH_CHANNEL_MAGIC || h.version != SBSH_CHANNEL_VERSION ||
+        h.type != SBSH_MSG_INTERRUPT)
+      return asked;
+    while (recv(channel(), &h, sizeof h, MSG_DONTWAIT) < 0 && errno == EINTR) {
+    }
+    if (h.seq == current_seq) asked = 1;
+  }
+}
+
 static int eval_at_top_level(char *text) {
   procenv_t outer;
   COPY_PROCENV(top_level, outer);
@@ -751,7 +781,15 @@ static void run_command(struct run *r) {
   int jobs_were_on = job_control;
   char *text = r->text;
   r->text = NULL;
-  int value = eval_at_top_level(text);
+  int value;
+  if (interrupted_before_start()) {
+    /* Nothing of the text runs, as if the SIGINT had come as it started. */
+    xfree(text);
+    got_sigint = 1;
+    value = last_command_exit_value = 128 + SIGINT;
+  } else {
+    value = eval_at_top_level(text);
+  }
   /* Reached when the text ended, by itself or by an error that a prompt survives (a throw to
    * the top level on SIGINT goes to unwound). */
   after_command(jobs_were_on);
@@ -895,7 +933,7 @@ static int serve_builtin(WORD_LIST *list) {
   if (!greeted) {
     greeted = 1;
     settle_in();
-    send_msg(SBSH_MSG_READY, 0, 0, 0, 0, 0);
+    send_msg(SBSH_MSG_READY, 0, 0, 0, SBSH_SERVES_INTERRUPTS, 0);
   }
   for (;;) {
     struct run r;
@@ -903,7 +941,7 @@ static int serve_builtin(WORD_LIST *list) {
     if (got == 0) break;
     if (got < 0) continue;
     if (r.h.type == SBSH_MSG_SYNC) {
-      send_msg(SBSH_MSG_SYNCED, r.h.seq, last_command_exit_value, 0, 0, 0);
+      send_msg(SBSH_MSG_SYNCED, r.h.seq, last_command_exit_value, 0, SBSH_SERVES_INTERRUPTS, 0);
       continue;
     }
     run_command(&r);

@@ -1,7 +1,10 @@
 // daemon/shell_channel: the run message as the builtin reads it, texts through the memfd,
 // and the checks on what comes back.
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "daemon/shell_channel.h"
+#include "wrapper/spawn.h"
+#include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
 namespace {
@@ -158,6 +163,114 @@ TEST(shell_channel, ARunToAShellThatHasEndedIsGone) {
   auto s = send_run(ch->first.get(), m, big);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.err().code, "gone");
+}
+
+// A real bash running the sbsh builtin on the channel, with no sbshd: the interrupt message
+// and the runs are put on the channel exactly when the test says.
+class builtin_shell {
+ public:
+  builtin_shell() {
+    auto ch = make_shell_channel();
+    auto builtin = wrapper::find_builtin();
+    if (!ch || !builtin) return;
+    channel_ = std::move(ch->first);
+    int script[2];
+    if (::pipe2(script, O_CLOEXEC) != 0) return;
+    std::string line = wrapper::shell_script(*builtin);
+    bool written = ::write(script[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(script[1]);
+    int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (written) {
+      auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull});
+      if (pid) pid_ = *pid;
+    }
+    ::close(script[0]);
+    ::close(devnull);
+  }
+  ~builtin_shell() {
+    channel_.reset();  // the builtin reads end-of-file and the shell ends
+    if (pid_ > 0) {
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  int channel() const { return channel_.get(); }
+  // The next message from the builtin, waiting up to 10 s.
+  std::optional<shell_message> next() {
+    for (int waited = 0; waited < 100; ++waited) {
+      auto m = receive_message(channel_.get());
+      if (!m) return std::nullopt;
+      if (m.value()) return m.value();
+      pollfd p{channel_.get(), POLLIN, 0};
+      ::poll(&p, 1, 100);
+    }
+    return std::nullopt;
+  }
+  // Sends `text` as run `seq` with fresh pipes for its output; the read end of stdout stays here.
+  unique_fd send(uint64_t seq, std::string_view text) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
+    run_message m;
+    m.seq = seq;
+    m.text = text;
+    m.out = out[1];
+    m.err = err[1];
+    EXPECT_TRUE(send_run(channel_.get(), m, big_).ok());
+    ::close(out[1]);
+    ::close(err[0]);
+    ::close(err[1]);
+    return unique_fd(out[0]);
+  }
+
+ private:
+  unique_fd channel_;
+  text_memfd big_;
+  pid_t pid_ = -1;
+};
+
+std::string read_all(int fd) {
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  return text;
+}
+
+// The race the interrupt message closes: sbshd's SIGINT can reach the shell after the builtin
+// has read a run and before the command is under way, where a SIGINT cannot be told from a
+// stray one and is dropped. Here the shell is stopped while the run and its interrupt are
+// queued, so the builtin finds both at once: nothing of the text may run. An interrupt for a
+// run already answered is dropped, and the shell serves the next run in full.
+TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  auto ready = sh.next();
+  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
+  EXPECT_TRUE(ready->serves_interrupts);
+
+  ASSERT_EQ(::kill(sh.pid(), SIGSTOP), 0);
+  unique_fd out = sh.send(1, "echo ran; X=changed");
+  send_interrupt(sh.channel(), 1);
+  ASSERT_EQ(::kill(sh.pid(), SIGCONT), 0);
+  auto st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 1u);
+  EXPECT_TRUE(st->interrupted);
+  EXPECT_EQ(st->exit_value, 128 + SIGINT);
+  EXPECT_EQ(read_all(out.get()), "");
+
+  // A stale interrupt (run 1 was answered) ahead of run 2, and one for another run behind it.
+  ASSERT_EQ(::kill(sh.pid(), SIGSTOP), 0);
+  send_interrupt(sh.channel(), 1);
+  out = sh.send(2, "echo \"$? ${X-unset}\"");
+  send_interrupt(sh.channel(), 7);
+  ASSERT_EQ(::kill(sh.pid(), SIGCONT), 0);
+  st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 2u);
+  EXPECT_FALSE(st->interrupted);
+  EXPECT_EQ(st->exit_value, 0);
+  EXPECT_EQ(read_all(out.get()), "130 unset\n");
 }
 
 }  // namespace
