@@ -737,7 +737,10 @@ TEST_F(plan_test, TheLibraryReportsEventsToACallbackAndCanBeCancelled) {
   EXPECT_EQ(rep->status, client::run_status::cancelled);
   EXPECT_EQ(client::exit_status(*rep), 130);
   EXPECT_EQ(rep->stages[0].commands[0].stdout_data, "hi\n");
-  EXPECT_EQ(rep->stages[1].commands[0].status, client::command_status::cancelled);
+  const auto& cmd = rep->stages[1].commands[0];
+  EXPECT_EQ(cmd.status, client::command_status::cancelled)
+      << "exit " << cmd.exit_code.value_or(-1) << ", signal " << cmd.signal.value_or(0) << ", error '" << cmd.error
+      << "', stdout '" << cmd.stdout_data << "', stderr '" << cmd.stderr_data << "', " << cmd.duration_ms << " ms";
   EXPECT_FALSE(fs::exists(dir + "/never"));
   std::string log = read_file(dir + "/e.jsonl");
   std::string joined;
