@@ -28,7 +28,7 @@
 #ifndef SBSH_IPC_SHELL_CHANNEL_H
 #define SBSH_IPC_SHELL_CHANNEL_H
 
-#include <stdint.h>
+#include <stdint.h>  // NOLINT(modernize-deprecated-headers): a C header, the builtin reads it too
 
 #define SBSH_CHANNEL_MAGIC 0x48534253u /* "SBSH" */
 /* Bump this when any struct or meaning below changes: both ends are checked at start. */

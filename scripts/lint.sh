@@ -3,17 +3,20 @@
 # compile commands of a build directory, and fails if it reports anything.
 #   scripts/lint.sh [-B DIR] [FILE...]
 # With no FILE, every source file the build compiles (tests and benchmarks included when the
-# build has them); DIR defaults to build, which is configured first if it has no
-# compile_commands.json. Not part of scripts/test.sh: it takes long on a small machine.
+# build has them); DIR defaults to build-lint, which is configured (not built) first if it has
+# no compile_commands.json: source by source (a unity build lists its batches instead of its
+# sources) and without precompiled headers (each source must include what it uses). Not part
+# of scripts/test.sh: it takes long on a small machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=build
+dir=build-lint
 if [[ ${1:-} == -B ]]; then
   dir=$2
   shift 2
 fi
 if [[ ! -f $dir/compile_commands.json ]]; then
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBSH_TESTS=ON -DSBSH_BENCH=ON >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DSBSH_UNITY=OFF \
+    -DSBSH_PCH=OFF >/dev/null
 fi
 tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
 runner=$(command -v run-clang-tidy-14 || command -v run-clang-tidy)
