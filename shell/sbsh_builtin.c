@@ -696,8 +696,6 @@ static int survivable(int code) {
   }
 }
 
-/* Runs a command's text with bash's evalstring() under a jump target of the builtin's own
- * (see "Errors an interactive shell survives" above). */
 /* Whether sbshd asked for the current run to be stopped before its command started (see
  * the interrupt message in ipc/shell_channel.h). Called once SIGINT is the command's: an
  * interrupt asked for after this look comes with a SIGINT that command_sigint() takes. Only
@@ -717,6 +715,8 @@ static int interrupted_before_start(void) {
   }
 }
 
+/* Runs a command's text with bash's evalstring() under a jump target of the builtin's own
+ * (see "Errors an interactive shell survives" above). */
 static int eval_at_top_level(char *text) {
   procenv_t outer;
   COPY_PROCENV(top_level, outer);
