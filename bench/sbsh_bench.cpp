@@ -119,14 +119,8 @@ class builtin_driver {
     auto builtin = wrapper::find_builtin();
     if (!ch || !builtin) std::exit(1);
     channel_ = std::move(ch->first);
-    int script[2];
-    if (::pipe2(script, O_CLOEXEC) != 0) std::exit(1);
-    std::string line = wrapper::shell_script(*builtin);
-    if (::write(script[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::exit(1);
-    ::close(script[1]);
     int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull}, {}, confinement);
-    ::close(script[0]);
+    auto pid = wrapper::spawn_serving_shell("/bin/bash", *builtin, ch->second.get(), devnull, {}, confinement);
     ::close(devnull);
     if (!pid) std::exit(1);
     pid_ = *pid;

@@ -147,6 +147,18 @@ std::string shell_script(const std::string& builtin) {
   return fmt::format("enable -f {} __sbsh && set -m && trap : INT && '__sbsh serve'\n", ipc::shell_quote(builtin));
 }
 
+result<pid_t> spawn_serving_shell(const char* bash_path, const std::string& builtin, int channel, int early_err,
+                                  std::span<const ipc::rlimit_spec> limits, const shell_confinement& confinement) {
+  int script[2];
+  if (::pipe2(script, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
+  unique_fd script_r(script[0]), script_w(script[1]);
+  std::string line = shell_script(builtin);
+  if (::write(script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return make_error("spawn", fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
+  script_w.reset();  // the builtin writes its later lines itself
+  return spawn_shell(bash_path, {channel, script_r.get(), early_err}, limits, confinement);
+}
+
 namespace {
 
 // Several lines of a program's stderr as one line of a report.
@@ -244,16 +256,10 @@ class wrapper_loop {
   result<pid_t> start_bash(const unique_fd& channel) {
     auto builtin = find_builtin();
     if (!builtin) return builtin.err();
-    int script[2], early[2];
-    if (::pipe2(script, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
-    unique_fd script_r(script[0]), script_w(script[1]);
+    int early[2];
     if (::pipe2(early, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
     unique_fd early_w(early[1]);
     early_err_ = unique_fd(early[0]);
-    std::string line = shell_script(*builtin);
-    if (::write(script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-      return make_error("spawn", fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
-    script_w.reset();  // the builtin writes its later lines itself
     const char* bash = std::getenv("SBSH_BASH");
     bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
     ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the session's environment
@@ -279,7 +285,7 @@ class wrapper_loop {
         return make_error("spawn", fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
       confinement.cgroup_procs = cgroup_procs.get();
     }
-    return spawn_shell(bash_.c_str(), {channel.get(), script_r.get(), early_w.get()}, opts_.limits, confinement);
+    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, confinement);
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "ipc/limits.h"
 #include "ipc/result.h"
 #include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
+#include "wrapper/spawn.h"
 
 namespace sbsh::wrapper {
 
@@ -54,6 +56,11 @@ struct options {
 result<std::string> find_builtin();
 // The one line bash's script holds at start: load the builtin and hand the shell to it.
 std::string shell_script(const std::string& builtin);
+// Starts `bash_path` on that script (a pipe made, written and closed here) with the shell
+// channel's bash end and stderr on `early_err` until the builtin serves (spawn_shell).
+result<pid_t> spawn_serving_shell(const char* bash_path, const std::string& builtin, int channel, int early_err,
+                                  std::span<const ipc::rlimit_spec> limits = {},
+                                  const shell_confinement& confinement = {});
 
 // Runs until the shell ends or the session is ended; returns the process exit code.
 int run(const char* session_name, const options& o);

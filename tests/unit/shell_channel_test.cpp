@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "daemon/shell_channel.h"
-#include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
@@ -174,17 +173,9 @@ class builtin_shell {
     auto builtin = wrapper::find_builtin();
     if (!ch || !builtin) return;
     channel_ = std::move(ch->first);
-    int script[2];
-    if (::pipe2(script, O_CLOEXEC) != 0) return;
-    std::string line = wrapper::shell_script(*builtin);
-    bool written = ::write(script[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
-    ::close(script[1]);
     int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (written) {
-      auto pid = wrapper::spawn_shell("/bin/bash", {ch->second.get(), script[0], devnull});
-      if (pid) pid_ = *pid;
-    }
-    ::close(script[0]);
+    auto pid = wrapper::spawn_serving_shell("/bin/bash", *builtin, ch->second.get(), devnull);
+    if (pid) pid_ = *pid;
     ::close(devnull);
   }
   ~builtin_shell() {
