@@ -9,7 +9,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace access_tests {
 
 using access_test = daemon_test;
 
@@ -114,5 +114,5 @@ TEST_F(state_dir_test, AStateDirectoryOfAnotherUserIsRefusedAndNothingInItRuns) 
   ASSERT_EQ(::chown(state.c_str(), ::getuid(), ::getgid()), 0);  // for TearDown
 }
 
-}  // namespace
+}  // namespace access_tests
 }  // namespace sbsh::test

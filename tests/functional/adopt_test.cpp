@@ -19,7 +19,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace adopt_tests {
 
 class adopt_test : public daemon_test {
  protected:
@@ -323,5 +323,5 @@ TEST_F(adopt_test, OnlyAnAdoptRequestTakesASessionOver) {
   EXPECT_EQ(session_pids("s").wrapper_pid, before.wrapper_pid);
 }
 
-}  // namespace
+}  // namespace adopt_tests
 }  // namespace sbsh::test

@@ -32,7 +32,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace chaos_tests {
 
 using chaos_test = daemon_test;
 using std::chrono::milliseconds;
@@ -334,5 +334,5 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   EXPECT_TRUE(processes_with(sock).empty());  // no wrapper of this test's sbshd at all
 }
 
-}  // namespace
+}  // namespace chaos_tests
 }  // namespace sbsh::test

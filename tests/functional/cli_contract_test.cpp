@@ -34,7 +34,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace cli_contract_tests {
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -501,5 +501,5 @@ TEST_F(cli_contract_test, CtrlCAtAnIdlePromptClearsTheLine) {
   EXPECT_EQ(t.wait_exit(), 0);
 }
 
-}  // namespace
+}  // namespace cli_contract_tests
 }  // namespace sbsh::test

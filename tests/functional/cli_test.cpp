@@ -14,7 +14,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace cli_tests {
 
 using cli_test = daemon_test;
 
@@ -211,5 +211,5 @@ TEST_F(cli_test, NumbersAtTheEdgesOfTheirRangeAreTaken) {
   EXPECT_EQ(sbsh({"logs", "--tail=18446744073709551615", "n"}).out, "1\n2\n3\n");
 }
 
-}  // namespace
+}  // namespace cli_tests
 }  // namespace sbsh::test

@@ -20,7 +20,7 @@
 #include "ipc/messages.h"
 
 namespace sbsh::test {
-namespace {
+namespace confine_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -351,5 +351,5 @@ TEST_F(cgroup_test, BadLimitsAreRefusedWithWhatToGive) {
   EXPECT_NE(sbsh({"session", "show", "bad"}).code, 0);
 }
 
-}  // namespace
+}  // namespace confine_tests
 }  // namespace sbsh::test

@@ -8,7 +8,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace counters_tests {
 
 using json = nlohmann::json;
 
@@ -84,5 +84,5 @@ TEST_F(counters_test, CountBytesThatPassThroughSbshdAndClientsNow) {
   EXPECT_GT(st->uptime_ms, 0u);
 }
 
-}  // namespace
+}  // namespace counters_tests
 }  // namespace sbsh::test

@@ -12,7 +12,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace daemon_log_tests {
 
 using namespace std::chrono_literals;
 
@@ -79,5 +79,5 @@ TEST_F(daemon_log_test, RefusesALogSizeThatIsNotOne) {
   EXPECT_NE(r.err.find("--log-files"), std::string::npos) << r.err;
 }
 
-}  // namespace
+}  // namespace daemon_log_tests
 }  // namespace sbsh::test

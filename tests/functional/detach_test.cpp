@@ -19,7 +19,7 @@ namespace sbsh::test {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+namespace detach_tests {
 
 using detach_test = daemon_test;
 
@@ -229,5 +229,5 @@ TEST_F(detach_test, BadIdsAndOptionsGetAClearError) {
   EXPECT_EQ(exec("ok", "echo fine").out, "fine\n");
 }
 
-}  // namespace
+}  // namespace detach_tests
 }  // namespace sbsh::test

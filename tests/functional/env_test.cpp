@@ -11,7 +11,7 @@
 #include "tests/functional/fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace env_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -359,5 +359,5 @@ TEST_F(env_test, APlansSessionTakesASetup) {
   EXPECT_EQ(count_runs(), 1u);  // the second plan's session found it built
 }
 
-}  // namespace
+}  // namespace env_tests
 }  // namespace sbsh::test

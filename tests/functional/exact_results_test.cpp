@@ -18,7 +18,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace exact_results_tests {
 
 using json = nlohmann::json;
 using exact_results_test = daemon_test;
@@ -251,5 +251,5 @@ TEST_F(exact_results_test, ALostShellsOwnStatusIsTheExitCode) {
   EXPECT_EQ(j["signal"], "SIGKILL");
 }
 
-}  // namespace
+}  // namespace exact_results_tests
 }  // namespace sbsh::test

@@ -16,7 +16,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace exec_file_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -228,5 +228,5 @@ TEST_F(exec_file_test, APlansSessionTimeoutIsTheDefaultOfItsCommands) {
   EXPECT_TRUE(has(r.err, "session.timeout")) << r.err;
 }
 
-}  // namespace
+}  // namespace exec_file_tests
 }  // namespace sbsh::test

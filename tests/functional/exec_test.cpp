@@ -20,7 +20,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace exec_tests {
 
 using exec_test = daemon_test;
 
@@ -330,11 +330,11 @@ TEST_F(exec_test, StatusAndShutdown) {
   EXPECT_FALSE(pid_alive(wrapper));
 }
 
-}  // namespace
+}  // namespace exec_tests
 }  // namespace sbsh::test
 
 namespace sbsh::test {
-namespace {
+namespace exec_tests {
 
 TEST_F(exec_test, AttachRunsLinesFromAPipeInOrder) {
   std::string lines = "cd /tmp\nx=5\necho \"$x $(pwd)\"\nexit_code_of_last() { return 3; }; exit_code_of_last\n";
@@ -384,5 +384,5 @@ TEST_F(exec_test, CompletionScriptsParse) {
   EXPECT_NE(r.out.find("_sbsh"), std::string::npos) << r.err;
 }
 
-}  // namespace
+}  // namespace exec_tests
 }  // namespace sbsh::test

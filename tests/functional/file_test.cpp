@@ -18,7 +18,7 @@
 #include "ipc/socket_io.h"
 
 namespace sbsh::test {
-namespace {
+namespace file_tests {
 
 namespace fs = std::filesystem;
 
@@ -432,5 +432,5 @@ TEST_F(file_test, ASnapshotSessionsRootIsItsCopy) {
   EXPECT_EQ(slurp(kept + "/result.txt"), cfg) << "the failed run's copy is kept";
 }
 
-}  // namespace
+}  // namespace file_tests
 }  // namespace sbsh::test

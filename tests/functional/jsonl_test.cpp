@@ -22,7 +22,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace jsonl_tests {
 
 using jsonl_test = daemon_test;
 
@@ -264,5 +264,5 @@ TEST_F(jsonl_test, SbshsOwnFailuresAreJsonOnStdout) {
   EXPECT_EQ(r.out, "");
 }
 
-}  // namespace
+}  // namespace jsonl_tests
 }  // namespace sbsh::test

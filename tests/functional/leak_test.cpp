@@ -8,7 +8,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace leak_tests {
 
 size_t count_entries(const std::string& path) {
   std::error_code ec;
@@ -73,5 +73,5 @@ TEST_F(leak_test, LogsOfProcessesTheTableDoesNotListAreDeletedAtStart) {
   EXPECT_EQ(out, "out\n");
 }
 
-}  // namespace
+}  // namespace leak_tests
 }  // namespace sbsh::test

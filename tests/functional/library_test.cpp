@@ -13,7 +13,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace library_tests {
 
 using library_test = daemon_test;
 
@@ -320,5 +320,5 @@ TEST_F(library_test, AutoStartGivesUpAfterStartTimeout) {
   EXPECT_FALSE(pid_alive(pid));
 }
 
-}  // namespace
+}  // namespace library_tests
 }  // namespace sbsh::test

@@ -15,7 +15,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace lifetime_tests {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -316,5 +316,5 @@ TEST_F(deadlock_test, RemovingItsOwnSessionFromInsideDoesNotHang) {
   EXPECT_NE(sbsh({"session", "show", "x"}).code, 0) << "the session is gone";
 }
 
-}  // namespace
+}  // namespace lifetime_tests
 }  // namespace sbsh::test

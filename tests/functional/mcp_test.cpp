@@ -34,7 +34,7 @@ namespace sbsh::test {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+namespace mcp_tests {
 
 // `sbsh mcp ARGS...` as a child with pipes on stdin and stdout (stderr: a file).
 class mcp_child {
@@ -761,5 +761,5 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
 }
 
-}  // namespace
+}  // namespace mcp_tests
 }  // namespace sbsh::test

@@ -28,7 +28,7 @@
 #include "ipc/socket_io.h"
 
 namespace sbsh::test {
-namespace {
+namespace memory_tests {
 
 // VmRSS or VmHWM of a process, in KiB.
 long status_kb(pid_t pid, const std::string& key) {
@@ -409,5 +409,5 @@ TEST_F(memory_test, AFuzzOfLargeTextsStaysBoundedAndIsGivenBack) {
   expect_served();
 }
 
-}  // namespace
+}  // namespace memory_tests
 }  // namespace sbsh::test

@@ -21,7 +21,7 @@
 extern char** environ;
 
 namespace sbsh::test {
-namespace {
+namespace plan_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -751,5 +751,5 @@ TEST_F(plan_test, TheLibraryReportsEventsToACallbackAndCanBeCancelled) {
   EXPECT_TRUE(st.ok());
 }
 
-}  // namespace
+}  // namespace plan_tests
 }  // namespace sbsh::test

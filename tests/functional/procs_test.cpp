@@ -15,7 +15,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace procs_tests {
 
 using json = nlohmann::json;
 using std::chrono::seconds;
@@ -239,5 +239,5 @@ TEST_F(procs_test, ADamagedProcessTableKeepsTheRecordsThatCanBeRead) {
   EXPECT_TRUE(aside);
 }
 
-}  // namespace
+}  // namespace procs_tests
 }  // namespace sbsh::test

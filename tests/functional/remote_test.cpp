@@ -20,7 +20,7 @@
 extern char** environ;
 
 namespace sbsh::test {
-namespace {
+namespace remote_tests {
 
 class remote_test : public daemon_test {
  protected:
@@ -245,5 +245,5 @@ TEST_F(remote_test, DialStdioEndsWhenItsClientLeaves) {
   }
 }
 
-}  // namespace
+}  // namespace remote_tests
 }  // namespace sbsh::test

@@ -23,7 +23,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace robustness_tests {
 
 using robustness_test = daemon_test;
 
@@ -315,11 +315,11 @@ TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
   EXPECT_TRUE(wait_until([&] { return !pid_alive(found); }, std::chrono::seconds(10)));
 }
 
-}  // namespace
+}  // namespace robustness_tests
 }  // namespace sbsh::test
 
 namespace sbsh::test {
-namespace {
+namespace robustness_tests {
 
 // A client of the protocol itself, with output and stdin as frames (io "frames").
 class frames_client {
@@ -399,5 +399,5 @@ TEST_F(robustness_test, ASlowReaderDoesNotGrowTheDaemon) {
   EXPECT_EQ(exec("other", "echo served").out, "served\n");
 }
 
-}  // namespace
+}  // namespace robustness_tests
 }  // namespace sbsh::test

@@ -11,7 +11,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace root_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -255,5 +255,5 @@ TEST_F(root_test, WithoutARootDashCBehavesAsBefore) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
-}  // namespace
+}  // namespace root_tests
 }  // namespace sbsh::test

@@ -22,7 +22,7 @@
 #include "ipc/socket_io.h"
 
 namespace sbsh::test {
-namespace {
+namespace service_manager_tests {
 
 using namespace std::chrono_literals;
 
@@ -351,5 +351,5 @@ TEST_F(journal_test, AJournalStreamThatIsNotStderrLeavesPlainText) {
   EXPECT_EQ(journal.next_with("", 200ms), "");
 }
 
-}  // namespace
+}  // namespace service_manager_tests
 }  // namespace sbsh::test

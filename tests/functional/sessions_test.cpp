@@ -14,7 +14,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace sessions_tests {
 
 using json = nlohmann::json;
 
@@ -152,8 +152,15 @@ TEST_F(sessions_test, PruneRemovesIdleImplicitSessionsOnly) {
   ASSERT_EQ(sbsh({"session", "create", "made"}).code, 0);
   ASSERT_EQ(exec("made", "true").code, 0);
   ASSERT_EQ(sbsh({"start", "-s", "bg", "--", "sleep 60"}).code, 0);
-  std::thread running([&] { exec("busy", "sleep 2.031"); });
-  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 2.031").empty(); }, std::chrono::seconds(20)));
+  // busy's command runs until the test lets it end, however slow the machine.
+  const std::string go = dir + "/go";
+  std::thread running([&] { exec("busy", "until [ -e " + shell_quote(go) + " ]; do sleep 0.02; done"); });
+  if (!wait_until([&] { return listed("busy").is_object() && listed("busy")["idle_since"].is_null(); },
+                  std::chrono::seconds(20))) {
+    run({"/usr/bin/touch", go});
+    running.join();
+    FAIL() << "busy's command never showed as running";
+  }
   auto idle = session_pids("idle");
   auto imp = listed("idle");
   EXPECT_TRUE(imp["implicit"].get<bool>()) << imp;
@@ -168,6 +175,7 @@ TEST_F(sessions_test, PruneRemovesIdleImplicitSessionsOnly) {
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(none.out, "");
   auto r = sbsh({"session", "prune", "--idle", "0s", "--json"});
+  run({"/usr/bin/touch", go});
   running.join();
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out), json::parse(R"(["idle"])")) << r.out;
@@ -264,5 +272,5 @@ TEST_F(sessions_test, RemovingASessionUnderARunningCommandSaysSo) {
   EXPECT_TRUE(processes_running("sleep 30.013").empty());
 }
 
-}  // namespace
+}  // namespace sessions_tests
 }  // namespace sbsh::test

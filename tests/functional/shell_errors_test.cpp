@@ -17,7 +17,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace shell_errors_tests {
 
 using json = nlohmann::json;
 
@@ -214,5 +214,5 @@ TEST_F(shell_errors_test, ATimeoutReportsTheSignalTheCommandReceivedNeverTheShel
   EXPECT_EQ(j["exit_code"], 143);
 }
 
-}  // namespace
+}  // namespace shell_errors_tests
 }  // namespace sbsh::test

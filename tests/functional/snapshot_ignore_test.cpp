@@ -12,7 +12,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace snapshot_ignore_tests {
 
 namespace fs = std::filesystem;
 
@@ -295,5 +295,5 @@ TEST_F(snapshot_ignore_test, BadInputIsRefusedWithOneLineAndLeavesNothingBehind)
   EXPECT_EQ(exec("nosnap", "echo still").out, "still\n");
 }
 
-}  // namespace
+}  // namespace snapshot_ignore_tests
 }  // namespace sbsh::test

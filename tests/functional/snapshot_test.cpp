@@ -13,7 +13,7 @@
 #include "fixture.h"
 
 namespace sbsh::test {
-namespace {
+namespace snapshot_tests {
 
 namespace fs = std::filesystem;
 
@@ -254,5 +254,5 @@ TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   EXPECT_EQ(exec("big", "cat a.txt").out, "hello\n");
 }
 
-}  // namespace
+}  // namespace snapshot_tests
 }  // namespace sbsh::test

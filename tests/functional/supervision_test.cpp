@@ -16,7 +16,7 @@ namespace sbsh::test {
 
 using json = nlohmann::json;
 
-namespace {
+namespace supervision_tests {
 
 class supervision_test : public daemon_test {
  protected:
@@ -489,5 +489,5 @@ TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
   EXPECT_TRUE(aside);
 }
 
-}  // namespace
+}  // namespace supervision_tests
 }  // namespace sbsh::test

@@ -5,7 +5,7 @@
 #include "sbsh/client.h"
 
 namespace sbsh::client {
-namespace {
+namespace cli_json_tests {
 
 TEST(cli_json, Utf8RepairAndBase64) {
   bool ok;
@@ -73,5 +73,5 @@ TEST(cli_json, Durations) {
   for (const char* bad : {"", "s", "5x", "-1", "1.2.3", "1e9999"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
 }
 
-}  // namespace
+}  // namespace cli_json_tests
 }  // namespace sbsh::client

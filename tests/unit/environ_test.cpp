@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 namespace sbsh::ipc {
-namespace {
+namespace environ_tests {
 
 TEST(environ, ServiceManagerVariablesAreRecognisedByExactName) {
   for (const char* e : {"NOTIFY_SOCKET=/run/x", "WATCHDOG_PID=1", "WATCHDOG_USEC=5", "LISTEN_PID=2",
@@ -44,5 +44,5 @@ TEST(environ, EnvpPointsIntoTheEntriesAndEndsWithNull) {
   EXPECT_EQ(envp[2], nullptr);
 }
 
-}  // namespace
+}  // namespace environ_tests
 }  // namespace sbsh::ipc

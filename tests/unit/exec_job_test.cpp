@@ -5,7 +5,7 @@
 #include "daemon/session_def.h"
 
 namespace sbsh::daemon {
-namespace {
+namespace exec_job_tests {
 
 TEST(exec_job, SessionNames) {
   EXPECT_TRUE(valid_session_name("a"));
@@ -42,5 +42,5 @@ TEST(exec_job, ParseChecksFields) {
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
 }
 
-}  // namespace
+}  // namespace exec_job_tests
 }  // namespace sbsh::daemon

@@ -8,7 +8,7 @@
 #include "ipc/frame.h"
 
 namespace sbsh::ipc {
-namespace {
+namespace frame_tests {
 
 result<message> decode(std::string_view frame) {
   frame_reader r;
@@ -164,5 +164,5 @@ TEST(frame, GarbageIsAnErrorNeverACrash) {
   }
 }
 
-}  // namespace
+}  // namespace frame_tests
 }  // namespace sbsh::ipc

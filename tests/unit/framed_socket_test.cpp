@@ -13,7 +13,7 @@
 #include "ipc/protocol.h"
 
 namespace sbsh::daemon {
-namespace {
+namespace framed_socket_tests {
 
 // A socketpair whose far end has sent a shell_exited frame with `exit_code` and closed,
 // after `unread` was sent to it from our end (and never read). Returns our end.
@@ -83,5 +83,5 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
-}  // namespace
+}  // namespace framed_socket_tests
 }  // namespace sbsh::daemon

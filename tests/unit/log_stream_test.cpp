@@ -11,7 +11,7 @@
 #include "ipc/frame.h"
 
 namespace sbsh::daemon {
-namespace {
+namespace log_stream_tests {
 
 // A client that keeps every frame it is sent and reads none until told to.
 struct fake_client {
@@ -120,5 +120,5 @@ TEST_F(log_test, FollowReadsWhatGrowsAndRotates) {
   EXPECT_EQ(growing.pump(b.as_client()), log_stream::progress::done);
 }
 
-}  // namespace
+}  // namespace log_stream_tests
 }  // namespace sbsh::daemon

@@ -17,7 +17,7 @@
 #include <spdlog/spdlog.h>
 
 namespace sbsh::daemon {
-namespace {
+namespace log_tests {
 
 bool has(const std::vector<std::string>& fields, const std::string& f) {
   return std::find(fields.begin(), fields.end(), f) != fields.end();
@@ -161,5 +161,5 @@ TEST(log, LevelsAndFormatsAreChecked) {
   EXPECT_NE(s.err().message.find("cannot open the log file " + o.file), std::string::npos) << s.err().message;
 }
 
-}  // namespace
+}  // namespace log_tests
 }  // namespace sbsh::daemon

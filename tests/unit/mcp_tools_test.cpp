@@ -8,7 +8,7 @@
 #include "client/mcp/tools.h"
 
 namespace sbsh::mcp {
-namespace {
+namespace mcp_tools_tests {
 
 TEST(McpJsonRpc, ShapesOfMessages) {
   EXPECT_EQ(parse_message("{").error["error"]["code"], kParseError);
@@ -150,5 +150,5 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
   EXPECT_TRUE(core.idle());
 }
 
-}  // namespace
+}  // namespace mcp_tools_tests
 }  // namespace sbsh::mcp

@@ -10,7 +10,7 @@
 #include "ipc/msgpack_scan.h"
 
 namespace sbsh::ipc {
-namespace {
+namespace msgpack_scan_tests {
 
 std::string body_of(frame_builder& f) { return f.take().substr(4); }
 
@@ -99,5 +99,5 @@ TEST(msgpack_scan, AgreesWithTheDecoderOnRandomBytes) {
   EXPECT_GT(accepted, 1000);  // the comparison saw both answers
 }
 
-}  // namespace
+}  // namespace msgpack_scan_tests
 }  // namespace sbsh::ipc

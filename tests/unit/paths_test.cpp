@@ -8,7 +8,7 @@
 #include "ipc/paths.h"
 
 namespace sbsh::ipc {
-namespace {
+namespace paths_tests {
 
 TEST(paths, SocketResolutionOrder) {
   ::setenv("SBSH_SOCKET", "/a/s.sock", 1);
@@ -54,5 +54,5 @@ TEST(paths, PrivateDirectoryIsCreatedOrRefused) {
   (void)std::system(("rm -rf " + base).c_str());
 }
 
-}  // namespace
+}  // namespace paths_tests
 }  // namespace sbsh::ipc

@@ -10,7 +10,7 @@
 #include "common/procs.h"
 
 namespace sbsh::procs {
-namespace {
+namespace procs_tests {
 
 pid_t spawn_group_sleeper() {
   pid_t p = ::fork();
@@ -76,5 +76,5 @@ TEST(procs, SignalTreeReachesTheGroup) {
   EXPECT_FALSE(group_alive(g));
 }
 
-}  // namespace
+}  // namespace procs_tests
 }  // namespace sbsh::procs

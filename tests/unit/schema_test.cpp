@@ -18,7 +18,7 @@
 #include "ipc/schema_doc.h"
 
 namespace sbsh::ipc {
-namespace {
+namespace schema_tests {
 
 result<message> parse(const std::string& frame) { return message::parse(frame.data() + 4, frame.size() - 4); }
 
@@ -690,5 +690,5 @@ TEST(schema, ManualListsTheSchema) {
   }
 }
 
-}  // namespace
+}  // namespace schema_tests
 }  // namespace sbsh::ipc

@@ -16,7 +16,7 @@
 #include "tests/sessionless_server.h"
 
 namespace sbsh::daemon {
-namespace {
+namespace server_tests {
 
 class server_test : public ::testing::Test {
  protected:
@@ -69,5 +69,5 @@ TEST_F(server_test, AShutdownRequestFreesItsOwnConnectionSafely) {
   EXPECT_EQ(uv_loop_alive(srv_->loop()), 0);
 }
 
-}  // namespace
+}  // namespace server_tests
 }  // namespace sbsh::daemon

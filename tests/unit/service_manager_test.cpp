@@ -13,7 +13,7 @@
 #include <string>
 
 namespace sbsh::daemon::service_manager {
-namespace {
+namespace service_manager_tests {
 
 class service_manager_unit : public ::testing::Test {
  protected:
@@ -113,5 +113,5 @@ TEST_F(service_manager_unit, NotifiesAndReportsTheWatchdogInterval) {
   ::close(fd);
 }
 
-}  // namespace
+}  // namespace service_manager_tests
 }  // namespace sbsh::daemon::service_manager

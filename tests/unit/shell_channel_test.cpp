@@ -16,7 +16,7 @@
 #include "wrapper/wrapper.h"
 
 namespace sbsh::daemon {
-namespace {
+namespace shell_channel_tests {
 
 struct received {
   sbsh_run_header h{};
@@ -264,5 +264,5 @@ TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
   EXPECT_EQ(read_all(out.get()), "130 unset\n");
 }
 
-}  // namespace
+}  // namespace shell_channel_tests
 }  // namespace sbsh::daemon

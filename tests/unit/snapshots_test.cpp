@@ -12,7 +12,7 @@
 #include <fstream>
 
 namespace sbsh::daemon {
-namespace {
+namespace snapshots_tests {
 
 namespace fs = std::filesystem;
 
@@ -120,5 +120,5 @@ TEST_F(snapshots_test, LeftoversAreSweptAndCopiesKept) {
   EXPECT_TRUE(fs::exists(state + "/snapshots/c")) << "a copy is kept: its session may come back";
 }
 
-}  // namespace
+}  // namespace snapshots_tests
 }  // namespace sbsh::daemon
