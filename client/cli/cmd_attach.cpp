@@ -5,6 +5,8 @@
 // exit status is the last command's.
 #include <editline/readline.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,19 +29,28 @@ namespace sbsh::cli {
 namespace {
 
 // Ctrl-C at the prompt clears the line and shows a new prompt, as bash does. The terminal
-// sends SIGINT; its handler notes it, and the read that it interrupts (no SA_RESTART) ends
-// the line through libedit's getc hook, which libedit's own handlers would not do: they read
-// again after an interrupted read, and end the line on a second as at end-of-file, which is
-// Ctrl-D's meaning.
+// sends SIGINT; its handler notes it and the key read ends the line through libedit's getc
+// hook, which libedit's own handlers would not do: they read again after an interrupted
+// read, and end the line on a second as at end-of-file, which is Ctrl-D's meaning. SIGINT is
+// blocked while libedit works and let in only while the hook waits for a key (ppoll), so a
+// Ctrl-C that arrives as libedit draws the prompt is not lost before a read that would block.
 volatile sig_atomic_t g_interrupted = 0;
 void on_prompt_interrupt(int) { g_interrupted = 1; }
 int read_key(FILE*) {
-  unsigned char c;
+  sigset_t waiting;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &waiting);
+  ::sigdelset(&waiting, SIGINT);
   for (;;) {
+    pollfd pf{STDIN_FILENO, POLLIN, 0};
+    if (::ppoll(&pf, 1, nullptr, &waiting) < 0) {
+      if (errno == EINTR && g_interrupted == 0) continue;
+      return EOF;  // Ctrl-C (g_interrupted says so), or stdin is unusable
+    }
+    unsigned char c;
     ssize_t n = ::read(STDIN_FILENO, &c, 1);
     if (n == 1) return c;
-    if (n < 0 && errno == EINTR && g_interrupted == 0) continue;
-    return EOF;  // end of input, or Ctrl-C (g_interrupted tells which)
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    return EOF;  // end of input
   }
 }
 
@@ -73,8 +84,13 @@ int run_attach(const global_opts& g, const std::string& session) {
       sigemptyset(&sa.sa_mask);
       sa.sa_flags = 0;
       ::sigaction(SIGINT, &sa, nullptr);
+      sigset_t sigint, before;
+      sigemptyset(&sigint);
+      sigaddset(&sigint, SIGINT);
+      ::pthread_sigmask(SIG_BLOCK, &sigint, &before);
       g_interrupted = 0;
       char* l = readline(prompt.c_str());
+      ::pthread_sigmask(SIG_SETMASK, &before, nullptr);  // a Ctrl-C typed since counts too
       if (g_interrupted != 0) {
         std::free(l);
         std::fputs("^C\n", stdout);
