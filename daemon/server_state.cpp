@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/off_loop.h"
 #include "ipc/clock.h"
 #include "ipc/messages.h"
 #include "ipc/paths.h"
@@ -37,26 +39,17 @@ void server::write_atomically(const std::string& path, std::string bytes) {
     return;
   }
   w.busy = true;
-  struct writer {
-    server* srv;
-    std::string path;
-    std::string bytes;
-    std::string error;
-    uv_work_t req;
-  };
-  auto* wr = new writer{this, path, std::move(bytes), {}, {}};
-  wr->req.data = wr;
+  auto data = std::make_shared<std::string>(std::move(bytes));
+  auto error = std::make_shared<std::string>();
   // Off the loop: fsync may take a while.
-  uv_queue_work(
-      &loop_, &wr->req,
-      [](uv_work_t* r) {
-        auto* me = static_cast<writer*>(r->data);
-        if (auto s = ipc::write_file_atomically(me->path, me->bytes); !s) me->error = s.err().message;
+  off_loop(
+      &loop_,
+      [path, data, error] {
+        if (auto s = ipc::write_file_atomically(path, *data); !s) *error = s.err().message;
       },
-      [](uv_work_t* r, int) {
-        auto* me = static_cast<writer*>(r->data);
-        if (!me->error.empty()) spdlog::error("{}", me->error);
-        auto& w = me->srv->writes_[me->path];
+      [this, path, error] {
+        if (!error->empty()) spdlog::error("{}", *error);
+        auto& w = writes_[path];
         w.busy = false;
         auto written = std::move(w.current_waiters);
         w.current_waiters = std::move(w.next_waiters);
@@ -64,9 +57,8 @@ void server::write_atomically(const std::string& path, std::string bytes) {
         if (w.next) {
           std::string next = std::move(*w.next);
           w.next.reset();
-          me->srv->write_atomically(me->path, std::move(next));
+          write_atomically(path, std::move(next));
         }
-        delete me;
         for (auto& done : written) done();
       });
 }
