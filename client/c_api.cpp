@@ -76,7 +76,8 @@ int status_for(sbsh::ipc::errc code) {
     case errc::timeout: return SBSH_ERR_TIMEOUT;
     case errc::no_such_session:
     case errc::no_such_process:
-    case errc::no_such_command: return SBSH_ERR_NOT_FOUND;
+    case errc::no_such_command:
+    case errc::no_such_env: return SBSH_ERR_NOT_FOUND;
     default: return SBSH_ERR_REFUSED;
   }
 }
@@ -173,6 +174,7 @@ char* malloc_copy(const std::string& s) {
 }
 
 // Hands a JSON document to the caller.
+// A malloc'd copy of `text` (JSON, a path) for the caller to sbsh_free.
 int give_json(const std::string& json, char** out) {
   *out = malloc_copy(json);
   return SBSH_OK;
@@ -180,6 +182,20 @@ int give_json(const std::string& json, char** out) {
 
 void give_proc(sbsh::client::proc_info&& p, sbsh_proc** out) {
   if (out != nullptr) *out = new sbsh_proc{std::move(p)};
+}
+
+// sbsh_logs' and sbsh_command_logs' follow, tail, streams and cancel_fd, checked, into `o`.
+int logs_options_of(sbsh_conn* conn, const char* fn, int follow, uint64_t tail, int streams, int cancel_fd,
+                    sbsh::client::logs_options& o) {
+  if (streams < 0 || streams > 3) return invalid(conn, std::string(fn) + ": streams must be 0, 1, 2 or 3");
+  o.follow = follow != 0;
+  o.tail = tail;
+  o.cancel_fd = cancel_fd < 0 ? -1 : cancel_fd;
+  if (streams != 0) {
+    o.out = (streams & 1) != 0;
+    o.err = (streams & 2) != 0;
+  }
+  return SBSH_OK;
 }
 
 std::function<void(stream, std::string_view)> output_callback(sbsh_output_fn fn, void* user) {
@@ -448,6 +464,19 @@ int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result
     return SBSH_OK;
   });
 }
+int sbsh_command_logs(sbsh_conn* conn, uint64_t command_id, int follow, int streams, int cancel_fd,
+                      sbsh_output_fn fn, void* user, sbsh_result** out) {
+  return guarded(conn, [&]() -> int {
+    if (fn == nullptr) return invalid(conn, "sbsh_command_logs: fn must not be NULL");
+    sbsh::client::logs_options o;
+    if (int rc = logs_options_of(conn, "sbsh_command_logs", follow, 0, streams, cancel_fd, o); rc != SBSH_OK) return rc;
+    auto r = conn->c.command_logs(command_id, o, output_callback(fn, user));
+    if (!r) return fail(conn, r.err());
+    if (out != nullptr) *out = new sbsh_result{std::move(*r)};
+    return SBSH_OK;
+  });
+}
+
 uint64_t sbsh_result_duration_us(const sbsh_result* r) { return r != nullptr ? r->r.duration_us : 0; }
 int64_t sbsh_result_started_at_ms(const sbsh_result* r) { return r != nullptr ? r->r.started_at_ms : 0; }
 uint64_t sbsh_result_generation(const sbsh_result* r) { return r != nullptr ? r->r.generation : 0; }
@@ -581,11 +610,77 @@ int sbsh_session_remove(sbsh_conn* conn, const char* name) {
   });
 }
 
+int sbsh_session_remove_keep_copy(sbsh_conn* conn, const char* name, char** path_out) {
+  return guarded(conn, [&]() -> int {
+    if (name == nullptr) return invalid(conn, "sbsh_session_remove_keep_copy: name is NULL");
+    auto r = conn->c.remove_session(name, true);
+    if (!r) return fail(conn, r.err());
+    return path_out != nullptr ? give_json(*r, path_out) : SBSH_OK;
+  });
+}
+
 int sbsh_session_restart(sbsh_conn* conn, const char* name) {
   return guarded(conn, [&]() -> int {
     if (name == nullptr) return invalid(conn, "sbsh_session_restart: name is NULL");
     auto r = conn->c.restart_session(name);
     return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
+int sbsh_session_prune(sbsh_conn* conn, int64_t idle_ms, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (idle_ms < 0) return invalid(conn, "sbsh_session_prune: idle_ms must not be negative");
+    auto names = conn->c.prune_sessions(std::chrono::milliseconds(idle_ms));
+    if (!names) return fail(conn, names.err());
+    return json_out != nullptr ? give_json(sbsh::client::to_json(*names), json_out) : SBSH_OK;
+  });
+}
+
+int sbsh_kept_copies_json(sbsh_conn* conn, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (json_out == nullptr) return invalid(conn, "sbsh_kept_copies_json: json_out is NULL");
+    auto v = conn->c.kept_copies();
+    if (!v) return fail(conn, v.err());
+    return give_json(sbsh::client::to_json(*v), json_out);
+  });
+}
+
+int sbsh_kept_copies_prune(sbsh_conn* conn, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    auto v = conn->c.prune_kept_copies();
+    if (!v) return fail(conn, v.err());
+    return json_out != nullptr ? give_json(sbsh::client::to_json(*v, false), json_out) : SBSH_OK;
+  });
+}
+
+// ---- Environments --------------------------------------------------------------------------
+
+int sbsh_environments_json(sbsh_conn* conn, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (json_out == nullptr) return invalid(conn, "sbsh_environments_json: json_out is NULL");
+    auto v = conn->c.environments();
+    if (!v) return fail(conn, v.err());
+    return give_json(sbsh::client::to_json(*v), json_out);
+  });
+}
+
+int sbsh_environment_remove(sbsh_conn* conn, const char* hash, int force) {
+  return guarded(conn, [&]() -> int {
+    if (hash == nullptr) return invalid(conn, "sbsh_environment_remove: hash is NULL");
+    auto r = conn->c.remove_environment(hash, force != 0);
+    return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
+int sbsh_environments_prune(sbsh_conn* conn, int64_t keep, int64_t older_than_ms, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (keep < -1) return invalid(conn, "sbsh_environments_prune: keep must be a count, or -1 for no bound");
+    if (older_than_ms < 0) return invalid(conn, "sbsh_environments_prune: older_than_ms must not be negative");
+    std::optional<uint64_t> k;
+    if (keep >= 0) k = static_cast<uint64_t>(keep);
+    auto v = conn->c.prune_environments(k, std::chrono::milliseconds(older_than_ms));
+    if (!v) return fail(conn, v.err());
+    return json_out != nullptr ? give_json(sbsh::client::to_json(*v), json_out) : SBSH_OK;
   });
 }
 
@@ -644,15 +739,8 @@ int sbsh_logs(sbsh_conn* conn, const char* proc, int follow, uint64_t tail, int 
               sbsh_output_fn fn, void* user, sbsh_proc** out) {
   return guarded(conn, [&]() -> int {
     if (proc == nullptr || fn == nullptr) return invalid(conn, "sbsh_logs: proc and fn must not be NULL");
-    if (streams < 0 || streams > 3) return invalid(conn, "sbsh_logs: streams must be 0, 1, 2 or 3");
     sbsh::client::logs_options o;
-    o.follow = follow != 0;
-    o.tail = tail;
-    o.cancel_fd = cancel_fd < 0 ? -1 : cancel_fd;
-    if (streams != 0) {
-      o.out = (streams & 1) != 0;
-      o.err = (streams & 2) != 0;
-    }
+    if (int rc = logs_options_of(conn, "sbsh_logs", follow, tail, streams, cancel_fd, o); rc != SBSH_OK) return rc;
     auto p = conn->c.logs(proc, o, output_callback(fn, user));
     if (!p) return fail(conn, p.err());
     give_proc(std::move(*p), out);

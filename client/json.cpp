@@ -297,4 +297,32 @@ std::string to_json(const file_entry& e) {
 
 std::string to_json(const std::vector<file_entry>& v) { return array(v); }
 
+std::string to_json(const environment_info& e) {
+  json_object o;
+  o.str("hash", e.hash).str("path", e.path).str("setup", e.setup).strs("keys", e.keys);
+  o.num("size_bytes", static_cast<int64_t>(e.size_bytes));
+  o.str("created_at", rfc3339_ms(e.created_at_ms)).str("last_used", rfc3339_ms(e.last_used_ms));
+  o.strs("sessions", e.sessions);
+  return o.finish();
+}
+
+std::string to_json(const std::vector<environment_info>& v) { return array(v); }
+
+std::string to_json(const std::vector<kept_copy>& v, bool sized) {
+  std::string out = "[";
+  for (const auto& k : v) {
+    json_object o;
+    o.str("session", k.session).str("path", k.path).str("kept_at", rfc3339_ms(k.kept_at_ms));
+    if (sized) o.num("size_bytes", static_cast<int64_t>(k.size_bytes));
+    out += (out.size() > 1 ? "," : "") + o.finish();
+  }
+  return out + "]";
+}
+
+std::string to_json(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (const auto& n : names) out += (out.size() > 1 ? "," : "") + json_string(n);
+  return out + "]";
+}
+
 }  // namespace sbsh::client

@@ -66,5 +66,13 @@ std::string to_json(const std::vector<proc_info>& v);
 // mode (octal text), mtime (RFC 3339) and a symlink's target; a listing as an array of them.
 std::string to_json(const file_entry& e);
 std::string to_json(const std::vector<file_entry>& v);
+// An environment, as `sbsh env ls --json` prints it (and `env prune --json` what it deleted).
+std::string to_json(const environment_info& e);
+std::string to_json(const std::vector<environment_info>& v);
+// The snapshot copies kept after their sessions, as `sbsh session ls --kept --json` prints
+// them; without `sized` (what `prune --kept` deleted) their sizes are left out.
+std::string to_json(const std::vector<kept_copy>& v, bool sized = true);
+// Names, such as the sessions `session prune` removed.
+std::string to_json(const std::vector<std::string>& names);
 
 }  // namespace sbsh::client

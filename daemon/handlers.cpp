@@ -4,6 +4,9 @@
 // the daemon's own requests (status, shutdown) are handled here.
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -99,6 +102,10 @@ constexpr handler_entry kHandlers[] = {
 };
 
 }  // namespace
+
+bool server::handles(msg_type t) {
+  return std::any_of(std::begin(kHandlers), std::end(kHandlers), [t](const handler_entry& h) { return h.type == t; });
+}
 
 void server::handle(client_conn& c, ipc::envelope&& env) {
   msg_type t = env.msg.type();

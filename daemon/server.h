@@ -157,6 +157,8 @@ class server {
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
+  // Whether handle() has a handler for requests of type `t` (handlers.cpp's table).
+  static bool handles(ipc::msg_type t);
   session* find_session(const std::string& name);
   client_conn* client_by_serial(uint64_t serial);
   // The session `name`, made implicitly if there is none: in `cwd`, with the environment

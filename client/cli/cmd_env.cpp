@@ -20,21 +20,10 @@ struct env_args {
   std::chrono::milliseconds older_than{0};
 };
 
-std::string env_json(const client::environment_info& e, bool measured) {
-  client::json_object o;
-  o.str("hash", e.hash).str("path", e.path).str("setup", e.setup).strs("keys", e.keys);
-  if (measured) o.num("size_bytes", static_cast<int64_t>(e.size_bytes));
-  o.str("created_at", client::rfc3339_ms(e.created_at_ms)).str("last_used", client::rfc3339_ms(e.last_used_ms));
-  o.strs("sessions", e.sessions);
-  return o.finish();
-}
-
 // ls, and what prune deleted.
 int print_envs(const std::vector<client::environment_info>& envs, bool json, bool pruned) {
   if (json) {
-    std::string out = "[";
-    for (const auto& e : envs) out += (out.size() > 1 ? "," : "") + env_json(e, true);
-    std::puts((out + "]").c_str());
+    std::puts(client::to_json(envs).c_str());
   } else if (pruned) {
     for (const auto& e : envs)
       std::printf("deleted %s (%s)\n", e.hash.c_str(), human_bytes(e.size_bytes).c_str());

@@ -41,9 +41,7 @@ int prune_sessions(const global_opts& g, const session_args& a) {
   auto names = conn->prune_sessions(a.idle);
   if (!names) return fail(names.err());
   if (a.json) {
-    std::string out = "[";
-    for (const auto& n : *names) out += (out.size() > 1 ? "," : "") + client::json_string(n);
-    std::puts((out + "]").c_str());
+    std::puts(client::to_json(*names).c_str());
   } else {
     for (const auto& n : *names) std::printf("removed session %s\n", n.c_str());
   }
@@ -57,14 +55,7 @@ int kept_copies(const global_opts& g, const session_args& a, bool prune) {
   auto copies = prune ? conn->prune_kept_copies() : conn->kept_copies();
   if (!copies) return fail(copies.err());
   if (a.json) {
-    std::string out = "[";
-    for (const auto& k : *copies) {
-      client::json_object o;
-      o.str("session", k.session).str("path", k.path).str("kept_at", client::rfc3339_ms(k.kept_at_ms));
-      if (!prune) o.num("size_bytes", static_cast<int64_t>(k.size_bytes));
-      out += (out.size() > 1 ? "," : "") + o.finish();
-    }
-    std::puts((out + "]").c_str());
+    std::puts(client::to_json(*copies, !prune).c_str());
   } else if (prune) {
     for (const auto& k : *copies) std::printf("deleted %s\n", displayable(k.path, false).c_str());
   } else if (!copies->empty()) {

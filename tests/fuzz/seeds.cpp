@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 
 using namespace sbsh::ipc;
 
@@ -43,7 +44,29 @@ std::vector<std::pair<std::string, std::string>> requests() {
   logs.str("proc", "web").boolean("follow", false).u64("tail", 5).boolean("stdout", true).boolean("stderr", true);
   add("proc_logs", std::move(logs));
   add("shutdown", std::move(frame_builder(msg_type::shutdown, 5).boolean("keep_sessions", false)));
-  add("hello_again", std::move(frame_builder(msg_type::hello, 6).u64("version", kProtocolVersion)));
+  // A second hello: the requests target has sent one already.
+  add("hello", std::move(frame_builder(msg_type::hello, 6).u64("version", kProtocolVersion)));
+  // The other requests, from their declarations: each in msg::all that a client sends has a
+  // seed (tests/unit/registry_test.cpp checks it).
+  auto msg = [&](std::string_view name, std::string bytes) { out.emplace_back(std::string(name), std::move(bytes)); };
+  msg("session_prune", encode(msg::session_prune{.idle_ms = 1000}, 7));
+  msg("kept_list", encode(msg::kept_list{}, 7));
+  msg("kept_prune", encode(msg::kept_prune{}, 7));
+  msg("command_wait", encode(msg::command_wait{.command_id = 1, .timeout_ms = 10}, 8));
+  msg("command_logs", encode(msg::command_logs{.command_id = 1, .follow = false, .out = true, .err = false}, 8));
+  msg("command_kill", encode(msg::command_kill{.command_id = 1, .signal = {15}}, 8));
+  msg("file_read", encode(msg::file_read{.session = "build", .path = "a/b", .offset = 1, .length = 3}, 9));
+  msg("file_write", encode(msg::file_write{.session = "build", .path = "a/b", .mode = 0644, .parents = true}, 9));
+  msg("file_data", encode(msg::file_data{.data = {"abc"}}, 9));
+  msg("file_close", encode(msg::file_close{.discard = false}, 9));
+  msg("file_stat", encode(msg::file_stat{.session = "build", .path = "a"}, 10));
+  msg("file_list", encode(msg::file_list{.session = "build", .path = "", .recursive = true}, 10));
+  msg("file_remove", encode(msg::file_remove{.session = "build", .path = "a", .recursive = true}, 10));
+  msg("file_mkdir", encode(msg::file_mkdir{.session = "build", .path = "a/b", .parents = true}, 10));
+  msg("file_move", encode(msg::file_move{.session = "build", .from = "a", .to = "c"}, 10));
+  msg("env_list", encode(msg::env_list{}, 11));
+  msg("env_remove", encode(msg::env_remove{.hash = "0123456789abcdef", .force = false}, 11));
+  msg("env_prune", encode(msg::env_prune{.keep = 1, .older_than_ms = 0}, 11));
   return out;
 }
 

@@ -259,6 +259,76 @@ class ApiTest(DaemonTestCase):
             s.remove()
 
 
+class HousekeepingTest(DaemonTestCase):
+    """What sessions leave behind, on a daemon of its own: prune reaches every idle session
+    made implicitly."""
+
+    def test_idle_sessions_are_pruned(self):
+        self.c.exec("true", session="py-implicit", check=True)
+        self.c.create_session("py-defined", cwd=self.d.dir)
+        self.assertEqual(self.c.prune_sessions(idle=3600), [])
+        self.assertEqual(self.c.prune_sessions(), ["py-implicit"])
+        names = [s.name for s in self.c.sessions()]
+        self.assertIn("py-defined", names)
+        self.assertNotIn("py-implicit", names)
+        with self.assertRaises(ValueError):
+            self.c.prune_sessions(idle=-1)
+        self.c.remove_session("py-defined")
+
+    def test_a_kept_copy_is_listed_and_pruned(self):
+        src = tempfile.mkdtemp(dir=self.d.dir)
+        with open(os.path.join(src, "f"), "w") as f:
+            f.write("kept\n")
+        self.c.create_session("py-snap", snapshot=src)
+        self.c.create_session("py-plain", cwd=src)
+        with self.assertRaises(sbsh.InvalidArgument) as err:
+            self.c.remove_session("py-plain", keep_copy=True)
+        self.assertIn("not made from a snapshot", str(err.exception))
+        self.c.remove_session("py-plain")
+        kept = self.c.remove_session("py-snap", keep_copy=True)
+        self.assertTrue(os.path.isfile(os.path.join(kept, "f")))
+        copies = self.c.kept_copies()
+        self.assertEqual([(k.session, k.path) for k in copies], [("py-snap", kept)])
+        self.assertGreater(copies[0].size_bytes, 0)
+        self.assertLess(abs(copies[0].kept_at - time.time()), 60)
+        self.assertEqual([k.path for k in self.c.prune_kept_copies()], [kept])
+        self.assertFalse(os.path.exists(kept))
+        self.assertEqual(self.c.kept_copies(), [])
+
+    def test_an_environment_is_listed_refused_while_used_and_pruned(self):
+        src = tempfile.mkdtemp(dir=self.d.dir)
+        setup = 'echo py > "$SBSH_ENV/mark"'
+        self.c.create_session("py-env", cwd=src, setup=setup)
+        envs = self.c.environments()
+        self.assertEqual([(e.sessions, e.setup) for e in envs], [(("py-env",), setup)])
+        e = envs[0]
+        self.assertTrue(os.path.isfile(os.path.join(e.path, "mark")))
+        self.assertGreater(e.size_bytes, 0)
+        with self.assertRaises(sbsh.Refused) as err:
+            self.c.remove_environment(e.hash)
+        self.assertEqual(err.exception.reason, "env_in_use")
+        self.c.remove_session("py-env")
+        self.assertEqual(self.c.prune_environments(older_than=3600), [])
+        self.assertEqual([x.hash for x in self.c.prune_environments(keep=0)], [e.hash])
+        self.assertFalse(os.path.exists(e.path))
+        with self.assertRaises(sbsh.NotFound):
+            self.c.remove_environment(e.hash)
+        with self.assertRaises(ValueError):
+            self.c.prune_environments(keep=-1)
+
+    def test_a_kept_commands_logs(self):
+        r = self.c.exec("echo out; echo err >&2", session="py-logs", keep=True)
+        got = []
+        logs = self.c.command_logs(r.command_id, on_output=lambda stream, data: got.append((stream, data)))
+        self.assertEqual((logs.stdout, logs.stderr, logs.exit_code, logs.running), (b"out\n", b"err\n", 0, False))
+        self.assertEqual(b"".join(d for s, d in got if s == sbsh.STDERR), b"err\n")
+        only = self.c.command_logs(r.command_id, follow=True, stdout=False)
+        self.assertEqual((only.stdout, only.stderr), (b"", b"err\n"))
+        with self.assertRaises(sbsh.CommandNotFound):
+            self.c.command_logs(987654321)
+        self.c.remove_session("py-logs")
+
+
 class AsyncTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -313,6 +383,22 @@ class AsyncTest(unittest.TestCase):
                 r = await c.exec("echo $PWD $KEPT", session="aio-cancel")
                 self.assertEqual((r.text, r.state_lost, r.shell_restarted), ("/tmp yes\n", False, False))
                 await c.remove_session("aio-cancel")
+        self.run_async(main())
+
+    def test_housekeeping_and_a_followed_command(self):
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                r = await c.exec("echo one; sleep 0.3; echo two", session="aio-kept", detach_after=0.1)
+                self.assertTrue(r.running)
+                chunks = [x async for x in c.follow_command(r.command_id)]
+                self.assertEqual(b"".join(x.data for x in chunks), b"one\ntwo\n")
+                logs = await c.command_logs(r.command_id)
+                self.assertEqual((logs.stdout, logs.exit_code), (b"one\ntwo\n", 0))
+                self.assertEqual(await c.kept_copies(), [])
+                self.assertEqual(await c.prune_kept_copies(), [])
+                self.assertEqual(await c.environments(), [])
+                self.assertEqual(await c.prune_environments(), [])
+                self.assertIn("aio-kept", await c.prune_sessions())
         self.run_async(main())
 
     def test_stream_plan_and_process(self):

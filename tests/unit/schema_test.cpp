@@ -4,7 +4,7 @@
 //
 // The manual's MESSAGES and ERROR CODES sections are written from the schema. After a change
 // to the schema, regenerate them with
-//     SBSH_UPDATE_MAN=1 build/bin/unit_schema --gtest_filter='schema.ManualListsTheSchema'
+//     SBSH_UPDATE_MAN=1 build/bin/unit_tests --gtest_filter='schema.ManualListsTheSchema'
 // (any build directory) and commit the page.
 #include <gtest/gtest.h>
 
@@ -679,7 +679,7 @@ TEST(schema, ManualListsTheSchema) {
     if (updated.compare(begin, end - begin, want) == 0) continue;
     differs = true;
     ADD_FAILURE() << heading << " of man/sbsh-protocol.7 is not what the schema says. Regenerate it with\n"
-                  << "  SBSH_UPDATE_MAN=1 bin/unit_schema --gtest_filter='schema.ManualListsTheSchema'\n"
+                  << "  SBSH_UPDATE_MAN=1 bin/unit_tests --gtest_filter='schema.ManualListsTheSchema'\n"
                   << "The section should be:\n"
                   << want;
     updated.replace(begin, end - begin, want);

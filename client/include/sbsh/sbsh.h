@@ -92,7 +92,7 @@ enum {
   SBSH_ERR_INTERNAL = -6,    /* out of memory, or a bug in libsbsh */
   SBSH_ERR_PROTOCOL = -7,    /* sbshd spoke a protocol version or message libsbsh does not
                                 understand; the handle is now unusable */
-  SBSH_ERR_NOT_FOUND = -8,   /* no such session or background process */
+  SBSH_ERR_NOT_FOUND = -8,   /* no such session, background process, kept command or environment */
   SBSH_PENDING = 1           /* sbsh_exec_call_step: the command has not ended yet */
 };
 
@@ -235,6 +235,13 @@ SBSH_API int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t ti
  * grace period; the shell keeps its state) and gives its result once it has ended (without
  * its output: sbsh_await_command gives that). */
 SBSH_API int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result** out);
+/* Passes a kept command's output, from its start, to fn (stream 1: stdout, 2: stderr); with
+ * follow non-zero, then what it writes until it ends (cancel_fd: -1, or sbsh_canceller_fd()
+ * of a canceller that ends the follow early). streams: 1 stdout only, 2 stderr only, 0 or 3
+ * both. *out (out may be NULL) gets its result without output, sbsh_result_running 1 when
+ * it has not ended. */
+SBSH_API int sbsh_command_logs(sbsh_conn* conn, uint64_t command_id, int follow, int streams, int cancel_fd,
+                               sbsh_output_fn fn, void* user, sbsh_result** out);
 
 /* An exec for callers that run an event loop (asyncio, libuv, epoll): the same request as
  * sbsh_exec, driven without blocking. sbsh_exec_start sends it and returns at once with a
@@ -407,9 +414,40 @@ SBSH_API int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** js
 
 /* Removes a session; returns once nothing of it is left (its shell and wrapper are gone). */
 SBSH_API int sbsh_session_remove(sbsh_conn* conn, const char* name);
+/* The same, leaving the session's snapshot copy in place (`sbsh session rm --keep-copy`; a
+ * session without a snapshot is refused). *path_out (path_out may be NULL) gets where the
+ * copy was kept; release it with sbsh_free. */
+SBSH_API int sbsh_session_remove_keep_copy(sbsh_conn* conn, const char* name, char** path_out);
 
 /* Restarts a session's shell (its state is lost; the definition is kept). */
 SBSH_API int sbsh_session_restart(sbsh_conn* conn, const char* name);
+
+/* Removes every session made implicitly (an exec or start naming a session that did not
+ * exist) that has been idle for at least idle_ms, as `sbsh session prune --idle`; returns
+ * once they are gone. *json_out (json_out may be NULL) gets their names as a JSON array. */
+SBSH_API int sbsh_session_prune(sbsh_conn* conn, int64_t idle_ms, char** json_out);
+
+/* The snapshot copies kept after their sessions, oldest first, as `sbsh session ls --kept
+ * --json`: an array of {"session", "path", "kept_at", "size_bytes"}. */
+SBSH_API int sbsh_kept_copies_json(sbsh_conn* conn, char** json_out);
+/* Deletes every kept copy; returns once they are gone. *json_out (json_out may be NULL)
+ * gets those deleted, as above without "size_bytes". */
+SBSH_API int sbsh_kept_copies_prune(sbsh_conn* conn, char** json_out);
+
+/* ---- Environments ---------------------------------------------------------------------- */
+
+/* The environments setups built (sbsh_session_spec's setup), most recently used first, as
+ * `sbsh env ls --json`: an array of {"hash", "path", "setup", "keys", "size_bytes",
+ * "created_at", "last_used", "sessions"}. */
+SBSH_API int sbsh_environments_json(sbsh_conn* conn, char** json_out);
+/* Deletes the environment hash. While a session is defined with it, it is refused
+ * (sbsh_last_error_code() "env_in_use") unless force is non-zero. */
+SBSH_API int sbsh_environment_remove(sbsh_conn* conn, const char* hash, int force);
+/* Deletes the environments no session uses: all of them; with keep >= 0 all but the keep
+ * most recently used; with older_than_ms > 0 only those unused for that long (both given:
+ * either one keeps an environment). keep -1 and older_than_ms 0: no such bound. Returns once
+ * they are gone; *json_out (json_out may be NULL) gets them, as sbsh_environments_json. */
+SBSH_API int sbsh_environments_prune(sbsh_conn* conn, int64_t keep, int64_t older_than_ms, char** json_out);
 
 /* ---- Background processes ----------------------------------------------------------------- */
 

@@ -36,8 +36,8 @@ from . import _lib
 from ._lib import EnvLike
 from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
-from .types import (DaemonStatus, ExecResult, FileInfo, Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo,
-                    SessionDetails, SessionInfo)
+from .types import (DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, OutputChunk, PlanEvent,
+                    PlanReport, ProcessInfo, SessionDetails, SessionInfo)
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
 
@@ -245,6 +245,18 @@ class AsyncClient:
     async def kill_command(self, command_id: int, sig: Union[int, str] = 0) -> ExecResult:
         return await self._run(lambda c, k: c.kill_command(command_id, sig), stoppable=False)
 
+    async def command_logs(self, command_id: int, stdout: bool = True, stderr: bool = True) -> ExecResult:
+        """Client.command_logs without follow, awaited: the output so far and the result."""
+        return await self._run(lambda c, k: c.command_logs(command_id, stdout=stdout, stderr=stderr),
+                               stoppable=False)
+
+    async def follow_command(self, command_id: int) -> AsyncIterator[OutputChunk]:
+        """Yields a kept command's output (from the start) until it ends. Leaving the loop
+        early stops the following, not the command."""
+        async for chunk in self._follow(lambda c, k, relay: c.command_logs(command_id, follow=True, canceller=k,
+                                                                           on_output=relay)):
+            yield chunk
+
     # -- sessions --
 
     def session(self, name: str) -> "AsyncSession":
@@ -275,11 +287,32 @@ class AsyncClient:
     async def session_details(self, name: str) -> SessionDetails:
         return await self._run(lambda c, k: c.session_details(name), stoppable=False)
 
-    async def remove_session(self, name: str) -> None:
-        await self._run(lambda c, k: c.remove_session(name), stoppable=False)
+    async def remove_session(self, name: str, keep_copy: bool = False) -> Optional[str]:
+        return await self._run(lambda c, k: c.remove_session(name, keep_copy), stoppable=False)
 
     async def restart_session(self, name: str) -> None:
         await self._run(lambda c, k: c.restart_session(name), stoppable=False)
+
+    async def prune_sessions(self, idle: float = 0) -> List[str]:
+        return await self._run(lambda c, k: c.prune_sessions(idle), stoppable=False)
+
+    async def kept_copies(self) -> List[KeptCopy]:
+        return await self._run(lambda c, k: c.kept_copies(), stoppable=False)
+
+    async def prune_kept_copies(self) -> List[KeptCopy]:
+        return await self._run(lambda c, k: c.prune_kept_copies(), stoppable=False)
+
+    # -- environments --
+
+    async def environments(self) -> List[EnvironmentInfo]:
+        return await self._run(lambda c, k: c.environments(), stoppable=False)
+
+    async def remove_environment(self, hash: str, force: bool = False) -> None:
+        await self._run(lambda c, k: c.remove_environment(hash, force), stoppable=False)
+
+    async def prune_environments(self, keep: Optional[int] = None,
+                                 older_than: Optional[float] = None) -> List[EnvironmentInfo]:
+        return await self._run(lambda c, k: c.prune_environments(keep, older_than), stoppable=False)
 
     # -- background processes --
 
@@ -317,15 +350,19 @@ class AsyncClient:
     async def follow(self, proc: Union[int, str]) -> AsyncIterator[OutputChunk]:
         """Yields the process's output (from the start) until it ends. Leaving the loop early
         stops the following, not the process."""
+        async for chunk in self._follow(lambda c, k, relay: c.logs(proc, follow=True, canceller=k, on_output=relay)):
+            yield chunk
+
+    async def _follow(self, call: Callable[[Client, Canceller, Callable[[int, bytes], None]], object]
+                      ) -> AsyncIterator[OutputChunk]:
+        """The chunks that call(client, canceller, relay) passes to relay, as they come."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[OutputChunk] = asyncio.Queue()
 
         def relay(stream: int, data: bytes) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, OutputChunk(stream, data))
 
-        def call(c: Client, k: Canceller) -> Logs:
-            return c.logs(proc, follow=True, canceller=k, on_output=relay)
-        task = asyncio.ensure_future(self._run(call))
+        task = asyncio.ensure_future(self._run(lambda c, k: call(c, k, relay)))
         async for item in _drain(queue, task):
             if isinstance(item, OutputChunk):
                 yield item
@@ -377,8 +414,24 @@ class AsyncClient:
                          recursive: bool = False) -> List[FileInfo]:
         return await self._run(lambda c, k: c.list_files(path, session, recursive), stoppable=False)
 
+    async def remove_file(self, path: str, session: Optional[str] = None, recursive: bool = False) -> None:
+        await self._run(lambda c, k: c.remove_file(path, session, recursive), stoppable=False)
+
+    async def make_directory(self, path: str, session: Optional[str] = None, parents: bool = False) -> None:
+        await self._run(lambda c, k: c.make_directory(path, session, parents), stoppable=False)
+
+    async def move_file(self, src: str, dst: str, session: Optional[str] = None) -> None:
+        await self._run(lambda c, k: c.move_file(src, dst, session), stoppable=False)
+
     async def status(self) -> DaemonStatus:
         return await self._run(lambda c, k: c.status(), stoppable=False)
+
+    async def shutdown(self, keep_sessions: bool = False) -> None:
+        """Client.shutdown, awaited; the AsyncClient is closed afterwards."""
+        try:
+            await self._run(lambda c, k: c.shutdown(keep_sessions), stoppable=False)
+        finally:
+            await self.close()
 
 
 async def _finish(fut: "asyncio.Future[T]", stop: Optional[Callable[[], None]]) -> T:

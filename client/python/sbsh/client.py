@@ -24,9 +24,9 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 from . import _lib
 from ._lib import EnvLike
 from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
-from .types import (STDERR, STDOUT, DaemonStatus, ExecResult, FileInfo, Logs, PlanEvent, PlanReport, ProcessInfo,
-                    SessionDetails, SessionInfo, daemon_status, file_info, plan_event, plan_report, process_info,
-                    sequence_of, session_details, session_info)
+from .types import (STDERR, STDOUT, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, PlanEvent,
+                    PlanReport, ProcessInfo, SessionDetails, SessionInfo, daemon_status, environment_info, file_info,
+                    kept_copy, plan_event, plan_report, process_info, sequence_of, session_details, session_info)
 
 __all__ = ["Client", "Session", "Process", "Canceller", "version", "OutputCallback"]
 
@@ -272,6 +272,22 @@ def check_result(command: Union[str, bytes], r: ExecResult) -> ExecResult:
     return r
 
 
+def _collector(what: str, stdout: bool, stderr: bool, on_output: Optional[OutputCallback]
+               ) -> Tuple[Dict[int, List[bytes]], int, "_CallbackGuard"]:
+    """For logs and command_logs: the chunks of each stream, the streams asked for (1, 2 or
+    3) and the callback that keeps chunks and passes them to on_output."""
+    chunks: Dict[int, List[bytes]] = {STDOUT: [], STDERR: []}
+    streams = (STDOUT if stdout else 0) | (STDERR if stderr else 0)
+    if streams == 0:
+        raise ValueError(f"{what}: ask for stdout, stderr or both")
+
+    def both(stream: int, data: bytes) -> None:
+        chunks[STDERR if stream == STDERR else STDOUT].append(data)
+        if on_output is not None:
+            on_output(stream, data)
+    return chunks, streams, _CallbackGuard(both)
+
+
 class Client:
     """One connection to sbshd.
 
@@ -505,6 +521,25 @@ class Client:
         its state) and returns its result once it has ended, without its output."""
         return self._kept_call(self._lib.sbsh_kill_command, command_id, _lib.signum(sig))
 
+    def command_logs(self, command_id: int, follow: bool = False, stdout: bool = True, stderr: bool = True,
+                     on_output: Optional[OutputCallback] = None,
+                     canceller: Optional[Canceller] = None) -> ExecResult:
+        """A kept command's output from its start; with follow, then what it writes until it
+        ends, or until canceller.cancel() (from another thread; the command goes on).
+        on_output(stream, data) gets chunks as they come. Returns its result with that output;
+        running is True when it has not ended. CommandNotFound once sbshd has forgotten it."""
+        chunks, streams, guard = _collector("command_logs", stdout, stderr, on_output)
+        r = ctypes.c_void_p()
+        with self._busy():
+            try:
+                self._call(self._lib.sbsh_command_logs, command_id, int(bool(follow)), streams,
+                           canceller.fileno() if canceller is not None else -1, guard.c_fn, None, ctypes.byref(r))
+                result = self._result(r)
+            finally:
+                self._lib.sbsh_result_free(r)
+        guard.reraise()
+        return dataclasses.replace(result, stdout=b"".join(chunks[STDOUT]), stderr=b"".join(chunks[STDERR]))
+
     def _kept_call(self, fn: Any, *args: Any) -> ExecResult:
         r = ctypes.c_void_p()
         with self._busy():
@@ -611,15 +646,62 @@ class Client:
         SessionNotFound when there is none of that name."""
         return session_details(self._json(self._lib.sbsh_session_show_json, _lib.enc(name)))
 
-    def remove_session(self, name: str) -> None:
-        """Removes a session; returns once its shell and wrapper are gone."""
+    def remove_session(self, name: str, keep_copy: bool = False) -> Optional[str]:
+        """Removes a session; returns once its shell and wrapper are gone. keep_copy leaves
+        its snapshot's copy in place (a session without one: InvalidArgument) and returns
+        where it is; otherwise None."""
+        if not keep_copy:
+            with self._busy():
+                self._call(self._lib.sbsh_session_remove, _lib.enc(name))
+            return None
+        out = ctypes.c_void_p()
         with self._busy():
-            self._call(self._lib.sbsh_session_remove, _lib.enc(name))
+            self._call(self._lib.sbsh_session_remove_keep_copy, _lib.enc(name), ctypes.byref(out))
+        return _lib.take_string(self._lib, out)
 
     def restart_session(self, name: str) -> None:
         """Replaces the session's shell (its state is lost; the definition is kept)."""
         with self._busy():
             self._call(self._lib.sbsh_session_restart, _lib.enc(name))
+
+    def prune_sessions(self, idle: float = 0) -> List[str]:
+        """Removes every session made implicitly (an exec or start naming a session that did
+        not exist) that has been idle for at least `idle` seconds; returns their names once
+        they are gone."""
+        if idle < 0:
+            raise ValueError("idle must not be negative")
+        return [str(n) for n in self._json(self._lib.sbsh_session_prune, int(round(idle * 1000))) or ()]
+
+    def kept_copies(self) -> List[KeptCopy]:
+        """The snapshot copies kept after their sessions, oldest first."""
+        return [kept_copy(d) for d in sequence_of(self._json(self._lib.sbsh_kept_copies_json))]
+
+    def prune_kept_copies(self) -> List[KeptCopy]:
+        """Deletes every kept copy; returns those deleted (without sizes) once they are gone."""
+        return [kept_copy(d) for d in sequence_of(self._json(self._lib.sbsh_kept_copies_prune))]
+
+    # -- environments --
+
+    def environments(self) -> List[EnvironmentInfo]:
+        """The environments setups built (create_session's setup), most recently used first."""
+        return [environment_info(d) for d in sequence_of(self._json(self._lib.sbsh_environments_json))]
+
+    def remove_environment(self, hash: str, force: bool = False) -> None:
+        """Deletes an environment. While a session is defined with it, Refused (code
+        "env_in_use") unless force."""
+        with self._busy():
+            self._call(self._lib.sbsh_environment_remove, _lib.enc(hash), int(bool(force)))
+
+    def prune_environments(self, keep: Optional[int] = None,
+                           older_than: Optional[float] = None) -> List[EnvironmentInfo]:
+        """Deletes the environments no session uses: all of them; with keep, all but the keep
+        most recently used; with older_than, only those unused for that many seconds (both:
+        either one keeps an environment). Returns them once they are gone."""
+        if keep is not None and keep < 0:
+            raise ValueError("keep must be a count of environments, or None")
+        older_ms = _lib.ms(older_than, "older_than")
+        return [environment_info(d) for d in
+                sequence_of(self._json(self._lib.sbsh_environments_prune, -1 if keep is None else keep, older_ms))]
 
     # -- background processes --
 
@@ -693,16 +775,7 @@ class Client:
         canceller.cancel() (from another thread; the process goes on). tail: only the last N
         lines of each stream. on_output(stream, data) gets chunks as they come; the returned
         Logs has them too."""
-        chunks: Dict[int, List[bytes]] = {STDOUT: [], STDERR: []}
-        streams = (STDOUT if stdout else 0) | (STDERR if stderr else 0)
-        if streams == 0:
-            raise ValueError("logs: ask for stdout, stderr or both")
-
-        def both(stream: int, data: bytes) -> None:
-            chunks[STDERR if stream == STDERR else STDOUT].append(data)
-            if on_output is not None:
-                on_output(stream, data)
-        guard = _CallbackGuard(both)
+        chunks, streams, guard = _collector("logs", stdout, stderr, on_output)
         p = ctypes.c_void_p()
         with self._busy():
             self._call(self._lib.sbsh_logs, _proc_ref(proc), int(bool(follow)), int(tail), streams,

@@ -235,6 +235,32 @@ class FileInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptCopy:
+    """A snapshot's copy kept after its session (remove_session's keep_copy, or the session's
+    keep_copy_on_failure): where it is, for which session, when it was kept and its size (0
+    in what prune_kept_copies returns)."""
+    session: str
+    path: str
+    kept_at: Optional[float]
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentInfo:
+    """An environment a setup built (create_session's setup), shared by every session with
+    its hash: its directory (their SBSH_ENV), the setup and key files it was built from, its
+    size, when it was built and last used, and the sessions defined with it now."""
+    hash: str
+    path: str
+    setup: str
+    keys: Tuple[str, ...]
+    size_bytes: int
+    created_at: Optional[float]
+    last_used: Optional[float]
+    sessions: Tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PlanCommand:
     """One command of a plan's report. status: succeeded, failed, cancelled, not_run or
     skipped. stdout and stderr are the exact bytes kept (the report's _base64 fields when the
@@ -416,6 +442,18 @@ def file_info(d: Mapping[str, Any]) -> FileInfo:
     return FileInfo(path=str(d.get("path", "")), type=str(d.get("type", "")), size=int(d.get("size") or 0),
                     mode=int(str(d.get("mode") or "0"), 8), mtime=unix_time(d.get("mtime")),
                     target=_opt_str(d.get("target")))
+
+
+def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
+    return KeptCopy(session=str(d.get("session", "")), path=str(d.get("path", "")),
+                    kept_at=unix_time(d.get("kept_at")), size_bytes=int(d.get("size_bytes") or 0))
+
+
+def environment_info(d: Mapping[str, Any]) -> EnvironmentInfo:
+    return EnvironmentInfo(hash=str(d.get("hash", "")), path=str(d.get("path", "")), setup=str(d.get("setup", "")),
+                           keys=tuple(str(k) for k in d.get("keys") or ()), size_bytes=int(d.get("size_bytes") or 0),
+                           created_at=unix_time(d.get("created_at")), last_used=unix_time(d.get("last_used")),
+                           sessions=tuple(str(n) for n in d.get("sessions") or ()))
 
 
 def _output(d: Mapping[str, Any], key: str) -> bytes:
