@@ -8,8 +8,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace access_tests {
+namespace sbsh::test::access_tests {
 
 using access_test = daemon_test;
 
@@ -114,5 +113,4 @@ TEST_F(state_dir_test, AStateDirectoryOfAnotherUserIsRefusedAndNothingInItRuns) 
   ASSERT_EQ(::chown(state.c_str(), ::getuid(), ::getgid()), 0);  // for TearDown
 }
 
-}  // namespace access_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::access_tests

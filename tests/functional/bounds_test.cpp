@@ -15,8 +15,7 @@
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 
-namespace sbsh::test {
-namespace bounds_tests {
+namespace sbsh::test::bounds_tests {
 
 // RFC 3629, table 3-7 of the Unicode standard: the well-formed byte sequences.
 bool strict_utf8(std::string_view s) {
@@ -201,5 +200,4 @@ TEST_F(utf8_test, ACommandThatIsNotUtf8IsListedValidlyAndItsBytesKept) {
   EXPECT_TRUE(strict_utf8(shown.out));
 }
 
-}  // namespace bounds_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::bounds_tests

@@ -31,8 +31,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace chaos_tests {
+namespace sbsh::test::chaos_tests {
 
 using chaos_test = daemon_test;
 using std::chrono::milliseconds;
@@ -334,5 +333,4 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   EXPECT_TRUE(processes_with(sock).empty());  // no wrapper of this test's sbshd at all
 }
 
-}  // namespace chaos_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::chaos_tests

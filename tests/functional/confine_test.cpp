@@ -19,8 +19,7 @@
 #include "fixture.h"
 #include "ipc/messages.h"
 
-namespace sbsh::test {
-namespace confine_tests {
+namespace sbsh::test::confine_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -351,5 +350,4 @@ TEST_F(cgroup_test, BadLimitsAreRefusedWithWhatToGive) {
   EXPECT_NE(sbsh({"session", "show", "bad"}).code, 0);
 }
 
-}  // namespace confine_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::confine_tests

@@ -7,8 +7,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace counters_tests {
+namespace sbsh::test::counters_tests {
 
 using json = nlohmann::json;
 
@@ -84,5 +83,4 @@ TEST_F(counters_test, CountBytesThatPassThroughSbshdAndClientsNow) {
   EXPECT_GT(st->uptime_ms, 0u);
 }
 
-}  // namespace counters_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::counters_tests

@@ -12,8 +12,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace crash_recovery_tests {
+namespace sbsh::test::crash_recovery_tests {
 
 using crash_recovery_test = daemon_test;
 
@@ -92,5 +91,4 @@ TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsKeepsTheSession) {
   EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
 }
 
-}  // namespace crash_recovery_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::crash_recovery_tests

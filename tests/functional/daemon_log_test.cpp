@@ -11,8 +11,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace daemon_log_tests {
+namespace sbsh::test::daemon_log_tests {
 
 using namespace std::chrono_literals;
 
@@ -79,5 +78,4 @@ TEST_F(daemon_log_test, RefusesALogSizeThatIsNotOne) {
   EXPECT_NE(r.err.find("--log-files"), std::string::npos) << r.err;
 }
 
-}  // namespace daemon_log_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::daemon_log_tests

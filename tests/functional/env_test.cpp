@@ -10,8 +10,7 @@
 
 #include "tests/functional/fixture.h"
 
-namespace sbsh::test {
-namespace env_tests {
+namespace sbsh::test::env_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -359,5 +358,4 @@ TEST_F(env_test, APlansSessionTakesASetup) {
   EXPECT_EQ(count_runs(), 1u);  // the second plan's session found it built
 }
 
-}  // namespace env_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::env_tests

@@ -17,8 +17,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace exact_results_tests {
+namespace sbsh::test::exact_results_tests {
 
 using json = nlohmann::json;
 using exact_results_test = daemon_test;
@@ -251,5 +250,4 @@ TEST_F(exact_results_test, ALostShellsOwnStatusIsTheExitCode) {
   EXPECT_EQ(j["signal"], "SIGKILL");
 }
 
-}  // namespace exact_results_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::exact_results_tests

@@ -15,8 +15,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace exec_file_tests {
+namespace sbsh::test::exec_file_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -228,5 +227,4 @@ TEST_F(exec_file_test, APlansSessionTimeoutIsTheDefaultOfItsCommands) {
   EXPECT_TRUE(has(r.err, "session.timeout")) << r.err;
 }
 
-}  // namespace exec_file_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::exec_file_tests

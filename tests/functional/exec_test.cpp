@@ -333,8 +333,7 @@ TEST_F(exec_test, StatusAndShutdown) {
 }  // namespace exec_tests
 }  // namespace sbsh::test
 
-namespace sbsh::test {
-namespace exec_tests {
+namespace sbsh::test::exec_tests {
 
 TEST_F(exec_test, AttachRunsLinesFromAPipeInOrder) {
   std::string lines = "cd /tmp\nx=5\necho \"$x $(pwd)\"\nexit_code_of_last() { return 3; }; exit_code_of_last\n";
@@ -384,5 +383,4 @@ TEST_F(exec_test, CompletionScriptsParse) {
   EXPECT_NE(r.out.find("_sbsh"), std::string::npos) << r.err;
 }
 
-}  // namespace exec_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::exec_tests

@@ -17,8 +17,7 @@
 #include "ipc/messages.h"
 #include "ipc/socket_io.h"
 
-namespace sbsh::test {
-namespace file_tests {
+namespace sbsh::test::file_tests {
 
 namespace fs = std::filesystem;
 
@@ -432,5 +431,4 @@ TEST_F(file_test, ASnapshotSessionsRootIsItsCopy) {
   EXPECT_EQ(slurp(kept + "/result.txt"), cfg) << "the failed run's copy is kept";
 }
 
-}  // namespace file_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::file_tests

@@ -7,8 +7,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace leak_tests {
+namespace sbsh::test::leak_tests {
 
 size_t count_entries(const std::string& path) {
   std::error_code ec;
@@ -73,5 +72,4 @@ TEST_F(leak_test, LogsOfProcessesTheTableDoesNotListAreDeletedAtStart) {
   EXPECT_EQ(out, "out\n");
 }
 
-}  // namespace leak_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::leak_tests

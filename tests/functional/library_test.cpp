@@ -12,8 +12,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace library_tests {
+namespace sbsh::test::library_tests {
 
 using library_test = daemon_test;
 
@@ -320,5 +319,4 @@ TEST_F(library_test, AutoStartGivesUpAfterStartTimeout) {
   EXPECT_FALSE(pid_alive(pid));
 }
 
-}  // namespace library_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::library_tests

@@ -14,8 +14,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace lifetime_tests {
+namespace sbsh::test::lifetime_tests {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -316,5 +315,4 @@ TEST_F(deadlock_test, RemovingItsOwnSessionFromInsideDoesNotHang) {
   EXPECT_NE(sbsh({"session", "show", "x"}).code, 0) << "the session is gone";
 }
 
-}  // namespace lifetime_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::lifetime_tests

@@ -27,8 +27,7 @@
 #include "ipc/messages.h"
 #include "ipc/socket_io.h"
 
-namespace sbsh::test {
-namespace memory_tests {
+namespace sbsh::test::memory_tests {
 
 // VmRSS or VmHWM of a process, in KiB.
 long status_kb(pid_t pid, const std::string& key) {
@@ -409,5 +408,4 @@ TEST_F(memory_test, AFuzzOfLargeTextsStaysBoundedAndIsGivenBack) {
   expect_served();
 }
 
-}  // namespace memory_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::memory_tests

@@ -20,8 +20,7 @@
 
 extern char** environ;
 
-namespace sbsh::test {
-namespace plan_tests {
+namespace sbsh::test::plan_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -751,5 +750,4 @@ TEST_F(plan_test, TheLibraryReportsEventsToACallbackAndCanBeCancelled) {
   EXPECT_TRUE(st.ok());
 }
 
-}  // namespace plan_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::plan_tests

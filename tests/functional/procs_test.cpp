@@ -14,8 +14,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace procs_tests {
+namespace sbsh::test::procs_tests {
 
 using json = nlohmann::json;
 using std::chrono::seconds;
@@ -239,5 +238,4 @@ TEST_F(procs_test, ADamagedProcessTableKeepsTheRecordsThatCanBeRead) {
   EXPECT_TRUE(aside);
 }
 
-}  // namespace procs_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::procs_tests

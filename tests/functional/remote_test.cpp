@@ -19,8 +19,7 @@
 
 extern char** environ;
 
-namespace sbsh::test {
-namespace remote_tests {
+namespace sbsh::test::remote_tests {
 
 class remote_test : public daemon_test {
  protected:
@@ -245,5 +244,4 @@ TEST_F(remote_test, DialStdioEndsWhenItsClientLeaves) {
   }
 }
 
-}  // namespace remote_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::remote_tests

@@ -318,8 +318,7 @@ TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
 }  // namespace robustness_tests
 }  // namespace sbsh::test
 
-namespace sbsh::test {
-namespace robustness_tests {
+namespace sbsh::test::robustness_tests {
 
 // A client of the protocol itself, with output and stdin as frames (io "frames").
 class frames_client {
@@ -399,5 +398,4 @@ TEST_F(robustness_test, ASlowReaderDoesNotGrowTheDaemon) {
   EXPECT_EQ(exec("other", "echo served").out, "served\n");
 }
 
-}  // namespace robustness_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::robustness_tests

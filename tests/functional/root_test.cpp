@@ -10,8 +10,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace root_tests {
+namespace sbsh::test::root_tests {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -255,5 +254,4 @@ TEST_F(root_test, WithoutARootDashCBehavesAsBefore) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
-}  // namespace root_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::root_tests

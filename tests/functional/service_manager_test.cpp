@@ -21,8 +21,7 @@
 #include "ipc/protocol.h"
 #include "ipc/socket_io.h"
 
-namespace sbsh::test {
-namespace service_manager_tests {
+namespace sbsh::test::service_manager_tests {
 
 using namespace std::chrono_literals;
 
@@ -351,5 +350,4 @@ TEST_F(journal_test, AJournalStreamThatIsNotStderrLeavesPlainText) {
   EXPECT_EQ(journal.next_with("", 200ms), "");
 }
 
-}  // namespace service_manager_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::service_manager_tests

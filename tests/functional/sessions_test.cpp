@@ -13,8 +13,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace sessions_tests {
+namespace sbsh::test::sessions_tests {
 
 using json = nlohmann::json;
 
@@ -272,5 +271,4 @@ TEST_F(sessions_test, RemovingASessionUnderARunningCommandSaysSo) {
   EXPECT_TRUE(processes_running("sleep 30.013").empty());
 }
 
-}  // namespace sessions_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::sessions_tests

@@ -16,8 +16,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace shell_errors_tests {
+namespace sbsh::test::shell_errors_tests {
 
 using json = nlohmann::json;
 
@@ -214,5 +213,4 @@ TEST_F(shell_errors_test, ATimeoutReportsTheSignalTheCommandReceivedNeverTheShel
   EXPECT_EQ(j["exit_code"], 143);
 }
 
-}  // namespace shell_errors_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::shell_errors_tests

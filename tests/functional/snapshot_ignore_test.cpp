@@ -11,8 +11,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace snapshot_ignore_tests {
+namespace sbsh::test::snapshot_ignore_tests {
 
 namespace fs = std::filesystem;
 
@@ -295,5 +294,4 @@ TEST_F(snapshot_ignore_test, BadInputIsRefusedWithOneLineAndLeavesNothingBehind)
   EXPECT_EQ(exec("nosnap", "echo still").out, "still\n");
 }
 
-}  // namespace snapshot_ignore_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::snapshot_ignore_tests

@@ -12,8 +12,7 @@
 
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace snapshot_tests {
+namespace sbsh::test::snapshot_tests {
 
 namespace fs = std::filesystem;
 
@@ -254,5 +253,4 @@ TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   EXPECT_EQ(exec("big", "cat a.txt").out, "hello\n");
 }
 
-}  // namespace snapshot_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::snapshot_tests

@@ -15,8 +15,7 @@
 
 #include "daemon/child_process.h"
 
-namespace sbsh::daemon {
-namespace child_process_tests {
+namespace sbsh::daemon::child_process_tests {
 
 struct ended {
   int64_t status = -2;
@@ -169,5 +168,4 @@ TEST_F(child_process_test, FailuresAreReportedNotStarted) {
   EXPECT_EQ(e.status, -2);  // no exit was reported for children that never ran
 }
 
-}  // namespace child_process_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::child_process_tests

@@ -4,8 +4,7 @@
 #include "client/json.h"
 #include "sbsh/client.h"
 
-namespace sbsh::client {
-namespace cli_json_tests {
+namespace sbsh::client::cli_json_tests {
 
 TEST(cli_json, Utf8RepairAndBase64) {
   bool ok;
@@ -73,5 +72,4 @@ TEST(cli_json, Durations) {
   for (const char* bad : {"", "s", "5x", "-1", "1.2.3", "1e9999"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
 }
 
-}  // namespace cli_json_tests
-}  // namespace sbsh::client
+}  // namespace sbsh::client::cli_json_tests

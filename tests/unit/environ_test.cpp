@@ -6,8 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-namespace sbsh::ipc {
-namespace environ_tests {
+namespace sbsh::ipc::environ_tests {
 
 TEST(environ, ServiceManagerVariablesAreRecognisedByExactName) {
   for (const char* e : {"NOTIFY_SOCKET=/run/x", "WATCHDOG_PID=1", "WATCHDOG_USEC=5", "LISTEN_PID=2",
@@ -44,5 +43,4 @@ TEST(environ, EnvpPointsIntoTheEntriesAndEndsWithNull) {
   EXPECT_EQ(envp[2], nullptr);
 }
 
-}  // namespace environ_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::environ_tests

@@ -4,8 +4,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/session_def.h"
 
-namespace sbsh::daemon {
-namespace exec_job_tests {
+namespace sbsh::daemon::exec_job_tests {
 
 TEST(exec_job, SessionNames) {
   EXPECT_TRUE(valid_session_name("a"));
@@ -42,5 +41,4 @@ TEST(exec_job, ParseChecksFields) {
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
 }
 
-}  // namespace exec_job_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::exec_job_tests

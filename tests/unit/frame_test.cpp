@@ -7,8 +7,7 @@
 
 #include "ipc/frame.h"
 
-namespace sbsh::ipc {
-namespace frame_tests {
+namespace sbsh::ipc::frame_tests {
 
 result<message> decode(std::string_view frame) {
   frame_reader r;
@@ -164,5 +163,4 @@ TEST(frame, GarbageIsAnErrorNeverACrash) {
   }
 }
 
-}  // namespace frame_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::frame_tests

@@ -12,8 +12,7 @@
 #include "ipc/frame.h"
 #include "ipc/protocol.h"
 
-namespace sbsh::daemon {
-namespace framed_socket_tests {
+namespace sbsh::daemon::framed_socket_tests {
 
 // A socketpair whose far end has sent a shell_exited frame with `exit_code` and closed,
 // after `unread` was sent to it from our end (and never read). Returns our end.
@@ -83,5 +82,4 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
-}  // namespace framed_socket_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::framed_socket_tests

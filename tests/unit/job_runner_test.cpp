@@ -20,8 +20,7 @@
 #include "ipc/messages.h"
 #include "tests/sessionless_server.h"
 
-namespace sbsh::daemon {
-namespace job_runner_tests {
+namespace sbsh::daemon::job_runner_tests {
 
 // The shell as the runner sees it, with every request kept for the test to check.
 class fake_shell final : public shell_port {
@@ -559,5 +558,4 @@ TEST_F(job_runner_test, RefuseAllAnswersEveryJob) {
   EXPECT_EQ(runner_->queued(), 0u);
 }
 
-}  // namespace job_runner_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::job_runner_tests

@@ -3,8 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace sbsh::ipc {
-namespace limits_tests {
+namespace sbsh::ipc::limits_tests {
 
 std::string canonical(std::string_view spec) {
   auto l = parse_limit(spec);
@@ -46,5 +45,4 @@ TEST(limits, BadSpecsSayWhatIsAllowed) {
   EXPECT_EQ(canonical("nofile=infinity:5"), "error: limit nofile: the soft limit infinity is above the hard limit 5");
 }
 
-}  // namespace limits_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::limits_tests

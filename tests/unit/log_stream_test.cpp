@@ -10,8 +10,7 @@
 #include "ipc/bounds.h"
 #include "ipc/frame.h"
 
-namespace sbsh::daemon {
-namespace log_stream_tests {
+namespace sbsh::daemon::log_stream_tests {
 
 // A client that keeps every frame it is sent and reads none until told to.
 struct fake_client {
@@ -120,5 +119,4 @@ TEST_F(log_test, FollowReadsWhatGrowsAndRotates) {
   EXPECT_EQ(growing.pump(b.as_client()), log_stream::progress::done);
 }
 
-}  // namespace log_stream_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::log_stream_tests

@@ -16,8 +16,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-namespace sbsh::daemon {
-namespace log_tests {
+namespace sbsh::daemon::log_tests {
 
 bool has(const std::vector<std::string>& fields, const std::string& f) {
   return std::find(fields.begin(), fields.end(), f) != fields.end();
@@ -161,5 +160,4 @@ TEST(log, LevelsAndFormatsAreChecked) {
   EXPECT_NE(s.err().message.find("cannot open the log file " + o.file), std::string::npos) << s.err().message;
 }
 
-}  // namespace log_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::log_tests

@@ -7,8 +7,7 @@
 #include "client/mcp/server.h"
 #include "client/mcp/tools.h"
 
-namespace sbsh::mcp {
-namespace mcp_tools_tests {
+namespace sbsh::mcp::mcp_tools_tests {
 
 TEST(McpJsonRpc, ShapesOfMessages) {
   EXPECT_EQ(parse_message("{").error["error"]["code"], kParseError);
@@ -150,5 +149,4 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
   EXPECT_TRUE(core.idle());
 }
 
-}  // namespace mcp_tools_tests
-}  // namespace sbsh::mcp
+}  // namespace sbsh::mcp::mcp_tools_tests

@@ -9,8 +9,7 @@
 #include "ipc/frame.h"
 #include "ipc/msgpack_scan.h"
 
-namespace sbsh::ipc {
-namespace msgpack_scan_tests {
+namespace sbsh::ipc::msgpack_scan_tests {
 
 std::string body_of(frame_builder& f) { return f.take().substr(4); }
 
@@ -99,5 +98,4 @@ TEST(msgpack_scan, AgreesWithTheDecoderOnRandomBytes) {
   EXPECT_GT(accepted, 1000);  // the comparison saw both answers
 }
 
-}  // namespace msgpack_scan_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::msgpack_scan_tests

@@ -7,8 +7,7 @@
 
 #include "ipc/paths.h"
 
-namespace sbsh::ipc {
-namespace paths_tests {
+namespace sbsh::ipc::paths_tests {
 
 TEST(paths, SocketResolutionOrder) {
   ::setenv("SBSH_SOCKET", "/a/s.sock", 1);
@@ -54,5 +53,4 @@ TEST(paths, PrivateDirectoryIsCreatedOrRefused) {
   (void)std::system(("rm -rf " + base).c_str());
 }
 
-}  // namespace paths_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::paths_tests

@@ -9,8 +9,7 @@
 
 #include "common/procs.h"
 
-namespace sbsh::procs {
-namespace procs_tests {
+namespace sbsh::procs::procs_tests {
 
 pid_t spawn_group_sleeper() {
   pid_t p = ::fork();
@@ -76,5 +75,4 @@ TEST(procs, SignalTreeReachesTheGroup) {
   EXPECT_FALSE(group_alive(g));
 }
 
-}  // namespace procs_tests
-}  // namespace sbsh::procs
+}  // namespace sbsh::procs::procs_tests

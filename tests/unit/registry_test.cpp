@@ -16,8 +16,7 @@
 #include "daemon/server.h"
 #include "ipc/messages.h"
 
-namespace sbsh::ipc {
-namespace registry_tests {
+namespace sbsh::ipc::registry_tests {
 
 // Where each request is reached from. A request that is one step of another's exchange
 // (exec's stdin, a dialled write's chunks) names that exchange's function and method. A
@@ -118,5 +117,4 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
     EXPECT_TRUE(requests.count(b.request) == 1) << b.request << " in kBindings is not a request of msg::all";
 }
 
-}  // namespace registry_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::registry_tests

@@ -17,8 +17,7 @@
 #include "ipc/messages.h"
 #include "ipc/schema_doc.h"
 
-namespace sbsh::ipc {
-namespace schema_tests {
+namespace sbsh::ipc::schema_tests {
 
 result<message> parse(const std::string& frame) { return message::parse(frame.data() + 4, frame.size() - 4); }
 
@@ -690,5 +689,4 @@ TEST(schema, ManualListsTheSchema) {
   }
 }
 
-}  // namespace schema_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::schema_tests

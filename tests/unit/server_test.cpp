@@ -15,8 +15,7 @@
 #include "ipc/socket_io.h"
 #include "tests/sessionless_server.h"
 
-namespace sbsh::daemon {
-namespace server_tests {
+namespace sbsh::daemon::server_tests {
 
 class server_test : public ::testing::Test {
  protected:
@@ -69,5 +68,4 @@ TEST_F(server_test, AShutdownRequestFreesItsOwnConnectionSafely) {
   EXPECT_EQ(uv_loop_alive(srv_->loop()), 0);
 }
 
-}  // namespace server_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::server_tests

@@ -12,8 +12,7 @@
 #include <cstring>
 #include <string>
 
-namespace sbsh::daemon::service_manager {
-namespace service_manager_tests {
+namespace sbsh::daemon::service_manager::service_manager_tests {
 
 class service_manager_unit : public ::testing::Test {
  protected:
@@ -113,5 +112,4 @@ TEST_F(service_manager_unit, NotifiesAndReportsTheWatchdogInterval) {
   ::close(fd);
 }
 
-}  // namespace service_manager_tests
-}  // namespace sbsh::daemon::service_manager
+}  // namespace sbsh::daemon::service_manager::service_manager_tests

@@ -15,8 +15,7 @@
 #include "daemon/shell_channel.h"
 #include "wrapper/wrapper.h"
 
-namespace sbsh::daemon {
-namespace shell_channel_tests {
+namespace sbsh::daemon::shell_channel_tests {
 
 struct received {
   sbsh_run_header h{};
@@ -264,5 +263,4 @@ TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
   EXPECT_EQ(read_all(out.get()), "130 unset\n");
 }
 
-}  // namespace shell_channel_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::shell_channel_tests

@@ -11,8 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace sbsh::daemon {
-namespace snapshots_tests {
+namespace sbsh::daemon::snapshots_tests {
 
 namespace fs = std::filesystem;
 
@@ -120,5 +119,4 @@ TEST_F(snapshots_test, LeftoversAreSweptAndCopiesKept) {
   EXPECT_TRUE(fs::exists(state + "/snapshots/c")) << "a copy is kept: its session may come back";
 }
 
-}  // namespace snapshots_tests
-}  // namespace sbsh::daemon
+}  // namespace sbsh::daemon::snapshots_tests

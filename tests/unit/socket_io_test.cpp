@@ -5,8 +5,7 @@
 
 #include "ipc/socket_io.h"
 
-namespace sbsh::ipc {
-namespace socket_io_tests {
+namespace sbsh::ipc::socket_io_tests {
 
 TEST(socket_io, DescriptorsArriveWithTheirFrame) {
   int sv[2];
@@ -46,5 +45,4 @@ TEST(socket_io, AFrameClaimingMissingDescriptorsIsRefused) {
   EXPECT_NE(r.err().message.find("declares 2 descriptors"), std::string::npos);
 }
 
-}  // namespace socket_io_tests
-}  // namespace sbsh::ipc
+}  // namespace sbsh::ipc::socket_io_tests
