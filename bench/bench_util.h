@@ -17,8 +17,6 @@
 
 #include "sbsh/client.h"
 
-extern char** environ;
-
 namespace sbsh::bench {
 
 using clock_type = std::chrono::steady_clock;
@@ -33,6 +31,16 @@ inline std::string bin_dir() {
   buf[n > 0 ? n : 0] = '\0';
   std::string s(buf);
   return s.substr(0, s.rfind('/'));
+}
+
+// execv's and posix_spawn's argument array: the words of `argv`, which must outlive it, then
+// a null.
+inline std::vector<char*> exec_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  out.reserve(argv.size() + 1);
+  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
 }
 
 struct stats {
@@ -52,9 +60,7 @@ inline int run_quiet(const std::vector<std::string>& argv, int out_fd = -1) {
   if (out_fd >= 0) posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
   else posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  auto args = exec_argv(argv);
   pid_t pid;
   int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -77,9 +83,7 @@ class private_daemon {
     std::string exe = bin_dir() + "/sbshd", state = dir_ + "/state";
     std::vector<std::string> args{exe, "--socket", socket_, "--state-dir", state, "--foreground", "--log-level", "error"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    auto argv = exec_argv(args);
     if (posix_spawn(&pid_, exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
       std::perror("sbshd");
       std::exit(1);

@@ -42,7 +42,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -82,7 +84,7 @@ class marker_driver {
     ::waitpid(pid_, &st, 0);
   }
   // Runs one command and returns its output (up to the marker line).
-  std::string run(const std::string& cmd) {
+  std::string run(const std::string& cmd) const {
     std::string line = cmd + "\necho __MARK__$?\n";
     size_t off = 0;
     while (off < line.size()) {
@@ -397,6 +399,7 @@ void cpu_split(const private_daemon& d, int iters) {
       {"wrapper", "/proc/" + std::to_string(st.wrapper_pid) + "/schedstat"},
       {"bash", "/proc/" + std::to_string(st.shell_pid) + "/schedstat"}};
   std::vector<uint64_t> before;
+  before.reserve(who.size());
   for (const auto& w : who) before.push_back(cpu_ns(w.second));
   for (int i = 0; i < iters; ++i) (void)c.exec(o);
   std::printf("%-28s", "CPU per exec of true");
@@ -791,7 +794,7 @@ void confined(int iters) {
 
 }  // namespace sbsh::bench
 
-int main(int argc, char** argv) {
+static int unguarded_main(int argc, char** argv) {
   using namespace sbsh::bench;
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "snapshot") == 0) {
@@ -826,4 +829,16 @@ int main(int argc, char** argv) {
   snapshot(d, quick ? 3 : 10);
   file_io(1000000000LL, quick ? 2 : 5);
   return 0;
+}
+
+// Nothing is thrown on purpose; should something be, say what instead of dumping core.
+int main(int argc, char** argv) {
+  try {
+    return unguarded_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sbsh-bench: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "sbsh-bench: internal error\n");
+  }
+  return 1;
 }

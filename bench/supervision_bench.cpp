@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -124,7 +125,7 @@ void bench_memory(sbsh::client::connection& c, pid_t daemon, int sessions) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int unguarded_main(int argc, char** argv) {
   bool quick = false;
   int sessions = 1000;
   for (int i = 1; i < argc; ++i) {
@@ -137,4 +138,16 @@ int main(int argc, char** argv) {
   bench_restart(c, quick ? 10 : 50, 1500);
   bench_memory(c, d.pid(), sessions);
   return 0;
+}
+
+// Nothing is thrown on purpose; should something be, say what instead of dumping core.
+int main(int argc, char** argv) {
+  try {
+    return unguarded_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "supervision-bench: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "supervision-bench: internal error\n");
+  }
+  return 1;
 }

@@ -936,7 +936,7 @@ sbsh::result<sbsh::client::plan> plan_from_text(const char* text, size_t len, co
   sbsh::client::plan_format pf = sbsh::client::plan_format::detect;
   if (f == "json") pf = sbsh::client::plan_format::json;
   else if (f == "yaml") pf = sbsh::client::plan_format::yaml;
-  else if (!f.empty()) return sbsh::make_error("invalid_argument", std::string(fn) + ": format must be NULL, \"json\" or \"yaml\"");
+  else if (!f.empty()) return sbsh::make_error("invalid_argument", std::string(fn) + R"(: format must be NULL, "json" or "yaml")");
   if (text == nullptr && len > 0)
     return sbsh::make_error("invalid_argument", std::string(fn) + ": the plan is NULL but its length is not 0");
   return sbsh::client::parse_plan(std::string_view(text != nullptr ? text : "", len), pf);

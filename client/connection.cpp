@@ -65,13 +65,14 @@ int ms_left(steady::time_point deadline) {
 // gives up at `deadline`.
 status start_daemon(const std::string& path, const connect_options& opts, steady::time_point deadline) {
   std::string exe = find_daemon(opts);
-  int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return make_error("io", "pipe failed");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return make_error("io", "pipe failed");
+  unique_fd err_read(fds[0]), err_write(fds[1]);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  posix_spawn_file_actions_adddup2(&fa, err_write.get(), 2);
   std::string sock_arg = path;
   char a0[] = "sbshd";
   char a1[] = "--socket";
@@ -81,21 +82,20 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   std::vector<char*> envp = ipc::c_pointers(env);
   int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
-  ::close(err_pipe[1]);
+  err_write.reset();  // sbshd's copy is the only writer left: its end reads as end of file
   if (rc != 0) {
-    ::close(err_pipe[0]);
     return make_error("unreachable", fmt::format("no sbshd answers on {} and {} could not be started: {}",
                                                  path, exe, std::strerror(rc)));
   }
   std::string msg;
   char buf[512];
   for (;;) {
-    pollfd pf{err_pipe[0], POLLIN, 0};
+    pollfd pf{err_read.get(), POLLIN, 0};
     int ready = ::poll(&pf, 1, ms_left(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       // Not ready in time: stop what we started (by its pid) and say where to look.
-      ::close(err_pipe[0]);
+      err_read.reset();
       ::kill(pid, SIGTERM);
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
@@ -104,12 +104,12 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
                                     "state directory); try `sbshd --socket {} --foreground` to see why",
                                     exe, path, opts.start_timeout.count(), path));
     }
-    ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+    ssize_t n = ::read(err_read.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     msg.append(buf, static_cast<size_t>(n));
   }
-  ::close(err_pipe[0]);
+  err_read.reset();
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

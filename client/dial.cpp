@@ -23,8 +23,6 @@
 #include "ipc/paths.h"
 #include "ipc/text.h"
 
-extern char** environ;
-
 namespace sbsh::client {
 
 namespace {

@@ -198,7 +198,7 @@ canceller::~canceller() {
 }
 
 void canceller::signal(int sig) const {
-  unsigned char b = static_cast<unsigned char>(sig);
+  auto b = static_cast<unsigned char>(sig);
   ssize_t r = ::write(write_end_, &b, 1);
   (void)r;
 }
@@ -245,14 +245,14 @@ struct __attribute__((visibility("hidden"))) exec_call::state {
     if (frames) (void)p->ch.send(ipc::encode(msg::stdin_eof{}, id));
     in.w.reset();
   }
-  ssize_t put_input(std::string_view src) {
+  ssize_t put_input(std::string_view src) const {
     if (!frames) return ::write(in.w.get(), src.data(), src.size());
-    size_t n = std::min<size_t>(src.size(), 64 * 1024);
+    size_t n = std::min<size_t>(src.size(), size_t{64} * 1024);
     return p->ch.send(ipc::encode(msg::stdin_data{{src.substr(0, n)}}, id)) ? static_cast<ssize_t>(n) : -1;
   }
   // Asks sbshd to deliver `sig` to the command's processes (0: stop it, with escalation;
   // 128+N: stop it, N first).
-  void send_signal(int sig) {
+  void send_signal(int sig) const {
     msg::cancel c;
     c.signal.number = sig > 128 ? sig - 128 : sig;
     if (sig > 128) c.stop = true;
@@ -494,14 +494,14 @@ status exec_call::state::sync_epoll() {
     else want.emplace_back(pf[i].fd, ev);
   }
   for (const auto& [fd, ev] : registered) {
-    if (std::none_of(want.begin(), want.end(), [&](const auto& w) { return w.first == fd; }))
+    if (std::none_of(want.begin(), want.end(), [fd = fd](const auto& w) { return w.first == fd; }))
       (void)::epoll_ctl(ep.get(), EPOLL_CTL_DEL, fd, nullptr);  // may be closed already: no matter
   }
   for (const auto& [fd, ev] : want) {
     epoll_event e{};
     e.events = ev;
     e.data.fd = fd;
-    auto it = std::find_if(registered.begin(), registered.end(), [&](const auto& r) { return r.first == fd; });
+    auto it = std::find_if(registered.begin(), registered.end(), [fd = fd](const auto& r) { return r.first == fd; });
     int op = it == registered.end() ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
     if (op == EPOLL_CTL_MOD && it->second == ev) continue;
     if (::epoll_ctl(ep.get(), op, fd, &e) != 0 &&

@@ -72,7 +72,7 @@ std::string json_string(std::string_view s) {
 }
 
 std::string rfc3339_ms(int64_t unix_ms) {
-  time_t secs = static_cast<time_t>(unix_ms / 1000);
+  auto secs = static_cast<time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -301,9 +302,7 @@ result<plan> read_plan(const plan_json& root) {
 bool valid_stage_name(std::string_view n) {
   auto word = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
   if (n.empty() || n.size() > 64 || !word(n[0])) return false;
-  for (char c : n)
-    if (!word(c) && c != '.' && c != '_' && c != '-') return false;
-  return true;
+  return std::ranges::all_of(n, [&](char c) { return word(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 sbsh::status check_env(const std::vector<std::string>& env, const std::string& path) {

@@ -413,9 +413,8 @@ void plan_runner::run_command(int i, int j) {
     bool clean = r->exit_code == 0 && !r->signal && !r->timed_out && !r->shell_restarted;
     // A cancel that reached the command stopped the rest of its text, even when the process
     // it stopped had just exited 0 by itself (`touch x; sleep 60` stopped as touch ends).
-    if (r->cancelled) c.status = command_status::cancelled;
+    if (r->cancelled || (!clean && watch_.cancelled())) c.status = command_status::cancelled;
     else if (clean) c.status = command_status::succeeded;
-    else if (watch_.cancelled()) c.status = command_status::cancelled;
     else if (!r->ran) c.status = command_status::not_run;
     else c.status = command_status::failed;
   }

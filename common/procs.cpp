@@ -158,7 +158,7 @@ void add_descendants(const std::vector<proc_info>& all, std::set<pid_t>& pids) {
   for (bool grew = true; grew;) {
     grew = false;
     for (const auto& p : all)
-      if (pids.count(p.ppid) != 0 && pids.insert(p.pid).second) grew = true;
+      if (pids.contains(p.ppid) && pids.insert(p.pid).second) grew = true;
   }
 }
 
@@ -179,7 +179,7 @@ size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig) 
   auto all = list();
   proc_map by_pid;
   for (const auto& p : all) by_pid[p.pid] = p;
-  pid_t shell_pgid = by_pid.count(shell_pid) ? by_pid[shell_pid].pgid : shell_pid;
+  pid_t shell_pgid = by_pid.contains(shell_pid) ? by_pid[shell_pid].pgid : shell_pid;
 
   // Orphans come back to the caller (the wrapper, a child subreaper): among them, those a
   // command left behind in a session of their own (`setsid cmd &`), out of the shell's session
@@ -193,7 +193,7 @@ size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig) 
   std::set<pid_t> groups;
   for (const auto& p : all) {
     if (p.pid == shell_pid || p.pid == ::getpid()) continue;
-    if (p.sid != sid && shell_tree.count(p.pid) == 0) continue;
+    if (p.sid != sid && !shell_tree.contains(p.pid)) continue;
     if (!started_after(p, m)) continue;
     if (p.pgid == shell_pgid) {  // job control off: a child in the shell's own group
       pids.insert(p.pid);
@@ -215,12 +215,12 @@ size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& s
   auto all = list();
   std::set<pid_t> spared;
   for (const auto& p : all)
-    if (spare.count(p.pgid) != 0) spared.insert(p.pid);
+    if (spare.contains(p.pgid)) spared.insert(p.pid);
   add_descendants(all, spared);
   std::set<pid_t> pids;
   std::set<pid_t> groups;
   for (const auto& p : all) {
-    if (p.sid != sid || p.pid == except || spared.count(p.pid) != 0) continue;
+    if (p.sid != sid || p.pid == except || spared.contains(p.pid)) continue;
     pids.insert(p.pid);
     if (p.pgid != sid) groups.insert(p.pgid);
   }
@@ -256,9 +256,7 @@ size_t signal_kept_tree(pid_t pgid, pid_t keeper, int sig) {
 }
 
 bool group_alive(pid_t pgid) {
-  for (const auto& p : list())
-    if (p.pgid == pgid) return true;
-  return false;
+  return std::ranges::any_of(list(), [pgid](const auto& p) { return p.pgid == pgid; });
 }
 
 }  // namespace sbsh::procs

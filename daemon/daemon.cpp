@@ -59,23 +59,26 @@ void return_large_blocks() {
   ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 }
 
-int serve(run_options& opts, int ready_fd, unique_fd activated) {
+// `ready`: where the starting process waits for one NUL byte (ready) or the reason sbshd
+// is not; none in the foreground.
+int serve(run_options& opts, unique_fd ready, unique_fd activated) {
   server srv(opts);
   if (auto s = srv.listen(std::move(activated)); !s) {
     std::string msg = "sbshd: " + s.err().message + "\n";
-    if (ready_fd >= 0) {
-      ssize_t r = ::write(ready_fd, msg.data(), msg.size());
+    if (ready) {
+      ssize_t r = ::write(ready.get(), msg.data(), msg.size());
       (void)r;
     } else {
       std::fputs(msg.c_str(), stderr);
     }
     return 1;
   }
-  return srv.run([ready_fd] {
-    if (ready_fd >= 0) {
-      ssize_t r = ::write(ready_fd, "", 1);  // one NUL byte: ready
+  // run() returns only when sbshd ends: `ready` outlives the callback.
+  return srv.run([&ready] {
+    if (ready) {
+      ssize_t r = ::write(ready.get(), "", 1);  // one NUL byte: ready
       (void)r;
-      ::close(ready_fd);
+      ready.reset();
     }
   });
 }
@@ -132,49 +135,50 @@ int run_or_die(run_options opts) {
   return_large_blocks();
   if (opts.foreground) {
     write_state_lock(opts.state_lock_fd, opts.socket_path, false);
-    return serve(opts, -1, std::move(*activated));
+    return serve(opts, unique_fd(), std::move(*activated));
   }
 
-  int ready[2];
-  if (::pipe2(ready, O_CLOEXEC) != 0) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
     std::perror("sbshd: pipe");
     return 1;
   }
+  unique_fd ready_read(fds[0]), ready_write(fds[1]);
   pid_t pid = ::fork();
   if (pid < 0) {
     std::perror("sbshd: fork");
     return 1;
   }
   if (pid > 0) {
-    ::close(ready[1]);
+    ready_write.reset();
     std::string msg;
     char buf[512];
     ssize_t n;
-    while ((n = ::read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+    while ((n = ::read(ready_read.get(), buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
     if (msg.size() == 1 && msg[0] == '\0') return 0;
     std::fputs(msg.empty() ? "sbshd: the daemon exited before it was ready\n" : msg.c_str(), stderr);
     return 1;
   }
-  ::close(ready[0]);
+  ready_read.reset();
   write_state_lock(opts.state_lock_fd, opts.socket_path, false);  // with the daemon's pid
   ::setsid();
   if (::chdir("/") != 0) {
   }
-  int devnull = ::open("/dev/null", O_RDWR);
-  ::dup2(devnull, 0);
-  ::dup2(devnull, 1);
-  ::dup2(devnull, 2);
-  if (devnull > 2) ::close(devnull);
+  // Not close-on-exec: it may itself be 0, 1 or 2 (then it is kept), and is closed at once
+  // otherwise, with no thread running to exec meanwhile.
+  unique_fd devnull(::open("/dev/null", O_RDWR));
+  for (int std_fd : {0, 1, 2}) ::dup2(devnull.get(), std_fd);
+  if (devnull.get() <= 2) (void)devnull.release();
   // From here on the log is STATE/sbshd.log, rotated by size; the logger also points fd 2 at
   // the current file.
   opts.log.file = opts.state_dir + "/sbshd.log";
   if (auto s = setup_logging(opts.log); !s) {
     std::string msg = "sbshd: " + s.err().message + "\n";
-    ssize_t r = ::write(ready[1], msg.data(), msg.size());
+    ssize_t r = ::write(ready_write.get(), msg.data(), msg.size());
     (void)r;
     return 1;
   }
-  return serve(opts, ready[1], std::move(*activated));
+  return serve(opts, std::move(ready_write), std::move(*activated));
 }
 
 }  // namespace sbsh::daemon

@@ -120,7 +120,8 @@ void end_leftovers(pid_t sid, const std::string& path) {
     std::ifstream f("/proc/" + std::to_string(p.pid) + "/environ", std::ios::binary);
     std::stringstream env;
     env << f.rdbuf();
-    std::string all = "\0" + env.str() + std::string(1, '\0');
+    // Each entry between NULs, the first one included.
+    std::string all = std::string(1, '\0') + env.str() + std::string(1, '\0');
     if (all.find(std::string(1, '\0') + mark + std::string(1, '\0')) != std::string::npos) ::kill(p.pid, SIGKILL);
   }
 }
@@ -230,7 +231,7 @@ void env_store::key(std::string setup, std::vector<std::string> keys, std::funct
       [out, done = std::move(done)] { done(std::move(*out)); });
 }
 
-bool env_store::use_if_ready(const std::string& hash) {
+bool env_store::use_if_ready(const std::string& hash) const {
   std::string ready = path_of(hash) + ".ready";
   struct stat st {};
   if (::stat(ready.c_str(), &st) != 0 || ::stat(path_of(hash).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
@@ -270,7 +271,7 @@ void env_store::list(std::function<void(std::vector<environment_info>)> done) {
 
 status env_store::remove(const std::string& hash, std::function<void()> done) {
   std::string path = path_of(hash);
-  if (hash.empty() || hash.find('/') != std::string::npos || hash[0] == '.' || builds_.count(hash) != 0 ||
+  if (hash.empty() || hash.find('/') != std::string::npos || hash[0] == '.' || builds_.contains(hash) ||
       ::unlink((path + std::string(kReady)).c_str()) != 0)
     return make_error(ipc::errc::no_such_env,
                       fmt::format("no environment {}; 'sbsh env ls' lists them", ipc::printable(hash, 80)));
@@ -294,7 +295,7 @@ void env_store::sweep_incomplete() {
       if (n == "." || n == "..") continue;
       struct stat st {};
       bool leftover = n[0] == '.' && n.starts_with(".remove-");  // a removal sbshd did not finish
-      if (!leftover && n.find('.') == std::string::npos && builds_.count(n) == 0)
+      if (!leftover && n.find('.') == std::string::npos && !builds_.contains(n))
         leftover = ::stat((path_of(n) + std::string(kReady)).c_str(), &st) != 0;  // a setup cut short
       if (leftover) left.push_back(n);
     }
@@ -455,7 +456,7 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
       });
 }
 
-void env_store::finish(const std::string& hash, status outcome) {
+void env_store::finish(const std::string& hash, const status& outcome) {
   auto it = builds_.find(hash);
   if (it == builds_.end()) return;
   auto job = std::move(it->second);

@@ -43,7 +43,7 @@ class env_store {
   void key(std::string setup, std::vector<std::string> keys, std::function<void(result<std::string>)> done);
   [[nodiscard]] std::string path_of(const std::string& hash) const { return dir_ + "/" + hash; }
   // Whether environment `hash` is complete; if so it counts as used now.
-  bool use_if_ready(const std::string& hash);
+  bool use_if_ready(const std::string& hash) const;
 
   // How a setup runs: its text, the files that keyed it (recorded with it), and the
   // session's directory and environment.
@@ -75,9 +75,9 @@ class env_store {
  private:
   struct build_job;
   void start(const std::string& hash, const setup_run& how);
-  void read_output(build_job& job, int which);
+  static void read_output(build_job& job, int which);
   void setup_ended(const std::string& hash, int64_t status, int sig);
-  void finish(const std::string& hash, status outcome);
+  void finish(const std::string& hash, const status& outcome);
   uint64_t seq_ = 0;
 
   uv_loop_t* loop_;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "daemon/session_def.h"
@@ -28,9 +30,7 @@ bool valid_session_name(std::string_view name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   };
   if (!alnum(name[0])) return false;
-  for (char c : name.substr(1))
-    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
-  return true;
+  return std::ranges::all_of(name.substr(1), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 status check_session_name(std::string_view name) {
@@ -141,7 +141,7 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (job->timeout_ms > kMaxTimeoutMs || job->grace_ms > 24ull * 3600 * 1000)
     return make_error(bad_request, "field 'timeout_ms' or 'grace_ms' is unreasonably large");
   if (r.io != "frames" && r.io != "fds")
-    return make_error(bad_request, fmt::format("field 'io' must be \"frames\" or \"fds\", not \"{}\"", ipc::printable(r.io, 32)));
+    return make_error(bad_request, fmt::format(R"(field 'io' must be "frames" or "fds", not "{}")", ipc::printable(r.io, 32)));
   job->io_fds = r.io == "fds";
   job->has_stdin = r.has_stdin;
   job->notify_started = r.notify_started;

@@ -207,7 +207,7 @@ void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, std::map<
       });
 }
 
-void reply_ok(client_conn* c, uint64_t id, status s) {
+void reply_ok(client_conn* c, uint64_t id, const status& s) {
   if (c == nullptr) return;
   if (!s) c->send_error(id, s.err());
   else c->send(ipc::encode(msg::ok{}, id));

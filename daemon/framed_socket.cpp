@@ -212,7 +212,7 @@ void framed_socket::fail(const std::string& reason) {
 
 namespace sbsh::daemon {
 
-framed_socket::last_words framed_socket::end_with(std::string frame, const std::string& reason) {
+framed_socket::last_words framed_socket::end_with(const std::string& frame, const std::string& reason) {
   if (closed_) return {};
   last_words out;
   // A frame half written must be finished, or the peer could not read the one after it.

@@ -87,7 +87,7 @@ class framed_socket {
   // read_chunk: bytes read per recvmsg. account: shared with the peers this one's memory is
   // counted with (none: wrappers' sockets). budget: what decoding one of the peer's frames
   // may cost.
-  framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk = 64 * 1024,
+  framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_t read_chunk = size_t{64} * 1024,
                 memory_account* account = nullptr, ipc::decode_budget budget = ipc::kRequestDecode);
   ~framed_socket();
   framed_socket(const framed_socket&) = delete;
@@ -115,7 +115,7 @@ class framed_socket {
     unique_fd fd;
     std::string bytes;
   };
-  last_words end_with(std::string frame, const std::string& reason);
+  last_words end_with(const std::string& frame, const std::string& reason);
   // Called whenever the write queue becomes empty.
   std::function<void()> on_drained;
 

@@ -35,7 +35,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   auto job = parse_exec(env);
   if (!job) return c.send_error(env.msg.id(), job.err());
   auto& j = *job.value();
-  if (c.jobs.count(j.id) != 0) {
+  if (c.jobs.contains(j.id)) {
     c.send_error(j.id, errc::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
     return;
   }

@@ -71,7 +71,7 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
   // The reply may wait for a snapshot copy; the client may be gone by then.
   srv.define_session(
       name, std::move(*def), serial,
-      [&srv, serial, id](result<session*> s) {
+      [&srv, serial, id](const result<session*>& s) {
         auto* conn = srv.client_by_serial(serial);
         if (conn == nullptr) return;
         if (!s) conn->send_error(id, s.err());
@@ -146,7 +146,7 @@ void on_session_prune(server& srv, client_conn& c, ipc::envelope& env) {
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();
   // The reply waits until nothing of the sessions is left; the client may be gone by then.
-  srv.prune_sessions(req->idle_ms, [&srv, serial, id](std::vector<std::string> names) {
+  srv.prune_sessions(req->idle_ms, [&srv, serial, id](const std::vector<std::string>& names) {
     if (auto* conn = srv.client_by_serial(serial)) conn->send(ipc::encode(msg::session_pruned{names}, id));
   });
 }

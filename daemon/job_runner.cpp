@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ranges>
 #include <cerrno>
 #include <cstring>
 
@@ -144,13 +145,14 @@ void job_runner::run_first(std::vector<std::string> texts, bool init) {
   gen_user_commands_ = 0;
   if (init) init_output_.clear();
   init_pending_ += texts.size();
-  for (auto it = texts.rbegin(); it != texts.rend(); ++it) {
+  // Pushed to the front in reverse, so that they run in their order.
+  for (auto& text : std::ranges::reverse_view(texts)) {
     auto job = std::make_unique<exec_job>();
     job->internal = true;
     job->init = true;
     job->session = name_;
-    job->command = shown_command(*it);
-    job->text = std::move(*it);
+    job->command = shown_command(text);
+    job->text = std::move(text);
     job->generation = shell_.generation();
     job->arrived_mono_us = mono_us();
     job->on_done = [this](exec_job& j) { finish_init_job(j); };

@@ -100,12 +100,12 @@ class job_runner final : public shell_events {
   bool cancel_where(const std::function<bool(const exec_job&)>& match, int sig, bool stop, const char* queued_why);
   void escalate(exec_job& job);
   void detach(exec_job& job);
-  void close_stdin(exec_job& job);
+  static void close_stdin(exec_job& job);
   void send_signal(exec_job& job, int sig, bool interrupt);
   void arm_kill_timer(uint64_t ms);
   void pump_output(exec_job& job, int stream_no, bool drain);
   void pump_stdin(exec_job& job);
-  void set_output_paused(exec_job& job, bool paused);
+  static void set_output_paused(exec_job& job, bool paused);
   void keep_draining(unique_fd fd);
   void drain_outputs(exec_job& job);
   void record(const exec_job& job, uint64_t duration_us);

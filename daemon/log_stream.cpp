@@ -24,7 +24,7 @@ uint64_t size_of(int fd) {
 // Where the last `lines` lines of the files start: the index of the file and the offset in
 // it. A final newline ends the last line rather than starting an empty one.
 std::pair<size_t, uint64_t> tail_start(const std::vector<std::pair<int, uint64_t>>& files, uint64_t lines) {
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(size_t{64} * 1024);
   uint64_t seen = 0;
   bool last_byte = true;
   for (size_t f = files.size(); f-- > 0;) {
@@ -60,6 +60,7 @@ log_stream::log_stream(uint64_t serial, uint64_t req, uint64_t proc, const std::
     }
     if (tail_lines > 0) {
       std::vector<std::pair<int, uint64_t>> spans;
+      spans.reserve(files.size());
       for (auto& f : files) spans.emplace_back(f.fd.get(), f.end);
       auto [first, off] = tail_start(spans, tail_lines);
       files.erase(files.begin(), files.begin() + static_cast<ptrdiff_t>(first));

@@ -61,7 +61,7 @@ class log_stream {
   };
   // A growing part that has more to read now: its file grew, or was rotated (then it is
   // reopened: the file held is the older half now, read to its end already).
-  bool has_more(part& p);
+  static bool has_more(part& p);
   uint64_t serial_, req_, proc_;
   bool follow_;
   std::vector<part> parts_;

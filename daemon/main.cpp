@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "common/duration.h"
 #include "daemon/daemon.h"
@@ -46,7 +47,7 @@ bool parse_size(const char* name, const std::string& text, uint64_t* bytes) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int unguarded_main(int argc, char** argv) {
   sbsh::daemon::run_options o;
   CLI::App app{"sbshd: keeps persistent bash sessions and runs commands in them for sbsh clients"};
   app.add_option("--socket", o.socket_path, "Unix socket to listen on (default: see sbshd(8))");
@@ -120,4 +121,17 @@ int main(int argc, char** argv) {
   if (!parse_mib("--log-cap", log_cap, &o.log_cap) || !parse_mib("--log-size", log_size, &o.log.max_bytes)) return 2;
   if (!parse_size("--env-cap", env_cap, &o.env_cap)) return 2;
   return sbsh::daemon::run_or_die(std::move(o));
+}
+
+// Nothing is thrown on purpose; should something be, sbshd says what and exits instead of
+// dumping core.
+int main(int argc, char** argv) {
+  try {
+    return unguarded_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sbshd: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "sbshd: internal error\n");
+  }
+  return 255;
 }

@@ -498,7 +498,7 @@ void proc_table::remove_stray_logs() {
     uint64_t id = std::strtoull(e->d_name, &end, 10);
     std::string_view ext(end);
     bool log = ext == ".out" || ext == ".err" || ext == ".out.1" || ext == ".err.1" || ext == ".cmd";
-    if (end != e->d_name && log && procs_.count(id) == 0) stray.push_back(dir + "/" + e->d_name);
+    if (end != e->d_name && log && !procs_.contains(id)) stray.push_back(dir + "/" + e->d_name);
   }
   ::closedir(d);
   if (!stray.empty()) spdlog::info("deleting {} log files of processes no longer listed", stray.size());
@@ -739,7 +739,7 @@ void proc_table::load_saved() {
 }
 
 bool proc_table::add_loaded(proc_info& r) {
-  if (r.id == 0 || procs_.count(r.id) != 0) return false;
+  if (r.id == 0 || procs_.contains(r.id)) return false;
   auto p = std::make_unique<bg_proc>();
   p->id = r.id;
   p->name = std::move(r.name);
@@ -780,7 +780,7 @@ void proc_table::adopt_unlisted() {
   // missing from it. Its session's wrapper knew it.
   for (const auto& [name, s] : srv_.sessions())
     for (const auto& [pgid, pipes] : s->lent()) {
-      if (pipes.fds.empty() || procs_.count(pipes.proc) != 0) continue;
+      if (pipes.fds.empty() || procs_.contains(pipes.proc)) continue;
       auto p = std::make_unique<bg_proc>();
       p->id = pipes.proc;
       p->session = name;

@@ -65,6 +65,7 @@ server::~server() {
   shutdown_timer_.reset();
   expiry_timer_.reset();
   activity_save_timer_.reset();
+  signals_.clear();
   // Let every close callback run, then check that nothing was left open.
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop_) != 0) {
@@ -133,9 +134,7 @@ void server::finish_shutdown() {
   kept_.reset();
   close_bound_timers();
   farewells_.close_all();
-  uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), nullptr);
+  signals_.clear();
 }
 
 // Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
@@ -161,14 +160,10 @@ int server::run(const std::function<void()>& on_ready) {
 
 void server::start(const std::function<void()>& on_ready) {
   ::signal(SIGPIPE, SIG_IGN);
-  uv_signal_init(&loop_, &sig_term_);
-  uv_signal_init(&loop_, &sig_int_);
-  uv_signal_init(&loop_, &sig_hup_);
-  for (auto* h : {&sig_term_, &sig_int_, &sig_hup_}) h->data = this;
-  auto cb = [](uv_signal_t* h, int signum) { static_cast<server*>(h->data)->on_signal(signum); };
-  uv_signal_start(&sig_term_, cb, SIGTERM);
-  uv_signal_start(&sig_int_, cb, SIGINT);
-  uv_signal_start(&sig_hup_, cb, SIGHUP);
+  for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
+    signals_.push_back(make_handle<signal_watch>(&loop_));
+    signals_.back()->start(signum, [this](int sig) { on_signal(sig); });
+  }
   spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
   if (on_ready) on_ready();
   service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));

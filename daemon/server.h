@@ -16,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "daemon/counters.h"
 #include "common/cgroup.h"
@@ -26,6 +27,7 @@
 #include "daemon/proc_table.h"
 #include "daemon/session.h"
 #include "daemon/snapshots.h"
+#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 
 namespace sbsh::daemon {
@@ -153,7 +155,7 @@ class server {
   std::optional<spare_shell> take_spare();
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
   void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
-  void job_done(client_conn* c, uint64_t id);
+  static void job_done(client_conn* c, uint64_t id);
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
@@ -202,8 +204,8 @@ class server {
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   void write_atomically(const std::string& path, std::string bytes);
   // Reads a state file written as one frame. *missing is set when it does not exist.
-  result<ipc::message> read_state_file(const std::string& path, bool* missing);
-  void move_aside(const std::string& path, const std::string& why);
+  static result<ipc::message> read_state_file(const std::string& path, bool* missing);
+  static void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
   kept_commands& kept() { return *kept_; }
   file_service& files() { return *files_; }
@@ -273,7 +275,7 @@ class server {
   unique_fd devnull_;
   unique_fd ns_last_pid_;
   handle_ptr<fd_watch> listen_watch_;
-  uv_signal_t sig_term_{}, sig_int_{}, sig_hup_{};
+  std::vector<handle_ptr<signal_watch>> signals_;  // SIGTERM, SIGINT and SIGHUP
   handle_ptr<timer> watchdog_timer_;  // pings the service manager's watchdog, when it has one
   std::deque<spare_shell> spares_;
   handle_ptr<timer> spare_timer_;
@@ -333,7 +335,7 @@ class server {
   void env_keyed(const std::string& name, result<std::string> hash);
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
   // what it had is deleted, and its waiters told.
-  void pending_done(const std::string& name, status outcome);
+  void pending_done(const std::string& name, const status& outcome);
   // Deletes the least recently used environments that no session uses while all of them hold
   // more than opts_.env_cap bytes.
   void enforce_env_cap();

@@ -94,7 +94,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       ::kill(cred.pid, SIGTERM);
       continue;
     }
-    if (session.empty() || !valid_session_name(session) || found.count(session) != 0) {
+    if (session.empty() || !valid_session_name(session) || found.contains(session)) {
       // A spare nobody claimed (or a duplicate): it is of no use, end it. Its pid is the
       // peer of a connection still open, so it is not a recycled one.
       if (!session.empty()) fail(fmt::format("session {} was adopted already", session));

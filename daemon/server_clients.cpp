@@ -39,7 +39,7 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
             // may be used after handle().
             {[this](ipc::envelope&& env) { srv_.handle(*this, std::move(env)); },
              [this](const std::string& reason) { srv_.client_closed(this, reason); }},
-            64 * 1024, &srv.client_memory(), ipc::kRequestDecode) {
+            size_t{64} * 1024, &srv.client_memory(), ipc::kRequestDecode) {
   sock_.on_drained = [this] { srv_.client_drained(this); };
 }
 

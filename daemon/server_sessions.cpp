@@ -244,7 +244,7 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
           if (w.output) outs.push_back(w.output);
         for (const auto& out : outs) out(stream, data);
       },
-      [this, name, h = *hash](status built) {
+      [this, name, h = *hash](const status& built) {
         if (auto it = pending_.find(name); it != pending_.end()) it->second.env_ticket = 0;
         if (built) envs_.use_if_ready(h);
         pending_done(name, built);
@@ -308,7 +308,7 @@ void server::enforce_env_cap() {
       [](const std::vector<environment_info>&) {});
 }
 
-void server::pending_done(const std::string& name, status outcome) {
+void server::pending_done(const std::string& name, const status& outcome) {
   auto p = pending_.find(name);
   if (p == pending_.end()) return;
   pending_session waiting = std::move(p->second);

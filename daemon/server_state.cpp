@@ -71,17 +71,17 @@ void server::after_state_written(std::function<void()> done) {
 
 result<ipc::message> server::read_state_file(const std::string& path, bool* missing) {
   *missing = false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     *missing = errno == ENOENT;
     return make_error("io", fmt::format("cannot open: {}", std::strerror(errno)));
   }
   std::string bytes;
   char buf[65536];
   ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= ipc::kMaxFrame + 4)
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && bytes.size() <= ipc::kMaxFrame + 4)
     bytes.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  fd.reset();
   ipc::frame_reader reader;
   reader.feed(bytes.data(), bytes.size());
   auto body = reader.next_body();

@@ -329,7 +329,7 @@ std::string fd_path(int fd) {
   std::string link = fmt::format("/proc/self/fd/{}", fd);
   ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
   if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return {};
-  return std::string(buf, static_cast<size_t>(n));
+  return {buf, static_cast<size_t>(n)};
 }
 
 }  // namespace

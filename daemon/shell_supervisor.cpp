@@ -129,7 +129,7 @@ shell_supervisor::~shell_supervisor() {
   if (wrapper_ != nullptr) {
     // stop() already asked politely; a wrapper still alive now is stuck.
     wrapper_->kill(SIGKILL);
-    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    auto pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
     wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
@@ -364,7 +364,7 @@ void shell_supervisor::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
   if (gen != generation_) return;
   // The handle frees itself after this callback: forget it first.
   wrapper_ = nullptr;
-  pid_t pid = static_cast<pid_t>(wrapper_pid_);
+  auto pid = static_cast<pid_t>(wrapper_pid_);
   std::set<pid_t> spare = protected_groups();
   // What the wrapper said before it exited (how its shell ended, or why it could not
   // start) may still be unread on the control socket, and explains the loss better than
@@ -544,7 +544,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
   }
   if (wrapper_ != nullptr) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
-    pid_t pid = static_cast<pid_t>(wrapper_pid_);
+    auto pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
     wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);

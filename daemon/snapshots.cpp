@@ -343,7 +343,7 @@ void snapshot_store::prune_kept(std::function<void(std::vector<kept_copy>)> done
       std::move(done));
 }
 
-void snapshot_store::remove_later(std::string path, std::function<void()> done) {
+void snapshot_store::remove_later(const std::string& path, std::function<void()> done) {
   auto ok = std::make_shared<bool>(false);
   off_loop(
       loop_, [ok, path] { *ok = remove_tree(path); },

@@ -57,7 +57,7 @@ class snapshot_store {
   // or "" when there is none.
   std::string set_aside(const std::string& name);
   // Deletes the tree at `path` on the thread pool; then runs `done` (may be empty).
-  void remove_later(std::string path, std::function<void()> done);
+  void remove_later(const std::string& path, std::function<void()> done);
   // Moves the copy of `name` into the kept copies and returns its new path, or "" (logged)
   // when there is none or it cannot be moved.
   std::string keep(const std::string& name);
@@ -77,7 +77,7 @@ class snapshot_store {
     std::string tmp;
     std::function<void(result<uint64_t>)> done;
   };
-  void read_errors(copy_job& job);
+  static void read_errors(copy_job& job);
   void copy_ended(const std::string& name, int64_t status, int sig);
 
   uv_loop_t* loop_;

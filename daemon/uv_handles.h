@@ -107,6 +107,30 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
   int events_ = 0;
 };
 
+// Calls back on a signal, on the loop's thread (sbshd's SIGTERM, SIGINT and SIGHUP).
+class signal_watch final : public uv_owned<signal_watch, uv_signal_t> {
+ public:
+  static signal_watch* create(uv_loop_t* loop) { return new signal_watch(loop); }
+  void start(int signum, std::function<void(int)> cb) {
+    cb_ = std::move(cb);
+    uv_signal_start(&handle_, [](uv_signal_t* h, int sig) {
+      auto* self = static_cast<signal_watch*>(h->data);
+      auto cb = self->cb_;  // the callback may close this watch
+      if (cb) cb(sig);
+    }, signum);
+  }
+  void on_close_requested() { cb_ = nullptr; }
+
+ private:
+  friend class uv_owned<signal_watch, uv_signal_t>;
+  explicit signal_watch(uv_loop_t* loop) {
+    uv_signal_init(loop, &handle_);
+    handle_.data = this;
+  }
+  ~signal_watch() = default;
+  std::function<void(int)> cb_;
+};
+
 // An owning pointer to a handle: resetting or destroying it closes the handle, which frees
 // itself in its close callback.
 struct handle_closer {

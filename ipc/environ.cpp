@@ -1,9 +1,10 @@
 // The environment sbsh passes on (see environ.h).
 #include "ipc/environ.h"
 
-#include <array>
+#include <unistd.h>  // environ (g++ defines _GNU_SOURCE)
 
-extern char** environ;
+#include <algorithm>
+#include <array>
 
 namespace sbsh::ipc {
 
@@ -19,9 +20,7 @@ bool sets(std::string_view entry, std::string_view name) {
 bool is_service_manager_variable(std::string_view entry) {
   static constexpr std::array<std::string_view, 6> kNames = {
       "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"};
-  for (auto name : kNames)
-    if (sets(entry, name)) return true;
-  return false;
+  return std::ranges::any_of(kNames, [entry](std::string_view name) { return sets(entry, name); });
 }
 
 std::vector<std::string> inherited_environment(std::string_view drop) {

@@ -108,8 +108,8 @@ namespace {
 // Limits for the msgpack decoder, the same as msgpack_decoded_size checks first (a second
 // line of defence: nothing in the protocol needs more).
 msgpack::unpack_limit decode_limits() {
-  return msgpack::unpack_limit(/*array=*/kMaxArray, /*map=*/kMaxMap, /*str=*/kMaxFrame,
-                               /*bin=*/kMaxFrame, /*ext=*/0, /*depth=*/kMaxDepth);
+  return {/*array=*/kMaxArray, /*map=*/kMaxMap, /*str=*/kMaxFrame,
+          /*bin=*/kMaxFrame, /*ext=*/0, /*depth=*/kMaxDepth};
 }
 
 std::string_view kind_name(msgpack::type::object_type t) {

@@ -35,7 +35,7 @@
 #define SBSH_CHANNEL_VERSION 1u
 
 /* Texts up to this size travel in the message itself; longer ones in a memfd. */
-#define SBSH_CHANNEL_INLINE_TEXT (48u * 1024u)
+#define SBSH_CHANNEL_INLINE_TEXT 49152u /* 48 KiB */
 /* The largest directory name that travels with a run. */
 #define SBSH_CHANNEL_MAX_CWD 4096u
 

@@ -90,6 +90,7 @@ result<unique_fd> connect_in(const std::string& dir, const char* name) {
   });
 }
 
+// NOLINTNEXTLINE(readability-non-const-parameter): recvmsg() writes `data` through the iovec.
 ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds) {
   iovec iov{data, n};
   msghdr mh{};

@@ -54,7 +54,7 @@ class channel {
  public:
   channel() = default;
   // read_chunk: bytes asked of each recvmsg (the buffer grows only for larger frames).
-  explicit channel(unique_fd fd, size_t read_chunk = 64 * 1024) : fd_(std::move(fd)), read_chunk_(read_chunk) {}
+  explicit channel(unique_fd fd, size_t read_chunk = size_t{64} * 1024) : fd_(std::move(fd)), read_chunk_(read_chunk) {}
 
   [[nodiscard]] int fd() const { return fd_.get(); }
   [[nodiscard]] bool open() const { return fd_.valid(); }
@@ -69,7 +69,7 @@ class channel {
 
  private:
   unique_fd fd_;
-  size_t read_chunk_ = 64 * 1024;
+  size_t read_chunk_ = size_t{64} * 1024;
   std::unique_ptr<char[]> scratch_;  // what recv() reads into; frames are cut from it in place
   frame_reader reader_;
   std::deque<unique_fd> fds_;

@@ -20,8 +20,6 @@
 #include "common/confine.h"
 #include "ipc/shell_channel.h"
 
-extern char** environ;
-
 namespace sbsh::wrapper {
 
 namespace {
@@ -133,7 +131,7 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
   // for a child that is about to exec anyway. Every signal stays blocked until the child has
   // reset its dispositions, so that no handler of this process's runs on the shared memory.
-  constexpr size_t kStack = 256 * 1024;  // generous: sanitizer builds use more stack
+  constexpr size_t kStack = size_t{256} * 1024;  // generous: sanitizer builds use more stack
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
   child_args args{bash_path, fds, ::getpid(), limits, confinement};

@@ -25,8 +25,6 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
-
 namespace sbsh::wrapper {
 
 namespace {

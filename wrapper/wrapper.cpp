@@ -69,7 +69,7 @@ void pause_ms(long ms) {
 size_t signal_children(int sig, const std::set<pid_t>& spare) {
   size_t n = 0;
   for (const auto& c : procs::children_of(::getpid())) {
-    if (spare.count(c.pgid) != 0) continue;
+    if (spare.contains(c.pgid)) continue;
     ::kill(c.pid, sig);
     ++n;
   }
@@ -108,7 +108,7 @@ void end_session(const char* session, pid_t sid, const std::set<pid_t>& spare) {
     if (!has_children()) return;
     bool any = false;
     for (const auto& c : procs::children_of(::getpid()))
-      if (spare.count(c.pgid) == 0) any = true;
+      if (!spare.contains(c.pgid)) any = true;
     if (!any) break;
   }
   procs::signal_session(sid, ::getpid(), SIGKILL, spare);
@@ -324,7 +324,6 @@ class wrapper_loop {
     if (n == 0 && (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) draining_.erase(draining_.begin() + static_cast<long>(i));
   }
 
- private:
   // A spare's claim: it now serves this session. sbshd has told its bash to enter the
   // session's directory; the wrapper does too, as one started for the session would be.
   void take_claim(const ipc::message& m) {

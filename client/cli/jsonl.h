@@ -36,7 +36,7 @@ class jsonl_writer {
     std::string kept;
     client::head_tail kept_part;  // into kept
   };
-  void emit(client::stream which, std::string_view bytes);
+  static void emit(client::stream which, std::string_view bytes);
   std::string session_;
   bool started_ = false;
   stream_state streams_[2];

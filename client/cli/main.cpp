@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -133,7 +134,16 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace sbsh::cli
 
+// Nothing is thrown on purpose; should something be, sbsh says what and exits 255 (its
+// own failure) instead of dumping core.
 int main(int argc, char** argv) {
-  sbsh::cli::hold_standard_descriptors();
-  return sbsh::cli::check_output(sbsh::cli::run(argc, argv));
+  try {
+    sbsh::cli::hold_standard_descriptors();
+    return sbsh::cli::check_output(sbsh::cli::run(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sbsh: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "sbsh: internal error\n");
+  }
+  return 255;
 }

@@ -20,7 +20,7 @@ int g_signal_pipe[2] = {-1, -1};
 // first, then SIGKILL after the grace period (exec_options::signal_fd). A hangup is not passed
 // on as SIGHUP: a command that ignores or traps it (nohup, a daemon reloading) would go on.
 void queue_signal(int sig) {
-  unsigned char b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + SIGTERM : sig);
+  auto b = static_cast<unsigned char>(sig == SIGTERM || sig == SIGHUP ? 128 + SIGTERM : sig);
   ssize_t r = ::write(g_signal_pipe[1], &b, 1);
   (void)r;
 }

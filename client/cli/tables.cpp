@@ -102,7 +102,7 @@ class table {
 // 1.5M, 320K, 12B: a size for a table.
 std::string human_bytes(uint64_t n) {
   const char* units = "BKMGT";
-  double v = static_cast<double>(n);
+  auto v = static_cast<double>(n);
   int u = 0;
   while (v >= 1024 && u < 4) {
     v /= 1024;

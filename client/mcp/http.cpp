@@ -44,7 +44,7 @@ namespace {
 
 constexpr size_t kMaxConnections = 64;
 constexpr size_t kMaxHeaders = 64;
-constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kMaxHeaderBytes = size_t{64} * 1024;
 constexpr size_t kMaxSessions = 256;
 constexpr size_t kMaxQueued = 8;  // pipelined requests waiting on one connection
 
@@ -202,6 +202,11 @@ class http_server {
         core_(opts, [this](std::function<void()> f) { queue_.post(std::move(f)); }) {}
 
   int listen_or_fail();
+  // Bind the listener to --http's socket path, or to its HOST:PORT; `url` says where it
+  // listens. A libuv status, or kRefused once the reason is printed.
+  int bind_unix(const std::string& where, std::string& url);
+  int bind_tcp(const std::string& where, std::string& url);
+  static constexpr int kRefused = 1;
   void stop();
 
  private:
@@ -251,6 +256,111 @@ class http_server {
   http_parser_settings settings_{};
 };
 
+int http_server::bind_unix(const std::string& where, std::string& url) {
+  sockaddr_un sa{};
+  if (where.size() >= sizeof sa.sun_path) {
+    std::fputs(fmt::format("sbsh: --http {}: a socket path is at most {} bytes\n", where, sizeof sa.sun_path - 1)
+                   .c_str(),
+               stderr);
+    return kRefused;
+  }
+  uv_pipe_init(loop_, &listener_.pipe, 0);
+  listener_.handle.data = this;
+  listening_ = true;  // stop() closes it
+  // A socket left by an earlier run is replaced; one that something still answers on is not.
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, where.c_str(), where.size() + 1);
+  int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool in_use = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  if (probe >= 0) ::close(probe);
+  if (in_use) {
+    std::fputs(fmt::format("sbsh: --http {}: something is listening there already\n", where).c_str(), stderr);
+    return kRefused;
+  }
+  ::unlink(where.c_str());
+  // Private from birth: only this user may connect (no thread runs yet to share the umask).
+  mode_t old_mask = ::umask(077);
+  int rc = uv_pipe_bind(&listener_.pipe, where.c_str());
+  ::umask(old_mask);
+  owns_path_ = rc == 0;
+  url = fmt::format("unix socket {}, endpoint /mcp", where);
+  return rc;
+}
+
+int http_server::bind_tcp(const std::string& where, std::string& url) {
+  auto colon = where.rfind(':');
+  if (colon == std::string::npos || colon + 1 == where.size()) {
+    std::fputs(fmt::format("sbsh: --http {}: give HOST:PORT (port 0 picks a free one) or a socket path\n", where)
+                   .c_str(),
+               stderr);
+    return kRefused;
+  }
+  std::string host = where.substr(0, colon), port = where.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  // Addresses only (and localhost): no name lookup, which a statically linked sbsh could
+  // only make with the system's NSS modules at run time.
+  if (lower(host) == "localhost") host = "127.0.0.1";
+  sockaddr_storage ss{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  char* end = nullptr;
+  unsigned long port_number = std::strtoul(port.c_str(), &end, 10);
+  bool port_ok = *end == '\0' && port.find_first_not_of("0123456789") == std::string::npos && port_number <= 65535;
+  if (port_ok && inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port_number));
+  } else if (port_ok && inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port_number));
+  } else {
+    std::fputs(fmt::format("sbsh: --http {}: give an IP address and a port (127.0.0.1:8808, [::1]:0, "
+                           "localhost:8808) or a socket path\n",
+                           where)
+                   .c_str(),
+               stderr);
+    return kRefused;
+  }
+  char text[INET6_ADDRSTRLEN] = "";
+  bool loop_addr = false;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    loop_addr = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    loop_addr = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+  }
+  if (!loop_addr && !http_.allow_remote) {
+    std::fputs(fmt::format("sbsh: --http {}: not a loopback address; to listen beyond this host give "
+                           "--allow-remote with --token-file\n",
+                           where)
+                   .c_str(),
+               stderr);
+    return kRefused;
+  }
+  uv_tcp_init(loop_, &listener_.tcp);
+  listener_.handle.data = this;
+  listening_ = true;
+  int rc = uv_tcp_bind(&listener_.tcp, reinterpret_cast<sockaddr*>(&ss), 0);
+  if (rc == 0) {
+    sockaddr_storage bound{};
+    int len = sizeof bound;
+    uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
+    int real_port;
+    if (bound.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&bound);
+      inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+      real_port = ntohs(a->sin_port);
+      url = fmt::format("http://{}:{}/mcp", text, real_port);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
+      inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+      real_port = ntohs(a->sin6_port);
+      url = fmt::format("http://[{}]:{}/mcp", text, real_port);
+    }
+  }
+  return rc;
+}
+
 int http_server::listen_or_fail() {
   http_parser_settings_init(&settings_);
   settings_.on_message_begin = on_message_begin;
@@ -262,107 +372,8 @@ int http_server::listen_or_fail() {
 
   const std::string& where = http_.listen;
   std::string url;
-  int rc;
-  if (where.find('/') != std::string::npos) {
-    sockaddr_un sa{};
-    if (where.size() >= sizeof sa.sun_path) {
-      std::fputs(fmt::format("sbsh: --http {}: a socket path is at most {} bytes\n", where, sizeof sa.sun_path - 1)
-                     .c_str(),
-                 stderr);
-      return 255;
-    }
-    uv_pipe_init(loop_, &listener_.pipe, 0);
-    listener_.handle.data = this;
-    listening_ = true;  // stop() closes it
-    // A socket left by an earlier run is replaced; one that something still answers on is not.
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path, where.c_str(), where.size() + 1);
-    int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool in_use = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-    if (probe >= 0) ::close(probe);
-    if (in_use) {
-      std::fputs(fmt::format("sbsh: --http {}: something is listening there already\n", where).c_str(), stderr);
-      return 255;
-    }
-    ::unlink(where.c_str());
-    // Private from birth: only this user may connect (no thread runs yet to share the umask).
-    mode_t old_mask = ::umask(077);
-    rc = uv_pipe_bind(&listener_.pipe, where.c_str());
-    ::umask(old_mask);
-    owns_path_ = rc == 0;
-    url = fmt::format("unix socket {}, endpoint /mcp", where);
-  } else {
-    auto colon = where.rfind(':');
-    if (colon == std::string::npos || colon + 1 == where.size()) {
-      std::fputs(fmt::format("sbsh: --http {}: give HOST:PORT (port 0 picks a free one) or a socket path\n", where)
-                     .c_str(),
-                 stderr);
-      return 255;
-    }
-    std::string host = where.substr(0, colon), port = where.substr(colon + 1);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    // Addresses only (and localhost): no name lookup, which a statically linked sbsh could
-    // only make with the system's NSS modules at run time.
-    if (lower(host) == "localhost") host = "127.0.0.1";
-    sockaddr_storage ss{};
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    char* end = nullptr;
-    unsigned long port_number = std::strtoul(port.c_str(), &end, 10);
-    bool port_ok = *end == '\0' && port.find_first_not_of("0123456789") == std::string::npos && port_number <= 65535;
-    if (port_ok && inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-      v4->sin_family = AF_INET;
-      v4->sin_port = htons(static_cast<uint16_t>(port_number));
-    } else if (port_ok && inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-      v6->sin6_family = AF_INET6;
-      v6->sin6_port = htons(static_cast<uint16_t>(port_number));
-    } else {
-      std::fputs(fmt::format("sbsh: --http {}: give an IP address and a port (127.0.0.1:8808, [::1]:0, "
-                             "localhost:8808) or a socket path\n",
-                             where)
-                     .c_str(),
-                 stderr);
-      return 255;
-    }
-    char text[INET6_ADDRSTRLEN] = "";
-    bool loop_addr = false;
-    if (ss.ss_family == AF_INET) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      loop_addr = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      loop_addr = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
-    }
-    if (!loop_addr && !http_.allow_remote) {
-      std::fputs(fmt::format("sbsh: --http {}: not a loopback address; to listen beyond this host give "
-                             "--allow-remote with --token-file\n",
-                             where)
-                     .c_str(),
-                 stderr);
-      return 255;
-    }
-    uv_tcp_init(loop_, &listener_.tcp);
-    listener_.handle.data = this;
-    listening_ = true;
-    rc = uv_tcp_bind(&listener_.tcp, reinterpret_cast<sockaddr*>(&ss), 0);
-    if (rc == 0) {
-      sockaddr_storage bound{};
-      int len = sizeof bound;
-      uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
-      int real_port;
-      if (bound.ss_family == AF_INET) {
-        auto* a = reinterpret_cast<sockaddr_in*>(&bound);
-        inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
-        real_port = ntohs(a->sin_port);
-        url = fmt::format("http://{}:{}/mcp", text, real_port);
-      } else {
-        auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
-        inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
-        real_port = ntohs(a->sin6_port);
-        url = fmt::format("http://[{}]:{}/mcp", text, real_port);
-      }
-    }
-  }
+  int rc = where.find('/') != std::string::npos ? bind_unix(where, url) : bind_tcp(where, url);
+  if (rc == kRefused) return 255;
   if (rc == 0) rc = uv_listen(&listener_.stream, 128, on_connection);
   if (rc != 0) {
     std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);

@@ -43,12 +43,12 @@ parse_outcome parse_message(std::string_view text) {
     id = v;
   }
   auto version = j.find("jsonrpc");
-  if (version == j.end() || *version != "2.0") return invalid("\"jsonrpc\" must be \"2.0\"", id);
+  if (version == j.end() || *version != "2.0") return invalid(R"("jsonrpc" must be "2.0")", id);
   incoming m;
   auto method = j.find("method");
   if (method == j.end()) {
     if (!has_id || (!j.contains("result") && !j.contains("error")))
-      return invalid("a message needs \"method\" (a request or notification) or \"result\"/\"error\" (a response)", id);
+      return invalid(R"(a message needs "method" (a request or notification) or "result"/"error" (a response))", id);
     m.kind = message_kind::response;
   } else {
     if (!method->is_string()) return invalid("\"method\" must be a string", id);

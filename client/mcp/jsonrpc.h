@@ -28,7 +28,7 @@ inline constexpr size_t kMaxMessage = 4u << 20;
 
 enum class message_kind { request, notification, response };
 
-struct incoming {
+struct incoming {  // NOLINT(bugprone-exception-escape): moving json does not throw
   message_kind kind = message_kind::request;
   json message;  // the whole object
   json id;       // requests and responses; null for notifications
@@ -43,7 +43,7 @@ json notification(std::string_view method, json params);
 // Parses one message. Without a value: the error response to send (id null when the text
 // did not say which request it was), for malformed JSON (-32700), a batch, or an object that
 // is no JSON-RPC 2.0 request, notification or response (-32600).
-struct parse_outcome {
+struct parse_outcome {  // NOLINT(bugprone-exception-escape): moving json does not throw
   std::optional<incoming> message;
   json error;
 };

@@ -150,7 +150,7 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
   return error_response(m.id, kMethodNotFound, fmt::format("Method not found: {}", m.method));
 }
 
-json server::initialize_result(const incoming& m, peer_state& peer) {
+json server::initialize_result(const incoming& m, peer_state& peer) const {
   // Whatever the client asked for, 2025-11-25 is the legacy revision spoken: a client that
   // does not speak it disconnects, as the negotiation rules say.
   peer.version = std::string(kLegacyVersion);

@@ -80,12 +80,12 @@ class server {
   struct call;
   json dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t owner, sink& out, bool& deferred);
   json discover_result(bool modern) const;
-  json initialize_result(const incoming& m, peer_state& peer);
+  json initialize_result(const incoming& m, peer_state& peer) const;
   void start_call(const tool& t, json args, const incoming& m, const peer_state& peer, bool modern, uint64_t owner,
                   sink out);
   void finish(uint64_t key, tool_outcome outcome);
-  void cancel(call& c);
-  void send_progress(call& c);
+  static void cancel(call& c);
+  static void send_progress(call& c);
   void cancel_and_end(call& c);  // cancel, then tell the sink the request is over
 
   server_options opts_;

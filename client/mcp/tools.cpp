@@ -91,7 +91,7 @@ std::vector<std::string> assignments(const json& args, const char* key) {
   return out;
 }
 
-std::string str_arg(const json& args, const char* key, std::string fallback = {}) {
+std::string str_arg(const json& args, const char* key, const std::string& fallback = {}) {
   auto it = args.find(key);
   return it == args.end() ? fallback : it->get<std::string>();
 }

@@ -31,7 +31,7 @@ struct tool_context {
 
 // A tool's answer. structured empty: sbsh refused or failed (message says why), sent as an
 // error result with text only, since it has not the shape of the output schema.
-struct tool_outcome {
+struct tool_outcome {  // NOLINT(bugprone-exception-escape): moving json does not throw
   json structured;
   bool is_error = false;
   std::string message;

@@ -39,7 +39,7 @@ class attach_tty {
 
   [[nodiscard]] const std::string& seen() const { return seen_; }
   [[nodiscard]] bool started() const { return pid_ > 0 && master_ >= 0; }
-  void type(const std::string& keys) { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
+  void type(const std::string& keys) const { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
   // Types at the prompt once the line editor has put the terminal in raw mode: keys typed
   // before that may be flushed by its tcsetattr().
   void type_at_prompt(const std::string& keys) {

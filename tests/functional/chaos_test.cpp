@@ -75,7 +75,7 @@ bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
 
 TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   const auto run_for = seconds(env_int("SBSH_CHAOS_SECONDS", 20));
-  const unsigned seed = static_cast<unsigned>(env_int("SBSH_CHAOS_SEED", static_cast<int>(::time(nullptr))));
+  const auto seed = static_cast<unsigned>(env_int("SBSH_CHAOS_SEED", static_cast<int>(::time(nullptr))));
   std::printf("chaos: %lld s, seed %u\n", static_cast<long long>(run_for.count()), seed);
   // Every external process a command starts carries this in its command line.
   const std::string tag = "chaos-" + std::to_string(::getpid());
@@ -262,7 +262,7 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
         sbshd = daemon_pid;
         continue;
       }
-      pid_t victim = static_cast<pid_t>(action % 2 == 0 ? s.wrapper_pid : s.shell_pid);
+      auto victim = static_cast<pid_t>(action % 2 == 0 ? s.wrapper_pid : s.shell_pid);
       if (victim > 1 && kill_if_ours(victim, sock)) ++kills[action % 2 == 0 ? 1 : 0];
     }
   };
@@ -270,24 +270,21 @@ TEST_F(chaos_test, KillingAtRandomNeverGivesAWrongResultHangsOrLeavesAProcess) {
   // A call that has not returned within this long is a hang.
   const int hang_ms = 60000;
   std::vector<std::thread> workers;
+  workers.reserve(kWorkers + 1);
   for (int k = 0; k < kWorkers; ++k) workers.emplace_back(worker, k);
   workers.emplace_back(killer);
   std::thread chaos_thread(chaos);
   chaos_thread.join();
   stop = true;
   auto hung = [&] {
-    for (auto& v : in_call_since_ms) {
+    return std::ranges::any_of(in_call_since_ms, [&](auto& v) {
       int since = v;
-      if (since != 0 && now_ms() - since > hang_ms) return true;
-    }
-    return false;
+      return since != 0 && now_ms() - since > hang_ms;
+    });
   };
   // Every worker finishes its last call; one that cannot is hung (and the test fails).
   bool all_back = wait_until([&] {
-    if (hung()) return true;
-    for (auto& v : in_call_since_ms)
-      if (v != 0) return false;
-    return true;
+    return hung() || std::ranges::all_of(in_call_since_ms, [](auto& v) { return v == 0; });
   }, milliseconds(hang_ms + 5000));
   if (!all_back || hung()) {
     t.hangs = 1;

@@ -14,6 +14,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +28,6 @@
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "ipc/socket_io.h"
-
-extern char** environ;
 
 namespace sbsh::test {
 
@@ -299,9 +298,9 @@ TEST_F(cli_contract_test, TablesShowControlCharactersEscapedAndJsonKeepsThem) {
       [&] {
         auto r = sbsh({"session", "ls", "--json"});
         if (r.code != 0) return false;
-        for (const auto& s : json::parse(r.out))
-          if (s.at("name") == "r" && s.at("running").is_string()) return true;
-        return false;
+        auto sessions = json::parse(r.out);
+        return std::any_of(sessions.begin(), sessions.end(),
+                           [](const json& s) { return s.at("name") == "r" && s.at("running").is_string(); });
       },
       std::chrono::seconds(20)));
   auto show = sbsh({"session", "show", "e"});
@@ -377,7 +376,7 @@ TEST_F(cli_contract_test, OutputThatCannotBeWrittenIsAnErrorOfSbsh) {
   EXPECT_EQ(r.code, 0) << r.err;
   // A command still running when its output fails is stopped first: sbsh returns at once.
   auto t0 = std::chrono::steady_clock::now();
-  r = sh(sbsh_line("exec -s w 'sh -c \"echo \\$\\$ > \\$TMPDIR/p; echo hi; exec sleep 300\"'") + " >/dev/full");
+  r = sh(sbsh_line(R"(exec -s w 'sh -c "echo \$\$ > \$TMPDIR/p; echo hi; exec sleep 300"')") + " >/dev/full");
   EXPECT_EQ(r.code, 255);
   EXPECT_TRUE(r.err.ends_with("sbsh: write error: No space left on device\n")) << r.err;  // after bash's notice
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
@@ -421,9 +420,7 @@ TEST_F(cli_contract_test, ExecJsonHasEveryKeyNullWhenAbsent) {
 pid_t spawn_sbsh(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
   std::vector<std::string> argv{bin("sbsh")};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> a;
-  for (auto& s : argv) a.push_back(s.data());
-  a.push_back(nullptr);
+  auto a = exec_argv(argv);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "common/confine.h"
 #include "fixture.h"
 #include "ipc/messages.h"
@@ -70,7 +72,7 @@ class confine_test : public daemon_test {
 TEST_F(confine_test, AConfinedSessionReachesOnlyItsRootItsTmpdirAndTheSystem) {
   ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
   // Within: the root, its TMPDIR, the system's programs.
-  auto r = exec("box", "cat inside && echo made > sub/new && cat sub/new && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"");
+  auto r = exec("box", R"(cat inside && echo made > sub/new && cat sub/new && echo t > "$TMPDIR/t" && cat "$TMPDIR/t")");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "inside\nmade\nt\n");
   EXPECT_TRUE(fs::exists(root + "/sub/new"));
@@ -211,7 +213,7 @@ TEST_F(confine_test, FileRequestsFollowTheShellsRules) {
   r = file({"mv", dir + "/out/w", "w"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(exec("box", "cat w").out, "w\n");
-  auto tmp = exec("box", "echo t > \"$TMPDIR/t\"; printf %s \"$TMPDIR\"");
+  auto tmp = exec("box", R"(echo t > "$TMPDIR/t"; printf %s "$TMPDIR")");
   ASSERT_EQ(tmp.code, 0) << tmp.err;
   r = file({"read", tmp.out + "/t"});
   ASSERT_EQ(r.code, 0) << r.err;

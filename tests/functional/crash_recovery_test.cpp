@@ -23,9 +23,7 @@ pid_t start_cli(const std::vector<std::string>& args) {
     int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, 0);
     ::dup2(null, 1);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
+    auto argv = exec_argv(args);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -44,7 +44,7 @@ TEST_F(exec_test, EveryKindOfStatePersists) {
 // each try, so a regression fails instead of hanging.
 TEST_F(exec_test, FunctionsNamedLikeTheShellsOwnBuiltinsDoNotWedgeTheSession) {
   auto bounded = [&](const std::string& cmd) { return sbsh({"exec", "-s", "s", "-t", "20s", "--", cmd}); };
-  auto r = bounded("eval() { echo \"eval:$*\"; builtin eval \"$@\"; }; enable() { echo enable; }");
+  auto r = bounded(R"(eval() { echo "eval:$*"; builtin eval "$@"; }; enable() { echo enable; })");
   ASSERT_EQ(r.code, 0) << r.err;
   r = bounded("printf() { echo printf; }; :() { echo colon; }; set() { echo set; }; trap() { echo trap; }");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -104,7 +104,7 @@ TEST_F(exec_test, SessionsAreSeparate) {
 }
 
 TEST_F(exec_test, OutputBytesAreExactAndStreamsApart) {
-  auto r = exec("s", "printf 'a\\0b\\xff\\xfe no newline'; printf 'err\\0x' >&2");
+  auto r = exec("s", R"(printf 'a\0b\xff\xfe no newline'; printf 'err\0x' >&2)");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, std::string("a\0b\xff\xfe no newline", 16));
   EXPECT_EQ(r.err, std::string("err\0x", 5));
@@ -159,7 +159,7 @@ TEST_F(exec_test, StdinIsNullUnlessGiven) {
   std::string in = "hi";
   r = sbsh({"exec", "-s", "s", "cat"}, &in);
   EXPECT_EQ(r.out, "hi");
-  std::string big(20 * 1000 * 1000, 'z');
+  std::string big(size_t{20} * 1000 * 1000, 'z');
   r = sbsh({"exec", "-s", "s", "wc -c"}, &big);
   EXPECT_EQ(r.out, "20000000\n");
 }
@@ -168,7 +168,7 @@ TEST_F(exec_test, StdinIsNullUnlessGiven) {
 TEST_F(exec_test, PipesAroundSbshBehaveAsAroundTheCommand) {
   std::string cli = shell_quote(bin("sbsh")) + " --socket " + shell_quote(sock);
   // A command that stops reading its stdin early is not a failure of sbsh (no SIGPIPE).
-  std::string big(20 * 1000 * 1000, 'z');
+  std::string big(size_t{20} * 1000 * 1000, 'z');
   auto r = sbsh({"exec", "-s", "s", "head -c 5 | wc -c"}, &big);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "5\n");
@@ -287,7 +287,7 @@ TEST_F(exec_test, CwdAndEnvApplyToOneCommand) {
 }
 
 TEST_F(exec_test, InvalidSessionNamesAreRefusedWithTheRule) {
-  for (std::string bad : std::vector<std::string>{"bad name", "", "../x", "-x", std::string(65, 'a'), "a/b"}) {
+  for (const std::string& bad : std::vector<std::string>{"bad name", "", "../x", "-x", std::string(65, 'a'), "a/b"}) {
     auto r = sbsh({"exec", "-s", bad, "--", "true"});
     EXPECT_EQ(r.code, 255) << bad;
     EXPECT_NE(r.err.find("invalid session name"), std::string::npos) << bad << ": " << r.err;

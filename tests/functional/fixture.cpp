@@ -21,8 +21,6 @@
 #include <fstream>
 #include <thread>
 
-extern char** environ;
-
 namespace sbsh::test {
 
 std::string bin(const std::string& name) { return std::string(SBSH_BIN_DIR) + "/" + name; }
@@ -74,7 +72,7 @@ std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = static_cast<pid_t>(std::stol(name));
+    auto pid = static_cast<pid_t>(std::stol(name));
     if (pid == ::getpid()) continue;
     std::string line = cmdline_of(pid);
     if (!line.empty() && match(line) && pid_alive(pid)) out.push_back(pid);
@@ -119,6 +117,14 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+std::vector<char*> exec_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  out.reserve(argv.size() + 1);
+  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -178,9 +184,7 @@ run_result run(const std::vector<std::string>& argv, const std::string* stdin_da
   else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  auto args = exec_argv(argv);
   pid_t pid;
   run_result r;
   int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
@@ -267,9 +271,7 @@ void daemon_test::start_daemon() {
   std::vector<std::string> argv = daemon_prefix;
   argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
+  auto args = exec_argv(argv);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -358,7 +360,7 @@ nlohmann::json daemon_test::listed(const std::string& name) {
   auto list = nlohmann::json::parse(sbsh({"session", "ls", "--json"}).out);
   for (const auto& s : list)
     if (s["name"] == name) return s;
-  return nlohmann::json();
+  return {};
 }
 
 client::session_status daemon_test::session_pids(const std::string& name) {

@@ -38,6 +38,9 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
                std::chrono::seconds limit = std::chrono::seconds(120));
 std::string shell_quote(const std::string& s);
+// execv's and posix_spawn's argument array: the words of `argv`, which must outlive it, then
+// a null.
+std::vector<char*> exec_argv(const std::vector<std::string>& argv);
 // A blocking connection to the socket at `path` that has sent nothing (no hello), with a
 // 5 s receive timeout; -1 when nothing listens.
 int raw_connect(const std::string& path);

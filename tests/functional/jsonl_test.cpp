@@ -16,8 +16,6 @@
 
 #include "fixture.h"
 
-extern char** environ;
-
 namespace sbsh::test {
 
 using json = nlohmann::json;
@@ -86,9 +84,7 @@ struct live_sbsh {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    auto args = exec_argv(argv);
     if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
     posix_spawn_file_actions_destroy(&fa);
     ::close(p[1]);
@@ -132,7 +128,7 @@ struct live_sbsh {
 };
 
 TEST_F(jsonl_test, OutputThatIsNotUtf8ArrivesInBase64WithItsExactBytes) {
-  auto r = sbsh({"exec", "--jsonl", "-s", "b", "printf '\\xff\\xfe\\x00x'; printf 'ok\\n' >&2"});
+  auto r = sbsh({"exec", "--jsonl", "-s", "b", R"(printf '\xff\xfe\x00x'; printf 'ok\n' >&2)"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto ev = lines_of(r.out);
   bool base64 = false;

@@ -45,7 +45,7 @@ TEST_F(leak_test, FinishedProcessesLeaveNoDescriptorsOrLogs) {
   EXPECT_TRUE(wait_until([&] { return fds() <= before + 2; }, std::chrono::seconds(10)))
       << fds() << " descriptors, " << before << " before: sbshd holds those of finished processes";
   // They are deleted off the loop, just after the processes are dropped.
-  EXPECT_TRUE(wait_until([&] { return count_entries(state + "/procs") <= 2u * 20; }, std::chrono::seconds(10)))
+  EXPECT_TRUE(wait_until([&] { return count_entries(state + "/procs") <= size_t{2} * 20; }, std::chrono::seconds(10)))
       << count_entries(state + "/procs") << " logs: those of processes no longer listed were kept";
   auto c = conn();
   auto all = c.processes(true);

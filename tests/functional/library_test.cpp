@@ -34,6 +34,7 @@ TEST_F(library_test, OneConnectionServesManyRequests) {
 TEST_F(library_test, OneConnectionPerThread) {
   std::atomic<int> bad{0};
   std::vector<std::thread> ts;
+  ts.reserve(8);
   for (int t = 0; t < 8; ++t)
     ts.emplace_back([&, t] {
       auto c = conn();

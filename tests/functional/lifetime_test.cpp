@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,7 @@ using std::chrono::steady_clock;
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 class lifetime_test : public daemon_test {
@@ -78,9 +79,7 @@ class lifetime_test : public daemon_test {
   }
 
   static bool all_gone(const std::vector<pid_t>& pids) {
-    for (pid_t p : pids)
-      if (p <= 0 || pid_alive(p)) return false;
-    return true;
+    return std::ranges::none_of(pids, [](pid_t p) { return p <= 0 || pid_alive(p); });
   }
 
   std::vector<pid_t> started_;

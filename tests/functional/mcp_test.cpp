@@ -27,8 +27,6 @@
 
 #include "fixture.h"
 
-extern char** environ;
-
 namespace sbsh::test {
 
 using json = nlohmann::json;
@@ -51,9 +49,7 @@ class mcp_child {
     std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "--no-autostart", "mcp"};
     argv.insert(argv.end(), args.begin(), args.end());
     http_ = std::find(args.begin(), args.end(), "--http") != args.end();
-    std::vector<char*> cargs;
-    for (auto& a : argv) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
+    auto cargs = exec_argv(argv);
     EXPECT_EQ(::posix_spawn(&pid_, cargs[0], &fa, nullptr, cargs.data(), environ), 0);
     posix_spawn_file_actions_destroy(&fa);
     ::close(in[0]);
@@ -73,7 +69,7 @@ class mcp_child {
   mcp_child(const mcp_child&) = delete;
   mcp_child& operator=(const mcp_child&) = delete;
 
-  void send_raw(const std::string& text) {
+  void send_raw(const std::string& text) const {
     std::string_view s = text;
     while (!s.empty()) {
       ssize_t n = ::write(to_, s.data(), s.size());

@@ -46,7 +46,7 @@ long status_kb(pid_t pid, const std::string& key) {
 // more read before the bound is enforced, that frame decoded, and sbshd's own 32 MiB.
 constexpr long kBoundKb =
     static_cast<long>((ipc::kMaxClientMemory + ipc::kMaxFrame + ipc::kRequestDecode.of(ipc::kMaxFrame)) >> 10) +
-    32 * 1024;
+    32L * 1024;
 
 class memory_test : public daemon_test {
  protected:
@@ -124,7 +124,7 @@ void flood_with_status(int fd, size_t total) {
   ipc::frame_builder status(ipc::msg_type::status, 2);
   std::string one = status.take();
   std::string burst;
-  while (burst.size() < 64 * 1024) burst += one;
+  while (burst.size() < size_t{64} * 1024) burst += one;
   for (size_t sent = 0; sent < total;) {
     ssize_t n = ::send(fd, burst.data(), std::min(burst.size(), total - sent), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -142,9 +142,11 @@ TEST_F(stalled_client_test, ClientsThatNeverReadAreHeldAtTheirBound) {
   // Status replies describe every session: a few make each reply large.
   for (int i = 0; i < 4; ++i) ASSERT_EQ(exec("s" + std::to_string(i), "true").code, 0);
   std::vector<unique_fd> conns;
+  conns.reserve(8);
   for (int c = 0; c < 8; ++c) conns.push_back(greeted());
   // 2 MiB of requests each, whose replies would be over 100 MiB each if sbshd took them all.
   std::vector<std::thread> floods;
+  floods.reserve(conns.size());
   for (auto& fd : conns) floods.emplace_back(flood_with_status, fd.get(), size_t{2} << 20);
   for (auto& t : floods) t.join();
   expect_bounded("8 clients sent status requests and read nothing");
@@ -393,7 +395,7 @@ TEST_F(memory_test, AFuzzOfLargeTextsStaysBoundedAndIsGivenBack) {
   bool settled = wait_until(
       [&] {
         idle = status_kb(daemon_pid, "VmRSS");
-        return idle < 32 * 1024;
+        return idle < 32L * 1024;
       },
       settle);
   done = true;

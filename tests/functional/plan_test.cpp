@@ -18,8 +18,6 @@
 #include "fixture.h"
 #include "sbsh/plan.h"
 
-extern char** environ;
-
 namespace sbsh::test::plan_tests {
 
 namespace fs = std::filesystem;
@@ -45,6 +43,7 @@ std::vector<json> read_lines(const std::string& text) {
 
 std::vector<std::string> event_names(const std::vector<json>& events) {
   std::vector<std::string> names;
+  names.reserve(events.size());
   for (const auto& e : events) names.push_back(e["event"].get<std::string>());
   return names;
 }
@@ -434,9 +433,7 @@ TEST_F(plan_test, CtrlCOrSigtermStopsTheRunAndStillWritesTheReport) {
                           "    commands: ['touch " + d + "/never2']\n");
     std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "--no-autostart", "run", "-q", "--report", d + "/r.json",
                                   "--events", d + "/e.jsonl", path};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
+    auto args = exec_argv(argv);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, (d + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -485,7 +482,7 @@ TEST_F(plan_test, YamlAndJsonPlansGiveTheSameReport) {
                         "        echo $A\n"
                         "        false\n");
   auto json_plan = plan_file("p.json",
-                             "{\"session\": {\"cwd\": \"" + dir + "\", \"env\": {\"CI\": 1}}, \"timeout\": \"30s\",\n"
+                             R"({"session": {"cwd": ")" + dir + "\", \"env\": {\"CI\": 1}}, \"timeout\": \"30s\",\n"
                              " \"stages\": [\n"
                              "  {\"name\": \"setup\", \"commands\": [\"export A=1\",\n"
                              "    {\"run\": \"pwd; echo $J $CI\", \"cwd\": \"sub\", \"env\": {\"J\": 2}, \"timeout\": \"10s\"}]},\n"
@@ -609,7 +606,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
       {"stages: [{name: a}]\n", "stages[0].commands: missing: a list of commands to run"},
       {"stages: [{name: a, commands: []}]\n", "stages[0].commands: the list is empty"},
       {"stages: [{name: a, comands: [x]}]\n", "stages[0].comands: unknown field (expected name, commands or expect)"},
-      {"{\"stages\": [{\"name\": \"a\", \"commands\": [42]}]}",
+      {R"({"stages": [{"name": "a", "commands": [42]}]})",
        "stages[0].commands[0]: expected a command: text, or a mapping with run, not 42"},
       {"stages: [{name: a, commands: [{timeout: 5s}]}]\n", "stages[0].commands[0].run: missing: the shell text to run"},
       {"stages: [{name: a, commands: ['']}]\n", "stages[0].commands[0]: an empty command"},
@@ -630,7 +627,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
        "session.pids: \"1.5\" is not a number of processes"},
       {"stages:\n  - {name: a, commands: [x]}\n  - {name: b, commands: [{run: make, timeout: 10 minutes}]}\n",
        "stages[1].commands[0].timeout: \"10 minutes\" is not a duration (500ms, 30s, 5m, 1h, or a number of seconds)"},
-      {"{\"stages\": [{\"name\": \"a\", \"commands\": [{\"run\": \"x\", \"timeout\": -5}]}]}",
+      {R"({"stages": [{"name": "a", "commands": [{"run": "x", "timeout": -5}]}]})",
        "stages[0].commands[0].timeout: -5 is not a duration"},
       {"timeout: soon\nstages: [{name: a, commands: [x]}]\n", "timeout: \"soon\" is not a duration"},
       {"stages: [{name: a, expect: fails, commands: [x]}]\n",
@@ -642,7 +639,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
       {"stages: [{name: a, commands: [{run: x, env: {X: [1]}}]}]\n",
        "stages[0].commands[0].env.X: expected a value, not a list"},
       {"stages: [{name: a, commands: [{run: x, cwd: [a]}]}]\n", "stages[0].commands[0].cwd: expected text, not a list"},
-      {"{\"stages\": [{\"name\": \"a\", \"commands\": [\"a\\u0000b\"]}]}",
+      {R"({"stages": [{"name": "a", "commands": ["a\u0000b"]}]})",
        "stages[0].commands[0]: the command contains a NUL byte"},
       {"session: x\nstages: [{name: a, commands: [x]}]\n", "session: expected a mapping"},
       {"session: {setdown: x}\nstages: [{name: a, commands: [x]}]\n", "session.setdown: unknown field"},
@@ -693,7 +690,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
   r = run_plan(path, {"--report", "-", "--events", "-"});
   EXPECT_EQ(r.code, 255);
   // A plan from stdin, detected as JSON.
-  std::string text = "{\"stages\": [{\"name\": \"s\", \"commands\": [\"echo stdin\"]}]}";
+  std::string text = R"({"stages": [{"name": "s", "commands": ["echo stdin"]}]})";
   r = sbsh({"run", "-q", "-"}, &text);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["stages"][0]["commands"][0]["stdout"], "stdin\n");

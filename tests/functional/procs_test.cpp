@@ -50,7 +50,7 @@ class procs_test : public daemon_test {
     auto all = json::parse(sbsh({"ps", "-a", "--json"}).out);
     for (auto& p : all.at("processes"))
       if (p.at("name") == name) return p;
-    return json();
+    return {};
   }
 };
 
@@ -77,11 +77,10 @@ TEST_F(procs_test, KillEndsATreeThatIgnoresTermAndReturnsOnlyWhenAllOfItIsGone) 
 
 TEST_F(procs_test, KillNineEndsAPythonThatIgnoresTermAtOnce) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no python3";
-  ASSERT_EQ(sbsh({"start", "--name", "py", "--",
-                  "exec python3 -c 'import os,signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                  "print(os.getpid(), flush=True); time.sleep(300)'"})
-                .code,
-            0);
+  const std::string ignores_term =
+      "exec python3 -c 'import os,signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+      "print(os.getpid(), flush=True); time.sleep(300)'";
+  ASSERT_EQ(sbsh({"start", "--name", "py", "--", ignores_term}).code, 0);
   std::vector<pid_t> pids;
   ASSERT_TRUE(wait_until([&] { return !(pids = numbers_in(sbsh({"logs", "py"}).out)).empty(); }, seconds(20)));
   auto r = sbsh({"kill", "-9", "py"});

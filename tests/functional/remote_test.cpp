@@ -17,8 +17,6 @@
 #include "ipc/frame.h"
 #include "ipc/protocol.h"
 
-extern char** environ;
-
 namespace sbsh::test::remote_tests {
 
 class remote_test : public daemon_test {
@@ -216,9 +214,7 @@ TEST_F(remote_test, DialStdioEndsWhenItsClientLeaves) {
   posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
   std::vector<std::string> args{bin("sbsh"), "-S", sock, "--no-autostart", "dial-stdio"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  auto argv = exec_argv(args);
   pid_t pid;
   ASSERT_EQ(::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);

@@ -17,8 +17,6 @@
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
 
-extern char** environ;
-
 namespace sbsh::test {
 
 using json = nlohmann::json;
@@ -139,9 +137,7 @@ TEST_F(robustness_test, ADisconnectingClientsCommandIsStopped) {
   std::vector<std::string> argv{bin("sbsh"), "--socket", sock, "exec", "-s", "s", "--",
                                 helper() + " ignore-term 60 > " + pidfile};
   pid_t cli;
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
+  auto args = exec_argv(argv);
   ASSERT_EQ(posix_spawn(&cli, args[0], nullptr, nullptr, args.data(), environ), 0);
   pid_t victim = 0;
   ASSERT_TRUE(wait_until([&] {
@@ -159,6 +155,7 @@ TEST_F(robustness_test, ADisconnectingClientsCommandIsStopped) {
 TEST_F(robustness_test, FiftyClientsTenSessions) {
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
+  threads.reserve(50);
   for (int t = 0; t < 50; ++t) {
     threads.emplace_back([&, t] {
       std::string s = "c" + std::to_string(t % 10);
@@ -218,7 +215,7 @@ TEST_F(robustness_test, HostileFramesGetAnErrorAndOthersAreStillServed) {
   wrong_type.str("version", "one");
   attacks.push_back(wrong_type.take());
   ipc::frame_builder huge_array(ipc::msg_type::hello, 1);
-  attacks.push_back(std::string("\x00\x00\x00\x06\x81\xa1x\xdd\xff\xff", 10));  // array of 4G elements
+  attacks.emplace_back("\x00\x00\x00\x06\x81\xa1x\xdd\xff\xff", 10);  // array of 4G elements
   for (const auto& bytes : attacks) {
     int fd = raw_connect(sock);
     ASSERT_GE(fd, 0);
@@ -291,6 +288,7 @@ class autostart_test : public daemon_test {
 TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&, i] {
       auto r = run({bin("sbsh"), "--socket", sock, "exec", "-s", "s" + std::to_string(i), "--", "echo hi"});

@@ -49,7 +49,7 @@ std::vector<std::string> as_service(const std::vector<int>& fds, const std::vect
     script += "exec " + std::to_string(3 + i) + "<&" + std::to_string(fds[i]) + " " + std::to_string(fds[i]) + "<&-; ";
   if (!fds.empty()) script += "export LISTEN_PID=$$ LISTEN_FDS=" + std::to_string(fds.size()) + "; ";
   for (const auto& e : env) script += "export " + shell_quote(e) + "; ";
-  script += "exec \"$0\" \"$@\"";
+  script += R"(exec "$0" "$@")";
   return {"/bin/bash", "-c", script};
 }
 
@@ -130,7 +130,7 @@ TEST_F(service_manager_test, AnAutoStartedDaemonDoesNotSpeakForTheCallersService
   notify_listener nl(dir + "/notify");
   ASSERT_TRUE(nl.ok());
   auto argv = as_service({}, {nl.variable()});
-  for (std::string a : {bin("sbsh"), std::string("--socket"), sock, std::string("exec"), std::string("echo hi")})
+  for (const std::string& a : {bin("sbsh"), std::string("--socket"), sock, std::string("exec"), std::string("echo hi")})
     argv.push_back(a);
   auto r = run(argv);
   EXPECT_EQ(r.code, 0) << r.err;
@@ -251,7 +251,7 @@ TEST_F(service_manager_test, ARefusedHandshakeIsEveryRequestsError) {
 TEST_F(service_manager_test, RefusesWhatItCannotServeWithTheFix) {
   auto sbshd_run = [&](const std::vector<int>& fds, const std::string& socket_path) {
     auto argv = as_service(fds);
-    for (std::string a : {bin("sbshd"), std::string("--foreground"), std::string("--socket"), socket_path})
+    for (const std::string& a : {bin("sbshd"), std::string("--foreground"), std::string("--socket"), socket_path})
       argv.push_back(a);
     return run(argv, nullptr, 60s);
   };
@@ -291,7 +291,7 @@ bool can_unshare() { return run({"/usr/bin/unshare", "-Urm", "/bin/true"}).code 
 std::vector<std::string> with_journal(const std::string& journal_dir, const std::string& journal_stream) {
   std::string script = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && mount --bind " +
                        shell_quote(journal_dir) + " /run/systemd/journal && export JOURNAL_STREAM=" +
-                       shell_quote(journal_stream) + " && exec \"$0\" \"$@\"";
+                       shell_quote(journal_stream) + R"( && exec "$0" "$@")";
   return {"/usr/bin/unshare", "-Urm", "/bin/bash", "-c", script};
 }
 

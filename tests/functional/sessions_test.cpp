@@ -31,7 +31,7 @@ run_result sbsh_with_env(const std::string& sock, const std::vector<std::string>
   std::vector<std::string> argv{"/usr/bin/env"};
   argv.insert(argv.end(), env_args.begin(), env_args.end());
   argv.push_back(bin("sbsh"));
-  argv.push_back("--socket");
+  argv.emplace_back("--socket");
   argv.push_back(sock);
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv);

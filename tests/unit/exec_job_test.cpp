@@ -10,7 +10,7 @@ TEST(exec_job, SessionNames) {
   EXPECT_TRUE(valid_session_name("a"));
   EXPECT_TRUE(valid_session_name(std::string(64, 'z')));
   EXPECT_TRUE(valid_session_name("A1.b_c-d"));
-  for (std::string bad : std::vector<std::string>{"", "-a", ".a", "a b", "a/b", std::string(65, 'a'), "é"}) EXPECT_FALSE(valid_session_name(bad)) << bad;
+  for (const std::string& bad : std::vector<std::string>{"", "-a", ".a", "a b", "a/b", std::string(65, 'a'), "é"}) EXPECT_FALSE(valid_session_name(bad)) << bad;
 }
 
 TEST(exec_job, ParseChecksFields) {

@@ -91,7 +91,7 @@ TEST(frame, MemoryFollowsTheBytesThatArrivedNotTheHeader) {
   ASSERT_FALSE(r.next_body().value().has_value());
   EXPECT_LT(r.held(), 64u);
   size_t off = 4;
-  for (size_t chunk = 64 * 1024; off < bytes.size(); off += chunk) {
+  for (size_t chunk = size_t{64} * 1024; off < bytes.size(); off += chunk) {
     size_t n = std::min(chunk, bytes.size() - off);
     r.feed(bytes.data() + off, n);
     auto b = r.next_body();
@@ -117,8 +117,8 @@ TEST(frame, FramesSurviveAnySplitAndPause) {
   std::string stream;
   for (int i = 1; i <= 20; ++i) {
     frame_builder f(msg_type::output, static_cast<uint64_t>(i));
-    f.bin("data", std::string(static_cast<size_t>(i * 37), static_cast<char>('a' + i % 26)).data(),
-          static_cast<size_t>(i * 37));
+    f.bin("data", std::string(static_cast<size_t>(i) * 37, static_cast<char>('a' + i % 26)).data(),
+          static_cast<size_t>(i) * 37);
     stream += f.take();
   }
   for (size_t read = 1; read <= 97; read += 8) {

@@ -44,7 +44,7 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
                                  events.push_back(fmt::format("message {} {}", static_cast<int>(e.msg.type()),
                                                               code && code.value() ? *code.value() : -1));
                                },
-                               [&](const std::string&) { events.push_back("closed"); }});
+                               [&](const std::string&) { events.emplace_back("closed"); }});
   s->send(ipc::frame_builder(ipc::msg_type::ping, 1).take());  // the peer is gone: EPIPE
   // Nothing is reported from inside send: its caller may be halfway through changing its own
   // state. The loop reports it, on its next turn.
@@ -73,7 +73,7 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
                            events.push_back(fmt::format("message {}", code && code.value() ? *code.value() : -1));
                          },
                          [&](const std::string&) {
-                           events.push_back("closed");
+                           events.emplace_back("closed");
                            delete s;
                          }});
   for (int i = 0; i < 10 && events.size() < 2; ++i) uv_run(&loop, UV_RUN_NOWAIT);

@@ -26,7 +26,7 @@ struct received {
 received receive_run(int fd) {
   received r;
   std::string buf(sizeof(sbsh_run_header) + SBSH_CHANNEL_MAX_CWD + SBSH_CHANNEL_INLINE_TEXT, '\0');
-  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
   iovec iov{buf.data(), buf.size()};
   msghdr mh{};
   mh.msg_iov = &iov;

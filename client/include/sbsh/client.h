@@ -149,6 +149,8 @@ class SBSH_API canceller {
   void signal(int sig) const;
 
  private:
+  // Plain descriptors, closed by the destructor: this installed header cannot use sbsh's
+  // internal unique_fd, and the class's layout is part of the C++ ABI.
   int read_end_ = -1;
   int write_end_ = -1;
 };

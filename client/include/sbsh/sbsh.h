@@ -66,6 +66,8 @@
 
 #include "export.h"
 
+/* A C header: C has typedef, not `using` (clang-tidy checks it as C++). */
+/* NOLINTBEGIN(modernize-use-using) */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -621,5 +623,6 @@ SBSH_API int sbsh_run_plan_file(sbsh_conn* conn, const char* path, const sbsh_ru
 #ifdef __cplusplus
 }
 #endif
+/* NOLINTEND(modernize-use-using) */
 
 #endif /* SBSH_H */
