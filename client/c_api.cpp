@@ -173,10 +173,10 @@ char* malloc_copy(const std::string& s) {
   return p;
 }
 
-// Hands a JSON document to the caller.
-// A malloc'd copy of `text` (JSON, a path) for the caller to sbsh_free.
-int give_json(const std::string& json, char** out) {
-  *out = malloc_copy(json);
+// Hands the caller a malloc'd copy of `s` (a JSON document, a path) to release with
+// sbsh_free; nothing when `out` is NULL (an optional out-parameter).
+int give_string(const std::string& s, char** out) {
+  if (out != nullptr) *out = malloc_copy(s);
   return SBSH_OK;
 }
 
@@ -588,7 +588,7 @@ int sbsh_sessions_json(sbsh_conn* conn, char** json_out) {
     if (json_out == nullptr) return invalid(conn, "sbsh_sessions_json: json_out is NULL");
     auto v = conn->c.sessions();
     if (!v) return fail(conn, v.err());
-    return give_json(sbsh::client::to_json(*v), json_out);
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 
@@ -598,7 +598,7 @@ int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out) {
       return invalid(conn, "sbsh_session_show_json: name and json_out must not be NULL");
     auto d = conn->c.show_session(name);
     if (!d) return fail(conn, d.err());
-    return give_json(sbsh::client::to_json(*d), json_out);
+    return give_string(sbsh::client::to_json(*d), json_out);
   });
 }
 
@@ -615,7 +615,7 @@ int sbsh_session_remove_keep_copy(sbsh_conn* conn, const char* name, char** path
     if (name == nullptr) return invalid(conn, "sbsh_session_remove_keep_copy: name is NULL");
     auto r = conn->c.remove_session(name, true);
     if (!r) return fail(conn, r.err());
-    return path_out != nullptr ? give_json(*r, path_out) : SBSH_OK;
+    return give_string(*r, path_out);
   });
 }
 
@@ -632,7 +632,7 @@ int sbsh_session_prune(sbsh_conn* conn, int64_t idle_ms, char** json_out) {
     if (idle_ms < 0) return invalid(conn, "sbsh_session_prune: idle_ms must not be negative");
     auto names = conn->c.prune_sessions(std::chrono::milliseconds(idle_ms));
     if (!names) return fail(conn, names.err());
-    return json_out != nullptr ? give_json(sbsh::client::to_json(*names), json_out) : SBSH_OK;
+    return give_string(sbsh::client::to_json(*names), json_out);
   });
 }
 
@@ -641,7 +641,7 @@ int sbsh_kept_copies_json(sbsh_conn* conn, char** json_out) {
     if (json_out == nullptr) return invalid(conn, "sbsh_kept_copies_json: json_out is NULL");
     auto v = conn->c.kept_copies();
     if (!v) return fail(conn, v.err());
-    return give_json(sbsh::client::to_json(*v), json_out);
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 
@@ -649,7 +649,7 @@ int sbsh_kept_copies_prune(sbsh_conn* conn, char** json_out) {
   return guarded(conn, [&]() -> int {
     auto v = conn->c.prune_kept_copies();
     if (!v) return fail(conn, v.err());
-    return json_out != nullptr ? give_json(sbsh::client::to_json(*v, false), json_out) : SBSH_OK;
+    return give_string(sbsh::client::to_json(*v, false), json_out);
   });
 }
 
@@ -660,7 +660,7 @@ int sbsh_environments_json(sbsh_conn* conn, char** json_out) {
     if (json_out == nullptr) return invalid(conn, "sbsh_environments_json: json_out is NULL");
     auto v = conn->c.environments();
     if (!v) return fail(conn, v.err());
-    return give_json(sbsh::client::to_json(*v), json_out);
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 
@@ -680,7 +680,7 @@ int sbsh_environments_prune(sbsh_conn* conn, int64_t keep, int64_t older_than_ms
     if (keep >= 0) k = static_cast<uint64_t>(keep);
     auto v = conn->c.prune_environments(k, std::chrono::milliseconds(older_than_ms));
     if (!v) return fail(conn, v.err());
-    return json_out != nullptr ? give_json(sbsh::client::to_json(*v), json_out) : SBSH_OK;
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 
@@ -709,7 +709,7 @@ int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out) 
     if (json_out == nullptr) return invalid(conn, "sbsh_processes_json: json_out is NULL");
     auto v = conn->c.processes(include_finished != 0);
     if (!v) return fail(conn, v.err());
-    return give_json(sbsh::client::to_json(*v), json_out);
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 
@@ -770,7 +770,7 @@ int sbsh_status_json(sbsh_conn* conn, char** json_out) {
     if (json_out == nullptr) return invalid(conn, "sbsh_status_json: json_out is NULL");
     auto st = conn->c.status();
     if (!st) return fail(conn, st.err());
-    return give_json(sbsh::client::to_json(*st), json_out);
+    return give_string(sbsh::client::to_json(*st), json_out);
   });
 }
 
@@ -876,7 +876,7 @@ int sbsh_file_stat_json(sbsh_conn* conn, const char* session, const char* path, 
     if (json_out == nullptr) return invalid(conn, "sbsh_file_stat_json: json_out is NULL");
     auto e = conn->c.stat_file(str_or_empty(session), path);
     if (!e) return fail(conn, e.err());
-    return give_json(sbsh::client::to_json(*e), json_out);
+    return give_string(sbsh::client::to_json(*e), json_out);
   });
 }
 
@@ -885,7 +885,7 @@ int sbsh_file_list_json(sbsh_conn* conn, const char* session, const char* path, 
     if (json_out == nullptr) return invalid(conn, "sbsh_file_list_json: json_out is NULL");
     auto v = conn->c.list_files(str_or_empty(session), str_or_empty(path), recursive != 0);
     if (!v) return fail(conn, v.err());
-    return give_json(sbsh::client::to_json(*v), json_out);
+    return give_string(sbsh::client::to_json(*v), json_out);
   });
 }
 

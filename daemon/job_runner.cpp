@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ranges>
 #include <cerrno>
 #include <cstring>
+#include <ranges>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
