@@ -146,7 +146,8 @@ void job_runner::run_first(std::vector<std::string> texts, bool init) {
   if (init) init_output_.clear();
   init_pending_ += texts.size();
   // Pushed to the front in reverse, so that they run in their order.
-  for (auto& text : std::ranges::reverse_view(texts)) {
+  for (auto it = texts.rbegin(); it != texts.rend(); ++it) {  // NOLINT(modernize-loop-convert): clang 14 cannot build libstdc++ 12's reverse_view
+    auto& text = *it;
     auto job = std::make_unique<exec_job>();
     job->internal = true;
     job->init = true;

@@ -88,7 +88,7 @@ log_stream::progress log_stream::pump(const client& c) {
     while (next_ < parts_.size() && !has_more(parts_[next_])) ++next_;
     if (next_ == parts_.size()) {
       // Growing files may have grown while others were read: done only when none has.
-      auto again = std::find_if(parts_.begin(), parts_.end(), [this](part& p) { return p.growing && has_more(p); });
+      auto again = std::find_if(parts_.begin(), parts_.end(), [](part& p) { return p.growing && has_more(p); });
       if (again == parts_.end()) return progress::done;
       next_ = static_cast<size_t>(again - parts_.begin());
     }
