@@ -198,6 +198,21 @@ int logs_options_of(sbsh_conn* conn, const char* fn, int follow, uint64_t tail, 
   return SBSH_OK;
 }
 
+// The file calls' options; C++ types, so they live outside the extern "C" block.
+sbsh::client::file_write_options write_options(int mode, int parents) {
+  sbsh::client::file_write_options o;
+  if (mode >= 0) o.mode = static_cast<uint32_t>(mode);
+  o.parents = parents != 0;
+  return o;
+}
+
+sbsh::client::file_read_options read_options(uint64_t offset, int64_t length) {
+  sbsh::client::file_read_options o;
+  o.offset = offset;
+  if (length >= 0) o.length = static_cast<uint64_t>(length);
+  return o;
+}
+
 std::function<void(stream, std::string_view)> output_callback(sbsh_output_fn fn, void* user) {
   return [fn, user](stream s, std::string_view d) { fn(user, static_cast<int>(s), d.data(), d.size()); };
 }
@@ -796,20 +811,6 @@ namespace {
 int check_file_args(sbsh_conn* conn, std::string_view fn, const char* path) {
   if (path == nullptr) return invalid(conn, fmt::format("{}: path is NULL", fn));
   return SBSH_OK;
-}
-
-sbsh::client::file_write_options write_options(int mode, int parents) {
-  sbsh::client::file_write_options o;
-  if (mode >= 0) o.mode = static_cast<uint32_t>(mode);
-  o.parents = parents != 0;
-  return o;
-}
-
-sbsh::client::file_read_options read_options(uint64_t offset, int64_t length) {
-  sbsh::client::file_read_options o;
-  o.offset = offset;
-  if (length >= 0) o.length = static_cast<uint64_t>(length);
-  return o;
 }
 
 }  // namespace

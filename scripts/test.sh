@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a normal build with -Werror and its
-# tests, then an AddressSanitizer + UndefinedBehaviorSanitizer build and the same tests,
-# then the fuzz targets (a small clang build) for SBSH_FUZZ_SECONDS (default 30) each.
+# tests, then an AddressSanitizer + UndefinedBehaviorSanitizer build (clang) and the same
+# tests, then that build's fuzz targets for SBSH_FUZZ_SECONDS (default 30) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -19,12 +19,16 @@ scripts/build.sh build -DSBSH_WERROR=ON -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DCMAKE_
 echo "== tests"
 (cd build && ctest --no-tests=error --output-on-failure --timeout 300 -j "$jobs")
 
-echo "== build (ASan + UBSan)"
-scripts/build.sh build-asan -DSBSH_WERROR=ON -DSBSH_ASAN=ON -DSBSH_UBSAN=ON -DSBSH_TESTS=ON -DSBSH_BENCH=OFF
+echo "== build (ASan + UBSan, clang, with the fuzz targets)"
+# One sanitizer build serves the tests and the fuzz targets: clang (libFuzzer is clang's), the
+# libraries instrumented for the fuzzer's coverage as well, which the tests do not notice.
+# The normal build above is GCC's, so the tree builds warning-free with both compilers.
+scripts/build.sh build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSBSH_WERROR=ON \
+  -DSBSH_ASAN=ON -DSBSH_UBSAN=ON -DSBSH_FUZZ=ON -DSBSH_TESTS=ON -DSBSH_BENCH=OFF
 echo "== tests under ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --no-tests=error --output-on-failure --timeout 900 -j "$jobs")
 echo "== fuzzing under ASan + UBSan (scripts/fuzz.sh, ${SBSH_FUZZ_SECONDS:-30} s per target)"
-scripts/fuzz.sh all "${SBSH_FUZZ_SECONDS:-30}"
+scripts/fuzz.sh -B build-asan all "${SBSH_FUZZ_SECONDS:-30}"
 echo "== all tests passed (normal and sanitizer builds, fuzzing)"
