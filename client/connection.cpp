@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
-#include "ipc/environ.h"
-#include "ipc/paths.h"
+#include "common/environ.h"
+#include "common/paths.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::client {
@@ -27,7 +27,7 @@ using ipc::msg_type;
 namespace msg = ipc::msg;
 
 result<unique_fd> dial(const std::string& path) {
-  if (auto s = ipc::check_socket_path(path); !s) return s.err();
+  if (auto s = check_socket_path(path); !s) return s.err();
   unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return make_error("io", fmt::format("socket: {}", std::strerror(errno)));
   sockaddr_un addr{};
@@ -49,7 +49,7 @@ namespace {
 
 std::string find_daemon(const connect_options& opts) {
   if (!opts.daemon_path.empty()) return opts.daemon_path;
-  std::string beside = ipc::beside_self("sbshd");
+  std::string beside = beside_self("sbshd");
   return beside.empty() ? "sbshd" : beside;  // posix_spawnp searches PATH
 }
 
@@ -78,8 +78,8 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   char a1[] = "--socket";
   char* argv[] = {a0, a1, sock_arg.data(), nullptr};
   pid_t pid;
-  std::vector<std::string> env = ipc::inherited_environment();
-  std::vector<char*> envp = ipc::c_pointers(env);
+  std::vector<std::string> env = inherited_environment();
+  std::vector<char*> envp = c_pointers(env);
   int rc = ::posix_spawnp(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
   err_write.reset();  // sbshd's copy is the only writer left: its end reads as end of file
@@ -123,7 +123,7 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
 result<unique_fd> dial_or_start(const std::string& path, const connect_options& opts) {
   auto fd = dial(path);
   if (fd || fd.err().code != "unreachable" || !opts.autostart) return fd;
-  if (auto s = ipc::ensure_socket_dir(ipc::dirname_of(path)); !s) return s.err();
+  if (auto s = ensure_socket_dir(dirname_of(path)); !s) return s.err();
   // Many clients may find no daemon at once. The first to take the lock starts one; the
   // others wait for the lock and then, like tmux, try the connect once more before
   // deciding to start a daemon themselves.
@@ -313,7 +313,7 @@ result<connection> connection::connect(const connect_options& opts) {
     p->remote = true;
     p->ch = ipc::channel(std::move(d->sock));
   } else {
-    p->socket_path = ipc::resolve_socket_path(opts.socket_path);
+    p->socket_path = resolve_socket_path(opts.socket_path);
     auto fd = dial_or_start(p->socket_path, opts);
     if (!fd) return fd.err();
     p->ch = ipc::channel(std::move(*fd));

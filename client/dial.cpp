@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
-#include "ipc/environ.h"
-#include "ipc/paths.h"
+#include "common/environ.h"
+#include "common/paths.h"
 #include "ipc/text.h"
 
 namespace sbsh::client {
@@ -138,7 +138,7 @@ result<dialed> spawn_dial(const std::vector<std::string>& argv) {
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<std::string> args = argv;
-  std::vector<char*> cargv = ipc::c_pointers(args);
+  std::vector<char*> cargv = c_pointers(args);
   pid_t pid = -1;
   int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, &attr, cargv.data(), environ);
   posix_spawnattr_destroy(&attr);
@@ -184,7 +184,7 @@ connection::impl::~impl() {
 }
 
 sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
-  std::string path = ipc::resolve_socket_path(opts.socket_path);
+  std::string path = resolve_socket_path(opts.socket_path);
   auto fd = dial_or_start(path, opts);
   if (!fd) return fd.err();
   int sock = fd->get();

@@ -26,8 +26,8 @@
 
 #include "client/connection_impl.h"
 #include "client/head_tail.h"
-#include "ipc/environ.h"
 #include "client/sigpipe_guard.h"
+#include "common/environ.h"
 
 namespace sbsh::client {
 
@@ -304,7 +304,7 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
   else if (!frames && ::getcwd(cwd, sizeof cwd) != nullptr) req.session_cwd = cwd;
   // A session this creates starts with this process's environment (or the one given).
   std::vector<std::string> own_env;
-  if (!o.session_env && !p->remote) own_env = ipc::inherited_environment();
+  if (!o.session_env && !p->remote) own_env = inherited_environment();
   req.session_env = o.session_env ? *o.session_env : own_env;
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;

@@ -21,8 +21,8 @@
 
 #include "client/plan_json.h"
 #include "client/resources.h"
+#include "common/limits.h"
 #include "ipc/fd.h"
-#include "ipc/limits.h"
 
 namespace sbsh::client {
 
@@ -327,7 +327,7 @@ sbsh::status check_session(const session_spec& s) {
     return invalid("session.restart", fmt::format("\"{}\" is not a restart policy (always, on-failure or never)", s.restart));
   if (auto e = check_env(s.env, "session.env"); !e) return e;
   for (const auto& l : s.limits)
-    if (auto r = ipc::parse_limit(l); !r) return invalid("session.limits", fmt::format("\"{}\": {}", l, r.err().message));
+    if (auto r = parse_limit(l); !r) return invalid("session.limits", fmt::format("\"{}\": {}", l, r.err().message));
   if (s.confine && s.root.empty() && s.snapshot.empty())
     return invalid("session.confine", "confines the session to its root: give root or snapshot too");
   for (auto [key, list] : {std::pair{"allow_write", &s.allow_write}, std::pair{"allow_read", &s.allow_read},

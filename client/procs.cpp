@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
-#include "ipc/environ.h"
+#include "common/environ.h"
 
 namespace sbsh::client {
 
@@ -31,7 +31,7 @@ result<proc_info> connection::start(const start_options& opts) {
   }
   req.session_cwd = scwd;
   std::vector<std::string> own_env;
-  if (!opts.session_env && !p_->remote) own_env = ipc::inherited_environment();
+  if (!opts.session_env && !p_->remote) own_env = inherited_environment();
   req.session_env = opts.session_env ? *opts.session_env : own_env;
   auto r = p_->ask<msg::proc_info>(req);
   if (!r) return r.err();

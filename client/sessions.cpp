@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "client/connection_impl.h"
-#include "ipc/environ.h"
+#include "common/environ.h"
 
 namespace sbsh::client {
 
@@ -24,7 +24,7 @@ sbsh::status connection::create_session(const session_spec& spec,
   else if (!def.root.empty()) def.root = p_->absolute(def.root);  // a relative cwd is taken from the root
   else def.cwd = def.cwd.empty() && p_->remote ? std::string() : p_->absolute(def.cwd.empty() ? "." : def.cwd);
   // No environment: this process's, on a local connection (sbshd never gives a session its own).
-  if (def.environment.empty() && !p_->remote) def.environment = ipc::inherited_environment();
+  if (def.environment.empty() && !p_->remote) def.environment = inherited_environment();
   // An environment's setup speaks as it runs: output frames, then the reply.
   uint64_t id = p_->next_id++;
   auto env = p_->stream_reply(ipc::encode(req, id), id, false, -1, on_output);

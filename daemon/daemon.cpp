@@ -16,17 +16,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/paths.h"
 #include "daemon/log.h"
 #include "daemon/service_manager.h"
 #include "daemon/state_lock.h"
-#include "ipc/paths.h"
 
 namespace sbsh::daemon {
 
 namespace {
 
 std::string find_wrapper() {
-  if (auto beside = ipc::beside_self("sbsh-wrapper"); !beside.empty()) return beside;
+  if (auto beside = beside_self("sbsh-wrapper"); !beside.empty()) return beside;
   const char* path = std::getenv("PATH");
   std::string p = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t start = 0;
@@ -107,8 +107,8 @@ int run_or_die(run_options opts) {
     }
     opts.socket_path = *path;
   }
-  opts.socket_path = ipc::resolve_socket_path(opts.socket_path);
-  opts.state_dir = ipc::resolve_state_dir(opts.state_dir);
+  opts.socket_path = resolve_socket_path(opts.socket_path);
+  opts.state_dir = resolve_state_dir(opts.state_dir);
   if (opts.wrapper_path.empty()) opts.wrapper_path = find_wrapper();
   if (opts.wrapper_path.empty()) {
     std::fputs("sbshd: cannot find sbsh-wrapper beside sbshd or on PATH; install sbsh completely\n", stderr);
@@ -119,7 +119,7 @@ int run_or_die(run_options opts) {
     return 2;
   }
   // Session definitions in it are run as this user: it must be as private as the socket's.
-  if (auto s = ipc::ensure_private_dir(opts.state_dir, ipc::dir_role::state); !s) {
+  if (auto s = ensure_private_dir(opts.state_dir, dir_role::state); !s) {
     std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
     return 1;
   }

@@ -19,14 +19,14 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/environ.h"
+#include "common/paths.h"
 #include "common/procs.h"
 #include "daemon/child_process.h"
 #include "daemon/off_loop.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
-#include "ipc/environ.h"
 #include "ipc/fd.h"
-#include "ipc/paths.h"
 #include "ipc/protocol.h"
 #include "ipc/text.h"
 
@@ -334,7 +334,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
           *err = fmt::format("cannot delete the incomplete environment {}", path);
           return;
         }
-        if (auto made = ipc::make_dirs(dir); !made) {
+        if (auto made = make_dirs(dir); !made) {
           *err = made.err().message;
           return;
         }
@@ -360,8 +360,8 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         std::vector<std::string> env_store = how.env;
         env_store.push_back("SBSH_ENV=" + path);
         std::vector<std::string> argv_store{bash_, "-c", how.setup, "sbsh-setup"};
-        auto argv = ipc::c_pointers(argv_store);
-        auto envp = ipc::c_pointers(env_store);
+        auto argv = c_pointers(argv_store);
+        auto envp = c_pointers(env_store);
         const int fds[] = {null.get(), write_ends[0].get(), write_ends[1].get()};
         child_process::options o;
         o.file = bash_.c_str();
@@ -443,7 +443,7 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
       [ok, err, path, record, sid = job.sid] {
         if (sid > 1) procs::signal_session(sid, 0, SIGKILL);
         if (ok) {
-          if (auto w = ipc::write_file_atomically(path + ".ready", record); !w) *err = w.err().message;
+          if (auto w = write_file_atomically(path + ".ready", record); !w) *err = w.err().message;
         }
         if (!ok || !err->empty()) remove_tree(path);
         ::unlink((path + ".building").c_str());

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "ipc/clock.h"
+#include "common/clock.h"
+#include "common/procs.h"
+#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/frame.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
-#include "common/procs.h"
-#include "daemon/uv_handles.h"
 
 namespace sbsh::daemon {
 
@@ -165,8 +165,5 @@ result<std::string> settle_cwd(std::string_view given, std::string_view base, co
 status check_env_entry(std::string_view entry);
 
 using ipc::shell_quote;
-
-using ipc::mono_us;
-using ipc::wall_ms;
 
 }  // namespace sbsh::daemon

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "daemon/handlers.h"
-#include "ipc/clock.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {
@@ -52,7 +52,7 @@ void on_env_prune(server& srv, client_conn& c, ipc::envelope& env) {
   srv.envs().sweep_incomplete();
   srv.evict_envs(
       [keep, older_than_ms](std::vector<environment_info> envs) {
-        int64_t before = ipc::wall_ms() - static_cast<int64_t>(std::min<uint64_t>(older_than_ms, INT64_MAX / 2));
+        int64_t before = wall_ms() - static_cast<int64_t>(std::min<uint64_t>(older_than_ms, INT64_MAX / 2));
         std::vector<environment_info> out;
         uint64_t kept = 0;
         for (auto& e : envs) {  // most recently used first

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "daemon/handlers.h"
-#include "ipc/clock.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {

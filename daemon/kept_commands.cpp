@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/paths.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 
 namespace sbsh::daemon {
 
@@ -73,7 +73,7 @@ void kept_commands::output(uint64_t serial, int stream_no, std::string_view data
   record& r = *it->second;
   int i = stream_no == ipc::kStdout ? 0 : 1;
   if (r.bytes[i] == 0) {
-    status opened = ipc::make_dirs(dir_);
+    status opened = make_dirs(dir_);
     if (opened) opened = r.logs[i].open(log_path(r.id, stream_no), kKeptLogCap);
     if (!opened) spdlog::warn("command {}: its output is not kept: {}", r.id, opened.err().message);
   }
@@ -94,7 +94,7 @@ void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
   if (it == records_.end()) return;
   record& r = *it->second;
   r.finished = true;
-  r.ended_mono_us = ipc::mono_us();
+  r.ended_mono_us = mono_us();
   r.result = result_of(job, duration_us);
   r.result.session = r.session;
   r.result.command = r.command;
@@ -234,7 +234,7 @@ void kept_commands::forget(std::map<uint64_t, std::unique_ptr<record>>::iterator
 }
 
 void kept_commands::expire() {
-  uint64_t now = ipc::mono_us();
+  uint64_t now = mono_us();
   size_t finished = 0;
   uint64_t bytes = 0;
   for (const auto& [id, r] : records_) {

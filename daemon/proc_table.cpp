@@ -15,12 +15,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/paths.h"
 #include "common/procs.h"
 #include "daemon/exec_job.h"
 #include "daemon/off_loop.h"
 #include "daemon/server.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 #include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
@@ -263,7 +263,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
 }
 
 status proc_table::open_logs(bg_proc& p) {
-  if (auto d = ipc::make_dirs(srv_.opts().state_dir + "/procs"); !d) return d;
+  if (auto d = make_dirs(srv_.opts().state_dir + "/procs"); !d) return d;
   if (auto l = p.out_log.open(log_path(p.id, "out"), srv_.opts().log_cap); !l) return l;
   return p.err_log.open(log_path(p.id, "err"), srv_.opts().log_cap);
 }

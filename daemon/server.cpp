@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "daemon/service_manager.h"
 #include "daemon/state_lock.h"
-#include "ipc/clock.h"
 
 namespace sbsh::daemon {
 

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/paths.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {

@@ -17,9 +17,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/paths.h"
 #include "common/procs.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 
 namespace sbsh::daemon {
 
@@ -89,8 +89,8 @@ void client_conn::send_error(uint64_t id, std::string_view code, const std::stri
 
 status server::listen(unique_fd activated) {
   const std::string& path = opts_.socket_path;
-  if (auto s = ipc::check_socket_path(path); !s) return s;
-  if (auto s = ipc::ensure_socket_dir(ipc::dirname_of(path)); !s) {
+  if (auto s = check_socket_path(path); !s) return s;
+  if (auto s = ensure_socket_dir(dirname_of(path)); !s) {
     if (!activated) return s;
     return make_error(s.err().code, s.err().message + "; for a socket that systemd creates, set DirectoryMode=0700 "
                                                       "in its .socket unit");

@@ -16,9 +16,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
+#include "common/environ.h"
 #include "common/procs.h"
-#include "ipc/clock.h"
-#include "ipc/environ.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
@@ -354,7 +354,7 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   if (std::string aside = !snapshot || !kept.empty() ? "" : snapshots_.set_aside(name); !aside.empty())
     finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
   // A confined session's TMPDIR goes the same way: renamed now, deleted once its processes are.
-  if (std::string tmp = session_tmp_dir(name), aside = fmt::format("{}.removed-{}", tmp, ipc::mono_us());
+  if (std::string tmp = session_tmp_dir(name), aside = fmt::format("{}.removed-{}", tmp, mono_us());
       s->def().confine && ::rename(tmp.c_str(), aside.c_str()) == 0)
     finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
   save_state();

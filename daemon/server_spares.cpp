@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "ipc/environ.h"
-#include "ipc/paths.h"
+#include "common/environ.h"
+#include "common/paths.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
@@ -72,8 +72,8 @@ std::optional<wrapper_process> server::start_wrapper(const std::string& dir, con
   std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
                                       std::to_string(opts_.adopt_timeout_ms)};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
-  std::vector<char*> argv = ipc::c_pointers(argv_store);
-  std::vector<char*> envp = ipc::c_pointers(env);
+  std::vector<char*> argv = c_pointers(argv_store);
+  std::vector<char*> envp = c_pointers(env);
   static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
   int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
   child_process::options po;

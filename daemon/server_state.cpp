@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
+#include "common/paths.h"
 #include "daemon/off_loop.h"
-#include "ipc/clock.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 
 namespace sbsh::daemon {
 
@@ -45,7 +45,7 @@ void server::write_atomically(const std::string& path, std::string bytes) {
   off_loop(
       &loop_,
       [path, data, error] {
-        if (auto s = ipc::write_file_atomically(path, *data); !s) *error = s.err().message;
+        if (auto s = write_file_atomically(path, *data); !s) *error = s.err().message;
       },
       [this, path, error] {
         if (!error->empty()) spdlog::error("{}", *error);

@@ -17,10 +17,10 @@
 #include <fmt/format.h>
 
 #include "common/confine.h"
+#include "common/limits.h"
 #include "daemon/beneath.h"
 #include "daemon/exec_job.h"
 #include "ipc/bounds.h"
-#include "ipc/limits.h"
 #include "ipc/protocol.h"
 #include "ipc/text.h"
 
@@ -124,7 +124,7 @@ uint64_t nr_open() {
 status normalize_limits(std::vector<std::string>& limits) {
   std::vector<int> seen;
   for (auto& l : limits) {
-    auto spec = ipc::parse_limit(l);
+    auto spec = parse_limit(l);
     if (!spec) return spec.err();
     std::string name = l.substr(0, l.find('='));
     if (std::find(seen.begin(), seen.end(), spec->resource) != seen.end())
@@ -139,7 +139,7 @@ status normalize_limits(std::vector<std::string>& limits) {
     if (uint64_t most = nr_open(); spec->resource == RLIMIT_NOFILE && spec->value.rlim_max > most)
       return make_error(ipc::errc::bad_request,
                         fmt::format("limit nofile: the kernel allows at most {} (fs.nr_open)", most));
-    l = ipc::format_limit(*spec);
+    l = format_limit(*spec);
   }
   return ok_status();
 }

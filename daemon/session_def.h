@@ -20,7 +20,7 @@ struct session_def {
   std::string cwd;                 // where every new shell starts
   std::vector<std::string> env;    // NAME=VALUE added to the shell's environment
   std::vector<std::string> init;   // run in every new shell before any queued command
-  std::vector<std::string> limits; // resource limits of the shell, canonical (ipc/limits.h)
+  std::vector<std::string> limits; // resource limits of the shell, canonical (common/limits.h)
   std::string snapshot;            // the directory copied for the session (its cwd is the copy)
   std::string root;                // the directory it is confined to (session_spec::root); see root_of()
   restart_policy restart = restart_policy::always;

@@ -15,11 +15,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/environ.h"
+#include "common/paths.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
-#include "ipc/environ.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
@@ -196,7 +196,7 @@ void shell_supervisor::start_shell() {
   }
   if (def.confine) {
     std::string tmp = srv_.session_tmp_dir(session_.name());
-    if (auto made = ipc::make_dirs(tmp); !made)
+    if (auto made = make_dirs(tmp); !made)
       return fail_start(fmt::format("cannot make the session's TMPDIR {}: {}", tmp, made.err().message));
     env_store.push_back("TMPDIR=" + tmp);
     for (const auto& r : own_rules(def, tmp)) {

@@ -21,9 +21,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/environ.h"
+#include "common/paths.h"
 #include "daemon/off_loop.h"
-#include "ipc/environ.h"
-#include "ipc/paths.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::daemon {
@@ -106,7 +106,7 @@ status snapshot_store::check_source(const std::string& source) const {
   if (::access(source.c_str(), R_OK | X_OK) != 0)
     return bad(fmt::format("cannot snapshot {}: {}", source, std::strerror(errno)));
   std::string src = resolved(source);
-  std::string store = resolved(ipc::dirname_of(dir_));  // the state directory exists
+  std::string store = resolved(dirname_of(dir_));  // the state directory exists
   if (!src.empty() && !store.empty() && is_within(store, src))
     return bad(fmt::format("cannot snapshot {}: it holds sbshd's state directory {}, and so would hold the copy; "
                            "snapshot a directory that does not contain it",
@@ -119,7 +119,7 @@ status snapshot_store::check_source(const std::string& source) const {
 void snapshot_store::copy(const std::string& name, const std::string& source, const rules& r,
                           std::function<void(result<uint64_t>)> done) {
   auto fail = [&](const std::string& why) { done(make_error(ipc::errc::internal, why)); };
-  if (auto made = ipc::make_dirs(dir_); !made) return fail(made.err().message);
+  if (auto made = make_dirs(dir_); !made) return fail(made.err().message);
   std::string target = path_of(name);
   struct stat st {};
   if (::lstat(target.c_str(), &st) == 0)
@@ -138,9 +138,9 @@ void snapshot_store::copy(const std::string& name, const std::string& source, co
   if (!null) return fail(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
   std::vector<std::string> argv_store{"sbsh-wrapper", "--copy-tree", source, job.tmp, r.gitignore ? "1" : "0"};
   argv_store.insert(argv_store.end(), r.ignore.begin(), r.ignore.end());
-  std::vector<std::string> env_store = ipc::inherited_environment();
-  std::vector<char*> argv = ipc::c_pointers(argv_store);
-  std::vector<char*> envp = ipc::c_pointers(env_store);
+  std::vector<std::string> env_store = inherited_environment();
+  std::vector<char*> argv = c_pointers(argv_store);
+  std::vector<char*> envp = c_pointers(env_store);
   const int fds[] = {null.get(), errors_w.get(), errors_w.get()};
   child_process::options o;
   o.file = copier_.c_str();
@@ -228,7 +228,7 @@ void snapshot_store::sweep_leftovers() {
 }
 
 std::string snapshot_store::keep(const std::string& name) {
-  if (auto made = ipc::make_dirs(kept_dir_); !made) {
+  if (auto made = make_dirs(kept_dir_); !made) {
     spdlog::error("cannot keep the copy of session {}: {}", name, made.err().message);
     return {};
   }

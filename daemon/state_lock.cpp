@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "ipc/clock.h"
+#include "common/clock.h"
 
 namespace sbsh::daemon {
 
@@ -57,7 +57,7 @@ result<unique_fd> lock_state_dir(const std::string& state_dir, const std::string
   std::string path = state_dir + "/sbshd.lock";
   unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return make_error("io", fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  const uint64_t give_up = ipc::mono_us() + 5'000'000;
+  const uint64_t give_up = mono_us() + 5'000'000;
   for (;;) {
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
     if (errno != EWOULDBLOCK && errno != EINTR)
@@ -66,7 +66,7 @@ result<unique_fd> lock_state_dir(const std::string& state_dir, const std::string
     // One that is stopping lets go within moments (it ends its sessions first); so does one
     // that has just taken the lock and not yet said who it is.
     bool soon = h.pid == 0 || h.stopping || h.socket == socket;
-    if (!soon || ipc::mono_us() >= give_up) {
+    if (!soon || mono_us() >= give_up) {
       std::string who = h.pid == 0 ? std::string("another sbshd")
                                    : fmt::format("another sbshd (pid {}, socket {})", h.pid, h.socket);
       return make_error("already_running",

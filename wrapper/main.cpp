@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--dir") == 0) {
       o.dir = argv[i + 1];
     } else if (std::strcmp(argv[i], "--limit") == 0) {
-      auto l = sbsh::ipc::parse_limit(argv[i + 1]);
+      auto l = sbsh::parse_limit(argv[i + 1]);
       if (!l) {
         std::fprintf(stderr, "sbsh-wrapper: %s\n", l.err().message.c_str());
         return 2;

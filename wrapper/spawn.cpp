@@ -28,12 +28,12 @@ struct child_args {
   const char* bash_path;
   shell_fds fds;
   pid_t parent;
-  std::span<const ipc::rlimit_spec> limits;
+  std::span<const rlimit_spec> limits;
   shell_confinement confinement;
   bool user_ns = false;
   char uid_map[64] = {}, gid_map[64] = {};  // written by the child into its user namespace
   int error = 0;  // set by the child when it cannot exec bash; read once it has exited
-  const ipc::rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
+  const rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
   const char* failed_step = nullptr;               // set with error when confinement failed
 };
 
@@ -125,7 +125,7 @@ int child_main(void* p) {
 
 }  // namespace
 
-result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits,
+result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const rlimit_spec> limits,
                           const shell_confinement& confinement) {
   // The child runs on this process's memory, on a stack of its own, and this thread waits
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
@@ -173,7 +173,7 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
     if (args.failed_step != nullptr)
       return make_error("spawn", fmt::format("cannot confine bash: {}: {}", args.failed_step, std::strerror(args.error)));
     if (args.failed_limit != nullptr)
-      return make_error("spawn", fmt::format("cannot set limit {}: {}", ipc::format_limit(*args.failed_limit),
+      return make_error("spawn", fmt::format("cannot set limit {}: {}", format_limit(*args.failed_limit),
                                              std::strerror(args.error)));
     return make_error("spawn", fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
   }

@@ -6,7 +6,7 @@
 
 #include <span>
 
-#include "ipc/limits.h"
+#include "common/limits.h"
 #include "ipc/result.h"
 
 namespace sbsh::wrapper {
@@ -30,7 +30,7 @@ struct shell_confinement {
 // parent, under `limits` (the session's) and `confinement`. Every other descriptor is closed.
 // Namespaces need CAP_SYS_ADMIN: without it, bash also gets a user namespace of its own in
 // which it has the same user and group IDs.
-result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const ipc::rlimit_spec> limits = {},
+result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const rlimit_spec> limits = {},
                           const shell_confinement& confinement = {});
 
 }  // namespace sbsh::wrapper

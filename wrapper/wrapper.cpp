@@ -27,11 +27,11 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
+#include "common/paths.h"
 #include "common/procs.h"
-#include "ipc/clock.h"
 #include "ipc/frame.h"
 #include "ipc/messages.h"
-#include "ipc/paths.h"
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
@@ -48,7 +48,7 @@ void log_error(const char* session, const std::string& what) {
   std::fprintf(stderr, "sbsh-wrapper[%s]: %s\n", session, what.c_str());
 }
 
-int64_t mono_ms() { return static_cast<int64_t>(ipc::mono_us() / 1000); }
+int64_t mono_ms() { return static_cast<int64_t>(mono_us() / 1000); }
 
 void reap_children() {
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
@@ -134,7 +134,7 @@ result<std::string> find_builtin() {
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return make_error("spawn", fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
   self[n] = '\0';
-  std::string path = ipc::dirname_of(self) + "/" + SBSH_BUILTIN_RELPATH;
+  std::string path = dirname_of(self) + "/" + SBSH_BUILTIN_RELPATH;
   if (::access(path.c_str(), R_OK) != 0)
     return make_error("spawn", fmt::format("cannot read sbsh's bash builtin {}: {}; install sbsh completely", path,
                                            std::strerror(errno)));
@@ -148,7 +148,7 @@ std::string shell_script(const std::string& builtin) {
 }
 
 result<pid_t> spawn_serving_shell(const char* bash_path, const std::string& builtin, int channel, int early_err,
-                                  std::span<const ipc::rlimit_spec> limits, const shell_confinement& confinement) {
+                                  std::span<const rlimit_spec> limits, const shell_confinement& confinement) {
   int script[2];
   if (::pipe2(script, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
   unique_fd script_r(script[0]), script_w(script[1]);
@@ -245,7 +245,7 @@ class wrapper_loop {
     }
     shell_ = *pid;
     shell_pidfd_ = unique_fd(static_cast<int>(::syscall(SYS_pidfd_open, shell_, 0)));
-    started_at_ms_ = ipc::wall_ms();
+    started_at_ms_ = wall_ms();
     send(ipc::encode(msg::wrapper_ready{shell_, ::getpid()}));
     return loop();
   }

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/confine.h"
-#include "ipc/limits.h"
+#include "common/limits.h"
 #include "ipc/result.h"
 #include "ipc/wrapper_link.h"  // the descriptor numbers and the adoption socket's name
 #include "wrapper/spawn.h"
@@ -43,7 +43,7 @@ namespace sbsh::wrapper {
 struct options {
   std::string dir;                // the shell's directory, for the adoption socket (--dir)
   uint64_t adopt_timeout_ms = 0;  // 0: the session ends with sbshd
-  std::vector<ipc::rlimit_spec> limits;  // set on bash (--limit)
+  std::vector<rlimit_spec> limits;  // set on bash (--limit)
   // Landlock rules (--rule MODE:PATH). With any, bash and all it starts may touch only these
   // paths, the system's (confine::system_rules()), bash and the builtin.
   std::vector<confine::rule> rules;
@@ -59,7 +59,7 @@ std::string shell_script(const std::string& builtin);
 // Starts `bash_path` on that script (a pipe made, written and closed here) with the shell
 // channel's bash end and stderr on `early_err` until the builtin serves (spawn_shell).
 result<pid_t> spawn_serving_shell(const char* bash_path, const std::string& builtin, int channel, int early_err,
-                                  std::span<const ipc::rlimit_spec> limits = {},
+                                  std::span<const rlimit_spec> limits = {},
                                   const shell_confinement& confinement = {});
 
 // Runs until the shell ends or the session is ended; returns the process exit code.

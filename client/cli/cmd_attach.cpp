@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "ipc/paths.h"
+#include "common/paths.h"
 
 namespace sbsh::cli {
 
@@ -67,7 +67,7 @@ int run_attach(const global_opts& g, const std::string& session) {
   if (!conn) return fail(conn.err().message);
 
   bool tty = ::isatty(0) != 0;
-  std::string history = ipc::resolve_state_dir("") + "/attach_history";
+  std::string history = resolve_state_dir("") + "/attach_history";
   if (tty) {
     rl_catch_signals = 0;
     rl_getc_function = read_key;

@@ -9,7 +9,7 @@
 #include "client/cli/cli.h"
 #include "client/json.h"
 #include "client/resources.h"
-#include "ipc/limits.h"
+#include "common/limits.h"
 
 namespace sbsh::cli {
 
@@ -286,7 +286,7 @@ void declare_create(command_line& cl, session_args& a) {
               "nofile, nproc or stack; VALUE is SOFT:HARD or one value for both, a number (bytes with K, M, G or T; "
               "cpu seconds with s, m or h) or infinity; repeatable",
               spec.limits, [](std::string_view, const std::string& v) {
-                auto l = ipc::parse_limit(v);
+                auto l = parse_limit(v);
                 return l ? std::string() : l.err().message;
               });
   cl.option("--idle-expiry", "DURATION",

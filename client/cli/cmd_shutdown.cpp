@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
-#include "ipc/paths.h"
+#include "common/paths.h"
 
 namespace sbsh::cli {
 
@@ -32,7 +32,7 @@ bool running(int64_t pid) {
 // SOCKET.d for the next one to adopt them: each has a directory there.
 bool kept_sessions_wait(const global_opts& g) {
   if (!g.host.empty() || !g.dial.empty()) return false;
-  std::string dir = ipc::resolve_socket_path(g.socket) + ".d";
+  std::string dir = resolve_socket_path(g.socket) + ".d";
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return false;
   bool any = false;

@@ -1,5 +1,5 @@
-// ipc/environ: what sbsh passes on to the processes it starts.
-#include "ipc/environ.h"
+// common/environ: what sbsh passes on to the processes it starts.
+#include "common/environ.h"
 
 #include <gtest/gtest.h>
 

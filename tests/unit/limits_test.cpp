@@ -1,5 +1,5 @@
-// Parsing and canonical form of session resource limits (ipc/limits.h).
-#include "ipc/limits.h"
+// Parsing and canonical form of session resource limits (common/limits.h).
+#include "common/limits.h"
 
 #include <gtest/gtest.h>
 

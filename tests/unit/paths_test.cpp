@@ -1,11 +1,11 @@
-// ipc/paths.cpp: where the socket and state go, and the private-directory check.
+// common/paths.cpp: where the socket and state go, and the private-directory check.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
-#include "ipc/paths.h"
+#include "common/paths.h"
 
 namespace sbsh::ipc::paths_tests {
 

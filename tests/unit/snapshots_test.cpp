@@ -1,7 +1,7 @@
 // Snapshot copies (daemon/snapshots.h): the store's checks, a copy and its removal on a real
 // loop with the real copier (sbsh-wrapper --copy-tree), and remove_tree on a tree that fights back.
+#include "common/paths.h"
 #include "daemon/snapshots.h"
-#include "ipc/paths.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -61,7 +61,7 @@ TEST_F(snapshots_test, RemoveTreeDeletesReadOnlyDirectoriesAndNeverFollowsLinks)
 }
 
 TEST_F(snapshots_test, SourcesThatCannotBeCopiedAreRefusedWithTheReason) {
-  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", beside_self("sbsh-wrapper"));
   fs::create_directories(root + "/src");
   fs::create_directories(state + "/inside");
   write(root + "/file", "x");
@@ -77,7 +77,7 @@ TEST_F(snapshots_test, SourcesThatCannotBeCopiedAreRefusedWithTheReason) {
 }
 
 TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
-  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", beside_self("sbsh-wrapper"));
   fs::create_directories(root + "/src/sub");
   write(root + "/src/sub/f", "data");
   ::chmod((root + "/src/sub").c_str(), 0555);
@@ -108,7 +108,7 @@ TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
 }
 
 TEST_F(snapshots_test, LeftoversAreSweptAndCopiesKept) {
-  snapshot_store store(&loop, state + "/snapshots", state + "/kept", ipc::beside_self("sbsh-wrapper"));
+  snapshot_store store(&loop, state + "/snapshots", state + "/kept", beside_self("sbsh-wrapper"));
   fs::create_directories(state + "/snapshots/.copy-a-1/x");
   fs::create_directories(state + "/snapshots/.remove-b-2");
   fs::create_directories(state + "/snapshots/c");

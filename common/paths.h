@@ -6,7 +6,7 @@
 
 #include "ipc/result.h"
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 // --socket, else $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else /tmp/sbsh-$UID/sbshd.sock.
 std::string resolve_socket_path(const std::string& explicit_path);
@@ -44,4 +44,4 @@ std::string dirname_of(const std::string& path);
 // sbsh finds sbshd, and sbshd finds sbsh-wrapper, this way before looking on PATH.
 std::string beside_self(const std::string& name);
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

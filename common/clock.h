@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 inline uint64_t mono_us() {
   timespec ts{};
@@ -20,4 +20,4 @@ inline int64_t wall_ms() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

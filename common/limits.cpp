@@ -1,5 +1,5 @@
 // Parsing and formatting of session resource limits; see limits.h.
-#include "ipc/limits.h"
+#include "common/limits.h"
 #include "ipc/text.h"
 
 #include <array>
@@ -12,7 +12,9 @@
 
 #include "ipc/protocol.h"
 
-namespace sbsh::ipc {
+namespace sbsh {
+using ipc::errc;
+using ipc::printable;
 
 namespace {
 
@@ -109,4 +111,4 @@ std::string format_limit(const rlimit_spec& l) {
   return fmt::format("{}={}:{}", r != nullptr ? r->name : "?", value_text(l.value.rlim_cur), value_text(l.value.rlim_max));
 }
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

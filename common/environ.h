@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 // Variables through which a service manager (systemd) talks to the one process it started:
 // NOTIFY_SOCKET, WATCHDOG_PID, WATCHDOG_USEC, LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES.
@@ -21,4 +21,4 @@ namespace sbsh::ipc {
 // environment or arguments; valid while `entries` is neither changed nor destroyed.
 [[nodiscard]] std::vector<char*> c_pointers(std::vector<std::string>& entries);
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

@@ -1,5 +1,5 @@
 // Socket and state paths (DESIGN §4) and the private-directory check.
-#include "ipc/paths.h"
+#include "common/paths.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 namespace {
 std::string env_or_empty(const char* name) {
@@ -137,4 +137,4 @@ status check_socket_path(const std::string& path) {
   return ok_status();
 }
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

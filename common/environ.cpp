@@ -1,12 +1,12 @@
 // The environment sbsh passes on (see environ.h).
-#include "ipc/environ.h"
+#include "common/environ.h"
 
 #include <unistd.h>  // environ (g++ defines _GNU_SOURCE)
 
 #include <algorithm>
 #include <array>
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 namespace {
 
@@ -41,4 +41,4 @@ std::vector<char*> c_pointers(std::vector<std::string>& entries) {
   return out;
 }
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh

@@ -14,7 +14,7 @@
 
 #include "ipc/result.h"
 
-namespace sbsh::ipc {
+namespace sbsh {
 
 struct rlimit_spec {
   int resource = 0;
@@ -27,4 +27,4 @@ result<rlimit_spec> parse_limit(std::string_view spec);
 // compares and passes to the wrapper, and what parse_limit reads back to the same limit.
 std::string format_limit(const rlimit_spec& l);
 
-}  // namespace sbsh::ipc
+}  // namespace sbsh
