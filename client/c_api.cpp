@@ -64,11 +64,19 @@ using sbsh::client::stream;
 thread_local std::string t_error;
 thread_local std::string t_code;
 
-// The protocol's codes sbshd sends that a caller must tell apart (ipc/protocol.h); every
-// other one of them is a refusal.
+// The codes a caller must tell apart (ipc/protocol.h, sbshd's and the library's own); every
+// other one is a refusal.
 int status_for(sbsh::ipc::errc code) {
   using sbsh::ipc::errc;
   switch (code) {
+    case errc::unreachable:
+    case errc::unsafe_dir: return SBSH_ERR_UNREACHABLE;
+    case errc::io:
+    case errc::eof:
+    case errc::write_error: return SBSH_ERR_IO;
+    case errc::bad_socket:
+    case errc::usage: return SBSH_ERR_INVALID;
+    case errc::protocol:
     case errc::bad_frame:
     case errc::version_mismatch:
     case errc::unknown_request:
@@ -82,23 +90,19 @@ int status_for(sbsh::ipc::errc code) {
   }
 }
 
-// The library's own codes, and then the protocol's.
+// A code as a string: one this library knows, or a newer sbshd's (a refusal).
 int status_for(std::string_view code) {
-  if (code == "unreachable" || code == "unsafe_dir") return SBSH_ERR_UNREACHABLE;
-  if (code == "io" || code == "eof" || code == "write_error") return SBSH_ERR_IO;
-  if (code == "protocol") return SBSH_ERR_PROTOCOL;
-  if (code == "bad_socket" || code == "usage") return SBSH_ERR_INVALID;
-  if (auto wire = sbsh::ipc::errc_from_wire(code)) return status_for(*wire);
-  return SBSH_ERR_REFUSED;
+  auto known = sbsh::ipc::errc_from_name(code);
+  return known ? status_for(*known) : SBSH_ERR_REFUSED;
 }
 
 // After these, replies may be out of step with requests (or the socket is gone): refuse
 // further use of the handle instead of misreading the next reply.
 bool breaks_connection(std::string_view code) {
   using sbsh::ipc::errc;
-  if (code == "io" || code == "eof" || code == "protocol") return true;
-  auto wire = sbsh::ipc::errc_from_wire(code);
-  return wire == errc::bad_frame || wire == errc::version_mismatch || wire == errc::handshake_required;
+  auto known = sbsh::ipc::errc_from_name(code);
+  return known == errc::io || known == errc::eof || known == errc::protocol || known == errc::bad_frame ||
+         known == errc::version_mismatch || known == errc::handshake_required;
 }
 
 int record(sbsh_conn* conn, int status, std::string_view code, std::string_view message) {
@@ -926,7 +930,9 @@ namespace {
 
 // What makes a plan, its files or the arguments unusable is the caller's to fix: SBSH_ERR_INVALID.
 int plan_failure(sbsh_conn* conn, const sbsh::error& e) {
-  if (e.code == "invalid_plan" || e.code == "file" || e.code == "usage" || e.code == "invalid_argument")
+  using sbsh::ipc::errc;
+  auto known = sbsh::ipc::errc_from_name(e.code);
+  if (known == errc::invalid_plan || known == errc::file || known == errc::usage || known == errc::invalid_argument)
     return record(conn, SBSH_ERR_INVALID, e.code, e.message);
   return fail(conn, e);
 }
@@ -937,9 +943,12 @@ sbsh::result<sbsh::client::plan> plan_from_text(const char* text, size_t len, co
   sbsh::client::plan_format pf = sbsh::client::plan_format::detect;
   if (f == "json") pf = sbsh::client::plan_format::json;
   else if (f == "yaml") pf = sbsh::client::plan_format::yaml;
-  else if (!f.empty()) return sbsh::make_error("invalid_argument", std::string(fn) + R"(: format must be NULL, "json" or "yaml")");
+  else if (!f.empty())
+    return sbsh::ipc::make_error(sbsh::ipc::errc::invalid_argument,
+                                 std::string(fn) + R"(: format must be NULL, "json" or "yaml")");
   if (text == nullptr && len > 0)
-    return sbsh::make_error("invalid_argument", std::string(fn) + ": the plan is NULL but its length is not 0");
+    return sbsh::ipc::make_error(sbsh::ipc::errc::invalid_argument,
+                                 std::string(fn) + ": the plan is NULL but its length is not 0");
   return sbsh::client::parse_plan(std::string_view(text != nullptr ? text : "", len), pf);
 }
 

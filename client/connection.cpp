@@ -29,7 +29,7 @@ namespace msg = ipc::msg;
 result<unique_fd> dial(const std::string& path) {
   if (auto s = check_socket_path(path); !s) return s.err();
   unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return make_error("io", fmt::format("socket: {}", std::strerror(errno)));
+  if (!fd) return make_error(ipc::errc::io, fmt::format("socket: {}", std::strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
@@ -39,8 +39,8 @@ result<unique_fd> dial(const std::string& path) {
   if (rc != 0) {
     int e = errno;
     if (e == ENOENT || e == ECONNREFUSED)
-      return make_error("unreachable", fmt::format("no sbshd is listening on {}", path));
-    return make_error("io", fmt::format("cannot connect to {}: {}", path, std::strerror(e)));
+      return make_error(ipc::errc::unreachable, fmt::format("no sbshd is listening on {}", path));
+    return make_error(ipc::errc::io, fmt::format("cannot connect to {}: {}", path, std::strerror(e)));
   }
   return fd;
 }
@@ -66,7 +66,7 @@ int ms_left(steady::time_point deadline) {
 status start_daemon(const std::string& path, const connect_options& opts, steady::time_point deadline) {
   std::string exe = find_daemon(opts);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return make_error("io", "pipe failed");
+  if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(ipc::errc::io, "pipe failed");
   unique_fd err_read(fds[0]), err_write(fds[1]);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -84,8 +84,8 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   posix_spawn_file_actions_destroy(&fa);
   err_write.reset();  // sbshd's copy is the only writer left: its end reads as end of file
   if (rc != 0) {
-    return make_error("unreachable", fmt::format("no sbshd answers on {} and {} could not be started: {}",
-                                                 path, exe, std::strerror(rc)));
+    return make_error(ipc::errc::unreachable, fmt::format("no sbshd answers on {} and {} could not be started: {}",
+                                                          path, exe, std::strerror(rc)));
   }
   std::string msg;
   char buf[512];
@@ -99,7 +99,7 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
       ::kill(pid, SIGTERM);
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
-      return make_error("unreachable",
+      return make_error(ipc::errc::unreachable,
                         fmt::format("{} did not become ready on {} within {} ms (its log is sbshd.log in the "
                                     "state directory); try `sbshd --socket {} --foreground` to see why",
                                     exe, path, opts.start_timeout.count(), path));
@@ -115,14 +115,14 @@ status start_daemon(const std::string& path, const connect_options& opts, steady
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return ok_status();
   while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-  return make_error("unreachable", msg.empty() ? fmt::format("{} failed to start", exe) : msg);
+  return make_error(ipc::errc::unreachable, msg.empty() ? fmt::format("{} failed to start", exe) : msg);
 }
 
 }  // namespace
 
 result<unique_fd> dial_or_start(const std::string& path, const connect_options& opts) {
   auto fd = dial(path);
-  if (fd || fd.err().code != "unreachable" || !opts.autostart) return fd;
+  if (fd || !ipc::has_code(fd.err(), ipc::errc::unreachable) || !opts.autostart) return fd;
   if (auto s = ensure_socket_dir(dirname_of(path)); !s) return s.err();
   // Many clients may find no daemon at once. The first to take the lock starts one; the
   // others wait for the lock and then, like tmux, try the connect once more before
@@ -131,18 +131,19 @@ result<unique_fd> dial_or_start(const std::string& path, const connect_options& 
   auto deadline = steady::now() + opts.start_timeout;
   std::string lock_path = path + ".start-lock";
   unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock) return make_error("io", fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
+  if (!lock) return make_error(ipc::errc::io, fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
   while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR)
-      return make_error("io", fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
+      return make_error(ipc::errc::io, fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
     if (ms_left(deadline) == 0)
-      return make_error("unreachable", fmt::format("another client has been starting sbshd on {} for more than "
-                                                   "{} ms; is it stuck? (see `sbsh status`)",
-                                                   path, opts.start_timeout.count()));
+      return make_error(ipc::errc::unreachable,
+                        fmt::format("another client has been starting sbshd on {} for more than "
+                                    "{} ms; is it stuck? (see `sbsh status`)",
+                                    path, opts.start_timeout.count()));
     ::poll(nullptr, 0, 5);
   }
   fd = dial(path);
-  if (fd || fd.err().code != "unreachable") return fd;
+  if (fd || !ipc::has_code(fd.err(), ipc::errc::unreachable)) return fd;
   if (auto s = start_daemon(path, opts, deadline); !s) return s.err();
   return dial(path);
 }
@@ -196,7 +197,9 @@ sbsh::status connection::impl::send_hello() {
 // that got no answer was never read. A request whose hello was answered is never sent
 // again, whatever happened to it: it may have run.
 bool connection::impl::redial_if_unanswered(const error& e) {
-  if (remote || !redial_opts || hello_id == 0 || ch.buffered() || (e.code != "eof" && e.code != "io")) return false;
+  if (remote || !redial_opts || hello_id == 0 || ch.buffered() ||
+      (!ipc::has_code(e, ipc::errc::eof) && !ipc::has_code(e, ipc::errc::io)))
+    return false;
   connect_options opts = std::move(*redial_opts);
   redial_opts.reset();  // once
   auto fd = dial_or_start(socket_path, opts);
@@ -224,25 +227,28 @@ sbsh::status connection::impl::await_welcome() {
     if (remote) {
       end_dial(dial_pid, std::chrono::milliseconds(0));  // it never answered: no grace
       dial_pid = -1;
-      return fail(make_error("unreachable", fmt::format("no sbshd answered through the dial command `{}` within {} "
-                                                        "ms; does it reach `sbsh dial-stdio`?",
-                                                        socket_path, hello_timeout.count())));
+      return fail(
+          make_error(ipc::errc::unreachable, fmt::format("no sbshd answered through the dial command `{}` within {} "
+                                                         "ms; does it reach `sbsh dial-stdio`?",
+                                                         socket_path, hello_timeout.count())));
     }
-    return fail(make_error("unreachable", fmt::format("sbshd on {} took the connection but did not answer within {} "
-                                                      "ms; is it stuck or failing to start? (see `sbsh status` and "
-                                                      "its log, sbshd.log in the state directory or the journal "
-                                                      "under systemd)",
-                                                      socket_path, hello_timeout.count())));
+    return fail(
+        make_error(ipc::errc::unreachable, fmt::format("sbshd on {} took the connection but did not answer within {} "
+                                                       "ms; is it stuck or failing to start? (see `sbsh status` and "
+                                                       "its log, sbshd.log in the state directory or the journal "
+                                                       "under systemd)",
+                                                       socket_path, hello_timeout.count())));
   }
   auto env = ch.recv();
   if (!env) {
     if (remote) return fail(dial_failed());
-    if (env.err().code == "eof") return fail(make_error("eof", "sbshd closed the connection during the handshake"));
+    if (ipc::has_code(env.err(), ipc::errc::eof))
+      return fail(make_error(ipc::errc::eof, "sbshd closed the connection during the handshake"));
     return fail(env.err());
   }
   if (env->msg.type() == msg_type::error) return fail(error_from(env->msg, "sbshd refused the handshake"));
   if (env->msg.type() != msg_type::welcome || env->msg.id() != hello_id)
-    return fail(make_error("protocol", "sbshd did not answer hello with welcome"));
+    return fail(make_error(ipc::errc::protocol, "sbshd did not answer hello with welcome"));
   hello_id = 0;
   return ok_status();
 }
@@ -255,9 +261,9 @@ error connection::impl::dial_failed() {
     how = "it ended with " + describe_wait_status(*st);
     dial_pid = -1;
   }
-  return make_error("unreachable", fmt::format("the dial command `{}` closed the connection before any sbshd "
-                                               "answered ({}; its own messages, if any, are above)",
-                                               socket_path, how));
+  return make_error(ipc::errc::unreachable, fmt::format("the dial command `{}` closed the connection before any sbshd "
+                                                        "answered ({}; its own messages, if any, are above)",
+                                                        socket_path, how));
 }
 
 sbsh::status connection::impl::send(std::string_view frame, std::span<const int> fds) {
@@ -285,12 +291,13 @@ result<ipc::envelope> connection::impl::call(std::string_view frame, uint64_t id
 result<ipc::envelope> connection::impl::recv_reply(uint64_t id) {
   auto env = ch.recv();
   if (!env) {
-    if (env.err().code == "eof") return make_error("eof", "sbshd closed the connection");
+    if (ipc::has_code(env.err(), ipc::errc::eof)) return make_error(ipc::errc::eof, "sbshd closed the connection");
     return env.err();
   }
   if (env->msg.type() == msg_type::error) return error_from(env->msg, "sbshd reported an error");
   if (env->msg.id() != id)
-    return make_error("protocol", fmt::format("sbshd answered request {} while {} was pending", env->msg.id(), id));
+    return make_error(ipc::errc::protocol,
+                      fmt::format("sbshd answered request {} while {} was pending", env->msg.id(), id));
   return env;
 }
 

@@ -41,7 +41,8 @@ bool user_char(char c) {
 result<std::vector<std::string>> ssh_dial_command(std::string_view url, const std::string& remote_socket,
                                                   bool autostart) {
   auto bad = [&](std::string_view why) -> error {
-    return make_error("usage", fmt::format("invalid host '{}': {}; expected ssh://[USER@]HOST[:PORT]", url, why));
+    return make_error(ipc::errc::usage,
+                      fmt::format("invalid host '{}': {}; expected ssh://[USER@]HOST[:PORT]", url, why));
   };
   constexpr std::string_view scheme = "ssh://";
   if (url.substr(0, scheme.size()) != scheme)
@@ -117,10 +118,10 @@ std::string describe_wait_status(int status) {
 }
 
 result<dialed> spawn_dial(const std::vector<std::string>& argv) {
-  if (argv.empty() || argv[0].empty()) return make_error("usage", "the dial command is empty");
+  if (argv.empty() || argv[0].empty()) return make_error(ipc::errc::usage, "the dial command is empty");
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    return make_error("io", fmt::format("socketpair: {}", std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("socketpair: {}", std::strerror(errno)));
   unique_fd ours(sv[0]), theirs(sv[1]);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -144,8 +145,8 @@ result<dialed> spawn_dial(const std::vector<std::string>& argv) {
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0)
-    return make_error("unreachable", fmt::format("cannot run the dial command `{}`: {}", command_line(argv),
-                                                 std::strerror(rc)));
+    return make_error(ipc::errc::unreachable,
+                      fmt::format("cannot run the dial command `{}`: {}", command_line(argv), std::strerror(rc)));
   return dialed{std::move(ours), pid};
 }
 
@@ -216,7 +217,7 @@ sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
     if (in_open && up_off == up.size()) pf[1].fd = in_fd;
     if (::poll(pf, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+      return make_error(ipc::errc::io, fmt::format("poll: {}", std::strerror(errno)));
     }
     if (pf[1].revents != 0) {
       ssize_t n = ::read(in_fd, buf, sizeof buf);
@@ -239,7 +240,7 @@ sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) continue;
         if (errno == ECONNRESET) return ok_status();
-        return make_error("io", fmt::format("reading from sbshd: {}", std::strerror(errno)));
+        return make_error(ipc::errc::io, fmt::format("reading from sbshd: {}", std::strerror(errno)));
       }
       if (!write_down(buf, static_cast<size_t>(n))) return ok_status();  // the client left
     }

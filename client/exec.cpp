@@ -42,7 +42,7 @@ struct pipe_pair {
 
 result<pipe_pair> make_pipe() {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return make_error("io", fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(p, O_CLOEXEC) != 0) return make_error(ipc::errc::io, fmt::format("pipe: {}", std::strerror(errno)));
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
 
@@ -50,7 +50,7 @@ result<pipe_pair> make_pipe() {
 // a command's text is what makes an exec that large, so say so before sending it.
 status check_request_size(const std::string& frame, size_t text) {
   if (frame.size() <= ipc::kMaxFrame + 4) return ok_status();  // the body, after its 4-byte length
-  return make_error("too_large",
+  return make_error(ipc::errc::too_large,
                     fmt::format("the command's text ({} bytes) and the rest of the request ({} bytes, mostly the "
                                 "environment a new session would start with) are more than the {} MiB sbshd takes "
                                 "in one request; put the script where the session can read it and run '. FILE'",
@@ -379,7 +379,7 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
       int ready = ::poll(pf, static_cast<nfds_t>(n), timeout_ms);
       if (ready < 0) {
         if (errno == EINTR) continue;
-        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+        return make_error(ipc::errc::io, fmt::format("poll: {}", std::strerror(errno)));
       }
       if (ready == 0) return std::optional<exec_result>();  // only with a timeout: not yet
     }
@@ -421,8 +421,8 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
         case slot::socket: {
           auto env = p->ch.recv();
           if (!env) {
-            if (env.err().code == "eof")
-              return make_error("eof", "sbshd closed the connection before the command finished");
+            if (ipc::has_code(env.err(), ipc::errc::eof))
+              return make_error(ipc::errc::eof, "sbshd closed the connection before the command finished");
             return env.err();
           }
           const auto& m = env->msg;
@@ -464,7 +464,7 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
           }
           for (const auto& s : sinks)
             if (s.write_errno != 0)
-              return make_error("write_error", fmt::format("write error: {}", std::strerror(s.write_errno)));
+              return make_error(ipc::errc::write_error, fmt::format("write error: {}", std::strerror(s.write_errno)));
           kept->finish(res);
           done = true;
           return std::optional<exec_result>(std::move(res));
@@ -506,7 +506,7 @@ status exec_call::state::sync_epoll() {
     if (op == EPOLL_CTL_MOD && it->second == ev) continue;
     if (::epoll_ctl(ep.get(), op, fd, &e) != 0 &&
         !(op == EPOLL_CTL_ADD && errno == EEXIST && ::epoll_ctl(ep.get(), EPOLL_CTL_MOD, fd, &e) == 0))
-      return make_error("io", fmt::format("epoll_ctl: {}", std::strerror(errno)));
+      return make_error(ipc::errc::io, fmt::format("epoll_ctl: {}", std::strerror(errno)));
   }
   registered = std::move(want);
   return ok_status();
@@ -526,7 +526,7 @@ result<exec_call> connection::start_exec(exec_options opts) {
   auto st = std::make_unique<exec_call::state>();
   st->owned = std::move(opts);
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) return make_error("io", fmt::format("epoll_create1: {}", std::strerror(errno)));
+  if (ep < 0) return make_error(ipc::errc::io, fmt::format("epoll_create1: {}", std::strerror(errno)));
   st->ep = unique_fd(ep);
   {
     sigpipe_guard guard(st->owned.stdin_data.has_value() || st->owned.stdin_fd >= 0 ||
@@ -547,7 +547,7 @@ int exec_call::fd() const { return s_ ? s_->ep.get() : -1; }
 bool exec_call::done() const { return !s_ || s_->done; }
 
 result<std::optional<exec_result>> exec_call::step() {
-  if (done()) return make_error("usage", "exec_call::step: the command has ended already");
+  if (done()) return make_error(ipc::errc::usage, "exec_call::step: the command has ended already");
   sigpipe_guard guard(s_->guard_pipes);
   auto r = s_->rounds(0);
   if (!r) {

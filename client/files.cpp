@@ -27,7 +27,7 @@ std::string_view session_or_default(const std::string& s) { return s.empty() ? s
 
 // A failure on this side (the caller's descriptor), which leaves the connection as it was.
 error io_error(std::string_view what, int e) {
-  return make_error("file_failed", fmt::format("{}: {}", what, std::strerror(e)));
+  return make_error(ipc::errc::file_failed, fmt::format("{}: {}", what, std::strerror(e)));
 }
 
 // Writes all of `data` to `fd`.
@@ -142,7 +142,8 @@ result<msg::file_opened> ask_opened(connection::impl& p, const Request& req, uin
   if (!opened) return opened.err();
   *fd = -1;
   if (opened->fds > 0) {
-    if (env->fds.empty()) return make_error("protocol", "sbshd's file_opened says it carries the file, and does not");
+    if (env->fds.empty())
+      return make_error(ipc::errc::protocol, "sbshd's file_opened says it carries the file, and does not");
     *fd = env->fds[0].get();
   }
   return opened;

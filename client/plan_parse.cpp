@@ -33,7 +33,7 @@ namespace {
 constexpr size_t kMaxPlanBytes = 4u << 20;
 
 error invalid(const std::string& path, std::string_view what) {
-  return make_error("invalid_plan", fmt::format("{}: {}", path, what));
+  return make_error(ipc::errc::invalid_plan, fmt::format("{}: {}", path, what));
 }
 
 std::string child(const std::string& path, std::string_view key) {
@@ -278,8 +278,10 @@ result<plan_stage> read_stage(const plan_json& v, const std::string& path) {
 
 result<plan> read_plan(const plan_json& root) {
   if (!root.is_object())
-    return make_error("invalid_plan", fmt::format("the plan must be a mapping with stages (and optionally session and "
-                                                  "timeout), not {}", root.is_null() ? "an empty document" : shown(root)));
+    return make_error(ipc::errc::invalid_plan,
+                      fmt::format("the plan must be a mapping with stages (and optionally session and "
+                                  "timeout), not {}",
+                                  root.is_null() ? "an empty document" : shown(root)));
   if (auto k = known_keys(root, "", {"session", "timeout", "stages"}); !k) return k.err();
   plan p;
   sbsh::status st = optional_field(root, "", "session", [&](const plan_json& f, const std::string& path) {
@@ -387,22 +389,25 @@ result<plan> parse_plan(std::string_view text, plan_format format) {
     // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
     std::string_view what = e.what();
     if (auto p = what.find("] "); p != std::string_view::npos) what.remove_prefix(p + 2);
-    return make_error("invalid_plan", fmt::format("invalid JSON: {}", what));
+    return make_error(ipc::errc::invalid_plan, fmt::format("invalid JSON: {}", what));
   }
   return read_plan(tree);
 }
 
 result<plan> load_plan(const std::string& path) {
   unique_fd fd(path == "-" ? ::dup(0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return make_error("file", fmt::format("cannot read the plan {}: {}", path, std::strerror(errno)));
+  if (!fd) return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: {}", path, std::strerror(errno)));
   struct stat st{};
   if (::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode))
-    return make_error("file", fmt::format("cannot read the plan {}: it is a directory", path));
+    return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: it is a directory", path));
   bool too_big = false;
   int err = 0;
   std::string text = read_all(fd.get(), &too_big, &err);
-  if (err != 0) return make_error("file", fmt::format("cannot read the plan {}: {}", path, std::strerror(err)));
-  if (too_big) return make_error("invalid_plan", fmt::format("{}: larger than {} bytes: is it a plan?", path, kMaxPlanBytes));
+  if (err != 0)
+    return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: {}", path, std::strerror(err)));
+  if (too_big)
+    return make_error(ipc::errc::invalid_plan,
+                      fmt::format("{}: larger than {} bytes: is it a plan?", path, kMaxPlanBytes));
   plan_format f = ends_with(path, ".json") ? plan_format::json
                   : ends_with(path, ".yaml") || ends_with(path, ".yml") ? plan_format::yaml
                                                                         : plan_format::detect;

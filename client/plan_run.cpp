@@ -58,7 +58,8 @@ bool write_all(int fd, std::string_view s) {
 
 result<unique_fd> create_file(const std::string& path, std::string_view what) {
   unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return make_error("file", fmt::format("cannot write the {} {}: {}", what, path, std::strerror(errno)));
+  if (!fd)
+    return make_error(ipc::errc::file, fmt::format("cannot write the {} {}: {}", what, path, std::strerror(errno)));
   return fd;
 }
 
@@ -214,7 +215,9 @@ sbsh::status plan_runner::open_outputs() {
     artifacts_ = absolute_path(opts_.artifacts_dir);
     std::error_code ec;
     std::filesystem::create_directories(artifacts_, ec);
-    if (ec) return make_error("file", fmt::format("cannot make the artifacts directory {}: {}", artifacts_, ec.message()));
+    if (ec)
+      return make_error(ipc::errc::file,
+                        fmt::format("cannot make the artifacts directory {}: {}", artifacts_, ec.message()));
   }
   if (!opts_.report_path.empty()) {
     auto fd = create_file(opts_.report_path, "report");
@@ -285,7 +288,8 @@ void plan_runner::emit(std::string_view name, int stage, int command) {
       // The run goes on without its event log; the report says it was not complete.
       events_failed_ = true;
       if (!report_.error)
-        report_.error = make_error("file", fmt::format("the event log stopped at {}: {}", name, std::strerror(errno)));
+        report_.error =
+            make_error(ipc::errc::file, fmt::format("the event log stopped at {}: {}", name, std::strerror(errno)));
       break;
     }
   }
@@ -321,7 +325,8 @@ bool plan_runner::run_stage(int i) {
     std::error_code ec;
     std::filesystem::create_directories(artifacts_ + "/" + st.name, ec);
     if (ec) {
-      error e = make_error("file", fmt::format("cannot make the artifacts directory {}/{}: {}", artifacts_, st.name, ec.message()));
+      error e = make_error(ipc::errc::file, fmt::format("cannot make the artifacts directory {}/{}: {}", artifacts_,
+                                                        st.name, ec.message()));
       sbsh_failed(e, i, -1, e.message);
       return false;
     }
@@ -423,7 +428,7 @@ void plan_runner::run_command(int i, int j) {
   emit("command_finished", i, j);
   if (!r) sbsh_failed(r.err(), i, j, fmt::format("stage {}, command {}: {}", report_.stages[static_cast<size_t>(i)].name, j, r.err().message));
   for (const auto& s : sinks)
-    if (!s.write_error.empty()) sbsh_failed(make_error("file", s.write_error), i, j, s.write_error);
+    if (!s.write_error.empty()) sbsh_failed(make_error(ipc::errc::file, s.write_error), i, j, s.write_error);
 }
 
 void plan_runner::stop(run_status s, int stage, int command, std::string message) {
@@ -451,7 +456,8 @@ void plan_runner::finish() {
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0_).count());
   emit("plan_finished");
   if (report_fd_ && !write_all(report_fd_.get(), report_json(report_) + "\n") && !report_.error)
-    report_.error = make_error("file", fmt::format("cannot write the report {}: {}", opts_.report_path, std::strerror(errno)));
+    report_.error = make_error(ipc::errc::file,
+                               fmt::format("cannot write the report {}: {}", opts_.report_path, std::strerror(errno)));
 }
 
 }  // namespace

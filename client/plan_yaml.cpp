@@ -17,15 +17,16 @@ namespace {
 constexpr size_t kMaxValues = 100'000;
 
 error yaml_error(const YAML::Mark& at, std::string_view what) {
-  if (at.is_null()) return make_error("invalid_plan", fmt::format("invalid YAML: {}", what));
-  return make_error("invalid_plan", fmt::format("invalid YAML at line {}, column {}: {}", at.line + 1, at.column + 1, what));
+  if (at.is_null()) return make_error(ipc::errc::invalid_plan, fmt::format("invalid YAML: {}", what));
+  return make_error(ipc::errc::invalid_plan,
+                    fmt::format("invalid YAML at line {}, column {}: {}", at.line + 1, at.column + 1, what));
 }
 
 // Recursion is bounded: yaml-cpp refuses documents nested deeper than 2000 levels.
 result<plan_json> convert(const YAML::Node& n, size_t& budget) {
   if (budget == 0)
-    return make_error("invalid_plan", fmt::format("the plan has more than {} values (do YAML aliases expand it?)",
-                                                  kMaxValues));
+    return make_error(ipc::errc::invalid_plan,
+                      fmt::format("the plan has more than {} values (do YAML aliases expand it?)", kMaxValues));
   --budget;
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
@@ -66,7 +67,7 @@ result<plan_json> yaml_to_json(std::string_view text) {
   } catch (const YAML::Exception& e) {
     return yaml_error(e.mark, e.msg);
   } catch (const std::exception& e) {
-    return make_error("invalid_plan", fmt::format("invalid YAML: {}", e.what()));
+    return make_error(ipc::errc::invalid_plan, fmt::format("invalid YAML: {}", e.what()));
   }
 }
 

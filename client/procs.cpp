@@ -76,7 +76,7 @@ result<ipc::envelope> connection::impl::stream_reply(std::string_view frame, uin
       pollfd pf[2] = {{ch.fd(), POLLIN, 0}, {cancel_fd, POLLIN, 0}};
       if (::poll(pf, 2, -1) < 0) {
         if (errno == EINTR) continue;
-        return make_error("io", fmt::format("poll: {}", std::strerror(errno)));
+        return make_error(ipc::errc::io, fmt::format("poll: {}", std::strerror(errno)));
       }
       if (pf[1].revents != 0) {
         unsigned char b;

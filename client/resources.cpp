@@ -1,6 +1,7 @@
 // Memory sizes, CPU shares and process counts from text, for plans and the MCP tools
 // (client/resources.h).
 #include "client/resources.h"
+#include "ipc/protocol.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -32,9 +33,10 @@ result<uint64_t> parse_memory(std::string_view text) {
   double n = 0;
   char suffix = '\0';
   auto bad = [&] {
-    return make_error("usage", fmt::format("\"{}\" is not a memory size: give bytes, or a number with K, M, G or T "
-                                           "(powers of 1024), such as 512M or 2G",
-                                           text.substr(0, 40)));
+    return make_error(ipc::errc::usage,
+                      fmt::format("\"{}\" is not a memory size: give bytes, or a number with K, M, G or T "
+                                  "(powers of 1024), such as 512M or 2G",
+                                  text.substr(0, 40)));
   };
   if (!number_of(text, "KkMmGgTt", &n, &suffix)) return bad();
   int shift = 0;
@@ -59,7 +61,7 @@ result<uint64_t> parse_cpu_millis(std::string_view text) {
   double n = 0;
   char suffix = '\0';
   if (!number_of(text, "", &n, &suffix) || !(n >= 0.001) || n > 1e6)
-    return make_error("usage",
+    return make_error(ipc::errc::usage,
                       fmt::format("\"{}\" is not a number of CPUs: give one such as 0.5, 1 or 2", text.substr(0, 40)));
   return static_cast<uint64_t>(std::llround(n * 1000));
 }
@@ -68,8 +70,8 @@ result<uint64_t> parse_pids(std::string_view text) {
   double n = 0;
   char suffix = '\0';
   if (!number_of(text, "", &n, &suffix) || std::floor(n) != n || !(n >= 1) || n > 1e12)
-    return make_error("usage", fmt::format("\"{}\" is not a number of processes: give a whole number from 1",
-                                           text.substr(0, 40)));
+    return make_error(ipc::errc::usage, fmt::format("\"{}\" is not a number of processes: give a whole number from 1",
+                                                    text.substr(0, 40)));
   return static_cast<uint64_t>(n);
 }
 

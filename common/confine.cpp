@@ -1,4 +1,5 @@
 #include "common/confine.h"
+#include "ipc/protocol.h"
 
 #include <fcntl.h>
 #include <linux/landlock.h>
@@ -96,8 +97,9 @@ result<rule> parse_rule(std::string_view text) {
   if (mode == "rw") r.what = access::read_write;
   else if (mode == "rx") r.what = access::read_exec;
   else if (mode == "ro") r.what = access::read_only;
-  else return make_error("invalid", fmt::format("--rule {}: give rw:PATH, rx:PATH or ro:PATH", text));
-  if (r.path.empty() || r.path[0] != '/') return make_error("invalid", fmt::format("--rule {}: the path must be absolute", text));
+  else return make_error(ipc::errc::invalid, fmt::format("--rule {}: give rw:PATH, rx:PATH or ro:PATH", text));
+  if (r.path.empty() || r.path[0] != '/')
+    return make_error(ipc::errc::invalid, fmt::format("--rule {}: the path must be absolute", text));
   return r;
 }
 
@@ -115,7 +117,7 @@ std::vector<rule> system_rules() {
 result<unique_fd> build_ruleset(const std::vector<rule>& rules) {
   std::string why;
   int abi = landlock_abi(&why);
-  if (abi == 0) return make_error("no_landlock", why);
+  if (abi == 0) return make_error(ipc::errc::no_landlock, why);
   ruleset_attr attr;
   attr.handled_access_fs = handled_fs(abi);
   size_t size = sizeof attr.handled_access_fs;
@@ -124,24 +126,28 @@ result<unique_fd> build_ruleset(const std::vector<rule>& rules) {
     size = sizeof attr;
   }
   int fd = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0));
-  if (fd < 0) return make_error("no_landlock", fmt::format("cannot create a Landlock ruleset: {}", std::strerror(errno)));
+  if (fd < 0)
+    return make_error(ipc::errc::no_landlock,
+                      fmt::format("cannot create a Landlock ruleset: {}", std::strerror(errno)));
   unique_fd ruleset(fd);
   for (const auto& r : rules) {
     unique_fd path(::open(r.path.c_str(), O_PATH | O_CLOEXEC));
     if (!path) {
       if (r.optional && (errno == ENOENT || errno == ENOTDIR)) continue;
-      return make_error("bad_directory", fmt::format("cannot open {} for its rule: {}", r.path, std::strerror(errno)));
+      return make_error(ipc::errc::bad_directory,
+                        fmt::format("cannot open {} for its rule: {}", r.path, std::strerror(errno)));
     }
     struct stat st{};
     if (::fstat(path.get(), &st) != 0)
-      return make_error("bad_directory", fmt::format("cannot stat {}: {}", r.path, std::strerror(errno)));
+      return make_error(ipc::errc::bad_directory, fmt::format("cannot stat {}: {}", r.path, std::strerror(errno)));
     uint64_t allowed = rights_of(r.what, attr.handled_access_fs) & attr.handled_access_fs;
     if (!S_ISDIR(st.st_mode)) allowed &= kFileRights;
     landlock_path_beneath_attr beneath{};
     beneath.allowed_access = allowed;
     beneath.parent_fd = path.get();
     if (::syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0)
-      return make_error("no_landlock", fmt::format("cannot add the rule for {}: {}", r.path, std::strerror(errno)));
+      return make_error(ipc::errc::no_landlock,
+                        fmt::format("cannot add the rule for {}: {}", r.path, std::strerror(errno)));
   }
   return ruleset;
 }

@@ -1,5 +1,6 @@
 // Durations on the command line: "500ms", "30s", "5m", "1h", or a bare number of seconds.
 #include "common/duration.h"
+#include "ipc/protocol.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -11,9 +12,9 @@ namespace sbsh {
 
 result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   auto bad = [&] {
-    return make_error("usage", fmt::format("invalid duration '{}': use a number of seconds or a number "
-                                           "with ms, s, m or h (500ms, 30s, 5m, 1h)",
-                                           text));
+    return make_error(ipc::errc::usage, fmt::format("invalid duration '{}': use a number of seconds or a number "
+                                                    "with ms, s, m or h (500ms, 30s, 5m, 1h)",
+                                                    text));
   };
   if (text.empty()) return bad();
   size_t i = 0;

@@ -58,21 +58,21 @@ status make_dirs(const std::string& dir) {
   if (::stat(dir.c_str(), &st) == 0) return ok_status();
   if (auto s = make_dirs(dirname_of(dir)); !s) return s;
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return make_error("io", fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
   return ok_status();
 }
 
 status write_file_atomically(const std::string& path, std::string_view bytes) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error("io", fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  if (fd < 0) return make_error(ipc::errc::io, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
   bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd) == 0;
   int e = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     if (ok) e = errno;
     ::unlink(tmp.c_str());
-    return make_error("io", fmt::format("cannot write {}: {}", path, std::strerror(e)));
+    return make_error(ipc::errc::io, fmt::format("cannot write {}: {}", path, std::strerror(e)));
   }
   int dir = ::open(dirname_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
@@ -92,48 +92,51 @@ status ensure_private_dir(const std::string& dir, dir_role role) {
                                  : "choose another socket with --socket";
   struct stat st{};
   if (::lstat(dir.c_str(), &st) != 0)
-    return make_error("io", fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
-    return make_error("unsafe_dir", fmt::format("{} is {}, not a directory; remove it or {}", dir,
-                                                S_ISLNK(st.st_mode) ? "a symbolic link" : "a file", other));
+    return make_error(ipc::errc::unsafe_dir, fmt::format("{} is {}, not a directory; remove it or {}", dir,
+                                                         S_ISLNK(st.st_mode) ? "a symbolic link" : "a file", other));
   if (st.st_uid != ::getuid())
-    return make_error("unsafe_dir", fmt::format("{} is owned by uid {}, not by you (uid {}); its owner {}: remove "
-                                                "it or {}",
-                                                dir, st.st_uid, ::getuid(), harm, other));
+    return make_error(ipc::errc::unsafe_dir,
+                      fmt::format("{} is owned by uid {}, not by you (uid {}); its owner {}: remove "
+                                  "it or {}",
+                                  dir, st.st_uid, ::getuid(), harm, other));
   // The state directory may be readable by others (its files are 0600), never writable.
   mode_t forbidden = state ? 022 : 077;
   if ((st.st_mode & forbidden) != 0)
-    return make_error("unsafe_dir", fmt::format("{} has mode {:04o}: {}, and another user {}: run 'chmod 700 {}' "
-                                                "or {}",
-                                                dir, st.st_mode & 07777,
-                                                state ? "other users can write to it" : "it must be 0700", harm, dir,
-                                                other));
+    return make_error(ipc::errc::unsafe_dir,
+                      fmt::format("{} has mode {:04o}: {}, and another user {}: run 'chmod 700 {}' "
+                                  "or {}",
+                                  dir, st.st_mode & 07777, state ? "other users can write to it" : "it must be 0700",
+                                  harm, dir, other));
   return ok_status();
 }
 
 status ensure_socket_dir(const std::string& dir) {
   struct stat st{};
   if (::lstat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return make_error("io", fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
+    if (errno != ENOENT)
+      return make_error(ipc::errc::io, fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
     std::string xdg = env_or_empty("XDG_RUNTIME_DIR");
     bool by_default = (!xdg.empty() && dir == xdg + "/sbsh") || dir == fmt::format("/tmp/sbsh-{}", ::getuid());
     if (!by_default)
-      return make_error("bad_socket", fmt::format("the socket's directory {} does not exist; create it (mkdir -m 700 "
-                                                  "{}) or choose another socket",
-                                                  dir, dir));
+      return make_error(ipc::errc::bad_socket,
+                        fmt::format("the socket's directory {} does not exist; create it (mkdir -m 700 "
+                                    "{}) or choose another socket",
+                                    dir, dir));
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-      return make_error("io", fmt::format("cannot create the socket's directory {}: {}", dir, std::strerror(errno)));
+      return make_error(ipc::errc::io,
+                        fmt::format("cannot create the socket's directory {}: {}", dir, std::strerror(errno)));
   }
   return ensure_private_dir(dir);
 }
 
 status check_socket_path(const std::string& path) {
-  if (path.empty()) return make_error("bad_socket", "the socket path is empty");
+  if (path.empty()) return make_error(ipc::errc::bad_socket, "the socket path is empty");
   if (path.size() >= sizeof(sockaddr_un{}.sun_path))
-    return make_error("bad_socket",
-                      fmt::format("socket path {} is {} bytes long; a unix socket path must be "
-                                  "shorter than {} bytes: choose a shorter --socket",
-                                  path, path.size(), sizeof(sockaddr_un{}.sun_path)));
+    return make_error(ipc::errc::bad_socket, fmt::format("socket path {} is {} bytes long; a unix socket path must be "
+                                                         "shorter than {} bytes: choose a shorter --socket",
+                                                         path, path.size(), sizeof(sockaddr_un{}.sun_path)));
   return ok_status();
 }
 

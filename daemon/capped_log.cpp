@@ -17,7 +17,7 @@ status capped_log::open(std::string path, uint64_t cap) {
   path_ = std::move(path);
   cap_ = cap < 2 ? 2 : cap;
   fd_ = unique_fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!fd_) return make_error("io", fmt::format("cannot open {}: {}", path_, std::strerror(errno)));
+  if (!fd_) return make_error(ipc::errc::io, fmt::format("cannot open {}: {}", path_, std::strerror(errno)));
   struct stat st{};
   if (::fstat(fd_.get(), &st) == 0) size_ = static_cast<uint64_t>(st.st_size);
   return ok_status();

@@ -11,7 +11,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
+
+#include "ipc/protocol.h"
 
 namespace sbsh::daemon {
 
@@ -42,7 +45,11 @@ struct spawn_plan {
 
 }  // namespace
 
-child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb, int* err) {
+namespace {
+error cannot_spawn(int e) { return ipc::make_error(ipc::errc::spawn, std::strerror(e)); }
+}  // namespace
+
+result<child_process*> child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb) {
   spawn_plan plan;
   // Each source is first copied above the target range, so that no dup2 in the child can
   // overwrite a source it has still to copy (one source may also serve several targets).
@@ -52,10 +59,7 @@ child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_call
   high.reserve(o.fds.size());
   for (int i = 0; i < n; ++i) {
     int h = ::fcntl(o.fds[i], F_DUPFD_CLOEXEC, n);
-    if (h < 0) {
-      *err = errno;
-      return nullptr;
-    }
+    if (h < 0) return cannot_spawn(errno);
     high.emplace_back(h);
   }
   int rc = 0;
@@ -73,17 +77,14 @@ child_process* child_process::spawn(uv_loop_t* loop, const options& o, exit_call
   if (rc == 0) rc = posix_spawnattr_setflags(&plan.attr, flags);
   pid_t pid = 0;
   if (rc == 0) rc = posix_spawnp(&pid, o.file, &plan.actions, &plan.attr, o.argv, o.envp);
-  if (rc != 0) {
-    *err = rc;
-    return nullptr;
-  }
+  if (rc != 0) return cannot_spawn(rc);
   // Until it is reaped below, the child's pid cannot be reused, so the pidfd is the child's.
   unique_fd pidfd(pidfd_open(pid));
   if (!pidfd) {
-    *err = errno;
+    int e = errno;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return nullptr;
+    return cannot_spawn(e);
   }
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }

@@ -15,6 +15,7 @@
 
 #include "daemon/uv_handles.h"
 #include "ipc/fd.h"
+#include "ipc/result.h"
 
 namespace sbsh::daemon {
 
@@ -29,10 +30,10 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
     std::span<const int> fds;         // fds[i] becomes descriptor i; every other one is closed
     bool new_session = false;         // the child leads a process session of its own (setsid)
   };
-  // Starts the child with default signal dispositions and an empty signal mask. Returns
-  // nullptr and sets *err (an errno value) when it cannot be started, including when the
-  // file cannot be executed.
-  static child_process* spawn(uv_loop_t* loop, const options& opts, exit_callback cb, int* err);
+  // Starts the child with default signal dispositions and an empty signal mask. An error
+  // (errc::spawn, the system's reason) when it cannot be started, including when the file
+  // cannot be executed.
+  static result<child_process*> spawn(uv_loop_t* loop, const options& opts, exit_callback cb);
   // Watches a running process that is not sbshd's child (an adopted wrapper): its exit is
   // seen, its status is not (the callback gets -1). nullptr when it has already ended.
   static child_process* watch(uv_loop_t* loop, int pid, exit_callback cb);

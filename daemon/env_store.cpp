@@ -370,13 +370,13 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         o.cwd = how.cwd.c_str();
         o.fds = fds;
         o.new_session = true;
-        int e = 0;
-        job.proc = child_process::spawn(
-            loop_, o, [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); }, &e);
-        if (job.proc == nullptr) {
-          job.tail = fmt::format("cannot start {}: {}", bash_, std::strerror(e));
+        auto proc = child_process::spawn(
+            loop_, o, [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); });
+        if (!proc) {
+          job.tail = fmt::format("cannot start {}: {}", bash_, proc.err().message);
           return setup_ended(hash, 127, 0);
         }
+        job.proc = *proc;
         job.sid = job.proc->pid();
         if (std::ofstream f(path + ".building"); f) f << job.sid << "\n";
         for (int i = 0; i < 2; ++i) {

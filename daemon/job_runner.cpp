@@ -268,7 +268,7 @@ bool job_runner::start_job(exec_job& job) {
   auto sent = sh.send_run(m);
   job.seq = m.seq;  // its status says it is this run's
   if (!sent) {
-    if (sent.err().code != "gone") return fail(sent.err().message);
+    if (!ipc::has_code(sent.err(), ipc::errc::gone)) return fail(sent.err().message);
     // The shell has ended, or could not start, and its loss is on its way (shell_lost). The
     // command stays in flight until then, with its descriptors: it never ran, and may run in
     // the next shell.

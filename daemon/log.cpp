@@ -99,7 +99,7 @@ result<spdlog::sink_ptr> make_sink(const log_options& o) {
     return spdlog::sink_ptr(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
         o.file, static_cast<size_t>(o.max_bytes), static_cast<size_t>(o.files), false, events));
   } catch (const spdlog::spdlog_ex& e) {
-    return make_error("log_file", fmt::format("cannot open the log file {}: {}", o.file, e.what()));
+    return make_error(ipc::errc::log_file, fmt::format("cannot open the log file {}: {}", o.file, e.what()));
   }
 }
 
@@ -138,11 +138,11 @@ std::vector<std::string> journal_fields(spdlog::level::level_enum level, std::st
 status setup_logging(const log_options& o) {
   auto lvl = spdlog::level::from_str(o.level);
   if (lvl == spdlog::level::off && o.level != "off")
-    return make_error("usage", fmt::format("unknown log level '{}': use trace, debug, info, warn, error, "
-                                           "critical or off",
-                                           o.level));
+    return make_error(ipc::errc::usage, fmt::format("unknown log level '{}': use trace, debug, info, warn, error, "
+                                                    "critical or off",
+                                                    o.level));
   if (o.format != "json" && o.format != "text")
-    return make_error("usage", fmt::format("unknown log format '{}': use text or json", o.format));
+    return make_error(ipc::errc::usage, fmt::format("unknown log format '{}': use text or json", o.format));
   auto sink = make_sink(o);
   if (!sink) return sink.err();
   auto logger = std::make_shared<spdlog::logger>("sbshd", *sink);

@@ -141,11 +141,10 @@ class server {
   // adoption socket) is `dir`, with the environment `env`, in `cwd`: /dev/null as stdin,
   // sbshd's stderr as stdout and stderr, a new control socket at wrapper::kControlFd, and a
   // new shell channel, bash's end at wrapper::kChannelFd and a copy of sbshd's at
-  // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). On failure sets *err (an
-  // errno value).
-  std::optional<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
-                                               std::vector<std::string>& env, const char* cwd,
-                                               child_process::exit_callback on_exit, int* err);
+  // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). An error says what failed.
+  result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
+                                        std::vector<std::string>& env, const char* cwd,
+                                        child_process::exit_callback on_exit);
   // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
   std::string new_shell_dir();
   // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.

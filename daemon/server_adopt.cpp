@@ -57,7 +57,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     auto fd = ipc::connect_in(dir, wrapper::kAdoptSocket);
     if (!fd) {
       // Its wrapper is gone (killed, or adoption was off): nothing there is of use.
-      if (fd.err().code == "unreachable") remove_shell_dir(dir);
+      if (ipc::has_code(fd.err(), ipc::errc::unreachable)) remove_shell_dir(dir);
       else spdlog::warn("cannot adopt the shell of {}: {}", dir, fd.err().message);
       continue;
     }
@@ -66,8 +66,9 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     ucred cred = *peer;
     ipc::set_io_timeout(fd->get(), 1);  // a stopped wrapper does not hold up the start for long
     ipc::channel ch(std::move(*fd), 4096);
-    auto answer = ch.send(ipc::encode(ipc::msg::adopt{pid_}, 1)) ? ch.recv()
-                                                                 : result<ipc::envelope>(make_error("io", "cannot send"));
+    auto answer = ch.send(ipc::encode(ipc::msg::adopt{pid_}, 1))
+                      ? ch.recv()
+                      : result<ipc::envelope>(make_error(ipc::errc::io, "cannot send"));
     auto fail = [&](const std::string& why) {
       spdlog::warn("cannot adopt the shell of {} (wrapper pid {}): {}", dir, cred.pid, why);
     };

@@ -100,14 +100,14 @@ status server::listen(unique_fd activated) {
   // holds it for a moment, so wait a little before calling the path taken.
   std::string lock_path = path + ".lock";
   lock_fd_ = unique_fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock_fd_) return make_error("io", fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
+  if (!lock_fd_) return make_error(ipc::errc::io, fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
   bool locked = false;
   for (int i = 0; i < 250 && !locked; ++i) {
     if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) == 0) locked = true;
     else ::usleep(20000);
   }
   if (!locked)
-    return make_error("already_running",
+    return make_error(ipc::errc::already_running,
                       fmt::format("another sbshd is already serving {}; stop it with 'sbsh --socket {} "
                                   "shutdown' or choose another --socket",
                                   path, path));
@@ -120,9 +120,9 @@ status server::listen(unique_fd activated) {
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
-      return make_error("bad_socket", fmt::format("{} exists and is not a socket; remove it or choose "
-                                                  "another --socket",
-                                                  path));
+      return make_error(ipc::errc::bad_socket, fmt::format("{} exists and is not a socket; remove it or choose "
+                                                           "another --socket",
+                                                           path));
     ::unlink(path.c_str());  // stale: we hold the lock, so no daemon serves it
   }
   listen_fd_ = unique_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -132,11 +132,11 @@ status server::listen(unique_fd activated) {
   mode_t old = ::umask(0177);
   int rc = ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::umask(old);
-  if (rc != 0) return make_error("io", fmt::format("cannot bind {}: {}", path, std::strerror(errno)));
+  if (rc != 0) return make_error(ipc::errc::io, fmt::format("cannot bind {}: {}", path, std::strerror(errno)));
   bound_ = true;
   ::chmod(path.c_str(), 0600);
   if (::listen(listen_fd_.get(), 512) != 0)
-    return make_error("io", fmt::format("cannot listen on {}: {}", path, std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot listen on {}: {}", path, std::strerror(errno)));
   return start_listening();
 }
 
@@ -146,9 +146,9 @@ status server::start_listening() {
   std::string shells = shells_dir();
   struct stat st{};
   if (::mkdir(shells.c_str(), 0700) != 0 && errno != EEXIST)
-    return make_error("io", fmt::format("cannot create {}: {}", shells, std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot create {}: {}", shells, std::strerror(errno)));
   if (::lstat(shells.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-    return make_error("bad_socket", fmt::format("{} is not a directory of this user; remove it", shells));
+    return make_error(ipc::errc::bad_socket, fmt::format("{} is not a directory of this user; remove it", shells));
   // Before any request: a client must never find a session missing that is only waiting to
   // be adopted, or one recreated with a fresh shell while its old one still runs.
   auto adopted = adopt_orphans();

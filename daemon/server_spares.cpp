@@ -49,26 +49,21 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-std::optional<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
-                                                     std::vector<std::string>& env, const char* cwd,
-                                                     child_process::exit_callback on_exit, int* err) {
+result<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
+                                              std::vector<std::string>& env, const char* cwd,
+                                              child_process::exit_callback on_exit) {
+  auto failed = [](const char* what) {
+    return ipc::make_error(ipc::errc::io, fmt::format("cannot {}: {}", what, std::strerror(errno)));
+  };
   int ctl[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
-    *err = errno;
-    return std::nullopt;
-  }
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) return failed("create its control socket");
   wrapper_process w{nullptr, unique_fd(ctl[0]), {}};
   unique_fd theirs(ctl[1]);
   auto channel = make_shell_channel();
-  if (!channel) {
-    *err = errno;
-    return std::nullopt;
-  }
+  if (!channel) return channel.err();
   unique_fd owner(::fcntl(channel->first.get(), F_DUPFD_CLOEXEC, 0));
-  if (::mkdir(dir.c_str(), 0700) != 0 || !owner) {
-    *err = errno;
-    return std::nullopt;
-  }
+  if (!owner) return failed("duplicate the shell's channel");
+  if (::mkdir(dir.c_str(), 0700) != 0) return failed(fmt::format("create {}", dir).c_str());
   std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
                                       std::to_string(opts_.adopt_timeout_ms)};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
@@ -82,11 +77,12 @@ std::optional<wrapper_process> server::start_wrapper(const std::string& dir, con
   po.envp = envp.data();
   po.cwd = cwd;
   po.fds = fds;
-  w.proc = child_process::spawn(&loop_, po, std::move(on_exit), err);
-  if (w.proc == nullptr) {
+  auto proc = child_process::spawn(&loop_, po, std::move(on_exit));
+  if (!proc) {
     ::rmdir(dir.c_str());
-    return std::nullopt;
+    return proc.err();
   }
+  w.proc = *proc;
   w.channel = std::move(channel->first);
   return w;
 }
@@ -102,7 +98,6 @@ void server::start_spares() {
     std::vector<std::string> env;
     if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env.push_back(fmt::format("SBSH_BASH={}", bash));
     std::string dir = new_shell_dir();
-    int err = 0;
     auto spare = start_wrapper(
         dir, {"--spare", std::string(64, ' ')}, env, "/",
         [this](int64_t status, int sig) {
@@ -116,11 +111,10 @@ void server::start_spares() {
                        sig != 0 ? fmt::format("was killed by signal {}", sig)
                                 : fmt::format("exited with status {}", status));
           start_spares_in(1000);
-        },
-        &err);
+        });
     if (!spare) {
       spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
-                   std::strerror(err));
+                   spare.err().message);
       return;
     }
     spares_.push_back({std::move(*spare), std::move(dir)});

@@ -74,7 +74,7 @@ result<ipc::message> server::read_state_file(const std::string& path, bool* miss
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     *missing = errno == ENOENT;
-    return make_error("io", fmt::format("cannot open: {}", std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot open: {}", std::strerror(errno)));
   }
   std::string bytes;
   char buf[65536];
@@ -86,7 +86,7 @@ result<ipc::message> server::read_state_file(const std::string& path, bool* miss
   reader.feed(bytes.data(), bytes.size());
   auto body = reader.next_body();
   if (!body) return body.err();
-  if (!body.value()) return make_error("io", "the file is truncated");
+  if (!body.value()) return make_error(ipc::errc::io, "the file is truncated");
   return ipc::message::parse(body.value()->data(), body.value()->size());
 }
 

@@ -18,7 +18,7 @@ namespace sbsh::daemon {
 result<std::pair<unique_fd, unique_fd>> make_shell_channel() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return make_error("io", fmt::format("cannot create the shell's channel: {}", std::strerror(errno)));
+    return make_error(ipc::errc::io, fmt::format("cannot create the shell's channel: {}", std::strerror(errno)));
   unique_fd mine(sv[0]), bash(sv[1]);
   ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
   return std::pair(std::move(mine), std::move(bash));
@@ -74,7 +74,8 @@ status send_message(int channel, const void* head, size_t head_len, std::string_
     // full queue means the shell has stopped reading, which the caller treats as gone.
     std::string why = std::strerror(errno);
     bool gone = errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN || errno == EAGAIN;
-    return make_error(gone ? "gone" : "io", fmt::format("cannot write to the session's shell: {}", why));
+    return make_error(gone ? ipc::errc::gone : ipc::errc::io,
+                      fmt::format("cannot write to the session's shell: {}", why));
   }
 }
 
@@ -94,7 +95,7 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
   h.text_len = static_cast<uint32_t>(m.text.size());
   h.cwd_len = static_cast<uint32_t>(m.check_cwd.size());
   if (m.text.size() > UINT32_MAX || m.check_cwd.size() > SBSH_CHANNEL_MAX_CWD)
-    return make_error("io", "the command text or its directory is too long for the shell's channel");
+    return make_error(ipc::errc::io, "the command text or its directory is too long for the shell's channel");
   int fds[6];
   size_t n = 0;
   if (m.in >= 0) {
@@ -111,7 +112,8 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
   std::string_view inline_text = m.text;
   if (m.text.size() > SBSH_CHANNEL_INLINE_TEXT) {
     int fd = big.store(m.text);
-    if (fd < 0) return make_error("io", fmt::format("cannot store the command text: {}", std::strerror(errno)));
+    if (fd < 0)
+      return make_error(ipc::errc::io, fmt::format("cannot store the command text: {}", std::strerror(errno)));
     h.flags |= SBSH_RUN_TEXT_MEMFD;
     fds[n++] = fd;
     inline_text = {};
@@ -135,10 +137,10 @@ result<std::optional<shell_message>> receive_message(int channel) {
   do n = ::recv(channel, &raw, sizeof raw, MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<shell_message>();
-  if (n <= 0) return make_error("gone", n == 0 ? "the shell closed its channel" : std::strerror(errno));
+  if (n <= 0) return make_error(ipc::errc::gone, n == 0 ? "the shell closed its channel" : std::strerror(errno));
   if (static_cast<size_t>(n) != sizeof raw || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
       (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED))
-    return make_error("bad_message", "the shell sent a malformed message on its channel");
+    return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
   shell_message m;
   m.type = static_cast<sbsh_channel_type>(raw.type);
   m.seq = raw.seq;

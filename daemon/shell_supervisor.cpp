@@ -213,10 +213,9 @@ void shell_supervisor::start_shell() {
     args.emplace_back(def.confine && def.no_network ? "pid,net" : def.confine ? "pid" : "net");
   }
   args.push_back(session_.name());
-  int err = 0;
   auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),
-                                    [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); }, &err);
-  if (!started) return fail_start(fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, std::strerror(err)));
+                                    [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  if (!started) return fail_start(fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, started.err().message));
   wrapper_ = started->proc;
   channel_ = std::move(started->channel);
   watch(gen, std::move(started->ctl), /*run_init=*/true);
@@ -246,7 +245,8 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
   // The sync tells the statuses of commands the earlier sbshd started (at most one, and
   // maybe one it sent that the shell has not read yet) from those of ours.
   sync_seq_ = ++seq_;
-  auto synced = wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_) : status(make_error("gone", "ended"));
+  auto synced =
+      wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_) : status(make_error(ipc::errc::gone, "ended"));
   if (wrapper_ == nullptr || !synced) {
     spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", session_.name(),
                  wrapper_ == nullptr ? "its wrapper has ended" : synced.err().message);
@@ -315,7 +315,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
       // is over. The wrapper's report of how it ended usually comes first; if not, this
       // stands in for it.
       channel_watch_.reset();
-      if (m.err().code == "bad_message") {
+      if (ipc::has_code(m.err(), ipc::errc::bad_message)) {
         restart_shell(fmt::format("its shell {}", m.err().message), /*forced=*/true);
       } else if (wrapper_ != nullptr && ctl_) {
         ctl_->read_pending();  // may end this generation with the wrapper's own words

@@ -147,10 +147,10 @@ void snapshot_store::copy(const std::string& name, const std::string& source, co
   o.argv = argv.data();
   o.envp = envp.data();
   o.fds = fds;
-  int err = 0;
-  job.proc = child_process::spawn(
-      loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); }, &err);
-  if (job.proc == nullptr) return fail(fmt::format("cannot start {} to copy {}: {}", copier_, source, std::strerror(err)));
+  auto proc = child_process::spawn(
+      loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); });
+  if (!proc) return fail(fmt::format("cannot start {} to copy {}: {}", copier_, source, proc.err().message));
+  job.proc = *proc;
   job.done = std::move(done);
   auto& j = copies_[name] = std::move(job);
   j.watch = make_handle<fd_watch>(loop_, j.errors.get());

@@ -56,12 +56,12 @@ void write_state_lock(int fd, const std::string& socket, bool stopping) {
 result<unique_fd> lock_state_dir(const std::string& state_dir, const std::string& socket) {
   std::string path = state_dir + "/sbshd.lock";
   unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return make_error("io", fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (!fd) return make_error(ipc::errc::io, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   const uint64_t give_up = mono_us() + 5'000'000;
   for (;;) {
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
     if (errno != EWOULDBLOCK && errno != EINTR)
-      return make_error("io", fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+      return make_error(ipc::errc::io, fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
     holder h = read_holder(fd.get());
     // One that is stopping lets go within moments (it ends its sessions first); so does one
     // that has just taken the lock and not yet said who it is.
@@ -69,7 +69,7 @@ result<unique_fd> lock_state_dir(const std::string& state_dir, const std::string
     if (!soon || mono_us() >= give_up) {
       std::string who = h.pid == 0 ? std::string("another sbshd")
                                    : fmt::format("another sbshd (pid {}, socket {})", h.pid, h.socket);
-      return make_error("already_running",
+      return make_error(ipc::errc::already_running,
                         fmt::format("{} {} the state directory {}; stop it with 'sbsh --socket {} shutdown', or give "
                                     "this one a state directory of its own with --state-dir or SBSH_STATE_DIR",
                                     who, h.stopping ? "is still stopping and holds" : "already uses", state_dir,

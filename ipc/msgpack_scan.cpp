@@ -55,7 +55,7 @@ head head_of(uint8_t b) {
   }
 }
 
-error bad(std::string message) { return make_error("bad_frame", std::move(message)); }
+error bad(std::string message) { return make_error(errc::bad_frame, std::move(message)); }
 
 }  // namespace
 

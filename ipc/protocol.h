@@ -139,13 +139,13 @@ enum class errc {
   session_creating,      // the session's snapshot is still being copied
   no_such_session,
   no_such_process,
-  no_such_command,       // no kept command of that id (never kept, expired, or sbshd restarted)
-  bad_directory,         // a directory that does not exist or cannot be entered
-  start_failed,          // a background process could not start
-  not_started,           // a background process has not started yet
-  timeout,               // the deadline passed first
-  too_slow,              // a client left replies unread, or a proc_logs follower fell behind
-  cancelled,             // exec: cancelled before it started
+  no_such_command,  // no kept command of that id (never kept, expired, or sbshd restarted)
+  bad_directory,    // a directory that does not exist or cannot be entered
+  start_failed,     // a background process could not start
+  not_started,      // a background process has not started yet
+  timeout,          // the deadline passed first
+  too_slow,         // a client left replies unread, or a proc_logs follower fell behind
+  cancelled,        // exec: cancelled before it started
   shutting_down,
   internal,
   // Refusals and drops that protect sbshd (bounds.h): the message says which bound and why.
@@ -154,29 +154,56 @@ enum class errc {
   memory_limit,       // all clients together held too much of sbshd's memory
   would_deadlock,     // the request comes from inside the command it would wait for
   // Files beneath a session's root (file_*), and exec -C / start -C in a session with one.
-  no_root,       // the session has no root to reach files beneath
-  outside_root,  // the path leads outside the session's root
-  file_failed,   // the file request failed: no such file, not a directory, ...
-  setup_failed,  // session_create: the environment's setup failed (its output is in the message)
-  env_in_use,    // env_remove: sessions use the environment
-  no_such_env,   // env_remove: no environment of that hash
+  no_root,        // the session has no root to reach files beneath
+  outside_root,   // the path leads outside the session's root
+  file_failed,    // the file request failed: no such file, not a directory, ...
+  setup_failed,   // session_create: the environment's setup failed (its output is in the message)
+  env_in_use,     // env_remove: sessions use the environment
+  no_such_env,    // env_remove: no environment of that hash
   not_supported,  // the kernel or the system lacks what the request needs (Landlock, namespaces)
   read_only,      // file requests: a write beneath a directory a confined session may only read
+  // Codes the programs and the client library give themselves; sbshd never sends them.
+  io,                // a system call on a socket, pipe or file failed
+  eof,               // the other end closed the connection
+  unreachable,       // no sbshd listens on the socket
+  protocol,          // sbshd's reply broke the protocol
+  usage,             // a command line, option or argument is wrong
+  invalid_argument,  // the C ABI: an argument is NULL or has no valid value
+  write_error,       // a command's output could not be written where it was going
+  too_large,         // a request would not fit in one frame
+  file,              // a plan, or a file a plan writes, cannot be read or written
+  invalid_plan,      // a plan is not valid YAML or JSON, or not a valid plan
+  bad_socket,        // the socket path is empty, too long, or not a socket
+  unsafe_dir,        // the runtime or state directory is a link, another user's, or open to others
+  already_running,   // another sbshd serves this socket or state directory
+  bad_activation,    // the sockets a service manager passed cannot be used
+  log_file,          // sbshd's log file cannot be opened
+  spawn,             // a program could not be started (bash, the wrapper, a setup, a copy)
+  gone,              // sbshd: the session's shell closed its channel
+  bad_message,       // sbshd: the shell sent a malformed message on its channel
+  no_landlock,       // the kernel has no Landlock, so a session cannot be confined
+  invalid,           // a confinement rule is malformed
 };
 
-// Each code with its wire string and what it means, in the order of errc; the ERROR CODES
-// section of man/sbsh-protocol.7 is this table.
+// Where a code comes from: sbshd sends it, or a program or the client library gives it
+// without a reply from sbshd (the C ABI and the CLI's --json show both kinds).
+enum class errc_origin { sbshd, local };
+
+// Each code with its string and what it means, in the order of errc; the ERROR CODES section
+// of man/sbsh-protocol.7 is this table.
 struct errc_info {
   errc code;
   std::string_view wire;
   std::string_view meaning;
+  errc_origin origin = errc_origin::sbshd;
 };
 inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::bad_frame, "bad_frame", "the frame is not one msgpack map within the limits; the connection is closed"},
     {errc::bad_request, "bad_request", "a field is missing, of the wrong type or invalid; the message says which"},
     {errc::version_mismatch, "version_mismatch", "hello named another protocol version"},
     {errc::handshake_required, "handshake_required", "a request came before a successful hello"},
-    {errc::invalid_session_name, "invalid_session_name", "a session name does not match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
+    {errc::invalid_session_name, "invalid_session_name",
+     "a session name does not match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
     {errc::unknown_request, "unknown_request", "this sbshd serves no request of that type"},
     {errc::shell_restarted, "shell_restarted",
      "the session's shell ended: the command did not run, or ran and the session's state was lost"},
@@ -187,18 +214,23 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::no_such_process, "no_such_process", "no background process of that id or name"},
     {errc::no_such_command, "no_such_command",
      "no kept command of that id: never kept, expired, or kept by an sbshd that has since restarted"},
-    {errc::bad_directory, "bad_directory", "a directory (cwd, snapshot, exec's cwd) does not exist or cannot be entered"},
+    {errc::bad_directory, "bad_directory",
+     "a directory (cwd, snapshot, exec's cwd) does not exist or cannot be entered"},
     {errc::start_failed, "start_failed", "the background process could not start"},
     {errc::not_started, "not_started", "the background process has not started yet"},
     {errc::timeout, "timeout",
-     "the deadline passed first: proc_wait's process still runs, or exec's command waited in the queue past its timeout"},
+     "the deadline passed first: proc_wait's process still runs, or exec's command waited in the queue past its "
+     "timeout"},
     {errc::too_slow, "too_slow",
-     "the client left its replies unread (more than 32 MiB, or unread for 60 s) and is dropped; or a proc_logs follower fell more than 16 MiB behind"},
+     "the client left its replies unread (more than 32 MiB, or unread for 60 s) and is dropped; or a proc_logs "
+     "follower fell more than 16 MiB behind"},
     {errc::cancelled, "cancelled", "exec: cancelled before it started"},
     {errc::shutting_down, "shutting_down", "sbshd is shutting down"},
     {errc::internal, "internal", "sbshd failed for a reason of its own; the message says which"},
-    {errc::permission_denied, "permission_denied", "the connection comes from another user; only sbshd's own uid is served"},
-    {errc::too_many_clients, "too_many_clients", "sbshd already serves as many connections as it allows; the connection is closed"},
+    {errc::permission_denied, "permission_denied",
+     "the connection comes from another user; only sbshd's own uid is served"},
+    {errc::too_many_clients, "too_many_clients",
+     "sbshd already serves as many connections as it allows; the connection is closed"},
     {errc::memory_limit, "memory_limit",
      "all clients together held more of sbshd's memory than it allows; the biggest holder is dropped"},
     {errc::would_deadlock, "would_deadlock",
@@ -223,6 +255,43 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::read_only, "read_only",
      "file requests: the path lies beneath a directory a confined session may only read (allow_read, read_only), "
      "and the request would write, remove, make or move there"},
+    {errc::io, "io", "a system call on a socket, pipe or file failed; the message names it and the system's reason",
+     errc_origin::local},
+    {errc::eof, "eof", "the other end closed the connection before the reply was whole", errc_origin::local},
+    {errc::unreachable, "unreachable",
+     "no sbshd listens on the socket (the CLI and the library start one where they may)", errc_origin::local},
+    {errc::protocol, "protocol", "sbshd's reply broke the protocol: a descriptor or a field it promised is missing",
+     errc_origin::local},
+    {errc::usage, "usage", "a command line, an option or an argument is wrong; the message says how to write it",
+     errc_origin::local},
+    {errc::invalid_argument, "invalid_argument",
+     "the C ABI: an argument is NULL or has no valid value; the message names the function", errc_origin::local},
+    {errc::write_error, "write_error",
+     "a command's output could not be written where it was going (the client's stdout, a file)", errc_origin::local},
+    {errc::too_large, "too_large", "the request would not fit in one frame; the message says by how much",
+     errc_origin::local},
+    {errc::file, "file", "a plan, or a file a plan writes, cannot be read or written", errc_origin::local},
+    {errc::invalid_plan, "invalid_plan",
+     "a plan is not valid YAML or JSON, or not a valid plan; the message says where", errc_origin::local},
+    {errc::bad_socket, "bad_socket",
+     "the socket path is empty, too long for a socket, or names something that is not a socket", errc_origin::local},
+    {errc::unsafe_dir, "unsafe_dir",
+     "the runtime or state directory is a symbolic link, another user's, or open to others", errc_origin::local},
+    {errc::already_running, "already_running", "another sbshd already serves this socket or state directory",
+     errc_origin::local},
+    {errc::bad_activation, "bad_activation", "sbshd cannot use the sockets its service manager passed",
+     errc_origin::local},
+    {errc::log_file, "log_file", "sbshd cannot open its log file", errc_origin::local},
+    {errc::spawn, "spawn", "a program could not be started: the session's bash, its wrapper, an environment's setup or a snapshot's "
+     "copy; the message gives the system's reason", errc_origin::local},
+    {errc::gone, "gone",
+     "inside sbshd: the session's shell closed its channel (its loss is reported as shell_restarted)",
+     errc_origin::local},
+    {errc::bad_message, "bad_message", "inside sbshd: the shell sent a malformed message on its channel",
+     errc_origin::local},
+    {errc::no_landlock, "no_landlock",
+     "the kernel has no Landlock, so a session cannot be confined; the message names the kernel", errc_origin::local},
+    {errc::invalid, "invalid", "a confinement rule is malformed; the message says how to write it", errc_origin::local},
 });
 static_assert([] {
   for (size_t i = 0; i < kErrorCodes.size(); ++i)
@@ -231,7 +300,7 @@ static_assert([] {
 }(), "kErrorCodes lists every errc once, in the enum's order");
 
 constexpr std::string_view wire_name(errc c) { return kErrorCodes[static_cast<size_t>(c)].wire; }
-constexpr std::optional<errc> errc_from_wire(std::string_view s) {
+constexpr std::optional<errc> errc_from_name(std::string_view s) {
   for (const auto& e : kErrorCodes)
     if (e.wire == s) return e.code;
   return std::nullopt;

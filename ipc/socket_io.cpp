@@ -44,14 +44,14 @@ namespace {
 template <typename F>
 result<unique_fd> at_socket_in(const std::string& dir, const char* name, int type, F use) {
   unique_fd d(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!d) return make_error("io", fmt::format("cannot open {}: {}", dir, std::strerror(errno)));
+  if (!d) return make_error(errc::io, fmt::format("cannot open {}: {}", dir, std::strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   auto path = fmt::format("/proc/self/fd/{}/{}", d.get(), name);
-  if (path.size() >= sizeof addr.sun_path) return make_error("io", fmt::format("socket name too long: {}", name));
+  if (path.size() >= sizeof addr.sun_path) return make_error(errc::io, fmt::format("socket name too long: {}", name));
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   unique_fd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
-  if (!fd) return make_error("io", fmt::format("socket: {}", std::strerror(errno)));
+  if (!fd) return make_error(errc::io, fmt::format("socket: {}", std::strerror(errno)));
   if (!use(fd.get(), reinterpret_cast<const sockaddr*>(&addr))) {
     int e = errno;
     return make_error(e == ENOENT || e == ECONNREFUSED ? "unreachable" : "io",
@@ -143,8 +143,7 @@ status channel::send(std::string_view frame, std::span<const int> fds) {
   while (off < frame.size()) {
     ssize_t r = send_with_fds(fd_.get(), frame.data() + off, frame.size() - off,
                               off == 0 ? fds : std::span<const int>{});
-    if (r < 0)
-      return make_error("io", fmt::format("cannot write to the socket: {}", std::strerror(errno)));
+    if (r < 0) return make_error(errc::io, fmt::format("cannot write to the socket: {}", std::strerror(errno)));
     off += static_cast<size_t>(r);
   }
   return ok_status();
@@ -163,9 +162,8 @@ result<envelope> channel::recv() {
     }
     if (!scratch_) scratch_ = std::make_unique_for_overwrite<char[]>(read_chunk_);
     ssize_t r = recv_with_fds(fd_.get(), scratch_.get(), read_chunk_, fds_);
-    if (r == 0) return make_error("eof", "the peer closed the connection");
-    if (r < 0)
-      return make_error("io", fmt::format("cannot read from the socket: {}", std::strerror(errno)));
+    if (r == 0) return make_error(errc::eof, "the peer closed the connection");
+    if (r < 0) return make_error(errc::io, fmt::format("cannot read from the socket: {}", std::strerror(errno)));
     reader_.feed(scratch_.get(), static_cast<size_t>(r));
   }
 }

@@ -133,7 +133,8 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   // reset its dispositions, so that no handler of this process's runs on the shared memory.
   constexpr size_t kStack = size_t{256} * 1024;  // generous: sanitizer builds use more stack
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(errno)));
+  if (stack == MAP_FAILED)
+    return make_error(ipc::errc::spawn, fmt::format("cannot start bash: {}", std::strerror(errno)));
   child_args args{bash_path, fds, ::getpid(), limits, confinement};
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
   if (confinement.pid_ns) flags |= CLONE_NEWPID;
@@ -161,21 +162,23 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::munmap(stack, kStack);
   if (pid < 0 && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0)
-    return make_error("spawn", fmt::format("cannot start bash in namespaces of its own{}: {}",
-                                           args.user_ns ? " (in a user namespace: this system may not allow them "
-                                                          "to unprivileged users, see user.max_user_namespaces)"
-                                                        : "",
-                                           std::strerror(clone_errno)));
-  if (pid < 0) return make_error("spawn", fmt::format("cannot start bash: {}", std::strerror(clone_errno)));
+    return make_error(ipc::errc::spawn,
+                      fmt::format("cannot start bash in namespaces of its own{}: {}",
+                                  args.user_ns ? " (in a user namespace: this system may not allow them "
+                                                 "to unprivileged users, see user.max_user_namespaces)"
+                                               : "",
+                                  std::strerror(clone_errno)));
+  if (pid < 0) return make_error(ipc::errc::spawn, fmt::format("cannot start bash: {}", std::strerror(clone_errno)));
   // The child has exec'd or exited: an error it set is final.
   if (args.error != 0) {
     ::waitpid(pid, nullptr, 0);
     if (args.failed_step != nullptr)
-      return make_error("spawn", fmt::format("cannot confine bash: {}: {}", args.failed_step, std::strerror(args.error)));
+      return make_error(ipc::errc::spawn,
+                        fmt::format("cannot confine bash: {}: {}", args.failed_step, std::strerror(args.error)));
     if (args.failed_limit != nullptr)
-      return make_error("spawn", fmt::format("cannot set limit {}: {}", format_limit(*args.failed_limit),
-                                             std::strerror(args.error)));
-    return make_error("spawn", fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
+      return make_error(ipc::errc::spawn, fmt::format("cannot set limit {}: {}", format_limit(*args.failed_limit),
+                                                      std::strerror(args.error)));
+    return make_error(ipc::errc::spawn, fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
   }
   return pid;
 }

@@ -132,12 +132,12 @@ void remove_dir(const std::string& dir) {
 result<std::string> find_builtin() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return make_error("spawn", fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
+  if (n <= 0) return make_error(ipc::errc::spawn, fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
   self[n] = '\0';
   std::string path = dirname_of(self) + "/" + SBSH_BUILTIN_RELPATH;
   if (::access(path.c_str(), R_OK) != 0)
-    return make_error("spawn", fmt::format("cannot read sbsh's bash builtin {}: {}; install sbsh completely", path,
-                                           std::strerror(errno)));
+    return make_error(ipc::errc::spawn, fmt::format("cannot read sbsh's bash builtin {}: {}; install sbsh completely",
+                                                    path, std::strerror(errno)));
   return path;
 }
 
@@ -150,11 +150,12 @@ std::string shell_script(const std::string& builtin) {
 result<pid_t> spawn_serving_shell(const char* bash_path, const std::string& builtin, int channel, int early_err,
                                   std::span<const rlimit_spec> limits, const shell_confinement& confinement) {
   int script[2];
-  if (::pipe2(script, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(script, O_CLOEXEC) != 0)
+    return make_error(ipc::errc::spawn, fmt::format("pipe: {}", std::strerror(errno)));
   unique_fd script_r(script[0]), script_w(script[1]);
   std::string line = shell_script(builtin);
   if (::write(script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    return make_error("spawn", fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
+    return make_error(ipc::errc::spawn, fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
   script_w.reset();  // the builtin writes its later lines itself
   return spawn_shell(bash_path, {channel, script_r.get(), early_err}, limits, confinement);
 }
@@ -257,7 +258,8 @@ class wrapper_loop {
     auto builtin = find_builtin();
     if (!builtin) return builtin.err();
     int early[2];
-    if (::pipe2(early, O_CLOEXEC) != 0) return make_error("spawn", fmt::format("pipe: {}", std::strerror(errno)));
+    if (::pipe2(early, O_CLOEXEC) != 0)
+      return make_error(ipc::errc::spawn, fmt::format("pipe: {}", std::strerror(errno)));
     unique_fd early_w(early[1]);
     early_err_ = unique_fd(early[0]);
     const char* bash = std::getenv("SBSH_BASH");
@@ -282,7 +284,8 @@ class wrapper_loop {
       std::string procs = opts_.cgroup + "/cgroup.procs";
       cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
       if (!cgroup_procs)
-        return make_error("spawn", fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
+        return make_error(ipc::errc::spawn,
+                          fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
       confinement.cgroup_procs = cgroup_procs.get();
     }
     return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, confinement);

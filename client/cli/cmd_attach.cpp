@@ -23,6 +23,7 @@
 
 #include "client/cli/cli.h"
 #include "common/paths.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -119,7 +120,9 @@ int run_attach(const global_opts& g, const std::string& session) {
     if (!r) {
       fail(r.err().message);
       last = kExitFailure;
-      if (r.err().code == "eof" || r.err().code == "io" || r.err().code == "write_error") break;
+      if (ipc::has_code(r.err(), ipc::errc::eof) || ipc::has_code(r.err(), ipc::errc::io) ||
+          ipc::has_code(r.err(), ipc::errc::write_error))
+        break;
       continue;
     }
     last = r->timed_out ? kExitTimeout : r->exit_code.value_or(kExitFailure);

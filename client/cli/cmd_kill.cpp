@@ -27,9 +27,10 @@ std::string check_signal(std::string_view option, const std::string& v) {
 // after it, "-5" is an ID.
 result<std::string> signal_word(std::string_view word) {
   if (ipc::signal_from_name(word.substr(1))) return fmt::format("--signal={}", word.substr(1));
-  return make_error("usage", fmt::format("unknown signal or option '{}'; give a signal as -TERM, -9 or -s TERM, "
-                                         "and put '--' before an ID that starts with '-'",
-                                         word));
+  return make_error(ipc::errc::usage,
+                    fmt::format("unknown signal or option '{}'; give a signal as -TERM, -9 or -s TERM, "
+                                "and put '--' before an ID that starts with '-'",
+                                word));
 }
 
 // A command exec kept (%ID): stopped as a timeout stops one, the shell keeping its state.

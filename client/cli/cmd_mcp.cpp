@@ -10,6 +10,7 @@
 
 #include "client/cli/cli.h"
 #include "client/mcp/mcp.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -23,13 +24,13 @@ struct mcp_args {
 
 result<std::string> read_token(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return make_error("usage", fmt::format("--token-file {}: cannot read it", path));
+  if (!in) return make_error(ipc::errc::usage, fmt::format("--token-file {}: cannot read it", path));
   std::stringstream ss;
   ss << in.rdbuf();
   std::string t = ss.str();
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
   if (t.size() < 16 || t.find_first_of(" \t\r\n") != std::string::npos)
-    return make_error("usage",
+    return make_error(ipc::errc::usage,
                       fmt::format("--token-file {}: the token must be one word of at least 16 characters", path));
   return t;
 }

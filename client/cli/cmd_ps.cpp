@@ -5,13 +5,14 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all) {
   auto conn = connect(g, true);
   if (!conn) {
-    if (conn.err().code != "unreachable") return fail(conn.err());
+    if (!ipc::has_code(conn.err(), ipc::errc::unreachable)) return fail(conn.err());
     if (json) std::puts(with_processes ? R"({"sessions":[],"processes":[]})" : "[]");
     else std::puts("no sessions (sbshd is not running)");
     return 0;

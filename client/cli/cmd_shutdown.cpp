@@ -10,6 +10,7 @@
 
 #include "client/cli/cli.h"
 #include "common/paths.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -47,7 +48,7 @@ int run_shutdown(const global_opts& g, bool keep) {
   // then one is started to adopt them and end them.
   auto conn = connect(g, !keep && kept_sessions_wait(g));
   if (!conn) {
-    if (conn.err().code == "unreachable") return 0;  // already stopped: nothing to do
+    if (ipc::has_code(conn.err(), ipc::errc::unreachable)) return 0;  // already stopped: nothing to do
     return fail(conn.err().message);
   }
   auto st = conn->status();

@@ -7,6 +7,7 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -48,7 +49,7 @@ int run_wait(const global_opts& g, const wait_args& a) {
   if (auto cmd = client::parse_command_ref(a.id)) return wait_command(*conn, a, *cmd);
   auto p = conn->wait(a.id, a.timeout);
   if (!p) {
-    if (p.err().code == "timeout") {
+    if (ipc::has_code(p.err(), ipc::errc::timeout)) {
       fail(fmt::format("process {} is still running after {} ms", a.id, a.timeout.count()));
       return kExitTimeout;
     }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 namespace {
@@ -56,13 +57,15 @@ result<ok_t> settle_transport(const command_line& cl, global_opts& g, std::strin
     g.host.clear();
     g.dial.clear();
   }
-  if (host_given && dial_given) return make_error("usage", "--host and --dial both say how to reach sbshd: give one");
+  if (host_given && dial_given)
+    return make_error(ipc::errc::usage, "--host and --dial both say how to reach sbshd: give one");
   if (host_given) g.dial.clear();
   if (dial_given) g.host.clear();
   if (!g.host.empty() && !g.dial.empty())
-    return make_error("usage", "SBSH_HOST and SBSH_DIAL are both set: unset one, or choose with --host or --dial");
+    return make_error(ipc::errc::usage,
+                      "SBSH_HOST and SBSH_DIAL are both set: unset one, or choose with --host or --dial");
   if (!g.dial.empty() && cl.given("--socket"))
-    return make_error("usage",
+    return make_error(ipc::errc::usage,
                       "-S names a socket on this host, which --dial does not use; give it in the dial "
                       "command (... sbsh -S PATH dial-stdio)");
   return ok_t{};

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "client/cli/command_line.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -121,8 +122,8 @@ result<std::vector<std::string>> command_line::prepare(std::vector<std::string> 
       w = std::move(*instead);
       o = at->read_option_word(w);
     }
-    if (!o.known) return make_error("usage", at->unknown_option(w));
-    if (!o.error.empty()) return make_error("usage", o.error);
+    if (!o.known) return make_error(ipc::errc::usage, at->unknown_option(w));
+    if (!o.error.empty()) return make_error(ipc::errc::usage, o.error);
     if (o.empty_value) {
       out.push_back(o.name);
       out.emplace_back();
@@ -131,7 +132,7 @@ result<std::vector<std::string>> command_line::prepare(std::vector<std::string> 
     out.push_back(std::move(w));
     if (o.needs_next) {
       if (i + 1 == words.size())
-        return make_error("usage", fmt::format("option {} needs a value ({})", o.name, o.value_name));
+        return make_error(ipc::errc::usage, fmt::format("option {} needs a value ({})", o.name, o.value_name));
       out.push_back(std::move(words[++i]));
     }
   }
@@ -201,14 +202,14 @@ result<command_line::outcome> command_line::parse(std::vector<std::string> words
   } catch (const CLI::CallForHelp&) {
     return print_help();
   } catch (const CLI::ParseError& e) {
-    return make_error("usage", fmt::format("{}: {}; see '{} --help'", path_, e.what(), path_));
+    return make_error(ipc::errc::usage, fmt::format("{}: {}; see '{} --help'", path_, e.what(), path_));
   } catch (const usage_error& e) {
     // CLI11 checks values before it looks at --help: asking for help still gets it.
     for (const command_line* at = this; at != nullptr; at = at->chosen_child())
       if (at->app_->get_help_ptr()->count() > 0) return print_help();
-    return make_error("usage", e.what());
+    return make_error(ipc::errc::usage, e.what());
   }
-  if (std::string why = unexpected_word(); !why.empty()) return make_error("usage", why);
+  if (std::string why = unexpected_word(); !why.empty()) return make_error(ipc::errc::usage, why);
   return outcome::run;
 }
 

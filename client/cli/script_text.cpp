@@ -21,15 +21,18 @@ namespace sbsh::cli {
 result<std::string> read_script(const std::string& path) {
   bool from_stdin = path == "-";
   std::string name = from_stdin ? "-f - (standard input)" : fmt::format("-f {}", path);
-  auto cannot = [&](std::string_view why) { return make_error("usage", fmt::format("{}: cannot read it: {}", name, why)); };
+  auto cannot = [&](std::string_view why) {
+    return make_error(ipc::errc::usage, fmt::format("{}: cannot read it: {}", name, why));
+  };
   unique_fd fd(from_stdin ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return cannot(std::strerror(errno));
   struct stat st{};
   if (::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode)) return cannot("it is a directory");
   auto too_big = [&](std::string size) {
-    return make_error("usage", fmt::format("{}: {} is more than the {} MiB that sbshd takes as one command's "
-                                           "text; put the script where the session can read it and run '. FILE'",
-                                           name, size, ipc::kMaxFrame >> 20));
+    return make_error(ipc::errc::usage,
+                      fmt::format("{}: {} is more than the {} MiB that sbshd takes as one command's "
+                                  "text; put the script where the session can read it and run '. FILE'",
+                                  name, size, ipc::kMaxFrame >> 20));
   };
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > ipc::kMaxFrame)
     return too_big(fmt::format("its {} bytes", st.st_size));
@@ -44,8 +47,9 @@ result<std::string> read_script(const std::string& path) {
     if (text.size() > ipc::kMaxFrame) return too_big("its text");  // the rest is not read
   }
   if (auto nul = text.find('\0'); nul != std::string::npos)
-    return make_error("usage", fmt::format("{}: holds a NUL byte (at byte {}), which bash cannot run: is it a script?",
-                                           name, nul));
+    return make_error(ipc::errc::usage,
+                      fmt::format("{}: holds a NUL byte (at byte {}), which bash cannot run: is it a script?", name,
+                                  nul));
   return text;
 }
 

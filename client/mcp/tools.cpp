@@ -14,6 +14,7 @@
 #include "client/head_tail.h"
 #include "client/json.h"
 #include "client/resources.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp {
@@ -106,7 +107,7 @@ std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::ch
 result<int> signal_arg(const json& args) {
   std::string name = str_arg(args, "signal", "TERM");
   if (auto sig = ipc::signal_from_name(name)) return *sig;
-  return make_error("usage", fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name));
+  return make_error(ipc::errc::usage, fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name));
 }
 
 std::string id_arg(const json& args) {
@@ -209,12 +210,13 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
   spec.confine = args.value("confine", false);
   spec.no_network = args.value("no_network", false);
   if (spec.confine && spec.root.empty())
-    return refused(make_error("usage", "confine confines the session to its root: give root too"));
+    return refused(make_error(ipc::errc::usage, "confine confines the session to its root: give root too"));
   for (auto [key, list] : {std::pair{"allow_write", &spec.allow_write}, std::pair{"allow_read", &spec.allow_read},
                            std::pair{"read_only", &spec.read_only}}) {
     if (auto it = args.find(key); it != args.end()) *list = it->get<std::vector<std::string>>();
     if (!list->empty() && !spec.confine)
-      return refused(make_error("usage", fmt::format("{} adds to a confined session's rules: give confine: true too", key)));
+      return refused(make_error(ipc::errc::usage,
+                                fmt::format("{} adds to a confined session's rules: give confine: true too", key)));
   }
   if (auto it = args.find("memory"); it != args.end()) {
     auto m = it->is_string() ? client::parse_memory(it->get<std::string>()) : result<uint64_t>(it->get<uint64_t>());

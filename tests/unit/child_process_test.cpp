@@ -37,8 +37,9 @@ class child_process_test : public ::testing::Test {
   }
   int devnull() const { return devnull_; }
 
-  // Runs bash -c `script` with `fds`; fills *out with the exit and returns the child.
-  child_process* start(const std::string& script, std::vector<int> fds, ended* out, int* err,
+  // Runs bash -c `script` with `fds`; fills *out with the exit and returns the child, or
+  // nullptr with the error's code and message in *err.
+  child_process* start(const std::string& script, std::vector<int> fds, ended* out, std::string* err,
                        const char* cwd = nullptr, const char* file = "/bin/bash") {
     std::string s = script;
     char a0[] = "bash", a1[] = "-c";
@@ -50,7 +51,9 @@ class child_process_test : public ::testing::Test {
     o.envp = envp;
     o.cwd = cwd;
     o.fds = fds;
-    return child_process::spawn(&loop_, o, [out](int64_t st, int sig) { *out = {st, sig}; }, err);
+    auto r = child_process::spawn(&loop_, o, [out](int64_t st, int sig) { *out = {st, sig}; });
+    if (!r) *err = r.err().code + ": " + r.err().message;
+    return r ? *r : nullptr;
   }
 
   uv_loop_t loop_{};
@@ -91,9 +94,9 @@ TEST_F(child_process_test, ExitStatusAndCrossedDescriptors) {
   fds[static_cast<size_t>(a.w)] = b.w;
   fds[static_cast<size_t>(b.w)] = a.w;
   ended e;
-  int err = 0;
+  std::string err;
   auto* c = start(fmt::format("echo to-b >&{}; echo to-a >&{}; exit 7", a.w, b.w), fds, &e, &err);
-  ASSERT_NE(c, nullptr) << std::strerror(err);
+  ASSERT_NE(c, nullptr) << err;
   EXPECT_GT(c->pid(), 0);
   c->release([&e](int64_t st, int sig) { e = {st, sig}; });
   uv_run(&loop_, UV_RUN_DEFAULT);
@@ -115,13 +118,13 @@ TEST_F(child_process_test, CleanSignalsOnlyGivenDescriptorsAndCwd) {
   ASSERT_GE(leaky, 0);
   pipe_pair out;
   ended e;
-  int err = 0;
+  std::string err;
   auto* c = start("pwd; sed -n 's/^SigBlk:\\t//p; s/^SigIgn:\\t//p' /proc/self/status; exec ls /proc/self/fd",
                   {devnull(), out.w, out.w}, &e, &err, "/tmp");
   ::close(leaky);
   ::signal(SIGPIPE, old_pipe);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  ASSERT_NE(c, nullptr) << std::strerror(err);
+  ASSERT_NE(c, nullptr) << err;
   uv_run(&loop_, UV_RUN_DEFAULT);
   EXPECT_EQ(e.status, 0);
   // ls lists 0-2 and the directory it reads: the leaky descriptor is gone.
@@ -139,9 +142,9 @@ TEST_F(child_process_test, CleanSignalsOnlyGivenDescriptorsAndCwd) {
 
 TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
   ended e;
-  int err = 0;
+  std::string err;
   auto* c = start("exec sleep 60", {devnull(), devnull(), devnull()}, &e, &err);
-  ASSERT_NE(c, nullptr) << std::strerror(err);
+  ASSERT_NE(c, nullptr) << err;
   EXPECT_FALSE(c->exited());
   pid_t pid = c->pid();
   c->kill(SIGTERM);
@@ -155,16 +158,16 @@ TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
 
 TEST_F(child_process_test, FailuresAreReportedNotStarted) {
   ended e;
-  int err = 0;
+  std::string err;
   EXPECT_EQ(start("true", {devnull(), devnull(), devnull()}, &e, &err, nullptr, "/nonexistent/sbsh-wrapper"),
             nullptr);
-  EXPECT_EQ(err, ENOENT);
-  err = 0;
+  EXPECT_EQ(err, std::string("spawn: ") + std::strerror(ENOENT));
+  err.clear();
   EXPECT_EQ(start("true", {devnull(), devnull(), devnull()}, &e, &err, "/nonexistent-dir"), nullptr);
-  EXPECT_EQ(err, ENOENT);
-  err = 0;
+  EXPECT_EQ(err, std::string("spawn: ") + std::strerror(ENOENT));
+  err.clear();
   EXPECT_EQ(start("true", {devnull(), 12345, devnull()}, &e, &err), nullptr);
-  EXPECT_EQ(err, EBADF);
+  EXPECT_EQ(err, std::string("spawn: ") + std::strerror(EBADF));
   EXPECT_EQ(e.status, -2);  // no exit was reported for children that never ran
 }
 

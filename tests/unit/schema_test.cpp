@@ -652,7 +652,15 @@ std::string error_codes_section() {
       ".SH ERROR CODES\n"
       ".\\\" Written from ipc/protocol.h by tests/unit/schema_test.cpp; change kErrorCodes, not this.\n"
       "The \\fBcode\\fR of an \\fBerror\\fR message, and \\fBerror_code\\fR of \\fBexec_done\\fR:\n";
-  for (const auto& e : kErrorCodes) s += ".TP\n.B " + roff(e.wire) + "\n" + roff(e.meaning) + ".\n";
+  auto list = [&](errc_origin origin) {
+    for (const auto& e : kErrorCodes)
+      if (e.origin == origin) s += ".TP\n.B " + roff(e.wire) + "\n" + roff(e.meaning) + ".\n";
+  };
+  list(errc_origin::sbshd);
+  s += ".PP\nCodes that sbshd never sends: a program or the client library gives them itself, "
+       "where no reply from sbshd is involved (\\fBsbsh_last_error_code\\fR() of the C ABI, "
+       "\\fBcode\\fR of the Python binding's errors and of the CLI's errors under \\fB--json\\fR):\n";
+  list(errc_origin::local);
   return s;
 }
 
