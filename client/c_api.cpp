@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "client/json.h"
 #include "ipc/protocol.h"
 #include "sbsh/client.h"

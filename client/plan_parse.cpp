@@ -23,6 +23,7 @@
 #include "client/resources.h"
 #include "common/limits.h"
 #include "ipc/fd.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::client {
 

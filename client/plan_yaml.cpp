@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "client/plan_json.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::client {
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "ipc/protocol.h"
+
 namespace sbsh {
 
 namespace {

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "ipc/protocol.h"
+
 namespace sbsh::daemon {
 
 status capped_log::open(std::string path, uint64_t cap) {

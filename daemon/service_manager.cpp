@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "ipc/protocol.h"
+
 namespace sbsh::daemon::service_manager {
 
 result<unique_fd> take_listen_socket() {

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "ipc/protocol.h"
+
 namespace sbsh::daemon {
 
 result<std::pair<unique_fd, unique_fd>> make_shell_channel() {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::daemon {
 

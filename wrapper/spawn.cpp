@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "common/confine.h"
+#include "ipc/protocol.h"
 #include "ipc/shell_channel.h"
 
 namespace sbsh::wrapper {

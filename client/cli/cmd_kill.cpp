@@ -8,6 +8,7 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::cli {
