@@ -93,13 +93,8 @@ std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::messa
 // Reads reply `m` as a Reply; a malformed one is a protocol error.
 template <typename Reply>
 result<Reply> read_reply(const ipc::message& m) {
-  if (m.type() != Reply::kind.type)
-    return make_error(ipc::errc::protocol, fmt::format("sbshd answered with {} where {} was due",
-                                                       ipc::type_name(m.type()), Reply::kind.name));
-  auto r = ipc::decode<Reply>(m);
-  if (!r)
-    return make_error(ipc::errc::protocol,
-                      fmt::format("sbshd's {} is malformed: {}", Reply::kind.name, r.err().message));
+  auto r = ipc::decode_as<Reply>(m);
+  if (!r) return make_error(ipc::errc::protocol, fmt::format("sbshd's answer is wrong: {}", r.err().message));
   return r;
 }
 

@@ -347,24 +347,20 @@ sbsh::status check_session(const session_spec& s) {
   return ok_status();
 }
 
-std::string read_all(int fd, bool* too_big, int* err) {
+// The text of the plan at `path`, open as `fd`; more than kMaxPlanBytes is not a plan.
+result<std::string> read_plan_text(int fd, const std::string& path) {
   std::string text;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *err = errno;
-      break;
-    }
-    if (n == 0) break;
+    if (n < 0) return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: {}", path, std::strerror(errno)));
+    if (n == 0) return text;
     text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxPlanBytes) {
-      *too_big = true;
-      break;
-    }
+    if (text.size() > kMaxPlanBytes)
+      return make_error(ipc::errc::invalid_plan,
+                        fmt::format("{}: larger than {} bytes: is it a plan?", path, kMaxPlanBytes));
   }
-  return text;
 }
 
 bool ends_with(std::string_view s, std::string_view tail) {
@@ -396,23 +392,17 @@ result<plan> parse_plan(std::string_view text, plan_format format) {
 }
 
 result<plan> load_plan(const std::string& path) {
-  unique_fd fd(path == "-" ? ::dup(0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: {}", path, std::strerror(errno)));
   struct stat st{};
   if (::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode))
     return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: it is a directory", path));
-  bool too_big = false;
-  int err = 0;
-  std::string text = read_all(fd.get(), &too_big, &err);
-  if (err != 0)
-    return make_error(ipc::errc::file, fmt::format("cannot read the plan {}: {}", path, std::strerror(err)));
-  if (too_big)
-    return make_error(ipc::errc::invalid_plan,
-                      fmt::format("{}: larger than {} bytes: is it a plan?", path, kMaxPlanBytes));
+  auto text = read_plan_text(fd.get(), path);
+  if (!text) return text.err();
   plan_format f = ends_with(path, ".json") ? plan_format::json
                   : ends_with(path, ".yaml") || ends_with(path, ".yml") ? plan_format::yaml
                                                                         : plan_format::detect;
-  auto p = parse_plan(text, f);
+  auto p = parse_plan(*text, f);
   if (!p) return make_error(p.err().code, fmt::format("{}: {}", path, p.err().message));
   return p;
 }

@@ -29,8 +29,7 @@ status take_lent_pipes(ipc::channel& ch, uint64_t count, std::map<pid_t, lent_pi
   for (uint64_t i = 0; i < count; ++i) {
     auto env = ch.recv();
     if (!env) return env.err();
-    auto p = env->msg.type() == ipc::msg_type::protect_group ? ipc::decode<ipc::msg::protect_group>(env->msg)
-                                                             : result<ipc::msg::protect_group>(make_error("", ""));
+    auto p = ipc::decode_as<ipc::msg::protect_group>(env->msg);
     bool ok = p && p->pgid > 1 && p->proc > 0 && p->streams.size() == env->fds.size();
     for (size_t k = 0; ok && k < env->fds.size(); ++k) {
       char c = p->streams[k];
@@ -77,10 +76,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       spdlog::info("the wrapper of {} (pid {}) did not take adoption: {}", dir, cred.pid, answer.err().message);
       continue;
     }
-    auto got = answer->msg.type() == ipc::msg_type::adopted
-                   ? ipc::decode<ipc::msg::adopted>(answer->msg)
-                   : result<ipc::msg::adopted>(make_error("", fmt::format("it answered with {}",
-                                                                          ipc::type_name(answer->msg.type()))));
+    auto got = ipc::decode_as<ipc::msg::adopted>(answer->msg);
     if (!got || got->shell_pid <= 1 || got->wrapper_pid != cred.pid || answer->fds.size() != 1) {
       fail(fmt::format("its answer is malformed{}", got ? "" : ": " + got.err().message));
       continue;
@@ -120,8 +116,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
       a.pipes.clear();
     }
     ipc::set_io_timeout(ch.fd(), 0);
-    a.ctl = unique_fd(::dup(ch.fd()));  // ch closes its own on return
-    ::fcntl(a.ctl.get(), F_SETFD, FD_CLOEXEC);
+    a.ctl = unique_fd(::fcntl(ch.fd(), F_DUPFD_CLOEXEC, 0));  // ch closes its own on return
     spdlog::info("adopting session {} (wrapper pid {}, shell pid {})", session, a.wrapper_pid, a.shell_pid);
     found.emplace(session, std::move(a));
   }

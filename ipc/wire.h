@@ -27,7 +27,10 @@
 #include <tuple>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "ipc/frame.h"
+#include "ipc/protocol.h"
 #include "ipc/result.h"
 #include "ipc/text.h"
 #include "ipc/wire_types.h"
@@ -309,6 +312,15 @@ result<M> decode(const message& m) {
     if (!read_entry(key, *o, out, d, seen)) return d.take_error();
   if (!check_required<M>(seen, d)) return d.take_error();
   return out;
+}
+
+// Reads `m` as an M when it is one. Another type is errc::protocol, saying which came where
+// an M was due; a malformed M is decode()'s error.
+template <typename M>
+result<M> decode_as(const message& m) {
+  if (m.type() != M::kind.type)
+    return make_error(errc::protocol, fmt::format("{} where {} was due", type_name(m.type()), M::kind.name));
+  return decode<M>(m);
 }
 
 }  // namespace sbsh::ipc
