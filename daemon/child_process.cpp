@@ -49,7 +49,7 @@ namespace {
 error cannot_spawn(int e) { return ipc::make_error(ipc::errc::spawn, std::strerror(e)); }
 }  // namespace
 
-result<child_process*> child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb) {
+result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb) {
   spawn_plan plan;
   // Each source is first copied above the target range, so that no dup2 in the child can
   // overwrite a source it has still to copy (one source may also serve several targets).
@@ -89,21 +89,21 @@ result<child_process*> child_process::spawn(uv_loop_t* loop, const options& o, e
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }
 
-child_process* child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
+child_ptr child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
   unique_fd pidfd(pidfd_open(pid));
-  if (!pidfd) return nullptr;
+  if (!pidfd) return {};
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }
 
-child_process* child_process::start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb) {
-  auto* self = new child_process(pid, std::move(pidfd));
+child_ptr child_process::start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb) {
+  child_ptr self(new child_process(pid, std::move(pidfd)));
   self->cb_ = std::move(cb);
   int r = uv_poll_init(loop, &self->handle_, self->pidfd_.get());
   if (r != 0) {  // a pidfd is always pollable: this is a bug
     std::fprintf(stderr, "sbshd: uv_poll_init(pidfd): %s\n", uv_strerror(r));
     std::abort();
   }
-  self->handle_.data = self;
+  self->handle_.data = self.get();
   uv_poll_start(&self->handle_, UV_READABLE, [](uv_poll_t* h, int, int) {
     static_cast<child_process*>(h->data)->on_readable();
   });
@@ -126,8 +126,8 @@ void child_process::on_readable() {
   uv_poll_stop(&handle_);
   auto cb = std::move(cb_);
   cb_ = nullptr;
-  if (cb) cb(status, sig);
-  close();
+  if (cb) cb(status, sig);  // its owner may let go of it here
+  if (released_) close();
 }
 
 bool child_process::running() const {
@@ -139,9 +139,24 @@ void child_process::kill(int sig) {
   if (!exited_) (void)pidfd_send_signal(pidfd_.get(), sig);
 }
 
-void child_process::release(exit_callback last) {
+void child_process::let_go(exit_callback last) {
+  released_ = true;
   cb_ = std::move(last);
   if (exited_) close();
+}
+
+void child_releaser::operator()(child_process* c) const { c->let_go(nullptr); }
+
+void child_process::release(child_ptr child, exit_callback last) {
+  if (child) child.release()->let_go(std::move(last));
+}
+
+void child_process::forget(child_ptr child) {
+  if (!child) return;
+  child_process* c = child.release();
+  c->released_ = true;
+  c->cb_ = nullptr;
+  c->close();
 }
 
 void child_process::on_close_requested() {

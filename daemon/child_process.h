@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 
 #include "daemon/uv_handles.h"
@@ -18,6 +19,14 @@
 #include "ipc/result.h"
 
 namespace sbsh::daemon {
+
+class child_process;
+// Resetting or destroying a child_ptr lets go of its child (child_process::release with no
+// callback): the child is still reaped when it ends, and its handle closes then.
+struct child_releaser {
+  void operator()(child_process* c) const;
+};
+using child_ptr = std::unique_ptr<child_process, child_releaser>;
 
 class child_process final : public uv_owned<child_process, uv_poll_t> {
  public:
@@ -33,10 +42,18 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // Starts the child with default signal dispositions and an empty signal mask. An error
   // (errc::spawn, the system's reason) when it cannot be started, including when the file
   // cannot be executed.
-  static result<child_process*> spawn(uv_loop_t* loop, const options& opts, exit_callback cb);
+  // The child_ptr owns the watch: the object stays valid, exited() once the child has ended,
+  // until the owner lets go of it.
+  static result<child_ptr> spawn(uv_loop_t* loop, const options& opts, exit_callback cb);
   // Watches a running process that is not sbshd's child (an adopted wrapper): its exit is
-  // seen, its status is not (the callback gets -1). nullptr when it has already ended.
-  static child_process* watch(uv_loop_t* loop, int pid, exit_callback cb);
+  // seen, its status is not (the callback gets -1). Empty when it has already ended.
+  static child_ptr watch(uv_loop_t* loop, int pid, exit_callback cb);
+  // The owner lets go of `child`: `last` still runs at exit, then the handle closes. The
+  // handle stays open until then so that the child is reaped.
+  static void release(child_ptr child, exit_callback last);
+  // The owner lets go and stops watching at once: the process runs on unwatched (a wrapper
+  // left for the next sbshd) and the handle closes.
+  static void forget(child_ptr child);
 
   [[nodiscard]] int pid() const { return pid_; }
   [[nodiscard]] bool exited() const { return exited_; }
@@ -45,28 +62,22 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // Replaces the callback that runs at exit (a spare wrapper passes to its session).
   void on_exit(exit_callback cb) { cb_ = std::move(cb); }
   void kill(int sig);
-  // The owner lets go: `last` (may be empty) still runs at exit, then the handle closes. The
-  // handle stays open until then so that the child is reaped.
-  void release(exit_callback last = nullptr);
-  // The owner lets go and stops watching at once: the process runs on unwatched (a wrapper
-  // left for the next sbshd) and the handle closes.
-  void forget() {
-    cb_ = nullptr;
-    close();
-  }
   void on_close_requested();
 
  private:
   friend class uv_owned<child_process, uv_poll_t>;
+  friend struct child_releaser;
   child_process(int pid, unique_fd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
   ~child_process() = default;
-  static child_process* start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb);
+  static child_ptr start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb);
   void on_readable();
+  void let_go(exit_callback last);
 
   exit_callback cb_;
   int pid_ = 0;
   unique_fd pidfd_;
   bool exited_ = false;
+  bool released_ = false;  // no owner holds it: it closes once the child has ended
 };
 
 }  // namespace sbsh::daemon

@@ -181,7 +181,7 @@ struct env_store::build_job {
   };
   std::map<uint64_t, waiter> waiters;  // by ticket
   setup_run how;
-  child_process* proc = nullptr;
+  child_ptr proc;
   pid_t sid = 0;
   unique_fd pipes[2];  // its stdout and stderr
   handle_ptr<fd_watch> watches[2];
@@ -197,7 +197,7 @@ env_store::~env_store() {
   for (auto& [hash, job] : builds_) {
     if (job->proc == nullptr) continue;
     procs::signal_session(job->sid, 0, SIGKILL);
-    job->proc->release();
+    job->proc.reset();
     for (auto& w : job->watches) w.reset();
   }
 }
@@ -376,7 +376,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
           job.tail = fmt::format("cannot start {}: {}", bash_, proc.err().message);
           return setup_ended(hash, 127, 0);
         }
-        job.proc = *proc;
+        job.proc = std::move(*proc);
         job.sid = job.proc->pid();
         if (std::ofstream f(path + ".building"); f) f << job.sid << "\n";
         for (int i = 0; i < 2; ++i) {
@@ -417,8 +417,7 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
   for (int i = 0; i < 2; ++i)
     if (job.pipes[i]) read_output(job, i);  // all it wrote is in the pipes now
   for (auto& w : job.watches) w.reset();
-  if (job.proc != nullptr) job.proc->release();
-  job.proc = nullptr;
+  job.proc.reset();
   bool ok = status == 0 && sig == 0 && !job.waiters.empty();
   std::string path = path_of(hash);
   std::string why;

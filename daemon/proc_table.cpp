@@ -20,6 +20,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/off_loop.h"
 #include "daemon/server.h"
+#include "ipc/fd.h"
 #include "ipc/messages.h"
 #include "ipc/shell_channel.h"
 #include "ipc/text.h"
@@ -206,14 +207,13 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   if (auto l = open_logs(*p); !l) return fail(l.err());
   if (text_cmd.size() > kKeptText)  // the table keeps its start; the log directory all of it
     off_loop(srv_.loop(), [path = log_path(p->id, "cmd"), text = text_cmd] {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) return;
+      unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      if (!fd) return;
       for (size_t at = 0; at < text.size();) {
-        ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+        ssize_t n = ::write(fd.get(), text.data() + at, text.size() - at);
         if (n <= 0 && errno != EINTR) break;
         if (n > 0) at += static_cast<size_t>(n);
       }
-      ::close(fd);
     });
 
   // The outer subshell, the keeper, becomes a child subreaper, survives every signal it can
@@ -694,17 +694,17 @@ void proc_table::load() {
 
 void proc_table::load_saved() {
   std::string path = srv_.opts().state_dir + "/procs.msgpack";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT) srv_.move_aside(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno != ENOENT) server::move_aside(path, fmt::format("cannot open: {}", std::strerror(errno)));
     return;
   }
   std::string bytes;
   char buf[65536];
   ssize_t n;
   constexpr size_t kMaxFile = 1u << 30;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() <= kMaxFile) bytes.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && bytes.size() <= kMaxFile)
+    bytes.append(buf, static_cast<size_t>(n));
   // Frame by frame: a damaged frame is skipped; a damaged length ends the reading, keeping
   // every record before it.
   ipc::frame_reader reader;
@@ -734,7 +734,7 @@ void proc_table::load_saved() {
   if (!damage.empty()) {
     spdlog::error("state file {} is damaged ({}; {} unreadable records); kept the {} records that could be read", path,
                   damage, bad, records);
-    srv_.move_aside(path, damage);
+    server::move_aside(path, damage);
   }
 }
 

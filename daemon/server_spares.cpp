@@ -35,7 +35,7 @@ std::optional<spare_shell> server::take_spare() {
     if (alive(s)) {
       out = std::move(s);
     } else {
-      s.wrapper.proc->release();  // ended unseen: reaped when the loop sees it
+      s.wrapper.proc.reset();  // ended unseen: reaped when the loop sees it
       remove_shell_dir(s.dir);
     }
   }
@@ -57,7 +57,7 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
   };
   int ctl[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) return failed("create its control socket");
-  wrapper_process w{nullptr, unique_fd(ctl[0]), {}};
+  wrapper_process w{{}, unique_fd(ctl[0]), {}};
   unique_fd theirs(ctl[1]);
   auto channel = make_shell_channel();
   if (!channel) return channel.err();
@@ -82,7 +82,7 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
     ::rmdir(dir.c_str());
     return proc.err();
   }
-  w.proc = *proc;
+  w.proc = std::move(*proc);
   w.channel = std::move(channel->first);
   return w;
 }
@@ -101,7 +101,7 @@ void server::start_spares() {
     auto spare = start_wrapper(
         dir, {"--spare", std::string(64, ' ')}, env, "/",
         [this](int64_t status, int sig) {
-          // It ended unclaimed: forget it (its handle frees itself after this callback).
+          // It ended unclaimed: forget it (its handle closes after this callback).
           std::erase_if(spares_, [](const spare_shell& s) {
             if (!s.wrapper.proc->exited()) return false;
             remove_shell_dir(s.dir);
@@ -124,10 +124,9 @@ void server::start_spares() {
 void server::drop_spares() {
   for (auto& s : spares_) {
     s.wrapper.proc->kill(SIGTERM);
-    s.wrapper.proc->release();
     remove_shell_dir(s.dir);
   }
-  spares_.clear();  // and their control sockets close
+  spares_.clear();  // let go of: reaped when they end; their control sockets close
   spare_timer_.reset();
 }
 

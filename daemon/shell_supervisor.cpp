@@ -131,7 +131,7 @@ shell_supervisor::~shell_supervisor() {
     wrapper_->kill(SIGKILL);
     auto pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
+    child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
   }
@@ -216,7 +216,7 @@ void shell_supervisor::start_shell() {
   auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),
                                     [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   if (!started) return fail_start(fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, started.err().message));
-  wrapper_ = started->proc;
+  wrapper_ = std::move(started->proc);
   channel_ = std::move(started->channel);
   watch(gen, std::move(started->ctl), /*run_init=*/true);
 }
@@ -224,7 +224,7 @@ void shell_supervisor::start_shell() {
 void shell_supervisor::claim(spare_shell&& spare) {
   uint64_t gen = begin_start();
   dir_ = std::move(spare.dir);
-  wrapper_ = spare.wrapper.proc;
+  wrapper_ = std::move(spare.wrapper.proc);
   channel_ = std::move(spare.wrapper.channel);
   wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
@@ -252,8 +252,7 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
                  wrapper_ == nullptr ? "its wrapper has ended" : synced.err().message);
     if (wrapper_ != nullptr) {
       wrapper_->kill(SIGTERM);  // it ends the shell and what it started
-      wrapper_->release();
-      wrapper_ = nullptr;
+      wrapper_.reset();
     }
     events_->note_state_lost("sbshd restarted and could not take over the session's shell");
     ++generation_;
@@ -362,8 +361,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
 
 void shell_supervisor::on_wrapper_exit(uint64_t gen, int64_t status, int sig) {
   if (gen != generation_) return;
-  // The handle frees itself after this callback: forget it first.
-  wrapper_ = nullptr;
+  wrapper_.reset();  // its handle closes after this callback
   auto pid = static_cast<pid_t>(wrapper_pid_);
   std::set<pid_t> spare = protected_groups();
   // What the wrapper said before it exited (how its shell ended, or why it could not
@@ -546,10 +544,9 @@ void shell_supervisor::detach(bool kill_wrapper) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     auto pid = static_cast<pid_t>(wrapper_pid_);
     server* srv = &srv_;
-    wrapper_->release([srv, pid, spare = protected_groups()](int64_t, int sig) {
+    child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
-    wrapper_ = nullptr;
   }
   ctl_.reset();
   channel_watch_.reset();
@@ -574,10 +571,7 @@ void shell_supervisor::abandon() {
   restart_timer_.reset();
   health_timer_.reset();
   // The wrapper sees its control socket close, keeps the shell, and waits for adoption.
-  if (wrapper_ != nullptr) {
-    wrapper_->forget();
-    wrapper_ = nullptr;
-  }
+  child_process::forget(std::move(wrapper_));
   ctl_.reset();
   channel_watch_.reset();
   channel_.reset();

@@ -31,7 +31,7 @@ class session;
 // A started sbsh-wrapper: the process, sbshd's end of its control socket, and of its shell's
 // channel.
 struct wrapper_process {
-  child_process* proc = nullptr;
+  child_ptr proc;
   unique_fd ctl;
   unique_fd channel;
 };
@@ -169,7 +169,7 @@ class shell_supervisor final : public shell_port {
   uint64_t generation_ = 1;
   std::function<void()> on_gone_;  // see when_gone
   handle_ptr<timer> gone_timer_;
-  child_process* wrapper_ = nullptr;  // freed by libuv once released
+  child_ptr wrapper_;
   std::unique_ptr<framed_socket> ctl_;
   unique_fd channel_;
   handle_ptr<fd_watch> channel_watch_;

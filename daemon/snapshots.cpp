@@ -92,7 +92,7 @@ snapshot_store::~snapshot_store() {
   // sbshd is ending: stop the copies; their temporary directories go at the next start.
   for (auto& [name, job] : copies_) {
     job.proc->kill(SIGKILL);
-    job.proc->release();
+    job.proc.reset();
     job.watch.reset();
   }
 }
@@ -150,7 +150,7 @@ void snapshot_store::copy(const std::string& name, const std::string& source, co
   auto proc = child_process::spawn(
       loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); });
   if (!proc) return fail(fmt::format("cannot start {} to copy {}: {}", copier_, source, proc.err().message));
-  job.proc = *proc;
+  job.proc = std::move(*proc);
   job.done = std::move(done);
   auto& j = copies_[name] = std::move(job);
   j.watch = make_handle<fd_watch>(loop_, j.errors.get());
@@ -223,7 +223,7 @@ void snapshot_store::sweep_leftovers() {
       if (e->d_name[0] == '.' && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
         left.push_back(*dir + "/" + e->d_name);
     ::closedir(d);
-    for (auto& p : left) remove_later(std::move(p), nullptr);
+    for (const auto& p : left) remove_later(p, nullptr);
   }
 }
 

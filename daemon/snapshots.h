@@ -70,7 +70,7 @@ class snapshot_store {
 
  private:
   struct copy_job {
-    child_process* proc = nullptr;
+    child_ptr proc;
     unique_fd errors;        // the copier's stdout and stderr
     handle_ptr<fd_watch> watch;
     std::string messages;    // the start of what it printed

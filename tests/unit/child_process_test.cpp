@@ -38,8 +38,8 @@ class child_process_test : public ::testing::Test {
   int devnull() const { return devnull_; }
 
   // Runs bash -c `script` with `fds`; fills *out with the exit and returns the child, or
-  // nullptr with the error's code and message in *err.
-  child_process* start(const std::string& script, std::vector<int> fds, ended* out, std::string* err,
+  // an empty pointer with the error's code and message in *err.
+  child_ptr start(const std::string& script, std::vector<int> fds, ended* out, std::string* err,
                        const char* cwd = nullptr, const char* file = "/bin/bash") {
     std::string s = script;
     char a0[] = "bash", a1[] = "-c";
@@ -53,7 +53,7 @@ class child_process_test : public ::testing::Test {
     o.fds = fds;
     auto r = child_process::spawn(&loop_, o, [out](int64_t st, int sig) { *out = {st, sig}; });
     if (!r) *err = r.err().code + ": " + r.err().message;
-    return r ? *r : nullptr;
+    return r ? std::move(*r) : child_ptr{};
   }
 
   uv_loop_t loop_{};
@@ -95,10 +95,10 @@ TEST_F(child_process_test, ExitStatusAndCrossedDescriptors) {
   fds[static_cast<size_t>(b.w)] = a.w;
   ended e;
   std::string err;
-  auto* c = start(fmt::format("echo to-b >&{}; echo to-a >&{}; exit 7", a.w, b.w), fds, &e, &err);
+  auto c = start(fmt::format("echo to-b >&{}; echo to-a >&{}; exit 7", a.w, b.w), fds, &e, &err);
   ASSERT_NE(c, nullptr) << err;
   EXPECT_GT(c->pid(), 0);
-  c->release([&e](int64_t st, int sig) { e = {st, sig}; });
+  child_process::release(std::move(c), [&e](int64_t st, int sig) { e = {st, sig}; });
   uv_run(&loop_, UV_RUN_DEFAULT);
   EXPECT_EQ(e.status, 7);
   EXPECT_EQ(e.sig, 0);
@@ -119,7 +119,7 @@ TEST_F(child_process_test, CleanSignalsOnlyGivenDescriptorsAndCwd) {
   pipe_pair out;
   ended e;
   std::string err;
-  auto* c = start("pwd; sed -n 's/^SigBlk:\\t//p; s/^SigIgn:\\t//p' /proc/self/status; exec ls /proc/self/fd",
+  auto c = start("pwd; sed -n 's/^SigBlk:\\t//p; s/^SigIgn:\\t//p' /proc/self/status; exec ls /proc/self/fd",
                   {devnull(), out.w, out.w}, &e, &err, "/tmp");
   ::close(leaky);
   ::signal(SIGPIPE, old_pipe);
@@ -143,7 +143,7 @@ TEST_F(child_process_test, CleanSignalsOnlyGivenDescriptorsAndCwd) {
 TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
   ended e;
   std::string err;
-  auto* c = start("exec sleep 60", {devnull(), devnull(), devnull()}, &e, &err);
+  auto c = start("exec sleep 60", {devnull(), devnull(), devnull()}, &e, &err);
   ASSERT_NE(c, nullptr) << err;
   EXPECT_FALSE(c->exited());
   pid_t pid = c->pid();
@@ -151,6 +151,11 @@ TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
   uv_run(&loop_, UV_RUN_DEFAULT);
   EXPECT_EQ(e.sig, SIGTERM);
   EXPECT_EQ(e.status, 0);
+  // Its owner still holds it: an ended child stays readable until the pointer lets go (the
+  // handle closes then, in TearDown's loop run).
+  EXPECT_TRUE(c->exited());
+  EXPECT_EQ(c->pid(), pid);
+  c->kill(SIGKILL);  // a no-op on an ended child, never a recycled pid
   errno = 0;
   EXPECT_EQ(::kill(pid, 0), -1);  // reaped, not left a zombie
   EXPECT_EQ(errno, ESRCH);
