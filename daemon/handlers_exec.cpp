@@ -18,15 +18,11 @@ using ipc::errc;
 using ipc::msg_type;
 namespace msg = ipc::msg;
 
-// Bounds on what one connection may have in flight (bounds.h).
-using ipc::kMaxJobsPerClient;
-using ipc::kMaxTextPerClient;
-
 namespace {
 
-session* job_session(server& srv, client_conn& c, uint64_t id) {
-  auto it = c.jobs.find(id);
-  return it == c.jobs.end() ? nullptr : srv.find_session(it->second.session);
+session* job_session(server& srv, const client_conn& c, uint64_t id) {
+  const std::string* name = c.job_session(id);
+  return name == nullptr ? nullptr : srv.find_session(*name);
 }
 
 }  // namespace
@@ -35,23 +31,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   auto job = parse_exec(env);
   if (!job) return c.send_error(env.msg.id(), job.err());
   auto& j = *job.value();
-  if (c.jobs.contains(j.id)) {
-    c.send_error(j.id, errc::bad_request, fmt::format("request id {} is already in use on this connection", j.id));
-    return;
-  }
-  if (c.jobs.size() >= kMaxJobsPerClient) {
-    c.send_error(j.id, errc::bad_request,
-                 fmt::format("this connection already has {} commands in flight; wait for some to finish",
-                             kMaxJobsPerClient));
-    return;
-  }
-  if (c.text_bytes + j.text.size() > kMaxTextPerClient) {
-    c.send_error(j.id, errc::bad_request,
-                 fmt::format("this connection already has {} MiB of command text queued; wait for some "
-                             "commands to finish",
-                             c.text_bytes >> 20));
-    return;
-  }
+  if (auto room = c.job_room(j.id, j.text.size()); !room) return c.send_error(j.id, room.err());
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
   if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
   auto s = srv.get_or_create_session(j.session, j.session_cwd, [&env] {
@@ -75,9 +55,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
     }
   }
   j.client = &c;
-  c.jobs.emplace(j.id, client_conn::job_ref{j.session, j.text.size()});
-  c.text_bytes += j.text.size();
-  c.recount_jobs();
+  c.add_job(j.id, j.session, j.text.size());
   (*s)->enqueue(std::move(job.value()));
 }
 

@@ -114,7 +114,7 @@ void job_runner::detach(exec_job& job) {
   ipc::msg::exec_detached d;
   d.command_id = job.serial;
   c->send(ipc::encode(d, job.id));
-  srv_.job_done(c, job.id);
+  c->job_done(job.id);
   if (current_.get() == &job && !job.io_fds) {
     set_output_paused(job, false);  // it may have waited for that client to read
     pump_output(job, ipc::kStdout, false);
@@ -372,7 +372,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
     return;
   }
   if (writers) drain_outputs(*job);
-  if (c != nullptr) srv_.job_done(c, job->id);
+  if (c != nullptr) c->job_done(job->id);
 }
 
 void job_runner::record(const exec_job& job, uint64_t duration_us) {
@@ -530,7 +530,7 @@ void job_runner::release(client_conn* c, uint64_t id) {
       auto job = std::move(*it);
       unreleased_.erase(it);
       drain_outputs(*job);
-      srv_.job_done(c, id);
+      c->job_done(id);
       return;
     }
   }

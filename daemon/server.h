@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -88,8 +89,6 @@ class client_conn {
   [[nodiscard]] uint64_t serial() const { return serial_; }
   // Everything held for this client: what its socket holds and its commands in flight.
   [[nodiscard]] size_t footprint() const { return sock_.held() + charged_; }
-  // Tells the server's account what its commands in flight hold now.
-  void recount_jobs();
   // Ends the connection with an error frame saying why (code, message): the client is
   // forgotten now, and the frame left for it to read for a while (farewells).
   void drop(ipc::errc code, const std::string& message);
@@ -98,15 +97,33 @@ class client_conn {
 
   bool greeted = false;
   pid_t peer_pid = 0;
-  // exec id -> where it runs, while the job is queued, running or unreleased.
+
+  // The client's commands in flight. Each session's runner owns its jobs; this is the index
+  // from an exec id to the session it runs in, which routes the client's later requests about
+  // it (stdin, cancel, release) and bounds what one client holds (bounds.h). An entry lives
+  // from add_job() until the runner is done with the job (job_done) or the client goes.
+  //
+  // Whether one more command of `text_bytes` fits, under an id not in use: an error the
+  // client can act on if not.
+  [[nodiscard]] status job_room(uint64_t id, size_t text_bytes) const;
+  void add_job(uint64_t id, const std::string& session, size_t text_bytes);
+  // The session that command `id` runs in, or nullptr when there is none.
+  [[nodiscard]] const std::string* job_session(uint64_t id) const;
+  void job_done(uint64_t id);
+  // The sessions its commands run in, each once.
+  [[nodiscard]] std::set<std::string> job_sessions() const;
+  // The client is gone: its commands are no longer its.
+  void forget_jobs();
+
+ private:
+  // Tells the server's account what its commands in flight hold now.
+  void recount_jobs();
   struct job_ref {
     std::string session;
     size_t text_bytes;
   };
-  std::unordered_map<uint64_t, job_ref> jobs;
-  size_t text_bytes = 0;  // command text held for this connection's jobs
-
- private:
+  std::unordered_map<uint64_t, job_ref> jobs_;
+  size_t text_bytes_ = 0;  // command text held for this connection's jobs
   void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
   server& srv_;
   uint64_t serial_;
@@ -154,7 +171,6 @@ class server {
   std::optional<spare_shell> take_spare();
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
   void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
-  static void job_done(client_conn* c, uint64_t id);
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);

@@ -19,6 +19,7 @@
 
 #include "common/paths.h"
 #include "common/procs.h"
+#include "ipc/bounds.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {
@@ -46,8 +47,54 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
 client_conn::~client_conn() { srv_.client_memory().change(charged_, 0); }
 
 void client_conn::recount_jobs() {
-  size_t now = text_bytes + jobs.size() * ipc::kJobCharge;
+  size_t now = text_bytes_ + jobs_.size() * ipc::kJobCharge;
   srv_.client_memory().change(std::exchange(charged_, now), now);
+}
+
+status client_conn::job_room(uint64_t id, size_t text_bytes) const {
+  if (jobs_.contains(id))
+    return make_error(ipc::errc::bad_request, fmt::format("request id {} is already in use on this connection", id));
+  if (jobs_.size() >= ipc::kMaxJobsPerClient)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("this connection already has {} commands in flight; wait for some to finish",
+                                  ipc::kMaxJobsPerClient));
+  if (text_bytes_ + text_bytes > ipc::kMaxTextPerClient)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("this connection already has {} MiB of command text queued; wait for some "
+                                  "commands to finish",
+                                  text_bytes_ >> 20));
+  return ok_status();
+}
+
+void client_conn::add_job(uint64_t id, const std::string& session, size_t text_bytes) {
+  jobs_.emplace(id, job_ref{session, text_bytes});
+  text_bytes_ += text_bytes;
+  recount_jobs();
+}
+
+const std::string* client_conn::job_session(uint64_t id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second.session;
+}
+
+void client_conn::job_done(uint64_t id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  text_bytes_ -= it->second.text_bytes;
+  jobs_.erase(it);
+  recount_jobs();
+}
+
+std::set<std::string> client_conn::job_sessions() const {
+  std::set<std::string> out;
+  for (const auto& [id, ref] : jobs_) out.insert(ref.session);
+  return out;
+}
+
+void client_conn::forget_jobs() {
+  jobs_.clear();
+  text_bytes_ = 0;
+  recount_jobs();
 }
 
 void client_conn::send(std::string frame, std::vector<unique_fd> fds) {
@@ -289,12 +336,10 @@ void server::client_closed(client_conn* c, const std::string& reason) {
     envs_.leave(std::exchange(pending_[name].env_ticket, 0));
     pending_done(name, make_error(ipc::errc::cancelled, "nobody waits for the session any more"));
   }
-  for (const auto& [id, ref] : c->jobs)
-    if (auto* s = find_session(ref.session)) s->client_gone(c);
+  for (const auto& name : c->job_sessions())
+    if (auto* s = find_session(name)) s->client_gone(c);
   files_->client_gone(*c);
-  c->jobs.clear();
-  c->text_bytes = 0;
-  c->recount_jobs();
+  c->forget_jobs();
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
   // We may be inside this connection's callback: free it on the next loop iteration.
@@ -315,16 +360,8 @@ void server::client_drained(client_conn* c) {
   procs_->client_drained(*c);
   kept_->client_drained(*c);
   files_->client_drained(*c);
-  for (const auto& [id, ref] : c->jobs)
-    if (auto* s = find_session(ref.session)) s->client_drained(c);
-}
-
-void server::job_done(client_conn* c, uint64_t id) {
-  auto it = c->jobs.find(id);
-  if (it == c->jobs.end()) return;
-  c->text_bytes -= it->second.text_bytes;
-  c->jobs.erase(it);
-  c->recount_jobs();
+  for (const auto& name : c->job_sessions())
+    if (auto* s = find_session(name)) s->client_drained(c);
 }
 
 client_conn* server::client_by_serial(uint64_t serial) {

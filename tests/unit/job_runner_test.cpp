@@ -146,7 +146,7 @@ class job_runner_test : public ::testing::Test {
     j->session = name_;
     j->command = text;
     j->text = std::move(text);
-    c.jobs.emplace(id, client_conn::job_ref{name_, 0});
+    c.add_job(id, name_, 0);
     return j;
   }
 
@@ -242,7 +242,7 @@ TEST_F(job_runner_test, SecondCommandWaitsForTheFirst) {
   EXPECT_EQ(runner_->commands(), 2u);
   EXPECT_EQ(activity_, 2);
   // Answered and released (its pipes had no writer left): the client's account is empty.
-  EXPECT_TRUE(c.jobs.empty());
+  EXPECT_TRUE(c.job_sessions().empty());
 }
 
 TEST_F(job_runner_test, WaitsForAShellThatServes) {
@@ -524,11 +524,11 @@ TEST_F(job_runner_test, ReleaseEndsAnFdsCommand) {
   auto d = dones(c);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_TRUE(d[0].release);
-  EXPECT_EQ(c.jobs.count(1), 1u);  // still the client's until released
+  EXPECT_NE(c.job_session(1), nullptr);  // still the client's until released
   runner_->release(&c, 2);         // not that one
-  EXPECT_EQ(c.jobs.count(1), 1u);
+  EXPECT_NE(c.job_session(1), nullptr);
   runner_->release(&c, 1);
-  EXPECT_EQ(c.jobs.count(1), 0u);
+  EXPECT_EQ(c.job_session(1), nullptr);
 
   // Released ahead (before it ended): done with at once.
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -538,9 +538,9 @@ TEST_F(job_runner_test, ReleaseEndsAnFdsCommand) {
   j->out_r = unique_fd(out[0]);
   runner_->enqueue(std::move(j));
   runner_->release(&c, 2);
-  EXPECT_EQ(c.jobs.count(2), 1u);
+  EXPECT_NE(c.job_session(2), nullptr);
   answer(shell_.runs[1].seq, 0);
-  EXPECT_EQ(c.jobs.count(2), 0u);
+  EXPECT_EQ(c.job_session(2), nullptr);
 }
 
 TEST_F(job_runner_test, RefuseAllAnswersEveryJob) {
