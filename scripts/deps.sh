@@ -16,6 +16,8 @@ packages=(
 # npm installs the official MCP clients and conformance suite that the tests drive (any npm
 # will do: one that came with a Node.js from elsewhere too).
 if [[ ${1:-} == --test ]] && ! command -v npm >/dev/null; then packages+=(npm); fi
+# The lint (scripts/lint.sh) that the test command runs.
+if [[ ${1:-} == --test ]]; then packages+=(clang-tidy); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,11 +3,10 @@
 # compile commands of a build directory, and fails if it reports anything.
 #   scripts/lint.sh [-B DIR] [FILE...]
 # With no FILE, every source file the build compiles (tests and benchmarks included when the
-# build has them). DIR defaults to build-lint, configured (not built) first if it has no
-# compile_commands.json: without precompiled headers (each source must include what it
-# uses), and in the batches of the unity build, each checked as one: the third-party headers
-# a batch shares are then parsed and matched once, not once per source, which makes a run
-# over the whole tree fit in scripts/test.sh. A source that the build compiles on its own is
+# build has them). DIR defaults to build-lint, configured (not built) on each run: without
+# precompiled headers (each source must include what it uses), and in the batches of the
+# unity build, each checked as one: the third-party headers a batch shares are then parsed
+# and matched once, not once per source. A source that the build compiles on its own is
 # checked on its own. FILEs given by name are checked one by one (configure a build with
 # -DSBSH_UNITY=OFF and pass it with -B to check every source alone).
 set -euo pipefail
@@ -17,7 +16,9 @@ if [[ ${1:-} == -B ]]; then
   dir=$2
   shift 2
 fi
-if [[ ! -f $dir/compile_commands.json ]]; then
+# build-lint is configured on every run (a few seconds), so that its batches follow the tree's
+# sources; a build given with -B is taken as it is.
+if [[ $dir == build-lint || ! -f $dir/compile_commands.json ]]; then
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DSBSH_UNITY=ON \
     -DSBSH_PCH=OFF >/dev/null
 fi

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a normal build with -Werror and its
 # tests, then an AddressSanitizer + UndefinedBehaviorSanitizer build (clang) and the same
-# tests, then that build's fuzz targets for SBSH_FUZZ_SECONDS (default 30) each.
+# tests, then that build's fuzz targets for SBSH_FUZZ_SECONDS (default 30) each; and, beside
+# all of them, clang-tidy over the whole tree (scripts/lint.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 
 jobs=$(nproc)
+# The lint runs from the start at the lowest priority, in a process group of its own: it takes
+# the processor time that the builds and the tests leave idle (links, tests waiting on their
+# shells) and yields the rest, so that it costs the run only what it cannot fit in. Its report
+# and verdict come at the end; if this script stops early, the lint stops with it.
+mkdir -p build-lint
+setsid nice -n 19 scripts/lint.sh >build-lint/lint.log 2>&1 &
+lint_pid=$!
+trap 'kill -- "-$lint_pid" 2>/dev/null || true' EXIT
 echo "== build (RelWithDebInfo, -Werror)"
 # Options are given in full: an earlier demo.sh may have configured build/ without tests.
 # The multiarch libdir (lib/x86_64-linux-gnu), as Debian's /usr has it, is what the install
@@ -31,4 +40,12 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --no-tests=error --output-on-failure --timeout 900 -j "$jobs")
 echo "== fuzzing under ASan + UBSan (scripts/fuzz.sh, ${SBSH_FUZZ_SECONDS:-30} s per target)"
 scripts/fuzz.sh -B build-asan all "${SBSH_FUZZ_SECONDS:-30}"
-echo "== all tests passed (normal and sanitizer builds, fuzzing)"
+echo "== lint (clang-tidy, run beside the steps above)"
+lint_status=0
+wait "$lint_pid" || lint_status=$?
+cat build-lint/lint.log
+if ((lint_status != 0)); then
+  echo "lint failed: fix what clang-tidy reports above (scripts/lint.sh FILE checks one file)" >&2
+  exit "$lint_status"
+fi
+echo "== all tests passed (normal and sanitizer builds, fuzzing, lint)"

@@ -86,7 +86,7 @@ class server {
   void finish(uint64_t key, tool_outcome outcome);
   static void cancel(call& c);
   static void send_progress(call& c);
-  void cancel_and_end(call& c);  // cancel, then tell the sink the request is over
+  static void cancel_and_end(call& c);  // cancel, then tell the sink the request is over
 
   server_options opts_;
   std::function<void(std::function<void()>)> post_;

@@ -42,7 +42,7 @@ class attach_tty {
   void type(const std::string& keys) const { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
   // Types at the prompt once the line editor has put the terminal in raw mode: keys typed
   // before that may be flushed by its tcsetattr().
-  void type_at_prompt(const std::string& keys) {
+  void type_at_prompt(const std::string& keys) const {
     ASSERT_TRUE(wait_until(
         [&] {
           termios tio{};

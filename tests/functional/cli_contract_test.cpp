@@ -35,11 +35,6 @@ using json = nlohmann::json;
 
 namespace cli_contract_tests {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 class cli_contract_test : public daemon_test {
  public:
   // sbsh as a user runs it: it starts sbshd when none answers.
@@ -260,7 +255,7 @@ TEST_F(retry_test, ARequestThatNoSbshdReadIsSentAgainToANewOne) {
     sbsh({"shutdown"});
     ASSERT_TRUE(wait_until([&] { return !pid_alive(pid); }, std::chrono::seconds(20)));
   }
-  EXPECT_EQ(slurp(ran), "once\nonce\n");  // each ran once
+  EXPECT_EQ(read_file(ran), "once\nonce\n");  // each ran once
 }
 
 TEST_F(retry_test, ARequestWhoseHelloWasAnsweredIsNeverSentAgain) {
@@ -380,7 +375,7 @@ TEST_F(cli_contract_test, OutputThatCannotBeWrittenIsAnErrorOfSbsh) {
   EXPECT_EQ(r.code, 255);
   EXPECT_TRUE(r.err.ends_with("sbsh: write error: No space left on device\n")) << r.err;  // after bash's notice
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
-  pid_t p = static_cast<pid_t>(std::atoi(slurp(dir + "/tmp/p").c_str()));
+  pid_t p = static_cast<pid_t>(std::atoi(read_file(dir + "/tmp/p").c_str()));
   ASSERT_GT(p, 0);
   EXPECT_TRUE(wait_until([&] { return !pid_alive(p); }, std::chrono::seconds(20)));
   EXPECT_EQ(exec("w", "echo still").out, "still\n");  // the session goes on
@@ -446,11 +441,11 @@ TEST_F(cli_contract_test, HangupStopsTheCommandAsTermDoes) {
   ASSERT_TRUE(wait_until([&] { return ::waitpid(pid, &st, WNOHANG) == pid; }, std::chrono::seconds(20)));
   // TERM, never HUP. (A bash child caught between fork and exec still has the traps: it may
   // report the TERM it got too, so the line can come more than once.)
-  std::string got = slurp(t + "got");
+  std::string got = read_file(t + "got");
   EXPECT_NE(got, "");
   for (size_t at; (at = got.find("TERM\n")) != std::string::npos;) got.erase(at, 5);
   EXPECT_EQ(got, "") << "a signal other than TERM reached the command";
-  EXPECT_EQ(slurp(t + "out"), "");  // the rest of the text was abandoned, as on a timeout
+  EXPECT_EQ(read_file(t + "out"), "");  // the rest of the text was abandoned, as on a timeout
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_NE(WEXITSTATUS(st), 0);
   EXPECT_EQ(exec("h", "echo fine").out, "fine\n");  // the shell stays

@@ -26,11 +26,6 @@ void put(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 // Every byte value, NULs and invalid UTF-8 among them, `n` times over, shuffled.
 std::string awkward_bytes(size_t n) {
   std::string s;
@@ -104,7 +99,7 @@ TEST_F(file_test, BytesRoundTripExactlyAndWritesKeepOrSetTheMode) {
   std::string bytes = awkward_bytes(64);
   auto w = file({"write", "data/in.bin"}, &bytes);
   ASSERT_EQ(w.code, 0) << w.err;
-  EXPECT_EQ(slurp(root + "/data/in.bin"), bytes);  // the parent was made
+  EXPECT_EQ(read_file(root + "/data/in.bin"), bytes);  // the parent was made
   struct stat st {};
   ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -120,7 +115,7 @@ TEST_F(file_test, BytesRoundTripExactlyAndWritesKeepOrSetTheMode) {
   ASSERT_EQ(file({"write", "data/in.bin"}, &next).code, 0);
   ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0751u) << "an existing file keeps its mode";
-  EXPECT_EQ(slurp(root + "/data/in.bin"), next);
+  EXPECT_EQ(read_file(root + "/data/in.bin"), next);
   ASSERT_EQ(file({"write", "--mode", "600", "data/in.bin"}, &next).code, 0);
   ASSERT_EQ(::stat((root + "/data/in.bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -153,9 +148,9 @@ TEST_F(file_test, EveryVerbRefusesPathsLeadingOutOfTheRoot) {
   expect_outside(file({"mkdir", "-p", "up-link/new"}), "up-link/new");
   expect_outside(file({"rm", "-r", "up-link/"}), "up-link/");
   // Nothing outside changed, and nothing was left behind inside.
-  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+  EXPECT_EQ(read_file(outside + "/secret"), "outside secret\n");
   EXPECT_FALSE(fs::exists(outside + "/new"));
-  EXPECT_EQ(slurp(root + "/inside/secret"), "inside\n");
+  EXPECT_EQ(read_file(root + "/inside/secret"), "inside\n");
   EXPECT_TRUE(leftovers(root).empty());
   EXPECT_TRUE(leftovers(outside).empty());
   // A symlink that stays beneath the root is followed; one at the end of rm's path goes itself.
@@ -165,7 +160,7 @@ TEST_F(file_test, EveryVerbRefusesPathsLeadingOutOfTheRoot) {
   EXPECT_EQ(r.out, "inside\n");
   EXPECT_EQ(file({"rm", "abs-link"}).code, 0);
   EXPECT_FALSE(fs::is_symlink(root + "/abs-link"));
-  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+  EXPECT_EQ(read_file(outside + "/secret"), "outside secret\n");
 }
 
 TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
@@ -218,7 +213,7 @@ TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
   }
   EXPECT_EQ(sbsh({"kill", "-s", "KILL", "swapper"}).code, 0);
   EXPECT_FALSE(fs::exists(outside + "/dropped"));
-  EXPECT_EQ(slurp(outside + "/secret"), "outside secret\n");
+  EXPECT_EQ(read_file(outside + "/secret"), "outside secret\n");
 }
 
 TEST_F(file_test, FifosDevicesAndDirectoriesAreNotFiles) {
@@ -277,7 +272,7 @@ TEST_F(file_test, ListStatRemoveMakeAndMove) {
   EXPECT_EQ(file({"mkdir", "-p", "x/y/z"}).code, 0);
   EXPECT_EQ(file({"mkdir", "x"}).code, 255);
   EXPECT_EQ(file({"mv", "a/b/c.txt", "x/y/c.txt"}).code, 0);
-  EXPECT_EQ(slurp(root + "/x/y/c.txt"), "ccc");
+  EXPECT_EQ(read_file(root + "/x/y/c.txt"), "ccc");
   EXPECT_FALSE(fs::exists(root + "/a/b/c.txt"));
   r = file({"rm", "x"});
   EXPECT_EQ(r.code, 255);
@@ -319,7 +314,7 @@ TEST_F(file_test, ASessionWithoutARootHasNoFilesAndBadRequestsLeaveSbshdServing)
   int st = 0;
   ::waitpid(pid, &st, 0);
   EXPECT_TRUE(wait_until([&] { return leftovers(root).empty(); }, std::chrono::seconds(20))) << leftovers(root).size();
-  EXPECT_EQ(slurp(root + "/kept.txt"), "old\n");
+  EXPECT_EQ(read_file(root + "/kept.txt"), "old\n");
   EXPECT_EQ(sbsh({"status"}).code, 0);
 }
 
@@ -391,7 +386,7 @@ TEST_F(file_test, LargeFilesPassThroughTheCliTheLibraryAndADialCommand) {
   fs::remove(dir + "/big.back");
   fs::remove(dir + "/big.dial.back");
   // The library, local and dialled, from and to memory.
-  std::string bytes = slurp(src);
+  std::string bytes = read_file(src);
   for (bool remote : {false, true}) {
     SCOPED_TRACE(remote ? "dial" : "local");
     auto c = remote ? dial_conn() : conn();
@@ -428,7 +423,7 @@ TEST_F(file_test, ASnapshotSessionsRootIsItsCopy) {
   r = sbsh({"session", "rm", "model"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::string kept = trim(r.out);
-  EXPECT_EQ(slurp(kept + "/result.txt"), cfg) << "the failed run's copy is kept";
+  EXPECT_EQ(read_file(kept + "/result.txt"), cfg) << "the failed run's copy is kept";
 }
 
 }  // namespace sbsh::test::file_tests

@@ -45,6 +45,9 @@ std::vector<char*> exec_argv(const std::vector<std::string>& argv);
 // 5 s receive timeout; -1 when nothing listens.
 int raw_connect(const std::string& path);
 std::string trim(std::string s);  // without trailing newlines and spaces
+// The bytes of the file at `path`, "" when it cannot be read. In one read of the stream's
+// buffer: a character iterator over a large file is slow in the tests' unoptimized build.
+std::string read_file(const std::string& path);
 
 class daemon_test : public ::testing::Test {
  protected:

@@ -36,7 +36,7 @@ class lifetime_test : public daemon_test {
   }
 
   // Every process the tests start carries this in its command line.
-  std::string tag() const { return "lifetime-" + std::to_string(::getpid()); }
+  static std::string tag() { return "lifetime-" + std::to_string(::getpid()); }
 
   // A command that writes its own pid to FILE in $TMPDIR, then sleeps with the tag as its
   // name.

@@ -77,7 +77,7 @@ class mcp_child {
       s.remove_prefix(static_cast<size_t>(n));
     }
   }
-  void send(const json& j) { send_raw(j.dump() + "\n"); }
+  void send(const json& j) const { send_raw(j.dump() + "\n"); }
   // The next message, or null when none came within `limit`.
   json next(std::chrono::milliseconds limit = 30s) {
     auto deadline = std::chrono::steady_clock::now() + limit;
@@ -238,7 +238,7 @@ http_reply read_reply(int fd) {
 
 // Sends one request to `where` (host:port or a socket path) and reads the reply.
 http_reply http(const std::string& where, const std::string& method, const std::string& body,
-                std::vector<std::string> headers = {}, const std::string& path = "/mcp") {
+                const std::vector<std::string>& headers = {}, const std::string& path = "/mcp") {
   int fd = http_connect(where);
   if (fd < 0) return {};
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
@@ -304,7 +304,7 @@ class mcp_test : public daemon_test {
     return where;
   }
   // A session made by initialize over HTTP: its Mcp-Session-Id header line.
-  std::string http_session(const std::string& where) {
+  static std::string http_session(const std::string& where) {
     http_reply r = http(where, "POST", initialize_request().dump());
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_FALSE(r.headers["mcp-session-id"].empty());

@@ -25,11 +25,6 @@ using json = nlohmann::json;
 
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 std::vector<json> read_lines(const std::string& text) {
   std::vector<json> out;
   size_t at = 0;

@@ -36,12 +36,6 @@ class remote_test : public daemon_test {
     EXPECT_TRUE(c.ok()) << c.err().message;
     return std::move(*c);
   }
-  std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
 };
 
 TEST_F(remote_test, TheCliThroughADialKeepsStateBytesAndExitCodes) {
@@ -87,7 +81,7 @@ TEST_F(remote_test, AHostUrlRunsSshWithTheFarSbsh) {
   auto r = run(argv);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "viassh\n");
-  EXPECT_EQ(slurp(log), "-T\n-o\nBatchMode=yes\n-l\nalice\n-p\n2222\n--\nfar.example\nsbsh\n-S\n" +
+  EXPECT_EQ(read_file(log), "-T\n-o\nBatchMode=yes\n-l\nalice\n-p\n2222\n--\nfar.example\nsbsh\n-S\n" +
                             shell_quote(sock) + "\n--no-autostart\ndial-stdio\n");
 
   // SBSH_HOST says the same; --dial given here wins over it.
@@ -96,7 +90,7 @@ TEST_F(remote_test, AHostUrlRunsSshWithTheFarSbsh) {
   r = run(argv);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "again\n");
-  EXPECT_EQ(slurp(log), "-T\n-o\nBatchMode=yes\n--\nfar.example\nsbsh\n-S\n" + shell_quote(sock) + "\ndial-stdio\n");
+  EXPECT_EQ(read_file(log), "-T\n-o\nBatchMode=yes\n--\nfar.example\nsbsh\n-S\n" + shell_quote(sock) + "\ndial-stdio\n");
   argv = {"/usr/bin/env", "SBSH_HOST=ssh://nowhere.invalid", bin("sbsh"), "--dial", far_end(), "exec", "-s", "viassh", "echo dial"};
   r = run(argv);
   EXPECT_EQ(r.code, 0) << r.err;
@@ -140,7 +134,7 @@ TEST_F(remote_test, ADialThatFailsSaysWhyAndOneThatHangsIsEnded) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.err().code, "unreachable");
   EXPECT_NE(c.err().message.find("no sbshd answered"), std::string::npos) << c.err().message;
-  pid_t pid = std::atoi(slurp(pidfile).c_str());
+  pid_t pid = std::atoi(read_file(pidfile).c_str());
   ASSERT_GT(pid, 0);
   EXPECT_FALSE(pid_alive(pid)) << "the dial command outlived its connection";
 }

@@ -35,7 +35,7 @@ class service_manager_unit : public ::testing::Test {
     }
   }
   // A unix socket of `type` bound to `path`, moved to descriptor 3 as systemd passes it.
-  int passed_socket(int type, const std::string& path) {
+  static int passed_socket(int type, const std::string& path) {
     int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

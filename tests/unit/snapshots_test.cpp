@@ -82,7 +82,7 @@ TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
   write(root + "/src/sub/f", "data");
   ::chmod((root + "/src/sub").c_str(), 0555);
   std::optional<bool> copied;
-  store.copy("s", root + "/src", {}, [&](result<uint64_t> s) { copied = s.ok(); });
+  store.copy("s", root + "/src", {}, [&](const result<uint64_t>& s) { copied = s.ok(); });
   EXPECT_FALSE(fs::exists(store.path_of("s"))) << "only a complete copy is in place";
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_TRUE(copied.has_value());
@@ -92,7 +92,7 @@ TEST_F(snapshots_test, ACopyIsWholeWhenItIsInPlaceAndRemovalDeletesIt) {
 
   // A second copy of the same name is refused while the first is there.
   std::string why;
-  store.copy("s", root + "/src", {}, [&](result<uint64_t> s) { why = s ? "ok" : s.err().message; });
+  store.copy("s", root + "/src", {}, [&](const result<uint64_t>& s) { why = s ? "ok" : s.err().message; });
   EXPECT_NE(why.find("already exists"), std::string::npos) << why;
 
   std::string aside = store.set_aside("s");
