@@ -40,7 +40,7 @@ class lifetime_test : public daemon_test {
 
   // A command that writes its own pid to FILE in $TMPDIR, then sleeps with the tag as its
   // name.
-  std::string sleeper(const std::string& file) const {
+  static std::string sleeper(const std::string& file) {
     return "bash -c " + shell_quote("echo $$ >\"$TMPDIR/" + file + ".tmp\"; mv \"$TMPDIR/" + file + ".tmp\" \"$TMPDIR/" +
                                     file + "\"; exec -a " + tag() + " sleep 300");
   }
