@@ -110,8 +110,12 @@ class client_conn {
   // The session that command `id` runs in, or nullptr when there is none.
   [[nodiscard]] const std::string* job_session(uint64_t id) const;
   void job_done(uint64_t id);
-  // The sessions its commands run in, each once.
-  [[nodiscard]] std::set<std::string> job_sessions() const;
+  // Calls f(session) for each of its commands: no allocation, since a drained client (the
+  // output path) tells the sessions of all its commands.
+  template <typename F>
+  void each_job_session(F&& f) const {
+    for (const auto& [id, ref] : jobs_) f(ref.session);
+  }
   // The client is gone: its commands are no longer its.
   void forget_jobs();
 

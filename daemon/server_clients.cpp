@@ -85,12 +85,6 @@ void client_conn::job_done(uint64_t id) {
   recount_jobs();
 }
 
-std::set<std::string> client_conn::job_sessions() const {
-  std::set<std::string> out;
-  for (const auto& [id, ref] : jobs_) out.insert(ref.session);
-  return out;
-}
-
 void client_conn::forget_jobs() {
   jobs_.clear();
   text_bytes_ = 0;
@@ -336,8 +330,9 @@ void server::client_closed(client_conn* c, const std::string& reason) {
     envs_.leave(std::exchange(pending_[name].env_ticket, 0));
     pending_done(name, make_error(ipc::errc::cancelled, "nobody waits for the session any more"));
   }
-  for (const auto& name : c->job_sessions())
+  c->each_job_session([&](const std::string& name) {
     if (auto* s = find_session(name)) s->client_gone(c);
+  });
   files_->client_gone(*c);
   c->forget_jobs();
   auto it = clients_.find(c);
@@ -360,8 +355,9 @@ void server::client_drained(client_conn* c) {
   procs_->client_drained(*c);
   kept_->client_drained(*c);
   files_->client_drained(*c);
-  for (const auto& name : c->job_sessions())
+  c->each_job_session([&](const std::string& name) {
     if (auto* s = find_session(name)) s->client_drained(c);
+  });
 }
 
 client_conn* server::client_by_serial(uint64_t serial) {
