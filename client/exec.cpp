@@ -28,6 +28,7 @@
 #include "client/head_tail.h"
 #include "client/sigpipe_guard.h"
 #include "common/environ.h"
+#include "ipc/fd.h"
 
 namespace sbsh::client {
 
@@ -55,26 +56,6 @@ status check_request_size(const std::string& frame, size_t text) {
                                 "environment a new session would start with) are more than the {} MiB sbshd takes "
                                 "in one request; put the script where the session can read it and run '. FILE'",
                                 text, frame.size() - 4 - text, ipc::kMaxFrame >> 20));  // the text is in the body
-}
-
-void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd pf{fd, POLLOUT, 0};
-        ::poll(&pf, 1, -1);
-        continue;
-      }
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 // One output stream of a running command: where its bytes go.
@@ -133,8 +114,8 @@ struct sink {
     if (cb != nullptr && *cb) {
       (*cb)(which, chunk);
     } else if (fd_out >= 0) {
-      if (!broken && !write_all(fd_out, chunk.data(), chunk.size())) {
-        if (errno != EPIPE) write_errno = errno;
+      if (int e = broken ? 0 : write_all(fd_out, chunk); e != 0) {
+        if (e != EPIPE) write_errno = e;
         broken = true;
       }
     } else if (keep != nullptr) {
@@ -282,7 +263,7 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
       auto i = make_pipe();
       if (!i) return i.err();
       in = std::move(*i);
-      set_nonblock(in.w.get());
+      set_nonblocking(in.w.get());
     }
     if (o.stdout_fd >= 0 && !o.on_output) ::fcntl(out.w.get(), F_SETPIPE_SZ, 1 << 20);
   }
@@ -328,8 +309,8 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
     out.w.reset();
     err.w.reset();
     in.r.reset();
-    set_nonblock(out.r.get());
-    set_nonblock(err.r.get());
+    set_nonblocking(out.r.get());
+    set_nonblocking(err.r.get());
   }
 
   kept.emplace(res, o.output_limit);

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "client/connection_impl.h"
+#include "ipc/fd.h"
 
 namespace sbsh::client {
 
@@ -30,14 +31,8 @@ error io_error(std::string_view what, int e) {
   return make_error(ipc::errc::file_failed, fmt::format("{}: {}", what, std::strerror(e)));
 }
 
-// Writes all of `data` to `fd`.
-status write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error("cannot write the file's bytes out", errno);
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+status write_out(int fd, std::string_view data) {
+  if (int e = write_all(fd, data); e != 0) return io_error("cannot write the file's bytes out", e);
   return ok_status();
 }
 
@@ -66,7 +61,7 @@ result<uint64_t> copy_range(int in, uint64_t offset, uint64_t length, int out) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return io_error("cannot read the file", errno);
     if (n == 0) break;
-    if (auto s = write_all(out, std::string_view(buf.get(), static_cast<size_t>(n))); !s) return s.err();
+    if (auto s = write_out(out, std::string_view(buf.get(), static_cast<size_t>(n))); !s) return s.err();
     done += static_cast<uint64_t>(n);
   }
   return done;
@@ -194,7 +189,7 @@ result<uint64_t> read_one(connection::impl& p, const std::string& session, const
     if (!chunk) return chunk.err();
     if (failed) continue;
     if (out_fd < 0) sink(chunk->data.bytes);
-    else if (auto s = write_all(out_fd, chunk->data.bytes); !s) failed = s.err();
+    else if (auto s = write_out(out_fd, chunk->data.bytes); !s) failed = s.err();
   }
 }
 
@@ -230,7 +225,7 @@ result<uint64_t> write_one(connection::impl& p, const std::string& session, cons
     if (*n == 0) break;
     std::string_view bytes(buf.get(), *n);
     if (into >= 0) {
-      if (auto s = write_all(into, bytes); !s) {
+      if (auto s = write_out(into, bytes); !s) {
         failed = s.err();
         break;
       }

@@ -39,23 +39,6 @@ std::string absolute_path(const std::string& p) {
   return ec ? p : abs.lexically_normal().string();
 }
 
-// Writes everything, waiting when the descriptor is non-blocking and full (a caller's
-// events_fd may be).
-bool write_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd pf{fd, POLLOUT, 0};
-      ::poll(&pf, 1, -1);
-      continue;
-    }
-    if (n <= 0) return false;
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 result<unique_fd> create_file(const std::string& path, std::string_view what) {
   unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd)
@@ -139,7 +122,7 @@ struct output_sink {
     size_t room = limit > keep.size() ? limit - keep.size() : 0;
     if (d.size() > room) truncated = true;
     keep.append(d.substr(0, room));
-    if (file && !write_all(file.get(), d)) {
+    if (file && write_all(file.get(), d) != 0) {
       write_error = fmt::format("cannot write the artifact {}: {}", path, std::strerror(errno));
       file.reset();
     }
@@ -284,7 +267,7 @@ void plan_runner::emit(std::string_view name, int stage, int command) {
   if (!events_failed_) {
     std::string out = line + "\n";
     for (int fd : {events_fd_.get(), opts_.events_fd}) {
-      if (fd < 0 || write_all(fd, out)) continue;
+      if (fd < 0 || write_all(fd, out) == 0) continue;
       // The run goes on without its event log; the report says it was not complete.
       events_failed_ = true;
       if (!report_.error)
@@ -455,7 +438,7 @@ void plan_runner::finish() {
   report_.duration_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0_).count());
   emit("plan_finished");
-  if (report_fd_ && !write_all(report_fd_.get(), report_json(report_) + "\n") && !report_.error)
+  if (report_fd_ && write_all(report_fd_.get(), report_json(report_) + "\n") != 0 && !report_.error)
     report_.error = make_error(ipc::errc::file,
                                fmt::format("cannot write the report {}: {}", opts_.report_path, std::strerror(errno)));
 }

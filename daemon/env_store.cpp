@@ -353,7 +353,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
             return finish(hash, make_error(ipc::errc::internal, fmt::format("pipe: {}", std::strerror(errno))));
           job.pipes[i] = unique_fd(p[i][0]);
           write_ends[i] = unique_fd(p[i][1]);
-          ::fcntl(p[i][0], F_SETFL, ::fcntl(p[i][0], F_GETFL) | O_NONBLOCK);
+          set_nonblocking(p[i][0]);
         }
         unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
         std::string path = path_of(hash);

@@ -1,7 +1,6 @@
 // Framed non-blocking socket; see framed_socket.h.
 #include "daemon/framed_socket.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -27,8 +26,7 @@ framed_socket::framed_socket(uv_loop_t* loop, unique_fd fd, callbacks cbs, size_
       read_chunk_(read_chunk),
       account_(account),
       budget_(budget) {
-  int fl = ::fcntl(fd_.get(), F_GETFL);
-  ::fcntl(fd_.get(), F_SETFL, fl | O_NONBLOCK);
+  set_nonblocking(fd_.get());
   watch_ = make_handle<fd_watch>(loop_, fd_.get());
   watch_->start(UV_READABLE | UV_DISCONNECT, [this](int st, int ev) { on_poll(st, ev); });
 }

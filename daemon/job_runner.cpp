@@ -40,8 +40,6 @@ constexpr size_t kQuotedCommand = 256;
 // What `session ls` and `session show` call a command an earlier sbshd started.
 constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
 
-void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
 // Whether anything may still write into the pipe whose read end is `fd`: with no writer left
 // the read end reports a hang-up (data may still be buffered: the client reads it).
 bool has_writers(int fd) {
@@ -228,14 +226,14 @@ bool job_runner::start_job(exec_job& job) {
     if (::pipe2(err, O_CLOEXEC) != 0) return fail("cannot create a pipe");
     job.err_r = unique_fd(err[0]);
     job.err_w = unique_fd(err[1]);
-    set_nonblock(job.out_r.get());
-    set_nonblock(job.err_r.get());
+    set_nonblocking(job.out_r.get());
+    set_nonblocking(job.err_r.get());
     if (job.has_stdin) {
       int in[2];
       if (::pipe2(in, O_CLOEXEC) != 0) return fail("cannot create a pipe");
       job.in_r = unique_fd(in[0]);
       job.in_w = unique_fd(in[1]);
-      set_nonblock(job.in_w.get());
+      set_nonblocking(job.in_w.get());
     }
   }
   shell_port& sh = shell_;
@@ -637,7 +635,7 @@ void job_runner::drain_outputs(exec_job& job) {
 
 void job_runner::keep_draining(unique_fd fd) {
   if (draining_.size() >= kMaxDraining) draining_.pop_front();
-  set_nonblock(fd.get());
+  set_nonblocking(fd.get());
   // Usually nobody else holds the pipe and it is at end-of-file already: no need to watch.
   char buf[16384];
   ssize_t n;

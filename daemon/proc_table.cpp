@@ -43,8 +43,6 @@ constexpr uint64_t kSignalSettleMs = 1000;
 // How often SIGKILL is sent again while a killed tree is not gone yet.
 constexpr uint64_t kKillAgainMs = 200;
 
-void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
 // At most kKeptText bytes of a text, cut at a character's start, with a marker saying how
 // long the whole was.
 std::string kept_text(std::string_view s, size_t limit = kKeptText) {
@@ -203,7 +201,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->err_w = unique_fd(err[1]);
   p->status_r = unique_fd(st[0]);
   p->status_w = unique_fd(st[1]);
-  for (int fd : {out[0], err[0], st[0]}) set_nonblock(fd);
+  for (int fd : {out[0], err[0], st[0]}) set_nonblocking(fd);
   if (auto l = open_logs(*p); !l) return fail(l.err());
   if (text_cmd.size() > kKeptText)  // the table keeps its start; the log directory all of it
     off_loop(srv_.loop(), [path = log_path(p->id, "cmd"), text = text_cmd] {
@@ -304,7 +302,7 @@ bool proc_table::reattach(bg_proc& p) {
     unique_fd& mine = pipes.streams[i] == 'o' ? p.out_r : pipes.streams[i] == 'e' ? p.err_r : p.status_r;
     mine = unique_fd(::fcntl(pipes.fds[i].get(), F_DUPFD_CLOEXEC, 0));
     if (!mine) return false;
-    set_nonblock(mine.get());
+    set_nonblocking(mine.get());
   }
   if (auto l = open_logs(p); !l) spdlog::warn("process {}: {}", p.id, l.err().message);
   p.pid = pgid;

@@ -109,7 +109,7 @@ std::map<std::string, adopted_shell> server::adopt_orphans() {
     for (int64_t g : m.groups)
       if (g > 1 && g < (1 << 22)) a.groups.insert(static_cast<pid_t>(g));
     a.channel = std::move(answer->fds[0]);
-    ::fcntl(a.channel.get(), F_SETFL, ::fcntl(a.channel.get(), F_GETFL) | O_NONBLOCK);
+    set_nonblocking(a.channel.get());
     if (auto lent = take_lent_pipes(ch, m.procs, a.pipes); !lent) {
       // The shell is still worth adopting; its background processes will show as lost.
       fail(lent.err().message);

@@ -1,7 +1,6 @@
 // sbshd under a service manager (see service_manager.h).
 #include "daemon/service_manager.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
@@ -33,8 +32,7 @@ result<unique_fd> take_listen_socket() {
     return make_error(ipc::errc::bad_activation,
                       "the socket passed by the service manager is not a listening unix stream "
                       "socket: use ListenStream=/path in sbshd's .socket unit, with Accept=no");
-  int fl = ::fcntl(first.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(first.get(), F_SETFL, fl | O_NONBLOCK) != 0)
+  if (!set_nonblocking(first.get()))
     return make_error(ipc::errc::io,
                       fmt::format("cannot make the passed socket non-blocking: {}", std::strerror(errno)));
   return first;

@@ -1,7 +1,6 @@
 // sbshd's end of the shell channel; see shell_channel.h and ipc/shell_channel.h.
 #include "daemon/shell_channel.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -22,7 +21,7 @@ result<std::pair<unique_fd, unique_fd>> make_shell_channel() {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return make_error(ipc::errc::io, fmt::format("cannot create the shell's channel: {}", std::strerror(errno)));
   unique_fd mine(sv[0]), bash(sv[1]);
-  ::fcntl(mine.get(), F_SETFL, ::fcntl(mine.get(), F_GETFL) | O_NONBLOCK);
+  set_nonblocking(mine.get());
   return std::pair(std::move(mine), std::move(bash));
 }
 

@@ -133,7 +133,7 @@ void snapshot_store::copy(const std::string& name, const std::string& source, co
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(fmt::format("cannot copy {}: pipe: {}", source, std::strerror(errno)));
   job.errors = unique_fd(p[0]);
   unique_fd errors_w(p[1]);
-  ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  set_nonblocking(p[0]);
   unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!null) return fail(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
   std::vector<std::string> argv_store{"sbsh-wrapper", "--copy-tree", source, job.tmp, r.gitignore ? "1" : "0"};

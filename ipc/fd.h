@@ -3,8 +3,10 @@
 // wrapper/spawn.cpp).
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <string_view>
 #include <utility>
 
 namespace sbsh {
@@ -34,5 +36,15 @@ class unique_fd {
  private:
   int fd_ = -1;
 };
+
+// Makes `fd` non-blocking, keeping its other status flags; false (errno set) if it cannot.
+inline bool set_nonblocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+// Writes all of `data` to `fd`, waiting while a non-blocking `fd` is full; 0, or the errno
+// of the write that failed (EPIPE once the reader is gone).
+int write_all(int fd, std::string_view data);
 
 }  // namespace sbsh

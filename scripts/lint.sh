@@ -4,9 +4,10 @@
 #   scripts/lint.sh [-B DIR] [FILE...]
 # With no FILE, every source file the build compiles (tests and benchmarks included when the
 # build has them). DIR defaults to build-lint, configured (not built) on each run: without
-# precompiled headers (each source must include what it uses), and in the batches of the
-# unity build, each checked as one: the third-party headers a batch shares are then parsed
-# and matched once, not once per source. A source that the build compiles on its own is
+# precompiled headers (each source must include what it uses), and with each target's
+# sources in one unity batch, checked as one: the third-party headers a target's sources
+# share are then parsed and matched once, not once per source (nor once per batch of the
+# build's, which would be twice as many). A source that the build compiles on its own is
 # checked on its own. FILEs given by name are checked one by one (configure a build with
 # -DSBSH_UNITY=OFF and pass it with -B to check every source alone).
 set -euo pipefail
@@ -20,7 +21,7 @@ fi
 # sources; a build given with -B is taken as it is.
 if [[ $dir == build-lint || ! -f $dir/compile_commands.json ]]; then
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DSBSH_UNITY=ON \
-    -DSBSH_PCH=OFF >/dev/null
+    -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 -DSBSH_PCH=OFF >/dev/null
 fi
 tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
 runner=$(command -v run-clang-tidy-14 || command -v run-clang-tidy)

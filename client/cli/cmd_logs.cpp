@@ -11,6 +11,7 @@
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/fd.h"
 
 namespace sbsh::cli {
 
@@ -21,17 +22,6 @@ struct logs_args {
   std::string id;
   bool only_out = false, only_err = false;
 };
-
-// Writes all of d to fd; returns 0 or the errno of the write that failed.
-int write_all(int fd, std::string_view d) {
-  while (!d.empty()) {
-    ssize_t w = ::write(fd, d.data(), d.size());
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return errno;
-    d.remove_prefix(static_cast<size_t>(w));
-  }
-  return 0;
-}
 
 int run_logs(const global_opts& g, logs_args& a) {
   if (a.id.empty()) return fail("logs needs a process ID or name ('sbsh ps -a' lists them), or a command's %ID");

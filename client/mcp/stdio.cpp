@@ -12,23 +12,13 @@
 
 #include "client/mcp/loop_queue.h"
 #include "client/mcp/mcp.h"
+#include "ipc/fd.h"
 
 namespace sbsh::mcp {
 
 namespace {
 
 constexpr uint64_t kOwner = 1;
-
-// Writes all of it; false when stdout is gone.
-bool write_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
 
 // Reads stdin until end-of-file, calling `line` with each line (without its newline; an
 // over-long line as nullopt) and `eof` once at the end.
@@ -93,7 +83,7 @@ int run_stdio(const server_options& opts) {
   };
   sink out = [&](const json& j) {
     if (ending || j.is_null()) return;
-    if (!write_all(1, to_line(j) + "\n")) end();
+    if (write_all(1, to_line(j) + "\n") != 0) end();
   };
 
   std::atomic<bool> reader_done{false};
