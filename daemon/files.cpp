@@ -16,6 +16,7 @@
 #include "daemon/beneath.h"
 #include "daemon/off_loop.h"
 #include "daemon/server.h"
+#include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
 

@@ -8,8 +8,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/handlers.h"
 #include "common/procs.h"
+#include "daemon/handlers.h"
+#include "daemon/session.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {

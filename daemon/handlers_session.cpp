@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "daemon/handlers.h"
+#include "daemon/session.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {

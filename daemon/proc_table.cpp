@@ -20,6 +20,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/off_loop.h"
 #include "daemon/server.h"
+#include "daemon/session.h"
 #include "ipc/fd.h"
 #include "ipc/messages.h"
 #include "ipc/shell_channel.h"

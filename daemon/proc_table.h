@@ -25,8 +25,8 @@
 #include "daemon/capped_log.h"
 #include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
-#include "daemon/session.h"
 #include "daemon/uv_handles.h"
+#include "daemon/wrapper_process.h"
 #include "ipc/messages.h"
 #include "ipc/socket_io.h"
 

@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "daemon/service_manager.h"
+#include "daemon/session.h"
 #include "daemon/state_lock.h"
 
 namespace sbsh::daemon {

@@ -19,16 +19,17 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/counters.h"
 #include "common/cgroup.h"
+#include "daemon/counters.h"
 #include "daemon/env_store.h"
-#include "daemon/framed_socket.h"
 #include "daemon/files.h"
+#include "daemon/framed_socket.h"
 #include "daemon/kept_commands.h"
 #include "daemon/proc_table.h"
-#include "daemon/session.h"
+#include "daemon/session_def.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
+#include "daemon/wrapper_process.h"
 #include "ipc/fd.h"
 
 namespace sbsh::daemon {
@@ -62,6 +63,7 @@ struct options {
 };
 
 class server;
+class session;
 
 // One client connection: the framed socket plus the requests in flight on it.
 //

@@ -19,6 +19,7 @@
 
 #include "common/paths.h"
 #include "common/procs.h"
+#include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
 

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/environ.h"
 #include "common/procs.h"
+#include "daemon/session.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {

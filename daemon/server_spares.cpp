@@ -17,6 +17,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
+#include "daemon/shell_channel.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {

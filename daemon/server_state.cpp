@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/paths.h"
 #include "daemon/off_loop.h"
+#include "daemon/session.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {

@@ -17,6 +17,7 @@
 
 #include "daemon/job_runner.h"
 #include "daemon/server.h"
+#include "daemon/session.h"
 #include "ipc/messages.h"
 #include "tests/sessionless_server.h"
 

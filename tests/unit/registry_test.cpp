@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/server.h"
+#include "daemon/session.h"
 #include "ipc/messages.h"
 
 namespace sbsh::ipc::registry_tests {
