@@ -122,8 +122,8 @@ struct output_sink {
     size_t room = limit > keep.size() ? limit - keep.size() : 0;
     if (d.size() > room) truncated = true;
     keep.append(d.substr(0, room));
-    if (file && write_all(file.get(), d) != 0) {
-      write_error = fmt::format("cannot write the artifact {}: {}", path, std::strerror(errno));
+    if (int e = file ? write_all(file.get(), d) : 0; e != 0) {
+      write_error = fmt::format("cannot write the artifact {}: {}", path, std::strerror(e));
       file.reset();
     }
   }
@@ -267,12 +267,13 @@ void plan_runner::emit(std::string_view name, int stage, int command) {
   if (!events_failed_) {
     std::string out = line + "\n";
     for (int fd : {events_fd_.get(), opts_.events_fd}) {
-      if (fd < 0 || write_all(fd, out) == 0) continue;
+      int e = fd < 0 ? 0 : write_all(fd, out);
+      if (e == 0) continue;
       // The run goes on without its event log; the report says it was not complete.
       events_failed_ = true;
       if (!report_.error)
         report_.error =
-            make_error(ipc::errc::file, fmt::format("the event log stopped at {}: {}", name, std::strerror(errno)));
+            make_error(ipc::errc::file, fmt::format("the event log stopped at {}: {}", name, std::strerror(e)));
       break;
     }
   }
@@ -438,9 +439,10 @@ void plan_runner::finish() {
   report_.duration_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0_).count());
   emit("plan_finished");
-  if (report_fd_ && write_all(report_fd_.get(), report_json(report_) + "\n") != 0 && !report_.error)
-    report_.error = make_error(ipc::errc::file,
-                               fmt::format("cannot write the report {}: {}", opts_.report_path, std::strerror(errno)));
+  int e = report_fd_ ? write_all(report_fd_.get(), report_json(report_) + "\n") : 0;
+  if (e != 0 && !report_.error)
+    report_.error =
+        make_error(ipc::errc::file, fmt::format("cannot write the report {}: {}", opts_.report_path, std::strerror(e)));
 }
 
 }  // namespace
