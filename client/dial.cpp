@@ -21,6 +21,7 @@
 #include "client/connection_impl.h"
 #include "common/environ.h"
 #include "common/paths.h"
+#include "ipc/fd.h"
 #include "ipc/text.h"
 
 namespace sbsh::client {
@@ -197,21 +198,6 @@ sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
   std::string up;
   size_t up_off = 0;
   bool in_open = true;
-  auto write_down = [&](const char* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(out_fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno == EAGAIN) {  // out_fd was made non-blocking by whoever shares it
-        pollfd pf{out_fd, POLLOUT, 0};
-        ::poll(&pf, 1, -1);
-        continue;
-      }
-      if (w <= 0) return false;
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
   for (;;) {
     pollfd pf[2] = {{sock, static_cast<short>(POLLIN | (up_off < up.size() ? POLLOUT : 0)), 0}, {-1, POLLIN, 0}};
     if (in_open && up_off == up.size()) pf[1].fd = in_fd;
@@ -242,7 +228,8 @@ sbsh::status dial_stdio(const connect_options& opts, int in_fd, int out_fd) {
         if (errno == ECONNRESET) return ok_status();
         return make_error(ipc::errc::io, fmt::format("reading from sbshd: {}", std::strerror(errno)));
       }
-      if (!write_down(buf, static_cast<size_t>(n))) return ok_status();  // the client left
+      // out_fd may have been made non-blocking by whoever shares it: write_all waits.
+      if (write_all(out_fd, std::string_view(buf, static_cast<size_t>(n))) != 0) return ok_status();  // the client left
     }
   }
 }

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "ipc/fd.h"
+
 namespace sbsh::wrapper {
 
 namespace {
@@ -149,12 +151,8 @@ struct copier {
         if (errno == EINTR) continue;
         return fail("cannot read " + at(rel), errno);
       }
-      for (ssize_t off = 0; off < n;) {
-        ssize_t w = ::write(out, buf.data() + off, static_cast<size_t>(n - off));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return fail("cannot write the copy of " + at(rel), errno);
-        off += w;
-      }
+      if (int e = write_all(out, std::string_view(buf.data(), static_cast<size_t>(n))); e != 0)
+        return fail("cannot write the copy of " + at(rel), e);
     }
   }
 
