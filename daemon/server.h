@@ -246,6 +246,7 @@ class server {
   // Ends every session and background process, then the loop. With `keep_sessions`, leaves
   // them running instead, for the next sbshd to adopt.
   void begin_shutdown(const std::string& why, bool keep_sessions = false);
+  [[nodiscard]] bool shutting_down() const { return shutting_down_; }
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
   [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }

@@ -130,6 +130,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "fuzz_requests: sbshd never closed the connection\n");
     std::abort();
   }
+  // A shutdown the input asked for may still be closing handles when sbshd has closed the
+  // connection (its socket is gone already): it is finished here, and the next input gets a
+  // new server.
+  if (!g_shut_down && srv.shutting_down()) {
+    uv_run(loop, UV_RUN_DEFAULT);
+    g_shut_down = true;
+  }
   // Let deferred work run (freeing closed connections, enforcing bounds).
   for (int i = 0; i < 4 && !g_shut_down; ++i) uv_run(loop, UV_RUN_NOWAIT);
   return 0;
