@@ -1,29 +1,34 @@
-// sbshd: the sbsh daemon. Parses options and calls run_or_die(); see daemon.cpp.
-#include <CLI/CLI.hpp>
-
+// sbshd: the sbsh daemon. Declares and parses its options as sbsh does (command_line.h),
+// then calls run_or_die(); see daemon.cpp.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 
+#include <fmt/format.h>
+
+#include "common/command_line.h"
 #include "common/duration.h"
 #include "daemon/daemon.h"
+#include "ipc/protocol.h"
 
 namespace {
 
-// A size in MiB such as 64 or 0.5, from option `name`; false (and a message) when invalid.
-bool parse_mib(const char* name, const std::string& text, uint64_t* bytes) {
+using sbsh::result;
+using sbsh::cli::command_line;
+using sbsh::ipc::errc;
+using sbsh::ipc::make_error;
+
+// A size in MiB such as 64 or 0.5.
+result<uint64_t> read_mib(std::string_view option, const std::string& text) {
   char* end = nullptr;
   double mib = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024) {
-    std::fprintf(stderr, "sbshd: %s takes a number of MiB, such as 64 or 0.5, not '%s'\n", name, text.c_str());
-    return false;
-  }
-  *bytes = static_cast<uint64_t>(mib * 1024 * 1024);
-  return true;
+  if (end == text.c_str() || *end != '\0' || !(mib > 0) || mib > 1024 * 1024)
+    return make_error(errc::usage, fmt::format("{} takes a number of MiB, such as 64 or 0.5, not '{}'", option, text));
+  return static_cast<uint64_t>(mib * 1024 * 1024);
 }
 
-// --env-cap: bytes, with K, M, G or T (powers of 1024); 0 for no cap.
-bool parse_size(const char* name, const std::string& text, uint64_t* bytes) {
+// Bytes, with K, M, G or T (powers of 1024); 0 for no cap.
+result<uint64_t> read_size(std::string_view option, const std::string& text) {
   char* end = nullptr;
   double n = std::strtod(text.c_str(), &end);
   int shift = 0;
@@ -37,89 +42,103 @@ bool parse_size(const char* name, const std::string& text, uint64_t* bytes) {
     }
     ++end;
   }
-  if (end == text.c_str() || *end != '\0' || shift < 0 || !(n >= 0) || n * static_cast<double>(1ull << shift) > 1e18) {
-    std::fprintf(stderr, "sbshd: %s takes a size such as 10G, 512M or 0 (no cap), not '%s'\n", name, text.c_str());
-    return false;
-  }
-  *bytes = static_cast<uint64_t>(n * static_cast<double>(1ull << shift));
-  return true;
+  if (end == text.c_str() || *end != '\0' || shift < 0 || !(n >= 0) || n * static_cast<double>(1ull << shift) > 1e18)
+    return make_error(errc::usage,
+                      fmt::format("{} takes a size such as 10G, 512M or 0 (no cap), not '{}'", option, text));
+  return static_cast<uint64_t>(n * static_cast<double>(1ull << shift));
+}
+
+// A duration in milliseconds (500ms, 30s, 5m, 1h); with `never`, the word never as 0 and
+// zero refused.
+std::function<result<uint64_t>(std::string_view, const std::string&)> read_ms(bool never) {
+  return [never](std::string_view option, const std::string& text) -> result<uint64_t> {
+    if (never && text == "never") return uint64_t{0};
+    auto d = sbsh::parse_duration(text);
+    if (!d) return make_error(errc::usage, fmt::format("{}: {}", option, d.err().message));
+    if (never && d->count() == 0)
+      return make_error(errc::usage, fmt::format("{} takes a duration such as 24h or 30m, or 'never'", option));
+    return static_cast<uint64_t>(d->count());
+  };
+}
+
+// Whole numbers, read as sbsh reads them, then stored in the fields' own types.
+struct numbers {
+  uint64_t log_files, spare_wrappers, max_clients, stalled_client_ms, keep_finished;
+};
+
+void declare(command_line& cl, sbsh::daemon::run_options& o, numbers& n, bool& version) {
+  cl.describe(
+      "Keeps persistent bash sessions and runs commands in them for sbsh clients. sbsh starts it when none "
+      "answers; systemd can too (sbshd.service).");
+  cl.option("--socket", "PATH",
+            "Unix socket to listen on (default: $SBSH_SOCKET, $XDG_RUNTIME_DIR/sbsh/sbshd.sock, or "
+            "/tmp/sbsh-$UID/sbshd.sock)",
+            o.socket_path, sbsh::cli::check_not_empty("a socket path"));
+  cl.option("--state-dir", "DIR", "directory for state and logs (default: see sbshd(8))", o.state_dir,
+            sbsh::cli::check_not_empty("a directory"));
+  cl.flag("--foreground", "stay attached to the terminal; log to stderr", o.foreground);
+  cl.option("--log-level", "LEVEL", "trace, debug, info, warn, error, critical or off (default: info)", o.log.level,
+            sbsh::cli::check_one_of({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  cl.option("--log-format", "FORMAT", "text or json (default: text)", o.log.format,
+            sbsh::cli::check_one_of({"text", "json"}));
+  cl.converted<uint64_t>("--log-size", "MIB",
+                         "MiB that STATE/sbshd.log (without --foreground) may reach before it is rotated (default: 10)",
+                         o.log.max_bytes, read_mib);
+  cl.number("--log-files", "N", "rotated sbshd.log files kept, sbshd.1.log and on (default: 3)", n.log_files,
+            "a number of files", 1, 100);
+  cl.option("--wrapper", "PATH", "path of sbsh-wrapper (default: beside sbshd)", o.wrapper_path,
+            sbsh::cli::check_not_empty("a path"));
+  cl.converted<uint64_t>("--health-interval", "DURATION",
+                         "how often each wrapper is pinged; one that does not answer within it is restarted (0: "
+                         "never; default: 10s)",
+                         o.health_interval_ms, read_ms(false));
+  cl.converted<uint64_t>("--log-cap", "MIB", "MiB of each background process stream kept in its log (default: 64)",
+                         o.log_cap, read_mib);
+  cl.number("--spare-wrappers", "N",
+            "wrappers kept started ahead of need, so that a new session does not wait for one (0: none; default: 1)",
+            n.spare_wrappers, "a number of wrappers", 0, 16);
+  cl.converted<uint64_t>("--env-cap", "SIZE",
+                         "size that all environments built by session setups may reach together; the least recently "
+                         "used that no session uses are deleted to stay within it (0: no cap; default: 10G)",
+                         o.env_cap, read_size);
+  cl.converted<uint64_t>("--adopt-timeout", "DURATION",
+                         "how long sessions outlive sbshd when it stops without ending them, waiting for the next "
+                         "sbshd to adopt them (0: they end with sbshd; default: 10m)",
+                         o.adopt_timeout_ms, read_ms(false));
+  cl.converted<uint64_t>("--idle-expiry", "DURATION",
+                         "how long a session made by 'exec -s' or 'start -s' may stay idle before it is removed "
+                         "('never': kept until removed; default: 24h)",
+                         o.idle_expiry_ms, read_ms(true));
+  cl.flag("--version", "print the version and exit", version);
+  // Bounds that tests lower to reach them quickly; without help, they are not listed (bounds.h).
+  cl.number("--max-clients", "N", "", n.max_clients, "a number of clients", 1, 1 << 20);
+  cl.number("--stalled-client-ms", "MS", "", n.stalled_client_ms, "a number of milliseconds", 1, 1 << 30);
+  cl.number("--keep-finished", "N", "", n.keep_finished, "a number of processes", 1, 1 << 20);
 }
 
 }  // namespace
 
 static int unguarded_main(int argc, char** argv) {
   sbsh::daemon::run_options o;
-  CLI::App app{"sbshd: keeps persistent bash sessions and runs commands in them for sbsh clients"};
-  app.add_option("--socket", o.socket_path, "Unix socket to listen on (default: see sbshd(8))");
-  app.add_option("--state-dir", o.state_dir, "Directory for state and logs");
-  app.add_flag("--foreground", o.foreground, "Stay attached to the terminal; log to stderr");
-  app.add_option("--log-level", o.log.level, "trace, debug, info, warn, error, critical or off")
-      ->capture_default_str();
-  app.add_option("--log-format", o.log.format, "text or json")->capture_default_str();
-  std::string log_size = "10";
-  app.add_option("--log-size", log_size,
-                 "MiB that STATE/sbshd.log (without --foreground) may reach before it is rotated")
-      ->capture_default_str();
-  app.add_option("--log-files", o.log.files, "Rotated sbshd.log files kept (sbshd.1.log, ...)")
-      ->check(CLI::Range(1, 100))
-      ->capture_default_str();
-  app.add_option("--wrapper", o.wrapper_path, "Path of sbsh-wrapper (default: beside sbshd)");
-  std::string health = "10s";
-  app.add_option("--health-interval", health,
-                 "How often each wrapper is pinged; one that does not answer within it is restarted (0: never)")
-      ->capture_default_str();
-  std::string log_cap = "64";
-  app.add_option("--log-cap", log_cap, "MiB of each background process stream kept in its log")->capture_default_str();
-  app.add_option("--spare-wrappers", o.spare_wrappers,
-                 "Wrappers kept started ahead of need, so that a new session does not wait for one (0: none)")
-      ->check(CLI::Range(0, 16))
-      ->capture_default_str();
-  std::string env_cap = "10G";
-  app.add_option("--env-cap", env_cap,
-                 "Size that all environments built by session setups may reach together; the least recently used "
-                 "that no session uses are deleted to stay within it (0: no cap)")
-      ->capture_default_str();
-  std::string adopt = "10m";
-  app.add_option("--adopt-timeout", adopt,
-                 "How long sessions outlive sbshd when it stops without ending them, waiting for the next "
-                 "sbshd to adopt them (0: they end with sbshd)")
-      ->capture_default_str();
-  std::string idle_expiry = "24h";
-  app.add_option("--idle-expiry", idle_expiry,
-                 "How long a session made by 'exec -s' or 'start -s' may stay idle before it is removed "
-                 "('never': kept until removed)")
-      ->capture_default_str();
-  // Bounds that tests lower to reach them quickly (not for users: see bounds.h).
-  app.add_option("--max-clients", o.max_clients)->group("")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--stalled-client-ms", o.stalled_client_ms)->group("")->check(CLI::Range(1, 1 << 30));
-  app.add_option("--keep-finished", o.keep_finished)->group("")->check(CLI::Range(1, 1 << 20));
-  app.set_version_flag("--version", "sbshd " SBSH_VERSION);
-  CLI11_PARSE(app, argc, argv);
-  auto interval = sbsh::parse_duration(health);
-  if (!interval) {
-    std::fprintf(stderr, "sbshd: --health-interval: %s\n", interval.err().message.c_str());
+  numbers n{o.log.files, o.spare_wrappers, o.max_clients, o.stalled_client_ms, o.keep_finished};
+  bool version = false;
+  command_line cl("sbshd", "");
+  declare(cl, o, n, version);
+  auto parsed = cl.parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed) {
+    std::fprintf(stderr, "sbshd: %s\n", parsed.err().message.c_str());
     return 2;
   }
-  o.health_interval_ms = static_cast<uint64_t>(interval->count());
-  auto adopt_timeout = sbsh::parse_duration(adopt);
-  if (!adopt_timeout) {
-    std::fprintf(stderr, "sbshd: --adopt-timeout: %s\n", adopt_timeout.err().message.c_str());
-    return 2;
+  if (*parsed == command_line::outcome::help_printed) return 0;
+  if (version) {
+    std::puts("sbshd " SBSH_VERSION);
+    return 0;
   }
-  o.adopt_timeout_ms = static_cast<uint64_t>(adopt_timeout->count());
-  if (idle_expiry == "never") {
-    o.idle_expiry_ms = 0;
-  } else {
-    auto expiry = sbsh::parse_duration(idle_expiry);
-    if (!expiry || expiry->count() <= 0) {
-      std::fprintf(stderr, "sbshd: --idle-expiry takes a duration such as 24h or 30m, or 'never'%s%s\n",
-                   expiry ? "" : ": ", expiry ? "" : expiry.err().message.c_str());
-      return 2;
-    }
-    o.idle_expiry_ms = static_cast<uint64_t>(expiry->count());
-  }
-  if (!parse_mib("--log-cap", log_cap, &o.log_cap) || !parse_mib("--log-size", log_size, &o.log.max_bytes)) return 2;
-  if (!parse_size("--env-cap", env_cap, &o.env_cap)) return 2;
+  o.log.files = static_cast<uint32_t>(n.log_files);
+  o.spare_wrappers = static_cast<unsigned>(n.spare_wrappers);
+  o.max_clients = n.max_clients;
+  o.stalled_client_ms = n.stalled_client_ms;
+  o.keep_finished = n.keep_finished;
   return sbsh::daemon::run_or_die(std::move(o));
 }
 

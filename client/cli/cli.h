@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "client/cli/command_line.h"
+#include "common/command_line.h"
 #include "sbsh/client.h"
 
 namespace sbsh::cli {
@@ -45,6 +45,10 @@ const command* find_command(std::string_view name);
 
 // -s, --session SESSION, as exec, start and attach take it.
 void add_session_option(command_line& cl, std::string& into);
+// The values of options that several subcommands take: a session's name (not empty: sbshd
+// checks the rest, for every client) and NAME=VALUE.
+std::string check_session_name(std::string_view option, const std::string& value);
+std::string check_assignment(std::string_view option, const std::string& value);
 
 // Shared by session ls and ps.
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all);

@@ -40,6 +40,17 @@ int forward_signals_to_command() {
   return g_signal_pipe[0];
 }
 
+std::string check_session_name(std::string_view, const std::string& value) {
+  if (!value.empty()) return "";  // sbshd checks the rest, for every client
+  return "invalid session name '': a name is 1 to 64 characters, letters, digits, '.', '_' or '-', and starts "
+         "with a letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$)";
+}
+
+std::string check_assignment(std::string_view option, const std::string& value) {
+  if (value.find('=') != std::string::npos && value.front() != '=') return "";
+  return fmt::format("{} takes NAME=VALUE, not '{}'", option, value);
+}
+
 void add_session_option(command_line& cl, std::string& into) {
   cl.option("-s,--session", "SESSION", "session to use (default: default); created on first use", into,
             check_session_name);

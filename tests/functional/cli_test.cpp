@@ -4,6 +4,7 @@
 // answers on stdout for every command, and a bad value is refused on one line with exit
 // status 255 before anything runs.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -209,6 +210,40 @@ TEST_F(cli_test, NumbersAtTheEdgesOfTheirRangeAreTaken) {
   EXPECT_EQ(sbsh({"wait", "-t", "30s", "n"}).code, 0);
   EXPECT_EQ(sbsh({"logs", "-n", "1", "n"}).out, "3\n");
   EXPECT_EQ(sbsh({"logs", "--tail=18446744073709551615", "n"}).out, "1\n2\n3\n");
+}
+
+// sbshd reads its options as sbsh does: the same help layout, spellings and refusals.
+TEST_F(cli_test, SbshdReadsItsOptionsAsSbshDoes) {
+  auto help = run({bin("sbshd"), "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_EQ(help.out.rfind("usage: sbshd [--socket PATH]", 0), 0u) << help.out;
+  EXPECT_NE(help.out.find("\nOptions:\n      --socket PATH "), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("\n      --idle-expiry DURATION "), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("  -h, --help "), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--max-clients"), std::string::npos) << "the test bounds are not for users";
+  auto version = run({bin("sbshd"), "--version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.out.rfind("sbshd ", 0), 0u) << version.out;
+  std::string other = dir + "/other.sock";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      {{"--idle-expiry", "0"}, "--idle-expiry takes a duration such as 24h or 30m, or 'never'"},
+      {{"--idle-expiry=soon"}, "--idle-expiry: "},
+      {{"--log-level", "loud"}, "--log-level takes trace, debug, info, warn, error, critical or off, not 'loud'"},
+      {{"--spare-wrappers", "17"}, "--spare-wrappers takes a number of wrappers, not '17'"},
+      {{"--env-cap", "10X"}, "--env-cap takes a size such as 10G, 512M or 0 (no cap), not '10X'"},
+      {{"--bogus"}, "unknown option '--bogus' for sbshd; see 'sbshd --help'"},
+      {{"--state-dir"}, "option --state-dir needs a value (DIR)"},
+      {{"--foreground=yes"}, "option --foreground takes no value"},
+      {{"extra"}, "unexpected argument 'extra'"},
+  };
+  for (const auto& [args, message] : refused) {
+    auto r = run(cat({bin("sbshd"), "--socket", other}, args));
+    EXPECT_EQ(r.code, 2) << args[0];
+    EXPECT_EQ(r.err.rfind("sbshd: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(other)) << args[0] << ": sbshd ran";
+  }
 }
 
 }  // namespace cli_tests

@@ -25,7 +25,8 @@ for c in $commands; do
   grep -qE "^\.SS \"?(.*\| )?$c( |\"|$)" <<<"$page" || { echo "FAIL: sbsh.1 has no section for '$c'"; fail=1; }
   "$sbsh" "$c" --help >/dev/null || { echo "FAIL: sbsh $c --help"; fail=1; }
 done
-options=$("$sbshd" --help | grep -oE '^  (-[a-z],)?--[a-z-]+' | sed 's/^.*--/--/')
+# sbshd's --help is written as sbsh's: an "Options:" list, one "  [-x, ]--long VALUE" a row.
+options=$("$sbshd" --help | sed -n '/^Options:/,/^$/p' | grep -oE '^ +(-[a-z], )?--[a-z-]+' | sed 's/^.*--/--/')
 [[ -n $options ]] || { echo "FAIL: no options found in sbshd --help"; exit 1; }
 page=$(sed 's/\\-/-/g' "$src/man/sbshd.8")
 synopsis=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' <<<"$page")

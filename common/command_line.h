@@ -1,12 +1,13 @@
-// The declaration of a command's command line, written once per subcommand: its options,
-// arguments and help texts. Parsing, `--help` and the refusal of bad values all come from
-// it, so no option is spelt out anywhere else in the code (tests/man/options_test.sh holds
-// the manual and the completions to it).
+// The declaration of a program's command line, written once per command (sbshd's, and
+// each of sbsh's subcommands): its options, arguments and help texts. Parsing, `--help` and
+// the refusal of bad values all come from it, so no option is spelt out anywhere else in the
+// code, and sbsh and sbshd read their options alike (tests/man/options_test.sh and
+// man_test.sh hold the manuals and the completions to it).
 //
 // Each option is declared with the variable it fills and, where the value has a form, the
 // check of that form: a wrong value is refused before anything runs, with a message that
 // names the option and says what it takes. CLI11 parses (parse.cpp, the one file that sees
-// its large header); help.cpp writes --help from the declarations.
+// its large header); command_line_help.cpp writes --help from the declarations.
 #pragma once
 
 #include <chrono>
@@ -55,7 +56,8 @@ class command_line {
   void footer(std::string_view text);
 
   // An option with one value, e.g. option("-s,--session", "SESSION", "...", o.session).
-  // Given twice, the last one counts.
+  // Given twice, the last one counts. An option declared with no help is left out of
+  // --help and the usage line (bounds that only tests lower).
   void option(std::string_view names, std::string_view value_name, std::string_view help, std::string& into,
               value_check check = {});
   // An option that may be given many times, each with one value, kept in order.
@@ -66,7 +68,19 @@ class command_line {
   // suffix. `what` says what it counts, for the refusal ("a number of lines").
   void number(std::string_view names, std::string_view value_name, std::string_view help, uint64_t& into,
               std::string_view what, uint64_t min, uint64_t max);
-  // A duration as client::parse_duration reads it (500ms, 30s, 5m, 1h, or seconds); zero is
+  // An option whose value `read` turns into a T, or refuses with the whole message (which
+  // names `option`, as a value_check's does).
+  template <class T>
+  void converted(std::string_view names, std::string_view value_name, std::string_view help, T& into,
+                 std::function<result<T>(std::string_view option, const std::string& value)> read) {
+    auto check = [read](std::string_view option, const std::string& v) {
+      auto r = read(option, v);
+      return r ? std::string() : r.err().message;
+    };
+    declare(names, value_name, help, false, check, nullptr,
+            [read, &into](const std::string& v) { into = *read("", v); });
+  }
+  // A duration as sbsh::parse_duration reads it (500ms, 30s, 5m, 1h, or seconds); zero is
   // refused with `if_zero` when that is given.
   void duration(std::string_view names, std::string_view value_name, std::string_view help,
                 std::chrono::milliseconds& into, std::string_view if_zero = {});
@@ -155,10 +169,8 @@ class command_line {
   std::vector<command_summary> listed_;
 };
 
-// The values sbsh's options take, shared by the subcommands that take them.
-std::string check_session_name(std::string_view option, const std::string& value);
-std::string check_assignment(std::string_view option, const std::string& value);  // NAME=VALUE
-value_check check_not_empty(std::string_view what);                               // "a directory"
+// Values that options of several commands take.
+value_check check_not_empty(std::string_view what);  // "a directory"
 value_check check_one_of(std::vector<std::string_view> choices);
 std::string list_of_choices(const std::vector<std::string>& names);  // "a, b or c"
 

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "client/cli/command_line.h"
+#include "common/command_line.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {

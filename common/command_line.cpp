@@ -1,14 +1,14 @@
 // command_line: the declarations of command_line.h, kept as records (declared_option) that
-// parse.cpp hands to CLI11 and help.cpp writes --help from. The checks of the values that
-// options take are here too: whole numbers and durations, and those shared by subcommands.
-#include "client/cli/command_line.h"
+// command_line_parse.cpp hands to CLI11 and command_line_help.cpp writes --help from. The
+// checks of the values that options take are here too: whole numbers, durations, choices.
+#include "common/command_line.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "sbsh/client.h"
+#include "common/duration.h"
 
 namespace sbsh::cli {
 
@@ -89,12 +89,11 @@ void command_line::number(std::string_view names, std::string_view value_name, s
 void command_line::duration(std::string_view names, std::string_view value_name, std::string_view help,
                             std::chrono::milliseconds& into, std::string_view if_zero) {
   auto check = [if_zero = std::string(if_zero)](std::string_view option, const std::string& v) {
-    auto d = client::parse_duration(v);
+    auto d = parse_duration(v);
     if (!d) return fmt::format("{}: {}", option, d.err().message);
     return d->count() == 0 ? if_zero : std::string();
   };
-  declare(names, value_name, help, false, check, nullptr,
-          [&into](const std::string& v) { into = *client::parse_duration(v); });
+  declare(names, value_name, help, false, check, nullptr, [&into](const std::string& v) { into = *parse_duration(v); });
 }
 
 void command_line::argument(std::string_view name, std::string& into) { arguments_.push_back({name, &into, nullptr}); }
@@ -145,17 +144,6 @@ std::string list_of_choices(const std::vector<std::string>& names) {
   for (size_t i = 0; i < names.size(); ++i)
     out += fmt::format("{}{}", i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
   return out;
-}
-
-std::string check_session_name(std::string_view, const std::string& value) {
-  if (!value.empty()) return "";  // sbshd checks the rest, for every client
-  return "invalid session name '': a name is 1 to 64 characters, letters, digits, '.', '_' or '-', and starts "
-         "with a letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$)";
-}
-
-std::string check_assignment(std::string_view option, const std::string& value) {
-  if (value.find('=') != std::string::npos && value.front() != '=') return "";
-  return fmt::format("{} takes NAME=VALUE, not '{}'", option, value);
 }
 
 value_check check_not_empty(std::string_view what) {

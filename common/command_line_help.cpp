@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "client/cli/command_line.h"
+#include "common/command_line.h"
 
 namespace sbsh::cli {
 
@@ -64,7 +64,8 @@ std::string hang(const std::string& label, std::string_view text, size_t col) {
 std::string command_line::usage_line(size_t width) const {
   std::vector<std::string> parts;
   for (const auto& o : options_) {
-    if (o.names == "-h,--help") continue;  // every command has it; the usage is long enough
+    // Every command has -h; an option without help is not for users (command_line::option).
+    if (o.names == "-h,--help" || o.help.empty()) continue;
     // "-s SESSION", "--json", "[-e NAME=VALUE]...": the first short name, else the long one.
     auto names = spellings(o.names);
     auto spelling = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n.size() == 2; });
@@ -108,6 +109,7 @@ std::string command_line::options_help() const {
   // "-s, --session SESSION": short names first, and the help option (declared first) last.
   std::vector<std::pair<std::string, std::string>> rows;
   auto add_row = [&rows](const declared_option& o) {
+    if (o.help.empty()) return;  // not for users (command_line::option)
     std::string shorts, longs;
     for (auto n : spellings(o.names)) (n.size() == 2 ? shorts : longs) += fmt::format(", {}", n);
     std::string spelling = shorts.empty() ? "    " + longs.substr(2) : (shorts + longs).substr(2);
