@@ -61,16 +61,6 @@ std::optional<std::string> unbase64(std::string_view s) {
   return out;
 }
 
-std::string json_string(std::string_view s) {
-  bool valid;
-  std::string repaired;
-  if (!std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-    repaired = utf8_repair(s, &valid);
-    s = repaired;
-  }
-  return "\"" + ipc::json_escape(s) + "\"";
-}
-
 std::string rfc3339_ms(int64_t unix_ms) {
   auto secs = static_cast<time_t>(unix_ms / 1000);
   std::tm tm{};
@@ -79,44 +69,22 @@ std::string rfc3339_ms(int64_t unix_ms) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, unix_ms % 1000);
 }
 
-void json_object::key(std::string_view k) {
-  if (body_.size() > 1) body_ += ',';
-  body_ += json_string(k);
-  body_ += ':';
+std::string dump_json(const json_value& j) { return j.dump(-1, ' ', false, json_value::error_handler_t::replace); }
+
+json_value signal_json(const std::optional<int>& sig) {
+  return sig ? json_value(std::string(ipc::signal_name(*sig))) : json_value(nullptr);
 }
-json_object& json_object::str(std::string_view k, std::string_view v) {
-  key(k);
-  body_ += json_string(v);
-  return *this;
-}
-json_object& json_object::signal(std::string_view k, const std::optional<int>& sig) {
-  return sig ? str(k, ipc::signal_name(*sig)) : null(k);
-}
-json_object& json_object::strs(std::string_view k, const std::vector<std::string>& v) {
-  std::string a = "[";
-  for (const auto& x : v) a += (a.size() > 1 ? "," : "") + json_string(x);
-  return raw(k, a + "]");
-}
-json_object& json_object::num(std::string_view k, int64_t v) {
-  key(k);
-  body_ += std::to_string(v);
-  return *this;
-}
-json_object& json_object::boolean(std::string_view k, bool v) {
-  key(k);
-  body_ += v ? "true" : "false";
-  return *this;
-}
-json_object& json_object::null(std::string_view k) {
-  key(k);
-  body_ += "null";
-  return *this;
-}
-json_object& json_object::raw(std::string_view k, std::string_view json) {
-  key(k);
-  body_ += json;
-  return *this;
-}
+
+json_value text_or_null(std::string_view s) { return s.empty() ? json_value(nullptr) : json_value(s); }
+
+json_value time_or_null(int64_t unix_ms) { return unix_ms > 0 ? json_value(rfc3339_ms(unix_ms)) : json_value(nullptr); }
+
+namespace {
+
+// A count, null when it is 0 (none is set).
+json_value count_or_null(uint64_t n) { return n > 0 ? json_value(n) : json_value(nullptr); }
+
+}  // namespace
 
 std::string command_ref(uint64_t id) { return "%" + std::to_string(id); }
 
@@ -131,198 +99,219 @@ std::optional<uint64_t> parse_command_ref(std::string_view s) {
   return v;
 }
 
-void add_exec_result(json_object& j, std::string_view session, std::string_view command, const exec_result& r) {
-  j.str("session", session.empty() ? "default" : session).str("command", command);
-  if (r.command_id != 0) j.str("id", command_ref(r.command_id));
-  else j.null("id");
-  j.boolean("running", r.running);
-  j.opt_num("exit_code", r.exit_code);
-  j.signal("signal", r.signal)
-      .boolean("timed_out", r.timed_out)
-      .boolean("shell_restarted", r.shell_restarted)
-      .boolean("cancelled", r.cancelled);
-  j.boolean("ran", r.ran);
-  j.num("generation", static_cast<int64_t>(r.generation)).boolean("state_lost", r.state_lost);
+void add_exec_result(json_value& j, std::string_view session, std::string_view command, const exec_result& r) {
+  j["session"] = session.empty() ? "default" : session;
+  j["command"] = command;
+  j["id"] = r.command_id != 0 ? json_value(command_ref(r.command_id)) : json_value(nullptr);
+  j["running"] = r.running;
+  j["exit_code"] = opt_json(r.exit_code);
+  j["signal"] = signal_json(r.signal);
+  j["timed_out"] = r.timed_out;
+  j["shell_restarted"] = r.shell_restarted;
+  j["cancelled"] = r.cancelled;
+  j["ran"] = r.ran;
+  j["generation"] = r.generation;
+  j["state_lost"] = r.state_lost;
   // Every key is always there, null when it has no value, so that a reader need not ask.
-  if (r.state_lost) j.str("state_lost_reason", r.state_lost_reason);
-  else j.null("state_lost_reason");
-  j.boolean("oom_killed", r.oom_killed);
+  j["state_lost_reason"] = r.state_lost ? json_value(r.state_lost_reason) : json_value(nullptr);
+  j["oom_killed"] = r.oom_killed;
   bool out_ok, err_ok;
-  std::string out = utf8_repair(r.stdout_data, &out_ok);
-  std::string err = utf8_repair(r.stderr_data, &err_ok);
-  j.str("stdout", out).str("stderr", err);
-  if (!out_ok) j.str("stdout_base64", base64(r.stdout_data));
-  else j.null("stdout_base64");
-  if (!err_ok) j.str("stderr_base64", base64(r.stderr_data));
-  else j.null("stderr_base64");
-  j.boolean("stdout_truncated", r.stdout_truncated).boolean("stderr_truncated", r.stderr_truncated);
-  j.num("stdout_omitted_bytes", static_cast<int64_t>(r.stdout_omitted_bytes));
-  j.num("stderr_omitted_bytes", static_cast<int64_t>(r.stderr_omitted_bytes));
-  j.num("duration_ms", static_cast<int64_t>(r.duration_us / 1000));
-  if (r.started_at_ms > 0) j.str("started_at", rfc3339_ms(r.started_at_ms));
-  else j.null("started_at");
-  j.str_or_null("error", r.error);
+  j["stdout"] = utf8_repair(r.stdout_data, &out_ok);
+  j["stderr"] = utf8_repair(r.stderr_data, &err_ok);
+  j["stdout_base64"] = out_ok ? json_value(nullptr) : json_value(base64(r.stdout_data));
+  j["stderr_base64"] = err_ok ? json_value(nullptr) : json_value(base64(r.stderr_data));
+  j["stdout_truncated"] = r.stdout_truncated;
+  j["stderr_truncated"] = r.stderr_truncated;
+  j["stdout_omitted_bytes"] = r.stdout_omitted_bytes;
+  j["stderr_omitted_bytes"] = r.stderr_omitted_bytes;
+  j["duration_ms"] = r.duration_us / 1000;
+  j["started_at"] = time_or_null(r.started_at_ms);
+  j["error"] = text_or_null(r.error);
+}
+
+json_value json_of(const session_status& s) {
+  json_value o;
+  o["name"] = s.name;
+  o["state"] = s.state;
+  o["shell_pid"] = s.shell_pid;
+  o["wrapper_pid"] = s.wrapper_pid;
+  o["restarts"] = s.restarts;
+  o["queued"] = s.queued;
+  o["commands"] = s.commands;
+  o["cwd"] = s.cwd;
+  o["restart"] = s.restart;
+  o["uptime_ms"] = s.uptime_ms;
+  o["started_at"] = time_or_null(s.started_at_ms);
+  o["running"] = text_or_null(s.running);
+  o["running_ms"] = s.running.empty() ? json_value(nullptr) : json_value(s.running_ms);
+  o["error"] = text_or_null(s.error);
+  o["implicit"] = s.implicit;
+  o["idle_expiry_ms"] = count_or_null(s.idle_expiry_ms);
+  o["idle_since"] = time_or_null(s.idle_since_ms);
+  o["expires_at"] = time_or_null(s.expires_at_ms);
+  o["timeout_ms"] = count_or_null(s.timeout_ms);
+  return o;
 }
 
 namespace {
 
-template <typename T>
-std::string array(const std::vector<T>& v) {
-  std::string out = "[";
-  for (const auto& x : v) out += (out.size() > 1 ? "," : "") + to_json(x);
-  return out + "]";
+// What the kernel holds a session to: its Landlock rules besides the system's, its
+// namespaces and its limits; the cgroup's limits (0: none) and its directory (null: none).
+json_value confinement_json(const session_spec& def) {
+  json_value c;
+  c["landlock"] = def.confine;
+  c["landlock_abi"] = def.landlock_abi;
+  json_value rules = json_value::array();
+  auto rule = [&rules](std::string_view path, std::string_view access) {
+    json_value r;
+    r["path"] = path;
+    r["access"] = access;
+    rules.push_back(std::move(r));
+  };
+  if (def.confine) {
+    rule(def.root.empty() ? def.cwd : def.root, "read-write");
+    rule("$TMPDIR", "read-write");
+    for (const auto& p : def.allow_write) rule(p, "read-write");
+    for (const auto& p : def.allow_read) rule(p, "read-execute");
+    for (const auto& p : def.read_only) rule(p, "read-only");
+  }
+  c["rules"] = std::move(rules);
+  std::vector<std::string> ns;
+  if (def.confine) ns.emplace_back("pid");
+  if (def.no_network) ns.emplace_back("net");
+  c["namespaces"] = ns;
+  c["limits"] = def.limits;
+  c["memory_max"] = def.memory_max;
+  c["pids_max"] = def.pids_max;
+  c["cpu_millis"] = def.cpu_millis;
+  c["cgroup"] = text_or_null(def.cgroup);
+  return c;
+}
+
+json_value definition_json(const session_spec& def) {
+  json_value d;
+  d["cwd"] = def.cwd;
+  d["env"] = def.env;
+  d["init"] = def.init;
+  d["restart"] = def.restart;
+  d["limits"] = def.limits;
+  d["root"] = text_or_null(def.root);
+  if (!def.snapshot.empty()) {
+    d["snapshot"] = def.snapshot;
+    d["ignore"] = def.ignore;
+    d["no_default_ignores"] = def.no_default_ignores;
+    d["gitignore"] = def.gitignore;
+    d["ignore_rules"] = ignore_rules(def);
+    d["keep_copy_on_failure"] = def.keep_copy_on_failure;
+    d["special_skipped"] = def.special_skipped;
+  }
+  d["timeout_ms"] = count_or_null(def.timeout_ms);
+  if (!def.setup.empty()) {
+    d["setup"] = def.setup;
+    d["setup_keys"] = def.setup_keys;
+    d["sbsh_env"] = def.sbsh_env;
+  }
+  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
+  if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) d["confinement"] = confinement_json(def);
+  return d;
 }
 
 }  // namespace
 
-std::string to_json(const session_status& s) {
-  json_object o;
-  o.str("name", s.name).str("state", s.state).num("shell_pid", s.shell_pid).num("wrapper_pid", s.wrapper_pid);
-  o.num("restarts", static_cast<int64_t>(s.restarts)).num("queued", static_cast<int64_t>(s.queued));
-  o.num("commands", static_cast<int64_t>(s.commands)).str("cwd", s.cwd).str("restart", s.restart);
-  o.num("uptime_ms", static_cast<int64_t>(s.uptime_ms));
-  if (s.started_at_ms > 0) o.str("started_at", rfc3339_ms(s.started_at_ms));
-  else o.null("started_at");
-  if (!s.running.empty()) o.str("running", s.running).num("running_ms", static_cast<int64_t>(s.running_ms));
-  else o.null("running").null("running_ms");
-  o.str_or_null("error", s.error);
-  o.boolean("implicit", s.implicit);
-  if (s.idle_expiry_ms > 0) o.num("idle_expiry_ms", static_cast<int64_t>(s.idle_expiry_ms));
-  else o.null("idle_expiry_ms");
-  if (s.idle_since_ms > 0) o.str("idle_since", rfc3339_ms(s.idle_since_ms));
-  else o.null("idle_since");
-  if (s.expires_at_ms > 0) o.str("expires_at", rfc3339_ms(s.expires_at_ms));
-  else o.null("expires_at");
-  if (s.timeout_ms > 0) o.num("timeout_ms", static_cast<int64_t>(s.timeout_ms));
-  else o.null("timeout_ms");
-  return o.finish();
-}
-
-std::string to_json(const session_detail& d) {
-  std::string hist = "[";
+json_value json_of(const session_detail& d) {
+  json_value history = json_value::array();
   for (const auto& h : d.history) {
-    json_object o;
-    o.str("command", h.command).opt_num("exit_code", h.exit_code).boolean("timed_out", h.timed_out);
-    o.boolean("shell_restarted", h.shell_restarted).str("started_at", rfc3339_ms(h.started_at_ms));
-    o.num("duration_ms", static_cast<int64_t>(h.duration_ms));
-    hist += (hist.size() > 1 ? "," : "") + o.finish();
+    json_value o;
+    o["command"] = h.command;
+    o["exit_code"] = opt_json(h.exit_code);
+    o["timed_out"] = h.timed_out;
+    o["shell_restarted"] = h.shell_restarted;
+    o["started_at"] = rfc3339_ms(h.started_at_ms);
+    o["duration_ms"] = h.duration_ms;
+    history.push_back(std::move(o));
   }
-  hist += "]";
-  const auto& def = d.definition;
-  json_object dj;
-  dj.str("cwd", def.cwd).strs("env", def.env).strs("init", def.init).str("restart", def.restart).strs("limits", def.limits);
-  if (!def.root.empty()) dj.str("root", def.root);
-  else dj.null("root");
-  if (!def.snapshot.empty()) {
-    dj.str("snapshot", def.snapshot).strs("ignore", def.ignore).boolean("no_default_ignores", def.no_default_ignores);
-    dj.boolean("gitignore", def.gitignore).strs("ignore_rules", ignore_rules(def));
-    dj.boolean("keep_copy_on_failure", def.keep_copy_on_failure);
-    dj.num("special_skipped", static_cast<int64_t>(def.special_skipped));
-  }
-  if (def.timeout_ms > 0) dj.num("timeout_ms", static_cast<int64_t>(def.timeout_ms));
-  else dj.null("timeout_ms");
-  if (!def.setup.empty()) dj.str("setup", def.setup).strs("setup_keys", def.setup_keys).str("sbsh_env", def.sbsh_env);
-  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
-  if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) {
-    // What the kernel holds the session to: its Landlock rules besides the system's, its
-    // namespaces and its limits.
-    json_object c;
-    c.boolean("landlock", def.confine).num("landlock_abi", static_cast<int64_t>(def.landlock_abi));
-    std::string rules = "[";
-    auto rule = [&rules](std::string_view path, std::string_view access) {
-      json_object r;
-      r.str("path", path).str("access", access);
-      rules += (rules.size() > 1 ? "," : "") + r.finish();
-    };
-    if (def.confine) {
-      rule(def.root.empty() ? def.cwd : def.root, "read-write");
-      rule("$TMPDIR", "read-write");
-      for (const auto& p : def.allow_write) rule(p, "read-write");
-      for (const auto& p : def.allow_read) rule(p, "read-execute");
-      for (const auto& p : def.read_only) rule(p, "read-only");
-    }
-    c.raw("rules", rules + "]");
-    std::vector<std::string> ns;
-    if (def.confine) ns.emplace_back("pid");
-    if (def.no_network) ns.emplace_back("net");
-    c.strs("namespaces", ns).strs("limits", def.limits);
-    // The cgroup's limits (0: none) and its directory (null: the session has none).
-    c.num("memory_max", static_cast<int64_t>(def.memory_max)).num("pids_max", static_cast<int64_t>(def.pids_max));
-    c.num("cpu_millis", static_cast<int64_t>(def.cpu_millis)).str_or_null("cgroup", def.cgroup);
-    dj.raw("confinement", c.finish());
-  }
-  json_object o;
-  o.raw("session", to_json(d.status)).raw("definition", dj.finish()).raw("history", hist);
-  o.str("init_output", d.init_output);
-  return o.finish();
+  json_value o;
+  o["session"] = json_of(d.status);
+  o["definition"] = definition_json(d.definition);
+  o["history"] = std::move(history);
+  o["init_output"] = d.init_output;
+  return o;
 }
 
-std::string to_json(const proc_info& p) {
-  json_object o;
-  o.num("id", static_cast<int64_t>(p.id)).str("name", p.name).str("session", p.session).str("command", p.command);
-  o.str("state", p.state);
-  if (p.pid > 0) o.num("pid", p.pid).num("pgid", p.pid);
-  else o.null("pid").null("pgid");
-  o.opt_num("exit_code", p.exit_code);
-  o.signal("signal", p.signal);
-  o.str("started_at", rfc3339_ms(p.started_at_ms));
-  if (p.ended_at_ms > 0) o.str("ended_at", rfc3339_ms(p.ended_at_ms));
-  else o.null("ended_at");
-  o.str_or_null("error", p.error).str("log", p.log_path);
-  return o.finish();
+json_value json_of(const proc_info& p) {
+  json_value o;
+  o["id"] = p.id;
+  o["name"] = p.name;
+  o["session"] = p.session;
+  o["command"] = p.command;
+  o["state"] = p.state;
+  o["pid"] = p.pid > 0 ? json_value(p.pid) : json_value(nullptr);
+  o["pgid"] = o["pid"];
+  o["exit_code"] = opt_json(p.exit_code);
+  o["signal"] = signal_json(p.signal);
+  o["started_at"] = rfc3339_ms(p.started_at_ms);
+  o["ended_at"] = time_or_null(p.ended_at_ms);
+  o["error"] = text_or_null(p.error);
+  o["log"] = p.log_path;
+  return o;
 }
 
-std::string to_json(const daemon_status& st) {
+json_value json_of(const daemon_status& st) {
   const auto& n = st.counters;
-  json_object c;
-  c.num("commands", static_cast<int64_t>(n.commands)).num("failed", static_cast<int64_t>(n.failed));
-  c.num("timed_out", static_cast<int64_t>(n.timed_out)).num("shell_restarts", static_cast<int64_t>(n.shell_restarts));
-  c.num("bytes_streamed", static_cast<int64_t>(n.bytes_streamed)).num("clients", static_cast<int64_t>(n.clients));
-  json_object o;
-  o.num("pid", st.pid).str("version", st.version).num("uptime_ms", static_cast<int64_t>(st.uptime_ms));
-  o.str("socket", st.socket_path).raw("counters", c.finish()).raw("sessions", to_json(st.sessions));
-  return o.finish();
+  json_value c;
+  c["commands"] = n.commands;
+  c["failed"] = n.failed;
+  c["timed_out"] = n.timed_out;
+  c["shell_restarts"] = n.shell_restarts;
+  c["bytes_streamed"] = n.bytes_streamed;
+  c["clients"] = n.clients;
+  json_value o;
+  o["pid"] = st.pid;
+  o["version"] = st.version;
+  o["uptime_ms"] = st.uptime_ms;
+  o["socket"] = st.socket_path;
+  o["counters"] = std::move(c);
+  o["sessions"] = json_of(st.sessions);
+  return o;
 }
 
-std::string to_json(const std::vector<session_status>& v) { return array(v); }
-std::string to_json(const std::vector<proc_info>& v) { return array(v); }
-
-std::string to_json(const file_entry& e) {
-  json_object o;
-  o.str("path", e.path).str("type", e.type).num("size", static_cast<int64_t>(e.size));
-  o.str("mode", fmt::format("{:04o}", e.mode)).str("mtime", rfc3339_ms(e.mtime_ms));
-  if (e.type == "symlink") o.str("target", e.target);
-  return o.finish();
+json_value json_of(const file_entry& e) {
+  json_value o;
+  o["path"] = e.path;
+  o["type"] = e.type;
+  o["size"] = e.size;
+  o["mode"] = fmt::format("{:04o}", e.mode);
+  o["mtime"] = rfc3339_ms(e.mtime_ms);
+  if (e.type == "symlink") o["target"] = e.target;
+  return o;
 }
 
-std::string to_json(const std::vector<file_entry>& v) { return array(v); }
-
-std::string to_json(const environment_info& e) {
-  json_object o;
-  o.str("hash", e.hash).str("path", e.path).str("setup", e.setup).strs("keys", e.keys);
-  o.num("size_bytes", static_cast<int64_t>(e.size_bytes));
-  o.str("created_at", rfc3339_ms(e.created_at_ms)).str("last_used", rfc3339_ms(e.last_used_ms));
-  o.strs("sessions", e.sessions);
-  return o.finish();
+json_value json_of(const environment_info& e) {
+  json_value o;
+  o["hash"] = e.hash;
+  o["path"] = e.path;
+  o["setup"] = e.setup;
+  o["keys"] = e.keys;
+  o["size_bytes"] = e.size_bytes;
+  o["created_at"] = rfc3339_ms(e.created_at_ms);
+  o["last_used"] = rfc3339_ms(e.last_used_ms);
+  o["sessions"] = e.sessions;
+  return o;
 }
 
-std::string to_json(const std::vector<environment_info>& v) { return array(v); }
-
-std::string to_json(const std::vector<kept_copy>& v, bool sized) {
-  std::string out = "[";
+json_value json_of(const std::vector<kept_copy>& v, bool sized) {
+  json_value a = json_value::array();
   for (const auto& k : v) {
-    json_object o;
-    o.str("session", k.session).str("path", k.path).str("kept_at", rfc3339_ms(k.kept_at_ms));
-    if (sized) o.num("size_bytes", static_cast<int64_t>(k.size_bytes));
-    out += (out.size() > 1 ? "," : "") + o.finish();
+    json_value o;
+    o["session"] = k.session;
+    o["path"] = k.path;
+    o["kept_at"] = rfc3339_ms(k.kept_at_ms);
+    if (sized) o["size_bytes"] = k.size_bytes;
+    a.push_back(std::move(o));
   }
-  return out + "]";
+  return a;
 }
 
-std::string to_json(const std::vector<std::string>& names) {
-  std::string out = "[";
-  for (const auto& n : names) out += (out.size() > 1 ? "," : "") + json_string(n);
-  return out + "]";
-}
+json_value json_of(const std::vector<std::string>& names) { return names; }
 
 }  // namespace sbsh::client

@@ -10,17 +10,14 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
+#include "client/json.h"
 #include "sbsh/plan.h"
 
 namespace sbsh::client {
 
-// Ordered, so that fields are written, and a plan's problems found, in document order.
-using plan_json = nlohmann::ordered_json;
-
-// Serializes on one line; invalid UTF-8 in a string becomes U+FFFD instead of throwing.
-std::string dump_json(const plan_json& j);
+// The client's one JSON value (client/json.h), ordered: fields are written, and a plan's
+// problems found, in document order. dump_json writes it.
+using plan_json = json_value;
 
 // The event `name` (run_event::name) for the state of `r`: stage and command are indices
 // into it (-1 where the event has none), now_ms the event's time.

@@ -15,9 +15,6 @@ namespace {
 // The version of the report's format, bumped only if a field had to change its meaning.
 constexpr int kReportVersion = 1;
 
-plan_json time_or_null(int64_t ms) { return ms > 0 ? plan_json(rfc3339_ms(ms)) : plan_json(nullptr); }
-plan_json text_or_null(const std::string& s) { return s.empty() ? plan_json(nullptr) : plan_json(s); }
-
 plan_json env_object(const std::vector<std::string>& env) {
   plan_json o = plan_json::object();
   for (const auto& e : env) {
@@ -124,8 +121,6 @@ std::string_view name_of(command_status s) {
   }
   return "failed";
 }
-
-std::string dump_json(const plan_json& j) { return j.dump(-1, ' ', false, plan_json::error_handler_t::replace); }
 
 std::string report_json(const run_report& r) {
   plan_json o = plan_json::object();

@@ -26,8 +26,9 @@ int list_sessions(const global_opts& g, bool json, bool with_processes, bool all
     procs = std::move(*p);
   }
   if (json) {
-    std::string s = client::to_json(*v);
-    if (with_processes) s = "{\"sessions\":" + s + ",\"processes\":" + client::to_json(procs) + "}";
+    std::string s = with_processes
+                        ? client::dump_json({{"sessions", client::json_of(*v)}, {"processes", client::json_of(procs)}})
+                        : client::to_json(*v);
     std::puts(s.c_str());
   } else {
     print_session_table(*v);

@@ -11,8 +11,8 @@ namespace sbsh::cli {
 
 namespace {
 
-void write_line(const client::json_object& j) {
-  std::string line = j.finish() + "\n";
+void write_line(const client::json_value& j) {
+  std::string line = client::dump_json(j) + "\n";
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
 }
@@ -27,11 +27,12 @@ jsonl_writer::jsonl_writer(std::string_view session, size_t output_limit)
 void jsonl_writer::started(const client::exec_start& s) {
   if (started_) return;
   started_ = true;
-  client::json_object j;
-  j.str("type", "started").str("session", session_).str("id", client::command_ref(s.command_id));
-  j.num("generation", static_cast<int64_t>(s.generation));
-  if (s.started_at_ms > 0) j.str("started_at", client::rfc3339_ms(s.started_at_ms));
-  else j.null("started_at");
+  client::json_value j;
+  j["type"] = "started";
+  j["session"] = session_;
+  j["id"] = client::command_ref(s.command_id);
+  j["generation"] = s.generation;
+  j["started_at"] = s.started_at_ms > 0 ? client::json_value(client::rfc3339_ms(s.started_at_ms)) : nullptr;
   write_line(j);
 }
 
@@ -40,8 +41,12 @@ void jsonl_writer::chunk(client::stream which, std::string_view data) {
     // Output before "started" only comes from an sbshd that does not say when a command
     // starts: say it here, without what it did not tell.
     started_ = true;
-    client::json_object j;
-    j.str("type", "started").str("session", session_).null("id").null("generation").null("started_at");
+    client::json_value j;
+    j["type"] = "started";
+    j["session"] = session_;
+    j["id"] = nullptr;
+    j["generation"] = nullptr;
+    j["started_at"] = nullptr;
     write_line(j);
   }
   auto& st = streams_[which == client::stream::err ? 1 : 0];
@@ -59,10 +64,10 @@ void jsonl_writer::chunk(client::stream which, std::string_view data) {
 
 void jsonl_writer::emit(client::stream which, std::string_view bytes) {
   if (bytes.empty()) return;
-  client::json_object j;
-  j.str("type", stream_name(which));
-  if (ipc::valid_utf8(bytes)) j.str("data", bytes);
-  else j.str("data_base64", client::base64(bytes));
+  client::json_value j;
+  j["type"] = stream_name(which);
+  if (ipc::valid_utf8(bytes)) j["data"] = bytes;
+  else j["data_base64"] = client::base64(bytes);
   write_line(j);
 }
 
@@ -80,8 +85,8 @@ void jsonl_writer::finished(std::string_view command, client::exec_result& r) {
   r.stderr_omitted_bytes = omitted[1];
   r.stdout_truncated = omitted[0] > 0;
   r.stderr_truncated = omitted[1] > 0;
-  client::json_object j;
-  j.str("type", r.running ? "detached" : "finished");
+  client::json_value j;
+  j["type"] = r.running ? "detached" : "finished";
   client::add_exec_result(j, session_, command, r);
   write_line(j);
 }

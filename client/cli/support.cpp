@@ -66,10 +66,11 @@ int fail(std::string_view message, std::string_view code) {
   std::string line = fmt::format("sbsh: {}\n", message);
   std::fwrite(line.data(), 1, line.size(), stderr);
   if (g_failure_format != failure_format::text) {
-    client::json_object j;
-    if (g_failure_format == failure_format::jsonl) j.str("type", "error");
-    j.str("error", message).str("code", code.empty() ? "error" : code);
-    std::string obj = j.finish() + "\n";
+    client::json_value j;
+    if (g_failure_format == failure_format::jsonl) j["type"] = "error";
+    j["error"] = message;
+    j["code"] = code.empty() ? "error" : code;
+    std::string obj = client::dump_json(j) + "\n";
     std::fwrite(obj.data(), 1, obj.size(), stdout);
     std::fflush(stdout);
   }
@@ -113,9 +114,9 @@ int exec_exit_status(const client::exec_result& r) {
 }
 
 void print_exec_json(std::string_view session, std::string_view command, const client::exec_result& r) {
-  client::json_object j;
+  client::json_value j;
   client::add_exec_result(j, session, command, r);
-  std::string s = j.finish() + "\n";
+  std::string s = client::dump_json(j) + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
 

@@ -55,7 +55,7 @@ constexpr std::string_view kCreateInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files (relative to the session's directory) whose contents key the environment, such as requirements.txt or package-lock.json"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
 constexpr std::string_view kStartInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
-// The fields of a process in `sbsh ps --json` (client::to_json(proc_info)).
+// The fields of a process in `sbsh ps --json` (client::json_of(proc_info)).
 constexpr std::string_view kProcOutput =
     R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}})J";
 constexpr std::string_view kProcsOutput =
@@ -73,9 +73,9 @@ constexpr std::string_view kLogsOutput =
 
 // A command's result: exec --json's record; a failure is isError, a command still running not.
 tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command) {
-  client::json_object j;
+  client::json_value j;
   client::add_exec_result(j, session, command, r);
-  return {json::parse(j.finish()), !r.running && !r.ok(), {}};
+  return {json(j), !r.running && !r.ok(), {}};
 }
 
 tool_outcome refused(const error& e) {
@@ -185,14 +185,14 @@ tool_outcome list_sessions(const json&, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto v = conn->sessions();
   if (!v) return refused(v.err());
-  return {json{{"sessions", json::parse(client::to_json(*v))}}, false, {}};
+  return {json{{"sessions", json(client::json_of(*v))}}, false, {}};
 }
 
 tool_outcome session_result(client::connection& conn, const std::string& name) {
   auto v = conn.sessions();
   if (!v) return refused(v.err());
   for (const auto& s : *v)
-    if (s.name == name) return {json{{"session", json::parse(client::to_json(s))}}, false, {}};
+    if (s.name == name) return {json{{"session", json(client::json_of(s))}}, false, {}};
   return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
 }
 
@@ -232,7 +232,7 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
   auto r = session_result(*conn, spec.name);
   // What the kernel confines it to, read back from sbshd.
   if (auto d = conn->show_session(spec.name); d && !r.is_error)
-    r.structured["definition"] = json::parse(client::to_json(*d)).at("definition");
+    r.structured["definition"] = json(client::json_of(*d)).at("definition");
   return r;
 }
 
@@ -254,7 +254,7 @@ tool_outcome restart_session(const json& args, tool_context& ctx) {
 
 tool_outcome proc_result(const result<client::proc_info>& p, bool failed = false) {
   if (!p) return refused(p.err());
-  return {json::parse(client::to_json(p.value())), failed, {}};
+  return {json(client::json_of(p.value())), failed, {}};
 }
 
 tool_outcome start_process(const json& args, tool_context& ctx) {
@@ -274,7 +274,7 @@ tool_outcome list_processes(const json& args, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto v = conn->processes(args.value("all", false));
   if (!v) return refused(v.err());
-  return {json{{"processes", json::parse(client::to_json(*v))}}, false, {}};
+  return {json{{"processes", json(client::json_of(*v))}}, false, {}};
 }
 
 tool_outcome kill_process(const json& args, tool_context& ctx) {
@@ -317,7 +317,7 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
   });
   if (!p) return refused(p.err());
   bool ok1, ok2;
-  json j = {{"process", json::parse(client::to_json(*p))},
+  json j = {{"process", json(client::json_of(*p))},
             {"stdout", client::utf8_repair(out, &ok1)},
             {"stderr", client::utf8_repair(err, &ok2)},
             {"stdout_truncated", out_cut},
@@ -383,7 +383,7 @@ tool_outcome list_files(const json& args, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false));
   if (!v) return refused(v.err());
-  return {json{{"entries", json::parse(client::to_json(*v))}}, false, {}};
+  return {json{{"entries", json(client::json_of(*v))}}, false, {}};
 }
 
 constexpr tool kTools[] = {

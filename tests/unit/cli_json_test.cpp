@@ -18,15 +18,21 @@ TEST(cli_json, Utf8RepairAndBase64) {
   EXPECT_EQ(base64("f"), "Zg==");
   EXPECT_EQ(base64("fo"), "Zm8=");
   EXPECT_EQ(base64("foo"), "Zm9v");
-  EXPECT_EQ(json_string(std::string("q\"\\\n\x01", 5)), "\"q\\\"\\\\\\n\\u0001\"");
+  EXPECT_EQ(dump_json(std::string("q\"\\\n\x01", 5)), "\"q\\\"\\\\\\n\\u0001\"");
   EXPECT_EQ(rfc3339_ms(1795000000123), "2026-11-18T11:06:40.123Z");
 }
 
 TEST(cli_json, InvalidUtf8NeverBreaksTheDocument) {
-  EXPECT_EQ(json_string("ok \xff"), "\"ok \xef\xbf\xbd\"");
-  json_object o;
-  o.str("a", "\xc3").str_or_null("b", "").signal("c", 9).signal("d", std::nullopt).strs("e", {"x", "y\""});
-  EXPECT_EQ(o.finish(), "{\"a\":\"\xef\xbf\xbd\",\"b\":null,\"c\":\"SIGKILL\",\"d\":null,\"e\":[\"x\",\"y\\\"\"]}");
+  EXPECT_EQ(dump_json("ok \xff"), "\"ok \xef\xbf\xbd\"");
+  json_value o;
+  o["a"] = "\xc3";
+  o["b"] = text_or_null("");
+  o["c"] = signal_json(9);
+  o["d"] = signal_json(std::nullopt);
+  o["e"] = std::vector<std::string>{"x", "y\""};
+  o["f"] = opt_json(std::optional<int>());
+  EXPECT_EQ(dump_json(o),
+            "{\"a\":\"\xef\xbf\xbd\",\"b\":null,\"c\":\"SIGKILL\",\"d\":null,\"e\":[\"x\",\"y\\\"\"],\"f\":null}");
 }
 
 TEST(cli_json, ListingsHaveOneForm) {
