@@ -6,8 +6,9 @@
 //
 // Each option is declared with the variable it fills and, where the value has a form, the
 // check of that form: a wrong value is refused before anything runs, with a message that
-// names the option and says what it takes. CLI11 parses (parse.cpp, the one file that sees
-// its large header); command_line_help.cpp writes --help from the declarations.
+// names the option and says what it takes. CLI11 parses (command_line_parse.cpp, the one
+// file that sees its large header); command_line_help.cpp writes --help from the
+// declarations.
 #pragma once
 
 #include <chrono>
@@ -100,7 +101,7 @@ class command_line {
 
   enum class outcome { run, help_printed };
   // Parses the words after the command's name. On --help, prints the help of the deepest
-  // subcommand given on stdout. Errors are one line, without the "sbsh: " prefix.
+  // subcommand given on stdout. Errors are one line, without the program's prefix ("sbsh: ").
   [[nodiscard]] result<outcome> parse(std::vector<std::string> words);
 
   // After a successful parse: whether this subcommand (or an option by any of its names,
