@@ -64,8 +64,7 @@ std::string describe_difference(const session_def& a, const session_def& b) {
     return d.limits.empty() ? std::string("none") : fmt::format("{}", fmt::join(d.limits, " "));
   };
   if (a.limits != b.limits) diffs.push_back(fmt::format("limits {} (asked: {})", limits(a), limits(b)));
-  if (a.restart != b.restart)
-    diffs.push_back(fmt::format("restart policy {} (asked: {})", policy_name(a.restart), policy_name(b.restart)));
+  if (a.restart != b.restart) diffs.push_back(fmt::format("restart policy {} (asked: {})", a.restart, b.restart));
   auto timeout = [](const session_def& d) {
     return d.timeout_ms == 0 ? std::string("none") : fmt::format("{} ms", d.timeout_ms);
   };
@@ -198,7 +197,7 @@ void server::define_session(const std::string& name, session_def def, uint64_t s
   p.def = std::move(def);
   p.waiters.push_back({serial, std::move(done), std::move(output)});
   if (p.def.snapshot.empty()) return prepare_env(name);
-  snapshot_store::rules rules{p.def.ignore_rules(), p.def.gitignore};
+  snapshot_store::rules rules{ignore_rules(p.def), p.def.gitignore};
   snapshots_.copy(name, p.def.snapshot, rules,
                   [this, name](result<uint64_t> copied) { snapshot_copied(name, std::move(copied)); });
 }

@@ -27,7 +27,7 @@ void server::save_state() {
   activity_save_timer_.reset();  // this write has them
   ipc::sessions_file f;
   for (const auto& [name, s] : sessions_) {
-    f.sessions.emplace(name, spec_of(s->def()));
+    f.sessions.emplace(name, s->def());
     if (s->def().idle_expiry_ms > 0) f.last_active.emplace(name, s->last_active_ms());
   }
   write_atomically(state_file(), ipc::encode(f));

@@ -89,7 +89,7 @@ session_status session::describe() const {
   st.error = sh.failure();
   st.started_at_ms = sh.started_at_ms();
   st.uptime_ms = sh.uptime_ms();
-  st.restart = policy_name(def_.restart);
+  st.restart = def_.restart;
   st.implicit = def_.implicit;
   st.idle_expiry_ms = def_.idle_expiry_ms;
   st.timeout_ms = def_.timeout_ms;
@@ -110,7 +110,7 @@ session_status session::describe() const {
 session_detail session::describe_full() const {
   session_detail d;
   d.status = describe();
-  d.definition = spec_of(def_);
+  d.definition = def_;
   d.definition.root = root_of(def_);    // a snapshot session's root is its copy
   d.definition.environment.clear();  // it may hold secrets, and is long
   d.init_output = jobs_.init_output();

@@ -26,15 +26,6 @@
 
 namespace sbsh::daemon {
 
-std::string_view policy_name(restart_policy p) {
-  switch (p) {
-    case restart_policy::always: return "always";
-    case restart_policy::on_failure: return "on-failure";
-    case restart_policy::never: return "never";
-  }
-  return "always";
-}
-
 std::optional<restart_policy> parse_policy(std::string_view s) {
   if (s == "always") return restart_policy::always;
   if (s == "on-failure") return restart_policy::on_failure;
@@ -195,13 +186,6 @@ status check_ignore_pattern(std::string_view p) {
   return ok_status();
 }
 
-std::vector<std::string> session_def::ignore_rules() const {
-  session_spec s;
-  s.ignore = ignore;
-  s.no_default_ignores = no_default_ignores;
-  return sbsh::ignore_rules(s);
-}
-
 size_t text_size(const session_def& d) {
   size_t n = d.cwd.size() + d.snapshot.size() + d.root.size() + d.setup.size() + d.sbsh_env.size();
   for (const auto* list :
@@ -224,76 +208,14 @@ result<std::vector<std::string>> session_environment(std::vector<std::string> gi
   return out;
 }
 
-session_spec spec_of(const session_def& d) {
-  session_spec s;
-  s.cwd = d.cwd;
-  s.env = d.env;
-  s.init = d.init;
-  s.restart = std::string(policy_name(d.restart));
-  s.limits = d.limits;
-  s.snapshot = d.snapshot;
-  s.root = d.root;
-  s.environment = d.environment;
-  s.implicit = d.implicit;
-  s.idle_expiry_ms = d.idle_expiry_ms;
-  s.timeout_ms = d.timeout_ms;
-  s.ignore = d.ignore;
-  s.no_default_ignores = d.no_default_ignores;
-  s.gitignore = d.gitignore;
-  s.keep_copy_on_failure = d.keep_copy_on_failure;
-  s.special_skipped = d.special_skipped;
-  s.setup = d.setup;
-  s.setup_keys = d.setup_keys;
-  s.sbsh_env = d.sbsh_env;
-  s.confine = d.confine;
-  s.allow_write = d.allow_write;
-  s.allow_read = d.allow_read;
-  s.read_only = d.read_only;
-  s.no_network = d.no_network;
-  s.landlock_abi = d.landlock_abi;
-  s.memory_max = d.memory_max;
-  s.pids_max = d.pids_max;
-  s.cpu_millis = d.cpu_millis;
-  s.cgroup = d.cgroup;
-  return s;
-}
-
 result<session_def> def_from_saved(session_spec spec) {
   session_def d;
-  d.cwd = std::move(spec.cwd);
-  d.env = std::move(spec.env);
-  d.init = std::move(spec.init);
-  d.limits = std::move(spec.limits);
-  d.snapshot = std::move(spec.snapshot);
-  d.root = std::move(spec.root);
-  d.environment = std::move(spec.environment);
-  d.implicit = spec.implicit;
-  d.idle_expiry_ms = spec.idle_expiry_ms;
-  d.timeout_ms = spec.timeout_ms;
-  d.ignore = std::move(spec.ignore);
-  d.no_default_ignores = spec.no_default_ignores;
-  d.gitignore = spec.gitignore;
-  d.keep_copy_on_failure = spec.keep_copy_on_failure;
-  d.special_skipped = spec.special_skipped;
-  d.setup = std::move(spec.setup);
-  d.setup_keys = std::move(spec.setup_keys);
-  d.sbsh_env = std::move(spec.sbsh_env);
-  d.confine = spec.confine;
-  d.allow_write = std::move(spec.allow_write);
-  d.allow_read = std::move(spec.allow_read);
-  d.read_only = std::move(spec.read_only);
-  d.no_network = spec.no_network;
-  d.landlock_abi = spec.landlock_abi;
-  d.memory_max = spec.memory_max;
-  d.pids_max = spec.pids_max;
-  d.cpu_millis = spec.cpu_millis;
-  d.cgroup = std::move(spec.cgroup);
+  static_cast<session_spec&>(d) = std::move(spec);
+  d.name.clear();  // the session table's
   if (auto s = check_environment(d.environment); !s) return s.err();
-  auto p = parse_policy(spec.restart);
-  if (!p)
-    return make_error(ipc::errc::bad_request,
-                      fmt::format("restart policy '{}' is not always, on-failure or never", ipc::printable(spec.restart, 32)));
-  d.restart = *p;
+  if (!parse_policy(d.restart))
+    return make_error(ipc::errc::bad_request, fmt::format("restart policy '{}' is not always, on-failure or never",
+                                                          ipc::printable(d.restart, 32)));
   if (auto s = check_def(d); !s) return s.err();
   if (auto s = normalize_limits(d.limits); !s) return s.err();
   return d;

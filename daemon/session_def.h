@@ -15,44 +15,19 @@
 namespace sbsh::daemon {
 
 enum class restart_policy { always, on_failure, never };
+std::optional<restart_policy> parse_policy(std::string_view s);
 
-struct session_def {
-  std::string cwd;                 // where every new shell starts
-  std::vector<std::string> env;    // NAME=VALUE added to the shell's environment
-  std::vector<std::string> init;   // run in every new shell before any queued command
-  std::vector<std::string> limits; // resource limits of the shell, canonical (common/limits.h)
-  std::string snapshot;            // the directory copied for the session (its cwd is the copy)
-  std::string root;                // the directory it is confined to (session_spec::root); see root_of()
-  restart_policy restart = restart_policy::always;
-  // The environment every shell starts with, before `env` (session_spec::environment): the
-  // creating client's. Not part of what makes two definitions the same: the first creator's
-  // stays.
-  std::vector<std::string> environment;
-  bool implicit = false;        // made by exec -s or start -s
-  uint64_t idle_expiry_ms = 0;  // removed after this long idle; 0: never
-  uint64_t timeout_ms = 0;      // of a command that gives none; 0: none
-  // What the snapshot's copy leaves out (session_spec::ignore and what follows it).
-  std::vector<std::string> ignore;
-  bool no_default_ignores = false;
-  bool gitignore = false;
-  bool keep_copy_on_failure = false;  // removing the session keeps the copy if the last command failed
-  uint64_t special_skipped = 0;       // fifos, sockets and devices the copy skipped
-  // The environment built once and shared (session_spec::setup): the setup, the files whose
-  // contents key it (absolute once the definition is settled), and its directory once built.
-  std::string setup;
-  std::vector<std::string> setup_keys;
-  std::string sbsh_env;
-  // Confinement by the kernel (session_spec::confine and what follows it).
-  bool confine = false;
-  std::vector<std::string> allow_write, allow_read, read_only;
-  bool no_network = false;
-  uint64_t landlock_abi = 0;  // in force, read back
-  // Resources by a cgroup of the session's own (session_spec::memory_max and what follows it).
-  uint64_t memory_max = 0, pids_max = 0, cpu_millis = 0;
-  std::string cgroup;  // its directory, read back
+// A session's definition as sbshd holds it: the session_spec a client sent or the state file
+// kept (ipc/records.h), checked by def_from_request or def_from_saved (absolute paths,
+// canonical limits, a known restart policy). It is sent back and saved as it is, as a
+// session_spec; its name is the session table's, left empty here.
+struct session_def : session_spec {
+  // The restart policy `restart` names (checked when the definition was made).
+  [[nodiscard]] restart_policy policy() const { return parse_policy(restart).value_or(restart_policy::always); }
   [[nodiscard]] bool has_cgroup_limits() const { return memory_max != 0 || pids_max != 0 || cpu_millis != 0; }
   // Whether `o` defines the same shells (environment, implicitness, expiry and default
-  // timeout aside).
+  // timeout aside, and what is read back: the copy's skipped files, the environment's
+  // directory, the Landlock ABI, the cgroup).
   [[nodiscard]] bool same_shells(const session_def& o) const {
     return cwd == o.cwd && env == o.env && init == o.init && limits == o.limits && snapshot == o.snapshot &&
            root == o.root && restart == o.restart && same_copy(o) && setup == o.setup && setup_keys == o.setup_keys &&
@@ -64,8 +39,6 @@ struct session_def {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&
            keep_copy_on_failure == o.keep_copy_on_failure;
   }
-  // The patterns the copy leaves out, in the order they apply.
-  [[nodiscard]] std::vector<std::string> ignore_rules() const;
   bool operator==(const session_def& o) const {
     return same_shells(o) && environment == o.environment && implicit == o.implicit &&
            idle_expiry_ms == o.idle_expiry_ms && timeout_ms == o.timeout_ms;
@@ -105,9 +78,6 @@ result<std::string> start_dir(std::string_view given, std::string_view base, con
 result<std::vector<std::string>> session_environment(std::vector<std::string> given);
 inline constexpr size_t kMaxSessionEnv = 1u << 20;
 
-std::string_view policy_name(restart_policy p);
-std::optional<restart_policy> parse_policy(std::string_view s);
-
 // Whether `p` can be given as an ignore pattern (one gitignore line that is not a comment
 // or blank); the error says what is wrong with it.
 status check_ignore_pattern(std::string_view p);
@@ -115,8 +85,6 @@ status check_ignore_pattern(std::string_view p);
 // The bytes of text a definition holds (what ipc::kMaxDefinitionText bounds).
 size_t text_size(const session_def& d);
 
-// A definition as it travels (a session_spec without its name; ipc/messages.h).
-session_spec spec_of(const session_def& d);
 // Checks a definition that was sent (a session_create request) or saved (the state file)
 // and puts its limits in canonical form; the error says what is wrong.
 result<session_def> def_from_request(session_spec spec);

@@ -444,8 +444,8 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
   bool failed_start = !events_->ran_user_commands() || events_->init_failed();
   bool forced = forcing_restart_;
   bool clean_exit = exit_code && *exit_code == 0 && !signal;
-  bool wanted = forced || def.restart == restart_policy::always ||
-                (def.restart == restart_policy::on_failure && !clean_exit);
+  bool wanted =
+      forced || def.policy() == restart_policy::always || (def.policy() == restart_policy::on_failure && !clean_exit);
   bool hopeless = std::exchange(start_failed_, false) && !forced;
   shell_loss loss{exit_code, signal, why, wanted && !hopeless, never_served};
   events_->shell_lost(gen, loss);  // the next generation is gen + 1
@@ -462,7 +462,7 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
   }
   if (!wanted) {
     state_ = session_state::exited;
-    failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, policy_name(def.restart));
+    failure_ = fmt::format("its shell ended ({}) and its restart policy is {}", why, def.restart);
     events_->shell_changed();  // refuses what is queued
     return;
   }
