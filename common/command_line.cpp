@@ -12,24 +12,6 @@
 
 namespace sbsh::cli {
 
-namespace {
-
-// Decimal digits only: no sign, space or suffix; nullopt when empty, anything else, or
-// more than 2^64-1 (where strtoull would wrap a sign around or saturate).
-std::optional<uint64_t> parse_digits(std::string_view v) {
-  if (v.empty()) return std::nullopt;
-  uint64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return std::nullopt;
-    auto d = static_cast<uint64_t>(c - '0');
-    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
-    n = n * 10 + d;
-  }
-  return n;
-}
-
-}  // namespace
-
 command_line::command_line(std::string path, std::string_view summary) : path_(std::move(path)), summary_(summary) {
   // CLI11's own -h,--help is there already; this entry is for prepare() and the help text.
   declare("-h,--help", "", "print this help and exit", false, {}, nullptr, {});
@@ -44,6 +26,19 @@ std::vector<std::string_view> command_line::spellings(std::string_view names) {
     at = comma + 1;
   }
   return out;
+}
+
+// No sign, space or suffix: strtoull would wrap a sign around or saturate.
+std::optional<uint64_t> command_line::parse_digits(std::string_view v) {
+  if (v.empty()) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    auto d = static_cast<uint64_t>(c - '0');
+    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+    n = n * 10 + d;
+  }
+  return n;
 }
 
 void command_line::describe(std::string_view text) { description_ = text; }
@@ -71,9 +66,8 @@ void command_line::flag(std::string_view names, std::string_view help, bool& int
   declare(names, "", help, false, {}, &into, {});
 }
 
-void command_line::number(std::string_view names, std::string_view value_name, std::string_view help, uint64_t& into,
-                          std::string_view what, uint64_t min, uint64_t max) {
-  auto check = [what = std::string(what), min, max](std::string_view option, const std::string& v) -> std::string {
+value_check command_line::number_check(std::string_view what, uint64_t min, uint64_t max) {
+  return [what = std::string(what), min, max](std::string_view option, const std::string& v) -> std::string {
     std::string range = max == std::numeric_limits<uint64_t>::max() ? fmt::format("{} or more", min)
                                                                     : fmt::format("{} to {}", min, max);
     std::string refused = fmt::format("{} takes {}, not '{}'", option, what, v);
@@ -83,7 +77,6 @@ void command_line::number(std::string_view names, std::string_view value_name, s
     if (!n || *n < min) return fmt::format("{} ({}, in decimal digits only)", refused, range);
     return "";
   };
-  declare(names, value_name, help, false, check, nullptr, [&into](const std::string& v) { into = *parse_digits(v); });
 }
 
 void command_line::duration(std::string_view names, std::string_view value_name, std::string_view help,

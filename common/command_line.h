@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,10 +66,14 @@ class command_line {
   void repeated(std::string_view names, std::string_view value_name, std::string_view help,
                 std::vector<std::string>& into, value_check check = {});
   void flag(std::string_view names, std::string_view help, bool& into);
-  // A whole number from `min` to `max`, in decimal digits only: no sign, no spaces, no
-  // suffix. `what` says what it counts, for the refusal ("a number of lines").
-  void number(std::string_view names, std::string_view value_name, std::string_view help, uint64_t& into,
-              std::string_view what, uint64_t min, uint64_t max);
+  // A whole number from `min` to `max` (which T holds), in decimal digits only: no sign, no
+  // spaces, no suffix. `what` says what it counts, for the refusal ("a number of lines").
+  template <std::unsigned_integral T>
+  void number(std::string_view names, std::string_view value_name, std::string_view help, T& into,
+              std::string_view what, uint64_t min, uint64_t max) {
+    declare(names, value_name, help, false, number_check(what, min, max), nullptr,
+            [&into](const std::string& v) { into = static_cast<T>(*parse_digits(v)); });
+  }
   // An option whose value `read` turns into a T, or refuses with the whole message (which
   // names `option`, as a value_check's does).
   template <class T>
@@ -135,6 +140,9 @@ class command_line {
   struct option_word;
 
   static std::vector<std::string_view> spellings(std::string_view names);  // "-s", "--session"
+  // Decimal digits only; nullopt when empty, anything else, or more than 2^64-1.
+  static std::optional<uint64_t> parse_digits(std::string_view v);
+  static value_check number_check(std::string_view what, uint64_t min, uint64_t max);
   void declare(std::string_view names, std::string_view value_name, std::string_view help, bool many, value_check check,
                bool* flag, std::function<void(const std::string&)> store);
   declared_option* find_option(std::string_view spelling);

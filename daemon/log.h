@@ -14,9 +14,13 @@
 
 namespace sbsh::daemon {
 
+// What log_options::level and ::format take (sbshd's --log-level and --log-format).
+inline constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+inline constexpr std::string_view kLogFormats[] = {"text", "json"};
+
 struct log_options {
-  std::string level = "info";   // trace, debug, info, warn, error, critical, off
-  std::string format = "text";  // text or json
+  std::string level = "info";   // one of kLogLevels
+  std::string format = "text";  // one of kLogFormats
   // Empty: stderr, or the journal when stderr is the journal's stream (stderr_is_journal).
   // Otherwise this file, renamed to NAME.1.log when it would grow past max_bytes, the older
   // ones to NAME.2.log, ... and the oldest of `files` rotated ones deleted. The descriptor of

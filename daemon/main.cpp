@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -61,12 +62,7 @@ std::function<result<uint64_t>(std::string_view, const std::string&)> read_ms(bo
   };
 }
 
-// Whole numbers, read as sbsh reads them, then stored in the fields' own types.
-struct numbers {
-  uint64_t log_files, spare_wrappers, max_clients, stalled_client_ms, keep_finished;
-};
-
-void declare(command_line& cl, sbsh::daemon::run_options& o, numbers& n, bool& version) {
+void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version) {
   cl.describe(
       "Keeps persistent bash sessions and runs commands in them for sbsh clients. sbsh starts it when none "
       "answers; systemd can too (sbshd.service).");
@@ -78,13 +74,13 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, numbers& n, bool& v
             sbsh::cli::check_not_empty("a directory"));
   cl.flag("--foreground", "stay attached to the terminal; log to stderr", o.foreground);
   cl.option("--log-level", "LEVEL", "trace, debug, info, warn, error, critical or off (default: info)", o.log.level,
-            sbsh::cli::check_one_of({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+            sbsh::cli::check_one_of({std::begin(sbsh::daemon::kLogLevels), std::end(sbsh::daemon::kLogLevels)}));
   cl.option("--log-format", "FORMAT", "text or json (default: text)", o.log.format,
-            sbsh::cli::check_one_of({"text", "json"}));
+            sbsh::cli::check_one_of({std::begin(sbsh::daemon::kLogFormats), std::end(sbsh::daemon::kLogFormats)}));
   cl.converted<uint64_t>("--log-size", "MIB",
                          "MiB that STATE/sbshd.log (without --foreground) may reach before it is rotated (default: 10)",
                          o.log.max_bytes, read_mib);
-  cl.number("--log-files", "N", "rotated sbshd.log files kept, sbshd.1.log and on (default: 3)", n.log_files,
+  cl.number("--log-files", "N", "rotated sbshd.log files kept, sbshd.1.log and on (default: 3)", o.log.files,
             "a number of files", 1, 100);
   cl.option("--wrapper", "PATH", "path of sbsh-wrapper (default: beside sbshd)", o.wrapper_path,
             sbsh::cli::check_not_empty("a path"));
@@ -96,7 +92,7 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, numbers& n, bool& v
                          o.log_cap, read_mib);
   cl.number("--spare-wrappers", "N",
             "wrappers kept started ahead of need, so that a new session does not wait for one (0: none; default: 1)",
-            n.spare_wrappers, "a number of wrappers", 0, 16);
+            o.spare_wrappers, "a number of wrappers", 0, 16);
   cl.converted<uint64_t>("--env-cap", "SIZE",
                          "size that all environments built by session setups may reach together; the least recently "
                          "used that no session uses are deleted to stay within it (0: no cap; default: 10G)",
@@ -111,19 +107,18 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, numbers& n, bool& v
                          o.idle_expiry_ms, read_ms(true));
   cl.flag("--version", "print the version and exit", version);
   // Bounds that tests lower to reach them quickly; without help, they are not listed (bounds.h).
-  cl.number("--max-clients", "N", "", n.max_clients, "a number of clients", 1, 1 << 20);
-  cl.number("--stalled-client-ms", "MS", "", n.stalled_client_ms, "a number of milliseconds", 1, 1 << 30);
-  cl.number("--keep-finished", "N", "", n.keep_finished, "a number of processes", 1, 1 << 20);
+  cl.number("--max-clients", "N", "", o.max_clients, "a number of clients", 1, 1 << 20);
+  cl.number("--stalled-client-ms", "MS", "", o.stalled_client_ms, "a number of milliseconds", 1, 1 << 30);
+  cl.number("--keep-finished", "N", "", o.keep_finished, "a number of processes", 1, 1 << 20);
 }
 
 }  // namespace
 
 static int unguarded_main(int argc, char** argv) {
   sbsh::daemon::run_options o;
-  numbers n{o.log.files, o.spare_wrappers, o.max_clients, o.stalled_client_ms, o.keep_finished};
   bool version = false;
   command_line cl("sbshd", "");
-  declare(cl, o, n, version);
+  declare(cl, o, version);
   auto parsed = cl.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed) {
     std::fprintf(stderr, "sbshd: %s\n", parsed.err().message.c_str());
@@ -134,11 +129,6 @@ static int unguarded_main(int argc, char** argv) {
     std::puts("sbshd " SBSH_VERSION);
     return 0;
   }
-  o.log.files = static_cast<uint32_t>(n.log_files);
-  o.spare_wrappers = static_cast<unsigned>(n.spare_wrappers);
-  o.max_clients = n.max_clients;
-  o.stalled_client_ms = n.stalled_client_ms;
-  o.keep_finished = n.keep_finished;
   return sbsh::daemon::run_or_die(std::move(o));
 }
 
