@@ -48,8 +48,7 @@ class adopt_test : public daemon_test {
   // The directory of the session's shell (its wrapper's --dir): where its adoption socket is.
   std::string link_dir_of(const std::string& session) {
     auto st = session_pids(session);
-    std::ifstream f("/proc/" + std::to_string(st.wrapper_pid) + "/cmdline");
-    std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string raw = proc_file(static_cast<pid_t>(st.wrapper_pid), "cmdline");
     std::string flag = std::string("--dir") + '\0';
     size_t at = raw.find(flag);
     if (at == std::string::npos) return "";

@@ -22,18 +22,38 @@
 #include <sstream>
 #include <thread>
 
+#include "ipc/fd.h"
+
 namespace sbsh::test {
 
 std::string bin(const std::string& name) { return std::string(SBSH_BIN_DIR) + "/" + name; }
 std::string helper() { return bin("sbsh-test-helper"); }
 
+std::string proc_file(pid_t pid, const std::string& name) {
+  return read_file("/proc/" + std::to_string(pid) + "/" + name);
+}
+
+std::optional<proc_stat> stat_of(pid_t pid) {
+  std::string line = proc_file(pid, "stat");  // "pid (comm) S ppid ...": comm may hold ')'
+  auto lp = line.find('('), rp = line.rfind(')');
+  if (lp == std::string::npos || rp == std::string::npos || rp < lp || rp + 4 >= line.size()) return std::nullopt;
+  return proc_stat{line.substr(lp + 1, rp - lp - 1), line[rp + 2],
+                   static_cast<pid_t>(std::atol(line.c_str() + rp + 4))};
+}
+
+long status_kb(pid_t pid, const std::string& key) {
+  std::istringstream f(proc_file(pid, "status"));
+  std::string k;
+  long v = 0;
+  while (f >> k)
+    if (k == key + ":") return f >> v ? v : -1;
+  return -1;
+}
+
 bool pid_alive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(f, line);
-  auto rp = line.rfind(')');
-  return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
+  auto st = stat_of(pid);
+  return st && st->state != 'Z';
 }
 
 size_t open_fds(pid_t pid) {
@@ -46,27 +66,17 @@ size_t open_fds(pid_t pid) {
 }
 
 std::string cmdline_of(pid_t pid) {
-  // read(2), not a stream: a process that ends while it is read makes libstdc++ throw.
-  std::string line;
-  int fd = ::open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return line;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) line.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  std::string line = proc_file(pid, "cmdline");
   std::replace(line.begin(), line.end(), '\0', ' ');
   if (!line.empty() && line.back() == ' ') line.pop_back();
   return line;
 }
 
 pid_t parent_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(f, line);
-  auto rp = line.rfind(')');
-  return rp != std::string::npos && rp + 4 < line.size() ? std::atoi(line.c_str() + rp + 4) : 0;  // ") S ppid ..."
+  auto st = stat_of(pid);
+  return st ? st->ppid : 0;
 }
 
-namespace {
 std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
   std::vector<pid_t> out;
   std::error_code ec;
@@ -80,7 +90,6 @@ std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>
   }
   return out;
 }
-}  // namespace
 
 std::vector<pid_t> processes_with(const std::string& needle) {
   return processes_where([&](const std::string& line) { return line.find(needle) != std::string::npos; });
@@ -95,13 +104,11 @@ bool has_child(pid_t parent, const std::string& comm) { return child_pid(parent,
 pid_t child_pid(pid_t parent, const std::string& comm) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    std::ifstream f(e.path() / "stat");
-    std::string line;
-    if (!std::getline(f, line)) continue;
-    auto lp = line.find('('), rp = line.rfind(')');
-    if (lp == std::string::npos || rp == std::string::npos || rp + 4 >= line.size()) continue;
-    if (line.substr(lp + 1, rp - lp - 1) != comm || line[rp + 2] == 'Z') continue;
-    if (std::atol(line.c_str() + rp + 4) == parent) return std::atoi(e.path().filename().c_str());  // "S ppid ..."
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto pid = static_cast<pid_t>(std::stol(name));
+    auto st = stat_of(pid);
+    if (st && st->comm == comm && st->state != 'Z' && st->ppid == parent) return pid;
   }
   return 0;
 }
@@ -135,10 +142,20 @@ std::string shell_quote(const std::string& s) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream out;
-  if (f) out << f.rdbuf();
-  return std::move(out).str();
+  // read(2), not a stream: a /proc file whose process ends while it is read makes libstdc++
+  // throw.
+  std::string out;
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return out;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 int raw_connect(const std::string& path) {

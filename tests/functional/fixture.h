@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,24 @@ std::string bin(const std::string& name);       // build/bin/NAME
 std::string helper();                           // the test helper binary
 bool pid_alive(pid_t pid);                      // exists and is not a zombie
 size_t open_fds(pid_t pid);                     // entries of /proc/PID/fd
+// The text of /proc/PID/NAME, "" when the process is gone. Every read of a process's /proc
+// files goes through here: a process that ends while it is read makes libstdc++'s streams
+// throw.
+std::string proc_file(pid_t pid, const std::string& name);
+struct proc_stat {  // from /proc/PID/stat
+  std::string comm;
+  char state = '?';  // 'R', 'S', 'Z', ...
+  pid_t ppid = 0;
+};
+std::optional<proc_stat> stat_of(pid_t pid);        // none when it is gone
+long status_kb(pid_t pid, const std::string& key);  // VmRSS, VmHWM, ... of /proc/PID/status; -1 when gone
 std::string cmdline_of(pid_t pid);              // its words joined by spaces; "" when it is gone
 pid_t parent_of(pid_t pid);                     // 0 when it is gone
 // Live processes other than this one whose command line (words joined by spaces) holds
-// `needle`, or is exactly `cmdline`.
+// `needle`, is exactly `cmdline`, or matches.
 std::vector<pid_t> processes_with(const std::string& needle);
 std::vector<pid_t> processes_running(const std::string& cmdline);
+std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match);
 bool has_child(pid_t parent, const std::string& comm);  // a live child with that name
 pid_t child_pid(pid_t parent, const std::string& comm);  // its pid, or 0 when there is none
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit);
@@ -45,8 +58,7 @@ std::vector<char*> exec_argv(const std::vector<std::string>& argv);
 // 5 s receive timeout; -1 when nothing listens.
 int raw_connect(const std::string& path);
 std::string trim(std::string s);  // without trailing newlines and spaces
-// The bytes of the file at `path`, "" when it cannot be read. In one read of the stream's
-// buffer: a character iterator over a large file is slow in the tests' unoptimized build.
+// The bytes of the file at `path`: what could be read, "" when it cannot be opened.
 std::string read_file(const std::string& path);
 
 class daemon_test : public ::testing::Test {

@@ -21,11 +21,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 class lifetime_test : public daemon_test {
  protected:
   void TearDown() override {

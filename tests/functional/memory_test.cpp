@@ -29,19 +29,6 @@
 
 namespace sbsh::test::memory_tests {
 
-// VmRSS or VmHWM of a process, in KiB.
-long status_kb(pid_t pid, const std::string& key) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string k;
-  long v = 0;
-  while (f >> k)
-    if (k == key + ":") {
-      f >> v;
-      return v;
-    }
-  return -1;
-}
-
 // What sbshd may hold at its peak: every client's share (ipc::kMaxClientMemory), one frame
 // more read before the bound is enforced, that frame decoded, and sbshd's own 32 MiB.
 constexpr long kBoundKb =

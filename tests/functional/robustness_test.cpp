@@ -297,20 +297,12 @@ TEST_F(autostart_test, ConcurrentClientsStartOneDaemon) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 8);
   // Exactly one sbshd serves this socket.
-  int daemons = 0;
-  pid_t found = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::string argv0 = cmd.substr(0, cmd.find('\0'));
-    if (argv0.ends_with("sbshd") && cmd.find(sock) != std::string::npos) {
-      ++daemons;
-      found = static_cast<pid_t>(std::stol(e.path().filename().string()));
-    }
-  }
-  EXPECT_EQ(daemons, 1);
+  auto daemons = processes_where([&](const std::string& cmd) {
+    return cmd.substr(0, cmd.find(' ')).ends_with("sbshd") && cmd.find(sock) != std::string::npos;
+  });
+  ASSERT_EQ(daemons.size(), 1u);
   run({bin("sbsh"), "--socket", sock, "shutdown"});
-  EXPECT_TRUE(wait_until([&] { return !pid_alive(found); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(daemons[0]); }, std::chrono::seconds(10)));
 }
 
 }  // namespace robustness_tests
@@ -360,26 +352,14 @@ TEST_F(robustness_test, FramesModeCarriesOutputAndStdin) {
   EXPECT_EQ(err, "done\n");
 }
 
-long rss_kb(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long v = 0;
-  while (f >> key)
-    if (key == "VmRSS:") {
-      f >> v;
-      return v;
-    }
-  return -1;
-}
-
 TEST_F(robustness_test, ASlowReaderDoesNotGrowTheDaemon) {
   frames_client c(sock);
-  long before = rss_kb(daemon_pid);
+  long before = status_kb(daemon_pid, "VmRSS");
   ipc::frame_builder ex(ipc::msg_type::exec, 2);
   ex.str("session", "slow").str("command", helper() + " write 300000000");
   ASSERT_TRUE(c.ch().send(ex.finish()).ok());
   std::this_thread::sleep_for(std::chrono::seconds(2));  // not reading: the command must wait
-  long during = rss_kb(daemon_pid);
+  long during = status_kb(daemon_pid, "VmRSS");
   EXPECT_LT(during - before, 16 * 1024) << "sbshd grew by " << (during - before) << " kB";
   uint64_t got = 0;
   for (;;) {

@@ -27,10 +27,8 @@ std::string read_file(const std::string& path) {
 }
 
 char process_state(pid_t pid) {
-  std::string line;
-  std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/stat"), line);
-  auto rp = line.rfind(')');
-  return rp != std::string::npos && rp + 2 < line.size() ? line[rp + 2] : '?';
+  auto st = stat_of(pid);
+  return st ? st->state : '?';
 }
 
 class snapshot_test : public daemon_test {

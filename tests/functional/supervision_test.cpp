@@ -211,14 +211,13 @@ std::vector<pid_t> spares_of(pid_t daemon) {
   std::vector<pid_t> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    std::ifstream stat(e.path() / "stat"), cmdline(e.path() / "cmdline");
-    std::string line, args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (!std::getline(stat, line) || args.compare(0, kWrapper.size(), kWrapper) != 0 ||
-        args.find(kSpare) == std::string::npos)
-      continue;
-    auto rp = line.rfind(')');
-    if (rp == std::string::npos || rp + 4 >= line.size() || line[rp + 2] == 'Z') continue;
-    if (std::atol(line.c_str() + rp + 4) == daemon) out.push_back(std::atoi(e.path().filename().c_str()));
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto pid = static_cast<pid_t>(std::stol(name));
+    std::string args = proc_file(pid, "cmdline");
+    if (args.compare(0, kWrapper.size(), kWrapper) != 0 || args.find(kSpare) == std::string::npos) continue;
+    auto st = stat_of(pid);
+    if (st && st->state != 'Z' && st->ppid == daemon) out.push_back(pid);
   }
   return out;
 }
@@ -393,13 +392,10 @@ TEST_F(supervision_test, TwoHundredSessionsCreatedAndRemovedLeaveNothing) {
     EXPECT_FALSE(pid_alive(static_cast<pid_t>(s)));
   }
   // Nothing of theirs is left: no process in their sessions, no descriptor in sbshd.
-  int left = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.rfind("sleep", 0) == 0 && cmd.find("3017") != std::string::npos) ++left;
-  }
-  EXPECT_EQ(left, 0);
+  EXPECT_EQ(processes_where([](const std::string& cmd) {
+              return cmd.starts_with("sleep") && cmd.find("3017") != std::string::npos;
+            }).size(),
+            0u);
   EXPECT_TRUE(wait_until([&] { return open_fds(daemon_pid) <= fds_before + 2; }, std::chrono::seconds(5)))
       << open_fds(daemon_pid) << " vs " << fds_before;
 }
