@@ -77,13 +77,19 @@ pid_t parent_of(pid_t pid) {
   return st ? st->ppid : 0;
 }
 
-std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
+std::vector<pid_t> all_pids() {
   std::vector<pid_t> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto pid = static_cast<pid_t>(std::stol(name));
+    if (name.find_first_not_of("0123456789") == std::string::npos) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
+  std::vector<pid_t> out;
+  for (pid_t pid : all_pids()) {
     if (pid == ::getpid()) continue;
     std::string line = cmdline_of(pid);
     if (!line.empty() && match(line) && pid_alive(pid)) out.push_back(pid);
@@ -102,11 +108,7 @@ std::vector<pid_t> processes_running(const std::string& cmdline) {
 bool has_child(pid_t parent, const std::string& comm) { return child_pid(parent, comm) > 0; }
 
 pid_t child_pid(pid_t parent, const std::string& comm) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto pid = static_cast<pid_t>(std::stol(name));
+  for (pid_t pid : all_pids()) {
     auto st = stat_of(pid);
     if (st && st->comm == comm && st->state != 'Z' && st->ppid == parent) return pid;
   }

@@ -209,11 +209,7 @@ TEST_F(missing_shell_test, AShellThatCannotLoadTheBuiltinIsRefusedByName) {
 std::vector<pid_t> spares_of(pid_t daemon) {
   static const std::string kWrapper("sbsh-wrapper\0", 13), kSpare("\0--spare\0", 9);
   std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto pid = static_cast<pid_t>(std::stol(name));
+  for (pid_t pid : all_pids()) {
     std::string args = proc_file(pid, "cmdline");
     if (args.compare(0, kWrapper.size(), kWrapper) != 0 || args.find(kSpare) == std::string::npos) continue;
     auto st = stat_of(pid);
