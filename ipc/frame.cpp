@@ -285,11 +285,12 @@ result<std::optional<std::string_view>> frame_reader::next_body() {
     if (kept_.size() - begin_ < 4) return std::optional<std::string_view>{};
     auto len = frame_length(kept_.data() + begin_);
     if (!len) return len.err();
-    size_t end = begin_ + 4 + len.value();
-    if (kept_.size() < end) keep(std::min(in_len_, end - kept_.size()), end);
-    if (kept_.size() < end) return std::optional<std::string_view>{};
+    // Counted from begin_, which keep() moves to 0 when it drops the frames taken before.
+    size_t frame = 4 + size_t{len.value()};
+    if (kept_.size() - begin_ < frame) keep(std::min(in_len_, frame - (kept_.size() - begin_)), begin_ + frame);
+    if (kept_.size() - begin_ < frame) return std::optional<std::string_view>{};
     std::string_view body(kept_.data() + begin_ + 4, len.value());
-    begin_ = end;
+    begin_ += frame;
     return std::optional<std::string_view>{body};
   }
   // Straight from the fed bytes: the common case, a read that holds whole frames.

@@ -94,5 +94,7 @@ int main(int argc, char** argv) {
   reply.u64("stream", 1).bin("data", "out\0put", 7);
   write(dir + "/frames/output", std::string(1, '\x3c') + reply.take());
   write(dir + "/frames/all_split", std::string(1, '\x80') + all);
+  // Reads of 59 bytes, the reader paused every 2 frames: a kept frame with another begun behind it.
+  write(dir + "/frames/all_paused", std::string(1, '\xb4') + all);
   return 0;
 }

@@ -149,6 +149,39 @@ TEST(frame, FramesSurviveAnySplitAndPause) {
   }
 }
 
+// A pause can keep a whole frame and part of the next. Once the whole one is taken, the
+// bytes that complete the other may arrive with more frames behind them: all come out.
+TEST(frame, AFrameBegunBehindAKeptOneIsCompletedAndWhatFollowsKept) {
+  std::string frames[4];
+  for (uint64_t i = 0; i < 4; ++i) {
+    frame_builder f(msg_type::output, i + 1);
+    f.bin("data", std::string(40, 'x').data(), 40);
+    frames[i] = f.take();
+  }
+  std::string first = frames[0] + frames[1] + frames[2].substr(0, 10);
+  std::string second = frames[2].substr(10) + frames[3];
+  frame_reader r;
+  std::vector<uint64_t> ids;
+  auto take = [&] {
+    auto b = r.next_body();
+    EXPECT_TRUE(b.ok());
+    if (!b.ok() || !b.value()) return false;
+    ids.push_back(message::parse(b.value()->data(), b.value()->size())->id());
+    return true;
+  };
+  r.feed(first.data(), first.size());
+  ASSERT_TRUE(take());
+  r.keep_rest();  // paused: the second frame and the third's beginning are kept
+  r.feed(second.data(), second.size());
+  while (take()) {
+  }
+  r.feed("", 0);
+  while (take()) {
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(r.buffered(), 0u);
+}
+
 TEST(frame, GarbageIsAnErrorNeverACrash) {
   EXPECT_FALSE(message::parse("\x93\x01\x02\x03", 4).ok());      // array
   EXPECT_FALSE(message::parse("\x81\x01\x02", 3).ok());          // non-string key
