@@ -217,17 +217,20 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
 
   // The outer subshell, the keeper, becomes a child subreaper, survives every signal it can
   // catch (kill signals the whole group; its caught traps are reset to their defaults in the
-  // command's subshell), reports "+" once its redirections are open (then sbshd drops its own
-  // copies of the write ends) and the command's status when it ends; then it lets go of the
-  // logs and waits for every process the command left (proc_table.h). The command runs in an
-  // inner subshell without the status descriptor, so nothing it starts can hold it, and
-  // `exit` or `set -e` inside it end only the inner one. '__sbsh serve' is sbsh's builtin
-  // (shell/sbsh_builtin.c); a shell with an older one refuses "keep" and "reap" quietly.
+  // command's subshell), leaves at once when nobody reads its status any more ("keep" answers
+  // SBSH_KEEPER_UNREAD: sbshd gave the start up, or went), reports "+" once its redirections
+  // are open (then sbshd drops its own copies of the write ends) and the command's status
+  // when it ends; then it lets go of the logs and waits for every process the command left
+  // (proc_table.h). The command runs in an inner subshell without the status descriptor, so
+  // nothing it starts can hold it, and `exit` or `set -e` inside it end only the inner one.
+  // '__sbsh serve' is sbsh's builtin (shell/sbsh_builtin.c); a shell with an older one
+  // refuses "keep" and "reap" quietly.
   std::string dir = fmt::format("/proc/{}/fd/", srv_.pid());
   std::string text = fmt::format(
-      "(__sbsh_o=$-\n\\builtin set +e\n'__sbsh serve' keep 2>/dev/null\n\\builtin trap : {}\n"
+      "(__sbsh_o=$-\n\\builtin set +e\n'__sbsh serve' keep 2>/dev/null\n[[ $? != {} ]] || \\builtin exit\n"
+      "\\builtin trap : {}\n"
       "\\builtin echo + >&3\n([[ $__sbsh_o == *e* ]] && \\builtin set -e\n",
-      keeper_signals());
+      SBSH_KEEPER_UNREAD, keeper_signals());
   if (!cwd.empty()) text += fmt::format("\\builtin cd -- {} || \\builtin exit 1\n", shell_quote(cwd));
   for (auto e : start->env) text += fmt::format("\\builtin export {}\n", shell_quote(e));
   text += fmt::format(

@@ -51,6 +51,11 @@
 /* The script bash reads its builtin's name from, given to it as /dev/fd/3 (bash then reads it
  * through a descriptor of its own, 255). */
 #define SBSH_SCRIPT_FD 3
+/* A background process's keeper (daemon/proc_table.cpp): its status pipe is its descriptor
+ * SBSH_KEEPER_STATUS_FD, and "'__sbsh serve' keep" answers SBSH_KEEPER_UNREAD when nobody reads
+ * that pipe any more (then the keeper leaves without starting the command). */
+#define SBSH_KEEPER_STATUS_FD 3
+#define SBSH_KEEPER_UNREAD 3
 
 enum sbsh_channel_type {
   SBSH_MSG_RUN = 1,

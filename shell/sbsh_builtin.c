@@ -848,20 +848,21 @@ static int kill_children(pid_t of, pid_t spare) {
  * more: the keeper then kills it, round after round until none is left, as the wrapper would
  * have. "keep" starts a watcher for that while the command runs: a child of the keeper that
  * ignores every signal but SIGKILL, dies with the keeper (PR_SET_PDEATHSIG) and waits for the
- * pipe's error; "reap" ends the watcher and watches the pipe itself while it waits. */
-enum { KEEPER_STATUS_FD = 3 };
+ * pipe's error; "reap" ends the watcher and watches the pipe itself while it waits. When
+ * nobody reads the pipe by the time "keep" returns, it says so (SBSH_KEEPER_UNREAD), and the
+ * keeper leaves without starting the command. */
 static pid_t watcher_pid;
 
-/* Waits until the status pipe has no reader, or `deadline` (NULL: none) passes, or a signal
+/* Waits until the status pipe has no reader, or `timeout` (NULL: none) passes, or a signal
  * that `mask` lets through arrives. Returns 1 when it has no reader. */
-static int unread(int fd, const struct timespec *deadline, const sigset_t *mask) {
+static int unread(int fd, const struct timespec *timeout, const sigset_t *mask) {
   struct pollfd pf = {fd, 0, 0}; /* a pipe's write end reports POLLERR once no reader is left */
-  return ppoll(&pf, 1, deadline, mask) > 0 && (pf.revents & POLLERR);
+  return ppoll(&pf, 1, timeout, mask) > 0 && (pf.revents & POLLERR);
 }
 
 static void start_watcher(void) {
   struct stat st;
-  if (fstat(KEEPER_STATUS_FD, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  if (fstat(SBSH_KEEPER_STATUS_FD, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
   pid_t keeper = getpid();
   pid_t w = fork();
   if (w != 0) {
@@ -873,12 +874,13 @@ static void start_watcher(void) {
   for (int sig = 1; sig < NSIG; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_IGN);
   /* Nothing else of the keeper's: its log pipes must reach end-of-file with the process. */
-  syscall(SYS_close_range, 0, KEEPER_STATUS_FD - 1, 0);
-  syscall(SYS_close_range, KEEPER_STATUS_FD + 1, ~0U, 0);
-  while (!unread(KEEPER_STATUS_FD, NULL, NULL)) {
+  syscall(SYS_close_range, 0, SBSH_KEEPER_STATUS_FD - 1, 0);
+  syscall(SYS_close_range, SBSH_KEEPER_STATUS_FD + 1, ~0U, 0);
+  while (!unread(SBSH_KEEPER_STATUS_FD, NULL, NULL)) {
   }
-  while (kill_children(keeper, getpid()) > 0) usleep(20 * 1000);
-  _exit(0);
+  /* Until the keeper ends (this process with it) or its "reap" takes over (and kills this
+   * one): the keeper may have no child at one moment and start the command the next. */
+  for (;;) usleep(kill_children(keeper, getpid()) > 0 ? 20 * 1000 : 50 * 1000);
 }
 
 static int keeper(const char *what) {
@@ -889,11 +891,14 @@ static int keeper(const char *what) {
   if (strcmp(what, "keep") == 0) {
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return EXECUTION_FAILURE;
     start_watcher();
-    return EXECUTION_SUCCESS;
+    /* Nobody can read the status already (sbshd gave the process up, or it and the wrapper
+     * are gone): the command must not start. Later, the watcher ends what it starts. */
+    struct timespec no_wait = {0, 0};
+    return unread(SBSH_KEEPER_STATUS_FD, &no_wait, NULL) ? SBSH_KEEPER_UNREAD : EXECUTION_SUCCESS;
   }
   if (watcher_pid > 0) kill(watcher_pid, SIGKILL);
   struct stat st;
-  int watch = fstat(KEEPER_STATUS_FD, &st) == 0 && S_ISFIFO(st.st_mode);
+  int watch = fstat(SBSH_KEEPER_STATUS_FD, &st) == 0 && S_ISFIFO(st.st_mode);
   int orphaned = 0;
   /* SIGCHLD is let through only inside ppoll(): one that comes between the check for
    * children and the wait cannot be missed. */
@@ -912,7 +917,7 @@ static int keeper(const char *what) {
     if (orphaned) kill_children(getpid(), 0);
     struct timespec again = {0, 100 * 1000 * 1000};
     if (orphaned || !watch) ppoll(NULL, 0, orphaned ? &again : NULL, &waiting);
-    else orphaned = unread(KEEPER_STATUS_FD, NULL, &waiting);
+    else orphaned = unread(SBSH_KEEPER_STATUS_FD, NULL, &waiting);
   }
   sigprocmask(SIG_SETMASK, &before, NULL);
   return EXECUTION_SUCCESS;

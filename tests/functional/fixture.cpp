@@ -146,13 +146,16 @@ std::string shell_quote(const std::string& s) {
 std::string read_file(const std::string& path) {
   // read(2), not a stream: a /proc file whose process ends while it is read makes libstdc++
   // throw.
-  std::string out;
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return out;
+  return fd ? read_all(fd.get()) : std::string();
+}
+
+std::string read_all(int fd) {
+  std::string out;
   struct stat st {};
-  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
-  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     out.append(buf, static_cast<size_t>(n));

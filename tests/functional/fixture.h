@@ -61,6 +61,8 @@ int raw_connect(const std::string& path);
 std::string trim(std::string s);  // without trailing newlines and spaces
 // The bytes of the file at `path`: what could be read, "" when it cannot be opened.
 std::string read_file(const std::string& path);
+// What can be read from `fd` until end-of-file (or an error).
+std::string read_all(int fd);
 
 class daemon_test : public ::testing::Test {
  protected:

@@ -3,8 +3,12 @@
 // that closed its descriptors); a restart ends the old shell's processes but not background
 // ones; one sbshd per state directory; a request that would wait for the command making it
 // is refused at once.
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +18,8 @@
 #include <thread>
 
 #include "fixture.h"
+#include "ipc/fd.h"
+#include "ipc/shell_channel.h"
 
 namespace sbsh::test::lifetime_tests {
 
@@ -138,6 +144,104 @@ TEST_F(lifetime_test, ABackgroundProcessNothingCanReachAnyMoreEnds) {
   ASSERT_EQ(::kill(static_cast<pid_t>(now.wrapper_pid), SIGKILL), 0);
   kill_daemon();
   EXPECT_TRUE(wait_until([&] { return !pid_alive(bg); }, seconds(20))) << "a background process nothing can reach";
+}
+
+// The keeper of a background process (sbsh's builtin, "keep" and "reap"), run as sbshd's
+// text runs it, with its status pipe given by the test. With nobody to read that pipe from
+// the start (sbshd gave the start up, or went), "keep" says so and nothing is started. When
+// the last reader goes while the keeper, between two children, has none, what it starts after
+// still ends: the chaos test found a tree that outlived everything this way.
+class keeper_test : public lifetime_test {
+ protected:
+  keeper_test() { start_in_setup = false; }  // no sbshd: the test is the keeper's sbshd
+
+  // bash, with sbsh's builtin loaded (it needs a channel on descriptor 254), runs `keeper` in
+  // a subshell whose descriptor 3 is the write end of `status`; its stdout goes to `out`.
+  pid_t spawn_keeper(const std::string& keeper, int status_w, int out_w) {
+    int chan[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan), 0);
+    channel_.emplace_back(chan[0]);
+    std::string script = "enable -f " + shell_quote(bin("../lib/sbsh/sbsh-builtin.so")) + " __sbsh || exit 90\n(\n" +
+                         keeper + "\n) &\nwait\n";
+    std::vector<std::string> argv{"/bin/bash", "--noprofile", "--norc", "-c", script};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_w, 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);  // bash reports the kills
+    posix_spawn_file_actions_adddup2(&fa, status_w, 3);
+    posix_spawn_file_actions_adddup2(&fa, chan[1], 254);
+    posix_spawnattr_t attr;  // a group of its own, for TearDown
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid = -1;
+    auto args = exec_argv(argv);
+    EXPECT_EQ(::posix_spawn(&pid, "/bin/bash", &fa, &attr, args.data(), environ), 0);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(chan[1]);
+    if (pid > 0) groups_.push_back(pid);
+    return pid;
+  }
+
+  void TearDown() override {
+    // What a failing test left: the groups of the shells not reaped yet (their leader is
+    // still this process's child), and the processes carrying its tag.
+    for (pid_t g : groups_) ::kill(-g, SIGKILL);
+    for (pid_t p : processes_with(tag())) ::kill(p, SIGKILL);
+    for (pid_t g : groups_) ::waitpid(g, nullptr, 0);
+    lifetime_test::TearDown();
+  }
+
+  // Whether bash `pid`, which waits for its keeper, has ended within `limit` (and is reaped).
+  bool ends_within(pid_t pid, seconds limit) {
+    int st;
+    if (!wait_until([&] { return ::waitpid(pid, &st, WNOHANG) == pid; }, limit)) return false;
+    std::erase(groups_, pid);  // its number may be another process's from now on
+    return true;
+  }
+
+  std::vector<unique_fd> channel_;
+  std::vector<pid_t> groups_;
+};
+
+TEST_F(keeper_test, NobodyToReadTheStatusStartsNothing) {
+  int status[2], out[2];
+  ASSERT_EQ(::pipe2(status, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ::close(status[0]);  // no reader from the start
+  pid_t bash = spawn_keeper("'__sbsh serve' keep; echo $?", status[1], out[1]);
+  ::close(status[1]);
+  ::close(out[1]);
+  unique_fd out_r(out[0]);
+  ASSERT_TRUE(ends_within(bash, seconds(20)));
+  EXPECT_EQ(read_all(out_r.get()), std::to_string(SBSH_KEEPER_UNREAD) + "\n");
+}
+
+TEST_F(keeper_test, WhatItStartsAfterItsLastReaderWentEnds) {
+  int status[2], out[2];
+  ASSERT_EQ(::pipe2(status, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  std::string fifo = dir + "/tmp/pause";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // After "+", a pause with no child (a builtin read that times out), then a tree that ignores
+  // SIGTERM, a setsid child included, and the wait sbshd's text ends with.
+  std::string keeper = "'__sbsh serve' keep; echo keep $?; echo + >&3\nread -t 1 <>" + shell_quote(fifo) +
+                       "\necho starting\nsetsid " + sleeper("k-setsid") + " & " + sleeper("k-child") +
+                       " & wait\nexec </dev/null >/dev/null 2>&1\n'__sbsh serve' reap";
+  pid_t bash = spawn_keeper(keeper, status[1], out[1]);
+  ::close(status[1]);
+  ::close(out[1]);
+  unique_fd status_r(status[0]), out_r(out[0]);
+  char plus[2] = {};
+  ASSERT_EQ(::read(status_r.get(), plus, 2), 2);
+  EXPECT_EQ(std::string(plus, 2), "+\n");
+  status_r.reset();  // the last reader goes while the keeper waits, with no child
+  EXPECT_TRUE(ends_within(bash, seconds(20))) << "the keeper did not end";
+  EXPECT_EQ(read_all(out_r.get()), "keep 0\nstarting\n");
+  EXPECT_TRUE(wait_until([&] { return processes_with(tag()).empty(); }, seconds(5)))
+      << "left running: " << processes_with(tag()).size() << " processes started after the reader went";
 }
 
 // A wrapper nobody adopts ends, with its shell and everything the shell started: when its
