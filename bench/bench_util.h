@@ -1,4 +1,5 @@
-// Shared by the benchmarks: a private sbshd, timing, process spawning, statistics.
+// Shared by the benchmarks: their options, a private sbshd, timing, process spawning,
+// statistics.
 #pragma once
 
 #include <fcntl.h>
@@ -15,11 +16,23 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "sbsh/client.h"
 
 namespace sbsh::bench {
 
 using clock_type = std::chrono::steady_clock;
+
+// Reads a benchmark's options as sbsh reads its own. Returns -1 to go on, or the status to
+// exit with: 0 after --help, 2 after a refusal (one line on stderr, "PROGRAM: ...").
+inline int parse_or_exit(cli::command_line& cl, const char* program, int argc, char** argv) {
+  auto parsed = cl.parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed) {
+    std::fprintf(stderr, "%s: %s\n", program, parsed.err().message.c_str());
+    return 2;
+  }
+  return *parsed == cli::command_line::outcome::help_printed ? 0 : -1;
+}
 
 inline double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();

@@ -796,22 +796,29 @@ void confined(int iters) {
 
 static int unguarded_main(int argc, char** argv) {
   using namespace sbsh::bench;
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "snapshot") == 0) {
+  bool quick = false;
+  std::string only;
+  sbsh::cli::command_line cl("sbsh-bench", "");
+  cl.describe("Measures sbsh's exec path beside its baselines and prints the ratios (docs/benchmarks.md).");
+  cl.flag("--quick", "fewer iterations of each figure", quick);
+  cl.option("--only", "SECTION", "one section alone: snapshot, files, envs or confine", only,
+            sbsh::cli::check_one_of({"snapshot", "files", "envs", "confine"}));
+  if (int done = parse_or_exit(cl, "sbsh-bench", argc, argv); done >= 0) return done;
+  if (only == "snapshot") {
     private_daemon d("snap");
     snapshot(d, quick ? 3 : 10);
     return 0;
   }
-  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "envs") == 0) {
+  if (only == "envs") {
     private_daemon d("envs");
     environments(d, quick ? 20 : 100);
     return 0;
   }
-  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "confine") == 0) {
+  if (only == "confine") {
     confined(quick ? 30 : 100);
     return 0;
   }
-  if (argc > 2 && std::strcmp(argv[argc - 2], "--only") == 0 && std::strcmp(argv[argc - 1], "files") == 0) {
+  if (only == "files") {
     file_io(1000000000LL, quick ? 2 : 5);
     return 0;
   }

@@ -127,16 +127,18 @@ void bench_memory(sbsh::client::connection& c, pid_t daemon, int sessions) {
 
 static int unguarded_main(int argc, char** argv) {
   bool quick = false;
-  int sessions = 1000;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) sessions = std::atoi(argv[++i]);
-  }
-  if (quick) sessions = std::min(sessions, 100);
+  unsigned sessions = 1000;
+  sbsh::cli::command_line cl("sbsh-supervision-bench", "");
+  cl.describe("Measures how fast a killed shell is replaced and what an idle session costs (docs/benchmarks.md).");
+  cl.flag("--quick", "fewer restarts, and at most 100 sessions", quick);
+  cl.number("--sessions", "N", "idle sessions for the memory figure (default 1000)", sessions, "a number of sessions",
+            1, 100000);
+  if (int done = parse_or_exit(cl, "sbsh-supervision-bench", argc, argv); done >= 0) return done;
+  if (quick) sessions = std::min(sessions, 100u);
   private_daemon d("supervision");
   auto c = d.connect();
   bench_restart(c, quick ? 10 : 50, 1500);
-  bench_memory(c, d.pid(), sessions);
+  bench_memory(c, d.pid(), static_cast<int>(sessions));
   return 0;
 }
 
