@@ -161,8 +161,8 @@ class keeper_test : public lifetime_test {
     int chan[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan), 0);
     channel_.emplace_back(chan[0]);
-    std::string script = "enable -f " + shell_quote(bin("../lib/sbsh/sbsh-builtin.so")) + " __sbsh || exit 90\n(\n" +
-                         keeper + "\n) &\nwait\n";
+    std::string script = "enable -f " + shell_quote(SBSH_BUILTIN_PATH) +
+                         " __sbsh || { echo cannot load the builtin; exit 90; }\n(\n" + keeper + "\n) &\nwait\n";
     std::vector<std::string> argv{"/bin/bash", "--noprofile", "--norc", "-c", script};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
