@@ -2,6 +2,7 @@
 #include "daemon/shell_channel.h"
 
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -22,7 +23,32 @@ result<std::pair<unique_fd, unique_fd>> make_shell_channel() {
     return make_error(ipc::errc::io, fmt::format("cannot create the shell's channel: {}", std::strerror(errno)));
   unique_fd mine(sv[0]), bash(sv[1]);
   set_nonblocking(mine.get());
+  watch_senders(mine.get());
   return std::pair(std::move(mine), std::move(bash));
+}
+
+void watch_senders(int channel) {
+  int on = 1;
+  (void)::setsockopt(channel, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+uint64_t new_nonce() {
+  // Drawn from the kernel a batch at a time: one getrandom() per 64 runs.
+  static uint64_t batch[64];
+  static size_t left = 0;
+  if (left == 0) {
+    size_t got = 0;
+    while (got < sizeof batch) {
+      ssize_t n = ::getrandom(reinterpret_cast<char*>(batch) + got, sizeof batch - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // cannot happen once the pool is ready (it is, long before sbshd runs)
+      got += static_cast<size_t>(n);
+    }
+    left = std::size(batch);
+  }
+  uint64_t v = batch[--left];
+  batch[left] = 0;
+  return v;
 }
 
 int text_memfd::store(std::string_view text) {
@@ -80,19 +106,42 @@ status send_message(int channel, const void* head, size_t head_len, std::string_
   }
 }
 
-sbsh_run_header header(uint16_t type, uint64_t seq) {
+sbsh_run_header header(uint16_t type, uint64_t seq, uint64_t nonce = 0) {
   sbsh_run_header h{};
   h.magic = SBSH_CHANNEL_MAGIC;
   h.version = SBSH_CHANNEL_VERSION;
   h.type = type;
   h.seq = seq;
+  h.nonce = nonce;
   return h;
+}
+
+// Closes the descriptors a message carried (the builtin sends none: whatever does send some
+// must not make sbshd hold them), and returns the sender the kernel named, or 0.
+pid_t take_control(msghdr& mh) {
+  pid_t sender = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET) continue;
+    if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+      ucred cred{};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      sender = cred.pid;
+    } else if (c->cmsg_type == SCM_RIGHTS) {
+      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        ::close(fd);
+      }
+    }
+  }
+  return sender;
 }
 
 }  // namespace
 
 status send_run(int channel, const run_message& m, text_memfd& big) {
-  sbsh_run_header h = header(SBSH_MSG_RUN, m.seq);
+  sbsh_run_header h = header(SBSH_MSG_RUN, m.seq, m.nonce);
   h.text_len = static_cast<uint32_t>(m.text.size());
   h.cwd_len = static_cast<uint32_t>(m.check_cwd.size());
   if (m.text.size() > UINT32_MAX || m.check_cwd.size() > SBSH_CHANNEL_MAX_CWD)
@@ -122,8 +171,8 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
   return send_message(channel, &h, sizeof h, m.check_cwd, inline_text, fds, n);
 }
 
-status send_sync(int channel, uint64_t seq) {
-  sbsh_run_header h = header(SBSH_MSG_SYNC, seq);
+status send_sync(int channel, uint64_t seq, uint64_t nonce) {
+  sbsh_run_header h = header(SBSH_MSG_SYNC, seq, nonce);
   return send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
 }
 
@@ -134,12 +183,22 @@ void send_interrupt(int channel, uint64_t seq) {
 
 result<std::optional<shell_message>> receive_message(int channel) {
   sbsh_status_msg raw{};
+  iovec iov{&raw, sizeof raw};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(8 * sizeof(int))];
+  msghdr mh{};
   ssize_t n;
-  do n = ::recv(channel, &raw, sizeof raw, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
+  do {
+    mh = msghdr{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    n = ::recvmsg(channel, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<shell_message>();
   if (n <= 0) return make_error(ipc::errc::gone, n == 0 ? "the shell closed its channel" : std::strerror(errno));
-  if (static_cast<size_t>(n) != sizeof raw || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
+  pid_t sender = take_control(mh);
+  if (static_cast<size_t>(n) != sizeof raw || (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
       (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED))
     return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
   shell_message m;
@@ -151,6 +210,8 @@ result<std::optional<shell_message>> receive_message(int channel) {
   m.not_run = (raw.flags & SBSH_STATUS_NOT_RUN) != 0;
   m.err = raw.err;
   m.pid = static_cast<pid_t>(raw.pid);
+  m.nonce = raw.nonce;
+  m.sender = sender;
   if (raw.type != SBSH_MSG_STATUS) m.serves_interrupts = (raw.flags & SBSH_SERVES_INTERRUPTS) != 0;
   return std::optional<shell_message>(m);
 }

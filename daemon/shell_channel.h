@@ -16,13 +16,23 @@
 
 namespace sbsh::daemon {
 
-// A socketpair for one shell: first is sbshd's end (non-blocking), second bash's.
+// A socketpair for one shell: first is sbshd's end (non-blocking, and told each message's
+// sender: see watch_senders), second bash's.
 [[nodiscard]] result<std::pair<unique_fd, unique_fd>> make_shell_channel();
+
+// Has the kernel say which process sent each message that arrives on sbshd's end `channel`
+// (SO_PASSCRED): shell_message::sender. The setting belongs to the socket, so a channel taken
+// over from an earlier sbshd already has it; setting it again does no harm.
+void watch_senders(int channel);
+
+// A number no command can predict, for a run's or a sync's nonce (ipc/shell_channel.h).
+[[nodiscard]] uint64_t new_nonce();
 
 // One command for the builtin. Descriptors are sent (SCM_RIGHTS: the shell gets its own
 // copies) and stay the caller's.
 struct run_message {
   uint64_t seq = 0;
+  uint64_t nonce = 0;  // its status must repeat it
   std::string_view text;
   std::string_view check_cwd;  // a directory that must exist for the text to run (exec -C)
   int in = -1;                 // -1: /dev/null
@@ -45,7 +55,7 @@ class text_memfd {
 // Sends one run. A text longer than SBSH_CHANNEL_INLINE_TEXT goes through `big`. The error's
 // code is "gone" when the shell's end is closed (the shell has ended).
 [[nodiscard]] status send_run(int channel, const run_message& m, text_memfd& big);
-[[nodiscard]] status send_sync(int channel, uint64_t seq);
+[[nodiscard]] status send_sync(int channel, uint64_t seq, uint64_t nonce);
 // Asks the builtin to stop run `seq` if its command has not started yet (see the interrupt
 // message in ipc/shell_channel.h). Best effort: the SIGINT that follows it is the interrupt,
 // and a shell that cannot take the message is about to be found gone.
@@ -62,11 +72,16 @@ struct shell_message {
   int err = 0;                // errno, or SBSH_ERR_*
   pid_t pid = 0;
   bool serves_interrupts = false;  // ready, synced: the builtin reads interrupt messages
+  uint64_t nonce = 0;              // status, synced: the nonce of the message it answers
+  // The process that sent it, as the kernel says (in sbshd's PID namespace); 0 when the
+  // kernel said nothing (the channel's senders are not watched).
+  pid_t sender = 0;
 };
 
 // The next message waiting on sbshd's (non-blocking) end: nullopt when none is; an error with
 // code "gone" at end-of-file. A malformed message is an error with code "bad_message": the
-// shell cannot send one, so its channel is not to be trusted any more.
+// shell cannot send one, so its channel is not to be trusted any more. Descriptors sent with
+// a message (the builtin sends none) are closed.
 [[nodiscard]] result<std::optional<shell_message>> receive_message(int channel);
 
 // Why a run was not run, for a user: "No such file or directory", "not a directory", ...

@@ -244,9 +244,11 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
                                   [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   // The sync tells the statuses of commands the earlier sbshd started (at most one, and
   // maybe one it sent that the shell has not read yet) from those of ours.
+  watch_senders(channel_.get());
   sync_seq_ = ++seq_;
-  auto synced =
-      wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_) : status(make_error(ipc::errc::gone, "ended"));
+  sync_nonce_ = new_nonce();
+  auto synced = wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_, sync_nonce_)
+                                    : status(make_error(ipc::errc::gone, "ended"));
   if (wrapper_ == nullptr || !synced) {
     spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", session_.name(),
                  wrapper_ == nullptr ? "its wrapper has ended" : synced.err().message);
@@ -323,13 +325,21 @@ void shell_supervisor::on_channel(uint64_t gen) {
     }
     if (!m.value()) return;
     const shell_message& msg = *m.value();
+    if (auto forged = untrusted(msg)) {
+      // Something other than the shell's builtin reached the channel: no result it carries is
+      // reported, and the shell, whose channel something else may hold, is replaced.
+      channel_watch_.reset();
+      spdlog::warn("session {}: {}", session_.name(), *forged);
+      restart_shell(*forged, /*forced=*/true);
+      return;
+    }
     switch (msg.type) {
       case SBSH_MSG_READY:
         served_ = true;
         interrupts_ = msg.serves_interrupts;
-        // In a PID namespace of its own (a confined session) the shell sees itself as 1: the
-        // wrapper's wrapper_ready then has its pid here.
-        if (msg.pid > 1) shell_pid_ = msg.pid;
+        // The kernel names the sender: the shell's pid as sbshd sees it, also from a PID
+        // namespace of its own (a confined session), where the shell sees itself as 1.
+        if (shell_pid_ <= 0) shell_pid_ = msg.sender;
         if (state_ == session_state::starting) state_ = session_state::ready;
         spdlog::debug("session {}: shell pid {} serves", session_.name(), shell_pid_);
         events_->shell_ready();
@@ -606,9 +616,27 @@ void shell_supervisor::initialized() {
 
 status shell_supervisor::send_run(run_message& m) {
   m.seq = ++seq_;
+  m.nonce = new_nonce();
   auto sent = daemon::send_run(channel_.get(), m, big_text_);
-  if (sent) run_out_ = m.seq;
+  if (sent) {
+    run_out_ = m.seq;
+    run_nonce_ = m.nonce;
+  }
   return sent;
+}
+
+std::optional<std::string> shell_supervisor::untrusted(const shell_message& msg) const {
+  if (msg.sender <= 0) return "its shell's channel did not say who wrote on it; the shell is replaced";
+  if (shell_pid_ > 0 && msg.sender != shell_pid_)
+    return fmt::format("process {} (not its shell, pid {}) wrote on the shell's channel; the shell is replaced",
+                       msg.sender, shell_pid_);
+  // A second ready, or an answer whose nonce is not the one sbshd sent, comes from a command
+  // writing on the shell's descriptor: the builtin sends neither.
+  bool forged = (msg.type == SBSH_MSG_READY && served_ && !awaiting_sync_) ||
+                (msg.type == SBSH_MSG_STATUS && !awaiting_sync_ && msg.seq == run_out_ && msg.nonce != run_nonce_) ||
+                (msg.type == SBSH_MSG_SYNCED && awaiting_sync_ && msg.seq == sync_seq_ && msg.nonce != sync_nonce_);
+  if (forged) return "a command wrote a message of its own on the shell's channel; the shell is replaced";
+  return std::nullopt;
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {

@@ -131,8 +131,13 @@ class shell_supervisor final : public shell_port {
   handle_ptr<fd_watch> channel_watch_;
   text_memfd big_text_;  // for runs too long for one message
   std::string dir_;  // the shell's directory (its wrapper's adoption socket)
+  // Why `msg` cannot be the builtin's (another process sent it, or it answers what sbshd did
+  // not ask), or nullopt when it is.
+  [[nodiscard]] std::optional<std::string> untrusted(const shell_message& msg) const;
+
   uint64_t seq_ = 0;
   uint64_t run_out_ = 0;     // the run the shell has and has not answered; 0: none
+  uint64_t run_nonce_ = 0;   // that run's nonce, which its status must repeat
   bool interrupts_ = false;  // the builtin reads interrupt messages (ready, synced)
   int64_t shell_pid_ = 0;
   int64_t wrapper_pid_ = 0;
@@ -143,6 +148,7 @@ class shell_supervisor final : public shell_port {
   bool start_failed_ = false;  // the wrapper says its shell ended before it served
   bool awaiting_sync_ = false;  // adopted: statuses until the sync's answer are earlier commands'
   uint64_t sync_seq_ = 0;
+  uint64_t sync_nonce_ = 0;
   int64_t adopted_ms_ = 0;
   std::map<pid_t, lent_pipes> protected_;
 };

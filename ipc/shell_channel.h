@@ -22,8 +22,16 @@
  *                           then runs nothing of the text. Read at any other time (the run
  *                           has ended), it is stale and dropped.
  *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, seq 0).
- *                   status: one per run, with the run's seq.
- *                   synced: the answer to a sync, with its seq.
+ *                   status: one per run, with the run's seq and nonce.
+ *                   synced: the answer to a sync, with its seq and nonce.
+ *
+ * Only the shell may speak for its commands. sbshd reads each message's sender from the kernel
+ * (SO_PASSCRED: a pid no process can forge) and takes only the shell's; and each run and sync
+ * carries a nonce, a random number drawn for it that its answer must repeat, which a command
+ * cannot know (it lives in the shell's memory, which no command may read: the builtin makes
+ * the shell undumpable). A message that fails either check means the channel has been reached
+ * by something else: sbshd then trusts nothing more from it and replaces the shell. Every
+ * process the shell forks closes its copies of the channel (a background job never holds it).
  */
 #ifndef SBSH_IPC_SHELL_CHANNEL_H
 #define SBSH_IPC_SHELL_CHANNEL_H
@@ -32,7 +40,7 @@
 
 #define SBSH_CHANNEL_MAGIC 0x48534253u /* "SBSH" */
 /* Bump this when any struct or meaning below changes: both ends are checked at start. */
-#define SBSH_CHANNEL_VERSION 1u
+#define SBSH_CHANNEL_VERSION 2u
 
 /* Texts up to this size travel in the message itself; longer ones in a memfd. */
 #define SBSH_CHANNEL_INLINE_TEXT 49152u /* 48 KiB */
@@ -99,6 +107,7 @@ struct sbsh_run_header {
   uint32_t text_len;
   uint32_t cwd_len;
   uint32_t reserved;
+  uint64_t nonce; /* run, sync: repeated by the status or synced that answers it */
 };
 
 struct sbsh_status_msg {
@@ -111,6 +120,7 @@ struct sbsh_status_msg {
   uint32_t flags;
   int32_t err;
   int64_t pid; /* ready: the shell's pid */
+  uint64_t nonce; /* status, synced: the answered message's */
 };
 
 #endif /* SBSH_IPC_SHELL_CHANNEL_H */

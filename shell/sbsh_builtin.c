@@ -63,6 +63,8 @@
 #include <fcntl.h>
 #include <link.h>
 #include <poll.h>
+#include <pthread.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +126,7 @@ struct run {
 static int serving;           /* inside the serve loop */
 static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
+static uint64_t current_nonce; /* its nonce, which its status repeats (ipc/shell_channel.h) */
 static int keep_out = -1, keep_err = -1;
 static volatile sig_atomic_t got_sigint;
 /* What stopping the command ended: the wait status of the last foreground process reaped
@@ -154,7 +157,9 @@ static int channel(void) {
   _exit(125);
 }
 
-static void send_msg(uint16_t type, uint64_t seq, int value, int sig, uint32_t flags, int err) {
+static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int sig, uint32_t flags, int err) {
+  /* Only the shell speaks for its commands: a child that would (it never should) says nothing. */
+  if (getpid() != shell_pid) return;
   struct sbsh_status_msg m;
   memset(&m, 0, sizeof m);
   m.magic = SBSH_CHANNEL_MAGIC;
@@ -166,6 +171,7 @@ static void send_msg(uint16_t type, uint64_t seq, int value, int sig, uint32_t f
   m.flags = flags;
   m.err = err;
   m.pid = getpid();
+  m.nonce = nonce;
   int fd = channel();
   while (send(fd, &m, sizeof m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
@@ -244,7 +250,7 @@ static void report(int value, uint32_t flags) {
     sig = last_command_exit_signal;
     flags |= SBSH_STATUS_SIGNALED;
   }
-  send_msg(SBSH_MSG_STATUS, current_seq, value, sig, flags, 0);
+  send_msg(SBSH_MSG_STATUS, current_seq, current_nonce, value, sig, flags, 0);
 }
 
 /* The script bash reads (fd 255, a pipe) gets the builtin's name again, for its reader loop
@@ -282,7 +288,7 @@ static void forget_interrupted_pipeline(void) {
  * errors that abandon a command). */
 static void unwound(void *unused) {
   (void)unused;
-  if (!serving) return;
+  if (!serving || getpid() != shell_pid) return;
   /* As bash's reader loop will: a discarded command leaves a non-zero status. */
   int value = last_command_exit_value != 0 ? last_command_exit_value : EXECUTION_FAILURE;
   if (got_sigint && in_command && getpid() == shell_pid) forget_interrupted_pipeline();
@@ -419,7 +425,8 @@ static int receive(struct run *r) {
     if (!bad) return 1;
     discard_run(r);
     current_seq = ((size_t)n >= sizeof *h) ? h->seq : 0;
-    send_msg(SBSH_MSG_STATUS, current_seq, 0, 0, SBSH_STATUS_NOT_RUN, SBSH_ERR_BAD_MESSAGE);
+    current_nonce = ((size_t)n >= sizeof *h) ? h->nonce : 0;
+    send_msg(SBSH_MSG_STATUS, current_seq, current_nonce, 0, 0, SBSH_STATUS_NOT_RUN, SBSH_ERR_BAD_MESSAGE);
     return -1;
   }
 }
@@ -742,11 +749,12 @@ static int eval_at_top_level(char *text) {
 
 static void run_command(struct run *r) {
   current_seq = r->h.seq;
+  current_nonce = r->h.nonce;
   if (r->cwd != NULL) {
     int e = check_cwd(r->cwd);
     if (e != 0) {
       discard_run(r);
-      send_msg(SBSH_MSG_STATUS, current_seq, last_command_exit_value, 0, SBSH_STATUS_NOT_RUN, e);
+      send_msg(SBSH_MSG_STATUS, current_seq, current_nonce, last_command_exit_value, 0, SBSH_STATUS_NOT_RUN, e);
       return;
     }
     xfree(r->cwd);
@@ -938,7 +946,7 @@ static int serve_builtin(WORD_LIST *list) {
   if (!greeted) {
     greeted = 1;
     settle_in();
-    send_msg(SBSH_MSG_READY, 0, 0, 0, SBSH_SERVES_INTERRUPTS, 0);
+    send_msg(SBSH_MSG_READY, 0, 0, 0, 0, SBSH_SERVES_INTERRUPTS, 0);
   }
   for (;;) {
     struct run r;
@@ -946,7 +954,7 @@ static int serve_builtin(WORD_LIST *list) {
     if (got == 0) break;
     if (got < 0) continue;
     if (r.h.type == SBSH_MSG_SYNC) {
-      send_msg(SBSH_MSG_SYNCED, r.h.seq, last_command_exit_value, 0, SBSH_SERVES_INTERRUPTS, 0);
+      send_msg(SBSH_MSG_SYNCED, r.h.seq, r.h.nonce, last_command_exit_value, 0, SBSH_SERVES_INTERRUPTS, 0);
       continue;
     }
     run_command(&r);
@@ -957,6 +965,74 @@ static int serve_builtin(WORD_LIST *list) {
   serving = 0;
   exit_shell(last_command_exit_value);
   return EXECUTION_SUCCESS;
+}
+
+/* The channel is the shell's alone (ipc/shell_channel.h): every process bash forks (a
+ * subshell, a background job, a command before it execs) closes its copies at once, so none
+ * can read the next run or write a status. Async-signal-safe: it runs in the child of fork(). */
+static void close_channel_in_child(void) {
+  if (same_socket(SBSH_CHANNEL_FD)) close(SBSH_CHANNEL_FD);
+  if (same_socket(SBSH_CHANNEL_BACKUP_FD)) close(SBSH_CHANNEL_BACKUP_FD);
+}
+
+/* Whether this process is in the system's first user namespace (its inode is fixed by the
+ * kernel, PROC_USER_INIT_INO). */
+static int in_initial_user_ns(void) {
+  struct stat st;
+  return stat("/proc/self/ns/user", &st) != 0 || st.st_ino == 0xEFFFFFFDu;
+}
+
+/* Refuses, to the shell and everything it starts, the calls that reach into the shell: taking
+ * a descriptor from the channel's range of any process (pidfd_getfd of SBSH_KEEP_ERR_FD up to
+ * SBSH_CHANNEL_FD, and bash's script, 255, beside them), and ptrace or process_vm_readv and
+ * _writev aimed at the shell's pid. Only the low 32 bits of an argument count, as the kernel
+ * reads a pid or a descriptor. The calls of every ABI this machine runs are covered (a 32-bit
+ * program's too); a call of an ABI the filter does not know goes through. Returns 0 or an
+ * errno value: EACCES when this process may not install a filter (neither no_new_privs nor
+ * CAP_SYS_ADMIN). */
+static int deny_reaching_in(pid_t shell) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == NULL) return ENOMEM;
+  int e = -seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* no_new_privs would stop sudo */
+  if (e == 0) e = -seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
+  const uint32_t arches[] = {SCMP_ARCH_X86, SCMP_ARCH_X32, SCMP_ARCH_ARM};
+  for (size_t i = 0; e == 0 && i < sizeof arches / sizeof arches[0]; ++i)
+    if (seccomp_arch_exist(ctx, arches[i]) == -EEXIST) (void)seccomp_arch_add(ctx, arches[i]);
+  const uint64_t low = 0xffffffffu, pid = (uint32_t)shell;
+  const uint32_t no = SCMP_ACT_ERRNO(EPERM);
+  if (e == 0) e = -seccomp_rule_add(ctx, no, SCMP_SYS(pidfd_getfd), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, low & ~3u, 252));
+  if (e == 0) e = -seccomp_rule_add(ctx, no, SCMP_SYS(pidfd_getfd), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, low, 251));
+  if (e == 0) e = -seccomp_rule_add(ctx, no, SCMP_SYS(ptrace), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, low, pid));
+  if (e == 0) e = -seccomp_rule_add(ctx, no, SCMP_SYS(process_vm_readv), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, low, pid));
+  if (e == 0) e = -seccomp_rule_add(ctx, no, SCMP_SYS(process_vm_writev), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, low, pid));
+  if (e == 0) e = -seccomp_load(ctx);
+  seccomp_release(ctx);
+  return e;
+}
+
+/* No command may take the channel from the shell (pidfd_getfd), trace it (ptrace) or read its
+ * memory (/proc/PID/mem, process_vm_readv), where the nonce of the running command lives.
+ * - The shell is made undumpable: the kernel then refuses all of these to a process without
+ *   CAP_SYS_PTRACE over it, which is every command of a confined shell (a user namespace
+ *   without capabilities).
+ * - A seccomp filter refuses them by name where one may be installed without no_new_privs
+ *   (root, which holds CAP_SYS_PTRACE) or where no_new_privs is set already (a confined
+ *   shell). A root command can still write the shell's memory through /proc/PID/mem: only a
+ *   confined session holds against root's commands.
+ * - A non-root shell in the system's user namespace stays dumpable, and gets no filter
+ *   (no_new_privs would stop setuid programs such as sudo): its wrapper, which is not root
+ *   either, takes copies of the running command's pipes from it when sbshd goes away
+ *   (wrapper.cpp, start_draining), and sbshd reads its working directory. There the kernel
+ *   lets the user's processes trace each other, and what a stolen channel says is still
+ *   refused by sbshd. */
+static void guard_shell(void) {
+  pthread_atfork(NULL, NULL, close_channel_in_child);
+  int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
+  if (geteuid() != 0 && !nnp && in_initial_user_ns()) return;
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int e = deny_reaching_in(getpid());
+  if (e != 0 && (geteuid() == 0 || nnp))
+    fprintf(stderr, "sbsh: cannot keep commands from reaching into the shell (seccomp): %s\n", strerror(e));
 }
 
 /* Refuses a bash of another major.minor version than the headers it was built with: the
@@ -979,6 +1055,7 @@ EXPORTED int __sbsh_builtin_load(char *name) {
   channel_dev = st.st_dev;
   fcntl(SBSH_CHANNEL_FD, F_SETFD, FD_CLOEXEC);
   dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);
+  guard_shell();
   hook_waitpid();
   hook_exit_on_error();
   /* Never unloaded while its loop runs (enable -d would unmap the code under it). */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -261,6 +262,55 @@ TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
   EXPECT_FALSE(st->interrupted);
   EXPECT_EQ(st->exit_value, 0);
   EXPECT_EQ(read_all(out.get()), "130 unset\n");
+}
+
+TEST(shell_channel, TheKernelNamesEachMessagesSenderAndDescriptorsSentAreClosed) {
+  auto ch = make_shell_channel();
+  ASSERT_TRUE(ch.ok());
+  send_status(ch->second.get(), status_of(1, 0, 0, 0));
+  // Another process with a copy of the shell's end: the kernel names it, whatever it says.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto m = status_of(2, 0, 0, 0);
+    m.pid = ::getppid();  // a lie the sender's pid gives away
+    int fd = ::open("/dev/null", O_RDONLY);
+    iovec iov{&m, sizeof m};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ::_exit(::sendmsg(ch->second.get(), &mh, 0) == static_cast<ssize_t>(sizeof m) ? 0 : 1);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  auto mine = receive_message(ch->first.get());
+  ASSERT_TRUE(mine.ok() && mine.value());
+  EXPECT_EQ(mine.value()->sender, ::getpid());
+  int before = ::fcntl(0, F_DUPFD_CLOEXEC, 0);  // the lowest free descriptor now
+  ::close(before);
+  auto theirs = receive_message(ch->first.get());
+  ASSERT_TRUE(theirs.ok() && theirs.value());
+  EXPECT_EQ(theirs.value()->sender, child);
+  EXPECT_EQ(theirs.value()->seq, 2u);
+  // The descriptor it carried was not kept: the lowest free one is still free.
+  int after = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
+  EXPECT_EQ(after, before);
+  ::close(after);
+}
+
+TEST(shell_channel, EachNonceIsNew) {
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 1000; ++i) seen.insert(new_nonce());
+  EXPECT_EQ(seen.size(), 1000u);
 }
 
 }  // namespace sbsh::daemon::shell_channel_tests
