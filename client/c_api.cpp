@@ -342,15 +342,26 @@ void sbsh_canceller_free(sbsh_canceller* c) { delete c; }
 
 // ---- Exec ----------------------------------------------------------------------------------
 
-void sbsh_exec_opts_init(sbsh_exec_opts* opts) {
-  if (opts == nullptr) return;
-  std::memset(opts, 0, sizeof *opts);
-  opts->version = SBSH_EXEC_OPTS_VERSION;
-  opts->stdin_fd = -1;
-  opts->stdout_fd = -1;
-  opts->stderr_fd = -1;
-  opts->cancel_fd = -1;
+namespace {
+// Version 1's structure: the one without the fields version 2 added at its end.
+constexpr size_t kExecOptsV1Size = offsetof(sbsh_exec_opts, detach_after_ms);
+}  // namespace
+
+void sbsh_exec_opts_init_size(sbsh_exec_opts* opts, size_t size) {
+  if (opts == nullptr || size < kExecOptsV1Size) return;
+  sbsh_exec_opts d{};
+  d.version = size >= sizeof d ? SBSH_EXEC_OPTS_VERSION : 1;
+  d.stdin_fd = -1;
+  d.stdout_fd = -1;
+  d.stderr_fd = -1;
+  d.cancel_fd = -1;
+  // Never past the caller's structure: one built against an earlier sbsh.h is shorter.
+  std::memcpy(opts, &d, std::min(size, sizeof d));
 }
+
+// The function behind the macro of the same name, for programs built against sbsh.h of
+// version 1, whose structure has version 1's size.
+void(sbsh_exec_opts_init)(sbsh_exec_opts* opts) { sbsh_exec_opts_init_size(opts, kExecOptsV1Size); }
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +306,30 @@ static void test_errors(sbsh_conn* c) {
   CHECK(strcmp(sbsh_last_error_code(c), "invalid_session_name") == 0);
   CHECK(contains(sbsh_last_error(c), "bad name"));
   CHECK(strcmp(sbsh_last_error_code(NULL), "invalid_session_name") == 0); /* per thread too */
+
+  /* A program built against version 1's sbsh.h has a shorter structure: the function it
+   * calls writes nothing past it. */
+  union {
+    sbsh_exec_opts opts;
+    unsigned char bytes[sizeof(sbsh_exec_opts)];
+  } old;
+  memset(&old, 0xab, sizeof old);
+  (sbsh_exec_opts_init)(&old.opts); /* the function, not the macro */
+  CHECK(old.opts.version == 1 && old.opts.command == NULL && old.opts.stdin_fd == -1 && old.opts.cancel_fd == -1);
+  CHECK(old.bytes[offsetof(sbsh_exec_opts, detach_after_ms)] == 0xab && old.bytes[sizeof old - 1] == 0xab);
+  old.opts.session = "c-api";
+  old.opts.command = "echo v1";
+  CHECK(sbsh_exec(c, &old.opts, &r) == SBSH_OK && r != NULL);
+  if (r != NULL) {
+    size_t n = 0;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(out, n, "v1\n", 3);
+    sbsh_result_free(r);
+    r = NULL;
+  }
+  memset(&old, 0xab, sizeof old);
+  sbsh_exec_opts_init(&old.opts); /* the macro: this structure's size, this version */
+  CHECK(old.opts.version == SBSH_EXEC_OPTS_VERSION && old.opts.detach_after_ms == 0 && old.opts.keep == 0);
 
   sbsh_exec_opts zeroed;
   memset(&zeroed, 0, sizeof zeroed);

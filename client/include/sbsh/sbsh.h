@@ -217,8 +217,15 @@ typedef struct sbsh_exec_opts {
 } sbsh_exec_opts;
 
 /* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
- * sets its version. Call it before setting fields; a zeroed structure is refused. */
+ * sets its version. Call it before setting fields; a zeroed structure is refused.
+ * sbsh_exec_opts_init is a macro that passes the size of the caller's structure to
+ * sbsh_exec_opts_init_size, which writes only that many bytes and sets the newest version
+ * that fits in them: a binding that lays the structure out itself calls the function with
+ * its own size. The function sbsh_exec_opts_init (what a program built against a sbsh.h of
+ * version 1 calls) writes version 1's structure only. */
 SBSH_API void sbsh_exec_opts_init(sbsh_exec_opts* opts);
+SBSH_API void sbsh_exec_opts_init_size(sbsh_exec_opts* opts, size_t size);
+#define sbsh_exec_opts_init(opts) sbsh_exec_opts_init_size((opts), sizeof *(opts))
 
 /* Runs one command in a session and waits for it to end.
  * SBSH_OK means the request ran: *out is a result handle (release it with

@@ -130,7 +130,7 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_canceller_signal": (None, [P, I]),
         "sbsh_canceller_reset": (None, [P]),
         "sbsh_canceller_free": (None, [P]),
-        "sbsh_exec_opts_init": (None, [ctypes.POINTER(ExecOpts)]),
+        "sbsh_exec_opts_init_size": (None, [ctypes.POINTER(ExecOpts), ctypes.c_size_t]),
         "sbsh_exec": (I, [P, ctypes.POINTER(ExecOpts), PP]),
         "sbsh_exec_start": (I, [P, ctypes.POINTER(ExecOpts), PP]),
         "sbsh_exec_call_fd": (I, [P]),

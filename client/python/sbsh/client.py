@@ -454,7 +454,7 @@ class Client:
                    detach_after: Optional[float], keep: bool) -> Tuple[Any, List[Any]]:
         """sbsh_exec_opts for these arguments, and what must outlive the call they go to."""
         o = _lib.ExecOpts()
-        self._lib.sbsh_exec_opts_init(ctypes.byref(o))
+        self._lib.sbsh_exec_opts_init_size(ctypes.byref(o), ctypes.sizeof(o))
         o.command = _lib.enc(command)
         o.session, o.cwd = _lib.enc(session), _lib.enc(cwd)
         keep_alive: List[Any] = []
