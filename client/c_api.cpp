@@ -565,6 +565,11 @@ void sbsh_session_spec_init_size(sbsh_session_spec* spec, size_t size) {
 void(sbsh_session_spec_init)(sbsh_session_spec* spec) { sbsh_session_spec_init_size(spec, kSpecSizes[0]); }
 
 int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
+  return sbsh_session_create_spec_output(conn, spec, nullptr, nullptr);
+}
+
+int sbsh_session_create_spec_output(sbsh_conn* conn, const sbsh_session_spec* spec, sbsh_output_fn on_output,
+                                    void* user) {
   return guarded(conn, [&]() -> int {
     if (spec == nullptr) return invalid(conn, "sbsh_session_create: spec is NULL");
     // Older versions, the same structure without the fields added since, are still taken:
@@ -610,7 +615,8 @@ int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec) {
       s.cpu_millis = spec->cpu_millis;
     }
     if (spec->restart != nullptr) s.restart = spec->restart;
-    auto r = conn->c.create_session(s);
+    auto r = on_output != nullptr ? conn->c.create_session(s, output_callback(on_output, user))
+                                  : conn->c.create_session(s);
     return r ? SBSH_OK : fail(conn, r.err());
   });
 }

@@ -48,7 +48,7 @@ constexpr std::string_view kSessionOutput =
 // create_session's: the session, and its definition as session show --json gives it (the
 // confinement in force under definition.confinement).
 constexpr std::string_view kCreatedOutput =
-    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}}})J";
+    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J";
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string"}}})J";
 constexpr std::string_view kCreateInput =
@@ -228,8 +228,24 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
     spec.cpu_millis = static_cast<uint64_t>(std::llround(it->get<double>() * 1000));
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  if (auto s = conn->create_session(spec); !s) return refused(s.err());
+  // A setup that runs for this call is shown: the end of each stream, where its errors are.
+  constexpr size_t kSetupTail = 16 * 1024;
+  bool ran = false;
+  std::string setup_out[2];
+  auto take = [&](client::stream st, std::string_view data) {
+    ran = true;
+    std::string& to = setup_out[st == client::stream::out ? 0 : 1];
+    to.append(data);
+    if (to.size() > 2 * kSetupTail) to.erase(0, to.size() - kSetupTail);
+  };
+  if (auto s = conn->create_session(spec, take); !s) return refused(s.err());
   auto r = session_result(*conn, spec.name);
+  for (int i = 0; i < 2; ++i) {
+    std::string& text = setup_out[i];
+    if (text.size() > kSetupTail) text.erase(0, text.size() - kSetupTail);
+    bool valid = true;
+    r.structured[i == 0 ? "setup_stdout" : "setup_stderr"] = ran ? json(client::utf8_repair(text, &valid)) : json();
+  }
   // What the kernel confines it to, read back from sbshd.
   if (auto d = conn->show_session(spec.name); d && !r.is_error)
     r.structured["definition"] = json(client::json_of(*d)).at("definition");

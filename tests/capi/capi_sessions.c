@@ -16,6 +16,18 @@
 
 #include "capi.h"
 
+/* What a setup wrote, as sbsh_session_create_spec_output passes it. */
+struct setup_seen {
+  char out[256], err[256];
+};
+
+static void take_setup_output(void* user, int stream, const char* data, size_t len) {
+  struct setup_seen* seen = user;
+  char* to = stream == 1 ? seen->out : seen->err;
+  size_t have = strlen(to);
+  if (have + len < sizeof seen->out) memcpy(to + have, data, len);
+}
+
 void test_sessions(sbsh_conn* c) {
   note("sessions: create, list, show, restart, remove");
   const char* env[] = {"Z=zz"};
@@ -95,8 +107,11 @@ void test_sessions(sbsh_conn* c) {
   sbsh_session_spec_init(&spec);
   spec.name = "envd";
   spec.cwd = src;
-  spec.setup = "echo built > \"$SBSH_ENV/mark\"";
-  CHECK(sbsh_session_create_spec(c, &spec) == SBSH_OK);
+  spec.setup = "echo built > \"$SBSH_ENV/mark\"; echo building; echo warned >&2";
+  struct setup_seen seen;
+  memset(&seen, 0, sizeof seen);
+  CHECK(sbsh_session_create_spec_output(c, &spec, take_setup_output, &seen) == SBSH_OK);
+  CHECK(strcmp(seen.out, "building\n") == 0 && strcmp(seen.err, "warned\n") == 0);
   EXPECT_STDOUT(c, "envd", "cat \"$SBSH_ENV/mark\"", "built\n");
   CHECK(sbsh_session_remove(c, "envd") == SBSH_OK);
   spec.name = "envbad";
@@ -624,3 +639,4 @@ void test_plans(sbsh_conn* c) {
   /* The connection serves on. */
   EXPECT_STDOUT(c, "after-plans", "echo after", "after\n");
 }
+

@@ -377,10 +377,18 @@ TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   auto c = start_initialized();
   // With an environment built by a setup, keyed by a file beside the root.
   json made = c->call(tool_call(10, "create_session", {{"name", "ws"}, {"root", dir + "/ws"},
-                                                        {"setup", "cp ../reqs.txt \"$SBSH_ENV/\""},
+                                                        {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
                                                         {"setup_keys", {dir + "/reqs.txt"}}}));
   ASSERT_EQ(made["result"]["isError"], false) << made.dump();
   EXPECT_EQ(exec("ws", "cat \"$SBSH_ENV/reqs.txt\"").out, "pinned\n");
+  // What the setup wrote comes back with the session; a session whose environment was built
+  // already ran no setup.
+  EXPECT_EQ(made["result"]["structuredContent"]["setup_stdout"], "copied\n") << made.dump();
+  EXPECT_EQ(made["result"]["structuredContent"]["setup_stderr"], "noted\n") << made.dump();
+  json again = c->call(tool_call(12, "create_session", {{"name", "ws3"}, {"root", dir + "/ws"},
+                                                         {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
+                                                         {"setup_keys", {dir + "/reqs.txt"}}}));
+  EXPECT_TRUE(again["result"]["structuredContent"]["setup_stdout"].is_null()) << again.dump();
   json failed = c->call(tool_call(11, "create_session", {{"name", "ws2"}, {"setup", "echo no >&2; exit 9"}}));
   EXPECT_EQ(failed["result"]["isError"], true) << failed.dump();
   EXPECT_NE(failed.dump().find("setup_failed"), std::string::npos) << failed.dump();

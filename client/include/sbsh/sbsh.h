@@ -400,6 +400,11 @@ SBSH_API void sbsh_session_spec_init(sbsh_session_spec* spec);
 #define sbsh_session_spec_init(spec) sbsh_session_spec_init_size((spec), sizeof *(spec))
 /* Defines a session as *spec says; otherwise as sbsh_session_create. */
 SBSH_API int sbsh_session_create_spec(sbsh_conn* conn, const sbsh_session_spec* spec);
+/* The same; while the spec's setup runs (when its environment is not built yet), on_output
+ * (when not NULL) gets what the setup writes as it comes, stream 1 (stdout) or 2 (stderr),
+ * on the calling thread, as exec's on_output does. */
+SBSH_API int sbsh_session_create_spec_output(sbsh_conn* conn, const sbsh_session_spec* spec, sbsh_output_fn on_output,
+                                             void* user);
 
 /* Listings are JSON, in exactly the form `sbsh ... --json` prints (JSON OUTPUT in sbsh(1)),
  * so that fields can be added without changing the ABI. Times are RFC 3339 UTC strings,
