@@ -36,7 +36,7 @@
 //                   with each part of the confinement added, with its CPU time. Then the
 //                   round trip of `true` in a confined session vs a plain one: goal <= 1.1x.
 //
-// Usage: sbsh-bench [--quick] [--only snapshot|files|envs|confine]
+// Usage: sbsh-bench [--quick] [--only round-trip|snapshot|files|envs|confine]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -801,9 +801,15 @@ static int unguarded_main(int argc, char** argv) {
   sbsh::cli::command_line cl("sbsh-bench", "");
   cl.describe("Measures sbsh's exec path beside its baselines and prints the ratios (docs/benchmarks.md).");
   cl.flag("--quick", "fewer iterations of each figure", quick);
-  cl.option("--only", "SECTION", "one section alone: snapshot, files, envs or confine", only,
-            sbsh::cli::check_one_of({"snapshot", "files", "envs", "confine"}));
+  cl.option("--only", "SECTION", "one section alone: round-trip, snapshot, files, envs or confine", only,
+            sbsh::cli::check_one_of({"round-trip", "snapshot", "files", "envs", "confine"}));
   if (int done = parse_or_exit(cl, "sbsh-bench", argc, argv); done >= 0) return done;
+  if (only == "round-trip") {  // what scripts/test.sh prints after the tests, pinned and not
+    private_daemon d("rt");
+    std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
+    round_trip(d, quick ? 500 : 5000);
+    return 0;
+  }
   if (only == "snapshot") {
     private_daemon d("snap");
     snapshot(d, quick ? 3 : 10);

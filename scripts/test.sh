@@ -27,6 +27,12 @@ scripts/build.sh build -DSBSH_WERROR=ON -DSBSH_TESTS=ON -DSBSH_BENCH=ON -DCMAKE_
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 echo "== tests"
 (cd build && ctest --no-tests=error --output-on-failure --timeout 300 -j "$jobs")
+# The round trip beside its baselines (docs/benchmarks.md), pinned to one CPU and not, so that
+# a change in it shows in every run's log. A figure, never a verdict: the machine's load moves
+# both sides alike, and nothing here fails because it was slow.
+echo "== round trip (sbsh-bench --quick --only round-trip; pinned to CPU 0, then unpinned)"
+taskset -c 0 build/bin/sbsh-bench --quick --only round-trip || echo "(the benchmark could not run pinned)"
+build/bin/sbsh-bench --quick --only round-trip || echo "(the benchmark could not run)"
 
 echo "== build (ASan + UBSan, clang, with the fuzz targets)"
 # One sanitizer build serves the tests and the fuzz targets: clang (libFuzzer is clang's), the
