@@ -17,10 +17,13 @@
 
 namespace sbsh::daemon {
 
-uint64_t new_job_serial() {
-  static uint64_t last = 0;  // sbshd's loop is its only user
-  return ++last;
-}
+namespace {
+uint64_t last_job_serial = 0;  // sbshd's loop is its only user
+}  // namespace
+
+uint64_t new_job_serial() { return ++last_job_serial; }
+
+void continue_job_serials(uint64_t after) { last_job_serial = std::max(last_job_serial, after); }
 
 using ipc::errc::bad_request;
 

@@ -45,8 +45,11 @@ struct exec_outcome {
   std::string error;
 };
 
-// A number of its own for every job, never reused: what chains of commands refer to.
+// A number of its own for every job, never reused: what chains of commands refer to, and a
+// kept command's %ID. The numbers go on from `after` (kept_commands::start: where an earlier
+// sbshd's stopped), so that no %ID ever names two commands.
 uint64_t new_job_serial();
+void continue_job_serials(uint64_t after);
 
 struct exec_job {
   // Request

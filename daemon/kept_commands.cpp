@@ -2,10 +2,14 @@
 #include "daemon/kept_commands.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -29,14 +33,41 @@ kept_commands::kept_commands(server& srv)
 
 kept_commands::~kept_commands() = default;
 
-void kept_commands::clear_files() {
+namespace {
+constexpr const char* kNextIdFile = "next-id";
+constexpr uint64_t kIdBlock = 1000;  // ids reserved at a time: a write per thousand kept commands
+}  // namespace
+
+void kept_commands::start() {
   DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return;
   std::vector<std::string> files;
-  while (auto* e = ::readdir(d))
-    if (e->d_name[0] != '.') files.push_back(dir_ + "/" + e->d_name);
-  ::closedir(d);
+  while (auto* e = d != nullptr ? ::readdir(d) : nullptr)
+    if (e->d_name[0] != '.' && std::strcmp(e->d_name, kNextIdFile) != 0) files.push_back(dir_ + "/" + e->d_name);
+  if (d != nullptr) ::closedir(d);
   for (const auto& f : files) ::unlink(f.c_str());
+  // Before any request is served: a few bytes, read and written once.
+  std::ifstream in(dir_ + "/" + kNextIdFile);
+  uint64_t next = 0;
+  if (!(in >> next) || next == 0) next = 1;
+  first_id_ = next;
+  continue_job_serials(next - 1);
+  reserve_ids(next + kIdBlock);
+}
+
+void kept_commands::reserve_ids(uint64_t end) {
+  reserved_end_ = end;
+  // Written in place of the old one (rename): a crash leaves the old number or the new one.
+  // Without fsync: what must survive is a crash of sbshd, which leaves the page cache.
+  if (auto made = make_dirs(dir_); !made) {
+    spdlog::warn("cannot keep the next command id: {}", made.err().message);
+    return;
+  }
+  std::string path = dir_ + "/" + kNextIdFile, tmp = path + ".tmp";
+  std::string text = std::to_string(end) + "\n";
+  unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  int e = !fd ? errno : write_all(fd.get(), text);
+  if (e == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) e = errno;
+  if (e != 0) spdlog::warn("cannot keep the next command id in {}: {}", path, std::strerror(e));
 }
 
 status kept_commands::admit(const exec_job& job) const {
@@ -52,6 +83,8 @@ std::string kept_commands::log_path(uint64_t id, int stream_no) const {
 }
 
 void kept_commands::queued(const exec_job& job) {
+  // Half a block ahead: the next block is taken long before its first id is.
+  if (job.serial + kIdBlock / 2 >= reserved_end_) reserve_ids(job.serial + kIdBlock);
   auto r = std::make_unique<record>();
   r->id = job.serial;
   r->session = job.session;
@@ -126,6 +159,13 @@ void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
 kept_commands::record* kept_commands::find(uint64_t id, uint64_t req, client_conn& c) {
   auto it = records_.find(id);
   if (it != records_.end()) return it->second.get();
+  if (id < first_id_) {
+    c.send_error(req, errc::no_such_command,
+                 fmt::format("command %{} was kept by an earlier sbshd, which has stopped: kept commands, their "
+                             "output and their results do not outlive sbshd; run the command again",
+                             id));
+    return nullptr;
+  }
   c.send_error(req, errc::no_such_command,
                fmt::format("no kept command %{}: commands are kept for {} minutes after they end, and forgotten "
                            "when sbshd restarts",

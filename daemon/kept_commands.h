@@ -6,8 +6,11 @@
 // STATE/commands/N.out and N.err (capped_log.h: the newest kKeptLogCap/2 to kKeptLogCap bytes
 // of each stream). A record lives while its command queues or runs, and after it ends for
 // kKeptForMs, within kMaxKeptFinished records and kMaxKeptBytes of logs in all (the oldest
-// finished go first). Ids are the runner's job serials: unique until sbshd restarts, which
-// forgets every record and deletes the files.
+// finished go first). Ids are the runner's job serials. A restart of sbshd forgets every record
+// and deletes the files, but the ids go on: sbshd reserves them in blocks in
+// STATE/commands/next-id, and a new sbshd starts after the last block reserved, so that an
+// id never names two commands and one from before the restart is told apart from one never
+// kept.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +46,8 @@ class kept_commands {
   kept_commands(const kept_commands&) = delete;
   kept_commands& operator=(const kept_commands&) = delete;
 
-  // Deletes what an earlier sbshd kept (its ids mean nothing to this one).
-  void clear_files();
+  // Deletes what an earlier sbshd kept, and has this one's ids begin after the earlier one's.
+  void start();
   // Whether a request to keep a command may be taken (refused past kMaxDetached).
   [[nodiscard]] status admit(const exec_job& job) const;
 
@@ -90,6 +93,8 @@ class kept_commands {
   void logs_sent(const log_replies::finished& f);
   void forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it);
   void expire();
+  // Records in STATE/commands/next-id that ids below `end` are taken.
+  void reserve_ids(uint64_t end);
 
   server& srv_;
   std::string dir_;
@@ -97,6 +102,8 @@ class kept_commands {
   log_replies replies_;
   handle_ptr<timer> expiry_timer_;
   size_t detached_running_ = 0;
+  uint64_t first_id_ = 1;     // ids below it were an earlier sbshd's
+  uint64_t reserved_end_ = 0;  // STATE/commands/next-id: no sbshd uses ids below it again
 };
 
 }  // namespace sbsh::daemon

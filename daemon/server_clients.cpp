@@ -204,7 +204,7 @@ status server::start_listening() {
       spdlog::error("cannot adopt session {}: {}", name, made.err().message);
   }
   procs_->load();
-  kept_->clear_files();
+  kept_->start();
   return ok_status();
 }
 

@@ -229,5 +229,24 @@ TEST_F(detach_test, BadIdsAndOptionsGetAClearError) {
   EXPECT_EQ(exec("ok", "echo fine").out, "fine\n");
 }
 
+TEST_F(detach_test, AnIdFromBeforeARestartIsNeverAnotherCommands) {
+  auto r = sbsh({"exec", "-s", "d", "--detach-after", "100ms", "--json", "sleep 0.5; echo first"});
+  std::string first = detached_id(r);
+  ASSERT_EQ(sbsh({"wait", first}).code, 0);
+  kill_daemon();
+  start_daemon();
+  // The new sbshd kept nothing of it, and says so rather than "never kept".
+  auto w = sbsh({"wait", first});
+  EXPECT_EQ(w.code, 255);
+  EXPECT_NE(w.err.find("kept by an earlier sbshd"), std::string::npos) << w.err;
+  // Its commands' ids go on past the earlier one's: the old id never names a new command.
+  for (int i = 0; i < 3; ++i) {
+    std::string id = detached_id(sbsh({"exec", "-s", "d", "--detach-after", "1ms", "--json", "sleep 0.2"}));
+    EXPECT_GT(std::stoull(id.substr(1)), std::stoull(first.substr(1))) << id << " after " << first;
+    EXPECT_EQ(sbsh({"wait", id}).code, 0);
+  }
+  EXPECT_NE(sbsh({"wait", first}).err.find("kept by an earlier sbshd"), std::string::npos);
+}
+
 }  // namespace detach_tests
 }  // namespace sbsh::test

@@ -75,7 +75,7 @@ enum class stream { out = 1, err = 2 };
 
 // What sbshd says as a shell takes a command (exec_options::on_started).
 struct exec_start {
-  uint64_t command_id = 0;   // sbshd's number for the command, unique until sbshd restarts
+  uint64_t command_id = 0;   // sbshd's number for the command, never reused, across restarts of sbshd too
   uint64_t generation = 0;   // the generation of the session's shell it was handed to
   int64_t started_at_ms = 0;  // unix time in milliseconds
 };
