@@ -199,7 +199,8 @@ result<std::optional<shell_message>> receive_message(int channel) {
   if (n <= 0) return make_error(ipc::errc::gone, n == 0 ? "the shell closed its channel" : std::strerror(errno));
   pid_t sender = take_control(mh);
   if (static_cast<size_t>(n) != sizeof raw || (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
-      (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED))
+      (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED &&
+       raw.type != SBSH_MSG_KEEPERS))
     return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
   shell_message m;
   m.type = static_cast<sbsh_channel_type>(raw.type);

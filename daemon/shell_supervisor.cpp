@@ -363,7 +363,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
         if (msg.seq == run_out_) run_out_ = 0;
         events_->run_answered(msg);
         break;
-      default:
+      default:  // keepers, meant for a wrapper that waited for a new sbshd (its descriptors closed)
         break;
     }
   }

@@ -24,6 +24,11 @@
  *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, seq 0).
  *                   status: one per run, with the run's seq and nonce.
  *                   synced: the answer to a sync, with its seq and nonce.
+ *                   keepers: the read ends of the running command's stdout and stderr
+ *                           (SBSH_KEEP_*_FD, two descriptors), sent when the shell gets
+ *                           SBSH_LEND_SIGNAL: for the wrapper, which holds sbshd's end while
+ *                           no sbshd does and drains them (it cannot take them itself: the
+ *                           shell is undumpable). sbshd drops one it reads.
  *
  * Only the shell may speak for its commands. sbshd reads each message's sender from the kernel
  * (SO_PASSCRED: a pid no process can forge) and takes only the shell's; and each run and sync
@@ -53,7 +58,8 @@
 #define SBSH_CHANNEL_BACKUP_FD 253
 /* The read ends of a running command's stdout and stderr pipes (SBSH_RUN_KEEPERS), held by
  * the shell so that nothing the command writes meets a pipe without a reader while sbshd
- * restarts; the wrapper takes copies (pidfd_getfd) and drains them while no sbshd is there. */
+ * restarts; the wrapper gets copies (a keepers message) and drains them while no sbshd is
+ * there. */
 #define SBSH_KEEP_OUT_FD 252
 #define SBSH_KEEP_ERR_FD 251
 /* The script bash reads its builtin's name from, given to it as /dev/fd/3 (bash then reads it
@@ -72,7 +78,12 @@ enum sbsh_channel_type {
   SBSH_MSG_READY = 10,
   SBSH_MSG_STATUS = 11,
   SBSH_MSG_SYNCED = 12,
+  SBSH_MSG_KEEPERS = 13,
 };
+
+/* The signal that has the builtin send a keepers message (a real-time signal bash leaves
+ * alone; only the wrapper sends it, to the shell alone). */
+#define SBSH_LEND_SIGNAL 62
 
 /* Flags of a run. */
 enum sbsh_run_flags {

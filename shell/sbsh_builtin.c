@@ -975,11 +975,41 @@ static void close_channel_in_child(void) {
   if (same_socket(SBSH_CHANNEL_BACKUP_FD)) close(SBSH_CHANNEL_BACKUP_FD);
 }
 
-/* Whether this process is in the system's first user namespace (its inode is fixed by the
- * kernel, PROC_USER_INIT_INO). */
-static int in_initial_user_ns(void) {
-  struct stat st;
-  return stat("/proc/self/ns/user", &st) != 0 || st.st_ino == 0xEFFFFFFDu;
+/* SBSH_LEND_SIGNAL: sends the wrapper, which holds sbshd's end of the channel while no sbshd
+ * does, the read ends of the running command's pipes (ipc/shell_channel.h, keepers), which
+ * it drains until the next sbshd comes. Async-signal-safe; nothing when no command runs. */
+static void lend_keepers(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (getpid() == shell_pid && keep_out >= 0 && keep_err >= 0) {
+    struct sbsh_status_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = SBSH_CHANNEL_MAGIC;
+    m.version = SBSH_CHANNEL_VERSION;
+    m.type = SBSH_MSG_KEEPERS;
+    m.seq = current_seq;
+    m.pid = shell_pid;
+    int fds[2] = {keep_out, keep_err};
+    union {
+      struct cmsghdr align;
+      char bytes[CMSG_SPACE(sizeof fds)];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {&m, sizeof m};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control.bytes;
+    mh.msg_controllen = sizeof control.bytes;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    (void)sendmsg(SBSH_CHANNEL_FD, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  errno = saved;
 }
 
 /* Refuses, to the shell and everything it starts, the calls that reach into the shell: taking
@@ -1013,26 +1043,28 @@ static int deny_reaching_in(pid_t shell) {
 /* No command may take the channel from the shell (pidfd_getfd), trace it (ptrace) or read its
  * memory (/proc/PID/mem, process_vm_readv), where the nonce of the running command lives.
  * - The shell is made undumpable: the kernel then refuses all of these to a process without
- *   CAP_SYS_PTRACE over it, which is every command of a confined shell (a user namespace
- *   without capabilities).
+ *   CAP_SYS_PTRACE over it, which is every command of a user other than root, and every
+ *   command of a confined shell (a user namespace without capabilities). So the wrapper
+ *   cannot take the running command's pipes either: the shell lends them on
+ *   SBSH_LEND_SIGNAL (lend_keepers).
  * - A seccomp filter refuses them by name where one may be installed without no_new_privs
  *   (root, which holds CAP_SYS_PTRACE) or where no_new_privs is set already (a confined
- *   shell). A root command can still write the shell's memory through /proc/PID/mem: only a
- *   confined session holds against root's commands.
- * - A non-root shell in the system's user namespace stays dumpable, and gets no filter
- *   (no_new_privs would stop setuid programs such as sudo): its wrapper, which is not root
- *   either, takes copies of the running command's pipes from it when sbshd goes away
- *   (wrapper.cpp, start_draining), and sbshd reads its working directory. There the kernel
- *   lets the user's processes trace each other, and what a stolen channel says is still
- *   refused by sbshd. */
+ *   shell); a plain shell of another user gets none (no_new_privs would stop setuid programs
+ *   such as sudo), and needs none. A root command can still write the shell's memory through
+ *   /proc/PID/mem: only a confined session holds against root's commands. */
 static void guard_shell(void) {
   pthread_atfork(NULL, NULL, close_channel_in_child);
-  int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
-  if (geteuid() != 0 && !nnp && in_initial_user_ns()) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = lend_keepers;
+  sa.sa_flags = SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  sigaction(SBSH_LEND_SIGNAL, &sa, NULL);
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
+  if (geteuid() != 0 && !nnp) return; /* no filter without no_new_privs */
   int e = deny_reaching_in(getpid());
-  if (e != 0 && (geteuid() == 0 || nnp))
-    fprintf(stderr, "sbsh: cannot keep commands from reaching into the shell (seccomp): %s\n", strerror(e));
+  if (e != 0) fprintf(stderr, "sbsh: cannot keep commands from reaching into the shell (seccomp): %s\n", strerror(e));
 }
 
 /* Refuses a bash of another major.minor version than the headers it was built with: the

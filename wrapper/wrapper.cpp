@@ -170,16 +170,31 @@ std::string trim_text(std::string_view text) {
   return out;
 }
 
-// A copy of descriptor `fd` of process `pidfd` (pidfd_getfd(2)): -1 when it is not open there,
-// or when this kernel or its ptrace policy does not allow it.
-int fetch_fd(int pidfd, int fd) {
-#ifdef SYS_pidfd_getfd
-  return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-#else
-  (void)pidfd;
-  (void)fd;
-  return -1;
-#endif
+// The descriptors of the keepers message first on `channel` (sbshd's end), taken off it; none
+// when another message comes first (a status: the command has ended), which stays for sbshd.
+std::vector<unique_fd> take_keepers(int channel) {
+  std::vector<unique_fd> fds;
+  sbsh_status_msg m{};
+  if (::recv(channel, &m, sizeof m, MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof m) ||
+      m.magic != SBSH_CHANNEL_MAGIC || m.type != SBSH_MSG_KEEPERS)
+    return fds;
+  iovec iov{&m, sizeof m};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(2 * sizeof(int))];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof control;
+  if (::recvmsg(channel, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  return fds;
 }
 
 class wrapper_loop {
@@ -304,15 +319,20 @@ class wrapper_loop {
     early_err_.reset();
   }
 
-  // No sbshd is left to read a running command's output: take copies of the pipes the shell
-  // holds for it (SBSH_KEEP_*) and read them into nothing, so the command runs on instead of
-  // meeting a pipe without a reader or filling one nobody empties.
+  // No sbshd is left to read a running command's output: the shell lends the pipes it holds
+  // for it (SBSH_KEEP_*) when it gets SBSH_LEND_SIGNAL, in a keepers message on the channel,
+  // whose sbshd end the wrapper holds now, and the wrapper reads them into nothing, so the
+  // command runs on instead of meeting a pipe without a reader or filling one nobody empties.
+  // (The shell is undumpable: the wrapper cannot take them with pidfd_getfd.)
   void start_draining() {
-    if (!shell_pidfd_) return;
-    for (int fd : {SBSH_KEEP_OUT_FD, SBSH_KEEP_ERR_FD}) {
-      unique_fd copy(fetch_fd(shell_pidfd_.get(), fd));
+    if (!shell_pidfd_ || !channel_owner_) return;
+    if (::syscall(SYS_pidfd_send_signal, shell_pidfd_.get(), SBSH_LEND_SIGNAL, nullptr, 0) != 0) return;
+    // The shell answers at once while a command runs, and not at all while none does.
+    pollfd p{channel_owner_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 500) != 1) return;
+    for (unique_fd& fd : take_keepers(channel_owner_.get())) {
       struct stat st{};
-      if (copy && ::fstat(copy.get(), &st) == 0 && S_ISFIFO(st.st_mode)) draining_.push_back(std::move(copy));
+      if (::fstat(fd.get(), &st) == 0 && S_ISFIFO(st.st_mode)) draining_.push_back(std::move(fd));
     }
   }
 

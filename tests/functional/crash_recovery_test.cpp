@@ -89,4 +89,26 @@ TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsKeepsTheSession) {
   EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
 }
 
+// The same with the output in frames (--json): sbshd held the pipes, and the shell holds
+// their read ends while the command runs. When sbshd dies, the shell lends them to its wrapper
+// (it is undumpable: nothing can take them from it), which reads them into nothing, so the
+// command neither blocks on a full pipe nor dies of SIGPIPE.
+TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsToItKeepsTheCommandRunning) {
+  ASSERT_EQ(exec("p", "v=before").code, 0);
+  auto st = session_pids("p");
+  std::string done = dir + "/done", flowing = dir + "/flowing";
+  pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "--json", "-s", "p", "--",
+                            "for i in $(seq 400000); do echo line $i; [ $i != 2000 ] || : >" + flowing +
+                                "; done; v=after; touch " + done});
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(flowing); }, std::chrono::seconds(20)));
+  kill_daemon();
+  ::waitpid(client, nullptr, 0);
+  // Megabytes more than a pipe holds are written after sbshd is gone.
+  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
+  start_daemon();
+  auto r = sbsh({"exec", "-s", "p", "-t", "60s", "--", "echo $v $$"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
+}
+
 }  // namespace sbsh::test::crash_recovery_tests
