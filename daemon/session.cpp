@@ -85,6 +85,7 @@ session_status session::describe() const {
     char buf[4096];
     ssize_t n = ::readlink(fmt::format("/proc/{}/cwd", sh.shell_pid()).c_str(), buf, sizeof buf - 1);
     if (n > 0) st.cwd.assign(buf, static_cast<size_t>(n));
+    else if (!sh.said_cwd().empty()) st.cwd = sh.said_cwd();  // an undumpable shell, sbshd not root
   }
   st.error = sh.failure();
   st.started_at_ms = sh.started_at_ms();

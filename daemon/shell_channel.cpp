@@ -183,14 +183,15 @@ void send_interrupt(int channel, uint64_t seq) {
 
 result<std::optional<shell_message>> receive_message(int channel) {
   sbsh_status_msg raw{};
-  iovec iov{&raw, sizeof raw};
+  char cwd[SBSH_CHANNEL_MAX_CWD];
+  iovec iov[2] = {{&raw, sizeof raw}, {cwd, sizeof cwd}};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(8 * sizeof(int))];
   msghdr mh{};
   ssize_t n;
   do {
     mh = msghdr{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
     mh.msg_control = control;
     mh.msg_controllen = sizeof control;
     n = ::recvmsg(channel, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -198,7 +199,10 @@ result<std::optional<shell_message>> receive_message(int channel) {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<shell_message>();
   if (n <= 0) return make_error(ipc::errc::gone, n == 0 ? "the shell closed its channel" : std::strerror(errno));
   pid_t sender = take_control(mh);
-  if (static_cast<size_t>(n) != sizeof raw || (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
+  size_t tail = static_cast<size_t>(n) - std::min(static_cast<size_t>(n), sizeof raw);
+  bool with_cwd = raw.type == SBSH_MSG_STATUS && (raw.flags & SBSH_STATUS_CWD) != 0;
+  if (static_cast<size_t>(n) < sizeof raw || (with_cwd ? tail == 0 : tail != 0) ||
+      (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
       (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED &&
        raw.type != SBSH_MSG_KEEPERS))
     return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
@@ -213,6 +217,7 @@ result<std::optional<shell_message>> receive_message(int channel) {
   m.pid = static_cast<pid_t>(raw.pid);
   m.nonce = raw.nonce;
   m.sender = sender;
+  if (with_cwd) m.cwd.emplace(cwd, tail);
   if (raw.type != SBSH_MSG_STATUS) m.serves_interrupts = (raw.flags & SBSH_SERVES_INTERRUPTS) != 0;
   return std::optional<shell_message>(m);
 }

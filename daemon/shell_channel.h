@@ -73,6 +73,7 @@ struct shell_message {
   pid_t pid = 0;
   bool serves_interrupts = false;  // ready, synced: the builtin reads interrupt messages
   uint64_t nonce = 0;              // status, synced: the nonce of the message it answers
+  std::optional<std::string> cwd;  // status: the shell's $PWD, when it changed
   // The process that sent it, as the kernel says (in sbshd's PID namespace); 0 when the
   // kernel said nothing (the channel's senders are not watched).
   pid_t sender = 0;

@@ -145,6 +145,7 @@ uint64_t shell_supervisor::uptime_ms() const {
 uint64_t shell_supervisor::begin_start() {
   state_ = session_state::starting;
   shell_pid_ = wrapper_pid_ = 0;
+  said_cwd_.clear();
   started_mono_us_ = mono_us();
   shell_started_ms_ = wall_ms();
   served_ = false;
@@ -361,6 +362,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
           break;
         }
         if (msg.seq == run_out_) run_out_ = 0;
+        if (msg.cwd) said_cwd_ = *msg.cwd;
         events_->run_answered(msg);
         break;
       default:  // keepers, meant for a wrapper that waited for a new sbshd (its descriptors closed)

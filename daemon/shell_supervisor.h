@@ -83,6 +83,9 @@ class shell_supervisor final : public shell_port {
   [[nodiscard]] int64_t wrapper_pid() const { return wrapper_pid_; }
   [[nodiscard]] int64_t started_at_ms() const { return shell_started_ms_; }
   [[nodiscard]] uint64_t uptime_ms() const;
+  // The shell's $PWD as it last said (empty until it has): what sbshd shows when it may not
+  // read /proc/PID/cwd of the shell, which is undumpable.
+  [[nodiscard]] const std::string& said_cwd() const { return said_cwd_; }
   [[nodiscard]] uint64_t restarts() const { return restarts_; }
   [[nodiscard]] bool adopted_busy() const override { return awaiting_sync_; }
   [[nodiscard]] int64_t adopted_ms() const { return adopted_ms_; }
@@ -138,6 +141,7 @@ class shell_supervisor final : public shell_port {
   uint64_t seq_ = 0;
   uint64_t run_out_ = 0;     // the run the shell has and has not answered; 0: none
   uint64_t run_nonce_ = 0;   // that run's nonce, which its status must repeat
+  std::string said_cwd_;
   bool interrupts_ = false;  // the builtin reads interrupt messages (ready, synced)
   int64_t shell_pid_ = 0;
   int64_t wrapper_pid_ = 0;

@@ -98,6 +98,10 @@ enum sbsh_status_flags {
   SBSH_STATUS_INTERRUPTED = 1u << 0, /* SIGINT stopped the text: the rest of it did not run */
   SBSH_STATUS_NOT_RUN = 1u << 1,     /* nothing of the text ran; err says why */
   SBSH_STATUS_SIGNALED = 1u << 2,    /* exit_signal is the signal that ended the last command */
+  SBSH_STATUS_CWD = 1u << 3,         /* the shell's $PWD follows the struct (the rest of the
+                                        message, at most SBSH_CHANNEL_MAX_CWD bytes): sent when it
+                                        changed since the shell last said (sbshd cannot read
+                                        /proc/PID/cwd of an undumpable shell unless it is root) */
 };
 
 /* Flags of ready and synced: what the builtin understands (a builtin of an earlier sbsh, in

@@ -157,9 +157,22 @@ static int channel(void) {
   _exit(125);
 }
 
+/* The $PWD the shell last sent sbshd with a status (NULL: none yet, or a new sbshd asked). */
+static char *said_pwd;
+
 static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int sig, uint32_t flags, int err) {
   /* Only the shell speaks for its commands: a child that would (it never should) says nothing. */
   if (getpid() != shell_pid) return;
+  /* sbshd cannot read /proc/PID/cwd of this undumpable shell unless it is root: a status says
+   * where the shell is when that changed. */
+  const char *pwd = type == SBSH_MSG_STATUS ? get_string_value("PWD") : NULL;
+  size_t pwd_len = pwd != NULL ? strlen(pwd) : 0;
+  if (pwd_len == 0 || pwd_len > SBSH_CHANNEL_MAX_CWD || (said_pwd != NULL && strcmp(said_pwd, pwd) == 0)) pwd_len = 0;
+  if (pwd_len > 0) {
+    flags |= SBSH_STATUS_CWD;
+    xfree(said_pwd);
+    said_pwd = savestring(pwd);
+  }
   struct sbsh_status_msg m;
   memset(&m, 0, sizeof m);
   m.magic = SBSH_CHANNEL_MAGIC;
@@ -173,7 +186,12 @@ static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int
   m.pid = getpid();
   m.nonce = nonce;
   int fd = channel();
-  while (send(fd, &m, sizeof m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  struct iovec iov[2] = {{&m, sizeof m}, {(void *)pwd, pwd_len}};
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = iov;
+  mh.msg_iovlen = 2;
+  while (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
   /* A send that fails otherwise means sbshd's end is gone with every copy of it (the wrapper
    * holds one while waiting for the next sbshd): the next recv reads end-of-file. */
@@ -954,6 +972,9 @@ static int serve_builtin(WORD_LIST *list) {
     if (got == 0) break;
     if (got < 0) continue;
     if (r.h.type == SBSH_MSG_SYNC) {
+      /* A new sbshd: it learns where the shell is with the next status. */
+      xfree(said_pwd);
+      said_pwd = NULL;
       send_msg(SBSH_MSG_SYNCED, r.h.seq, r.h.nonce, last_command_exit_value, 0, SBSH_SERVES_INTERRUPTS, 0);
       continue;
     }

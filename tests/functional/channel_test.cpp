@@ -1,6 +1,7 @@
 // The shell's channel belongs to the shell: no command can take it, hold it in a background
 // job, or report a result of its own on it. Each test attacks from inside a session, as a
 // command would, and checks that the result sbsh reports is never the forged one.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -74,13 +75,13 @@ import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
 shell = os.getppid()
 def call(*a):
-    r = libc.syscall(*a)
+    r = libc.syscall(*[ctypes.c_long(x) if isinstance(x, int) else x for x in a])
     return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
 class iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 buf = ctypes.create_string_buffer(8)
 mine, theirs = iovec(ctypes.addressof(buf), 8), iovec(0x10000, 8)
-pidfd = libc.syscall(434, shell, 0)                                   # pidfd_open
+pidfd = libc.syscall(ctypes.c_long(434), ctypes.c_long(shell), ctypes.c_long(0))  # pidfd_open
 print("getfd", call(438, pidfd, 254, 0))                              # pidfd_getfd
 print("ptrace", call(101, 16, shell, 0, 0))                           # ptrace(PTRACE_ATTACH)
 print("vm", call(310, shell, ctypes.byref(mine), 1, ctypes.byref(theirs), 1, 0))  # process_vm_readv
@@ -92,14 +93,11 @@ except OSError as e:
 }
 
 TEST_F(channel_test, NoCommandCanTakeOrTraceTheShell) {
-  // A plain session of a user other than root keeps a dumpable shell without a filter (see
-  // guard_shell in shell/sbsh_builtin.c): there the user's own processes may trace each other.
-  if (::geteuid() != 0) GTEST_SKIP() << "a plain session of a user other than root keeps a traceable shell";
   auto r = sbsh({"exec", "-s", "s", "--", "python3 -c '" + reach_in_probe() + "'"});
   ASSERT_EQ(r.code, 0) << r.err;
   // Root's commands hold CAP_SYS_PTRACE: /proc/PID/mem stays open to them (the manual says
-  // so), the rest is refused by name.
-  EXPECT_EQ(r.out, "getfd EPERM\nptrace EPERM\nvm EPERM\nmem ok\n");
+  // so), the rest is refused by name. Another user's are refused all of it by the kernel.
+  EXPECT_EQ(r.out, std::string("getfd EPERM\nptrace EPERM\nvm EPERM\n") + (::geteuid() == 0 ? "mem ok\n" : "mem EACCES\n"));
   // The same calls at another process, or at another descriptor, are not refused.
   r = sbsh({"exec", "-s", "s", "--",
             "sleep 30 & python3 -c 'import ctypes,os; l=ctypes.CDLL(None); p=l.syscall(434, int(os.sys.argv[1]), 0); "
@@ -107,6 +105,38 @@ TEST_F(channel_test, NoCommandCanTakeOrTraceTheShell) {
   EXPECT_EQ(r.out, "True\n") << r.err;
   // The shell itself goes on serving.
   EXPECT_EQ(exec("s", "echo fine").out, "fine\n");
+}
+
+// The same as a user other than root, with sbshd of that user: every call is refused by the
+// kernel, a forged status is not reported, and sbshd, which may not read /proc/PID/cwd of
+// the undumpable shell, still shows where it is.
+TEST_F(channel_test, AnotherUsersShellIsOutOfItsCommandsReachToo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run an sbshd as another user";
+  std::string home = dir + "/nobody", run_dir = home + "/run";
+  ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(run_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);
+  auto as_nobody = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                                  "--", "/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir,
+                                  "HOME=" + home, "SBSH_STATE_DIR=" + home + "/state", bin("sbsh")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+  };
+  auto r = as_nobody({"exec", "-s", "u", "--", "python3 -c '" + reach_in_probe() + "'"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "getfd EPERM\nptrace EPERM\nvm EPERM\nmem EACCES\n");
+  EXPECT_EQ(as_nobody({"exec", "-s", "u", "cd /tmp && id -u"}).out, "65534\n");
+  auto ls = as_nobody({"session", "ls", "--json"});
+  EXPECT_NE(ls.out.find("\"cwd\":\"/tmp\""), std::string::npos) << ls.out << ls.err;
+  std::string text;
+  for (uint64_t seq = 1; seq <= 40; ++seq) text += forged_status(seq) + "; ";
+  auto forged = as_nobody({"exec", "-s", "u", "--json", "--", text + "exit 1"});
+  EXPECT_NE(forged.out.find("\"shell_restarted\":true"), std::string::npos) << forged.out;
+  EXPECT_EQ(forged.out.find("\"exit_code\":0"), std::string::npos) << forged.out;
+  EXPECT_EQ(as_nobody({"shutdown"}).code, 0);
 }
 
 }  // namespace sbsh::test::channel_tests
