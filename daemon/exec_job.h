@@ -94,6 +94,8 @@ struct exec_job {
   unique_fd out_w, err_w, in_r;  // ends the shell gets
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)
   unique_fd in_w;                // frames mode: where stdin frames go
+  // An internal job's descriptors for its text (SBSH_RUN_LENT): a background process's pipes.
+  std::vector<unique_fd> lent;
 
   // Progress
   uint64_t arrived_mono_us = 0;

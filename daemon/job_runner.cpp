@@ -127,9 +127,11 @@ void job_runner::close_stdin(exec_job& job) {
   job.in_w.reset();
 }
 
-void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd) {
+void job_runner::run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd,
+                              std::vector<unique_fd> lent) {
   auto job = std::make_unique<exec_job>();
   job->internal = true;
+  job->lent = std::move(lent);
   job->check_cwd = std::move(check_cwd);
   job->session = name_;
   job->command = shown_command(text);
@@ -252,6 +254,11 @@ bool job_runner::start_job(exec_job& job) {
   // then drains them).
   m.keep_out = job.out_r.get();
   m.keep_err = job.err_r.get();
+  int lent[3];
+  if (job.lent.size() == 3) {
+    for (int i = 0; i < 3; ++i) lent[i] = job.lent[static_cast<size_t>(i)].get();
+    m.lent = lent;
+  }
   job.started = true;
   // Before the shell has the command, so that the client reads this before any output: in
   // the socket ahead of the pipes, or ahead of the output frames.

@@ -45,7 +45,9 @@ class job_runner final : public shell_events {
   // Queues shell text on sbshd's own behalf; on_done gets the finished job (its outcome and
   // captured output), also when it never runs.
   // `check_cwd`, when not empty, is a directory that must exist for the text to run (as exec -C).
-  void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {});
+  // `lent`: none, or three descriptors the text finds at SBSH_LENT_FD .. +2 while it runs.
+  void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {},
+                    std::vector<unique_fd> lent = {});
   // Signal `sig` to the running command's processes once or, with `stop`, stop it: `sig`
   // (SIGTERM when 0), then SIGKILL after the grace period, the shell interrupted all along (the
   // rest of the text is abandoned; the shell keeps its state); a shell restart only when the

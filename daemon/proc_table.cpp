@@ -225,7 +225,13 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   // nothing it starts can hold it, and `exit` or `set -e` inside it end only the inner one.
   // '__sbsh serve' is sbsh's builtin (shell/sbsh_builtin.c); a shell with an older one
   // refuses "keep" and "reap" quietly.
-  std::string dir = fmt::format("/proc/{}/fd/", srv_.pid());
+  // The pipes reach the keeper as descriptors lent to the text (SBSH_RUN_LENT), not as paths
+  // into sbshd's /proc: a confined shell sees a /proc of its own.
+  std::vector<unique_fd> lent;
+  for (int fd : {p->out_w.get(), p->err_w.get(), p->status_w.get()}) {
+    lent.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!lent.back()) return fail(make_error(errc::internal, fmt::format("cannot lend a pipe: {}", std::strerror(errno))));
+  }
   std::string text = fmt::format(
       "(__sbsh_o=$-\n\\builtin set +e\n'__sbsh serve' keep 2>/dev/null\n[[ $? != {} ]] || \\builtin exit\n"
       "\\builtin trap : {}\n"
@@ -235,8 +241,8 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   for (auto e : start->env) text += fmt::format("\\builtin export {}\n", shell_quote(e));
   text += fmt::format(
       "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n\\builtin exec </dev/null >/dev/null 2>&1\n"
-      "'__sbsh serve' reap\n) </dev/null >{}{} 2>{}{} 3>{}{} &\n\\builtin echo $!\n",
-      shell_quote(text_cmd), dir, p->out_w.get(), dir, p->err_w.get(), dir, p->status_w.get());
+      "'__sbsh serve' reap\n) </dev/null >&{} 2>&{} 3>&{} &\n\\builtin echo $!\n",
+      shell_quote(text_cmd), SBSH_LENT_FD, SBSH_LENT_FD + 1, SBSH_LENT_FD + 2);
 
   watch(*p);
   uint64_t id = p->id, serial = c.serial(), req = m.id();
@@ -260,7 +266,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
       return;
     }
     reply_info(serial, req, p);
-  }, cwd);
+  }, cwd, std::move(lent));
   save();
 }
 

@@ -34,8 +34,9 @@ class session {
 
   // Commands (job_runner.h).
   void enqueue(std::unique_ptr<exec_job> job);
-  void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {}) {
-    jobs_.run_internal(std::move(text), std::move(on_done), std::move(check_cwd));
+  void run_internal(std::string text, std::function<void(exec_job&)> on_done, std::string check_cwd = {},
+                    std::vector<unique_fd> lent = {}) {
+    jobs_.run_internal(std::move(text), std::move(on_done), std::move(check_cwd), std::move(lent));
   }
   bool cancel(client_conn* c, uint64_t id, int sig, bool stop) { return jobs_.cancel(c, id, sig, stop); }
   void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof) { jobs_.stdin_data(c, id, data, eof); }

@@ -84,7 +84,7 @@ status send_message(int channel, const void* head, size_t head_len, std::string_
   msghdr mh{};
   mh.msg_iov = iov;
   mh.msg_iovlen = 3;
-  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(9 * sizeof(int))];
   if (nfds > 0) {
     mh.msg_control = control;
     mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
@@ -146,7 +146,7 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
   h.cwd_len = static_cast<uint32_t>(m.check_cwd.size());
   if (m.text.size() > UINT32_MAX || m.check_cwd.size() > SBSH_CHANNEL_MAX_CWD)
     return make_error(ipc::errc::io, "the command text or its directory is too long for the shell's channel");
-  int fds[6];
+  int fds[9];
   size_t n = 0;
   if (m.in >= 0) {
     h.flags |= SBSH_RUN_STDIN;
@@ -167,6 +167,10 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
     h.flags |= SBSH_RUN_TEXT_MEMFD;
     fds[n++] = fd;
     inline_text = {};
+  }
+  if (m.lent != nullptr) {
+    h.flags |= SBSH_RUN_LENT;
+    for (int i = 0; i < 3; ++i) fds[n++] = m.lent[i];
   }
   return send_message(channel, &h, sizeof h, m.check_cwd, inline_text, fds, n);
 }

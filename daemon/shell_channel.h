@@ -38,6 +38,7 @@ struct run_message {
   int in = -1;                 // -1: /dev/null
   int out = -1, err = -1;
   int keep_out = -1, keep_err = -1;  // read ends the shell holds while the command runs
+  const int* lent = nullptr;         // three more for the text (SBSH_RUN_LENT), or none
 };
 
 // The memfd through which texts too long for one message travel, sized to the longest text

@@ -9,7 +9,7 @@
  *   sbshd -> bash   run:    header, then cwd_len bytes of a directory to check (may be 0), then
  *                           text_len bytes of command text (unless it comes in a memfd);
  *                           descriptors, in this order: [stdin] stdout stderr [keep_out keep_err]
- *                           [text memfd], as the flags say.
+ *                           [text memfd] [lent 1..3], as the flags say.
  *                   sync:   header only; answered with `synced` once every earlier run has
  *                           been answered (a new sbshd that adopted the shell learns which
  *                           statuses are its own).
@@ -69,6 +69,8 @@
  * SBSH_KEEPER_STATUS_FD, and "'__sbsh serve' keep" answers SBSH_KEEPER_UNREAD when nobody reads
  * that pipe any more (then the keeper leaves without starting the command). */
 #define SBSH_KEEPER_STATUS_FD 3
+/* Where a run's lent descriptors are while its text runs (SBSH_RUN_LENT). */
+#define SBSH_LENT_FD 246
 #define SBSH_KEEPER_UNREAD 3
 
 enum sbsh_channel_type {
@@ -91,6 +93,11 @@ enum sbsh_run_flags {
   SBSH_RUN_KEEPERS = 1u << 1,    /* read ends of stdout and stderr, held while the command runs */
   SBSH_RUN_TEXT_MEMFD = 1u << 2, /* the text is in a memfd (its first text_len bytes) */
   SBSH_RUN_INTERNAL = 1u << 3,   /* sbshd's own (init commands, claims): nothing changes */
+  SBSH_RUN_LENT = 1u << 4,       /* three descriptors for the text (a background process's
+                                    stdout, stderr and status pipes), placed at
+                                    SBSH_LENT_FD .. +2 while it runs: the text redirects from
+                                    them, which needs no path (/proc/SBSHD/fd/N is not in a
+                                    confined shell's view) */
 };
 
 /* Flags of a status. */

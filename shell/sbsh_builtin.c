@@ -121,6 +121,7 @@ struct run {
   char *cwd;   /* xmalloc'd, NUL-terminated, or NULL */
   char *text;  /* xmalloc'd, NUL-terminated; evalstring frees it */
   int in, out, err, keep_out, keep_err;
+  int lent[3]; /* SBSH_RUN_LENT, or -1 */
 };
 
 static int serving;           /* inside the serve loop */
@@ -128,6 +129,7 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static uint64_t current_nonce; /* its nonce, which its status repeats (ipc/shell_channel.h) */
 static int keep_out = -1, keep_err = -1;
+static int lent_placed; /* a run's lent descriptors are at SBSH_LENT_FD .. +2 */
 static volatile sig_atomic_t got_sigint;
 /* What stopping the command ended: the wait status of the last foreground process reaped
  * after sbsh's interrupt arrived (see stopped_value()). */
@@ -242,6 +244,9 @@ static void release_descriptors(void) {
   if (keep_out >= 0) close(keep_out);
   if (keep_err >= 0) close(keep_err);
   keep_out = keep_err = -1;
+  if (lent_placed)
+    for (int i = 0; i < 3; ++i) close(SBSH_LENT_FD + i);
+  lent_placed = 0;
   in_command = 0;
 }
 
@@ -333,6 +338,7 @@ static void discard_run(struct run *r) {
   close_quietly(&r->err);
   close_quietly(&r->keep_out);
   close_quietly(&r->keep_err);
+  for (int i = 0; i < 3; ++i) close_quietly(&r->lent[i]);
   if (r->cwd) xfree(r->cwd);
   if (r->text) xfree(r->text);
   r->cwd = r->text = NULL;
@@ -365,10 +371,11 @@ static int receive(struct run *r) {
   static char buf[sizeof(struct sbsh_run_header) + SBSH_CHANNEL_MAX_CWD + SBSH_CHANNEL_INLINE_TEXT];
   union {
     struct cmsghdr align;
-    char bytes[CMSG_SPACE(8 * sizeof(int))];
+    char bytes[CMSG_SPACE(12 * sizeof(int))];
   } control;
   memset(r, 0, sizeof *r);
   r->in = r->out = r->err = r->keep_out = r->keep_err = -1;
+  r->lent[0] = r->lent[1] = r->lent[2] = -1;
   for (;;) {
     struct iovec iov = {buf, sizeof buf};
     struct msghdr mh;
@@ -384,11 +391,11 @@ static int receive(struct run *r) {
       continue;
     }
     if (n <= 0) return 0;
-    int fds[8], nfds = 0;
+    int fds[12], nfds = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
         int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < k && nfds < 8; ++i) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        for (int i = 0; i < k && nfds < 12; ++i) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
       }
     const struct sbsh_run_header *h = (const struct sbsh_run_header *)buf;
     int bad = (size_t)n < sizeof *h || h->magic != SBSH_CHANNEL_MAGIC || h->version != SBSH_CHANNEL_VERSION ||
@@ -404,7 +411,7 @@ static int receive(struct run *r) {
       return 1;
     }
     int want = 2 + ((h->flags & SBSH_RUN_STDIN) ? 1 : 0) + ((h->flags & SBSH_RUN_KEEPERS) ? 2 : 0) +
-               ((h->flags & SBSH_RUN_TEXT_MEMFD) ? 1 : 0);
+               ((h->flags & SBSH_RUN_TEXT_MEMFD) ? 1 : 0) + ((h->flags & SBSH_RUN_LENT) ? 3 : 0);
     size_t inline_text = (h->flags & SBSH_RUN_TEXT_MEMFD) ? 0 : h->text_len;
     bad = bad || h->type != SBSH_MSG_RUN || nfds != want || h->cwd_len > SBSH_CHANNEL_MAX_CWD ||
           (size_t)n != sizeof *h + h->cwd_len + inline_text;
@@ -417,6 +424,8 @@ static int receive(struct run *r) {
         r->keep_out = fds[k++];
         r->keep_err = fds[k++];
       }
+      if (h->flags & SBSH_RUN_LENT) /* last, after the text's memfd */
+        for (int i = 0; i < 3; ++i) r->lent[i] = fds[nfds - 3 + i];
       const char *p = buf + sizeof *h;
       if (h->cwd_len > 0) {
         r->cwd = xmalloc(h->cwd_len + 1);
@@ -793,6 +802,11 @@ static void run_command(struct run *r) {
   if (r->keep_err >= 0 && dup3(r->keep_err, SBSH_KEEP_ERR_FD, O_CLOEXEC) >= 0) keep_err = SBSH_KEEP_ERR_FD;
   close_quietly(&r->keep_out);
   close_quietly(&r->keep_err);
+  if (r->lent[0] >= 0) {
+    for (int i = 0; i < 3; ++i) dup3(r->lent[i], SBSH_LENT_FD + i, O_CLOEXEC);
+    lent_placed = 1;
+  }
+  for (int i = 0; i < 3; ++i) close_quietly(&r->lent[i]);
   in_command = 1;
 
   CLRINTERRUPT;
