@@ -355,6 +355,69 @@ TEST_F(confine_test, TheSessionsFilesKeepTheirOwner) {
   EXPECT_EQ(read_file(root + "/by-request"), "written\nmore\n");
 }
 
+// The same confinement under an unprivileged sbshd: a whole sbshd, and its clients, run as
+// nobody (needs root to start them so); its shell maps nobody to itself.
+class confine_user_test : public confine_test {
+ protected:
+  confine_user_test() { start_in_setup = false; }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to run sbshd as another user";
+    confine_test::SetUp();
+    if (IsSkipped()) return;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    auto r = run(as_nobody({bin("sbshd"), "--socket", sock, "--state-dir", state}));
+    ASSERT_EQ(r.code, 0) << r.err;
+    started = true;
+  }
+  void TearDown() override {
+    if (started) run(as_nobody({bin("sbsh"), "--no-autostart", "shutdown"}));
+    confine_test::TearDown();
+  }
+  static std::vector<std::string> as_nobody(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"});
+    return argv;
+  }
+  run_result client(std::vector<std::string> args) {
+    args.insert(args.begin(), {bin("sbsh"), "--no-autostart"});
+    return run(as_nobody(std::move(args)));
+  }
+  run_result in(const std::string& session, const std::string& command) {
+    return client({"exec", "-s", session, "--", command});
+  }
+  bool started = false;
+};
+
+TEST_F(confine_user_test, AnUnprivilegedSbshdConfinesAsWell) {
+  fs::create_directories(dir + "/agent");
+  std::string path = dir + "/agent/agent.sock";
+  int s = listen_unix(path);
+  ASSERT_GE(s, 0);
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);  // its own user's: only the view keeps it out
+  ASSERT_EQ(client({"session", "create", "box", "--root", root, "--confine", "--no-network"}).code, 0);
+  auto r = in("box", "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; cat /proc/1/comm; echo $$");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nbash\n1\n");
+  r = in("box", "cat /proc/self/uid_map");
+  std::istringstream map(r.out);
+  std::string a, b, n;
+  map >> a >> b >> n;
+  EXPECT_EQ(a + " " + b + " " + n, "65534 65534 1") << r.out;
+  std::ofstream(root + "/probe.py") << kProbe;
+  ASSERT_EQ(::chown((root + "/probe.py").c_str(), 65534, 65534), 0);
+  EXPECT_EQ(in("box", "python3 probe.py connect " + shell_quote(path)).out, "ENOENT\n");
+  EXPECT_EQ(in("box", "python3 probe.py pidfd_getfd").out, "pidfd_getfd EPERM\n");
+  EXPECT_EQ(in("box", "python3 probe.py bpf").out, "bpf EPERM\n");
+  r = in("box", "for p in /proc/[0-9]*; do cat $p/comm; done | sort -u");
+  EXPECT_EQ(r.out.find("sbshd"), std::string::npos) << r.out;
+  r = in("box", "echo made > made && echo out > /dev/stdout");
+  EXPECT_EQ(r.out, "out\n") << r.err;
+  struct stat st{};
+  ASSERT_EQ(::stat((root + "/made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  ::close(s);
+}
+
 TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
   fs::create_directories(dir + "/data");
   fs::create_directories(dir + "/out");
