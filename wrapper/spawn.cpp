@@ -156,8 +156,8 @@ void make_special_mounts(child_args* a) {
 
 // Builds the shell's view, as bubblewrap does: a tmpfs becomes the root (the host's is then
 // at kOldRoot), a second one (kNewRoot) receives the system's directories, the session's
-// own and the special file systems, then becomes the root in turn and the host's is
-// detached. `fds` holds, for each own path in order, its idmapped mount or -1.
+// own and the special file systems, then becomes the root in turn and the first, with the
+// host's beneath it, is detached. `fds` holds, for each own path in order, its idmapped mount or -1.
 void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
   mount_or_fail(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr, "making the mounts private");
   mount_or_fail(a, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k",
@@ -172,7 +172,8 @@ void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
   size_t own = 0;
   for (const auto& m : plan.mounts) place(a, m, m.own ? fds[own++] : -1);
   make_special_mounts(a);
-  if (::umount2(kOldRoot, MNT_DETACH) != 0) child_fail(a, errno, "detaching the host's files");
+  // One lazy unmount, after the pivot, detaches the tmpfs built on and the host's tree beneath
+  // it together: each unmount waits for an RCU grace period.
   if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
       ::chdir("/") != 0)
     child_fail(a, errno, "entering the view");
