@@ -5,6 +5,7 @@
 // it starts, a double-forked daemon included, ends with it. Skipped, with the reason, only
 // where the kernel lacks the feature.
 #include <arpa/inet.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -416,6 +417,41 @@ TEST_F(confine_user_test, AnUnprivilegedSbshdConfinesAsWell) {
   ASSERT_EQ(::stat((root + "/made").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
   ::close(s);
+}
+
+// sbshd --confine-user: as root, the confined shell is that user outside, never root.
+class confine_as_test : public confine_test {
+ protected:
+  confine_as_test() { daemon_args = {"--confine-user", "daemon"}; }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "--confine-user applies only when sbshd runs as root";
+    if (::getpwnam("daemon") == nullptr) GTEST_SKIP() << "this system has no user 'daemon'";
+    confine_test::SetUp();
+  }
+};
+
+TEST_F(confine_as_test, TheShellIsTheNamedUserOutside) {
+  const passwd* pw = ::getpwnam("daemon");
+  ASSERT_NE(pw, nullptr);
+  uid_t uid = pw->pw_uid;
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  auto r = exec("box", "cat /proc/self/uid_map; grep CapEff /proc/self/status; echo made > made");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream map(r.out);
+  std::string a, b, n;
+  map >> a >> b >> n;
+  EXPECT_EQ(a + " " + b + " " + n, "0 " + std::to_string(uid) + " 1") << r.out;
+  EXPECT_NE(r.out.find("CapEff:\t0000000000000000"), std::string::npos) << r.out;
+  // The shell's own processes run as that user on the host.
+  pid_t shell = json::parse(sbsh({"session", "show", "box", "--json"}).out).at("session").at("shell_pid").get<pid_t>();
+  struct stat st{};
+  ASSERT_EQ(::stat(fmt::format("/proc/{}", shell).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+  // Root is refused: the shell would own root's files.
+  auto refused = run({bin("sbshd"), "--confine-user", "root", "--socket", dir + "/other.sock", "--state-dir",
+                      dir + "/other-state", "--foreground"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("name an unprivileged user"), std::string::npos) << refused.err;
 }
 
 TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
