@@ -52,6 +52,7 @@
 #include "bench_util.h"
 #include "common/confine.h"
 #include "daemon/shell_channel.h"
+#include "wrapper/sandbox.h"
 #include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
 
@@ -764,8 +765,10 @@ void confined(int iters) {
   if (builtin) rules.push_back({*builtin, confine::access::read_only, false});
   std::optional<builtin_driver> drv;
   // Only where the sessions could be confined: the driver ends the program when bash cannot start.
-  auto spawn = [&drv, &rules, &vs](bool landlock, bool pid_ns, bool net_ns) {
-    return [&drv, &rules, &vs, landlock, pid_ns, net_ns] {
+  // With `view`, as the wrapper starts a confined session's shell: the view planned and the
+  // seccomp filter compiled for each start, a user namespace, the view built, no capability.
+  auto spawn = [&drv, &rules, &vs, root, tmp](bool landlock, bool pid_ns, bool net_ns, bool view = false) {
+    return [&drv, &rules, &vs, root, tmp, landlock, pid_ns, net_ns, view] {
       if (const std::string& why = vs[net_ns ? 1 : 0].failed; !why.empty()) return "as the session: " + why;
       unique_fd ruleset;
       if (landlock) {
@@ -773,7 +776,23 @@ void confined(int iters) {
         if (!r) return r.err().message;
         ruleset = std::move(*r);
       }
-      drv.emplace(wrapper::shell_confinement{ruleset.get(), pid_ns, net_ns});
+      wrapper::shell_confinement conf{ruleset.get(), pid_ns, net_ns};
+      wrapper::sandbox_plan plan;
+      if (view) {
+        std::vector<confine::rule> own{{root, confine::access::read_write, false},
+                                       {tmp, confine::access::read_write, false}};
+        std::vector<confine::rule> system(rules.begin(), rules.end());
+        std::erase_if(system, [&](const confine::rule& r) { return r.path == root || r.path == tmp; });
+        auto p = wrapper::plan_sandbox(system, own, root);
+        if (!p) return p.err().message;
+        auto filter = wrapper::seccomp_program();
+        if (!filter) return filter.err().message;
+        plan = std::move(*p);
+        plan.seccomp = std::move(*filter);
+        plan.map_by_parent = ::geteuid() == 0;
+        conf.sandbox = &plan;
+      }
+      drv.emplace(conf);
       return std::string(drv->run("true").empty() ? "" : "`true` printed something");
     };
   };
@@ -783,6 +802,7 @@ void confined(int iters) {
   vs.push_back({"no daemon: + pid ns", spawn(false, true, false), drop, {}, {}, {}});
   vs.push_back({"no daemon: + Landlock", spawn(true, true, false), drop, {}, {}, {}});
   vs.push_back({"no daemon: + net ns", spawn(true, true, true), drop, {}, {}, {}});
+  vs.push_back({"no daemon: + user ns, view, seccomp", spawn(true, true, true, true), drop, {}, {}, {}});
   measure(vs, iters);
 
   print_variants(vs, first_spawn, root_user, iters);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -84,6 +85,30 @@ int landlock_abi(std::string* why) {
   return 0;
 }
 
+bool user_namespaces(std::string* why) {
+  auto say = [why](std::string text) {
+    if (why != nullptr) *why = std::move(text);
+    return false;
+  };
+  struct stat st{};
+  if (::stat("/proc/self/ns/user", &st) != 0)
+    return say(fmt::format("this kernel ({}) has no user namespaces (CONFIG_USER_NS)", kernel_release()));
+  long most = -1;
+  if (FILE* f = std::fopen("/proc/sys/user/max_user_namespaces", "re")) {
+    if (std::fscanf(f, "%ld", &most) != 1) most = -1;
+    std::fclose(f);
+  }
+  if (most == 0) return say("user namespaces are disabled here (user.max_user_namespaces is 0): raise it");
+  if (FILE* f = std::fopen("/proc/sys/kernel/unprivileged_userns_clone", "re")) {
+    int allowed = 1;
+    if (std::fscanf(f, "%d", &allowed) != 1) allowed = 1;
+    std::fclose(f);
+    if (allowed == 0 && ::geteuid() != 0)
+      return say("this kernel allows user namespaces only to root (kernel.unprivileged_userns_clone is 0)");
+  }
+  return true;
+}
+
 std::string rule_text(const rule& r) {
   std::string_view mode = r.what == access::read_write ? "rw" : r.what == access::read_exec ? "rx" : "ro";
   return fmt::format("{}:{}", mode, r.path);
@@ -150,6 +175,23 @@ result<unique_fd> build_ruleset(const std::vector<rule>& rules) {
                         fmt::format("cannot add the rule for {}: {}", r.path, std::strerror(errno)));
   }
   return ruleset;
+}
+
+int add_rule_in_child(int ruleset, const char* path, access what) {
+  long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi <= 0) return errno;
+  int fd = ::open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct stat st{};
+  int e = ::fstat(fd, &st) == 0 ? 0 : errno;
+  uint64_t handled = handled_fs(static_cast<int>(abi));
+  landlock_path_beneath_attr beneath{};
+  beneath.allowed_access = rights_of(what, handled) & handled;
+  if (e == 0 && !S_ISDIR(st.st_mode)) beneath.allowed_access &= kFileRights;
+  beneath.parent_fd = fd;
+  if (e == 0 && ::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0) e = errno;
+  ::close(fd);
+  return e;
 }
 
 int restrict_self(int ruleset) {

@@ -19,6 +19,10 @@ namespace sbsh::confine {
 // says what is missing, naming the kernel.
 int landlock_abi(std::string* why = nullptr);
 
+// Whether this kernel lets sbsh-wrapper make a confined shell's user namespace (and the mount,
+// PID, UTS and IPC namespaces it owns); `why` says what is missing otherwise.
+bool user_namespaces(std::string* why = nullptr);
+
 // What a rule grants beneath its path.
 enum class access { read_write, read_exec, read_only };
 
@@ -42,6 +46,11 @@ std::vector<rule> system_rules();
 // ABI 6, keeps signals and abstract UNIX sockets within the session. Opens each path (O_PATH):
 // one that is absent is an error unless the rule is optional.
 result<unique_fd> build_ruleset(const std::vector<rule>& rules);
+
+// Adds a rule for `path` to `ruleset` in the child that is about to apply it: for what exists
+// only in the confined shell's own view (its /proc, /tmp, /dev/pts, /dev/shm), which the
+// wrapper cannot open beforehand. Async-signal-safe. Returns 0 or an errno value.
+int add_rule_in_child(int ruleset, const char* path, access what);
 
 // Applies `ruleset` to the calling thread and what it starts (no_new_privs, then
 // landlock_restrict_self). Async-signal-safe: the child of a vfork calls it. Returns 0 or an

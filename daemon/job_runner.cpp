@@ -238,6 +238,9 @@ bool job_runner::start_job(exec_job& job) {
       set_nonblocking(job.in_w.get());
     }
   }
+  // The client's own pipes too, when it handed them over (io_fds).
+  give_to_confined_shell(def_, srv_.opts().confine_uid, srv_.opts().confine_gid,
+                         {job.in_r.get(), job.out_w.get(), job.err_w.get()});
   shell_port& sh = shell_;
   job.mark = procs::mark_now(srv_.ns_last_pid_fd());
   job.started_at_ms = wall_ms();

@@ -1,5 +1,8 @@
 // sbshd: the sbsh daemon. Declares and parses its options as sbsh does (command_line.h),
 // then calls run_or_die(); see daemon.cpp.
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -62,7 +65,31 @@ std::function<result<uint64_t>(std::string_view, const std::string&)> read_ms(bo
   };
 }
 
-void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version) {
+// Who a confined session's shell is outside its user namespace when sbshd runs as root: `name`
+// (--confine-user), else nobody. Never root: the shell would own root's files.
+sbsh::status settle_confine_user(const std::string& name, sbsh::daemon::run_options& o) {
+  if (!name.empty() && ::geteuid() != 0)
+    return make_error(errc::usage, "--confine-user applies only when sbshd runs as root: unprivileged, a confined "
+                                   "session's shell is sbshd's own user");
+  if (::geteuid() != 0) return sbsh::ok_status();
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  const char* who = name.empty() ? "nobody" : name.c_str();
+  if (::getpwnam_r(who, &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
+    if (!name.empty()) return make_error(errc::usage, fmt::format("--confine-user: no user '{}' here", name));
+    return sbsh::ok_status();  // the default of 65534 (nobody on Linux distributions)
+  }
+  if (pw.pw_uid == 0 || pw.pw_gid == 0)
+    return make_error(errc::usage, fmt::format("--confine-user: '{}' is root or in root's group: name an "
+                                               "unprivileged user",
+                                               who));
+  o.confine_uid = pw.pw_uid;
+  o.confine_gid = pw.pw_gid;
+  return sbsh::ok_status();
+}
+
+void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version, std::string& confine_user) {
   cl.describe(
       "Keeps persistent bash sessions and runs commands in them for sbsh clients. sbsh starts it when none "
       "answers; systemd can too (sbshd.service).");
@@ -105,6 +132,10 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version) {
                          "how long a session made by 'exec -s' or 'start -s' may stay idle before it is removed "
                          "('never': kept until removed; default: 24h)",
                          o.idle_expiry_ms, read_ms(true));
+  cl.option("--confine-user", "NAME",
+            "when sbshd runs as root, the user a confined session's shell is outside its user namespace (default: "
+            "nobody)",
+            confine_user, sbsh::cli::check_not_empty("a user name"));
   cl.flag("--version", "print the version and exit", version);
   // Bounds that tests lower to reach them quickly; without help, they are not listed (bounds.h).
   cl.number("--max-clients", "N", "", o.max_clients, "a number of clients", 1, 1 << 20);
@@ -117,8 +148,9 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version) {
 static int unguarded_main(int argc, char** argv) {
   sbsh::daemon::run_options o;
   bool version = false;
+  std::string confine_user;
   command_line cl("sbshd", "");
-  declare(cl, o, version);
+  declare(cl, o, version, confine_user);
   auto parsed = cl.parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed) {
     std::fprintf(stderr, "sbshd: %s\n", parsed.err().message.c_str());
@@ -128,6 +160,10 @@ static int unguarded_main(int argc, char** argv) {
   if (version) {
     std::puts("sbshd " SBSH_VERSION);
     return 0;
+  }
+  if (auto s = settle_confine_user(confine_user, o); !s) {
+    std::fprintf(stderr, "sbshd: %s\n", s.err().message.c_str());
+    return 2;
   }
   return sbsh::daemon::run_or_die(std::move(o));
 }

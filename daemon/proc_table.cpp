@@ -203,6 +203,7 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   p->status_r = unique_fd(st[0]);
   p->status_w = unique_fd(st[1]);
   for (int fd : {out[0], err[0], st[0]}) set_nonblocking(fd);
+  give_to_confined_shell((*s)->def(), srv_.opts().confine_uid, srv_.opts().confine_gid, {out[1], err[1]});
   if (auto l = open_logs(*p); !l) return fail(l.err());
   if (text_cmd.size() > kKeptText)  // the table keeps its start; the log directory all of it
     off_loop(srv_.loop(), [path = log_path(p->id, "cmd"), text = text_cmd] {

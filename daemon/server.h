@@ -58,6 +58,10 @@ struct options {
   // For fuzzing request handling: every request that would create a session (and so start
   // a wrapper and a shell, or copy a snapshot) is refused.
   bool no_sessions = false;
+  // Who a confined session's shell is outside its user namespace when sbshd runs as root
+  // (--confine-user; nobody by default). Unprivileged, sbshd's shells are its own user.
+  uid_t confine_uid = 65534;
+  gid_t confine_gid = 65534;
   // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
   int state_lock_fd = -1;
 };

@@ -256,6 +256,14 @@ std::string fd_path(int fd) {
 
 }  // namespace
 
+void give_to_confined_shell(const session_def& d, uid_t uid, gid_t gid, std::initializer_list<int> fds) {
+  if (!d.confine || ::geteuid() != 0) return;
+  // Only pipes: a terminal's ownership is its device's, which is not sbshd's to change.
+  struct stat st{};
+  for (int fd : fds)
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) (void)::fchown(fd, uid, gid);
+}
+
 bool path_within(std::string_view p, std::string_view dir) {
   if (dir == "/") return !p.empty() && p[0] == '/';
   return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
@@ -327,6 +335,17 @@ result<session_def> def_from_request(session_spec spec) {
     std::string why;
     int abi = confine::landlock_abi(&why);
     if (abi == 0) return make_error(ipc::errc::not_supported, fmt::format("cannot confine the session: {}", why));
+    if (!confine::user_namespaces(&why))
+      return make_error(ipc::errc::not_supported, fmt::format("cannot confine the session: {}", why));
+    // Abstract UNIX sockets belong to the network namespace; within the host's, only Landlock
+    // from ABI 6 keeps the session from connecting to the host's (a seccomp filter cannot see
+    // the address a socket is connected to).
+    if (abi < 6 && !spec.no_network)
+      return make_error(ipc::errc::not_supported,
+                        fmt::format("cannot confine the session with the network: this kernel's Landlock (ABI {}) "
+                                    "cannot keep it from the host's abstract UNIX sockets (Linux 6.12 or later "
+                                    "can); add --no-network, whose network namespace has none",
+                                    abi));
     spec.landlock_abi = static_cast<uint64_t>(abi);
   }
   auto def = def_from_saved(std::move(spec));

@@ -3,6 +3,9 @@
 // is a no-op), sent to clients, and persisted in the state directory.
 #pragma once
 
+#include <sys/types.h>
+
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +57,12 @@ inline const std::string& root_of(const session_def& d) { return d.snapshot.empt
 // --allow-read (read and execute) and --read-only, in that order. A confined shell's Landlock
 // rules beside the system's (confine::system_rules), and what file requests may reach.
 std::vector<confine::rule> own_rules(const session_def& d, const std::string& tmp);
+
+// Gives the pipes a command of a confined session is started with to the user its shell is
+// outside its user namespace (`uid`, `gid`: sbshd --confine-user) when sbshd is root: a pipe
+// is its maker's, mode 0600, and a command that opens one anew (/dev/stdout, /dev/stdin,
+// /proc/self/fd/N) may otherwise not. Nothing otherwise, nor to a terminal.
+void give_to_confined_shell(const session_def& d, uid_t uid, gid_t gid, std::initializer_list<int> fds);
 
 // Whether absolute path `p` is `dir` or lies beneath it, by its text (`dir` has no trailing
 // slash; neither has "." or ".." components).

@@ -103,6 +103,19 @@ std::string claim_text(const std::string& name, const session_def& def) {
   return t;
 }
 
+// A variable of the client's environment that names a way out of a confined session: an
+// agent's or a bus's socket, a display, a container engine, the user's runtime directory.
+// The sockets stay out of the shell's view; the variables would only mislead its programs
+// (and give their paths away), so they are not passed in.
+bool leads_outside_confinement(const std::string& entry) {
+  std::string_view name = std::string_view(entry).substr(0, entry.find('='));
+  for (std::string_view v : {"SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS",
+                             "DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "XAUTHORITY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET",
+                             "DOCKER_HOST", "CONTAINER_HOST", "XDG_RUNTIME_DIR", "SBSH_SOCKET"})
+    if (name == v) return true;
+  return false;
+}
+
 }  // namespace
 
 bool spare_can_serve(const session_def& def) {
@@ -185,6 +198,7 @@ void shell_supervisor::start_shell() {
   // The session's own environment, never sbshd's: only the bash to run comes from sbshd
   // (the wrapper reads SBSH_BASH and takes it out before bash starts).
   std::vector<std::string> env_store = def.environment;
+  if (def.confine) std::erase_if(env_store, leads_outside_confinement);
   if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env_store.push_back(fmt::format("SBSH_BASH={}", bash));
   for (const auto& e : def.env) env_store.push_back(e);  // bash takes the last of two entries
   env_store.push_back("SBSH_SESSION=" + session_.name());
@@ -203,6 +217,10 @@ void shell_supervisor::start_shell() {
     for (const auto& r : own_rules(def, tmp)) {
       args.emplace_back("--rule");
       args.push_back(confine::rule_text(r));
+    }
+    if (::geteuid() == 0) {
+      args.emplace_back("--as");
+      args.push_back(fmt::format("{}:{}", srv_.opts().confine_uid, srv_.opts().confine_gid));
     }
   }
   if (!def.cgroup.empty()) {

@@ -12,7 +12,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-               "                    [--ns pid|net|pid,net] [--cgroup DIR] SESSION | --spare PADDING\n"
+               "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING\n"
                "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
@@ -46,6 +46,16 @@ int main(int argc, char** argv) {
       o.pid_ns = ns == "pid" || ns == "pid,net";
       o.net_ns = ns == "net" || ns == "pid,net";
       if (!o.pid_ns && !o.net_ns) return usage();
+    } else if (std::strcmp(argv[i], "--as") == 0) {
+      unsigned long uid = 0, gid = 0;
+      char* end = nullptr;
+      uid = std::strtoul(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end != ':') return usage();
+      const char* g = end + 1;
+      gid = std::strtoul(g, &end, 10);
+      if (end == g || *end != '\0' || uid >= 0xffffffffUL || gid >= 0xffffffffUL) return usage();
+      o.confine_uid = static_cast<uid_t>(uid);
+      o.confine_gid = static_cast<gid_t>(gid);
     } else if (std::strcmp(argv[i], "--cgroup") == 0) {
       o.cgroup = argv[i + 1];
       if (o.cgroup.empty() || o.cgroup[0] != '/') return usage();

@@ -1,29 +1,59 @@
 // Starting bash: clone() with CLONE_VM | CLONE_VFORK, then exec, as posix_spawn does. The
 // child runs on the wrapper's memory until execve(): it calls only async-signal-safe
 // functions and writes nothing but its own stack and, when it fails, the error it reports.
+//
+// A confined session's shell (a sandbox_plan, sandbox.h) gets user, mount, PID, UTS and IPC
+// namespaces of its own; the child builds its view of the files, drops every capability,
+// applies the Landlock ruleset and installs the seccomp program, in that order, before it
+// execs bash. When this process is root, the shell's user namespace maps its root to an
+// unprivileged user, which only this process may write (the child, as a namespace's maker,
+// may map only its own user): the child is then cloned without CLONE_VM | CLONE_VFORK, waits
+// until this process has written its maps and sent it the session's directories mounted
+// idmapped, and reports a failure over a socket that its execve() closes.
 #include "wrapper/spawn.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/confine.h"
+#include "ipc/fd.h"
 #include "ipc/protocol.h"
 #include "ipc/shell_channel.h"
+#include "wrapper/sandbox.h"
 
 namespace sbsh::wrapper {
 
 namespace {
+
+// What a child that cannot exec bash reports: the errno value, and what it was doing. The
+// pointers are valid in the parent too: they point to string literals or to the limits, at
+// the same addresses in a child that is a copy of this process.
+struct child_report {
+  int error = 0;
+  const rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
+  const char* failed_step = nullptr;          // set with error when confinement failed
+};
 
 struct child_args {
   const char* bash_path;
@@ -33,50 +63,189 @@ struct child_args {
   shell_confinement confinement;
   bool user_ns = false;
   char uid_map[64] = {}, gid_map[64] = {};  // written by the child into its user namespace
-  int error = 0;  // set by the child when it cannot exec bash; read once it has exited
-  const rlimit_spec* failed_limit = nullptr;  // set with error when a limit was refused
-  const char* failed_step = nullptr;               // set with error when confinement failed
+  // The child's end of the socket to its parent when the parent maps it (sandbox_plan's
+  // map_by_parent); -1 when the child shares the parent's memory and reports in `report`.
+  int link = -1;
+  child_report report{};  // set by a child sharing the parent's memory; read once it has exited
 };
 
-[[noreturn]] void child_fail(child_args* a, int err);
+[[noreturn]] void child_fail(child_args* a, int err, const char* step = nullptr) {
+  a->report.error = err;
+  if (step != nullptr) a->report.failed_step = step;
+  if (a->link >= 0) (void)::send(a->link, &a->report, sizeof a->report, MSG_NOSIGNAL);
+  ::_exit(127);
+}
 
 // Writes `text` to /proc/self/FILE (a user namespace's maps).
 void write_self(child_args* a, const char* path, const char* text) {
   int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || ::write(fd, text, std::strlen(text)) < 0) {
-    a->failed_step = path;
-    child_fail(a, errno);
-  }
+  if (fd < 0 || ::write(fd, text, std::strlen(text)) < 0) child_fail(a, errno, path);
   ::close(fd);
 }
 
-[[noreturn]] void child_fail(child_args* a, int err) {
-  a->error = err;
-  ::_exit(127);
+// Makes each missing directory above `path`, as `mkdir -p` of its parent would.
+void make_parents(child_args* a, const char* path) {
+  char buf[PATH_MAX];
+  size_t n = std::strlen(path);
+  if (n >= sizeof buf) child_fail(a, ENAMETOOLONG, "building the shell's view of the files");
+  std::memcpy(buf, path, n + 1);
+  for (size_t i = 1; i < n; ++i) {
+    if (buf[i] != '/') continue;
+    buf[i] = '\0';
+    if (::mkdir(buf, 0755) != 0 && errno != EEXIST) child_fail(a, errno, "building the shell's view of the files");
+    buf[i] = '/';
+  }
 }
 
-int child_main(void* p) {
-  auto* a = static_cast<child_args*>(p);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // The parent died before prctl took effect. In a PID namespace of its own the child sees no
-  // parent (0): the check is then for a parent outside it.
-  if (::getppid() != (a->confinement.pid_ns ? 0 : a->parent)) ::_exit(127);
-  // Into the session's cgroup before anything is charged elsewhere ("0": the writer).
-  if (a->confinement.cgroup_procs >= 0 && ::write(a->confinement.cgroup_procs, "0", 1) != 1) {
-    a->failed_step = "joining the session's cgroup";
-    child_fail(a, errno);
+void mount_or_fail(child_args* a, const char* source, const char* target, const char* type, unsigned long flags,
+                   const char* data, const char* step) {
+  if (::mount(source, target, type, flags, data) != 0) child_fail(a, errno, step);
+}
+
+// Puts `m` in the view: its symlink, or its host path bound there (`fd`, when not -1, is
+// that path already mounted idmapped by the parent), read-only as the rule says, never
+// honouring set-user-ID bits, nor device nodes outside /dev.
+void place(child_args* a, const view_mount& m, int fd) {
+  const char* target = m.target.c_str();
+  make_parents(a, target);
+  if (m.what == view_mount::kind::symlink) {
+    if (::symlink(m.source.c_str(), target) != 0 && errno != EEXIST) child_fail(a, errno, "making the view's symlinks");
+    return;
   }
-  if (a->user_ns) {
-    write_self(a, "/proc/self/setgroups", "deny");
-    write_self(a, "/proc/self/uid_map", a->uid_map);
-    write_self(a, "/proc/self/gid_map", a->gid_map);
+  if (m.what == view_mount::kind::bind_dir) {
+    if (::mkdir(target, 0755) != 0 && errno != EEXIST) child_fail(a, errno, "building the shell's view of the files");
+  } else {
+    int f = ::open(target, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0) child_fail(a, errno, "building the shell's view of the files");
+    ::close(f);
   }
-  if (a->confinement.net_ns) {
-    if (int e = confine::loopback_up(); e != 0) {
-      a->failed_step = "bringing up the loopback interface";
-      child_fail(a, e);
+  if (fd >= 0) {
+    if (::move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      child_fail(a, errno, "mounting the session's directories");
+    ::close(fd);
+    return;
+  }
+  mount_or_fail(a, m.source.c_str(), target, nullptr, MS_BIND | MS_REC, nullptr, "mounting the session's directories");
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | (m.read_only ? MOUNT_ATTR_RDONLY : 0);
+  if (std::strncmp(m.path.c_str(), "/dev/", 5) != 0) attr.attr_set |= MOUNT_ATTR_NODEV;
+  if (::mount_setattr(AT_FDCWD, target, AT_RECURSIVE, &attr, sizeof attr) != 0)
+    child_fail(a, errno, "making the view's mounts read-only");
+}
+
+// The special file systems of the view: a /proc of the shell's PID namespace (made while the
+// host's is still mounted: the kernel allows a new one only then), a /dev of the usual
+// devices (bound by `place`), a devpts instance of its own, and shared memory.
+void make_special_mounts(child_args* a) {
+  constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  make_parents(a, "/newroot/proc/");
+  mount_or_fail(a, "proc", "/newroot/proc", "proc", kSafe, nullptr, "mounting the shell's /proc");
+  make_parents(a, "/newroot/dev/pts/");
+  mount_or_fail(a, "devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620",
+                "mounting the shell's /dev/pts");
+  make_parents(a, "/newroot/dev/shm/");
+  mount_or_fail(a, "tmpfs", "/newroot/dev/shm", "tmpfs", kSafe, "mode=1777", "mounting the shell's /dev/shm");
+  const char* links[][2] = {{"pts/ptmx", "/newroot/dev/ptmx"},
+                            {"/proc/self/fd", "/newroot/dev/fd"},
+                            {"/proc/self/fd/0", "/newroot/dev/stdin"},
+                            {"/proc/self/fd/1", "/newroot/dev/stdout"},
+                            {"/proc/self/fd/2", "/newroot/dev/stderr"}};
+  for (const auto& l : links)
+    if (::symlink(l[0], l[1]) != 0 && errno != EEXIST) child_fail(a, errno, "making the view's symlinks");
+}
+
+// Builds the shell's view, as bubblewrap does: a tmpfs becomes the root (the host's is then
+// at kOldRoot), a second one (kNewRoot) receives the system's directories, the session's
+// own and the special file systems, then becomes the root in turn and the first, with the
+// host's beneath it, is detached. `fds` holds, for each own path in order, its idmapped mount or -1.
+void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
+  mount_or_fail(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr, "making the mounts private");
+  mount_or_fail(a, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k",
+                "mounting a tmpfs to build the view on");
+  if (::chdir("/tmp") != 0 || ::mkdir("newroot", 0755) != 0 || ::mkdir("oldroot", 0755) != 0 ||
+      ::syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0 || ::chdir("/") != 0)
+    child_fail(a, errno, "entering the tmpfs to build the view on");
+  mount_or_fail(a, "tmpfs", kNewRoot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", "mounting the view's root");
+  // The private /tmp first: the session's directories may lie beneath it.
+  make_parents(a, "/newroot/tmp/");
+  mount_or_fail(a, "tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "mounting the shell's /tmp");
+  size_t own = 0;
+  for (const auto& m : plan.mounts) place(a, m, m.own ? fds[own++] : -1);
+  make_special_mounts(a);
+  // One lazy unmount, after the pivot, detaches the tmpfs built on and the host's tree beneath
+  // it together: each unmount waits for an RCU grace period.
+  if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
+      ::chdir("/") != 0)
+    child_fail(a, errno, "entering the view");
+  mount_attr ro{};
+  ro.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(AT_FDCWD, "/", 0, &ro, sizeof ro) != 0) child_fail(a, errno, "making the view's root read-only");
+  if (::chdir(plan.cwd.c_str()) != 0) child_fail(a, errno, "entering the session's directory in the view");
+}
+
+// Waits for the parent to map this child's user namespace, and receives the idmapped mounts
+// of the session's own paths into `fds` (-1 where there is none), in order. Then becomes the
+// namespace's root, that is the unprivileged user outside, without supplementary groups.
+void take_maps_from_parent(child_args* a, const sandbox_plan& plan, int* fds) {
+  unsigned char has_fd[kMaxOwnMounts] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxOwnMounts)];
+  iovec iov{has_fd, sizeof has_fd};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(a->link, &msg, MSG_CMSG_CLOEXEC);
+  if (n <= 0) child_fail(a, n < 0 ? errno : EPIPE, "waiting for the user namespace's maps");
+  const int* got = nullptr;
+  size_t count = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      got = reinterpret_cast<const int*>(CMSG_DATA(c));
+      count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     }
+  size_t next = 0;
+  for (size_t i = 0; i < plan.own_count && i < kMaxOwnMounts; ++i)
+    fds[i] = has_fd[i] != 0 && next < count ? got[next++] : -1;
+  if (::syscall(SYS_setresgid, 0, 0, 0) != 0 || ::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+      ::syscall(SYS_setresuid, 0, 0, 0) != 0)
+    child_fail(a, errno, "taking the unprivileged user's identity");
+}
+
+// Leaves the shell no capability now nor after execve: none effective, permitted,
+// inheritable or ambient, an empty bounding set, and securebits that give root inside the
+// namespace nothing on exec.
+void drop_capabilities(child_args* a) {
+  constexpr const char* kStep = "dropping capabilities";
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) child_fail(a, errno, kStep);
+  for (int c = 0; c < 64; ++c)
+    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) child_fail(a, errno, kStep);
+  constexpr unsigned long kBits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+  if (::prctl(PR_SET_SECUREBITS, kBits, 0, 0, 0) != 0) child_fail(a, errno, kStep);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capset, &header, data) != 0) child_fail(a, errno, kStep);
+}
+
+// Landlock for the file systems only the view has, then the ruleset itself (no_new_privs).
+void restrict_files(child_args* a, bool sandboxed) {
+  using confine::access;
+  if (sandboxed) {
+    const std::pair<const char*, access> own[] = {
+        {"/proc", access::read_only}, {"/tmp", access::read_write}, {"/dev/pts", access::read_write},
+        {"/dev/shm", access::read_write}};
+    for (const auto& [path, what] : own)
+      if (int e = confine::add_rule_in_child(a->confinement.ruleset, path, what); e != 0)
+        child_fail(a, e, "adding the view's own file systems to the Landlock ruleset");
   }
+  if (int e = confine::restrict_self(a->confinement.ruleset); e != 0) child_fail(a, e, "applying the Landlock ruleset");
+}
+
+// Where this child puts bash's descriptors: stdin and stdout on /dev/null, stderr on
+// early_err, the script and the channel at their numbers.
+void place_descriptors(child_args* a) {
   // Every source first goes above every target, so that no dup2 below overwrites a source.
   constexpr int kAbove = SBSH_CHANNEL_FD + 2;
   int devnull = ::open("/dev/null", O_RDWR);
@@ -88,40 +257,152 @@ int child_main(void* p) {
   if (::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(early, 2) < 0 ||
       ::dup2(script, SBSH_SCRIPT_FD) < 0 || ::dup2(channel, SBSH_CHANNEL_FD) < 0)
     child_fail(a, errno);
-  // Before the descriptors above SBSH_CHANNEL_FD close: the ruleset's is one of them.
-  if (a->confinement.ruleset >= 0) {
-    if (int e = confine::restrict_self(a->confinement.ruleset); e != 0) {
-      a->failed_step = "applying the Landlock ruleset";
-      child_fail(a, e);
-    }
-  }
-  // One call per range instead of a close() per possible descriptor.
-  ::close_range(SBSH_SCRIPT_FD + 1, SBSH_CHANNEL_FD - 1, 0);
-  ::close_range(SBSH_CHANNEL_FD + 1, ~0U, 0);
-  for (const auto& l : a->limits)
-    if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &l.value) != 0) {
-      a->failed_limit = &l;
-      child_fail(a, errno);
-    }
-  // Every disposition back to the default, through the kernel's call: glibc's sigaction()
-  // refuses its two internal signals (32 and 33), which its posix_spawn (how sbshd starts
-  // this wrapper) leaves ignored, and an ignored signal would stay ignored in bash and in
-  // every command. A zeroed kernel sigaction is SIG_DFL, no flags and an empty mask on
-  // every architecture. Only then are signals unblocked (the parent blocked them all).
+}
+
+// Every disposition back to the default, through the kernel's call: glibc's sigaction()
+// refuses its two internal signals (32 and 33), which its posix_spawn (how sbshd starts this
+// wrapper) leaves ignored, and an ignored signal would stay ignored in bash and in every
+// command. A zeroed kernel sigaction is SIG_DFL, no flags and an empty mask on every
+// architecture. Only then are signals unblocked (the parent blocked them all).
+void reset_signals() {
   const unsigned long dfl[4] = {};
   for (int s = 1; s < NSIG; ++s)
     if (s != SIGKILL && s != SIGSTOP) ::syscall(SYS_rt_sigaction, s, dfl, nullptr, NSIG / 8);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+int child_main(void* p) {
+  auto* a = static_cast<child_args*>(p);
+  const sandbox_plan* plan = a->confinement.sandbox;
+  // Out of the way of the descriptors bash is given, and of the ranges closed below.
+  if (a->link >= 0 && (a->link = ::fcntl(a->link, F_DUPFD_CLOEXEC, SBSH_CHANNEL_FD + 8)) < 0) ::_exit(127);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent died before prctl took effect. In a PID namespace of its own the child sees no
+  // parent (0): the check is then for a parent outside it.
+  if (::getppid() != (a->confinement.pid_ns ? 0 : a->parent)) ::_exit(127);
+  // Into the session's cgroup before anything is charged elsewhere ("0": the writer).
+  if (a->confinement.cgroup_procs >= 0 && ::write(a->confinement.cgroup_procs, "0", 1) != 1)
+    child_fail(a, errno, "joining the session's cgroup");
+  int own_fds[kMaxOwnMounts];
+  std::fill(own_fds, own_fds + kMaxOwnMounts, -1);
+  if (a->link >= 0) take_maps_from_parent(a, *plan, own_fds);
+  if (a->user_ns) {
+    write_self(a, "/proc/self/setgroups", "deny");
+    write_self(a, "/proc/self/uid_map", a->uid_map);
+    write_self(a, "/proc/self/gid_map", a->gid_map);
+  }
+  if (plan != nullptr) build_view(a, *plan, own_fds);
+  if (a->confinement.net_ns)
+    if (int e = confine::loopback_up(); e != 0) child_fail(a, e, "bringing up the loopback interface");
+  place_descriptors(a);
+  // Before the capabilities go: a hard limit above this process's needs CAP_SYS_RESOURCE.
+  for (const auto& l : a->limits)
+    if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &l.value) != 0) {
+      a->report.failed_limit = &l;
+      child_fail(a, errno);
+    }
+  if (plan != nullptr) drop_capabilities(a);
+  // Before the descriptors above SBSH_CHANNEL_FD close: the ruleset's is one of them.
+  if (a->confinement.ruleset >= 0) restrict_files(a, plan != nullptr);
+  // One call per range instead of a close() per possible descriptor; the link to the parent
+  // stays open until execve closes it, which tells the parent that bash runs.
+  ::close_range(SBSH_SCRIPT_FD + 1, SBSH_CHANNEL_FD - 1, 0);
+  if (a->link > SBSH_CHANNEL_FD) {
+    ::close_range(SBSH_CHANNEL_FD + 1, static_cast<unsigned>(a->link) - 1, 0);
+    ::close_range(static_cast<unsigned>(a->link) + 1, ~0U, 0);
+  } else {
+    ::close_range(SBSH_CHANNEL_FD + 1, ~0U, 0);
+  }
+  reset_signals();
   char arg0[] = "bash";
   char arg1[] = "--noprofile";
   char arg2[] = "--norc";
   char arg3[] = "/dev/fd/3";
   static_assert(SBSH_SCRIPT_FD == 3);
   char* argv[] = {arg0, arg1, arg2, arg3, nullptr};
+  // Last: from here on, the calls it refuses fail for this child too.
+  if (plan != nullptr) {
+    sock_fprog prog{static_cast<unsigned short>(plan->seccomp.size()), const_cast<sock_filter*>(plan->seccomp.data())};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+      child_fail(a, errno, "installing the seccomp filter");
+  }
   ::execve(a->bash_path, argv, environ);
   child_fail(a, errno);
+}
+
+}  // namespace
+
+namespace {
+
+// Writes `text` to /proc/PID/FILE.
+status write_proc(pid_t pid, const char* file, const std::string& text) {
+  std::string path = fmt::format("/proc/{}/{}", pid, file);
+  unique_fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return make_error(ipc::errc::spawn, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  return ok_status();
+}
+
+// The session's own paths mounted idmapped to the child's user namespace, in the plan's order
+// (-1 where the file system cannot be idmapped: the child then binds it as it is). Through
+// them, what sbshd's user owns there is owned by the shell, and what the shell makes is
+// sbshd's user's outside: the session's files keep one owner. Only a process with
+// CAP_SYS_ADMIN over the file system may do this, so this process, not the child, does it.
+std::vector<unique_fd> idmapped_mounts(pid_t pid, const sandbox_plan& plan) {
+  std::vector<unique_fd> fds;
+  unique_fd userns(::open(fmt::format("/proc/{}/ns/user", pid).c_str(), O_RDONLY | O_CLOEXEC));
+  for (const auto& m : plan.mounts) {
+    if (!m.own) continue;
+    unique_fd tree;
+    if (userns) tree = unique_fd(::open_tree(AT_FDCWD, m.host.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (m.read_only ? MOUNT_ATTR_RDONLY : 0);
+    attr.userns_fd = static_cast<uint64_t>(userns.get());
+    if (tree && ::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) tree.reset();
+    fds.push_back(std::move(tree));
+  }
+  return fds;
+}
+
+// For a child cloned by root: writes its maps (its root is the plan's unprivileged user),
+// sends it the idmapped mounts, and waits until it has exec'd bash (end of file) or failed
+// (its report).
+result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int link) {
+  if (auto s = write_proc(pid, "uid_map", fmt::format("0 {} 1\n", plan.uid)); !s) return s.err();
+  if (auto s = write_proc(pid, "gid_map", fmt::format("0 {} 1\n", plan.gid)); !s) return s.err();
+  std::vector<unique_fd> mounts = idmapped_mounts(pid, plan);
+  std::vector<unsigned char> has_fd(std::max<size_t>(mounts.size(), 1), 0);
+  std::vector<int> fds;
+  for (size_t i = 0; i < mounts.size(); ++i)
+    if (mounts[i]) {
+      has_fd[i] = 1;
+      fds.push_back(mounts[i].get());
+    }
+  iovec iov{has_fd.data(), has_fd.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  if (::sendmsg(link, &msg, MSG_NOSIGNAL) < 0)
+    return make_error(ipc::errc::spawn, fmt::format("cannot release the shell: {}", std::strerror(errno)));
+  child_report report;
+  ssize_t n;
+  do n = ::recv(link, &report, sizeof report, 0);
+  while (n < 0 && errno == EINTR);
+  if (n != 0 && n != static_cast<ssize_t>(sizeof report)) report = {EPIPE, nullptr, "starting the shell"};
+  return report;
 }
 
 }  // namespace
@@ -137,9 +418,11 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   if (stack == MAP_FAILED)
     return make_error(ipc::errc::spawn, fmt::format("cannot start bash: {}", std::strerror(errno)));
   child_args args{bash_path, fds, ::getpid(), limits, confinement};
+  const sandbox_plan* plan = confinement.sandbox;
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
   if (confinement.pid_ns) flags |= CLONE_NEWPID;
   if (confinement.net_ns) flags |= CLONE_NEWNET;
+  if (plan != nullptr) flags |= CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC;
   // Without CAP_SYS_ADMIN the namespaces belong to a user namespace of bash's own, in which
   // its user and group are what they are outside.
   auto in_user_namespace = [&flags, &args] {
@@ -148,38 +431,68 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
     fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
     fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
   };
-  if ((confinement.pid_ns || confinement.net_ns) && ::geteuid() != 0) in_user_namespace();
+  unique_fd link;  // this process's end, when it maps the child
+  if (plan != nullptr && plan->map_by_parent) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      ::munmap(stack, kStack);
+      return make_error(ipc::errc::spawn, fmt::format("cannot start bash: socketpair: {}", std::strerror(errno)));
+    }
+    link = unique_fd(pair[0]);
+    args.link = pair[1];
+    // A pipe belongs to its maker, mode 0600, and bash opens its script by /dev/fd/3, which
+    // opens the pipe anew: as the unprivileged user, only a pipe of that user's.
+    for (int fd : {fds.script, fds.early_err}) (void)::fchown(fd, plan->uid, plan->gid);
+    flags = (flags & ~(CLONE_VM | CLONE_VFORK)) | CLONE_NEWUSER;
+  } else if (plan != nullptr || ((confinement.pid_ns || confinement.net_ns) && ::geteuid() != 0)) {
+    in_user_namespace();
+  }
   sigset_t all, old;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, &old);
   pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
   int clone_errno = errno;
-  if (pid < 0 && clone_errno == EPERM && !args.user_ns && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0) {
+  if (pid < 0 && clone_errno == EPERM && !args.user_ns && plan == nullptr &&
+      (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0) {
     // Root without CAP_SYS_ADMIN (a container's): as an unprivileged user would.
     in_user_namespace();
     pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &args);
     clone_errno = errno;
   }
+  if (args.link >= 0) ::close(args.link);
+  child_report report = args.report;
+  status released = ok_status();
+  if (pid > 0 && link) {
+    auto r = map_and_release(pid, *plan, link.get());
+    if (r) report = *r;
+    else released = r.err();
+  }
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::munmap(stack, kStack);
-  if (pid < 0 && (flags & (CLONE_NEWPID | CLONE_NEWNET)) != 0)
+  if (pid < 0 && (flags & (CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUSER)) != 0)
     return make_error(ipc::errc::spawn,
                       fmt::format("cannot start bash in namespaces of its own{}: {}",
-                                  args.user_ns ? " (in a user namespace: this system may not allow them "
-                                                 "to unprivileged users, see user.max_user_namespaces)"
-                                               : "",
+                                  (flags & CLONE_NEWUSER) != 0
+                                      ? " (in a user namespace: this system may not allow them to unprivileged "
+                                        "users, see user.max_user_namespaces)"
+                                      : "",
                                   std::strerror(clone_errno)));
   if (pid < 0) return make_error(ipc::errc::spawn, fmt::format("cannot start bash: {}", std::strerror(clone_errno)));
-  // The child has exec'd or exited: an error it set is final.
-  if (args.error != 0) {
+  if (!released) {
+    ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    if (args.failed_step != nullptr)
+    return make_error(ipc::errc::spawn, fmt::format("cannot confine bash: {}", released.err().message));
+  }
+  // The child has exec'd or exited: an error it set is final.
+  if (report.error != 0) {
+    ::waitpid(pid, nullptr, 0);
+    if (report.failed_step != nullptr)
       return make_error(ipc::errc::spawn,
-                        fmt::format("cannot confine bash: {}: {}", args.failed_step, std::strerror(args.error)));
-    if (args.failed_limit != nullptr)
-      return make_error(ipc::errc::spawn, fmt::format("cannot set limit {}: {}", format_limit(*args.failed_limit),
-                                                      std::strerror(args.error)));
-    return make_error(ipc::errc::spawn, fmt::format("cannot run {}: {}", bash_path, std::strerror(args.error)));
+                        fmt::format("cannot confine bash: {}: {}", report.failed_step, std::strerror(report.error)));
+    if (report.failed_limit != nullptr)
+      return make_error(ipc::errc::spawn, fmt::format("cannot set limit {}: {}", format_limit(*report.failed_limit),
+                                                      std::strerror(report.error)));
+    return make_error(ipc::errc::spawn, fmt::format("cannot run {}: {}", bash_path, std::strerror(report.error)));
   }
   return pid;
 }

@@ -35,6 +35,7 @@
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
+#include "wrapper/sandbox.h"
 #include "wrapper/spawn.h"
 
 namespace sbsh::wrapper {
@@ -285,14 +286,25 @@ class wrapper_loop {
     confinement.net_ns = opts_.net_ns;
     unique_fd ruleset;
     if (!opts_.rules.empty()) {
-      std::vector<confine::rule> rules = confine::system_rules();
+      std::vector<confine::rule> system = confine::system_rules();
+      system.push_back({bash_, confine::access::read_exec, false});
+      system.push_back({*builtin, confine::access::read_only, false});
+      std::vector<confine::rule> rules = system;
       rules.insert(rules.end(), opts_.rules.begin(), opts_.rules.end());
-      rules.push_back({bash_, confine::access::read_exec, false});
-      rules.push_back({*builtin, confine::access::read_only, false});
       auto r = confine::build_ruleset(rules);
       if (!r) return r.err();
       ruleset = std::move(*r);
       confinement.ruleset = ruleset.get();
+      auto plan = plan_sandbox(system, opts_.rules, cwd_);
+      if (!plan) return plan.err();
+      auto seccomp = seccomp_program();
+      if (!seccomp) return seccomp.err();
+      sandbox_ = std::move(*plan);
+      sandbox_.seccomp = std::move(*seccomp);
+      sandbox_.map_by_parent = ::geteuid() == 0;
+      sandbox_.uid = opts_.confine_uid;
+      sandbox_.gid = opts_.confine_gid;
+      confinement.sandbox = &sandbox_;
     }
     unique_fd cgroup_procs;
     if (!opts_.cgroup.empty()) {
@@ -585,6 +597,7 @@ class wrapper_loop {
   std::string session_;
   options opts_;
   std::string cwd_;
+  sandbox_plan sandbox_;  // a confined shell's view, read by the child that becomes bash
   bool spare_shell_ = false;  // not claimed yet
   bool initialized_ = false;  // sbshd said the shell is set up as its session defines
   uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it

@@ -50,6 +50,11 @@ struct options {
   bool pid_ns = false;  // --ns pid: bash is the init of a PID namespace of its own
   bool net_ns = false;  // --ns net: a network namespace of its own, only loopback
   std::string cgroup;   // --cgroup DIR: bash starts in this cgroup (made by sbshd, with the limits)
+  // --as UID:GID: who a confined shell is outside its user namespace when the wrapper runs
+  // as root (sbshd --confine-user; nobody by default). Unprivileged, the shell is the
+  // wrapper's user.
+  uid_t confine_uid = 65534;
+  gid_t confine_gid = 65534;
 };
 
 // The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.

@@ -244,9 +244,10 @@ void declare_create(command_line& cl, session_args& a) {
               "repeatable",
               spec.setup_keys, check_not_empty("a file"));
   cl.flag("--confine",
-          "confine the session to its root (--root or --snapshot) by the kernel (Landlock): its shell and all it "
-          "starts may write only beneath the root and a private TMPDIR, read and run the system's programs, and "
-          "touch nothing else; the shell is the init of a PID namespace of its own, so all it starts ends with it",
+          "confine the session to its root (--root or --snapshot) by the kernel (namespaces, Landlock, seccomp): "
+          "its shell and all it starts hold no privilege, see only the root and a private TMPDIR (read and write), "
+          "the system's programs and their own processes, and reach no socket of the host's; the shell is the init "
+          "of a PID namespace of its own, so all it starts ends with it",
           spec.confine);
   cl.repeated("--allow-write", "PATH", "with --confine: may also read and write beneath PATH; repeatable",
               spec.allow_write, check_not_empty("a path"));

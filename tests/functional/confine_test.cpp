@@ -5,15 +5,21 @@
 // it starts, a double-forked daemon included, ends with it. Skipped, with the reason, only
 // where the kernel lacks the feature.
 #include <arpa/inet.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -55,15 +61,31 @@ class confine_test : public daemon_test {
   }
 
   // Starts a daemon in `session` that double-forks into a process session of its own, and
-  // returns its pid as the host knows it (/proc is the host's: its stat's first field); 0 if
-  // it did not start.
+  // returns its pid as the host knows it (the session's /proc is its own: the host's tells
+  // it by its command line, a sleep of a length no other process has); 0 if it did not start.
   pid_t start_daemon(const std::string& session) {
-    auto r = exec(session, "(setsid bash -c 'read -r pid _ < /proc/self/stat; echo $pid > daemon.pid; exec sleep 1000' "
-                           "</dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; sleep 0.05; done");
+    std::string length = std::to_string(100000000 + ::getpid());
+    auto r = exec(session, "(setsid bash -c 'echo started > daemon.pid; exec sleep " + length +
+                               "' </dev/null >/dev/null 2>&1 &); for i in $(seq 100); do [ -s daemon.pid ] && break; "
+                               "sleep 0.05; done");
     EXPECT_EQ(r.code, 0) << r.err;
     pid_t daemon = 0;
-    std::ifstream(root + "/daemon.pid") >> daemon;
+    wait_until([&] { return (daemon = host_pid_of({"sleep", length})) > 0; }, std::chrono::seconds(10));
     return daemon;
+  }
+
+  // The pid of the host's process whose command line is `argv`, or 0.
+  static pid_t host_pid_of(const std::vector<std::string>& argv) {
+    std::string want;
+    for (const auto& a : argv) want += a + '\0';
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(e.path() / "cmdline");
+      std::string line((std::istreambuf_iterator<char>(f)), {});
+      if (line == want) return static_cast<pid_t>(std::stol(name));
+    }
+    return 0;
   }
 
   std::string root, secret;
@@ -76,18 +98,19 @@ TEST_F(confine_test, AConfinedSessionReachesOnlyItsRootItsTmpdirAndTheSystem) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "inside\nmade\nt\n");
   EXPECT_TRUE(fs::exists(root + "/sub/new"));
-  // Without: a file outside, by its path, through a symlink, through "..".
+  // Without: a file outside, by its path, through a symlink, through "..": absent from its
+  // view of the files.
   for (const std::string& path : {secret, std::string("link-out"), std::string("../home/secret")}) {
     r = exec("box", "cat " + shell_quote(path));
     EXPECT_NE(r.code, 0) << path;
     EXPECT_EQ(r.out, "") << path;
-    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << path << ": " << r.err;
+    EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << path << ": " << r.err;
   }
-  // Nor may it write to /tmp outside its own, or list the filesystem's root.
+  // Its /tmp is its own: what it writes there never reaches the host's. Nor may it list the
+  // filesystem's root.
   std::string probe = "/tmp/sbsh-confine-probe-" + std::to_string(::getpid());
-  r = exec("box", "echo x > " + probe);
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  r = exec("box", "echo x > " + probe + " && cat " + probe);
+  EXPECT_EQ(r.out, "x\n") << r.err;
   EXPECT_FALSE(fs::exists(probe));
   r = exec("box", "ls /");
   EXPECT_NE(r.code, 0);
@@ -111,14 +134,15 @@ TEST_F(confine_test, AConfinedSessionReachesOnlyItsRootItsTmpdirAndTheSystem) {
 TEST_F(confine_test, AConfinedSessionCannotReachSbshd) {
   // Through sbshd it could run commands in other sessions, or make an unconfined one.
   ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
-  std::string py = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ns.connect(" +
+  std::string py = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ntry:\n    s.connect(" +
                    json(sock).dump() +
-                   ")\ndata = b''\ntry:\n    while True:\n        b = s.recv(4096)\n        if not b: break\n"
+                   ")\nexcept OSError:\n    print('unreachable')\n    raise SystemExit(0)\ndata = b''\ntry:\n    while True:\n        b = s.recv(4096)\n        if not b: break\n"
                    "        data += b\nexcept TimeoutError:\n    pass\n"
                    "print('refused' if b'permission_denied' in data else 'served')\n";
   auto r = exec("box", "/usr/bin/python3 -c " + shell_quote(py));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "refused\n");
+  // Its socket is out of the session's view; were it in, sbshd would refuse the connection.
+  EXPECT_EQ(r.out, "unreachable\n");
   EXPECT_EQ(sbsh({"session", "ls"}).code, 0);  // sbshd serves its own clients as before
 }
 
@@ -136,7 +160,8 @@ TEST_F(confine_test, AConfinedSessionCannotTakeOverAShellThroughItsAdoptionSocke
   for (unsigned char b : ipc::encode(ipc::msg::adopt{1})) hex += fmt::format("{:02x}", b);
   // Refused: closed at once, unread (a reset) or not (end of file).
   std::string py = "import socket, sys\nfor path in sys.argv[2:]:\n    s = socket.socket(socket.AF_UNIX)\n"
-                   "    s.settimeout(10)\n    s.connect(path)\n    try:\n"
+                   "    s.settimeout(10)\n    try:\n        s.connect(path)\n    except OSError:\n"
+                   "        print('refused')\n        continue\n    try:\n"
                    "        s.sendall(bytes.fromhex(sys.argv[1]))\n"
                    "        print('answered' if s.recv(4096) else 'refused')\n"
                    "    except (ConnectionResetError, BrokenPipeError):\n        print('refused')\n"
@@ -151,6 +176,282 @@ TEST_F(confine_test, AConfinedSessionCannotTakeOverAShellThroughItsAdoptionSocke
   // Every session goes on under its sbshd.
   EXPECT_EQ(exec("plain", "echo $v").out, "1\n");
   EXPECT_EQ(exec("box", "echo $$").out, "1\n");
+}
+
+// A script of system calls a confined shell must not be able to make, each printed with
+// its outcome: "ok" or the error's name.
+constexpr const char* kProbe = R"PY(import ctypes, errno, os, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]
+what = sys.argv[1]
+if what == 'bpf':  # BPF_MAP_CREATE of a one-entry array
+    attr = (ctypes.c_uint32 * 32)(2, 4, 4, 1)
+    print('bpf', call(321, 0, ctypes.addressof(attr), 128))
+elif what == 'pidfd_getfd':  # the shell's stdin, through a pidfd of the shell
+    fd = libc.syscall(ctypes.c_long(434), ctypes.c_long(os.getppid()), ctypes.c_long(0))
+    print('pidfd_getfd', call(438, fd, 0, 0) if fd >= 0 else 'no pidfd')
+elif what == 'ptrace':  # PTRACE_ATTACH to a child of its own
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    print('ptrace', call(101, 16, pid, 0, 0))
+    os.kill(pid, 9)
+elif what == 'process_vm_readv':  # a word of the shell's memory
+    buf = ctypes.create_string_buffer(8)
+    local = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 8)
+    remote = (ctypes.c_void_p * 2)(0x400000, 8)
+    print('process_vm_readv', call(310, os.getppid(), ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0))
+elif what == 'unshare_user':
+    print('unshare_user', call(272, 0x10000000))
+elif what == 'connect':
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(sys.argv[2].replace('@', '\0', 1) if sys.argv[2].startswith('@') else sys.argv[2])
+        print('connected')
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+)PY";
+
+TEST_F(confine_test, AConfinedShellHoldsNoPrivilege) {
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine", "--no-network"}).code, 0);
+  // No capability now nor after an execve, not even of a set-user-ID program.
+  auto r = exec("box", "grep -E '^(Cap[a-zA-Z]+|NoNewPrivs|Seccomp):' /proc/self/status");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"CapInh:\t0000000000000000\n", "CapPrm:\t0000000000000000\n", "CapEff:\t0000000000000000\n",
+                           "CapBnd:\t0000000000000000\n", "CapAmb:\t0000000000000000\n", "NoNewPrivs:\t1\n",
+                           "Seccomp:\t2\n"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " not in\n" << r.out;
+  // As root, sbshd maps the shell's root to nobody; unprivileged, its own user to itself.
+  r = exec("box", "cat /proc/self/uid_map");
+  std::string outside = ::geteuid() == 0 ? "65534" : std::to_string(::geteuid());
+  std::string inside = ::geteuid() == 0 ? "0" : outside;
+  std::istringstream map(r.out);
+  std::string a, b, n;
+  map >> a >> b >> n;
+  EXPECT_EQ(a + " " + b + " " + n, inside + " " + outside + " 1") << r.out;
+  // What the tester did as root: each refused, and the host unchanged.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  for (const std::string& cmd : {std::string("hostname sbsh-probe"), std::string("mknod kmsg c 1 11"),
+                                 std::string("echo probe > /dev/kmsg"), std::string("mount -t tmpfs none /tmp"),
+                                 std::string("cat /etc/shadow")}) {
+    if (cmd == "cat /etc/shadow" && !fs::exists("/etc/shadow")) continue;
+    r = exec("box", cmd);
+    EXPECT_NE(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out, "") << cmd;
+  }
+  char after[256] = {};
+  ::gethostname(after, sizeof after - 1);
+  EXPECT_STREQ(host, after);
+  EXPECT_FALSE(fs::exists(root + "/kmsg"));
+  std::ofstream(root + "/probe.py") << kProbe;
+  r = exec("box", "python3 probe.py bpf");
+  EXPECT_EQ(r.out, "bpf EPERM\n") << r.err;
+}
+
+TEST_F(confine_test, AConfinedShellCannotTraceNorTakeDescriptors) {
+  // Through ptrace, pidfd_getfd or another process's memory, a command could take the shell's
+  // channel and forge results; a new user namespace would give it capabilities again.
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  std::ofstream(root + "/probe.py") << kProbe;
+  for (const char* what : {"ptrace", "pidfd_getfd", "process_vm_readv", "unshare_user"}) {
+    auto r = exec("box", std::string("python3 probe.py ") + what);
+    EXPECT_EQ(r.out, std::string(what) + " EPERM\n") << r.err;
+  }
+  // The same calls succeed in a plain session of the same user: the refusals are the
+  // confinement's.
+  ASSERT_EQ(sbsh({"session", "create", "plain", "--root", root}).code, 0);
+  auto r = exec("plain", "python3 probe.py pidfd_getfd");
+  EXPECT_EQ(r.out, "pidfd_getfd ok\n") << r.err;
+}
+
+TEST_F(confine_test, AConfinedShellSeesOnlyItsOwnProcesses) {
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  auto r = exec("box", "cat /proc/1/comm; read -r pid _ < /proc/self/stat; echo $pid; echo $$");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string comm, self, shell;
+  lines >> comm >> self >> shell;
+  EXPECT_EQ(comm, "bash");
+  EXPECT_EQ(shell, "1");
+  EXPECT_LT(std::stol(self), 100) << "a pid of the host's: " << self;
+  // Every process /proc lists is the session's: sbshd's and this test's are not there, nor
+  // is their environment.
+  r = exec("box", "for p in /proc/[0-9]*; do cat $p/comm; done | sort -u");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("sbshd"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("functional_test"), std::string::npos) << r.out;
+  for (pid_t host : {daemon_pid, ::getpid()}) {
+    r = exec("box", fmt::format("cat /proc/{}/environ /proc/{}/comm", host, host));
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(r.out, "") << host;
+  }
+}
+
+// A UNIX socket the test listens on, at `path` ('@' first: abstract).
+int listen_unix(const std::string& path) {
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  if (path[0] == '@') a.sun_path[0] = '\0';
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(s, 8) != 0) return -1;
+  return s;
+}
+
+TEST_F(confine_test, AConfinedShellCannotReachTheHostsUnixSockets) {
+  // A host program's socket in a temporary directory (as docker's, an ssh agent's or a
+  // D-Bus's would be), and an abstract one.
+  fs::create_directories(dir + "/agent");
+  std::string path = dir + "/agent/agent.sock";
+  std::string abstract = "@sbsh-confine-test-" + std::to_string(::getpid());
+  int s1 = listen_unix(path), s2 = listen_unix(abstract);
+  ASSERT_GE(s1, 0);
+  ASSERT_GE(s2, 0);
+  ::setenv("SSH_AUTH_SOCK", path.c_str(), 1);  // the client's environment, as a user's has it
+  ::setenv("DBUS_SESSION_BUS_ADDRESS", ("unix:path=" + path).c_str(), 1);
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "off", "--root", root, "--confine", "--no-network"}).code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "plain", "--root", root}).code, 0);
+  ::unsetenv("SSH_AUTH_SOCK");
+  ::unsetenv("DBUS_SESSION_BUS_ADDRESS");
+  std::ofstream(root + "/probe.py") << kProbe;
+  for (std::string session : {"box", "off"}) {
+    SCOPED_TRACE(session);
+    auto r = exec(session, "python3 probe.py connect " + shell_quote(path));
+    EXPECT_EQ(r.out, "ENOENT\n") << r.err;
+    r = exec(session, "python3 probe.py connect " + abstract);
+    EXPECT_NE(r.out, "connected\n") << r.err;
+    EXPECT_NE(r.out, "") << r.err;
+    r = exec(session, "echo ${SSH_AUTH_SOCK-unset} ${DBUS_SESSION_BUS_ADDRESS-unset}");
+    EXPECT_EQ(r.out, "unset unset\n");
+  }
+  // A plain session reaches both and has the variables: what the confined ones lack is the
+  // confinement's doing.
+  EXPECT_EQ(exec("plain", "python3 probe.py connect " + shell_quote(path)).out, "connected\n");
+  EXPECT_EQ(exec("plain", "python3 probe.py connect " + abstract).out, "connected\n");
+  EXPECT_EQ(exec("plain", "echo $SSH_AUTH_SOCK").out, path + "\n");
+  ::close(s1);
+  ::close(s2);
+}
+
+TEST_F(confine_test, TheSessionsFilesKeepTheirOwner) {
+  // What the shell makes in its root is owned outside as the root's files are (idmapped as
+  // root); it may change what sbshd's file requests wrote there, and write to /dev/stdout.
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  std::string text = "written\n";
+  ASSERT_EQ(sbsh({"file", "write", "-s", "box", "by-request"}, &text).code, 0);
+  auto r = exec("box", "echo more >> by-request && echo made > made && echo out > /dev/stdout && "
+                       "echo tmp > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "out\ntmp\n");
+  struct stat st{};
+  ASSERT_EQ(::stat((root + "/made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(read_file(root + "/by-request"), "written\nmore\n");
+}
+
+// The same confinement under an unprivileged sbshd: a whole sbshd, and its clients, run as
+// nobody (needs root to start them so); its shell maps nobody to itself.
+class confine_user_test : public confine_test {
+ protected:
+  confine_user_test() { start_in_setup = false; }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to run sbshd as another user";
+    confine_test::SetUp();
+    if (IsSkipped()) return;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    auto r = run(as_nobody({bin("sbshd"), "--socket", sock, "--state-dir", state}));
+    ASSERT_EQ(r.code, 0) << r.err;
+    started = true;
+  }
+  void TearDown() override {
+    if (started) run(as_nobody({bin("sbsh"), "--no-autostart", "shutdown"}));
+    confine_test::TearDown();
+  }
+  static std::vector<std::string> as_nobody(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"});
+    return argv;
+  }
+  run_result client(std::vector<std::string> args) {
+    args.insert(args.begin(), {bin("sbsh"), "--no-autostart"});
+    return run(as_nobody(std::move(args)));
+  }
+  run_result in(const std::string& session, const std::string& command) {
+    return client({"exec", "-s", session, "--", command});
+  }
+  bool started = false;
+};
+
+TEST_F(confine_user_test, AnUnprivilegedSbshdConfinesAsWell) {
+  fs::create_directories(dir + "/agent");
+  std::string path = dir + "/agent/agent.sock";
+  int s = listen_unix(path);
+  ASSERT_GE(s, 0);
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);  // its own user's: only the view keeps it out
+  ASSERT_EQ(client({"session", "create", "box", "--root", root, "--confine", "--no-network"}).code, 0);
+  auto r = in("box", "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; cat /proc/1/comm; echo $$");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nbash\n1\n");
+  r = in("box", "cat /proc/self/uid_map");
+  std::istringstream map(r.out);
+  std::string a, b, n;
+  map >> a >> b >> n;
+  EXPECT_EQ(a + " " + b + " " + n, "65534 65534 1") << r.out;
+  std::ofstream(root + "/probe.py") << kProbe;
+  ASSERT_EQ(::chown((root + "/probe.py").c_str(), 65534, 65534), 0);
+  EXPECT_EQ(in("box", "python3 probe.py connect " + shell_quote(path)).out, "ENOENT\n");
+  EXPECT_EQ(in("box", "python3 probe.py pidfd_getfd").out, "pidfd_getfd EPERM\n");
+  EXPECT_EQ(in("box", "python3 probe.py bpf").out, "bpf EPERM\n");
+  r = in("box", "for p in /proc/[0-9]*; do cat $p/comm; done | sort -u");
+  EXPECT_EQ(r.out.find("sbshd"), std::string::npos) << r.out;
+  r = in("box", "echo made > made && echo out > /dev/stdout");
+  EXPECT_EQ(r.out, "out\n") << r.err;
+  struct stat st{};
+  ASSERT_EQ(::stat((root + "/made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  ::close(s);
+}
+
+// sbshd --confine-user: as root, the confined shell is that user outside, never root.
+class confine_as_test : public confine_test {
+ protected:
+  confine_as_test() { daemon_args = {"--confine-user", "daemon"}; }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "--confine-user applies only when sbshd runs as root";
+    if (::getpwnam("daemon") == nullptr) GTEST_SKIP() << "this system has no user 'daemon'";
+    confine_test::SetUp();
+  }
+};
+
+TEST_F(confine_as_test, TheShellIsTheNamedUserOutside) {
+  const passwd* pw = ::getpwnam("daemon");
+  ASSERT_NE(pw, nullptr);
+  uid_t uid = pw->pw_uid;
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  auto r = exec("box", "cat /proc/self/uid_map; grep CapEff /proc/self/status; echo made > made");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream map(r.out);
+  std::string a, b, n;
+  map >> a >> b >> n;
+  EXPECT_EQ(a + " " + b + " " + n, "0 " + std::to_string(uid) + " 1") << r.out;
+  EXPECT_NE(r.out.find("CapEff:\t0000000000000000"), std::string::npos) << r.out;
+  // The shell's own processes run as that user on the host.
+  pid_t shell = json::parse(sbsh({"session", "show", "box", "--json"}).out).at("session").at("shell_pid").get<pid_t>();
+  struct stat st{};
+  ASSERT_EQ(::stat(fmt::format("/proc/{}", shell).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+  // Root is refused: the shell would own root's files.
+  auto refused = run({bin("sbshd"), "--confine-user", "root", "--socket", dir + "/other.sock", "--state-dir",
+                      dir + "/other-state", "--foreground"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("name an unprivileged user"), std::string::npos) << refused.err;
 }
 
 TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
