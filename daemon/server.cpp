@@ -40,7 +40,7 @@ server::server(options opts)
       envs_(&loop_, opts_.state_dir + "/envs", [] {
         const char* bash = std::getenv("SBSH_BASH");  // the bash sessions run (the wrapper reads it too)
         return std::string(bash != nullptr && *bash != '\0' ? bash : "/bin/bash");
-      }()),
+      }(), opts_.wrapper_path),
       cgroups_(state_key(opts_.state_dir)) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));

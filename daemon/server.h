@@ -355,6 +355,11 @@ class server {
   // The environment of pending session `name`: keyed, then found or built.
   void prepare_env(const std::string& name);
   void env_keyed(const std::string& name, result<std::string> hash);
+  // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
+  // environment's directory set) runs with; what it adds to the setup's environment
+  // (TMPDIR) goes to `env`.
+  std::vector<std::string> setup_wrapper_args(const std::string& name, const session_def& def,
+                                              std::vector<std::string>& env);
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
   // what it had is deleted, and its waiters told.
   void pending_done(const std::string& name, const status& outcome);

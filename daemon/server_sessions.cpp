@@ -17,7 +17,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/confine.h"
 #include "common/environ.h"
+#include "common/paths.h"
 #include "common/procs.h"
 #include "daemon/session.h"
 #include "ipc/text.h"
@@ -216,7 +218,40 @@ void server::prepare_env(const std::string& name) {
   // Relative key files are the session directory's: where the setup runs.
   std::vector<std::string> keys;
   for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
-  envs_.key(def.setup, std::move(keys), [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
+  // A confined setup builds what only a setup so confined builds: such environments are
+  // keyed apart from those of unconfined setups.
+  std::string confinement = def.confine && def.no_network ? "confine,no-network"
+                            : def.confine                 ? "confine"
+                            : def.no_network              ? "no-network"
+                                                          : "";
+  uint64_t owner = pending_.at(name).waiters.empty() ? 0 : pending_.at(name).waiters.front().serial;
+  envs_.key(def.setup, std::move(keys), std::move(confinement), owner,
+            [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
+}
+
+std::vector<std::string> server::setup_wrapper_args(const std::string& name, const session_def& def,
+                                                    std::vector<std::string>& env) {
+  // As shell_supervisor::start_shell starts the session's shells, plus read-write on the
+  // environment's directory, and a PID namespace even for a session that has none.
+  std::vector<std::string> args;
+  for (const auto& l : def.limits) {
+    args.emplace_back("--limit");
+    args.push_back(l);
+  }
+  if (def.confine) {
+    std::string tmp = session_tmp_dir(name);
+    if (auto made = make_dirs(tmp); !made) spdlog::warn("cannot make the session's TMPDIR {}: {}", tmp, made.err().message);
+    env.push_back("TMPDIR=" + tmp);
+    for (const auto& r : own_rules(def, tmp)) {
+      args.emplace_back("--rule");
+      args.push_back(confine::rule_text(r));
+    }
+    args.emplace_back("--rule");
+    args.push_back(confine::rule_text({def.sbsh_env, confine::access::read_write}));
+  }
+  args.emplace_back("--ns");
+  args.emplace_back(def.no_network ? "pid,net" : "pid");
+  return args;
 }
 
 void server::env_keyed(const std::string& name, result<std::string> hash) {
@@ -229,10 +264,11 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
   def.sbsh_env = envs_.path_of(*hash);
   if (envs_.use_if_ready(*hash)) return pending_done(name, ok_status());
   // What the session's shells start with (shell_supervisor.cpp), SBSH_ENV added by the store.
-  env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment};
+  env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment, {}};
   for (const auto& e : def.env) how.env.push_back(e);
   how.env.push_back("SBSH_SESSION=" + name);
   if (!root_of(def).empty()) how.env.push_back("SBSH_ROOT=" + root_of(def));
+  how.wrapper_args = setup_wrapper_args(name, def, how.env);
   spdlog::info("session {}: building its environment {}", name, *hash);
   p->second.env_ticket = envs_.build(
       *hash, how,

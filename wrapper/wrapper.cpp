@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -197,6 +198,36 @@ std::vector<unique_fd> take_keepers(int channel) {
   return fds;
 }
 
+// The confinement `o` asks for, with the descriptors it holds open: a Landlock ruleset of the
+// system's rules, `o`'s and `extra`, and the cgroup's cgroup.procs.
+struct held_confinement {
+  shell_confinement confinement;
+  unique_fd ruleset, cgroup_procs;
+};
+result<held_confinement> confinement_of(const options& o, const std::vector<confine::rule>& extra) {
+  held_confinement held;
+  held.confinement.pid_ns = o.pid_ns;
+  held.confinement.net_ns = o.net_ns;
+  if (!o.rules.empty()) {
+    std::vector<confine::rule> rules = confine::system_rules();
+    rules.insert(rules.end(), o.rules.begin(), o.rules.end());
+    rules.insert(rules.end(), extra.begin(), extra.end());
+    auto r = confine::build_ruleset(rules);
+    if (!r) return r.err();
+    held.ruleset = std::move(*r);
+    held.confinement.ruleset = held.ruleset.get();
+  }
+  if (!o.cgroup.empty()) {
+    std::string procs = o.cgroup + "/cgroup.procs";
+    held.cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!held.cgroup_procs)
+      return make_error(ipc::errc::spawn,
+                        fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
+    held.confinement.cgroup_procs = held.cgroup_procs.get();
+  }
+  return held;
+}
+
 class wrapper_loop {
  public:
   wrapper_loop(std::string session, options o) : session_(std::move(session)), opts_(std::move(o)) {}
@@ -280,30 +311,11 @@ class wrapper_loop {
     const char* bash = std::getenv("SBSH_BASH");
     bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
     ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the session's environment
-    shell_confinement confinement;
-    confinement.pid_ns = opts_.pid_ns;
-    confinement.net_ns = opts_.net_ns;
-    unique_fd ruleset;
-    if (!opts_.rules.empty()) {
-      std::vector<confine::rule> rules = confine::system_rules();
-      rules.insert(rules.end(), opts_.rules.begin(), opts_.rules.end());
-      rules.push_back({bash_, confine::access::read_exec, false});
-      rules.push_back({*builtin, confine::access::read_only, false});
-      auto r = confine::build_ruleset(rules);
-      if (!r) return r.err();
-      ruleset = std::move(*r);
-      confinement.ruleset = ruleset.get();
-    }
-    unique_fd cgroup_procs;
-    if (!opts_.cgroup.empty()) {
-      std::string procs = opts_.cgroup + "/cgroup.procs";
-      cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
-      if (!cgroup_procs)
-        return make_error(ipc::errc::spawn,
-                          fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
-      confinement.cgroup_procs = cgroup_procs.get();
-    }
-    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, confinement);
+    auto held = confinement_of(opts_, {{bash_, confine::access::read_exec, false},
+                                       {*builtin, confine::access::read_only, false}});
+    if (!held) return held.err();
+    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits,
+                               held->confinement);
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a
@@ -621,6 +633,55 @@ int run(const char* session_name, const options& o) { return wrapper_loop(sessio
 
 int run_spare(char* title, size_t title_size, const options& o) {
   return wrapper_loop("(spare)", o).run(title, title_size);
+}
+
+int run_setup(const char* text, const options& o) {
+  // This process dies with sbshd, bash (the init of its PID namespace) with this process
+  // (spawn_shell), and everything the setup started with bash: nothing of a setup outlives
+  // sbshd. As a child subreaper it also gets what escapes bash where no PID namespace can
+  // be made.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const char* given = std::getenv("SBSH_BASH");
+  std::string bash = given != nullptr && *given != '\0' ? given : "/bin/bash";
+  ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the setup's environment
+  auto held = confinement_of(o, {{bash, confine::access::read_exec, false}});
+  if (!held) {
+    std::fprintf(stderr, "sbsh: cannot confine the setup as its session is: %s\n", held.err().message.c_str());
+    return 127;
+  }
+  std::string script = text;
+  char arg0[] = "bash", arg1[] = "-c", arg3[] = "sbsh-setup";
+  char* argv[] = {arg0, arg1, script.data(), arg3, nullptr};
+  shell_fds fds;
+  fds.early_err = STDERR_FILENO;
+  fds.out = STDOUT_FILENO;
+  auto pid = spawn_shell(bash.c_str(), fds, o.limits, held->confinement, argv);
+  if (!pid && o.rules.empty() && !o.net_ns && held->confinement.pid_ns) {
+    // An unconfined setup where this user may make no namespace: the subreaper ends what it
+    // leaves, unless this process is killed first.
+    held->confinement.pid_ns = false;
+    pid = spawn_shell(bash.c_str(), fds, o.limits, held->confinement, argv);
+  }
+  if (!pid) {
+    std::fprintf(stderr, "sbsh: cannot start the setup: %s\n", pid.err().message.c_str());
+    return 127;
+  }
+  int st = 0;
+  for (;;) {
+    pid_t p = ::waitpid(-1, &st, 0);
+    if (p == *pid) break;
+    if (p < 0 && errno != EINTR) return 127;
+  }
+  end_descendants("setup", {});
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  // The same end as bash's, so that sbshd reports the signal; without a core dump.
+  int sig = WTERMSIG(st);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  return 128 + sig;
 }
 
 }  // namespace sbsh::wrapper
