@@ -470,6 +470,42 @@ TEST_F(env_test, NothingASetupStartedOutlivesIt) {
   }
 }
 
+// env rm --force under a session: its next shell runs the setup again (the definition has
+// it), unless its key files have changed, when the start says what to run.
+TEST_F(env_test, ASessionWhoseEnvironmentWasDeletedBuildsItAgain) {
+  ASSERT_EQ(create("s", setup_text(), {"--init", "cat \"$SBSH_ENV/tool\" >/dev/null"}).code, 0);
+  std::string env = env_of("s");
+  std::string hash = fs::path(env).filename().string();
+  auto r = sbsh({"env", "rm", "--force", hash});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  ASSERT_EQ(sbsh({"session", "restart", "s"}).code, 0);
+  r = exec("s", "cat \"$SBSH_ENV/tool\"");
+  EXPECT_EQ(r.out, "left-pad==1.0\n") << r.err;
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(count_runs(), 2u);
+  EXPECT_EQ(env_of("s"), env);
+  EXPECT_EQ(json::parse(sbsh({"env", "ls", "--json"}).out).at(0).at("sessions"), json::array({"s"}));
+  // So does a session that a new sbshd starts from the state file.
+  ASSERT_EQ(sbsh({"env", "rm", "--force", hash}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  stop_daemon();
+  start_daemon();
+  EXPECT_EQ(exec("s", "cat \"$SBSH_ENV/tool\"").out, "left-pad==1.0\n");
+  EXPECT_EQ(count_runs(), 3u);
+  // Its key changed since: the setup would build another environment; the start fails and
+  // says what to run.
+  put(project + "/requirements.txt", "left-pad==2.0\n");
+  ASSERT_EQ(sbsh({"env", "rm", "--force", hash}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  sbsh({"session", "restart", "s"});
+  r = exec("s", "true");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_runs(), 3u);
+}
+
 TEST_F(env_test, APlansSessionTakesASetup) {
   std::string plan = dir + "/plan.yml";
   put(plan, "session:\n  cwd: " + project + "\n  setup: " + json(setup_text()).dump() +
