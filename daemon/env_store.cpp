@@ -305,10 +305,18 @@ void env_store::leave(uint64_t ticket) {
     if (job->waiters.erase(ticket) == 0) continue;
     if (job->waiters.empty() && job->proc != nullptr) {
       spdlog::info("environment {}: nobody waits for its setup any more; stopping it", hash);
-      job->proc->kill(SIGKILL);  // setup_ended ends the rest of its session and deletes what it made
+      // The wrapper kills bash and ends once bash's PID namespace is empty; setup_ended then
+      // deletes what it made.
+      job->proc->kill(SIGTERM);
     }
     return;
   }
+}
+
+void env_store::when_idle(std::function<void()> idle) {
+  idle_ = std::move(idle);
+  if (std::none_of(builds_.begin(), builds_.end(), [](const auto& b) { return b.second->proc != nullptr; }))
+    std::exchange(idle_, nullptr)();
 }
 
 void env_store::list(std::function<void(std::vector<environment_info>)> done) {
@@ -471,6 +479,8 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
     if (job.pipes[i]) read_output(job, i);  // all it wrote is in the pipes now
   for (auto& w : job.watches) w.reset();
   job.proc.reset();
+  if (idle_ && std::none_of(builds_.begin(), builds_.end(), [](const auto& b) { return b.second->proc != nullptr; }))
+    std::exchange(idle_, nullptr)();
   bool ok = status == 0 && sig == 0 && !job.waiters.empty();
   std::string path = path_of(hash);
   std::string why;

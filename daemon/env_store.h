@@ -75,6 +75,9 @@ class env_store {
   // The waiter `ticket` no longer waits (its `done` never runs); a build that nobody waits
   // for any more is stopped, and leaves nothing.
   void leave(uint64_t ticket);
+  // Calls `idle` once no setup runs (at once when none does), every process it started
+  // gone: sbshd's shutdown waits for it.
+  void when_idle(std::function<void()> idle);
 
   // The complete environments, most recently used first, measured on the thread pool (their
   // `sessions` are left for the caller to fill).
@@ -100,6 +103,7 @@ class env_store {
   std::string wrapper_;
   std::map<std::string, std::unique_ptr<build_job>> builds_;  // by hash
   uint64_t next_ticket_ = 1;
+  std::function<void()> idle_;  // when_idle's
 };
 
 }  // namespace sbsh::daemon

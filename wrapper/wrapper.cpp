@@ -635,6 +635,22 @@ int run_spare(char* title, size_t title_size, const options& o) {
   return wrapper_loop("(spare)", o).run(title, title_size);
 }
 
+namespace {
+
+// The setup's bash, once started, and whether SIGTERM came (sbshd stops the setup).
+volatile sig_atomic_t setup_stopped = 0;
+volatile pid_t setup_bash = 0;
+
+// SIGTERM: bash is killed, and this process ends as usual once it has reaped it, which is
+// once its PID namespace is empty, so that sbshd, waiting for this process, knows nothing of
+// the setup is left. Only kill(), which is async-signal-safe.
+void stop_setup(int) {
+  setup_stopped = 1;
+  if (setup_bash > 0) ::kill(setup_bash, SIGKILL);
+}
+
+}  // namespace
+
 int run_setup(const char* text, const options& o) {
   // This process dies with sbshd, bash (the init of its PID namespace) with this process
   // (spawn_shell), and everything the setup started with bash: nothing of a setup outlives
@@ -642,6 +658,10 @@ int run_setup(const char* text, const options& o) {
   // be made.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction stop {};
+  stop.sa_handler = stop_setup;  // without SA_RESTART: waitpid() below returns EINTR
+  sigemptyset(&stop.sa_mask);
+  ::sigaction(SIGTERM, &stop, nullptr);
   const char* given = std::getenv("SBSH_BASH");
   std::string bash = given != nullptr && *given != '\0' ? given : "/bin/bash";
   ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the setup's environment
@@ -667,6 +687,8 @@ int run_setup(const char* text, const options& o) {
     std::fprintf(stderr, "sbsh: cannot start the setup: %s\n", pid.err().message.c_str());
     return 127;
   }
+  setup_bash = *pid;
+  if (setup_stopped != 0) ::kill(*pid, SIGKILL);  // SIGTERM came before bash was known
   int st = 0;
   for (;;) {
     pid_t p = ::waitpid(-1, &st, 0);
