@@ -115,7 +115,8 @@ status hash_key(sha256& h, const std::string& path) {
                                   "reads no pipe, device or socket for that; give {}the file the setup reads "
                                   "(requirements.txt, package-lock.json)",
                                   ipc::printable(path, 256), what,
-                                  std::string_view(what).ends_with("directory") ? "each file in it that matters, or " : ""));
+                                  std::string_view(what).ends_with("directory") ? "each file in it that matters, or "
+                                                                                : ""));
   if (!fd || e != 0)
     return make_error(ipc::errc::bad_request,
                       fmt::format("cannot read the setup key {}: {}; a setup key names a file whose contents the "

@@ -19,7 +19,7 @@ struct pool_job {
 // The client work of one loop: what runs, by owner, and what waits for a thread.
 struct client_lane {
   size_t running = 0;
-  std::map<uint64_t, size_t> running_by;             // owner: how many of its jobs run
+  std::map<uint64_t, size_t> running_by;              // owner: how many of its jobs run
   std::map<uint64_t, std::deque<pool_job*>> waiting;  // owner: its jobs in order
 };
 

@@ -372,12 +372,12 @@ class server {
   // takes it; and how env_store runs the setup of session `name`.
   static std::vector<std::string> setup_key_paths(const session_def& def);
   static std::string setup_confinement(const session_def& def);
-  env_store::setup_run setup_run_of(const std::string& name, const session_def& def);
+  env_store::setup_run setup_run_of(const std::string& name, const session_def& def) const;
   // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
   // environment's directory set) runs with; what it adds to the setup's environment
   // (TMPDIR) goes to `env`.
   std::vector<std::string> setup_wrapper_args(const std::string& name, const session_def& def,
-                                              std::vector<std::string>& env);
+                                              std::vector<std::string>& env) const;
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
   // what it had is deleted, and its waiters told.
   void pending_done(const std::string& name, const status& outcome);

@@ -237,7 +237,7 @@ std::string server::setup_confinement(const session_def& def) {
                                        : "";
 }
 
-env_store::setup_run server::setup_run_of(const std::string& name, const session_def& def) {
+env_store::setup_run server::setup_run_of(const std::string& name, const session_def& def) const {
   // What the session's shells start with (shell_supervisor.cpp), SBSH_ENV added by the store.
   env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment, {}};
   for (const auto& e : def.env) how.env.push_back(e);
@@ -248,7 +248,7 @@ env_store::setup_run server::setup_run_of(const std::string& name, const session
 }
 
 std::vector<std::string> server::setup_wrapper_args(const std::string& name, const session_def& def,
-                                                    std::vector<std::string>& env) {
+                                                    std::vector<std::string>& env) const {
   // As shell_supervisor::start_shell starts the session's shells, plus read-write on the
   // environment's directory, and a PID namespace even for a session that has none.
   std::vector<std::string> args;
@@ -258,7 +258,8 @@ std::vector<std::string> server::setup_wrapper_args(const std::string& name, con
   }
   if (def.confine) {
     std::string tmp = session_tmp_dir(name);
-    if (auto made = make_dirs(tmp); !made) spdlog::warn("cannot make the session's TMPDIR {}: {}", tmp, made.err().message);
+    if (auto made = make_dirs(tmp); !made)
+      spdlog::warn("cannot make the session's TMPDIR {}: {}", tmp, made.err().message);
     env.push_back("TMPDIR=" + tmp);
     for (const auto& r : own_rules(def, tmp)) {
       args.emplace_back("--rule");
@@ -328,15 +329,16 @@ uint64_t server::rebuild_env(const std::string& name, const session_def& def, st
                                            fmt::join(def.setup_keys, ", "), name)));
     if (envs_.use_if_ready(*hash)) return finish(ok_status());  // built again meanwhile
     spdlog::warn("session {}: its environment {} is gone; running its setup again", name, *hash);
-    it->second.env_ticket = envs_.build(*hash, setup_run_of(name, def), nullptr, [this, ticket, h = *hash](status built) {
-      if (auto r = rebuilds_.find(ticket); r != rebuilds_.end()) r->second.env_ticket = 0;
-      if (built) envs_.use_if_ready(h);
-      auto r = rebuilds_.find(ticket);
-      if (r == rebuilds_.end()) return;
-      auto d = std::move(r->second.done);
-      rebuilds_.erase(r);
-      d(built);
-    });
+    it->second.env_ticket =
+        envs_.build(*hash, setup_run_of(name, def), nullptr, [this, ticket, h = *hash](const status& built) {
+          if (auto r = rebuilds_.find(ticket); r != rebuilds_.end()) r->second.env_ticket = 0;
+          if (built) envs_.use_if_ready(h);
+          auto r = rebuilds_.find(ticket);
+          if (r == rebuilds_.end()) return;
+          auto d = std::move(r->second.done);
+          rebuilds_.erase(r);
+          d(built);
+        });
   });
   return ticket;
 }

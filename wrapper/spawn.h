@@ -14,8 +14,8 @@ namespace sbsh::wrapper {
 // What bash starts with besides /dev/null on stdin. A one-shot run (a setup) has no channel
 // and no script, and its own stdout.
 struct shell_fds {
-  int channel = -1;   // bash's end of the shell channel: becomes SBSH_CHANNEL_FD; -1: none
-  int script = -1;    // the read end of the script pipe: becomes SBSH_SCRIPT_FD (/dev/fd/3); -1: none
+  int channel = -1;    // bash's end of the shell channel: becomes SBSH_CHANNEL_FD; -1: none
+  int script = -1;     // the read end of the script pipe: becomes SBSH_SCRIPT_FD (/dev/fd/3); -1: none
   int early_err = -1;  // stderr until the builtin serves: what a failed start says
   int out = -1;        // stdout; -1: /dev/null
 };

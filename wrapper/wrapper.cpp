@@ -314,8 +314,7 @@ class wrapper_loop {
     auto held = confinement_of(opts_, {{bash_, confine::access::read_exec, false},
                                        {*builtin, confine::access::read_only, false}});
     if (!held) return held.err();
-    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits,
-                               held->confinement);
+    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, held->confinement);
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a

@@ -244,11 +244,12 @@ TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {
 TEST_F(confine_test, ASetupRunsUnderItsSessionsConfinement) {
   std::ofstream(root + "/requirements.txt") << "tool\n";
   std::string probe = "/tmp/sbsh-setup-probe-" + std::to_string(::getpid());
-  std::string setup = "cat " + shell_quote(secret) + " && echo LEAKED; echo x > " + shell_quote(probe) +
-                      " && echo WROTE; echo $$ > \"$SBSH_ENV/pid\"; mkdir -p \"$SBSH_ENV/bin\" && "
-                      "printf '#!/bin/sh\\necho tool ran\\n' > \"$SBSH_ENV/bin/tool\" && chmod +x \"$SBSH_ENV/bin/tool\"";
-  auto r = sbsh({"session", "create", "box", "--root", root, "--confine", "--setup", setup, "--setup-key",
-                 "requirements.txt"});
+  std::string setup =
+      "cat " + shell_quote(secret) + " && echo LEAKED; echo x > " + shell_quote(probe) +
+      " && echo WROTE; echo $$ > \"$SBSH_ENV/pid\"; mkdir -p \"$SBSH_ENV/bin\" && "
+      "printf '#!/bin/sh\\necho tool ran\\n' > \"$SBSH_ENV/bin/tool\" && chmod +x \"$SBSH_ENV/bin/tool\"";
+  auto r = sbsh(
+      {"session", "create", "box", "--root", root, "--confine", "--setup", setup, "--setup-key", "requirements.txt"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "");  // neither the secret nor a write outside
   EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
@@ -305,8 +306,9 @@ TEST_F(confine_test, TheReadmesEnvironmentExamplesWorkConfined) {
   std::ofstream(web + "/package.json")
       << R"({"name": "web", "version": "1.0.0", "dependencies": {"demo": "file:demo-1.0.0.tgz"}})";
   auto packed = run({"/bin/sh", "-c",
-                     "cd " + shell_quote(web) + " && npm pack --silent ./demo >/dev/null && npm install --offline "
-                     "--package-lock-only --ignore-scripts --no-audit --no-fund --silent"});
+                     "cd " + shell_quote(web) +
+                         " && npm pack --silent ./demo >/dev/null && npm install --offline "
+                         "--package-lock-only --ignore-scripts --no-audit --no-fund --silent"});
   ASSERT_EQ(packed.code, 0) << packed.out << packed.err;
   // npm's cache is in $HOME, which a confined setup may not write: it goes to TMPDIR.
   std::string npm_setup =

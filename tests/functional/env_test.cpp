@@ -175,11 +175,11 @@ TEST_F(env_test, ASetupCutShortBySbshdsDeathIsEndedAndRebuiltFromNothing) {
   std::string mark = "sbsh-cut-" + std::to_string(::getpid());
   // The first run leaves a process behind, writes part of the environment and hangs; a later
   // run (the same setup: the same key) finishes, leaving a process behind too.
-  std::string setup = setup_text("if [ ! -e " + shell_quote(first) + " ]; then touch " + shell_quote(first) +
-                                 "; sh -c 'sleep 600; true' " + mark + "-first & echo stale > \"$SBSH_ENV/stale\"; touch " +
-                                 shell_quote(ready) + "; while :; do sleep 0.05; done; fi; sh -c 'touch " +
-                                 shell_quote(later) + "; sleep 600; true' " + mark + "-later & until [ -e " +
-                                 shell_quote(later) + " ]; do sleep 0.01; done; ");
+  std::string setup = setup_text(
+      "if [ ! -e " + shell_quote(first) + " ]; then touch " + shell_quote(first) + "; sh -c 'sleep 600; true' " + mark +
+      "-first & echo stale > \"$SBSH_ENV/stale\"; touch " + shell_quote(ready) +
+      "; while :; do sleep 0.05; done; fi; sh -c 'touch " + shell_quote(later) + "; sleep 600; true' " + mark +
+      "-later & until [ -e " + shell_quote(later) + " ]; do sleep 0.01; done; ");
   auto cut = std::async(std::launch::async, [&] { return create("py", setup); });
   ASSERT_TRUE(wait_until([&] { return fs::exists(ready); }, std::chrono::seconds(60)));
   ASSERT_FALSE(processes_with(mark + "-first").empty());
@@ -373,8 +373,10 @@ TEST_F(env_test, AKeyThatIsNotARegularFileIsRefusedAndOtherClientsAreServed) {
   ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   // Each is refused while nothing writes to the FIFO or connects to the socket: nothing
   // waited for them (the limit only guards against a hang).
-  for (const auto& [key, what] : std::vector<std::pair<std::string, std::string>>{
-           {"fifo", "is a FIFO (named pipe)"}, {"sock", "is a socket"}, {"/dev/null", "is a character device"}}) {
+  for (const auto& [key, what] :
+       std::vector<std::pair<std::string, std::string>>{{"fifo", "is a FIFO (named pipe)"},
+                                                        {"sock", "is a socket"},
+                                                        {"/dev/null", "is a character device"}}) {
     auto r = sbsh({"session", "create", "k", "-C", project, "--setup", setup_text(), "--setup-key", key}, nullptr,
                   std::chrono::seconds(60));
     EXPECT_NE(r.code, 0) << key;
@@ -446,14 +448,15 @@ TEST_F(env_test, NothingASetupStartedOutlivesIt) {
       return "setsid sh -c 'echo up > " + up + "; while :; do sleep 1; done' " + marker +
              " </dev/null >/dev/null 2>&1 & until [ -s " + up + " ]; do sleep 0.01; done; " + then;
     };
-    auto r = sbsh({"session", "create", "s", "-C", project, "--setup", setup("echo done"), "--setup-key",
-                   "requirements.txt"});
+    auto r = sbsh(
+        {"session", "create", "s", "-C", project, "--setup", setup("echo done"), "--setup-key", "requirements.txt"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "done\n");
     // The session is made once the setup has ended, and all it started with it.
     EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
     ASSERT_EQ(sbsh({"session", "rm", "s"}).code, 0);
     EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
+    for (pid_t p : processes_with(marker)) ::kill(p, SIGKILL);  // should sbsh have failed
 
     // A setup that never ends, while sbshd shuts down.
     marker += "-cut";
@@ -461,7 +464,8 @@ TEST_F(env_test, NothingASetupStartedOutlivesIt) {
     auto cut = std::async(std::launch::async, [&, text = setup("while :; do sleep 0.05; done")] {
       return sbsh({"session", "create", "cut", "-C", project, "--setup", text, "--setup-key", "requirements.txt"});
     });
-    ASSERT_TRUE(wait_until([&] { return fs::exists(up) && !processes_with(marker).empty(); }, std::chrono::seconds(60)));
+    ASSERT_TRUE(
+        wait_until([&] { return fs::exists(up) && !processes_with(marker).empty(); }, std::chrono::seconds(60)));
     stop_daemon();
     EXPECT_NE(cut.get().code, 0);
     EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
@@ -501,8 +505,7 @@ TEST_F(env_test, ASessionWhoseEnvironmentWasDeletedBuildsItAgain) {
   sbsh({"session", "restart", "s"});
   r = exec("s", "true");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos) << r.err;
   EXPECT_EQ(count_runs(), 3u);
 }
 
