@@ -91,7 +91,8 @@ const char* not_regular(mode_t m) {
 // before it is opened (opening a FIFO waits for a writer, opening a device may act on it),
 // the open does not wait (O_NONBLOCK), and the descriptor is looked at again (the path may
 // have been replaced in between). Fails with errno, or with `*what` saying what it is
-// instead of a regular file.
+// instead of a regular file. Links are followed (no O_NOFOLLOW): a key named through a link
+// is the file it names, and only its bytes are hashed, never shown.
 unique_fd open_regular(const std::string& path, const char** what) {
   *what = nullptr;
   struct stat st {};

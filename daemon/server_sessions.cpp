@@ -323,9 +323,10 @@ uint64_t server::rebuild_env(const std::string& name, const session_def& def, st
     // hash would make the hash lie, and the session was made for this one.
     if (envs_.path_of(*hash) != def.sbsh_env)
       return finish(make_error(ipc::errc::setup_failed,
-                               fmt::format("its setup keys ({}) have changed since it was made, so its setup would "
-                                           "build another environment; remove the session with 'sbsh session rm {}' "
-                                           "and create it again",
+                               fmt::format("its setup keys ({}) no longer key the same environment (they changed "
+                                           "since the session was made, or an earlier sbsh keyed it otherwise), so "
+                                           "its setup would build another one; remove the session with 'sbsh "
+                                           "session rm {}' and create it again",
                                            fmt::join(def.setup_keys, ", "), name)));
     if (envs_.use_if_ready(*hash)) return finish(ok_status());  // built again meanwhile
     spdlog::warn("session {}: its environment {} is gone; running its setup again", name, *hash);

@@ -505,7 +505,9 @@ TEST_F(env_test, ASessionWhoseEnvironmentWasDeletedBuildsItAgain) {
   sbsh({"session", "restart", "s"});
   r = exec("s", "true");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no longer key the same environment"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos)
+      << r.err;
   EXPECT_EQ(count_runs(), 3u);
 }
 
