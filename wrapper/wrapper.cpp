@@ -638,7 +638,7 @@ namespace {
 
 // The setup's bash, once started, and whether SIGTERM came (sbshd stops the setup).
 volatile sig_atomic_t setup_stopped = 0;
-volatile pid_t setup_bash = 0;
+volatile sig_atomic_t setup_bash = 0;  // a pid_t, read by the handler
 
 // SIGTERM: bash is killed, and this process ends as usual once it has reaped it, which is
 // once its PID namespace is empty, so that sbshd, waiting for this process, knows nothing of
