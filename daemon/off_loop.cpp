@@ -19,6 +19,8 @@ struct pool_job {
 // The client work of one loop: what runs, by owner, and what waits for a thread.
 struct client_lane {
   size_t running = 0;
+  uint64_t turns = 0;                                 // threads handed out so far
+  std::map<uint64_t, uint64_t> last_turn;            // owner: when it last got one
   std::map<uint64_t, size_t> running_by;              // owner: how many of its jobs run
   std::map<uint64_t, std::deque<pool_job*>> waiting;  // owner: its jobs in order
 };
@@ -45,10 +47,14 @@ void run_client_job(uv_loop_t* loop, uint64_t owner, pool_job* j) {
   client_lane& lane = lanes()[loop];
   ++lane.running;
   ++lane.running_by[owner];
+  lane.last_turn[owner] = ++lane.turns;
   j->done = [loop, owner, done = std::move(j->done)] {
     client_lane& l = lanes()[loop];
     --l.running;
-    if (auto it = l.running_by.find(owner); it != l.running_by.end() && --it->second == 0) l.running_by.erase(it);
+    if (auto it = l.running_by.find(owner); it != l.running_by.end() && --it->second == 0) {
+      l.running_by.erase(it);
+      if (!l.waiting.contains(owner)) l.last_turn.erase(owner);  // nothing of it left
+    }
     start_waiting(loop);
     if (done) done();
   };
@@ -56,17 +62,19 @@ void run_client_job(uv_loop_t* loop, uint64_t owner, pool_job* j) {
 }
 
 // Starts waiting jobs while the lane has room: first those of the owner with the fewest
-// jobs running.
+// jobs running, and of those the one whose last turn is the oldest.
 void start_waiting(uv_loop_t* loop) {
   client_lane& lane = lanes()[loop];
   while (lane.running < client_lane_threads() && !lane.waiting.empty()) {
     auto next = lane.waiting.begin();
-    size_t fewest = SIZE_MAX;
+    std::pair<size_t, uint64_t> best{SIZE_MAX, UINT64_MAX};
     for (auto it = lane.waiting.begin(); it != lane.waiting.end(); ++it) {
       auto r = lane.running_by.find(it->first);
-      size_t n = r == lane.running_by.end() ? 0 : r->second;
-      if (n < fewest) {
-        fewest = n;
+      auto t = lane.last_turn.find(it->first);
+      std::pair<size_t, uint64_t> rank{r == lane.running_by.end() ? 0 : r->second,
+                                       t == lane.last_turn.end() ? 0 : t->second};
+      if (rank < best) {
+        best = rank;
         next = it;
       }
     }

@@ -19,8 +19,10 @@ void off_loop(uv_loop_t* loop, std::function<void()> work, std::function<void()>
 // a blocking open, but a read can still wait on a file system that hangs (NFS, FUSE). So at
 // most client_lane_threads() of these hold pool threads at once, and sbshd's own work (state
 // files, /proc scans, deletions) always finds one free. Work waiting for a thread is taken
-// by `owner` (a client's serial) in turn, the owner with the fewest running first, so that
-// one client's slow requests do not hold back another's. Called on the loop's thread only.
+// by `owner` (a client's serial) in turn: the owner with the fewest running first, then the
+// one served longest ago, so that one client's slow requests do not hold back another's.
+// Called on the loop's thread only. With a pool of one thread (UV_THREADPOOL_SIZE=1) that
+// thread is the share.
 void off_loop_client(uv_loop_t* loop, uint64_t owner, std::function<void()> work, std::function<void()> done = {});
 
 // How many pool threads client work may hold at once: half of libuv's pool
