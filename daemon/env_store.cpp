@@ -46,17 +46,12 @@ class sha256 {
     SHA256Update(&ctx_, reinterpret_cast<const uint8_t*>(&n), sizeof n);
     add(bytes);
   }
-  // The bytes of the file at `path`, then their count; errno on failure.
-  int file(const std::string& path) {
-    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-    if (!fd) return errno;
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return errno;
-    if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+  // The bytes of the regular file open on `fd`, then their count; errno on failure.
+  int file(int fd) {
     char buf[1 << 16];
     uint64_t total = 0;
     for (;;) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      ssize_t n = ::read(fd, buf, sizeof buf);
       if (n == 0) break;
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -81,6 +76,56 @@ class sha256 {
   SHA2_CTX ctx_;
 };
 
+// What a file that is not a regular file is, in words; nullptr for a regular file.
+const char* not_regular(mode_t m) {
+  if (S_ISREG(m)) return nullptr;
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a directory";
+  return "not a regular file";
+}
+
+// Opens the regular file at `path` for reading without ever waiting: what it is is looked at
+// before it is opened (opening a FIFO waits for a writer, opening a device may act on it),
+// the open does not wait (O_NONBLOCK), and the descriptor is looked at again (the path may
+// have been replaced in between). Fails with errno, or with `*what` saying what it is
+// instead of a regular file. Links are followed (no O_NOFOLLOW): a key named through a link
+// is the file it names, and only its bytes are hashed, never shown.
+unique_fd open_regular(const std::string& path, const char** what) {
+  *what = nullptr;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  if ((*what = not_regular(st.st_mode)) != nullptr) return {};
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return {};
+  if (::fstat(fd.get(), &st) != 0) return {};
+  if ((*what = not_regular(st.st_mode)) != nullptr) return {};
+  return fd;
+}
+
+// Adds the key file at `path` to `h`; the error says what is wrong with it and what to give.
+status hash_key(sha256& h, const std::string& path) {
+  const char* what = nullptr;
+  unique_fd fd = open_regular(path, &what);
+  int e = fd ? h.file(fd.get()) : errno;
+  if (what != nullptr)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("the setup key {} is {}, not a regular file: a key's contents are hashed, and sbsh "
+                                  "reads no pipe, device or socket for that; give {}the file the setup reads "
+                                  "(requirements.txt, package-lock.json)",
+                                  ipc::printable(path, 256), what,
+                                  std::string_view(what).ends_with("directory") ? "each file in it that matters, or "
+                                                                                : ""));
+  if (!fd || e != 0)
+    return make_error(ipc::errc::bad_request,
+                      fmt::format("cannot read the setup key {}: {}; a setup key names a file whose contents the "
+                                  "environment depends on (requirements.txt, package-lock.json)",
+                                  ipc::printable(path, 256), std::strerror(e)));
+  return ok_status();
+}
+
 // The digest of the bash at `path`, remembered while the file stays the same one (an
 // upgrade replaces it: another inode, size or time).
 result<std::string> bash_digest(const std::string& path) {
@@ -102,8 +147,12 @@ result<std::string> bash_digest(const std::string& path) {
     if (auto it = known.find(path); it != known.end() && it->second.first == id) return it->second.second;
   }
   sha256 h;
-  if (int e = h.file(path); e != 0)
-    return make_error(ipc::errc::internal, fmt::format("cannot read the bash that runs setups, {}: {}", path, std::strerror(e)));
+  const char* what = nullptr;
+  unique_fd fd = open_regular(path, &what);
+  int e = fd ? h.file(fd.get()) : what != nullptr ? EINVAL : errno;
+  if (e != 0)
+    return make_error(ipc::errc::internal, fmt::format("cannot read the bash that runs setups, {}: {}", path,
+                                                       what != nullptr ? what : std::strerror(e)));
   std::string digest = h.hex(SHA256_DIGEST_LENGTH);
   std::lock_guard<std::mutex> lock(mu);
   known[path] = {id, digest};
@@ -188,8 +237,8 @@ struct env_store::build_job {
   std::string tail;  // the end of its output, both streams as they came
 };
 
-env_store::env_store(uv_loop_t* loop, std::string dir, std::string bash)
-    : loop_(loop), dir_(std::move(dir)), bash_(std::move(bash)) {}
+env_store::env_store(uv_loop_t* loop, std::string dir, std::string bash, std::string wrapper)
+    : loop_(loop), dir_(std::move(dir)), bash_(std::move(bash)), wrapper_(std::move(wrapper)) {}
 
 env_store::~env_store() {
   // sbshd is ending: the setups under way stop, and what they built is rebuilt next time
@@ -202,11 +251,12 @@ env_store::~env_store() {
   }
 }
 
-void env_store::key(std::string setup, std::vector<std::string> keys, std::function<void(result<std::string>)> done) {
+void env_store::key(std::string setup, std::vector<std::string> keys, std::string confinement, uint64_t owner,
+                    std::function<void(result<std::string>)> done) {
   auto out = std::make_shared<result<std::string>>(std::string());
-  off_loop(
-      loop_,
-      [out, setup = std::move(setup), keys = std::move(keys), bash = bash_] {
+  off_loop_client(
+      loop_, owner,
+      [out, setup = std::move(setup), keys = std::move(keys), confinement = std::move(confinement), bash = bash_] {
         auto digest = bash_digest(bash);
         if (!digest) {
           *out = digest.err();
@@ -219,13 +269,13 @@ void env_store::key(std::string setup, std::vector<std::string> keys, std::funct
         h.field(*digest);
         h.field(std::to_string(keys.size()));
         for (const auto& k : keys)
-          if (int e = h.file(k); e != 0) {
-            *out = make_error(ipc::errc::bad_request,
-                              fmt::format("cannot read the setup key {}: {}; a setup key names a file whose contents "
-                                          "the environment depends on (requirements.txt, package-lock.json)",
-                                          ipc::printable(k, 256), std::strerror(e)));
+          if (auto hashed = hash_key(h, k); !hashed) {
+            *out = hashed.err();
             return;
           }
+        // After the keys, and only when there is one: the hashes of unconfined setups stay
+        // what they were.
+        if (!confinement.empty()) h.field(confinement);
         *out = h.hex(16);
       },
       [out, done = std::move(done)] { done(std::move(*out)); });
@@ -257,10 +307,18 @@ void env_store::leave(uint64_t ticket) {
     if (job->waiters.erase(ticket) == 0) continue;
     if (job->waiters.empty() && job->proc != nullptr) {
       spdlog::info("environment {}: nobody waits for its setup any more; stopping it", hash);
-      job->proc->kill(SIGKILL);  // setup_ended ends the rest of its session and deletes what it made
+      // The wrapper kills bash and ends once bash's PID namespace is empty; setup_ended then
+      // deletes what it made.
+      job->proc->kill(SIGTERM);
     }
     return;
   }
+}
+
+void env_store::when_idle(std::function<void()> idle) {
+  idle_ = std::move(idle);
+  if (std::none_of(builds_.begin(), builds_.end(), [](const auto& b) { return b.second->proc != nullptr; }))
+    std::exchange(idle_, nullptr)();
 }
 
 void env_store::list(std::function<void(std::vector<environment_info>)> done) {
@@ -359,12 +417,17 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         std::string path = path_of(hash);
         std::vector<std::string> env_store = how.env;
         env_store.push_back("SBSH_ENV=" + path);
-        std::vector<std::string> argv_store{bash_, "-c", how.setup, "sbsh-setup"};
+        env_store.push_back("SBSH_BASH=" + bash_);  // the wrapper takes it out before bash starts
+        // sbsh-wrapper [OPTIONS] --setup TEXT: bash -c TEXT started as the session's shell is.
+        std::vector<std::string> argv_store{wrapper_};
+        argv_store.insert(argv_store.end(), how.wrapper_args.begin(), how.wrapper_args.end());
+        argv_store.emplace_back("--setup");
+        argv_store.push_back(how.setup);
         auto argv = c_pointers(argv_store);
         auto envp = c_pointers(env_store);
         const int fds[] = {null.get(), write_ends[0].get(), write_ends[1].get()};
         child_process::options o;
-        o.file = bash_.c_str();
+        o.file = wrapper_.c_str();
         o.argv = argv.data();
         o.envp = envp.data();
         o.cwd = how.cwd.c_str();
@@ -373,7 +436,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         auto proc = child_process::spawn(
             loop_, o, [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); });
         if (!proc) {
-          job.tail = fmt::format("cannot start {}: {}", bash_, proc.err().message);
+          job.tail = fmt::format("cannot start {}: {}", wrapper_, proc.err().message);
           return setup_ended(hash, 127, 0);
         }
         job.proc = std::move(*proc);
@@ -418,6 +481,8 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
     if (job.pipes[i]) read_output(job, i);  // all it wrote is in the pipes now
   for (auto& w : job.watches) w.reset();
   job.proc.reset();
+  if (idle_ && std::none_of(builds_.begin(), builds_.end(), [](const auto& b) { return b.second->proc != nullptr; }))
+    std::exchange(idle_, nullptr)();
   bool ok = status == 0 && sig == 0 && !job.waiters.empty();
   std::string path = path_of(hash);
   std::string why;

@@ -142,7 +142,7 @@ bool list_dir(int dir, const std::string& prefix, bool recursive, std::vector<fi
     }
     out.push_back(entry_of(prefix + n, st, dir, n.c_str()));
     if (!recursive || !S_ISDIR(st.st_mode)) continue;
-    unique_fd sub(::openat(dir, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    unique_fd sub(::openat(dir, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!sub) continue;  // unreadable: listed, not entered
     if (!list_dir(sub.get(), prefix + n + "/", true, out)) return false;
   }
@@ -199,8 +199,8 @@ void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, std::map<
   state->first = [work = std::move(work), scope = std::move(*scope), r = work_args(*req)]() { return work(scope, r); };
   uint64_t serial = c.serial();
   ++in_flight[serial];
-  off_loop(
-      srv.loop(), [state] { state->second.emplace(state->first()); },
+  off_loop_client(
+      srv.loop(), serial, [state] { state->second.emplace(state->first()); },
       [&srv, &in_flight, state, serial, id, reply = std::move(reply)]() mutable {
         if (--in_flight[serial] == 0) in_flight.erase(serial);
         client_conn* conn = srv.client_by_serial(serial);
@@ -249,7 +249,7 @@ void file_service::handle_list(client_conn& c, ipc::envelope& env) {
       [](const file_scope& scope, const path_args& a) -> result<std::vector<file_entry>> {
         auto at = locate(scope, a.path, intent::read);
         if (!at) return at.err();
-        auto dir = beneath::open(at->root.get(), at->rel, O_RDONLY | O_DIRECTORY, 0, a.path);
+        auto dir = beneath::open(at->root.get(), at->rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0, a.path);
         if (!dir) return dir.err();
         std::vector<file_entry> out;
         if (!list_dir(dir->get(), "", a.flag, out)) {
@@ -289,7 +289,8 @@ void file_service::handle_remove(client_conn& c, ipc::envelope& env) {
           return ok_status();
         }
         if (a.flag) {
-          unique_fd d(::openat(p->dir.get(), p->name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          unique_fd d(
+              ::openat(p->dir.get(), p->name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
           if (!d || !beneath::remove_contents(d.get())) return beneath::error_for(errno, a.path);
         }
         if (::unlinkat(p->dir.get(), p->name.c_str(), AT_REMOVEDIR) != 0) {
@@ -373,9 +374,16 @@ void file_service::handle_read(client_conn& c, ipc::envelope& env) {
           return make_error(ipc::errc::file_failed,
                             fmt::format("'{}' is not a regular file (a {}): only regular files are read", a.path,
                                         type_of(st.st_mode)));
+        // Reopened without waiting, and looked at again: what is open is a regular file, on
+        // which O_NONBLOCK changes nothing for the client that reads it.
         std::string self = fmt::format("/proc/self/fd/{}", path->get());
-        unique_fd fd(::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        unique_fd fd(::open(self.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
         if (!fd) return beneath::error_for(errno, a.path);
+        if (::fstat(fd.get(), &st) != 0) return beneath::error_for(errno, a.path);
+        if (!S_ISREG(st.st_mode))
+          return make_error(ipc::errc::file_failed,
+                            fmt::format("'{}' is not a regular file (a {}): only regular files are read", a.path,
+                                        type_of(st.st_mode)));
         auto o = std::make_shared<opened>();
         o->fd = std::move(fd);
         o->size = static_cast<uint64_t>(st.st_size);

@@ -33,7 +33,7 @@ void on_env_remove(server& srv, client_conn& c, ipc::envelope& env) {
   if (!users.empty() && !req->force)
     return c.send_error(id, ipc::errc::env_in_use,
                         fmt::format("environment {} is used by session{} {}; remove {} first, or give --force (their "
-                                    "SBSH_ENV then names nothing)",
+                                    "next shell then runs the setup again)",
                                     hash, users.size() == 1 ? "" : "s", fmt::join(users, ", "),
                                     users.size() == 1 ? "it" : "them"));
   auto removed = srv.envs().remove(hash, [&srv, serial, id] {

@@ -40,7 +40,7 @@ server::server(options opts)
       envs_(&loop_, opts_.state_dir + "/envs", [] {
         const char* bash = std::getenv("SBSH_BASH");  // the bash sessions run (the wrapper reads it too)
         return std::string(bash != nullptr && *bash != '\0' ? bash : "/bin/bash");
-      }()),
+      }(), opts_.wrapper_path),
       cgroups_(state_key(opts_.state_dir)) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -94,6 +94,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     snapshots_.cancel(name);
     if (p.env_ticket != 0) envs_.leave(std::exchange(p.env_ticket, 0));  // its setup stops
   }
+  while (!rebuilds_.empty()) cancel_rebuild(rebuilds_.begin()->first);
   listen_watch_.reset();
   listen_fd_.reset();
   if (bound_) {
@@ -106,16 +107,17 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     procs_->kill_all("");
     for (auto& [name, s] : sessions_) s->stop();
   }
-  // Wait for the wrappers to end their sessions (3 s at most), then finish: each session says
-  // when its wrapper has gone.
+  // Wait for the wrappers to end their sessions and for the setups stopped above to end with
+  // all they started (3 s at most), then finish: each session says when its wrapper has gone,
+  // the environments when no setup runs.
   shutdown_timer_ = make_handle<timer>(&loop_);
   shutdown_timer_->start(3000, [this] { finish_shutdown(); });
-  sessions_left_ = sessions_.size();
-  for (auto& [name, s] : sessions_)
-    s->when_gone([this] {
-      if (--sessions_left_ == 0) finish_shutdown();
-    });
-  if (sessions_.empty()) finish_shutdown();
+  sessions_left_ = sessions_.size() + 1;
+  auto one_gone = [this] {
+    if (--sessions_left_ == 0) finish_shutdown();
+  };
+  for (auto& [name, s] : sessions_) s->when_gone(one_gone);
+  envs_.when_idle(one_gone);
 }
 
 void server::finish_shutdown() {

@@ -236,6 +236,12 @@ class server {
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
   env_store& envs() { return envs_; }
+  // The environment of existing session `name`, defined by `def`, is gone (env rm --force, or deleted by hand):
+  // its setup runs again when its key files still key the same environment, and `done` gets
+  // the outcome (an error saying what to run when they have changed). Returns a ticket for
+  // cancel_rebuild, after which `done` never runs and a setup nobody else waits for stops.
+  uint64_t rebuild_env(const std::string& name, const session_def& def, std::function<void(const status&)> done);
+  void cancel_rebuild(uint64_t ticket);
   cgroup::manager& cgroups() { return cgroups_; }
   // The complete environments, most recently used first, each with the sessions using it
   // (defined with it, or being made with it).
@@ -355,10 +361,27 @@ class server {
     uint64_t env_ticket = 0;  // while its environment's setup runs (env_store::build)
   };
   std::map<std::string, pending_session> pending_;
+  // Environments of existing sessions being built again (rebuild_env), by ticket.
+  struct env_rebuild {
+    uint64_t env_ticket = 0;  // while the setup runs
+    std::function<void(const status&)> done;
+  };
+  std::map<uint64_t, env_rebuild> rebuilds_;
+  uint64_t next_rebuild_ = 1;
   void snapshot_copied(const std::string& name, result<uint64_t> copied);
   // The environment of pending session `name`: keyed, then found or built.
   void prepare_env(const std::string& name);
   void env_keyed(const std::string& name, result<std::string> hash);
+  // The setup's key files of `def`, absolute; what its setup runs under, as env_store::key
+  // takes it; and how env_store runs the setup of session `name`.
+  static std::vector<std::string> setup_key_paths(const session_def& def);
+  static std::string setup_confinement(const session_def& def);
+  env_store::setup_run setup_run_of(const std::string& name, const session_def& def) const;
+  // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
+  // environment's directory set) runs with; what it adds to the setup's environment
+  // (TMPDIR) goes to `env`.
+  std::vector<std::string> setup_wrapper_args(const std::string& name, const session_def& def,
+                                              std::vector<std::string>& env) const;
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or
   // what it had is deleted, and its waiters told.
   void pending_done(const std::string& name, const status& outcome);

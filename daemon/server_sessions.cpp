@@ -17,7 +17,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/confine.h"
 #include "common/environ.h"
+#include "common/paths.h"
 #include "common/procs.h"
 #include "daemon/session.h"
 #include "ipc/text.h"
@@ -213,10 +215,62 @@ void server::snapshot_copied(const std::string& name, result<uint64_t> copied) {
 
 void server::prepare_env(const std::string& name) {
   const session_def& def = pending_.at(name).def;
+  std::vector<std::string> keys = setup_key_paths(def);
+  uint64_t owner = pending_.at(name).waiters.empty() ? 0 : pending_.at(name).waiters.front().serial;
+  envs_.key(def.setup, std::move(keys), setup_confinement(def), owner,
+            [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
+}
+
+std::vector<std::string> server::setup_key_paths(const session_def& def) {
   // Relative key files are the session directory's: where the setup runs.
   std::vector<std::string> keys;
   for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
-  envs_.key(def.setup, std::move(keys), [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
+  return keys;
+}
+
+std::string server::setup_confinement(const session_def& def) {
+  // A confined setup builds what only a setup so confined builds: such environments are
+  // keyed apart from those of unconfined setups.
+  return def.confine && def.no_network ? "confine,no-network"
+         : def.confine                 ? "confine"
+         : def.no_network              ? "no-network"
+                                       : "";
+}
+
+env_store::setup_run server::setup_run_of(const std::string& name, const session_def& def) const {
+  // What the session's shells start with (shell_supervisor.cpp), SBSH_ENV added by the store.
+  env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment, {}};
+  for (const auto& e : def.env) how.env.push_back(e);
+  how.env.push_back("SBSH_SESSION=" + name);
+  if (!root_of(def).empty()) how.env.push_back("SBSH_ROOT=" + root_of(def));
+  how.wrapper_args = setup_wrapper_args(name, def, how.env);
+  return how;
+}
+
+std::vector<std::string> server::setup_wrapper_args(const std::string& name, const session_def& def,
+                                                    std::vector<std::string>& env) const {
+  // As shell_supervisor::start_shell starts the session's shells, plus read-write on the
+  // environment's directory, and a PID namespace even for a session that has none.
+  std::vector<std::string> args;
+  for (const auto& l : def.limits) {
+    args.emplace_back("--limit");
+    args.push_back(l);
+  }
+  if (def.confine) {
+    std::string tmp = session_tmp_dir(name);
+    if (auto made = make_dirs(tmp); !made)
+      spdlog::warn("cannot make the session's TMPDIR {}: {}", tmp, made.err().message);
+    env.push_back("TMPDIR=" + tmp);
+    for (const auto& r : own_rules(def, tmp)) {
+      args.emplace_back("--rule");
+      args.push_back(confine::rule_text(r));
+    }
+    args.emplace_back("--rule");
+    args.push_back(confine::rule_text({def.sbsh_env, confine::access::read_write}));
+  }
+  args.emplace_back("--ns");
+  args.emplace_back(def.no_network ? "pid,net" : "pid");
+  return args;
 }
 
 void server::env_keyed(const std::string& name, result<std::string> hash) {
@@ -228,14 +282,9 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
   session_def& def = p->second.def;
   def.sbsh_env = envs_.path_of(*hash);
   if (envs_.use_if_ready(*hash)) return pending_done(name, ok_status());
-  // What the session's shells start with (shell_supervisor.cpp), SBSH_ENV added by the store.
-  env_store::setup_run how{def.setup, def.setup_keys, def.cwd, def.environment};
-  for (const auto& e : def.env) how.env.push_back(e);
-  how.env.push_back("SBSH_SESSION=" + name);
-  if (!root_of(def).empty()) how.env.push_back("SBSH_ROOT=" + root_of(def));
   spdlog::info("session {}: building its environment {}", name, *hash);
   p->second.env_ticket = envs_.build(
-      *hash, how,
+      *hash, setup_run_of(name, def),
       [this, name](uint32_t stream, std::string_view data) {
         auto it = pending_.find(name);
         if (it == pending_.end()) return;
@@ -250,6 +299,56 @@ void server::env_keyed(const std::string& name, result<std::string> hash) {
         pending_done(name, built);
         if (built) enforce_env_cap();
       });
+}
+
+uint64_t server::rebuild_env(const std::string& name, const session_def& def, std::function<void(const status&)> done) {
+  uint64_t ticket = next_rebuild_++;
+  rebuilds_[ticket].done = std::move(done);
+  // The session may not be in the table yet (one loaded from the state file starts as it is
+  // made): it is looked up once keyed.
+  envs_.key(def.setup, setup_key_paths(def), setup_confinement(def), 0, [this, name, ticket](result<std::string> hash) {
+    auto it = rebuilds_.find(ticket);
+    session* s = find_session(name);
+    if (it == rebuilds_.end() || s == nullptr) return;  // cancelled: the session's shell went
+    auto finish = [this, ticket](const status& outcome) {
+      auto r = rebuilds_.find(ticket);
+      if (r == rebuilds_.end()) return;
+      auto d = std::move(r->second.done);
+      rebuilds_.erase(r);
+      d(outcome);
+    };
+    const session_def& def = s->def();
+    if (!hash) return finish(hash.err());
+    // Key files that changed key another environment: building that one under this one's
+    // hash would make the hash lie, and the session was made for this one.
+    if (envs_.path_of(*hash) != def.sbsh_env)
+      return finish(make_error(ipc::errc::setup_failed,
+                               fmt::format("its setup keys ({}) no longer key the same environment (they changed "
+                                           "since the session was made, or an earlier sbsh keyed it otherwise), so "
+                                           "its setup would build another one; remove the session with 'sbsh "
+                                           "session rm {}' and create it again",
+                                           fmt::join(def.setup_keys, ", "), name)));
+    if (envs_.use_if_ready(*hash)) return finish(ok_status());  // built again meanwhile
+    spdlog::warn("session {}: its environment {} is gone; running its setup again", name, *hash);
+    it->second.env_ticket =
+        envs_.build(*hash, setup_run_of(name, def), nullptr, [this, ticket, h = *hash](const status& built) {
+          if (auto r = rebuilds_.find(ticket); r != rebuilds_.end()) r->second.env_ticket = 0;
+          if (built) envs_.use_if_ready(h);
+          auto r = rebuilds_.find(ticket);
+          if (r == rebuilds_.end()) return;
+          auto d = std::move(r->second.done);
+          rebuilds_.erase(r);
+          d(built);
+        });
+  });
+  return ticket;
+}
+
+void server::cancel_rebuild(uint64_t ticket) {
+  auto it = rebuilds_.find(ticket);
+  if (it == rebuilds_.end()) return;
+  if (it->second.env_ticket != 0) envs_.leave(it->second.env_ticket);
+  rebuilds_.erase(it);
 }
 
 std::vector<std::string> server::env_users(const std::string& path) const {

@@ -277,6 +277,9 @@ std::vector<confine::rule> own_rules(const session_def& d, const std::string& tm
   for (const auto& p : d.allow_write) r.push_back({p, access::read_write});
   for (const auto& p : d.allow_read) r.push_back({p, access::read_exec});
   for (const auto& p : d.read_only) r.push_back({p, access::read_only});
+  // What its setup built (a venv, node_modules): its programs run, and nothing changes it,
+  // since another session with the same setup may share it.
+  if (!d.sbsh_env.empty()) r.push_back({d.sbsh_env, access::read_exec});
   return r;
 }
 

@@ -54,7 +54,8 @@ inline const std::string& root_of(const session_def& d) { return d.snapshot.empt
 
 // The directories the session defined by `d` has of its own: its root (root_of), read and
 // write; for a confined session also `tmp` (its TMPDIR) read and write, then --allow-write,
-// --allow-read (read and execute) and --read-only, in that order. A confined shell's Landlock
+// --allow-read (read and execute), --read-only, and the directory its setup built (SBSH_ENV,
+// read and execute), in that order. A confined shell's Landlock
 // rules beside the system's (confine::system_rules), and what file requests may reach.
 std::vector<confine::rule> own_rules(const session_def& d, const std::string& tmp);
 

@@ -139,6 +139,7 @@ shell_supervisor::shell_supervisor(server& srv, session& s) : srv_(srv), session
 
 shell_supervisor::~shell_supervisor() {
   stopping_ = true;
+  if (rebuild_ticket_ != 0) srv_.cancel_rebuild(rebuild_ticket_);
   if (wrapper_ != nullptr) {
     // stop() already asked politely; a wrapper still alive now is stuck.
     wrapper_->kill(SIGKILL);
@@ -194,6 +195,8 @@ void shell_supervisor::start_shell() {
                                         "create it again for a new copy",
                                         def.snapshot, def.cwd, std::strerror(e)));
   }
+  if (!def.sbsh_env.empty() && !srv_.envs().use_if_ready(def.sbsh_env.substr(def.sbsh_env.rfind('/') + 1)))
+    return rebuild_env(gen);
   dir_ = srv_.new_shell_dir();
   // The session's own environment, never sbshd's: only the bash to run comes from sbshd
   // (the wrapper reads SBSH_BASH and takes it out before bash starts).
@@ -238,6 +241,20 @@ void shell_supervisor::start_shell() {
   wrapper_ = std::move(started->proc);
   channel_ = std::move(started->channel);
   watch(gen, std::move(started->ctl), /*run_init=*/true);
+}
+
+void shell_supervisor::rebuild_env(uint64_t gen) {
+  // Its environment was deleted (env rm --force, or by hand): the shell would find nothing
+  // in SBSH_ENV, and a confined one could not even start. The definition holds the setup:
+  // it runs again, then this start goes on.
+  rebuild_ticket_ = srv_.rebuild_env(session_.name(), session_.def(), [this, gen](const status& built) {
+    rebuild_ticket_ = 0;
+    if (gen != generation_ || stopping_) return;
+    if (!built)
+      return fail_start(fmt::format("its environment {} was deleted, and it cannot be built again: {}",
+                                    session_.def().sbsh_env, built.err().message));
+    start_shell();
+  });
 }
 
 void shell_supervisor::claim(spare_shell&& spare) {

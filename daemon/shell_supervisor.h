@@ -93,6 +93,8 @@ class shell_supervisor final : public shell_port {
  private:
   void notify_if_gone();
   void start_shell();
+  // Builds the session's deleted environment again, then starts its shell (start `gen`).
+  void rebuild_env(uint64_t gen);
   uint64_t begin_start();
   void fail_start(std::string why);
   // What every start does last: listens to the wrapper and the shell.
@@ -121,6 +123,7 @@ class shell_supervisor final : public shell_port {
   uint64_t signal_seq_ = 0;
   uint64_t restarts_ = 0;
   bool stopping_ = false;
+  uint64_t rebuild_ticket_ = 0;   // while its environment is built again (server::rebuild_env)
   bool forcing_restart_ = false;  // set while a restart that ignores the policy runs
   bool wrapper_hung_ = false;     // set while a restart for an unanswered health check runs
 

@@ -12,7 +12,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-               "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING\n"
+               "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING | --setup TEXT\n"
                "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
     std::memset(argv[i + 1], 0, static_cast<size_t>(last - argv[i + 1]));
     return sbsh::wrapper::run_spare(first, static_cast<size_t>(last - first), o);
   }
+  // An environment's setup (daemon/env_store.h), started as a session's shell would be.
+  if (argc == i + 2 && std::strcmp(argv[i], "--setup") == 0) return sbsh::wrapper::run_setup(argv[i + 1], o);
   if (argc != i + 1 || std::strcmp(argv[i], "--help") == 0) return usage();
   return sbsh::wrapper::run(argv[i], o);
 }

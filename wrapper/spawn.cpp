@@ -61,6 +61,7 @@ struct child_args {
   pid_t parent;
   std::span<const rlimit_spec> limits;
   shell_confinement confinement;
+  char* const* argv = nullptr;  // nullptr: the serving shell's
   bool user_ns = false;
   char uid_map[64] = {}, gid_map[64] = {};  // written by the child into its user namespace
   // The child's end of the socket to its parent when the parent maps it (sandbox_plan's
@@ -248,14 +249,18 @@ void restrict_files(child_args* a, bool sandboxed) {
 void place_descriptors(child_args* a) {
   // Every source first goes above every target, so that no dup2 below overwrites a source.
   constexpr int kAbove = SBSH_CHANNEL_FD + 2;
+  // A one-shot run has neither channel nor script (-1 stays -1), and its own stdout.
   int devnull = ::open("/dev/null", O_RDWR);
   int null_fd = ::fcntl(devnull, F_DUPFD, kAbove);
-  int channel = ::fcntl(a->fds.channel, F_DUPFD, kAbove);
-  int script = ::fcntl(a->fds.script, F_DUPFD, kAbove);
+  int channel = a->fds.channel < 0 ? -1 : ::fcntl(a->fds.channel, F_DUPFD, kAbove);
+  int script = a->fds.script < 0 ? -1 : ::fcntl(a->fds.script, F_DUPFD, kAbove);
   int early = ::fcntl(a->fds.early_err, F_DUPFD, kAbove);
-  if (devnull < 0 || null_fd < 0 || channel < 0 || script < 0 || early < 0) child_fail(a, errno);
-  if (::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(early, 2) < 0 ||
-      ::dup2(script, SBSH_SCRIPT_FD) < 0 || ::dup2(channel, SBSH_CHANNEL_FD) < 0)
+  int out = a->fds.out < 0 ? null_fd : ::fcntl(a->fds.out, F_DUPFD, kAbove);
+  if (devnull < 0 || null_fd < 0 || (channel < 0 && a->fds.channel >= 0) || (script < 0 && a->fds.script >= 0) ||
+      early < 0 || out < 0)
+    child_fail(a, errno);
+  if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(early, 2) < 0 ||
+      (script >= 0 && ::dup2(script, SBSH_SCRIPT_FD) < 0) || (channel >= 0 && ::dup2(channel, SBSH_CHANNEL_FD) < 0))
     child_fail(a, errno);
 }
 
@@ -315,6 +320,9 @@ int child_main(void* p) {
   } else {
     ::close_range(SBSH_CHANNEL_FD + 1, ~0U, 0);
   }
+  // A one-shot run (a setup) has neither script nor channel: nothing stays at their numbers.
+  if (a->fds.script < 0) ::close(SBSH_SCRIPT_FD);
+  if (a->fds.channel < 0) ::close(SBSH_CHANNEL_FD);
   reset_signals();
   char arg0[] = "bash";
   char arg1[] = "--noprofile";
@@ -329,7 +337,7 @@ int child_main(void* p) {
         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
       child_fail(a, errno, "installing the seccomp filter");
   }
-  ::execve(a->bash_path, argv, environ);
+  ::execve(a->bash_path, a->argv != nullptr ? a->argv : argv, environ);
   child_fail(a, errno);
 }
 
@@ -408,7 +416,7 @@ result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int li
 }  // namespace
 
 result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const rlimit_spec> limits,
-                          const shell_confinement& confinement) {
+                          const shell_confinement& confinement, char* const* argv) {
   // The child runs on this process's memory, on a stack of its own, and this thread waits
   // until it has exec'd or exited (CLONE_VFORK): unlike fork(), no page tables are copied
   // for a child that is about to exec anyway. Every signal stays blocked until the child has
@@ -417,7 +425,7 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED)
     return make_error(ipc::errc::spawn, fmt::format("cannot start bash: {}", std::strerror(errno)));
-  child_args args{bash_path, fds, ::getpid(), limits, confinement};
+  child_args args{bash_path, fds, ::getpid(), limits, confinement, argv};
   const sandbox_plan* plan = confinement.sandbox;
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
   if (confinement.pid_ns) flags |= CLONE_NEWPID;

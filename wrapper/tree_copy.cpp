@@ -157,8 +157,16 @@ struct copier {
   }
 
   bool copy_file(int from, int to, const char* name, const std::string& rel, const struct stat& st) {
-    int in = ::openat(from, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    // It was a regular file when listed; opened without waiting and looked at again, since it
+    // may have been replaced by a FIFO (whose open would wait for a writer) or a device.
+    int in = ::openat(from, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (in < 0) return fail("cannot read " + at(rel), errno);
+    struct stat now {};
+    if (::fstat(in, &now) != 0 || !S_ISREG(now.st_mode)) {
+      ::close(in);
+      ++special;
+      return true;
+    }
     int out = ::openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (out < 0) {
       int e = errno;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -198,6 +200,51 @@ std::vector<unique_fd> take_keepers(int channel) {
   return fds;
 }
 
+// The confinement `o` asks for, with what it holds: a Landlock ruleset of the system's rules,
+// `extra` (bash, the builtin) and `o`'s, the cgroup's cgroup.procs and, for a confined
+// session, the plan of its sandbox (sandbox.h: its view of the files from `cwd`, its user,
+// its seccomp program), on the heap so that the confinement's pointer to it survives a move.
+struct held_confinement {
+  shell_confinement confinement;
+  unique_fd ruleset, cgroup_procs;
+  std::unique_ptr<sandbox_plan> sandbox;
+};
+result<held_confinement> confinement_of(const options& o, const std::vector<confine::rule>& extra,
+                                        const std::string& cwd) {
+  held_confinement held;
+  held.confinement.pid_ns = o.pid_ns;
+  held.confinement.net_ns = o.net_ns;
+  if (!o.rules.empty()) {
+    std::vector<confine::rule> system = confine::system_rules();
+    system.insert(system.end(), extra.begin(), extra.end());
+    std::vector<confine::rule> rules = system;
+    rules.insert(rules.end(), o.rules.begin(), o.rules.end());
+    auto r = confine::build_ruleset(rules);
+    if (!r) return r.err();
+    held.ruleset = std::move(*r);
+    held.confinement.ruleset = held.ruleset.get();
+    auto plan = plan_sandbox(system, o.rules, cwd);
+    if (!plan) return plan.err();
+    auto seccomp = seccomp_program();
+    if (!seccomp) return seccomp.err();
+    held.sandbox = std::make_unique<sandbox_plan>(std::move(*plan));
+    held.sandbox->seccomp = std::move(*seccomp);
+    held.sandbox->map_by_parent = ::geteuid() == 0;
+    held.sandbox->uid = o.confine_uid;
+    held.sandbox->gid = o.confine_gid;
+    held.confinement.sandbox = held.sandbox.get();
+  }
+  if (!o.cgroup.empty()) {
+    std::string procs = o.cgroup + "/cgroup.procs";
+    held.cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!held.cgroup_procs)
+      return make_error(ipc::errc::spawn,
+                        fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
+    held.confinement.cgroup_procs = held.cgroup_procs.get();
+  }
+  return held;
+}
+
 class wrapper_loop {
  public:
   wrapper_loop(std::string session, options o) : session_(std::move(session)), opts_(std::move(o)) {}
@@ -281,41 +328,11 @@ class wrapper_loop {
     const char* bash = std::getenv("SBSH_BASH");
     bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
     ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the session's environment
-    shell_confinement confinement;
-    confinement.pid_ns = opts_.pid_ns;
-    confinement.net_ns = opts_.net_ns;
-    unique_fd ruleset;
-    if (!opts_.rules.empty()) {
-      std::vector<confine::rule> system = confine::system_rules();
-      system.push_back({bash_, confine::access::read_exec, false});
-      system.push_back({*builtin, confine::access::read_only, false});
-      std::vector<confine::rule> rules = system;
-      rules.insert(rules.end(), opts_.rules.begin(), opts_.rules.end());
-      auto r = confine::build_ruleset(rules);
-      if (!r) return r.err();
-      ruleset = std::move(*r);
-      confinement.ruleset = ruleset.get();
-      auto plan = plan_sandbox(system, opts_.rules, cwd_);
-      if (!plan) return plan.err();
-      auto seccomp = seccomp_program();
-      if (!seccomp) return seccomp.err();
-      sandbox_ = std::move(*plan);
-      sandbox_.seccomp = std::move(*seccomp);
-      sandbox_.map_by_parent = ::geteuid() == 0;
-      sandbox_.uid = opts_.confine_uid;
-      sandbox_.gid = opts_.confine_gid;
-      confinement.sandbox = &sandbox_;
-    }
-    unique_fd cgroup_procs;
-    if (!opts_.cgroup.empty()) {
-      std::string procs = opts_.cgroup + "/cgroup.procs";
-      cgroup_procs = unique_fd(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
-      if (!cgroup_procs)
-        return make_error(ipc::errc::spawn,
-                          fmt::format("cannot open the session's cgroup {}: {}", procs, std::strerror(errno)));
-      confinement.cgroup_procs = cgroup_procs.get();
-    }
-    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, confinement);
+    auto held = confinement_of(opts_,
+                               {{bash_, confine::access::read_exec, false}, {*builtin, confine::access::read_only, false}},
+                               cwd_);
+    if (!held) return held.err();
+    return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, held->confinement);
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a
@@ -597,7 +614,6 @@ class wrapper_loop {
   std::string session_;
   options opts_;
   std::string cwd_;
-  sandbox_plan sandbox_;  // a confined shell's view, read by the child that becomes bash
   bool spare_shell_ = false;  // not claimed yet
   bool initialized_ = false;  // sbshd said the shell is set up as its session defines
   uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it
@@ -634,6 +650,79 @@ int run(const char* session_name, const options& o) { return wrapper_loop(sessio
 
 int run_spare(char* title, size_t title_size, const options& o) {
   return wrapper_loop("(spare)", o).run(title, title_size);
+}
+
+namespace {
+
+// The setup's bash, once started, and whether SIGTERM came (sbshd stops the setup).
+volatile sig_atomic_t setup_stopped = 0;
+volatile sig_atomic_t setup_bash = 0;  // a pid_t, read by the handler
+
+// SIGTERM: bash is killed, and this process ends as usual once it has reaped it, which is
+// once its PID namespace is empty, so that sbshd, waiting for this process, knows nothing of
+// the setup is left. Only kill(), which is async-signal-safe.
+void stop_setup(int) {
+  setup_stopped = 1;
+  if (setup_bash > 0) ::kill(setup_bash, SIGKILL);
+}
+
+}  // namespace
+
+int run_setup(const char* text, const options& o) {
+  // This process dies with sbshd, bash (the init of its PID namespace) with this process
+  // (spawn_shell), and everything the setup started with bash: nothing of a setup outlives
+  // sbshd. As a child subreaper it also gets what escapes bash where no PID namespace can
+  // be made.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction stop {};
+  stop.sa_handler = stop_setup;  // without SA_RESTART: waitpid() below returns EINTR
+  sigemptyset(&stop.sa_mask);
+  ::sigaction(SIGTERM, &stop, nullptr);
+  const char* given = std::getenv("SBSH_BASH");
+  std::string bash = given != nullptr && *given != '\0' ? given : "/bin/bash";
+  ::unsetenv("SBSH_BASH");  // sbshd's choice, not part of the setup's environment
+  char here[4096];
+  auto held = confinement_of(o, {{bash, confine::access::read_exec, false}},
+                             ::getcwd(here, sizeof here) != nullptr ? here : "/");
+  if (!held) {
+    std::fprintf(stderr, "sbsh: cannot confine the setup as its session is: %s\n", held.err().message.c_str());
+    return 127;
+  }
+  std::string script = text;
+  char arg0[] = "bash", arg1[] = "-c", arg3[] = "sbsh-setup";
+  char* argv[] = {arg0, arg1, script.data(), arg3, nullptr};
+  shell_fds fds;
+  fds.early_err = STDERR_FILENO;
+  fds.out = STDOUT_FILENO;
+  auto pid = spawn_shell(bash.c_str(), fds, o.limits, held->confinement, argv);
+  if (!pid && o.rules.empty() && !o.net_ns && held->confinement.pid_ns) {
+    // An unconfined setup where this user may make no namespace: the subreaper ends what it
+    // leaves, unless this process is killed first.
+    held->confinement.pid_ns = false;
+    pid = spawn_shell(bash.c_str(), fds, o.limits, held->confinement, argv);
+  }
+  if (!pid) {
+    std::fprintf(stderr, "sbsh: cannot start the setup: %s\n", pid.err().message.c_str());
+    return 127;
+  }
+  setup_bash = *pid;
+  if (setup_stopped != 0) ::kill(*pid, SIGKILL);  // SIGTERM came before bash was known
+  int st = 0;
+  for (;;) {
+    pid_t p = ::waitpid(-1, &st, 0);
+    if (p == *pid) break;
+    if (p < 0 && errno != EINTR) return 127;
+  }
+  end_descendants("setup", {});
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  // The same end as bash's, so that sbshd reports the signal; without a core dump.
+  int sig = WTERMSIG(st);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  return 128 + sig;
 }
 
 }  // namespace sbsh::wrapper

@@ -76,4 +76,11 @@ int run(const char* session_name, const options& o);
 // show the session's name.
 int run_spare(char* title, std::size_t title_size, const options& o);
 
+// A one-shot run (sbsh-wrapper --setup TEXT), how sbshd runs an environment's setup
+// (daemon/env_store.h): `bash -c TEXT` started as a session's shell is (spawn_shell), with
+// the limits, Landlock rules and namespaces of `o`, on this process's stdin, stdout and
+// stderr; this process waits for it, ends whatever it left, and ends as bash did (its exit
+// status, or the signal that killed it). It dies with its parent, and bash with it.
+int run_setup(const char* text, const options& o);
+
 }  // namespace sbsh::wrapper

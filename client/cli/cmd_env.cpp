@@ -53,7 +53,7 @@ runner declare_env(command_line& cl) {
   ls.flag("--json", "print a JSON array instead of a table", a->json);
   auto& rm = cl.subcommand("rm", "delete an environment");
   rm.describe("Deletes the environment HASH. While a session is defined with it, it is refused unless --force.");
-  rm.flag("--force", "delete it even while sessions use it (their SBSH_ENV then names nothing)", a->force);
+  rm.flag("--force", "delete it even while sessions use it (their next shell runs the setup again)", a->force);
   rm.argument("HASH", a->hash);
   auto& prune = cl.subcommand("prune", "delete the environments that no session uses");
   prune.describe(

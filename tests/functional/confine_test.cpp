@@ -539,6 +539,106 @@ TEST_F(confine_test, EverythingItStartedEndsWithTheSession) {
   if (::kill(daemon, 0) == 0) ::kill(daemon, SIGKILL);
 }
 
+// A background process of a confined session starts, logs and ends as in any session: its
+// pipes reach it as descriptors, not through sbshd's /proc, which is not in the view.
+TEST_F(confine_test, ABackgroundProcessRunsInAConfinedSession) {
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  auto r = sbsh({"start", "-s", "box", "--", "echo out; echo err >&2; echo made > made.txt; exit 3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string id = trim(r.out);
+  EXPECT_EQ(sbsh({"wait", "-t", "20s", id}).code, 3);
+  EXPECT_EQ(sbsh({"logs", "--stdout", id}).out, "out\n");
+  EXPECT_EQ(sbsh({"logs", "--stderr", id}).err, "err\n");  // to stderr, as it was written
+  std::ifstream f(root + "/made.txt");
+  std::string line;
+  std::getline(f, line);
+  EXPECT_EQ(line, "made");
+}
+
+// The setup of a confined session runs as its shell does: under its Landlock rules, in a PID
+// namespace of its own, with read and write on its environment only; the session then reads
+// and runs what it built, and cannot change it.
+TEST_F(confine_test, ASetupRunsUnderItsSessionsConfinement) {
+  std::ofstream(root + "/requirements.txt") << "tool\n";
+  std::string probe = "/tmp/sbsh-setup-probe-" + std::to_string(::getpid());
+  std::string setup =
+      "cat " + shell_quote(secret) + " && echo LEAKED; echo x > " + shell_quote(probe) +
+      " && echo WROTE; echo $$ > \"$SBSH_ENV/pid\"; mkdir -p \"$SBSH_ENV/bin\" && "
+      "printf '#!/bin/sh\\necho tool ran\\n' > \"$SBSH_ENV/bin/tool\" && chmod +x \"$SBSH_ENV/bin/tool\"";
+  auto r = sbsh(
+      {"session", "create", "box", "--root", root, "--confine", "--setup", setup, "--setup-key", "requirements.txt"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  // The secret is not in its view; what it writes in /tmp goes to a /tmp of its own.
+  EXPECT_EQ(r.out, "WROTE\n");
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(probe));
+  if (fs::exists(probe)) fs::remove(probe);
+  r = exec("box", "cat \"$SBSH_ENV/pid\" && PATH=\"$SBSH_ENV/bin:$PATH\" && tool");
+  EXPECT_EQ(r.out, "1\ntool ran\n") << r.err;  // the setup was the init of its PID namespace
+  r = exec("box", "echo no > \"$SBSH_ENV/bin/tool\"");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;  // bound read-only in its view
+  // A restart starts with the same rules.
+  ASSERT_EQ(sbsh({"session", "restart", "box"}).code, 0);
+  EXPECT_EQ(exec("box", "\"$SBSH_ENV/bin/tool\"").out, "tool ran\n");
+  // The same setup for an unconfined session is another environment, built unconfined.
+  r = sbsh({"session", "create", "plain", "-C", root, "--setup", setup, "--setup-key", "requirements.txt"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "secret\nLEAKED\nWROTE\n");
+  fs::remove(probe);
+  EXPECT_NE(trim(exec("plain", "echo $SBSH_ENV").out), trim(exec("box", "echo $SBSH_ENV").out));
+}
+
+// The README's examples with --confine: a venv from a wheel made here, installed offline by
+// pip inside the confinement, and a node_modules by npm ci --offline.
+TEST_F(confine_test, TheReadmesEnvironmentExamplesWorkConfined) {
+  fs::create_directories(root + "/wheels");
+  auto made = run({"/usr/bin/python3", "-c",
+                   "import zipfile,sys\n"
+                   "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
+                   "z.writestr('demo/__init__.py', '__version__ = \"1.0\"\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\n"
+                   "Root-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+                   "z.writestr('demo-1.0.dist-info/RECORD', '')\n"
+                   "z.close()\n",
+                   root + "/wheels/demo-1.0-py3-none-any.whl"});
+  ASSERT_EQ(made.code, 0) << made.err;
+  std::ofstream(root + "/requirements.txt") << "demo==1.0\n";
+  std::string venv_setup =
+      "/usr/bin/python3 -m venv \"$SBSH_ENV/venv\" && PIP_DISABLE_PIP_VERSION_CHECK=1 \"$SBSH_ENV/venv/bin/pip\" "
+      "install --quiet --no-index --find-links wheels -r requirements.txt";
+  auto r = sbsh({"session", "create", "py", "--root", root, "--confine", "--setup", venv_setup, "--setup-key",
+                 "requirements.txt", "--init", "source \"$SBSH_ENV/venv/bin/activate\""});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  std::string env = trim(exec("py", "echo $SBSH_ENV").out);
+  r = exec("py", "python -c 'import demo, sys; print(demo.__version__, sys.prefix)'");
+  EXPECT_EQ(r.out, "1.0 " + env + "/venv\n") << r.err;
+
+  auto npm = run({"/bin/sh", "-c", "command -v npm"});
+  ASSERT_EQ(npm.code, 0) << "npm is needed (scripts/deps.sh --test installs it)";
+  std::string web = root + "/web";
+  fs::create_directories(web + "/demo");
+  std::ofstream(web + "/demo/package.json") << R"({"name": "demo", "version": "1.0.0", "main": "index.js"})";
+  std::ofstream(web + "/demo/index.js") << "module.exports = 'demo 1.0.0';\n";
+  std::ofstream(web + "/package.json")
+      << R"({"name": "web", "version": "1.0.0", "dependencies": {"demo": "file:demo-1.0.0.tgz"}})";
+  auto packed = run({"/bin/sh", "-c",
+                     "cd " + shell_quote(web) +
+                         " && npm pack --silent ./demo >/dev/null && npm install --offline "
+                         "--package-lock-only --ignore-scripts --no-audit --no-fund --silent"});
+  ASSERT_EQ(packed.code, 0) << packed.out << packed.err;
+  // npm's cache is in $HOME, which a confined setup may not write: it goes to TMPDIR.
+  std::string npm_setup =
+      "cp package.json package-lock.json demo-1.0.0.tgz \"$SBSH_ENV/\" && cd \"$SBSH_ENV\" && "
+      "npm ci --offline --cache \"$TMPDIR/npm\" --ignore-scripts --no-audit --no-fund --silent";
+  r = sbsh({"session", "create", "web", "--root", root, "-C", web, "--confine", "--setup", npm_setup, "--setup-key",
+            "package-lock.json", "--init", "export NODE_PATH=\"$SBSH_ENV/node_modules\""});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = exec("web", "node -e 'console.log(require(\"demo\"))'");
+  EXPECT_EQ(r.out, "demo 1.0.0\n") << r.err;
+}
+
 TEST_F(confine_test, NoNetworkCannotReachALoopbackServerOutside) {
   int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(srv, 0);

@@ -1,7 +1,11 @@
 // Environments built once and shared by content (session create --setup COMMAND --setup-key
 // FILE): on a real sbshd, with real setups whose runs are counted in a file outside them.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -165,42 +169,39 @@ TEST_F(env_test, AFailedSetupKeepsNothingAndTellsWhy) {
 }
 
 TEST_F(env_test, ASetupCutShortBySbshdsDeathIsEndedAndRebuiltFromNothing) {
-  std::string first = dir + "/first", pids = dir + "/pids", later = dir + "/later";
+  std::string first = dir + "/first", ready = dir + "/ready", later = dir + "/later";
+  // Processes are found by a marker in their command line (sh's $0; "; true" keeps sh from
+  // becoming sleep): inside the setup's PID namespace they have pids of their own.
+  std::string mark = "sbsh-cut-" + std::to_string(::getpid());
   // The first run leaves a process behind, writes part of the environment and hangs; a later
   // run (the same setup: the same key) finishes, leaving a process behind too.
-  std::string setup = setup_text("if [ ! -e " + shell_quote(first) + " ]; then touch " + shell_quote(first) +
-                                 "; sleep 600 & echo $$ $! > " + shell_quote(pids) +
-                                 "; echo stale > \"$SBSH_ENV/stale\"; while :; do sleep 0.05; done; fi; sleep 600 & "
-                                 "echo $! > " + shell_quote(later) + "; ");
+  std::string setup = setup_text(
+      "if [ ! -e " + shell_quote(first) + " ]; then touch " + shell_quote(first) + "; sh -c 'sleep 600; true' " + mark +
+      "-first & echo stale > \"$SBSH_ENV/stale\"; touch " + shell_quote(ready) +
+      "; while :; do sleep 0.05; done; fi; sh -c 'touch " + shell_quote(later) + "; sleep 600; true' " + mark +
+      "-later & until [ -e " + shell_quote(later) + " ]; do sleep 0.01; done; ");
   auto cut = std::async(std::launch::async, [&] { return create("py", setup); });
-  ASSERT_TRUE(wait_until([&] { return slurp(pids).find('\n') != std::string::npos; }, std::chrono::seconds(60)));
-  pid_t bash = 0, sleeper = 0;
-  std::istringstream(slurp(pids)) >> bash >> sleeper;
-  ASSERT_TRUE(pid_alive(bash) && pid_alive(sleeper));
-  // Should sbshd fail to end them, the test does.
-  struct reaper {
-    pid_t a, b;
-    ~reaper() {
-      for (pid_t p : {a, b})
-        if (pid_alive(p)) ::kill(p, SIGKILL);
-    }
-  } reap{bash, sleeper};
+  ASSERT_TRUE(wait_until([&] { return fs::exists(ready); }, std::chrono::seconds(60)));
+  ASSERT_FALSE(processes_with(mark + "-first").empty());
   kill_daemon();
   EXPECT_NE(cut.get().code, 0);
-  EXPECT_TRUE(pid_alive(bash));  // nothing ended it yet
+  // All of the setup ended with sbshd: its wrapper dies with sbshd, its bash with the wrapper,
+  // and all bash started with bash, the init of its PID namespace.
+  EXPECT_TRUE(wait_until([&] { return processes_with(mark + "-first").empty(); }, std::chrono::seconds(20)));
+  for (pid_t p : processes_with(mark)) ::kill(p, SIGKILL);  // should sbsh have failed
   start_daemon();
   auto r = create("py", setup);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(count_runs(), 2u);
-  // What the cut-short run left is gone: its processes and its files.
-  EXPECT_TRUE(wait_until([&] { return !pid_alive(bash) && !pid_alive(sleeper); }, std::chrono::seconds(20)));
+  // What the cut-short run left is gone: its files, rebuilt from nothing.
   std::string env = env_of("py");
   EXPECT_EQ(slurp(env + "/tool"), "left-pad==1.0\n");
   EXPECT_FALSE(fs::exists(env + "/stale"));
   EXPECT_FALSE(fs::exists(env + ".building"));
   // What a setup that succeeded left running ended with it.
-  pid_t left = std::stoi(trim(slurp(later)));
-  EXPECT_TRUE(wait_until([&] { return !pid_alive(left); }, std::chrono::seconds(20)));
+  EXPECT_TRUE(fs::exists(later));
+  EXPECT_EQ(processes_with(mark), std::vector<pid_t>());
+  for (pid_t p : processes_with(mark)) ::kill(p, SIGKILL);
 }
 
 TEST_F(env_test, EnvironmentsAreListedRemovedAndPrunedButNeverOneInUse) {
@@ -343,6 +344,171 @@ TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   r = exec("web", "node -e 'console.log(require(\"demo\"))'");
   EXPECT_EQ(r.out, "demo 1.0.0\n") << r.err;
+}
+
+// Lets go of whatever waits to open the FIFO at `path` for reading: it opens, then reads
+// end-of-file. Only an sbshd that opened a key FIFO without O_NONBLOCK waits there; this
+// lets such an sbshd, and so the test, end.
+void release_readers(const std::string& path) {
+  for (int i = 0; i < 20; ++i) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    ::usleep(10000);
+  }
+}
+
+TEST_F(env_test, AKeyThatIsNotARegularFileIsRefusedAndOtherClientsAreServed) {
+  std::string fifo = project + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct guard {
+    std::string p;
+    ~guard() { release_readers(p); }
+  } release{fifo};
+  // A socket, as a confined session could leave one in its root.
+  std::string sock_path = project + "/sock";
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // Each is refused while nothing writes to the FIFO or connects to the socket: nothing
+  // waited for them (the limit only guards against a hang).
+  for (const auto& [key, what] :
+       std::vector<std::pair<std::string, std::string>>{{"fifo", "is a FIFO (named pipe)"},
+                                                        {"sock", "is a socket"},
+                                                        {"/dev/null", "is a character device"}}) {
+    auto r = sbsh({"session", "create", "k", "-C", project, "--setup", setup_text(), "--setup-key", key}, nullptr,
+                  std::chrono::seconds(60));
+    EXPECT_NE(r.code, 0) << key;
+    std::string path = key[0] == '/' ? key : project + "/" + key;
+    EXPECT_NE(r.err.find("the setup key " + path + " " + what + ", not a regular file"), std::string::npos)
+        << key << ": " << r.err;
+    EXPECT_NE(r.err.find("give the file the setup reads"), std::string::npos) << r.err;
+    EXPECT_TRUE(listed("k").is_null());
+  }
+  auto r = sbsh({"session", "create", "k", "-C", project, "--setup", setup_text(), "--setup-key", "."}, nullptr,
+                std::chrono::seconds(60));
+  EXPECT_NE(r.err.find("is a directory, not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give each file in it that matters"), std::string::npos) << r.err;
+  ::close(s);
+  EXPECT_EQ(count_runs(), 0u);
+  // Another client's file request is answered, and the setup with a file for its key runs.
+  ASSERT_EQ(sbsh({"session", "create", "files", "--root", project}).code, 0);
+  r = sbsh({"file", "read", "-s", "files", "requirements.txt"}, nullptr, std::chrono::seconds(60));
+  EXPECT_EQ(r.out, "left-pad==1.0\n") << r.err;
+  ASSERT_EQ(create("ok", setup_text()).code, 0);
+  EXPECT_EQ(count_runs(), 1u);
+}
+
+// Setup keys that are FIFOs, more of them at once than sbshd has pool threads: none of them
+// holds a thread, so another client's file requests and commands are served meanwhile.
+TEST_F(env_test, ManyFifoKeysAtOnceStopNoOtherClient) {
+  std::string fifo = project + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct guard {
+    std::string p;
+    ~guard() { release_readers(p); }
+  } release{fifo};
+  ASSERT_EQ(sbsh({"session", "create", "files", "--root", project}).code, 0);
+  ASSERT_EQ(exec("files", "true").code, 0);
+  std::vector<std::future<run_result>> creators;
+  for (int i = 0; i < 5; ++i)
+    creators.push_back(std::async(std::launch::async, [this, i] {
+      return sbsh({"session", "create", "k" + std::to_string(i), "-C", project, "--setup", "true", "--setup-key",
+                   "fifo"},
+                  nullptr, std::chrono::seconds(60));
+    }));
+  // Whether or not those are answered yet, this client is.
+  auto r = sbsh({"file", "read", "-s", "files", "requirements.txt"}, nullptr, std::chrono::seconds(60));
+  EXPECT_EQ(r.out, "left-pad==1.0\n") << r.err;
+  r = sbsh({"exec", "-s", "files", "echo served"}, nullptr, std::chrono::seconds(60));
+  EXPECT_EQ(r.out, "served\n") << r.err;
+  // So is a file request for the FIFO itself, refused without opening it.
+  r = sbsh({"file", "read", "-s", "files", "fifo"}, nullptr, std::chrono::seconds(60));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("'fifo' is not a regular file (a fifo)"), std::string::npos) << r.err;
+  for (auto& c : creators) {
+    auto made = c.get();
+    EXPECT_NE(made.code, 0);
+    EXPECT_NE(made.err.find("is a FIFO (named pipe), not a regular file"), std::string::npos) << made.err;
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(listed("k" + std::to_string(i)).is_null());
+}
+
+// A setup that leaves a daemon behind (setsid, its output closed), round after round: once
+// the setup has ended, and when sbshd shuts down while a setup runs, nothing of it is left.
+TEST_F(env_test, NothingASetupStartedOutlivesIt) {
+  std::string up = dir + "/up";
+  for (int round = 0; round < 10; ++round) {
+    std::string marker = "sbsh-leftover-" + std::to_string(::getpid()) + "-" + std::to_string(round);
+    ::unlink(up.c_str());
+    // The daemon's command line holds the marker (its $0); so does the setup's bash's. The
+    // setup goes on only once the daemon runs. Each round's setup is another text: it runs.
+    auto setup = [&](const std::string& then) {
+      return "setsid sh -c 'echo up > " + up + "; while :; do sleep 1; done' " + marker +
+             " </dev/null >/dev/null 2>&1 & until [ -s " + up + " ]; do sleep 0.01; done; " + then;
+    };
+    auto r = sbsh(
+        {"session", "create", "s", "-C", project, "--setup", setup("echo done"), "--setup-key", "requirements.txt"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "done\n");
+    // The session is made once the setup has ended, and all it started with it.
+    EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
+    ASSERT_EQ(sbsh({"session", "rm", "s"}).code, 0);
+    EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
+    for (pid_t p : processes_with(marker)) ::kill(p, SIGKILL);  // should sbsh have failed
+
+    // A setup that never ends, while sbshd shuts down.
+    marker += "-cut";
+    ::unlink(up.c_str());
+    auto cut = std::async(std::launch::async, [&, text = setup("while :; do sleep 0.05; done")] {
+      return sbsh({"session", "create", "cut", "-C", project, "--setup", text, "--setup-key", "requirements.txt"});
+    });
+    ASSERT_TRUE(
+        wait_until([&] { return fs::exists(up) && !processes_with(marker).empty(); }, std::chrono::seconds(60)));
+    stop_daemon();
+    EXPECT_NE(cut.get().code, 0);
+    EXPECT_EQ(processes_with(marker), std::vector<pid_t>()) << "round " << round;
+    for (pid_t p : processes_with(marker)) ::kill(p, SIGKILL);  // should sbsh have failed
+    start_daemon();
+  }
+}
+
+// env rm --force under a session: its next shell runs the setup again (the definition has
+// it), unless its key files have changed, when the start says what to run.
+TEST_F(env_test, ASessionWhoseEnvironmentWasDeletedBuildsItAgain) {
+  ASSERT_EQ(create("s", setup_text(), {"--init", "cat \"$SBSH_ENV/tool\" >/dev/null"}).code, 0);
+  std::string env = env_of("s");
+  std::string hash = fs::path(env).filename().string();
+  auto r = sbsh({"env", "rm", "--force", hash});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  ASSERT_EQ(sbsh({"session", "restart", "s"}).code, 0);
+  r = exec("s", "cat \"$SBSH_ENV/tool\"");
+  EXPECT_EQ(r.out, "left-pad==1.0\n") << r.err;
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(count_runs(), 2u);
+  EXPECT_EQ(env_of("s"), env);
+  EXPECT_EQ(json::parse(sbsh({"env", "ls", "--json"}).out).at(0).at("sessions"), json::array({"s"}));
+  // So does a session that a new sbshd starts from the state file.
+  ASSERT_EQ(sbsh({"env", "rm", "--force", hash}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  stop_daemon();
+  start_daemon();
+  EXPECT_EQ(exec("s", "cat \"$SBSH_ENV/tool\"").out, "left-pad==1.0\n");
+  EXPECT_EQ(count_runs(), 3u);
+  // Its key changed since: the setup would build another environment; the start fails and
+  // says what to run.
+  put(project + "/requirements.txt", "left-pad==2.0\n");
+  ASSERT_EQ(sbsh({"env", "rm", "--force", hash}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return !fs::exists(env); }, std::chrono::seconds(20)));
+  sbsh({"session", "restart", "s"});
+  r = exec("s", "true");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no longer key the same environment"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("remove the session with 'sbsh session rm s' and create it again"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_runs(), 3u);
 }
 
 TEST_F(env_test, APlansSessionTakesASetup) {
