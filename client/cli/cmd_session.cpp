@@ -36,7 +36,7 @@ std::string check_expiry(std::string_view option, const std::string& v) {
 }
 
 int prune_sessions(const global_opts& g, const session_args& a) {
-  auto conn = connect(g, false);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   auto names = conn->prune_sessions(a.idle);
   if (!names) return fail(names.err());
@@ -50,7 +50,7 @@ int prune_sessions(const global_opts& g, const session_args& a) {
 
 // ls --kept and prune --kept: the snapshot copies kept after their sessions.
 int kept_copies(const global_opts& g, const session_args& a, bool prune) {
-  auto conn = connect(g, false);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   auto copies = prune ? conn->prune_kept_copies() : conn->kept_copies();
   if (!copies) return fail(copies.err());
@@ -85,7 +85,7 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
     return fail("--confine confines the session to its root: give --root DIR or --snapshot DIR too");
   if (!spec.confine && (!spec.allow_write.empty() || !spec.allow_read.empty() || !spec.read_only.empty()))
     return fail("--allow-write, --allow-read and --read-only add to a confined session's rules: give --confine too");
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
   // With --root, a relative -C is taken from the root instead.
@@ -186,7 +186,7 @@ void print_detail(const client::session_detail& d) {
 // show, rm and restart: one session by name.
 int named(const global_opts& g, const session_args& a, std::string_view what) {
   if (a.name.empty()) return fail(fmt::format("session {} needs a NAME", what));
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   if (what == "rm") {
     auto kept = conn->remove_session(a.name, a.keep_copy);
