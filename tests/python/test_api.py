@@ -243,6 +243,30 @@ class ApiTest(DaemonTestCase):
         self.assertIn("set root or snapshot too", str(e.exception))
         self.assertNotIn("api-bad", [x.name for x in self.c.sessions()])
 
+    # -- what reaches libsbsh as a C string --
+
+    def test_file_names_that_are_not_utf8_pass_as_bytes_or_as_os_fsdecode_gives_them(self):
+        root = os.fsencode(os.path.realpath(self.d.dir)) + b"/api-bytes-\xff"
+        os.makedirs(root + b"/d\xe9")
+        with open(root + b"/caf\xe9.txt", "wb") as f:
+            f.write(b"latin-1 name\n")
+        name = b"caf\xe9.txt"
+        self.c.create_session("api-bytes", root=root, cwd=os.fsdecode(root + b"/d\xe9"))
+        self.assertEqual(self.c.read_file(name, session="api-bytes"), b"latin-1 name\n")
+        self.assertEqual(self.c.read_file(os.fsdecode(name), session="api-bytes"), b"latin-1 name\n")
+        self.assertEqual(self.c.stat_file(root + b"/" + name, session="api-bytes").size, 13)
+        self.assertEqual(self.c.write_file(b"new-\xfe", b"written\n", session="api-bytes"), 8)
+        with open(root + b"/new-\xfe", "rb") as f:
+            self.assertEqual(f.read(), b"written\n")
+        self.c.move_file(os.fsdecode(b"new-\xfe"), b"d\xe9/moved-\xfd", session="api-bytes")
+        self.assertTrue(os.path.exists(root + b"/d\xe9/moved-\xfd"))
+        r = self.c.exec("pwd; cat moved-*", session="api-bytes", cwd=root + b"/d\xe9", check=True)
+        self.assertEqual(r.stdout, root + b"/d\xe9\nwritten\n")
+        r = self.c.exec(b"ls ../caf\xe9.txt", session="api-bytes", check=True)  # the session's own cwd
+        self.assertEqual(r.stdout, b"../caf\xe9.txt\n")
+        self.c.remove_file(b"d\xe9/moved-\xfd", session="api-bytes")
+        self.c.remove_session("api-bytes")
+
     def test_a_memory_limit_reaches_sbshd(self):
         # Made where sbshd has a cgroup v2 delegated to it, else refused with the reason.
         try:
