@@ -245,6 +245,52 @@ class ApiTest(DaemonTestCase):
 
     # -- what reaches libsbsh as a C string --
 
+    def test_a_nul_in_any_path_name_or_argument_raises_value_error(self):
+        # A C string ends at its first NUL: cut there, "in.txt\0/../../../etc/passwd" named
+        # in.txt. Every binding refuses it before anything is sent.
+        root = os.path.join(self.d.dir, "api-nul")
+        os.makedirs(root)
+        with open(os.path.join(root, "in.txt"), "w") as f:
+            f.write("inside\n")
+        self.c.create_session("api-nul", root=root)
+        evil = "in.txt\x00/../../../etc/passwd"
+        calls = {
+            "read_file": lambda: self.c.read_file(evil, session="api-nul"),
+            "read_file bytes": lambda: self.c.read_file(evil.encode(), session="api-nul"),
+            "read_file_into": lambda: self.c.read_file_into(evil, 1, session="api-nul"),
+            "write_file": lambda: self.c.write_file(evil, b"x", session="api-nul"),
+            "stat_file": lambda: self.c.stat_file(evil, session="api-nul"),
+            "list_files": lambda: self.c.list_files("sub\x00", session="api-nul"),
+            "remove_file": lambda: self.c.remove_file(evil, session="api-nul"),
+            "make_directory": lambda: self.c.make_directory("d\x00x", session="api-nul"),
+            "move_file from": lambda: self.c.move_file(evil, "moved", session="api-nul"),
+            "move_file to": lambda: self.c.move_file("in.txt", "moved\x00x", session="api-nul"),
+            "session": lambda: self.c.read_file("in.txt", session="api-nul\x00x"),
+            "exec command": lambda: self.c.exec("echo ran\x00; rm in.txt", session="api-nul"),
+            "exec cwd": lambda: self.c.exec("pwd", session="api-nul", cwd="/tmp\x00x"),
+            "exec env": lambda: self.c.exec("true", session="api-nul", env={"A": "1\x002"}),
+            "start": lambda: self.c.start("sleep 1\x00x", session="api-nul"),
+            "start name": lambda: self.c.start("true", session="api-nul", name="p\x00x"),
+            "create_session root": lambda: self.c.create_session("api-nul2", root=root + "\x00x"),
+            "create_session init": lambda: self.c.create_session("api-nul2", init=["true\x00x"]),
+            "remove_session": lambda: self.c.remove_session("api-nul\x00x"),
+            "wait": lambda: self.c.wait("p\x00x"),
+            "run_plan path": lambda: self.c.run_plan(os.path.join(root, "plan.yaml\x00x")),
+            "run_plan report": lambda: self.c.run_plan({"stages": []}, report="r\x00x"),
+            "client socket": lambda: sbsh.Client(self.d.sock + "\x00x", autostart=False),
+        }
+        for what, call in calls.items():
+            with self.subTest(what):
+                with self.assertRaises(ValueError) as e:
+                    call()
+                self.assertIn("NUL byte", str(e.exception))
+        with open(os.path.join(root, "in.txt")) as f:
+            self.assertEqual(f.read(), "inside\n")
+        self.assertEqual(sorted(os.listdir(root)), ["in.txt"])
+        self.assertNotIn("api-nul2", [x.name for x in self.c.sessions()])
+        self.assertEqual(self.c.read_file("in.txt", session="api-nul"), b"inside\n")  # the client still serves
+        self.c.remove_session("api-nul")
+
     def test_file_names_that_are_not_utf8_pass_as_bytes_or_as_os_fsdecode_gives_them(self):
         root = os.fsencode(os.path.realpath(self.d.dir)) + b"/api-bytes-\xff"
         os.makedirs(root + b"/d\xe9")

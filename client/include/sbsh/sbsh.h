@@ -40,7 +40,11 @@
  * with malloc and released with sbsh_free.
  *
  * Strings are NUL-terminated UTF-8 unless a length goes with them; output bytes are raw
- * (any byte, NULs included) and always come with their length.
+ * (any byte, NULs included) and always come with their length. A path, name or other
+ * argument given as a C string ends at its first NUL: a binding whose strings carry their
+ * length (Python's) must refuse one holding a NUL rather than pass it cut short (the Python
+ * package raises ValueError). A path is its bytes, UTF-8 or not. Data given with a length
+ * (stdin_data, sbsh_file_write's bytes, a plan's text) may hold any byte.
  *
  * Threads. A connection runs one request at a time and is not thread-safe: use one
  * connection per thread (or guard one with a lock). Different connections may be used from

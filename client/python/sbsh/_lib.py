@@ -289,13 +289,18 @@ def enc(s: Optional[PathArg]) -> Optional[bytes]:
 
     bytes are taken as given; str and path-like objects go through os.fsencode, so a file
     name that is not UTF-8 (as os.listdir and os.fsdecode give it, with surrogate escapes)
-    reaches sbshd as its own bytes.
+    reaches sbshd as its own bytes. A NUL byte raises ValueError: a C string ends there, and
+    what follows it would be dropped without a word.
     """
     if s is None:
         return None
     if not isinstance(s, (str, bytes, os.PathLike)):
         raise TypeError(f"expected str, bytes or os.PathLike, not {type(s).__name__}")
-    return s if isinstance(s, bytes) else os.fsencode(s)
+    b = s if isinstance(s, bytes) else os.fsencode(s)
+    if b"\0" in b:
+        raise ValueError(f"{s!r} contains a NUL byte, which no path, name or argument can hold (a C string ends "
+                         "there): remove it")
+    return b
 
 
 def str_array(items: Sequence[PathArg]) -> Tuple[Any, int]:
