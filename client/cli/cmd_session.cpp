@@ -10,6 +10,7 @@
 #include "client/json.h"
 #include "client/resources.h"
 #include "common/limits.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -106,11 +107,20 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
       p = std::filesystem::absolute(p).lexically_normal().string();
     }
   // A setup's output, as it runs, to this terminal.
-  auto s = conn->create_session(spec, [](client::stream st, std::string_view data) {
+  bool shown = false;
+  auto s = conn->create_session(spec, [&shown](client::stream st, std::string_view data) {
+    shown = true;
     std::fwrite(data.data(), 1, data.size(), st == client::stream::err ? stderr : stdout);
     std::fflush(st == client::stream::err ? stderr : stdout);
   });
-  if (!s) return fail(s.err());
+  if (!s) {
+    // The end of a failed setup's output, which the error repeats, is already on the screen.
+    std::string message = s.err().message;
+    size_t tail = message.find(ipc::kSetupOutputFollows);
+    if (shown && ipc::has_code(s.err(), ipc::errc::setup_failed) && tail != std::string::npos)
+      message = message.substr(0, tail) + "; its output is above";
+    return fail(message, s.err().code);
+  }
   return 0;
 }
 
