@@ -335,6 +335,30 @@ TEST_F(file_test, ListStatRemoveMakeAndMove) {
   EXPECT_TRUE(fs::exists("/etc/passwd"));
 }
 
+TEST_F(file_test, NamesThatAreNotUtf8AreListedWithTheirExactBytes) {
+  // A name is bytes: one that is not UTF-8 has U+FFFD in its JSON text and its bytes in
+  // KEY_base64 beside it, from which it can be named again; a UTF-8 one has no such key.
+  put(root + "/d/caf\xe9.txt", "latin-1\n");
+  put(root + "/d/plain.txt", "plain\n");
+  ASSERT_EQ(::symlink("caf\xe9.txt", (root + "/d/link-\xff").c_str()), 0);
+  for (const auto& r : {file({"ls", "d", "--json"}), dial_file({"ls", "d", "--json"})}) {
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), 3u) << r.out;
+    EXPECT_EQ(j[0]["path"], "caf\uFFFD.txt") << r.out;
+    EXPECT_EQ(j[0]["path_base64"], "Y2Fm6S50eHQ=") << r.out;  // base64 of "caf\xe9.txt"
+    EXPECT_EQ(j[1]["path"], "link-\uFFFD") << r.out;
+    EXPECT_EQ(j[1]["path_base64"], "bGluay3/") << r.out;  // "link-\xff"
+    EXPECT_EQ(j[1]["target_base64"], "Y2Fm6S50eHQ=") << r.out;
+    EXPECT_EQ(j[2]["path"], "plain.txt");
+    EXPECT_FALSE(j[2].contains("path_base64")) << r.out;
+  }
+  auto st = file({"stat", "d/link-\xff", "--json"});
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(nlohmann::json::parse(st.out)["path_base64"], "ZC9saW5rLf8=") << st.out;  // "d/link-\xff"
+  EXPECT_EQ(file({"read", "d/link-\xff"}).out, "latin-1\n");
+}
+
 TEST_F(file_test, ASessionWithoutARootHasNoFilesAndBadRequestsLeaveSbshdServing) {
   ASSERT_EQ(exec("plain", "true").code, 0);
   std::string text = "x";

@@ -304,6 +304,11 @@ class ApiTest(DaemonTestCase):
         self.assertEqual(self.c.write_file(b"new-\xfe", b"written\n", session="api-bytes"), 8)
         with open(root + b"/new-\xfe", "rb") as f:
             self.assertEqual(f.read(), b"written\n")
+        # A listing gives such a name as os.fsdecode makes it, which names the file again.
+        listed = {e.path: e for e in self.c.list_files(session="api-bytes")}
+        self.assertIn(os.fsdecode(name), listed)
+        self.assertIn(os.fsdecode(b"new-\xfe"), listed)
+        self.assertEqual(self.c.read_file(listed[os.fsdecode(name)].path, session="api-bytes"), b"latin-1 name\n")
         self.c.move_file(os.fsdecode(b"new-\xfe"), b"d\xe9/moved-\xfd", session="api-bytes")
         self.assertTrue(os.path.exists(root + b"/d\xe9/moved-\xfd"))
         r = self.c.exec("pwd; cat moved-*", session="api-bytes", cwd=root + b"/d\xe9", check=True)
