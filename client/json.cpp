@@ -84,6 +84,18 @@ namespace {
 // A count, null when it is 0 (none is set).
 json_value count_or_null(uint64_t n) { return n > 0 ? json_value(n) : json_value(nullptr); }
 
+// A name or path at `key`. A file name is bytes, and JSON text cannot hold those that are not
+// UTF-8: such a name is there with U+FFFD in their place and, beside it at KEY_base64, its
+// exact bytes, as stdout_base64 goes with stdout, so that a reader can name the file again.
+// (The records whose names sbshd sends with their exact bytes, path_bytes and target_bytes
+// of a file entry, use it; the others reach the client as UTF-8 already.)
+void put_name(json_value& o, const std::string& key, std::string_view name) {
+  bool valid = true;
+  std::string text = utf8_repair(name, &valid);
+  o[key] = std::move(text);
+  if (!valid) o[key + "_base64"] = base64(name);
+}
+
 }  // namespace
 
 std::string command_ref(uint64_t id) { return "%" + std::to_string(id); }
@@ -277,12 +289,12 @@ json_value json_of(const daemon_status& st) {
 
 json_value json_of(const file_entry& e) {
   json_value o;
-  o["path"] = e.path;
+  put_name(o, "path", e.path);
   o["type"] = e.type;
   o["size"] = e.size;
   o["mode"] = fmt::format("{:04o}", e.mode);
   o["mtime"] = rfc3339_ms(e.mtime_ms);
-  if (e.type == "symlink") o["target"] = e.target;
+  if (e.type == "symlink") put_name(o, "target", e.target);
   return o;
 }
 

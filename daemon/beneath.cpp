@@ -7,9 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,91 @@ int openat2_fd(int dir, const char* path, uint64_t flags, mode_t mode) {
 }
 
 std::string shown(std::string_view given) { return ipc::printable(given.empty() ? "." : given, 256); }
+
+// The components of `path`, without empty ones and ".", in order ("..": kept).
+std::vector<std::string> components(std::string_view path) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t end = std::min(path.find('/', pos), path.size());
+    std::string_view c = path.substr(pos, end - pos);
+    if (!c.empty() && c != ".") out.emplace_back(c);
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& parts, size_t from, size_t to) {
+  std::string out;
+  for (size_t i = from; i < to; ++i) out += (out.empty() ? "" : "/") + parts[i];
+  return out;
+}
+
+// The path of what `fd` refers to, as the kernel names it now ("" when it cannot say).
+std::string real_path_of(int fd) {
+  char buf[PATH_MAX];
+  std::string link = fmt::format("/proc/self/fd/{}", fd);
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return {};
+  return {buf, static_cast<size_t>(n)};
+}
+
+// An absolute symlink target as a path from the root whose real path is `real_root`, by its
+// text (empty components and "." aside; ".." is left for the kernel, which resolves it where
+// the lookup has got to); none when the text does not lie beneath the root.
+std::optional<std::string> target_beneath(std::string_view target, std::string_view real_root) {
+  auto t = components(target);
+  auto r = components(real_root);
+  if (real_root.empty() || t.size() < r.size() || !std::equal(r.begin(), r.end(), t.begin())) return std::nullopt;
+  std::string rel = joined(t, r.size(), t.size());
+  return rel.empty() ? std::string(".") : rel;
+}
+
+// `rel`, which openat2 refused as leading out (EXDEV), with its symlinks written out one at a
+// time from the first: a link to an absolute path beneath the root's real path becomes that
+// path from the root, and a relative one takes the link's place. What comes before the
+// component looked at is then free of links, so a ".." in a target is the link's own parent,
+// as the kernel would take it. Every lookup stays RESOLVE_BENEATH: a link swapped meanwhile
+// leads to EXDEV again, never out. An absolute link elsewhere, or ".." above the root, is
+// outside_root; a component that cannot be looked up leaves the rest to the caller's open.
+result<std::string> expand_links(int root, std::string rel, bool follow_last, std::string_view given) {
+  std::string real_root = real_path_of(root);
+  bool dir_slash = !rel.empty() && rel.back() == '/';  // "dir/" follows its last link too
+  follow_last = follow_last || dir_slash;
+  for (int links = 0;;) {
+    auto parts = components(rel);
+    bool rewritten = false;
+    for (size_t i = 0; i < parts.size() && !rewritten; ++i) {
+      std::string upto = joined(parts, 0, i + 1);
+      unique_fd at(openat2_fd(root, upto.c_str(), O_PATH | O_NOFOLLOW, 0));
+      if (!at) {
+        if (errno == EXDEV) return error_for(EXDEV, given);
+        return rel;  // missing, not a directory, ...: the open says so
+      }
+      struct stat st {};
+      if (::fstat(at.get(), &st) != 0) return error_for(errno, given);
+      if (!S_ISLNK(st.st_mode) || (i + 1 == parts.size() && !follow_last)) continue;
+      if (++links > 40) return error_for(ELOOP, given);
+      char buf[PATH_MAX];
+      ssize_t n = ::readlinkat(at.get(), "", buf, sizeof buf);
+      if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return error_for(n < 0 ? errno : ENAMETOOLONG, given);
+      std::string_view target(buf, static_cast<size_t>(n));
+      std::string base;
+      if (target[0] == '/') {
+        auto inside = target_beneath(target, real_root);
+        if (!inside) return error_for(EXDEV, given);
+        base = std::move(*inside);
+      } else {
+        base = i == 0 ? std::string(target) : joined(parts, 0, i) + "/" + std::string(target);
+      }
+      std::string rest = joined(parts, i + 1, parts.size());
+      rel = rest.empty() ? base : base + "/" + rest;
+      if (dir_slash) rel += '/';
+      rewritten = true;
+    }
+    if (!rewritten) return rel;
+  }
+}
 
 }  // namespace
 
@@ -67,6 +154,12 @@ result<unique_fd> open_root(const std::string& root) {
 
 result<unique_fd> open(int root, const std::string& rel, int flags, mode_t mode, std::string_view given) {
   int fd = openat2_fd(root, rel.c_str(), static_cast<uint64_t>(flags), mode);
+  if (fd < 0 && errno == EXDEV) {  // ".." above the root, or a symlink: an absolute one may lead back in
+    bool follow_last = (flags & O_NOFOLLOW) == 0 && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
+    auto expanded = expand_links(root, rel, follow_last, given);
+    if (!expanded) return expanded.err();
+    fd = openat2_fd(root, expanded->c_str(), static_cast<uint64_t>(flags), mode);
+  }
   if (fd < 0) return error_for(errno, given);
   return unique_fd(fd);
 }

@@ -1,11 +1,16 @@
 // Paths beneath a directory, resolved by the kernel: what the file requests (files.h) and
 // exec -C in a session with a root use to reach nothing outside the session's root.
 //
-// Every lookup is one openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS from a descriptor
-// of the root: ".." above it, an absolute symlink and one whose target leaves it fail in the
-// kernel (EXDEV), atomically with the lookup, so a symlink a running command plants or swaps
-// meanwhile cannot take it elsewhere. What is then done to a name (rename, unlink, mkdir) is
-// done relative to its parent's descriptor, never by path again.
+// Every lookup is openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS from a descriptor
+// of the root: ".." above it and a symlink whose target leaves it fail in the kernel (EXDEV),
+// atomically with the lookup, so a symlink a running command plants or swaps meanwhile cannot
+// take it elsewhere. The kernel refuses every absolute symlink too; one whose target lies
+// beneath the root's real path (the root with its own symlinks resolved) is followed all the
+// same, as the session's shell follows it: the path is looked up again with that link written
+// out as a path from the root, still with RESOLVE_BENEATH. (RESOLVE_IN_ROOT would instead
+// take an absolute target as from the root, as in a chroot, which is not where the shell
+// finds it.) What is then done to a name (rename, unlink, mkdir) is done relative to its
+// parent's descriptor, never by path again.
 #pragma once
 
 #include <sys/types.h>

@@ -221,6 +221,20 @@ std::vector<environment_info> read_envs(const std::string& dir, bool measure) {
   return out;
 }
 
+// A failed setup's output as its error shows it: line by line, each line with its control
+// characters escaped (ipc::printable), so that it reads as it was printed and still cannot
+// drive a terminal.
+std::string printable_lines(std::string_view s) {
+  std::string out;
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t end = std::min(s.find('\n', pos), s.size());
+    if (pos != 0) out += '\n';
+    out += ipc::printable(s.substr(pos, end - pos), kTailBytes);
+    pos = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct env_store::build_job {
@@ -491,8 +505,8 @@ void env_store::setup_ended(const std::string& hash, int64_t status, int sig) {
                    : fmt::format("the setup exited with status {}", status);
     std::string tail = job.tail.size() > kTailBytes ? job.tail.substr(job.tail.size() - kTailBytes) : job.tail;
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
-    why += tail.empty() ? "; it wrote nothing" : "; the end of its output:\n" + ipc::printable(tail, kTailBytes);
-    why += "\nNothing of it was kept: the next session created with this setup runs it again.";
+    why += "; nothing of it was kept: the next session created with this setup runs it again";
+    why += tail.empty() ? "; it wrote nothing" : std::string(ipc::kSetupOutputFollows) + printable_lines(tail);
   }
   nlohmann::json meta = {{"setup", job.how.setup},
                          {"keys", job.how.keys},

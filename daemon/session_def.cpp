@@ -254,6 +254,23 @@ std::string fd_path(int fd) {
   return {buf, static_cast<size_t>(n)};
 }
 
+// A confined session's extra paths must exist when it is defined: each becomes a Landlock
+// rule on the object it names when the shell starts, and a missing one would fail every start
+// of the session, long after the mistake. Checked at creation only: a path removed later
+// fails that start with the wrapper's own reason.
+status check_extra_paths(const session_def& d) {
+  for (auto [option, list] : {std::pair{"--allow-write", &d.allow_write}, std::pair{"--allow-read", &d.allow_read},
+                              std::pair{"--read-only", &d.read_only}})
+    for (const auto& p : *list) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) != 0)
+        return make_error(ipc::errc::bad_directory,
+                          fmt::format("{} {}: {}; give a file or directory that exists (or create it first)", option,
+                                      ipc::printable(p, 256), std::strerror(errno)));
+    }
+  return ok_status();
+}
+
 }  // namespace
 
 void give_to_confined_shell(const session_def& d, uid_t uid, gid_t gid, std::initializer_list<int> fds) {
@@ -352,7 +369,9 @@ result<session_def> def_from_request(session_spec spec) {
     spec.landlock_abi = static_cast<uint64_t>(abi);
   }
   auto def = def_from_saved(std::move(spec));
-  if (def && text_size(*def) > ipc::kMaxDefinitionText)
+  if (!def) return def;
+  if (auto s = check_extra_paths(*def); !s) return s.err();
+  if (text_size(*def) > ipc::kMaxDefinitionText)
     return make_error(ipc::errc::bad_request,
                       fmt::format("the session's definition holds {} KiB of directory, variables and init commands, "
                                   "more than the {} KiB allowed; put long init commands in a file and source it",

@@ -353,7 +353,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
       // stands in for it.
       channel_watch_.reset();
       if (ipc::has_code(m.err(), ipc::errc::bad_message)) {
-        restart_shell(fmt::format("its shell {}", m.err().message), /*forced=*/true);
+        restart_shell(m.err().message, /*forced=*/true);  // "the shell sent a malformed message ..."
       } else if (wrapper_ != nullptr && ctl_) {
         ctl_->read_pending();  // may end this generation with the wrapper's own words
       }

@@ -185,6 +185,11 @@ enum class errc {
   invalid,           // a confinement rule is malformed
 };
 
+// A setup_failed message ends with the end of the setup's output, after these words, one
+// line of it per line (each made printable). A client that showed the output as it came
+// (the CLI) shows the message only up to them.
+inline constexpr std::string_view kSetupOutputFollows = "; the end of its output:\n";
+
 // Where a code comes from: sbshd sends it, or a program or the client library gives it
 // without a reply from sbshd (the C ABI and the CLI's --json show both kinds).
 enum class errc_origin { sbshd, local };

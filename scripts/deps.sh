@@ -9,7 +9,7 @@ packages=(
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
   libedit-dev libbsd-dev libmd-dev libseccomp-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev libhttp-parser-dev
   bash procps groff-base man-db python3 git
-  mypy python3-venv python3-pip python3-setuptools python3-wheel  # the Python package's tests
+  mypy python3-venv python3-pip  # the Python package's tests
   rsync  # the baseline of the snapshot benchmark
   clang libclang-rt-14-dev
 )

@@ -64,7 +64,7 @@ std::string prompt_for(client::connection& conn, const std::string& session) {
 }
 
 int run_attach(const global_opts& g, const std::string& session) {
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err().message);
 
   bool tty = ::isatty(0) != 0;

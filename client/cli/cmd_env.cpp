@@ -71,7 +71,7 @@ runner declare_env(command_line& cl) {
       std::fputs(cl.help().c_str(), stdout);
       return 0;
     }
-    auto conn = connect(g, false);
+    auto conn = connect(g);
     if (!conn) return fail(conn.err());
     if (ls.given()) {
       auto envs = conn->environments();

@@ -60,7 +60,7 @@ int run_exec(const global_opts& g, exec_args& a) {
   }
   o.signal_fd = forward_signals_to_command();
 
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   std::optional<jsonl_writer> events;
   if (a.jsonl) {

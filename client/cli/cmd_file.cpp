@@ -146,7 +146,7 @@ runner declare_file(command_line& cl) {
     }
     if (a->path.empty() && !ls.given()) return fail("give the PATH of a file beneath the session's root");
     if (mv.given() && a->to.empty()) return fail("file mv needs FROM and TO");
-    auto conn = connect(g, false);
+    auto conn = connect(g);
     if (!conn) return fail(conn.err());
     if (write.given()) return run_write(*conn, *a);
     if (read.given()) return run_read(*conn, *a);

@@ -48,7 +48,7 @@ int kill_command(client::connection& conn, const kill_args& a, uint64_t id, int 
 
 int run_kill(const global_opts& g, const kill_args& a) {
   if (a.id.empty()) return fail("kill needs a process ID or name ('sbsh ps' lists them), or a command's %ID");
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err().message);
   int sig = *ipc::signal_from_name(a.signal);
   if (auto cmd = client::parse_command_ref(a.id)) return kill_command(*conn, a, *cmd, sig);

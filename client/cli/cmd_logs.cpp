@@ -31,7 +31,7 @@ int run_logs(const global_opts& g, logs_args& a) {
     a.o.out = a.only_out;
     a.o.err = a.only_err;
   }
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err().message);
   // Output that cannot be written ends a follow and is an error, as for cat. (A reader that
   // went away raises SIGPIPE, which ends sbsh as it ends cat.)

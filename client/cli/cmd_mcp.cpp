@@ -40,7 +40,7 @@ int run_mcp(const global_opts& g, const mcp_args& a) {
   // reason to die with the calls' commands still running.
   ::signal(SIGPIPE, SIG_IGN);
   mcp::server_options opts;
-  opts.connect = [g] { return connect(g, true); };
+  opts.connect = [g] { return connect(g); };
   opts.version = SBSH_VERSION;
   if (a.http.empty()) {
     if (a.allow_remote || !a.token_file.empty())

@@ -10,7 +10,7 @@
 namespace sbsh::cli {
 
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all) {
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) {
     if (!ipc::has_code(conn.err(), ipc::errc::unreachable)) return fail(conn.err());
     if (json) std::puts(with_processes ? R"({"sessions":[],"processes":[]})" : "[]");

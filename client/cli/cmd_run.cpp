@@ -61,7 +61,7 @@ int run_run(const global_opts& g, run_args& r) {
   // Ctrl-C, SIGTERM, SIGHUP and SIGQUIT become bytes on this pipe: each cancels the run.
   r.opts.cancel_fd = forward_signals_to_command();
 
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err().message);
   auto progress = r.quiet ? std::function<void(const client::run_event&)>() : print_progress;
   auto rep = client::run_plan(*conn, *plan, r.opts, progress);

@@ -10,6 +10,7 @@
 #include "client/json.h"
 #include "client/resources.h"
 #include "common/limits.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -36,7 +37,7 @@ std::string check_expiry(std::string_view option, const std::string& v) {
 }
 
 int prune_sessions(const global_opts& g, const session_args& a) {
-  auto conn = connect(g, false);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   auto names = conn->prune_sessions(a.idle);
   if (!names) return fail(names.err());
@@ -50,7 +51,7 @@ int prune_sessions(const global_opts& g, const session_args& a) {
 
 // ls --kept and prune --kept: the snapshot copies kept after their sessions.
 int kept_copies(const global_opts& g, const session_args& a, bool prune) {
-  auto conn = connect(g, false);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   auto copies = prune ? conn->prune_kept_copies() : conn->kept_copies();
   if (!copies) return fail(copies.err());
@@ -85,7 +86,7 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
     return fail("--confine confines the session to its root: give --root DIR or --snapshot DIR too");
   if (!spec.confine && (!spec.allow_write.empty() || !spec.allow_read.empty() || !spec.read_only.empty()))
     return fail("--allow-write, --allow-read and --read-only add to a confined session's rules: give --confine too");
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   // The library takes a relative directory from this one; on a far host that means nothing.
   // With --root, a relative -C is taken from the root instead.
@@ -106,11 +107,20 @@ int create_session(const global_opts& g, client::session_spec& spec, const std::
       p = std::filesystem::absolute(p).lexically_normal().string();
     }
   // A setup's output, as it runs, to this terminal.
-  auto s = conn->create_session(spec, [](client::stream st, std::string_view data) {
+  bool shown = false;
+  auto s = conn->create_session(spec, [&shown](client::stream st, std::string_view data) {
+    shown = true;
     std::fwrite(data.data(), 1, data.size(), st == client::stream::err ? stderr : stdout);
     std::fflush(st == client::stream::err ? stderr : stdout);
   });
-  if (!s) return fail(s.err());
+  if (!s) {
+    // The end of a failed setup's output, which the error repeats, is already on the screen.
+    std::string message = s.err().message;
+    size_t tail = message.find(ipc::kSetupOutputFollows);
+    if (shown && ipc::has_code(s.err(), ipc::errc::setup_failed) && tail != std::string::npos)
+      message = message.substr(0, tail) + "; its output is above";
+    return fail(message, s.err().code);
+  }
   return 0;
 }
 
@@ -186,7 +196,7 @@ void print_detail(const client::session_detail& d) {
 // show, rm and restart: one session by name.
 int named(const global_opts& g, const session_args& a, std::string_view what) {
   if (a.name.empty()) return fail(fmt::format("session {} needs a NAME", what));
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   if (what == "rm") {
     auto kept = conn->remove_session(a.name, a.keep_copy);

@@ -16,7 +16,7 @@ struct start_args {
 int run_start(const global_opts& g, start_args& a) {
   if (a.words.empty()) return fail("start needs a command, e.g. sbsh start --name web 'npm run dev'");
   for (size_t k = 0; k < a.words.size(); ++k) a.o.command += (k > 0 ? " " : "") + a.words[k];
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err().message);
   auto p = conn->start(a.o);
   if (!p) return fail(p.err().message);

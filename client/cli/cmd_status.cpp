@@ -10,7 +10,7 @@ namespace sbsh::cli {
 namespace {
 
 int run_status(const global_opts& g, bool json) {
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   auto st = conn->status();
   if (!st) return fail(st.err());

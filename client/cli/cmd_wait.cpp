@@ -44,7 +44,7 @@ int wait_command(client::connection& conn, const wait_args& a, uint64_t id) {
 int run_wait(const global_opts& g, const wait_args& a) {
   if (a.json) report_failures_as(failure_format::json);
   if (a.id.empty()) return fail("wait needs a process ID or name, or a command's %ID");
-  auto conn = connect(g, true);
+  auto conn = connect(g);
   if (!conn) return fail(conn.err());
   if (auto cmd = client::parse_command_ref(a.id)) return wait_command(*conn, a, *cmd);
   auto p = conn->wait(a.id, a.timeout);

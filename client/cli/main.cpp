@@ -114,12 +114,13 @@ int run(int argc, char** argv) {
     std::fputs(root.help().c_str(), stderr);
     return 2;
   }
-  if (a.rest[0] == "help") {  // "sbsh help [COMMAND]" is "sbsh [COMMAND] --help"
+  if (a.rest[0] == "help") {  // "sbsh help [COMMAND [SUBCOMMAND]]" is "sbsh [COMMAND [SUBCOMMAND]] --help"
     if (a.rest.size() == 1) {
       std::fputs(root.help().c_str(), stdout);
       return 0;
     }
-    a.rest = {a.rest[1], "--help"};
+    a.rest.erase(a.rest.begin());
+    a.rest.emplace_back("--help");
   }
   if (auto s = settle_transport(root, a.g, a.rest[0]); !s) return fail(s.err().message);
   const command* c = find_command(a.rest[0]);

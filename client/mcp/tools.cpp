@@ -353,7 +353,7 @@ constexpr std::string_view kWriteFileOutput =
 constexpr std::string_view kListFilesInput =
     R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}}})J";
 constexpr std::string_view kListFilesOutput =
-    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string"}, "type": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "string"}, "mtime": {"type": "string"}, "target": {"type": "string"}}}}}})J";
+    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "string"}, "mtime": {"type": "string"}, "target": {"type": "string"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
 tool_outcome read_file(const json& args, tool_context& ctx) {
   // One byte more than asked for says whether the file goes on.

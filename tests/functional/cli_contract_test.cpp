@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -150,6 +151,84 @@ TEST_F(cli_contract_test, EveryVerbStartsSbshdToAdoptKeptSessions) {
   r = cli({"session", "rm", "k"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(shell)); }, std::chrono::seconds(20)));
+}
+
+// What each verb of `sbsh --help` (and each subcommand of one) is given in the walk below:
+// enough words to reach sbshd, whatever it then answers. A verb missing here fails the test.
+std::map<std::string, std::vector<std::string>> verb_words(const std::string& dir) {
+  std::string plan = dir + "/walk-plan.yaml";
+  std::ofstream(plan) << "stages: [{name: s, commands: [\"true\"]}]\n";
+  return {{"exec", {"true"}},
+          {"run", {plan}},
+          {"session create", {"walk"}},
+          {"session ls", {"--kept"}},
+          {"session show", {"none"}},
+          {"session rm", {"none"}},
+          {"session restart", {"none"}},
+          {"session prune", {}},
+          {"file write", {"-s", "none", "f"}},
+          {"file read", {"-s", "none", "f"}},
+          {"file ls", {"-s", "none"}},
+          {"file stat", {"-s", "none", "f"}},
+          {"file rm", {"-s", "none", "f"}},
+          {"file mkdir", {"-s", "none", "d"}},
+          {"file mv", {"-s", "none", "f", "g"}},
+          {"env ls", {}},
+          {"env rm", {"0123abcd"}},
+          {"env prune", {}},
+          {"start", {"true"}},
+          {"logs", {"none"}},
+          {"kill", {"none"}},
+          {"wait", {"none"}},
+          {"ps", {}},
+          {"attach", {}},
+          {"status", {}},
+          {"mcp", {}},
+          {"dial-stdio", {}}};
+}
+
+// The manual: when no daemon answers, every verb but shutdown and version starts one. Each
+// verb `sbsh --help` lists, and each subcommand of one, is run against a stopped sbshd.
+TEST_F(cli_contract_test, EveryVerbOfTheHelpButShutdownAndVersionStartsSbshd) {
+  stop_daemon();
+  auto words = verb_words(dir);
+  // The MCP server reaches sbshd for a tool call: one, after the handshake, on its stdin.
+  std::string mcp_input =
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},)"
+      R"("clientInfo":{"name":"walk","version":"1"}}})" "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})" "\n"
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_sessions","arguments":{}}})" "\n";
+  size_t walked = 0;
+  for (const auto& verb : commands_in_help(cli({"--help"}).out)) {
+    auto subs = commands_in_help(cli({verb, "--help"}).out);
+    if (subs.empty()) subs.emplace_back();
+    for (const auto& sub : subs) {
+      std::string shown = sub.empty() ? verb : verb + " " + sub;
+      SCOPED_TRACE(shown);
+      ASSERT_EQ(answering_daemon(), 0) << "an sbshd still answers before " << shown;
+      std::vector<std::string> args{verb};
+      if (!sub.empty()) args.push_back(sub);
+      if (verb == "shutdown" || verb == "version") {
+        auto r = cli(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(answering_daemon(), 0) << shown << " started an sbshd";
+        continue;
+      }
+      auto given = words.find(shown);
+      ASSERT_NE(given, words.end()) << "give '" << shown << "' its words in verb_words()";
+      args.insert(args.end(), given->second.begin(), given->second.end());
+      auto r = cli(args, verb == "mcp" ? &mcp_input : nullptr);
+      EXPECT_EQ(r.err.find("no sbshd"), std::string::npos) << r.err;
+      pid_t started = answering_daemon();
+      EXPECT_GT(started, 0) << shown << " did not start sbshd: exit " << r.code << ", " << r.err;
+      if (started > 0) {
+        EXPECT_EQ(sbsh({"shutdown"}).code, 0);
+        EXPECT_TRUE(wait_until([&] { return !pid_alive(started); }, std::chrono::seconds(20)));
+      }
+      ++walked;
+    }
+  }
+  EXPECT_GE(walked, words.size()) << "verb_words() gives words to verbs the help no longer lists";
 }
 
 TEST_F(cli_contract_test, ShutdownEndsSessionsThatWaitToBeAdopted) {

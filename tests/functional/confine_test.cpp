@@ -471,6 +471,23 @@ TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
   EXPECT_FALSE(fs::exists(dir + "/data/no"));
 }
 
+TEST_F(confine_test, AnExtraPathThatDoesNotExistIsRefusedAtCreation) {
+  // As a missing -C DIR is: refused by create, with the option and the path, rather than
+  // made and then failing every start of its shell.
+  fs::create_directories(dir + "/data");
+  for (const std::string& option : std::vector<std::string>{"--allow-read", "--allow-write", "--read-only"}) {
+    SCOPED_TRACE(option);
+    auto r = sbsh({"session", "create", "box", "--root", root, "--confine", "--read-only", dir + "/data", option,
+                   dir + "/nonexistent"});
+    EXPECT_EQ(r.code, 255);
+    EXPECT_NE(r.err.find(option + " " + dir + "/nonexistent: No such file or directory"), std::string::npos) << r.err;
+    EXPECT_NE(sbsh({"session", "show", "box"}).code, 0) << "the session was made";
+  }
+  auto r = sbsh({"session", "create", "box", "--root", root, "--confine", "--allow-read", dir + "/data"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(exec("box", "echo up").out, "up\n");
+}
+
 TEST_F(confine_test, FileRequestsFollowTheShellsRules) {
   // sbsh file reaches what the shell may reach beside the system's directories, with the same
   // rights: the root, TMPDIR and --allow-write read and write, --read-only only read.

@@ -168,6 +168,34 @@ TEST_F(env_test, AFailedSetupKeepsNothingAndTellsWhy) {
   EXPECT_EQ(count_runs(), 2u);
 }
 
+TEST_F(env_test, AFailedSetupsOutputIsShownOnceAndLineByLine) {
+  std::string setup = setup_text(R"(printf 'first line\nsecond \033[2J line\n' >&2; exit 4; )");
+  // The CLI showed the output as it ran: the error says so instead of repeating it.
+  auto r = create("py", setup);
+  EXPECT_EQ(r.code, 255);
+  EXPECT_EQ(r.out, "building on stdout\n");
+  EXPECT_EQ(r.err, "building on stderr\nfirst line\nsecond \033[2J line\n"
+                   "sbsh: the setup exited with status 4; nothing of it was kept: the next session created with "
+                   "this setup runs it again; its output is above\n");
+  // A caller that did not take the output gets its end in the error, one line per line,
+  // each with its control characters escaped.
+  client::session_spec spec;
+  spec.name = "py";
+  spec.cwd = project;
+  spec.setup = setup;
+  spec.setup_keys = {"requirements.txt"};
+  auto made = conn().create_session(spec);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.err().code, "setup_failed");
+  // The two streams come through two pipes: the order of their lines may vary.
+  const std::string& m = made.err().message;
+  EXPECT_NE(m.find("; the end of its output:\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\nbuilding on stdout"), std::string::npos) << m;
+  EXPECT_NE(m.find("\nfirst line\nsecond \\e[2J line"), std::string::npos) << m;
+  EXPECT_EQ(made.err().message.find("\\n"), std::string::npos) << made.err().message;
+  EXPECT_EQ(count_runs(), 2u);
+}
+
 TEST_F(env_test, ASetupCutShortBySbshdsDeathIsEndedAndRebuiltFromNothing) {
   std::string first = dir + "/first", ready = dir + "/ready", later = dir + "/later";
   // Processes are found by a marker in their command line (sh's $0; "; true" keeps sh from

@@ -164,6 +164,54 @@ TEST_F(file_test, EveryVerbRefusesPathsLeadingOutOfTheRoot) {
   EXPECT_EQ(read_file(outside + "/secret"), "outside secret\n");
 }
 
+TEST_F(file_test, AnAbsoluteSymlinkIntoTheRootIsFollowedAsTheShellFollowsIt) {
+  // Links made with absolute paths, as `ln -s "$PWD/data" here` makes them, that lead back
+  // beneath the root (named by its real path) are followed by every verb and by exec -C, as
+  // the shell follows them; those that lead out, even through the root's text, are not.
+  std::string real = fs::canonical(root).string();
+  put(root + "/data/in.txt", "in\n");
+  ASSERT_EQ(::symlink((real + "/data/in.txt").c_str(), (root + "/abs-file").c_str()), 0);
+  ASSERT_EQ(::symlink((real + "/data").c_str(), (root + "/sub/abs-dir").c_str()), 0);
+  ASSERT_EQ(::symlink((real + "//./data/").c_str(), (root + "/abs-dir-slashes").c_str()), 0);
+  ASSERT_EQ(::symlink("sub/abs-dir", (root + "/rel-to-abs").c_str()), 0);  // relative, then absolute
+  ASSERT_EQ(::symlink(real.c_str(), (root + "/abs-root").c_str()), 0);
+  ASSERT_EQ(::symlink((real + "/../outside").c_str(), (root + "/abs-dotdot").c_str()), 0);
+  ASSERT_EQ(::symlink((real + "/abs-loop").c_str(), (root + "/abs-loop").c_str()), 0);
+  for (const std::string& p : std::vector<std::string>{"abs-file", "sub/abs-dir/in.txt", "abs-dir-slashes/in.txt",
+                                                       "rel-to-abs/in.txt", "abs-root/data/in.txt",
+                                                       "sub/abs-dir/../data/in.txt", real + "/sub/abs-dir/in.txt"}) {
+    SCOPED_TRACE(p);
+    auto r = file({"read", p});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "in\n");
+    r = file({"stat", p, "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  auto r = file({"ls", "rel-to-abs", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at(0).at("path"), "in.txt") << r.out;
+  std::string text = "new\n";
+  r = file({"write", "sub/abs-dir/new.txt"}, &text);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(root + "/data/new.txt"), text);
+  EXPECT_EQ(file({"mkdir", "-p", "rel-to-abs/made/deeper"}).code, 0);
+  EXPECT_TRUE(fs::is_directory(root + "/data/made/deeper"));
+  EXPECT_EQ(file({"mv", "sub/abs-dir/new.txt", "abs-root/moved.txt"}).code, 0);
+  EXPECT_EQ(read_file(root + "/moved.txt"), text);
+  EXPECT_EQ(sbsh({"exec", "-s", "ws", "-C", "sub/abs-dir", "pwd"}).out, real + "/data\n");
+  // The shell reaches the same files by the same links.
+  EXPECT_EQ(sbsh({"exec", "-s", "ws", "cat abs-file rel-to-abs/in.txt"}).out, "in\nin\n");
+
+  expect_outside(file({"read", "abs-dotdot/secret"}), "abs-dotdot/secret");
+  expect_outside(file({"ls", "abs-dotdot"}), "abs-dotdot");
+  expect_outside(file({"write", "abs-dotdot/new"}, &text), "abs-dotdot/new");
+  EXPECT_FALSE(fs::exists(outside + "/new"));
+  r = file({"read", "abs-loop"});
+  EXPECT_EQ(r.code, 255);
+  EXPECT_NE(r.err.find("'abs-loop': Too many levels of symbolic links"), std::string::npos) << r.err;
+  EXPECT_TRUE(leftovers(root).empty());
+}
+
 TEST_F(file_test, ASymlinkSwappedDuringTheCallsNeverLeadsOut) {
   put(root + "/safe/secret", "safe\n");
   ASSERT_EQ(::symlink("safe", (root + "/swap").c_str()), 0);
@@ -285,6 +333,30 @@ TEST_F(file_test, ListStatRemoveMakeAndMove) {
   EXPECT_TRUE(fs::exists(root + "/inside/secret")) << "the root itself is never removed";
   EXPECT_EQ(file({"rm", "a/link"}).code, 0);
   EXPECT_TRUE(fs::exists("/etc/passwd"));
+}
+
+TEST_F(file_test, NamesThatAreNotUtf8AreListedWithTheirExactBytes) {
+  // A name is bytes: one that is not UTF-8 has U+FFFD in its JSON text and its bytes in
+  // KEY_base64 beside it, from which it can be named again; a UTF-8 one has no such key.
+  put(root + "/d/caf\xe9.txt", "latin-1\n");
+  put(root + "/d/plain.txt", "plain\n");
+  ASSERT_EQ(::symlink("caf\xe9.txt", (root + "/d/link-\xff").c_str()), 0);
+  for (const auto& r : {file({"ls", "d", "--json"}), dial_file({"ls", "d", "--json"})}) {
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), 3u) << r.out;
+    EXPECT_EQ(j[0]["path"], "caf\uFFFD.txt") << r.out;
+    EXPECT_EQ(j[0]["path_base64"], "Y2Fm6S50eHQ=") << r.out;  // base64 of "caf\xe9.txt"
+    EXPECT_EQ(j[1]["path"], "link-\uFFFD") << r.out;
+    EXPECT_EQ(j[1]["path_base64"], "bGluay3/") << r.out;  // "link-\xff"
+    EXPECT_EQ(j[1]["target_base64"], "Y2Fm6S50eHQ=") << r.out;
+    EXPECT_EQ(j[2]["path"], "plain.txt");
+    EXPECT_FALSE(j[2].contains("path_base64")) << r.out;
+  }
+  auto st = file({"stat", "d/link-\xff", "--json"});
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(nlohmann::json::parse(st.out)["path_base64"], "ZC9saW5rLf8=") << st.out;  // "d/link-\xff"
+  EXPECT_EQ(file({"read", "d/link-\xff"}).out, "latin-1\n");
 }
 
 TEST_F(file_test, ASessionWithoutARootHasNoFilesAndBadRequestsLeaveSbshdServing) {

@@ -129,6 +129,19 @@ std::string trim(std::string s) {
   return s;
 }
 
+std::vector<std::string> commands_in_help(const std::string& help) {
+  std::vector<std::string> names;
+  size_t at = help.find("\nCommands:\n");
+  for (at = at == std::string::npos ? help.size() : at + 11; at < help.size() && help[at] != '\n';) {
+    size_t end = help.find('\n', at);
+    if (end == std::string::npos) end = help.size();
+    if (help.compare(at, 2, "  ") == 0 && help[at + 2] != ' ')  // not a summary's second line
+      names.push_back(help.substr(at + 2, help.find(' ', at + 2) - at - 2));
+    at = end + 1;
+  }
+  return names;
+}
+
 std::vector<char*> exec_argv(const std::vector<std::string>& argv) {
   std::vector<char*> out;
   out.reserve(argv.size() + 1);

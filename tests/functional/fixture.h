@@ -59,6 +59,8 @@ std::vector<char*> exec_argv(const std::vector<std::string>& argv);
 // 5 s receive timeout; -1 when nothing listens.
 int raw_connect(const std::string& path);
 std::string trim(std::string s);  // without trailing newlines and spaces
+// The names a --help lists under "Commands:" (sbsh's verbs, or a verb's subcommands).
+std::vector<std::string> commands_in_help(const std::string& help);
 // The bytes of the file at `path`: what could be read, "" when it cannot be opened.
 std::string read_file(const std::string& path);
 // What can be read from `fd` until end-of-file (or an error).

@@ -411,6 +411,14 @@ TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   ASSERT_EQ(entries.size(), 3u) << l.dump();
   EXPECT_EQ(entries[1]["path"], "in");
   EXPECT_EQ(entries[2]["path"], "in/config.yml");
+  // A name that is not UTF-8 comes with its exact bytes too.
+  std::ofstream(dir + "/ws/caf\xe9") << "x";
+  json n = c->call(tool_call(8, "list_files", {{"session", "ws"}}));
+  const json& named = n["result"]["structuredContent"]["entries"];
+  ASSERT_EQ(named.size(), 3u) << n.dump();
+  EXPECT_EQ(named[1]["path"], "caf\uFFFD") << n.dump();
+  EXPECT_EQ(named[1]["path_base64"], "Y2Fm6Q==") << n.dump();
+  EXPECT_FALSE(named[0].contains("path_base64")) << n.dump();
   json o = c->call(tool_call(6, "read_file", {{"session", "ws"}, {"path", "../../etc/passwd"}}));
   EXPECT_EQ(o["result"]["isError"], true) << o.dump();
   EXPECT_NE(o.dump().find("leads outside the session's root"), std::string::npos) << o.dump();

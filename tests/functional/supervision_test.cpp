@@ -481,5 +481,21 @@ TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
   EXPECT_TRUE(aside);
 }
 
+TEST_F(supervision_test, AShellThatSendsAMalformedMessageIsReplacedAndTheReasonReadsWell) {
+  ASSERT_EQ(exec("m", "kept=1").code, 0);
+  // The shell writes a line into its own channel (the highest socket among its descriptors,
+  // found by the shell itself: no child of an undumpable shell may read its /proc), which is
+  // no message sbshd knows: that shell is done, and the result says why, in one phrase.
+  std::string garbage =
+      R"(for n in {255..3}; do if [[ -S /proc/self/fd/$n ]]; then eval "echo garbage >&$n"; break; fi; done; sleep 5)";
+  auto r = sbsh({"exec", "-s", "m", "--json", "--", garbage});
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j.at("shell_restarted"), true) << r.out;
+  std::string error = j.at("error").get<std::string>();
+  EXPECT_NE(error.find("(the shell sent a malformed message on its channel)"), std::string::npos) << error;
+  EXPECT_EQ(error.find("its shell the shell"), std::string::npos) << error;
+  EXPECT_EQ(exec("m", "echo ${kept:-lost}").out, "lost\n");  // a new shell serves the session
+}
+
 }  // namespace supervision_tests
 }  // namespace sbsh::test

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mypy --strict (Debian's mypy) over the Python package and its examples.
+# mypy --strict (Debian's mypy) over the Python package, its examples and its build backend.
 # Usage: mypy_test.sh SOURCE_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -7,4 +7,4 @@ command -v mypy >/dev/null || { echo "FAIL: mypy not found: apt-get install mypy
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$src/client/python"
-MYPYPATH=. mypy --strict --no-incremental --cache-dir "$tmp" sbsh examples
+MYPYPATH=. mypy --strict --no-incremental --cache-dir "$tmp" sbsh examples backend/sbsh_build.py

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Python package as users get it, against a private sbshd started from the build:
 #   1. `cmake --install` puts it under the prefix, and it finds libsbsh there (no SBSH_LIB);
-#   2. pip builds and installs it, offline, into a fresh venv (--system-site-packages for
-#      Debian's setuptools and wheel), and it is used there, sync and async, finding
-#      libsbsh through the system's loader.
+#   2. pip builds and installs it, offline, into a fresh venv without the system's site
+#      packages (so without setuptools or wheel: the package's own backend builds it), with
+#      and without build isolation, from the tree and from its sdist, leaving the tree as it
+#      was; it is used there, sync and async, finding libsbsh through the system's loader.
 # Usage: package_test.sh SOURCE_DIR BUILD_DIR PYTHON3
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -22,8 +23,6 @@ export PYTHONDONTWRITEBYTECODE=1 PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 "$python" -c 'import venv, ensurepip' 2>/dev/null ||
   fail "$python cannot make a venv with pip (apt-get install python3-venv python3-pip)"
-"$python" -c 'import setuptools, wheel' 2>/dev/null ||
-  fail "$python lacks setuptools or wheel, which an offline build needs (apt-get install python3-setuptools python3-wheel)"
 
 mkdir -m 700 "$tmp/run"
 sock=$tmp/run/sbshd.sock
@@ -56,11 +55,33 @@ print("ok: cmake --install: the package finds", c.library_path)
 PY
 
 # --- 2. pip into a fresh venv, offline -----------------------------------------------------------
-# pip builds in the source tree it is given: give it a copy.
+# pip builds in the source tree it is given: give it a copy, and see that it stays as it was.
 cp -r "$src/client/python" "$tmp/pkg"
-"$python" -m venv --system-site-packages "$tmp/venv" || fail "python3 -m venv failed"
-"$tmp/venv/bin/python" -m pip install --quiet --no-build-isolation --no-index "$tmp/pkg" >"$tmp/pip.log" 2>&1 ||
-  fail "pip install --no-build-isolation --no-index: $(cat "$tmp/pip.log")"
+find "$tmp/pkg" -name __pycache__ -prune -o -print | sort >"$tmp/tree.before"
+"$python" -m venv "$tmp/venv" || fail "python3 -m venv failed"
+pip_install() {
+  "$tmp/venv/bin/python" -m pip install --quiet --no-index "$@" >"$tmp/pip.log" 2>&1 ||
+    fail "pip install --no-index $*: $(cat "$tmp/pip.log")"
+}
+"$tmp/venv/bin/python" -c 'import setuptools' 2>/dev/null && "$tmp/venv/bin/python" -c 'import wheel' 2>/dev/null &&
+  echo "note: this venv has setuptools and wheel, so the test shows less than it could"
+pip_install --no-build-isolation "$tmp/pkg"  # as the README said; Debian 12's venv has no wheel
+"$tmp/venv/bin/python" -m pip uninstall --quiet --yes sbsh >/dev/null
+pip_install "$tmp/pkg"  # isolated: the backend needs nothing, so nothing is fetched
+find "$tmp/pkg" -name __pycache__ -prune -o -print | sort >"$tmp/tree.after"
+diff -u "$tmp/tree.before" "$tmp/tree.after" >"$tmp/tree.diff" ||
+  fail "pip install wrote into the tree it installed from: $(cat "$tmp/tree.diff")"
+# The sdist has what a wheel is built from: one built from it installs too.
+mkdir "$tmp/sdist"
+(cd "$tmp/pkg" && "$python" -c 'import sys; sys.path.insert(0, "backend"); import sbsh_build
+print(sbsh_build.build_sdist(sys.argv[1]))' "$tmp/sdist") >"$tmp/sdist.name" || fail "build_sdist failed"
+"$tmp/venv/bin/python" -m pip uninstall --quiet --yes sbsh >/dev/null
+pip_install "$tmp/sdist/$(cat "$tmp/sdist.name")"
+# On Python 3.10, which has no tomllib, the backend reads pyproject.toml itself: the same.
+(cd "$tmp/pkg" && "$python" -c 'import sys, tomllib; sys.path.insert(0, "backend"); import sbsh_build
+text = open("pyproject.toml").read()
+assert sbsh_build._read_toml_subset(text) == tomllib.loads(text), sbsh_build._read_toml_subset(text)') ||
+  fail "the backend's own reader of pyproject.toml differs from tomllib"
 cd "$tmp"  # not the source tree: the installed package must be the one imported
 LD_LIBRARY_PATH=$build/client "$tmp/venv/bin/python" - "$sock" "$tmp/venv" <<'PY' || fail "the package installed by pip"
 import asyncio

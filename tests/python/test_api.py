@@ -243,6 +243,81 @@ class ApiTest(DaemonTestCase):
         self.assertIn("set root or snapshot too", str(e.exception))
         self.assertNotIn("api-bad", [x.name for x in self.c.sessions()])
 
+    # -- what reaches libsbsh as a C string --
+
+    def test_a_nul_in_any_path_name_or_argument_raises_value_error(self):
+        # A C string ends at its first NUL: cut there, "in.txt\0/../../../etc/passwd" named
+        # in.txt. Every binding refuses it before anything is sent.
+        root = os.path.join(self.d.dir, "api-nul")
+        os.makedirs(root)
+        with open(os.path.join(root, "in.txt"), "w") as f:
+            f.write("inside\n")
+        self.c.create_session("api-nul", root=root)
+        evil = "in.txt\x00/../../../etc/passwd"
+        calls = {
+            "read_file": lambda: self.c.read_file(evil, session="api-nul"),
+            "read_file bytes": lambda: self.c.read_file(evil.encode(), session="api-nul"),
+            "read_file_into": lambda: self.c.read_file_into(evil, 1, session="api-nul"),
+            "write_file": lambda: self.c.write_file(evil, b"x", session="api-nul"),
+            "stat_file": lambda: self.c.stat_file(evil, session="api-nul"),
+            "list_files": lambda: self.c.list_files("sub\x00", session="api-nul"),
+            "remove_file": lambda: self.c.remove_file(evil, session="api-nul"),
+            "make_directory": lambda: self.c.make_directory("d\x00x", session="api-nul"),
+            "move_file from": lambda: self.c.move_file(evil, "moved", session="api-nul"),
+            "move_file to": lambda: self.c.move_file("in.txt", "moved\x00x", session="api-nul"),
+            "session": lambda: self.c.read_file("in.txt", session="api-nul\x00x"),
+            "exec command": lambda: self.c.exec("echo ran\x00; rm in.txt", session="api-nul"),
+            "exec cwd": lambda: self.c.exec("pwd", session="api-nul", cwd="/tmp\x00x"),
+            "exec env": lambda: self.c.exec("true", session="api-nul", env={"A": "1\x002"}),
+            "start": lambda: self.c.start("sleep 1\x00x", session="api-nul"),
+            "start name": lambda: self.c.start("true", session="api-nul", name="p\x00x"),
+            "create_session root": lambda: self.c.create_session("api-nul2", root=root + "\x00x"),
+            "create_session init": lambda: self.c.create_session("api-nul2", init=["true\x00x"]),
+            "remove_session": lambda: self.c.remove_session("api-nul\x00x"),
+            "wait": lambda: self.c.wait("p\x00x"),
+            "run_plan path": lambda: self.c.run_plan(os.path.join(root, "plan.yaml\x00x")),
+            "run_plan report": lambda: self.c.run_plan({"stages": []}, report="r\x00x"),
+            "client socket": lambda: sbsh.Client(self.d.sock + "\x00x", autostart=False),
+        }
+        for what, call in calls.items():
+            with self.subTest(what):
+                with self.assertRaises(ValueError) as e:
+                    call()
+                self.assertIn("NUL byte", str(e.exception))
+        with open(os.path.join(root, "in.txt")) as f:
+            self.assertEqual(f.read(), "inside\n")
+        self.assertEqual(sorted(os.listdir(root)), ["in.txt"])
+        self.assertNotIn("api-nul2", [x.name for x in self.c.sessions()])
+        self.assertEqual(self.c.read_file("in.txt", session="api-nul"), b"inside\n")  # the client still serves
+        self.c.remove_session("api-nul")
+
+    def test_file_names_that_are_not_utf8_pass_as_bytes_or_as_os_fsdecode_gives_them(self):
+        root = os.fsencode(os.path.realpath(self.d.dir)) + b"/api-bytes-\xff"
+        os.makedirs(root + b"/d\xe9")
+        with open(root + b"/caf\xe9.txt", "wb") as f:
+            f.write(b"latin-1 name\n")
+        name = b"caf\xe9.txt"
+        self.c.create_session("api-bytes", root=root, cwd=os.fsdecode(root + b"/d\xe9"))
+        self.assertEqual(self.c.read_file(name, session="api-bytes"), b"latin-1 name\n")
+        self.assertEqual(self.c.read_file(os.fsdecode(name), session="api-bytes"), b"latin-1 name\n")
+        self.assertEqual(self.c.stat_file(root + b"/" + name, session="api-bytes").size, 13)
+        self.assertEqual(self.c.write_file(b"new-\xfe", b"written\n", session="api-bytes"), 8)
+        with open(root + b"/new-\xfe", "rb") as f:
+            self.assertEqual(f.read(), b"written\n")
+        # A listing gives such a name as os.fsdecode makes it, which names the file again.
+        listed = {e.path: e for e in self.c.list_files(session="api-bytes")}
+        self.assertIn(os.fsdecode(name), listed)
+        self.assertIn(os.fsdecode(b"new-\xfe"), listed)
+        self.assertEqual(self.c.read_file(listed[os.fsdecode(name)].path, session="api-bytes"), b"latin-1 name\n")
+        self.c.move_file(os.fsdecode(b"new-\xfe"), b"d\xe9/moved-\xfd", session="api-bytes")
+        self.assertTrue(os.path.exists(root + b"/d\xe9/moved-\xfd"))
+        r = self.c.exec("pwd; cat moved-*", session="api-bytes", cwd=root + b"/d\xe9", check=True)
+        self.assertEqual(r.stdout, root + b"/d\xe9\nwritten\n")
+        r = self.c.exec(b"ls ../caf\xe9.txt", session="api-bytes", check=True)  # the session's own cwd
+        self.assertEqual(r.stdout, b"../caf\xe9.txt\n")
+        self.c.remove_file(b"d\xe9/moved-\xfd", session="api-bytes")
+        self.c.remove_session("api-bytes")
+
     def test_a_memory_limit_reaches_sbshd(self):
         # Made where sbshd has a cgroup v2 delegated to it, else refused with the reason.
         try:

@@ -40,7 +40,11 @@
  * with malloc and released with sbsh_free.
  *
  * Strings are NUL-terminated UTF-8 unless a length goes with them; output bytes are raw
- * (any byte, NULs included) and always come with their length.
+ * (any byte, NULs included) and always come with their length. A path, name or other
+ * argument given as a C string ends at its first NUL: a binding whose strings carry their
+ * length (Python's) must refuse one holding a NUL rather than pass it cut short (the Python
+ * package raises ValueError). A path is its bytes, UTF-8 or not. Data given with a length
+ * (stdin_data, sbsh_file_write's bytes, a plan's text) may hold any byte.
  *
  * Threads. A connection runs one request at a time and is not thread-safe: use one
  * connection per thread (or guard one with a lock). Different connections may be used from
@@ -546,8 +550,9 @@ SBSH_API int sbsh_file_read_fd(sbsh_conn* conn, const char* session, const char*
 SBSH_API int sbsh_file_read(sbsh_conn* conn, const char* session, const char* path, uint64_t offset, int64_t length,
                             char** data_out, size_t* len_out);
 /* One entry as `sbsh file stat --json` prints it: {"path", "type" (file, dir, symlink, fifo,
- * socket, char, block), "size", "mode" (octal text), "mtime" (RFC 3339), "target" (symlinks)};
- * and a directory's entries ("" or NULL: the root's), recursive: all beneath it, as an array
+ * socket, char, block), "size", "mode" (octal text), "mtime" (RFC 3339), "target" (symlinks),
+ * and "path_base64" / "target_base64", the exact bytes of a path or target that is not valid
+ * UTF-8 (only then: its text has U+FFFD in their place)}; and a directory's entries ("" or NULL: the root's), recursive: all beneath it, as an array
  * of them (`sbsh file ls --json`). malloc'd: release with sbsh_free. */
 SBSH_API int sbsh_file_stat_json(sbsh_conn* conn, const char* session, const char* path, char** json_out);
 SBSH_API int sbsh_file_list_json(sbsh_conn* conn, const char* session, const char* path, int recursive,

@@ -32,6 +32,9 @@ EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_
 
 EnvLike = Union[Mapping[str, str], Sequence[str], None]
 StrOrBytes = Union[str, bytes, "os.PathLike[str]"]
+# A path: str (encoded by os.fsencode, so names that are not UTF-8 pass as os.fsdecode gave
+# them), bytes as given, or a path-like object.
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
 class ExecOpts(ctypes.Structure):
@@ -281,17 +284,26 @@ def text(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace") if b else ""
 
 
-def enc(s: Union[str, bytes, "os.PathLike[str]", None]) -> Optional[bytes]:
+def enc(s: Optional[PathArg]) -> Optional[bytes]:
+    """A path, name or argument as the C string libsbsh takes; None stays None.
+
+    bytes are taken as given; str and path-like objects go through os.fsencode, so a file
+    name that is not UTF-8 (as os.listdir and os.fsdecode give it, with surrogate escapes)
+    reaches sbshd as its own bytes. A NUL byte raises ValueError: a C string ends there, and
+    what follows it would be dropped without a word.
+    """
     if s is None:
         return None
-    if isinstance(s, bytes):
-        return s
-    if isinstance(s, os.PathLike):
-        return os.fsencode(s)
-    return str(s).encode()
+    if not isinstance(s, (str, bytes, os.PathLike)):
+        raise TypeError(f"expected str, bytes or os.PathLike, not {type(s).__name__}")
+    b = s if isinstance(s, bytes) else os.fsencode(s)
+    if b"\0" in b:
+        raise ValueError(f"{s!r} contains a NUL byte, which no path, name or argument can hold (a C string ends "
+                         "there): remove it")
+    return b
 
 
-def str_array(items: Sequence[Union[str, bytes]]) -> Tuple[Any, int]:
+def str_array(items: Sequence[PathArg]) -> Tuple[Any, int]:
     """A char*[] (kept alive by the returned array) and its length."""
     e = [enc(x) for x in items]
     return (ctypes.c_char_p * max(1, len(e)))(*e), len(e)

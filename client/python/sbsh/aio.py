@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union)
 
 from . import _lib
-from ._lib import EnvLike
+from ._lib import EnvLike, PathArg
 from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
 from .types import (DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, OutputChunk, PlanEvent,
@@ -66,8 +66,8 @@ class AsyncClient:
     `await connect()` first and `await close()` at the end.
     """
 
-    def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None,
-                 daemon: Optional[str] = None, host: Optional[str] = None, dial: Optional[Sequence[str]] = None,
+    def __init__(self, socket: Optional[PathArg] = None, autostart: bool = True, lib: Optional[str] = None,
+                 daemon: Optional[PathArg] = None, host: Optional[str] = None, dial: Optional[Sequence[str]] = None,
                  max_connections: int = 32) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -172,7 +172,7 @@ class AsyncClient:
 
     # -- exec --
 
-    async def exec(self, command: Union[str, bytes], session: Optional[str] = None, *, cwd: Optional[str] = None,
+    async def exec(self, command: Union[str, bytes], session: Optional[str] = None, *, cwd: Optional[PathArg] = None,
                    env: EnvLike = None, timeout: Optional[float] = None, stdin: StdinLike = None,
                    on_output: Optional[Callable[[int, bytes], None]] = None, output_limit: Optional[int] = None,
                    grace: Optional[float] = None, detach_after: Optional[float] = None, keep: bool = False,
@@ -263,14 +263,14 @@ class AsyncClient:
         """A handle on the session `name` (nothing is asked of sbshd)."""
         return AsyncSession(self, name)
 
-    async def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
+    async def create_session(self, name: str, cwd: Optional[PathArg] = None, env: EnvLike = None,
                              init: Optional[Sequence[str]] = None, restart: str = "always",
-                             limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
-                             root: Optional[str] = None, setup: Optional[str] = None,
-                             setup_keys: Optional[Sequence[str]] = None, *, confine: bool = False,
-                             allow_write: Optional[Sequence[str]] = None,
-                             allow_read: Optional[Sequence[str]] = None,
-                             read_only: Optional[Sequence[str]] = None, no_network: bool = False,
+                             limits: Optional[Sequence[str]] = None, snapshot: Optional[PathArg] = None,
+                             root: Optional[PathArg] = None, setup: Optional[str] = None,
+                             setup_keys: Optional[Sequence[PathArg]] = None, *, confine: bool = False,
+                             allow_write: Optional[Sequence[PathArg]] = None,
+                             allow_read: Optional[Sequence[PathArg]] = None,
+                             read_only: Optional[Sequence[PathArg]] = None, no_network: bool = False,
                              memory: Optional[int] = None, pids: Optional[int] = None,
                              cpu: Optional[float] = None) -> "AsyncSession":
         """Client.create_session, awaited."""
@@ -317,7 +317,7 @@ class AsyncClient:
     # -- background processes --
 
     async def start(self, command: str, session: Optional[str] = None, name: Optional[str] = None,
-                    cwd: Optional[str] = None, env: EnvLike = None) -> "AsyncProcess":
+                    cwd: Optional[PathArg] = None, env: EnvLike = None) -> "AsyncProcess":
         p = await self._run(lambda c, k: c.start(command, session, name, cwd, env), stoppable=False)
         return AsyncProcess(self, p.id, p.name)
 
@@ -370,8 +370,8 @@ class AsyncClient:
     # -- plans --
 
     async def run_plan(self, plan: PlanLike, *, session: Optional[str] = None, keep_session: bool = False,
-                       output_limit: Optional[int] = None, artifacts: Optional[str] = None,
-                       report: Optional[str] = None, events: Optional[str] = None,
+                       output_limit: Optional[int] = None, artifacts: Optional[PathArg] = None,
+                       report: Optional[PathArg] = None, events: Optional[PathArg] = None,
                        on_event: Optional[Callable[[PlanEvent], None]] = None) -> PlanReport:
         """Client.run_plan, awaited; on_event is called on the event loop's thread. Cancelled,
         the run is cancelled (its report still written) before CancelledError propagates."""
@@ -399,28 +399,28 @@ class AsyncClient:
 
     # -- files and the daemon --
 
-    async def write_file(self, path: str, data: Union[bytes, str], session: Optional[str] = None,
+    async def write_file(self, path: PathArg, data: Union[bytes, str], session: Optional[str] = None,
                          mode: Optional[int] = None, parents: bool = True) -> int:
         return await self._run(lambda c, k: c.write_file(path, data, session, mode, parents), stoppable=False)
 
-    async def read_file(self, path: str, session: Optional[str] = None, offset: int = 0,
+    async def read_file(self, path: PathArg, session: Optional[str] = None, offset: int = 0,
                         length: Optional[int] = None) -> bytes:
         return await self._run(lambda c, k: c.read_file(path, session, offset, length), stoppable=False)
 
-    async def stat_file(self, path: str, session: Optional[str] = None) -> FileInfo:
+    async def stat_file(self, path: PathArg, session: Optional[str] = None) -> FileInfo:
         return await self._run(lambda c, k: c.stat_file(path, session), stoppable=False)
 
-    async def list_files(self, path: str = "", session: Optional[str] = None,
+    async def list_files(self, path: PathArg = "", session: Optional[str] = None,
                          recursive: bool = False) -> List[FileInfo]:
         return await self._run(lambda c, k: c.list_files(path, session, recursive), stoppable=False)
 
-    async def remove_file(self, path: str, session: Optional[str] = None, recursive: bool = False) -> None:
+    async def remove_file(self, path: PathArg, session: Optional[str] = None, recursive: bool = False) -> None:
         await self._run(lambda c, k: c.remove_file(path, session, recursive), stoppable=False)
 
-    async def make_directory(self, path: str, session: Optional[str] = None, parents: bool = False) -> None:
+    async def make_directory(self, path: PathArg, session: Optional[str] = None, parents: bool = False) -> None:
         await self._run(lambda c, k: c.make_directory(path, session, parents), stoppable=False)
 
-    async def move_file(self, src: str, dst: str, session: Optional[str] = None) -> None:
+    async def move_file(self, src: PathArg, dst: PathArg, session: Optional[str] = None) -> None:
         await self._run(lambda c, k: c.move_file(src, dst, session), stoppable=False)
 
     async def status(self) -> DaemonStatus:
@@ -503,7 +503,7 @@ class AsyncSession:
     def exec_stream(self, command: Union[str, bytes], **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
         return self.client.exec_stream(command, self.name, **kwargs)
 
-    async def start(self, command: str, name: Optional[str] = None, cwd: Optional[str] = None,
+    async def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
                     env: EnvLike = None) -> "AsyncProcess":
         return await self.client.start(command, self.name, name, cwd, env)
 

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from . import _lib
-from ._lib import EnvLike
+from ._lib import EnvLike, PathArg
 from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
 from .types import (STDERR, STDOUT, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, PlanEvent,
                     PlanReport, ProcessInfo, SessionDetails, SessionInfo, daemon_status, environment_info, file_info,
@@ -242,9 +242,9 @@ def _with_kept(res: ExecResult, kept: Dict[int, _Kept]) -> ExecResult:
 
 
 def _proc_ref(proc: ProcRef) -> bytes:
-    if isinstance(proc, Process):
-        return str(proc.id).encode()
-    return str(proc).encode()
+    ref = _lib.enc(str(proc.id) if isinstance(proc, Process) else str(proc) if isinstance(proc, int) else proc)
+    assert ref is not None
+    return ref
 
 
 def check_result(command: Union[str, bytes], r: ExecResult) -> ExecResult:
@@ -302,8 +302,8 @@ class Client:
     Raises DaemonUnreachable when no sbshd answers. Close it with close() or a `with` block.
     """
 
-    def __init__(self, socket: Optional[str] = None, autostart: bool = True, lib: Optional[str] = None,
-                 daemon: Optional[str] = None, host: Optional[str] = None,
+    def __init__(self, socket: Optional[PathArg] = None, autostart: bool = True, lib: Optional[str] = None,
+                 daemon: Optional[PathArg] = None, host: Optional[str] = None,
                  dial: Optional[Sequence[str]] = None) -> None:
         self._lib = _lib.load(lib)
         self._conn = ctypes.c_void_p()
@@ -394,7 +394,7 @@ class Client:
 
     # -- exec --
 
-    def exec(self, command: Union[str, bytes], session: Optional[str] = None, *, cwd: Optional[str] = None,
+    def exec(self, command: Union[str, bytes], session: Optional[str] = None, *, cwd: Optional[PathArg] = None,
              env: EnvLike = None, timeout: Optional[float] = None, stdin: StdinLike = None,
              on_output: Optional[OutputCallback] = None, output_limit: Optional[int] = None,
              canceller: Optional[Canceller] = None, grace: Optional[float] = None,
@@ -449,7 +449,7 @@ class Client:
         res = _with_kept(res, kept)
         return check_result(command, res) if check else res
 
-    def _exec_opts(self, command: Union[str, bytes], session: Optional[str], cwd: Optional[str], env: EnvLike,
+    def _exec_opts(self, command: Union[str, bytes], session: Optional[str], cwd: Optional[PathArg], env: EnvLike,
                    timeout: Optional[float], stdin: StdinLike, output_limit: Optional[int], grace: Optional[float],
                    detach_after: Optional[float], keep: bool) -> Tuple[Any, List[Any]]:
         """sbsh_exec_opts for these arguments, and what must outlive the call they go to."""
@@ -556,13 +556,13 @@ class Client:
         by its first command, or by create_session)."""
         return Session(self, name)
 
-    def create_session(self, name: str, cwd: Optional[str] = None, env: EnvLike = None,
+    def create_session(self, name: str, cwd: Optional[PathArg] = None, env: EnvLike = None,
                        init: Optional[Sequence[str]] = None, restart: str = "always",
-                       limits: Optional[Sequence[str]] = None, snapshot: Optional[str] = None,
-                       root: Optional[str] = None, setup: Optional[str] = None,
-                       setup_keys: Optional[Sequence[str]] = None, *, confine: bool = False,
-                       allow_write: Optional[Sequence[str]] = None, allow_read: Optional[Sequence[str]] = None,
-                       read_only: Optional[Sequence[str]] = None, no_network: bool = False,
+                       limits: Optional[Sequence[str]] = None, snapshot: Optional[PathArg] = None,
+                       root: Optional[PathArg] = None, setup: Optional[str] = None,
+                       setup_keys: Optional[Sequence[PathArg]] = None, *, confine: bool = False,
+                       allow_write: Optional[Sequence[PathArg]] = None, allow_read: Optional[Sequence[PathArg]] = None,
+                       read_only: Optional[Sequence[PathArg]] = None, no_network: bool = False,
                        memory: Optional[int] = None, pids: Optional[int] = None,
                        cpu: Optional[float] = None) -> "Session":
         """Defines a session and returns its handle: every new shell of it starts in cwd
@@ -596,7 +596,7 @@ class Client:
                 raise InvalidArgument(f"{key} adds to a confined session's rules: pass confine=True too",
                                       code=_lib.ERR_INVALID, reason="usage")
             for p in paths or ():
-                if not os.fspath(p).startswith("/"):
+                if not os.fsencode(p).startswith(b"/"):
                     raise InvalidArgument(f"{key}: the path {p!r} a confined session is allowed must be absolute "
                                           f"(os.path.abspath gives one)", code=_lib.ERR_INVALID, reason="usage")
         counts = {"memory": memory, "pids": pids}
@@ -614,9 +614,8 @@ class Client:
         self._lib.sbsh_session_spec_init_size(ctypes.byref(spec), ctypes.sizeof(spec))
         keep = [_lib.str_array(_lib.env_list(env)), _lib.str_array(list(init or [])),
                 _lib.str_array(list(limits or [])), _lib.str_array(list(setup_keys or [])),
-                _lib.str_array([os.fspath(p) for p in allow_write or ()]),
-                _lib.str_array([os.fspath(p) for p in allow_read or ()]),
-                _lib.str_array([os.fspath(p) for p in read_only or ()])]
+                _lib.str_array(list(allow_write or ())), _lib.str_array(list(allow_read or ())),
+                _lib.str_array(list(read_only or ()))]
         spec.name, spec.cwd, spec.restart = _lib.enc(name), _lib.enc(cwd), _lib.enc(restart)
         spec.env, spec.env_count = keep[0]
         spec.init, spec.init_count = keep[1]
@@ -706,7 +705,7 @@ class Client:
     # -- background processes --
 
     def start(self, command: str, session: Optional[str] = None, name: Optional[str] = None,
-              cwd: Optional[str] = None, env: EnvLike = None) -> "Process":
+              cwd: Optional[PathArg] = None, env: EnvLike = None) -> "Process":
         """Starts a background process in a session and returns its handle. Its output goes
         to log files (Process.logs, Process.follow); it outlives this Client."""
         envs, ne = _lib.str_array(_lib.env_list(env))
@@ -790,8 +789,8 @@ class Client:
     # -- plans --
 
     def run_plan(self, plan: PlanLike, *, session: Optional[str] = None, keep_session: bool = False,
-                 output_limit: Optional[int] = None, artifacts: Optional[str] = None, report: Optional[str] = None,
-                 events: Optional[str] = None, on_event: Optional[Callable[[PlanEvent], None]] = None,
+                 output_limit: Optional[int] = None, artifacts: Optional[PathArg] = None, report: Optional[PathArg] = None,
+                 events: Optional[PathArg] = None, on_event: Optional[Callable[[PlanEvent], None]] = None,
                  canceller: Optional[Canceller] = None) -> PlanReport:
         """Runs a plan, as `sbsh run` does, in a new session (sbsh(1), PLANS), and returns its
         report: status "passed", "failed" or "cancelled".
@@ -865,7 +864,7 @@ class Client:
     # beneath what a confined session may only read "read_only", a
     # session without a root "no_root", any other failure "file_failed". Bytes are exact.
 
-    def write_file(self, path: str, data: Union[bytes, bytearray, memoryview, str, int, IO[bytes]],
+    def write_file(self, path: PathArg, data: Union[bytes, bytearray, memoryview, str, int, IO[bytes]],
                    session: Optional[str] = None, mode: Optional[int] = None, parents: bool = True) -> int:
         """Writes data (bytes, str as UTF-8, or a file object or descriptor read to its end) to
         path, whole or not at all; returns the bytes written. mode: the permission bits (None:
@@ -883,7 +882,7 @@ class Client:
                        ctypes.byref(n))
             return int(n.value)
 
-    def read_file(self, path: str, session: Optional[str] = None, offset: int = 0,
+    def read_file(self, path: PathArg, session: Optional[str] = None, offset: int = 0,
                   length: Optional[int] = None) -> bytes:
         """The bytes of path (from offset, at most length of them)."""
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -895,7 +894,7 @@ class Client:
         finally:
             self._lib.sbsh_free(out)
 
-    def read_file_into(self, path: str, into: Union[int, IO[bytes]], session: Optional[str] = None, offset: int = 0,
+    def read_file_into(self, path: PathArg, into: Union[int, IO[bytes]], session: Optional[str] = None, offset: int = 0,
                        length: Optional[int] = None) -> int:
         """Copies path's bytes to a file object or descriptor without holding them in memory;
         returns how many."""
@@ -910,24 +909,24 @@ class Client:
                        -1 if length is None else length, ctypes.byref(n))
         return int(n.value)
 
-    def stat_file(self, path: str, session: Optional[str] = None) -> FileInfo:
+    def stat_file(self, path: PathArg, session: Optional[str] = None) -> FileInfo:
         """What path is: type, size, mode, mtime and a symlink's target."""
         return file_info(self._json(self._lib.sbsh_file_stat_json, _lib.enc(session), _lib.enc(path)))
 
-    def list_files(self, path: str = "", session: Optional[str] = None, recursive: bool = False) -> List[FileInfo]:
+    def list_files(self, path: PathArg = "", session: Optional[str] = None, recursive: bool = False) -> List[FileInfo]:
         """A directory's entries, sorted; recursive: all beneath it."""
         return [file_info(d) for d in sequence_of(self._json(self._lib.sbsh_file_list_json, _lib.enc(session),
                                                               _lib.enc(path), int(recursive)))]
 
-    def remove_file(self, path: str, session: Optional[str] = None, recursive: bool = False) -> None:
+    def remove_file(self, path: PathArg, session: Optional[str] = None, recursive: bool = False) -> None:
         with self._busy():
             self._call(self._lib.sbsh_file_remove, _lib.enc(session), _lib.enc(path), int(recursive))
 
-    def make_directory(self, path: str, session: Optional[str] = None, parents: bool = False) -> None:
+    def make_directory(self, path: PathArg, session: Optional[str] = None, parents: bool = False) -> None:
         with self._busy():
             self._call(self._lib.sbsh_file_mkdir, _lib.enc(session), _lib.enc(path), int(parents))
 
-    def move_file(self, src: str, dst: str, session: Optional[str] = None) -> None:
+    def move_file(self, src: PathArg, dst: PathArg, session: Optional[str] = None) -> None:
         with self._busy():
             self._call(self._lib.sbsh_file_move, _lib.enc(session), _lib.enc(src), _lib.enc(dst))
 
@@ -963,7 +962,7 @@ class Session:
         """Client.exec in this session (same keyword arguments)."""
         return self.client.exec(command, self.name, **kwargs)
 
-    def start(self, command: str, name: Optional[str] = None, cwd: Optional[str] = None,
+    def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
               env: EnvLike = None) -> "Process":
         """Starts a background process in this session."""
         return self.client.start(command, self.name, name, cwd, env)

@@ -6,6 +6,8 @@ bytes become U+FFFD).
 """
 from __future__ import annotations
 
+import base64
+import os
 import signal as _signal
 from dataclasses import dataclass
 from datetime import datetime
@@ -225,7 +227,9 @@ class DaemonStatus:
 @dataclass(frozen=True, slots=True)
 class FileInfo:
     """A file beneath a session's root. type: file, dir, symlink, fifo, socket, char or block;
-    mode: the permission bits; target: a symlink's."""
+    mode: the permission bits; target: a symlink's. A path or target that is not UTF-8 is
+    what os.fsdecode makes of its bytes (os.fsencode gives them back), so it names the file
+    again in read_file and the other calls."""
     path: str
     type: str
     size: int
@@ -438,10 +442,18 @@ def daemon_status(d: Mapping[str, Any]) -> DaemonStatus:
                         sessions=tuple(session_info(s) for s in d.get("sessions") or ()))
 
 
+def _name(d: Mapping[str, Any], key: str) -> Optional[str]:
+    """A name or path of a listing: from its exact bytes (KEY_base64) when it is not UTF-8."""
+    raw = d.get(key + "_base64")
+    if raw:
+        return os.fsdecode(base64.b64decode(str(raw)))
+    return _opt_str(d.get(key))
+
+
 def file_info(d: Mapping[str, Any]) -> FileInfo:
-    return FileInfo(path=str(d.get("path", "")), type=str(d.get("type", "")), size=int(d.get("size") or 0),
+    return FileInfo(path=_name(d, "path") or "", type=str(d.get("type", "")), size=int(d.get("size") or 0),
                     mode=int(str(d.get("mode") or "0"), 8), mtime=unix_time(d.get("mtime")),
-                    target=_opt_str(d.get("target")))
+                    target=_name(d, "target"))
 
 
 def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
@@ -457,7 +469,6 @@ def environment_info(d: Mapping[str, Any]) -> EnvironmentInfo:
 
 
 def _output(d: Mapping[str, Any], key: str) -> bytes:
-    import base64
     raw = d.get(key + "_base64")
     if raw:
         return base64.b64decode(str(raw))
