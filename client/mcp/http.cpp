@@ -1,6 +1,10 @@
 // The Streamable HTTP transport: one endpoint, /mcp, on a TCP port or a unix socket, parsed
 // by libhttp-parser on a libuv loop.
 //
+// Who may use it: whoever runs it. A loopback TCP port is open to every local user, so there
+// every request needs the bearer token (--token-file, else the user's own, which cmd_mcp
+// makes in the runtime directory, mode 0600); a unix socket is created private.
+//
 // What a request goes through, in order (each refusal a JSON-RPC error in the body):
 //   path /mcp, else 404; Host and Origin loopback ones unless --allow-remote, else 403 (DNS
 //   rebinding); the bearer token when one is set, else 401 with WWW-Authenticate; then
@@ -379,6 +383,13 @@ int http_server::listen_or_fail() {
     std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);
     return 255;
   }
+  // The token's line first: whoever waits for the URL finds it written already.
+  if (!http_.token.empty())
+    std::fputs(fmt::format("sbsh mcp: every request needs 'Authorization: Bearer TOKEN', TOKEN being the text of "
+                           "{}\n",
+                           http_.token_file)
+                   .c_str(),
+               stderr);
   std::fputs(fmt::format("sbsh mcp: listening on {}\n", url).c_str(), stderr);
   std::fflush(stderr);
   uv_timer_init(loop_, &ticker_);
@@ -668,7 +679,9 @@ void http_server::handle(connection& c, const http_request& r) {
               equal_constant_time(auth->substr(7), http_.token);
     if (!ok)
       return respond_error(c, 401, nullptr, kInvalidRequest,
-                           "Unauthorized: send the token of sbsh mcp --token-file as 'Authorization: Bearer TOKEN'",
+                           fmt::format("Unauthorized: send 'Authorization: Bearer TOKEN', TOKEN being the text of {} "
+                                       "(only the user who runs sbsh mcp can read it)",
+                                       http_.token_file),
                            {"WWW-Authenticate: Bearer realm=\"sbsh\""});
   }
   const std::string* sid = r.header("mcp-session-id");

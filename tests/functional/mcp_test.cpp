@@ -10,18 +10,22 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -236,25 +240,59 @@ http_reply read_reply(int fd) {
   return r;
 }
 
+// Headers that http() and request_head() send unless the call gives its own of that name
+// ("Name:" alone: none at all): the Host of the server under test and its token, which
+// start_http sets.
+std::vector<std::string> http_defaults;
+
+std::string header_name(const std::string& h) {
+  std::string name = h.substr(0, h.find(':'));
+  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+// "METHOD /mcp HTTP/1.1" and its header lines, each of `headers` (where "Name:" alone leaves
+// that header out) and then the defaults it does not name, without the blank line.
+std::string request_head(const std::string& method, const std::vector<std::string>& headers,
+                         const std::string& path = "/mcp") {
+  std::string req = method + " " + path + " HTTP/1.1\r\n";
+  std::set<std::string> named;
+  for (const auto& h : headers) {
+    named.insert(header_name(h));
+    if (!h.ends_with(":")) req += h + "\r\n";
+  }
+  for (const auto& h : http_defaults)
+    if (!named.contains(header_name(h))) req += h + "\r\n";
+  return req;
+}
+
 // Sends one request to `where` (host:port or a socket path) and reads the reply.
 http_reply http(const std::string& where, const std::string& method, const std::string& body,
                 const std::vector<std::string>& headers = {}, const std::string& path = "/mcp") {
   int fd = http_connect(where);
   if (fd < 0) return {};
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-  for (const auto& h : headers) req += h + "\r\n";
+  std::vector<std::string> all = headers;
+  all.emplace_back("Connection: close");
   if (method == "POST") {
-    req += "Content-Type: application/json\r\n";
+    all.emplace_back("Content-Type: application/json");
     bool has_accept = false;
     for (const auto& h : headers) has_accept = has_accept || h.starts_with("Accept:");
-    if (!has_accept) req += "Accept: application/json, text/event-stream\r\n";
+    if (!has_accept) all.emplace_back("Accept: application/json, text/event-stream");
   }
-  req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-  send_all(fd, req);
+  all.push_back("Content-Length: " + std::to_string(body.size()));
+  send_all(fd, request_head(method, all, path) + "\r\n");
   send_all(fd, body);
   http_reply r = read_reply(fd);
   ::close(fd);
   return r;
+}
+
+// The head of a POST of `length` bytes of JSON, with `sid` (a header line), ending in the
+// blank line.
+std::string post_head(const std::string& sid, size_t length) {
+  return request_head("POST", {"Content-Type: application/json", "Accept: application/json, text/event-stream", sid,
+                               "Content-Length: " + std::to_string(length)}) +
+         "\r\n";
 }
 
 json initialize_request() {
@@ -301,8 +339,21 @@ class mcp_test : public daemon_test {
           return false;
         },
         20s);
+    http_defaults = {where.find('/') == std::string::npos ? "Host: " + where : "Host: localhost"};
+    token_file = token_file_named();
+    if (!token_file.empty()) http_defaults.push_back("Authorization: Bearer " + trim(read_file(token_file)));
     return where;
   }
+  // The token file that the server's stderr names, "" when it names none.
+  std::string token_file_named() const {
+    std::string text = read_file(dir + "/mcp.err");
+    constexpr std::string_view kSays = "TOKEN being the text of ";
+    auto at = text.find(kSays);
+    if (at == std::string::npos) return {};
+    at += kSays.size();
+    return text.substr(at, text.find('\n', at) - at);
+  }
+  std::string token_file;
   // A session made by initialize over HTTP: its Mcp-Session-Id header line.
   static std::string http_session(const std::string& where) {
     http_reply r = http(where, "POST", initialize_request().dump());
@@ -628,7 +679,7 @@ TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
   // GET opens the session's SSE stream; DELETE ends the session, and the stream with it.
   int stream = http_connect(where);
   ASSERT_GE(stream, 0);
-  send_all(stream, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + sid + "\r\n\r\n");
+  send_all(stream, request_head("GET", {"Accept: text/event-stream", sid}) + "\r\n");
   EXPECT_EQ(http(where, "GET", "", {"Accept: text/event-stream"}).status, 405);  // no session: no stream
   EXPECT_EQ(http(where, "DELETE", "", {sid}).status, 200);
   http_reply ended = read_reply(stream);
@@ -661,7 +712,8 @@ TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
 TEST_F(mcp_test, http_with_a_token_needs_it_and_remote_needs_a_token) {
   { std::ofstream(dir + "/token") << "0123456789abcdef0123\n"; }
   std::string where = start_http("127.0.0.1:0", {"--token-file", dir + "/token"});
-  http_reply none = http(where, "POST", initialize_request().dump());
+  EXPECT_EQ(token_file, dir + "/token");
+  http_reply none = http(where, "POST", initialize_request().dump(), {"Authorization:"});
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
   EXPECT_TRUE(none.json_body().contains("error"));
@@ -712,10 +764,7 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   int fd = http_connect(where);
   ASSERT_GE(fd, 0);
   std::string body = tool_call(2, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd,
-           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-           "text/event-stream\r\n" +
-               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd, post_head(sid, body.size()) + body);
   pid_t pid = read_pid();
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(pid_alive(pid));
@@ -730,10 +779,7 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   fd = http_connect(where);
   ASSERT_GE(fd, 0);
   body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd,
-           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-           "text/event-stream\r\n" +
-               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd, post_head(sid, body.size()) + body);
   pid = read_pid();
   ASSERT_GT(pid, 0);
   json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};
@@ -751,6 +797,48 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   EXPECT_TRUE(WIFEXITED(http_server_->status()) && WEXITSTATUS(http_server_->status()) == 0) << http_server_->status();
 }
 
+// What a process of another user gets: the status of `request`, sent by a child that became
+// uid 65534 (nobody) before it connected, and whether it could open the token file. Needs
+// root (setresuid); status 0 when the child could not say.
+struct foreign_result {
+  int status = 0;
+  bool read_token = true;
+};
+foreign_result as_nobody(const std::string& where, const std::string& request, const std::string& token_path) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    char out[4] = {'?', '0', '0', '0'};  // 'r' or 'n' (token file readable or not), the status's digits
+    if (::setgroups(0, nullptr) == 0 && ::setresgid(65534, 65534, 65534) == 0 &&
+        ::setresuid(65534, 65534, 65534) == 0) {
+      int tf = ::open(token_path.c_str(), O_RDONLY | O_CLOEXEC);
+      out[0] = tf >= 0 ? 'r' : 'n';
+      int fd = http_connect(where);
+      char head[16] = {};
+      // A server that refuses at once may close before it has read the request: read its
+      // answer whether or not the request was all sent.
+      if (fd >= 0) (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      if (fd >= 0 && ::read(fd, head, sizeof head - 1) >= 12) std::memcpy(out + 1, head + 9, 3);  // "HTTP/1.1 401 ..."
+    }
+    (void)!::write(p[1], out, sizeof out);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  foreign_result r;
+  char in[4];
+  pollfd pf{p[0], POLLIN, 0};
+  if (::poll(&pf, 1, 30000) == 1 && ::read(p[0], in, sizeof in) == 4) {
+    r.read_token = in[0] != 'n';
+    r.status = std::atoi(std::string(in + 1, 3).c_str());
+  }
+  ::close(p[0]);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return r;
+}
+
 TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   std::string path = dir + "/mcp.sock";
   std::string where = start_http(path);
@@ -764,6 +852,64 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
   EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
 }
+
+
+TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_it) {
+  std::string where = start_http();
+  // The token: made in the runtime directory, 0600, this user's, 32 random bytes in hex.
+  std::string path = dir + "/run/sbsh/mcp-token";
+  ASSERT_EQ(token_file, path) << read_file(dir + "/mcp.err");
+  struct stat st{};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, ::getuid());
+  std::string token = trim(read_file(path));
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+
+  http_reply none = http(where, "POST", initialize_request().dump(), {"Authorization:"});
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
+  EXPECT_NE(none.body.find(path), std::string::npos) << none.body;  // says where the token is
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + std::string(64, 'a')}).status,
+            401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + token.substr(1)}).status,
+            401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Basic " + token}).status, 401);
+  // Stateless requests too, and nothing runs for them.
+  http_reply call = http(where, "POST", tool_call(2, "run_command", {{"command", "touch " + dir + "/ran"}}, modern_meta()).dump(),
+                         {"Authorization:", "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call",
+                          "Mcp-Name: run_command"});
+  EXPECT_EQ(call.status, 401);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
+  // With it: served.
+  EXPECT_EQ(http(where, "POST", initialize_request().dump()).status, 200);
+
+  // Another user, without the token (which it cannot read), is refused.
+  if (::getuid() == 0) {
+    std::string body = initialize_request().dump();
+    std::string req = request_head("POST", {"Authorization:", "Content-Type: application/json",
+                                            "Accept: application/json", "Connection: close",
+                                            "Content-Length: " + std::to_string(body.size())}) +
+                      "\r\n" + body;
+    foreign_result nobody = as_nobody(where, req, path);
+    EXPECT_EQ(nobody.status, 401);
+    EXPECT_FALSE(nobody.read_token);
+  }
+
+  // A second server reuses the token; one in a file others could read is replaced. (One that
+  // cannot listen, on port 99999, has read or made the token first.)
+  run_result again = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:99999"});
+  EXPECT_NE(again.code, 0);
+  EXPECT_EQ(trim(read_file(path)), token);
+  ::chmod(path.c_str(), 0644);
+  again = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:99999"});
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_NE(trim(read_file(path)), token);
+}
+
 
 }  // namespace mcp_tests
 }  // namespace sbsh::test
