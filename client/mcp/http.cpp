@@ -6,8 +6,10 @@
 // makes in the runtime directory, mode 0600); a unix socket is created private.
 //
 // What a request goes through, in order (each refusal a JSON-RPC error in the body):
-//   path /mcp, else 404; Host and Origin loopback ones unless --allow-remote, else 403 (DNS
-//   rebinding); the bearer token when one is set, else 401 with WWW-Authenticate; then
+//   path /mcp, else 404; exactly one Host header, else 400; unless --allow-remote, a Host
+//   that is exactly this server's address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT) and
+//   an Origin, when present, that is exactly http://one-of-those, else 403 (DNS rebinding);
+//   the bearer token when one is set, else 401 with WWW-Authenticate; then
 //   POST: one JSON-RPC message of at most kMaxMessage bytes (413), Accept naming JSON or SSE
 //     (406). 2026-07-28 requests (the revision in _meta) are stateless: MCP-Protocol-Version,
 //     Mcp-Method and, for tools/call, Mcp-Name must match the body (400, -32020), an unknown
@@ -23,6 +25,7 @@
 #include <fcntl.h>
 #include <http_parser.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -60,7 +63,9 @@ std::string lower(std::string s) {
 struct http_request {
   unsigned method = 0;
   std::string url;
-  std::map<std::string, std::string> headers;  // lower-case names
+  std::vector<std::pair<std::string, std::string>> fields;  // as they arrive, names in lower case
+  std::map<std::string, std::string> headers;                // once all have: repeated ones joined by ", "
+  std::map<std::string, int> counts;                         // how often each name came
   std::string body;
   bool keep_alive = true;
   bool too_large = false;
@@ -68,32 +73,45 @@ struct http_request {
     auto it = headers.find(name);
     return it == headers.end() ? nullptr : &it->second;
   }
+  [[nodiscard]] int count(const std::string& name) const {
+    auto it = counts.find(name);
+    return it == counts.end() ? 0 : it->second;
+  }
 };
 
-// "localhost", "127.0.0.1" (any of 127/8), "::1" or "[::1]", with an optional port.
-bool loopback_host(std::string host) {
-  host = lower(host);
-  if (!host.empty() && host[0] == '[') {
-    auto close = host.find(']');
-    if (close == std::string::npos) return false;
-    return host.substr(1, close - 1) == "::1";
+// An Origin as this server matches it: "http://HOST[:PORT]" and nothing more (no userinfo,
+// path, query or fragment), as "host:port" in lower case with the port made explicit
+// (http's 80 when absent); nullopt for anything else, such as "null" or another scheme.
+std::optional<std::string> origin_authority(const std::string& origin) {
+  std::string o = lower(origin);
+  constexpr std::string_view scheme = "http://";
+  if (!o.starts_with(scheme)) return std::nullopt;
+  std::string rest = o.substr(scheme.size());
+  if (rest.empty() || rest.find_first_of("@/?#\\ %") != std::string::npos) return std::nullopt;
+  std::string host = rest, port = "80";
+  if (rest[0] == '[') {
+    auto close = rest.find(']');
+    if (close == std::string::npos) return std::nullopt;
+    host = rest.substr(0, close + 1);
+    std::string after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return std::nullopt;
+      port = after.substr(1);
+    }
+  } else if (auto colon = rest.find(':'); colon != std::string::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
   }
-  if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) host.resize(colon);
-  if (host == "localhost" || host == "::1") return true;
-  in_addr a{};
-  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+  if (host.empty() || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return host + ":" + std::to_string(std::stoul(port));
 }
 
-// An Origin such as http://localhost:8080.
-bool loopback_origin(const std::string& origin) {
-  std::string o = lower(origin);
-  for (std::string_view scheme : {"http://", "https://"})
-    if (o.starts_with(scheme)) {
-      std::string host = o.substr(scheme.size());
-      if (auto slash = host.find('/'); slash != std::string::npos) host.resize(slash);
-      return loopback_host(host);
-    }
-  return false;
+// Hosts a browser may name a page on this machine by, for a server on a unix socket (which
+// has no port of its own to match).
+bool loopback_name(const std::string& authority) {
+  std::string host = authority.substr(0, authority.rfind(':'));
+  return host == "localhost" || host == "127.0.0.1" || host == "[::1]";
 }
 
 // Client text quoted in an error: at most 200 bytes (the JSON writer escapes it).
@@ -108,10 +126,7 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
 
 std::string random_id() {
   unsigned char b[16];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? ::read(fd, b, sizeof b) : -1;
-  if (fd >= 0) ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof b)) return {};
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return {};
   std::string s;
   for (unsigned char c : b) s += fmt::format("{:02x}", c);
   return s;
@@ -163,8 +178,7 @@ struct connection {
   uint64_t id = 0;
   http_parser parser{};
   http_request cur;
-  std::string last_field;
-  bool in_value = false;
+  bool in_field = false;  // the last header callback was a name's
   size_t header_bytes = 0;
   std::deque<http_request> queue;
   bool busy = false;  // a response is under way
@@ -210,6 +224,7 @@ class http_server {
   // listens. A libuv status, or kRefused once the reason is printed.
   int bind_unix(const std::string& where, std::string& url);
   int bind_tcp(const std::string& where, std::string& url);
+  void allow_authorities(const std::string& host, int port);
   static constexpr int kRefused = 1;
   void stop();
 
@@ -221,11 +236,15 @@ class http_server {
   static int on_url(http_parser* p, const char* at, size_t len);
   static int on_header_field(http_parser* p, const char* at, size_t len);
   static int on_header_value(http_parser* p, const char* at, size_t len);
+  static int on_headers_complete(http_parser* p);
   static int on_body(http_parser* p, const char* at, size_t len);
   static int on_message_complete(http_parser* p);
 
   void next_request(connection& c);
   void handle(connection& c, const http_request& r);
+  // Host, Origin and the token: false once it has answered the request with a refusal.
+  bool admit(connection& c, const http_request& r);
+  void handle_get(connection& c, const http_request& r);
   void handle_post(connection& c, const http_request& r);
   void write(connection& c, std::string data);
   void respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra = {});
@@ -248,6 +267,10 @@ class http_server {
     uv_handle_t handle;
   } listener_{};
   bool listening_ = false;  // the listener handle exists
+  // What Host and Origin must name, "host:port" in lower case (the port left out too when it
+  // is 80): this server's own address. Empty on a unix socket.
+  std::set<std::string> authorities_;
+  std::string authority_text_;  // those, for an error
   bool owns_path_ = false;  // the unix socket at the path is ours, to remove at the end
   uv_timer_t ticker_{};
   uv_signal_t sigint_{}, sigterm_{};
@@ -350,19 +373,34 @@ int http_server::bind_tcp(const std::string& where, std::string& url) {
     int len = sizeof bound;
     uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
     int real_port;
+    std::string host;
     if (bound.ss_family == AF_INET) {
       auto* a = reinterpret_cast<sockaddr_in*>(&bound);
       inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
       real_port = ntohs(a->sin_port);
-      url = fmt::format("http://{}:{}/mcp", text, real_port);
+      host = text;
     } else {
       auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
       inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
       real_port = ntohs(a->sin6_port);
-      url = fmt::format("http://[{}]:{}/mcp", text, real_port);
+      host = fmt::format("[{}]", text);
     }
+    url = fmt::format("http://{}:{}/mcp", host, real_port);
+    allow_authorities(host, real_port);
   }
   return rc;
+}
+
+// The names a client may give this server by: its address, and localhost for 127.0.0.1 and
+// ::1 (the only addresses localhost names without a lookup).
+void http_server::allow_authorities(const std::string& host, int port) {
+  std::vector<std::string> names{lower(host)};
+  if (host == "127.0.0.1" || host == "[::1]") names.emplace_back("localhost");
+  for (const auto& name : names) {
+    authorities_.insert(fmt::format("{}:{}", name, port));
+    if (port == 80) authorities_.insert(name);
+    authority_text_ += (authority_text_.empty() ? "" : " or ") + fmt::format("{}:{}", name, port);
+  }
 }
 
 int http_server::listen_or_fail() {
@@ -371,6 +409,7 @@ int http_server::listen_or_fail() {
   settings_.on_url = on_url;
   settings_.on_header_field = on_header_field;
   settings_.on_header_value = on_header_value;
+  settings_.on_headers_complete = on_headers_complete;
   settings_.on_body = on_body;
   settings_.on_message_complete = on_message_complete;
 
@@ -478,7 +517,7 @@ void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
       return;
     }
     c->close_after = true;
-    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.headers.size() > kMaxHeaders;
+    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.fields.size() >= kMaxHeaders;
     self->respond_error(*c, big ? 431 : 400, nullptr, kInvalidRequest,
                         big ? fmt::format("request headers too large (at most {} headers, {} bytes)", kMaxHeaders,
                                           kMaxHeaderBytes)
@@ -495,8 +534,7 @@ void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
 int http_server::on_message_begin(http_parser* p) {
   auto* c = static_cast<connection*>(p->data);
   c->cur = http_request{};
-  c->last_field.clear();
-  c->in_value = false;
+  c->in_field = false;
   c->header_bytes = 0;
   return 0;
 }
@@ -509,13 +547,19 @@ int http_server::on_url(http_parser* p, const char* at, size_t len) {
   return 0;
 }
 
+// A header's name may come in pieces, and so may its value: a name after a value (or the
+// first one) starts a new field. A field without a value stays, with an empty one, so that
+// an empty repeated header is still counted.
 int http_server::on_header_field(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
   c->header_bytes += len;
   if (c->header_bytes > kMaxHeaderBytes) return 1;
-  if (c->in_value) c->last_field.clear();
-  c->in_value = false;
-  c->last_field.append(at, len);
+  if (!c->in_field) {
+    if (c->cur.fields.size() >= kMaxHeaders) return 1;
+    c->cur.fields.emplace_back();
+  }
+  c->in_field = true;
+  c->cur.fields.back().first += lower(std::string(at, len));
   return 0;
 }
 
@@ -523,14 +567,21 @@ int http_server::on_header_value(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
   c->header_bytes += len;
   if (c->header_bytes > kMaxHeaderBytes) return 1;
-  std::string name = lower(c->last_field);
-  if (!c->in_value) {
-    if (c->cur.headers.size() >= kMaxHeaders && !c->cur.headers.contains(name)) return 1;
+  c->in_field = false;
+  if (!c->cur.fields.empty()) c->cur.fields.back().second.append(at, len);
+  return 0;
+}
+
+int http_server::on_headers_complete(http_parser* p) {
+  auto* c = static_cast<connection*>(p->data);
+  for (auto& [name, value] : c->cur.fields) {
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+    ++c->cur.counts[name];
     auto& v = c->cur.headers[name];
-    if (!v.empty()) v += ", ";  // a repeated header: its values in one list
+    if (c->cur.counts[name] > 1) v += ", ";  // a repeated header: its values in one list
+    v += value;
   }
-  c->in_value = true;
-  c->cur.headers[name].append(at, len);
+  c->cur.fields.clear();
   return 0;
 }
 
@@ -659,51 +710,59 @@ void http_server::end_session(const std::string& sid) {
   sessions_.erase(s);
 }
 
-void http_server::handle(connection& c, const http_request& r) {
-  std::string path = r.url.substr(0, r.url.find('?'));
-  if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
+bool http_server::admit(connection& c, const http_request& r) {
+  const std::string* host = r.header("host");
+  if (r.count("host") != 1 || host->empty()) {
+    respond_error(c, 400, nullptr, kInvalidRequest,
+                  fmt::format("Bad Request: give exactly one Host header, not {}{}", r.count("host"),
+                              authority_text_.empty() ? "" : fmt::format(" (Host: {})", authority_text_)));
+    return false;
+  }
   if (!http_.allow_remote) {
-    const std::string* host = r.header("host");
-    if (host != nullptr && !loopback_host(*host) && http_.listen.find('/') == std::string::npos)
-      return respond_error(c, 403, nullptr, kInvalidRequest,
-                           fmt::format("Forbidden: Host '{}' is not this host (DNS rebinding protection)", *host));
-    const std::string* origin = r.header("origin");
-    if (origin != nullptr && !loopback_origin(*origin))
-      return respond_error(c, 403, nullptr, kInvalidRequest,
-                           fmt::format("Forbidden: Origin '{}' may not use this server (only loopback origins may)",
-                                       clip(*origin)));
+    // Against DNS rebinding (a web page whose name resolves to this address): the whole Host,
+    // and the whole Origin, must name this server.
+    if (!authorities_.empty() && !authorities_.contains(lower(*host))) {
+      respond_error(c, 403, nullptr, kInvalidRequest,
+                    fmt::format("Forbidden: Host '{}' is not this server's address; give Host: {} (DNS rebinding "
+                                "protection)",
+                                clip(*host), authority_text_));
+      return false;
+    }
+    if (const std::string* origin = r.header("origin"); origin != nullptr) {
+      auto authority = r.count("origin") == 1 ? origin_authority(*origin) : std::nullopt;
+      bool ok = authority && (authorities_.empty() ? loopback_name(*authority) : authorities_.contains(*authority));
+      if (!ok) {
+        respond_error(c, 403, nullptr, kInvalidRequest,
+                      fmt::format("Forbidden: Origin '{}' may not use this server; only http://{} may (DNS rebinding "
+                                  "protection)",
+                                  clip(*origin), authorities_.empty() ? "localhost" : authority_text_));
+        return false;
+      }
+    }
   }
   if (!http_.token.empty()) {
     const std::string* auth = r.header("authorization");
-    bool ok = auth != nullptr && auth->size() > 7 && lower(auth->substr(0, 7)) == "bearer " &&
-              equal_constant_time(auth->substr(7), http_.token);
-    if (!ok)
-      return respond_error(c, 401, nullptr, kInvalidRequest,
-                           fmt::format("Unauthorized: send 'Authorization: Bearer TOKEN', TOKEN being the text of {} "
-                                       "(only the user who runs sbsh mcp can read it)",
-                                       http_.token_file),
-                           {"WWW-Authenticate: Bearer realm=\"sbsh\""});
+    bool ok = auth != nullptr && r.count("authorization") == 1 && auth->size() > 7 &&
+              lower(auth->substr(0, 7)) == "bearer " && equal_constant_time(auth->substr(7), http_.token);
+    if (!ok) {
+      respond_error(c, 401, nullptr, kInvalidRequest,
+                    fmt::format("Unauthorized: send 'Authorization: Bearer TOKEN', TOKEN being the text of {} (only "
+                                "the user who runs sbsh mcp can read it)",
+                                http_.token_file),
+                    {"WWW-Authenticate: Bearer realm=\"sbsh\""});
+      return false;
+    }
   }
+  return true;
+}
+
+void http_server::handle(connection& c, const http_request& r) {
+  std::string path = r.url.substr(0, r.url.find('?'));
+  if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
+  if (!admit(c, r)) return;
   const std::string* sid = r.header("mcp-session-id");
   if (r.method == HTTP_POST) return handle_post(c, r);
-  if (r.method == HTTP_GET) {
-    const std::string* accept = r.header("accept");
-    if (accept == nullptr || accept->find("text/event-stream") == std::string::npos)
-      return respond_error(c, 406, nullptr, kInvalidRequest,
-                           "Not Acceptable: GET /mcp is an SSE stream; accept "
-                           "text/event-stream");
-    if (sid == nullptr)
-      return respond_error(c, 405, nullptr, kInvalidRequest,
-                           "Method Not Allowed: GET /mcp opens a session's stream; give Mcp-Session-Id",
-                           {"Allow: POST, DELETE"});
-    auto s = sessions_.find(*sid);
-    if (s == sessions_.end()) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
-    c.get_stream_session = *sid;
-    s->second.streams.insert(&c);
-    start_sse(c, {});
-    write(c, fmt::format("{:x}\r\n{}\r\n", 3, ":\n\n"));  // a comment, so the client sees the stream open
-    return;
-  }
+  if (r.method == HTTP_GET) return handle_get(c, r);
   if (r.method == HTTP_DELETE) {
     if (sid == nullptr)
       return respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: DELETE needs Mcp-Session-Id",
@@ -714,6 +773,25 @@ void http_server::handle(connection& c, const http_request& r) {
   }
   respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: use POST, GET or DELETE",
                 {"Allow: POST, GET, DELETE"});
+}
+
+// A session's SSE stream.
+void http_server::handle_get(connection& c, const http_request& r) {
+  const std::string* sid = r.header("mcp-session-id");
+  const std::string* accept = r.header("accept");
+  if (accept == nullptr || accept->find("text/event-stream") == std::string::npos)
+    return respond_error(c, 406, nullptr, kInvalidRequest,
+                         "Not Acceptable: GET /mcp is an SSE stream; accept text/event-stream");
+  if (sid == nullptr)
+    return respond_error(c, 405, nullptr, kInvalidRequest,
+                         "Method Not Allowed: GET /mcp opens a session's stream; give Mcp-Session-Id",
+                         {"Allow: POST, DELETE"});
+  auto s = sessions_.find(*sid);
+  if (s == sessions_.end()) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
+  c.get_stream_session = *sid;
+  s->second.streams.insert(&c);
+  start_sse(c, {});
+  write(c, fmt::format("{:x}\r\n{}\r\n", 3, ":\n\n"));  // a comment, so the client sees the stream open
 }
 
 void http_server::handle_post(connection& c, const http_request& r) {
@@ -774,7 +852,7 @@ void http_server::handle_post(connection& c, const http_request& r) {
       end_session(oldest->first);
     }
     std::string id = random_id();
-    if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read /dev/urandom for a session id");
+    if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read random bytes for a session id");
     peer = &sessions_[id].peer;
     sessions_[id].last_used = ++requests_;
     extra.push_back("Mcp-Session-Id: " + id);

@@ -702,8 +702,12 @@ TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
   http_reply evil = http(where, "POST", request(2, "ping").dump(), {sid, "Origin: http://evil.example.com"});
   EXPECT_EQ(evil.status, 403);
   EXPECT_TRUE(evil.json_body().contains("error")) << evil.body;
-  EXPECT_EQ(http(where, "POST", request(3, "ping").dump(), {sid, "Origin: http://localhost:1234"}).status, 200);
-  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://[::1]:1234"}).status, 200);
+  std::string port = where.substr(where.rfind(':') + 1);
+  EXPECT_EQ(http(where, "POST", request(3, "ping").dump(), {sid, "Origin: http://localhost:" + port}).status, 200);
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://127.0.0.1:" + port}).status, 200);
+  // Loopback, but not this server: another port, another address.
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://localhost:1234"}).status, 403);
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://[::1]:" + port}).status, 403);
   // Still serving.
   http_reply ok = http(where, "POST", tool_call(5, "run_command", {{"command", "echo alive"}}).dump(), {sid});
   EXPECT_EQ(ok.json_body()["result"]["structuredContent"]["stdout"], "alive\n");
@@ -910,6 +914,41 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
   EXPECT_NE(trim(read_file(path)), token);
 }
 
+
+TEST_F(mcp_test, http_refuses_hosts_and_origins_that_are_not_exactly_its_own) {
+  std::string where = start_http();
+  std::string port = where.substr(where.rfind(':') + 1);
+  std::string ping = request(1, "ping", {{"_meta", modern_meta()}}).dump();
+  std::vector<std::string> modern{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: ping"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), modern.begin(), modern.end());
+    return http(where, "POST", ping, extra);
+  };
+  EXPECT_EQ(with({}).status, 200);
+  EXPECT_EQ(with({"Host: localhost:" + port}).status, 200);
+  EXPECT_EQ(with({"Host: LOCALHOST:" + port}).status, 200);
+  http_reply longer = with({"Host: 127.0.0.1:" + port + ".evil.example"});
+  EXPECT_EQ(longer.status, 403);
+  EXPECT_NE(longer.body.find("Host"), std::string::npos) << longer.body;
+  EXPECT_EQ(with({"Host: evil.example"}).status, 403);
+  EXPECT_EQ(with({"Host: 127.0.0.1"}).status, 403);          // no port
+  EXPECT_EQ(with({"Host: 127.0.0.1:1"}).status, 403);        // another port
+  EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: evil.example"}).status, 400);
+  EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: 127.0.0.1:" + port}).status, 400);
+  http_reply nohost = with({"Host:"});
+  EXPECT_EQ(nohost.status, 400);
+  EXPECT_NE(nohost.body.find("Host"), std::string::npos) << nohost.body;
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port}).status, 200);
+  http_reply userinfo = with({"Origin: http://127.0.0.1:1@evil.example"});
+  EXPECT_EQ(userinfo.status, 403);
+  EXPECT_NE(userinfo.body.find("Origin"), std::string::npos) << userinfo.body;
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + "@evil.example"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + ".evil.example"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + "/path"}).status, 403);
+  EXPECT_EQ(with({"Origin: https://127.0.0.1:" + port}).status, 403);
+  EXPECT_EQ(with({"Origin: null"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port, "Origin: http://evil.example"}).status, 403);
+}
 
 }  // namespace mcp_tests
 }  // namespace sbsh::test
