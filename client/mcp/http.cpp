@@ -19,8 +19,15 @@
 //     when it asked for progress (or accepts nothing else).
 //   GET: a session's SSE stream (this server sends nothing on it unasked; it stays open).
 //   DELETE: ends a session.
-// A connection that closes while it carries a call cancels the call. Bounds: 64 connections,
-// 64 headers, the body cap, 256 sessions.
+// A connection that closes while it carries a call cancels the call.
+//
+// No client can lock out another: headers must arrive within kHeaderMs and a body within
+// kBodyMs (408), an idle keep-alive connection closes after kIdleMs; at kMaxConnections (or
+// kMaxPerAddress from one non-loopback address) a new connection closes the oldest one that
+// carries no call and no stream, those that never completed a request first; SSE streams
+// are capped apart (kMaxStreams, kMaxStreamsPerSession); and a new session never ends a live
+// one: at kMaxSessions only a session idle for kSessionIdleMs makes room, else 503 with
+// Retry-After.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <http_parser.h>
@@ -49,11 +56,20 @@ namespace sbsh::mcp {
 
 namespace {
 
-constexpr size_t kMaxConnections = 64;
+// Connections that carry no call and no stream are closed to make room, so these caps hold
+// the calls (kMaxCalls) and the streams with room to spare for new requests.
+constexpr size_t kMaxConnections = 256;
+constexpr size_t kMaxPerAddress = 32;  // from one non-loopback address (--allow-remote)
+constexpr size_t kMaxStreams = 32;     // GET streams, all sessions together
+constexpr size_t kMaxStreamsPerSession = 4;
 constexpr size_t kMaxHeaders = 64;
 constexpr size_t kMaxHeaderBytes = size_t{64} * 1024;
 constexpr size_t kMaxSessions = 256;
 constexpr size_t kMaxQueued = 8;  // pipelined requests waiting on one connection
+constexpr uint64_t kHeaderMs = 10'000;         // from a request's first byte (or the accept) to its last header
+constexpr uint64_t kBodyMs = 30'000;           // from the last header to the body's end
+constexpr uint64_t kIdleMs = 60'000;           // a keep-alive connection between requests
+constexpr uint64_t kSessionIdleMs = 600'000;   // a session unused this long may make room for a new one
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -162,7 +178,7 @@ class http_server;
 
 struct http_session {
   peer_state peer;
-  uint64_t last_used = 0;                // a counter of requests, for evicting the least recently used
+  uint64_t last_used = 0;                // uv_now of its last request
   std::set<struct connection*> streams;  // GET streams
 };
 
@@ -186,6 +202,17 @@ struct connection {
   bool closing = false;
   bool close_after = false;        // once the response under way is written
   std::string get_stream_session;  // non-empty: this is a session's GET stream
+  std::string call_session;        // the session of the request under way, if any
+  std::string address;             // the peer's, for kMaxPerAddress; empty on loopback and unix sockets
+  // Deadlines (uv_now, 0: none), checked by the ticker while no response is under way.
+  uint64_t header_deadline = 0;  // set at the accept and at a request's first byte
+  uint64_t body_deadline = 0;    // set when its headers are complete
+  uint64_t idle_since = 0;       // the end of the last response
+  uint64_t accepted = 0;
+  bool served = false;      // a request has been answered on it
+  bool in_message = false;  // a request's first byte has come, its last not yet
+  // Whether closing it to make room ends nothing a client waits for.
+  [[nodiscard]] bool idle() const { return !busy && !closing && queue.empty() && get_stream_session.empty(); }
 };
 
 struct write_req {
@@ -240,12 +267,20 @@ class http_server {
   static int on_body(http_parser* p, const char* at, size_t len);
   static int on_message_complete(http_parser* p);
 
+  // Accepting: who the peer is (its address, for the cap), and room for it.
+  void note_peer(connection& c);
+  bool make_room(const connection& fresh);
+  void sweep();  // the ticker's: requests too slow, connections idle too long
+  void time_out(connection& c, const char* what, uint64_t ms);
+
   void next_request(connection& c);
   void handle(connection& c, const http_request& r);
   // Host, Origin and the token: false once it has answered the request with a refusal.
   bool admit(connection& c, const http_request& r);
   void handle_get(connection& c, const http_request& r);
   void handle_post(connection& c, const http_request& r);
+  // initialize's new session, or null once it has answered (503) that there is no room.
+  http_session* new_session(connection& c, const json& id, std::string& sid);
   void write(connection& c, std::string data);
   void respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra = {});
   void respond_error(connection& c, int status, const json& id, int code, const std::string& message,
@@ -277,7 +312,6 @@ class http_server {
   std::map<connection*, std::unique_ptr<connection>> conns_;
   std::map<std::string, http_session> sessions_;
   uint64_t next_id_ = 1;
-  uint64_t requests_ = 0;
   bool stopping_ = false;
   bool started_ = false;  // the ticker and signal handles exist
   http_parser_settings settings_{};
@@ -434,7 +468,13 @@ int http_server::listen_or_fail() {
   uv_timer_init(loop_, &ticker_);
   ticker_.data = this;
   uv_timer_start(
-      &ticker_, [](uv_timer_t* t) { static_cast<http_server*>(t->data)->core_.tick(); }, 500, 500);
+      &ticker_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<http_server*>(t->data);
+        self->core_.tick();
+        self->sweep();
+      },
+      500, 500);
   for (auto* s : {&sigint_, &sigterm_}) {
     uv_signal_init(loop_, s);
     s->data = this;
@@ -474,6 +514,8 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   connection* raw = c.get();
   raw->srv = self;
   raw->id = self->next_id_++;
+  raw->accepted = uv_now(self->loop_);
+  raw->header_deadline = raw->accepted + kHeaderMs;
   if (s->type == UV_NAMED_PIPE) uv_pipe_init(self->loop_, &raw->h.pipe, 0);
   else uv_tcp_init(self->loop_, &raw->h.tcp);
   raw->h.handle.data = raw;
@@ -484,13 +526,86 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   }
   http_parser_init(&raw->parser, HTTP_REQUEST);
   raw->parser.data = raw;
-  if (self->conns_.size() > kMaxConnections) {
+  self->note_peer(*raw);
+  if (!self->make_room(*raw)) {
     raw->close_after = true;
     self->respond_error(*raw, 503, nullptr, kInternalError,
-                        fmt::format("too many connections (at most {}); try again later", kMaxConnections));
+                        fmt::format("too many connections carrying calls or streams (at most {}); try again later",
+                                    kMaxConnections),
+                        {"Retry-After: 5"});
     return;
   }
   uv_read_start(&raw->h.stream, on_alloc, on_read);
+}
+
+// A TCP peer's address, kept when it is not loopback, for kMaxPerAddress.
+void http_server::note_peer(connection& c) {
+  if (c.h.handle.type == UV_NAMED_PIPE) return;
+  sockaddr_storage peer{};
+  int len = sizeof peer;
+  if (uv_tcp_getpeername(&c.h.tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return;
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&peer);
+    if ((ntohl(a->sin_addr.s_addr) >> 24) != 127) c.address = inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+  } else if (peer.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
+    if (!IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) c.address = inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+  }
+}
+
+// Room for `fresh`: at a cap, the oldest connection that carries no call and no stream is
+// closed, one that never completed a request before one idle between requests. So
+// connections that send nothing, or send slowly, cannot keep a client that sends a request
+// out. False when every other connection carries a call or a stream.
+bool http_server::make_room(const connection& fresh) {
+  size_t same = 0;
+  if (!fresh.address.empty())
+    for (const auto& [k, c] : conns_) same += c->address == fresh.address && !c->closing ? 1 : 0;
+  size_t open = 0;
+  for (const auto& [k, c] : conns_) open += c->closing ? 0 : 1;
+  bool per_address = same > kMaxPerAddress;
+  if (!per_address && open <= kMaxConnections) return true;
+  connection* victim = nullptr;
+  auto older = [](const connection& a, const connection& b) {
+    if (a.served != b.served) return !a.served;  // never answered goes first
+    return (a.served ? a.idle_since : a.accepted) < (b.served ? b.idle_since : b.accepted);
+  };
+  for (const auto& [k, c] : conns_) {
+    if (c.get() == &fresh || !c->idle() || (per_address && c->address != fresh.address)) continue;
+    if (victim == nullptr || older(*c, *victim)) victim = c.get();
+  }
+  if (victim == nullptr) return false;
+  close(*victim);
+  return true;
+}
+
+void http_server::time_out(connection& c, const char* what, uint64_t ms) {
+  uv_read_stop(&c.h.stream);
+  c.queue.clear();
+  c.close_after = true;
+  c.busy = true;
+  respond_error(c, 408, nullptr, kInvalidRequest,
+                fmt::format("Request Timeout: the request's {} did not arrive within {} s", what, ms / 1000));
+}
+
+void http_server::sweep() {
+  uint64_t now = uv_now(loop_);
+  std::vector<connection*> all;
+  for (auto& [k, c] : conns_) all.push_back(k);
+  for (connection* c : all) {
+    if (c->busy || c->closing || !c->get_stream_session.empty()) continue;
+    if (c->header_deadline != 0 && now > c->header_deadline) {
+      // A connection that sent nothing at all is closed without a word.
+      if (!c->in_message) close(*c);
+      else time_out(*c, "headers", kHeaderMs);
+    } else if (c->body_deadline != 0 && now > c->body_deadline) {
+      time_out(*c, "body", kBodyMs);
+    } else if (c->served && c->header_deadline == 0 && c->body_deadline == 0 && c->queue.empty() &&
+               now > c->idle_since + kIdleMs) {
+      close(*c);
+    }
+  }
 }
 
 void http_server::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -536,6 +651,8 @@ int http_server::on_message_begin(http_parser* p) {
   c->cur = http_request{};
   c->in_field = false;
   c->header_bytes = 0;
+  c->header_deadline = uv_now(c->srv->loop_) + kHeaderMs;
+  c->in_message = true;
   return 0;
 }
 
@@ -582,6 +699,8 @@ int http_server::on_headers_complete(http_parser* p) {
     v += value;
   }
   c->cur.fields.clear();
+  c->header_deadline = 0;
+  c->body_deadline = uv_now(c->srv->loop_) + kBodyMs;
   return 0;
 }
 
@@ -603,6 +722,8 @@ int http_server::on_message_complete(http_parser* p) {
   auto* c = static_cast<connection*>(p->data);
   c->cur.method = p->method;
   c->cur.keep_alive = http_should_keep_alive(p) != 0;
+  c->body_deadline = 0;
+  c->in_message = false;
   c->queue.push_back(std::move(c->cur));
   c->cur = http_request{};
   return 0;
@@ -667,6 +788,9 @@ void http_server::end_response(connection& c) {
   if (c.sse) write(c, "0\r\n\r\n");
   c.sse = false;
   c.busy = false;
+  c.served = true;
+  c.idle_since = uv_now(loop_);
+  c.call_session.clear();
   if (c.close_after) {
     // Closing after the writes queued before it: uv_close would drop them, so shut down first.
     auto* req = new uv_shutdown_t;
@@ -775,7 +899,8 @@ void http_server::handle(connection& c, const http_request& r) {
                 {"Allow: POST, GET, DELETE"});
 }
 
-// A session's SSE stream.
+// A session's SSE stream. Streams are capped apart from connections: a session's new one
+// closes its oldest (a client reconnecting), and at kMaxStreams in all a new one is refused.
 void http_server::handle_get(connection& c, const http_request& r) {
   const std::string* sid = r.header("mcp-session-id");
   const std::string* accept = r.header("accept");
@@ -788,6 +913,23 @@ void http_server::handle_get(connection& c, const http_request& r) {
                          {"Allow: POST, DELETE"});
   auto s = sessions_.find(*sid);
   if (s == sessions_.end()) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
+  s->second.last_used = uv_now(loop_);
+  if (s->second.streams.size() >= kMaxStreamsPerSession) {
+    connection* oldest = *std::min_element(s->second.streams.begin(), s->second.streams.end(),
+                                           [](const connection* a, const connection* b) { return a->id < b->id; });
+    s->second.streams.erase(oldest);
+    oldest->get_stream_session.clear();
+    oldest->close_after = true;
+    end_response(*oldest);
+  }
+  size_t streams = 0;
+  for (const auto& [id, session] : sessions_) streams += session.streams.size();
+  if (streams >= kMaxStreams)
+    return respond_error(c, 503, nullptr, kInternalError,
+                         fmt::format("Service Unavailable: {} SSE streams are open, the most this server keeps; close "
+                                     "one or try again later",
+                                     kMaxStreams),
+                         {"Retry-After: 5"});
   c.get_stream_session = *sid;
   s->second.streams.insert(&c);
   start_sse(c, {});
@@ -843,18 +985,11 @@ void http_server::handle_post(connection& c, const http_request& r) {
       }
     }
   } else if (m.kind == message_kind::request && m.method == "initialize") {
-    // Sessions that clients forgot to DELETE must not pile up: at the cap, the least
-    // recently used one ends.
-    if (sessions_.size() >= kMaxSessions) {
-      auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_used < b.second.last_used;
-      });
-      end_session(oldest->first);
-    }
-    std::string id = random_id();
-    if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read random bytes for a session id");
-    peer = &sessions_[id].peer;
-    sessions_[id].last_used = ++requests_;
+    std::string id;
+    http_session* session = new_session(c, m.id, id);
+    if (session == nullptr) return;
+    peer = &session->peer;
+    c.call_session = id;
     extra.push_back("Mcp-Session-Id: " + id);
   } else {
     if (version_header != nullptr && !is_legacy_version(*version_header) && *version_header != kModernVersion)
@@ -868,7 +1003,8 @@ void http_server::handle_post(connection& c, const http_request& r) {
     if (s == sessions_.end())
       return respond_error(c, 404, m.id, kInvalidRequest, "Not Found: no such session; initialize again");
     peer = &s->second.peer;
-    s->second.last_used = ++requests_;
+    s->second.last_used = uv_now(loop_);
+    c.call_session = *sid;
   }
 
   if (m.kind != message_kind::request) {
@@ -909,6 +1045,41 @@ void http_server::handle_post(connection& c, const http_request& r) {
   };
   // The stateless peer is only used while handle() runs; a call keeps none of it.
   core_.handle(m, *peer, c.id, out);
+}
+
+// Sessions that clients forgot to DELETE must not pile up, and no client may end another's:
+// at the cap, the least recently used session ends only when it has been idle (no request,
+// no stream, no call) for kSessionIdleMs; otherwise the new one is refused with 503.
+http_session* http_server::new_session(connection& c, const json& id, std::string& sid) {
+  if (sessions_.size() >= kMaxSessions) {
+    uint64_t now = uv_now(loop_);
+    std::set<std::string> calling;
+    for (const auto& [k, conn] : conns_)
+      if (conn->busy && conn.get() != &c && !conn->call_session.empty()) calling.insert(conn->call_session);
+    auto idle = [&](const auto& entry) { return entry.second.streams.empty() && !calling.contains(entry.first); };
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+      if (idle(*it) && (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used)) oldest = it;
+    if (oldest == sessions_.end() || now < oldest->second.last_used + kSessionIdleMs) {
+      uint64_t wait_ms = oldest == sessions_.end() ? kSessionIdleMs : oldest->second.last_used + kSessionIdleMs - now;
+      respond_error(c, 503, id, kInternalError,
+                    fmt::format("Service Unavailable: {} sessions are open, the most this server keeps, and none has "
+                                "been idle for {} s; end one (DELETE /mcp), send 2026-07-28 requests, which need no "
+                                "session, or try again later",
+                                kMaxSessions, kSessionIdleMs / 1000),
+                    {fmt::format("Retry-After: {}", wait_ms / 1000 + 1)});
+      return nullptr;
+    }
+    end_session(oldest->first);
+  }
+  sid = random_id();
+  if (sid.empty()) {
+    respond_error(c, 503, id, kInternalError, "cannot read random bytes for a session id (getrandom failed)");
+    return nullptr;
+  }
+  http_session& session = sessions_[sid];
+  session.last_used = uv_now(loop_);
+  return &session;
 }
 
 }  // namespace

@@ -915,6 +915,107 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
 }
 
 
+// Connections that the test holds open, closed at the end of the scope.
+struct held_connections {
+  std::vector<int> fds;
+  held_connections() = default;
+  held_connections(const held_connections&) = delete;
+  held_connections& operator=(const held_connections&) = delete;
+  ~held_connections() {
+    for (int fd : fds) ::close(fd);
+  }
+  // Opens `n` connections to `where`, sending `text` on each.
+  void open(const std::string& where, size_t n, const std::string& text) {
+    for (size_t i = 0; i < n; ++i) {
+      int fd = http_connect(where);
+      ASSERT_GE(fd, 0) << "connection " << i;
+      fds.push_back(fd);
+      if (!text.empty()) send_all(fd, text);
+    }
+  }
+};
+
+// Whether the server closed `fd` (end of file, or a reset) within the hang guard; what it sent
+// first is skipped.
+bool closed_by_server(int fd) {
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 60000) != 1) return false;
+    if (::read(fd, buf, sizeof buf) <= 0) return true;
+  }
+}
+
+TEST_F(mcp_test, http_idle_and_slow_connections_do_not_lock_out_a_request) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  held_connections idle, slow;
+  idle.open(where, 64, "");
+  http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo past the idle"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the idle\n") << r.status << r.body;
+  // Headers that never end, more of them than the server keeps connections for.
+  slow.open(where, 200, request_head("POST", {"Content-Type: application/json"}) + "X-Slow: ");
+  r = http(where, "POST", tool_call(2, "run_command", {{"command", "echo past the slow"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the slow\n") << r.status << r.body;
+  // And they do not stay: each is closed, by the header timeout if not to make room.
+  EXPECT_TRUE(closed_by_server(idle.fds.back()));
+  EXPECT_TRUE(closed_by_server(slow.fds.back()));
+}
+
+TEST_F(mcp_test, http_open_sse_streams_do_not_lock_out_a_request) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  held_connections streams;
+  std::vector<std::string> sessions;
+  for (int i = 0; i < 35; ++i) sessions.push_back(http_session(where));
+  for (int i = 0; i < 70; ++i) {
+    int fd = http_connect(where);
+    ASSERT_GE(fd, 0);
+    streams.fds.push_back(fd);
+    send_all(fd, request_head("GET", {"Accept: text/event-stream", sessions[i / 2]}) + "\r\n");
+  }
+  // Every stream is answered: opened (200) or, past the cap on streams, refused (503).
+  int opened = 0, refused = 0;
+  for (int fd : streams.fds) {
+    char head[13] = {};
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 30000), 1);
+    ASSERT_EQ(::recv(fd, head, 12, MSG_PEEK), 12);
+    std::string status(head + 9, 3);
+    opened += status == "200" ? 1 : 0;
+    refused += status == "503" ? 1 : 0;
+  }
+  EXPECT_GT(opened, 0);
+  EXPECT_EQ(opened + refused, 70);
+  http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo past the streams"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the streams\n") << r.status << r.body;
+}
+
+TEST_F(mcp_test, http_a_burst_of_initialize_calls_ends_no_live_session) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  ASSERT_EQ(http(where, "POST", tool_call(1, "run_command", {{"command", "W=kept"}}).dump(), {sid}).status, 200);
+  int made = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    http_reply r = http(where, "POST", initialize_request().dump());
+    if (r.status == 200) ++made;
+    if (r.status == 503) {
+      ++refused;
+      EXPECT_FALSE(r.headers["retry-after"].empty());
+      EXPECT_NE(r.body.find("sessions"), std::string::npos) << r.body;
+    }
+  }
+  EXPECT_EQ(made, 255);  // the cap, with the first session
+  EXPECT_EQ(refused, 45);
+  http_reply r = http(where, "POST", tool_call(2, "run_command", {{"command", "echo $W"}}).dump(), {sid});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+  // Stateless requests need no session, and still work.
+  http_reply d = http(where, "POST", request(3, "server/discover", {{"_meta", modern_meta()}}).dump(),
+                      {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: server/discover"});
+  EXPECT_EQ(d.status, 200) << d.body;
+}
+
 TEST_F(mcp_test, http_refuses_hosts_and_origins_that_are_not_exactly_its_own) {
   std::string where = start_http();
   std::string port = where.substr(where.rfind(':') + 1);
