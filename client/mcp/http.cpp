@@ -3,7 +3,8 @@
 //
 // Who may use it: whoever runs it. A loopback TCP port is open to every local user, so there
 // every request needs the bearer token (--token-file, else the user's own, which cmd_mcp
-// makes in the runtime directory, mode 0600); a unix socket is created private.
+// makes in the runtime directory, mode 0600); a unix socket is created 0600 and each
+// peer's uid is checked (SO_PEERCRED) as sbshd checks its clients.
 //
 // What a request goes through, in order (each refusal a JSON-RPC error in the body):
 //   path /mcp, else 404; exactly one Host header, else 400; unless --allow-remote, a Host
@@ -267,7 +268,9 @@ class http_server {
   static int on_body(http_parser* p, const char* at, size_t len);
   static int on_message_complete(http_parser* p);
 
-  // Accepting: who the peer is (its address, for the cap), and room for it.
+  // Accepting: whether the peer may connect at all (a unix socket's uid), who it is (its
+  // address, for the cap), and room for it.
+  bool same_user(connection& c);
   void note_peer(connection& c);
   bool make_room(const connection& fresh);
   void sweep();  // the ticker's: requests too slow, connections idle too long
@@ -340,7 +343,7 @@ int http_server::bind_unix(const std::string& where, std::string& url) {
   }
   ::unlink(where.c_str());
   // Private from birth: only this user may connect (no thread runs yet to share the umask).
-  mode_t old_mask = ::umask(077);
+  mode_t old_mask = ::umask(0177);  // srw-------
   int rc = uv_pipe_bind(&listener_.pipe, where.c_str());
   ::umask(old_mask);
   owns_path_ = rc == 0;
@@ -526,6 +529,7 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   }
   http_parser_init(&raw->parser, HTTP_REQUEST);
   raw->parser.data = raw;
+  if (!self->same_user(*raw)) return;
   self->note_peer(*raw);
   if (!self->make_room(*raw)) {
     raw->close_after = true;
@@ -536,6 +540,24 @@ void http_server::on_connection(uv_stream_t* s, int status) {
     return;
   }
   uv_read_start(&raw->h.stream, on_alloc, on_read);
+}
+
+// A unix socket serves only the uid that runs sbsh mcp, as sbshd's does: its mode 0600
+// keeps others out already, and this holds also when the mode was changed. A TCP peer
+// proves itself by the token instead.
+bool http_server::same_user(connection& c) {
+  if (c.h.handle.type != UV_NAMED_PIPE) return true;
+  uv_os_fd_t fd = -1;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (uv_fileno(&c.h.handle, &fd) == 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      cred.uid == ::getuid())
+    return true;
+  c.close_after = true;
+  respond_error(c, 403, nullptr, kInvalidRequest,
+                fmt::format("Forbidden: this socket serves only uid {}, who runs sbsh mcp; connect as that user",
+                            ::getuid()));
+  return false;
 }
 
 // A TCP peer's address, kept when it is not loopback, for kMaxPerAddress.

@@ -855,6 +855,24 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   EXPECT_EQ(second.code, 255);
   EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
   EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
+  // Only this user: the socket is 0600, and even opened to all, another uid is refused.
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (::getuid() == 0) {
+    ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);  // nobody may reach the socket, not list the directory
+    std::string body = request(3, "ping").dump();
+    foreign_result nobody = as_nobody(where,
+                                      request_head("POST", {sid, "Content-Type: application/json",
+                                                            "Accept: application/json", "Connection: close",
+                                                            "Content-Length: " + std::to_string(body.size())}) +
+                                          "\r\n" + body,
+                                      "");
+    ::chmod(dir.c_str(), 0700);
+    EXPECT_EQ(nobody.status, 403);
+    EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid}).status, 200);
+  }
 }
 
 
