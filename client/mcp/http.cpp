@@ -221,6 +221,25 @@ struct write_req {
   std::string data;
 };
 
+// A TCP peer's address, for kMaxPerAddress; empty on loopback and on a unix socket.
+std::string peer_address(const connection& c) {
+  if (c.h.handle.type == UV_NAMED_PIPE) return {};
+  sockaddr_storage peer{};
+  int len = sizeof peer;
+  if (uv_tcp_getpeername(&c.h.tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&peer);
+    if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) return {};
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+  } else if (peer.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
+    if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) return {};
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
 std::string status_text(int status) {
   switch (status) {
     case 200: return "OK";
@@ -268,10 +287,8 @@ class http_server {
   static int on_body(http_parser* p, const char* at, size_t len);
   static int on_message_complete(http_parser* p);
 
-  // Accepting: whether the peer may connect at all (a unix socket's uid), who it is (its
-  // address, for the cap), and room for it.
+  // Accepting: whether the peer may connect at all (a unix socket's uid), and room for it.
   bool same_user(connection& c);
-  void note_peer(connection& c);
   bool make_room(const connection& fresh);
   void sweep();  // the ticker's: requests too slow, connections idle too long
   void time_out(connection& c, const char* what, uint64_t ms);
@@ -530,7 +547,7 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   http_parser_init(&raw->parser, HTTP_REQUEST);
   raw->parser.data = raw;
   if (!self->same_user(*raw)) return;
-  self->note_peer(*raw);
+  raw->address = peer_address(*raw);
   if (!self->make_room(*raw)) {
     raw->close_after = true;
     self->respond_error(*raw, 503, nullptr, kInternalError,
@@ -558,22 +575,6 @@ bool http_server::same_user(connection& c) {
                 fmt::format("Forbidden: this socket serves only uid {}, who runs sbsh mcp; connect as that user",
                             ::getuid()));
   return false;
-}
-
-// A TCP peer's address, kept when it is not loopback, for kMaxPerAddress.
-void http_server::note_peer(connection& c) {
-  if (c.h.handle.type == UV_NAMED_PIPE) return;
-  sockaddr_storage peer{};
-  int len = sizeof peer;
-  if (uv_tcp_getpeername(&c.h.tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return;
-  char text[INET6_ADDRSTRLEN] = "";
-  if (peer.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&peer);
-    if ((ntohl(a->sin_addr.s_addr) >> 24) != 127) c.address = inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
-  } else if (peer.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
-    if (!IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) c.address = inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
-  }
 }
 
 // Room for `fresh`: at a cap, the oldest connection that carries no call and no stream is

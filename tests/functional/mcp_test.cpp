@@ -984,8 +984,8 @@ TEST_F(mcp_test, http_open_sse_streams_do_not_lock_out_a_request) {
   std::string where = start_http();
   std::string sid = http_session(where);
   held_connections streams;
-  std::vector<std::string> sessions;
-  for (int i = 0; i < 35; ++i) sessions.push_back(http_session(where));
+  std::vector<std::string> sessions(35);
+  for (auto& session : sessions) session = http_session(where);
   for (int i = 0; i < 70; ++i) {
     int fd = http_connect(where);
     ASSERT_GE(fd, 0);
