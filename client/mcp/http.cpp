@@ -10,7 +10,8 @@
 //   path /mcp, else 404; exactly one Host header, else 400; unless --allow-remote, a Host
 //   that is exactly this server's address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT) and
 //   an Origin, when present, that is exactly http://one-of-those, else 403 (DNS rebinding);
-//   the bearer token when one is set, else 401 with WWW-Authenticate; then
+//   the bearer token when one is set, else 401 with WWW-Authenticate (these are decided
+//   once the headers are in: the body of a request so refused is read and dropped); then
 //   POST: one JSON-RPC message of at most kMaxMessage bytes (413), Accept naming JSON or SSE
 //     (406). 2026-07-28 requests (the revision in _meta) are stateless: MCP-Protocol-Version,
 //     Mcp-Method and, for tools/call, Mcp-Name must match the body (400, -32020), an unknown
@@ -77,6 +78,13 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Why a request is refused before it is handled: its status and what the body says.
+struct refusal {
+  int status = 0;
+  std::string message;
+  std::vector<std::string> extra;  // header lines
+};
+
 struct http_request {
   unsigned method = 0;
   std::string url;
@@ -86,6 +94,9 @@ struct http_request {
   std::string body;
   bool keep_alive = true;
   bool too_large = false;
+  // Decided once its headers are complete, so that the body of a request that will be
+  // refused (a client without the token) is read and dropped, never kept.
+  std::optional<refusal> refused;
   [[nodiscard]] const std::string* header(const std::string& name) const {
     auto it = headers.find(name);
     return it == headers.end() ? nullptr : &it->second;
@@ -295,8 +306,8 @@ class http_server {
 
   void next_request(connection& c);
   void handle(connection& c, const http_request& r);
-  // Host, Origin and the token: false once it has answered the request with a refusal.
-  bool admit(connection& c, const http_request& r);
+  // Host, Origin and the token: why the request is refused, if it is.
+  [[nodiscard]] std::optional<refusal> refuse(const http_request& r) const;
   void handle_get(connection& c, const http_request& r);
   void handle_post(connection& c, const http_request& r);
   // initialize's new session, or null once it has answered (503) that there is no room.
@@ -722,6 +733,7 @@ int http_server::on_headers_complete(http_parser* p) {
     v += value;
   }
   c->cur.fields.clear();
+  c->cur.refused = c->srv->refuse(c->cur);
   c->header_deadline = 0;
   c->body_deadline = uv_now(c->srv->loop_) + kBodyMs;
   return 0;
@@ -729,7 +741,7 @@ int http_server::on_headers_complete(http_parser* p) {
 
 int http_server::on_body(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
-  if (c->cur.too_large) return 0;
+  if (c->cur.too_large || c->cur.refused) return 0;
   if (c->cur.body.size() + len > kMaxMessage) {
     // Read on and drop the rest, so that the answer reaches a client still sending.
     c->cur.too_large = true;
@@ -857,56 +869,46 @@ void http_server::end_session(const std::string& sid) {
   sessions_.erase(s);
 }
 
-bool http_server::admit(connection& c, const http_request& r) {
+std::optional<refusal> http_server::refuse(const http_request& r) const {
   const std::string* host = r.header("host");
-  if (r.count("host") != 1 || host->empty()) {
-    respond_error(c, 400, nullptr, kInvalidRequest,
-                  fmt::format("Bad Request: give exactly one Host header, not {}{}", r.count("host"),
-                              authority_text_.empty() ? "" : fmt::format(" (Host: {})", authority_text_)));
-    return false;
-  }
+  if (r.count("host") != 1 || host->empty())
+    return refusal{400, fmt::format("Bad Request: give exactly one Host header, not {}{}", r.count("host"),
+                                    authority_text_.empty() ? "" : fmt::format(" (Host: {})", authority_text_)), {}};
   if (!http_.allow_remote) {
     // Against DNS rebinding (a web page whose name resolves to this address): the whole Host,
     // and the whole Origin, must name this server.
-    if (!authorities_.empty() && !authorities_.contains(lower(*host))) {
-      respond_error(c, 403, nullptr, kInvalidRequest,
-                    fmt::format("Forbidden: Host '{}' is not this server's address; give Host: {} (DNS rebinding "
-                                "protection)",
-                                clip(*host), authority_text_));
-      return false;
-    }
+    if (!authorities_.empty() && !authorities_.contains(lower(*host)))
+      return refusal{403, fmt::format("Forbidden: Host '{}' is not this server's address; give Host: {} (DNS "
+                                      "rebinding protection)",
+                                      clip(*host), authority_text_), {}};
     if (const std::string* origin = r.header("origin"); origin != nullptr) {
       auto authority = r.count("origin") == 1 ? origin_authority(*origin) : std::nullopt;
       bool ok = authority && (authorities_.empty() ? loopback_name(*authority) : authorities_.contains(*authority));
-      if (!ok) {
-        respond_error(c, 403, nullptr, kInvalidRequest,
-                      fmt::format("Forbidden: Origin '{}' may not use this server; only http://{} may (DNS rebinding "
-                                  "protection)",
-                                  clip(*origin), authorities_.empty() ? "localhost" : authority_text_));
-        return false;
-      }
+      if (!ok)
+        return refusal{403, fmt::format("Forbidden: Origin '{}' may not use this server; only http://{} may (DNS "
+                                        "rebinding protection)",
+                                        clip(*origin), authorities_.empty() ? "localhost" : authority_text_), {}};
     }
   }
   if (!http_.token.empty()) {
     const std::string* auth = r.header("authorization");
     bool ok = auth != nullptr && r.count("authorization") == 1 && auth->size() > 7 &&
               lower(auth->substr(0, 7)) == "bearer " && equal_constant_time(auth->substr(7), http_.token);
-    if (!ok) {
-      respond_error(c, 401, nullptr, kInvalidRequest,
-                    fmt::format("Unauthorized: send 'Authorization: Bearer TOKEN', TOKEN being the text of {} (only "
-                                "the user who runs sbsh mcp can read it)",
-                                http_.token_file),
-                    {"WWW-Authenticate: Bearer realm=\"sbsh\""});
-      return false;
-    }
+    if (!ok)
+      return refusal{401,
+                     fmt::format("Unauthorized: send 'Authorization: Bearer TOKEN', TOKEN being the text of {} (only "
+                                 "the user who runs sbsh mcp can read it)",
+                                 http_.token_file),
+                     {"WWW-Authenticate: Bearer realm=\"sbsh\""}};
   }
-  return true;
+  return std::nullopt;
 }
 
 void http_server::handle(connection& c, const http_request& r) {
   std::string path = r.url.substr(0, r.url.find('?'));
   if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
-  if (!admit(c, r)) return;
+  if (r.refused) return respond_error(c, r.refused->status, nullptr, kInvalidRequest, r.refused->message,
+                                      r.refused->extra);
   const std::string* sid = r.header("mcp-session-id");
   if (r.method == HTTP_POST) return handle_post(c, r);
   if (r.method == HTTP_GET) return handle_get(c, r);

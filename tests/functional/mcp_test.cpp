@@ -964,6 +964,29 @@ bool closed_by_server(int fd) {
   }
 }
 
+TEST_F(mcp_test, http_keeps_no_body_of_a_request_it_will_refuse) {
+  std::string where = start_http();
+  pid_t server = http_server_->pid();
+  long before = status_kb(server, "VmHWM");
+  ASSERT_GT(before, 0);
+  // 64 clients without the token each send most of a 4 MB body; were the bodies kept, the
+  // server would hold 256 MB at once.
+  constexpr size_t kBody = 4'000'000, kSent = 3'900'000;
+  std::string head = request_head("POST", {"Authorization:", "Content-Type: application/json",
+                                           "Accept: application/json", "Connection: close",
+                                           "Content-Length: " + std::to_string(kBody)}) +
+                     "\r\n";
+  held_connections clients;
+  clients.open(where, 64, head);
+  std::string part(kSent, ' ');
+  for (int fd : clients.fds) send_all(fd, part);
+  for (int fd : clients.fds) send_all(fd, std::string(kBody - kSent, ' '));
+  for (int fd : clients.fds) EXPECT_EQ(read_reply(fd).status, 401);
+  long after = status_kb(server, "VmHWM");
+  EXPECT_LT(after - before, 64 * 1024) << "peak resident KiB went from " << before << " to " << after;
+  EXPECT_EQ(http(where, "POST", initialize_request().dump()).status, 200);
+}
+
 TEST_F(mcp_test, http_idle_and_slow_connections_do_not_lock_out_a_request) {
   std::string where = start_http();
   std::string sid = http_session(where);
