@@ -112,22 +112,28 @@ void http_server::end_session(const std::string& sid) {
 std::optional<refusal> http_server::refuse(const http_request& r) const {
   const std::string* host = r.header("host");
   if (r.count("host") != 1 || host->empty())
-    return refusal{400, fmt::format("Bad Request: give exactly one Host header, not {}{}", r.count("host"),
-                                    authority_text_.empty() ? "" : fmt::format(" (Host: {})", authority_text_)), {}};
+    return refusal{400,
+                   fmt::format("Bad Request: give exactly one Host header, not {}{}", r.count("host"),
+                               authority_text_.empty() ? "" : fmt::format(" (Host: {})", authority_text_)),
+                   {}};
   if (!http_.allow_remote) {
     // Against DNS rebinding (a web page whose name resolves to this address): the whole Host,
     // and the whole Origin, must name this server.
     if (!authorities_.empty() && !authorities_.contains(lower(*host)))
-      return refusal{403, fmt::format("Forbidden: Host '{}' is not this server's address; give Host: {} (DNS "
-                                      "rebinding protection)",
-                                      clip(*host), authority_text_), {}};
+      return refusal{403,
+                     fmt::format("Forbidden: Host '{}' is not this server's address; give Host: {} (DNS "
+                                 "rebinding protection)",
+                                 clip(*host), authority_text_),
+                     {}};
     if (const std::string* origin = r.header("origin"); origin != nullptr) {
       auto authority = r.count("origin") == 1 ? origin_authority(*origin) : std::nullopt;
       bool ok = authority && (authorities_.empty() ? loopback_name(*authority) : authorities_.contains(*authority));
       if (!ok)
-        return refusal{403, fmt::format("Forbidden: Origin '{}' may not use this server; only http://{} may (DNS "
-                                        "rebinding protection)",
-                                        clip(*origin), authorities_.empty() ? "localhost" : authority_text_), {}};
+        return refusal{403,
+                       fmt::format("Forbidden: Origin '{}' may not use this server; only http://{} may (DNS "
+                                   "rebinding protection)",
+                                   clip(*origin), authorities_.empty() ? "localhost" : authority_text_),
+                       {}};
     }
   }
   if (!http_.token.empty()) {
@@ -147,8 +153,8 @@ std::optional<refusal> http_server::refuse(const http_request& r) const {
 void http_server::handle(connection& c, const http_request& r) {
   std::string path = r.url.substr(0, r.url.find('?'));
   if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
-  if (r.refused) return respond_error(c, r.refused->status, nullptr, kInvalidRequest, r.refused->message,
-                                      r.refused->extra);
+  if (r.refused)
+    return respond_error(c, r.refused->status, nullptr, kInvalidRequest, r.refused->message, r.refused->extra);
   const std::string* sid = r.header("mcp-session-id");
   if (r.method == HTTP_POST) return handle_post(c, r);
   if (r.method == HTTP_GET) return handle_get(c, r);

@@ -32,11 +32,11 @@ constexpr size_t kMaxStreamsPerSession = 4;
 constexpr size_t kMaxHeaders = 64;
 constexpr size_t kMaxHeaderBytes = size_t{64} * 1024;
 constexpr size_t kMaxSessions = 256;
-constexpr size_t kMaxQueued = 8;  // pipelined requests waiting on one connection
-constexpr uint64_t kHeaderMs = 10'000;         // from a request's first byte (or the accept) to its last header
-constexpr uint64_t kBodyMs = 30'000;           // from the last header to the body's end
-constexpr uint64_t kIdleMs = 60'000;           // a keep-alive connection between requests
-constexpr uint64_t kSessionIdleMs = 600'000;   // a session unused this long may make room for a new one
+constexpr size_t kMaxQueued = 8;              // pipelined requests waiting on one connection
+constexpr uint64_t kHeaderMs = 10'000;        // from a request's first byte (or the accept) to its last header
+constexpr uint64_t kBodyMs = 30'000;          // from the last header to the body's end
+constexpr uint64_t kIdleMs = 60'000;          // a keep-alive connection between requests
+constexpr uint64_t kSessionIdleMs = 600'000;  // a session unused this long may make room for a new one
 
 std::string lower(std::string s);
 
@@ -51,8 +51,8 @@ struct http_request {
   unsigned method = 0;
   std::string url;
   std::vector<std::pair<std::string, std::string>> fields;  // as they arrive, names in lower case
-  std::map<std::string, std::string> headers;                // once all have: repeated ones joined by ", "
-  std::map<std::string, int> counts;                         // how often each name came
+  std::map<std::string, std::string> headers;               // once all have: repeated ones joined by ", "
+  std::map<std::string, int> counts;                        // how often each name came
   std::string body;
   bool keep_alive = true;
   bool too_large = false;
@@ -178,7 +178,7 @@ class http_server {
   // is 80): this server's own address. Empty on a unix socket.
   std::set<std::string> authorities_;
   std::string authority_text_;  // those, for an error
-  bool owns_path_ = false;  // the unix socket at the path is ours, to remove at the end
+  bool owns_path_ = false;      // the unix socket at the path is ours, to remove at the end
   uv_timer_t ticker_{};
   uv_signal_t sigint_{}, sigterm_{};
   std::map<connection*, std::unique_ptr<connection>> conns_;

@@ -43,8 +43,8 @@ result<std::string> read_small(int fd, const std::string& path) {
     if (n == 0) return text;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxTokenFile)
-      return make_error(ipc::errc::usage, fmt::format("{} is larger than a token file ({} bytes at most)", path,
-                                                      kMaxTokenFile));
+      return make_error(ipc::errc::usage,
+                        fmt::format("{} is larger than a token file ({} bytes at most)", path, kMaxTokenFile));
   }
 }
 
@@ -53,9 +53,8 @@ result<std::string> read_small(int fd, const std::string& path) {
 std::optional<std::string> reusable_token(const std::string& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd) return std::nullopt;
-  struct stat st{};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::getuid() ||
-      (st.st_mode & 07777) != 0600)
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 07777) != 0600)
     return std::nullopt;
   auto text = read_small(fd.get(), path);
   if (!text) return std::nullopt;
@@ -110,7 +109,8 @@ result<bearer_token> read_token_file(const std::string& path) {
 
 std::string default_token_path() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir = xdg != nullptr && *xdg != '\0' ? std::string(xdg) + "/sbsh" : fmt::format("/tmp/sbsh-{}", ::getuid());
+  std::string dir =
+      xdg != nullptr && *xdg != '\0' ? std::string(xdg) + "/sbsh" : fmt::format("/tmp/sbsh-{}", ::getuid());
   return dir + "/mcp-token";
 }
 
@@ -132,8 +132,8 @@ result<bearer_token> default_token() {
     if (e != EEXIST)
       return make_error(ipc::errc::io, fmt::format("cannot write sbsh mcp's token to {}: {}", path, std::strerror(e)));
   }
-  return make_error(ipc::errc::io, fmt::format("{} keeps changing while sbsh mcp reads it; remove it and try again",
-                                               path));
+  return make_error(ipc::errc::io,
+                    fmt::format("{} keeps changing while sbsh mcp reads it; remove it and try again", path));
 }
 
 }  // namespace sbsh::mcp

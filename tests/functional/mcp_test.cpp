@@ -6,11 +6,11 @@
 // or vanishing mid-call leaves no process running.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -856,32 +856,31 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
   EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
   // Only this user: the socket is 0600, and even opened to all, another uid is refused.
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   if (::getuid() == 0) {
     ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
     ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);  // nobody may reach the socket, not list the directory
     std::string body = request(3, "ping").dump();
-    foreign_result nobody = as_nobody(where,
-                                      request_head("POST", {sid, "Content-Type: application/json",
-                                                            "Accept: application/json", "Connection: close",
-                                                            "Content-Length: " + std::to_string(body.size())}) +
-                                          "\r\n" + body,
-                                      "");
+    foreign_result nobody =
+        as_nobody(where,
+                  request_head("POST", {sid, "Content-Type: application/json", "Accept: application/json",
+                                        "Connection: close", "Content-Length: " + std::to_string(body.size())}) +
+                      "\r\n" + body,
+                  "");
     ::chmod(dir.c_str(), 0700);
     EXPECT_EQ(nobody.status, 403);
     EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid}).status, 200);
   }
 }
 
-
 TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_it) {
   std::string where = start_http();
   // The token: made in the runtime directory, 0600, this user's, 32 random bytes in hex.
   std::string path = dir + "/run/sbsh/mcp-token";
   ASSERT_EQ(token_file, path) << read_file(dir + "/mcp.err");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::lstat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -896,13 +895,12 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
   EXPECT_NE(none.body.find(path), std::string::npos) << none.body;  // says where the token is
   EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + std::string(64, 'a')}).status,
             401);
-  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + token.substr(1)}).status,
-            401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + token.substr(1)}).status, 401);
   EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Basic " + token}).status, 401);
   // Stateless requests too, and nothing runs for them.
-  http_reply call = http(where, "POST", tool_call(2, "run_command", {{"command", "touch " + dir + "/ran"}}, modern_meta()).dump(),
-                         {"Authorization:", "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call",
-                          "Mcp-Name: run_command"});
+  http_reply call =
+      http(where, "POST", tool_call(2, "run_command", {{"command", "touch " + dir + "/ran"}}, modern_meta()).dump(),
+           {"Authorization:", "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: run_command"});
   EXPECT_EQ(call.status, 401);
   EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
   // With it: served.
@@ -911,10 +909,10 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
   // Another user, without the token (which it cannot read), is refused.
   if (::getuid() == 0) {
     std::string body = initialize_request().dump();
-    std::string req = request_head("POST", {"Authorization:", "Content-Type: application/json",
-                                            "Accept: application/json", "Connection: close",
-                                            "Content-Length: " + std::to_string(body.size())}) +
-                      "\r\n" + body;
+    std::string req =
+        request_head("POST", {"Authorization:", "Content-Type: application/json", "Accept: application/json",
+                              "Connection: close", "Content-Length: " + std::to_string(body.size())}) +
+        "\r\n" + body;
     foreign_result nobody = as_nobody(where, req, path);
     EXPECT_EQ(nobody.status, 401);
     EXPECT_FALSE(nobody.read_token);
@@ -931,7 +929,6 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_NE(trim(read_file(path)), token);
 }
-
 
 // Connections that the test holds open, closed at the end of the scope.
 struct held_connections {
@@ -972,10 +969,10 @@ TEST_F(mcp_test, http_keeps_no_body_of_a_request_it_will_refuse) {
   // 64 clients without the token each send most of a 4 MB body; were the bodies kept, the
   // server would hold 256 MB at once.
   constexpr size_t kBody = 4'000'000, kSent = 3'900'000;
-  std::string head = request_head("POST", {"Authorization:", "Content-Type: application/json",
-                                           "Accept: application/json", "Connection: close",
-                                           "Content-Length: " + std::to_string(kBody)}) +
-                     "\r\n";
+  std::string head =
+      request_head("POST", {"Authorization:", "Content-Type: application/json", "Accept: application/json",
+                            "Connection: close", "Content-Length: " + std::to_string(kBody)}) +
+      "\r\n";
   held_connections clients;
   clients.open(where, 64, head);
   std::string part(kSent, ' ');
@@ -1073,8 +1070,8 @@ TEST_F(mcp_test, http_refuses_hosts_and_origins_that_are_not_exactly_its_own) {
   EXPECT_EQ(longer.status, 403);
   EXPECT_NE(longer.body.find("Host"), std::string::npos) << longer.body;
   EXPECT_EQ(with({"Host: evil.example"}).status, 403);
-  EXPECT_EQ(with({"Host: 127.0.0.1"}).status, 403);          // no port
-  EXPECT_EQ(with({"Host: 127.0.0.1:1"}).status, 403);        // another port
+  EXPECT_EQ(with({"Host: 127.0.0.1"}).status, 403);    // no port
+  EXPECT_EQ(with({"Host: 127.0.0.1:1"}).status, 403);  // another port
   EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: evil.example"}).status, 400);
   EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: 127.0.0.1:" + port}).status, 400);
   http_reply nohost = with({"Host:"});
