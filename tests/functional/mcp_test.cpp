@@ -164,29 +164,39 @@ struct http_reply {
   [[nodiscard]] json json_body() const { return json::parse(body, nullptr, false); }
 };
 
-int http_connect(const std::string& where) {
+// Where `where` (host:port or a socket path) is, as connect(2) takes it.
+struct socket_address {
+  sockaddr_storage storage{};
+  socklen_t size = 0;
+};
+socket_address address_of(const std::string& where) {
+  socket_address a;
   if (where.find('/') != std::string::npos) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", where.c_str());
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
+    auto* sa = reinterpret_cast<sockaddr_un*>(&a.storage);
+    sa->sun_family = AF_UNIX;
+    std::snprintf(sa->sun_path, sizeof sa->sun_path, "%s", where.c_str());
+    a.size = sizeof(sockaddr_un);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(static_cast<uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
+    sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.size = sizeof(sockaddr_in);
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+  return a;
+}
+
+// A connected socket, or -1. Allocates nothing: a forked child may call it.
+int connect_to(const socket_address& a) {
+  int fd = ::socket(a.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&a.storage), a.size) != 0) {
     ::close(fd);
     return -1;
   }
   return fd;
 }
+
+int http_connect(const std::string& where) { return connect_to(address_of(where)); }
 
 void send_all(int fd, std::string_view s) {
   while (!s.empty()) {
@@ -811,6 +821,7 @@ struct foreign_result {
 foreign_result as_nobody(const std::string& where, const std::string& request, const std::string& token_path) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return {};
+  socket_address server = address_of(where);  // the child only makes system calls
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(p[0]);
@@ -819,7 +830,7 @@ foreign_result as_nobody(const std::string& where, const std::string& request, c
         ::setresuid(65534, 65534, 65534) == 0) {
       int tf = ::open(token_path.c_str(), O_RDONLY | O_CLOEXEC);
       out[0] = tf >= 0 ? 'r' : 'n';
-      int fd = http_connect(where);
+      int fd = connect_to(server);
       char head[16] = {};
       // A server that refuses at once may close before it has read the request: read its
       // answer whether or not the request was all sent.
