@@ -117,7 +117,8 @@ std::string default_token_path() {
 result<bearer_token> default_token() {
   std::string path = default_token_path();
   if (auto s = ensure_socket_dir(dirname_of(path)); !s)
-    return make_error(s.err().code, "cannot keep sbsh mcp's token: " + s.err().message);
+    return make_error(s.err().code,
+                      "cannot keep sbsh mcp's token: " + s.err().message + "; or give a token with --token-file FILE");
   // Two servers starting at once: the one whose file is linked first wins, the other reads it.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (auto token = reusable_token(path)) return bearer_token{*token, path};

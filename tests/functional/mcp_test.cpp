@@ -939,6 +939,13 @@ TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_
   ASSERT_EQ(::lstat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_NE(trim(read_file(path)), token);
+  // A runtime directory others may enter keeps no token; the error says how to fix it.
+  ASSERT_EQ(::chmod((dir + "/run/sbsh").c_str(), 0755), 0);
+  run_result open_dir = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:0"});
+  ::chmod((dir + "/run/sbsh").c_str(), 0700);
+  EXPECT_NE(open_dir.code, 0);
+  EXPECT_NE(open_dir.err.find("chmod 700"), std::string::npos) << open_dir.err;
+  EXPECT_NE(open_dir.err.find("--token-file"), std::string::npos) << open_dir.err;
 }
 
 // Connections that the test holds open, closed at the end of the scope.
