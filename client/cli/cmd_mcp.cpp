@@ -2,14 +2,13 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
 #include "client/mcp/mcp.h"
+#include "client/mcp/token.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {
@@ -21,19 +20,6 @@ struct mcp_args {
   std::string token_file;
   bool allow_remote = false;
 };
-
-result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(ipc::errc::usage, fmt::format("--token-file {}: cannot read it", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string t = ss.str();
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  if (t.size() < 16 || t.find_first_of(" \t\r\n") != std::string::npos)
-    return make_error(ipc::errc::usage,
-                      fmt::format("--token-file {}: the token must be one word of at least 16 characters", path));
-  return t;
-}
 
 int run_mcp(const global_opts& g, const mcp_args& a) {
   // A client that closes stdout (or an HTTP peer that goes away) is an error to handle, not a
@@ -50,13 +36,16 @@ int run_mcp(const global_opts& g, const mcp_args& a) {
   mcp::http_options h;
   h.listen = a.http;
   h.allow_remote = a.allow_remote;
-  if (!a.token_file.empty()) {
-    auto t = read_token(a.token_file);
-    if (!t) return fail(t.err());
-    h.token = *t;
-  }
-  if (a.allow_remote && h.token.empty())
+  if (a.allow_remote && a.token_file.empty())
     return fail("--allow-remote needs --token-file: a server reachable from other hosts must ask for a token");
+  // A TCP port is open to every local user: without --token-file the user's own token is
+  // required. A unix socket is private (0600, and the peer's uid is checked).
+  if (!a.token_file.empty() || !mcp::is_socket_path(a.http)) {
+    auto t = a.token_file.empty() ? mcp::default_token() : mcp::read_token_file(a.token_file);
+    if (!t) return fail(t.err());
+    h.token = t->value;
+    h.token_file = t->file;
+  }
   return mcp::run_http(opts, h);
 }
 
@@ -74,7 +63,9 @@ runner declare_mcp(command_line& cl) {
             a->http, check_not_empty("HOST:PORT or a socket path"));
   cl.flag("--allow-remote", "with --http: listen beyond loopback and accept any Origin (needs --token-file)",
           a->allow_remote);
-  cl.option("--token-file", "FILE", "with --http: require 'Authorization: Bearer TOKEN', TOKEN being FILE's text",
+  cl.option("--token-file", "FILE",
+            "with --http: require 'Authorization: Bearer TOKEN', TOKEN being FILE's text (default on HOST:PORT: "
+            "a token made once in $XDG_RUNTIME_DIR/sbsh/mcp-token, mode 0600)",
             a->token_file, check_not_empty("a file"));
   cl.footer("See sbsh(1), MCP SERVER, for how to register it with an agent host.");
   return [a](const global_opts& g) { return run_mcp(g, *a); };

@@ -1,9 +1,18 @@
 // The Streamable HTTP transport: one endpoint, /mcp, on a TCP port or a unix socket, parsed
-// by libhttp-parser on a libuv loop.
+// by libhttp-parser on a libuv loop. This file listens, accepts, parses and writes, and
+// bounds each client; http_requests.cpp checks and answers each request (http_server.h).
+//
+// Who may use it: whoever runs it. A loopback TCP port is open to every local user, so there
+// every request needs the bearer token (--token-file, else the user's own, which cmd_mcp
+// makes in the runtime directory, mode 0600); a unix socket is created 0600 and each
+// peer's uid is checked (SO_PEERCRED) as sbshd checks its clients.
 //
 // What a request goes through, in order (each refusal a JSON-RPC error in the body):
-//   path /mcp, else 404; Host and Origin loopback ones unless --allow-remote, else 403 (DNS
-//   rebinding); the bearer token when one is set, else 401 with WWW-Authenticate; then
+//   path /mcp, else 404; exactly one Host header, else 400; unless --allow-remote, a Host
+//   that is exactly this server's address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT) and
+//   an Origin, when present, that is exactly http://one-of-those, else 403 (DNS rebinding);
+//   the bearer token when one is set, else 401 with WWW-Authenticate (these are decided
+//   once the headers are in: the body of a request so refused is read and dropped); then
 //   POST: one JSON-RPC message of at most kMaxMessage bytes (413), Accept naming JSON or SSE
 //     (406). 2026-07-28 requests (the revision in _meta) are stateless: MCP-Protocol-Version,
 //     Mcp-Method and, for tools/call, Mcp-Name must match the body (400, -32020), an unknown
@@ -13,11 +22,17 @@
 //     when it asked for progress (or accepts nothing else).
 //   GET: a session's SSE stream (this server sends nothing on it unasked; it stays open).
 //   DELETE: ends a session.
-// A connection that closes while it carries a call cancels the call. Bounds: 64 connections,
-// 64 headers, the body cap, 256 sessions.
+// A connection that closes while it carries a call cancels the call.
+//
+// No client can lock out another: headers must arrive within kHeaderMs and a body within
+// kBodyMs (408), an idle keep-alive connection closes after kIdleMs; at kMaxConnections (or
+// kMaxPerAddress from one non-loopback address) a new connection closes the oldest one that
+// carries no call and no stream, those that never completed a request first; SSE streams
+// are capped apart (kMaxStreams, kMaxStreamsPerSession); and a new session never ends a live
+// one: at kMaxSessions only a session idle for kSessionIdleMs makes room, else 503 with
+// Retry-After.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <http_parser.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,152 +43,45 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <map>
-#include <memory>
-#include <set>
 
 #include <fmt/format.h>
 
-#include "client/mcp/loop_queue.h"
-#include "client/mcp/mcp.h"
+#include "client/mcp/http_server.h"
 
 namespace sbsh::mcp {
 
-namespace {
-
-constexpr size_t kMaxConnections = 64;
-constexpr size_t kMaxHeaders = 64;
-constexpr size_t kMaxHeaderBytes = size_t{64} * 1024;
-constexpr size_t kMaxSessions = 256;
-constexpr size_t kMaxQueued = 8;  // pipelined requests waiting on one connection
+namespace http_transport {
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
-struct http_request {
-  unsigned method = 0;
-  std::string url;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-  bool keep_alive = true;
-  bool too_large = false;
-  [[nodiscard]] const std::string* header(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? nullptr : &it->second;
-  }
-};
-
-// "localhost", "127.0.0.1" (any of 127/8), "::1" or "[::1]", with an optional port.
-bool loopback_host(std::string host) {
-  host = lower(host);
-  if (!host.empty() && host[0] == '[') {
-    auto close = host.find(']');
-    if (close == std::string::npos) return false;
-    return host.substr(1, close - 1) == "::1";
-  }
-  if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) host.resize(colon);
-  if (host == "localhost" || host == "::1") return true;
-  in_addr a{};
-  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
-}
-
-// An Origin such as http://localhost:8080.
-bool loopback_origin(const std::string& origin) {
-  std::string o = lower(origin);
-  for (std::string_view scheme : {"http://", "https://"})
-    if (o.starts_with(scheme)) {
-      std::string host = o.substr(scheme.size());
-      if (auto slash = host.find('/'); slash != std::string::npos) host.resize(slash);
-      return loopback_host(host);
-    }
-  return false;
-}
-
-// Client text quoted in an error: at most 200 bytes (the JSON writer escapes it).
-std::string clip(const std::string& s) { return s.size() <= 200 ? s : s.substr(0, 200) + "..."; }
-
-bool equal_constant_time(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
-
-std::string random_id() {
-  unsigned char b[16];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? ::read(fd, b, sizeof b) : -1;
-  if (fd >= 0) ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof b)) return {};
-  std::string s;
-  for (unsigned char c : b) s += fmt::format("{:02x}", c);
-  return s;
-}
-
-// Mcp-Name may carry its value as =?base64?...?= (2026-07-28, Value Encoding).
-std::optional<std::string> header_value(const std::string& v) {
-  if (!(v.starts_with("=?base64?") && v.ends_with("?=") && v.size() >= 11)) return v;
-  std::string_view in = std::string_view(v).substr(9, v.size() - 11);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int x;
-    if (c >= 'A' && c <= 'Z') x = c - 'A';
-    else if (c >= 'a' && c <= 'z') x = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') x = c - '0' + 52;
-    else if (c == '+') x = 62;
-    else if (c == '/') x = 63;
-    else if (c == '=') break;
-    else return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(x);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
-class http_server;
-
-struct http_session {
-  peer_state peer;
-  uint64_t last_used = 0;                // a counter of requests, for evicting the least recently used
-  std::set<struct connection*> streams;  // GET streams
-};
-
-// One client connection. Owned by http_server::conns_ until its handle's close callback.
-struct connection {
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_stream_t stream;
-    uv_handle_t handle;
-  } h{};
-  http_server* srv = nullptr;
-  uint64_t id = 0;
-  http_parser parser{};
-  http_request cur;
-  std::string last_field;
-  bool in_value = false;
-  size_t header_bytes = 0;
-  std::deque<http_request> queue;
-  bool busy = false;  // a response is under way
-  bool sse = false;   // the response under way is an SSE stream
-  bool closing = false;
-  bool close_after = false;        // once the response under way is written
-  std::string get_stream_session;  // non-empty: this is a session's GET stream
-};
+namespace {
 
 struct write_req {
   uv_write_t req{};
   std::string data;
 };
+
+// A TCP peer's address, for kMaxPerAddress; empty on loopback and on a unix socket.
+std::string peer_address(const connection& c) {
+  if (c.h.handle.type == UV_NAMED_PIPE) return {};
+  sockaddr_storage peer{};
+  int len = sizeof peer;
+  if (uv_tcp_getpeername(&c.h.tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&peer);
+    if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) return {};
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+  } else if (peer.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
+    if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) return {};
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+  }
+  return text;
+}
 
 std::string status_text(int status) {
   switch (status) {
@@ -193,68 +101,7 @@ std::string status_text(int status) {
   }
 }
 
-class http_server {
- public:
-  http_server(uv_loop_t* loop, const server_options& opts, http_options http)
-      : loop_(loop),
-        http_(std::move(http)),
-        queue_(loop),
-        core_(opts, [this](std::function<void()> f) { queue_.post(std::move(f)); }) {}
-
-  int listen_or_fail();
-  // Bind the listener to --http's socket path, or to its HOST:PORT; `url` says where it
-  // listens. A libuv status, or kRefused once the reason is printed.
-  int bind_unix(const std::string& where, std::string& url);
-  int bind_tcp(const std::string& where, std::string& url);
-  static constexpr int kRefused = 1;
-  void stop();
-
- private:
-  static void on_connection(uv_stream_t* s, int status);
-  static void on_alloc(uv_handle_t*, size_t suggested, uv_buf_t* buf);
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
-  static int on_message_begin(http_parser* p);
-  static int on_url(http_parser* p, const char* at, size_t len);
-  static int on_header_field(http_parser* p, const char* at, size_t len);
-  static int on_header_value(http_parser* p, const char* at, size_t len);
-  static int on_body(http_parser* p, const char* at, size_t len);
-  static int on_message_complete(http_parser* p);
-
-  void next_request(connection& c);
-  void handle(connection& c, const http_request& r);
-  void handle_post(connection& c, const http_request& r);
-  void write(connection& c, std::string data);
-  void respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra = {});
-  void respond_error(connection& c, int status, const json& id, int code, const std::string& message,
-                     const std::vector<std::string>& extra = {});
-  void start_sse(connection& c, const std::vector<std::string>& extra);
-  void sse_event(connection& c, const json& j);
-  void end_response(connection& c);
-  void close(connection& c);
-  void end_session(const std::string& sid);
-
-  uv_loop_t* loop_;
-  http_options http_;
-  loop_queue queue_;
-  server core_;
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_stream_t stream;
-    uv_handle_t handle;
-  } listener_{};
-  bool listening_ = false;  // the listener handle exists
-  bool owns_path_ = false;  // the unix socket at the path is ours, to remove at the end
-  uv_timer_t ticker_{};
-  uv_signal_t sigint_{}, sigterm_{};
-  std::map<connection*, std::unique_ptr<connection>> conns_;
-  std::map<std::string, http_session> sessions_;
-  uint64_t next_id_ = 1;
-  uint64_t requests_ = 0;
-  bool stopping_ = false;
-  bool started_ = false;  // the ticker and signal handles exist
-  http_parser_settings settings_{};
-};
+}  // namespace
 
 int http_server::bind_unix(const std::string& where, std::string& url) {
   sockaddr_un sa{};
@@ -279,7 +126,7 @@ int http_server::bind_unix(const std::string& where, std::string& url) {
   }
   ::unlink(where.c_str());
   // Private from birth: only this user may connect (no thread runs yet to share the umask).
-  mode_t old_mask = ::umask(077);
+  mode_t old_mask = ::umask(0177);  // srw-------
   int rc = uv_pipe_bind(&listener_.pipe, where.c_str());
   ::umask(old_mask);
   owns_path_ = rc == 0;
@@ -346,19 +193,34 @@ int http_server::bind_tcp(const std::string& where, std::string& url) {
     int len = sizeof bound;
     uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
     int real_port;
+    std::string host;
     if (bound.ss_family == AF_INET) {
       auto* a = reinterpret_cast<sockaddr_in*>(&bound);
       inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
       real_port = ntohs(a->sin_port);
-      url = fmt::format("http://{}:{}/mcp", text, real_port);
+      host = text;
     } else {
       auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
       inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
       real_port = ntohs(a->sin6_port);
-      url = fmt::format("http://[{}]:{}/mcp", text, real_port);
+      host = fmt::format("[{}]", text);
     }
+    url = fmt::format("http://{}:{}/mcp", host, real_port);
+    allow_authorities(host, real_port);
   }
   return rc;
+}
+
+// The names a client may give this server by: its address, and localhost for 127.0.0.1 and
+// ::1 (the only addresses localhost names without a lookup).
+void http_server::allow_authorities(const std::string& host, int port) {
+  std::vector<std::string> names{lower(host)};
+  if (host == "127.0.0.1" || host == "[::1]") names.emplace_back("localhost");
+  for (const auto& name : names) {
+    authorities_.insert(fmt::format("{}:{}", name, port));
+    if (port == 80) authorities_.insert(name);
+    authority_text_ += (authority_text_.empty() ? "" : " or ") + fmt::format("{}:{}", name, port);
+  }
 }
 
 int http_server::listen_or_fail() {
@@ -367,6 +229,7 @@ int http_server::listen_or_fail() {
   settings_.on_url = on_url;
   settings_.on_header_field = on_header_field;
   settings_.on_header_value = on_header_value;
+  settings_.on_headers_complete = on_headers_complete;
   settings_.on_body = on_body;
   settings_.on_message_complete = on_message_complete;
 
@@ -379,12 +242,25 @@ int http_server::listen_or_fail() {
     std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);
     return 255;
   }
+  // The token's line first: whoever waits for the URL finds it written already.
+  if (!http_.token.empty())
+    std::fputs(fmt::format("sbsh mcp: every request needs 'Authorization: Bearer TOKEN', TOKEN being the text of "
+                           "{}\n",
+                           http_.token_file)
+                   .c_str(),
+               stderr);
   std::fputs(fmt::format("sbsh mcp: listening on {}\n", url).c_str(), stderr);
   std::fflush(stderr);
   uv_timer_init(loop_, &ticker_);
   ticker_.data = this;
   uv_timer_start(
-      &ticker_, [](uv_timer_t* t) { static_cast<http_server*>(t->data)->core_.tick(); }, 500, 500);
+      &ticker_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<http_server*>(t->data);
+        self->core_.tick();
+        self->sweep();
+      },
+      500, 500);
   for (auto* s : {&sigint_, &sigterm_}) {
     uv_signal_init(loop_, s);
     s->data = this;
@@ -424,6 +300,8 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   connection* raw = c.get();
   raw->srv = self;
   raw->id = self->next_id_++;
+  raw->accepted = uv_now(self->loop_);
+  raw->header_deadline = raw->accepted + kHeaderMs;
   if (s->type == UV_NAMED_PIPE) uv_pipe_init(self->loop_, &raw->h.pipe, 0);
   else uv_tcp_init(self->loop_, &raw->h.tcp);
   raw->h.handle.data = raw;
@@ -434,13 +312,89 @@ void http_server::on_connection(uv_stream_t* s, int status) {
   }
   http_parser_init(&raw->parser, HTTP_REQUEST);
   raw->parser.data = raw;
-  if (self->conns_.size() > kMaxConnections) {
+  if (!self->same_user(*raw)) return;
+  raw->address = peer_address(*raw);
+  if (!self->make_room(*raw)) {
     raw->close_after = true;
     self->respond_error(*raw, 503, nullptr, kInternalError,
-                        fmt::format("too many connections (at most {}); try again later", kMaxConnections));
+                        fmt::format("too many connections carrying calls or streams (at most {}); try again later",
+                                    kMaxConnections),
+                        {"Retry-After: 5"});
     return;
   }
   uv_read_start(&raw->h.stream, on_alloc, on_read);
+}
+
+// A unix socket serves only the uid that runs sbsh mcp, as sbshd's does: its mode 0600
+// keeps others out already, and this holds also when the mode was changed. A TCP peer
+// proves itself by the token instead.
+bool http_server::same_user(connection& c) {
+  if (c.h.handle.type != UV_NAMED_PIPE) return true;
+  uv_os_fd_t fd = -1;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (uv_fileno(&c.h.handle, &fd) == 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      cred.uid == ::getuid())
+    return true;
+  c.close_after = true;
+  respond_error(c, 403, nullptr, kInvalidRequest,
+                fmt::format("Forbidden: this socket serves only uid {}, who runs sbsh mcp; connect as that user",
+                            ::getuid()));
+  return false;
+}
+
+// Room for `fresh`: at a cap, the oldest connection that carries no call and no stream is
+// closed, one that never completed a request before one idle between requests. So
+// connections that send nothing, or send slowly, cannot keep a client that sends a request
+// out. False when every other connection carries a call or a stream.
+bool http_server::make_room(const connection& fresh) {
+  size_t same = 0;
+  if (!fresh.address.empty())
+    for (const auto& [k, c] : conns_) same += c->address == fresh.address && !c->closing ? 1 : 0;
+  size_t open = 0;
+  for (const auto& [k, c] : conns_) open += c->closing ? 0 : 1;
+  bool per_address = same > kMaxPerAddress;
+  if (!per_address && open <= kMaxConnections) return true;
+  connection* victim = nullptr;
+  auto older = [](const connection& a, const connection& b) {
+    if (a.served != b.served) return !a.served;  // never answered goes first
+    return (a.served ? a.idle_since : a.accepted) < (b.served ? b.idle_since : b.accepted);
+  };
+  for (const auto& [k, c] : conns_) {
+    if (c.get() == &fresh || !c->idle() || (per_address && c->address != fresh.address)) continue;
+    if (victim == nullptr || older(*c, *victim)) victim = c.get();
+  }
+  if (victim == nullptr) return false;
+  close(*victim);
+  return true;
+}
+
+void http_server::time_out(connection& c, const char* what, uint64_t ms) {
+  uv_read_stop(&c.h.stream);
+  c.queue.clear();
+  c.close_after = true;
+  c.busy = true;
+  respond_error(c, 408, nullptr, kInvalidRequest,
+                fmt::format("Request Timeout: the request's {} did not arrive within {} s", what, ms / 1000));
+}
+
+void http_server::sweep() {
+  uint64_t now = uv_now(loop_);
+  std::vector<connection*> all;
+  for (auto& [k, c] : conns_) all.push_back(k);
+  for (connection* c : all) {
+    if (c->busy || c->closing || !c->get_stream_session.empty()) continue;
+    if (c->header_deadline != 0 && now > c->header_deadline) {
+      // A connection that sent nothing at all is closed without a word.
+      if (!c->in_message) close(*c);
+      else time_out(*c, "headers", kHeaderMs);
+    } else if (c->body_deadline != 0 && now > c->body_deadline) {
+      time_out(*c, "body", kBodyMs);
+    } else if (c->served && c->header_deadline == 0 && c->body_deadline == 0 && c->queue.empty() &&
+               now > c->idle_since + kIdleMs) {
+      close(*c);
+    }
+  }
 }
 
 void http_server::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -467,7 +421,7 @@ void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
       return;
     }
     c->close_after = true;
-    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.headers.size() > kMaxHeaders;
+    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.fields.size() >= kMaxHeaders;
     self->respond_error(*c, big ? 431 : 400, nullptr, kInvalidRequest,
                         big ? fmt::format("request headers too large (at most {} headers, {} bytes)", kMaxHeaders,
                                           kMaxHeaderBytes)
@@ -484,9 +438,10 @@ void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
 int http_server::on_message_begin(http_parser* p) {
   auto* c = static_cast<connection*>(p->data);
   c->cur = http_request{};
-  c->last_field.clear();
-  c->in_value = false;
+  c->in_field = false;
   c->header_bytes = 0;
+  c->header_deadline = uv_now(c->srv->loop_) + kHeaderMs;
+  c->in_message = true;
   return 0;
 }
 
@@ -498,13 +453,19 @@ int http_server::on_url(http_parser* p, const char* at, size_t len) {
   return 0;
 }
 
+// A header's name may come in pieces, and so may its value: a name after a value (or the
+// first one) starts a new field. A field without a value stays, with an empty one, so that
+// an empty repeated header is still counted.
 int http_server::on_header_field(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
   c->header_bytes += len;
   if (c->header_bytes > kMaxHeaderBytes) return 1;
-  if (c->in_value) c->last_field.clear();
-  c->in_value = false;
-  c->last_field.append(at, len);
+  if (!c->in_field) {
+    if (c->cur.fields.size() >= kMaxHeaders) return 1;
+    c->cur.fields.emplace_back();
+  }
+  c->in_field = true;
+  c->cur.fields.back().first += lower(std::string(at, len));
   return 0;
 }
 
@@ -512,20 +473,30 @@ int http_server::on_header_value(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
   c->header_bytes += len;
   if (c->header_bytes > kMaxHeaderBytes) return 1;
-  std::string name = lower(c->last_field);
-  if (!c->in_value) {
-    if (c->cur.headers.size() >= kMaxHeaders && !c->cur.headers.contains(name)) return 1;
+  c->in_field = false;
+  if (!c->cur.fields.empty()) c->cur.fields.back().second.append(at, len);
+  return 0;
+}
+
+int http_server::on_headers_complete(http_parser* p) {
+  auto* c = static_cast<connection*>(p->data);
+  for (auto& [name, value] : c->cur.fields) {
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+    ++c->cur.counts[name];
     auto& v = c->cur.headers[name];
-    if (!v.empty()) v += ", ";  // a repeated header: its values in one list
+    if (c->cur.counts[name] > 1) v += ", ";  // a repeated header: its values in one list
+    v += value;
   }
-  c->in_value = true;
-  c->cur.headers[name].append(at, len);
+  c->cur.fields.clear();
+  c->cur.refused = c->srv->refuse(c->cur);
+  c->header_deadline = 0;
+  c->body_deadline = uv_now(c->srv->loop_) + kBodyMs;
   return 0;
 }
 
 int http_server::on_body(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<connection*>(p->data);
-  if (c->cur.too_large) return 0;
+  if (c->cur.too_large || c->cur.refused) return 0;
   if (c->cur.body.size() + len > kMaxMessage) {
     // Read on and drop the rest, so that the answer reaches a client still sending.
     c->cur.too_large = true;
@@ -541,6 +512,8 @@ int http_server::on_message_complete(http_parser* p) {
   auto* c = static_cast<connection*>(p->data);
   c->cur.method = p->method;
   c->cur.keep_alive = http_should_keep_alive(p) != 0;
+  c->body_deadline = 0;
+  c->in_message = false;
   c->queue.push_back(std::move(c->cur));
   c->cur = http_request{};
   return 0;
@@ -605,6 +578,9 @@ void http_server::end_response(connection& c) {
   if (c.sse) write(c, "0\r\n\r\n");
   c.sse = false;
   c.busy = false;
+  c.served = true;
+  c.idle_since = uv_now(loop_);
+  c.call_session.clear();
   if (c.close_after) {
     // Closing after the writes queued before it: uv_close would drop them, so shut down first.
     auto* req = new uv_shutdown_t;
@@ -636,198 +612,14 @@ void http_server::close(connection& c) {
   });
 }
 
-void http_server::end_session(const std::string& sid) {
-  auto s = sessions_.find(sid);
-  if (s == sessions_.end()) return;
-  for (connection* stream : std::set<connection*>(s->second.streams)) {
-    stream->get_stream_session.clear();
-    stream->close_after = true;
-    end_response(*stream);
-  }
-  core_.cancel_peer(s->second.peer);
-  sessions_.erase(s);
-}
-
-void http_server::handle(connection& c, const http_request& r) {
-  std::string path = r.url.substr(0, r.url.find('?'));
-  if (path != "/mcp") return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: the MCP endpoint is /mcp");
-  if (!http_.allow_remote) {
-    const std::string* host = r.header("host");
-    if (host != nullptr && !loopback_host(*host) && http_.listen.find('/') == std::string::npos)
-      return respond_error(c, 403, nullptr, kInvalidRequest,
-                           fmt::format("Forbidden: Host '{}' is not this host (DNS rebinding protection)", *host));
-    const std::string* origin = r.header("origin");
-    if (origin != nullptr && !loopback_origin(*origin))
-      return respond_error(c, 403, nullptr, kInvalidRequest,
-                           fmt::format("Forbidden: Origin '{}' may not use this server (only loopback origins may)",
-                                       clip(*origin)));
-  }
-  if (!http_.token.empty()) {
-    const std::string* auth = r.header("authorization");
-    bool ok = auth != nullptr && auth->size() > 7 && lower(auth->substr(0, 7)) == "bearer " &&
-              equal_constant_time(auth->substr(7), http_.token);
-    if (!ok)
-      return respond_error(c, 401, nullptr, kInvalidRequest,
-                           "Unauthorized: send the token of sbsh mcp --token-file as 'Authorization: Bearer TOKEN'",
-                           {"WWW-Authenticate: Bearer realm=\"sbsh\""});
-  }
-  const std::string* sid = r.header("mcp-session-id");
-  if (r.method == HTTP_POST) return handle_post(c, r);
-  if (r.method == HTTP_GET) {
-    const std::string* accept = r.header("accept");
-    if (accept == nullptr || accept->find("text/event-stream") == std::string::npos)
-      return respond_error(c, 406, nullptr, kInvalidRequest,
-                           "Not Acceptable: GET /mcp is an SSE stream; accept "
-                           "text/event-stream");
-    if (sid == nullptr)
-      return respond_error(c, 405, nullptr, kInvalidRequest,
-                           "Method Not Allowed: GET /mcp opens a session's stream; give Mcp-Session-Id",
-                           {"Allow: POST, DELETE"});
-    auto s = sessions_.find(*sid);
-    if (s == sessions_.end()) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
-    c.get_stream_session = *sid;
-    s->second.streams.insert(&c);
-    start_sse(c, {});
-    write(c, fmt::format("{:x}\r\n{}\r\n", 3, ":\n\n"));  // a comment, so the client sees the stream open
-    return;
-  }
-  if (r.method == HTTP_DELETE) {
-    if (sid == nullptr)
-      return respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: DELETE needs Mcp-Session-Id",
-                           {"Allow: POST"});
-    if (!sessions_.contains(*sid)) return respond_error(c, 404, nullptr, kInvalidRequest, "Not Found: no such session");
-    end_session(*sid);
-    return respond(c, 200, "");
-  }
-  respond_error(c, 405, nullptr, kInvalidRequest, "Method Not Allowed: use POST, GET or DELETE",
-                {"Allow: POST, GET, DELETE"});
-}
-
-void http_server::handle_post(connection& c, const http_request& r) {
-  if (r.too_large)
-    return respond_error(c, 413, nullptr, kInvalidRequest,
-                         fmt::format("Content Too Large: a message is at most {} bytes", kMaxMessage));
-  const std::string* accept = r.header("accept");
-  std::string acc = accept == nullptr ? "" : lower(*accept);
-  bool any = acc.find("*/*") != std::string::npos;
-  bool json_ok = any || acc.find("application/json") != std::string::npos;
-  bool sse_ok = any || acc.find("text/event-stream") != std::string::npos;
-  if (!json_ok && !sse_ok)
-    return respond_error(c, 406, nullptr, kInvalidRequest,
-                         "Not Acceptable: accept application/json and text/event-stream");
-  const std::string* ctype = r.header("content-type");
-  if (ctype == nullptr || lower(*ctype).find("application/json") == std::string::npos)
-    return respond_error(c, 415, nullptr, kInvalidRequest, "Unsupported Media Type: send application/json");
-  auto parsed = parse_message(r.body);
-  if (!parsed.message) return respond(c, 400, to_line(parsed.error));
-  const incoming& m = *parsed.message;
-  const std::string* version_header = r.header("mcp-protocol-version");
-  const std::string* sid = r.header("mcp-session-id");
-  std::optional<std::string> meta_version;
-  if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
-    if (auto v = meta->find("io.modelcontextprotocol/protocolVersion"); v != meta->end() && v->is_string())
-      meta_version = v->get<std::string>();
-
-  peer_state stateless;
-  stateless.stateless = true;
-  peer_state* peer = &stateless;
-  std::vector<std::string> extra;
-  bool modern = meta_version.has_value() && !is_legacy_version(*meta_version);
-  if (modern) {
-    // Stateless: the headers must say what the body says.
-    auto mismatch = [&](const std::string& what) {
-      respond_error(c, 400, m.id, kHeaderMismatch, "Header mismatch: " + what);
-    };
-    if (version_header == nullptr || *version_header != *meta_version)
-      return mismatch(fmt::format("MCP-Protocol-Version must be '{}', as in _meta", *meta_version));
-    if (m.kind == message_kind::request) {
-      const std::string* method = r.header("mcp-method");
-      if (method == nullptr || *method != m.method) return mismatch(fmt::format("Mcp-Method must be '{}'", m.method));
-      if (m.method == "tools/call") {
-        const std::string* name = r.header("mcp-name");
-        auto decoded = name == nullptr ? std::nullopt : header_value(*name);
-        auto body_name = m.params.find("name");
-        if (!decoded || body_name == m.params.end() || !body_name->is_string() || *decoded != *body_name)
-          return mismatch("Mcp-Name must be the tool's name, as in params.name");
-      }
-    }
-  } else if (m.kind == message_kind::request && m.method == "initialize") {
-    // Sessions that clients forgot to DELETE must not pile up: at the cap, the least
-    // recently used one ends.
-    if (sessions_.size() >= kMaxSessions) {
-      auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_used < b.second.last_used;
-      });
-      end_session(oldest->first);
-    }
-    std::string id = random_id();
-    if (id.empty()) return respond_error(c, 503, m.id, kInternalError, "cannot read /dev/urandom for a session id");
-    peer = &sessions_[id].peer;
-    sessions_[id].last_used = ++requests_;
-    extra.push_back("Mcp-Session-Id: " + id);
-  } else {
-    if (version_header != nullptr && !is_legacy_version(*version_header) && *version_header != kModernVersion)
-      return respond_error(c, 400, m.id, kInvalidRequest,
-                           fmt::format("Bad Request: MCP-Protocol-Version '{}' is not one this server speaks",
-                                       clip(*version_header)));
-    if (sid == nullptr)
-      return respond_error(c, 400, m.id, kInvalidRequest,
-                           "Bad Request: no Mcp-Session-Id; start with initialize, or send 2026-07-28 requests");
-    auto s = sessions_.find(*sid);
-    if (s == sessions_.end())
-      return respond_error(c, 404, m.id, kInvalidRequest, "Not Found: no such session; initialize again");
-    peer = &s->second.peer;
-    s->second.last_used = ++requests_;
-  }
-
-  if (m.kind != message_kind::request) {
-    core_.handle(m, *peer, c.id, [](const json&) {});
-    return respond(c, 202, "", extra);
-  }
-  // Progress goes only to a stream; a request that asks for it (or accepts nothing else)
-  // gets its answer as SSE.
-  bool wants_progress = false;
-  if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
-    wants_progress = meta->contains("progressToken");
-  bool use_sse = sse_ok && (wants_progress || !json_ok);
-  connection* conn = &c;
-  auto out = [this, conn, use_sse, extra, modern](const json& j) {
-    if (j.is_null()) {
-      // Cancelled: no answer is sent, and the response held open ends with the connection.
-      if (conn->sse) {
-        conn->close_after = true;
-        end_response(*conn);
-      } else {
-        close(*conn);
-      }
-      return;
-    }
-    bool final = j.contains("id") && (j.contains("result") || j.contains("error"));
-    if (use_sse) {
-      if (!conn->sse) start_sse(*conn, extra);
-      sse_event(*conn, j);
-      if (final) end_response(*conn);
-    } else if (final) {
-      int status = 200;
-      if (modern && j.contains("error")) {
-        int code = j["error"].value("code", 0);
-        status = code == kMethodNotFound ? 404 : code == kUnsupportedProtocolVersion ? 400 : 200;
-      }
-      respond(*conn, status, to_line(j), extra);
-    }
-  };
-  // The stateless peer is only used while handle() runs; a call keeps none of it.
-  core_.handle(m, *peer, c.id, out);
-}
-
-}  // namespace
+}  // namespace http_transport
 
 int run_http(const server_options& opts, const http_options& http) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   int rc;
   {
-    http_server srv(&loop, opts, http);
+    http_transport::http_server srv(&loop, opts, http);
     rc = srv.listen_or_fail();
     if (rc != 0) srv.stop();
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -6,22 +6,26 @@
 // or vanishing mid-call leaves no process running.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -160,29 +164,39 @@ struct http_reply {
   [[nodiscard]] json json_body() const { return json::parse(body, nullptr, false); }
 };
 
-int http_connect(const std::string& where) {
+// Where `where` (host:port or a socket path) is, as connect(2) takes it.
+struct socket_address {
+  sockaddr_storage storage{};
+  socklen_t size = 0;
+};
+socket_address address_of(const std::string& where) {
+  socket_address a;
   if (where.find('/') != std::string::npos) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", where.c_str());
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
+    auto* sa = reinterpret_cast<sockaddr_un*>(&a.storage);
+    sa->sun_family = AF_UNIX;
+    std::snprintf(sa->sun_path, sizeof sa->sun_path, "%s", where.c_str());
+    a.size = sizeof(sockaddr_un);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(static_cast<uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
+    sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.size = sizeof(sockaddr_in);
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+  return a;
+}
+
+// A connected socket, or -1. Allocates nothing: a forked child may call it.
+int connect_to(const socket_address& a) {
+  int fd = ::socket(a.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&a.storage), a.size) != 0) {
     ::close(fd);
     return -1;
   }
   return fd;
 }
+
+int http_connect(const std::string& where) { return connect_to(address_of(where)); }
 
 void send_all(int fd, std::string_view s) {
   while (!s.empty()) {
@@ -236,25 +250,59 @@ http_reply read_reply(int fd) {
   return r;
 }
 
+// Headers that http() and request_head() send unless the call gives its own of that name
+// ("Name:" alone: none at all): the Host of the server under test and its token, which
+// start_http sets.
+std::vector<std::string> http_defaults;
+
+std::string header_name(const std::string& h) {
+  std::string name = h.substr(0, h.find(':'));
+  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+// "METHOD /mcp HTTP/1.1" and its header lines, each of `headers` (where "Name:" alone leaves
+// that header out) and then the defaults it does not name, without the blank line.
+std::string request_head(const std::string& method, const std::vector<std::string>& headers,
+                         const std::string& path = "/mcp") {
+  std::string req = method + " " + path + " HTTP/1.1\r\n";
+  std::set<std::string> named;
+  for (const auto& h : headers) {
+    named.insert(header_name(h));
+    if (!h.ends_with(":")) req += h + "\r\n";
+  }
+  for (const auto& h : http_defaults)
+    if (!named.contains(header_name(h))) req += h + "\r\n";
+  return req;
+}
+
 // Sends one request to `where` (host:port or a socket path) and reads the reply.
 http_reply http(const std::string& where, const std::string& method, const std::string& body,
                 const std::vector<std::string>& headers = {}, const std::string& path = "/mcp") {
   int fd = http_connect(where);
   if (fd < 0) return {};
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-  for (const auto& h : headers) req += h + "\r\n";
+  std::vector<std::string> all = headers;
+  all.emplace_back("Connection: close");
   if (method == "POST") {
-    req += "Content-Type: application/json\r\n";
+    all.emplace_back("Content-Type: application/json");
     bool has_accept = false;
     for (const auto& h : headers) has_accept = has_accept || h.starts_with("Accept:");
-    if (!has_accept) req += "Accept: application/json, text/event-stream\r\n";
+    if (!has_accept) all.emplace_back("Accept: application/json, text/event-stream");
   }
-  req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-  send_all(fd, req);
+  all.push_back("Content-Length: " + std::to_string(body.size()));
+  send_all(fd, request_head(method, all, path) + "\r\n");
   send_all(fd, body);
   http_reply r = read_reply(fd);
   ::close(fd);
   return r;
+}
+
+// The head of a POST of `length` bytes of JSON, with `sid` (a header line), ending in the
+// blank line.
+std::string post_head(const std::string& sid, size_t length) {
+  return request_head("POST", {"Content-Type: application/json", "Accept: application/json, text/event-stream", sid,
+                               "Content-Length: " + std::to_string(length)}) +
+         "\r\n";
 }
 
 json initialize_request() {
@@ -301,8 +349,21 @@ class mcp_test : public daemon_test {
           return false;
         },
         20s);
+    http_defaults = {where.find('/') == std::string::npos ? "Host: " + where : "Host: localhost"};
+    token_file = token_file_named();
+    if (!token_file.empty()) http_defaults.push_back("Authorization: Bearer " + trim(read_file(token_file)));
     return where;
   }
+  // The token file that the server's stderr names, "" when it names none.
+  std::string token_file_named() const {
+    std::string text = read_file(dir + "/mcp.err");
+    constexpr std::string_view kSays = "TOKEN being the text of ";
+    auto at = text.find(kSays);
+    if (at == std::string::npos) return {};
+    at += kSays.size();
+    return text.substr(at, text.find('\n', at) - at);
+  }
+  std::string token_file;
   // A session made by initialize over HTTP: its Mcp-Session-Id header line.
   static std::string http_session(const std::string& where) {
     http_reply r = http(where, "POST", initialize_request().dump());
@@ -636,7 +697,7 @@ TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
   // GET opens the session's SSE stream; DELETE ends the session, and the stream with it.
   int stream = http_connect(where);
   ASSERT_GE(stream, 0);
-  send_all(stream, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + sid + "\r\n\r\n");
+  send_all(stream, request_head("GET", {"Accept: text/event-stream", sid}) + "\r\n");
   EXPECT_EQ(http(where, "GET", "", {"Accept: text/event-stream"}).status, 405);  // no session: no stream
   EXPECT_EQ(http(where, "DELETE", "", {sid}).status, 200);
   http_reply ended = read_reply(stream);
@@ -659,8 +720,12 @@ TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
   http_reply evil = http(where, "POST", request(2, "ping").dump(), {sid, "Origin: http://evil.example.com"});
   EXPECT_EQ(evil.status, 403);
   EXPECT_TRUE(evil.json_body().contains("error")) << evil.body;
-  EXPECT_EQ(http(where, "POST", request(3, "ping").dump(), {sid, "Origin: http://localhost:1234"}).status, 200);
-  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://[::1]:1234"}).status, 200);
+  std::string port = where.substr(where.rfind(':') + 1);
+  EXPECT_EQ(http(where, "POST", request(3, "ping").dump(), {sid, "Origin: http://localhost:" + port}).status, 200);
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://127.0.0.1:" + port}).status, 200);
+  // Loopback, but not this server: another port, another address.
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://localhost:1234"}).status, 403);
+  EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid, "Origin: http://[::1]:" + port}).status, 403);
   // Still serving.
   http_reply ok = http(where, "POST", tool_call(5, "run_command", {{"command", "echo alive"}}).dump(), {sid});
   EXPECT_EQ(ok.json_body()["result"]["structuredContent"]["stdout"], "alive\n");
@@ -669,7 +734,8 @@ TEST_F(mcp_test, http_refuses_large_bodies_bad_json_and_foreign_origins) {
 TEST_F(mcp_test, http_with_a_token_needs_it_and_remote_needs_a_token) {
   { std::ofstream(dir + "/token") << "0123456789abcdef0123\n"; }
   std::string where = start_http("127.0.0.1:0", {"--token-file", dir + "/token"});
-  http_reply none = http(where, "POST", initialize_request().dump());
+  EXPECT_EQ(token_file, dir + "/token");
+  http_reply none = http(where, "POST", initialize_request().dump(), {"Authorization:"});
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
   EXPECT_TRUE(none.json_body().contains("error"));
@@ -720,10 +786,7 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   int fd = http_connect(where);
   ASSERT_GE(fd, 0);
   std::string body = tool_call(2, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd,
-           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-           "text/event-stream\r\n" +
-               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd, post_head(sid, body.size()) + body);
   pid_t pid = read_pid();
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(pid_alive(pid));
@@ -738,10 +801,7 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   fd = http_connect(where);
   ASSERT_GE(fd, 0);
   body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd,
-           "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, "
-           "text/event-stream\r\n" +
-               sid + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(fd, post_head(sid, body.size()) + body);
   pid = read_pid();
   ASSERT_GT(pid, 0);
   json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};
@@ -759,6 +819,49 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   EXPECT_TRUE(WIFEXITED(http_server_->status()) && WEXITSTATUS(http_server_->status()) == 0) << http_server_->status();
 }
 
+// What a process of another user gets: the status of `request`, sent by a child that became
+// uid 65534 (nobody) before it connected, and whether it could open the token file. Needs
+// root (setresuid); status 0 when the child could not say.
+struct foreign_result {
+  int status = 0;
+  bool read_token = true;
+};
+foreign_result as_nobody(const std::string& where, const std::string& request, const std::string& token_path) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return {};
+  socket_address server = address_of(where);  // the child only makes system calls
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    char out[4] = {'?', '0', '0', '0'};  // 'r' or 'n' (token file readable or not), the status's digits
+    if (::setgroups(0, nullptr) == 0 && ::setresgid(65534, 65534, 65534) == 0 &&
+        ::setresuid(65534, 65534, 65534) == 0) {
+      int tf = ::open(token_path.c_str(), O_RDONLY | O_CLOEXEC);
+      out[0] = tf >= 0 ? 'r' : 'n';
+      int fd = connect_to(server);
+      char head[16] = {};
+      // A server that refuses at once may close before it has read the request: read its
+      // answer whether or not the request was all sent.
+      if (fd >= 0) (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      if (fd >= 0 && ::read(fd, head, sizeof head - 1) >= 12) std::memcpy(out + 1, head + 9, 3);  // "HTTP/1.1 401 ..."
+    }
+    (void)!::write(p[1], out, sizeof out);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  foreign_result r;
+  char in[4];
+  pollfd pf{p[0], POLLIN, 0};
+  if (::poll(&pf, 1, 30000) == 1 && ::read(p[0], in, sizeof in) == 4) {
+    r.read_token = in[0] != 'n';
+    r.status = std::atoi(std::string(in + 1, 3).c_str());
+  }
+  ::close(p[0]);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return r;
+}
+
 TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   std::string path = dir + "/mcp.sock";
   std::string where = start_http(path);
@@ -771,6 +874,245 @@ TEST_F(mcp_test, http_serves_on_a_unix_socket) {
   EXPECT_EQ(second.code, 255);
   EXPECT_NE(second.err.find("listening there already"), std::string::npos) << second.err;
   EXPECT_EQ(http(where, "POST", request(2, "ping").dump(), {sid}).status, 200);
+  // Only this user: the socket is 0600, and even opened to all, another uid is refused.
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (::getuid() == 0) {
+    ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);  // nobody may reach the socket, not list the directory
+    std::string body = request(3, "ping").dump();
+    foreign_result nobody =
+        as_nobody(where,
+                  request_head("POST", {sid, "Content-Type: application/json", "Accept: application/json",
+                                        "Connection: close", "Content-Length: " + std::to_string(body.size())}) +
+                      "\r\n" + body,
+                  "");
+    ::chmod(dir.c_str(), 0700);
+    EXPECT_EQ(nobody.status, 403);
+    EXPECT_EQ(http(where, "POST", request(4, "ping").dump(), {sid}).status, 200);
+  }
+}
+
+TEST_F(mcp_test, http_on_tcp_makes_the_users_token_and_refuses_requests_without_it) {
+  std::string where = start_http();
+  // The token: made in the runtime directory, 0600, this user's, 32 random bytes in hex.
+  std::string path = dir + "/run/sbsh/mcp-token";
+  ASSERT_EQ(token_file, path) << read_file(dir + "/mcp.err");
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, ::getuid());
+  std::string token = trim(read_file(path));
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+
+  http_reply none = http(where, "POST", initialize_request().dump(), {"Authorization:"});
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.headers["www-authenticate"].rfind("Bearer", 0), 0u) << none.headers["www-authenticate"];
+  EXPECT_NE(none.body.find(path), std::string::npos) << none.body;  // says where the token is
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + std::string(64, 'a')}).status,
+            401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Bearer " + token.substr(1)}).status, 401);
+  EXPECT_EQ(http(where, "POST", initialize_request().dump(), {"Authorization: Basic " + token}).status, 401);
+  // Stateless requests too, and nothing runs for them.
+  http_reply call =
+      http(where, "POST", tool_call(2, "run_command", {{"command", "touch " + dir + "/ran"}}, modern_meta()).dump(),
+           {"Authorization:", "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: run_command"});
+  EXPECT_EQ(call.status, 401);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
+  // With it: served.
+  EXPECT_EQ(http(where, "POST", initialize_request().dump()).status, 200);
+
+  // Another user, without the token (which it cannot read), is refused.
+  if (::getuid() == 0) {
+    std::string body = initialize_request().dump();
+    std::string req =
+        request_head("POST", {"Authorization:", "Content-Type: application/json", "Accept: application/json",
+                              "Connection: close", "Content-Length: " + std::to_string(body.size())}) +
+        "\r\n" + body;
+    foreign_result nobody = as_nobody(where, req, path);
+    EXPECT_EQ(nobody.status, 401);
+    EXPECT_FALSE(nobody.read_token);
+  }
+
+  // A second server reuses the token; one in a file others could read is replaced. (One that
+  // cannot listen, on port 99999, has read or made the token first.)
+  run_result again = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:99999"});
+  EXPECT_NE(again.code, 0);
+  EXPECT_EQ(trim(read_file(path)), token);
+  ::chmod(path.c_str(), 0644);
+  again = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:99999"});
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_NE(trim(read_file(path)), token);
+  // A runtime directory others may enter keeps no token; the error says how to fix it.
+  ASSERT_EQ(::chmod((dir + "/run/sbsh").c_str(), 0755), 0);
+  run_result open_dir = run({bin("sbsh"), "--no-autostart", "mcp", "--http", "127.0.0.1:0"});
+  ::chmod((dir + "/run/sbsh").c_str(), 0700);
+  EXPECT_NE(open_dir.code, 0);
+  EXPECT_NE(open_dir.err.find("chmod 700"), std::string::npos) << open_dir.err;
+  EXPECT_NE(open_dir.err.find("--token-file"), std::string::npos) << open_dir.err;
+}
+
+// Connections that the test holds open, closed at the end of the scope.
+struct held_connections {
+  std::vector<int> fds;
+  held_connections() = default;
+  held_connections(const held_connections&) = delete;
+  held_connections& operator=(const held_connections&) = delete;
+  ~held_connections() {
+    for (int fd : fds) ::close(fd);
+  }
+  // Opens `n` connections to `where`, sending `text` on each.
+  void open(const std::string& where, size_t n, const std::string& text) {
+    for (size_t i = 0; i < n; ++i) {
+      int fd = http_connect(where);
+      ASSERT_GE(fd, 0) << "connection " << i;
+      fds.push_back(fd);
+      if (!text.empty()) send_all(fd, text);
+    }
+  }
+};
+
+// Whether the server closed `fd` (end of file, or a reset) within the hang guard; what it sent
+// first is skipped.
+bool closed_by_server(int fd) {
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 60000) != 1) return false;
+    if (::read(fd, buf, sizeof buf) <= 0) return true;
+  }
+}
+
+TEST_F(mcp_test, http_keeps_no_body_of_a_request_it_will_refuse) {
+  std::string where = start_http();
+  pid_t server = http_server_->pid();
+  long before = status_kb(server, "VmHWM");
+  ASSERT_GT(before, 0);
+  // 64 clients without the token each send most of a 4 MB body; were the bodies kept, the
+  // server would hold 256 MB at once.
+  constexpr size_t kBody = 4'000'000, kSent = 3'900'000;
+  std::string head =
+      request_head("POST", {"Authorization:", "Content-Type: application/json", "Accept: application/json",
+                            "Connection: close", "Content-Length: " + std::to_string(kBody)}) +
+      "\r\n";
+  held_connections clients;
+  clients.open(where, 64, head);
+  std::string part(kSent, ' ');
+  for (int fd : clients.fds) send_all(fd, part);
+  for (int fd : clients.fds) send_all(fd, std::string(kBody - kSent, ' '));
+  for (int fd : clients.fds) EXPECT_EQ(read_reply(fd).status, 401);
+  long after = status_kb(server, "VmHWM");
+  EXPECT_LT(after - before, 64 * 1024) << "peak resident KiB went from " << before << " to " << after;
+  EXPECT_EQ(http(where, "POST", initialize_request().dump()).status, 200);
+}
+
+TEST_F(mcp_test, http_idle_and_slow_connections_do_not_lock_out_a_request) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  held_connections idle, slow;
+  idle.open(where, 64, "");
+  http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo past the idle"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the idle\n") << r.status << r.body;
+  // Headers that never end, more of them than the server keeps connections for.
+  slow.open(where, 200, request_head("POST", {"Content-Type: application/json"}) + "X-Slow: ");
+  r = http(where, "POST", tool_call(2, "run_command", {{"command", "echo past the slow"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the slow\n") << r.status << r.body;
+  // And they do not stay: each is closed, by the header timeout if not to make room.
+  EXPECT_TRUE(closed_by_server(idle.fds.back()));
+  EXPECT_TRUE(closed_by_server(slow.fds.back()));
+}
+
+TEST_F(mcp_test, http_open_sse_streams_do_not_lock_out_a_request) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  held_connections streams;
+  std::vector<std::string> sessions(35);
+  for (auto& session : sessions) session = http_session(where);
+  for (int i = 0; i < 70; ++i) {
+    int fd = http_connect(where);
+    ASSERT_GE(fd, 0);
+    streams.fds.push_back(fd);
+    send_all(fd, request_head("GET", {"Accept: text/event-stream", sessions[i / 2]}) + "\r\n");
+  }
+  // Every stream is answered: opened (200) or, past the cap on streams, refused (503).
+  int opened = 0, refused = 0;
+  for (int fd : streams.fds) {
+    char head[13] = {};
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 30000), 1);
+    ASSERT_EQ(::recv(fd, head, 12, MSG_PEEK), 12);
+    std::string status(head + 9, 3);
+    opened += status == "200" ? 1 : 0;
+    refused += status == "503" ? 1 : 0;
+  }
+  EXPECT_GT(opened, 0);
+  EXPECT_EQ(opened + refused, 70);
+  http_reply r = http(where, "POST", tool_call(1, "run_command", {{"command", "echo past the streams"}}).dump(), {sid});
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "past the streams\n") << r.status << r.body;
+}
+
+TEST_F(mcp_test, http_a_burst_of_initialize_calls_ends_no_live_session) {
+  std::string where = start_http();
+  std::string sid = http_session(where);
+  ASSERT_EQ(http(where, "POST", tool_call(1, "run_command", {{"command", "W=kept"}}).dump(), {sid}).status, 200);
+  int made = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    http_reply r = http(where, "POST", initialize_request().dump());
+    if (r.status == 200) ++made;
+    if (r.status == 503) {
+      ++refused;
+      EXPECT_FALSE(r.headers["retry-after"].empty());
+      EXPECT_NE(r.body.find("sessions"), std::string::npos) << r.body;
+    }
+  }
+  EXPECT_EQ(made, 255);  // the cap, with the first session
+  EXPECT_EQ(refused, 45);
+  http_reply r = http(where, "POST", tool_call(2, "run_command", {{"command", "echo $W"}}).dump(), {sid});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+  // Stateless requests need no session, and still work.
+  http_reply d = http(where, "POST", request(3, "server/discover", {{"_meta", modern_meta()}}).dump(),
+                      {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: server/discover"});
+  EXPECT_EQ(d.status, 200) << d.body;
+}
+
+TEST_F(mcp_test, http_refuses_hosts_and_origins_that_are_not_exactly_its_own) {
+  std::string where = start_http();
+  std::string port = where.substr(where.rfind(':') + 1);
+  std::string ping = request(1, "ping", {{"_meta", modern_meta()}}).dump();
+  std::vector<std::string> modern{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: ping"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), modern.begin(), modern.end());
+    return http(where, "POST", ping, extra);
+  };
+  EXPECT_EQ(with({}).status, 200);
+  EXPECT_EQ(with({"Host: localhost:" + port}).status, 200);
+  EXPECT_EQ(with({"Host: LOCALHOST:" + port}).status, 200);
+  http_reply longer = with({"Host: 127.0.0.1:" + port + ".evil.example"});
+  EXPECT_EQ(longer.status, 403);
+  EXPECT_NE(longer.body.find("Host"), std::string::npos) << longer.body;
+  EXPECT_EQ(with({"Host: evil.example"}).status, 403);
+  EXPECT_EQ(with({"Host: 127.0.0.1"}).status, 403);    // no port
+  EXPECT_EQ(with({"Host: 127.0.0.1:1"}).status, 403);  // another port
+  EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: evil.example"}).status, 400);
+  EXPECT_EQ(with({"Host: 127.0.0.1:" + port, "Host: 127.0.0.1:" + port}).status, 400);
+  http_reply nohost = with({"Host:"});
+  EXPECT_EQ(nohost.status, 400);
+  EXPECT_NE(nohost.body.find("Host"), std::string::npos) << nohost.body;
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port}).status, 200);
+  http_reply userinfo = with({"Origin: http://127.0.0.1:1@evil.example"});
+  EXPECT_EQ(userinfo.status, 403);
+  EXPECT_NE(userinfo.body.find("Origin"), std::string::npos) << userinfo.body;
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + "@evil.example"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + ".evil.example"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port + "/path"}).status, 403);
+  EXPECT_EQ(with({"Origin: https://127.0.0.1:" + port}).status, 403);
+  EXPECT_EQ(with({"Origin: null"}).status, 403);
+  EXPECT_EQ(with({"Origin: http://127.0.0.1:" + port, "Origin: http://evil.example"}).status, 403);
 }
 
 }  // namespace mcp_tests

@@ -3,7 +3,8 @@
 #   conformance.sh NODE NODE_DIR SBSH_BIN_DIR WORK_DIR
 # Every active scenario runs; those in conformance-expected-failures.yml are expected to
 # fail (each with its reason there), and the suite fails on any other failure or on an entry
-# that passes.
+# that passes. sbsh mcp --http requires its token (made in $XDG_RUNTIME_DIR/sbsh/mcp-token),
+# and the suite has no option for headers: bearer.mjs, preloaded, adds it to each request.
 set -euo pipefail
 node=$1 node_dir=$2 bin=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,9 +24,17 @@ if [[ -z $url ]]; then
   echo "FAIL: sbsh mcp --http did not print its URL" >&2
   exit 1
 fi
+token_file=$(sed -n "s/.*TOKEN being the text of \(.*\)$/\1/p" "$work/mcp-http.err")
+if [[ ! -r $token_file ]]; then
+  cat "$work/mcp-http.err" >&2
+  echo "FAIL: sbsh mcp --http did not say where its token is" >&2
+  exit 1
+fi
+export SBSH_MCP_TOKEN=$(<"$token_file") SBSH_UNDICI=$node_dir/node_modules/undici/index.js
 cd "$work"
 set +e
-"$node" "$node_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" server --url "$url" \
+"$node" --import "$here/bearer.mjs" "$node_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" \
+  server --url "$url" \
   --expected-failures "$here/conformance-expected-failures.yml" >"$work/conformance.out" 2>&1
 status=$?
 set -e
