@@ -467,9 +467,16 @@ class BindingTest(DaemonTestCase):
         with open(os.path.join(proj, "reqs.txt"), "w") as f:
             f.write("one\n")
         runs = os.path.join(self.d.dir, "py-env-runs")
-        setup = 'echo run >> %s; cp reqs.txt "$SBSH_ENV/tool"' % runs
-        self.c.create_session("py-env1", cwd=proj, setup=setup, setup_keys=["reqs.txt"])
-        self.c.create_session("py-env2", cwd=proj, setup=setup, setup_keys=["reqs.txt"])
+        setup = 'echo run >> %s; cp reqs.txt "$SBSH_ENV/tool"; echo building; echo warned >&2' % runs
+        seen = []
+        self.c.create_session("py-env1", cwd=proj, setup=setup, setup_keys=["reqs.txt"],
+                              on_setup_output=lambda stream, data: seen.append((stream, data)))
+        self.assertEqual(b"".join(d for s, d in seen if s == 1), b"building\n")
+        self.assertEqual(b"".join(d for s, d in seen if s == 2), b"warned\n")
+        seen.clear()  # built already: nothing runs, nothing is said
+        self.c.create_session("py-env2", cwd=proj, setup=setup, setup_keys=["reqs.txt"],
+                              on_setup_output=lambda stream, data: seen.append((stream, data)))
+        self.assertEqual(seen, [])
         with open(runs) as f:
             self.assertEqual(f.read(), "run\n")
         r1 = self.c.exec('cat "$SBSH_ENV/tool"; echo "$SBSH_ENV"', session="py-env1")

@@ -167,6 +167,7 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_result_free": (None, [P]),
         "sbsh_session_spec_init_size": (None, [ctypes.POINTER(SessionSpec), SZ]),
         "sbsh_session_create_spec": (I, [P, ctypes.POINTER(SessionSpec)]),
+        "sbsh_session_create_spec_output": (I, [P, ctypes.POINTER(SessionSpec), OUTPUT_FN, P]),
         "sbsh_sessions_json": (I, [P, PP]),
         "sbsh_session_show_json": (I, [P, S, PP]),
         "sbsh_session_remove": (I, [P, S]),

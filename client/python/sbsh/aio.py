@@ -272,12 +272,21 @@ class AsyncClient:
                              allow_read: Optional[Sequence[PathArg]] = None,
                              read_only: Optional[Sequence[PathArg]] = None, no_network: bool = False,
                              memory: Optional[int] = None, pids: Optional[int] = None,
-                             cpu: Optional[float] = None) -> "AsyncSession":
-        """Client.create_session, awaited."""
+                             cpu: Optional[float] = None,
+                             on_setup_output: Optional[Callable[[int, bytes], None]] = None) -> "AsyncSession":
+        """Client.create_session, awaited. on_setup_output is called on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        relay: Optional[Callable[[int, bytes], None]] = None
+        if on_setup_output is not None:
+            told = on_setup_output
+
+            def relay(stream: int, data: bytes) -> None:
+                loop.call_soon_threadsafe(told, stream, data)
         await self._run(lambda c, k: c.create_session(name, cwd, env, init, restart, limits, snapshot, root,
                                                       setup, setup_keys, confine=confine, allow_write=allow_write,
                                                       allow_read=allow_read, read_only=read_only,
-                                                      no_network=no_network, memory=memory, pids=pids, cpu=cpu),
+                                                      no_network=no_network, memory=memory, pids=pids, cpu=cpu,
+                                                      on_setup_output=relay),
                         stoppable=False)
         return AsyncSession(self, name)
 

@@ -564,7 +564,8 @@ class Client:
                        allow_write: Optional[Sequence[PathArg]] = None, allow_read: Optional[Sequence[PathArg]] = None,
                        read_only: Optional[Sequence[PathArg]] = None, no_network: bool = False,
                        memory: Optional[int] = None, pids: Optional[int] = None,
-                       cpu: Optional[float] = None) -> "Session":
+                       cpu: Optional[float] = None,
+                       on_setup_output: Optional[Callable[[int, bytes], None]] = None) -> "Session":
         """Defines a session and returns its handle: every new shell of it starts in cwd
         (None: this process's directory) with env and the resource `limits` ("NAME=VALUE" as
         `sbsh session create --limit`, e.g. "nofile=256" or "as=2G"), runs the init commands
@@ -576,7 +577,9 @@ class Client:
         the setup, the contents of the `setup_keys` files (relative to the session's
         directory) and the bash; when none is built yet the setup runs first, and a failed
         one raises Refused (reason "setup_failed") with its status and the end of its output.
-        The same definition again is a no-op; a different one raises Refused (reason
+        While the setup runs, on_setup_output(stream, data) gets what it writes as it comes
+        (stream 1 or 2, data bytes), as exec's on_output does. The same definition again is a
+        no-op; a different one raises Refused (reason
         "session_exists").
 
         With `confine` (and a root or snapshot) the kernel confines the session (sbsh(1),
@@ -633,7 +636,12 @@ class Client:
         spec.read_only, spec.read_only_count = keep[6]
         spec.memory_max, spec.pids_max, spec.cpu_millis = memory or 0, pids or 0, cpu_millis
         with self._busy():
-            self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
+            if on_setup_output is None:
+                self._call(self._lib.sbsh_session_create_spec, ctypes.byref(spec))
+            else:
+                guard = _CallbackGuard(on_setup_output)
+                self._call(self._lib.sbsh_session_create_spec_output, ctypes.byref(spec), guard.c_fn, None)
+                guard.reraise()
         return Session(self, name)
 
     def sessions(self) -> List[SessionInfo]:
