@@ -242,8 +242,9 @@ void proc_table::handle_start(client_conn& c, ipc::envelope& env) {
   for (auto e : start->env) text += fmt::format("\\builtin export {}\n", shell_quote(e));
   text += fmt::format(
       "\\builtin eval {}\n) 3>&-\n\\builtin echo $? >&3\n\\builtin exec </dev/null >/dev/null 2>&1\n"
-      "'__sbsh serve' reap\n) </dev/null >&{} 2>&{} 3>&{} &\n\\builtin echo $!\n",
-      shell_quote(text_cmd), SBSH_LENT_FD, SBSH_LENT_FD + 1, SBSH_LENT_FD + 2);
+      "'__sbsh serve' reap\n) </dev/null >&$__sbsh_lent_out 2>&$__sbsh_lent_err 3>&$__sbsh_lent_status &\n"
+      "\\builtin echo $!\n",
+      shell_quote(text_cmd));
 
   watch(*p);
   uint64_t id = p->id, serial = c.serial(), req = m.id();

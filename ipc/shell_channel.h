@@ -69,7 +69,8 @@
  * SBSH_KEEPER_STATUS_FD, and "'__sbsh serve' keep" answers SBSH_KEEPER_UNREAD when nobody reads
  * that pipe any more (then the keeper leaves without starting the command). */
 #define SBSH_KEEPER_STATUS_FD 3
-/* Where a run's lent descriptors are while its text runs (SBSH_RUN_LENT). */
+/* Where a run's lent descriptors go while its text runs (SBSH_RUN_LENT), or from 10 up when
+ * the shell may not have descriptors that high (a session's --limit nofile). */
 #define SBSH_LENT_FD 246
 #define SBSH_KEEPER_UNREAD 3
 
@@ -94,10 +95,11 @@ enum sbsh_run_flags {
   SBSH_RUN_TEXT_MEMFD = 1u << 2, /* the text is in a memfd (its first text_len bytes) */
   SBSH_RUN_INTERNAL = 1u << 3,   /* sbshd's own (init commands, claims): nothing changes */
   SBSH_RUN_LENT = 1u << 4,       /* three descriptors for the text (a background process's
-                                    stdout, stderr and status pipes), placed at
-                                    SBSH_LENT_FD .. +2 while it runs: the text redirects from
-                                    them, which needs no path (/proc/SBSHD/fd/N is not in a
-                                    confined shell's view) */
+                                    stdout, stderr and status pipes), whose numbers the shell
+                                    variables __sbsh_lent_out, __sbsh_lent_err and
+                                    __sbsh_lent_status hold while it runs: the text redirects
+                                    from them, which needs no path (/proc/SBSHD/fd/N is not in
+                                    a confined shell's view) */
 };
 
 /* Flags of a status. */

@@ -129,7 +129,8 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static uint64_t current_nonce; /* its nonce, which its status repeats (ipc/shell_channel.h) */
 static int keep_out = -1, keep_err = -1;
-static int lent_placed; /* a run's lent descriptors are at SBSH_LENT_FD .. +2 */
+static int lent_fd[3] = {-1, -1, -1}; /* a run's lent descriptors while its text runs */
+static const char *const lent_names[3] = {"__sbsh_lent_out", "__sbsh_lent_err", "__sbsh_lent_status"};
 static volatile sig_atomic_t got_sigint;
 /* What stopping the command ended: the wait status of the last foreground process reaped
  * after sbsh's interrupt arrived (see stopped_value()). */
@@ -159,6 +160,19 @@ static int channel(void) {
   _exit(125);
 }
 
+/* A message of the builtin's (ipc/shell_channel.h) with its header filled in; the shell's pid
+ * is what it was at load (getpid() here would be a call in a signal handler). */
+static struct sbsh_status_msg new_msg(uint16_t type, uint64_t seq) {
+  struct sbsh_status_msg m;
+  memset(&m, 0, sizeof m);
+  m.magic = SBSH_CHANNEL_MAGIC;
+  m.version = SBSH_CHANNEL_VERSION;
+  m.type = type;
+  m.seq = seq;
+  m.pid = shell_pid;
+  return m;
+}
+
 /* The $PWD the shell last sent sbshd with a status (NULL: none yet, or a new sbshd asked). */
 static char *said_pwd;
 
@@ -175,17 +189,11 @@ static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int
     xfree(said_pwd);
     said_pwd = savestring(pwd);
   }
-  struct sbsh_status_msg m;
-  memset(&m, 0, sizeof m);
-  m.magic = SBSH_CHANNEL_MAGIC;
-  m.version = SBSH_CHANNEL_VERSION;
-  m.type = type;
-  m.seq = seq;
+  struct sbsh_status_msg m = new_msg(type, seq);
   m.exit_value = value;
   m.exit_signal = sig;
   m.flags = flags;
   m.err = err;
-  m.pid = getpid();
   m.nonce = nonce;
   int fd = channel();
   struct iovec iov[2] = {{&m, sizeof m}, {(void *)pwd, pwd_len}};
@@ -244,9 +252,12 @@ static void release_descriptors(void) {
   if (keep_out >= 0) close(keep_out);
   if (keep_err >= 0) close(keep_err);
   keep_out = keep_err = -1;
-  if (lent_placed)
-    for (int i = 0; i < 3; ++i) close(SBSH_LENT_FD + i);
-  lent_placed = 0;
+  for (int i = 0; i < 3; ++i)
+    if (lent_fd[i] >= 0) {
+      close(lent_fd[i]);
+      lent_fd[i] = -1;
+      unbind_variable(lent_names[i]);
+    }
   in_command = 0;
 }
 
@@ -802,9 +813,13 @@ static void run_command(struct run *r) {
   if (r->keep_err >= 0 && dup3(r->keep_err, SBSH_KEEP_ERR_FD, O_CLOEXEC) >= 0) keep_err = SBSH_KEEP_ERR_FD;
   close_quietly(&r->keep_out);
   close_quietly(&r->keep_err);
-  if (r->lent[0] >= 0) {
-    for (int i = 0; i < 3; ++i) dup3(r->lent[i], SBSH_LENT_FD + i, O_CLOEXEC);
-    lent_placed = 1;
+  for (int i = 0; i < 3 && r->lent[i] >= 0; ++i) {
+    /* Out of the way of the user's descriptors, as low as the session's nofile limit needs. */
+    lent_fd[i] = fcntl(r->lent[i], F_DUPFD_CLOEXEC, SBSH_LENT_FD);
+    if (lent_fd[i] < 0) lent_fd[i] = fcntl(r->lent[i], F_DUPFD_CLOEXEC, 10);
+    char number[16];
+    snprintf(number, sizeof number, "%d", lent_fd[i]);
+    bind_variable(lent_names[i], number, 0);
   }
   for (int i = 0; i < 3; ++i) close_quietly(&r->lent[i]);
   in_command = 1;
@@ -1017,13 +1032,7 @@ static void lend_keepers(int sig) {
   (void)sig;
   int saved = errno;
   if (getpid() == shell_pid && keep_out >= 0 && keep_err >= 0) {
-    struct sbsh_status_msg m;
-    memset(&m, 0, sizeof m);
-    m.magic = SBSH_CHANNEL_MAGIC;
-    m.version = SBSH_CHANNEL_VERSION;
-    m.type = SBSH_MSG_KEEPERS;
-    m.seq = current_seq;
-    m.pid = shell_pid;
+    struct sbsh_status_msg m = new_msg(SBSH_MSG_KEEPERS, current_seq);
     int fds[2] = {keep_out, keep_err};
     union {
       struct cmsghdr align;

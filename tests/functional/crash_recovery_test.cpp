@@ -71,44 +71,41 @@ TEST_F(crash_recovery_test, AHalfStartedShellIsNotAdopted) {
 // sbshd killed while a command prints: nothing reads its pipes any more, yet the shell (which
 // writes them itself here) neither dies of SIGPIPE nor blocks; the next sbshd adopts it with
 // its state, and the command runs to its end.
-TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsKeepsTheSession) {
-  ASSERT_EQ(exec("p", "v=before").code, 0);
-  auto st = session_pids("p");
-  std::string done = dir + "/done", flowing = dir + "/flowing";
-  pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "-s", "p", "--",
-                            "for i in $(seq 400000); do echo line $i; [ $i != 2000 ] || : >" + flowing +
-                                "; done; v=after; touch " + done});
-  // Output is flowing (the client holds the pipes until it dies with sbshd).
-  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(flowing); }, std::chrono::seconds(20)));
-  kill_daemon();
-  ::waitpid(client, nullptr, 0);
-  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
-  start_daemon();
-  auto r = sbsh({"exec", "-s", "p", "-t", "60s", "--", "echo $v $$"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
-}
+// sbshd is killed, and its client with it, while a command prints 400,000 lines through `how`
+// (the exec options that say where its output goes): the command runs to its end (its
+// marker file appears) and the next sbshd finds the state it left in the same shell.
+class crash_while_printing_test : public daemon_test {
+ protected:
+  void command_outlives_sbshd(const std::vector<std::string>& how) {
+    ASSERT_EQ(exec("p", "v=before").code, 0);
+    auto st = session_pids("p");
+    std::string done = dir + "/done", flowing = dir + "/flowing";
+    std::vector<std::string> argv{bin("sbsh"), "-S", sock, "exec"};
+    argv.insert(argv.end(), how.begin(), how.end());
+    argv.insert(argv.end(), {"-s", "p", "--",
+                             "for i in $(seq 400000); do echo line $i; [ $i != 2000 ] || : >" + flowing +
+                                 "; done; v=after; touch " + done});
+    pid_t client = start_cli(argv);
+    ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(flowing); }, std::chrono::seconds(20)));
+    kill_daemon();
+    ::waitpid(client, nullptr, 0);
+    EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
+    start_daemon();
+    auto r = sbsh({"exec", "-s", "p", "-t", "60s", "--", "echo $v $$"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
+  }
+};
 
-// The same with the output in frames (--json): sbshd held the pipes, and the shell holds
-// their read ends while the command runs. When sbshd dies, the shell lends them to its wrapper
-// (it is undumpable: nothing can take them from it), which reads them into nothing, so the
-// command neither blocks on a full pipe nor dies of SIGPIPE.
-TEST_F(crash_recovery_test, KillingSbshdWhileACommandPrintsToItKeepsTheCommandRunning) {
-  ASSERT_EQ(exec("p", "v=before").code, 0);
-  auto st = session_pids("p");
-  std::string done = dir + "/done", flowing = dir + "/flowing";
-  pid_t client = start_cli({bin("sbsh"), "-S", sock, "exec", "--json", "-s", "p", "--",
-                            "for i in $(seq 400000); do echo line $i; [ $i != 2000 ] || : >" + flowing +
-                                "; done; v=after; touch " + done});
-  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(flowing); }, std::chrono::seconds(20)));
-  kill_daemon();
-  ::waitpid(client, nullptr, 0);
-  // Megabytes more than a pipe holds are written after sbshd is gone.
-  EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(done); }, std::chrono::seconds(60)));
-  start_daemon();
-  auto r = sbsh({"exec", "-s", "p", "-t", "60s", "--", "echo $v $$"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "after " + std::to_string(st.shell_pid) + "\n");
+// The client holds the command's pipes until it dies with sbshd.
+TEST_F(crash_while_printing_test, KillingSbshdWhileACommandPrintsKeepsTheSession) { command_outlives_sbshd({}); }
+
+// The output in frames (--json): sbshd held the pipes, and the shell holds their read ends
+// while the command runs. When sbshd dies, the shell lends them to its wrapper (it is
+// undumpable: nothing can take them from it), which reads them into nothing, so the command
+// neither blocks on a full pipe nor dies of SIGPIPE.
+TEST_F(crash_while_printing_test, KillingSbshdWhileACommandPrintsToItKeepsTheCommandRunning) {
+  command_outlives_sbshd({"--json"});
 }
 
 }  // namespace sbsh::test::crash_recovery_tests
