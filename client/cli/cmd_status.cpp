@@ -22,10 +22,12 @@ int run_status(const global_opts& g, bool json) {
               static_cast<long long>(st->pid), human_duration(st->uptime_ms).c_str(),
               displayable(st->socket_path, false).c_str());
   const auto& n = st->counters;
-  std::printf("%s (%llu failed, %llu timed out), %s, %s streamed, %s\n", plural(n.commands, "command", "commands").c_str(),
+  // Not bytes_streamed: most output goes straight into the clients' own pipes, never through
+  // sbshd, and a figure of 0 after commands printed would mislead (--json has it, explained).
+  std::printf("%s (%llu failed, %llu timed out), %s, %s\n", plural(n.commands, "command", "commands").c_str(),
               static_cast<unsigned long long>(n.failed), static_cast<unsigned long long>(n.timed_out),
               plural(n.shell_restarts, "shell restart", "shell restarts").c_str(),
-              plural(n.bytes_streamed, "byte", "bytes").c_str(), plural(n.clients, "client", "clients").c_str());
+              plural(n.clients, "client", "clients").c_str());
   print_session_table(st->sessions);
   return 0;
 }
