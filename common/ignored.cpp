@@ -46,7 +46,8 @@ std::string make_repo(const std::string& gitdir, const std::vector<std::string>&
 
 // Runs git ls-files in the repository `gitdir` over `source`; its NUL-separated output goes
 // to `out`.
-std::string run_git(const std::string& source, const std::string& gitdir, bool gitignore, std::string& out) {
+std::string run_git(const std::string& source, const std::string& gitdir, bool gitignore, std::string& out,
+                    const std::string& without_git) {
   // No configuration of the user's or the system's counts; a tree owned by someone else is
   // no reason to refuse (safe.directory guards repositories, and this one is ours).
   std::vector<std::string> env_store{"GIT_DIR=" + gitdir,       "GIT_WORK_TREE=" + source,
@@ -78,8 +79,7 @@ std::string run_git(const std::string& source, const std::string& gitdir, bool g
   if (err != 0) {
     ::close(p[0]);
     if (err == ENOENT)
-      return "the ignore rules are applied by git, which is not installed: install git, or keep everything "
-             "with --no-default-ignores (and neither --ignore nor --gitignore)";
+      return "the ignore rules are applied by git, which is not installed: install git, or " + without_git;
     return failed("cannot run git", err);
   }
   char chunk[65536];
@@ -113,11 +113,11 @@ bool names_dot_git(const std::vector<std::string>& rules) {
 }
 
 std::string list(const std::string& source, const std::string& gitdir, const std::vector<std::string>& rules,
-                 bool gitignore, listing& out) {
+                 bool gitignore, listing& out, const std::string& without_git) {
   out.skip_dot_git = names_dot_git(rules);
   std::string text;
   std::string error = make_repo(gitdir, rules);
-  if (error.empty()) error = run_git(source, gitdir, gitignore, text);
+  if (error.empty()) error = run_git(source, gitdir, gitignore, text, without_git);
   ::nftw(gitdir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   if (!error.empty()) return error;
   for (size_t start = 0; start < text.size();) {

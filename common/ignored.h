@@ -30,8 +30,9 @@ bool names_dot_git(const std::vector<std::string>& rules);
 // Runs git over `source` with `rules` (and the tree's .gitignore files when `gitignore`),
 // into `out`. `gitdir` (which must not exist) is a scratch directory for the empty
 // repository, removed before returning: the tree's own repository, if it is one, must not
-// count (git does not report files it tracks as ignored). Returns "" or what went wrong.
+// count (git does not report files it tracks as ignored). Returns "" or what went wrong;
+// when git is not installed, that ends with `without_git`, what the user can do instead.
 std::string list(const std::string& source, const std::string& gitdir, const std::vector<std::string>& rules,
-                 bool gitignore, listing& out);
+                 bool gitignore, listing& out, const std::string& without_git);
 
 }  // namespace sbsh::ignored

@@ -210,7 +210,8 @@ status hash_dir_key(sha256& h, const std::string& path, int fd, const snapshot_s
       return make_error(ipc::errc::internal, fmt::format("cannot create {} to apply the ignore rules to the setup key "
                                                          "directory: {}; make TMPDIR (or /tmp) writable",
                                                          scratch, std::strerror(errno)));
-    std::string error = ignored::list(path, scratch + "/git", rules.ignore, rules.gitignore, w.ignored);
+    std::string error = ignored::list(path, scratch + "/git", rules.ignore, rules.gitignore, w.ignored,
+                                      "key on the files the setup reads instead of on the directory");
     (void)::rmdir(scratch.c_str());
     if (!error.empty())
       return make_error(ipc::errc::bad_request,

@@ -247,7 +247,8 @@ int copy_tree_main(int argc, char** argv) {
   bool ok = from >= 0 ? ::fstat(from, &st) == 0 : c.fail("cannot read " + source, errno);
   if (ok && (!rules.empty() || gitignore)) {
     std::string gitdir = target + ".rules";
-    c.error = ignored::list(source, gitdir, rules, gitignore, c.ignored);
+    c.error = ignored::list(source, gitdir, rules, gitignore, c.ignored,
+                           "copy everything with --no-default-ignores (and neither --ignore nor --gitignore)");
     ok = c.error.empty();
   }
   if (ok && ::mkdir(target.c_str(), 0700) != 0) ok = c.fail("cannot create " + target, errno);
