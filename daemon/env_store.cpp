@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/environ.h"
+#include "common/ignored.h"
 #include "common/paths.h"
 #include "common/procs.h"
 #include "daemon/child_process.h"
@@ -105,23 +108,146 @@ unique_fd open_regular(const std::string& path, const char** what) {
   return fd;
 }
 
-// Adds the key file at `path` to `h`; the error says what is wrong with it and what to give.
-status hash_key(sha256& h, const std::string& path) {
+constexpr uint64_t kDirKeyMaxEntries = 100'000;  // files, links and directories in a directory key
+constexpr uint64_t kDirKeyMaxBytes = 4ull << 30;    // the bytes of its files
+
+// The walk of a directory key: each entry that the ignore rules keep, in sorted order, as its
+// kind, its path relative to the key and what it holds (a file's executable bit and bytes, a
+// link's target text, never followed), so that the same tree anywhere hashes the same.
+struct dir_key_walk {
+  sha256& h;
+  std::string root;  // as given, for messages
+  ignored::listing ignored;
+  uint64_t entries = 0, bytes = 0;
+
+  [[nodiscard]] status refuse(const std::string& why) const {
+    return make_error(ipc::errc::bad_request, fmt::format("the setup key directory {} {}", ipc::printable(root, 256), why));
+  }
+  [[nodiscard]] status cannot(const std::string& rel, int err) const {
+    return refuse(fmt::format("cannot be read at {}: {}; give a directory sbshd can read", ipc::printable(rel, 256),
+                              std::strerror(err)));
+  }
+
+  status walk(int dirfd, const std::string& rel) {
+    std::vector<std::string> names;
+    int copy = ::dup(dirfd);
+    DIR* d = copy >= 0 ? ::fdopendir(copy) : nullptr;
+    if (d == nullptr) {
+      int e = errno;
+      if (copy >= 0) ::close(copy);
+      return cannot(rel.empty() ? "." : rel, e);
+    }
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names)
+      if (auto s = entry(dirfd, name, rel.empty() ? name : rel + "/" + name); !s) return s;
+    return ok_status();
+  }
+
+  status entry(int dirfd, const std::string& name, const std::string& rel) {
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return cannot(rel, errno);
+    bool dir = S_ISDIR(st.st_mode);
+    if ((dir && ignored.skip_dot_git && name == ".git") || ignored.has(dir ? rel + "/" : rel)) return ok_status();
+    if (++entries > kDirKeyMaxEntries)
+      return refuse(fmt::format("holds more than {} entries (not counting what the ignore rules leave out): key on "
+                                "the files the setup reads, or on a smaller directory",
+                                kDirKeyMaxEntries));
+    if (dir) {
+      unique_fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub) return cannot(rel, errno);
+      h.field("dir");
+      h.field(rel);
+      return walk(sub.get(), rel);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      std::string target(PATH_MAX, '\0');
+      ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+      if (n < 0) return cannot(rel, errno);
+      target.resize(static_cast<size_t>(n));
+      h.field("link");
+      h.field(rel);
+      h.field(target);
+      return ok_status();
+    }
+    if (const char* what = not_regular(st.st_mode))
+      return refuse(fmt::format("holds {}, which is {}: a key's contents are hashed, and sbsh reads no pipe, device "
+                                "or socket for that; move it out of the directory, or key on the files beside it",
+                                ipc::printable(rel, 256), what));
+    return file(dirfd, name, rel);
+  }
+
+  status file(int dirfd, const std::string& name, const std::string& rel) {
+    // Opened without waiting and looked at again: it may have been replaced since fstatat.
+    unique_fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) return cannot(rel, errno);
+    if (const char* what = not_regular(st.st_mode))
+      return refuse(fmt::format("holds {}, which is {}: move it out of the directory", ipc::printable(rel, 256), what));
+    bytes += static_cast<uint64_t>(st.st_size);
+    if (bytes > kDirKeyMaxBytes)
+      return refuse(fmt::format("holds more than {} GiB of files (not counting what the ignore rules leave out): "
+                                "key on the files the setup reads, or on a smaller directory",
+                                kDirKeyMaxBytes >> 30));
+    // Of the mode, only whether it runs: a checkout's other bits follow its umask.
+    h.field((st.st_mode & S_IXUSR) != 0 ? "exec" : "file");
+    h.field(rel);
+    if (int e = h.file(fd.get()); e != 0) return cannot(rel, e);
+    return ok_status();
+  }
+};
+
+// Adds the directory key open on `fd` (named `path`) to `h`, leaving out what `rules` do.
+status hash_dir_key(sha256& h, const std::string& path, int fd, const snapshot_store::rules& rules) {
+  dir_key_walk w{h, path, {}};
+  if (!rules.ignore.empty() || rules.gitignore) {
+    // git's scratch repository: a directory of our own, never inside the key.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string scratch = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/sbsh-key-XXXXXX";
+    if (::mkdtemp(scratch.data()) == nullptr)
+      return make_error(ipc::errc::internal, fmt::format("cannot create {} to apply the ignore rules to the setup key "
+                                                         "directory: {}; make TMPDIR (or /tmp) writable",
+                                                         scratch, std::strerror(errno)));
+    std::string error = ignored::list(path, scratch + "/git", rules.ignore, rules.gitignore, w.ignored,
+                                      "key on the files the setup reads instead of on the directory");
+    (void)::rmdir(scratch.c_str());
+    if (!error.empty())
+      return make_error(ipc::errc::bad_request,
+                        fmt::format("the setup key directory {}: {}", ipc::printable(path, 256), error));
+  }
+  h.field("sbsh key directory 1");
+  if (auto s = w.walk(fd, ""); !s) return s;
+  h.field(std::to_string(w.entries));
+  return ok_status();
+}
+
+// Adds the key at `path` to `h`: a regular file's bytes, or a directory's tree as `rules`
+// leave it; the error says what is wrong with it and what to give.
+status hash_key(sha256& h, const std::string& path, const snapshot_store::rules& rules) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    unique_fd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir)
+      return make_error(ipc::errc::bad_request,
+                        fmt::format("cannot read the setup key directory {}: {}", ipc::printable(path, 256),
+                                    std::strerror(errno)));
+    return hash_dir_key(h, path, dir.get(), rules);
+  }
   const char* what = nullptr;
   unique_fd fd = open_regular(path, &what);
   int e = fd ? h.file(fd.get()) : errno;
   if (what != nullptr)
     return make_error(ipc::errc::bad_request,
-                      fmt::format("the setup key {} is {}, not a regular file: a key's contents are hashed, and sbsh "
-                                  "reads no pipe, device or socket for that; give {}the file the setup reads "
-                                  "(requirements.txt, package-lock.json)",
-                                  ipc::printable(path, 256), what,
-                                  std::string_view(what).ends_with("directory") ? "each file in it that matters, or "
-                                                                                : ""));
+                      fmt::format("the setup key {} is {}, not a regular file or a directory: a key's contents are "
+                                  "hashed, and sbsh reads no pipe, device or socket for that; give the file the "
+                                  "setup reads (requirements.txt, package-lock.json)",
+                                  ipc::printable(path, 256), what));
   if (!fd || e != 0)
     return make_error(ipc::errc::bad_request,
-                      fmt::format("cannot read the setup key {}: {}; a setup key names a file whose contents the "
-                                  "environment depends on (requirements.txt, package-lock.json)",
+                      fmt::format("cannot read the setup key {}: {}; a setup key names a file or directory whose "
+                                  "contents the environment depends on (requirements.txt, wheels/)",
                                   ipc::printable(path, 256), std::strerror(e)));
   return ok_status();
 }
@@ -265,12 +391,13 @@ env_store::~env_store() {
   }
 }
 
-void env_store::key(std::string setup, std::vector<std::string> keys, std::string confinement, uint64_t owner,
-                    std::function<void(result<std::string>)> done) {
+void env_store::key(std::string setup, std::vector<std::string> keys, snapshot_store::rules rules,
+                    std::string confinement, uint64_t owner, std::function<void(result<std::string>)> done) {
   auto out = std::make_shared<result<std::string>>(std::string());
   off_loop_client(
       loop_, owner,
-      [out, setup = std::move(setup), keys = std::move(keys), confinement = std::move(confinement), bash = bash_] {
+      [out, setup = std::move(setup), keys = std::move(keys), rules = std::move(rules), confinement = std::move(confinement),
+       bash = bash_] {
         auto digest = bash_digest(bash);
         if (!digest) {
           *out = digest.err();
@@ -283,7 +410,7 @@ void env_store::key(std::string setup, std::vector<std::string> keys, std::strin
         h.field(*digest);
         h.field(std::to_string(keys.size()));
         for (const auto& k : keys)
-          if (auto hashed = hash_key(h, k); !hashed) {
+          if (auto hashed = hash_key(h, k, rules); !hashed) {
             *out = hashed.err();
             return;
           }

@@ -1,7 +1,8 @@
 // Environments built once and shared by content (`sbsh session create --setup COMMAND
 // --setup-key FILE...`), in STATE/envs.
 //
-// An environment is keyed by a hash of its setup's text, the contents of its key files and
+// An environment is keyed by a hash of its setup's text, the contents of its keys (files, or
+// directories walked as a snapshot's copy walks them: wheels/) and
 // the bash that runs it (its path and its bytes): STATE/envs/HASH is the directory the
 // setup fills (SBSH_ENV), built in place, never moved (a Python venv breaks when it is
 // relocated). STATE/envs/HASH.ready, written last and atomically once the setup succeeded,
@@ -31,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/snapshots.h"
 #include "ipc/records.h"
 #include "ipc/result.h"
 
@@ -45,13 +47,16 @@ class env_store {
   env_store(const env_store&) = delete;
   env_store& operator=(const env_store&) = delete;
 
-  // The hash keying `setup` with the key files `keys` (absolute paths) and `confinement`
-  // (what the setup runs under, "" when nothing: a confined session's environment is built
-  // confined, and never shared with an unconfined one), computed on the thread pool as
-  // client `owner`'s work (off_loop_client); `done` gets it, or an error naming a key file
-  // that cannot be read or is not a regular file.
-  void key(std::string setup, std::vector<std::string> keys, std::string confinement, uint64_t owner,
-           std::function<void(result<std::string>)> done);
+  // The hash keying `setup` with the keys `keys` (absolute paths) and `confinement` (what the
+  // setup runs under, "" when nothing: a confined session's environment is built confined,
+  // and never shared with an unconfined one), computed on the thread pool as client
+  // `owner`'s work (off_loop_client); `done` gets it, or an error naming a key that cannot be
+  // read or is neither a regular file nor a directory. A directory key is its tree without
+  // what `rules` leave out (the rules of a snapshot's copy): each entry's path relative to
+  // it, kind, and contents (a file's bytes and executable bit, a link's target, never
+  // followed), in sorted order; one holding a FIFO, device or socket is refused.
+  void key(std::string setup, std::vector<std::string> keys, snapshot_store::rules rules, std::string confinement,
+           uint64_t owner, std::function<void(result<std::string>)> done);
   [[nodiscard]] std::string path_of(const std::string& hash) const { return dir_ + "/" + hash; }
   // Whether environment `hash` is complete; if so it counts as used now.
   bool use_if_ready(const std::string& hash) const;

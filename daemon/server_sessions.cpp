@@ -217,7 +217,7 @@ void server::prepare_env(const std::string& name) {
   const session_def& def = pending_.at(name).def;
   std::vector<std::string> keys = setup_key_paths(def);
   uint64_t owner = pending_.at(name).waiters.empty() ? 0 : pending_.at(name).waiters.front().serial;
-  envs_.key(def.setup, std::move(keys), setup_confinement(def), owner,
+  envs_.key(def.setup, std::move(keys), key_rules(def), setup_confinement(def), owner,
             [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
 }
 
@@ -226,6 +226,12 @@ std::vector<std::string> server::setup_key_paths(const session_def& def) {
   std::vector<std::string> keys;
   for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
   return keys;
+}
+
+snapshot_store::rules server::key_rules(const session_def& def) {
+  // A directory key leaves out what a snapshot's copy of it would (node_modules, .git): what
+  // a setup builds or a checkout's history are not what it reads.
+  return {ignore_rules(def), def.gitignore};
 }
 
 std::string server::setup_confinement(const session_def& def) {
@@ -306,7 +312,7 @@ uint64_t server::rebuild_env(const std::string& name, const session_def& def, st
   rebuilds_[ticket].done = std::move(done);
   // The session may not be in the table yet (one loaded from the state file starts as it is
   // made): it is looked up once keyed.
-  envs_.key(def.setup, setup_key_paths(def), setup_confinement(def), 0, [this, name, ticket](result<std::string> hash) {
+  envs_.key(def.setup, setup_key_paths(def), key_rules(def), setup_confinement(def), 0, [this, name, ticket](result<std::string> hash) {
     auto it = rebuilds_.find(ticket);
     session* s = find_session(name);
     if (it == rebuilds_.end() || s == nullptr) return;  // cancelled: the session's shell went

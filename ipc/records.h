@@ -87,8 +87,8 @@ struct session_spec {
   // Read back: the fifos, sockets and device nodes the copy skipped.
   uint64_t special_skipped = 0;
   // An environment built once and shared by content: `setup` (bash text) runs with SBSH_ENV
-  // naming a directory keyed by a hash of the setup, the contents of the `setup_keys` files
-  // (relative: to the session's directory, where the setup runs) and the bash that runs it. An environment already built with that hash is used as it is;
+  // naming a directory keyed by a hash of the setup, the contents of the `setup_keys` files and
+  // directories (relative: to the session's directory, where the setup runs) and the bash that runs it. An environment already built with that hash is used as it is;
   // otherwise the setup runs once before the session exists, and session_create fails with
   // its output when it fails. Every shell of the session gets SBSH_ENV.
   std::string setup;

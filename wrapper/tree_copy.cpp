@@ -3,12 +3,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/fs.h>
-#include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,10 +18,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "common/ignored.h"
 #include "ipc/fd.h"
 
 namespace sbsh::wrapper {
@@ -44,8 +41,7 @@ struct file_job {
 
 struct copier {
   std::string root;               // the source, for messages
-  std::set<std::string> ignored;  // as git lists them: "dir/" for a directory
-  bool skip_dot_git = false;
+  ignored::listing ignored;  // what the rules leave out
   bool as_root = ::geteuid() == 0;
   std::atomic<bool> try_clone{true};
   unsigned long long special = 0;
@@ -105,17 +101,6 @@ struct copier {
     work_ready.notify_all();
     for (auto& t : pool) t.join();
     return ok && !failed;
-  }
-
-  // Whether git left out `rel` ("a/b", or "a/b/" for a directory). git also lists a
-  // directory all of whose entries are left out, and then lists those entries too: such a
-  // directory is copied (empty of them), one matched by a rule has nothing listed under it.
-  [[nodiscard]] bool is_ignored(const std::string& rel) const {
-    auto it = ignored.find(rel);
-    if (it == ignored.end()) return false;
-    if (rel.back() != '/') return true;
-    ++it;
-    return it == ignored.end() || it->compare(0, rel.size(), rel) != 0;
   }
 
   void keep_attributes(int fd, const struct stat& st) const {
@@ -221,7 +206,7 @@ struct copier {
       return fail("cannot read " + at(rel), errno);
     }
     if (S_ISDIR(st.st_mode)) {
-      if ((skip_dot_git && std::strcmp(name, ".git") == 0) || is_ignored(rel + "/")) return true;
+      if ((ignored.skip_dot_git && std::strcmp(name, ".git") == 0) || ignored.has(rel + "/")) return true;
       int in = ::openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (in < 0) return fail("cannot read " + at(rel), errno);
       if (::mkdirat(to, name, 0700) != 0) {
@@ -236,99 +221,13 @@ struct copier {
       if (out >= 0) ::close(out);
       return ok;
     }
-    if (is_ignored(rel)) return true;
+    if (ignored.has(rel)) return true;
     if (S_ISREG(st.st_mode)) return copy_file(from, to, name, rel, st);
     if (S_ISLNK(st.st_mode)) return copy_link(from, to, name, rel, st);
     ++special;  // a fifo, a socket or a device node
     return true;
   }
 };
-
-bool write_file(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "we");
-  if (f == nullptr) return false;
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok;
-}
-
-int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
-  (void)::remove(path);
-  return 0;
-}
-
-// Runs git to list what the rules leave out of `source`, into c.ignored. `gitdir` is a
-// scratch directory of our own for an empty repository: the tree's own repository, if it is
-// one, must not count (git does not report files it tracks as ignored).
-bool list_ignored(copier& c, const std::string& source, const std::string& gitdir,
-                  const std::vector<std::string>& rules, bool gitignore) {
-  if (::mkdir(gitdir.c_str(), 0700) != 0) return c.fail("cannot create " + gitdir, errno);
-  std::string text;
-  for (const auto& r : rules) text += r + "\n";
-  for (const char* d : {"/objects", "/refs"})
-    if (::mkdir((gitdir + d).c_str(), 0700) != 0) return c.fail("cannot create " + gitdir + d, errno);
-  if (!write_file(gitdir + "/HEAD", "ref: refs/heads/main\n") || !write_file(gitdir + "/rules", text))
-    return c.fail("cannot write in " + gitdir, errno);
-
-  // No configuration of the user's or the system's counts; a tree owned by someone else is
-  // no reason to refuse (safe.directory guards repositories, and this one is ours).
-  std::vector<std::string> env_store{"GIT_DIR=" + gitdir,       "GIT_WORK_TREE=" + source,
-                                     "GIT_CONFIG_NOSYSTEM=1",   "GIT_CONFIG_GLOBAL=/dev/null",
-                                     "GIT_CONFIG_COUNT=1",      "GIT_CONFIG_KEY_0=safe.directory",
-                                     "GIT_CONFIG_VALUE_0=*",    "LC_ALL=C"};
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "GIT_", 4) != 0 && std::strncmp(*e, "LC_ALL=", 7) != 0) env_store.emplace_back(*e);
-  std::vector<std::string> argv_store{"git", "ls-files", "--others", "--ignored", "--directory", "-z",
-                                      "--exclude-from=" + gitdir + "/rules"};
-  if (gitignore) argv_store.emplace_back("--exclude-per-directory=.gitignore");
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_store) argv.push_back(a.data());
-  for (auto& e : env_store) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return c.fail("cannot run git: pipe", errno);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, source.c_str());
-  pid_t pid = 0;
-  int err = ::posix_spawnp(&pid, "git", &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(p[1]);
-  if (err != 0) {
-    ::close(p[0]);
-    if (err == ENOENT)
-      c.error = "the ignore rules are applied by git, which is not installed: install git, or copy everything "
-                "with --no-default-ignores (and neither --ignore nor --gitignore)";
-    else
-      c.fail("cannot run git", err);
-    return false;
-  }
-  std::string out;
-  char chunk[65536];
-  for (;;) {
-    ssize_t n = ::read(p[0], chunk, sizeof chunk);
-    if (n > 0) out.append(chunk, static_cast<size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
-  }
-  ::close(p[0]);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    c.error = "git could not apply the ignore rules (its message is above)";
-    return false;
-  }
-  for (size_t start = 0; start < out.size();) {
-    size_t end = out.find('\0', start);
-    if (end == std::string::npos) end = out.size();
-    if (end > start) c.ignored.emplace(out, start, end - start);
-    start = end + 1;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -342,16 +241,15 @@ int copy_tree_main(int argc, char** argv) {
   std::vector<std::string> rules(argv + 3, argv + argc);
   copier c;
   c.root = source;
-  for (const auto& r : rules)
-    if (r == ".git" || r == ".git/" || r == "/.git" || r == "/.git/") c.skip_dot_git = true;
 
   int from = ::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat st {};
   bool ok = from >= 0 ? ::fstat(from, &st) == 0 : c.fail("cannot read " + source, errno);
   if (ok && (!rules.empty() || gitignore)) {
     std::string gitdir = target + ".rules";
-    ok = list_ignored(c, source, gitdir, rules, gitignore);
-    ::nftw(gitdir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    c.error = ignored::list(source, gitdir, rules, gitignore, c.ignored,
+                           "copy everything with --no-default-ignores (and neither --ignore nor --gitignore)");
+    ok = c.error.empty();
   }
   if (ok && ::mkdir(target.c_str(), 0700) != 0) ok = c.fail("cannot create " + target, errno);
   int to = ok ? ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;

@@ -2,7 +2,7 @@
 // run by sbshd as `sbsh-wrapper --copy-tree ...` in a process of its own: a large tree never
 // stalls sbshd, and stopping the copy is one signal.
 //
-// What is left out is decided by git itself (`git ls-files --others --ignored --directory`
+// What is left out is decided by git itself (common/ignored.h: `git ls-files --others --ignored --directory`
 // against a private, empty repository whose exclude file holds the rules), so the rules mean
 // exactly what they mean in a .gitignore; git is run only when there are rules. A directory
 // git reports as ignored is never entered, so a large node_modules costs nothing. git never

@@ -248,11 +248,12 @@ void declare_create(command_line& cl, session_args& a) {
             "SBSH_ENV naming a directory of its own (a venv, a node_modules), and every shell then gets SBSH_ENV; "
             "sessions whose setup and key files are the same share one environment, built once",
             spec.setup, check_not_empty("a command"));
-  cl.repeated("--setup-key", "FILE",
+  cl.repeated("--setup-key", "FILE|DIR",
               "with --setup: FILE's contents are part of what keys the environment (requirements.txt, "
-              "package-lock.json), so a change to it builds a new one; relative to the session's directory; "
-              "repeatable",
-              spec.setup_keys, check_not_empty("a file"));
+              "package-lock.json), so a change to it builds a new one; a DIR (wheels/) counts as its files' "
+              "relative paths, executable bits and bytes, less what a snapshot leaves out (node_modules, .git); "
+              "relative to the session's directory; repeatable",
+              spec.setup_keys, check_not_empty("a file or directory"));
   cl.flag("--confine",
           "confine the session to its root (--root or --snapshot) by the kernel (namespaces, Landlock, seccomp): "
           "its shell and all it starts hold no privilege, see only the root and a private TMPDIR (read and write), "

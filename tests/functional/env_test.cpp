@@ -343,7 +343,7 @@ TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
       "install --quiet --no-index --find-links wheels -r requirements.txt";
   for (const char* name : {"py", "py2"}) {
     auto r = sbsh({"session", "create", name, "-C", project, "--setup", venv_setup, "--setup-key", "requirements.txt",
-                   "--init", "source \"$SBSH_ENV/venv/bin/activate\""});
+                   "--setup-key", "wheels/", "--init", "source \"$SBSH_ENV/venv/bin/activate\""});
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     r = exec(name, "python -c 'import demo, sys; print(demo.__version__, sys.prefix)'");
     EXPECT_EQ(r.out, "1.0 " + env_of(name) + "/venv\n") << r.err;
@@ -372,6 +372,106 @@ TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   r = exec("web", "node -e 'console.log(require(\"demo\"))'");
   EXPECT_EQ(r.out, "demo 1.0.0\n") << r.err;
+}
+
+// A directory key (the README's wheels/): its tree is hashed, relative to it, so a change
+// inside it builds a new environment and the same tree elsewhere shares the one built.
+TEST_F(env_test, ADirectoryKeyIsItsTreeWhereverItIs) {
+  fs::create_directories(project + "/wheels/sub");
+  put(project + "/wheels/a.whl", "a 1");
+  put(project + "/wheels/sub/b.whl", "b 1");
+  fs::create_symlink("a.whl", project + "/wheels/latest");
+  auto make = [&](const std::string& name, const std::string& where) {
+    return sbsh({"session", "create", name, "-C", where, "--setup", setup_text(), "--setup-key", "requirements.txt",
+                 "--setup-key", "wheels"});
+  };
+  auto r = make("one", project);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 1u);
+  std::string env = env_of("one");
+  ASSERT_EQ(make("two", project).code, 0);
+  EXPECT_EQ(count_runs(), 1u);
+  EXPECT_EQ(env_of("two"), env);
+
+  // A file deep inside changes: a new environment, built by a new run.
+  put(project + "/wheels/sub/b.whl", "b 2");
+  ASSERT_EQ(make("three", project).code, 0);
+  EXPECT_EQ(count_runs(), 2u);
+  std::string env3 = env_of("three");
+  EXPECT_NE(env3, env);
+  // So does a file's executable bit, and a link's target (the link is not followed).
+  fs::permissions(project + "/wheels/a.whl", fs::perms::owner_exec, fs::perm_options::add);
+  ASSERT_EQ(make("four", project).code, 0);
+  EXPECT_EQ(count_runs(), 3u);
+  EXPECT_NE(env_of("four"), env3);
+  fs::remove(project + "/wheels/latest");
+  fs::create_symlink("sub/b.whl", project + "/wheels/latest");
+  ASSERT_EQ(make("five", project).code, 0);
+  EXPECT_EQ(count_runs(), 4u);
+  std::string env5 = env_of("five");
+  EXPECT_NE(env5, env_of("four"));
+
+  // The same tree in another place: the same environment, nothing runs.
+  std::string other = dir + "/elsewhere/project";
+  fs::create_directories(other);
+  fs::copy(project, other, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  ASSERT_EQ(make("six", other).code, 0);
+  EXPECT_EQ(count_runs(), 4u);
+  EXPECT_EQ(env_of("six"), env5);
+  // Another project with the same requirements.txt and other wheels gets one of its own.
+  put(other + "/wheels/a.whl", "a 3");
+  ASSERT_EQ(make("seven", other).code, 0);
+  EXPECT_EQ(count_runs(), 5u);
+  EXPECT_NE(env_of("seven"), env5);
+}
+
+// What a snapshot's copy leaves out (node_modules, .git, __pycache__) is no part of a
+// directory key either: changing it builds nothing.
+TEST_F(env_test, WhatTheIgnoreRulesLeaveOutOfADirectoryKeyDoesNotCount) {
+  for (const char* d : {"/wheels/node_modules", "/wheels/.git", "/wheels/__pycache__"})
+    fs::create_directories(project + d);
+  put(project + "/wheels/a.whl", "a 1");
+  put(project + "/wheels/node_modules/x", "x 1");
+  put(project + "/wheels/.git/x", "x 1");
+  auto make = [&](const std::string& name) {
+    return sbsh({"session", "create", name, "-C", project, "--setup", setup_text(), "--setup-key", "wheels"});
+  };
+  auto r = make("one");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 1u);
+  std::string env = env_of("one");
+  put(project + "/wheels/node_modules/x", "x 2");
+  put(project + "/wheels/.git/x", "x 2");
+  put(project + "/wheels/__pycache__/y.pyc", "y");
+  // A FIFO where nothing is looked at is no reason to refuse.
+  ASSERT_EQ(::mkfifo((project + "/wheels/node_modules/pipe").c_str(), 0600), 0);
+  r = make("two");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_runs(), 1u);
+  EXPECT_EQ(env_of("two"), env);
+  // What the rules keep does count.
+  put(project + "/wheels/c.whl", "c 1");
+  ASSERT_EQ(make("three").code, 0);
+  EXPECT_EQ(count_runs(), 2u);
+  EXPECT_NE(env_of("three"), env);
+}
+
+// A FIFO, socket or device inside a directory key is refused as one given as a key is, with
+// its path in the directory named, and nothing waits on it.
+TEST_F(env_test, ADirectoryKeyHoldingAFifoIsRefusedNamingIt) {
+  fs::create_directories(project + "/wheels/sub");
+  put(project + "/wheels/a.whl", "a 1");
+  std::string fifo = project + "/wheels/sub/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = sbsh({"session", "create", "k", "-C", project, "--setup", setup_text(), "--setup-key", "wheels"}, nullptr,
+                std::chrono::seconds(60));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("the setup key directory " + project + "/wheels holds sub/pipe, which is a FIFO (named pipe)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("move it out of the directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(listed("k").is_null());
+  EXPECT_EQ(count_runs(), 0u);
 }
 
 // Lets go of whatever waits to open the FIFO at `path` for reading: it opens, then reads
@@ -414,10 +514,13 @@ TEST_F(env_test, AKeyThatIsNotARegularFileIsRefusedAndOtherClientsAreServed) {
     EXPECT_NE(r.err.find("give the file the setup reads"), std::string::npos) << r.err;
     EXPECT_TRUE(listed("k").is_null());
   }
+  // So is a directory holding them, naming what it holds.
   auto r = sbsh({"session", "create", "k", "-C", project, "--setup", setup_text(), "--setup-key", "."}, nullptr,
                 std::chrono::seconds(60));
-  EXPECT_NE(r.err.find("is a directory, not a regular file"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("give each file in it that matters"), std::string::npos) << r.err;
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("the setup key directory " + project + "/. holds fifo, which is a FIFO (named pipe)"),
+            std::string::npos)
+      << r.err;
   ::close(s);
   EXPECT_EQ(count_runs(), 0u);
   // Another client's file request is answered, and the setup with a file for its key runs.

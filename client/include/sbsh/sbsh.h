@@ -361,8 +361,10 @@ typedef struct sbsh_session_spec {
    * session with the same setup and key files (`sbsh session create --setup`, sbsh(1)):
    * its shells get SBSH_ENV. When the environment is not built yet the setup runs before
    * the call returns; a failed one fails it with code "setup_failed" and a message holding
-   * its status and the end of its output. setup_keys: setup_key_count files (relative: to
-   * the session's directory) whose contents are part of the key. */
+   * its status and the end of its output. setup_keys: setup_key_count files or directories
+   * (relative: to the session's directory) whose contents are part of the key; a directory
+   * counts as its files' relative paths, executable bits and bytes, less what a snapshot
+   * leaves out (node_modules, .git). */
   const char* setup;
   const char* const* setup_keys;
   size_t setup_key_count;

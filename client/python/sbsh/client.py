@@ -574,8 +574,8 @@ class Client:
         shells start in the copy; remove deletes it. With `root` (a directory; not with
         snapshot), the session is confined to it. With `setup` (bash text) the session gets an
         environment built once and shared by content: its shells find it in SBSH_ENV, keyed by
-        the setup, the contents of the `setup_keys` files (relative to the session's
-        directory) and the bash; when none is built yet the setup runs first, and a failed
+        the setup, the contents of the `setup_keys` (files, or directories as
+        their trees less what a snapshot leaves out; relative to the session's directory) and the bash; when none is built yet the setup runs first, and a failed
         one raises Refused (reason "setup_failed") with its status and the end of its output.
         While the setup runs, on_setup_output(stream, data) gets what it writes as it comes
         (stream 1 or 2, data bytes), as exec's on_output does. The same definition again is a
