@@ -160,6 +160,17 @@ static int channel(void) {
   _exit(125);
 }
 
+/* A msghdr over `iov` (n of them) and `control` (len bytes, or NULL). */
+static struct msghdr msg_over(struct iovec *iov, size_t n, void *control, size_t len) {
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = iov;
+  mh.msg_iovlen = n;
+  mh.msg_control = control;
+  mh.msg_controllen = len;
+  return mh;
+}
+
 /* A message of the builtin's (ipc/shell_channel.h) with its header filled in; the shell's pid
  * is what it was at load (getpid() here would be a call in a signal handler). */
 static struct sbsh_status_msg new_msg(uint16_t type, uint64_t seq) {
@@ -197,10 +208,7 @@ static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int
   m.nonce = nonce;
   int fd = channel();
   struct iovec iov[2] = {{&m, sizeof m}, {(void *)pwd, pwd_len}};
-  struct msghdr mh;
-  memset(&mh, 0, sizeof mh);
-  mh.msg_iov = iov;
-  mh.msg_iovlen = 2;
+  struct msghdr mh = msg_over(iov, 2, NULL, 0);
   while (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
   /* A send that fails otherwise means sbshd's end is gone with every copy of it (the wrapper
@@ -389,12 +397,7 @@ static int receive(struct run *r) {
   r->lent[0] = r->lent[1] = r->lent[2] = -1;
   for (;;) {
     struct iovec iov = {buf, sizeof buf};
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = control.bytes;
-    mh.msg_controllen = sizeof control.bytes;
+    struct msghdr mh = msg_over(&iov, 1, control.bytes, sizeof control.bytes);
     ssize_t n = recvmsg(channel(), &mh, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) {
       CLRINTERRUPT; /* a stray SIGINT while idle: nothing runs */
@@ -1040,12 +1043,7 @@ static void lend_keepers(int sig) {
     } control;
     memset(&control, 0, sizeof control);
     struct iovec iov = {&m, sizeof m};
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = control.bytes;
-    mh.msg_controllen = sizeof control.bytes;
+    struct msghdr mh = msg_over(&iov, 1, control.bytes, sizeof control.bytes);
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;

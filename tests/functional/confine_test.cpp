@@ -610,16 +610,7 @@ TEST_F(confine_test, ASetupRunsUnderItsSessionsConfinement) {
 // pip inside the confinement, and a node_modules by npm ci --offline.
 TEST_F(confine_test, TheReadmesEnvironmentExamplesWorkConfined) {
   fs::create_directories(root + "/wheels");
-  auto made = run({"/usr/bin/python3", "-c",
-                   "import zipfile,sys\n"
-                   "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
-                   "z.writestr('demo/__init__.py', '__version__ = \"1.0\"\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\n"
-                   "Root-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/RECORD', '')\n"
-                   "z.close()\n",
-                   root + "/wheels/demo-1.0-py3-none-any.whl"});
+  auto made = make_demo_wheel(root + "/wheels/demo-1.0-py3-none-any.whl");
   ASSERT_EQ(made.code, 0) << made.err;
   std::ofstream(root + "/requirements.txt") << "demo==1.0\n";
   std::string venv_setup =

@@ -326,16 +326,7 @@ TEST_F(env_test, TheSizeCapEvictsTheLeastRecentlyUsedThatNoSessionUses) {
 TEST_F(env_test, TheReadmesVenvAndNodeModulesExamplesWork) {
   // A wheel of a package "demo", and the requirements naming it.
   fs::create_directories(project + "/wheels");
-  auto made = run({"/usr/bin/python3", "-c",
-                   "import zipfile,sys\n"
-                   "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
-                   "z.writestr('demo/__init__.py', '__version__ = \"1.0\"\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\n"
-                   "Root-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
-                   "z.writestr('demo-1.0.dist-info/RECORD', '')\n"
-                   "z.close()\n",
-                   project + "/wheels/demo-1.0-py3-none-any.whl"});
+  auto made = make_demo_wheel(project + "/wheels/demo-1.0-py3-none-any.whl");
   ASSERT_EQ(made.code, 0) << made.err;
   put(project + "/requirements.txt", "demo==1.0\n");
   std::string venv_setup =

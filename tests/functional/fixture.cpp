@@ -424,4 +424,17 @@ client::session_status daemon_test::session_status(const std::string& name) {
   return d->status;
 }
 
+run_result make_demo_wheel(const std::string& path) {
+  return run({"/usr/bin/python3", "-c",
+              "import zipfile,sys\n"
+              "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
+              "z.writestr('demo/__init__.py', '__version__ = \"1.0\"\\n')\n"
+              "z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n')\n"
+              "z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\n"
+              "Root-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+              "z.writestr('demo-1.0.dist-info/RECORD', '')\n"
+              "z.close()\n",
+              path});
+}
+
 }  // namespace sbsh::test
