@@ -4,12 +4,15 @@
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -106,6 +109,23 @@ bool user_namespaces(std::string* why) {
     if (allowed == 0 && ::geteuid() != 0)
       return say("this kernel allows user namespaces only to root (kernel.unprivileged_userns_clone is 0)");
   }
+  // What the settings cannot say: a process in a chroot, or in a container whose seccomp
+  // profile or LSM forbids them, gets none. Asked once, of a child that exits at once.
+  static const int refused = [] {
+    constexpr size_t kStack = 64 * 1024;
+    void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return errno;
+    pid_t child = ::clone(+[](void*) -> int { return 0; }, static_cast<char*>(stack) + kStack, CLONE_NEWUSER | SIGCHLD,
+                          nullptr);
+    int e = child < 0 ? errno : 0;
+    if (child > 0) ::waitpid(child, nullptr, 0);
+    ::munmap(stack, kStack);
+    return e;
+  }();
+  if (refused != 0)
+    return say(fmt::format("the kernel refuses this process a user namespace ({}): it may run in a chroot, or in a "
+                           "container that forbids them; run sbshd where it may have one",
+                           std::strerror(refused)));
   return true;
 }
 

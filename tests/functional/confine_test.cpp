@@ -50,6 +50,7 @@ class confine_test : public daemon_test {
     std::string why;
     if (confine::landlock_abi(&why) == 0) GTEST_SKIP() << why;
     if (why = namespaces_refused(); !why.empty()) GTEST_SKIP() << why;
+    if (!confine::user_namespaces(&why)) GTEST_SKIP() << why;  // sbshd refuses --confine then
     daemon_test::SetUp();
     fs::create_directories(dir + "/root/sub");
     fs::create_directories(dir + "/home");
