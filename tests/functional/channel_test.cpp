@@ -118,10 +118,11 @@ TEST_F(channel_test, AnotherUsersShellIsOutOfItsCommandsReachToo) {
   ASSERT_EQ(::mkdir(run_dir.c_str(), 0700), 0);
   ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
   ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);
+  std::string programs = programs_for_others(dir);
   auto as_nobody = [&](std::vector<std::string> args) {
     std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
                                   "--", "/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir,
-                                  "HOME=" + home, "SBSH_STATE_DIR=" + home + "/state", bin("sbsh")};
+                                  "HOME=" + home, "SBSH_STATE_DIR=" + home + "/state", programs + "/sbsh"};
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv);
   };

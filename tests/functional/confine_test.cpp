@@ -368,12 +368,13 @@ class confine_user_test : public confine_test {
     if (IsSkipped()) return;
     for (const auto& e : fs::recursive_directory_iterator(dir)) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
     ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
-    auto r = run(as_nobody({bin("sbshd"), "--socket", sock, "--state-dir", state}));
+    programs = programs_for_others(dir);
+    auto r = run(as_nobody({programs + "/sbshd", "--socket", sock, "--state-dir", state}));
     ASSERT_EQ(r.code, 0) << r.err;
     started = true;
   }
   void TearDown() override {
-    if (started) run(as_nobody({bin("sbsh"), "--no-autostart", "shutdown"}));
+    if (started) run(as_nobody({programs + "/sbsh", "--no-autostart", "shutdown"}));
     confine_test::TearDown();
   }
   static std::vector<std::string> as_nobody(std::vector<std::string> argv) {
@@ -381,13 +382,14 @@ class confine_user_test : public confine_test {
     return argv;
   }
   run_result client(std::vector<std::string> args) {
-    args.insert(args.begin(), {bin("sbsh"), "--no-autostart"});
+    args.insert(args.begin(), {programs + "/sbsh", "--no-autostart"});
     return run(as_nobody(std::move(args)));
   }
   run_result in(const std::string& session, const std::string& command) {
     return client({"exec", "-s", session, "--", command});
   }
   bool started = false;
+  std::string programs;  // where nobody may run them (programs_for_others)
 };
 
 TEST_F(confine_user_test, AnUnprivilegedSbshdConfinesAsWell) {

@@ -424,6 +424,34 @@ client::session_status daemon_test::session_status(const std::string& name) {
   return d->status;
 }
 
+namespace {
+// Whether a user other than the owner may reach `p`: every directory above it lets others in.
+bool others_may_reach(const std::filesystem::path& p) {
+  for (auto d = p.parent_path();; d = d.parent_path()) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
+    if (d == d.root_path() || d.empty()) return true;
+  }
+}
+}  // namespace
+
+std::string programs_for_others(const std::string& under) {
+  namespace fs = std::filesystem;
+  const fs::path bin_dir(SBSH_BIN_DIR), builtin(SBSH_BUILTIN_PATH);
+  if (others_may_reach(bin_dir / "sbsh") && others_may_reach(builtin)) return bin_dir.string();
+  fs::path copy = fs::path(under) / "programs" / "bin";
+  fs::path copied_builtin = copy / fs::relative(builtin, bin_dir);
+  fs::create_directories(copy);
+  fs::create_directories(copied_builtin.parent_path());
+  for (const char* p : {"sbsh", "sbshd", "sbsh-wrapper"})
+    fs::copy_file(bin_dir / p, copy / p, fs::copy_options::overwrite_existing);
+  fs::copy_file(builtin, copied_builtin, fs::copy_options::overwrite_existing);
+  for (fs::path d = copied_builtin.parent_path(); d != fs::path(under); d = d.parent_path())
+    fs::permissions(d, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                           fs::perms::others_exec);
+  return fs::weakly_canonical(copy).string();
+}
+
 run_result make_demo_wheel(const std::string& path) {
   return run({"/usr/bin/python3", "-c",
               "import zipfile,sys\n"

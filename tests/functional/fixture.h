@@ -52,6 +52,10 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds lim
 run_result run(const std::vector<std::string>& argv, const std::string* stdin_data = nullptr,
                std::chrono::seconds limit = std::chrono::seconds(120));
 std::string shell_quote(const std::string& s);
+// The directory of sbsh, sbshd and sbsh-wrapper (with the builtin where the wrapper looks for
+// it), where another user may run them: the build's own when every directory above it lets
+// others through, else copies made beneath `under` (which others may enter).
+std::string programs_for_others(const std::string& under);
 // Writes at `path` the wheel of a pure-Python package "demo" 1.0 (what pip installs offline).
 run_result make_demo_wheel(const std::string& path);
 // execv's and posix_spawn's argument array: the words of `argv`, which must outlive it, then
