@@ -97,7 +97,8 @@ TEST_F(channel_test, NoCommandCanTakeOrTraceTheShell) {
   ASSERT_EQ(r.code, 0) << r.err;
   // Root's commands hold CAP_SYS_PTRACE: /proc/PID/mem stays open to them (the manual says
   // so), the rest is refused by name. Another user's are refused all of it by the kernel.
-  EXPECT_EQ(r.out, std::string("getfd EPERM\nptrace EPERM\nvm EPERM\n") + (::geteuid() == 0 ? "mem ok\n" : "mem EACCES\n"));
+  EXPECT_EQ(r.out,
+            std::string("getfd EPERM\nptrace EPERM\nvm EPERM\n") + (::geteuid() == 0 ? "mem ok\n" : "mem EACCES\n"));
   // The same calls at another process, or at another descriptor, are not refused.
   r = sbsh({"exec", "-s", "s", "--",
             "sleep 30 & python3 -c 'import ctypes,os; l=ctypes.CDLL(None); p=l.syscall(434, int(os.sys.argv[1]), 0); "
@@ -120,9 +121,10 @@ TEST_F(channel_test, AnotherUsersShellIsOutOfItsCommandsReachToo) {
   ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);
   std::string programs = programs_for_others(dir);
   auto as_nobody = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                                  "--", "/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir,
-                                  "HOME=" + home, "SBSH_STATE_DIR=" + home + "/state", programs + "/sbsh"};
+    std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534",        "--regid", "65534",
+                                  "--clear-groups",   "--",      "/usr/bin/env", "-i"};
+    argv.insert(argv.end(), {"--chdir=" + home, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir, "HOME=" + home,
+                             "SBSH_STATE_DIR=" + home + "/state", programs + "/sbsh"});
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv);
   };
