@@ -112,7 +112,7 @@ bool user_namespaces(std::string* why) {
   // What the settings cannot say: a process in a chroot, or in a container whose seccomp
   // profile or LSM forbids them, gets none. Asked once, of a child that exits at once.
   static const int refused = [] {
-    constexpr size_t kStack = 64 * 1024;
+    constexpr size_t kStack = size_t{64} * 1024;
     void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return errno;
     pid_t child = ::clone(+[](void*) -> int { return 0; }, static_cast<char*>(stack) + kStack, CLONE_NEWUSER | SIGCHLD,

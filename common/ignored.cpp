@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-extern char** environ;
 
 namespace sbsh::ignored {
 
@@ -107,9 +107,9 @@ bool listing::has(const std::string& rel) const {
 }
 
 bool names_dot_git(const std::vector<std::string>& rules) {
-  for (const auto& r : rules)
-    if (r == ".git" || r == ".git/" || r == "/.git" || r == "/.git/") return true;
-  return false;
+  return std::ranges::any_of(rules, [](const std::string& r) {
+    return r == ".git" || r == ".git/" || r == "/.git" || r == "/.git/";
+  });
 }
 
 std::string list(const std::string& source, const std::string& gitdir, const std::vector<std::string>& rules,

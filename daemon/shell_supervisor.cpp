@@ -109,11 +109,11 @@ std::string claim_text(const std::string& name, const session_def& def) {
 // (and give their paths away), so they are not passed in.
 bool leads_outside_confinement(const std::string& entry) {
   std::string_view name = std::string_view(entry).substr(0, entry.find('='));
-  for (std::string_view v : {"SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS",
-                             "DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "XAUTHORITY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET",
-                             "DOCKER_HOST", "CONTAINER_HOST", "XDG_RUNTIME_DIR", "SBSH_SOCKET"})
-    if (name == v) return true;
-  return false;
+  constexpr std::string_view kOutside[] = {
+      "SSH_AUTH_SOCK",  "SSH_AGENT_PID",  "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS",
+      "DISPLAY",        "XAUTHORITY",     "WAYLAND_DISPLAY", "WAYLAND_SOCKET",          "DOCKER_HOST",
+      "CONTAINER_HOST", "XDG_RUNTIME_DIR", "SBSH_SOCKET"};
+  return std::ranges::any_of(kOutside, [name](std::string_view v) { return name == v; });
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   // A setup that runs for this call is shown: the end of each stream, where its errors are.
-  constexpr size_t kSetupTail = 16 * 1024;
+  constexpr size_t kSetupTail = size_t{16} * 1024;
   bool ran = false;
   std::string setup_out[2];
   auto take = [&](client::stream st, std::string_view data) {

@@ -100,9 +100,9 @@ TEST_F(channel_test, NoCommandCanTakeOrTraceTheShell) {
   EXPECT_EQ(r.out,
             std::string("getfd EPERM\nptrace EPERM\nvm EPERM\n") + (::geteuid() == 0 ? "mem ok\n" : "mem EACCES\n"));
   // The same calls at another process, or at another descriptor, are not refused.
-  r = sbsh({"exec", "-s", "s", "--",
-            "sleep 30 & python3 -c 'import ctypes,os; l=ctypes.CDLL(None); p=l.syscall(434, int(os.sys.argv[1]), 0); "
-            "print(l.syscall(438, p, 1, 0) >= 0)' $!; kill $!"});
+  std::string other = "sleep 30 & python3 -c 'import ctypes,os; l=ctypes.CDLL(None); "
+                      "p=l.syscall(434, int(os.sys.argv[1]), 0); print(l.syscall(438, p, 1, 0) >= 0)' $!; kill $!";
+  r = sbsh({"exec", "-s", "s", "--", other});
   EXPECT_EQ(r.out, "True\n") << r.err;
   // The shell itself goes on serving.
   EXPECT_EQ(exec("s", "echo fine").out, "fine\n");

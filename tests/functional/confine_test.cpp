@@ -300,7 +300,7 @@ int listen_unix(const std::string& path) {
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path, path.data(), path.size());
   if (path[0] == '@') a.sun_path[0] = '\0';
-  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
   if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(s, 8) != 0) return -1;
   return s;
 }
@@ -593,7 +593,7 @@ TEST_F(confine_test, ASetupRunsUnderItsSessionsConfinement) {
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(probe));
   if (fs::exists(probe)) fs::remove(probe);
-  r = exec("box", "cat \"$SBSH_ENV/pid\" && PATH=\"$SBSH_ENV/bin:$PATH\" && tool");
+  r = exec("box", R"(cat "$SBSH_ENV/pid" && PATH="$SBSH_ENV/bin:$PATH" && tool)");
   EXPECT_EQ(r.out, "1\ntool ran\n") << r.err;  // the setup was the init of its PID namespace
   r = exec("box", "echo no > \"$SBSH_ENV/bin/tool\"");
   EXPECT_NE(r.code, 0);

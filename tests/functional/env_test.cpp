@@ -534,6 +534,7 @@ TEST_F(env_test, ManyFifoKeysAtOnceStopNoOtherClient) {
   ASSERT_EQ(sbsh({"session", "create", "files", "--root", project}).code, 0);
   ASSERT_EQ(exec("files", "true").code, 0);
   std::vector<std::future<run_result>> creators;
+  creators.reserve(5);
   for (int i = 0; i < 5; ++i)
     creators.push_back(std::async(std::launch::async, [this, i] {
       return sbsh({"session", "create", "k" + std::to_string(i), "-C", project, "--setup", "true", "--setup-key",
