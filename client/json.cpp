@@ -87,8 +87,9 @@ json_value count_or_null(uint64_t n) { return n > 0 ? json_value(n) : json_value
 // A name or path at `key`. A file name is bytes, and JSON text cannot hold those that are not
 // UTF-8: such a name is there with U+FFFD in their place and, beside it at KEY_base64, its
 // exact bytes, as stdout_base64 goes with stdout, so that a reader can name the file again.
-// (The records whose names sbshd sends with their exact bytes, path_bytes and target_bytes
-// of a file entry, use it; the others reach the client as UTF-8 already.)
+// (The names that sbshd sends with their exact bytes, at NAME_bytes beside NAME, use it: a
+// file entry's path and target, a session's cwd, root and snapshot, a kept copy's path; the
+// others reach the client as UTF-8 already.)
 void put_name(json_value& o, const std::string& key, std::string_view name) {
   bool valid = true;
   std::string text = utf8_repair(name, &valid);
@@ -150,7 +151,7 @@ json_value json_of(const session_status& s) {
   o["restarts"] = s.restarts;
   o["queued"] = s.queued;
   o["commands"] = s.commands;
-  o["cwd"] = s.cwd;
+  put_name(o, "cwd", s.cwd);
   o["restart"] = s.restart;
   o["uptime_ms"] = s.uptime_ms;
   o["started_at"] = time_or_null(s.started_at_ms);
@@ -176,7 +177,7 @@ json_value confinement_json(const session_spec& def) {
   json_value rules = json_value::array();
   auto rule = [&rules](std::string_view path, std::string_view access) {
     json_value r;
-    r["path"] = path;
+    put_name(r, "path", path);
     r["access"] = access;
     rules.push_back(std::move(r));
   };
@@ -202,14 +203,15 @@ json_value confinement_json(const session_spec& def) {
 
 json_value definition_json(const session_spec& def) {
   json_value d;
-  d["cwd"] = def.cwd;
+  put_name(d, "cwd", def.cwd);
   d["env"] = def.env;
   d["init"] = def.init;
   d["restart"] = def.restart;
   d["limits"] = def.limits;
-  d["root"] = text_or_null(def.root);
+  if (def.root.empty()) d["root"] = nullptr;
+  else put_name(d, "root", def.root);
   if (!def.snapshot.empty()) {
-    d["snapshot"] = def.snapshot;
+    put_name(d, "snapshot", def.snapshot);
     d["ignore"] = def.ignore;
     d["no_default_ignores"] = def.no_default_ignores;
     d["gitignore"] = def.gitignore;
@@ -316,7 +318,7 @@ json_value json_of(const std::vector<kept_copy>& v, bool sized) {
   for (const auto& k : v) {
     json_value o;
     o["session"] = k.session;
-    o["path"] = k.path;
+    put_name(o, "path", k.path);
     o["kept_at"] = rfc3339_ms(k.kept_at_ms);
     if (sized) o["size_bytes"] = k.size_bytes;
     a.push_back(std::move(o));

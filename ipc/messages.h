@@ -88,6 +88,7 @@ struct schema_of<session_status> {
                       field("queued", &s::queued),
                       field("commands", &s::commands),
                       field("cwd", &s::cwd),
+                      bytes_of("cwd_bytes", &s::cwd, "only when cwd is not valid UTF-8: its exact bytes"),
                       field("error", &s::error),
                       field("started_at_ms", &s::started_at_ms),
                       field("uptime_ms", &s::uptime_ms),
@@ -109,10 +110,16 @@ struct schema_of<session_spec> {
   static constexpr std::string_view name = "definition";
   static constexpr auto fields() {
     using s = session_spec;
-    return std::tuple{field("cwd", &s::cwd),         field("env", &s::env),
-                      field("init", &s::init),       field("restart", &s::restart),
-                      field("limits", &s::limits),   field("snapshot", &s::snapshot),
+    return std::tuple{field("cwd", &s::cwd),
+                      bytes_of("cwd_bytes", &s::cwd, "only when cwd is not valid UTF-8: its exact bytes"),
+                      field("env", &s::env),
+                      field("init", &s::init),
+                      field("restart", &s::restart),
+                      field("limits", &s::limits),
+                      field("snapshot", &s::snapshot),
+                      bytes_of("snapshot_bytes", &s::snapshot, "only when snapshot is not valid UTF-8: its exact bytes"),
                       field("root", &s::root, kOmitEmpty),
+                      bytes_of("root_bytes", &s::root, "only when root is not valid UTF-8: its exact bytes"),
                       field("environment", &s::environment, kOmitEmpty),
                       field("implicit", &s::implicit, kOmitEmpty),
                       field("idle_expiry_ms", &s::idle_expiry_ms, kOmitEmpty),
@@ -160,6 +167,7 @@ struct schema_of<kept_copy> {
   static constexpr auto fields() {
     using s = kept_copy;
     return std::tuple{field("session", &s::session), field("path", &s::path),
+                      bytes_of("path_bytes", &s::path, "only when path is not valid UTF-8: its exact bytes"),
                       field("kept_at_ms", &s::kept_at_ms), field("size_bytes", &s::size_bytes)};
   }
 };

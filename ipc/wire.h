@@ -122,7 +122,25 @@ struct bytes_of_field {
   std::string_view note;
 
   bin_view get(const S& s) const { return {s.*member}; }
+  std::string* target(S& s) const { return &(s.*member); }
   bool condition(const S& s) const { return !valid_utf8(s.*member); }
+};
+
+// A bytes_of field of the struct in member `outer`, sent in S's own map (see embed()).
+template <typename S, typename I>
+struct nested_bytes_field {
+  using owner = S;
+  using type = bin_view;
+  static constexpr bool kBytesOf = true;
+  std::string_view name;
+  I S::*outer;
+  std::string I::*member;
+  unsigned flags = 0;
+  std::string_view note;
+
+  bin_view get(const S& s) const { return {(s.*outer).*member}; }
+  std::string* target(S& s) const { return &((s.*outer).*member); }
+  bool condition(const S& s) const { return !valid_utf8((s.*outer).*member); }
 };
 
 template <typename S>
@@ -156,12 +174,13 @@ inline constexpr auto kTable = table_of<T>();
 // always (session_create's snapshot).
 template <typename S, typename I>
 constexpr auto embed(I S::*outer, std::string_view omit_empty = {}) {
-  return std::apply(
-      [&](const auto&... f) {
-        return std::tuple{nested_field<S, I, typename std::decay_t<decltype(f)>::type>{
-            f.name, outer, f.member, f.flags | (f.name == omit_empty ? kOmitEmpty : 0u), f.when, f.note}...};
-      },
-      kTable<I>);
+  auto one = [&](const auto& f) {
+    using F = std::decay_t<decltype(f)>;
+    unsigned flags = f.flags | (f.name == omit_empty ? kOmitEmpty : 0u);
+    if constexpr (requires { F::kBytesOf; }) return nested_bytes_field<S, I>{f.name, outer, f.member, flags, f.note};
+    else return nested_field<S, I, typename F::type>{f.name, outer, f.member, flags, f.when, f.note};
+  };
+  return std::apply([&](const auto&... f) { return std::tuple{one(f)...}; }, kTable<I>);
 }
 
 // ---- Encoding -------------------------------------------------------------------------
@@ -230,7 +249,7 @@ bool read_value(const F& f, S& s, const msgpack::object& o, decoder& d) {
     auto at = d.enter(f.name);
     bin_view bytes;
     if (!wire<bin_view>::read(o, bytes, d)) return false;
-    (s.*f.member).assign(bytes.bytes);
+    f.target(s)->assign(bytes.bytes);
     return true;
   } else {
     auto at = d.enter(f.name);
@@ -249,7 +268,8 @@ bool read_entry(std::string_view key, const msgpack::object& o, S& s, decoder& d
                                        : false) ||
            ...);
     return ok;
-  }(std::make_index_sequence<std::tuple_size_v<std::decay_t<decltype(t)>>>{});
+  }
+  (std::make_index_sequence<std::tuple_size_v<std::decay_t<decltype(t)>>>{});
 }
 
 template <typename S>
@@ -264,7 +284,8 @@ bool check_required(uint64_t seen, decoder& d) {
     };
     (void)check;  // a table without fields
     return (check(std::get<I>(t), I) && ...);
-  }(std::make_index_sequence<std::tuple_size_v<std::decay_t<decltype(t)>>>{});
+  }
+  (std::make_index_sequence<std::tuple_size_v<std::decay_t<decltype(t)>>>{});
 }
 
 // Records: a nested msgpack map.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "client/json.h"
 #include "fixture.h"
 
 namespace sbsh::test::snapshot_tests {
@@ -117,6 +118,38 @@ TEST_F(snapshot_test, ASessionMadeFromASnapshotWorksOnItsOwnCopy) {
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("cannot enter the session's copy of " + src() + " (" + store() + "/other)"), std::string::npos)
       << r.err;
+}
+
+TEST_F(snapshot_test, PathsThatAreNotUtf8AreShownWithTheirExactBytes) {
+  // A session's directory, root and snapshot are bytes: one that is not UTF-8 is in the JSON
+  // with U+FFFD in its text and its exact bytes at KEY_base64 beside it, in the listing and in
+  // the definition alike, and kept exactly across a restart of sbshd.
+  std::string latin = dir + "/caf\xe9";
+  fs::create_directories(latin);
+  write_file(latin + "/f", "latin\n");
+  ASSERT_EQ(sbsh({"session", "create", "here", "-C", latin}).code, 0);
+  ASSERT_EQ(sbsh({"session", "create", "copy", "--snapshot", latin}).code, 0);
+  std::string b64 = client::base64(latin);
+  for (int round = 0; round < 2; ++round) {
+    auto ls = sbsh({"session", "ls", "--json"});
+    ASSERT_EQ(ls.code, 0) << ls.err;
+    for (const auto& s : nlohmann::json::parse(ls.out)) {
+      if (s["name"] == "here") {
+        EXPECT_EQ(s["cwd"], dir + "/caf\uFFFD") << ls.out;
+        EXPECT_EQ(s["cwd_base64"], b64) << ls.out;
+      } else {
+        EXPECT_FALSE(s.contains("cwd_base64")) << ls.out;  // the copy's own path is UTF-8
+      }
+    }
+    auto here = nlohmann::json::parse(sbsh({"session", "show", "here", "--json"}).out);
+    EXPECT_EQ(here["definition"]["cwd_base64"], b64) << here.dump();
+    auto copy = nlohmann::json::parse(sbsh({"session", "show", "copy", "--json"}).out);
+    EXPECT_EQ(copy["definition"]["snapshot_base64"], b64) << copy.dump();
+    EXPECT_FALSE(copy["definition"].contains("root_base64")) << copy.dump();
+    EXPECT_EQ(exec("here", "pwd; cat f").out, latin + "\nlatin\n");
+    stop_daemon();
+    start_daemon();
+  }
 }
 
 TEST_F(snapshot_test, BadSnapshotsAreRefusedWithTheReasonAndLeaveNothingBehind) {

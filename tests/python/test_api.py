@@ -315,6 +315,13 @@ class ApiTest(DaemonTestCase):
         self.assertEqual(r.stdout, root + b"/d\xe9\nwritten\n")
         r = self.c.exec(b"ls ../caf\xe9.txt", session="api-bytes", check=True)  # the session's own cwd
         self.assertEqual(r.stdout, b"../caf\xe9.txt\n")
+        # The session's own paths come back as os.fsdecode makes their bytes, in its listing
+        # and its definition alike.
+        info = {x.name: x for x in self.c.sessions()}["api-bytes"]
+        self.assertEqual(os.fsencode(info.cwd), root + b"/d\xe9")
+        definition = self.c.session_details("api-bytes").definition
+        self.assertEqual(os.fsencode(definition.cwd), root + b"/d\xe9")
+        self.assertEqual(os.fsencode(definition.root or ""), root)
         self.c.remove_file(b"d\xe9/moved-\xfd", session="api-bytes")
         self.c.remove_session("api-bytes")
 

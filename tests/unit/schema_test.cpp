@@ -482,11 +482,14 @@ TEST(schema, FramesToClientsCarryOnlyValidUtf8) {
   msg::session_info info;
   info.sessions.emplace_back();
   info.sessions[0].name = "n\xc3";
+  info.sessions[0].error = "e\x80";
   info.sessions[0].cwd = "/d\x80";
   auto listed = decode_frame<msg::session_info>(encode(info, 4), &keep);
   ASSERT_EQ(listed.sessions.size(), 1u);
   EXPECT_EQ(listed.sessions[0].name, "n\xef\xbf\xbd");
-  EXPECT_EQ(listed.sessions[0].cwd, "/d\xef\xbf\xbd");
+  EXPECT_EQ(listed.sessions[0].error, "e\xef\xbf\xbd");
+  // A path sent with its bytes beside it (cwd_bytes) comes back exactly.
+  EXPECT_EQ(listed.sessions[0].cwd, "/d\x80");
   sbsh::session_detail d;
   d.definition.init = {"echo \xe2\x82", "echo ok \xe2\x9c\x93"};
   auto shown = decode_frame<msg::session_detail>(encode(msg::session_detail{d}, 5), &keep).session;
@@ -540,6 +543,30 @@ TEST(schema, AHistoryEntryKeepsItsCommandsExactBytes) {
   ASSERT_EQ(back.history.size(), 2u);
   EXPECT_EQ(back.history[0].command, "echo ok \xe2\x9c\x93");
   EXPECT_EQ(back.history[1].command, "printf 'caf\xe9'");
+}
+
+TEST(schema, AnEmbeddedRecordsPathKeepsItsExactBytes) {
+  // session_detail carries session_status's fields in its own map (embed), its cwd_bytes too.
+  sbsh::session_detail d;
+  d.status.cwd = "/caf\xe9";
+  d.definition.snapshot = "/src\xff";
+  std::string bytes = encode(msg::session_detail{d}, 9);
+  auto m = parse(bytes);
+  ASSERT_TRUE(m.ok());
+  const auto* session = m->find("session");
+  ASSERT_NE(session, nullptr);
+  const auto* exact = in_map(*session, "cwd_bytes");
+  ASSERT_NE(exact, nullptr);
+  ASSERT_EQ(exact->type, msgpack::type::BIN);
+  EXPECT_EQ(std::string(exact->via.bin.ptr, exact->via.bin.size), "/caf\xe9");
+  const auto* text = in_map(*session, "cwd");
+  ASSERT_NE(text, nullptr);
+  EXPECT_EQ(std::string(text->via.str.ptr, text->via.str.size), "/caf\xef\xbf\xbd");
+  message keep;
+  auto back = decode_frame<msg::session_detail>(bytes, &keep).session;
+  EXPECT_EQ(back.status.cwd, "/caf\xe9");
+  EXPECT_EQ(back.definition.snapshot, "/src\xff");
+  EXPECT_EQ(back.definition.root, "");
 }
 
 TEST(text, ClientTextIsQuotedPrintableAndShort) {

@@ -384,11 +384,19 @@ def _strs(v: Any) -> Tuple[str, ...]:
     return tuple(str(x) for x in (v or ()))
 
 
+def _name(d: Mapping[str, Any], key: str) -> Optional[str]:
+    """A name or path of a listing: from its exact bytes (KEY_base64) when it is not UTF-8."""
+    raw = d.get(key + "_base64")
+    if raw:
+        return os.fsdecode(base64.b64decode(str(raw)))
+    return _opt_str(d.get(key))
+
+
 def session_info(d: Mapping[str, Any]) -> SessionInfo:
     return SessionInfo(name=str(d.get("name", "")), state=str(d.get("state", "")), shell_pid=int(d.get("shell_pid") or 0),
                        wrapper_pid=int(d.get("wrapper_pid") or 0), restarts=int(d.get("restarts") or 0),
                        queued=int(d.get("queued") or 0), commands=int(d.get("commands") or 0),
-                       cwd=str(d.get("cwd", "")), restart=str(d.get("restart", "")),
+                       cwd=_name(d, "cwd") or "", restart=str(d.get("restart", "")),
                        uptime_ms=int(d.get("uptime_ms") or 0), started_at=unix_time(d.get("started_at")),
                        running=_opt_str(d.get("running")), running_ms=_opt_int(d.get("running_ms")),
                        error=_opt_str(d.get("error")), implicit=bool(d.get("implicit", False)))
@@ -400,7 +408,7 @@ def _confinement(c: Mapping[str, Any]) -> Mapping[str, Any]:
     added: dict[str, list[str]] = {"read-write": [], "read-execute": [], "read-only": []}
     confine = bool(c.get("landlock"))
     for rule in list(c.get("rules") or ())[2 if confine else 0:]:
-        added.setdefault(str(rule.get("access", "")), []).append(str(rule.get("path", "")))
+        added.setdefault(str(rule.get("access", "")), []).append(_name(rule, "path") or "")
     return {"confine": confine, "allow_write": tuple(added["read-write"]), "allow_read": tuple(added["read-execute"]),
             "read_only": tuple(added["read-only"]), "no_network": "net" in (c.get("namespaces") or ()),
             "landlock_abi": int(c.get("landlock_abi") or 0), "memory_max": int(c.get("memory_max") or 0),
@@ -410,9 +418,9 @@ def _confinement(c: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def session_details(d: Mapping[str, Any]) -> SessionDetails:
     de = d.get("definition") or {}
-    definition = SessionDefinition(cwd=str(de.get("cwd", "")), env=_strs(de.get("env")), init=_strs(de.get("init")),
+    definition = SessionDefinition(cwd=_name(de, "cwd") or "", env=_strs(de.get("env")), init=_strs(de.get("init")),
                                    restart=str(de.get("restart", "")), limits=_strs(de.get("limits")),
-                                   root=_opt_str(de.get("root")), snapshot=_opt_str(de.get("snapshot")),
+                                   root=_name(de, "root"), snapshot=_name(de, "snapshot"),
                                    setup=_opt_str(de.get("setup")), setup_keys=_strs(de.get("setup_keys")),
                                    sbsh_env=_opt_str(de.get("sbsh_env")),
                                    **_confinement(de.get("confinement") or {}))
@@ -442,14 +450,6 @@ def daemon_status(d: Mapping[str, Any]) -> DaemonStatus:
                         sessions=tuple(session_info(s) for s in d.get("sessions") or ()))
 
 
-def _name(d: Mapping[str, Any], key: str) -> Optional[str]:
-    """A name or path of a listing: from its exact bytes (KEY_base64) when it is not UTF-8."""
-    raw = d.get(key + "_base64")
-    if raw:
-        return os.fsdecode(base64.b64decode(str(raw)))
-    return _opt_str(d.get(key))
-
-
 def file_info(d: Mapping[str, Any]) -> FileInfo:
     return FileInfo(path=_name(d, "path") or "", type=str(d.get("type", "")), size=int(d.get("size") or 0),
                     mode=int(str(d.get("mode") or "0"), 8), mtime=unix_time(d.get("mtime")),
@@ -457,7 +457,7 @@ def file_info(d: Mapping[str, Any]) -> FileInfo:
 
 
 def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
-    return KeptCopy(session=str(d.get("session", "")), path=str(d.get("path", "")),
+    return KeptCopy(session=str(d.get("session", "")), path=_name(d, "path") or "",
                     kept_at=unix_time(d.get("kept_at")), size_bytes=int(d.get("size_bytes") or 0))
 
 
