@@ -27,14 +27,19 @@ struct tool_context {
   // Called as a running command produces output (on the worker thread): counts it for
   // progress notifications and may send one (at most every 250 ms).
   std::function<void(size_t)> output_seen;
+  // The call carries a progress token: it may wait longer than a host's minute, since
+  // progress notifications keep it alive.
+  bool has_progress = false;
 };
 
 // A tool's answer. structured empty: sbsh refused or failed (message says why), sent as an
-// error result with text only, since it has not the shape of the output schema.
+// error result with text only, since it has not the shape of the output schema. text: the
+// result's plain rendering for a model, when the tool makes one (else the JSON is the text).
 struct tool_outcome {  // NOLINT(bugprone-exception-escape): moving json does not throw
   json structured;
   bool is_error = false;
   std::string message;
+  std::string text;
 };
 
 struct tool {
