@@ -528,9 +528,9 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
 
 // Files beneath a session's root.
 constexpr std::string_view kReadFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
 constexpr std::string_view kReadFileOutput =
-    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}}})J";
+    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
 constexpr std::string_view kWriteFileInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root; missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
 constexpr std::string_view kWriteFileOutput =
@@ -540,7 +540,124 @@ constexpr std::string_view kListFilesInput =
 constexpr std::string_view kListFilesOutput =
     R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "description": "the entries, by path", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string", "description": "from the directory listed"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string", "description": "file, dir, symlink or other"}, "size": {"type": "integer", "description": "bytes"}, "mode": {"type": "string", "description": "permission bits, in octal"}, "mtime": {"type": "string", "description": "last modified (UTC, ISO 8601)"}, "target": {"type": "string", "description": "a symlink's target"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
+constexpr std::string_view kEditFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}}})J";
+constexpr std::string_view kEditFileOutput =
+    R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
+
+// The files edit_file and read_file by lines take whole: at most this big.
+constexpr uint64_t kMaxWholeFile = 16u << 20;
+
+// A file's whole content, refused past kMaxWholeFile.
+result<std::string> whole_file(client::connection& conn, const std::string& session, const std::string& path,
+                               std::string_view tool) {
+  std::string bytes;
+  client::file_read_options o;
+  o.length = kMaxWholeFile + 1;
+  auto n = conn.read_file(
+      session, path, [&bytes](std::string_view d) { bytes.append(d); }, o);
+  if (!n) return n.err();
+  if (bytes.size() > kMaxWholeFile)
+    return make_error(ipc::errc::usage, fmt::format("{} takes files of at most {} MiB; {} is larger: use run_command",
+                                                    tool, kMaxWholeFile >> 20, path));
+  return bytes;
+}
+
+tool_outcome edit_file(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>(), session = str_arg(args, "session");
+  std::string old_text = args.at("old_string").get<std::string>(), new_text = args.at("new_string").get<std::string>();
+  bool all = args.value("replace_all", false);
+  if (old_text == new_text) return refused(make_error(ipc::errc::usage, "old_string and new_string are the same"));
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto content = whole_file(*conn, session, path, "edit_file");
+  if (!content) return refused(content.err());
+  std::vector<size_t> at;
+  for (size_t i = content->find(old_text); i != std::string::npos; i = content->find(old_text, i + old_text.size()))
+    at.push_back(i);
+  if (at.empty())
+    return refused(make_error(ipc::errc::usage,
+                              fmt::format("old_string occurs 0 times in {}: nothing was changed. It must match the "
+                                          "file exactly, whitespace and indentation included; read_file shows it",
+                                          path)));
+  if (at.size() > 1 && !all)
+    return refused(make_error(ipc::errc::usage,
+                              fmt::format("old_string occurs {} times in {}: nothing was changed. Give more of the "
+                                          "text around it so that it occurs once, or replace_all: true",
+                                          at.size(), path)));
+  std::string out;
+  out.reserve(content->size() + at.size() * new_text.size());
+  size_t from = 0;
+  for (size_t i : at) {
+    out.append(*content, from, i - from);
+    out += new_text;
+    from = i + old_text.size();
+  }
+  out.append(*content, from);
+  auto n = conn->write_file(session, path, out, {});
+  if (!n) return refused(n.err());
+  uint64_t first_line =
+      1 +
+      static_cast<uint64_t>(std::count(content->begin(), content->begin() + static_cast<std::ptrdiff_t>(at[0]), '\n'));
+  json j = {{"path", path}, {"replacements", at.size()}, {"bytes", *n}, {"first_line", first_line}};
+  std::string text =
+      fmt::format("{}: replaced {} occurrence{} of old_string, the first at line {}; the file has {} bytes\n", path,
+                  at.size(), at.size() == 1 ? "" : "s", first_line, *n);
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+// read_file by lines: the lines asked for, within the budget, stopping at a whole line.
+tool_outcome read_lines(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto content = whole_file(*conn, str_arg(args, "session"), path, "read_file with line");
+  if (!content) return refused(content.err());
+  std::vector<size_t> starts;  // where each line starts
+  for (size_t i = 0; i < content->size();) {
+    starts.push_back(i);
+    size_t nl = content->find('\n', i);
+    i = nl == std::string::npos ? content->size() : nl + 1;
+  }
+  int64_t total = static_cast<int64_t>(starts.size());
+  int64_t line = args.at("line").get<int64_t>();
+  if (line == 0)
+    return refused(make_error(ipc::errc::usage, "argument 'line' counts from 1, or from the end when negative; not 0"));
+  int64_t first = line > 0 ? line : std::max<int64_t>(total + line + 1, 1);
+  int64_t want = args.value("lines", total);
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  int64_t last = first - 1;
+  size_t from = first <= total ? starts[static_cast<size_t>(first - 1)] : content->size(), to = from;
+  while (last + 1 <= total && last + 1 < first + want) {
+    size_t end = last + 1 < total ? starts[static_cast<size_t>(last + 1)] : content->size();
+    if (end - from > budget && last >= first) break;  // a first line longer than the budget still comes
+    to = end;
+    ++last;
+  }
+  std::string bytes = content->substr(from, to - from);
+  bool utf8 = ipc::valid_utf8(bytes);
+  bool truncated = last < total;
+  json j = {{"path", path},
+            {"bytes", bytes.size()},
+            {"content", utf8 ? bytes : client::base64(bytes)},
+            {"encoding", utf8 ? "utf-8" : "base64"},
+            {"truncated", truncated},
+            {"start_line", first},
+            {"end_line", last},
+            {"total_lines", total}};
+  std::string text =
+      fmt::format("{}: lines {} to {} of {}{}\n", path, first, last, total,
+                  last < total ? fmt::format("; read_file {} reads on", json{{"path", path}, {"line", last + 1}}.dump())
+                               : "");
+  text += utf8 ? bytes : "(not UTF-8: content has the bytes in base64)\n";
+  return {std::move(j), false, {}, std::move(text)};
+}
+
 tool_outcome read_file(const json& args, tool_context& ctx) {
+  if (args.contains("line")) return read_lines(args, ctx);
+  if (args.contains("lines") || args.contains("max_output_chars"))
+    return refused(
+        make_error(ipc::errc::usage, "lines and max_output_chars go with line; offset and length read bytes"));
   // One byte more than asked for says whether the file goes on.
   uint64_t want = args.value("length", uint64_t{kOutputLimit});
   client::file_read_options o;
@@ -641,9 +758,11 @@ constexpr tool kTools[] = {
      "keeps its state), and return its result.",
      kCancelInput, kExecOutput, cancel_command},
     {"read_file",
-     "Read a file beneath the session's root (create_session's root): at most 1 MiB from offset (truncated says "
-     "whether it goes on), as UTF-8 text, or base64 when the bytes are not UTF-8. Paths leading outside the root "
-     "are refused; a session without a root has no file tools (run_command reads files there).",
+     "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
+     "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
+     "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
+     "when the bytes are not UTF-8. Paths leading outside the root are refused; a session without a root has no "
+     "file tools (run_command reads files there).",
      kReadFileInput, kReadFileOutput, read_file},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
@@ -651,6 +770,11 @@ constexpr tool kTools[] = {
      kWriteFileInput, kWriteFileOutput, write_file},
     {"list_files", "List a directory beneath the session's root (recursive: all beneath it), with types and sizes.",
      kListFilesInput, kListFilesOutput, list_files},
+    {"edit_file",
+     "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
+     "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
+     "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
+     kEditFileInput, kEditFileOutput, edit_file},
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).
@@ -675,6 +799,7 @@ constexpr tool_meta kMeta[] = {
     {"read_file", "Read a file", kReadOnly},
     {"write_file", "Write a file", kDestructive | kIdempotent},
     {"list_files", "List files", kReadOnly},
+    {"edit_file", "Edit a file", kDestructive},
 };
 constexpr bool meta_in_order() {
   if (std::size(kMeta) != std::size(kTools)) return false;

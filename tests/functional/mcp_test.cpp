@@ -411,7 +411,7 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
                                              "wait_process", "process_logs", "await_command", "cancel_command",
-                                             "read_file", "write_file", "list_files"}));
+                                             "read_file", "write_file", "list_files", "edit_file"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
   json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));
@@ -680,6 +680,66 @@ TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
       tool_call(7, "write_file", {{"session", "ws"}, {"path", "x"}, {"content", "%%"}, {"encoding", "base64"}}));
   EXPECT_EQ(bad["result"]["isError"], true) << bad.dump();
   EXPECT_FALSE(std::filesystem::exists(dir + "/ws/x"));
+}
+
+// edit_file replaces an exact text that occurs once (zero or two occurrences change nothing
+// and say how many there were), or every one with replace_all; read_file reads lines, and a
+// tail with a negative line.
+TEST_F(mcp_test, edit_file_replaces_an_exact_text_and_read_file_reads_lines) {
+  std::filesystem::create_directories(dir + "/ed");
+  std::ofstream(dir + "/ed/app.py") << "def f():\n    return 1\n\ndef g():\n    return 1\n";
+  ::chmod((dir + "/ed/app.py").c_str(), 0750);
+  auto c = start_initialized();
+  ASSERT_EQ(c->call(tool_call(1, "create_session", {{"name", "ed"}, {"root", dir + "/ed"}}))["result"]["isError"],
+            false);
+  auto edit = [&](int id, json args) {
+    args["session"] = "ed";
+    args["path"] = "app.py";
+    return c->call(tool_call(id, "edit_file", std::move(args)))["result"];
+  };
+  json none = edit(2, {{"old_string", "return 2"}, {"new_string", "return 3"}});
+  EXPECT_EQ(none["isError"], true);
+  EXPECT_NE(none["content"][0]["text"].get<std::string>().find("occurs 0 times"), std::string::npos) << none.dump();
+  json two = edit(3, {{"old_string", "    return 1\n"}, {"new_string", "    return 2\n"}});
+  EXPECT_EQ(two["isError"], true);
+  EXPECT_NE(two["content"][0]["text"].get<std::string>().find("occurs 2 times"), std::string::npos) << two.dump();
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    return 1\n\ndef g():\n    return 1\n");
+  json one = edit(4, {{"old_string", "def g():\n    return 1"}, {"new_string", "def g():\n    return 2"}});
+  EXPECT_EQ(one["isError"], false) << one.dump();
+  EXPECT_EQ(one["structuredContent"]["replacements"], 1);
+  EXPECT_EQ(one["structuredContent"]["first_line"], 4);
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    return 1\n\ndef g():\n    return 2\n");
+  json all = edit(5, {{"old_string", "return"}, {"new_string", "yield"}, {"replace_all", true}});
+  EXPECT_EQ(all["structuredContent"]["replacements"], 2) << all.dump();
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    yield 1\n\ndef g():\n    yield 2\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/ed/app.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);  // the file keeps its mode
+  // Lines: a range, and the last two.
+  json range = c->call(tool_call(6, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", 2}, {"lines", 2}}));
+  const json& rc = range["result"]["structuredContent"];
+  EXPECT_EQ(rc["content"], "    yield 1\n\n") << range.dump();
+  EXPECT_EQ(rc["start_line"], 2);
+  EXPECT_EQ(rc["end_line"], 3);
+  EXPECT_EQ(rc["total_lines"], 5);
+  EXPECT_EQ(rc["truncated"], true);
+  json tail = c->call(tool_call(7, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", -2}}));
+  EXPECT_EQ(tail["result"]["structuredContent"]["content"], "def g():\n    yield 2\n") << tail.dump();
+  EXPECT_EQ(tail["result"]["structuredContent"]["truncated"], false);
+  json zero = c->call(tool_call(8, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", 0}}));
+  EXPECT_EQ(zero["result"]["isError"], true);
+  // A session without a root: the refusal names the tools that help; no session: the tool
+  // that lists them.
+  json missing = c->call(tool_call(10, "edit_file", {{"path", "x"}, {"old_string", "a"}, {"new_string", "b"}}));
+  EXPECT_NE(missing["result"]["content"][0]["text"].get<std::string>().find("list_sessions lists them"),
+            std::string::npos)
+      << missing.dump();
+  c->call(tool_call(11, "run_command", {{"command", "true"}}));
+  json rootless = c->call(tool_call(9, "edit_file", {{"path", "x"}, {"old_string", "a"}, {"new_string", "b"}}));
+  EXPECT_EQ(rootless["result"]["isError"], true);
+  std::string why = rootless["result"]["content"][0]["text"];
+  EXPECT_NE(why.find("create_session"), std::string::npos) << why;
+  EXPECT_EQ(why.find("sbsh session create"), std::string::npos) << why;
 }
 
 TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
