@@ -3,6 +3,9 @@
 // are written in one place.
 #include "client/mcp/tools.h"
 
+#include <fnmatch.h>
+#include <regex.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "client/mcp/render.h"
 #include "client/resources.h"
 #include "ipc/protocol.h"
+#include "ipc/records.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp {
@@ -536,7 +540,7 @@ constexpr std::string_view kWriteFileInput =
 constexpr std::string_view kWriteFileOutput =
     R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
 constexpr std::string_view kListFilesInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
 constexpr std::string_view kListFilesOutput =
     R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "description": "the entries, by path", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string", "description": "from the directory listed"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string", "description": "file, dir, symlink or other"}, "size": {"type": "integer", "description": "bytes"}, "mode": {"type": "string", "description": "permission bits, in octal"}, "mtime": {"type": "string", "description": "last modified (UTC, ISO 8601)"}, "target": {"type": "string", "description": "a symlink's target"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
@@ -700,9 +704,119 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
 tool_outcome list_files(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false));
+  bool depth = args.contains("depth");
+  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), depth || args.value("recursive", false));
   if (!v) return refused(v.err());
+  if (depth) {
+    // Entries at most `depth` levels down: "a/b" is two.
+    auto most = args["depth"].get<std::ptrdiff_t>();
+    std::erase_if(*v, [most](const client::file_entry& e) {
+      return std::count(e.path.begin(), e.path.end(), '/') >= most;
+    });
+  }
   return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
+}
+
+constexpr std::string_view kSearchInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, from the session's root (default: the root)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
+constexpr std::string_view kSearchOutput =
+    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}}})J";
+
+// Whether a path from the tree searched lies in what a snapshot leaves out by default
+// (node_modules, .git, .venv, ...): a pattern without a slash matches any component.
+bool left_out(const std::string& rel) {
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    std::string part = rel.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    for (auto pattern : sbsh::kDefaultIgnores)
+      if (::fnmatch(std::string(pattern).c_str(), part.c_str(), 0) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+// A POSIX regex, freed with its owner.
+struct posix_regex {
+  regex_t re{};
+  bool ok = false;
+  posix_regex(const posix_regex&) = delete;
+  posix_regex& operator=(const posix_regex&) = delete;
+  posix_regex(const std::string& pattern, bool ignore_case, std::string& why) {
+    int rc = ::regcomp(&re, pattern.c_str(), REG_EXTENDED | REG_NOSUB | REG_NEWLINE | (ignore_case ? REG_ICASE : 0));
+    ok = rc == 0;
+    if (!ok) {
+      char text[256];
+      ::regerror(rc, &re, text, sizeof text);
+      why = text;
+    }
+  }
+  ~posix_regex() {
+    if (ok) ::regfree(&re);
+  }
+};
+
+tool_outcome search_files(const json& args, tool_context& ctx) {
+  std::string why;
+  posix_regex re(args.at("pattern").get<std::string>(), args.value("ignore_case", false), why);
+  if (!re.ok)
+    return refused(make_error(ipc::errc::usage, fmt::format("argument 'pattern' is not a POSIX extended regular "
+                                                            "expression: {}",
+                                                            why)));
+  std::string session = str_arg(args, "session"), base = str_arg(args, "path"), glob = str_arg(args, "glob");
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto entries = conn->list_files(session, base, true);
+  if (!entries) return refused(entries.err());
+  json matches = json::array();
+  std::string text;
+  uint64_t searched = 0, skipped = 0;
+  bool truncated = false;
+  constexpr size_t kShownLine = 400;
+  for (const auto& e : *entries) {
+    if (truncated) break;
+    if (e.type != "file" || left_out(e.path)) continue;
+    std::string name = e.path.substr(e.path.rfind('/') + 1);
+    if (!glob.empty() && ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) continue;
+    if (e.size > kMaxWholeFile) {
+      ++skipped;
+      continue;
+    }
+    std::string rel = base.empty() ? e.path : base + "/" + e.path;
+    auto content = whole_file(*conn, session, rel, "search_files");
+    if (!content) return refused(content.err());
+    if (content->find('\0') != std::string::npos) {
+      ++skipped;
+      continue;
+    }
+    ++searched;
+    size_t start = 0;
+    for (uint64_t line = 1; start < content->size(); ++line) {
+      size_t nl = content->find('\n', start);
+      std::string one = content->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      start = nl == std::string::npos ? content->size() : nl + 1;
+      if (::regexec(&re.re, one.c_str(), 0, nullptr, 0) != 0) continue;
+      if (one.size() > kShownLine) one = short_command(one);
+      bool valid = true;
+      one = client::utf8_repair(one, &valid);
+      std::string shown = fmt::format("{}:{}: {}\n", e.path, line, one);
+      if (text.size() + shown.size() > budget) {
+        truncated = true;
+        break;
+      }
+      text += shown;
+      matches.push_back({{"path", e.path}, {"line", line}, {"text", one}});
+    }
+  }
+  json j = {{"matches", std::move(matches)},
+            {"files_searched", searched},
+            {"files_skipped", skipped},
+            {"truncated", truncated}};
+  if (text.empty()) text = fmt::format("no line matches (in {} files)\n", searched);
+  if (truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
+  return {std::move(j), false, {}, std::move(text)};
 }
 
 constexpr tool kTools[] = {
@@ -768,13 +882,21 @@ constexpr tool kTools[] = {
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
      "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
      kWriteFileInput, kWriteFileOutput, write_file},
-    {"list_files", "List a directory beneath the session's root (recursive: all beneath it), with types and sizes.",
+    {"list_files",
+     "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
+     "types and sizes.",
      kListFilesInput, kListFilesOutput, list_files},
     {"edit_file",
      "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
      "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
      "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
      kEditFileInput, kEditFileOutput, edit_file},
+    {"search_files",
+     "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
+     "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
+     "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
+     "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
+     kSearchInput, kSearchOutput, search_files},
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).
@@ -800,6 +922,7 @@ constexpr tool_meta kMeta[] = {
     {"write_file", "Write a file", kDestructive | kIdempotent},
     {"list_files", "List files", kReadOnly},
     {"edit_file", "Edit a file", kDestructive},
+    {"search_files", "Search files", kReadOnly},
 };
 constexpr bool meta_in_order() {
   if (std::size(kMeta) != std::size(kTools)) return false;

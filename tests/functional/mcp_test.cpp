@@ -411,7 +411,7 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
                                              "wait_process", "process_logs", "await_command", "cancel_command",
-                                             "read_file", "write_file", "list_files", "edit_file"}));
+                                             "read_file", "write_file", "list_files", "edit_file", "search_files"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
   json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));
@@ -740,6 +740,39 @@ TEST_F(mcp_test, edit_file_replaces_an_exact_text_and_read_file_reads_lines) {
   std::string why = rootless["result"]["content"][0]["text"];
   EXPECT_NE(why.find("create_session"), std::string::npos) << why;
   EXPECT_EQ(why.find("sbsh session create"), std::string::npos) << why;
+}
+
+// search_files: a regex over the tree, with line numbers, leaving out what a snapshot leaves
+// out (node_modules, .git); list_files to a depth.
+TEST_F(mcp_test, search_files_finds_lines_and_skips_node_modules) {
+  std::string root = dir + "/sr";
+  std::filesystem::create_directories(root + "/src/deep");
+  std::filesystem::create_directories(root + "/node_modules/pkg");
+  std::filesystem::create_directories(root + "/.git");
+  std::ofstream(root + "/src/a.py") << "import os\ndef needle():\n    pass\n";
+  std::ofstream(root + "/src/deep/b.txt") << "no\nNEEDLE here\n";
+  std::ofstream(root + "/node_modules/pkg/index.js") << "needle()\n";
+  std::ofstream(root + "/.git/config") << "needle\n";
+  auto c = start_initialized();
+  ASSERT_EQ(c->call(tool_call(1, "create_session", {{"name", "sr"}, {"root", root}}))["result"]["isError"], false);
+  json r = c->call(tool_call(2, "search_files", {{"session", "sr"}, {"pattern", "needle"}, {"ignore_case", true}}));
+  const json& sc = r["result"]["structuredContent"];
+  ASSERT_TRUE(sc.is_object()) << r.dump();
+  EXPECT_EQ(sc["matches"], json::parse(R"([{"path": "src/a.py", "line": 2, "text": "def needle():"},
+                            {"path": "src/deep/b.txt", "line": 2, "text": "NEEDLE here"}])"))
+      << r.dump();
+  EXPECT_EQ(r["result"]["content"][0]["text"], "src/a.py:2: def needle():\nsrc/deep/b.txt:2: NEEDLE here\n");
+  json py = c->call(tool_call(3, "search_files", {{"session", "sr"}, {"pattern", "^def [a-z]+\\("}, {"glob", "*.py"}}));
+  EXPECT_EQ(py["result"]["structuredContent"]["matches"].size(), 1u) << py.dump();
+  json bad = c->call(tool_call(4, "search_files", {{"session", "sr"}, {"pattern", "("}}));
+  EXPECT_EQ(bad["result"]["isError"], true);
+  EXPECT_NE(bad.dump().find("argument 'pattern'"), std::string::npos) << bad.dump();
+  json one = c->call(tool_call(5, "list_files", {{"session", "sr"}, {"path", "src"}, {"depth", 1}}));
+  std::vector<std::string> names;
+  for (const auto& e : one["result"]["structuredContent"]["entries"]) names.push_back(e["path"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"a.py", "deep"})) << one.dump();
+  json two = c->call(tool_call(6, "list_files", {{"session", "sr"}, {"path", "src"}, {"depth", 2}}));
+  EXPECT_EQ(two["result"]["structuredContent"]["entries"].size(), 3u) << two.dump();
 }
 
 TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {

@@ -124,7 +124,7 @@ async function main() {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
     'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs',
-    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files', 'edit_file']);
+    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files', 'edit_file', 'search_files']);
   for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
 
   // Each tool, with a result the client validated against its output schema.
