@@ -532,20 +532,20 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
 
 // Files beneath a session's root.
 constexpr std::string_view kReadFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
 constexpr std::string_view kReadFileOutput =
     R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
 constexpr std::string_view kWriteFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root; missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (in one without a root, from its shell's current directory); missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
 constexpr std::string_view kWriteFileOutput =
     R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
 constexpr std::string_view kListFilesInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
 constexpr std::string_view kListFilesOutput =
     R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "description": "the entries, by path", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string", "description": "from the directory listed"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string", "description": "file, dir, symlink or other"}, "size": {"type": "integer", "description": "bytes"}, "mode": {"type": "string", "description": "permission bits, in octal"}, "mtime": {"type": "string", "description": "last modified (UTC, ISO 8601)"}, "target": {"type": "string", "description": "a symlink's target"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
 constexpr std::string_view kEditFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}}})J";
 constexpr std::string_view kEditFileOutput =
     R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
 
@@ -553,15 +553,136 @@ constexpr std::string_view kEditFileOutput =
 constexpr uint64_t kMaxWholeFile = 16u << 20;
 
 // A file's whole content, refused past kMaxWholeFile.
-result<std::string> whole_file(client::connection& conn, const std::string& session, const std::string& path,
-                               std::string_view tool) {
+// In a session without a root, the file tools act as its shell would: a subshell of it does
+// the work, from its current directory, with its user's rights (after the command it runs,
+// if one does). `script` gets its arguments in variables (env), never in its text.
+bool no_root(const error& e) { return e.code == ipc::wire_name(ipc::errc::no_root); }
+
+result<std::string> in_shell(client::connection& conn, const std::string& session, const std::string& script,
+                             std::vector<std::string> env, std::optional<std::string> input = std::nullopt) {
+  client::exec_options o;
+  o.session = session;
+  o.command = "(\n" + script + "\n)";
+  o.env = std::move(env);
+  o.stdin_data = std::move(input);
+  o.timeout = std::chrono::minutes(2);
+  std::string out, err;
+  bool over = false;
+  o.on_output = [&](client::stream st, std::string_view d) {
+    std::string& to = st == client::stream::out ? out : err;
+    size_t room = kMaxWholeFile + 1 > to.size() ? kMaxWholeFile + 1 - to.size() : 0;
+    if (d.size() > room) over = true;
+    to.append(d.substr(0, room));
+  };
+  auto r = conn.exec(o);
+  if (!r) return r.err();
+  if (!r->ok()) {
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    std::string why = !err.empty()               ? client::utf8_repair(err.substr(0, 400), nullptr)
+                      : !r->error.empty()        ? r->error
+                      : r->exit_code.has_value() ? fmt::format("exit code {}", *r->exit_code)
+                                                 : std::string("it did not finish");
+    return make_error(ipc::errc::file_failed, fmt::format("in session '{}', which has no root, as its shell: {}",
+                                                          session.empty() ? "default" : session, why));
+  }
+  if (over) out.resize(kMaxWholeFile + 1);
+  return out;
+}
+
+// A file's bytes: beneath the root, or as the shell reads it.
+result<std::string> read_bytes(client::connection& conn, const std::string& session, const std::string& path,
+                               uint64_t offset, uint64_t length) {
   std::string bytes;
   client::file_read_options o;
-  o.length = kMaxWholeFile + 1;
+  o.offset = offset;
+  o.length = length;
   auto n = conn.read_file(
       session, path, [&bytes](std::string_view d) { bytes.append(d); }, o);
-  if (!n) return n.err();
-  if (bytes.size() > kMaxWholeFile)
+  if (n) return bytes;
+  if (!no_root(n.err())) return n.err();
+  auto all = in_shell(conn, session, "cat -- \"$SBSH_FILE\"", {"SBSH_FILE=" + path});
+  if (!all) return all.err();
+  return offset >= all->size() ? std::string() : all->substr(offset, length);
+}
+
+// Writes a file whole: beneath the root, or as the shell would (a temporary file beside it,
+// renamed over it, keeping its mode; missing directories made).
+result<uint64_t> write_bytes(client::connection& conn, const std::string& session, const std::string& path,
+                             const std::string& content, std::optional<uint32_t> mode) {
+  client::file_write_options o;
+  o.mode = mode;
+  auto n = conn.write_file(session, path, content, o);
+  if (n || !no_root(n.err())) return n;
+  constexpr std::string_view kScript = R"SH(f=$SBSH_FILE
+d=$(dirname -- "$f") && mkdir -p -- "$d" || exit 1
+t=$(mktemp -- "$f.sbsh-XXXXXX") || exit 1
+if cat >"$t" &&
+  if [ -n "$SBSH_MODE" ]; then chmod "$SBSH_MODE" -- "$t"
+  elif [ -e "$f" ]; then chmod --reference="$f" -- "$t"
+  else chmod 644 -- "$t"; fi && mv -f -- "$t" "$f"; then exit 0; fi
+rm -f -- "$t"
+exit 1)SH";
+  auto r = in_shell(conn, session, std::string(kScript),
+                    {"SBSH_FILE=" + path, "SBSH_MODE=" + (mode ? fmt::format("{:o}", *mode) : std::string())}, content);
+  if (!r) return r.err();
+  return content.size();
+}
+
+// A directory's entries (all beneath it with recursive; `depth` levels when > 0), by path:
+// beneath the root, or as the shell's find(1) sees them.
+result<std::vector<client::file_entry>> list_entries(client::connection& conn, const std::string& session,
+                                                     const std::string& path, bool recursive, uint64_t depth) {
+  auto v = conn.list_files(session, path, recursive || depth > 0);
+  if (!v && no_root(v.err())) {
+    auto out = in_shell(conn, session,
+                        "cd -- \"${SBSH_DIR:-.}\" && find . -mindepth 1 ${SBSH_DEPTH:+-maxdepth \"$SBSH_DEPTH\"} "
+                        "-printf '%P\\0%y\\0%s\\0%m\\0%T@\\0%l\\0'",
+                        {"SBSH_DIR=" + path, "SBSH_DEPTH=" + (depth > 0   ? std::to_string(depth)
+                                                              : recursive ? std::string()
+                                                                          : "1")});
+    if (!out) return out.err();
+    std::vector<std::string> f;
+    for (size_t i = 0; i < out->size();) {
+      size_t z = out->find('\0', i);
+      if (z == std::string::npos) break;
+      f.push_back(out->substr(i, z - i));
+      i = z + 1;
+    }
+    std::vector<client::file_entry> entries;
+    for (size_t i = 0; i + 6 <= f.size(); i += 6) {
+      client::file_entry e;
+      e.path = f[i];
+      char y = f[i + 1].empty() ? '?' : f[i + 1][0];
+      e.type = y == 'f'   ? "file"
+               : y == 'd' ? "dir"
+               : y == 'l' ? "symlink"
+               : y == 'p' ? "fifo"
+               : y == 's' ? "socket"
+               : y == 'c' ? "char"
+               : y == 'b' ? "block"
+                          : "other";
+      e.size = std::strtoull(f[i + 2].c_str(), nullptr, 10);
+      e.mode = static_cast<uint32_t>(std::strtoul(f[i + 3].c_str(), nullptr, 8));
+      e.mtime_ms = static_cast<int64_t>(std::strtod(f[i + 4].c_str(), nullptr) * 1000);
+      e.target = f[i + 5];
+      entries.push_back(std::move(e));
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    return entries;
+  }
+  if (!v) return v.err();
+  if (depth > 0)  // entries at most `depth` levels down: "a/b" is two
+    std::erase_if(*v, [depth](const client::file_entry& e) {
+      return static_cast<uint64_t>(std::count(e.path.begin(), e.path.end(), '/')) >= depth;
+    });
+  return v;
+}
+
+result<std::string> whole_file(client::connection& conn, const std::string& session, const std::string& path,
+                               std::string_view tool) {
+  auto bytes = read_bytes(conn, session, path, 0, kMaxWholeFile + 1);
+  if (!bytes) return bytes.err();
+  if (bytes->size() > kMaxWholeFile)
     return make_error(ipc::errc::usage, fmt::format("{} takes files of at most {} MiB; {} is larger: use run_command",
                                                     tool, kMaxWholeFile >> 20, path));
   return bytes;
@@ -598,7 +719,7 @@ tool_outcome edit_file(const json& args, tool_context& ctx) {
     from = i + old_text.size();
   }
   out.append(*content, from);
-  auto n = conn->write_file(session, path, out, {});
+  auto n = write_bytes(*conn, session, path, out, std::nullopt);
   if (!n) return refused(n.err());
   uint64_t first_line =
       1 +
@@ -664,16 +785,12 @@ tool_outcome read_file(const json& args, tool_context& ctx) {
         make_error(ipc::errc::usage, "lines and max_output_chars go with line; offset and length read bytes"));
   // One byte more than asked for says whether the file goes on.
   uint64_t want = args.value("length", uint64_t{kOutputLimit});
-  client::file_read_options o;
-  o.offset = args.value("offset", uint64_t{0});
-  o.length = want + 1;
   std::string path = args.at("path").get<std::string>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  std::string bytes;
-  auto n = conn->read_file(
-      str_arg(args, "session"), path, [&bytes](std::string_view d) { bytes.append(d); }, o);
-  if (!n) return refused(n.err());
+  auto read = read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1);
+  if (!read) return refused(read.err());
+  std::string bytes = std::move(*read);
   bool truncated = bytes.size() > want;
   if (truncated) bytes.resize(want);
   bool utf8 = ipc::valid_utf8(bytes);
@@ -692,11 +809,11 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
     if (!raw) return refused(error{"invalid_argument", "argument 'content' is not base64, as encoding says"});
     content = std::move(*raw);
   }
-  client::file_write_options o;
-  if (auto it = args.find("mode"); it != args.end()) o.mode = it->get<uint32_t>();
+  std::optional<uint32_t> mode;
+  if (auto it = args.find("mode"); it != args.end()) mode = it->get<uint32_t>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto n = conn->write_file(str_arg(args, "session"), path, content, o);
+  auto n = write_bytes(*conn, str_arg(args, "session"), path, content, mode);
   if (!n) return refused(n.err());
   return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
 }
@@ -704,21 +821,14 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
 tool_outcome list_files(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  bool depth = args.contains("depth");
-  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), depth || args.value("recursive", false));
+  auto v = list_entries(*conn, str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false),
+                        args.value("depth", uint64_t{0}));
   if (!v) return refused(v.err());
-  if (depth) {
-    // Entries at most `depth` levels down: "a/b" is two.
-    auto most = args["depth"].get<std::ptrdiff_t>();
-    std::erase_if(*v, [most](const client::file_entry& e) {
-      return std::count(e.path.begin(), e.path.end(), '/') >= most;
-    });
-  }
   return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
 }
 
 constexpr std::string_view kSearchInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, from the session's root (default: the root)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
 constexpr std::string_view kSearchOutput =
     R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}}})J";
 
@@ -768,7 +878,7 @@ tool_outcome search_files(const json& args, tool_context& ctx) {
   size_t budget = args.value("max_output_chars", kDefaultBudget);
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto entries = conn->list_files(session, base, true);
+  auto entries = list_entries(*conn, session, base, true, 0);
   if (!entries) return refused(entries.err());
   json matches = json::array();
   std::string text;
@@ -875,8 +985,7 @@ constexpr tool kTools[] = {
      "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
      "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
      "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
-     "when the bytes are not UTF-8. Paths leading outside the root are refused; a session without a root has no "
-     "file tools (run_command reads files there).",
+     "when the bytes are not UTF-8. Paths leading outside the root are refused.",
      kReadFileInput, kReadFileOutput, read_file},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
@@ -900,7 +1009,11 @@ constexpr tool kTools[] = {
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).
-enum hint : unsigned { kReadOnly = 1, kDestructive = 2, kIdempotent = 4 };
+enum hint : unsigned { kReadOnly = 1, kDestructive = 2, kIdempotent = 4, kFileTool = 8 };
+// What every file tool's description ends with.
+constexpr std::string_view kFilesWithoutRoot =
+    " In a session without a root, it acts as the session's shell would: paths from its current directory, with "
+    "its user's rights (after the command it runs, if one does).";
 struct tool_meta {
   std::string_view name, title;
   unsigned hints;
@@ -918,11 +1031,11 @@ constexpr tool_meta kMeta[] = {
     {"process_logs", "Read output", kReadOnly},
     {"await_command", "Await a running command", kReadOnly},
     {"cancel_command", "Cancel a running command", kDestructive | kIdempotent},
-    {"read_file", "Read a file", kReadOnly},
-    {"write_file", "Write a file", kDestructive | kIdempotent},
-    {"list_files", "List files", kReadOnly},
-    {"edit_file", "Edit a file", kDestructive},
-    {"search_files", "Search files", kReadOnly},
+    {"read_file", "Read a file", kReadOnly | kFileTool},
+    {"write_file", "Write a file", kDestructive | kIdempotent | kFileTool},
+    {"list_files", "List files", kReadOnly | kFileTool},
+    {"edit_file", "Edit a file", kDestructive | kFileTool},
+    {"search_files", "Search files", kReadOnly | kFileTool},
 };
 constexpr bool meta_in_order() {
   if (std::size(kMeta) != std::size(kTools)) return false;
@@ -1078,7 +1191,8 @@ const json& tool_list() {
       a.erase("title");  // given as the tool's own title (annotations.title before 2025-06-18)
       v.push_back({{"name", kTools[i].name},
                    {"title", kMeta[i].title},
-                   {"description", kTools[i].description},
+                   {"description", std::string(kTools[i].description) +
+                                       std::string((kMeta[i].hints & kFileTool) != 0 ? kFilesWithoutRoot : "")},
                    {"annotations", std::move(a)},
                    {"inputSchema", parsed_schemas()[i].input},
                    {"outputSchema", parsed_schemas()[i].output}});

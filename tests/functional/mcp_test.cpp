@@ -728,18 +728,54 @@ TEST_F(mcp_test, edit_file_replaces_an_exact_text_and_read_file_reads_lines) {
   EXPECT_EQ(tail["result"]["structuredContent"]["truncated"], false);
   json zero = c->call(tool_call(8, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", 0}}));
   EXPECT_EQ(zero["result"]["isError"], true);
-  // A session without a root: the refusal names the tools that help; no session: the tool
-  // that lists them.
+  // No such session: the refusal names the tool that lists them (not the CLI's command).
   json missing = c->call(tool_call(10, "edit_file", {{"path", "x"}, {"old_string", "a"}, {"new_string", "b"}}));
   EXPECT_NE(missing["result"]["content"][0]["text"].get<std::string>().find("list_sessions lists them"),
             std::string::npos)
       << missing.dump();
-  c->call(tool_call(11, "run_command", {{"command", "true"}}));
-  json rootless = c->call(tool_call(9, "edit_file", {{"path", "x"}, {"old_string", "a"}, {"new_string", "b"}}));
-  EXPECT_EQ(rootless["result"]["isError"], true);
-  std::string why = rootless["result"]["content"][0]["text"];
-  EXPECT_NE(why.find("create_session"), std::string::npos) << why;
-  EXPECT_EQ(why.find("sbsh session create"), std::string::npos) << why;
+}
+
+// In a session without a root, the file tools act as its shell would: paths from its
+// current directory, with its user's rights.
+TEST_F(mcp_test, file_tools_in_a_session_without_a_root_act_as_its_shell) {
+  std::string here = dir + "/plain";
+  std::filesystem::create_directories(here + "/node_modules");
+  std::ofstream(here + "/node_modules/m.js") << "needle\n";
+  auto c = start_initialized();
+  c->call(tool_call(1, "run_command", {{"command", "cd " + here}, {"session", "nr"}}));
+  json w = c->call(
+      tool_call(2, "write_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"content", "one\nneedle two\n"}}));
+  EXPECT_EQ(w["result"]["isError"], false) << w.dump();
+  EXPECT_EQ(read_file(here + "/sub/notes.txt"), "one\nneedle two\n");
+  ::chmod((here + "/sub/notes.txt").c_str(), 0640);
+  json e =
+      c->call(tool_call(3, "edit_file",
+                        {{"session", "nr"}, {"path", "sub/notes.txt"}, {"old_string", "two"}, {"new_string", "2"}}));
+  EXPECT_EQ(e["result"]["isError"], false) << e.dump();
+  EXPECT_EQ(read_file(here + "/sub/notes.txt"), "one\nneedle 2\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((here + "/sub/notes.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  json r = c->call(tool_call(4, "read_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"line", -1}}));
+  EXPECT_EQ(r["result"]["structuredContent"]["content"], "needle 2\n") << r.dump();
+  json b =
+      c->call(tool_call(5, "read_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"offset", 4}, {"length", 6}}));
+  EXPECT_EQ(b["result"]["structuredContent"]["content"], "needle") << b.dump();
+  EXPECT_EQ(b["result"]["structuredContent"]["truncated"], true);
+  json l = c->call(tool_call(6, "list_files", {{"session", "nr"}, {"depth", 1}}));
+  std::vector<std::string> names;
+  for (const auto& x : l["result"]["structuredContent"]["entries"]) names.push_back(x["path"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"node_modules", "sub"})) << l.dump();
+  json f = c->call(tool_call(7, "search_files", {{"session", "nr"}, {"pattern", "needle"}}));
+  EXPECT_EQ(f["result"]["structuredContent"]["matches"],
+            json::parse(R"([{"path": "sub/notes.txt", "line": 2, "text": "needle 2"}])"))
+      << f.dump();
+  json gone = c->call(tool_call(8, "read_file", {{"session", "nr"}, {"path", "nosuch"}}));
+  EXPECT_EQ(gone["result"]["isError"], true);
+  EXPECT_NE(gone.dump().find("No such file"), std::string::npos) << gone.dump();
+  // The shell's state is untouched: its directory, and no variable left behind.
+  json pwd = c->call(tool_call(9, "run_command", {{"command", "echo \"$PWD ${SBSH_FILE-unset}\""}, {"session", "nr"}}));
+  EXPECT_EQ(pwd["result"]["structuredContent"]["stdout"], here + " unset\n");
 }
 
 // search_files: a regex over the tree, with line numbers, leaving out what a snapshot leaves
