@@ -205,13 +205,8 @@ std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::ch
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
 }
 
-// How long a call may wait before it answers: a host gives up on a call that stays silent
-// for about a minute (and its cancel then stops the command), so at most kMaxSilentWait
-// unless progress notifications keep the call alive.
-constexpr auto kMaxSilentWait = std::chrono::milliseconds(50000);
 std::chrono::milliseconds wait_arg(const json& args, const tool_context& ctx) {
-  auto wait = seconds_arg(args, "wait_seconds", kDefaultWait);
-  return ctx.has_progress ? wait : std::min(wait, kMaxSilentWait);
+  return wait_limit(args, ctx.has_progress);
 }
 
 // "signal": a name (TERM, SIGKILL, hup) or a number; TERM when absent.
@@ -1176,6 +1171,11 @@ const std::vector<parsed_tool>& parsed_schemas() {
 }  // namespace
 
 std::span<const tool> tools() { return kTools; }
+
+std::chrono::milliseconds wait_limit(const json& args, bool has_progress) {
+  auto wait = seconds_arg(args, "wait_seconds", kDefaultWait);
+  return has_progress ? wait : std::min(wait, kMaxSilentWait);
+}
 
 const tool* find_tool(std::string_view name) {
   for (const auto& t : kTools)

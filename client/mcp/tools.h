@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -55,6 +56,13 @@ std::span<const tool> tools();
 const tool* find_tool(std::string_view name);
 // The tools/list entry of each, built once.
 const json& tool_list();
+
+// How long run_command and await_command wait before answering (wait_seconds, default 30 s):
+// a host gives up on a call that stays silent for about a minute (and its cancel then stops
+// the command), so at most kMaxSilentWait unless the call has a progress token, whose
+// notifications keep it alive.
+inline constexpr std::chrono::milliseconds kMaxSilentWait{50000};
+std::chrono::milliseconds wait_limit(const json& args, bool has_progress);
 
 // Checks arguments against the tool's input schema: "" when they fit, else a message that
 // names the argument and says what it takes.

@@ -106,6 +106,15 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_NE(check_arguments(logs, {{"id", 1}, {"tail", 0}}).find("at least 1"), std::string::npos);
 }
 
+// wait_seconds: at most 50 s for a call that sends nothing meanwhile; a progress token lifts it.
+TEST(McpTools, WaitIsCappedWithoutAProgressToken) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(wait_limit(json::object(), false), milliseconds(30000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, false), milliseconds(50000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, true), milliseconds(3600000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 0.25}}, false), milliseconds(250));
+}
+
 class McpServer : public ::testing::Test {
  protected:
   json ask(const std::string& text, peer_state& peer) {
