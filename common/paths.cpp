@@ -23,10 +23,21 @@ std::string env_or_empty(const char* name) {
 }
 }  // namespace
 
+std::string runtime_dir(const std::string& login_base) {
+  if (auto v = env_or_empty("XDG_RUNTIME_DIR"); !v.empty()) return v;
+  // What a login makes (pam_systemd): ours, and private. A program started with a handful of
+  // variables (an MCP host passes HOME, PATH, USER and a few more) finds it all the same.
+  std::string dir = fmt::format("{}/{}", login_base, ::getuid());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    return {};
+  return dir;
+}
+
 std::string resolve_socket_path(const std::string& explicit_path) {
   if (!explicit_path.empty()) return explicit_path;
   if (auto v = env_or_empty("SBSH_SOCKET"); !v.empty()) return v;
-  if (auto v = env_or_empty("XDG_RUNTIME_DIR"); !v.empty()) return v + "/sbsh/sbshd.sock";
+  if (auto v = runtime_dir(); !v.empty()) return v + "/sbsh/sbshd.sock";
   return fmt::format("/tmp/sbsh-{}/sbshd.sock", ::getuid());
 }
 
@@ -56,7 +67,7 @@ std::string beside_self(const std::string& name) {
 
 status make_dirs(const std::string& dir) {
   if (dir.empty() || dir == "/" || dir == ".") return ok_status();
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) return ok_status();
   if (auto s = make_dirs(dirname_of(dir)); !s) return s;
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
@@ -88,11 +99,11 @@ status ensure_private_dir(const std::string& dir, dir_role role) {
   if (auto s = make_dirs(dir); !s) return s;
   bool state = role == dir_role::state;
   // What someone else could do with the directory, and how to choose another.
-  std::string_view harm = state ? "could plant session definitions that sbshd would run as you"
-                                : "could reach your shells through it";
+  std::string_view harm =
+      state ? "could plant session definitions that sbshd would run as you" : "could reach your shells through it";
   std::string_view other = state ? "choose another state directory with --state-dir or SBSH_STATE_DIR"
                                  : "choose another socket with --socket";
-  struct stat st{};
+  struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0)
     return make_error(ipc::errc::io, fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
@@ -115,12 +126,12 @@ status ensure_private_dir(const std::string& dir, dir_role role) {
 }
 
 status ensure_socket_dir(const std::string& dir) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT)
       return make_error(ipc::errc::io, fmt::format("cannot inspect {}: {}", dir, std::strerror(errno)));
-    std::string xdg = env_or_empty("XDG_RUNTIME_DIR");
-    bool by_default = (!xdg.empty() && dir == xdg + "/sbsh") || dir == fmt::format("/tmp/sbsh-{}", ::getuid());
+    std::string runtime = runtime_dir();
+    bool by_default = (!runtime.empty() && dir == runtime + "/sbsh") || dir == fmt::format("/tmp/sbsh-{}", ::getuid());
     if (!by_default)
       return make_error(ipc::errc::bad_socket,
                         fmt::format("the socket's directory {} does not exist; create it (mkdir -m 700 "

@@ -8,7 +8,12 @@
 
 namespace sbsh {
 
-// --socket, else $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else /tmp/sbsh-$UID/sbshd.sock.
+// The user's runtime directory: $XDG_RUNTIME_DIR, else LOGIN_BASE/$UID (/run/user/$UID) when
+// it is a directory of ours that only we may enter, as a login makes it; else "". So sbsh
+// finds the same sbshd whether its environment has XDG_RUNTIME_DIR or not.
+std::string runtime_dir(const std::string& login_base = "/run/user");
+// --socket, else $SBSH_SOCKET, else RUNTIME/sbsh/sbshd.sock (runtime_dir()), else
+// /tmp/sbsh-$UID/sbshd.sock.
 std::string resolve_socket_path(const std::string& explicit_path);
 // --state-dir, else $SBSH_STATE_DIR, else $XDG_STATE_HOME/sbsh, else ~/.local/state/sbsh.
 std::string resolve_state_dir(const std::string& explicit_path);
@@ -24,7 +29,7 @@ enum class dir_role {
 // requires. The error says what is wrong and how to fix it.
 status ensure_private_dir(const std::string& dir, dir_role role = dir_role::runtime);
 // The socket's directory: created (0700) only when it is the default one,
-// $XDG_RUNTIME_DIR/sbsh or /tmp/sbsh-$UID, whose parent must exist; a directory named by
+// RUNTIME/sbsh (runtime_dir()) or /tmp/sbsh-$UID, whose parent must exist; a directory named by
 // --socket or SBSH_SOCKET must exist already, since nothing outside the directories sbsh owns
 // is ever created. Then checked as ensure_private_dir does.
 status ensure_socket_dir(const std::string& dir);

@@ -289,17 +289,15 @@ void http_server::handle_post(connection& c, const http_request& r) {
     wants_progress = meta->contains("progressToken");
   bool use_sse = sse_ok && (wants_progress || !json_ok);
   connection* conn = &c;
-  auto out = [this, conn, use_sse, extra, modern](const json& j) {
-    if (j.is_null()) {
-      // Cancelled: no answer is sent, and the response held open ends with the connection.
-      if (conn->sse) {
-        conn->close_after = true;
-        end_response(*conn);
-      } else {
-        close(*conn);
-      }
-      return;
-    }
+  auto out = [this, conn, use_sse, extra, modern, id = m.id](const json& in) {
+    // Cancelled (notifications/cancelled, or a DELETE of its session): the call is stopped,
+    // and the HTTP request held open still gets a whole response, an error for its id,
+    // which a client that cancelled drops. A connection closed without one would break
+    // clients that read on (an HTTP client's protocol error).
+    const json j = in.is_null() ? error_response(id, kRequestCancelled,
+                                                 "Request cancelled: the call was stopped, as notifications/cancelled "
+                                                 "or the end of its session asked; the session's shell keeps its state")
+                                : in;
     bool final = j.contains("id") && (j.contains("result") || j.contains("error"));
     if (use_sse) {
       if (!conn->sse) start_sse(*conn, extra);

@@ -12,7 +12,7 @@ namespace sbsh::mcp {
 
 using json = nlohmann::json;
 
-// JSON-RPC's codes, and those MCP allocates (-32020 to -32099).
+// JSON-RPC's codes, those MCP allocates (-32020 to -32099), and LSP's for a cancel.
 enum error_code : int {
   kParseError = -32700,
   kInvalidRequest = -32600,
@@ -20,6 +20,8 @@ enum error_code : int {
   kInvalidParams = -32602,
   kInternalError = -32603,
   kHeaderMismatch = -32020,
+  // The answer an HTTP request held open gets when its call is cancelled (as LSP's).
+  kRequestCancelled = -32800,
   kUnsupportedProtocolVersion = -32022,
 };
 

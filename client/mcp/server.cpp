@@ -5,14 +5,19 @@
 //   params._meta["io.modelcontextprotocol/protocolVersion"]; every result has resultType;
 //   server/discover says what is supported; a revision not spoken gets -32022 with data
 //   {requested, supported}.
-// - 2025-11-25 (legacy): an initialize handshake per stdio process or HTTP session.
-//   initialize asking for 2025-06-18 or 2025-03-26 is answered with 2025-11-25, as the
-//   negotiation rules allow (the client then decides whether it speaks it).
+// - 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05 (legacy): an initialize handshake per
+//   stdio process or HTTP session. An initialize asking for one of them is answered with it,
+//   and every answer then carries only what that revision defines (struct revision): no
+//   outputSchema, structuredContent or titles before 2025-06-18, no tool annotations or
+//   progress message before 2025-03-26. One asking for another is answered with 2025-11-25,
+//   as the negotiation rules say (the client then decides whether it speaks it).
 #include "client/mcp/server.h"
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -23,10 +28,37 @@ namespace {
 constexpr std::string_view kMetaVersion = "io.modelcontextprotocol/protocolVersion";
 constexpr int64_t kToolsTtlMs = 3600000;  // the tool table changes only with the binary
 
-json supported_versions() { return json::array({kModernVersion, kLegacyVersion}); }
+json supported_versions() {
+  json v = json::array({kModernVersion});
+  for (auto it = std::rbegin(kLegacyVersions); it != std::rend(kLegacyVersions); ++it) v.push_back(*it);
+  return v;
+}
 
-json server_info(const std::string& version) {
-  return {{"name", "sbsh"}, {"title", "sbsh persistent shells"}, {"version", version}};
+json server_info(const std::string& version, revision rev) {
+  json info = {{"name", "sbsh"}, {"version", version}};
+  if (rev.structured()) info["title"] = "sbsh persistent shells";
+  return info;
+}
+
+// The tools/list entries as `rev` defines them, built once per revision.
+const json& tools_for(revision rev) {
+  static std::map<std::string, json, std::less<>> built;  // the loop thread's only
+  auto it = built.find(rev.version);
+  if (it != built.end()) return it->second;
+  json list = tool_list();
+  for (auto& t : list) {
+    if (!rev.annotations()) {
+      t.erase("annotations");
+    } else if (!rev.structured() && t.contains("annotations") && t.contains("title")) {
+      // 2025-03-26 has a tool's title only among its annotations.
+      t["annotations"]["title"] = t["title"];
+    }
+    if (!rev.structured()) {
+      t.erase("outputSchema");
+      t.erase("title");
+    }
+  }
+  return built.emplace(std::string(rev.version), std::move(list)).first->second;
 }
 
 constexpr std::string_view kInstructions =
@@ -36,7 +68,9 @@ constexpr std::string_view kInstructions =
 
 }  // namespace
 
-bool is_legacy_version(std::string_view v) { return v == kLegacyVersion || v == "2025-06-18" || v == "2025-03-26"; }
+bool is_legacy_version(std::string_view v) {
+  return std::find(std::begin(kLegacyVersions), std::end(kLegacyVersions), v) != std::end(kLegacyVersions);
+}
 
 struct server::call {
   json id;
@@ -44,6 +78,7 @@ struct server::call {
   const peer_state* peer = nullptr;  // null for a stateless request
   sink out;
   bool modern = false;
+  std::string version;  // the revision the answer is made for
   std::optional<json> progress_token;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   double last_progress = 0;
@@ -121,7 +156,7 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
   if (m.method == "ping") return ok(json::object());
   if (m.method == "server/discover") return ok(discover_result(modern));
   if (m.method == "tools/list") {
-    json r = {{"tools", tool_list()}};
+    json r = {{"tools", tools_for(revision_of(peer, modern))}};
     if (modern) {
       r["ttlMs"] = kToolsTtlMs;
       r["cacheScope"] = "public";
@@ -138,8 +173,15 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
     json args = m.params.value("arguments", json::object());
     if (!args.is_object())
       return error_response(m.id, kInvalidParams, "Invalid params: \"arguments\" must be an object");
+    // A wrong argument is the model's to correct: a tool result with isError (as 2025-11-25
+    // classes input validation), which hosts show the model, where an error response would
+    // end in an exception before it.
     if (std::string e = check_arguments(*t, args); !e.empty())
-      return error_response(m.id, kInvalidParams, fmt::format("Invalid params for {}: {}", t->name, e));
+      return ok({{"content", json::array({{{"type", "text"},
+                                           {"text", fmt::format("Invalid arguments for {}: {}; nothing was run. Call "
+                                                                "{} again with the argument corrected.",
+                                                                t->name, e, t->name)}}})},
+                 {"isError", true}});
     if (calls_.size() >= kMaxCalls)
       return error_response(m.id, kInternalError,
                             fmt::format("too many tool calls running (at most {}); wait for one to finish", kMaxCalls));
@@ -151,20 +193,26 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
 }
 
 json server::initialize_result(const incoming& m, peer_state& peer) const {
-  // Whatever the client asked for, 2025-11-25 is the legacy revision spoken: a client that
-  // does not speak it disconnects, as the negotiation rules say.
-  peer.version = std::string(kLegacyVersion);
-  (void)m;
-  return {{"protocolVersion", kLegacyVersion},
+  // The client's revision when it is one of the handshake's; else the newest, and a client
+  // that does not speak it disconnects, as the negotiation rules say.
+  auto asked = m.params.find("protocolVersion");
+  bool known = asked != m.params.end() && asked->is_string() && is_legacy_version(asked->get<std::string>());
+  peer.version = known ? asked->get<std::string>() : std::string(kLegacyVersion);
+  return {{"protocolVersion", peer.version},
           {"capabilities", {{"tools", {{"listChanged", false}}}}},
-          {"serverInfo", server_info(opts_.version)},
+          {"serverInfo", server_info(opts_.version, revision{peer.version})},
           {"instructions", kInstructions}};
+}
+
+revision server::revision_of(const peer_state& peer, bool modern) {
+  if (modern || peer.version.empty()) return revision{modern ? kModernVersion : kLegacyVersion};
+  return revision{peer.version};
 }
 
 json server::discover_result(bool modern) const {
   json r = {{"supportedVersions", supported_versions()},
             {"capabilities", {{"tools", json::object()}}},
-            {"_meta", {{"io.modelcontextprotocol/serverInfo", server_info(opts_.version)}}},
+            {"_meta", {{"io.modelcontextprotocol/serverInfo", server_info(opts_.version, revision{kModernVersion})}}},
             {"instructions", kInstructions},
             {"ttlMs", kToolsTtlMs},
             {"cacheScope", "public"}};
@@ -181,6 +229,7 @@ void server::start_call(const tool& t, json args, const incoming& m, const peer_
   c->peer = peer.stateless ? nullptr : &peer;
   c->out = std::move(out);
   c->modern = modern;
+  c->version = std::string(revision_of(peer, modern).version);
   if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object())
     if (auto tok = meta->find("progressToken"); tok != meta->end() && (tok->is_string() || tok->is_number_integer()))
       c->progress_token = *tok;
@@ -189,6 +238,7 @@ void server::start_call(const tool& t, json args, const incoming& m, const peer_
     tool_context ctx;
     ctx.connect = opts_.connect;
     ctx.cancel_fd = raw->canceller.fd();
+    ctx.has_progress = raw->progress_token.has_value();
     if (raw->progress_token)
       ctx.output_seen = [this, raw, key, last = std::chrono::steady_clock::time_point()](size_t n) mutable {
         raw->output_bytes.fetch_add(n);
@@ -209,7 +259,7 @@ void server::start_call(const tool& t, json args, const incoming& m, const peer_
     try {
       o = t.run(args, ctx);
     } catch (const std::exception& e) {  // a broken invariant in a handler: an internal error
-      o = {nullptr, true, fmt::format("sbsh: internal error: {}", e.what())};
+      o = {nullptr, true, fmt::format("sbsh: internal error: {}", e.what()), {}};
     }
     post_([this, key, o = std::move(o)]() mutable { finish(key, std::move(o)); });
   });
@@ -222,9 +272,13 @@ void server::finish(uint64_t key, tool_outcome outcome) {
   call& c = *it->second;
   if (c.worker.joinable()) c.worker.join();
   if (c.out && !c.cancelled) {
-    std::string text = outcome.structured.is_null() ? outcome.message : to_line(outcome.structured);
+    std::string text = outcome.structured.is_null() ? outcome.message
+                       : outcome.text.empty()       ? to_line(outcome.structured)
+                                                    : std::move(outcome.text);
     json r = {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", outcome.is_error}};
-    if (!outcome.structured.is_null()) r["structuredContent"] = std::move(outcome.structured);
+    // Before 2025-06-18 a result is its content alone.
+    if (!outcome.structured.is_null() && revision{c.version}.structured())
+      r["structuredContent"] = std::move(outcome.structured);
     if (c.modern) r["resultType"] = "complete";
     c.out(result_response(c.id, std::move(r)));
   }
@@ -281,10 +335,10 @@ void server::send_progress(call& c) {
   if (p <= c.last_progress) return;
   c.last_progress = p;
   uint64_t bytes = c.output_bytes.load();
-  c.out(notification("notifications/progress",
-                     {{"progressToken", *c.progress_token},
-                      {"progress", p},
-                      {"message", fmt::format("running for {:.1f} s, {} bytes of output so far", p, bytes)}}));
+  json params = {{"progressToken", *c.progress_token}, {"progress", p}};
+  if (revision{c.version}.annotations())  // a message came with 2025-03-26
+    params["message"] = fmt::format("running for {:.1f} s, {} bytes of output so far", p, bytes);
+  c.out(notification("notifications/progress", std::move(params)));
 }
 
 }  // namespace sbsh::mcp

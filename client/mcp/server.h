@@ -25,15 +25,28 @@
 namespace sbsh::mcp {
 
 inline constexpr std::string_view kModernVersion = "2026-07-28";
+// The newest revision of the initialize handshake: the answer to an initialize that asks for
+// one not spoken (2026-07-28 included, which has no handshake).
 inline constexpr std::string_view kLegacyVersion = "2025-11-25";
-// Revisions an `initialize` may ask for; each is answered with kLegacyVersion.
+// Revisions of the initialize handshake, oldest first: an initialize asking for one of them
+// is answered with it, and what that revision lacks is left out of every answer.
+inline constexpr std::string_view kLegacyVersions[] = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
 bool is_legacy_version(std::string_view v);
+
+// What a revision's answers may carry (revisions are dates, which compare as text).
+struct revision {
+  std::string_view version;
+  // Tool annotations (readOnlyHint...), and progress notifications' message: 2025-03-26.
+  [[nodiscard]] bool annotations() const { return version >= "2025-03-26"; }
+  // outputSchema and structuredContent, and the title of tools and of serverInfo: 2025-06-18.
+  [[nodiscard]] bool structured() const { return version >= "2025-06-18"; }
+};
 
 // What a stateful (legacy) client negotiated: per stdio process, or per HTTP session.
 // A stateless (2026-07-28 over HTTP) request gets a peer_state of its own that lives only
 // while handle() runs; `stateless` says so, and such a peer is never remembered by a call.
 struct peer_state {
-  std::string version;  // empty until initialize
+  std::string version;  // empty until initialize; then the revision negotiated
   bool initialized = false;
   bool stateless = false;
 };
@@ -42,8 +55,9 @@ struct peer_state {
 inline constexpr size_t kMaxCalls = 64;
 
 // Receives the messages that answer one incoming message. Called on the loop thread only.
-// A null message says that the request ends without an answer (the client cancelled it, or
-// its HTTP session ended), so an HTTP transport can end the response it was holding open.
+// A null message says that the call was cancelled (the client cancelled it, or its HTTP
+// session ended): stdio then sends nothing, as the protocol asks, and an HTTP transport ends
+// the request it holds open with a whole response.
 using sink = std::function<void(const json&)>;
 
 struct server_options {
@@ -81,6 +95,7 @@ class server {
   json dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t owner, sink& out, bool& deferred);
   json discover_result(bool modern) const;
   json initialize_result(const incoming& m, peer_state& peer) const;
+  static revision revision_of(const peer_state& peer, bool modern);
   void start_call(const tool& t, json args, const incoming& m, const peer_state& peer, bool modern, uint64_t owner,
                   sink out);
   void finish(uint64_t key, tool_outcome outcome);

@@ -108,9 +108,9 @@ result<bearer_token> read_token_file(const std::string& path) {
 }
 
 std::string default_token_path() {
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir =
-      xdg != nullptr && *xdg != '\0' ? std::string(xdg) + "/sbsh" : fmt::format("/tmp/sbsh-{}", ::getuid());
+  // Where the socket's directory is by default, whatever the environment (runtime_dir).
+  std::string runtime = runtime_dir();
+  std::string dir = !runtime.empty() ? runtime + "/sbsh" : fmt::format("/tmp/sbsh-{}", ::getuid());
   return dir + "/mcp-token";
 }
 

@@ -3,18 +3,24 @@
 // are written in one place.
 #include "client/mcp/tools.h"
 
+#include <fnmatch.h>
+#include <regex.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "client/head_tail.h"
 #include "client/json.h"
+#include "client/mcp/render.h"
 #include "client/resources.h"
 #include "ipc/protocol.h"
+#include "ipc/records.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp {
@@ -30,36 +36,37 @@ constexpr auto kDefaultWait = std::chrono::milliseconds(30000);
 
 // The schemas (JSON text), parsed once by parsed_schemas().
 constexpr std::string_view kRunInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30, below the minute after which hosts give up on a call): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command. At most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s; progress notifications keep it alive)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000): past it the output keeps its head and tail, with a marker at the cut saying how many bytes were left out and the process_logs call that reads them"}}})J";
 // The fields of `sbsh exec --json` (client::add_exec_result).
+// The fields of `sbsh exec --json` (client::add_exec_result), and the budget's.
 constexpr std::string_view kExecOutput =
-    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string"}, "command": {"type": "string"}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "timed_out": {"type": "boolean"}, "shell_restarted": {"type": "boolean"}, "cancelled": {"type": "boolean"}, "ran": {"type": "boolean"}, "generation": {"type": "integer"}, "state_lost": {"type": "boolean"}, "state_lost_reason": {"type": ["string", "null"]}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_base64": {"type": ["string", "null"]}, "stderr_base64": {"type": ["string", "null"]}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes left out between the first and the last part kept"}, "stderr_omitted_bytes": {"type": "integer"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command and cancel_command take it"}, "running": {"type": "boolean", "description": "it still runs: await_command for its result"}, "duration_ms": {"type": "integer"}, "started_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}}})J";
+    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string", "description": "the session it ran in"}, "command": {"type": "string", "description": "the command's text; past 200 bytes only its start and its length (the caller has it)"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command, cancel_command and process_logs take it"}, "running": {"type": "boolean", "description": "it still runs (wait_seconds passed): await_command gives what follows and its end"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status as $? shows it (128+N after signal N); null while it runs or when nothing reported one (see error)"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it (TERM, KILL...), else null"}, "timed_out": {"type": "boolean", "description": "timeout_seconds passed: it was stopped with its whole process tree; the shell kept its state"}, "shell_restarted": {"type": "boolean", "description": "the session's shell ended while it ran (exit, exec, a crash): the next command runs in a new shell, without the state (directory, variables) the old one had"}, "cancelled": {"type": "boolean", "description": "cancel_command or a cancelled call stopped it; the shell kept its state"}, "ran": {"type": "boolean", "description": "false: no shell took it, so it certainly did not run and is safe to send again"}, "generation": {"type": "integer", "description": "which shell ran it: a number that changes whenever the session's shell is replaced"}, "state_lost": {"type": "boolean", "description": "the shell was replaced between the session's previous command and this one (killed, restarted, sbshd restarted), which no earlier result reported: this one ran without the state the earlier ones left"}, "state_lost_reason": {"type": ["string", "null"], "description": "why state_lost, else null"}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string", "description": "its standard output (invalid UTF-8 replaced by U+FFFD); past the budget its head and tail with a marker line at the cut"}, "stderr": {"type": "string", "description": "its standard error, kept as stdout is"}, "stdout_base64": {"type": ["string", "null"], "description": "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stderr_base64": {"type": ["string", "null"], "description": "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stdout_truncated": {"type": "boolean", "description": "part of stdout was left out (stdout_omitted_bytes, at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of stderr was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out at the marker"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out at the marker"}, "stdout_omitted_from": {"type": "integer", "description": "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"}, "stderr_omitted_from": {"type": "integer", "description": "the offset of the first stderr byte left out"}, "stdout_offset": {"type": "integer", "description": "the offset in its whole stdout where this result's stdout starts (the stdout_offset asked for)"}, "stderr_offset": {"type": "integer", "description": "the offset in its whole stderr where this result's stderr starts"}, "stdout_bytes": {"type": "integer", "description": "bytes it has written to stdout so far: the stdout_offset that gets only what is new"}, "stderr_bytes": {"type": "integer", "description": "bytes it has written to stderr so far"}, "duration_ms": {"type": "integer", "description": "how long it has run, in milliseconds"}, "started_at": {"type": ["string", "null"], "description": "when it started (UTC, ISO 8601), null if it never did"}, "error": {"type": ["string", "null"], "description": "why exit_code is null, or other trouble, else null"}}})J";
 constexpr std::string_view kAwaitInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs; at most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "leave out the stdout before this byte: the stdout_bytes of the previous result, to get only what is new"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "leave out the stderr before this byte: the stderr_bytes of the previous result"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
 constexpr std::string_view kCancelInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "signal": {"type": "string", "description": "the first signal (default TERM; KILL follows after 2 s)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "signal": {"type": "string", "description": "the first signal (default TERM; KILL follows after 2 s)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
 constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
 constexpr std::string_view kNameInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
 constexpr std::string_view kSessionsOutput =
-    R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "items": {"type": "object"}}}})J";
+    R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "description": "every session, by name", "items": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}}}})J";
 constexpr std::string_view kSessionOutput =
-    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}}})J";
+    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}}})J";
 // create_session's: the session, and its definition as session show --json gives it (the
 // confinement in force under definition.confinement).
 constexpr std::string_view kCreatedOutput =
-    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it"}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J";
+    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J";
 constexpr std::string_view kRemovedOutput =
-    R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string"}}})J";
+    R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
 constexpr std::string_view kCreateInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files or directories (relative to the session's directory) whose contents key the environment, such as requirements.txt, package-lock.json or wheels/ (a directory counts as its files' paths, executable bits and bytes, less node_modules, .git and what else a snapshot leaves out)"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
 constexpr std::string_view kStartInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
 // The fields of a process in `sbsh ps --json` (client::json_of(proc_info)).
 constexpr std::string_view kProcOutput =
-    R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}})J";
+    R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}})J";
 constexpr std::string_view kProcsOutput =
-    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}}}}})J";
+    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "description": "the background processes, oldest first", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}}}}})J";
 constexpr std::string_view kListProcsInput =
     R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
 constexpr std::string_view kKillInput =
@@ -67,21 +74,116 @@ constexpr std::string_view kKillInput =
 constexpr std::string_view kWaitInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "give up waiting after this long (default 30)"}}})J";
 constexpr std::string_view kLogsInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "tail": {"type": "integer", "minimum": 1, "description": "only the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "a background process's id (as start_process returned it) or name, or a command's id (%N, as run_command returned it)"}, "tail": {"type": "integer", "minimum": 1, "description": "a background process's only: the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "read stdout from this byte on (as a cut's marker names it), as much as the budget holds; without it, the newest stdout"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "read stderr from this byte on; without it, the newest stderr"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
 constexpr std::string_view kLogsOutput =
-    R"J({"type": "object", "required": ["process", "stdout", "stderr"], "properties": {"process": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "session": {"type": "string"}, "command": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": ["integer", "null"]}, "pgid": {"type": ["integer", "null"]}, "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["string", "null"]}, "started_at": {"type": "string"}, "ended_at": {"type": ["string", "null"]}, "error": {"type": ["string", "null"]}, "log": {"type": "string"}}}, "stdout": {"type": "string"}, "stderr": {"type": "string"}, "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"}}})J";
+    R"J({"type": "object", "required": ["stdout", "stderr"], "properties": {"process": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}, "description": "the background process, when id named one"}, "command": {"type": "object", "description": "the command, when id named one (%N): id, session, running, exit_code, signal, duration_ms"}, "stdout": {"type": "string", "description": "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where bytes were left out"}, "stderr": {"type": "string", "description": "the part of stderr asked for, as stdout"}, "stdout_truncated": {"type": "boolean", "description": "part of the stdout asked for was left out (at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of the stderr asked for was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out"}, "stdout_offset": {"type": "integer", "description": "the offset of the first stdout byte given (after the marker when the start was left out)"}, "stderr_offset": {"type": "integer", "description": "the offset of the first stderr byte given"}, "stdout_bytes": {"type": "integer", "description": "bytes of stdout so far: the stdout_offset that reads only what comes next"}, "stderr_bytes": {"type": "integer", "description": "bytes of stderr so far"}}})J";
 
-// A command's result: exec --json's record; a failure is isError, a command still running not.
-tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command) {
-  client::json_value j;
-  client::add_exec_result(j, session, command, r);
-  return {json(j), !r.running && !r.ok(), {}};
+// The budget of a call's result (max_output_chars), less what its status line, headers, notes
+// and markers may take.
+size_t output_budget(const json& args) {
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  return budget > 2 * kBudgetReserve ? budget - kBudgetReserve : budget / 2;
+}
+
+// What a stream of a result gives: the piece kept, with its marker, and the fields saying so.
+void put_stream(json& j, const char* name, const kept_stream& k, const kept_stream::piece& p, const json& id) {
+  std::string text = with_marker(p, cut_marker(name, p, id, k.end()));
+  bool valid = true;
+  j[name] = client::utf8_repair(text, &valid);
+  bool raw_valid = valid || ipc::valid_utf8(p.bytes);
+  j[fmt::format("{}_base64", name)] = raw_valid || p.omitted > 0 ? json(nullptr) : json(client::base64(p.bytes));
+  j[fmt::format("{}_truncated", name)] = p.omitted > 0;
+  j[fmt::format("{}_omitted_bytes", name)] = p.omitted;
+  j[fmt::format("{}_omitted_from", name)] = p.omitted_from;
+  j[fmt::format("{}_offset", name)] = k.skip();
+  j[fmt::format("{}_bytes", name)] = k.end();
+}
+
+// A command's result: exec --json's record with its output cut to the budget, and its plain
+// text; a failure is isError, a command still running not.
+tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command,
+                            const kept_stream& out, const kept_stream& err, size_t budget) {
+  client::json_value record;
+  client::add_exec_result(record, session, short_command(command), r);
+  json j(record);
+  json id = r.command_id != 0 ? json(client::command_ref(r.command_id)) : json(nullptr);
+  auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
+  put_stream(j, "stdout", out, out.cut(out_share, kept_stream::keep::head_and_tail), id);
+  put_stream(j, "stderr", err, err.cut(err_share, kept_stream::keep::head_and_tail), id);
+  std::string text = render_command(j);
+  return {std::move(j), !r.running && !r.ok(), {}, std::move(text)};
+}
+
+// sbshd's messages name CLI commands ('sbsh session ls'); a model here has the tools: each
+// such quoted command becomes the tool call that does the same, when there is one.
+std::string tool_words(std::string_view cli) {
+  auto words = [](std::string_view t) {
+    std::vector<std::string> v;
+    size_t i = 0;
+    while (i < t.size()) {
+      size_t j = t.find(' ', i);
+      if (j == std::string_view::npos) j = t.size();
+      if (j > i) v.emplace_back(t.substr(i, j - i));
+      i = j + 1;
+    }
+    return v;
+  };
+  auto w = words(cli);
+  auto named = [&](const char* tool, const char* key) {
+    return w.size() >= 3 && w[2].find_first_of("<>") == std::string::npos && w[2] != "NAME"
+               ? fmt::format("{} {}", tool, json{{key, w[2]}}.dump())
+               : std::string(tool);
+  };
+  if (w.size() >= 2 && w[0] == "session") {
+    if (w[1] == "ls") return "list_sessions";
+    if (w[1] == "create") return "create_session with name and root";
+    if (w[1] == "restart") return named("restart_session", "name");
+    if (w[1] == "rm") return named("remove_session", "name");
+    if (w[1] == "show") return "create_session's definition";
+  }
+  if (w.size() >= 2 && w[0] == "file" && w[1] == "ls") return "list_files";
+  if (!w.empty() && w[0] == "ps") return "list_processes {\"all\": true}";
+  if (!w.empty() && w[0] == "logs") return "process_logs";
+  if (w.size() >= 2 && w[0] == "wait" && w[1].starts_with('%')) return "await_command";
+  if (w.size() >= 2 && w[0] == "kill" && w[1].starts_with('%')) return "cancel_command";
+  if (w.size() >= 2 && w[0] == "kill") return fmt::format("kill_process {}", json{{"id", w[1]}}.dump());
+  return {};
+}
+
+std::string in_tool_terms(std::string_view text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t at = text.find("'sbsh ", i);
+    size_t end = at == std::string_view::npos ? at : text.find('\'', at + 6);
+    if (end == std::string_view::npos) {
+      out.append(text.substr(i));
+      break;
+    }
+    std::string tool = tool_words(text.substr(at + 6, end - at - 6));
+    std::string before(text.substr(i, at - i));
+    if (!tool.empty() && before.ends_with("run ")) before.replace(before.size() - 4, 4, "call ");
+    out += before;
+    out += tool.empty() ? std::string(text.substr(at, end + 1 - at)) : tool;
+    i = end + 1;
+  }
+  return out;
 }
 
 tool_outcome refused(const error& e) {
   tool_outcome o;
   o.is_error = true;
-  o.message = fmt::format("sbsh: {} ({})", e.message, e.code);
+  if (e.code == ipc::wire_name(ipc::errc::no_root)) {
+    // Its own words: a snapshot, which the message offers too, is the CLI's only.
+    std::string_view m = e.message;
+    o.message = fmt::format(
+        "sbsh: {}: the file tools reach only beneath a session's root; create_session with name "
+        "and root makes such a session, and run_command reads and writes files in any session "
+        "({})",
+        m.substr(0, m.find(':')), e.code);
+    return o;
+  }
+  o.message = fmt::format("sbsh: {} ({})", in_tool_terms(e.message), e.code);
   return o;
 }
 
@@ -103,6 +205,10 @@ std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::ch
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
 }
 
+std::chrono::milliseconds wait_arg(const json& args, const tool_context& ctx) {
+  return wait_limit(args, ctx.has_progress);
+}
+
 // "signal": a name (TERM, SIGKILL, hup) or a number; TERM when absent.
 result<int> signal_arg(const json& args) {
   std::string name = str_arg(args, "signal", "TERM");
@@ -118,6 +224,32 @@ std::string id_arg(const json& args) {
 // Holds a connection for the duration of a call, made through the context.
 result<client::connection> open(tool_context& ctx) { return ctx.connect(); }
 
+// What sbshd says of a command still running lacks its shell's generation (the start of
+// its run says it), so each server remembers it, for the commands it started; and a
+// running command's duration is the time since it started.
+std::mutex generations_lock;
+std::map<uint64_t, uint64_t> generations;  // command id -> generation, the newest kept
+constexpr size_t kGenerationsKept = 4096;
+
+void remember_generation(uint64_t command_id, uint64_t generation) {
+  std::lock_guard lock(generations_lock);
+  generations[command_id] = generation;
+  if (generations.size() > kGenerationsKept) generations.erase(generations.begin());
+}
+
+void running_facts(client::exec_result& r) {
+  {
+    std::lock_guard lock(generations_lock);
+    if (auto it = generations.find(r.command_id); it != generations.end()) r.generation = it->second;
+  }
+  if (r.started_at_ms > 0) {
+    int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    r.duration_us = static_cast<uint64_t>(std::max<int64_t>(now - r.started_at_ms, 0)) * 1000;
+  }
+}
+
 tool_outcome run_command(const json& args, tool_context& ctx) {
   client::exec_options o;
   o.command = args.at("command").get<std::string>();
@@ -129,39 +261,59 @@ tool_outcome run_command(const json& args, tool_context& ctx) {
   o.signal_fd = ctx.cancel_fd;
   // A command still running after wait_seconds goes on, kept by sbshd as %ID: the call
   // answers in time for hosts that give up after a minute, and await_command takes it up.
-  o.detach_after = seconds_arg(args, "wait_seconds", kDefaultWait);
+  o.detach_after = wait_arg(args, ctx);
   o.keep = true;
-  // Output is collected here, its first and last part (the whole stays with sbshd), and its
-  // size watched, for progress.
-  std::string out, err;
-  client::head_tail out_kept(&out, kOutputLimit), err_kept(&err, kOutputLimit);
+  // Output is collected here, its first and last part within the budget (the whole stays
+  // with sbshd, for process_logs), and its size watched, for progress.
+  size_t budget = output_budget(args);
+  kept_stream out(budget, 0), err(budget, 0);
   o.on_output = [&](client::stream s, std::string_view d) {
-    (s == client::stream::out ? out_kept : err_kept).add(d);
+    (s == client::stream::out ? out : err).add(d);
     if (ctx.output_seen) ctx.output_seen(d.size());
+  };
+  client::exec_start started;
+  o.on_started = [&](const client::exec_start& s) {
+    started = s;
+    remember_generation(s.command_id, s.generation);
   };
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   auto r = conn->exec(o);
   if (!r) return refused(r.err());
-  r->stdout_omitted_bytes = out_kept.finish();
-  r->stderr_omitted_bytes = err_kept.finish();
-  r->stdout_truncated = r->stdout_omitted_bytes > 0;
-  r->stderr_truncated = r->stderr_omitted_bytes > 0;
-  r->stdout_data = std::move(out);
-  r->stderr_data = std::move(err);
-  return command_result(*r, o.session, o.command);
+  if (r->running) {
+    r->started_at_ms = started.started_at_ms;
+    running_facts(*r);
+  }
+  return command_result(*r, o.session, o.command, out, err, budget);
 }
 
-uint64_t command_id_arg(const json& args) { return client::parse_command_ref(args.at("id").get<std::string>()).value(); }
+uint64_t command_id_arg(const json& args) {
+  return client::parse_command_ref(args.at("id").get<std::string>()).value();
+}
+
+// A kept command's result with its output from the offsets asked for, within the budget.
+tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_result ended, const json& args) {
+  if (ended.running) running_facts(ended);
+  size_t budget = output_budget(args);
+  kept_stream out(budget, args.value("stdout_offset", uint64_t{0})),
+      err(budget, args.value("stderr_offset", uint64_t{0}));
+  auto logs = conn.command_logs(id, {}, [&](client::stream s, std::string_view d) {
+    (s == client::stream::out ? out : err).add(d);
+  });
+  if (!logs) return refused(logs.err());
+  return command_result(ended, ended.session, ended.command, out, err, budget);
+}
 
 tool_outcome await_command(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
+  uint64_t id = command_id_arg(args);
   ctx.blocking_on(conn->fd());
-  auto r = conn->await_command(command_id_arg(args), seconds_arg(args, "wait_seconds", kDefaultWait), kOutputLimit);
+  // Its state (output is read after, from the offsets asked for).
+  auto r = conn->await_command(id, wait_arg(args, ctx), 1);
   ctx.blocking_on(-1);
   if (!r) return refused(r.err());
-  return command_result(*r, r->session, r->command);
+  return kept_result(*conn, id, *r, args);
 }
 
 tool_outcome cancel_command(const json& args, tool_context& ctx) {
@@ -175,9 +327,9 @@ tool_outcome cancel_command(const json& args, tool_context& ctx) {
   ctx.blocking_on(-1);
   if (!killed) return refused(killed.err());
   // Its result with what it wrote, as await_command gives it.
-  auto r = conn->await_command(id, 0ms, kOutputLimit);
+  auto r = conn->await_command(id, 0ms, 1);
   if (!r) return refused(r.err());
-  return command_result(*r, r->session, r->command);
+  return kept_result(*conn, id, *r, args);
 }
 
 tool_outcome list_sessions(const json&, tool_context& ctx) {
@@ -185,14 +337,14 @@ tool_outcome list_sessions(const json&, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto v = conn->sessions();
   if (!v) return refused(v.err());
-  return {json{{"sessions", json(client::json_of(*v))}}, false, {}};
+  return {json{{"sessions", json(client::json_of(*v))}}, false, {}, {}};
 }
 
 tool_outcome session_result(client::connection& conn, const std::string& name) {
   auto v = conn.sessions();
   if (!v) return refused(v.err());
   for (const auto& s : *v)
-    if (s.name == name) return {json{{"session", json(client::json_of(s))}}, false, {}};
+    if (s.name == name) return {json{{"session", json(client::json_of(s))}}, false, {}, {}};
   return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
 }
 
@@ -257,7 +409,7 @@ tool_outcome remove_session(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   if (auto s = conn->remove_session(name); !s) return refused(s.err());
-  return {json{{"removed", name}}, false, {}};
+  return {json{{"removed", name}}, false, {}, {}};
 }
 
 tool_outcome restart_session(const json& args, tool_context& ctx) {
@@ -270,7 +422,7 @@ tool_outcome restart_session(const json& args, tool_context& ctx) {
 
 tool_outcome proc_result(const result<client::proc_info>& p, bool failed = false) {
   if (!p) return refused(p.err());
-  return {json(client::json_of(p.value())), failed, {}};
+  return {json(client::json_of(p.value())), failed, {}, {}};
 }
 
 tool_outcome start_process(const json& args, tool_context& ctx) {
@@ -290,7 +442,7 @@ tool_outcome list_processes(const json& args, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto v = conn->processes(args.value("all", false));
   if (!v) return refused(v.err());
-  return {json{{"processes", json(client::json_of(*v))}}, false, {}};
+  return {json{{"processes", json(client::json_of(*v))}}, false, {}, {}};
 }
 
 tool_outcome kill_process(const json& args, tool_context& ctx) {
@@ -313,60 +465,327 @@ tool_outcome wait_process(const json& args, tool_context& ctx) {
   return proc_result(p, p && (p->exit_code.value_or(0) != 0 || p->signal));
 }
 
+// A command's state in process_logs: what its result says, without the output.
+json command_state(const client::exec_result& r, uint64_t id) {
+  return {{"id", client::command_ref(id)},
+          {"session", r.session},
+          {"command", short_command(r.command)},
+          {"running", r.running},
+          {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+          {"signal", r.signal ? json(ipc::signal_name(*r.signal)) : json(nullptr)},
+          {"duration_ms", r.duration_us / 1000}};
+}
+
 tool_outcome process_logs(const json& args, tool_context& ctx) {
-  client::logs_options o;
-  if (auto it = args.find("tail"); it != args.end()) o.tail = it->get<uint64_t>();
   std::string which = str_arg(args, "stream", "both");
-  o.out = which != "stderr";
-  o.err = which != "stdout";
-  o.cancel_fd = ctx.cancel_fd;
-  std::string out, err;
-  bool out_cut = false, err_cut = false;
+  bool want_out = which != "stderr", want_err = which != "stdout";
+  bool has_tail = args.contains("tail");
+  if (has_tail && (args.contains("stdout_offset") || args.contains("stderr_offset")))
+    return refused(make_error(ipc::errc::usage,
+                              "process_logs takes tail (lines) or stdout_offset/stderr_offset (bytes), not both"));
+  // From an offset: what follows it, as much as the budget holds. Else the newest output.
+  size_t budget = output_budget(args);
+  kept_stream out(budget, args.value("stdout_offset", uint64_t{0})),
+      err(budget, args.value("stderr_offset", uint64_t{0}));
+  auto sink = [&](client::stream s, std::string_view d) { (s == client::stream::out ? out : err).add(d); };
+  json j;
+  json id = args.at("id");
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto p = conn->logs(id_arg(args), o, [&](client::stream s, std::string_view d) {
-    std::string& into = s == client::stream::out ? out : err;
-    bool& cut = s == client::stream::out ? out_cut : err_cut;
-    size_t room = kOutputLimit > into.size() ? kOutputLimit - into.size() : 0;
-    into.append(d.substr(0, room));
-    if (d.size() > room) cut = true;
-  });
-  if (!p) return refused(p.err());
-  bool ok1, ok2;
-  json j = {{"process", json(client::json_of(*p))},
-            {"stdout", client::utf8_repair(out, &ok1)},
-            {"stderr", client::utf8_repair(err, &ok2)},
-            {"stdout_truncated", out_cut},
-            {"stderr_truncated", err_cut}};
-  return {std::move(j), false, {}};
+  if (auto cid = id.is_string() ? client::parse_command_ref(id.get<std::string>()) : std::nullopt) {
+    if (has_tail)
+      return refused(make_error(
+          ipc::errc::usage,
+          "tail is for background processes; a command's output is read by stdout_offset and stderr_offset"));
+    client::logs_options o;
+    o.out = want_out;
+    o.err = want_err;
+    auto r = conn->command_logs(*cid, o, sink);
+    if (!r) return refused(r.err());
+    j["command"] = command_state(*r, *cid);
+  } else {
+    client::logs_options o;
+    if (has_tail) o.tail = args["tail"].get<uint64_t>();
+    o.out = want_out;
+    o.err = want_err;
+    o.cancel_fd = ctx.cancel_fd;
+    auto p = conn->logs(id_arg(args), o, sink);
+    if (!p) return refused(p.err());
+    j["process"] = json(client::json_of(*p));
+  }
+  auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
+  auto keep = [&](const char* key) { return args.contains(key) ? kept_stream::keep::head : kept_stream::keep::tail; };
+  auto out_piece = out.cut(out_share, keep("stdout_offset")), err_piece = err.cut(err_share, keep("stderr_offset"));
+  put_stream(j, "stdout", out, out_piece, id);
+  put_stream(j, "stderr", err, err_piece, id);
+  // Where the bytes given start: after the part left out when the newest were kept.
+  if (out_piece.omitted > 0 && out_piece.head == 0) j["stdout_offset"] = out.skip() + out_piece.omitted;
+  if (err_piece.omitted > 0 && err_piece.head == 0) j["stderr_offset"] = err.skip() + err_piece.omitted;
+  std::string text = render_logs(j);
+  return {std::move(j), false, {}, std::move(text)};
 }
 
 // Files beneath a session's root.
 constexpr std::string_view kReadFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
 constexpr std::string_view kReadFileOutput =
-    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}, "content": {"type": "string"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"]}, "truncated": {"type": "boolean"}}})J";
+    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
 constexpr std::string_view kWriteFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root; missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (in one without a root, from its shell's current directory); missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
 constexpr std::string_view kWriteFileOutput =
-    R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}})J";
+    R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
 constexpr std::string_view kListFilesInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); it must have a root"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
 constexpr std::string_view kListFilesOutput =
-    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "string"}, "mtime": {"type": "string"}, "target": {"type": "string"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
+    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "description": "the entries, by path", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string", "description": "from the directory listed"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string", "description": "file, dir, symlink or other"}, "size": {"type": "integer", "description": "bytes"}, "mode": {"type": "string", "description": "permission bits, in octal"}, "mtime": {"type": "string", "description": "last modified (UTC, ISO 8601)"}, "target": {"type": "string", "description": "a symlink's target"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
-tool_outcome read_file(const json& args, tool_context& ctx) {
-  // One byte more than asked for says whether the file goes on.
-  uint64_t want = args.value("length", uint64_t{kOutputLimit});
+constexpr std::string_view kEditFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}}})J";
+constexpr std::string_view kEditFileOutput =
+    R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
+
+// The files edit_file and read_file by lines take whole: at most this big.
+constexpr uint64_t kMaxWholeFile = 16u << 20;
+
+// A file's whole content, refused past kMaxWholeFile.
+// In a session without a root, the file tools act as its shell would: a subshell of it does
+// the work, from its current directory, with its user's rights (after the command it runs,
+// if one does). `script` gets its arguments in variables (env), never in its text.
+bool no_root(const error& e) { return e.code == ipc::wire_name(ipc::errc::no_root); }
+
+result<std::string> in_shell(client::connection& conn, const std::string& session, const std::string& script,
+                             std::vector<std::string> env, std::optional<std::string> input = std::nullopt) {
+  client::exec_options o;
+  o.session = session;
+  o.command = "(\n" + script + "\n)";
+  o.env = std::move(env);
+  o.stdin_data = std::move(input);
+  o.timeout = std::chrono::minutes(2);
+  std::string out, err;
+  bool over = false;
+  o.on_output = [&](client::stream st, std::string_view d) {
+    std::string& to = st == client::stream::out ? out : err;
+    size_t room = kMaxWholeFile + 1 > to.size() ? kMaxWholeFile + 1 - to.size() : 0;
+    if (d.size() > room) over = true;
+    to.append(d.substr(0, room));
+  };
+  auto r = conn.exec(o);
+  if (!r) return r.err();
+  if (!r->ok()) {
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    std::string why = !err.empty()               ? client::utf8_repair(err.substr(0, 400), nullptr)
+                      : !r->error.empty()        ? r->error
+                      : r->exit_code.has_value() ? fmt::format("exit code {}", *r->exit_code)
+                                                 : std::string("it did not finish");
+    return make_error(ipc::errc::file_failed, fmt::format("in session '{}', which has no root, as its shell: {}",
+                                                          session.empty() ? "default" : session, why));
+  }
+  if (over) out.resize(kMaxWholeFile + 1);
+  return out;
+}
+
+// A file's bytes: beneath the root, or as the shell reads it.
+result<std::string> read_bytes(client::connection& conn, const std::string& session, const std::string& path,
+                               uint64_t offset, uint64_t length) {
+  std::string bytes;
   client::file_read_options o;
-  o.offset = args.value("offset", uint64_t{0});
-  o.length = want + 1;
+  o.offset = offset;
+  o.length = length;
+  auto n = conn.read_file(
+      session, path, [&bytes](std::string_view d) { bytes.append(d); }, o);
+  if (n) return bytes;
+  if (!no_root(n.err())) return n.err();
+  auto all = in_shell(conn, session, "cat -- \"$SBSH_FILE\"", {"SBSH_FILE=" + path});
+  if (!all) return all.err();
+  return offset >= all->size() ? std::string() : all->substr(offset, length);
+}
+
+// Writes a file whole: beneath the root, or as the shell would (a temporary file beside it,
+// renamed over it, keeping its mode; missing directories made).
+result<uint64_t> write_bytes(client::connection& conn, const std::string& session, const std::string& path,
+                             const std::string& content, std::optional<uint32_t> mode) {
+  client::file_write_options o;
+  o.mode = mode;
+  auto n = conn.write_file(session, path, content, o);
+  if (n || !no_root(n.err())) return n;
+  constexpr std::string_view kScript = R"SH(f=$SBSH_FILE
+d=$(dirname -- "$f") && mkdir -p -- "$d" || exit 1
+t=$(mktemp -- "$f.sbsh-XXXXXX") || exit 1
+if cat >"$t" &&
+  if [ -n "$SBSH_MODE" ]; then chmod "$SBSH_MODE" -- "$t"
+  elif [ -e "$f" ]; then chmod --reference="$f" -- "$t"
+  else chmod 644 -- "$t"; fi && mv -f -- "$t" "$f"; then exit 0; fi
+rm -f -- "$t"
+exit 1)SH";
+  auto r = in_shell(conn, session, std::string(kScript),
+                    {"SBSH_FILE=" + path, "SBSH_MODE=" + (mode ? fmt::format("{:o}", *mode) : std::string())}, content);
+  if (!r) return r.err();
+  return content.size();
+}
+
+// A directory's entries (all beneath it with recursive; `depth` levels when > 0), by path:
+// beneath the root, or as the shell's find(1) sees them.
+result<std::vector<client::file_entry>> list_entries(client::connection& conn, const std::string& session,
+                                                     const std::string& path, bool recursive, uint64_t depth) {
+  auto v = conn.list_files(session, path, recursive || depth > 0);
+  if (!v && no_root(v.err())) {
+    auto out = in_shell(conn, session,
+                        "cd -- \"${SBSH_DIR:-.}\" && find . -mindepth 1 ${SBSH_DEPTH:+-maxdepth \"$SBSH_DEPTH\"} "
+                        "-printf '%P\\0%y\\0%s\\0%m\\0%T@\\0%l\\0'",
+                        {"SBSH_DIR=" + path, "SBSH_DEPTH=" + (depth > 0   ? std::to_string(depth)
+                                                              : recursive ? std::string()
+                                                                          : "1")});
+    if (!out) return out.err();
+    std::vector<std::string> f;
+    for (size_t i = 0; i < out->size();) {
+      size_t z = out->find('\0', i);
+      if (z == std::string::npos) break;
+      f.push_back(out->substr(i, z - i));
+      i = z + 1;
+    }
+    std::vector<client::file_entry> entries;
+    for (size_t i = 0; i + 6 <= f.size(); i += 6) {
+      client::file_entry e;
+      e.path = f[i];
+      char y = f[i + 1].empty() ? '?' : f[i + 1][0];
+      e.type = y == 'f'   ? "file"
+               : y == 'd' ? "dir"
+               : y == 'l' ? "symlink"
+               : y == 'p' ? "fifo"
+               : y == 's' ? "socket"
+               : y == 'c' ? "char"
+               : y == 'b' ? "block"
+                          : "other";
+      e.size = std::strtoull(f[i + 2].c_str(), nullptr, 10);
+      e.mode = static_cast<uint32_t>(std::strtoul(f[i + 3].c_str(), nullptr, 8));
+      e.mtime_ms = static_cast<int64_t>(std::strtod(f[i + 4].c_str(), nullptr) * 1000);
+      e.target = f[i + 5];
+      entries.push_back(std::move(e));
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    return entries;
+  }
+  if (!v) return v.err();
+  if (depth > 0)  // entries at most `depth` levels down: "a/b" is two
+    std::erase_if(*v, [depth](const client::file_entry& e) {
+      return static_cast<uint64_t>(std::count(e.path.begin(), e.path.end(), '/')) >= depth;
+    });
+  return v;
+}
+
+result<std::string> whole_file(client::connection& conn, const std::string& session, const std::string& path,
+                               std::string_view tool) {
+  auto bytes = read_bytes(conn, session, path, 0, kMaxWholeFile + 1);
+  if (!bytes) return bytes.err();
+  if (bytes->size() > kMaxWholeFile)
+    return make_error(ipc::errc::usage, fmt::format("{} takes files of at most {} MiB; {} is larger: use run_command",
+                                                    tool, kMaxWholeFile >> 20, path));
+  return bytes;
+}
+
+tool_outcome edit_file(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>(), session = str_arg(args, "session");
+  std::string old_text = args.at("old_string").get<std::string>(), new_text = args.at("new_string").get<std::string>();
+  bool all = args.value("replace_all", false);
+  if (old_text == new_text) return refused(make_error(ipc::errc::usage, "old_string and new_string are the same"));
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto content = whole_file(*conn, session, path, "edit_file");
+  if (!content) return refused(content.err());
+  std::vector<size_t> at;
+  for (size_t i = content->find(old_text); i != std::string::npos; i = content->find(old_text, i + old_text.size()))
+    at.push_back(i);
+  if (at.empty())
+    return refused(make_error(ipc::errc::usage,
+                              fmt::format("old_string occurs 0 times in {}: nothing was changed. It must match the "
+                                          "file exactly, whitespace and indentation included; read_file shows it",
+                                          path)));
+  if (at.size() > 1 && !all)
+    return refused(make_error(ipc::errc::usage,
+                              fmt::format("old_string occurs {} times in {}: nothing was changed. Give more of the "
+                                          "text around it so that it occurs once, or replace_all: true",
+                                          at.size(), path)));
+  std::string out;
+  out.reserve(content->size() + at.size() * new_text.size());
+  size_t from = 0;
+  for (size_t i : at) {
+    out.append(*content, from, i - from);
+    out += new_text;
+    from = i + old_text.size();
+  }
+  out.append(*content, from);
+  auto n = write_bytes(*conn, session, path, out, std::nullopt);
+  if (!n) return refused(n.err());
+  uint64_t first_line =
+      1 +
+      static_cast<uint64_t>(std::count(content->begin(), content->begin() + static_cast<std::ptrdiff_t>(at[0]), '\n'));
+  json j = {{"path", path}, {"replacements", at.size()}, {"bytes", *n}, {"first_line", first_line}};
+  std::string text =
+      fmt::format("{}: replaced {} occurrence{} of old_string, the first at line {}; the file has {} bytes\n", path,
+                  at.size(), at.size() == 1 ? "" : "s", first_line, *n);
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+// read_file by lines: the lines asked for, within the budget, stopping at a whole line.
+tool_outcome read_lines(const json& args, tool_context& ctx) {
   std::string path = args.at("path").get<std::string>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  std::string bytes;
-  auto n = conn->read_file(str_arg(args, "session"), path, [&bytes](std::string_view d) { bytes.append(d); }, o);
-  if (!n) return refused(n.err());
+  auto content = whole_file(*conn, str_arg(args, "session"), path, "read_file with line");
+  if (!content) return refused(content.err());
+  std::vector<size_t> starts;  // where each line starts
+  for (size_t i = 0; i < content->size();) {
+    starts.push_back(i);
+    size_t nl = content->find('\n', i);
+    i = nl == std::string::npos ? content->size() : nl + 1;
+  }
+  int64_t total = static_cast<int64_t>(starts.size());
+  int64_t line = args.at("line").get<int64_t>();
+  if (line == 0)
+    return refused(make_error(ipc::errc::usage, "argument 'line' counts from 1, or from the end when negative; not 0"));
+  int64_t first = line > 0 ? line : std::max<int64_t>(total + line + 1, 1);
+  int64_t want = args.value("lines", total);
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  int64_t last = first - 1;
+  size_t from = first <= total ? starts[static_cast<size_t>(first - 1)] : content->size(), to = from;
+  while (last + 1 <= total && last + 1 < first + want) {
+    size_t end = last + 1 < total ? starts[static_cast<size_t>(last + 1)] : content->size();
+    if (end - from > budget && last >= first) break;  // a first line longer than the budget still comes
+    to = end;
+    ++last;
+  }
+  std::string bytes = content->substr(from, to - from);
+  bool utf8 = ipc::valid_utf8(bytes);
+  bool truncated = last < total;
+  json j = {{"path", path},
+            {"bytes", bytes.size()},
+            {"content", utf8 ? bytes : client::base64(bytes)},
+            {"encoding", utf8 ? "utf-8" : "base64"},
+            {"truncated", truncated},
+            {"start_line", first},
+            {"end_line", last},
+            {"total_lines", total}};
+  std::string text =
+      fmt::format("{}: lines {} to {} of {}{}\n", path, first, last, total,
+                  last < total ? fmt::format("; read_file {} reads on", json{{"path", path}, {"line", last + 1}}.dump())
+                               : "");
+  text += utf8 ? bytes : "(not UTF-8: content has the bytes in base64)\n";
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+tool_outcome read_file(const json& args, tool_context& ctx) {
+  if (args.contains("line")) return read_lines(args, ctx);
+  if (args.contains("lines") || args.contains("max_output_chars"))
+    return refused(
+        make_error(ipc::errc::usage, "lines and max_output_chars go with line; offset and length read bytes"));
+  // One byte more than asked for says whether the file goes on.
+  uint64_t want = args.value("length", uint64_t{kOutputLimit});
+  std::string path = args.at("path").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto read = read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1);
+  if (!read) return refused(read.err());
+  std::string bytes = std::move(*read);
   bool truncated = bytes.size() > want;
   if (truncated) bytes.resize(want);
   bool utf8 = ipc::valid_utf8(bytes);
@@ -375,7 +794,7 @@ tool_outcome read_file(const json& args, tool_context& ctx) {
             {"content", utf8 ? bytes : client::base64(bytes)},
             {"encoding", utf8 ? "utf-8" : "base64"},
             {"truncated", truncated}};
-  return {std::move(j), false, {}};
+  return {std::move(j), false, {}, {}};
 }
 
 tool_outcome write_file(const json& args, tool_context& ctx) {
@@ -385,32 +804,139 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
     if (!raw) return refused(error{"invalid_argument", "argument 'content' is not base64, as encoding says"});
     content = std::move(*raw);
   }
-  client::file_write_options o;
-  if (auto it = args.find("mode"); it != args.end()) o.mode = it->get<uint32_t>();
+  std::optional<uint32_t> mode;
+  if (auto it = args.find("mode"); it != args.end()) mode = it->get<uint32_t>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto n = conn->write_file(str_arg(args, "session"), path, content, o);
+  auto n = write_bytes(*conn, str_arg(args, "session"), path, content, mode);
   if (!n) return refused(n.err());
-  return {json{{"path", path}, {"bytes", *n}}, false, {}};
+  return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
 }
 
 tool_outcome list_files(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false));
+  auto v = list_entries(*conn, str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false),
+                        args.value("depth", uint64_t{0}));
   if (!v) return refused(v.err());
-  return {json{{"entries", json(client::json_of(*v))}}, false, {}};
+  return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
+}
+
+constexpr std::string_view kSearchInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
+constexpr std::string_view kSearchOutput =
+    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}}})J";
+
+// Whether a path from the tree searched lies in what a snapshot leaves out by default
+// (node_modules, .git, .venv, ...): a pattern without a slash matches any component.
+bool left_out(const std::string& rel) {
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    std::string part = rel.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    for (auto pattern : sbsh::kDefaultIgnores)
+      if (::fnmatch(std::string(pattern).c_str(), part.c_str(), 0) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+// A POSIX regex, freed with its owner.
+struct posix_regex {
+  regex_t re{};
+  bool ok = false;
+  posix_regex(const posix_regex&) = delete;
+  posix_regex& operator=(const posix_regex&) = delete;
+  posix_regex(const std::string& pattern, bool ignore_case, std::string& why) {
+    int rc = ::regcomp(&re, pattern.c_str(), REG_EXTENDED | REG_NOSUB | REG_NEWLINE | (ignore_case ? REG_ICASE : 0));
+    ok = rc == 0;
+    if (!ok) {
+      char text[256];
+      ::regerror(rc, &re, text, sizeof text);
+      why = text;
+    }
+  }
+  ~posix_regex() {
+    if (ok) ::regfree(&re);
+  }
+};
+
+tool_outcome search_files(const json& args, tool_context& ctx) {
+  std::string why;
+  posix_regex re(args.at("pattern").get<std::string>(), args.value("ignore_case", false), why);
+  if (!re.ok)
+    return refused(make_error(ipc::errc::usage, fmt::format("argument 'pattern' is not a POSIX extended regular "
+                                                            "expression: {}",
+                                                            why)));
+  std::string session = str_arg(args, "session"), base = str_arg(args, "path"), glob = str_arg(args, "glob");
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto entries = list_entries(*conn, session, base, true, 0);
+  if (!entries) return refused(entries.err());
+  json matches = json::array();
+  std::string text;
+  uint64_t searched = 0, skipped = 0;
+  bool truncated = false;
+  constexpr size_t kShownLine = 400;
+  for (const auto& e : *entries) {
+    if (truncated) break;
+    if (e.type != "file" || left_out(e.path)) continue;
+    std::string name = e.path.substr(e.path.rfind('/') + 1);
+    if (!glob.empty() && ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) continue;
+    if (e.size > kMaxWholeFile) {
+      ++skipped;
+      continue;
+    }
+    std::string rel = base.empty() ? e.path : base + "/" + e.path;
+    auto content = whole_file(*conn, session, rel, "search_files");
+    if (!content) return refused(content.err());
+    if (content->find('\0') != std::string::npos) {
+      ++skipped;
+      continue;
+    }
+    ++searched;
+    size_t start = 0;
+    for (uint64_t line = 1; start < content->size(); ++line) {
+      size_t nl = content->find('\n', start);
+      std::string one = content->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      start = nl == std::string::npos ? content->size() : nl + 1;
+      if (::regexec(&re.re, one.c_str(), 0, nullptr, 0) != 0) continue;
+      if (one.size() > kShownLine) one = short_command(one);
+      bool valid = true;
+      one = client::utf8_repair(one, &valid);
+      std::string shown = fmt::format("{}:{}: {}\n", e.path, line, one);
+      if (text.size() + shown.size() > budget) {
+        truncated = true;
+        break;
+      }
+      text += shown;
+      matches.push_back({{"path", e.path}, {"line", line}, {"text", one}});
+    }
+  }
+  json j = {{"matches", std::move(matches)},
+            {"files_searched", searched},
+            {"files_skipped", skipped},
+            {"truncated", truncated}};
+  if (text.empty()) text = fmt::format("no line matches (in {} files)\n", searched);
+  if (truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
+  return {std::move(j), false, {}, std::move(text)};
 }
 
 constexpr tool kTools[] = {
     {"run_command",
      "Run shell text in a persistent bash session. The session keeps its state between calls (directory, "
      "variables, functions, aliases, options), as an interactive shell would. Returns the exact exit code, stdout "
-     "and stderr (of more than 1 MiB, the first and last 512 KiB, with *_omitted_bytes counting what was left "
-     "out), whether it timed out, and whether the session's shell was replaced (state_lost). A command still "
-     "running after wait_seconds (default 30) goes on in the session: the result then has running: true, its id "
-     "and the output so far; await_command gives its result later, cancel_command stops it. A command that fails "
-     "is reported with isError.",
+     "and stderr, and whether it timed out. Output past max_output_chars (default 30000) keeps its head and tail, "
+     "with a marker line at the cut naming the bytes left out and the process_logs call that reads them. `exit` "
+     "(or exec, or a crash) ends the session's shell: that result has shell_restarted: true, and the next "
+     "command runs in a new shell without the old state (directory, variables; its generation differs). A "
+     "result with state_lost: true ran in a new shell for another reason (the shell was killed or restarted "
+     "between two commands); state_lost_reason says which. A command still running "
+     "after wait_seconds (default 30) goes on in the session: the result then has running: true, its id and the "
+     "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
+     "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
      kRunInput, kExecOutput, run_command},
     {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.", kNoInput,
      kSessionsOutput, list_sessions},
@@ -435,27 +961,93 @@ constexpr tool kTools[] = {
     {"wait_process",
      "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
      kWaitInput, kProcOutput, wait_process},
-    {"process_logs", "Read a background process's output so far (each stream capped at 1 MiB).", kLogsInput,
-     kLogsOutput, process_logs},
+    {"process_logs",
+     "Read the output of a background process (by its id or name) or of a command (by its id, %N): by default "
+     "the newest, as much as max_output_chars (default 30000) holds, starting at a line; from stdout_offset or "
+     "stderr_offset (as a cut's marker names them), what follows that byte. stdout_bytes and stderr_bytes say "
+     "where the output ends so far.",
+     kLogsInput, kLogsOutput, process_logs},
     {"await_command",
      "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
-     "after wait_seconds (default 30), running: true with the output so far.",
+     "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
+     "(the stdout_bytes and stderr_bytes of the previous result) to get only what is new.",
      kAwaitInput, kExecOutput, await_command},
     {"cancel_command",
      "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
      "keeps its state), and return its result.",
      kCancelInput, kExecOutput, cancel_command},
     {"read_file",
-     "Read a file beneath the session's root (its --root directory or its snapshot's copy): at most 1 MiB from "
-     "offset (truncated says whether it goes on), as UTF-8 text, or base64 when the bytes are not UTF-8. Paths leading outside the root are refused.",
+     "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
+     "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
+     "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
+     "when the bytes are not UTF-8. Paths leading outside the root are refused.",
      kReadFileInput, kReadFileOutput, read_file},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
      "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
      kWriteFileInput, kWriteFileOutput, write_file},
-    {"list_files", "List a directory beneath the session's root (recursive: all beneath it), with types and sizes.",
+    {"list_files",
+     "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
+     "types and sizes.",
      kListFilesInput, kListFilesOutput, list_files},
+    {"edit_file",
+     "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
+     "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
+     "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
+     kEditFileInput, kEditFileOutput, edit_file},
+    {"search_files",
+     "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
+     "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
+     "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
+     "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
+     kSearchInput, kSearchOutput, search_files},
 };
+
+// Each tool's title and annotations (hints to a host: what may be run without asking).
+enum hint : unsigned { kReadOnly = 1, kDestructive = 2, kIdempotent = 4, kFileTool = 8 };
+// What every file tool's description ends with.
+constexpr std::string_view kFilesWithoutRoot =
+    " In a session without a root, it acts as the session's shell would: paths from its current directory, with "
+    "its user's rights (after the command it runs, if one does).";
+struct tool_meta {
+  std::string_view name, title;
+  unsigned hints;
+};
+constexpr tool_meta kMeta[] = {
+    {"run_command", "Run a shell command", kDestructive},
+    {"list_sessions", "List sessions", kReadOnly},
+    {"create_session", "Create a session", 0},
+    {"remove_session", "Remove a session", kDestructive | kIdempotent},
+    {"restart_session", "Restart a session's shell", kDestructive},
+    {"start_process", "Start a background process", 0},
+    {"list_processes", "List background processes", kReadOnly},
+    {"kill_process", "Signal a background process", kDestructive | kIdempotent},
+    {"wait_process", "Wait for a background process", kReadOnly},
+    {"process_logs", "Read output", kReadOnly},
+    {"await_command", "Await a running command", kReadOnly},
+    {"cancel_command", "Cancel a running command", kDestructive | kIdempotent},
+    {"read_file", "Read a file", kReadOnly | kFileTool},
+    {"write_file", "Write a file", kDestructive | kIdempotent | kFileTool},
+    {"list_files", "List files", kReadOnly | kFileTool},
+    {"edit_file", "Edit a file", kDestructive | kFileTool},
+    {"search_files", "Search files", kReadOnly | kFileTool},
+};
+constexpr bool meta_in_order() {
+  if (std::size(kMeta) != std::size(kTools)) return false;
+  for (size_t i = 0; i < std::size(kMeta); ++i)
+    if (kMeta[i].name != kTools[i].name) return false;
+  return true;
+}
+static_assert(meta_in_order(), "kMeta lists the tools of kTools, in its order");
+
+json annotations_of(const tool_meta& m) {
+  json a = {{"title", m.title}, {"readOnlyHint", (m.hints & kReadOnly) != 0}};
+  if ((m.hints & kReadOnly) == 0) {
+    a["destructiveHint"] = (m.hints & kDestructive) != 0;
+    a["idempotentHint"] = (m.hints & kIdempotent) != 0;
+  }
+  return a;
+}
 
 // The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.
 std::string type_name(const json& v) {
@@ -544,7 +1136,12 @@ std::string check_value(const std::string& path, const json& v, const json& sche
       auto extra = schema.find("additionalProperties");
       if (extra == schema.end()) continue;
       if (extra->is_boolean()) {
-        if (!extra->get<bool>()) return fmt::format("unknown argument '{}'", sub);
+        if (!extra->get<bool>()) {
+          std::string known;
+          for (const auto& [name, p] : props.items()) known += (known.empty() ? "" : ", ") + name;
+          return known.empty() ? fmt::format("unknown argument '{}': it takes none", sub)
+                               : fmt::format("unknown argument '{}': it takes {}", sub, known);
+        }
         continue;
       }
       if (auto names = schema.find("propertyNames"); names != schema.end())
@@ -575,6 +1172,11 @@ const std::vector<parsed_tool>& parsed_schemas() {
 
 std::span<const tool> tools() { return kTools; }
 
+std::chrono::milliseconds wait_limit(const json& args, bool has_progress) {
+  auto wait = seconds_arg(args, "wait_seconds", kDefaultWait);
+  return has_progress ? wait : std::min(wait, kMaxSilentWait);
+}
+
 const tool* find_tool(std::string_view name) {
   for (const auto& t : kTools)
     if (t.name == name) return &t;
@@ -584,11 +1186,17 @@ const tool* find_tool(std::string_view name) {
 const json& tool_list() {
   static const json list = [] {
     json v = json::array();
-    for (size_t i = 0; i < std::size(kTools); ++i)
+    for (size_t i = 0; i < std::size(kTools); ++i) {
+      json a = annotations_of(kMeta[i]);
+      a.erase("title");  // given as the tool's own title (annotations.title before 2025-06-18)
       v.push_back({{"name", kTools[i].name},
-                   {"description", kTools[i].description},
+                   {"title", kMeta[i].title},
+                   {"description", std::string(kTools[i].description) +
+                                       std::string((kMeta[i].hints & kFileTool) != 0 ? kFilesWithoutRoot : "")},
+                   {"annotations", std::move(a)},
                    {"inputSchema", parsed_schemas()[i].input},
                    {"outputSchema", parsed_schemas()[i].output}});
+    }
     return v;
   }();
   return list;

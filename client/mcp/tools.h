@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -27,14 +28,19 @@ struct tool_context {
   // Called as a running command produces output (on the worker thread): counts it for
   // progress notifications and may send one (at most every 250 ms).
   std::function<void(size_t)> output_seen;
+  // The call carries a progress token: it may wait longer than a host's minute, since
+  // progress notifications keep it alive.
+  bool has_progress = false;
 };
 
 // A tool's answer. structured empty: sbsh refused or failed (message says why), sent as an
-// error result with text only, since it has not the shape of the output schema.
+// error result with text only, since it has not the shape of the output schema. text: the
+// result's plain rendering for a model, when the tool makes one (else the JSON is the text).
 struct tool_outcome {  // NOLINT(bugprone-exception-escape): moving json does not throw
   json structured;
   bool is_error = false;
   std::string message;
+  std::string text;
 };
 
 struct tool {
@@ -50,6 +56,13 @@ std::span<const tool> tools();
 const tool* find_tool(std::string_view name);
 // The tools/list entry of each, built once.
 const json& tool_list();
+
+// How long run_command and await_command wait before answering (wait_seconds, default 30 s):
+// a host gives up on a call that stays silent for about a minute (and its cancel then stops
+// the command), so at most kMaxSilentWait unless the call has a progress token, whose
+// notifications keep it alive.
+inline constexpr std::chrono::milliseconds kMaxSilentWait{50000};
+std::chrono::milliseconds wait_limit(const json& args, bool has_progress);
 
 // Checks arguments against the tool's input schema: "" when they fit, else a message that
 // names the argument and says what it takes.

@@ -305,6 +305,14 @@ std::string post_head(const std::string& sid, size_t length) {
          "\r\n";
 }
 
+// The same, asking the server to close the connection after its response, so that
+// read_reply ends with it.
+std::string post_head_closing(const std::string& sid, size_t length) {
+  return request_head("POST", {"Content-Type: application/json", "Accept: application/json, text/event-stream", sid,
+                               "Content-Length: " + std::to_string(length), "Connection: close"}) +
+         "\r\n";
+}
+
 json initialize_request() {
   return request(0, "initialize",
                  {{"protocolVersion", "2025-11-25"},
@@ -402,8 +410,8 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs", "await_command",
-                                             "cancel_command", "read_file", "write_file", "list_files"}));
+                                             "wait_process", "process_logs", "await_command", "cancel_command",
+                                             "read_file", "write_file", "list_files", "edit_file", "search_files"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
   json r2 = c->call(tool_call(3, "run_command", {{"command", "echo $PWD $X"}, {"session", "s1"}}));
@@ -411,8 +419,10 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   EXPECT_EQ(sc["stdout"], "/tmp 1\n") << r2.dump();
   EXPECT_EQ(sc["exit_code"], 0);
   EXPECT_EQ(r2["result"]["isError"], false);
-  // The same JSON as text.
-  EXPECT_EQ(json::parse(r2["result"]["content"][0]["text"].get<std::string>()), sc);
+  // The text a model reads: a status line, then the output as it is.
+  std::string text = r2["result"]["content"][0]["text"];
+  EXPECT_TRUE(text.starts_with("exit code 0, ")) << text;
+  EXPECT_TRUE(text.ends_with(" ms\n--- stdout ---\n/tmp 1\n")) << text;
   EXPECT_FALSE(r2["result"].contains("resultType"));  // a 2025-11-25 result
 }
 
@@ -432,39 +442,221 @@ TEST_F(mcp_test, a_failing_command_is_a_result_with_is_error) {
   EXPECT_EQ(k["result"]["isError"], true) << k.dump();
 }
 
+// Each revision of the handshake is answered with itself, and its answers carry only what it
+// defines: tool annotations and progress messages from 2025-03-26; outputSchema,
+// structuredContent and titles from 2025-06-18. Another revision gets 2025-11-25.
+TEST_F(mcp_test, initialize_answers_the_clients_revision_with_only_what_it_defines) {
+  for (std::string v : {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2099-01-01"}) {
+    SCOPED_TRACE(v);
+    auto c = start();
+    json init = c->call(request(0, "initialize",
+                                {{"protocolVersion", v},
+                                 {"capabilities", json::object()},
+                                 {"clientInfo", {{"name", "test"}, {"version", "1"}}}}));
+    std::string got = v == "2099-01-01" ? "2025-11-25" : v;
+    EXPECT_EQ(init["result"]["protocolVersion"], got) << init.dump();
+    c->send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    bool structured = got >= "2025-06-18", annotated = got >= "2025-03-26";
+    EXPECT_EQ(init["result"]["serverInfo"].contains("title"), structured) << init.dump();
+    json list = c->call(request(1, "tools/list"));
+    for (const auto& t : list["result"]["tools"]) {
+      EXPECT_EQ(t.contains("outputSchema"), structured) << t.dump();
+      EXPECT_EQ(t.contains("title"), structured) << t.dump();
+      EXPECT_EQ(t.contains("annotations"), annotated) << t.dump();
+    }
+    if (annotated) {
+      const json& first = list["result"]["tools"][0];
+      EXPECT_EQ(first["annotations"]["readOnlyHint"], false);
+      EXPECT_EQ(first["annotations"].contains("title"), !structured);  // 2025-03-26: the title is there
+    }
+    std::vector<json> seen;
+    json r = c->call(tool_call(2, "run_command", {{"command", "sleep 1.2; echo hi"}}, {{"progressToken", 7}}), &seen);
+    EXPECT_EQ(r["result"]["isError"], false) << r.dump();
+    EXPECT_EQ(r["result"].contains("structuredContent"), structured) << r.dump();
+    EXPECT_NE(r["result"]["content"][0]["text"].get<std::string>().find("hi"), std::string::npos) << r.dump();
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ(seen[0]["params"].contains("message"), annotated) << seen[0].dump();
+  }
+}
+
+// The text of a result is for a model: a status line, stdout, stderr, notes, nothing escaped;
+// a long command is not echoed back.
+TEST_F(mcp_test, results_are_plain_text_with_stdout_before_stderr) {
+  auto c = start_initialized();
+  json r = c->call(tool_call(1, "run_command", {{"command", "echo 'a \"quoted\" line'; echo err >&2; exit 3"}}));
+  std::string text = r["result"]["content"][0]["text"];
+  EXPECT_TRUE(text.starts_with("exit code 3, ")) << text;
+  EXPECT_NE(text.find("\n--- stdout ---\na \"quoted\" line\n--- stderr ---\nerr\n"), std::string::npos) << text;
+  std::string heredoc = "cat <<'EOF' | wc -l\n";
+  for (int i = 0; i < 600; ++i) heredoc += "a line of the heredoc, long enough to count\n";
+  heredoc += "EOF";
+  json h = c->call(tool_call(2, "run_command", {{"command", heredoc}}));
+  const json& sc = h["result"]["structuredContent"];
+  EXPECT_EQ(sc["stdout"], "600\n") << h.dump().substr(0, 400);
+  EXPECT_LT(sc["command"].get<std::string>().size(), 200u);
+  EXPECT_NE(sc["command"].get<std::string>().find(std::to_string(heredoc.size()) + " bytes"), std::string::npos);
+  EXPECT_LT(h.dump().size(), 4000u);
+  // `exit` ends the shell: that result says shell_restarted (as the description says), and
+  // the next runs in a new shell, of another generation, without the state.
+  json v = c->call(tool_call(3, "run_command", {{"command", "V=1"}, {"session", "ex"}}));
+  json e = c->call(tool_call(4, "run_command", {{"command", "exit 3"}, {"session", "ex"}}));
+  EXPECT_EQ(e["result"]["structuredContent"]["shell_restarted"], true) << e.dump();
+  EXPECT_NE(e["result"]["content"][0]["text"].get<std::string>().find("shell replaced"), std::string::npos);
+  json n = c->call(tool_call(5, "run_command", {{"command", "echo \"[$V]\""}, {"session", "ex"}}));
+  EXPECT_EQ(n["result"]["structuredContent"]["stdout"], "[]\n");
+  EXPECT_NE(n["result"]["structuredContent"]["generation"], v["result"]["structuredContent"]["generation"]);
+  json list = c->call(request(6, "tools/list"));
+  std::string run_description = list["result"]["tools"][0]["description"];
+  EXPECT_NE(run_description.find("`exit`"), std::string::npos);
+  EXPECT_NE(run_description.find("shell_restarted: true"), std::string::npos);
+  // A shell replaced between two commands: the next result says state_lost, and its text too.
+  c->call(tool_call(7, "restart_session", {{"name", "ex"}}));
+  json lost = c->call(tool_call(8, "run_command", {{"command", "true"}, {"session", "ex"}}));
+  EXPECT_EQ(lost["result"]["structuredContent"]["state_lost"], true) << lost.dump();
+  EXPECT_NE(lost["result"]["content"][0]["text"].get<std::string>().find("note: it ran in a new shell"),
+            std::string::npos)
+      << lost.dump();
+}
+
+// 5 MB of output: a result within the budget, its head and tail with a marker at the cut
+// naming the process_logs call that reads the middle, which reads it back exactly.
+TEST_F(mcp_test, a_large_output_fits_the_budget_and_its_middle_reads_back) {
+  auto c = start_initialized();
+  json r = c->call(tool_call(1, "run_command", {{"command", "seq 1 700000; echo done >&2"}}));
+  const json& res = r["result"];
+  const json& sc = res["structuredContent"];
+  std::string text = res["content"][0]["text"];
+  EXPECT_LE(text.size(), 30000u);
+  EXPECT_LE(sc["stdout"].get<std::string>().size(), 30000u);
+  EXPECT_GT(text.size(), 20000u);
+  EXPECT_EQ(sc["stderr"], "done\n");
+  EXPECT_EQ(sc["stdout_truncated"], true);
+  uint64_t total = 0;
+  for (int i = 1; i <= 700000; ++i) total += std::to_string(i).size() + 1;
+  EXPECT_EQ(sc["stdout_bytes"], total);
+  EXPECT_EQ(sc["stdout_omitted_bytes"].get<uint64_t>() + sc["stdout"].get<std::string>().size() > 20000, true);
+  EXPECT_TRUE(text.ends_with("699999\n700000\n--- stderr ---\ndone\n")) << text.substr(text.size() - 200);
+  // The marker: on a line of its own, between whole lines, with the exact call.
+  std::string out = sc["stdout"];
+  auto at = out.find("\n[sbsh: ");
+  ASSERT_NE(at, std::string::npos);
+  auto call_at = out.find("read them with process_logs ", at);
+  ASSERT_NE(call_at, std::string::npos);
+  auto call_end = out.find("]\n", call_at);
+  json args = json::parse(out.substr(call_at + 28, call_end - call_at - 28));
+  EXPECT_EQ(args["id"], sc["id"]);
+  EXPECT_EQ(args["stream"], "stdout");
+  uint64_t from = args["stdout_offset"];
+  EXPECT_EQ(from, sc["stdout_omitted_from"]);
+  EXPECT_EQ(text.find(out.substr(at, call_end - at)) != std::string::npos, true);  // the same marker in the text
+  std::string head = out.substr(0, at + 1);
+  EXPECT_EQ(head.size(), from);
+  std::string last_head_line = head.substr(head.rfind('\n', head.size() - 2) + 1);
+  // Reading on from the offset gives the next lines, and says where to go on from.
+  json more = c->call(tool_call(2, "process_logs", args));
+  const json& m = more["result"]["structuredContent"];
+  ASSERT_TRUE(m.is_object()) << more.dump().substr(0, 500);
+  std::string middle = m["stdout"];
+  EXPECT_EQ(m["stdout_offset"], from);
+  EXPECT_EQ(middle.substr(0, middle.find('\n')), std::to_string(std::stoi(last_head_line) + 1)) << middle.substr(0, 50);
+  EXPECT_LE(more["result"]["content"][0]["text"].get<std::string>().size(), 30000u);
+  auto next_at = middle.find("read them with process_logs ");
+  ASSERT_NE(next_at, std::string::npos);
+  std::string chunk = middle.substr(0, middle.find("[sbsh: "));
+  json next_args = json::parse(middle.substr(next_at + 28, middle.find("]\n", next_at) - next_at - 28));
+  EXPECT_EQ(next_args["stdout_offset"].get<uint64_t>(), from + chunk.size());
+  std::string last_chunk_line = chunk.substr(chunk.rfind('\n', chunk.size() - 2) + 1);
+  json again = c->call(tool_call(3, "process_logs", next_args));
+  std::string after = again["result"]["structuredContent"]["stdout"];
+  EXPECT_EQ(after.substr(0, after.find('\n')), std::to_string(std::stoi(last_chunk_line) + 1));
+  // A smaller budget when asked for.
+  json small = c->call(tool_call(4, "run_command", {{"command", "seq 1 100000"}, {"max_output_chars", 5000}}));
+  EXPECT_LE(small["result"]["content"][0]["text"].get<std::string>().size(), 5000u);
+  // Without an offset, process_logs gives the newest output, from a line's start.
+  json newest = c->call(tool_call(5, "process_logs", {{"id", sc["id"]}, {"max_output_chars", 3000}}));
+  std::string tail = newest["result"]["structuredContent"]["stdout"];
+  EXPECT_TRUE(tail.ends_with("\n699999\n700000\n")) << tail.substr(0, 300);
+  EXPECT_TRUE(tail.starts_with("[sbsh: ")) << tail.substr(0, 300);
+  std::string first = tail.substr(tail.find("]\n") + 2);
+  uint64_t first_offset = newest["result"]["structuredContent"]["stdout_offset"];
+  uint64_t before = 0;
+  for (int i = 1; i < std::stoi(first.substr(0, first.find('\n'))); ++i) before += std::to_string(i).size() + 1;
+  EXPECT_EQ(first_offset, before);
+}
+
+// A command that outlives the call: its result says when it started and in which shell, and
+// await_command with the offsets gives only what is new.
+TEST_F(mcp_test, await_command_gives_what_is_new_since_the_offsets) {
+  auto c = start_initialized();
+  json r = c->call(
+      tool_call(1, "run_command", {{"command", "echo one; echo e1 >&2; sleep 1.5; echo two"}, {"wait_seconds", 0.5}}));
+  const json& sc = r["result"]["structuredContent"];
+  ASSERT_EQ(sc["running"], true) << r.dump();
+  EXPECT_EQ(sc["stdout"], "one\n");
+  EXPECT_FALSE(sc["started_at"].is_null()) << r.dump();
+  EXPECT_GT(sc["generation"].get<uint64_t>(), 0u) << r.dump();
+  EXPECT_GT(sc["duration_ms"].get<uint64_t>(), 100u) << r.dump();
+  EXPECT_EQ(sc["stdout_bytes"], 4);
+  std::string text = r["result"]["content"][0]["text"];
+  EXPECT_TRUE(text.starts_with("still running as " + sc["id"].get<std::string>())) << text;
+  EXPECT_NE(text.find("await_command {\"id\":\"" + sc["id"].get<std::string>() +
+                      "\",\"stderr_offset\":3,"
+                      "\"stdout_offset\":4}"),
+            std::string::npos)
+      << text;
+  json a = c->call(tool_call(2, "await_command",
+                             {{"id", sc["id"]}, {"stdout_offset", 4}, {"stderr_offset", 3}, {"wait_seconds", 20}}));
+  const json& ac = a["result"]["structuredContent"];
+  EXPECT_EQ(ac["running"], false) << a.dump();
+  EXPECT_EQ(ac["stdout"], "two\n");
+  EXPECT_EQ(ac["stderr"], "");
+  EXPECT_EQ(ac["stdout_offset"], 4);
+  EXPECT_EQ(ac["stdout_bytes"], 8);
+  EXPECT_EQ(ac["exit_code"], 0);
+  json whole = c->call(tool_call(3, "await_command", {{"id", sc["id"]}}));
+  EXPECT_EQ(whole["result"]["structuredContent"]["stdout"], "one\ntwo\n");
+}
+
 TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   std::filesystem::create_directories(dir + "/ws");
   std::ofstream(dir + "/reqs.txt") << "pinned\n";
   auto c = start_initialized();
   // With an environment built by a setup, keyed by a file beside the root.
-  json made = c->call(tool_call(10, "create_session", {{"name", "ws"}, {"root", dir + "/ws"},
-                                                        {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
-                                                        {"setup_keys", {dir + "/reqs.txt"}}}));
+  json made = c->call(tool_call(10, "create_session",
+                                {{"name", "ws"},
+                                 {"root", dir + "/ws"},
+                                 {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
+                                 {"setup_keys", {dir + "/reqs.txt"}}}));
   ASSERT_EQ(made["result"]["isError"], false) << made.dump();
   EXPECT_EQ(exec("ws", "cat \"$SBSH_ENV/reqs.txt\"").out, "pinned\n");
   // What the setup wrote comes back with the session; a session whose environment was built
   // already ran no setup.
   EXPECT_EQ(made["result"]["structuredContent"]["setup_stdout"], "copied\n") << made.dump();
   EXPECT_EQ(made["result"]["structuredContent"]["setup_stderr"], "noted\n") << made.dump();
-  json again = c->call(tool_call(12, "create_session", {{"name", "ws3"}, {"root", dir + "/ws"},
-                                                         {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
-                                                         {"setup_keys", {dir + "/reqs.txt"}}}));
+  json again = c->call(tool_call(12, "create_session",
+                                 {{"name", "ws3"},
+                                  {"root", dir + "/ws"},
+                                  {"setup", "cp ../reqs.txt \"$SBSH_ENV/\"; echo copied; echo noted >&2"},
+                                  {"setup_keys", {dir + "/reqs.txt"}}}));
   EXPECT_TRUE(again["result"]["structuredContent"]["setup_stdout"].is_null()) << again.dump();
   json failed = c->call(tool_call(11, "create_session", {{"name", "ws2"}, {"setup", "echo no >&2; exit 9"}}));
   EXPECT_EQ(failed["result"]["isError"], true) << failed.dump();
   EXPECT_NE(failed.dump().find("setup_failed"), std::string::npos) << failed.dump();
-  json w = c->call(tool_call(1, "write_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"content", "mode: x\n"}}));
+  json w =
+      c->call(tool_call(1, "write_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"content", "mode: x\n"}}));
   EXPECT_EQ(w["result"]["isError"], false) << w.dump();
   EXPECT_EQ(w["result"]["structuredContent"]["bytes"], 8);
   std::string binary("\x00\xff\xfe ok", 6);
-  json b = c->call(tool_call(2, "write_file", {{"session", "ws"}, {"path", "bin"}, {"content", "AP/+IG9r"}, {"encoding", "base64"}}));
+  json b = c->call(tool_call(2, "write_file",
+                             {{"session", "ws"}, {"path", "bin"}, {"content", "AP/+IG9r"}, {"encoding", "base64"}}));
   EXPECT_EQ(b["result"]["isError"], false) << b.dump();
   std::ifstream in(dir + "/ws/bin", std::ios::binary);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), binary);
   json r = c->call(tool_call(3, "read_file", {{"session", "ws"}, {"path", "bin"}}));
   EXPECT_EQ(r["result"]["structuredContent"]["encoding"], "base64") << r.dump();
   EXPECT_EQ(r["result"]["structuredContent"]["content"], "AP/+IG9r");
-  json t = c->call(tool_call(4, "read_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"offset", 2}, {"length", 3}}));
+  json t =
+      c->call(tool_call(4, "read_file", {{"session", "ws"}, {"path", "in/config.yml"}, {"offset", 2}, {"length", 3}}));
   EXPECT_EQ(t["result"]["structuredContent"]["content"], "de:") << t.dump();
   EXPECT_EQ(t["result"]["structuredContent"]["truncated"], true);
   json l = c->call(tool_call(5, "list_files", {{"session", "ws"}, {"recursive", true}}));
@@ -484,9 +676,139 @@ TEST_F(mcp_test, file_tools_reach_the_sessions_root_and_nothing_outside) {
   EXPECT_EQ(o["result"]["isError"], true) << o.dump();
   EXPECT_NE(o.dump().find("leads outside the session's root"), std::string::npos) << o.dump();
   EXPECT_EQ(o.dump().find("root:"), std::string::npos);
-  json bad = c->call(tool_call(7, "write_file", {{"session", "ws"}, {"path", "x"}, {"content", "%%"}, {"encoding", "base64"}}));
+  json bad = c->call(
+      tool_call(7, "write_file", {{"session", "ws"}, {"path", "x"}, {"content", "%%"}, {"encoding", "base64"}}));
   EXPECT_EQ(bad["result"]["isError"], true) << bad.dump();
   EXPECT_FALSE(std::filesystem::exists(dir + "/ws/x"));
+}
+
+// edit_file replaces an exact text that occurs once (zero or two occurrences change nothing
+// and say how many there were), or every one with replace_all; read_file reads lines, and a
+// tail with a negative line.
+TEST_F(mcp_test, edit_file_replaces_an_exact_text_and_read_file_reads_lines) {
+  std::filesystem::create_directories(dir + "/ed");
+  std::ofstream(dir + "/ed/app.py") << "def f():\n    return 1\n\ndef g():\n    return 1\n";
+  ::chmod((dir + "/ed/app.py").c_str(), 0750);
+  auto c = start_initialized();
+  ASSERT_EQ(c->call(tool_call(1, "create_session", {{"name", "ed"}, {"root", dir + "/ed"}}))["result"]["isError"],
+            false);
+  auto edit = [&](int id, json args) {
+    args["session"] = "ed";
+    args["path"] = "app.py";
+    return c->call(tool_call(id, "edit_file", std::move(args)))["result"];
+  };
+  json none = edit(2, {{"old_string", "return 2"}, {"new_string", "return 3"}});
+  EXPECT_EQ(none["isError"], true);
+  EXPECT_NE(none["content"][0]["text"].get<std::string>().find("occurs 0 times"), std::string::npos) << none.dump();
+  json two = edit(3, {{"old_string", "    return 1\n"}, {"new_string", "    return 2\n"}});
+  EXPECT_EQ(two["isError"], true);
+  EXPECT_NE(two["content"][0]["text"].get<std::string>().find("occurs 2 times"), std::string::npos) << two.dump();
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    return 1\n\ndef g():\n    return 1\n");
+  json one = edit(4, {{"old_string", "def g():\n    return 1"}, {"new_string", "def g():\n    return 2"}});
+  EXPECT_EQ(one["isError"], false) << one.dump();
+  EXPECT_EQ(one["structuredContent"]["replacements"], 1);
+  EXPECT_EQ(one["structuredContent"]["first_line"], 4);
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    return 1\n\ndef g():\n    return 2\n");
+  json all = edit(5, {{"old_string", "return"}, {"new_string", "yield"}, {"replace_all", true}});
+  EXPECT_EQ(all["structuredContent"]["replacements"], 2) << all.dump();
+  EXPECT_EQ(read_file(dir + "/ed/app.py"), "def f():\n    yield 1\n\ndef g():\n    yield 2\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/ed/app.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);  // the file keeps its mode
+  // Lines: a range, and the last two.
+  json range = c->call(tool_call(6, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", 2}, {"lines", 2}}));
+  const json& rc = range["result"]["structuredContent"];
+  EXPECT_EQ(rc["content"], "    yield 1\n\n") << range.dump();
+  EXPECT_EQ(rc["start_line"], 2);
+  EXPECT_EQ(rc["end_line"], 3);
+  EXPECT_EQ(rc["total_lines"], 5);
+  EXPECT_EQ(rc["truncated"], true);
+  json tail = c->call(tool_call(7, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", -2}}));
+  EXPECT_EQ(tail["result"]["structuredContent"]["content"], "def g():\n    yield 2\n") << tail.dump();
+  EXPECT_EQ(tail["result"]["structuredContent"]["truncated"], false);
+  json zero = c->call(tool_call(8, "read_file", {{"session", "ed"}, {"path", "app.py"}, {"line", 0}}));
+  EXPECT_EQ(zero["result"]["isError"], true);
+  // No such session: the refusal names the tool that lists them (not the CLI's command).
+  json missing = c->call(tool_call(10, "edit_file", {{"path", "x"}, {"old_string", "a"}, {"new_string", "b"}}));
+  EXPECT_NE(missing["result"]["content"][0]["text"].get<std::string>().find("list_sessions lists them"),
+            std::string::npos)
+      << missing.dump();
+}
+
+// In a session without a root, the file tools act as its shell would: paths from its
+// current directory, with its user's rights.
+TEST_F(mcp_test, file_tools_in_a_session_without_a_root_act_as_its_shell) {
+  std::string here = dir + "/plain";
+  std::filesystem::create_directories(here + "/node_modules");
+  std::ofstream(here + "/node_modules/m.js") << "needle\n";
+  auto c = start_initialized();
+  c->call(tool_call(1, "run_command", {{"command", "cd " + here}, {"session", "nr"}}));
+  json w = c->call(
+      tool_call(2, "write_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"content", "one\nneedle two\n"}}));
+  EXPECT_EQ(w["result"]["isError"], false) << w.dump();
+  EXPECT_EQ(read_file(here + "/sub/notes.txt"), "one\nneedle two\n");
+  ::chmod((here + "/sub/notes.txt").c_str(), 0640);
+  json e =
+      c->call(tool_call(3, "edit_file",
+                        {{"session", "nr"}, {"path", "sub/notes.txt"}, {"old_string", "two"}, {"new_string", "2"}}));
+  EXPECT_EQ(e["result"]["isError"], false) << e.dump();
+  EXPECT_EQ(read_file(here + "/sub/notes.txt"), "one\nneedle 2\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((here + "/sub/notes.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  json r = c->call(tool_call(4, "read_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"line", -1}}));
+  EXPECT_EQ(r["result"]["structuredContent"]["content"], "needle 2\n") << r.dump();
+  json b =
+      c->call(tool_call(5, "read_file", {{"session", "nr"}, {"path", "sub/notes.txt"}, {"offset", 4}, {"length", 6}}));
+  EXPECT_EQ(b["result"]["structuredContent"]["content"], "needle") << b.dump();
+  EXPECT_EQ(b["result"]["structuredContent"]["truncated"], true);
+  json l = c->call(tool_call(6, "list_files", {{"session", "nr"}, {"depth", 1}}));
+  std::vector<std::string> names;
+  for (const auto& x : l["result"]["structuredContent"]["entries"]) names.push_back(x["path"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"node_modules", "sub"})) << l.dump();
+  json f = c->call(tool_call(7, "search_files", {{"session", "nr"}, {"pattern", "needle"}}));
+  EXPECT_EQ(f["result"]["structuredContent"]["matches"],
+            json::parse(R"([{"path": "sub/notes.txt", "line": 2, "text": "needle 2"}])"))
+      << f.dump();
+  json gone = c->call(tool_call(8, "read_file", {{"session", "nr"}, {"path", "nosuch"}}));
+  EXPECT_EQ(gone["result"]["isError"], true);
+  EXPECT_NE(gone.dump().find("No such file"), std::string::npos) << gone.dump();
+  // The shell's state is untouched: its directory, and no variable left behind.
+  json pwd = c->call(tool_call(9, "run_command", {{"command", "echo \"$PWD ${SBSH_FILE-unset}\""}, {"session", "nr"}}));
+  EXPECT_EQ(pwd["result"]["structuredContent"]["stdout"], here + " unset\n");
+}
+
+// search_files: a regex over the tree, with line numbers, leaving out what a snapshot leaves
+// out (node_modules, .git); list_files to a depth.
+TEST_F(mcp_test, search_files_finds_lines_and_skips_node_modules) {
+  std::string root = dir + "/sr";
+  std::filesystem::create_directories(root + "/src/deep");
+  std::filesystem::create_directories(root + "/node_modules/pkg");
+  std::filesystem::create_directories(root + "/.git");
+  std::ofstream(root + "/src/a.py") << "import os\ndef needle():\n    pass\n";
+  std::ofstream(root + "/src/deep/b.txt") << "no\nNEEDLE here\n";
+  std::ofstream(root + "/node_modules/pkg/index.js") << "needle()\n";
+  std::ofstream(root + "/.git/config") << "needle\n";
+  auto c = start_initialized();
+  ASSERT_EQ(c->call(tool_call(1, "create_session", {{"name", "sr"}, {"root", root}}))["result"]["isError"], false);
+  json r = c->call(tool_call(2, "search_files", {{"session", "sr"}, {"pattern", "needle"}, {"ignore_case", true}}));
+  const json& sc = r["result"]["structuredContent"];
+  ASSERT_TRUE(sc.is_object()) << r.dump();
+  EXPECT_EQ(sc["matches"], json::parse(R"([{"path": "src/a.py", "line": 2, "text": "def needle():"},
+                            {"path": "src/deep/b.txt", "line": 2, "text": "NEEDLE here"}])"))
+      << r.dump();
+  EXPECT_EQ(r["result"]["content"][0]["text"], "src/a.py:2: def needle():\nsrc/deep/b.txt:2: NEEDLE here\n");
+  json py = c->call(tool_call(3, "search_files", {{"session", "sr"}, {"pattern", "^def [a-z]+\\("}, {"glob", "*.py"}}));
+  EXPECT_EQ(py["result"]["structuredContent"]["matches"].size(), 1u) << py.dump();
+  json bad = c->call(tool_call(4, "search_files", {{"session", "sr"}, {"pattern", "("}}));
+  EXPECT_EQ(bad["result"]["isError"], true);
+  EXPECT_NE(bad.dump().find("argument 'pattern'"), std::string::npos) << bad.dump();
+  json one = c->call(tool_call(5, "list_files", {{"session", "sr"}, {"path", "src"}, {"depth", 1}}));
+  std::vector<std::string> names;
+  for (const auto& e : one["result"]["structuredContent"]["entries"]) names.push_back(e["path"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"a.py", "deep"})) << one.dump();
+  json two = c->call(tool_call(6, "list_files", {{"session", "sr"}, {"path", "src"}, {"depth", 2}}));
+  EXPECT_EQ(two["result"]["structuredContent"]["entries"].size(), 3u) << two.dump();
 }
 
 TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
@@ -495,8 +817,8 @@ TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
   std::ofstream(dir + "/secret") << "secret\n";
   std::string root = std::filesystem::canonical(dir + "/box").string();
   auto c = start_initialized();
-  json made = c->call(tool_call(1, "create_session", {{"name", "box"}, {"root", root}, {"confine", true},
-                                                       {"no_network", true}}));
+  json made = c->call(
+      tool_call(1, "create_session", {{"name", "box"}, {"root", root}, {"confine", true}, {"no_network", true}}));
   if (made["result"]["isError"] == true && made.dump().find("not_supported") != std::string::npos)
     GTEST_SKIP() << made.dump();
   ASSERT_EQ(made["result"]["isError"], false) << made.dump();
@@ -526,10 +848,10 @@ TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
 
 TEST_F(mcp_test, create_session_refuses_confinement_it_cannot_honour_saying_why) {
   auto c = start_initialized();
-  // A relative path, by the schema: a JSON-RPC error naming the argument.
-  json rel = c->call(tool_call(1, "create_session", {{"name", "b"}, {"root", dir}, {"confine", true},
-                                                      {"allow_write", {"out"}}}));
-  EXPECT_EQ(rel["error"]["code"], -32602) << rel.dump();
+  // A relative path, by the schema: a result with isError naming the argument.
+  json rel = c->call(
+      tool_call(1, "create_session", {{"name", "b"}, {"root", dir}, {"confine", true}, {"allow_write", {"out"}}}));
+  EXPECT_EQ(rel["result"]["isError"], true) << rel.dump();
   EXPECT_NE(rel.dump().find("allow_write[0]"), std::string::npos) << rel.dump();
   // Paths without confine, a memory size that is none, a confined session without a root.
   json no_confine = c->call(tool_call(2, "create_session", {{"name", "b"}, {"root", dir}, {"read_only", {"/etc"}}}));
@@ -557,20 +879,31 @@ TEST_F(mcp_test, bad_messages_get_json_rpc_errors_and_the_server_goes_on) {
   c->send_raw("[1, 2]\n");
   EXPECT_EQ(c->next()["error"]["code"], -32600);
 
+  // A wrong argument is a tool result with isError, which the model sees and can correct.
   auto arg_error = [&](int id, json args) {
     json r = c->call(tool_call(id, "run_command", std::move(args)));
-    EXPECT_EQ(r["error"]["code"], -32602) << r.dump();
-    return r["error"]["message"].get<std::string>();
+    EXPECT_EQ(r["result"]["isError"], true) << r.dump();
+    EXPECT_FALSE(r["result"].contains("structuredContent")) << r.dump();
+    return r["result"]["content"][0]["text"].get<std::string>();
   };
   EXPECT_NE(arg_error(4, {{"command", 5}}).find("'command' must be a string"), std::string::npos);
   EXPECT_NE(arg_error(5, json::object()).find("'command' is missing"), std::string::npos);
-  EXPECT_NE(arg_error(6, {{"command", "true"}, {"colour", "red"}}).find("unknown argument 'colour'"),
+  EXPECT_NE(arg_error(6, {{"command", "true"}, {"colour", "red"}})
+                .find("unknown argument 'colour': it takes command, "),
             std::string::npos);
+  EXPECT_NE(arg_error(12, {{"command", "touch " + dir + "/ran"}, {"wait_seconds", "5"}})
+                .find("Invalid arguments for run_command: argument 'wait_seconds' must be a number, not a string; "
+                      "nothing was run"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
   EXPECT_NE(arg_error(7, {{"command", "true"}, {"session", "no spaces"}}).find("'session'"), std::string::npos);
   EXPECT_NE(arg_error(8, {{"command", "true"}, {"env", {{"A", 1}}}}).find("'env.A'"), std::string::npos);
   EXPECT_NE(arg_error(9, {{"command", "true"}, {"timeout_seconds", "1"}}).find("'timeout_seconds'"), std::string::npos);
+  // An unknown tool, and arguments that are no object, stay protocol errors.
   json unknown = c->call(tool_call(10, "no_such_tool", json::object()));
   EXPECT_EQ(unknown["error"]["code"], -32602);
+  json not_object = c->call(request(13, "tools/call", {{"name", "run_command"}, {"arguments", json::array()}}));
+  EXPECT_EQ(not_object["error"]["code"], -32602) << not_object.dump();
   // Still serving.
   EXPECT_EQ(c->call(tool_call(11, "run_command", {{"command", "echo alive"}}))["result"]["structuredContent"]["stdout"],
             "alive\n");
@@ -591,7 +924,8 @@ TEST_F(mcp_test, the_2026_07_28_revision_is_stateless_and_refuses_versions_it_do
   auto c = start();  // no initialize
   json d = c->call(request(1, "server/discover", {{"_meta", modern_meta()}}));
   EXPECT_EQ(d["result"]["resultType"], "complete") << d.dump();
-  EXPECT_EQ(d["result"]["supportedVersions"], json::array({"2026-07-28", "2025-11-25"}));
+  EXPECT_EQ(d["result"]["supportedVersions"],
+            json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}));
   EXPECT_EQ(d["result"]["capabilities"]["tools"], json::object());
   json l = c->call(request(2, "tools/list", {{"_meta", modern_meta()}}));
   EXPECT_EQ(l["result"]["resultType"], "complete");
@@ -605,7 +939,8 @@ TEST_F(mcp_test, the_2026_07_28_revision_is_stateless_and_refuses_versions_it_do
   json u = c->call(request(4, "tools/list", {{"_meta", meta}}));
   EXPECT_EQ(u["error"]["code"], -32022) << u.dump();
   EXPECT_EQ(u["error"]["data"]["requested"], "1900-01-01");
-  EXPECT_EQ(u["error"]["data"]["supported"], json::array({"2026-07-28", "2025-11-25"}));
+  EXPECT_EQ(u["error"]["data"]["supported"],
+            json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}));
 }
 
 TEST_F(mcp_test, progress_notifications_increase_while_a_command_runs) {
@@ -679,8 +1014,8 @@ TEST_F(mcp_test, http_sessions_run_commands_that_keep_state) {
   http_reply unknown = http(where, "POST", request(4, "no/such").dump(), {sid});
   EXPECT_EQ(unknown.json_body()["error"]["code"], -32601);
   http_reply wrong = http(where, "POST", tool_call(5, "run_command", {{"command", true}}).dump(), {sid});
-  EXPECT_EQ(wrong.json_body()["error"]["code"], -32602);
-  EXPECT_NE(wrong.json_body()["error"]["message"].get<std::string>().find("'command'"), std::string::npos);
+  EXPECT_EQ(wrong.json_body()["result"]["isError"], true) << wrong.body;
+  EXPECT_NE(wrong.json_body()["result"]["content"][0]["text"].get<std::string>().find("'command'"), std::string::npos);
   // Without a session, with an unknown one, elsewhere than /mcp, with a version not spoken.
   EXPECT_EQ(http(where, "POST", request(6, "ping").dump()).status, 400);
   EXPECT_EQ(http(where, "POST", request(7, "ping").dump(), {"Mcp-Session-Id: nosuch"}).status, 404);
@@ -795,23 +1130,57 @@ TEST_F(mcp_test, http_a_dropped_connection_cancels_its_call) {
   http_reply r = http(where, "POST", tool_call(3, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
   EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
 
-  // notifications/cancelled, on another connection of the session: the command stops, no
-  // answer comes, and the connection that carried the call is closed.
+  // notifications/cancelled, on another connection of the session: the command stops, and
+  // the request held open gets a whole response, an error for its id (-32800).
   ::unlink(pidfile().c_str());
   fd = http_connect(where);
   ASSERT_GE(fd, 0);
   body = tool_call(4, "run_command", {{"command", sleeper()}}).dump();
-  send_all(fd, post_head(sid, body.size()) + body);
+  send_all(fd, post_head_closing(sid, body.size()) + body);
   pid = read_pid();
   ASSERT_GT(pid, 0);
   json cancel = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}}}};
   EXPECT_EQ(http(where, "POST", cancel.dump(), {sid}).status, 202);
-  http_reply none = read_reply(fd);
+  http_reply answered = read_reply(fd);
   ::close(fd);
-  EXPECT_EQ(none.status, 0) << none.body;  // closed without an answer
+  EXPECT_EQ(answered.status, 200) << answered.body;
+  EXPECT_EQ(answered.json_body()["id"], 4) << answered.body;
+  EXPECT_EQ(answered.json_body()["error"]["code"], -32800) << answered.body;
   EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
   r = http(where, "POST", tool_call(5, "run_command", {{"command", "echo $Z"}}).dump(), {sid});
   EXPECT_EQ(r.json_body()["result"]["structuredContent"]["stdout"], "kept\n") << r.body;
+
+  // The same with the answer asked for as SSE (a progress token): the stream ends whole.
+  ::unlink(pidfile().c_str());
+  fd = http_connect(where);
+  ASSERT_GE(fd, 0);
+  body = tool_call(6, "run_command", {{"command", sleeper()}}, {{"progressToken", 6}}).dump();
+  send_all(fd, post_head_closing(sid, body.size()) + body);
+  pid = read_pid();
+  ASSERT_GT(pid, 0);
+  cancel["params"]["requestId"] = 6;
+  EXPECT_EQ(http(where, "POST", cancel.dump(), {sid}).status, 202);
+  http_reply streamed = read_reply(fd);
+  ::close(fd);
+  EXPECT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.headers["content-type"], "text/event-stream");
+  EXPECT_NE(streamed.body.find("\"code\":-32800"), std::string::npos) << streamed.body;
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
+
+  // A DELETE of the session while a call runs: the call stops and its request is answered.
+  ::unlink(pidfile().c_str());
+  fd = http_connect(where);
+  ASSERT_GE(fd, 0);
+  body = tool_call(7, "run_command", {{"command", sleeper()}}).dump();
+  send_all(fd, post_head_closing(sid, body.size()) + body);
+  pid = read_pid();
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(http(where, "DELETE", "", {sid}).status, 200);
+  http_reply deleted = read_reply(fd);
+  ::close(fd);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(deleted.json_body()["error"]["code"], -32800) << deleted.body;
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 10s));
 
   // SIGTERM ends the server cleanly.
   ::kill(http_server_->pid(), SIGTERM);

@@ -1,10 +1,13 @@
 // The official TypeScript MCP clients against `sbsh mcp` over stdio:
 //   node clients.mjs sdk     @modelcontextprotocol/sdk (v1, speaks 2025-11-25)
 //   node clients.mjs client  @modelcontextprotocol/client (v2, pinned to 2026-07-28)
+//   node clients.mjs old     @modelcontextprotocol/sdk 1.20 (speaks 2025-06-18 at most)
 // Lists the tools, calls each one, checks a failing command, progress on a 3 s command, a
 // cancellation that leaves the shell's state, and a client killed mid-call whose command's
-// process must be gone. The environment (run.sh) gives SBSH, a private XDG_RUNTIME_DIR and
-// HOME, and NODE_PATH to the installed packages.
+// process must be gone. The v1 clients (sdk, old) then do the same essentials over HTTP
+// (`sbsh mcp --http`), a cancel and the end of the session included. The environment
+// (run.sh) gives SBSH, a private XDG_RUNTIME_DIR and HOME, and NODE_PATH to the installed
+// packages.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -18,9 +21,29 @@ const work = process.env.SBSH_TEST_DIR;
 const require = createRequire(path.join(process.env.NODE_PATH, 'x.js'));
 const load = (p) => import(require.resolve(p));
 
+const v1 = flavor === 'sdk' || flavor === 'old';
+// The revision each client asks for, and so gets.
+const expectedVersion = { sdk: '2025-11-25', old: '2025-06-18' }[flavor];
+
+// Records the revision the server answered initialize with, as the transport passes it on.
+function spyVersion(transport, seen) {
+  let handler;
+  Object.defineProperty(transport, 'onmessage', {
+    configurable: true,
+    get: () => handler,
+    set: (f) => {
+      handler = f && ((m, extra) => {
+        if (m?.result?.protocolVersion) seen.version = m.result.protocolVersion;
+        return f(m, extra);
+      });
+    },
+  });
+}
+const negotiated = {};
+
 async function makeClient() {
   let Client, StdioClientTransport, options = {};
-  if (flavor === 'sdk') {
+  if (v1) {
     ({ Client } = await load('@modelcontextprotocol/sdk/client/index.js'));
     ({ StdioClientTransport } = await load('@modelcontextprotocol/sdk/client/stdio.js'));
   } else {
@@ -30,8 +53,20 @@ async function makeClient() {
   }
   const client = new Client({ name: `sbsh-test-${flavor}`, version: '1.0.0' }, options);
   const transport = new StdioClientTransport({ command: sbsh, args: ['mcp'], env: process.env, stderr: 'inherit' });
+  spyVersion(transport, negotiated);
   await client.connect(transport);
   return client;
+}
+
+// `sbsh mcp --http 127.0.0.1:0`: its URL and bearer token, read from what it writes on stderr.
+async function startHttpServer() {
+  const server = spawn(sbsh, ['mcp', '--http', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'], env: process.env });
+  let err = '';
+  server.stderr.on('data', (d) => { err += d; });
+  const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(err)?.[1], 20000, 'sbsh mcp --http to listen');
+  const tokenFile = /TOKEN being the text of (\S+)/.exec(err)?.[1];
+  const token = tokenFile ? fs.readFileSync(tokenFile, 'utf8').trim() : '';
+  return { server, url, token };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -75,7 +110,7 @@ let invoke;
 
 async function main() {
   const client = await makeClient();
-  invoke = flavor === 'sdk' ? call : callV2;
+  invoke = v1 ? call : callV2;
   const session = `s-${flavor}`;
   // The revision each client speaks: v1 the initialize handshake, v2 the stateless one.
   if (flavor === 'client') {
@@ -83,12 +118,13 @@ async function main() {
     assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
   } else {
     assert.equal(client.getServerVersion().name, 'sbsh');
+    assert.equal(negotiated.version, expectedVersion);
   }
 
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
     'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs',
-    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files']);
+    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files', 'edit_file', 'search_files']);
   for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
 
   // Each tool, with a result the client validated against its output schema.
@@ -96,7 +132,8 @@ async function main() {
   assert.equal(r.isError, false);
   r = await invoke(client, 'run_command', { command: 'echo $PWD $X', session });
   assert.equal(r.structuredContent.stdout, '/tmp 1\n');
-  assert.equal(JSON.parse(r.content[0].text).stdout, '/tmp 1\n');
+  // The text a model reads: a status line, then the output as it is.
+  assert.match(r.content[0].text, /^exit code 0, \d+ ms\n--- stdout ---\n\/tmp 1\n$/);
   r = await invoke(client, 'create_session', { name: `made-${flavor}`, cwd: '/tmp', env: { GREETING: 'hi' } });
   assert.equal(r.isError, false, JSON.stringify(r));
   assert.equal(r.structuredContent.session.name, `made-${flavor}`);
@@ -185,12 +222,55 @@ async function main() {
   await waitFor(() => !alive(vpid), 15000, `pid ${vpid} to end after its client was killed`);
 
   await client.close();
+  if (v1) await overHttp();
   console.log(`ok: ${flavor}`);
+}
+
+// The v1 client over Streamable HTTP: the same revision, state kept, a wrong argument seen as
+// a result, a cancel answered (the client goes on), and the session ended by the client.
+async function overHttp() {
+  const { Client } = await load('@modelcontextprotocol/sdk/client/index.js');
+  const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const { server, url, token } = await startHttpServer();
+  try {
+    const client = new Client({ name: `sbsh-test-${flavor}-http`, version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(url),
+      { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+    const seen = {};
+    spyVersion(transport, seen);
+    await client.connect(transport);
+    assert.equal(seen.version, expectedVersion);
+    assert.equal(transport.protocolVersion, expectedVersion);
+    const session = `h-${flavor}`;
+    let r = await call(client, 'run_command', { command: 'cd /tmp; W=1', session });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    r = await call(client, 'run_command', { command: 'echo $PWD $W', session });
+    assert.equal(r.structuredContent.stdout, '/tmp 1\n');
+    r = await call(client, 'run_command', { command: 'true', session, wait_seconds: 'soon' });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /'wait_seconds' must be a number/);
+
+    const pidfile = path.join(work, `http-cancel-${flavor}.pid`);
+    const ac = new AbortController();
+    const pending = call(client, 'run_command', { command: sleeper(pidfile), session }, { signal: ac.signal });
+    const pid = await readPid(pidfile);
+    ac.abort();
+    await assert.rejects(pending);
+    await waitFor(() => !alive(pid), 10000, `pid ${pid} to end after the cancel over HTTP`);
+    r = await call(client, 'run_command', { command: 'echo $W', session });
+    assert.equal(r.structuredContent.stdout, '1\n');
+
+    await transport.terminateSession();
+    await client.close();
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((res) => (server.exitCode !== null ? res() : server.on('exit', res)));
+  }
 }
 
 async function vanish() {
   const client = await makeClient();
-  invoke = flavor === 'sdk' ? call : callV2;
+  invoke = v1 ? call : callV2;
   await invoke(client, 'run_command', { command: sleeper(path.join(work, `vanish-${flavor}.pid`)), session: `v-${flavor}` },
     { timeout: 60000 });
 }

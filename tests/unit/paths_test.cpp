@@ -17,7 +17,28 @@ TEST(paths, SocketResolutionOrder) {
   ::unsetenv("SBSH_SOCKET");
   EXPECT_EQ(resolve_socket_path(""), "/run/user/9/sbsh/sbshd.sock");
   ::unsetenv("XDG_RUNTIME_DIR");
-  EXPECT_EQ(resolve_socket_path(""), "/tmp/sbsh-" + std::to_string(::getuid()) + "/sbshd.sock");
+  // /run/user/UID when a login made it, else /tmp.
+  std::string login = runtime_dir();
+  EXPECT_EQ(resolve_socket_path(""),
+            login.empty() ? "/tmp/sbsh-" + std::to_string(::getuid()) + "/sbshd.sock" : login + "/sbsh/sbshd.sock");
+}
+
+// Without XDG_RUNTIME_DIR (as an MCP host starts sbsh mcp), the login's runtime directory
+// (/run/user/UID) is found, when it is ours and private.
+TEST(paths, RuntimeDirectoryWithoutXdgRuntimeDir) {
+  char tmpl[] = "/tmp/sbsh-login.XXXXXX";
+  std::string base = ::mkdtemp(tmpl);
+  std::string mine = base + "/" + std::to_string(::getuid());
+  ::setenv("XDG_RUNTIME_DIR", "/run/user/9", 1);
+  EXPECT_EQ(runtime_dir(base), "/run/user/9");
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(runtime_dir(base), "");  // none made
+  ASSERT_EQ(::mkdir(mine.c_str(), 0700), 0);
+  EXPECT_EQ(runtime_dir(base), mine);
+  ASSERT_EQ(::chmod(mine.c_str(), 0755), 0);
+  EXPECT_EQ(runtime_dir(base), "");  // not private: not a login's
+  ::rmdir(mine.c_str());
+  ::rmdir(base.c_str());
 }
 
 TEST(paths, StateResolutionOrder) {
@@ -36,7 +57,7 @@ TEST(paths, PrivateDirectoryIsCreatedOrRefused) {
   std::string base = ::mkdtemp(tmpl);
   std::string fresh = base + "/a/b";
   ASSERT_TRUE(ensure_private_dir(fresh).ok());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   std::string open = base + "/open";
