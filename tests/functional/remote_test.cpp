@@ -152,6 +152,15 @@ TEST_F(engine_test, PodmanAndDockerUrlsRunTheEnginesExecWithTheFarSbsh) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "indocker\n");
   EXPECT_EQ(args_of("docker"), "exec\n-i\n0123abcd\nsbsh\ndial-stdio\n");
+
+  // shutdown through the engine waits for the connection to close, not for a pid, which
+  // would be the container's.
+  r = via("podman://sandbox-1", {"shutdown"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  int st = -1;
+  EXPECT_TRUE(wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  daemon_pid = -1;
 }
 
 TEST_F(engine_test, KubectlUrlsNameTheNamespacePodAndContainer) {
