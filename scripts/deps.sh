@@ -18,6 +18,8 @@ packages=(
 if [[ ${1:-} == --test ]] && ! command -v npm >/dev/null; then packages+=(npm); fi
 # The lint (scripts/lint.sh) that the test command runs.
 if [[ ${1:-} == --test ]]; then packages+=(clang-tidy); fi
+# The Kubernetes manifests' test parses them (tests/container/k8s_manifests_test.py).
+if [[ ${1:-} == --test ]]; then packages+=(python3-yaml); fi
 
 missing=()
 for p in "${packages[@]}"; do
