@@ -77,10 +77,15 @@ ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"; podman_env_cleanup' EXIT
 mkdir "$ctx/debs"
 cp "${pkgs[@]}" "$ctx/debs/"
+# The image the tag named before, if any: dropped below once nothing names it.
+old=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 # --pull=never: the base is local, and no registry is asked for anything. docker format:
 # podman's default OCI format drops HEALTHCHECK.
 podman build --quiet --pull=never --format docker --build-arg BASE="$base" \
   -f dist/container/Containerfile -t "$tag" "$ctx" >/dev/null
 [[ -z $latest ]] || podman tag "$tag" "$latest"
+if [[ -n $old && $old != "$(podman image inspect --format '{{.Id}}' "$tag")" ]]; then
+  [[ $(podman image inspect --format '{{len .RepoTags}}' "$old" 2>/dev/null) != 0 ]] || podman rmi "$old" >/dev/null 2>&1 || true
+fi
 size=$(podman image inspect --format '{{.Size}}' "$tag")
 echo "$tag $size"

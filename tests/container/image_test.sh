@@ -53,7 +53,7 @@ name=sbsh-image-test-$$
 volume=$name-state
 work=""
 cleanup() {
-  podman rm -f -t 0 "$name" "$name-confined" >/dev/null 2>&1 || true
+  podman rm -f -v -t 0 "$name" "$name-confined" >/dev/null 2>&1 || true
   podman volume rm -f "$volume" >/dev/null 2>&1 || true
   [[ -z $work ]] || rm -rf "$work"
   podman_env_cleanup
@@ -122,7 +122,7 @@ deadline=$(( $(date +%s) + 30 ))
 until confined status >/dev/null 2>&1 || (( $(date +%s) > deadline )); do sleep 0.1; done
 confined session create c --root /home/sbsh --confine >/dev/null || fail "--confine with /proc unmasked failed"
 [[ $(confined exec -s c 'echo $$') == 1 ]] || fail "a confined shell is not the init of its own PID namespace"
-podman rm -f -t 0 "$name-confined" >/dev/null 2>&1
+podman rm -f -v -t 0 "$name-confined" >/dev/null 2>&1
 
 echo "== PID 1 ignores kill -9 from inside; sbshd killed, another adopts its sessions"
 podman exec "$name" sh -c "kill -9 1" 2>/dev/null || true
