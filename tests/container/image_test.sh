@@ -130,8 +130,10 @@ sleep 0.2
 [[ $(podman inspect --format '{{.State.Running}}' "$name") == true ]] || fail "kill -9 1 inside ended the container"
 old=$(daemon_pid)
 [[ -n $old ]] || fail "no sbshd besides PID 1"
+t=$(ms)
 podman exec "$name" sh -c "kill -9 $old"
 await_answer 20 || fail "no sbshd answered within 20 s of kill -9 of $old"
+echo "sbshd killed to a new one answering: $(( $(ms) - t )) ms (one podman exec of it included)"
 new=$(daemon_pid)
 [[ -n $new && $new != "$old" ]] || fail "sbshd was not started again ($old, then '$new')"
 out=$(host exec -s t 'echo "$PWD $V"; echo $$')
