@@ -52,7 +52,11 @@ image=${2:-}
 name=sbsh-image-test-$$
 volume=$name-state
 work=""
+api=$(mktemp -u --tmpdir sbsh-image-test-api.XXXXXX.sock)
+api_pid=""
 cleanup() {
+  [[ -z $api_pid ]] || { kill "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null; }
+  rm -f "$api"
   podman rm -f -v -t 0 "$name" "$name-confined" >/dev/null 2>&1 || true
   podman volume rm -f "$volume" >/dev/null 2>&1 || true
   [[ -z $work ]] || rm -rf "$work"
@@ -103,6 +107,23 @@ host exec -s t '(exit 7)'
 [[ $? == 7 ]] || fail "the exit code did not come through"
 set -e
 host start -s t --name sleeper 'trap "" TERM; sleep 1000' >/dev/null || fail "start failed"
+
+# docker://, where a docker client is at hand: through podman's Docker-compatible API, on a
+# socket of this test's own.
+if command -v docker >/dev/null; then
+  echo "== docker:// through podman's Docker API"
+  podman system service --time=0 "unix://$api" >/dev/null 2>&1 &
+  api_pid=$!
+  deadline=$(( $(date +%s) + 20 ))
+  until [[ -S $api ]] || (( $(date +%s) > deadline )); do sleep 0.1; done
+  out=$(DOCKER_HOST=unix://$api "$sbsh" -H "docker://$name" exec -s t 'echo "$PWD $V"' 2>&1) || true
+  [[ $out == "/tmp kept" ]] || fail "docker:// did not reach the same session: '$out'"
+  kill "$api_pid"
+  wait "$api_pid" 2>/dev/null || true
+  api_pid=""
+else
+  echo "(no docker client here: docker:// is checked with a stand-in only, tests/functional/remote_test.cpp)"
+fi
 
 echo "== health check"
 podman healthcheck run "$name" || fail "podman healthcheck run: unhealthy while sbshd runs"
