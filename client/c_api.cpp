@@ -299,7 +299,7 @@ int sbsh_connect_dial(const char* const* argv, sbsh_conn** out) {
 int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out) {
   return guarded_no_conn([&]() -> int {
     if (out == nullptr) return invalid(nullptr, "sbsh_connect_host: out is NULL");
-    auto argv = sbsh::client::ssh_dial_command(str_or_empty(url), str_or_empty(remote_socket), autostart != 0);
+    auto argv = sbsh::client::host_dial_command(str_or_empty(url), str_or_empty(remote_socket), autostart != 0);
     if (!argv) return fail(nullptr, argv.err());
     return connect_through(std::move(*argv), out);
   });

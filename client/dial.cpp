@@ -1,8 +1,8 @@
-// Reaching sbshd through a program instead of a socket (ssh, kubectl exec, docker exec),
-// and the far end of that program: `sbsh dial-stdio`, which relays bytes to the local sbshd.
-// As `docker -H ssh://HOST` does, no network server is added: the transport's own
-// authentication (ssh keys, the cluster's credentials) decides who gets in, and the far sbshd
-// checks the uid of dial-stdio as of any local client.
+// Reaching sbshd through a program instead of a socket (ssh, podman or docker exec, kubectl
+// exec), and the far end of that program: `sbsh dial-stdio`, which relays bytes to the local
+// sbshd. As `docker -H ssh://HOST` does, no network server is added: the transport's own
+// authentication (ssh keys, access to the engine's socket, the cluster's credentials) decides
+// who gets in, and the far sbshd checks the uid of dial-stdio as of any local client.
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -46,9 +46,7 @@ result<std::vector<std::string>> ssh_dial_command(std::string_view url, const st
                       fmt::format("invalid host '{}': {}; expected ssh://[USER@]HOST[:PORT]", url, why));
   };
   constexpr std::string_view scheme = "ssh://";
-  if (url.substr(0, scheme.size()) != scheme)
-    return bad("only ssh:// is supported (for another transport, give the command that reaches "
-               "`sbsh dial-stdio` there with --dial)");
+  if (url.substr(0, scheme.size()) != scheme) return bad("not an ssh:// URL (host_dial_command takes the other kinds)");
   std::string_view rest = url.substr(scheme.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) return bad("a path is not supported (name the far socket with -S)");
@@ -99,6 +97,106 @@ result<std::vector<std::string>> ssh_dial_command(std::string_view url, const st
   if (!autostart) argv.emplace_back("--no-autostart");
   argv.emplace_back("dial-stdio");
   return argv;
+}
+
+namespace {
+
+// A container's name or id as podman and docker take it: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
+bool container_name_ok(std::string_view n) {
+  if (n.empty() || n.size() > 255 || std::isalnum(static_cast<unsigned char>(n.front())) == 0) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) { return user_char(c); });
+}
+
+// Kubernetes' names (RFC 1123): lowercase letters, digits and '-', starting and ending with a
+// letter or digit; a subdomain (a pod's name) may also hold '.'.
+bool k8s_name_ok(std::string_view n, size_t max, bool dots) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (n.empty() || n.size() > max || !alnum(n.front()) || !alnum(n.back())) return false;
+  return std::all_of(n.begin(), n.end(), [&](char c) { return alnum(c) || c == '-' || (dots && c == '.'); });
+}
+
+// The words that run the far `sbsh dial-stdio` through an engine's exec, which runs them as
+// they are (no shell): the socket path is not quoted.
+void far_sbsh(std::vector<std::string>& argv, const std::string& remote_socket, bool autostart) {
+  argv.emplace_back("sbsh");
+  if (!remote_socket.empty()) argv.insert(argv.end(), {"-S", remote_socket});
+  if (!autostart) argv.emplace_back("--no-autostart");
+  argv.emplace_back("dial-stdio");
+}
+
+result<std::vector<std::string>> engine_dial_command(std::string_view url, std::string_view engine,
+                                                     const std::string& remote_socket, bool autostart) {
+  std::string_view name = url.substr(engine.size() + 3);
+  if (!name.empty() && name.back() == '/') name.remove_suffix(1);
+  auto bad = [&](std::string_view why) -> error {
+    return make_error(ipc::errc::usage,
+                      fmt::format("invalid host '{}': {}; expected {}://CONTAINER (a name or id)", url, why, engine));
+  };
+  if (name.empty()) return bad("the container is not named");
+  if (name.find('/') != std::string_view::npos) return bad("a path is not supported (name the far socket with -S)");
+  if (!container_name_ok(name))
+    return bad("a container's name starts with a letter or digit and holds only letters, digits, '_', '.' and '-'");
+  // -i: stdin is the connection; no -t: the bytes are frames, not a terminal's.
+  std::vector<std::string> argv{std::string(engine), "exec", "-i", std::string(name)};
+  far_sbsh(argv, remote_socket, autostart);
+  return argv;
+}
+
+result<std::vector<std::string>> kubectl_dial_command(std::string_view url, const std::string& remote_socket,
+                                                      bool autostart) {
+  auto bad = [&](std::string_view why) -> error {
+    return make_error(ipc::errc::usage,
+                      fmt::format("invalid host '{}': {}; expected kubectl://[NAMESPACE/]POD[/CONTAINER] "
+                                  "(kubectl:///POD/CONTAINER: a container in the current namespace)",
+                                  url, why));
+  };
+  std::string_view rest = url.substr(std::string_view("kubectl://").size());
+  std::vector<std::string_view> parts;
+  for (;;) {
+    size_t slash = rest.find('/');
+    parts.push_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  if (parts.size() > 1 && parts.back().empty()) parts.pop_back();  // one trailing '/'
+  if (parts.size() > 3) return bad("too many parts");
+  std::string_view ns, pod, container;
+  if (parts.size() == 1) pod = parts[0];
+  if (parts.size() >= 2) {
+    ns = parts[0];
+    pod = parts[1];
+  }
+  if (parts.size() == 3) container = parts[2];
+  if (pod.empty()) return bad("the pod is not named");
+  if (parts.size() == 2 && ns.empty()) return bad("the namespace is empty");
+  if (parts.size() == 3 && container.empty()) return bad("the container is empty");
+  constexpr std::string_view rule = "lowercase letters, digits and '-', starting and ending with a letter or digit";
+  if (!ns.empty() && !k8s_name_ok(ns, 63, false)) return bad(fmt::format("a namespace has at most 63 {}", rule));
+  if (!k8s_name_ok(pod, 253, true)) return bad(fmt::format("a pod's name has at most 253 {} (and '.')", rule));
+  if (!container.empty() && !k8s_name_ok(container, 63, false))
+    return bad(fmt::format("a container's name has at most 63 {}", rule));
+  std::vector<std::string> argv{"kubectl", "exec", "-i"};
+  if (!ns.empty()) argv.insert(argv.end(), {"-n", std::string(ns)});
+  if (!container.empty()) argv.insert(argv.end(), {"-c", std::string(container)});
+  argv.insert(argv.end(), {std::string(pod), "--"});
+  far_sbsh(argv, remote_socket, autostart);
+  return argv;
+}
+
+}  // namespace
+
+result<std::vector<std::string>> host_dial_command(std::string_view url, const std::string& remote_socket,
+                                                   bool autostart) {
+  size_t sep = url.find("://");
+  std::string_view scheme = sep == std::string_view::npos ? std::string_view() : url.substr(0, sep);
+  if (scheme == "ssh") return ssh_dial_command(url, remote_socket, autostart);
+  if (scheme == "podman" || scheme == "docker") return engine_dial_command(url, scheme, remote_socket, autostart);
+  if (scheme == "kubectl") return kubectl_dial_command(url, remote_socket, autostart);
+  return make_error(ipc::errc::usage,
+                    fmt::format("invalid host '{}': give ssh://[USER@]HOST[:PORT], podman://CONTAINER, "
+                                "docker://CONTAINER or kubectl://[NAMESPACE/]POD[/CONTAINER] (for another transport, "
+                                "give the command that reaches `sbsh dial-stdio` there with --dial)",
+                                url));
 }
 
 std::string command_line(const std::vector<std::string>& argv) {

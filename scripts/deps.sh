@@ -18,6 +18,10 @@ packages=(
 if [[ ${1:-} == --test ]] && ! command -v npm >/dev/null; then packages+=(npm); fi
 # The lint (scripts/lint.sh) that the test command runs.
 if [[ ${1:-} == --test ]]; then packages+=(clang-tidy); fi
+# The container tests: the Kubernetes manifests parsed (python3-yaml); the image built from
+# the Debian packages (dpkg-dev, lintian; mmdebstrap for its base) and run under podman (crun,
+# and runc for the machines whose cgroup layout crun 1.8 refuses).
+if [[ ${1:-} == --test ]]; then packages+=(python3-yaml dpkg-dev lintian mmdebstrap podman crun runc); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,7 +27,7 @@ inline constexpr int kExitDetached = 254;
 struct global_opts {
   std::string socket;
   bool autostart = true;
-  std::string host;  // ssh://[USER@]HOST[:PORT]: sbshd over there, through ssh
+  std::string host;  // ssh://, podman://, docker://, kubectl://: sbshd over there (host_dial_command)
   std::string dial;  // a command line whose stdin and stdout reach `sbsh dial-stdio`
 };
 

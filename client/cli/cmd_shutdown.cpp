@@ -1,7 +1,9 @@
 // sbsh shutdown: stop sbshd, and return once it is gone.
 #include <dirent.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -27,6 +29,22 @@ bool running(int64_t pid) {
   buf[n] = '\0';
   const char* rp = std::strrchr(buf, ')');
   return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
+}
+
+// Whether the connection's far end closed it within 10 s: sbshd closes its connections as it
+// exits, and through a dial command (-H, --dial) that end is all there is to watch, since
+// sbshd's pid is another host's or another PID namespace's (in a container, where podman
+// exec reaches it, its pid means nothing here).
+bool closed_within_10s(int fd) {
+  char buf[4096];
+  for (int waited = 0; waited < 10000; waited += 100) {
+    pollfd pf{fd, POLLIN, 0};
+    if (::poll(&pf, 1, 100) > 0) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return true;
+    }
+  }
+  return false;
 }
 
 // Whether shells kept by an earlier sbshd (shutdown --keep-sessions, a crash) wait in
@@ -55,6 +73,10 @@ int run_shutdown(const global_opts& g, bool keep) {
   if (!st) return fail(st.err().message);
   if (auto s = conn->shutdown(keep); !s) return fail(s.err().message);
   // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
+  if (conn->remote()) {
+    if (!closed_within_10s(conn->fd())) return fail("sbshd is still running 10 s after the shutdown request");
+    return 0;
+  }
   for (int i = 0; i < 1000 && running(st->pid); ++i) ::usleep(10000);
   if (running(st->pid))
     return fail(fmt::format("sbshd (pid {}) is still running 10 s after the shutdown request", st->pid));

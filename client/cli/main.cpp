@@ -31,8 +31,9 @@ void declare_root(command_line& cl, root_args& a) {
   cl.flag("--no-autostart", "fail instead of starting sbshd when none answers (or SBSH_NO_AUTOSTART=1)",
           a.no_autostart);
   cl.option("-H,--host", "URL",
-            "use sbshd on another host through ssh: ssh://[USER@]HOST[:PORT] (or $SBSH_HOST); -S and "
-            "--no-autostart then apply over there",
+            "use sbshd on another host or in a container: ssh://[USER@]HOST[:PORT], podman://CONTAINER, "
+            "docker://CONTAINER or kubectl://[NAMESPACE/]POD[/CONTAINER] (or $SBSH_HOST); -S and --no-autostart "
+            "then apply over there",
             a.g.host);
   cl.option("--dial", "COMMAND",
             "use the sbshd that COMMAND reaches: a shell command line whose stdin and stdout lead to 'sbsh "
@@ -68,6 +69,10 @@ result<ok_t> settle_transport(const command_line& cl, global_opts& g, std::strin
     return make_error(ipc::errc::usage,
                       "-S names a socket on this host, which --dial does not use; give it in the dial "
                       "command (... sbsh -S PATH dial-stdio)");
+  // A bad URL is refused before the command starts, also for one that connects only later
+  // (mcp connects at its first tool call).
+  if (!g.host.empty())
+    if (auto argv = client::host_dial_command(g.host); !argv) return argv.err();
   return ok_t{};
 }
 

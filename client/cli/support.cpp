@@ -126,7 +126,7 @@ result<client::connection> connect(const global_opts& g, bool autostart) {
   if (!g.dial.empty()) {
     o.dial_command = {"/bin/sh", "-c", g.dial};
   } else if (!g.host.empty()) {
-    auto argv = client::ssh_dial_command(g.host, g.socket, autostart && g.autostart);
+    auto argv = client::host_dial_command(g.host, g.socket, autostart && g.autostart);
     if (!argv) return argv.err();
     o.dial_command = std::move(*argv);
   } else {

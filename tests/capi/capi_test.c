@@ -34,6 +34,11 @@ static void test_connect_errors(void) {
   CHECK(strcmp(sbsh_error_name(SBSH_ERR_UNREACHABLE), "unreachable") == 0);
   CHECK(sbsh_connect(NULL, 0, NULL) == SBSH_ERR_INVALID);
   CHECK(sbsh_exec(NULL, NULL, NULL) == SBSH_ERR_INVALID && strlen(sbsh_last_error(NULL)) > 0);
+  /* A host URL of a kind sbsh_connect_host does not know, or with a bad name, runs nothing. */
+  CHECK(sbsh_connect_host("kubectl://ns/Pod", NULL, 1, &c) == SBSH_ERR_INVALID && c == NULL);
+  CHECK(contains(sbsh_last_error(NULL), "invalid host 'kubectl://ns/Pod'"));
+  CHECK(sbsh_connect_host("lxc://box", NULL, 1, &c) == SBSH_ERR_INVALID);
+  CHECK(contains(sbsh_last_error(NULL), "podman://CONTAINER"));
 }
 
 static void test_exec(sbsh_conn* c) {

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "fixture.h"
 #include "ipc/frame.h"
 #include "ipc/protocol.h"
@@ -95,6 +97,171 @@ TEST_F(remote_test, AHostUrlRunsSshWithTheFarSbsh) {
   r = run(argv);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "dial\n");
+}
+
+// Stand-ins for podman, docker and kubectl that record their arguments and run, on "the
+// container" (this host), the command their exec would run there.
+class engine_test : public remote_test {
+ protected:
+  void SetUp() override {
+    remote_test::SetUp();
+    fake = dir + "/fakebin";
+    ASSERT_EQ(::mkdir(fake.c_str(), 0700), 0);
+    for (const char* engine : {"podman", "docker"})
+      write_script(engine, "[ \"$1 $2\" = 'exec -i' ] || exit 99\nshift 3\nexec \"$@\"\n");
+    write_script("kubectl", "while [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n");
+  }
+  void write_script(const std::string& name, const std::string& body) {
+    std::string log = dir + "/" + name + "-args";
+    {
+      std::ofstream f(fake + "/" + name);
+      f << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << shell_quote(log) << "\n" << body;
+    }
+    ASSERT_EQ(::chmod((fake + "/" + name).c_str(), 0700), 0);
+  }
+  std::string path_env() const {
+    std::string bindir = bin("sbsh").substr(0, bin("sbsh").rfind('/'));
+    const char* path = std::getenv("PATH");
+    return "PATH=" + fake + ":" + bindir + ":" + (path != nullptr ? path : "/usr/bin:/bin");
+  }
+  run_result via(const std::string& url, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"/usr/bin/env", path_env(), bin("sbsh"), "-H", url, "-S", sock, "--no-autostart"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+  }
+  std::string args_of(const std::string& engine) { return read_file(dir + "/" + engine + "-args"); }
+  std::string fake;
+};
+
+TEST_F(engine_test, PodmanAndDockerUrlsRunTheEnginesExecWithTheFarSbsh) {
+  for (std::string engine : {"podman", "docker"}) {
+    std::string session = "in" + engine;
+    auto r = via(engine + "://sandbox-1", {"exec", "-s", session, "cd /tmp && export V=$SBSH_SESSION"});
+    ASSERT_EQ(r.code, 0) << engine << ": " << r.err;
+    EXPECT_EQ(args_of(engine), "exec\n-i\nsandbox-1\nsbsh\n-S\n" + sock + "\n--no-autostart\ndial-stdio\n");
+    // A second call, a second exec: the same shell, its state kept.
+    r = via(engine + "://sandbox-1/", {"exec", "-s", session, "echo $PWD $V; (exit 4)"});
+    EXPECT_EQ(r.code, 4) << r.err;
+    EXPECT_EQ(r.out, "/tmp " + session + "\n");
+    EXPECT_EQ(exec(session, "echo $V").out, session + "\n");
+  }
+  // Without -S and --no-autostart, the far sbsh is left to its own defaults; SBSH_HOST says
+  // the same as -H.
+  auto r = run({"/usr/bin/env", path_env(), "SBSH_SOCKET=" + sock, "SBSH_HOST=docker://0123abcd", bin("sbsh"), "exec",
+                "-s", "indocker", "echo $V"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "indocker\n");
+  EXPECT_EQ(args_of("docker"), "exec\n-i\n0123abcd\nsbsh\ndial-stdio\n");
+
+  // shutdown through the engine waits for the connection to close, not for a pid, which
+  // would be the container's.
+  r = via("podman://sandbox-1", {"shutdown"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  int st = -1;
+  EXPECT_TRUE(wait_until([&] { return ::waitpid(daemon_pid, &st, WNOHANG) == daemon_pid; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  daemon_pid = -1;
+}
+
+TEST_F(engine_test, KubectlUrlsNameTheNamespacePodAndContainer) {
+  auto r = via("kubectl://agents/sandbox-7f9c.x/sbshd", {"exec", "-s", "pod", "export K=kept"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(args_of("kubectl"), "exec\n-i\n-n\nagents\n-c\nsbshd\nsandbox-7f9c.x\n--\nsbsh\n-S\n" + sock +
+                                    "\n--no-autostart\ndial-stdio\n");
+  r = via("kubectl://sandbox-7f9c.x", {"exec", "-s", "pod", "echo $K"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "kept\n");
+  EXPECT_EQ(args_of("kubectl"), "exec\n-i\nsandbox-7f9c.x\n--\nsbsh\n-S\n" + sock + "\n--no-autostart\ndial-stdio\n");
+  r = via("kubectl://agents/sandbox", {"exec", "-s", "pod", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(args_of("kubectl"),
+            "exec\n-i\n-n\nagents\nsandbox\n--\nsbsh\n-S\n" + sock + "\n--no-autostart\ndial-stdio\n");
+  r = via("kubectl:///sandbox/sbshd", {"exec", "-s", "pod", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(args_of("kubectl"),
+            "exec\n-i\n-c\nsbshd\nsandbox\n--\nsbsh\n-S\n" + sock + "\n--no-autostart\ndial-stdio\n");
+}
+
+TEST_F(engine_test, TheLibrariesAndMcpTakeTheSameUrls) {
+  // C++: the argv, then a connection through it (the fake engine is found on PATH).
+  auto argv = client::host_dial_command("podman://box", sock, false);
+  ASSERT_TRUE(argv.ok()) << argv.err().message;
+  EXPECT_EQ(*argv, (std::vector<std::string>{"podman", "exec", "-i", "box", "sbsh", "-S", sock, "--no-autostart",
+                                             "dial-stdio"}));
+  auto ssh = client::host_dial_command("ssh://h");
+  ASSERT_TRUE(ssh.ok());
+  EXPECT_EQ(ssh->front(), "ssh");
+  client::connect_options o;
+  o.dial_command = {"/usr/bin/env", path_env()};  // the fake engine first on its PATH
+  o.dial_command.insert(o.dial_command.end(), argv->begin(), argv->end());
+  auto c = client::connection::connect(o);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  EXPECT_TRUE(c->remote());
+  client::exec_options e;
+  e.session = "lib";
+  e.command = "export L=1; echo $SBSH_SESSION";
+  auto r = c->exec(e);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "lib\n");
+
+  // sbsh mcp with -H: a tool call runs through the engine.
+  std::string in =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"session":"lib","command":"echo via-mcp $L"}}})"
+      "\n";
+  // stdin stays open until the call's answer is out: at its end, mcp cancels what runs.
+  std::string out = dir + "/mcp.out";
+  auto m = run({"/bin/sh", "-c",
+                "{ cat; until grep -q '\"id\":2' " + shell_quote(out) + "; do sleep 0.05; done; } | /usr/bin/env " +
+                    shell_quote(path_env()) + " " + shell_quote(bin("sbsh")) + " -H kubectl://ns/box -S " +
+                    shell_quote(sock) + " --no-autostart mcp > " + shell_quote(out)},
+               &in, std::chrono::seconds(60));
+  EXPECT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(read_file(out).find("via-mcp 1"), std::string::npos) << read_file(out);
+  EXPECT_EQ(args_of("kubectl"), "exec\n-i\n-n\nns\nbox\n--\nsbsh\n-S\n" + sock + "\n--no-autostart\ndial-stdio\n");
+  // A bad URL stops mcp before it serves anything.
+  m = run({bin("sbsh"), "-H", "podman://-x", "mcp"}, &in);
+  EXPECT_EQ(m.code, 255);
+  EXPECT_NE(m.err.find("invalid host 'podman://-x'"), std::string::npos) << m.err;
+  EXPECT_EQ(m.out, "");
+}
+
+TEST_F(engine_test, BadContainerAndPodUrlsAreRefusedWithAReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"podman://", "not named"},
+      {"docker:///", "not named"},
+      {"podman://-it", "letter or digit"},
+      {"docker://a b", "letter or digit"},
+      {"podman://box/path", "path"},
+      {"docker://.box", "letter or digit"},
+      {"kubectl://", "pod is not named"},
+      {"kubectl://ns//", "pod is not named"},
+      {"kubectl:///pod", "namespace is empty"},
+      {"kubectl://a/b/c/d", "too many"},
+      {"kubectl://ns/pod//", "container is empty"},
+      {"kubectl://Pod", "pod's name"},
+      {"kubectl://-n/pod", "namespace"},
+      {"kubectl://ns/pod/Main", "container's name"},
+      {"kubectl://ns/pod./c", "pod's name"},
+      {"kubectl://ns.x/pod", "namespace"},
+      {"lxc://box", "podman://CONTAINER"},
+      {"podman:box", "podman://CONTAINER"},
+  };
+  for (const auto& [url, why] : cases) {
+    auto r = run({bin("sbsh"), "-H", url, "exec", "true"});
+    EXPECT_EQ(r.code, 255) << url;
+    EXPECT_NE(r.err.find(fmt::format("invalid host '{}'", url)), std::string::npos) << url << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << url << ": " << r.err;
+  }
+  std::string long_ns(64, 'a');
+  auto c = client::host_dial_command("kubectl://" + long_ns + "/pod");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.err().code, "usage");
+  EXPECT_TRUE(client::host_dial_command("kubectl://" + std::string(63, 'a') + "/pod").ok());
+  EXPECT_FALSE(client::host_dial_command("podman://" + std::string(256, 'a')).ok());
 }
 
 TEST_F(remote_test, BadHostsAndConflictingOptionsAreRefusedWithAReason) {

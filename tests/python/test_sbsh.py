@@ -348,6 +348,11 @@ class BindingTest(DaemonTestCase):
         with self.assertRaises(sbsh.Error) as e:
             sbsh.Client(host="ftp://far")
         self.assertIn("invalid host", str(e.exception))
+        for url, why in (("kubectl://ns/Pod", "pod's name"), ("podman://-it", "letter or digit")):
+            with self.assertRaises(sbsh.InvalidArgument) as e:
+                sbsh.Client(host=url)
+            self.assertIn("invalid host '%s'" % url, str(e.exception))
+            self.assertIn(why, str(e.exception))
 
     def test_session_limits(self):
         self.c.create_session("capped", limits=["nofile=32", "as=4G:infinity"])

@@ -48,7 +48,7 @@ struct connect_options {
   // Non-empty: reach sbshd through this program (argv; argv[0] is looked up on PATH) instead
   // of a socket. Its stdin and stdout must lead to `sbsh dial-stdio` where that sbshd runs,
   // as `ssh HOST sbsh dial-stdio` or `kubectl exec -i POD -- sbsh dial-stdio` do (see
-  // ssh_dial_command). It runs in a process group of its own, so that a terminal's Ctrl-C
+  // host_dial_command). It runs in a process group of its own, so that a terminal's Ctrl-C
   // reaches only the caller (exec forwards signals itself), with the caller's stderr; it is
   // ended when the connection closes. socket_path, autostart and daemon_path then do not
   // apply (they are the far end's); command output travels in frames, since descriptors
@@ -64,6 +64,20 @@ struct connect_options {
 SBSH_API result<std::vector<std::string>> ssh_dial_command(std::string_view url,
                                                            const std::string& remote_socket = {},
                                                            bool autostart = true);
+
+// The dial_command for a host URL, as `sbsh -H URL` takes it:
+//   ssh://[USER@]HOST[:PORT]                  ssh -T -o BatchMode=yes ... HOST sbsh dial-stdio
+//   podman://CONTAINER, docker://CONTAINER     podman (docker) exec -i CONTAINER sbsh dial-stdio
+//   kubectl://[NAMESPACE/]POD[/CONTAINER]      kubectl exec -i [-n NAMESPACE] [-c CONTAINER] POD -- sbsh dial-stdio
+// (kubectl:///POD/CONTAINER: a container in the current namespace). Names are checked against
+// the rules of their kind (a container's name or id; Kubernetes' RFC 1123 names), so that
+// none can be taken for an option. remote_socket and autostart are passed to the far `sbsh`,
+// which must be on the PATH of the far user (the container's user, for an engine's exec); the
+// engine's own configuration (CONTAINER_HOST, DOCKER_HOST, KUBECONFIG, its current context)
+// applies as when it is run by hand.
+SBSH_API result<std::vector<std::string>> host_dial_command(std::string_view url,
+                                                            const std::string& remote_socket = {},
+                                                            bool autostart = true);
 
 // The far end of a dial_command (`sbsh dial-stdio`): connects to sbshd as connect() would
 // (auto-start included, no handshake of its own) and copies bytes from in_fd to it and from it

@@ -141,9 +141,12 @@ SBSH_API int sbsh_connect_ex(const char* socket_path, int autostart, const char*
  * directory is never a default (a new session starts in the far user's home). */
 SBSH_API int sbsh_connect_dial(const char* const* argv, sbsh_conn** out);
 
-/* Connects to sbshd on another host over ssh. url: "ssh://[USER@]HOST[:PORT]"; remote_socket
- * (NULL or "": the far user's default) and autostart apply over there, where `sbsh` must be on
- * the user's PATH. ssh runs in batch mode: it must not need to ask for a password. */
+/* Connects to sbshd on another host or in a container, as `sbsh -H URL` does. url:
+ * "ssh://[USER@]HOST[:PORT]" (ssh in batch mode: it must not need to ask for a password),
+ * "podman://CONTAINER", "docker://CONTAINER" (the engine's `exec -i`) or
+ * "kubectl://[NAMESPACE/]POD[/CONTAINER]" (`kubectl exec -i`). remote_socket (NULL or "": the
+ * far user's default) and autostart apply over there, where `sbsh` must be on the user's
+ * PATH. A malformed url is SBSH_ERR_INVALID, with the reason in sbsh_last_error. */
 SBSH_API int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out);
 
 /* Closes the connection and frees the handle. NULL is allowed. Running background processes

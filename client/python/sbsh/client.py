@@ -295,9 +295,12 @@ class Client:
     /tmp/sbsh-$UID/sbshd.sock). autostart: start sbshd when none answers. lib: the path of
     libsbsh.so. daemon: the sbshd program to start (None: sbshd on PATH).
 
-    sbshd on another host: host="ssh://[USER@]HOST[:PORT]" (socket and autostart then apply
-    over there), or dial=[program, args...] whose stdin and stdout lead to `sbsh dial-stdio`
-    where sbshd runs, such as ["kubectl", "exec", "-i", "POD", "--", "sbsh", "dial-stdio"].
+    sbshd on another host or in a container: host= as `sbsh -H` takes it,
+    "ssh://[USER@]HOST[:PORT]", "podman://CONTAINER", "docker://CONTAINER" or
+    "kubectl://[NAMESPACE/]POD[/CONTAINER]" (socket and autostart then apply over there; a
+    malformed one raises InvalidArgument), or dial=[program, args...] whose stdin and stdout
+    lead to `sbsh dial-stdio` where sbshd runs, such as ["lxc", "exec", "box", "--", "sbsh",
+    "dial-stdio"].
 
     Raises DaemonUnreachable when no sbshd answers. Close it with close() or a `with` block.
     """
