@@ -77,6 +77,10 @@ struct exec_job {
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
+  // A pseudo-terminal instead of pipes (exec --tty): out_r is its master, which in_w writes
+  // to as well; out_w is its other end, the command's stdin, stdout and stderr.
+  bool tty = false;
+  uint16_t cols = 80, rows = 24;
   bool notify_started = false;  // the client wants exec_started when a shell takes it
   // Its output and result are kept under its serial (kept_commands.h) for command_logs and
   // command_wait; with detach_after_ms, it goes on without the client once that has passed.

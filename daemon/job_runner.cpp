@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
+
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +48,37 @@ constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
 bool has_writers(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) == 0;
+}
+
+// exec --tty: a pseudo-terminal of the job's size. Its master is what sbshd reads (out_r) and
+// writes the command's input to (in_w); its other end (out_w) is the command's stdin, stdout
+// and stderr, which the shell makes its controlling terminal. The terminal starts as a new
+// one does: canonical input, echo, output post-processing (a line ends in CR LF). `ptmx` is
+// the multiplexer of the devpts the shell sees: a confined shell has an instance of its own,
+// where the terminal must be for its name (/dev/pts/N, what `tty` prints) to lead to it.
+status open_terminal(exec_job& job, const std::string& ptmx) {
+  unique_fd master(::open(ptmx.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master || ::unlockpt(master.get()) != 0)
+    return make_error(ipc::errc::internal,
+                      fmt::format("cannot open a pseudo-terminal ({}): {}", ptmx, std::strerror(errno)));
+  // Its other end by the master itself, never by a name, which sbshd's own /dev/pts may give
+  // to another terminal.
+  unique_fd other(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!other)
+    return make_error(ipc::errc::internal,
+                      fmt::format("cannot open a pseudo-terminal's other end: {}", std::strerror(errno)));
+  winsize size{};
+  size.ws_col = job.cols;
+  size.ws_row = job.rows;
+  ::ioctl(master.get(), TIOCSWINSZ, &size);
+  unique_fd input(::fcntl(master.get(), F_DUPFD_CLOEXEC, 0));
+  if (!input) return make_error(ipc::errc::internal, fmt::format("cannot copy a descriptor: {}", std::strerror(errno)));
+  set_nonblocking(master.get());  // and `input`, which shares its open file
+  job.out_r = std::move(master);
+  job.out_w = std::move(other);
+  job.in_w = std::move(input);
+  job.has_stdin = true;
+  return ok_status();
 }
 
 }  // namespace
@@ -220,7 +254,12 @@ bool job_runner::start_job(exec_job& job) {
     return false;
   };
   unique_fd keep_out, keep_err;  // frames mode: the shell holds copies of our read ends
-  if (!job.io_fds) {
+  if (job.tty) {
+    const shell_port& sh = shell_;
+    std::string ptmx = def_.confine && sh.shell_pid() > 0 ? fmt::format("/proc/{}/root/dev/pts/ptmx", sh.shell_pid())
+                                                          : std::string("/dev/ptmx");
+    if (auto s = open_terminal(job, ptmx); !s) return fail(s.err().message);
+  } else if (!job.io_fds) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return fail("cannot create a pipe");
     job.out_r = unique_fd(out[0]);
@@ -249,14 +288,18 @@ bool job_runner::start_job(exec_job& job) {
   run_message m;
   m.text = job.text;
   m.check_cwd = job.check_cwd;
-  m.in = job.in_r.get();
+  m.in = job.tty ? job.out_w.get() : job.in_r.get();
   m.out = job.out_w.get();
-  m.err = job.err_w.get();
+  m.err = job.tty ? job.out_w.get() : job.err_w.get();
+  m.tty = job.tty;
   // While the command runs the shell holds read ends of its output pipes, so that nothing it
   // writes meets a pipe without a reader should sbshd and the client go away (the wrapper
   // then drains them).
   m.keep_out = job.out_r.get();
   m.keep_err = job.err_r.get();
+  // A terminal's master, held so: were every copy closed, the kernel would hang the terminal
+  // up, and its SIGHUP would end the shell that leads its session.
+  if (job.tty) m.keep_err = job.out_r.get();
   int lent[3];
   if (job.lent.size() == 3) {
     for (int i = 0; i < 3; ++i) lent[i] = job.lent[static_cast<size_t>(i)].get();
@@ -308,8 +351,10 @@ bool job_runner::start_job(exec_job& job) {
     exec_job* jp = &job;
     job.out_watch = make_handle<fd_watch>(srv_.loop(), job.out_r.get());
     job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
-    job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
-    job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    if (job.err_r) {
+      job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
+      job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    }
     if (job.in_w) pump_stdin(job);
   }
   return true;
@@ -320,9 +365,15 @@ void job_runner::run_answered(const shell_message& m) {
   auto job = std::move(current_);
   if (m.not_run) {
     job->not_run = true;
-    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
-    job->outcome.error = fmt::format("not run: cannot run in {}: {}", ipc::printable(job->check_cwd, 256),
-                                   not_run_reason(m.err));
+    if (job->tty && job->check_cwd.empty()) {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+      job->outcome.error = fmt::format("not run: the command's terminal could not be made its controlling terminal: {}",
+                                       not_run_reason(m.err));
+    } else {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
+      job->outcome.error = fmt::format("not run: cannot run in {}: {}", ipc::printable(job->check_cwd, 256),
+                                       not_run_reason(m.err));
+    }
   } else {
     job->outcome.exit_code = m.exit_value;
     job->outcome.signal = m.signal;
@@ -676,7 +727,9 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
     }
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n <= 0) {
-      if (n == 0) (stream_no == ipc::kStdout ? job.out_watch : job.err_watch).reset();  // every writer is gone
+      // Every writer is gone: end of file, or EIO from a terminal's master once its other end
+      // is closed everywhere.
+      if (n == 0 || errno == EIO) (stream_no == ipc::kStdout ? job.out_watch : job.err_watch).reset();
       return;
     }
     if (job.internal) {
@@ -739,7 +792,11 @@ void job_runner::pump_stdin(exec_job& job) {
   } else if (!waiting) {
     job.in_watch.reset();
   }
-  if (job.stdin_pending.empty() && job.stdin_eof) job.in_w.reset();
+  if (job.stdin_pending.empty() && job.stdin_eof && job.in_w) {
+    // A terminal's end of input is its EOF character (Ctrl-D), as one typed at a terminal.
+    if (job.tty) (void)!::write(job.in_w.get(), "\x04", 1);
+    job.in_w.reset();
+  }
 }
 
 }  // namespace sbsh::daemon

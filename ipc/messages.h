@@ -412,6 +412,11 @@ struct exec {
   // When the command has not ended this long after the request arrived, sbshd answers
   // exec_detached and the command goes on without the client (implies keep).
   uint64_t detach_after_ms = 0;
+  // A pseudo-terminal as the command's controlling terminal, stdin, stdout and stderr (its
+  // output comes as stdout), of this size. Only with io "frames".
+  bool tty = false;
+  uint64_t cols = 0;  // 0: 80
+  uint64_t rows = 0;  // 0: 24
   static constexpr auto fields() {
     return std::tuple{field("session", &exec::session, kOmitEmpty),
                       field("command", &exec::command, kRequired),
@@ -428,7 +433,10 @@ struct exec {
                       field("fds", &exec::fds, kOmitEmpty),
                       field("notify_started", &exec::notify_started, kOmitEmpty),
                       field("keep", &exec::keep, kOmitEmpty),
-                      field("detach_after_ms", &exec::detach_after_ms, kOmitEmpty)};
+                      field("detach_after_ms", &exec::detach_after_ms, kOmitEmpty),
+                      field("tty", &exec::tty, kOmitEmpty),
+                      field("cols", &exec::cols, kOmitEmpty),
+                      field("rows", &exec::rows, kOmitEmpty)};
   }
 };
 

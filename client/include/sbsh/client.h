@@ -125,6 +125,13 @@ struct exec_options {
   // at the session's top level (its state changes persist; later commands queue behind it),
   // stopped by nothing but its own timeout or kill_command(). Its input ends there.
   std::chrono::milliseconds detach_after{0};
+  // A pseudo-terminal (exec --tty) as the command's controlling terminal, stdin, stdout and
+  // stderr: its output, stderr merged, arrives as stdout (a line ends in CR LF, as a
+  // terminal's does), TERM is set when the session has none (xterm-256color), and its input
+  // (stdin_data, stdin_fd) is typed into the terminal, whose end of file is Ctrl-D. It still
+  // runs at the session shell's top level. cols and rows: its size (0: 80 by 24).
+  bool tty = false;
+  uint16_t cols = 0, rows = 0;
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
   // The environment (NAME=VALUE entries) the session starts with if this exec creates it.
