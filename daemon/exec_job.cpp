@@ -165,7 +165,10 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (r.io != "frames" && r.io != "fds")
     return make_error(bad_request, fmt::format(R"(field 'io' must be "frames" or "fds", not "{}")", ipc::printable(r.io, 32)));
   job->io_fds = r.io == "fds";
-  job->has_stdin = r.has_stdin;
+  job->has_stdin = r.has_stdin || r.interactive;
+  job->interactive = r.interactive;
+  if (r.interactive && job->io_fds)
+    return make_error(bad_request, "field 'interactive' needs io \"frames\": sbshd holds the input pipe");
   if (auto s = settle_terminal(*job, r); !s) return s.err();
   job->notify_started = r.notify_started;
   job->detach_after_ms = r.detach_after_ms;

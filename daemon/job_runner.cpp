@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cgroup.h"
+#include "daemon/input_wait.h"
 #include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
@@ -42,6 +44,14 @@ constexpr size_t kMaxInitOutput = 64u << 10;
 constexpr size_t kQuotedCommand = 256;
 // What `session ls` and `session show` call a command an earlier sbshd started.
 constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
+// Waiting for input: how long a command must have printed nothing before the kernel is asked
+// (a prompt is printed, then read), how often it is asked at first, and at most; each
+// answer of no doubles the wait until output comes.
+constexpr uint64_t kInputSettleMs = 100;
+constexpr uint64_t kFirstProbeMs = 50;
+constexpr uint64_t kMaxProbeMs = 1000;
+// The end of a command's output kept as its prompt.
+constexpr size_t kMaxPrompt = 256;
 
 // Whether anything may still write into the pipe whose read end is `fd`: with no writer left
 // the read end reports a hang-up (data may still be buffered: the client reads it).
@@ -140,11 +150,14 @@ void job_runner::detach(exec_job& job) {
   job.client = nullptr;
   job.detached = true;
   srv_.kept().detached(job.serial);
-  close_stdin(job);
+  // A terminal's or an interactive command's input stays open, for what is typed later.
+  if (!job.tty && !job.interactive) close_stdin(job);
   if (job.stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(false);
   job.stdin_pending.clear();
   ipc::msg::exec_detached d;
   d.command_id = job.serial;
+  d.waiting_for_input = job.waiting_input;
+  d.prompt = job.last_line;
   c->send(ipc::encode(d, job.id));
   c->job_done(job.id);
   if (current_.get() == &job && !job.io_fds) {
@@ -292,6 +305,9 @@ bool job_runner::start_job(exec_job& job) {
   m.out = job.out_w.get();
   m.err = job.tty ? job.out_w.get() : job.err_w.get();
   m.tty = job.tty;
+  struct stat input{};
+  if (job.tty && ::fstat(job.out_w.get(), &input) == 0) job.input_rdev = input.st_rdev;
+  if (job.interactive && !job.tty && ::fstat(job.in_r.get(), &input) == 0) job.input_ino = input.st_ino;
   // While the command runs the shell holds read ends of its output pipes, so that nothing it
   // writes meets a pipe without a reader should sbshd and the client go away (the wrapper
   // then drains them).
@@ -357,7 +373,48 @@ bool job_runner::start_job(exec_job& job) {
     }
     if (job.in_w) pump_stdin(job);
   }
+  if ((job.tty || job.interactive) && !job.internal) probe_input(job, kFirstProbeMs);
   return true;
+}
+
+void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
+  job.probe_ms = after_ms;
+  if (!job.input_probe) job.input_probe = make_handle<timer>(srv_.loop());
+  exec_job* jp = &job;
+  job.input_probe->start(after_ms, [this, jp] {
+    exec_job& j = *jp;
+    uint64_t quiet_ms = (mono_us() - std::max(j.last_output_us, j.started_mono_us)) / 1000;
+    if (quiet_ms < kInputSettleMs) return probe_input(j, kInputSettleMs - quiet_ms);
+    const shell_port& sh = shell_;
+    input_source src;
+    src.shell = static_cast<pid_t>(sh.shell_pid());
+    src.tty_rdev = j.input_rdev;
+    src.pipe_ino = j.input_ino;
+    if (j.tty && j.out_r) {
+      pid_t fg = 0;
+      if (::ioctl(j.out_r.get(), TIOCGPGRP, &fg) == 0) src.foreground = fg;
+    }
+    bool waiting = waits_for_input(src);
+    if (waiting && !j.waiting_input) {
+      j.waiting_input = true;
+      spdlog::debug("session {}: command {} waits for input", name_, j.serial);
+      if (j.client != nullptr && j.detach_after_ms > 0 && !j.detached) detach(j);
+    }
+    probe_input(j, waiting ? kFirstProbeMs : std::min(j.probe_ms * 2, kMaxProbeMs));
+  });
+}
+
+void job_runner::heard_from(exec_job& job, std::string_view data) {
+  job.last_output_us = mono_us();
+  job.waiting_input = false;
+  auto nl = data.find_last_of("\r\n");
+  if (nl != std::string_view::npos) {
+    job.last_line.clear();
+    data.remove_prefix(nl + 1);
+  }
+  job.last_line.append(data.substr(data.size() > kMaxPrompt ? data.size() - kMaxPrompt : 0));
+  if (job.last_line.size() > kMaxPrompt) job.last_line.erase(0, job.last_line.size() - kMaxPrompt);
+  if (job.input_probe && job.probe_ms > kFirstProbeMs) probe_input(job, kInputSettleMs);
 }
 
 void job_runner::run_answered(const shell_message& m) {
@@ -738,6 +795,7 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
       keep.append(buf, std::min(room, static_cast<size_t>(n)));
       continue;
     }
+    if (job.input_probe) heard_from(job, std::string_view(buf, static_cast<size_t>(n)));
     if (job.keep) srv_.kept().output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
     if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};

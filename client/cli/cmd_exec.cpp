@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -95,6 +96,10 @@ int run_exec(const global_opts& g, exec_args& a) {
   // keys are forwarded too, through it in raw mode.
   bool stdin_tty = ::isatty(0) != 0;
   if (a.file != "-" && ::fcntl(0, F_GETFD) != -1 && (!stdin_tty || o.tty)) o.stdin_fd = 0;
+  // --interactive keeps the command's input open: /dev/null is not forwarded, since its end
+  // would close it.
+  struct stat in{};
+  if (o.interactive && (::fstat(0, &in) != 0 || (S_ISCHR(in.st_mode) && !stdin_tty))) o.stdin_fd = -1;
   std::optional<raw_terminal> raw;
   if (o.tty && stdin_tty && o.stdin_fd == 0 && !json) raw.emplace(0);
   if (!json) {
@@ -114,7 +119,15 @@ int run_exec(const global_opts& g, exec_args& a) {
   auto r = conn->exec(o);
   if (!r) return fail(r.err());
   warn_state_lost(o.session, *r);
-  if (r->running) {
+  if (r->running && r->waiting_for_input) {
+    std::string id = client::command_ref(r->command_id);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "\nsbsh: %s waits for input (its last line: %s); it goes on in session %s: 'sbsh logs -f %s' for its "
+                 "output, 'sbsh wait %s' for its result, 'sbsh kill %s' to stop it\n",
+                 id.c_str(), ipc::printable(r->prompt, 120).c_str(), (o.session.empty() ? "default" : o.session.c_str()),
+                 id.c_str(), id.c_str(), id.c_str());
+  } else if (r->running) {
     std::string id = client::command_ref(r->command_id);
     std::fflush(stdout);
     std::fprintf(stderr,
@@ -164,6 +177,9 @@ runner declare_exec(command_line& cl) {
   cl.flag("--tty", "give the command a terminal of its own (a pseudo-terminal) as its controlling terminal, stdin, "
           "stdout and stderr, stderr merged into stdout as on any terminal, TERM set if the session has none; stdin "
           "is typed into it (a terminal's keys in raw mode, Ctrl-C included); it still runs at the top level", a->o.tty);
+  cl.flag("--interactive", "keep the command's stdin open for input (a pipe, or --tty's terminal), also after "
+          "--detach-after; sbsh then sees when it waits for input, and --detach-after returns as soon as it does",
+          a->o.interactive);
   cl.number("--cols", "N", "with --tty, the terminal's width (default: the caller's terminal's, else 80)", a->o.cols,
             "a width in columns", 1, 10000);
   cl.number("--rows", "N", "with --tty, the terminal's height (default: the caller's terminal's, else 24)", a->o.rows,

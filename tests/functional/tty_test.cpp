@@ -7,6 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fixture.h"
 
 namespace sbsh::test::tty_tests {
@@ -113,6 +115,52 @@ TEST_F(tty_test, SizeWithoutATerminalIsRefused) {
   auto big = sbsh({"exec", "-s", "t", "--tty", "--cols", "100000", "true"});
   EXPECT_EQ(big.code, 255);
   EXPECT_TRUE(has(big.err, "--cols")) << big.err;
+}
+
+// With --detach-after, a command that waits for input returns at once, saying so, with its
+// prompt: the kernel says it reads its terminal, nothing is guessed from its output.
+TEST_F(tty_test, ACommandWaitingForInputReturnsAtOnceWithItsPrompt) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = sbsh(
+      {"exec", "-s", "t", "--tty", "--interactive", "--detach-after", "30s", "--json", "read -p 'Enter name: ' name"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  ASSERT_EQ(r.code, 254) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["running"], true);
+  EXPECT_EQ(j["waiting_for_input"], true);
+  EXPECT_EQ(j["prompt"], "Enter name: ");
+  ASSERT_TRUE(j["id"].is_string());
+  std::string id = j["id"];
+  // It goes on, waiting; sbsh kill ends it and the session keeps its state.
+  EXPECT_EQ(sbsh({"kill", id}).code, 0);
+  EXPECT_EQ(exec("t", "echo after").out, "after\n");
+
+  // A Python prompt, through a pipe kept open (--interactive, no terminal): the same.
+  r = sbsh({"exec", "-s", "t", "--interactive", "--detach-after", "30s", "--json",
+            "python3 -c 'x = input(\"first? \"); print(x)'"});
+  ASSERT_EQ(r.code, 254) << r.out << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["waiting_for_input"], true) << r.out;
+  EXPECT_EQ(j["prompt"], "first? ") << r.out;
+  EXPECT_EQ(sbsh({"kill", j["id"]}).code, 0);
+}
+
+TEST_F(tty_test, NothingThatWaitsForSomethingElseIsTakenForAPrompt) {
+  // Sleeping, computing, reading a file or a socket: the window passes, and no input is
+  // said to be awaited.
+  std::string fifo = dir + "/fifo";
+  for (const std::string& command :
+       {std::string("printf 'Sleeping: '; sleep 3"),
+        std::string("printf 'Busy: '; end=$((SECONDS+3)); while [ $SECONDS -lt $end ]; do :; done"),
+        "printf 'Reading: '; mkfifo " + shell_quote(fifo) + "; cat " + shell_quote(fifo) + "; rm -f " +
+            shell_quote(fifo),
+        std::string("printf 'Socket: '; python3 -c 'import socket; a, b = socket.socketpair(); b.recv(1)'")}) {
+    auto r = sbsh({"exec", "-s", "t", "--tty", "--interactive", "--detach-after", "1500ms", "--json", command});
+    ASSERT_EQ(r.code, 254) << command << ": " << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["waiting_for_input"], false) << command << ": " << r.out;
+    EXPECT_EQ(sbsh({"kill", j["id"]}).code, 0);
+  }
 }
 
 }  // namespace sbsh::test::tty_tests
