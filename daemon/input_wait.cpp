@@ -59,15 +59,13 @@ pid_t pgrp_of(pid_t pid) {
 }
 
 bool is_source(pid_t pid, long fd, const input_source& src) {
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || ::stat(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), &st) != 0) return false;
   if (src.tty_rdev != 0 && S_ISCHR(st.st_mode) && st.st_rdev == src.tty_rdev) return true;
   return src.pipe_ino != 0 && S_ISFIFO(st.st_mode) && st.st_ino == src.pipe_ino;
 }
 
-bool reads_on(long nr) {
-  return nr == SYS_read || nr == SYS_readv || nr == SYS_pread64;
-}
+bool reads_on(long nr) { return nr == SYS_read || nr == SYS_readv || nr == SYS_pread64; }
 
 bool polls(long nr) {
   switch (nr) {
@@ -82,10 +80,8 @@ bool polls(long nr) {
 #endif
     case SYS_ppoll:
     case SYS_pselect6:
-    case SYS_epoll_pwait:
-      return true;
-    default:
-      return false;
+    case SYS_epoll_pwait: return true;
+    default: return false;
   }
 }
 
@@ -103,8 +99,7 @@ bool waits(pid_t pid, const input_source& src) {
   // Its calls are not ours to see (another user's, or a ptrace policy): where it sleeps.
   std::string wchan = read_small(proc + "/wchan");
   bool reading = wchan == "n_tty_read" || wchan == "wait_woken" || wchan == "pipe_read" ||
-                 wchan == "pipe_wait_readable" || wchan == "do_select" || wchan == "do_sys_poll" ||
-                 wchan == "ep_poll";
+                 wchan == "pipe_wait_readable" || wchan == "do_select" || wchan == "do_sys_poll" || wchan == "ep_poll";
   return reading && is_source(pid, 0, src);
 }
 

@@ -10,10 +10,10 @@ namespace sbsh::daemon {
 
 // What a command reads its input from, and where its processes are.
 struct input_source {
-  pid_t shell = 0;        // the session's shell: it and every process below it are looked at
-  pid_t foreground = 0;   // with a terminal: its foreground process group (others are not asked); 0: any
-  dev_t tty_rdev = 0;     // the terminal's device, or 0
-  ino_t pipe_ino = 0;     // the stdin pipe's inode, or 0
+  pid_t shell = 0;       // the session's shell: it and every process below it are looked at
+  pid_t foreground = 0;  // with a terminal: its foreground process group (others are not asked); 0: any
+  dev_t tty_rdev = 0;    // the terminal's device, or 0
+  ino_t pipe_ino = 0;    // the stdin pipe's inode, or 0
 };
 
 // Whether a process of the command is blocked reading `src` (read, readv, pread, or waiting
