@@ -343,14 +343,16 @@ void sbsh_canceller_free(sbsh_canceller* c) { delete c; }
 // ---- Exec ----------------------------------------------------------------------------------
 
 namespace {
-// Version 1's structure: the one without the fields version 2 added at its end.
+// Version 1's structure: the one without the fields version 2 added at its end; version 2's,
+// without version 3's.
 constexpr size_t kExecOptsV1Size = offsetof(sbsh_exec_opts, detach_after_ms);
+constexpr size_t kExecOptsV2Size = offsetof(sbsh_exec_opts, tty);
 }  // namespace
 
 void sbsh_exec_opts_init_size(sbsh_exec_opts* opts, size_t size) {
   if (opts == nullptr || size < kExecOptsV1Size) return;
   sbsh_exec_opts d{};
-  d.version = size >= sizeof d ? SBSH_EXEC_OPTS_VERSION : 1;
+  d.version = size >= sizeof d ? SBSH_EXEC_OPTS_VERSION : size >= kExecOptsV2Size ? 2 : 1;
   d.stdin_fd = -1;
   d.stdout_fd = -1;
   d.stderr_fd = -1;
@@ -368,8 +370,8 @@ namespace {
 // sbsh_exec_opts as exec_options; SBSH_OK, or what was wrong (recorded on conn). `fn`
 // names the calling function in the messages.
 int exec_options_from(sbsh_conn* conn, const sbsh_exec_opts* opts, const char* fn, sbsh::client::exec_options* o) {
-  // Version 1, the same structure without its last fields, is still taken.
-  if (opts->version != SBSH_EXEC_OPTS_VERSION && opts->version != 1)
+  // Versions 1 and 2, the same structure without its last fields, are still taken.
+  if (opts->version < 1 || opts->version > SBSH_EXEC_OPTS_VERSION)
     return invalid(conn, std::string(fn) + ": opts.version is " + std::to_string(opts->version) +
                              "; initialize the options with sbsh_exec_opts_init()");
   if (opts->command == nullptr) return invalid(conn, std::string(fn) + ": opts.command is NULL");
@@ -397,6 +399,14 @@ int exec_options_from(sbsh_conn* conn, const sbsh_exec_opts* opts, const char* f
     if (opts->detach_after_ms < 0) return invalid(conn, std::string(fn) + ": detach_after_ms must not be negative");
     o->detach_after = std::chrono::milliseconds(opts->detach_after_ms);
     o->keep = opts->keep != 0;
+  }
+  if (opts->version >= 3) {
+    if (opts->cols > 10000 || opts->rows > 10000 || ((opts->cols != 0 || opts->rows != 0) && opts->tty == 0))
+      return invalid(conn, std::string(fn) + ": cols and rows size the terminal of tty (set tty), from 1 to 10000");
+    o->tty = opts->tty != 0;
+    o->cols = static_cast<uint16_t>(opts->cols);
+    o->rows = static_cast<uint16_t>(opts->rows);
+    o->interactive = opts->interactive != 0;
   }
   return SBSH_OK;
 }
@@ -471,6 +481,8 @@ int sbsh_result_stderr_truncated(const sbsh_result* r) { return r != nullptr && 
 uint64_t sbsh_result_stdout_omitted(const sbsh_result* r) { return r != nullptr ? r->r.stdout_omitted_bytes : 0; }
 uint64_t sbsh_result_stderr_omitted(const sbsh_result* r) { return r != nullptr ? r->r.stderr_omitted_bytes : 0; }
 int sbsh_result_running(const sbsh_result* r) { return r != nullptr && r->r.running ? 1 : 0; }
+int sbsh_result_waiting_for_input(const sbsh_result* r) { return r != nullptr && r->r.waiting_for_input ? 1 : 0; }
+const char* sbsh_result_prompt(const sbsh_result* r) { return r != nullptr ? r->r.prompt.c_str() : ""; }
 uint64_t sbsh_result_command_id(const sbsh_result* r) { return r != nullptr ? r->r.command_id : 0; }
 
 int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms, size_t output_limit,

@@ -248,7 +248,7 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
   // sends the output in frames, and takes the input in frames (io "frames").
   // So does a command sbshd keeps: it must read the output to keep it.
   keep = o.keep || o.detach_after.count() > 0;
-  frames = p->remote || keep;
+  frames = p->remote || keep || o.tty || o.interactive;
   has_stdin = o.stdin_data.has_value() || o.stdin_fd >= 0;
   guard_pipes = has_stdin || (!o.on_output && (o.stdout_fd >= 0 || o.stderr_fd >= 0));
   pipe_pair out, err;
@@ -292,6 +292,10 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
   req.notify_started = static_cast<bool>(o.on_started) || keep;
   req.keep = keep;
   req.detach_after_ms = static_cast<uint64_t>(std::max<int64_t>(o.detach_after.count(), 0));
+  req.tty = o.tty;
+  req.interactive = o.interactive;
+  req.cols = o.cols;
+  req.rows = o.rows;
   if (frames) {
     std::string frame = ipc::encode(req, id);
     if (auto s = check_request_size(frame, o.command.size()); !s) return s.err();
@@ -424,6 +428,8 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
             if (!d) return d.err();
             res.running = true;
             res.command_id = d->command_id;
+            res.waiting_for_input = d->waiting_for_input;
+            res.prompt = std::string(d->prompt);
             kept->finish(res);
             done = true;
             return std::optional<exec_result>(std::move(res));

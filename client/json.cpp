@@ -117,6 +117,8 @@ void add_exec_result(json_value& j, std::string_view session, std::string_view c
   j["command"] = command;
   j["id"] = r.command_id != 0 ? json_value(command_ref(r.command_id)) : json_value(nullptr);
   j["running"] = r.running;
+  j["waiting_for_input"] = r.waiting_for_input;
+  j["prompt"] = r.running ? json_value(r.prompt) : json_value(nullptr);
   j["exit_code"] = opt_json(r.exit_code);
   j["signal"] = signal_json(r.signal);
   j["timed_out"] = r.timed_out;

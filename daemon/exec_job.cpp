@@ -68,6 +68,25 @@ std::string subshell_text(std::string_view command, std::string_view cwd, const 
   return t;
 }
 
+constexpr uint64_t kMaxTerminalSide = 10000;
+
+// exec --tty: a terminal of the size asked for, read by sbshd.
+status settle_terminal(exec_job& job, const ipc::msg::exec& r) {
+  if (!r.tty) {
+    if (r.cols != 0 || r.rows != 0) return make_error(bad_request, "fields 'cols' and 'rows' need 'tty'");
+    return ok_status();
+  }
+  if (r.io != "frames")
+    return make_error(bad_request, "field 'tty' needs io \"frames\": the terminal is sbshd's, which reads it");
+  if (r.cols > kMaxTerminalSide || r.rows > kMaxTerminalSide)
+    return make_error(bad_request, fmt::format("fields 'cols' and 'rows' must be between 1 and {} (0: 80 by 24)",
+                                               kMaxTerminalSide));
+  job.tty = true;
+  if (r.cols != 0) job.cols = static_cast<uint16_t>(r.cols);
+  if (r.rows != 0) job.rows = static_cast<uint16_t>(r.rows);
+  return ok_status();
+}
+
 }  // namespace
 
 status check_dir_fields(std::string_view cwd, std::string_view base) {
@@ -146,7 +165,11 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
   if (r.io != "frames" && r.io != "fds")
     return make_error(bad_request, fmt::format(R"(field 'io' must be "frames" or "fds", not "{}")", ipc::printable(r.io, 32)));
   job->io_fds = r.io == "fds";
-  job->has_stdin = r.has_stdin;
+  job->has_stdin = r.has_stdin || r.interactive;
+  job->interactive = r.interactive;
+  if (r.interactive && job->io_fds)
+    return make_error(bad_request, "field 'interactive' needs io \"frames\": sbshd holds the input pipe");
+  if (auto s = settle_terminal(*job, r); !s) return s.err();
   job->notify_started = r.notify_started;
   job->detach_after_ms = r.detach_after_ms;
   job->keep = r.keep || r.detach_after_ms > 0;

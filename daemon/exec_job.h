@@ -2,6 +2,8 @@
 // what happened to it. The session runs it; the server parses it and delivers its result.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -77,6 +79,22 @@ struct exec_job {
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames
   bool has_stdin = false;
+  // A pseudo-terminal instead of pipes (exec --tty): out_r is its master, which in_w writes
+  // to as well; out_w is its other end, the command's stdin, stdout and stderr.
+  bool tty = false;
+  uint16_t cols = 80, rows = 24;
+  // exec --interactive: stdin a pipe that stays open, also after a detach.
+  bool interactive = false;
+  // Waiting for input (input_wait.h), probed while it runs when it has a terminal or is
+  // interactive: the device or pipe it reads, the end of what it printed last (its prompt),
+  // and when it last printed.
+  dev_t input_rdev = 0;
+  ino_t input_ino = 0;
+  bool waiting_input = false;
+  std::string last_line;
+  uint64_t last_output_us = 0;
+  uint64_t probe_ms = 0;
+  handle_ptr<timer> input_probe;
   bool notify_started = false;  // the client wants exec_started when a shell takes it
   // Its output and result are kept under its serial (kept_commands.h) for command_logs and
   // command_wait; with detach_after_ms, it goes on without the client once that has passed.

@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
+
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cgroup.h"
+#include "daemon/input_wait.h"
 #include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
@@ -39,12 +44,51 @@ constexpr size_t kMaxInitOutput = 64u << 10;
 constexpr size_t kQuotedCommand = 256;
 // What `session ls` and `session show` call a command an earlier sbshd started.
 constexpr std::string_view kEarlierCommand = "(started before sbshd restarted)";
+// Waiting for input: how long a command must have printed nothing before the kernel is asked
+// (a prompt is printed, then read), how often it is asked at first, and at most; each
+// answer of no doubles the wait until output comes.
+constexpr uint64_t kInputSettleMs = 100;
+constexpr uint64_t kFirstProbeMs = 50;
+constexpr uint64_t kMaxProbeMs = 1000;
+// The end of a command's output kept as its prompt.
+constexpr size_t kMaxPrompt = 256;
 
 // Whether anything may still write into the pipe whose read end is `fd`: with no writer left
 // the read end reports a hang-up (data may still be buffered: the client reads it).
 bool has_writers(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) == 0;
+}
+
+// exec --tty: a pseudo-terminal of the job's size. Its master is what sbshd reads (out_r) and
+// writes the command's input to (in_w); its other end (out_w) is the command's stdin, stdout
+// and stderr, which the shell makes its controlling terminal. The terminal starts as a new
+// one does: canonical input, echo, output post-processing (a line ends in CR LF). `ptmx` is
+// the multiplexer of the devpts the shell sees: a confined shell has an instance of its own,
+// where the terminal must be for its name (/dev/pts/N, what `tty` prints) to lead to it.
+status open_terminal(exec_job& job, const std::string& ptmx) {
+  unique_fd master(::open(ptmx.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master || ::unlockpt(master.get()) != 0)
+    return make_error(ipc::errc::internal,
+                      fmt::format("cannot open a pseudo-terminal ({}): {}", ptmx, std::strerror(errno)));
+  // Its other end by the master itself, never by a name, which sbshd's own /dev/pts may give
+  // to another terminal.
+  unique_fd other(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!other)
+    return make_error(ipc::errc::internal,
+                      fmt::format("cannot open a pseudo-terminal's other end: {}", std::strerror(errno)));
+  winsize size{};
+  size.ws_col = job.cols;
+  size.ws_row = job.rows;
+  ::ioctl(master.get(), TIOCSWINSZ, &size);
+  unique_fd input(::fcntl(master.get(), F_DUPFD_CLOEXEC, 0));
+  if (!input) return make_error(ipc::errc::internal, fmt::format("cannot copy a descriptor: {}", std::strerror(errno)));
+  set_nonblocking(master.get());  // and `input`, which shares its open file
+  job.out_r = std::move(master);
+  job.out_w = std::move(other);
+  job.in_w = std::move(input);
+  job.has_stdin = true;
+  return ok_status();
 }
 
 }  // namespace
@@ -106,11 +150,14 @@ void job_runner::detach(exec_job& job) {
   job.client = nullptr;
   job.detached = true;
   srv_.kept().detached(job.serial);
-  close_stdin(job);
+  // A terminal's or an interactive command's input stays open, for what is typed later.
+  if (!job.tty && !job.interactive) close_stdin(job);
   if (job.stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(false);
   job.stdin_pending.clear();
   ipc::msg::exec_detached d;
   d.command_id = job.serial;
+  d.waiting_for_input = job.waiting_input;
+  d.prompt = job.last_line;
   c->send(ipc::encode(d, job.id));
   c->job_done(job.id);
   if (current_.get() == &job && !job.io_fds) {
@@ -220,7 +267,12 @@ bool job_runner::start_job(exec_job& job) {
     return false;
   };
   unique_fd keep_out, keep_err;  // frames mode: the shell holds copies of our read ends
-  if (!job.io_fds) {
+  if (job.tty) {
+    const shell_port& sh = shell_;
+    std::string ptmx = def_.confine && sh.shell_pid() > 0 ? fmt::format("/proc/{}/root/dev/pts/ptmx", sh.shell_pid())
+                                                          : std::string("/dev/ptmx");
+    if (auto s = open_terminal(job, ptmx); !s) return fail(s.err().message);
+  } else if (!job.io_fds) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return fail("cannot create a pipe");
     job.out_r = unique_fd(out[0]);
@@ -249,14 +301,21 @@ bool job_runner::start_job(exec_job& job) {
   run_message m;
   m.text = job.text;
   m.check_cwd = job.check_cwd;
-  m.in = job.in_r.get();
+  m.in = job.tty ? job.out_w.get() : job.in_r.get();
   m.out = job.out_w.get();
-  m.err = job.err_w.get();
+  m.err = job.tty ? job.out_w.get() : job.err_w.get();
+  m.tty = job.tty;
+  struct stat input{};
+  if (job.tty && ::fstat(job.out_w.get(), &input) == 0) job.input_rdev = input.st_rdev;
+  if (job.interactive && !job.tty && ::fstat(job.in_r.get(), &input) == 0) job.input_ino = input.st_ino;
   // While the command runs the shell holds read ends of its output pipes, so that nothing it
   // writes meets a pipe without a reader should sbshd and the client go away (the wrapper
   // then drains them).
   m.keep_out = job.out_r.get();
   m.keep_err = job.err_r.get();
+  // A terminal's master, held so: were every copy closed, the kernel would hang the terminal
+  // up, and its SIGHUP would end the shell that leads its session.
+  if (job.tty) m.keep_err = job.out_r.get();
   int lent[3];
   if (job.lent.size() == 3) {
     for (int i = 0; i < 3; ++i) lent[i] = job.lent[static_cast<size_t>(i)].get();
@@ -308,11 +367,54 @@ bool job_runner::start_job(exec_job& job) {
     exec_job* jp = &job;
     job.out_watch = make_handle<fd_watch>(srv_.loop(), job.out_r.get());
     job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
-    job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
-    job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    if (job.err_r) {
+      job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
+      job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
+    }
     if (job.in_w) pump_stdin(job);
   }
+  if ((job.tty || job.interactive) && !job.internal) probe_input(job, kFirstProbeMs);
   return true;
+}
+
+void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
+  job.probe_ms = after_ms;
+  if (!job.input_probe) job.input_probe = make_handle<timer>(srv_.loop());
+  exec_job* jp = &job;
+  job.input_probe->start(after_ms, [this, jp] {
+    exec_job& j = *jp;
+    uint64_t quiet_ms = (mono_us() - std::max(j.last_output_us, j.started_mono_us)) / 1000;
+    if (quiet_ms < kInputSettleMs) return probe_input(j, kInputSettleMs - quiet_ms);
+    const shell_port& sh = shell_;
+    input_source src;
+    src.shell = static_cast<pid_t>(sh.shell_pid());
+    src.tty_rdev = j.input_rdev;
+    src.pipe_ino = j.input_ino;
+    if (j.tty && j.out_r) {
+      pid_t fg = 0;
+      if (::ioctl(j.out_r.get(), TIOCGPGRP, &fg) == 0) src.foreground = fg;
+    }
+    bool waiting = waits_for_input(src);
+    if (waiting && !j.waiting_input) {
+      j.waiting_input = true;
+      spdlog::debug("session {}: command {} waits for input", name_, j.serial);
+      if (j.client != nullptr && j.detach_after_ms > 0 && !j.detached) detach(j);
+    }
+    probe_input(j, waiting ? kFirstProbeMs : std::min(j.probe_ms * 2, kMaxProbeMs));
+  });
+}
+
+void job_runner::heard_from(exec_job& job, std::string_view data) {
+  job.last_output_us = mono_us();
+  job.waiting_input = false;
+  auto nl = data.find_last_of("\r\n");
+  if (nl != std::string_view::npos) {
+    job.last_line.clear();
+    data.remove_prefix(nl + 1);
+  }
+  job.last_line.append(data.substr(data.size() > kMaxPrompt ? data.size() - kMaxPrompt : 0));
+  if (job.last_line.size() > kMaxPrompt) job.last_line.erase(0, job.last_line.size() - kMaxPrompt);
+  if (job.input_probe && job.probe_ms > kFirstProbeMs) probe_input(job, kInputSettleMs);
 }
 
 void job_runner::run_answered(const shell_message& m) {
@@ -320,9 +422,15 @@ void job_runner::run_answered(const shell_message& m) {
   auto job = std::move(current_);
   if (m.not_run) {
     job->not_run = true;
-    job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
-    job->outcome.error = fmt::format("not run: cannot run in {}: {}", ipc::printable(job->check_cwd, 256),
-                                   not_run_reason(m.err));
+    if (job->tty && job->check_cwd.empty()) {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+      job->outcome.error = fmt::format("not run: the command's terminal could not be made its controlling terminal: {}",
+                                       not_run_reason(m.err));
+    } else {
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::bad_directory));
+      job->outcome.error = fmt::format("not run: cannot run in {}: {}", ipc::printable(job->check_cwd, 256),
+                                       not_run_reason(m.err));
+    }
   } else {
     job->outcome.exit_code = m.exit_value;
     job->outcome.signal = m.signal;
@@ -676,7 +784,9 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
     }
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n <= 0) {
-      if (n == 0) (stream_no == ipc::kStdout ? job.out_watch : job.err_watch).reset();  // every writer is gone
+      // Every writer is gone: end of file, or EIO from a terminal's master once its other end
+      // is closed everywhere.
+      if (n == 0 || errno == EIO) (stream_no == ipc::kStdout ? job.out_watch : job.err_watch).reset();
       return;
     }
     if (job.internal) {
@@ -685,6 +795,7 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
       keep.append(buf, std::min(room, static_cast<size_t>(n)));
       continue;
     }
+    if (job.input_probe) heard_from(job, std::string_view(buf, static_cast<size_t>(n)));
     if (job.keep) srv_.kept().output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
     if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
@@ -739,7 +850,11 @@ void job_runner::pump_stdin(exec_job& job) {
   } else if (!waiting) {
     job.in_watch.reset();
   }
-  if (job.stdin_pending.empty() && job.stdin_eof) job.in_w.reset();
+  if (job.stdin_pending.empty() && job.stdin_eof && job.in_w) {
+    // A terminal's end of input is its EOF character (Ctrl-D), as one typed at a terminal.
+    if (job.tty) (void)!::write(job.in_w.get(), "\x04", 1);
+    job.in_w.reset();
+  }
 }
 
 }  // namespace sbsh::daemon

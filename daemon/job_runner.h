@@ -102,6 +102,11 @@ class job_runner final : public shell_events {
   bool cancel_where(const std::function<bool(const exec_job&)>& match, int sig, bool stop, const char* queued_why);
   void escalate(exec_job& job);
   void detach(exec_job& job);
+  // Asks the kernel, after `after_ms` and then again, whether `job` waits for input, once it
+  // has printed nothing for a moment; detaches it then when it was to detach (input_wait.h).
+  void probe_input(exec_job& job, uint64_t after_ms);
+  // Output of a job that is probed: its prompt so far, and no longer waiting.
+  void heard_from(exec_job& job, std::string_view data);
   static void close_stdin(exec_job& job);
   void send_signal(exec_job& job, int sig, bool interrupt);
   void arm_kill_timer(uint64_t ms);

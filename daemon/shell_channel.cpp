@@ -154,6 +154,7 @@ status send_run(int channel, const run_message& m, text_memfd& big) {
   }
   fds[n++] = m.out;
   fds[n++] = m.err;
+  if (m.tty) h.flags |= SBSH_RUN_TTY;
   if (m.keep_out >= 0 && m.keep_err >= 0) {
     h.flags |= SBSH_RUN_KEEPERS;
     fds[n++] = m.keep_out;
@@ -230,6 +231,7 @@ std::string not_run_reason(int err) {
   switch (err) {
     case SBSH_ERR_BAD_MESSAGE: return "the shell could not read the command";
     case SBSH_ERR_NOT_A_DIR: return "not a directory";
+    case SBSH_ERR_NO_TERMINAL: return "the shell could not take the terminal as its controlling terminal";
     default: return std::strerror(err);
   }
 }

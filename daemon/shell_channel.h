@@ -39,6 +39,7 @@ struct run_message {
   int out = -1, err = -1;
   int keep_out = -1, keep_err = -1;  // read ends the shell holds while the command runs
   const int* lent = nullptr;         // three more for the text (SBSH_RUN_LENT), or none
+  bool tty = false;                  // in, out and err are a terminal's (SBSH_RUN_TTY)
 };
 
 // The memfd through which texts too long for one message travel, sized to the longest text

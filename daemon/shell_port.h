@@ -58,6 +58,8 @@ class shell_port {
   [[nodiscard]] virtual bool serving() const = 0;
   // An adopted shell may still run a command an earlier sbshd started.
   [[nodiscard]] virtual bool adopted_busy() const = 0;
+  // The shell's pid as sbshd sees it (0: none yet).
+  [[nodiscard]] virtual int64_t shell_pid() const = 0;
 
   // Numbers the run (m.seq: its status carries it back) and sends it to the shell. The
   // error's code is "gone" when the shell has ended; its loss is then on its way.

@@ -79,7 +79,7 @@ class shell_supervisor final : public shell_port {
   [[nodiscard]] bool serving() const override { return state_ == session_state::ready && !awaiting_sync_; }
   [[nodiscard]] uint64_t generation() const override { return generation_; }
   [[nodiscard]] const std::string& failure() const override { return failure_; }
-  [[nodiscard]] int64_t shell_pid() const { return shell_pid_; }
+  [[nodiscard]] int64_t shell_pid() const override { return shell_pid_; }
   [[nodiscard]] int64_t wrapper_pid() const { return wrapper_pid_; }
   [[nodiscard]] int64_t started_at_ms() const { return shell_started_ms_; }
   [[nodiscard]] uint64_t uptime_ms() const;

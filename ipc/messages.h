@@ -412,6 +412,14 @@ struct exec {
   // When the command has not ended this long after the request arrived, sbshd answers
   // exec_detached and the command goes on without the client (implies keep).
   uint64_t detach_after_ms = 0;
+  // A pseudo-terminal as the command's controlling terminal, stdin, stdout and stderr (its
+  // output comes as stdout), of this size. Only with io "frames".
+  bool tty = false;
+  uint64_t cols = 0;  // 0: 80
+  uint64_t rows = 0;  // 0: 24
+  // Its stdin a pipe that stays open for input after a detach (with tty: the terminal);
+  // either lets sbshd see it wait for input and, with detach_after_ms, detach at once then.
+  bool interactive = false;
   static constexpr auto fields() {
     return std::tuple{field("session", &exec::session, kOmitEmpty),
                       field("command", &exec::command, kRequired),
@@ -428,7 +436,11 @@ struct exec {
                       field("fds", &exec::fds, kOmitEmpty),
                       field("notify_started", &exec::notify_started, kOmitEmpty),
                       field("keep", &exec::keep, kOmitEmpty),
-                      field("detach_after_ms", &exec::detach_after_ms, kOmitEmpty)};
+                      field("detach_after_ms", &exec::detach_after_ms, kOmitEmpty),
+                      field("tty", &exec::tty, kOmitEmpty),
+                      field("cols", &exec::cols, kOmitEmpty),
+                      field("rows", &exec::rows, kOmitEmpty),
+                      field("interactive", &exec::interactive, kOmitEmpty)};
   }
 };
 
@@ -454,7 +466,15 @@ struct exec_started {
 struct exec_detached {
   static constexpr message_kind kind{msg_type::exec_detached, "exec_detached", daemon_to_client, true};
   uint64_t command_id = 0;
-  static constexpr auto fields() { return std::tuple{field("command_id", &exec_detached::command_id, kRequired)}; }
+  // It went on because it waits for input (exec --tty or interactive): a process of it is
+  // blocked reading its terminal or stdin; `prompt` is the last line it printed.
+  bool waiting_for_input = false;
+  std::string_view prompt;
+  static constexpr auto fields() {
+    return std::tuple{field("command_id", &exec_detached::command_id, kRequired),
+                      field("waiting_for_input", &exec_detached::waiting_for_input, kOmitEmpty),
+                      field("prompt", &exec_detached::prompt, kOmitEmpty)};
+  }
 };
 
 // Waits for a kept command (exec keep or detach_after_ms) to end; answered with its

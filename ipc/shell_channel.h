@@ -100,6 +100,11 @@ enum sbsh_run_flags {
                                     __sbsh_lent_status hold while it runs: the text redirects
                                     from them, which needs no path (/proc/SBSHD/fd/N is not in
                                     a confined shell's view) */
+  SBSH_RUN_TTY = 1u << 5,        /* stdin, stdout and stderr are a terminal's (exec --tty),
+                                    which the text gets as its controlling terminal: the
+                                    shell leads a process session of its own from then on,
+                                    gives the terminal to each foreground job as an
+                                    interactive shell does, and lets go of it afterwards */
 };
 
 /* Flags of a status. */
@@ -121,6 +126,7 @@ enum sbsh_serves_flags {
 /* Why a run was not run (err of a NOT_RUN status; errno values otherwise). */
 #define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
 #define SBSH_ERR_NOT_A_DIR (-2)   /* the directory to check exists but is not a directory */
+#define SBSH_ERR_NO_TERMINAL (-3) /* the shell could not make the terminal its controlling one */
 
 struct sbsh_run_header {
   uint32_t magic;

@@ -69,6 +69,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -123,6 +124,90 @@ struct run {
   int in, out, err, keep_out, keep_err;
   int lent[3]; /* SBSH_RUN_LENT, or -1 */
 };
+
+/* ---- A terminal of the command's own (exec --tty, SBSH_RUN_TTY) ----------------------------
+ * The terminal on 0, 1 and 2 becomes the shell's controlling terminal for the command: for
+ * that the shell leads a process session of its own, which it does from its first such
+ * command on (its parent, the wrapper, leads the session the shell started in, so the shell
+ * leads no process group and setsid() succeeds). While the command runs, bash's job control
+ * has the terminal as an interactive shell's (shell_tty): each foreground job gets it with
+ * tcsetpgrp(), so the terminal's Ctrl-C reaches that job, and bash takes it back when the job
+ * is done. After the command the shell lets go of it (TIOCNOTTY), so that the next command's
+ * terminal can be taken, and nothing of a plain command sees one. */
+extern pid_t terminal_pgrp; /* jobs.c: the terminal's foreground group as bash last set it */
+
+static int tty_fd = -1;        /* the command's terminal while the shell holds it */
+static dev_t tty_rdev;
+static pid_t saved_terminal_pgrp;
+static int saved_in_background;
+static int term_was_set;       /* TERM was unset or dumb: this builtin set it for the command */
+static const char tty_term[] = "xterm-256color";
+
+/* Makes the terminal on fd 0 the shell's controlling terminal; -1 when it cannot. */
+static int take_terminal(void) {
+  if (getsid(0) != getpid() && setsid() < 0) return -1;
+  shell_pgrp = getpgrp();
+  if (ioctl(0, TIOCSCTTY, 0) < 0) return -1;
+  struct stat st;
+  tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 10);
+  if (tty_fd < 0 || fstat(tty_fd, &st) != 0) return -1;
+  tty_rdev = st.st_rdev;
+  SHELL_VAR *term = find_variable("TERM");
+  const char *value = term != NULL ? get_variable_value(term) : NULL;
+  term_was_set = value == NULL || *value == '\0' || strcmp(value, "dumb") == 0;
+  if (term_was_set) {
+    term = bind_variable("TERM", (char *)tty_term, 0);
+    if (term != NULL) VSETATTR(term, att_exported);
+    array_needs_making = 1;
+  }
+  return 0;
+}
+
+/* Hands the terminal to bash's job control: called after before_command(). */
+static void terminal_to_jobs(void) {
+  if (tty_fd < 0) return;
+  shell_tty = tty_fd;
+  saved_terminal_pgrp = terminal_pgrp;
+  saved_in_background = running_in_background;
+  terminal_pgrp = shell_pgrp;
+  running_in_background = 0;
+}
+
+/* Lets go of the command's terminal. A session leader that does sends SIGHUP (and SIGCONT) to
+ * the terminal's foreground group: the terminal goes back to the shell's own group first, and
+ * the shell ignores SIGHUP meanwhile. */
+static void leave_terminal(void) {
+  if (tty_fd < 0) return;
+  struct stat st;
+  /* A failed exec re-initializes job control, which closes shell_tty: our copy, then. */
+  int fd = fstat(tty_fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == tty_rdev ? tty_fd : -1;
+  if (fd < 0) {
+    tty_fd = -1;
+    fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  }
+  struct sigaction ignore, old_hup, old_ttou;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ignore, &old_hup);
+  sigaction(SIGTTOU, &ignore, &old_ttou);
+  if (fd >= 0) {
+    tcsetpgrp(fd, getpgrp());
+    ioctl(fd, TIOCNOTTY);
+    close(fd);
+  }
+  sigaction(SIGTTOU, &old_ttou, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  tty_fd = -1;
+  shell_tty = -1;
+  terminal_pgrp = saved_terminal_pgrp;
+  running_in_background = saved_in_background;
+  if (term_was_set) {
+    SHELL_VAR *term = find_variable("TERM");
+    const char *value = term != NULL ? get_variable_value(term) : NULL;
+    if (value != NULL && strcmp(value, tty_term) == 0) unbind_variable("TERM");
+    term_was_set = 0;
+  }
+}
 
 static int serving;           /* inside the serve loop */
 static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
@@ -250,6 +335,7 @@ static void flush_std(void) {
  * pipes reach end-of-file once its own processes are done with them. */
 static void release_descriptors(void) {
   flush_std();
+  leave_terminal();
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     dup2(null, 0);
@@ -811,6 +897,14 @@ static void run_command(struct run *r) {
   close_quietly(&r->out);
   close_quietly(&r->err);
   (void)null;
+  if ((r->h.flags & SBSH_RUN_TTY) && take_terminal() != 0) {
+    int e = errno;
+    discard_run(r);
+    release_descriptors();
+    send_msg(SBSH_MSG_STATUS, current_seq, current_nonce, last_command_exit_value, 0, SBSH_STATUS_NOT_RUN,
+             e == 0 ? SBSH_ERR_NO_TERMINAL : e);
+    return;
+  }
   /* At fixed numbers, for the wrapper to find them (ipc/shell_channel.h). */
   if (r->keep_out >= 0 && dup3(r->keep_out, SBSH_KEEP_OUT_FD, O_CLOEXEC) >= 0) keep_out = SBSH_KEEP_OUT_FD;
   if (r->keep_err >= 0 && dup3(r->keep_err, SBSH_KEEP_ERR_FD, O_CLOEXEC) >= 0) keep_err = SBSH_KEEP_ERR_FD;
@@ -836,6 +930,7 @@ static void run_command(struct run *r) {
 
   forget_earlier_jobs();
   before_command();
+  terminal_to_jobs();
   int jobs_were_on = job_control;
   char *text = r->text;
   r->text = NULL;

@@ -361,19 +361,31 @@ class wrapper_loop {
     if (::poll(&p, 1, 500) != 1) return;
     for (unique_fd& fd : take_keepers(channel_owner_.get())) {
       struct stat st{};
-      if (::fstat(fd.get(), &st) == 0 && S_ISFIFO(st.st_mode)) draining_.push_back(std::move(fd));
+      // A pipe's read end, or a terminal's master (exec --tty).
+      if (::fstat(fd.get(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)))
+        draining_.push_back(std::move(fd));
     }
   }
 
   // Reads what a drained pipe holds; drops it once no writer is left. splice(2) with
   // SPLICE_F_NONBLOCK does not block and leaves the descriptor's own flags alone (the pipe's
-  // other ends may belong to a client that reads it blocking).
+  // other ends may belong to a client that reads it blocking). A terminal's master cannot be
+  // spliced: it is read (sbshd made it non-blocking), and says EIO once its other end is
+  // closed everywhere.
   void drain(size_t i, short revents) {
     if (!devnull_) devnull_ = unique_fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
     ssize_t n = 0;
-    if ((revents & POLLIN) != 0)
+    bool gone = false;
+    if ((revents & POLLIN) != 0) {
       n = ::splice(draining_[i].get(), nullptr, devnull_.get(), nullptr, 1 << 20, SPLICE_F_NONBLOCK);
-    if (n == 0 && (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) draining_.erase(draining_.begin() + static_cast<long>(i));
+      if (n < 0 && errno == EINVAL) {
+        char buf[16384];
+        n = ::read(draining_[i].get(), buf, sizeof buf);
+        gone = n < 0 && errno == EIO;
+      }
+    }
+    if (gone || (n == 0 && (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0))
+      draining_.erase(draining_.begin() + static_cast<long>(i));
   }
 
   // A spare's claim: it now serves this session. sbshd has told its bash to enter the

@@ -1,6 +1,9 @@
 // sbsh exec: run one command in a session, streaming its output, and exit with its status.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +32,41 @@ struct exec_args {
   uint64_t output_limit = client::exec_options{}.output_limit;
 };
 
+// The caller's terminal in raw mode while a --tty command runs, as ssh -t and docker exec -it
+// have it: every key, Ctrl-C included, goes to the command's terminal, which echoes and
+// interprets it; put back as it was when the command ends.
+class raw_terminal {
+ public:
+  explicit raw_terminal(int fd) : fd_(fd) {
+    if (::tcgetattr(fd_, &saved_) != 0) return;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    on_ = ::tcsetattr(fd_, TCSADRAIN, &raw) == 0;
+  }
+  ~raw_terminal() {
+    if (on_) ::tcsetattr(fd_, TCSADRAIN, &saved_);
+  }
+  raw_terminal(const raw_terminal&) = delete;
+  raw_terminal& operator=(const raw_terminal&) = delete;
+
+ private:
+  int fd_;
+  termios saved_{};
+  bool on_ = false;
+};
+
+// --tty's size when --cols and --rows do not give it: the caller's terminal's, else 0 (sbshd's
+// default, 80 by 24).
+void size_from_caller(client::exec_options& o) {
+  winsize w{};
+  for (int fd : {1, 0, 2})
+    if (::ioctl(fd, TIOCGWINSZ, &w) == 0 && w.ws_col > 0 && w.ws_row > 0) {
+      if (o.cols == 0) o.cols = w.ws_col;
+      if (o.rows == 0) o.rows = w.ws_row;
+      return;
+    }
+}
+
 int run_exec(const global_opts& g, exec_args& a) {
   auto& o = a.o;
   bool json = a.json || a.jsonl;
@@ -51,9 +89,19 @@ int run_exec(const global_opts& g, exec_args& a) {
     if (k > 0) o.command += ' ';
     o.command += a.words[k];
   }
+  if (!o.tty && (o.cols != 0 || o.rows != 0)) return fail("--cols and --rows size the terminal of --tty: add --tty");
+  if (o.tty) size_from_caller(o);
   // Forward stdin when it is not a terminal, as ssh does; otherwise the command gets /dev/null.
-  // With -f -, stdin was the script: the command gets /dev/null.
-  if (a.file != "-" && ::fcntl(0, F_GETFD) != -1 && ::isatty(0) == 0) o.stdin_fd = 0;
+  // With -f -, stdin was the script: the command gets /dev/null. With --tty, a terminal's
+  // keys are forwarded too, through it in raw mode.
+  bool stdin_tty = ::isatty(0) != 0;
+  if (a.file != "-" && ::fcntl(0, F_GETFD) != -1 && (!stdin_tty || o.tty)) o.stdin_fd = 0;
+  // --interactive keeps the command's input open: /dev/null is not forwarded, since its end
+  // would close it.
+  struct stat in{};
+  if (o.interactive && (::fstat(0, &in) != 0 || (S_ISCHR(in.st_mode) && !stdin_tty))) o.stdin_fd = -1;
+  std::optional<raw_terminal> raw;
+  if (o.tty && stdin_tty && o.stdin_fd == 0 && !json) raw.emplace(0);
   if (!json) {
     o.stdout_fd = 1;
     o.stderr_fd = 2;
@@ -71,7 +119,15 @@ int run_exec(const global_opts& g, exec_args& a) {
   auto r = conn->exec(o);
   if (!r) return fail(r.err());
   warn_state_lost(o.session, *r);
-  if (r->running) {
+  if (r->running && r->waiting_for_input) {
+    std::string id = client::command_ref(r->command_id);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "\nsbsh: %s waits for input (its last line: %s); it goes on in session %s: 'sbsh logs -f %s' for its "
+                 "output, 'sbsh wait %s' for its result, 'sbsh kill %s' to stop it\n",
+                 id.c_str(), ipc::printable(r->prompt, 120).c_str(), (o.session.empty() ? "default" : o.session.c_str()),
+                 id.c_str(), id.c_str(), id.c_str());
+  } else if (r->running) {
     std::string id = client::command_ref(r->command_id);
     std::fflush(stdout);
     std::fprintf(stderr,
@@ -118,6 +174,16 @@ runner declare_exec(command_line& cl) {
               "if the command still runs after DURATION, exit 254 and leave it running in the session (its output "
               "and result kept as %ID: sbsh wait, logs, kill)",
               a->o.detach_after, "a zero --detach-after would detach every command at once; omit it to wait");
+  cl.flag("--tty", "give the command a terminal of its own (a pseudo-terminal) as its controlling terminal, stdin, "
+          "stdout and stderr, stderr merged into stdout as on any terminal, TERM set if the session has none; stdin "
+          "is typed into it (a terminal's keys in raw mode, Ctrl-C included); it still runs at the top level", a->o.tty);
+  cl.flag("--interactive", "keep the command's stdin open for input (a pipe, or --tty's terminal), also after "
+          "--detach-after; sbsh then sees when it waits for input, and --detach-after returns as soon as it does",
+          a->o.interactive);
+  cl.number("--cols", "N", "with --tty, the terminal's width (default: the caller's terminal's, else 80)", a->o.cols,
+            "a width in columns", 1, 10000);
+  cl.number("--rows", "N", "with --tty, the terminal's height (default: the caller's terminal's, else 24)", a->o.rows,
+            "a height in rows", 1, 10000);
   cl.flag("--json", "print one JSON object with the result instead of streaming", a->json);
   cl.flag("--jsonl", "print JSON lines as it runs: started, stdout and stderr chunks, finished", a->jsonl);
   cl.number("--output-limit", "N",

@@ -30,12 +30,12 @@ _sbsh() {
     -H|--host) COMPREPLY=($(compgen -W "ssh://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --restart) COMPREPLY=($(compgen -W "always on-failure never" -- "$cur")); return ;;
     --limit) COMPREPLY=($(compgen -W "as= core= cpu= data= fsize= memlock= nofile= nproc= stack=" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
-    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--detach-after|--name|--init|--mode|--offset|--length) return ;;
+    --dial|-e|--env|-t|--timeout|-n|--tail|--output-limit|--detach-after|--cols|--rows|--name|--init|--mode|--offset|--length) return ;;
   esac
   case $cmd in
     "") COMPREPLY=($(compgen -W "$commands -S --socket --no-autostart -H --host --dial --version --help" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --jsonl --output-limit --detach-after --help --" -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -W "-s --session -C --cwd -e --env -t --timeout -f --file --json --jsonl --output-limit --detach-after --tty --interactive --cols --rows --help --" -- "$cur")) ;;
     run) COMPREPLY=($(compgen -W "--report --events --artifacts --output-limit --keep-session -s --session -q --quiet --help" -- "$cur"))
       [[ $cur == -* ]] || COMPREPLY+=($(compgen -f -X '!*.@(json|yaml|yml)' -- "$cur") $(compgen -d -- "$cur")) ;;
     session)

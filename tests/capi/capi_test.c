@@ -300,6 +300,42 @@ static void test_detached(sbsh_conn* c) {
   CHECK(sbsh_await_command(c, 987654321, 0, 0, &r) == SBSH_ERR_NOT_FOUND && r == NULL);
 }
 
+/* A terminal of the command's own (version 3), and a command that waits for input. */
+static void test_terminal(sbsh_conn* c) {
+  note("exec with a terminal");
+  sbsh_exec_opts o;
+  sbsh_exec_opts_init(&o);
+  o.session = "capi-tty";
+  o.tty = 1;
+  o.cols = 100;
+  o.rows = 30;
+  sbsh_result* r = run(c, &o, "tty; stty size");
+  if (r != NULL) {
+    size_t n;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK(contains(out, "/dev/pts/") && contains(out, "30 100\r\n"));
+    sbsh_result_free(r);
+  }
+  o.cols = o.rows = 0;
+  o.interactive = 1;
+  o.detach_after_ms = 30000;
+  r = run(c, &o, "read -p 'Your name? ' name");
+  if (r != NULL) {
+    CHECK(sbsh_result_running(r) == 1 && sbsh_result_waiting_for_input(r) == 1);
+    CHECK(strcmp(sbsh_result_prompt(r), "Your name? ") == 0);
+    uint64_t id = sbsh_result_command_id(r);
+    sbsh_result_free(r);
+    r = NULL;
+    if (CHECK(sbsh_kill_command(c, id, 0, &r) == SBSH_OK && r != NULL)) sbsh_result_free(r);
+  }
+  sbsh_exec_opts_init(&o);
+  o.cols = 80; /* without tty */
+  o.command = "true";
+  r = NULL;
+  CHECK(sbsh_exec(c, &o, &r) == SBSH_ERR_INVALID && r == NULL);
+  CHECK(contains(sbsh_last_error(c), "set tty"));
+}
+
 static void test_errors(sbsh_conn* c) {
   note("errors: refused, invalid, not found");
   sbsh_exec_opts o;
@@ -574,6 +610,7 @@ int main(void) {
   test_state_lost(c);
   test_streaming_and_stdin(c);
   test_detached(c);
+  test_terminal(c);
   test_exec_call();
   test_cancel_at_start();
   test_errors(c);

@@ -132,6 +132,20 @@ TEST_F(confine_test, AConfinedSessionReachesOnlyItsRootItsTmpdirAndTheSystem) {
   EXPECT_EQ(exec("box", "echo $$").out, "1\n");
 }
 
+TEST_F(confine_test, AConfinedCommandGetsATerminalOfItsOwn) {
+  // The shell is the init of its PID namespace and nobody outside its user namespace: the
+  // terminal sbshd made is still its controlling terminal, and the job's.
+  ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  std::string input = "typed\n";
+  auto r = sbsh({"exec", "-s", "box", "--tty",
+                 "tty; read -p 'say: ' said; python3 -c 'import os; print(os.tcgetpgrp(0) == os.getpgrp())'"},
+                &input);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("/dev/pts/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("True\r\n"), std::string::npos) << r.out;
+  EXPECT_EQ(exec("box", "echo $said; tty").out, "typed\nnot a tty\n");
+}
+
 TEST_F(confine_test, AConfinedSessionCannotReachSbshd) {
   // Through sbshd it could run commands in other sessions, or make an unconfined one.
   ASSERT_EQ(sbsh({"session", "create", "box", "--root", root, "--confine"}).code, 0);
@@ -420,6 +434,17 @@ TEST_F(confine_user_test, AnUnprivilegedSbshdConfinesAsWell) {
   ASSERT_EQ(::stat((root + "/made").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
   ::close(s);
+}
+
+TEST_F(confine_user_test, AConfinedCommandOfAnUnprivilegedSbshdGetsATerminal) {
+  // The terminal comes from the shell's own devpts, which an unprivileged sbshd reaches
+  // through the shell's root: it owns the shell's user namespace.
+  ASSERT_EQ(client({"session", "create", "box", "--root", root, "--confine"}).code, 0);
+  auto r = client({"exec", "-s", "box", "--tty", "tty; stty size"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("/dev/pts/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("24 80\r\n"), std::string::npos) << r.out;
+  EXPECT_EQ(in("box", "tty").out, "not a tty\n");
 }
 
 // sbshd --confine-user: as root, the confined shell is that user outside, never root.

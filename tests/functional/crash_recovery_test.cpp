@@ -108,4 +108,11 @@ TEST_F(crash_while_printing_test, KillingSbshdWhileACommandPrintsToItKeepsTheCom
   command_outlives_sbshd({"--json"});
 }
 
+// On a terminal of its own (--tty): the shell holds the terminal's master as it holds a
+// pipe's read end, so sbshd's end hangs nothing up (a hang-up would end the shell, which
+// leads the terminal's session), and the wrapper reads it into nothing.
+TEST_F(crash_while_printing_test, KillingSbshdWhileATerminalCommandPrintsKeepsTheSession) {
+  command_outlives_sbshd({"--tty"});
+}
+
 }  // namespace sbsh::test::crash_recovery_tests

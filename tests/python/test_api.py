@@ -325,6 +325,21 @@ class ApiTest(DaemonTestCase):
         self.c.remove_file(b"d\xe9/moved-\xfd", session="api-bytes")
         self.c.remove_session("api-bytes")
 
+    def test_a_terminal_and_a_command_waiting_for_input(self):
+        r = self.c.exec("tty; stty size; read -p 'Name? ' name; echo \"hi $name\"", session="api-tty", tty=True,
+                        cols=90, rows=20, stdin=b"Ada\n", check=True)
+        self.assertIn(b"/dev/pts/", r.stdout)
+        self.assertIn(b"20 90\r\n", r.stdout)
+        self.assertIn(b"hi Ada\r\n", r.stdout)
+        self.assertEqual(self.c.exec("echo $name", session="api-tty").stdout, b"Ada\n")
+        r = self.c.exec("read -p 'Continue? ' answer", session="api-tty", tty=True, interactive=True,
+                        detach_after=30)
+        self.assertTrue(r.running and r.waiting_for_input)
+        self.assertEqual(r.prompt, "Continue? ")
+        self.c.kill_command(r.command_id)
+        with self.assertRaises(ValueError):
+            self.c.exec("true", tty=True, cols=10001)
+
     def test_a_memory_limit_reaches_sbshd(self):
         # Made where sbshd has a cgroup v2 delegated to it, else refused with the reason.
         try:

@@ -44,6 +44,7 @@ class fake_shell final : public shell_port {
   [[nodiscard]] uint64_t generation() const override { return generation_; }
   [[nodiscard]] bool serving() const override { return state_ == session_state::ready && serving_; }
   [[nodiscard]] bool adopted_busy() const override { return adopted_busy_; }
+  [[nodiscard]] int64_t shell_pid() const override { return 0; }
   status send_run(run_message& m) override {
     m.seq = ++seq_;
     if (gone_) return make_error("gone", "the shell has ended");

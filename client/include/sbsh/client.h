@@ -139,6 +139,17 @@ struct exec_options {
   // at the session's top level (its state changes persist; later commands queue behind it),
   // stopped by nothing but its own timeout or kill_command(). Its input ends there.
   std::chrono::milliseconds detach_after{0};
+  // A pseudo-terminal (exec --tty) as the command's controlling terminal, stdin, stdout and
+  // stderr: its output, stderr merged, arrives as stdout (a line ends in CR LF, as a
+  // terminal's does), TERM is set when the session has none (xterm-256color), and its input
+  // (stdin_data, stdin_fd) is typed into the terminal, whose end of file is Ctrl-D. It still
+  // runs at the session shell's top level. cols and rows: its size (0: 80 by 24).
+  bool tty = false;
+  uint16_t cols = 0, rows = 0;
+  // The command's stdin is a pipe that stays open for input, also after detach_after (with
+  // tty, the terminal stays so). With either, sbshd watches whether the command waits for
+  // input, and detach_after returns as soon as it does (exec_result::waiting_for_input).
+  bool interactive = false;
   // Directory the session starts in if this exec creates it (empty: the caller's cwd).
   std::string session_cwd;
   // The environment (NAME=VALUE entries) the session starts with if this exec creates it.
@@ -204,6 +215,11 @@ struct exec_result {
   // The command still runs (exec_options::detach_after passed, or await_command's timeout):
   // exit_code and the rest are not known yet; command_id reaches it.
   bool running = false;
+  // It went on (running) because it waits for input: a process of it is blocked reading its
+  // terminal or its stdin (exec_options::tty, interactive), as the kernel says; prompt is the
+  // last line it printed ("Enter name: ").
+  bool waiting_for_input = false;
+  std::string prompt;
   // sbshd's id for the command when it keeps it (keep, detach_after), else 0; and, in what
   // await_command, command_logs and kill_command return, its session and (shown) text.
   uint64_t command_id = 0;

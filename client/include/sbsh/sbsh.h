@@ -182,7 +182,7 @@ SBSH_API void sbsh_canceller_free(sbsh_canceller* c);
  * NUL-terminated; it is valid only during the call. */
 typedef void (*sbsh_output_fn)(void* user, int stream, const char* data, size_t len);
 
-#define SBSH_EXEC_OPTS_VERSION 2
+#define SBSH_EXEC_OPTS_VERSION 3
 
 typedef struct sbsh_exec_opts {
   unsigned int version;       /* SBSH_EXEC_OPTS_VERSION (set by sbsh_exec_opts_init) */
@@ -221,6 +221,16 @@ typedef struct sbsh_exec_opts {
    * far, and the command goes on at the session's top level (sbsh(1), exec --detach-after). */
   int64_t detach_after_ms;
   int keep;
+  /* Version 3. tty non-zero: a pseudo-terminal as the command's controlling terminal, stdin,
+   * stdout and stderr (its output, stderr merged, comes as stdout; stdin is typed into it,
+   * its end a Ctrl-D); cols and rows its size (0: 80 by 24, at most 10000). interactive
+   * non-zero: its stdin stays open, also after detach_after_ms, and sbshd watches whether
+   * it waits for input: detach_after_ms then returns as soon as it does
+   * (sbsh_result_waiting_for_input, sbsh_result_prompt). sbsh(1), exec --tty and
+   * --interactive. */
+  int tty;
+  unsigned int cols, rows;
+  int interactive;
 } sbsh_exec_opts;
 
 /* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
@@ -300,6 +310,11 @@ SBSH_API uint64_t sbsh_result_stderr_omitted(const sbsh_result* r);
 /* 1: the command still runs (detach_after_ms passed, or sbsh_await_command's timeout): its
  * exit status is not known yet. */
 SBSH_API int sbsh_result_running(const sbsh_result* r);
+/* 1 when the command went on (running) because it waits for input (sbsh_exec_opts' tty or
+ * interactive), and the last line it printed (its prompt; "" when none): valid until the
+ * result is freed. */
+SBSH_API int sbsh_result_waiting_for_input(const sbsh_result* r);
+SBSH_API const char* sbsh_result_prompt(const sbsh_result* r);
 /* sbshd's id for a kept command (keep, detach_after_ms), as sbsh(1) writes it after '%'; 0
  * when it is not kept. */
 SBSH_API uint64_t sbsh_result_command_id(const sbsh_result* r);

@@ -38,7 +38,7 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
 class ExecOpts(ctypes.Structure):
-    """sbsh_exec_opts, version 2."""
+    """sbsh_exec_opts, version 3."""
     _fields_ = [
         ("version", ctypes.c_uint),
         ("command", ctypes.c_char_p),
@@ -60,6 +60,10 @@ class ExecOpts(ctypes.Structure):
         ("session_cwd", ctypes.c_char_p),
         ("detach_after_ms", ctypes.c_int64),
         ("keep", ctypes.c_int),
+        ("tty", ctypes.c_int),
+        ("cols", ctypes.c_uint),
+        ("rows", ctypes.c_uint),
+        ("interactive", ctypes.c_int),
     ]
 
 
@@ -153,6 +157,8 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_result_stdout_omitted": (U64, [P]),
         "sbsh_result_stderr_omitted": (U64, [P]),
         "sbsh_result_running": (I, [P]),
+        "sbsh_result_waiting_for_input": (I, [P]),
+        "sbsh_result_prompt": (ctypes.c_char_p, [P]),
         "sbsh_result_command_id": (U64, [P]),
         "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
         "sbsh_kill_command": (I, [P, U64, I, PP]),

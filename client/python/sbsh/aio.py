@@ -176,13 +176,14 @@ class AsyncClient:
                    env: EnvLike = None, timeout: Optional[float] = None, stdin: StdinLike = None,
                    on_output: Optional[Callable[[int, bytes], None]] = None, output_limit: Optional[int] = None,
                    grace: Optional[float] = None, detach_after: Optional[float] = None, keep: bool = False,
-                   check: bool = False) -> ExecResult:
+                   check: bool = False, tty: bool = False, cols: int = 0, rows: int = 0,
+                   interactive: bool = False) -> ExecResult:
         """Client.exec, awaited. on_output is called on the event loop's thread."""
         loop = asyncio.get_running_loop()
         async with self._lease() as conn:
             c, L = conn.client, conn.client._lib
             o, keep_alive = c._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace,
-                                         detach_after, keep)
+                                         detach_after, keep, tty=tty, cols=cols, rows=rows, interactive=interactive)
             kept: Dict[int, Any] = {}
             guard = None
             if on_output is not None:

@@ -401,7 +401,8 @@ class Client:
              env: EnvLike = None, timeout: Optional[float] = None, stdin: StdinLike = None,
              on_output: Optional[OutputCallback] = None, output_limit: Optional[int] = None,
              canceller: Optional[Canceller] = None, grace: Optional[float] = None,
-             detach_after: Optional[float] = None, keep: bool = False, check: bool = False) -> ExecResult:
+             detach_after: Optional[float] = None, keep: bool = False, check: bool = False, tty: bool = False,
+             cols: int = 0, rows: int = 0, interactive: bool = False) -> ExecResult:
         """Runs one command in a session (None: "default", created on first use) and waits
         for it.
 
@@ -418,6 +419,11 @@ class Client:
         (await_command, kill_command). detach_after: seconds (implies keep); a command still
         running then goes on in the session and the result has running True, its command_id
         and the output so far.
+        tty: a pseudo-terminal (cols by rows; 0: 80 by 24) as the command's controlling
+        terminal, stdin, stdout and stderr: its output, stderr merged, is stdout; stdin is
+        typed into it. interactive: its stdin stays open, also after detach_after, and with
+        detach_after the result comes as soon as it waits for input (waiting_for_input, with
+        prompt: the last line it printed), as the kernel says.
         check: raise CommandFailed (with the result) when the command did not succeed, as
         subprocess.run does: CommandTimedOut on a timeout, StateLost when it ran without the
         session's state (its shell was lost), CommandFailed otherwise.
@@ -428,7 +434,7 @@ class Client:
         """
         L = self._lib
         o, keep_alive = self._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace, detach_after,
-                                        keep)
+                                        keep, tty=tty, cols=cols, rows=rows, interactive=interactive)
         kept: Dict[int, _Kept] = {}
         with self._busy():
             stop = _Interruption(self, canceller)
@@ -454,7 +460,8 @@ class Client:
 
     def _exec_opts(self, command: Union[str, bytes], session: Optional[str], cwd: Optional[PathArg], env: EnvLike,
                    timeout: Optional[float], stdin: StdinLike, output_limit: Optional[int], grace: Optional[float],
-                   detach_after: Optional[float], keep: bool) -> Tuple[Any, List[Any]]:
+                   detach_after: Optional[float], keep: bool, *, tty: bool = False, cols: int = 0, rows: int = 0,
+                   interactive: bool = False) -> Tuple[Any, List[Any]]:
         """sbsh_exec_opts for these arguments, and what must outlive the call they go to."""
         o = _lib.ExecOpts()
         self._lib.sbsh_exec_opts_init_size(ctypes.byref(o), ctypes.sizeof(o))
@@ -478,6 +485,9 @@ class Client:
                 raise ValueError("output_limit must be positive")
             o.output_limit = output_limit
         o.detach_after_ms, o.keep = _lib.ms(detach_after, "detach_after"), int(keep)
+        if not 0 <= cols <= 10000 or not 0 <= rows <= 10000:
+            raise ValueError("cols and rows must be from 1 to 10000 (0: 80 by 24)")
+        o.tty, o.cols, o.rows, o.interactive = int(tty), cols, rows, int(interactive)
         return o, keep_alive
 
     def _result(self, r: ctypes.c_void_p) -> ExecResult:
@@ -508,7 +518,9 @@ class Client:
             stdout_omitted=int(L.sbsh_result_stdout_omitted(r)),
             stderr_omitted=int(L.sbsh_result_stderr_omitted(r)),
             running=L.sbsh_result_running(r) != 0,
-            command_id=int(L.sbsh_result_command_id(r)))
+            command_id=int(L.sbsh_result_command_id(r)),
+            waiting_for_input=L.sbsh_result_waiting_for_input(r) != 0,
+            prompt=_lib.text(L.sbsh_result_prompt(r)))
 
     def await_command(self, command_id: int, timeout: Optional[float] = None,
                       output_limit: Optional[int] = None) -> ExecResult:

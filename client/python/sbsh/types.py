@@ -72,6 +72,8 @@ class ExecResult:
     stderr_omitted: int = 0
     running: bool = False
     command_id: int = 0
+    waiting_for_input: bool = False
+    prompt: str = ""
 
     @property
     def ok(self) -> bool:
