@@ -36,7 +36,7 @@
 //                   with each part of the confinement added, with its CPU time. Then the
 //                   round trip of `true` in a confined session vs a plain one: goal <= 1.1x.
 //
-// Usage: sbsh-bench [--quick] [--only round-trip|snapshot|files|envs|confine]
+// Usage: sbsh-bench [--quick] [--only round-trip|snapshot|files|envs|confine|tty]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -252,6 +252,45 @@ void round_trip(const private_daemon& d, int iters) {
                 "  floor: protocol, no daemon", f.median, f.p90, b2.median, b2.p90, f.median / b2.median,
                 s.median / f.median);
   }
+}
+
+// exec --tty beside a plain exec of the same command, and how long after a program starts
+// reading its terminal sbshd says so (exec --interactive --detach-after returns): that time
+// less the settle sbshd waits for (no output for kInputSettleMs), beside the same exec of a
+// command that reads nothing.
+void terminal(const private_daemon& d, int iters) {
+  auto c = d.connect();
+  client::exec_options plain;
+  plain.session = "tty";
+  plain.command = "true";
+  client::exec_options tty = plain;
+  tty.tty = true;
+  auto [t, p] = compare(50, iters, [&] { (void)c.exec(tty); }, [&] { (void)c.exec(plain); });
+  print({"exec --tty true vs exec true", t, p, "ms", 1.5, false});
+  client::exec_options waits = tty;
+  waits.interactive = true;
+  waits.detach_after = std::chrono::seconds(30);
+  waits.command = "read -r line";
+  client::exec_options ends = waits;
+  ends.command = "true";
+  constexpr double kSettleMs = 100;  // daemon/job_runner.cpp's kInputSettleMs
+  std::vector<double> beyond;
+  for (int i = 0; i < std::max(10, iters / 10); ++i) {
+    auto t0 = clock_type::now();
+    auto r = c.exec(waits);
+    double waited = ms_since(t0);
+    if (!r || !r->waiting_for_input) {
+      std::printf("waiting for input: not detected (%s)\n", r ? "it did not say so" : r.err().message.c_str());
+      return;
+    }
+    (void)c.kill_command(r->command_id);
+    t0 = clock_type::now();
+    (void)c.exec(ends);
+    beyond.push_back(waited - ms_since(t0) - kSettleMs);
+  }
+  stats b = summarize(beyond);
+  std::printf("%-28s %10.3f ms    (p90 %8.3f) beyond the settle of %.0f ms  goal <= 50 ms  %s\n",
+              "waiting for input seen", b.median, b.p90, kSettleMs, b.median <= 50 ? "met" : "NOT met");
 }
 
 void cli(const private_daemon& d, int iters) {
@@ -821,8 +860,8 @@ static int unguarded_main(int argc, char** argv) {
   sbsh::cli::command_line cl("sbsh-bench", "");
   cl.describe("Measures sbsh's exec path beside its baselines and prints the ratios (docs/benchmarks.md).");
   cl.flag("--quick", "fewer iterations of each figure", quick);
-  cl.option("--only", "SECTION", "one section alone: round-trip, snapshot, files, envs or confine", only,
-            sbsh::cli::check_one_of({"round-trip", "snapshot", "files", "envs", "confine"}));
+  cl.option("--only", "SECTION", "one section alone: round-trip, snapshot, files, envs, confine or tty", only,
+            sbsh::cli::check_one_of({"round-trip", "snapshot", "files", "envs", "confine", "tty"}));
   if (int done = parse_or_exit(cl, "sbsh-bench", argc, argv); done >= 0) return done;
   if (only == "round-trip") {  // what scripts/test.sh prints after the tests, pinned and not
     private_daemon d("rt");
@@ -844,6 +883,12 @@ static int unguarded_main(int argc, char** argv) {
     confined(quick ? 30 : 100);
     return 0;
   }
+  if (only == "tty") {
+    private_daemon d("tty");
+    std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
+    terminal(d, quick ? 100 : 1000);
+    return 0;
+  }
   if (only == "files") {
     file_io(1000000000LL, quick ? 2 : 5);
     return 0;
@@ -853,6 +898,7 @@ static int unguarded_main(int argc, char** argv) {
   round_trip(d, quick ? 500 : 5000);
   cpu_split(d, quick ? 2000 : 20000);
   cli(d, quick ? 50 : 500);
+  terminal(d, quick ? 100 : 1000);
   new_session(d, quick ? 20 : 200);
   confined(quick ? 30 : 100);
   environments(d, quick ? 20 : 100);
