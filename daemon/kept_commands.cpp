@@ -31,7 +31,7 @@ kept_commands::kept_commands(server& srv)
       dir_(srv.opts().state_dir + "/commands"),
       replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 
-kept_commands::~kept_commands() = default;
+kept_commands::~kept_commands() { reserve_job_serials(0, nullptr, nullptr); }
 
 namespace {
 constexpr const char* kNextIdFile = "next-id";
@@ -52,6 +52,16 @@ void kept_commands::start() {
   first_id_ = next;
   continue_job_serials(next - 1);
   reserve_ids(next + kIdBlock);
+  // Every serial, kept or not (exec_started shows it too), is below the block reserved: the
+  // next block is taken half a block ahead of need.
+  reserve_job_serials(
+      next + kIdBlock / 2,
+      [](void* self, uint64_t serial) {
+        auto* me = static_cast<kept_commands*>(self);
+        me->reserve_ids(serial + kIdBlock);
+        return serial + kIdBlock / 2;
+      },
+      this);
 }
 
 void kept_commands::reserve_ids(uint64_t end) {
@@ -83,8 +93,6 @@ std::string kept_commands::log_path(uint64_t id, int stream_no) const {
 }
 
 void kept_commands::queued(const exec_job& job) {
-  // Half a block ahead: the next block is taken long before its first id is.
-  if (job.serial + kIdBlock / 2 >= reserved_end_) reserve_ids(job.serial + kIdBlock);
   auto r = std::make_unique<record>();
   r->id = job.serial;
   r->session = job.session;

@@ -8,9 +8,9 @@
 // kKeptForMs, within kMaxKeptFinished records and kMaxKeptBytes of logs in all (the oldest
 // finished go first). Ids are the runner's job serials. A restart of sbshd forgets every record
 // and deletes the files, but the ids go on: sbshd reserves them in blocks in
-// STATE/commands/next-id, and a new sbshd starts after the last block reserved, so that an
-// id never names two commands and one from before the restart is told apart from one never
-// kept.
+// STATE/commands/next-id as serials are handed out, kept or not (new_job_serial), and a new
+// sbshd starts after the last block reserved, also after a crash, so that an id never names
+// two commands and one from before the restart is told apart from one never kept.
 #pragma once
 
 #include <cstdint>

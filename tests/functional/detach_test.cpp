@@ -248,5 +248,37 @@ TEST_F(detach_test, AnIdFromBeforeARestartIsNeverAnotherCommands) {
   EXPECT_NE(sbsh({"wait", first}).err.find("kept by an earlier sbshd"), std::string::npos);
 }
 
+TEST_F(detach_test, IdsShownBeforeACrashAreNeverGivenAgain) {
+  // Every command's id is shown (exec_started; exec --json prints it), kept or not. More
+  // commands than one reserved block of ids, none kept, then sbshd is killed as a crash
+  // would: the next sbshd's ids start past every id shown.
+  uint64_t largest = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = sbsh({"exec", "-s", "ids", "--json", "true"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    largest = std::max<uint64_t>(largest, std::stoull(json::parse(r.out)["id"].get<std::string>().substr(1)));
+  }
+  {
+    auto c = conn();
+    client::exec_options o;
+    o.session = "ids";
+    o.command = "true";
+    o.on_started = [&](const client::exec_start& s) { largest = std::max(largest, s.command_id); };
+    for (int i = 0; i < 1100; ++i) {
+      auto r = c.exec(o);
+      ASSERT_TRUE(r && r->ok()) << (r ? r->error : r.err().message);
+    }
+  }
+  ASSERT_GE(largest, 1100u);  // past the first block, reserved at the start
+  kill_daemon();
+  start_daemon();
+  for (int i = 0; i < 3; ++i) {
+    auto r = sbsh({"exec", "-s", "ids", "--json", "true"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    uint64_t id = std::stoull(json::parse(r.out)["id"].get<std::string>().substr(1));
+    EXPECT_GT(id, largest) << "an id shown before the crash was given again";
+  }
+}
+
 }  // namespace detach_tests
 }  // namespace sbsh::test
