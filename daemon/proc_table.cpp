@@ -87,6 +87,7 @@ std::string_view proc_state_name(proc_state s) {
     case proc_state::killed: return "killed";
     case proc_state::failed: return "failed";
     case proc_state::lost: return "lost";
+    case proc_state::not_started: return "not_started";
   }
   return "unknown";
 }
@@ -769,16 +770,20 @@ bool proc_table::add_loaded(proc_info& r) {
       p->out_r.reset();
       p->err_r.reset();
       p->status_r.reset();
-      p->state = proc_state::lost;
-      p->error = "sbshd stopped while it was running; its exit status is unknown";
+      // Still waiting for its turn in the session (no pid yet): the start went with sbshd.
+      bool never = state == "starting" && p->pid <= 0;
+      p->state = never ? proc_state::not_started : proc_state::lost;
+      p->error = never ? "sbshd stopped while its start waited for the session's shell; start it again"
+                       : "sbshd stopped while it was running; its exit status is unknown";
     }
   } else {
-    p->state = state == "exited" ? proc_state::exited
-               : state == "killed" ? proc_state::killed
-               : state == "failed" ? proc_state::failed
-                                   : proc_state::lost;
+    p->state = state == "exited"        ? proc_state::exited
+               : state == "killed"      ? proc_state::killed
+               : state == "failed"      ? proc_state::failed
+               : state == "not_started" ? proc_state::not_started
+                                        : proc_state::lost;
     // Its command ended, but processes it left may still run: kill can still reach them.
-    if (p->state != proc_state::failed) reattach(*p);
+    if (p->state != proc_state::failed && p->state != proc_state::not_started) reattach(*p);
   }
   next_id_ = std::max(next_id_, p->id + 1);
   procs_.emplace(p->id, std::move(p));

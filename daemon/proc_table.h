@@ -36,7 +36,11 @@ class server;
 class client_conn;
 struct exec_job;
 
-enum class proc_state { starting, running, exited, killed, failed, lost };
+// not_started: sbshd stopped while its start waited in the session's queue (or before the
+// shell said its pid): it never ran, or its keeper, finding no reader, ended it at once.
+// lost: it ran, and sbshd stopped meanwhile without a wrapper keeping its pipes: its end is
+// unknown.
+enum class proc_state { starting, running, exited, killed, failed, lost, not_started };
 std::string_view proc_state_name(proc_state s);
 
 struct bg_proc {

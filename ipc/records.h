@@ -196,7 +196,7 @@ struct daemon_counters {
 struct proc_info {
   uint64_t id = 0;
   std::string name, session, command;
-  std::string state;           // starting | running | exited | killed | failed | lost
+  std::string state;           // starting | running | exited | killed | failed | lost | not_started
   int64_t pid = 0;             // also its process group
   std::optional<int> exit_code;
   std::optional<int> signal;

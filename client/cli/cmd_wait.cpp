@@ -60,6 +60,7 @@ int run_wait(const global_opts& g, const wait_args& a) {
     std::fwrite(s.data(), 1, s.size(), stdout);
   }
   if (p->state == "lost" || p->state == "failed") fail(fmt::format("process {} {}: {}", a.id, p->state, p->error));
+  if (p->state == "not_started") fail(fmt::format("process {} was not started: {}", a.id, p->error));
   return proc_exit_status(*p);
 }
 
@@ -79,7 +80,7 @@ runner declare_wait(command_line& cl) {
   cl.argument("ID", a->id);
   cl.footer(
       "Exit status: the process's; 128+N if signal N ended it; 124 if DURATION passed first; 255 if its status "
-      "is unknown (lost when sbshd restarted, or it failed to start).");
+      "is unknown (lost when sbshd restarted, not started, or it failed to start).");
   return [a](const global_opts& g) { return run_wait(g, *a); };
 }
 

@@ -191,7 +191,7 @@ void print_proc_table(const std::vector<client::proc_info>& v) {
                          : p.signal                         ? ipc::signal_name(*p.signal)
                                                             : "";
     t.add({std::to_string(p.id), one_line(p.name, 64), one_line(p.session, 64), std::to_string(p.pid),
-           one_line(p.state, 16), result, client::rfc3339_ms(p.started_at_ms).substr(0, 19), one_line(p.command, 50)});
+           p.state == "not_started" ? "not started" : one_line(p.state, 16), result, client::rfc3339_ms(p.started_at_ms).substr(0, 19), one_line(p.command, 50)});
   }
   std::fputs("\n", stdout);
   t.print();

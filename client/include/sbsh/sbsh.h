@@ -481,7 +481,7 @@ SBSH_API int sbsh_start(sbsh_conn* conn, const char* command, const char* sessio
 
 /* The process table, as the "processes" of `sbsh ps --json` (JSON; see sbsh_sessions_json):
  * an array of
- *   {"id", "name", "session", "command", "state" (starting|running|exited|killed|failed|lost),
+ *   {"id", "name", "session", "command", "state" (starting|running|exited|killed|failed|lost|not_started),
  *    "pid" and "pgid" (the same; null before it starts), "exit_code" (or null), "signal"
  *    (name or null), "started_at", "ended_at" (null while it runs), "error" (or null),
  *    "log" (path of its stdout log; stderr: the same with .err)}
@@ -511,7 +511,7 @@ SBSH_API uint64_t sbsh_proc_id(const sbsh_proc* p);
 SBSH_API const char* sbsh_proc_name(const sbsh_proc* p);     /* "" when unnamed */
 SBSH_API const char* sbsh_proc_session(const sbsh_proc* p);
 SBSH_API const char* sbsh_proc_command(const sbsh_proc* p);
-SBSH_API const char* sbsh_proc_state(const sbsh_proc* p);    /* starting|running|exited|killed|failed|lost */
+SBSH_API const char* sbsh_proc_state(const sbsh_proc* p); /* starting|running|exited|killed|failed|lost|not_started */
 SBSH_API int64_t sbsh_proc_pid(const sbsh_proc* p);          /* also its process group; 0 before start */
 SBSH_API int sbsh_proc_has_exit_code(const sbsh_proc* p);
 SBSH_API int sbsh_proc_exit_code(const sbsh_proc* p);        /* -1 when there is none */

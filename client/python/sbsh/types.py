@@ -96,8 +96,8 @@ class ExecResult:
 
 @dataclass(frozen=True, slots=True)
 class ProcessInfo:
-    """The state of a background process. state: starting, running, exited, killed, failed
-    or lost. pid is also its process group (None before it starts)."""
+    """The state of a background process. state: starting, running, exited, killed, failed,
+    lost (sbshd stopped while it ran) or not_started (sbshd stopped before it started). pid is also its process group (None before it starts)."""
     id: int
     name: str
     session: str
