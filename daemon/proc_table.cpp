@@ -554,7 +554,9 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
   if (!wait) return c.send_error(env.msg.id(), wait.err());
   bg_proc* p = find(wait->proc, env.msg.id(), c);
   if (p == nullptr) return;
-  if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
+  // Answered once its command has ended and its keeper has reaped every process it left
+  // (end-of-file on the status pipe): nothing of it runs, and no zombie of it is left.
+  if (p->finished() && !p->tree_alive()) return reply_info(c.serial(), env.msg.id(), *p);
   bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
   if (wait->timeout_ms > 0) {
     w.deadline = make_handle<timer>(srv_.loop());
@@ -562,13 +564,18 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
     w.deadline->start(wait->timeout_ms, [this, id, serial, req] {
       auto it = procs_.find(id);
       if (it == procs_.end()) return;
-      auto& ws = it->second->waiters;
+      const bg_proc& q = *it->second;
+      auto& ws = it->second->kill_waiters;
       std::erase_if(ws, [&](const bg_proc::waiter& x) { return x.serial == serial && x.req == req; });
       if (auto* cc = srv_.client_by_serial(serial))
-        cc->send_error(req, errc::timeout, "the process is still running");
+        cc->send_error(req, errc::timeout,
+                       q.finished() ? fmt::format("the process's command has ended, but processes it started still "
+                                                  "run; 'sbsh kill {}' ends them",
+                                                  id)
+                                    : std::string("the process is still running"));
     });
   }
-  p->waiters.push_back(std::move(w));
+  p->kill_waiters.push_back(std::move(w));
 }
 
 void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {

@@ -63,8 +63,10 @@ struct bg_proc {
     uint64_t serial, req;
     handle_ptr<timer> deadline;
   };
-  std::vector<waiter> waiters;       // until the command ends (wait; kill with other signals)
-  std::vector<waiter> kill_waiters;  // until every process is gone (kill with TERM or KILL)
+  std::vector<waiter> waiters;  // until the command ends (kill with other signals)
+  // Until every process is gone, its keeper having reaped what the command left: wait, and
+  // kill with TERM or KILL.
+  std::vector<waiter> kill_waiters;
   std::vector<log_follower> followers;
 
   [[nodiscard]] bool finished() const {

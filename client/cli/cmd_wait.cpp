@@ -50,7 +50,10 @@ int run_wait(const global_opts& g, const wait_args& a) {
   auto p = conn->wait(a.id, a.timeout);
   if (!p) {
     if (ipc::has_code(p.err(), ipc::errc::timeout)) {
-      fail(fmt::format("process {} is still running after {} ms", a.id, a.timeout.count()));
+      // Its command may have ended with processes it started still running: sbshd says so.
+      const std::string& why = p.err().message;
+      fail(fmt::format("process {} is still running after {} ms{}", a.id, a.timeout.count(),
+                       why.find("has ended") != std::string::npos ? ": " + why : ""));
       return kExitTimeout;
     }
     return fail(p.err());
