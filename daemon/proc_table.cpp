@@ -652,6 +652,9 @@ void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
     }
   if (skip > 0) spdlog::warn("ps: {} finished processes left out of a reply that would not fit a frame", skip);
   msg::proc_table reply;
+  // The commands sbshd keeps, detached from their clients, are listed too: bounded in number
+  // (kMaxDetached running, kMaxKeptFinished ended) and each text (kShownCommand).
+  reply.commands = srv_.kept().list(req->all);
   for (const auto* p : listed) {
     if (p == nullptr) continue;
     reply.procs.push_back(record_of(*p));

@@ -66,6 +66,8 @@ std::string tail_of(std::string_view s, size_t max);
 std::string plural(uint64_t n, std::string_view one, std::string_view many);  // "1 client", "2 clients"
 void print_session_table(const std::vector<client::session_status>& v);
 void print_proc_table(const std::vector<client::proc_info>& v);
+// Kept commands (ps): %ID, session, pid, state, result, start, command.
+void print_command_table(const std::vector<client::command_info>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
 // on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to

@@ -488,6 +488,15 @@ SBSH_API int sbsh_start(sbsh_conn* conn, const char* command, const char* sessio
  * include_finished: non-zero to include processes that have ended. */
 SBSH_API int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out);
 
+/* The commands sbshd keeps that run detached from any client (sbsh_exec_opts detach_after_ms),
+ * as the "commands" of `sbsh ps --json`: an array of
+ *   {"id" ("%N", as sbsh_await_command's command_id N), "session", "command", "state"
+ *    (queued|running|finished), "detached" (bool), "pid" (the session's shell, which runs it;
+ *    null unless running), "exit_code" (or null), "signal" (name or null), "timed_out",
+ *    "cancelled" (bool), "started_at", "ended_at" (or null)}
+ * include_finished: non-zero to list every command kept, those that have ended too. */
+SBSH_API int sbsh_commands_json(sbsh_conn* conn, int include_finished, char** json_out);
+
 /* Sends signal to the process's whole tree. For a terminating signal (SIGTERM, SIGKILL, ...)
  * it returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s).
  * *out (out may be NULL) gets the process's state afterwards; release it with sbsh_proc_free. */
