@@ -23,6 +23,8 @@ inline constexpr int kExitFailure = 255;  // sbsh itself failed (not the command
 inline constexpr int kExitTimeout = 124;
 // exec --detach-after passed with the command still running: it goes on (sbsh wait %ID).
 inline constexpr int kExitDetached = 254;
+// A command that was stopped (cancelled) and still exited 0: it did not succeed.
+inline constexpr int kExitCancelled = 130;
 
 struct global_opts {
   std::string socket;
