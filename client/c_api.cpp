@@ -763,6 +763,15 @@ int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out) 
   });
 }
 
+int sbsh_commands_json(sbsh_conn* conn, int include_finished, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (json_out == nullptr) return invalid(conn, "sbsh_commands_json: json_out is NULL");
+    auto v = conn->c.commands(include_finished != 0);
+    if (!v) return fail(conn, v.err());
+    return give_string(sbsh::client::to_json(*v), json_out);
+  });
+}
+
 int sbsh_kill(sbsh_conn* conn, const char* proc, int signal, sbsh_proc** out) {
   return guarded(conn, [&]() -> int {
     if (proc == nullptr) return invalid(conn, "sbsh_kill: proc is NULL");

@@ -272,6 +272,23 @@ json_value json_of(const proc_info& p) {
   return o;
 }
 
+json_value json_of(const command_info& c) {
+  json_value o;
+  o["id"] = command_ref(c.id);
+  o["session"] = c.session;
+  o["command"] = c.command;
+  o["state"] = c.state;
+  o["detached"] = c.detached;
+  o["pid"] = c.pid > 0 ? json_value(c.pid) : json_value(nullptr);
+  o["exit_code"] = opt_json(c.exit_code);
+  o["signal"] = signal_json(c.signal);
+  o["timed_out"] = c.timed_out;
+  o["cancelled"] = c.cancelled;
+  o["started_at"] = time_or_null(c.started_at_ms);
+  o["ended_at"] = time_or_null(c.ended_at_ms);
+  return o;
+}
+
 json_value json_of(const daemon_status& st) {
   const auto& n = st.counters;
   json_value c;

@@ -53,6 +53,7 @@ void add_exec_result(json_value& j, std::string_view session, std::string_view c
 json_value json_of(const session_status& s);
 json_value json_of(const session_detail& d);
 json_value json_of(const proc_info& p);
+json_value json_of(const command_info& c);
 json_value json_of(const daemon_status& st);
 // A file beneath a session's root, as `sbsh file stat --json` prints it: path, type, size,
 // mode (octal text), mtime (RFC 3339) and a symlink's target.

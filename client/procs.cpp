@@ -44,6 +44,12 @@ result<std::vector<proc_info>> connection::processes(bool include_finished) {
   return std::move(r->procs);
 }
 
+result<std::vector<command_info>> connection::commands(bool include_finished) {
+  auto r = p_->ask<msg::proc_table>(msg::proc_list{include_finished});
+  if (!r) return r.err();
+  return std::move(r->commands);
+}
+
 result<proc_info> connection::kill(const std::string& proc, int signal) {
   auto r = p_->ask<msg::proc_info>(msg::proc_kill{{0, proc}, {signal}});
   if (!r) return r.err();

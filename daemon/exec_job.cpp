@@ -18,10 +18,29 @@
 namespace sbsh::daemon {
 
 namespace {
-uint64_t last_job_serial = 0;  // sbshd's loop is its only user
+// sbshd's loop is their only user.
+uint64_t last_job_serial = 0;
+uint64_t reserve_mark = UINT64_MAX;  // the serial at which `reserver` runs
+serial_reserver reserver = nullptr;
+void* reserver_ctx = nullptr;
+
+[[gnu::noinline]] void reserve_more(uint64_t serial) {
+  reserve_mark = reserver != nullptr ? reserver(reserver_ctx, serial) : UINT64_MAX;
+}
 }  // namespace
 
-uint64_t new_job_serial() { return ++last_job_serial; }
+uint64_t new_job_serial() {
+  uint64_t serial = ++last_job_serial;
+  if (serial >= reserve_mark) [[unlikely]]
+    reserve_more(serial);
+  return serial;
+}
+
+void reserve_job_serials(uint64_t mark, serial_reserver reserve, void* ctx) {
+  reserver = reserve;
+  reserver_ctx = ctx;
+  reserve_mark = reserve != nullptr ? mark : UINT64_MAX;
+}
 
 void continue_job_serials(uint64_t after) { last_job_serial = std::max(last_job_serial, after); }
 

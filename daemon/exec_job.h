@@ -48,10 +48,15 @@ struct exec_outcome {
 };
 
 // A number of its own for every job, never reused: what chains of commands refer to, and a
-// kept command's %ID. The numbers go on from `after` (kept_commands::start: where an earlier
-// sbshd's stopped), so that no %ID ever names two commands.
+// kept command's %ID (also shown for commands not kept: exec_started). The numbers go on from
+// `after` (kept_commands::start: where an earlier sbshd's stopped), so that no %ID ever names
+// two commands, also after a crash: once a serial reaches `mark`, `reserve` runs (on the
+// loop) before it is handed out, and says the serial from which it must run again
+// (kept_commands reserves the next block of ids in the state directory). One compare per job.
 uint64_t new_job_serial();
 void continue_job_serials(uint64_t after);
+using serial_reserver = uint64_t (*)(void* ctx, uint64_t serial);
+void reserve_job_serials(uint64_t mark, serial_reserver reserve, void* ctx);
 
 struct exec_job {
   // Request

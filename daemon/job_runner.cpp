@@ -635,6 +635,9 @@ void job_runner::client_gone(client_conn* c) {
   // job stays current until the shell answers (or is lost), whatever happens meanwhile.
   exec_job& job = *current_;
   job.client = nullptr;
+  // Stopped for want of a client: a result kept for `wait %N` says so, whatever status the
+  // command then exits with (one that traps SIGHUP may exit 0).
+  job.outcome.cancelled = true;
   job.first_signal = SIGHUP;
   close_stdin(job);
   if (job.kill_stage == kill_stage::none) escalate(job);
@@ -664,7 +667,14 @@ void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
   if (loss.restarting && gen_user_commands_ == 0) {
     // No command of the session ran in that shell, so the next one has the same state to
     // offer: what waited for it, and a command that never reached it, wait for the next.
-    if (current_ && current_->undelivered) {
+    if (current_ && current_->undelivered && current_->outcome.cancelled) {
+      // Stopped before any shell had it: it never runs (cancelled, not run again later).
+      auto job = std::move(current_);
+      job->started = false;
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
+      job->outcome.error = "cancelled before it started";
+      finish_job(std::move(job));
+    } else if (current_ && current_->undelivered) {
       current_->started = current_->undelivered = false;
       current_->kill_stage = kill_stage::none;
       queue_.push_front(std::move(current_));

@@ -10,6 +10,7 @@
 // shell_events (shell_port.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -83,6 +84,11 @@ class job_runner final : public shell_events {
   [[nodiscard]] const exec_job* current() const { return current_.get(); }
   [[nodiscard]] size_t queued() const { return queue_.size(); }
   [[nodiscard]] uint64_t commands() const { return commands_; }
+  // Whether any client's command has been run or waits here (sbshd's own jobs aside).
+  [[nodiscard]] bool used() const {
+    auto theirs = [](const auto& j) { return !j->internal; };
+    return commands_ > 0 || (current_ && theirs(current_)) || std::any_of(queue_.begin(), queue_.end(), theirs);
+  }
   [[nodiscard]] const std::deque<history_entry>& history() const { return history_; }
   [[nodiscard]] const std::string& init_output() const { return init_output_; }
 

@@ -31,7 +31,7 @@ kept_commands::kept_commands(server& srv)
       dir_(srv.opts().state_dir + "/commands"),
       replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 
-kept_commands::~kept_commands() = default;
+kept_commands::~kept_commands() { reserve_job_serials(0, nullptr, nullptr); }
 
 namespace {
 constexpr const char* kNextIdFile = "next-id";
@@ -52,6 +52,16 @@ void kept_commands::start() {
   first_id_ = next;
   continue_job_serials(next - 1);
   reserve_ids(next + kIdBlock);
+  // Every serial, kept or not (exec_started shows it too), is below the block reserved: the
+  // next block is taken half a block ahead of need.
+  reserve_job_serials(
+      next + kIdBlock / 2,
+      [](void* self, uint64_t serial) {
+        auto* me = static_cast<kept_commands*>(self);
+        me->reserve_ids(serial + kIdBlock);
+        return serial + kIdBlock / 2;
+      },
+      this);
 }
 
 void kept_commands::reserve_ids(uint64_t end) {
@@ -83,8 +93,6 @@ std::string kept_commands::log_path(uint64_t id, int stream_no) const {
 }
 
 void kept_commands::queued(const exec_job& job) {
-  // Half a block ahead: the next block is taken long before its first id is.
-  if (job.serial + kIdBlock / 2 >= reserved_end_) reserve_ids(job.serial + kIdBlock);
   auto r = std::make_unique<record>();
   r->id = job.serial;
   r->session = job.session;
@@ -128,6 +136,7 @@ void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
   record& r = *it->second;
   r.finished = true;
   r.ended_mono_us = mono_us();
+  r.ended_at_ms = wall_ms();
   r.result = result_of(job, duration_us);
   r.result.session = r.session;
   r.result.command = r.command;
@@ -139,6 +148,35 @@ void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
   r.followers.clear();
   // Log replies still reading the files end once they have (pump).
   expire();
+}
+
+std::vector<command_info> kept_commands::list(bool all) const {
+  std::vector<command_info> out;
+  for (const auto& [id, rp] : records_) {
+    const record& r = *rp;
+    if (r.finished ? !all : !r.detached) continue;  // one with its client is that client's
+    command_info c;
+    c.id = r.id;
+    c.session = r.session;
+    c.command = r.command;
+    c.state = r.finished ? "finished" : r.started ? "running" : "queued";
+    c.detached = r.detached;
+    c.started_at_ms = r.started ? r.started_at_ms : 0;
+    if (r.finished) {
+      const exec_outcome& o = r.result.outcome;
+      c.exit_code = o.exit_code;
+      c.signal = o.signal;
+      c.timed_out = o.timed_out;
+      c.cancelled = o.cancelled;
+      c.ended_at_ms = r.ended_at_ms;
+      if (!r.result.ran) c.started_at_ms = 0;
+    } else if (r.started) {
+      // It runs at the top level of its session's shell: that is its process.
+      if (session* s = srv_.find_session(r.session)) c.pid = s->shell().shell_pid();
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {

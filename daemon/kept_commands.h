@@ -8,9 +8,9 @@
 // kKeptForMs, within kMaxKeptFinished records and kMaxKeptBytes of logs in all (the oldest
 // finished go first). Ids are the runner's job serials. A restart of sbshd forgets every record
 // and deletes the files, but the ids go on: sbshd reserves them in blocks in
-// STATE/commands/next-id, and a new sbshd starts after the last block reserved, so that an
-// id never names two commands and one from before the restart is told apart from one never
-// kept.
+// STATE/commands/next-id as serials are handed out, kept or not (new_job_serial), and a new
+// sbshd starts after the last block reserved, also after a crash, so that an id never names
+// two commands and one from before the restart is told apart from one never kept.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,9 @@ class kept_commands {
   bool stop_following(client_conn& c, uint64_t req);
 
   [[nodiscard]] size_t size() const { return records_.size(); }
+  // What `ps` lists: the commands that run (or wait in their queue) detached from any
+  // client, and with `all` every command kept, those that have ended too; oldest first.
+  [[nodiscard]] std::vector<command_info> list(bool all) const;
 
  private:
   struct waiter {
@@ -77,7 +80,7 @@ class kept_commands {
     uint64_t id = 0;
     std::string session, command;
     bool started = false, detached = false, finished = false;
-    int64_t started_at_ms = 0;
+    int64_t started_at_ms = 0, ended_at_ms = 0;
     uint64_t ended_mono_us = 0;
     uint64_t bytes[2] = {0, 0};  // written to each stream, in all
     capped_log logs[2];          // opened at the first byte of each stream

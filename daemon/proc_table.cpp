@@ -87,6 +87,7 @@ std::string_view proc_state_name(proc_state s) {
     case proc_state::killed: return "killed";
     case proc_state::failed: return "failed";
     case proc_state::lost: return "lost";
+    case proc_state::not_started: return "not_started";
   }
   return "unknown";
 }
@@ -553,7 +554,9 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
   if (!wait) return c.send_error(env.msg.id(), wait.err());
   bg_proc* p = find(wait->proc, env.msg.id(), c);
   if (p == nullptr) return;
-  if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
+  // Answered once its command has ended and its keeper has reaped every process it left
+  // (end-of-file on the status pipe): nothing of it runs, and no zombie of it is left.
+  if (p->finished() && !p->tree_alive()) return reply_info(c.serial(), env.msg.id(), *p);
   bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
   if (wait->timeout_ms > 0) {
     w.deadline = make_handle<timer>(srv_.loop());
@@ -561,13 +564,18 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
     w.deadline->start(wait->timeout_ms, [this, id, serial, req] {
       auto it = procs_.find(id);
       if (it == procs_.end()) return;
-      auto& ws = it->second->waiters;
+      const bg_proc& q = *it->second;
+      auto& ws = it->second->kill_waiters;
       std::erase_if(ws, [&](const bg_proc::waiter& x) { return x.serial == serial && x.req == req; });
       if (auto* cc = srv_.client_by_serial(serial))
-        cc->send_error(req, errc::timeout, "the process is still running");
+        cc->send_error(req, errc::timeout,
+                       q.finished() ? fmt::format("the process's command has ended, but processes it started still "
+                                                  "run; 'sbsh kill {}' ends them",
+                                                  id)
+                                    : std::string("the process is still running"));
     });
   }
-  p->waiters.push_back(std::move(w));
+  p->kill_waiters.push_back(std::move(w));
 }
 
 void proc_table::handle_logs(client_conn& c, ipc::envelope& env) {
@@ -644,6 +652,9 @@ void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
     }
   if (skip > 0) spdlog::warn("ps: {} finished processes left out of a reply that would not fit a frame", skip);
   msg::proc_table reply;
+  // The commands sbshd keeps, detached from their clients, are listed too: bounded in number
+  // (kMaxDetached running, kMaxKeptFinished ended) and each text (kShownCommand).
+  reply.commands = srv_.kept().list(req->all);
   for (const auto* p : listed) {
     if (p == nullptr) continue;
     reply.procs.push_back(record_of(*p));
@@ -769,16 +780,20 @@ bool proc_table::add_loaded(proc_info& r) {
       p->out_r.reset();
       p->err_r.reset();
       p->status_r.reset();
-      p->state = proc_state::lost;
-      p->error = "sbshd stopped while it was running; its exit status is unknown";
+      // Still waiting for its turn in the session (no pid yet): the start went with sbshd.
+      bool never = state == "starting" && p->pid <= 0;
+      p->state = never ? proc_state::not_started : proc_state::lost;
+      p->error = never ? "sbshd stopped while its start waited for the session's shell; start it again"
+                       : "sbshd stopped while it was running; its exit status is unknown";
     }
   } else {
-    p->state = state == "exited" ? proc_state::exited
-               : state == "killed" ? proc_state::killed
-               : state == "failed" ? proc_state::failed
-                                   : proc_state::lost;
+    p->state = state == "exited"        ? proc_state::exited
+               : state == "killed"      ? proc_state::killed
+               : state == "failed"      ? proc_state::failed
+               : state == "not_started" ? proc_state::not_started
+                                        : proc_state::lost;
     // Its command ended, but processes it left may still run: kill can still reach them.
-    if (p->state != proc_state::failed) reattach(*p);
+    if (p->state != proc_state::failed && p->state != proc_state::not_started) reattach(*p);
   }
   next_id_ = std::max(next_id_, p->id + 1);
   procs_.emplace(p->id, std::move(p));

@@ -36,7 +36,11 @@ class server;
 class client_conn;
 struct exec_job;
 
-enum class proc_state { starting, running, exited, killed, failed, lost };
+// not_started: sbshd stopped while its start waited in the session's queue (or before the
+// shell said its pid): it never ran, or its keeper, finding no reader, ended it at once.
+// lost: it ran, and sbshd stopped meanwhile without a wrapper keeping its pipes: its end is
+// unknown.
+enum class proc_state { starting, running, exited, killed, failed, lost, not_started };
 std::string_view proc_state_name(proc_state s);
 
 struct bg_proc {
@@ -59,8 +63,10 @@ struct bg_proc {
     uint64_t serial, req;
     handle_ptr<timer> deadline;
   };
-  std::vector<waiter> waiters;       // until the command ends (wait; kill with other signals)
-  std::vector<waiter> kill_waiters;  // until every process is gone (kill with TERM or KILL)
+  std::vector<waiter> waiters;  // until the command ends (kill with other signals)
+  // Until every process is gone, its keeper having reaped what the command left: wait, and
+  // kill with TERM or KILL.
+  std::vector<waiter> kill_waiters;
   std::vector<log_follower> followers;
 
   [[nodiscard]] bool finished() const {

@@ -418,14 +418,32 @@ void server::pending_done(const std::string& name, const status& outcome) {
   if (p == pending_.end()) return;
   pending_session waiting = std::move(p->second);
   pending_.erase(p);
-  result<session*> made = outcome ? create_session(name, waiting.def) : result<session*>(outcome.err());
+  // Every client that asked for it went away meanwhile (killed while its copy ran, or while
+  // the copy's end waited for the loop): an interrupted creation leaves nothing.
+  auto anyone = [this](const std::vector<pending_session::waiter>& ws) {
+    return std::any_of(ws.begin(), ws.end(), [this](const auto& w) { return client_by_serial(w.serial) != nullptr; });
+  };
+  status wanted = outcome && !anyone(waiting.waiters)
+                      ? status(make_error(ipc::errc::cancelled, "nobody waits for the session any more"))
+                      : outcome;
+  result<session*> made = wanted ? create_session(name, waiting.def) : result<session*>(wanted.err());
   // A copy that belongs to no session (it failed, or sbshd is shutting down) is deleted.
   if (!made && !waiting.def.snapshot.empty()) {
     std::string aside = snapshots_.set_aside(name);
     if (!aside.empty()) snapshots_.remove_later(aside, nullptr);
   }
-  if (!made && waiting.waiters.empty()) spdlog::info("session {} was not made: {}", name, made.err().message);
-  after_state_written([made, waiters = std::move(waiting.waiters)] {
+  if (!made && !anyone(waiting.waiters)) spdlog::info("session {} was not made: {}", name, made.err().message);
+  session* mine = made ? *made : nullptr;
+  after_state_written([this, name, made, mine, anyone, waiters = std::move(waiting.waiters)] {
+    // The answer waited for the state file (behind other work on the thread pool): if every
+    // client that asked has gone meanwhile, the session it made goes too, unless something
+    // has used it since.
+    session* s = mine != nullptr ? find_session(name) : nullptr;
+    if (s != nullptr && s == mine && !anyone(waiters) && !s->jobs().used() && !procs_->any_running(name)) {
+      spdlog::info("session {}: removed, as nobody waits for it any more", name);
+      remove_session(name, false, [](const std::string&) {});
+      return;
+    }
     for (const auto& w : waiters) w.done(made);
   });
 }

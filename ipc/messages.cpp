@@ -36,6 +36,7 @@ std::optional<int64_t> pgid_of(const proc_info& p) {
 }
 
 std::string signal_name_of(const proc_info& p) { return p.signal ? signal_name(*p.signal) : std::string(); }
+std::string signal_name_of_command(const command_info& c) { return c.signal ? signal_name(*c.signal) : std::string(); }
 
 std::string msg::done_signal_name(const exec_done& d) { return d.signal ? signal_name(*d.signal) : std::string(); }
 

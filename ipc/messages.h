@@ -251,6 +251,29 @@ struct schema_of<proc_info> {
   }
 };
 
+std::string signal_name_of_command(const command_info& c);
+
+template <>
+struct schema_of<command_info> {
+  static constexpr std::string_view name = "kept command";
+  static constexpr auto fields() {
+    using s = command_info;
+    return std::tuple{field("id", &s::id),
+                      field("session", &s::session),
+                      field("command", &s::command),
+                      field("state", &s::state),
+                      field("detached", &s::detached),
+                      field("pid", &s::pid, kNilIfZero),
+                      field("exit_code", &s::exit_code),
+                      field("signal", &s::signal),
+                      derived("signal_name", signal_name_of_command),
+                      field("timed_out", &s::timed_out),
+                      field("cancelled", &s::cancelled),
+                      field("started_at_ms", &s::started_at_ms, kNilIfZero),
+                      field("ended_at_ms", &s::ended_at_ms, kNilIfZero)};
+  }
+};
+
 // ---- Messages ---------------------------------------------------------------------------
 
 namespace msg {
@@ -816,7 +839,11 @@ struct proc_list {
 struct proc_table {
   static constexpr message_kind kind{msg_type::proc_table, "proc_table", daemon_to_client, true};
   std::vector<sbsh::proc_info> procs;
-  static constexpr auto fields() { return std::tuple{field("procs", &proc_table::procs)}; }
+  // The commands sbshd keeps that run detached (with `all`, also those that have ended).
+  std::vector<sbsh::command_info> commands;
+  static constexpr auto fields() {
+    return std::tuple{field("procs", &proc_table::procs), field("commands", &proc_table::commands, kOmitEmpty)};
+  }
 };
 
 struct proc_kill {

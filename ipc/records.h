@@ -196,7 +196,7 @@ struct daemon_counters {
 struct proc_info {
   uint64_t id = 0;
   std::string name, session, command;
-  std::string state;           // starting | running | exited | killed | failed | lost
+  std::string state;           // starting | running | exited | killed | failed | lost | not_started
   int64_t pid = 0;             // also its process group
   std::optional<int> exit_code;
   std::optional<int> signal;
@@ -204,6 +204,21 @@ struct proc_info {
   int64_t ended_at_ms = 0;     // 0 while it runs
   std::string error;
   std::string log_path;        // its stdout log (stderr: the same with .err)
+};
+
+// A command sbshd keeps (exec --detach-after, --json), as `sbsh ps` lists it beside the
+// background processes: by its %ID.
+struct command_info {
+  uint64_t id = 0;  // shown as %ID
+  std::string session, command;
+  std::string state;      // queued | running | finished
+  bool detached = false;  // it went on without the client that started it
+  int64_t pid = 0;        // while it runs: the session's shell, which runs it
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool timed_out = false, cancelled = false;
+  int64_t started_at_ms = 0;  // 0 until it starts
+  int64_t ended_at_ms = 0;    // 0 until it ends
 };
 
 }  // namespace sbsh

@@ -84,8 +84,8 @@ inline std::vector<record_doc> describe_records() {
     return record_doc{std::string(schema_of<R>::name), doc_detail::describe_fields<R>(true)};
   };
   return {one(static_cast<session_status*>(nullptr)), one(static_cast<session_detail*>(nullptr)),
-          one(static_cast<session_spec*>(nullptr)), one(static_cast<history_entry*>(nullptr)),
-          one(static_cast<proc_info*>(nullptr))};
+          one(static_cast<session_spec*>(nullptr)),   one(static_cast<history_entry*>(nullptr)),
+          one(static_cast<proc_info*>(nullptr)),      one(static_cast<command_info*>(nullptr))};
 }
 
 }  // namespace sbsh::ipc

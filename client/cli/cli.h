@@ -23,6 +23,8 @@ inline constexpr int kExitFailure = 255;  // sbsh itself failed (not the command
 inline constexpr int kExitTimeout = 124;
 // exec --detach-after passed with the command still running: it goes on (sbsh wait %ID).
 inline constexpr int kExitDetached = 254;
+// A command that was stopped (cancelled) and still exited 0: it did not succeed.
+inline constexpr int kExitCancelled = 130;
 
 struct global_opts {
   std::string socket;
@@ -66,6 +68,8 @@ std::string tail_of(std::string_view s, size_t max);
 std::string plural(uint64_t n, std::string_view one, std::string_view many);  // "1 client", "2 clients"
 void print_session_table(const std::vector<client::session_status>& v);
 void print_proc_table(const std::vector<client::proc_info>& v);
+// Kept commands (ps): %ID, session, pid, state, result, start, command.
+void print_command_table(const std::vector<client::command_info>& v);
 
 // From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT are not fatal to sbsh: each becomes a byte
 // on the returned descriptor, for exec_options::signal_fd: SIGINT and SIGQUIT are forwarded to

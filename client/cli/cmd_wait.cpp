@@ -50,7 +50,10 @@ int run_wait(const global_opts& g, const wait_args& a) {
   auto p = conn->wait(a.id, a.timeout);
   if (!p) {
     if (ipc::has_code(p.err(), ipc::errc::timeout)) {
-      fail(fmt::format("process {} is still running after {} ms", a.id, a.timeout.count()));
+      // Its command may have ended with processes it started still running: sbshd says so.
+      const std::string& why = p.err().message;
+      fail(fmt::format("process {} is still running after {} ms{}", a.id, a.timeout.count(),
+                       why.find("has ended") != std::string::npos ? ": " + why : ""));
       return kExitTimeout;
     }
     return fail(p.err());
@@ -60,6 +63,7 @@ int run_wait(const global_opts& g, const wait_args& a) {
     std::fwrite(s.data(), 1, s.size(), stdout);
   }
   if (p->state == "lost" || p->state == "failed") fail(fmt::format("process {} {}: {}", a.id, p->state, p->error));
+  if (p->state == "not_started") fail(fmt::format("process {} was not started: {}", a.id, p->error));
   return proc_exit_status(*p);
 }
 
@@ -79,7 +83,7 @@ runner declare_wait(command_line& cl) {
   cl.argument("ID", a->id);
   cl.footer(
       "Exit status: the process's; 128+N if signal N ended it; 124 if DURATION passed first; 255 if its status "
-      "is unknown (lost when sbshd restarted, or it failed to start).");
+      "is unknown (lost when sbshd restarted, not started, or it failed to start).");
   return [a](const global_opts& g) { return run_wait(g, *a); };
 }
 

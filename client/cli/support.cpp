@@ -104,11 +104,16 @@ void explain_result(std::string_view session, std::chrono::milliseconds timeout,
     fail(fmt::format("timed out after the default timeout of session '{}'; the command was stopped",
                      session.empty() ? "default" : session));
   else if (r.timed_out) fail(fmt::format("timed out after {} ms; the command was stopped", timeout.count()));
+  if (r.cancelled && r.ran && !r.timed_out && r.exit_code == 0)
+    fail(fmt::format("the command was stopped (cancelled) and exited with status 0 of its own; sbsh exits {}",
+                     kExitCancelled));
 }
 
 int exec_exit_status(const client::exec_result& r) {
   if (r.running) return kExitDetached;
   if (r.timed_out) return kExitTimeout;
+  // A stopped command never reads as a success: one that trapped the signal and exited 0.
+  if (r.cancelled && r.ran && r.exit_code.value_or(0) == 0) return kExitCancelled;
   if (r.exit_code) return *r.exit_code;
   return kExitFailure;
 }

@@ -191,7 +191,26 @@ void print_proc_table(const std::vector<client::proc_info>& v) {
                          : p.signal                         ? ipc::signal_name(*p.signal)
                                                             : "";
     t.add({std::to_string(p.id), one_line(p.name, 64), one_line(p.session, 64), std::to_string(p.pid),
-           one_line(p.state, 16), result, client::rfc3339_ms(p.started_at_ms).substr(0, 19), one_line(p.command, 50)});
+           p.state == "not_started" ? "not started" : one_line(p.state, 16), result,
+           client::rfc3339_ms(p.started_at_ms).substr(0, 19), one_line(p.command, 50)});
+  }
+  std::fputs("\n", stdout);
+  t.print();
+}
+
+void print_command_table(const std::vector<client::command_info>& v) {
+  if (v.empty()) return;
+  table t({"ID", "SESSION", "PID", "STATE", "RESULT", "STARTED", "COMMAND"},
+          {false, false, true, false, false, false, false});
+  for (const auto& c : v) {
+    std::string result = c.timed_out   ? "timed out"
+                         : c.signal    ? ipc::signal_name(*c.signal)
+                         : c.exit_code ? fmt::format("exit {}", *c.exit_code)
+                                       : "";
+    if (c.cancelled) result = result.empty() ? "cancelled" : result + ", cancelled";
+    t.add({client::command_ref(c.id), one_line(c.session, 64), c.pid > 0 ? std::to_string(c.pid) : "",
+           one_line(c.state, 16), result, c.started_at_ms > 0 ? client::rfc3339_ms(c.started_at_ms).substr(0, 19) : "",
+           one_line(c.command, 50)});
   }
   std::fputs("\n", stdout);
   t.print();

@@ -305,6 +305,46 @@ TEST_F(no_adopt_test, DaemonCrashRecreatesSessionsAndReportsLostProcesses) {
   ::kill(-pid, SIGKILL);  // in case it did not
 }
 
+// A start still waiting for its session's shell when sbshd crashed never ran: its record
+// says "not started", not "lost" (which says that its end is unknown).
+TEST_F(adopt_test, AStartQueuedWhenSbshdCrashedIsNotStartedNotLost) {
+  std::string marker = dir + "/busy";
+  auto busy = sbsh({"exec", "-s", "q", "--detach-after", "100ms", "--", "touch " + marker + "; sleep 30"});
+  ASSERT_EQ(busy.code, 254) << busy.err;
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(marker); }, std::chrono::seconds(10)));
+  // Through the library, which does not ask again once sbshd is gone.
+  auto c = conn();
+  std::thread start([&] {
+    client::start_options o;
+    o.session = "q";
+    o.name = "queued";
+    o.command = "echo ran > " + dir + "/ran";
+    (void)c.start(o);
+  });
+  // Crash only once the table on disk holds it, still starting.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::ifstream f(state + "/procs.msgpack");
+        std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        return bytes.find("queued") != std::string::npos && bytes.find("starting") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
+  kill_daemon();
+  start.join();
+  start_daemon();
+  auto j = json::parse(sbsh({"ps", "-a", "--json"}).out);
+  ASSERT_EQ(j.at("processes").size(), 1u) << j.dump();
+  EXPECT_EQ(j.at("processes").at(0).at("state"), "not_started") << j.dump();
+  EXPECT_NE(j.at("processes").at(0).at("error").get<std::string>().find("waited"), std::string::npos) << j.dump();
+  auto table = sbsh({"ps", "-a"});
+  EXPECT_NE(table.out.find("not started"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("lost"), std::string::npos) << table.out;
+  auto w = sbsh({"wait", "queued"});
+  EXPECT_EQ(w.code, 255);
+  EXPECT_NE(w.err.find("was not started"), std::string::npos) << w.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran"));
+}
+
 TEST_F(adopt_test, OnlyAnAdoptRequestTakesASessionOver) {
   ASSERT_EQ(exec("s", "v=1").code, 0);
   auto before = session_pids("s");

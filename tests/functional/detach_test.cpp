@@ -248,5 +248,83 @@ TEST_F(detach_test, AnIdFromBeforeARestartIsNeverAnotherCommands) {
   EXPECT_NE(sbsh({"wait", first}).err.find("kept by an earlier sbshd"), std::string::npos);
 }
 
+// `ps` lists what runs in the background: the commands exec left running detached too, by
+// %ID, with their session, state and pid (the session's shell runs them); -a adds every
+// command kept, with its result.
+TEST_F(detach_test, PsListsDetachedCommands) {
+  std::string id = detached_id(sbsh({"exec", "-s", "p", "--detach-after", "100ms", "--json", "sleep 3021"}));
+  // One queued behind it, detached too.
+  std::string queued = detached_id(sbsh({"exec", "-s", "p", "--detach-after", "1ms", "--json", "echo later"}));
+  auto table = sbsh({"ps"});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find(id), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("sleep 3021"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(queued), std::string::npos) << table.out;
+  auto j = json::parse(sbsh({"ps", "--json"}).out);
+  ASSERT_EQ(j.at("commands").size(), 2u) << j.dump();
+  auto c = j.at("commands").at(0);
+  EXPECT_EQ(c.at("id"), id);
+  EXPECT_EQ(c.at("session"), "p");
+  EXPECT_EQ(c.at("state"), "running");
+  EXPECT_TRUE(c.at("detached").get<bool>());
+  EXPECT_EQ(c.at("pid").get<int64_t>(), session_pids("p").shell_pid) << c.dump();
+  EXPECT_EQ(c.at("command"), "sleep 3021");
+  EXPECT_TRUE(c.at("exit_code").is_null());
+  EXPECT_EQ(j.at("commands").at(1).at("id"), queued);
+  EXPECT_EQ(j.at("commands").at(1).at("state"), "queued");
+  EXPECT_TRUE(j.at("commands").at(1).at("pid").is_null());
+  // The library lists them as well.
+  auto listed = conn().commands(false);
+  ASSERT_TRUE(listed) << listed.err().message;
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ("%" + std::to_string(listed->at(0).id), id);
+
+  ASSERT_EQ(sbsh({"kill", id}).code, 0);
+  ASSERT_EQ(sbsh({"wait", queued}).code, 0);
+  // Ended: gone from ps, listed by ps -a with how they ended.
+  EXPECT_TRUE(json::parse(sbsh({"ps", "--json"}).out).at("commands").empty());
+  auto all = json::parse(sbsh({"ps", "-a", "--json"}).out).at("commands");
+  ASSERT_EQ(all.size(), 2u) << all.dump();
+  EXPECT_EQ(all.at(0).at("state"), "finished");
+  EXPECT_TRUE(all.at(0).at("cancelled").get<bool>());
+  EXPECT_TRUE(all.at(0).at("pid").is_null());
+  EXPECT_FALSE(all.at(0).at("ended_at").is_null());
+  EXPECT_EQ(all.at(1).at("exit_code"), 0);
+  auto with_all = sbsh({"ps", "-a"});
+  EXPECT_NE(with_all.out.find("cancelled"), std::string::npos) << with_all.out;
+}
+
+TEST_F(detach_test, IdsShownBeforeACrashAreNeverGivenAgain) {
+  // Every command's id is shown (exec_started; exec --json prints it), kept or not. More
+  // commands than one reserved block of ids, none kept, then sbshd is killed as a crash
+  // would: the next sbshd's ids start past every id shown.
+  uint64_t largest = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = sbsh({"exec", "-s", "ids", "--json", "true"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    largest = std::max<uint64_t>(largest, std::stoull(json::parse(r.out)["id"].get<std::string>().substr(1)));
+  }
+  {
+    auto c = conn();
+    client::exec_options o;
+    o.session = "ids";
+    o.command = "true";
+    o.on_started = [&](const client::exec_start& s) { largest = std::max(largest, s.command_id); };
+    for (int i = 0; i < 1100; ++i) {
+      auto r = c.exec(o);
+      ASSERT_TRUE(r && r->ok()) << (r ? r->error : r.err().message);
+    }
+  }
+  ASSERT_GE(largest, 1100u);  // past the first block, reserved at the start
+  kill_daemon();
+  start_daemon();
+  for (int i = 0; i < 3; ++i) {
+    auto r = sbsh({"exec", "-s", "ids", "--json", "true"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    uint64_t id = std::stoull(json::parse(r.out)["id"].get<std::string>().substr(1));
+    EXPECT_GT(id, largest) << "an id shown before the crash was given again";
+  }
+}
+
 }  // namespace detach_tests
 }  // namespace sbsh::test

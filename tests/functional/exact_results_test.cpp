@@ -4,8 +4,10 @@
 // reported only when one ended the command; a missing directory is an error; a command that
 // did not run says so. Each test checks the real effect: the file the rest of the text would
 // have made is absent, the pids are gone, the variable set before is still there.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,6 +111,64 @@ TEST_F(exact_results_test, SigtermToTheClientStopsTheWholeText) {
   // The shell has run another command since: nothing of the stopped text is left to run.
   EXPECT_EQ(exec("s", "echo $x").out, "kept\n");
   EXPECT_FALSE(exists(after));
+}
+
+// A stopped command never reads as a success, also when what the stop reached exited 0: the
+// result says cancelled, and sbsh exits non-zero (130).
+pid_t exec_in_background(const std::vector<std::string>& args, const std::string& out_path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) ::dup2(fd, 1);
+    auto argv = exec_argv(args);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST_F(exact_results_test, AStoppedCommandThatExitsZeroIsStillCancelled) {
+  // A pipeline whose last part ignores the stop's signals and ends well once the first is gone.
+  std::string out = dir + "/out.json";
+  pid_t pid = exec_in_background({bin("sbsh"), "exec", "--json", "-s", "s", "--",
+                                  "sleep 3013 | sh -c 'trap \"\" TERM INT HUP; cat >/dev/null; exit 0'"},
+                                 out);
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3013").empty(); }, std::chrono::seconds(20)));
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(out);
+  auto j = json::parse(read_file(out));
+  EXPECT_TRUE(j["cancelled"].get<bool>()) << j.dump();
+  EXPECT_EQ(sbsh({"wait", j["id"].get<std::string>()}).code, 130);
+
+  // A command kept for its client (--json) that the client's end stopped: a trap made it
+  // exit 0, and what sbshd kept says cancelled.
+  pid = exec_in_background({bin("sbsh"), "exec", "--json", "-s", "s", "--",
+                            "sh -c 'trap \"exit 0\" HUP; sleep 3014 & wait'"},
+                           out);
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3014").empty(); }, std::chrono::seconds(20)));
+  ::kill(pid, SIGKILL);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  json kept;
+  std::string listed;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        listed = sbsh({"ps", "-a", "--json"}).out;
+        json all = json::parse(listed);
+        for (auto& c : all.at("commands"))
+          if (c.at("command").get<std::string>().find("sleep 3014") != std::string::npos && c.at("state") == "finished")
+            kept = c;
+        return !kept.is_null();
+      },
+      std::chrono::seconds(20)))
+      << listed;
+  EXPECT_TRUE(kept.at("cancelled").get<bool>()) << kept.dump();
+  auto w = sbsh({"wait", "--json", kept.at("id").get<std::string>()});
+  EXPECT_EQ(w.code, 130) << w.out << w.err;
+  EXPECT_TRUE(json::parse(w.out).at("cancelled").get<bool>()) << w.out;
+  EXPECT_EQ(exec("s", "echo still").out, "still\n");
 }
 
 TEST_F(exact_results_test, TheLibrarysCancelStopsTheWholeText) {

@@ -114,6 +114,29 @@ TEST_F(procs_test, ASignalItSurvivesLeavesItRunningAndTracked) {
   EXPECT_EQ(p.at("signal"), "SIGTERM");
 }
 
+// wait answers when nothing of the process is left: its command ended, and its keeper has
+// reaped what the command left, those still running and those already ended (zombies until
+// reaped) alike.
+TEST_F(procs_test, WaitAnswersOnlyOnceTheKeeperHasReapedWhatTheCommandLeft) {
+  ASSERT_EQ(sbsh({"start", "--name", "left", "--", "sleep 3 & echo $!; (setsid sh -c 'echo $$' &); exit 3"}).code, 0);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return (pids = numbers_in(sbsh({"logs", "--stdout", "left"}).out)).size() == 2;
+      },
+      seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return record("left").at("state") == "exited"; }, seconds(20)));
+  EXPECT_EQ(record("left").at("exit_code"), 3);
+  // The command has ended; what it left has not.
+  auto early = sbsh({"wait", "-t", "200ms", "left"});
+  EXPECT_EQ(early.code, 124);
+  EXPECT_NE(early.err.find("processes it started still run"), std::string::npos) << early.err;
+  auto w = sbsh({"wait", "left"});
+  EXPECT_EQ(w.code, 3) << w.err;
+  // Nothing of it is left, not even as a zombie: no process has these pids.
+  for (pid_t p : pids) EXPECT_NE(::kill(p, 0), 0) << p << " " << proc_file(p, "stat");
+}
+
 // Stress: several TERM-ignoring trees killed at once, by TERM and by KILL, a few rounds.
 TEST_F(procs_test, KillOfManyStubbornTreesAtOnceLeavesNothing) {
   for (int round = 0; round < 3; ++round) {

@@ -284,4 +284,57 @@ TEST_F(snapshot_test, ACopyRunsOffTheLoopAndIsUndoneWhenNobodyWaitsForIt) {
   EXPECT_EQ(exec("big", "cat a.txt").out, "hello\n");
 }
 
+// A copy that completes just as its client goes away (`timeout 1 sbsh session create ...`):
+// sbshd learns both at once, in either order, and makes no session of it. The copier has
+// copied and waits, stopped; sbshd is stopped while the copier exits and the client is
+// killed, so that both wait for the same turn of its loop.
+TEST_F(snapshot_test, ACopyThatEndsAsItsClientGoesMakesNoSession) {
+  make_source();
+  std::string real = shell_quote(bin("sbsh-wrapper"));
+  fs::create_directories(dir + "/shim");
+  write_file(dir + "/shim/copier",
+             "#!/bin/sh\n[ \"$1\" = --copy-tree ] || exec " + real + " \"$@\"\n" + real +
+                 " \"$@\" || exit\nkill -STOP $$\n",
+             0755);
+  stop_daemon();
+  daemon_args = {"--wrapper", dir + "/shim/copier"};
+  daemon_log_level = "info";  // what it made and removed, in the log a failure shows
+  start_daemon();
+  for (int round = 0; round < 3; ++round) {
+    std::string name = "gone" + std::to_string(round);
+    run_result r;
+    std::thread t([&] { r = sbsh({"session", "create", name, "--snapshot", src()}); });
+    pid_t cp = 0;
+    ASSERT_TRUE(wait_until([&] { return (cp = child_pid(daemon_pid, "copier")) > 0 && process_state(cp) == 'T'; },
+                           std::chrono::seconds(30)));
+    pid_t cli = child_pid(::getpid(), "sbsh");
+    ASSERT_GT(cli, 0);
+    ASSERT_EQ(::kill(daemon_pid, SIGSTOP), 0);
+    ASSERT_TRUE(wait_until([&] { return process_state(daemon_pid) == 'T'; }, std::chrono::seconds(10)));
+    ::kill(cp, SIGCONT);  // the copy is complete: the copier exits 0
+    EXPECT_TRUE(wait_until([&] { return process_state(cp) == 'Z'; }, std::chrono::seconds(10)));
+    ::kill(cli, SIGKILL);
+    t.join();
+    ::kill(daemon_pid, SIGCONT);
+    EXPECT_EQ(r.code, 128 + SIGKILL);
+    // Nothing of it is left: no session, no copy.
+    EXPECT_TRUE(wait_until([&] { return store_entries().empty(); }, std::chrono::seconds(20)))
+        << store_entries().size();
+    auto show = sbsh({"session", "show", name});
+    EXPECT_EQ(show.code, 255) << show.out << read_file(dir + "/sbshd.log");
+    EXPECT_FALSE(listed(name).is_object()) << listed(name).dump();
+  }
+  // sbshd goes on making sessions for clients that wait.
+  std::thread t([&] {
+    pid_t cp = 0;
+    wait_until([&] { return (cp = child_pid(daemon_pid, "copier")) > 0 && process_state(cp) == 'T'; },
+               std::chrono::seconds(30));
+    ::kill(cp, SIGCONT);
+  });
+  auto made = sbsh({"session", "create", "kept", "--snapshot", src()});
+  t.join();
+  EXPECT_EQ(made.code, 0) << made.err;
+  EXPECT_EQ(exec("kept", "cat a.txt").out, "hello\n");
+}
+
 }  // namespace sbsh::test::snapshot_tests

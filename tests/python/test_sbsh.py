@@ -215,8 +215,15 @@ class BindingTest(DaemonTestCase):
         self.assertEqual((done.exit_code, done.stdout), (0, b"first\nsecond\n"))
         self.assertEqual(self.c.exec("pwd", session="py-detach").stdout, b"/\n")
         slow = self.c.exec("sleep 30", session="py-detach", detach_after=0.2)
+        listed = [k for k in self.c.commands() if k.session == "py-detach"]
+        self.assertEqual([(k.id, k.state, k.session, k.command) for k in listed],
+                         [(slow.command_id, "running", "py-detach", "sleep 30")])
+        self.assertTrue(listed[0].running and listed[0].detached and listed[0].pid)
         killed = self.c.kill_command(slow.command_id)
         self.assertTrue(killed.cancelled)
+        self.assertEqual([k for k in self.c.commands() if k.session == "py-detach"], [])
+        ended = [k for k in self.c.commands(include_finished=True) if k.id == slow.command_id]
+        self.assertEqual([(k.state, k.cancelled) for k in ended], [("finished", True)])
         with self.assertRaises(sbsh.Error):
             self.c.await_command(987654321)
 

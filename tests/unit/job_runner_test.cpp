@@ -489,6 +489,30 @@ TEST_F(job_runner_test, CommandThatNeverReachedTheShellRunsInTheNext) {
   EXPECT_FALSE(d[0].shell_restarted);
 }
 
+// A command cancelled while no shell had it yet is not run by the next shell: it ends
+// cancelled, never run, instead of running later with a result that says cancelled.
+TEST_F(job_runner_test, ACancelledCommandThatNeverReachedTheShellNeverRuns) {
+  auto& c = new_client();
+  shell_.gone_ = true;
+  runner_->enqueue(user_job(c, 1, "cmd"));
+  ASSERT_NE(runner_->current(), nullptr);
+  EXPECT_TRUE(runner_->current()->undelivered);
+  EXPECT_TRUE(runner_->cancel(&c, 1, 0, true));
+  shell_.gone_ = false;
+  shell_.generation_ = 2;
+  shell_.serving_ = false;
+  runner_->shell_lost(1, shell_loss{1, std::nullopt, "its shell exited with status 1", true, false});
+  auto d = dones(c);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(d[0].cancelled);
+  EXPECT_FALSE(d[0].ran);
+  EXPECT_EQ(d[0].error_code, "cancelled");
+  EXPECT_EQ(runner_->queued(), 0u);
+  shell_.serving_ = true;
+  runner_->shell_ready();
+  EXPECT_TRUE(shell_.runs.empty());
+}
+
 TEST_F(job_runner_test, ShellThatWillNotRestartRefusesWhatWaits) {
   auto& c = new_client();
   runner_->enqueue(user_job(c, 1, "runs"));

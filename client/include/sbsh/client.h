@@ -23,12 +23,13 @@ namespace sbsh::client {
 
 // What sbshd reports of sessions and background processes (ipc/records.h: sbshd fills the
 // same records): session_status, session_spec (what `session create` defines),
-// history_entry, session_detail, proc_info, daemon_counters.
+// history_entry, session_detail, proc_info, command_info, daemon_counters.
+using sbsh::command_info;
 using sbsh::daemon_counters;
+using sbsh::environment_info;
 using sbsh::file_entry;
 using sbsh::history_entry;
 using sbsh::kept_copy;
-using sbsh::environment_info;
 using sbsh::proc_info;
 using sbsh::session_detail;
 using sbsh::session_spec;
@@ -348,6 +349,9 @@ class SBSH_API connection {
   // fails with error code "timeout" when the timeout passes first.
   result<proc_info> start(const start_options& opts);
   result<std::vector<proc_info>> processes(bool include_finished);
+  // The commands sbshd keeps that run detached from any client (exec_options::detach_after),
+  // as `sbsh ps` lists them; with include_finished every command kept, those ended too.
+  result<std::vector<command_info>> commands(bool include_finished);
   result<proc_info> kill(const std::string& proc, int signal);
   result<proc_info> wait(const std::string& proc, std::chrono::milliseconds timeout);
   result<proc_info> logs(const std::string& proc, const logs_options& opts,

@@ -499,12 +499,21 @@ SBSH_API int sbsh_start(sbsh_conn* conn, const char* command, const char* sessio
 
 /* The process table, as the "processes" of `sbsh ps --json` (JSON; see sbsh_sessions_json):
  * an array of
- *   {"id", "name", "session", "command", "state" (starting|running|exited|killed|failed|lost),
+ *   {"id", "name", "session", "command", "state" (starting|running|exited|killed|failed|lost|not_started),
  *    "pid" and "pgid" (the same; null before it starts), "exit_code" (or null), "signal"
  *    (name or null), "started_at", "ended_at" (null while it runs), "error" (or null),
  *    "log" (path of its stdout log; stderr: the same with .err)}
  * include_finished: non-zero to include processes that have ended. */
 SBSH_API int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out);
+
+/* The commands sbshd keeps that run detached from any client (sbsh_exec_opts detach_after_ms),
+ * as the "commands" of `sbsh ps --json`: an array of
+ *   {"id" ("%N", as sbsh_await_command's command_id N), "session", "command", "state"
+ *    (queued|running|finished), "detached" (bool), "pid" (the session's shell, which runs it;
+ *    null unless running), "exit_code" (or null), "signal" (name or null), "timed_out",
+ *    "cancelled" (bool), "started_at", "ended_at" (or null)}
+ * include_finished: non-zero to list every command kept, those that have ended too. */
+SBSH_API int sbsh_commands_json(sbsh_conn* conn, int include_finished, char** json_out);
 
 /* Sends signal to the process's whole tree. For a terminating signal (SIGTERM, SIGKILL, ...)
  * it returns once the process has ended (SIGTERM escalates to SIGKILL after 2 s).
@@ -529,7 +538,7 @@ SBSH_API uint64_t sbsh_proc_id(const sbsh_proc* p);
 SBSH_API const char* sbsh_proc_name(const sbsh_proc* p);     /* "" when unnamed */
 SBSH_API const char* sbsh_proc_session(const sbsh_proc* p);
 SBSH_API const char* sbsh_proc_command(const sbsh_proc* p);
-SBSH_API const char* sbsh_proc_state(const sbsh_proc* p);    /* starting|running|exited|killed|failed|lost */
+SBSH_API const char* sbsh_proc_state(const sbsh_proc* p); /* starting|running|exited|killed|failed|lost|not_started */
 SBSH_API int64_t sbsh_proc_pid(const sbsh_proc* p);          /* also its process group; 0 before start */
 SBSH_API int sbsh_proc_has_exit_code(const sbsh_proc* p);
 SBSH_API int sbsh_proc_exit_code(const sbsh_proc* p);        /* -1 when there is none */

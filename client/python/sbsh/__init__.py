@@ -26,7 +26,7 @@ from .client import Canceller, Client, OutputCallback, Process, Session, version
 from .errors import (CommandFailed, CommandNotFound, CommandTimedOut, ConnectionLost, DaemonUnreachable, Error,
                      InvalidArgument, LibraryNotFound, NotFound, ProcessNotFound, Refused, SessionNotFound,
                      StateLost, Timeout)
-from .types import (STDERR, STDOUT, Counters, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, HistoryEntry,
+from .types import (STDERR, STDOUT, CommandInfo, Counters, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, HistoryEntry,
                     KeptCopy, Logs, OutputChunk, PlanCommand, PlanEvent, PlanReason, PlanReport, PlanStage, ProcessInfo,
                     SessionDefinition, SessionDetails, SessionInfo)
 
@@ -38,7 +38,7 @@ __all__ = [
     "Error", "DaemonUnreachable", "ConnectionLost", "NotFound", "SessionNotFound", "ProcessNotFound",
     "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "CommandFailed", "CommandTimedOut", "StateLost",
     "LibraryNotFound",
-    "ExecResult", "OutputChunk", "ProcessInfo", "Logs", "SessionInfo", "SessionDefinition", "HistoryEntry",
+    "ExecResult", "OutputChunk", "ProcessInfo", "CommandInfo", "Logs", "SessionInfo", "SessionDefinition", "HistoryEntry",
     "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "KeptCopy", "EnvironmentInfo", "PlanCommand",
     "PlanStage", "PlanReason", "PlanReport",
     "PlanEvent", "STDOUT", "STDERR",

@@ -187,6 +187,7 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_environments_prune": (I, [P, I64, I64, PP]),
         "sbsh_start": (I, [P, S, S, S, S, SA, SZ, ctypes.POINTER(U64)]),
         "sbsh_processes_json": (I, [P, I, PP]),
+        "sbsh_commands_json": (I, [P, I, PP]),
         "sbsh_kill": (I, [P, S, I, PP]),
         "sbsh_wait": (I, [P, S, I64, PP]),
         "sbsh_logs": (I, [P, S, I, U64, I, I, OUTPUT_FN, P, PP]),

@@ -36,7 +36,7 @@ from . import _lib
 from ._lib import EnvLike, PathArg
 from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
-from .types import (DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, OutputChunk, PlanEvent,
+from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, OutputChunk, PlanEvent,
                     PlanReport, ProcessInfo, SessionDetails, SessionInfo)
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
@@ -337,6 +337,9 @@ class AsyncClient:
 
     async def processes(self, include_finished: bool = False) -> List[ProcessInfo]:
         return await self._run(lambda c, k: c.processes(include_finished), stoppable=False)
+
+    async def commands(self, include_finished: bool = False) -> List[CommandInfo]:
+        return await self._run(lambda c, k: c.commands(include_finished), stoppable=False)
 
     async def kill(self, proc: Union[int, str], signal: Union[int, str] = _signal.SIGTERM) -> ProcessInfo:
         return await self._run(lambda c, k: c.kill(proc, signal), stoppable=False)

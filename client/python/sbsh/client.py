@@ -24,9 +24,10 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 from . import _lib
 from ._lib import EnvLike, PathArg
 from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
-from .types import (STDERR, STDOUT, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, PlanEvent,
-                    PlanReport, ProcessInfo, SessionDetails, SessionInfo, daemon_status, environment_info, file_info,
-                    kept_copy, plan_event, plan_report, process_info, sequence_of, session_details, session_info)
+from .types import (STDERR, STDOUT, CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs,
+                    PlanEvent, PlanReport, ProcessInfo, SessionDetails, SessionInfo, command_info, daemon_status,
+                    environment_info, file_info, kept_copy, plan_event, plan_report, process_info, sequence_of,
+                    session_details, session_info)
 
 __all__ = ["Client", "Session", "Process", "Canceller", "version", "OutputCallback"]
 
@@ -750,6 +751,12 @@ class Client:
         """The background processes (with include_finished, also those that ended)."""
         return [process_info(d) for d in
                 sequence_of(self._json(self._lib.sbsh_processes_json, int(bool(include_finished))))]
+
+    def commands(self, include_finished: bool = False) -> List[CommandInfo]:
+        """The commands sbshd keeps that run detached from any client (exec's detach_after), as
+        `sbsh ps` lists them; with include_finished, every command kept, those ended too."""
+        return [command_info(d) for d in
+                sequence_of(self._json(self._lib.sbsh_commands_json, int(bool(include_finished))))]
 
     def _proc_call(self, fn: Any, *args: Any) -> ProcessInfo:
         p = ctypes.c_void_p()

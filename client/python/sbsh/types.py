@@ -98,8 +98,8 @@ class ExecResult:
 
 @dataclass(frozen=True, slots=True)
 class ProcessInfo:
-    """The state of a background process. state: starting, running, exited, killed, failed
-    or lost. pid is also its process group (None before it starts)."""
+    """The state of a background process. state: starting, running, exited, killed, failed,
+    lost (sbshd stopped while it ran) or not_started (sbshd stopped before it started). pid is also its process group (None before it starts)."""
     id: int
     name: str
     session: str
@@ -116,6 +116,29 @@ class ProcessInfo:
     @property
     def running(self) -> bool:
         return self.state in ("starting", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    """A command sbshd keeps, detached from its client (`sbsh ps` lists it by %ID): id is the
+    number after the %, as await_command takes it. state: queued, running or finished. pid is
+    the session's shell, which runs it (None unless running)."""
+    id: int
+    session: str
+    command: str
+    state: str
+    detached: bool
+    pid: Optional[int]
+    exit_code: Optional[int]
+    signal: Optional[int]
+    timed_out: bool
+    cancelled: bool
+    started_at: Optional[float]
+    ended_at: Optional[float]
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("queued", "running")
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,6 +463,16 @@ def process_info(d: Mapping[str, Any]) -> ProcessInfo:
                        exit_code=_opt_int(d.get("exit_code")), signal=signal_number(d.get("signal")),
                        started_at=unix_time(d.get("started_at")) or 0.0, ended_at=unix_time(d.get("ended_at")),
                        error=str(d.get("error") or ""), log=str(d.get("log", "")))
+
+
+def command_info(d: Mapping[str, Any]) -> CommandInfo:
+    ref = str(d.get("id", ""))
+    return CommandInfo(id=int(ref.lstrip("%") or 0), session=str(d.get("session", "")),
+                       command=str(d.get("command", "")), state=str(d.get("state", "")),
+                       detached=bool(d.get("detached")), pid=_opt_int(d.get("pid")),
+                       exit_code=_opt_int(d.get("exit_code")), signal=signal_number(d.get("signal")),
+                       timed_out=bool(d.get("timed_out")), cancelled=bool(d.get("cancelled")),
+                       started_at=unix_time(d.get("started_at")), ended_at=unix_time(d.get("ended_at")))
 
 
 def daemon_status(d: Mapping[str, Any]) -> DaemonStatus:
