@@ -247,14 +247,15 @@ std::vector<unique_fd> take_keepers(int channel) {
 // The confinement `o` asks for, with what it holds: a Landlock ruleset of the system's rules,
 // `extra` (bash, the builtin) and `o`'s, the cgroup's cgroup.procs and, for a confined
 // session, the plan of its sandbox (sandbox.h: its view of the files from `cwd`, its user,
-// its seccomp program), on the heap so that the confinement's pointer to it survives a move.
+// its seccomp program: `compiled`, when given, else compiled here), on the heap so that the
+// confinement's pointer to it survives a move.
 struct held_confinement {
   shell_confinement confinement;
   unique_fd ruleset, cgroup_procs;
   std::unique_ptr<sandbox_plan> sandbox;
 };
 result<held_confinement> confinement_of(const options& o, const std::vector<confine::rule>& extra,
-                                        const std::string& cwd) {
+                                        const std::string& cwd, const std::vector<sock_filter>* compiled = nullptr) {
   held_confinement held;
   held.confinement.pid_ns = o.pid_ns;
   held.confinement.net_ns = o.net_ns;
@@ -269,10 +270,14 @@ result<held_confinement> confinement_of(const options& o, const std::vector<conf
     held.confinement.ruleset = held.ruleset.get();
     auto plan = plan_sandbox(system, o.rules, cwd);
     if (!plan) return plan.err();
-    auto seccomp = seccomp_program();
-    if (!seccomp) return seccomp.err();
     held.sandbox = std::make_unique<sandbox_plan>(std::move(*plan));
-    held.sandbox->seccomp = std::move(*seccomp);
+    if (compiled != nullptr) {
+      held.sandbox->seccomp = *compiled;
+    } else {
+      auto seccomp = seccomp_program();
+      if (!seccomp) return seccomp.err();
+      held.sandbox->seccomp = std::move(*seccomp);
+    }
     held.sandbox->map_by_parent = ::geteuid() == 0;
     held.sandbox->uid = o.confine_uid;
     held.sandbox->gid = o.confine_gid;
@@ -450,10 +455,11 @@ class wrapper_loop {
       if (!builtin) return builtin.err();
       builtin_ = *builtin;
     }
+    // The stage's seccomp program, compiled as the wrapper of a confined session would.
     auto held =
         confinement_of(opts_,
                        {{bash_, confine::access::read_exec, false}, {builtin_, confine::access::read_only, false}},
-                       cwd_);
+                       cwd_, staged_plan_ ? &staged_plan_->seccomp : nullptr);
     if (!held) return held.err();
     bool fits = staged_ && held->sandbox && opts_.limits.empty() && !opts_.net_ns && opts_.pid_ns &&
                 opts_.cgroup.empty() && staged_.fits(*held->sandbox);
