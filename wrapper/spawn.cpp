@@ -173,16 +173,24 @@ void begin_view(child_args* a) {
 
 // The last step: kNewRoot becomes the root in turn and the first tmpfs, with the host's tree
 // beneath it, is detached; the view's root is made read-only and the shell's directory entered.
-void enter_view(child_args* a, const char* cwd) {
+void detach_host(child_args* a) {
   // One lazy unmount, after the pivot, detaches the tmpfs built on and the host's tree beneath
   // it together: each unmount waits for an RCU grace period.
   if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
       ::chdir("/") != 0)
     child_fail(a, errno, "entering the view");
+}
+
+void seal_view(child_args* a, const char* cwd) {
   mount_attr ro{};
   ro.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(AT_FDCWD, "/", 0, &ro, sizeof ro) != 0) child_fail(a, errno, "making the view's root read-only");
   if (::chdir(cwd) != 0) child_fail(a, errno, "entering the session's directory in the view");
+}
+
+void enter_view(child_args* a, const char* cwd) {
+  detach_host(a);
+  seal_view(a, cwd);
 }
 
 // Builds the shell's view: `fds` holds, for each own path in order, its idmapped mount or -1.
@@ -455,11 +463,22 @@ int staged_main(void* p) {
   begin_view(a);
   for (const auto& m : system.mounts) place(a, m, -1);
   make_special_mounts(a);
+  // When the parent idmaps every own path (as root), none is bound from the host's tree: it
+  // is detached now, and the unmount's wait for an RCU grace period is not the session's.
+  bool detached = system.map_by_parent;
+  if (detached) detach_host(a);
   // Here it waits for its session.
   session_part part;
   if (!receive_session_part(a, part)) child_fail(a, EPROTO, "receiving the session's part of the view");
-  for (size_t i = 0; i < part.own.size(); ++i) place(a, part.own[i], part.fds[i]);
-  enter_view(a, part.cwd.c_str());
+  for (size_t i = 0; i < part.own.size(); ++i) {
+    if (detached) {
+      if (part.fds[i] < 0) child_fail(a, EPROTO, "receiving the session's part of the view");
+      part.own[i].target = part.own[i].path;  // the view is the root already
+    }
+    place(a, part.own[i], part.fds[i]);
+  }
+  if (detached) seal_view(a, part.cwd.c_str());
+  else enter_view(a, part.cwd.c_str());
   place_descriptors(a);
   drop_capabilities(a);
   restrict_files(a, true);
@@ -782,6 +801,10 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const 
   };
   if (pid_ <= 0) return make_error(ipc::errc::spawn, "no staged shell to finish");
   std::vector<unique_fd> mounts = map_by_parent_ ? idmapped_mounts(pid_, full) : std::vector<unique_fd>();
+  // As root the stage has detached the host's tree: a path that cannot be idmapped (its file
+  // system does not allow it) could only be bound from there.
+  if (map_by_parent_ && std::any_of(mounts.begin(), mounts.end(), [](const unique_fd& m) { return !m; }))
+    return fail("a path of the session's cannot be mounted idmapped, and the stage no longer sees the host's");
   std::string text;
   size_t own = 0;
   for (const auto& m : full.mounts)
