@@ -436,11 +436,17 @@ class wrapper_loop {
     if (args.size() % 2 != 0) return make_error(ipc::errc::invalid, "a claim's options come in pairs");
     for (size_t i = 0; i < args.size(); i += 2) {
       std::string error, value(args[i + 1]);
+      // Where it listens for a later sbshd was set when it started.
+      if (args[i] == "--dir" || args[i] == "--adopt-timeout")
+        return make_error(ipc::errc::invalid, fmt::format("a claim may not change {}", args[i]));
       if (set_option(args[i], value.c_str(), opts_, error) != 1)
         return make_error(ipc::errc::invalid,
                           fmt::format("a claim's option {} {} is not one a session's wrapper takes{}{}", args[i], value,
                                       error.empty() ? "" : ": ", error));
     }
+    if (opts_.rules.empty())
+      return make_error(ipc::errc::invalid,
+                        "a confined spare serves only a confined session (the claim gave no --rule)");
     // The session's environment, as a wrapper started for it would hold it; sbshd's choice of
     // bash was the spare's.
     env_store_.clear();
