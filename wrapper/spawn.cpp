@@ -16,6 +16,7 @@
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -800,6 +801,8 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const 
     return make_error(ipc::errc::spawn, std::move(why));
   };
   if (pid_ <= 0) return make_error(ipc::errc::spawn, "no staged shell to finish");
+  pollfd ended{pidfd_, POLLIN, 0};  // a pidfd is readable once its process has ended
+  if (::poll(&ended, 1, 0) != 0) return fail("the staged shell has ended");
   std::vector<unique_fd> mounts = map_by_parent_ ? idmapped_mounts(pid_, full) : std::vector<unique_fd>();
   // As root the stage has detached the host's tree: a path that cannot be idmapped (its file
   // system does not allow it) could only be bound from there.

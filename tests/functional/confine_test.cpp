@@ -574,6 +574,30 @@ TEST_F(confine_test, WhatAStageCannotGiveStartsTheShellAnew) {
             "lo\n");
 }
 
+TEST_F(confine_test, AStageThatEndedStartsTheShellAnew) {
+  ASSERT_EQ(sbsh({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  auto fresh = exec("first", kProfile);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  pid_t spare = confined_spare();
+  ASSERT_GT(spare, 0);
+  // The staged shell, the spare's child, dies unseen by sbshd: its wrapper starts the shell
+  // anew on the claim, confined as any other.
+  pid_t staged = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::ifstream f("/proc/" + std::to_string(spare) + "/task/" + std::to_string(spare) + "/children");
+        return static_cast<bool>(f >> staged) && staged > 0;
+      },
+      std::chrono::seconds(10)));
+  ASSERT_EQ(::kill(staged, SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return !pid_alive(staged); }, std::chrono::seconds(5)));
+  ASSERT_EQ(sbsh({"session", "create", "second", "--root", root, "--confine"}).code, 0);
+  auto anew = exec("second", kProfile);
+  ASSERT_EQ(anew.code, 0) << anew.err;
+  EXPECT_EQ(anew.out, fresh.out);
+  EXPECT_EQ(session_pids("second").wrapper_pid, spare);
+}
+
 TEST_F(confine_test, AnExtraPathThatDoesNotExistIsRefusedAtCreation) {
   // As a missing -C DIR is: refused by create, with the option and the path, rather than
   // made and then failing every start of its shell.
