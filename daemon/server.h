@@ -179,6 +179,10 @@ class server {
   // A running spare shell for a new session to claim, or nullopt when none is ready;
   // another is started on the next turn of the loop.
   std::optional<spare_shell> take_spare();
+  // The same for a confined session's shell: a confined spare (sbsh-wrapper
+  // --spare-confined), whose shell waits, staged, for the session's options (msg::claim's
+  // args and env). None are kept until a confined session's shell first starts.
+  std::optional<spare_shell> take_confined_spare();
   // Kills whatever is left of a dead wrapper's process session, on the thread pool.
   void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
 
@@ -315,6 +319,9 @@ class server {
   handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
   handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
+  // Confined spares (take_confined_spare), kept once a confined session's shell has started.
+  std::deque<spare_shell> confined_spares_;
+  bool confined_spares_wanted_ = false;
   // Before the clients, which count themselves in it until they are destroyed.
   memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
   farewells farewells_{&loop_, &client_memory_};

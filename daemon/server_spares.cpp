@@ -22,7 +22,10 @@
 
 namespace sbsh::daemon {
 
-std::optional<spare_shell> server::take_spare() {
+namespace {
+
+// The first of `spares` still alive, taken off; the dead ones met are forgotten.
+std::optional<spare_shell> first_alive(std::deque<spare_shell>& spares) {
   // A dying process's descriptors close before its pidfd says it has ended: the control
   // socket's hang-up is the first sign.
   auto alive = [](const spare_shell& s) {
@@ -30,9 +33,9 @@ std::optional<spare_shell> server::take_spare() {
     return s.wrapper.proc->running() && ::poll(&p, 1, 0) == 0;
   };
   std::optional<spare_shell> out;
-  while (!spares_.empty() && !out) {
-    spare_shell s = std::move(spares_.front());
-    spares_.pop_front();
+  while (!spares.empty() && !out) {
+    spare_shell s = std::move(spares.front());
+    spares.pop_front();
     if (alive(s)) {
       out = std::move(s);
     } else {
@@ -40,6 +43,20 @@ std::optional<spare_shell> server::take_spare() {
       remove_shell_dir(s.dir);
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::optional<spare_shell> server::take_spare() {
+  std::optional<spare_shell> out = first_alive(spares_);
+  start_spares_in(0);
+  return out;
+}
+
+std::optional<spare_shell> server::take_confined_spare() {
+  confined_spares_wanted_ = true;
+  std::optional<spare_shell> out = first_alive(confined_spares_);
   start_spares_in(0);
   return out;
 }
@@ -91,43 +108,58 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
 std::string server::new_shell_dir() { return fmt::format("{}/{}.{}", shells_dir(), pid_, ++shell_seq_); }
 
 void server::start_spares() {
-  while (!shutting_down_ && spares_.size() < opts_.spare_wrappers) {
-    // Its bash starts at once, with an empty environment (the session that claims it exports
-    // its own: none of sbshd's reaches a shell), in / (it holds no directory busy while it
-    // waits). The padding is the argument memory in which the wrapper will show its session's
-    // name, as long as the longest name.
-    std::vector<std::string> env;
-    if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env.push_back(fmt::format("SBSH_BASH={}", bash));
-    std::string dir = new_shell_dir();
-    auto spare = start_wrapper(
-        dir, {"--spare", std::string(64, ' ')}, env, "/",
-        [this](int64_t status, int sig) {
-          // It ended unclaimed: forget it (its handle closes after this callback).
-          std::erase_if(spares_, [](const spare_shell& s) {
+  // A confined spare's shell is staged for a confined session (wrapper::run_spare): its
+  // wrapper runs as sbshd's user, its shell as the user confined shells are (--as).
+  auto want = [this](bool confined) {
+    size_t kept = confined ? confined_spares_.size() : spares_.size();
+    size_t wanted = confined && !confined_spares_wanted_ ? 0 : opts_.spare_wrappers;
+    return !shutting_down_ && kept < wanted;
+  };
+  for (bool confined : {false, true}) {
+    while (want(confined)) {
+      // Its bash starts at once (a confined one's once claimed), with an empty environment
+      // (the session that claims it exports its own, or gives a confined one its own: none of
+      // sbshd's reaches a shell), in / (it holds no directory busy while it waits). The
+      // padding is the argument memory in which the wrapper will show its session's name, as
+      // long as the longest name.
+      std::vector<std::string> env;
+      if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr)
+        env.push_back(fmt::format("SBSH_BASH={}", bash));
+      std::vector<std::string> args;
+      if (confined && ::geteuid() == 0) args = {"--as", fmt::format("{}:{}", opts_.confine_uid, opts_.confine_gid)};
+      args.insert(args.end(), {confined ? "--spare-confined" : "--spare", std::string(64, ' ')});
+      std::string dir = new_shell_dir();
+      auto spare = start_wrapper(dir, args, env, "/", [this](int64_t status, int sig) {
+        // It ended unclaimed: forget it (its handle closes after this callback).
+        for (auto* list : {&spares_, &confined_spares_})
+          std::erase_if(*list, [](const spare_shell& s) {
             if (!s.wrapper.proc->exited()) return false;
             remove_shell_dir(s.dir);
             return true;
           });
-          spdlog::warn("a spare wrapper {}; another starts in 1 s",
-                       sig != 0 ? fmt::format("was killed by signal {}", sig)
-                                : fmt::format("exited with status {}", status));
-          start_spares_in(1000);
-        });
-    if (!spare) {
-      spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
-                   spare.err().message);
-      return;
+        spdlog::warn("a spare wrapper {}; another starts in 1 s", sig != 0
+                                                                      ? fmt::format("was killed by signal {}", sig)
+                                                                      : fmt::format("exited with status {}", status));
+        start_spares_in(1000);
+      });
+      if (!spare) {
+        spdlog::warn("cannot start a spare wrapper ({}): {}; sessions start their own", opts_.wrapper_path,
+                     spare.err().message);
+        return;
+      }
+      (confined ? confined_spares_ : spares_).push_back({std::move(*spare), std::move(dir)});
     }
-    spares_.push_back({std::move(*spare), std::move(dir)});
   }
 }
 
 void server::drop_spares() {
-  for (auto& s : spares_) {
-    s.wrapper.proc->kill(SIGTERM);
-    remove_shell_dir(s.dir);
+  for (auto* list : {&spares_, &confined_spares_}) {
+    for (auto& s : *list) {
+      s.wrapper.proc->kill(SIGTERM);
+      remove_shell_dir(s.dir);
+    }
+    list->clear();  // let go of: reaped when they end; their control sockets close
   }
-  spares_.clear();  // let go of: reaped when they end; their control sockets close
   spare_timer_.reset();
 }
 

@@ -234,6 +234,9 @@ void shell_supervisor::start_shell() {
     args.emplace_back("--ns");
     args.emplace_back(def.confine && def.no_network ? "pid,net" : def.confine ? "pid" : "net");
   }
+  // A confined spare's stage has no limits, network namespace nor cgroup to give.
+  if (def.confine && !def.no_network && def.limits.empty() && def.cgroup.empty())
+    if (auto spare = srv_.take_confined_spare()) return claim_confined(gen, std::move(*spare), args, env_store);
   args.push_back(session_.name());
   auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),
                                     [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
@@ -268,7 +271,18 @@ void shell_supervisor::claim(spare_shell&& spare) {
   // environment, as in a shell started for the session.
   events_->run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
-  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd}));
+  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd, {}, {}}));
+}
+
+void shell_supervisor::claim_confined(uint64_t gen, spare_shell&& spare, const std::vector<std::string>& args,
+                                      const std::vector<std::string>& env) {
+  remove_shell_dir(dir_);  // named for a wrapper that is not started
+  dir_ = std::move(spare.dir);
+  wrapper_ = std::move(spare.wrapper.proc);
+  channel_ = std::move(spare.wrapper.channel);
+  wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
+  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd, args, env}));
 }
 
 void shell_supervisor::adopt(adopted_shell&& shell) {

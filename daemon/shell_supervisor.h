@@ -45,6 +45,10 @@ class shell_supervisor final : public shell_port {
   // How the first generation starts: a new shell, the spare, or one an earlier sbshd left.
   void start();
   void claim(spare_shell&& spare);
+  // A confined spare becomes this session's shell: its wrapper gets the options `args` and
+  // environment `env` one started for the session would have had.
+  void claim_confined(uint64_t gen, spare_shell&& spare, const std::vector<std::string>& args,
+                      const std::vector<std::string>& env);
   void adopt(adopted_shell&& shell);
 
   // Ends the current shell (its command is lost) and starts a new one at once, whatever the

@@ -752,12 +752,20 @@ struct unprotect_group {
   static constexpr auto fields() { return std::tuple{field("pgid", &unprotect_group::pgid)}; }
 };
 
-// A spare becomes this session's.
+// A spare becomes this session's. A confined spare (sbsh-wrapper --spare-confined), whose
+// bash has not started yet, is also given the options a wrapper started for the session
+// would have had (`args`, sbsh-wrapper's options but the session's name) and the
+// environment its bash starts with (`env`).
 struct claim {
   static constexpr message_kind kind{msg_type::claim, "claim", daemon_to_wrapper, false};
   std::string_view session;
   std::string_view cwd;
-  static constexpr auto fields() { return std::tuple{field("session", &claim::session), field("cwd", &claim::cwd)}; }
+  str_list args;
+  str_list env;
+  static constexpr auto fields() {
+    return std::tuple{field("session", &claim::session), field("cwd", &claim::cwd),
+                      field("args", &claim::args, kOmitEmpty), field("env", &claim::env, kOmitEmpty)};
+  }
 };
 
 // On a wrapper's adoption socket, the first frame of a new sbshd.

@@ -10,10 +10,12 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-               "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING | --setup TEXT\n"
-               "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
+  std::fprintf(
+      stderr,
+      "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
+      "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING\n"
+      "                    | --spare-confined PADDING | --setup TEXT\n"
+      "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
 }
 
@@ -25,49 +27,17 @@ int main(int argc, char** argv) {
   sbsh::wrapper::options o;
   int i = 1;
   for (; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--dir") == 0) {
-      o.dir = argv[i + 1];
-    } else if (std::strcmp(argv[i], "--limit") == 0) {
-      auto l = sbsh::parse_limit(argv[i + 1]);
-      if (!l) {
-        std::fprintf(stderr, "sbsh-wrapper: %s\n", l.err().message.c_str());
-        return 2;
-      }
-      o.limits.push_back(*l);
-    } else if (std::strcmp(argv[i], "--rule") == 0) {
-      auto r = sbsh::confine::parse_rule(argv[i + 1]);
-      if (!r) {
-        std::fprintf(stderr, "sbsh-wrapper: %s\n", r.err().message.c_str());
-        return 2;
-      }
-      o.rules.push_back(*r);
-    } else if (std::strcmp(argv[i], "--ns") == 0) {
-      std::string_view ns = argv[i + 1];
-      o.pid_ns = ns == "pid" || ns == "pid,net";
-      o.net_ns = ns == "net" || ns == "pid,net";
-      if (!o.pid_ns && !o.net_ns) return usage();
-    } else if (std::strcmp(argv[i], "--as") == 0) {
-      unsigned long uid = 0, gid = 0;
-      char* end = nullptr;
-      uid = std::strtoul(argv[i + 1], &end, 10);
-      if (end == argv[i + 1] || *end != ':') return usage();
-      const char* g = end + 1;
-      gid = std::strtoul(g, &end, 10);
-      if (end == g || *end != '\0' || uid >= 0xffffffffUL || gid >= 0xffffffffUL) return usage();
-      o.confine_uid = static_cast<uid_t>(uid);
-      o.confine_gid = static_cast<gid_t>(gid);
-    } else if (std::strcmp(argv[i], "--cgroup") == 0) {
-      o.cgroup = argv[i + 1];
-      if (o.cgroup.empty() || o.cgroup[0] != '/') return usage();
-    } else if (std::strcmp(argv[i], "--adopt-timeout") == 0) {
-      char* end = nullptr;
-      o.adopt_timeout_ms = std::strtoull(argv[i + 1], &end, 10);
-      if (end == argv[i + 1] || *end != '\0') return usage();
-    } else {
-      break;
+    std::string error;
+    int taken = sbsh::wrapper::set_option(argv[i], argv[i + 1], o, error);
+    if (taken == 0) break;
+    if (taken < 0) {
+      if (error.empty()) return usage();
+      std::fprintf(stderr, "sbsh-wrapper: %s\n", error.c_str());
+      return 2;
     }
   }
-  if (argc == i + 2 && std::strcmp(argv[i], "--spare") == 0) {
+  bool confined_spare = argc == i + 2 && std::strcmp(argv[i], "--spare-confined") == 0;
+  if (argc == i + 2 && (std::strcmp(argv[i], "--spare") == 0 || confined_spare)) {
     // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. It is
     // rewritten to show the session's name once claimed; the padding reserves room for it.
     // Only "--spare PADDING" is rewritten: ps then shows a claimed spare's options and name as
@@ -75,7 +45,7 @@ int main(int argc, char** argv) {
     char* first = argv[i];
     char* last = argv[i + 1] + std::strlen(argv[i + 1]);
     std::memset(argv[i + 1], 0, static_cast<size_t>(last - argv[i + 1]));
-    return sbsh::wrapper::run_spare(first, static_cast<size_t>(last - first), o);
+    return sbsh::wrapper::run_spare(first, static_cast<size_t>(last - first), o, confined_spare);
   }
   // An environment's setup (daemon/env_store.h), started as a session's shell would be.
   if (argc == i + 2 && std::strcmp(argv[i], "--setup") == 0) return sbsh::wrapper::run_setup(argv[i + 1], o);

@@ -25,11 +25,6 @@ namespace sbsh::wrapper {
 
 namespace {
 
-bool within(std::string_view p, std::string_view dir) {
-  if (dir == "/") return true;
-  return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
-}
-
 // What the child makes itself: a /proc of the shell's PID namespace, a devpts instance, and
 // no /sys at all (it tells about the host's devices, and nothing a shell needs is there).
 bool made_by_child(std::string_view p) {
@@ -82,7 +77,8 @@ result<sandbox_plan> plan_sandbox(const std::vector<confine::rule>& system, cons
     view_mount& m = **e;
     // bash and the builtin where a system directory already holds them.
     if (m.what != view_mount::kind::symlink &&
-        std::any_of(system_dirs.begin(), system_dirs.end(), [&m](const std::string& d) { return within(m.host, d); }))
+        std::any_of(system_dirs.begin(), system_dirs.end(),
+                    [&m](const std::string& d) { return path_within(m.host, d); }))
       continue;
     if (m.what == view_mount::kind::bind_dir) system_dirs.push_back(m.host);
     if (r.path.starts_with("/dev/")) m.read_only = false;  // the devices every program writes to

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/confine.h"
@@ -34,6 +35,12 @@ struct view_mount {
 // The most paths of its own a session may have (its root, TMPDIR, 64 of each --allow-* kind):
 // each may come to the child as a descriptor, and one message carries at most 253.
 inline constexpr size_t kMaxOwnMounts = 224;
+
+// Whether `p` is `dir` or lies beneath it.
+inline bool path_within(std::string_view p, std::string_view dir) {
+  if (dir == "/") return true;
+  return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
+}
 
 // Where the child builds the view and where it sees the host's root meanwhile.
 inline constexpr const char* kNewRoot = "/newroot";

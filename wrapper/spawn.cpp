@@ -16,6 +16,7 @@
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -155,11 +156,11 @@ void make_special_mounts(child_args* a) {
     if (::symlink(l[0], l[1]) != 0 && errno != EEXIST) child_fail(a, errno, "making the view's symlinks");
 }
 
-// Builds the shell's view, as bubblewrap does: a tmpfs becomes the root (the host's is then
-// at kOldRoot), a second one (kNewRoot) receives the system's directories, the session's
-// own and the special file systems, then becomes the root in turn and the first, with the
-// host's beneath it, is detached. `fds` holds, for each own path in order, its idmapped mount or -1.
-void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
+// The first step of the shell's view, as bubblewrap builds one: a tmpfs becomes the root (the
+// host's is then at kOldRoot), and a second one (kNewRoot) will receive the system's
+// directories, the session's own and the special file systems; the private /tmp first: the
+// session's directories may lie beneath it.
+void begin_view(child_args* a) {
   mount_or_fail(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr, "making the mounts private");
   mount_or_fail(a, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k",
                 "mounting a tmpfs to build the view on");
@@ -167,21 +168,39 @@ void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
       ::syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0 || ::chdir("/") != 0)
     child_fail(a, errno, "entering the tmpfs to build the view on");
   mount_or_fail(a, "tmpfs", kNewRoot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", "mounting the view's root");
-  // The private /tmp first: the session's directories may lie beneath it.
   make_parents(a, "/newroot/tmp/");
   mount_or_fail(a, "tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "mounting the shell's /tmp");
-  size_t own = 0;
-  for (const auto& m : plan.mounts) place(a, m, m.own ? fds[own++] : -1);
-  make_special_mounts(a);
+}
+
+// The last step: kNewRoot becomes the root in turn and the first tmpfs, with the host's tree
+// beneath it, is detached; the view's root is made read-only and the shell's directory entered.
+void detach_host(child_args* a) {
   // One lazy unmount, after the pivot, detaches the tmpfs built on and the host's tree beneath
   // it together: each unmount waits for an RCU grace period.
   if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
       ::chdir("/") != 0)
     child_fail(a, errno, "entering the view");
+}
+
+void seal_view(child_args* a, const char* cwd) {
   mount_attr ro{};
   ro.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(AT_FDCWD, "/", 0, &ro, sizeof ro) != 0) child_fail(a, errno, "making the view's root read-only");
-  if (::chdir(plan.cwd.c_str()) != 0) child_fail(a, errno, "entering the session's directory in the view");
+  if (::chdir(cwd) != 0) child_fail(a, errno, "entering the session's directory in the view");
+}
+
+void enter_view(child_args* a, const char* cwd) {
+  detach_host(a);
+  seal_view(a, cwd);
+}
+
+// Builds the shell's view: `fds` holds, for each own path in order, its idmapped mount or -1.
+void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
+  begin_view(a);
+  size_t own = 0;
+  for (const auto& m : plan.mounts) place(a, m, m.own ? fds[own++] : -1);
+  make_special_mounts(a);
+  enter_view(a, plan.cwd.c_str());
 }
 
 // Waits for the parent to map this child's user namespace, and receives the idmapped mounts
@@ -338,6 +357,148 @@ int child_main(void* p) {
       child_fail(a, errno, "installing the seccomp filter");
   }
   ::execve(a->bash_path, a->argv != nullptr ? a->argv : argv, environ);
+  child_fail(a, errno);
+}
+
+// A staged shell's child (staged_shell): the session's part of its view, what it starts in
+// and with, as the parent serialized them (finish()), read back. The child is a copy of its
+// parent, not sharing its memory: it may allocate.
+struct session_part {
+  std::vector<view_mount> own;
+  std::vector<int> fds;  // each own path's idmapped mount, or -1
+  std::string cwd;
+  std::vector<std::string> env;
+};
+
+// The serialization: each string as its 4-byte length and its bytes.
+void put_string(std::string& out, std::string_view v) {
+  auto n = static_cast<uint32_t>(v.size());
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(v);
+}
+
+bool get_string(std::string_view& in, std::string& out) {
+  uint32_t n = 0;
+  if (in.size() < sizeof n) return false;
+  std::memcpy(&n, in.data(), sizeof n);
+  in.remove_prefix(sizeof n);
+  if (in.size() < n) return false;
+  out.assign(in.substr(0, n));
+  in.remove_prefix(n);
+  return true;
+}
+
+bool get_count(std::string_view& in, size_t& n) {
+  std::string text;
+  if (!get_string(in, text)) return false;
+  char* end = nullptr;
+  n = std::strtoul(text.c_str(), &end, 10);
+  return end != text.c_str() && *end == '\0';
+}
+
+// Receives the session's part: one byte, and the memfd holding the rest, the Landlock ruleset
+// and the idmapped mounts (has_fd says which own paths have one) as descriptors.
+bool receive_session_part(child_args* a, session_part& part) {
+  constexpr size_t kMaxFds = kMaxOwnMounts + 2;
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do n = ::recvmsg(a->link, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) ::_exit(0);  // the parent dropped this stage unused
+  std::vector<int> got;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      got.resize(count);
+      std::memcpy(got.data(), CMSG_DATA(c), count * sizeof(int));
+    }
+  if (got.size() < 2 || (msg.msg_flags & MSG_CTRUNC) != 0) return false;
+  a->confinement.ruleset = got[1];
+  struct stat st {};
+  if (::fstat(got[0], &st) != 0) return false;
+  std::string buf(static_cast<size_t>(st.st_size), '\0');
+  if (::pread(got[0], buf.data(), buf.size(), 0) != static_cast<ssize_t>(buf.size())) return false;
+  ::close(got[0]);
+  std::string_view in = buf;
+  size_t own = 0, env = 0, next_fd = 2;
+  if (!get_count(in, own) || own > kMaxOwnMounts) return false;
+  for (size_t i = 0; i < own; ++i) {
+    view_mount m;
+    std::string flags;
+    if (!get_string(in, flags) || flags.size() != 3 || !get_string(in, m.path) || !get_string(in, m.target) ||
+        !get_string(in, m.source))
+      return false;
+    m.own = true;
+    m.what = flags[0] == 'f' ? view_mount::kind::bind_file : view_mount::kind::bind_dir;
+    m.read_only = flags[1] == 'r';
+    part.fds.push_back(flags[2] == 'i' && next_fd < got.size() ? got[next_fd++] : -1);
+    part.own.push_back(std::move(m));
+  }
+  if (!get_string(in, part.cwd) || !get_count(in, env)) return false;
+  part.env.resize(env);
+  for (auto& e : part.env)
+    if (!get_string(in, e)) return false;
+  return in.empty();
+}
+
+int staged_main(void* p) {
+  auto* a = static_cast<child_args*>(p);
+  const sandbox_plan& system = *a->confinement.sandbox;
+  if ((a->link = ::fcntl(a->link, F_DUPFD_CLOEXEC, SBSH_CHANNEL_FD + 8)) < 0) ::_exit(127);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != 0) ::_exit(127);  // the parent died before prctl took effect
+  int none[1] = {-1};
+  if (system.map_by_parent) take_maps_from_parent(a, system, none);
+  if (a->user_ns) {
+    write_self(a, "/proc/self/setgroups", "deny");
+    write_self(a, "/proc/self/uid_map", a->uid_map);
+    write_self(a, "/proc/self/gid_map", a->gid_map);
+  }
+  begin_view(a);
+  for (const auto& m : system.mounts) place(a, m, -1);
+  make_special_mounts(a);
+  // When the parent idmaps every own path (as root), none is bound from the host's tree: it
+  // is detached now, and the unmount's wait for an RCU grace period is not the session's.
+  bool detached = system.map_by_parent;
+  if (detached) detach_host(a);
+  // Here it waits for its session.
+  session_part part;
+  if (!receive_session_part(a, part)) child_fail(a, EPROTO, "receiving the session's part of the view");
+  for (size_t i = 0; i < part.own.size(); ++i) {
+    if (detached) {
+      if (part.fds[i] < 0) child_fail(a, EPROTO, "receiving the session's part of the view");
+      part.own[i].target = part.own[i].path;  // the view is the root already
+    }
+    place(a, part.own[i], part.fds[i]);
+  }
+  if (detached) seal_view(a, part.cwd.c_str());
+  else enter_view(a, part.cwd.c_str());
+  place_descriptors(a);
+  drop_capabilities(a);
+  restrict_files(a, true);
+  ::close_range(SBSH_SCRIPT_FD + 1, SBSH_CHANNEL_FD - 1, 0);
+  ::close_range(SBSH_CHANNEL_FD + 1, static_cast<unsigned>(a->link) - 1, 0);
+  ::close_range(static_cast<unsigned>(a->link) + 1, ~0U, 0);
+  reset_signals();
+  char arg0[] = "bash";
+  char arg1[] = "--noprofile";
+  char arg2[] = "--norc";
+  char arg3[] = "/dev/fd/3";
+  char* argv[] = {arg0, arg1, arg2, arg3, nullptr};
+  std::vector<char*> envp;
+  for (auto& e : part.env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  sock_fprog prog{static_cast<unsigned short>(system.seccomp.size()), const_cast<sock_filter*>(system.seccomp.data())};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+    child_fail(a, errno, "installing the seccomp filter");
+  ::execve(a->bash_path, argv, envp.data());
   child_fail(a, errno);
 }
 
@@ -502,6 +663,206 @@ result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span
                                                       std::strerror(report.error)));
     return make_error(ipc::errc::spawn, fmt::format("cannot run {}: {}", bash_path, std::strerror(report.error)));
   }
+  return pid;
+}
+
+namespace {
+
+// What the child makes besides the plan's mounts (make_special_mounts): no own path may hold
+// one, nor lie beneath one.
+constexpr std::string_view kSpecialPaths[] = {"/proc",   "/dev/pts",   "/dev/shm",    "/dev/ptmx",
+                                              "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"};
+
+std::string signature(const view_mount& m) {
+  return fmt::format("{}\n{}\n{}{}", m.path, m.source, static_cast<int>(m.what), m.read_only ? 'r' : 'w');
+}
+
+}  // namespace
+
+staged_shell& staged_shell::operator=(staged_shell&& o) noexcept {
+  if (this != &o) {
+    reset();
+    pid_ = std::exchange(o.pid_, 0);
+    pidfd_ = std::exchange(o.pidfd_, -1);
+    link_ = std::exchange(o.link_, -1);
+    map_by_parent_ = o.map_by_parent_;
+    uid_ = o.uid_;
+    gid_ = o.gid_;
+    system_ = std::move(o.system_);
+  }
+  return *this;
+}
+
+staged_shell::~staged_shell() { reset(); }
+
+void staged_shell::reset() {
+  if (pidfd_ >= 0) {
+    // Unfinished: it dies, and is reaped here unless the caller's reaper was first.
+    ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    siginfo_t info{};
+    constexpr int kByPidfd = 3;  // P_PIDFD, which this C library's idtype_t does not name
+    ::waitid(static_cast<idtype_t>(kByPidfd), static_cast<id_t>(pidfd_), &info, WEXITED);
+    ::close(pidfd_);
+  }
+  if (link_ >= 0) ::close(link_);
+  pid_ = 0;
+  pidfd_ = link_ = -1;
+}
+
+result<staged_shell> staged_shell::start(const char* bash_path, const shell_fds& fds, const sandbox_plan& system) {
+  constexpr size_t kStack = size_t{256} * 1024;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return make_error(ipc::errc::spawn,
+                      fmt::format("cannot stage a confined shell: socketpair: {}", std::strerror(errno)));
+  staged_shell st;
+  st.link_ = pair[0];
+  unique_fd theirs(pair[1]);
+  for (const auto& m : system.mounts) st.system_.push_back(signature(m));
+  st.map_by_parent_ = system.map_by_parent;
+  st.uid_ = system.uid;
+  st.gid_ = system.gid;
+  child_args args{bash_path, fds, ::getpid(), {}, {}, nullptr};
+  args.confinement.pid_ns = true;
+  args.confinement.sandbox = &system;
+  args.link = theirs.get();
+  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+  if (system.map_by_parent) {
+    for (int fd : {fds.script, fds.early_err}) (void)::fchown(fd, system.uid, system.gid);
+  } else {
+    args.user_ns = true;
+    fmt::format_to_n(args.uid_map, sizeof args.uid_map - 1, "{0} {0} 1\n", ::geteuid());
+    fmt::format_to_n(args.gid_map, sizeof args.gid_map - 1, "{0} {0} 1\n", ::getegid());
+  }
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED)
+    return make_error(ipc::errc::spawn, fmt::format("cannot stage a confined shell: {}", std::strerror(errno)));
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t pid = ::clone(staged_main, static_cast<char*>(stack) + kStack, flags, &args);
+  int clone_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::munmap(stack, kStack);  // the child has its own copy
+  if (pid < 0)
+    return make_error(ipc::errc::spawn, fmt::format("cannot stage a confined shell in namespaces of its own: {}",
+                                                    std::strerror(clone_errno)));
+  st.pid_ = pid;
+  st.pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (st.pidfd_ < 0) {
+    int e = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    st.pid_ = 0;
+    return make_error(ipc::errc::spawn, fmt::format("cannot stage a confined shell: pidfd_open: {}", std::strerror(e)));
+  }
+  if (system.map_by_parent) {
+    // Its maps, then one byte without descriptors: it may take its identity.
+    status mapped = write_proc(pid, "uid_map", fmt::format("0 {} 1\n", system.uid));
+    if (mapped) mapped = write_proc(pid, "gid_map", fmt::format("0 {} 1\n", system.gid));
+    unsigned char none = 0;
+    if (mapped && ::send(st.link_, &none, 1, MSG_NOSIGNAL) != 1)
+      mapped = make_error(ipc::errc::spawn, fmt::format("cannot release the staged shell: {}", std::strerror(errno)));
+    if (!mapped) return mapped.err();  // st's destructor ends the child
+  }
+  return st;
+}
+
+bool staged_shell::fits(const sandbox_plan& full) const {
+  if (pid_ <= 0 || full.map_by_parent != map_by_parent_ || full.uid != uid_ || full.gid != gid_) return false;
+  std::vector<std::string> system;
+  std::vector<const view_mount*> own, others;
+  for (const auto& m : full.mounts) {
+    if (m.own) {
+      own.push_back(&m);
+    } else {
+      system.push_back(signature(m));
+      others.push_back(&m);
+    }
+  }
+  if (system != system_) return false;
+  // In one step, the view's mounts go in path order, the special file systems after them; here
+  // the system's came first. The same view results unless an own path holds (or is) a path of
+  // the system's or a special one, lies beneath a special one, or beneath a system symlink.
+  for (const view_mount* o : own) {
+    if (path_within("/tmp", o->path)) return false;
+    for (const view_mount* s : others)
+      if (path_within(s->path, o->path) || (s->what == view_mount::kind::symlink && path_within(o->path, s->path)))
+        return false;
+    for (std::string_view special : kSpecialPaths)
+      if (path_within(special, o->path) || path_within(o->path, special)) return false;
+  }
+  return true;
+}
+
+result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const std::vector<std::string>& env) {
+  auto fail = [this](std::string why) -> result<pid_t> {
+    reset();
+    return make_error(ipc::errc::spawn, std::move(why));
+  };
+  if (pid_ <= 0) return make_error(ipc::errc::spawn, "no staged shell to finish");
+  pollfd ended{pidfd_, POLLIN, 0};  // a pidfd is readable once its process has ended
+  if (::poll(&ended, 1, 0) != 0) return fail("the staged shell has ended");
+  std::vector<unique_fd> mounts = map_by_parent_ ? idmapped_mounts(pid_, full) : std::vector<unique_fd>();
+  // As root the stage has detached the host's tree: a path that cannot be idmapped (its file
+  // system does not allow it) could only be bound from there.
+  if (map_by_parent_ && std::any_of(mounts.begin(), mounts.end(), [](const unique_fd& m) { return !m; }))
+    return fail("a path of the session's cannot be mounted idmapped, and the stage no longer sees the host's");
+  std::string text;
+  size_t own = 0;
+  for (const auto& m : full.mounts)
+    if (m.own) ++own;
+  put_string(text, std::to_string(own));
+  std::vector<int> fds;
+  size_t i = 0;
+  for (const auto& m : full.mounts) {
+    if (!m.own) continue;
+    bool idmapped = i < mounts.size() && mounts[i];
+    if (idmapped) fds.push_back(mounts[i].get());
+    ++i;
+    char flags[] = {m.what == view_mount::kind::bind_file ? 'f' : 'd', m.read_only ? 'r' : 'w', idmapped ? 'i' : '-'};
+    put_string(text, std::string_view(flags, sizeof flags));
+    put_string(text, m.path);
+    put_string(text, m.target);
+    put_string(text, m.source);
+  }
+  put_string(text, full.cwd);
+  put_string(text, std::to_string(env.size()));
+  for (const auto& e : env) put_string(text, e);
+  unique_fd mem(::memfd_create("sbsh-session-part", MFD_CLOEXEC));
+  if (!mem || ::write(mem.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return fail(fmt::format("cannot hand the staged shell its session: {}", std::strerror(errno)));
+  fds.insert(fds.begin(), {mem.get(), ruleset});
+  char byte = 'c';
+  iovec iov{&byte, 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  if (::sendmsg(link_, &msg, MSG_NOSIGNAL) < 0)
+    return fail(fmt::format("the staged shell is gone: {}", std::strerror(errno)));
+  // End of file once it has exec'd bash (its end closes on exec), or its report.
+  child_report report;
+  ssize_t n;
+  do n = ::recv(link_, &report, sizeof report, 0);
+  while (n < 0 && errno == EINTR);
+  if (n != 0 && n != static_cast<ssize_t>(sizeof report)) report = {EPIPE, nullptr, "starting the shell"};
+  if (report.error != 0)
+    return fail(report.failed_step != nullptr
+                    ? fmt::format("cannot confine bash: {}: {}", report.failed_step, std::strerror(report.error))
+                    : fmt::format("cannot run bash: {}", std::strerror(report.error)));
+  pid_t pid = pid_;
+  ::close(pidfd_);
+  ::close(link_);
+  pid_ = 0;
+  pidfd_ = link_ = -1;
   return pid;
 }
 

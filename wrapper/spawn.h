@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <span>
+#include <string>
+#include <vector>
 
 #include "common/limits.h"
 #include "ipc/result.h"
@@ -42,5 +44,48 @@ struct shell_confinement {
 // its maps and hand it the session's directories, mounted idmapped.
 result<pid_t> spawn_shell(const char* bash_path, const shell_fds& fds, std::span<const rlimit_spec> limits = {},
                           const shell_confinement& confinement = {}, char* const* argv = nullptr);
+
+// A confined shell started before its session is known (a confined spare, sbsh-wrapper
+// --spare-confined): the child is cloned into its namespaces, mapped, and builds the part of
+// the view that is the same for every session (`system`: a plan of the system's paths alone,
+// with the seccomp program), then waits. finish() gives it the session's part and it execs
+// bash, as spawn_shell's child would have. The child is a copy of this process (never
+// CLONE_VM): it waits on its own memory. It dies with this process; dropping an unfinished
+// stage kills it.
+class staged_shell {
+ public:
+  staged_shell() = default;
+  staged_shell(staged_shell&& o) noexcept { *this = std::move(o); }
+  staged_shell& operator=(staged_shell&& o) noexcept;
+  staged_shell(const staged_shell&) = delete;
+  staged_shell& operator=(const staged_shell&) = delete;
+  ~staged_shell();
+
+  // `system` must outlive the call only; `fds` stay open in the child until it execs.
+  static result<staged_shell> start(const char* bash_path, const shell_fds& fds, const sandbox_plan& system);
+
+  // Whether `full` (the session's plan: `system`'s mounts and its own) can be finished from
+  // this stage: its mounts beyond the system's are all its own, none holds or hides a path of
+  // the system's view, and the system's are those the child built.
+  [[nodiscard]] bool fits(const sandbox_plan& full) const;
+
+  // Places `full`'s own paths, enters the view at full.cwd and execs bash with `env`,
+  // restricted by `ruleset` (Landlock) and the seccomp program; returns bash's pid once it
+  // runs. On failure the child is gone.
+  result<pid_t> finish(const sandbox_plan& full, int ruleset, const std::vector<std::string>& env);
+
+  [[nodiscard]] explicit operator bool() const { return pid_ > 0; }
+
+ private:
+  void reset();  // kills and reaps an unfinished child
+
+  pid_t pid_ = 0;
+  int pidfd_ = -1;
+  int link_ = -1;  // this process's end of the socket to the child
+  bool map_by_parent_ = false;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  std::vector<std::string> system_;  // the mounts the child built, in order (path, source, kind)
+};
 
 }  // namespace sbsh::wrapper

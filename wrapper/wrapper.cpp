@@ -132,6 +132,50 @@ void remove_dir(const std::string& dir) {
 
 }  // namespace
 
+int set_option(std::string_view name, const char* value, options& o, std::string& error) {
+  if (name == "--dir") {
+    o.dir = value;
+  } else if (name == "--limit") {
+    auto l = parse_limit(value);
+    if (!l) {
+      error = l.err().message;
+      return -1;
+    }
+    o.limits.push_back(*l);
+  } else if (name == "--rule") {
+    auto r = confine::parse_rule(value);
+    if (!r) {
+      error = r.err().message;
+      return -1;
+    }
+    o.rules.push_back(*r);
+  } else if (name == "--ns") {
+    std::string_view ns = value;
+    o.pid_ns = ns == "pid" || ns == "pid,net";
+    o.net_ns = ns == "net" || ns == "pid,net";
+    if (!o.pid_ns && !o.net_ns) return -1;
+  } else if (name == "--as") {
+    char* end = nullptr;
+    unsigned long uid = std::strtoul(value, &end, 10);
+    if (end == value || *end != ':') return -1;
+    const char* g = end + 1;
+    unsigned long gid = std::strtoul(g, &end, 10);
+    if (end == g || *end != '\0' || uid >= 0xffffffffUL || gid >= 0xffffffffUL) return -1;
+    o.confine_uid = static_cast<uid_t>(uid);
+    o.confine_gid = static_cast<gid_t>(gid);
+  } else if (name == "--cgroup") {
+    o.cgroup = value;
+    if (o.cgroup.empty() || o.cgroup[0] != '/') return -1;
+  } else if (name == "--adopt-timeout") {
+    char* end = nullptr;
+    o.adopt_timeout_ms = std::strtoull(value, &end, 10);
+    if (end == value || *end != '\0') return -1;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 result<std::string> find_builtin() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -203,14 +247,15 @@ std::vector<unique_fd> take_keepers(int channel) {
 // The confinement `o` asks for, with what it holds: a Landlock ruleset of the system's rules,
 // `extra` (bash, the builtin) and `o`'s, the cgroup's cgroup.procs and, for a confined
 // session, the plan of its sandbox (sandbox.h: its view of the files from `cwd`, its user,
-// its seccomp program), on the heap so that the confinement's pointer to it survives a move.
+// its seccomp program: `compiled`, when given, else compiled here), on the heap so that the
+// confinement's pointer to it survives a move.
 struct held_confinement {
   shell_confinement confinement;
   unique_fd ruleset, cgroup_procs;
   std::unique_ptr<sandbox_plan> sandbox;
 };
 result<held_confinement> confinement_of(const options& o, const std::vector<confine::rule>& extra,
-                                        const std::string& cwd) {
+                                        const std::string& cwd, const std::vector<sock_filter>* compiled = nullptr) {
   held_confinement held;
   held.confinement.pid_ns = o.pid_ns;
   held.confinement.net_ns = o.net_ns;
@@ -225,10 +270,14 @@ result<held_confinement> confinement_of(const options& o, const std::vector<conf
     held.confinement.ruleset = held.ruleset.get();
     auto plan = plan_sandbox(system, o.rules, cwd);
     if (!plan) return plan.err();
-    auto seccomp = seccomp_program();
-    if (!seccomp) return seccomp.err();
     held.sandbox = std::make_unique<sandbox_plan>(std::move(*plan));
-    held.sandbox->seccomp = std::move(*seccomp);
+    if (compiled != nullptr) {
+      held.sandbox->seccomp = *compiled;
+    } else {
+      auto seccomp = seccomp_program();
+      if (!seccomp) return seccomp.err();
+      held.sandbox->seccomp = std::move(*seccomp);
+    }
     held.sandbox->map_by_parent = ::geteuid() == 0;
     held.sandbox->uid = o.confine_uid;
     held.sandbox->gid = o.confine_gid;
@@ -251,7 +300,8 @@ class wrapper_loop {
 
   // `title`: a spare's argument memory (see run_spare), nullptr for a wrapper started for
   // its session.
-  int run(char* title = nullptr, size_t title_size = 0) {
+  int run(char* title = nullptr, size_t title_size = 0, bool confined = false) {
+    confined_spare_ = confined;
     int code = run_shell(title, title_size);
     // The link directory is sbshd's; an orphan's is nobody's but ours.
     if (!opts_.dir.empty()) {
@@ -297,6 +347,11 @@ class wrapper_loop {
 
     unique_fd channel(kChannelFd);
     ::fcntl(kChannelFd, F_SETFD, FD_CLOEXEC);
+    if (confined_spare_) {
+      // Its bash starts once claimed (take_claim); until then it only waits.
+      stage_bash(std::move(channel));
+      return loop();
+    }
     result<pid_t> pid = start_bash(channel);
     channel.reset();
     if (!pid) {
@@ -333,6 +388,111 @@ class wrapper_loop {
                                cwd_);
     if (!held) return held.err();
     return spawn_serving_shell(bash_.c_str(), *builtin, channel.get(), early_w.get(), opts_.limits, held->confinement);
+  }
+
+  // A confined spare's stage (run_spare): what the shell will start with, and a child with the
+  // system's part of its view. A stage that fails is logged; the claim then starts the shell
+  // as a wrapper started for its session would.
+  void stage_bash(unique_fd channel) {
+    staged_channel_ = std::move(channel);
+    const char* bash = std::getenv("SBSH_BASH");
+    bash_ = bash != nullptr && *bash != '\0' ? bash : "/bin/bash";
+    ::unsetenv("SBSH_BASH");
+    auto builtin = find_builtin();
+    if (!builtin) return log_error("(spare)", builtin.err().message);
+    builtin_ = *builtin;
+    int early[2], script[2];
+    if (::pipe2(early, O_CLOEXEC) != 0) return log_error("(spare)", fmt::format("pipe: {}", std::strerror(errno)));
+    early_err_ = unique_fd(early[0]);
+    staged_early_w_ = unique_fd(early[1]);
+    if (::pipe2(script, O_CLOEXEC) != 0) return log_error("(spare)", fmt::format("pipe: {}", std::strerror(errno)));
+    staged_script_ = unique_fd(script[0]);
+    unique_fd script_w(script[1]);
+    std::string line = shell_script(builtin_);
+    if (::write(script_w.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return log_error("(spare)", fmt::format("cannot write the shell's script: {}", std::strerror(errno)));
+    std::vector<confine::rule> system = confine::system_rules();
+    system.insert(system.end(),
+                  {{bash_, confine::access::read_exec, false}, {builtin_, confine::access::read_only, false}});
+    auto plan = plan_sandbox(system, {}, "/");
+    if (!plan) return log_error("(spare)", plan.err().message);
+    auto seccomp = seccomp_program();
+    if (!seccomp) return log_error("(spare)", seccomp.err().message);
+    staged_plan_ = std::make_unique<sandbox_plan>(std::move(*plan));
+    staged_plan_->seccomp = std::move(*seccomp);
+    staged_plan_->map_by_parent = ::geteuid() == 0;
+    staged_plan_->uid = opts_.confine_uid;
+    staged_plan_->gid = opts_.confine_gid;
+    auto staged =
+        staged_shell::start(bash_.c_str(), {staged_channel_.get(), staged_script_.get(), staged_early_w_.get()},
+                            *staged_plan_);
+    if (!staged) return log_error("(spare)", staged.err().message);
+    staged_ = std::move(*staged);
+  }
+
+  // A confined spare's claim: the options and environment the session's wrapper would have
+  // been started with. Its bash starts now, from the stage when it fits, else anew.
+  result<pid_t> start_claimed(const ipc::str_list& args, const ipc::str_list& env) {
+    if (args.size() % 2 != 0) return make_error(ipc::errc::invalid, "a claim's options come in pairs");
+    for (size_t i = 0; i < args.size(); i += 2) {
+      std::string error, value(args[i + 1]);
+      // Where it listens for a later sbshd was set when it started.
+      if (args[i] == "--dir" || args[i] == "--adopt-timeout")
+        return make_error(ipc::errc::invalid, fmt::format("a claim may not change {}", args[i]));
+      if (set_option(args[i], value.c_str(), opts_, error) != 1)
+        return make_error(ipc::errc::invalid,
+                          fmt::format("a claim's option {} {} is not one a session's wrapper takes{}{}", args[i], value,
+                                      error.empty() ? "" : ": ", error));
+    }
+    if (opts_.rules.empty())
+      return make_error(ipc::errc::invalid,
+                        "a confined spare serves only a confined session (the claim gave no --rule)");
+    // The session's environment, as a wrapper started for it would hold it; sbshd's choice of
+    // bash was the spare's.
+    env_store_.clear();
+    for (std::string_view e : env)
+      if (!e.starts_with("SBSH_BASH=")) env_store_.emplace_back(e);
+    env_ptrs_.clear();
+    for (auto& e : env_store_) env_ptrs_.push_back(e.data());
+    env_ptrs_.push_back(nullptr);
+    environ = env_ptrs_.data();
+    if (builtin_.empty()) {
+      auto builtin = find_builtin();
+      if (!builtin) return builtin.err();
+      builtin_ = *builtin;
+    }
+    // The stage's seccomp program, compiled as the wrapper of a confined session would.
+    auto held =
+        confinement_of(opts_,
+                       {{bash_, confine::access::read_exec, false}, {builtin_, confine::access::read_only, false}},
+                       cwd_, staged_plan_ ? &staged_plan_->seccomp : nullptr);
+    if (!held) return held.err();
+    bool fits = staged_ && held->sandbox && opts_.limits.empty() && !opts_.net_ns && opts_.pid_ns &&
+                opts_.cgroup.empty() && staged_.fits(*held->sandbox);
+    if (fits) {
+      auto pid = staged_.finish(*held->sandbox, held->ruleset.get(), env_store_);
+      if (pid) {
+        staged_script_.reset();
+        staged_early_w_.reset();
+        staged_channel_.reset();
+        return pid;
+      }
+      log_error(session_.c_str(), fmt::format("the staged shell failed ({}); starting one anew", pid.err().message));
+    }
+    staged_ = staged_shell();  // ends the stage's child
+    staged_script_.reset();
+    if (!staged_early_w_) {
+      int early[2];
+      if (::pipe2(early, O_CLOEXEC) != 0)
+        return make_error(ipc::errc::spawn, fmt::format("pipe: {}", std::strerror(errno)));
+      early_err_ = unique_fd(early[0]);
+      staged_early_w_ = unique_fd(early[1]);
+    }
+    auto pid = spawn_serving_shell(bash_.c_str(), builtin_, staged_channel_.get(), staged_early_w_.get(), opts_.limits,
+                                   held->confinement);
+    staged_early_w_.reset();
+    staged_channel_.reset();
+    return pid;
   }
 
   // What the shell wrote on its stderr before the builtin took over: kept for the report of a
@@ -390,9 +550,10 @@ class wrapper_loop {
 
   // A spare's claim: it now serves this session. sbshd has told its bash to enter the
   // session's directory; the wrapper does too, as one started for the session would be.
-  void take_claim(const ipc::message& m) {
+  // Returns false when a confined spare's shell could not start (reported to sbshd).
+  bool take_claim(const ipc::message& m) {
     auto claim = ipc::decode<msg::claim>(m);
-    if (!claim) return;
+    if (!claim) return true;
     session_ = std::string(claim->session);
     spare_shell_ = false;
     if (title_size_ > 0) {
@@ -403,6 +564,21 @@ class wrapper_loop {
     if (::chdir(dir.c_str()) != 0)
       log_error(session_.c_str(), fmt::format("cannot enter the session's directory {}: {}", dir, std::strerror(errno)));
     cwd_ = dir;
+    if (!confined_spare_) return true;
+    confined_spare_ = false;
+    result<pid_t> pid = start_claimed(claim->args, claim->env);
+    if (!pid) {
+      log_error(session_.c_str(), pid.err().message);
+      msg::shell_exited exited;
+      exited.error = pid.err().message;
+      send(ipc::encode(exited));
+      return false;
+    }
+    shell_ = *pid;
+    shell_pidfd_ = unique_fd(static_cast<int>(::syscall(SYS_pidfd_open, shell_, 0)));
+    started_at_ms_ = wall_ms();
+    send(ipc::encode(msg::wrapper_ready{shell_, ::getpid()}));
+    return true;
   }
 
   // A new sbshd on the adoption socket: it takes the session over. Any sbshd of this user
@@ -500,7 +676,9 @@ class wrapper_loop {
       }
       if (fds[2].revents != 0) take_adoption();
       if (ctl_.open() && (fds[1].revents != 0 || ctl_.buffered())) {
-        if (!on_control() && !orphaned()) {
+        bool open = on_control();
+        if (claim_failed_) return 1;
+        if (!open && !orphaned()) {
           // sbshd is gone and no other may take the session: nobody can use it any more, nor
           // its background processes.
           end_session(session_.c_str(), sid_, {});
@@ -607,7 +785,7 @@ class wrapper_loop {
         return true;
       }
       case msg_type::claim:
-        take_claim(m);
+        if (!take_claim(m)) claim_failed_ = true;
         return true;
       case msg_type::initialized: {
         initialized_ = true;
@@ -626,7 +804,16 @@ class wrapper_loop {
   std::string session_;
   options opts_;
   std::string cwd_;
-  bool spare_shell_ = false;  // not claimed yet
+  bool spare_shell_ = false;     // not claimed yet
+  bool confined_spare_ = false;  // a confined spare not claimed yet: its shell is only staged
+  bool claim_failed_ = false;    // a confined spare's shell could not start once claimed
+  // A confined spare's stage and what its shell will start with (stage_bash).
+  staged_shell staged_;
+  std::unique_ptr<sandbox_plan> staged_plan_;
+  unique_fd staged_channel_, staged_script_, staged_early_w_;
+  std::string builtin_;
+  std::vector<std::string> env_store_;  // a confined spare's session's environment (environ)
+  std::vector<char*> env_ptrs_;
   bool initialized_ = false;  // sbshd said the shell is set up as its session defines
   uint64_t generation_ = 0;   // which shell of its session this is, as sbshd numbered it
   int64_t started_at_ms_ = 0;
@@ -660,8 +847,8 @@ class wrapper_loop {
 
 int run(const char* session_name, const options& o) { return wrapper_loop(session_name, o).run(); }
 
-int run_spare(char* title, size_t title_size, const options& o) {
-  return wrapper_loop("(spare)", o).run(title, title_size);
+int run_spare(char* title, size_t title_size, const options& o, bool confined) {
+  return wrapper_loop("(spare)", o).run(title, title_size, confined);
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/confine.h"
@@ -57,6 +58,11 @@ struct options {
   gid_t confine_gid = 65534;
 };
 
+// Takes option `name` (--limit, --rule, --ns, --as, --cgroup, --dir, --adopt-timeout) with
+// `value` into `o`: 1 when taken, 0 when `name` is not one, -1 when `value` is wrong (with
+// the reason in `error`, or none for a usage error).
+int set_option(std::string_view name, const char* value, options& o, std::string& error);
+
 // The sbsh builtin beside this program (SBSH_BUILTIN_RELPATH), or why it cannot be used.
 result<std::string> find_builtin();
 // The one line bash's script holds at start: load the builtin and hand the shell to it.
@@ -74,7 +80,15 @@ int run(const char* session_name, const options& o);
 // not wait for two processes to start. It runs as run() does; sbshd's claim gives it the
 // session's name and directory. `title` is the memory of its arguments, rewritten then to
 // show the session's name.
-int run_spare(char* title, std::size_t title_size, const options& o);
+//
+// A confined spare (`confined`, sbsh-wrapper --spare-confined) cannot start its bash before
+// the session is known: its view of the files holds the session's directories. It stages one
+// instead (staged_shell): namespaces made and mapped, the system's part of the view built, the
+// seccomp program compiled. The claim brings the options and environment a wrapper started for
+// the session would have had; the shell is then finished with them, or, when they ask for what
+// the stage cannot give (limits, a network namespace, a cgroup, an own path that would hide
+// part of the system's view), started anew as run() would start it.
+int run_spare(char* title, std::size_t title_size, const options& o, bool confined = false);
 
 // A one-shot run (sbsh-wrapper --setup TEXT), how sbshd runs an environment's setup
 // (daemon/env_store.h): `bash -c TEXT` started as a session's shell is (spawn_shell), with

@@ -89,6 +89,43 @@ class confine_test : public daemon_test {
     return 0;
   }
 
+  // The pid of this sbshd's confined spare (sbsh-wrapper --spare-confined, its directory
+  // beneath this test's socket's), once one runs; 0 if none does within 20 s.
+  pid_t confined_spare() const {
+    pid_t found = 0;
+    wait_until(
+        [&] {
+          for (const auto& e : fs::directory_iterator("/proc")) {
+            std::string name = e.path().filename();
+            if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+            std::ifstream f(e.path() / "cmdline");
+            std::string line((std::istreambuf_iterator<char>(f)), {});
+            if (line.find(sock + ".d/") == std::string::npos || line.find("--spare-confined") == std::string::npos)
+              continue;
+            // Not its staged shell, a copy of it in a PID namespace of its own (two pids).
+            std::ifstream status(e.path() / "status");
+            for (std::string l; std::getline(status, l);)
+              if (l.starts_with("NSpid:") && l.find_first_of(" \t", l.find_first_not_of(" \t", 6)) == std::string::npos)
+                found = static_cast<pid_t>(std::stol(name));
+          }
+          return found > 0;
+        },
+        std::chrono::seconds(20));
+    return found;
+  }
+
+  // What a confined shell is, as it sees it: its user and group maps, capabilities, seccomp
+  // and no_new_privs, its pid and user, the mounts of its view with their options, its
+  // environment, what it may read and write. Its session's name is NAME in it, so that two
+  // sessions' shells started alike print the same.
+  static constexpr const char* kProfile =
+      "cat /proc/self/uid_map /proc/self/gid_map; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; "
+      "echo $$ $(id -u) $(id -g); cat /proc/1/comm; "
+      "awk '{print $5, $6}' /proc/self/mountinfo | sed \"s|$SBSH_SESSION|NAME|g\" | sort; "
+      "env | sed \"s|$SBSH_SESSION|NAME|g\" | grep -v -E '^(_|OLDPWD)=' | sort; "
+      "cat inside; { cat ../home/secret; ls /; echo x > /etc/sbsh-probe; echo y > /usr/sbsh-probe; } 2>&1; "
+      "echo made > \"made-$SBSH_SESSION\" && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"";
+
   std::string root, secret;
 };
 
@@ -447,6 +484,23 @@ TEST_F(confine_user_test, AConfinedCommandOfAnUnprivilegedSbshdGetsATerminal) {
   EXPECT_EQ(in("box", "tty").out, "not a tty\n");
 }
 
+TEST_F(confine_user_test, AConfinedSpareServesAsAShellStartedForItsSession) {
+  ASSERT_EQ(client({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  auto fresh = in("first", kProfile);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  pid_t spare = confined_spare();
+  ASSERT_GT(spare, 0) << "no confined spare started after a confined session";
+  ASSERT_EQ(client({"session", "create", "second", "--root", root, "--confine"}).code, 0);
+  auto staged = in("second", kProfile);
+  ASSERT_EQ(staged.code, 0) << staged.err;
+  EXPECT_EQ(staged.out, fresh.out);
+  auto show = json::parse(client({"session", "show", "second", "--json"}).out);
+  EXPECT_EQ(show.at("session").at("wrapper_pid").get<pid_t>(), spare) << "the spare did not serve the session";
+  struct stat st {};
+  ASSERT_EQ(::stat((root + "/made-second").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+}
+
 // sbshd --confine-user: as root, the confined shell is that user outside, never root.
 class confine_as_test : public confine_test {
  protected:
@@ -497,6 +551,76 @@ TEST_F(confine_test, ExtraPathsAreGrantedAsAsked) {
   r = exec("box", "echo no > " + shell_quote(dir + "/data/no"));
   EXPECT_NE(r.code, 0);
   EXPECT_FALSE(fs::exists(dir + "/data/no"));
+}
+
+// A confined spare (sbsh-wrapper --spare-confined) is kept once a confined session has
+// started; the next confined session's shell is finished from its stage. It is what a shell
+// started for its session is: the same view, user, capabilities, filter and environment.
+TEST_F(confine_test, AConfinedSpareServesAsAShellStartedForItsSession) {
+  ASSERT_EQ(sbsh({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  auto fresh = exec("first", kProfile);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_NE(fresh.out.find("CapEff:\t0000000000000000\n"), std::string::npos) << fresh.out;
+  EXPECT_NE(fresh.out.find("Seccomp:\t2\n"), std::string::npos) << fresh.out;
+  pid_t spare = confined_spare();
+  ASSERT_GT(spare, 0) << "no confined spare started after a confined session";
+  ASSERT_EQ(sbsh({"session", "create", "second", "--root", root, "--confine"}).code, 0);
+  auto staged = exec("second", kProfile);
+  ASSERT_EQ(staged.code, 0) << staged.err;
+  EXPECT_EQ(staged.out, fresh.out);
+  auto status = session_pids("second");
+  EXPECT_EQ(status.wrapper_pid, spare) << "the spare did not serve the session";
+  struct stat st {};
+  ASSERT_EQ(::stat((root + "/made-second").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  // Its processes are the shell's own: nothing of the stage is left in its PID namespace.
+  EXPECT_EQ(exec("second", "ls -d /proc/[0-9]* | wc -l").out, exec("first", "ls -d /proc/[0-9]* | wc -l").out);
+}
+
+TEST_F(confine_test, WhatAStageCannotGiveStartsTheShellAnew) {
+  // An own path that is a system directory would hide the part of the view the stage built;
+  // limits and a network namespace are not staged: each is started as without a spare.
+  ASSERT_EQ(sbsh({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  ASSERT_GT(confined_spare(), 0);
+  ASSERT_EQ(sbsh(
+                {"session", "create", "etc", "--root", root, "--confine", "--allow-write", root, "--read-only", "/etc"})
+                .code,
+            0);
+  auto r = exec("etc", "head -c0 /etc/hostname && echo read; { echo x > /etc/sbsh-probe; } 2>&1; echo $$");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("read\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Read-only file system"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists("/etc/sbsh-probe"));
+  ASSERT_GT(confined_spare(), 0);
+  ASSERT_EQ(sbsh({"session", "create", "lim", "--root", root, "--confine", "--limit", "nofile=512"}).code, 0);
+  EXPECT_EQ(exec("lim", "ulimit -n; echo $$").out, "512\n1\n");
+  ASSERT_EQ(sbsh({"session", "create", "net", "--root", root, "--confine", "--no-network"}).code, 0);
+  EXPECT_EQ(exec("net", "ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '").out,
+            "lo\n");
+}
+
+TEST_F(confine_test, AStageThatEndedStartsTheShellAnew) {
+  ASSERT_EQ(sbsh({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  auto fresh = exec("first", kProfile);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  pid_t spare = confined_spare();
+  ASSERT_GT(spare, 0);
+  // The staged shell, the spare's child, dies unseen by sbshd: its wrapper starts the shell
+  // anew on the claim, confined as any other.
+  pid_t staged = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::ifstream f("/proc/" + std::to_string(spare) + "/task/" + std::to_string(spare) + "/children");
+        return static_cast<bool>(f >> staged) && staged > 0;
+      },
+      std::chrono::seconds(10)));
+  ASSERT_EQ(::kill(staged, SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return !pid_alive(staged); }, std::chrono::seconds(5)));
+  ASSERT_EQ(sbsh({"session", "create", "second", "--root", root, "--confine"}).code, 0);
+  auto anew = exec("second", kProfile);
+  ASSERT_EQ(anew.code, 0) << anew.err;
+  EXPECT_EQ(anew.out, fresh.out);
+  EXPECT_EQ(session_pids("second").wrapper_pid, spare);
 }
 
 TEST_F(confine_test, AnExtraPathThatDoesNotExistIsRefusedAtCreation) {

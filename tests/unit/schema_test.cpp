@@ -285,7 +285,7 @@ TEST(schema, WrapperMessagesAreTheSameBytes) {
   EXPECT_EQ(encode(msg::adopted{"b", "/", 7, 6, 5, {99}, 1, false, 1, 3}, 1), adopted.take());
   frame_builder claim(msg_type::claim);
   claim.str("session", "b").str("cwd", "/w");
-  EXPECT_EQ(encode(msg::claim{"b", "/w"}), claim.take());
+  EXPECT_EQ(encode(msg::claim{"b", "/w", {}, {}}), claim.take());
   frame_builder init(msg_type::initialized);
   init.u64("generation", 4);
   EXPECT_EQ(encode(msg::initialized{4}), init.take());
@@ -500,7 +500,7 @@ TEST(schema, FramesToClientsCarryOnlyValidUtf8) {
     EXPECT_TRUE(valid_utf8(s)) << s;
 
   // Frames between sbshd and its wrappers, its state files and requests keep text exactly.
-  auto claimed = decode_frame<msg::claim>(encode(msg::claim{"s", "/d\xff"}), &keep);
+  auto claimed = decode_frame<msg::claim>(encode(msg::claim{"s", "/d\xff", {}, {}}), &keep);
   EXPECT_EQ(std::string(claimed.cwd), "/d\xff");
   sessions_file file;
   file.sessions["a"].init = {"echo \xe9"};
