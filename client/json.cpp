@@ -97,6 +97,21 @@ void put_name(json_value& o, const std::string& key, std::string_view name) {
   if (!valid) o[key + "_base64"] = base64(name);
 }
 
+// A list of names at `key`, each as put_name() puts one; when any is not UTF-8, KEY_base64
+// beside it holds each one's exact bytes (null for those that are UTF-8).
+void put_names(json_value& o, const std::string& key, const std::vector<std::string>& names) {
+  json_value texts = json_value::array(), exact = json_value::array();
+  bool any = false;
+  for (const auto& n : names) {
+    bool valid = true;
+    texts.push_back(utf8_repair(n, &valid));
+    exact.push_back(valid ? json_value(nullptr) : json_value(base64(n)));
+    any = any || !valid;
+  }
+  o[key] = std::move(texts);
+  if (any) o[key + "_base64"] = std::move(exact);
+}
+
 }  // namespace
 
 std::string command_ref(uint64_t id) { return "%" + std::to_string(id); }
@@ -224,7 +239,7 @@ json_value definition_json(const session_spec& def) {
   d["timeout_ms"] = count_or_null(def.timeout_ms);
   if (!def.setup.empty()) {
     d["setup"] = def.setup;
-    d["setup_keys"] = def.setup_keys;
+    put_names(d, "setup_keys", def.setup_keys);
     d["sbsh_env"] = def.sbsh_env;
   }
   bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;

@@ -25,7 +25,9 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -111,40 +113,62 @@ constexpr derived_field<S, R> derived(std::string_view name, R (*value)(const S&
 // and only when the text is not valid UTF-8 (a frame to a client then carries the str with
 // those bytes replaced: frame.h's text_rule). Decoding puts the bytes back in the member, so
 // the reader gets the text exactly; in the table it comes after the str field, as on the wire.
-template <typename S>
+// A list of texts (a definition's paths) has the bytes of each, as an array of bin, when any
+// of them is not valid UTF-8.
+inline bin_view bytes_view(const std::string& t) { return {t}; }
+inline std::vector<bin_view> bytes_view(const std::vector<std::string>& l) {
+  std::vector<bin_view> v;
+  v.reserve(l.size());
+  for (const auto& t : l) v.push_back({t});
+  return v;
+}
+inline bool all_valid_utf8(const std::string& t) { return valid_utf8(t); }
+inline bool all_valid_utf8(const std::vector<std::string>& l) {
+  for (const auto& t : l)
+    if (!valid_utf8(t)) return false;
+  return true;
+}
+// Puts read bytes back: into the text, or each into its text of a list of the same length.
+inline void put_bytes(std::string& t, const bin_view& b) { t.assign(b.bytes); }
+inline void put_bytes(std::vector<std::string>& l, const std::vector<bin_view>& b) {
+  if (b.size() != l.size()) return;  // not the list beside it: the texts stay as they came
+  for (size_t i = 0; i < l.size(); ++i) l[i].assign(b[i].bytes);
+}
+
+template <typename S, typename T = std::string>
 struct bytes_of_field {
   using owner = S;
-  using type = bin_view;
+  using type = decltype(bytes_view(std::declval<const T&>()));
   static constexpr bool kBytesOf = true;
   std::string_view name;
-  std::string S::*member;
+  T S::*member;
   unsigned flags = 0;
   std::string_view note;
 
-  bin_view get(const S& s) const { return {s.*member}; }
-  std::string* target(S& s) const { return &(s.*member); }
-  bool condition(const S& s) const { return !valid_utf8(s.*member); }
+  type get(const S& s) const { return bytes_view(s.*member); }
+  T* target(S& s) const { return &(s.*member); }
+  bool condition(const S& s) const { return !all_valid_utf8(s.*member); }
 };
 
 // A bytes_of field of the struct in member `outer`, sent in S's own map (see embed()).
-template <typename S, typename I>
+template <typename S, typename I, typename T = std::string>
 struct nested_bytes_field {
   using owner = S;
-  using type = bin_view;
+  using type = decltype(bytes_view(std::declval<const T&>()));
   static constexpr bool kBytesOf = true;
   std::string_view name;
   I S::*outer;
-  std::string I::*member;
+  T I::*member;
   unsigned flags = 0;
   std::string_view note;
 
-  bin_view get(const S& s) const { return {(s.*outer).*member}; }
-  std::string* target(S& s) const { return &((s.*outer).*member); }
-  bool condition(const S& s) const { return !valid_utf8((s.*outer).*member); }
+  type get(const S& s) const { return bytes_view((s.*outer).*member); }
+  T* target(S& s) const { return &((s.*outer).*member); }
+  bool condition(const S& s) const { return !all_valid_utf8((s.*outer).*member); }
 };
 
-template <typename S>
-constexpr bytes_of_field<S> bytes_of(std::string_view name, std::string S::*member, std::string_view note) {
+template <typename S, typename T>
+constexpr bytes_of_field<S, T> bytes_of(std::string_view name, T S::*member, std::string_view note) {
   return {name, member, 0, note};
 }
 
@@ -177,7 +201,9 @@ constexpr auto embed(I S::*outer, std::string_view omit_empty = {}) {
   auto one = [&](const auto& f) {
     using F = std::decay_t<decltype(f)>;
     unsigned flags = f.flags | (f.name == omit_empty ? kOmitEmpty : 0u);
-    if constexpr (requires { F::kBytesOf; }) return nested_bytes_field<S, I>{f.name, outer, f.member, flags, f.note};
+    if constexpr (requires { F::kBytesOf; })
+      return nested_bytes_field<S, I, std::remove_cvref_t<decltype(std::declval<I&>().*(f.member))>>{
+          f.name, outer, f.member, flags, f.note};
     else return nested_field<S, I, typename F::type>{f.name, outer, f.member, flags, f.when, f.note};
   };
   return std::apply([&](const auto&... f) { return std::tuple{one(f)...}; }, kTable<I>);
@@ -247,9 +273,9 @@ bool read_value(const F& f, S& s, const msgpack::object& o, decoder& d) {
     return true;  // computed when sent: nothing to read back
   } else if constexpr (requires { F::kBytesOf; }) {
     auto at = d.enter(f.name);
-    bin_view bytes;
-    if (!wire<bin_view>::read(o, bytes, d)) return false;
-    f.target(s)->assign(bytes.bytes);
+    typename F::type bytes;
+    if (!wire<typename F::type>::read(o, bytes, d)) return false;
+    put_bytes(*f.target(s), bytes);
     return true;
   } else {
     auto at = d.enter(f.name);

@@ -539,18 +539,10 @@ std::vector<unique_fd> idmapped_mounts(pid_t pid, const sandbox_plan& plan) {
 // For a child cloned by root: writes its maps (its root is the plan's unprivileged user),
 // sends it the idmapped mounts, and waits until it has exec'd bash (end of file) or failed
 // (its report).
-result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int link) {
-  if (auto s = write_proc(pid, "uid_map", fmt::format("0 {} 1\n", plan.uid)); !s) return s.err();
-  if (auto s = write_proc(pid, "gid_map", fmt::format("0 {} 1\n", plan.gid)); !s) return s.err();
-  std::vector<unique_fd> mounts = idmapped_mounts(pid, plan);
-  std::vector<unsigned char> has_fd(std::max<size_t>(mounts.size(), 1), 0);
-  std::vector<int> fds;
-  for (size_t i = 0; i < mounts.size(); ++i)
-    if (mounts[i]) {
-      has_fd[i] = 1;
-      fds.push_back(mounts[i].get());
-    }
-  iovec iov{has_fd.data(), has_fd.size()};
+// Sends `len` bytes and, when there are any, `fds` with them (SCM_RIGHTS) on the link to a
+// child; false with errno set when it is gone.
+bool send_with_fds(int link, void* data, size_t len, const std::vector<int>& fds) {
+  iovec iov{data, len};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -564,7 +556,21 @@ result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int li
     c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
     std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
-  if (::sendmsg(link, &msg, MSG_NOSIGNAL) < 0)
+  return ::sendmsg(link, &msg, MSG_NOSIGNAL) >= 0;
+}
+
+result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int link) {
+  if (auto s = write_proc(pid, "uid_map", fmt::format("0 {} 1\n", plan.uid)); !s) return s.err();
+  if (auto s = write_proc(pid, "gid_map", fmt::format("0 {} 1\n", plan.gid)); !s) return s.err();
+  std::vector<unique_fd> mounts = idmapped_mounts(pid, plan);
+  std::vector<unsigned char> has_fd(std::max<size_t>(mounts.size(), 1), 0);
+  std::vector<int> fds;
+  for (size_t i = 0; i < mounts.size(); ++i)
+    if (mounts[i]) {
+      has_fd[i] = 1;
+      fds.push_back(mounts[i].get());
+    }
+  if (!send_with_fds(link, has_fd.data(), has_fd.size(), fds))
     return make_error(ipc::errc::spawn, fmt::format("cannot release the shell: {}", std::strerror(errno)));
   child_report report;
   ssize_t n;
@@ -834,19 +840,7 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const 
     return fail(fmt::format("cannot hand the staged shell its session: {}", std::strerror(errno)));
   fds.insert(fds.begin(), {mem.get(), ruleset});
   char byte = 'c';
-  iovec iov{&byte, 1};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  if (::sendmsg(link_, &msg, MSG_NOSIGNAL) < 0)
+  if (!send_with_fds(link_, &byte, 1, fds))
     return fail(fmt::format("the staged shell is gone: {}", std::strerror(errno)));
   // End of file once it has exec'd bash (its end closes on exec), or its report.
   child_report report;

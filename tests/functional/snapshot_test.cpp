@@ -129,6 +129,11 @@ TEST_F(snapshot_test, PathsThatAreNotUtf8AreShownWithTheirExactBytes) {
   write_file(latin + "/f", "latin\n");
   ASSERT_EQ(sbsh({"session", "create", "here", "-C", latin}).code, 0);
   ASSERT_EQ(sbsh({"session", "create", "copy", "--snapshot", latin}).code, 0);
+  write_file(latin + "/key\xff", "k\n");
+  ASSERT_EQ(sbsh({"session", "create", "keyed", "-C", latin, "--setup", "true", "--setup-key", "f", "--setup-key",
+                  "key\xff"})
+                .code,
+            0);
   std::string b64 = client::base64(latin);
   for (int round = 0; round < 2; ++round) {
     auto ls = sbsh({"session", "ls", "--json"});
@@ -137,7 +142,7 @@ TEST_F(snapshot_test, PathsThatAreNotUtf8AreShownWithTheirExactBytes) {
       if (s["name"] == "here") {
         EXPECT_EQ(s["cwd"], dir + "/caf\uFFFD") << ls.out;
         EXPECT_EQ(s["cwd_base64"], b64) << ls.out;
-      } else {
+      } else if (s["name"] == "copy") {
         EXPECT_FALSE(s.contains("cwd_base64")) << ls.out;  // the copy's own path is UTF-8
       }
     }
@@ -146,6 +151,10 @@ TEST_F(snapshot_test, PathsThatAreNotUtf8AreShownWithTheirExactBytes) {
     auto copy = nlohmann::json::parse(sbsh({"session", "show", "copy", "--json"}).out);
     EXPECT_EQ(copy["definition"]["snapshot_base64"], b64) << copy.dump();
     EXPECT_FALSE(copy["definition"].contains("root_base64")) << copy.dump();
+    // A list of names: each one's bytes beside it, null for those that are UTF-8.
+    auto keyed = nlohmann::json::parse(sbsh({"session", "show", "keyed", "--json"}).out)["definition"];
+    EXPECT_EQ(keyed["setup_keys"], nlohmann::json({"f", "key\uFFFD"})) << keyed.dump();
+    EXPECT_EQ(keyed["setup_keys_base64"], nlohmann::json({nullptr, client::base64("key\xff")})) << keyed.dump();
     EXPECT_EQ(exec("here", "pwd; cat f").out, latin + "\nlatin\n");
     stop_daemon();
     start_daemon();

@@ -569,6 +569,27 @@ TEST(schema, AnEmbeddedRecordsPathKeepsItsExactBytes) {
   EXPECT_EQ(back.definition.root, "");
 }
 
+TEST(schema, AListOfPathsKeepsEachOnesExactBytes) {
+  sbsh::session_detail d;
+  d.definition.allow_read = {"/ok", "/caf\xe9"};
+  d.definition.allow_write = {"/plain"};
+  std::string bytes = encode(msg::session_detail{d}, 9);
+  auto m = parse(bytes);
+  ASSERT_TRUE(m.ok());
+  const auto* def = in_map(*m->find("session"), "definition");
+  ASSERT_NE(def, nullptr);
+  const auto* exact = in_map(*def, "allow_read_bytes");
+  ASSERT_NE(exact, nullptr);
+  ASSERT_EQ(exact->type, msgpack::type::ARRAY);
+  ASSERT_EQ(exact->via.array.size, 2u);
+  EXPECT_EQ(std::string(exact->via.array.ptr[1].via.bin.ptr, exact->via.array.ptr[1].via.bin.size), "/caf\xe9");
+  EXPECT_EQ(in_map(*def, "allow_write_bytes"), nullptr);  // all UTF-8: the texts alone
+  message keep;
+  auto back = decode_frame<msg::session_detail>(bytes, &keep).session;
+  EXPECT_EQ(back.definition.allow_read, (std::vector<std::string>{"/ok", "/caf\xe9"}));
+  EXPECT_EQ(back.definition.allow_write, std::vector<std::string>{"/plain"});
+}
+
 TEST(text, ClientTextIsQuotedPrintableAndShort) {
   EXPECT_EQ(printable("plain name"), "plain name");
   EXPECT_EQ(printable("caf\xe9\n\x1b[2J\t\x7f"), "caf\\xe9\\n\\e[2J\\t\\x7f");

@@ -417,6 +417,14 @@ def _name(d: Mapping[str, Any], key: str) -> Optional[str]:
     return _opt_str(d.get(key))
 
 
+def _names(d: Mapping[str, Any], key: str) -> Tuple[str, ...]:
+    """A list of names: each from its exact bytes (KEY_base64's entry) when it is not UTF-8."""
+    texts = [str(x) for x in d.get(key) or ()]
+    exact = d.get(key + "_base64") or ()
+    return tuple(os.fsdecode(base64.b64decode(str(b))) if b else t
+                 for t, b in zip(texts, list(exact) + [None] * (len(texts) - len(exact))))
+
+
 def session_info(d: Mapping[str, Any]) -> SessionInfo:
     return SessionInfo(name=str(d.get("name", "")), state=str(d.get("state", "")), shell_pid=int(d.get("shell_pid") or 0),
                        wrapper_pid=int(d.get("wrapper_pid") or 0), restarts=int(d.get("restarts") or 0),
@@ -446,7 +454,7 @@ def session_details(d: Mapping[str, Any]) -> SessionDetails:
     definition = SessionDefinition(cwd=_name(de, "cwd") or "", env=_strs(de.get("env")), init=_strs(de.get("init")),
                                    restart=str(de.get("restart", "")), limits=_strs(de.get("limits")),
                                    root=_name(de, "root"), snapshot=_name(de, "snapshot"),
-                                   setup=_opt_str(de.get("setup")), setup_keys=_strs(de.get("setup_keys")),
+                                   setup=_opt_str(de.get("setup")), setup_keys=_names(de, "setup_keys"),
                                    sbsh_env=_opt_str(de.get("sbsh_env")),
                                    **_confinement(de.get("confinement") or {}))
     history = tuple(HistoryEntry(command=str(h.get("command", "")), exit_code=_opt_int(h.get("exit_code")),
