@@ -283,7 +283,7 @@ json_value json_of(const proc_info& p) {
   o["started_at"] = rfc3339_ms(p.started_at_ms);
   o["ended_at"] = time_or_null(p.ended_at_ms);
   o["error"] = text_or_null(p.error);
-  o["log"] = p.log_path;
+  put_name(o, "log", p.log_path);
   return o;
 }
 
@@ -337,7 +337,7 @@ json_value json_of(const file_entry& e) {
 json_value json_of(const environment_info& e) {
   json_value o;
   o["hash"] = e.hash;
-  o["path"] = e.path;
+  put_name(o, "path", e.path);
   o["setup"] = e.setup;
   o["keys"] = e.keys;
   o["size_bytes"] = e.size_bytes;

@@ -156,6 +156,7 @@ struct schema_of<environment_info> {
     using s = environment_info;
     return std::tuple{field("hash", &s::hash),
                       field("path", &s::path),
+                      bytes_of("path_bytes", &s::path, "only when path is not valid UTF-8: its exact bytes"),
                       field("setup", &s::setup),
                       field("keys", &s::keys),
                       field("size_bytes", &s::size_bytes),
@@ -251,7 +252,8 @@ struct schema_of<proc_info> {
                       field("started_at_ms", &s::started_at_ms),
                       field("ended_at_ms", &s::ended_at_ms, kNilIfZero),
                       field("error", &s::error),
-                      field("log", &s::log_path)};
+                      field("log", &s::log_path),
+                      bytes_of("log_bytes", &s::log_path, "only when log is not valid UTF-8: its exact bytes")};
   }
 };
 

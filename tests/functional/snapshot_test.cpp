@@ -346,4 +346,35 @@ TEST_F(snapshot_test, ACopyThatEndsAsItsClientGoesMakesNoSession) {
   EXPECT_EQ(exec("kept", "cat a.txt").out, "hello\n");
 }
 
+// sbshd's own paths too: a state directory whose name is not UTF-8 (a home in Latin-1) shows
+// in a process's log and an environment's path with their bytes beside them.
+class latin_state_test : public daemon_test {
+ protected:
+  latin_state_test() { start_in_setup = false; }
+};
+
+TEST_F(latin_state_test, SbshdsOwnPathsKeepTheirExactBytes) {
+  state = dir + "/\xe9tat";
+  ::setenv("SBSH_STATE_DIR", state.c_str(), 1);
+  start_daemon();
+  ASSERT_EQ(sbsh({"start", "--name", "p", "--", "echo hi"}).code, 0);
+  ASSERT_EQ(sbsh({"wait", "p"}).code, 0);
+  auto ps = sbsh({"ps", "-a", "--json"});
+  ASSERT_EQ(ps.code, 0) << ps.err;
+  auto procs = nlohmann::json::parse(ps.out)["processes"];
+  ASSERT_EQ(procs.size(), 1u) << ps.out;
+  std::string shown = dir + "/\uFFFDtat";
+  std::string log = procs[0]["log"];
+  ASSERT_EQ(log.rfind(shown, 0), 0u) << ps.out;
+  std::string exact = state + log.substr(shown.size());
+  EXPECT_EQ(procs[0]["log_base64"], client::base64(exact)) << ps.out;
+  EXPECT_TRUE(std::filesystem::exists(exact)) << exact;
+  ASSERT_EQ(sbsh({"session", "create", "e", "--setup", "true"}).code, 0);
+  auto envs = nlohmann::json::parse(sbsh({"env", "ls", "--json"}).out);
+  ASSERT_EQ(envs.size(), 1u);
+  std::string path = envs[0]["path"];
+  ASSERT_EQ(path.rfind(shown, 0), 0u) << envs.dump();
+  EXPECT_EQ(envs[0]["path_base64"], client::base64(state + path.substr(shown.size()))) << envs.dump();
+}
+
 }  // namespace sbsh::test::snapshot_tests

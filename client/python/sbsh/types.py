@@ -470,7 +470,7 @@ def process_info(d: Mapping[str, Any]) -> ProcessInfo:
                        command=str(d.get("command", "")), state=str(d.get("state", "")), pid=_opt_int(d.get("pid")),
                        exit_code=_opt_int(d.get("exit_code")), signal=signal_number(d.get("signal")),
                        started_at=unix_time(d.get("started_at")) or 0.0, ended_at=unix_time(d.get("ended_at")),
-                       error=str(d.get("error") or ""), log=str(d.get("log", "")))
+                       error=str(d.get("error") or ""), log=_name(d, "log") or "")
 
 
 def command_info(d: Mapping[str, Any]) -> CommandInfo:
@@ -505,7 +505,7 @@ def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
 
 
 def environment_info(d: Mapping[str, Any]) -> EnvironmentInfo:
-    return EnvironmentInfo(hash=str(d.get("hash", "")), path=str(d.get("path", "")), setup=str(d.get("setup", "")),
+    return EnvironmentInfo(hash=str(d.get("hash", "")), path=_name(d, "path") or "", setup=str(d.get("setup", "")),
                            keys=tuple(str(k) for k in d.get("keys") or ()), size_bytes=int(d.get("size_bytes") or 0),
                            created_at=unix_time(d.get("created_at")), last_used=unix_time(d.get("last_used")),
                            sessions=tuple(str(n) for n in d.get("sessions") or ()))
