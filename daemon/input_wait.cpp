@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -107,12 +108,10 @@ bool waits(pid_t pid, const input_source& src) {
 
 bool waits_for_input(const input_source& src) {
   if (src.shell <= 0 || (src.tty_rdev == 0 && src.pipe_ino == 0)) return false;
-  for (pid_t pid : tree_of(src.shell)) {
+  return std::ranges::any_of(tree_of(src.shell), [&src](pid_t pid) {
     pid_t g = pgrp_of(pid);
-    if (g < 0 || (src.foreground > 0 && g != src.foreground)) continue;
-    if (waits(pid, src)) return true;
-  }
-  return false;
+    return g >= 0 && (src.foreground <= 0 || g == src.foreground) && waits(pid, src);
+  });
 }
 
 }  // namespace sbsh::daemon

@@ -21,6 +21,7 @@
 // (exec, output, exec_done, release) encodes and decodes without a heap allocation of its own.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -124,9 +125,7 @@ inline std::vector<bin_view> bytes_view(const std::vector<std::string>& l) {
 }
 inline bool all_valid_utf8(const std::string& t) { return valid_utf8(t); }
 inline bool all_valid_utf8(const std::vector<std::string>& l) {
-  for (const auto& t : l)
-    if (!valid_utf8(t)) return false;
-  return true;
+  return std::ranges::all_of(l, [](const std::string& t) { return valid_utf8(t); });
 }
 // Puts read bytes back: into the text, or each into its text of a list of the same length.
 inline void put_bytes(std::string& t, const bin_view& b) { t.assign(b.bytes); }

@@ -166,10 +166,10 @@ std::string render_command(const json& j) {
     status.push_back(code != j.end() && code->is_number() ? fmt::format("exit code {}", code->get<int64_t>())
                                                           : std::string("no exit code"));
     if (std::string sig = str(j, "signal"); !sig.empty()) status.push_back("killed by signal " + sig);
-    if (flag(j, "timed_out")) status.push_back("timed out");
-    if (flag(j, "cancelled")) status.push_back("cancelled");
+    if (flag(j, "timed_out")) status.emplace_back("timed out");
+    if (flag(j, "cancelled")) status.emplace_back("cancelled");
     if (flag(j, "shell_restarted"))
-      status.push_back(
+      status.emplace_back(
           "shell replaced: the session's shell ended (exit, exec or a crash) and a new one took its place");
     status.push_back(duration(count(j, "duration_ms")));
   }

@@ -739,7 +739,7 @@ tool_outcome read_lines(const json& args, tool_context& ctx) {
     size_t nl = content->find('\n', i);
     i = nl == std::string::npos ? content->size() : nl + 1;
   }
-  int64_t total = static_cast<int64_t>(starts.size());
+  auto total = static_cast<int64_t>(starts.size());
   int64_t line = args.at("line").get<int64_t>();
   if (line == 0)
     return refused(make_error(ipc::errc::usage, "argument 'line' counts from 1, or from the end when negative; not 0"));

@@ -19,9 +19,9 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 TEST_F(tty_test, ACommandGetsATerminalAndItsStatePersists) {
   ASSERT_EQ(exec("t", "unset TERM").code, 0);  // as in a session started without one
-  auto r = sbsh({"exec", "-s", "t", "--tty",
-                 "tty; [ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all three; stty size; echo \"term=$TERM\"; "
-                 "echo to-stderr >&2; cd /tmp; kept=yes"});
+  std::string probe = R"(tty; [ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all three; stty size; echo "term=$TERM"; )";
+  probe += "echo to-stderr >&2; cd /tmp; kept=yes";
+  auto r = sbsh({"exec", "-s", "t", "--tty", probe});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "/dev/pts/")) << r.out;
   // A terminal's output: lines end in CR LF, and stderr comes the same way.
@@ -48,10 +48,9 @@ TEST_F(tty_test, EachCommandGetsItsOwnTerminalOfTheSizeAsked) {
 
 TEST_F(tty_test, InputIsTypedIntoTheTerminalAndAnswersAPrompt) {
   std::string input = "John\nY\n";
-  auto r =
-      sbsh({"exec", "-s", "t", "--tty",
-            "read -p 'Enter name: ' name; echo \"hello $name\"; read -p 'Continue? [Y/n] ' yes; echo \"got $yes\""},
-           &input);
+  auto r = sbsh({"exec", "-s", "t", "--tty",
+                 R"(read -p 'Enter name: ' name; echo "hello $name"; read -p 'Continue? [Y/n] ' yes; echo "got $yes")"},
+                &input);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "Enter name: ")) << r.out;
   EXPECT_TRUE(has(r.out, "hello John\r\n")) << r.out;
@@ -68,7 +67,7 @@ TEST_F(tty_test, InputIsTypedIntoTheTerminalAndAnswersAPrompt) {
 TEST_F(tty_test, TheForegroundJobHasTheTerminalAndCtrlCReachesIt) {
   auto r =
       sbsh({"exec", "-s", "t", "--tty",
-            "python3 -c 'import os; print(\"foreground\" if os.tcgetpgrp(0) == os.getpgrp() else \"background\")'"});
+            R"(python3 -c 'import os; print("foreground" if os.tcgetpgrp(0) == os.getpgrp() else "background")')"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "foreground\r\n")) << r.out;
   // A Ctrl-C typed into the terminal is its SIGINT, to the foreground job: it stops, the rest
