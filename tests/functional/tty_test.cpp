@@ -120,7 +120,7 @@ TEST_F(tty_test, MoreInputThanTheTerminalBuffersArrivesIntact) {
   // A terminal holds 4 KiB of unread input: 12 KiB typed into it is fed as the program
   // reads, never dropped, and each line arrives as typed.
   std::string body;
-  for (int i = 0; body.size() < 12 * 1024; ++i) body += "line " + std::to_string(i) + " of a long here-document\n";
+  for (int i = 0; body.size() < size_t{12} * 1024; ++i) body += "line " + std::to_string(i) + " of a long here-document\n";
   std::string file = dir + "/typed.txt";
   auto r = sbsh({"exec", "-s", "t", "--tty", "cat > " + shell_quote(file)}, &body);
   ASSERT_EQ(r.code, 0) << r.err;
