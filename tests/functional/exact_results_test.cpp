@@ -129,11 +129,15 @@ pid_t exec_in_background(const std::vector<std::string>& args, const std::string
 
 TEST_F(exact_results_test, AStoppedCommandThatExitsZeroIsStillCancelled) {
   // A pipeline whose last part ignores the stop's signals and ends well once the first is gone.
+  // The stop comes once that part has set its trap (it says so with a file), or it would die of it.
   std::string out = dir + "/out.json";
+  std::string trapped = dir + "/trapped";
   pid_t pid = exec_in_background({bin("sbsh"), "exec", "--json", "-s", "s", "--",
-                                  "sleep 3013 | sh -c 'trap \"\" TERM INT HUP; cat >/dev/null; exit 0'"},
+                                  "sleep 3013 | sh -c 'trap \"\" TERM INT HUP; touch " + trapped +
+                                      "; cat >/dev/null; exit 0'"},
                                  out);
-  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3013").empty(); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return !processes_running("sleep 3013").empty() && exists(trapped); },
+                         std::chrono::seconds(20)));
   ::kill(pid, SIGTERM);
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
