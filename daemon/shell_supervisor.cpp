@@ -234,8 +234,9 @@ void shell_supervisor::start_shell() {
     args.emplace_back("--ns");
     args.emplace_back(def.confine && def.no_network ? "pid,net" : def.confine ? "pid" : "net");
   }
-  // A confined spare's stage has no limits, network namespace nor cgroup to give.
-  if (def.confine && !def.no_network && def.limits.empty() && def.cgroup.empty())
+  // A confined spare's stage has no limits nor cgroup to give (its network namespace, made
+  // ahead, it gives).
+  if (def.confine && def.limits.empty() && def.cgroup.empty())
     if (auto spare = srv_.take_confined_spare()) return claim_confined(gen, std::move(*spare), args, env_store);
   args.push_back(session_.name());
   auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),

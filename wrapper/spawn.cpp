@@ -32,6 +32,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -367,6 +369,7 @@ struct session_part {
   std::vector<view_mount> own;
   std::vector<int> fds;  // each own path's idmapped mount, or -1
   std::string cwd;
+  bool network = false;  // in the network namespace made ahead (--ns net)
   std::vector<std::string> env;
 };
 
@@ -432,8 +435,7 @@ bool receive_session_part(child_args* a, session_part& part) {
   for (size_t i = 0; i < own; ++i) {
     view_mount m;
     std::string flags;
-    if (!get_string(in, flags) || flags.size() != 3 || !get_string(in, m.path) || !get_string(in, m.target) ||
-        !get_string(in, m.source))
+    if (!get_string(in, flags) || flags.size() != 3 || !get_string(in, m.path) || !get_string(in, m.host))
       return false;
     m.own = true;
     m.what = flags[0] == 'f' ? view_mount::kind::bind_file : view_mount::kind::bind_dir;
@@ -441,11 +443,84 @@ bool receive_session_part(child_args* a, session_part& part) {
     part.fds.push_back(flags[2] == 'i' && next_fd < got.size() ? got[next_fd++] : -1);
     part.own.push_back(std::move(m));
   }
-  if (!get_string(in, part.cwd) || !get_count(in, env)) return false;
+  std::string network;
+  if (!get_string(in, part.cwd) || !get_string(in, network) || !get_count(in, env)) return false;
+  part.network = network == "n";
   part.env.resize(env);
   for (auto& e : part.env)
     if (!get_string(in, e)) return false;
   return in.empty();
+}
+
+// A network namespace made ahead for a session that asks for one (--ns net), with its loopback
+// up: making one waits on the kernel's locks that the teardown of earlier ones holds
+// (milliseconds), entering one (setns) does not. A child sharing this one's memory and
+// descriptors makes it and opens it here; returns the descriptor.
+struct network_args {
+  int fd = -1;
+  int error = 0;
+};
+
+int make_network(void* p) {
+  auto* n = static_cast<network_args*>(p);
+  if (int e = confine::loopback_up(); e != 0) {
+    n->error = e;
+    ::_exit(1);
+  }
+  n->fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (n->fd < 0) n->error = errno;
+  ::_exit(0);
+}
+
+int network_ahead(child_args* a) {
+  constexpr size_t kStack = size_t{64} * 1024;
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) child_fail(a, errno, "making the shell's network namespace");
+  network_args n;
+  pid_t pid = ::clone(make_network, static_cast<char*>(stack) + kStack,
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_NEWNET | SIGCHLD, &n);
+  if (pid < 0) child_fail(a, errno, "making the shell's network namespace");
+  ::waitpid(pid, nullptr, 0);
+  ::munmap(stack, kStack);
+  if (n.fd < 0) child_fail(a, n.error != 0 ? n.error : EPROTO, "making the shell's network namespace");
+  return n.fd;
+}
+
+// A copy of the host's tree (kOldRoot), detached from every namespace, sent to the parent as
+// well (one byte, 't', with it) before the host's tree is detached.
+int copy_host_tree(child_args* a) {
+  int tree = ::open_tree(AT_FDCWD, kOldRoot, OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) child_fail(a, errno, "copying the host's tree");
+  char byte = 't';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &tree, sizeof tree);
+  if (::sendmsg(a->link, &msg, MSG_NOSIGNAL) != 1) child_fail(a, errno, "copying the host's tree");
+  return tree;
+}
+
+// An own path, bound from the copy of the host's tree: a mount of its own, with the
+// attributes `place` gives a bound path (read-only as the rule says, no set-user-ID bits, no
+// device nodes outside /dev), ready to be moved into the view.
+int clone_from_host(child_args* a, int host, const view_mount& m) {
+  const char* relative = m.host.size() > 1 ? m.host.c_str() + 1 : ".";
+  int fd = ::open_tree(host, relative, OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
+  if (fd < 0) child_fail(a, errno, "mounting the session's directories");
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | (m.read_only ? MOUNT_ATTR_RDONLY : 0);
+  if (std::strncmp(m.path.c_str(), "/dev/", 5) != 0) attr.attr_set |= MOUNT_ATTR_NODEV;
+  if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    child_fail(a, errno, "making the view's mounts read-only");
+  return fd;
 }
 
 int staged_main(void* p) {
@@ -461,25 +536,32 @@ int staged_main(void* p) {
     write_self(a, "/proc/self/uid_map", a->uid_map);
     write_self(a, "/proc/self/gid_map", a->gid_map);
   }
+  int network = network_ahead(a);
   begin_view(a);
   for (const auto& m : system.mounts) place(a, m, -1);
   make_special_mounts(a);
-  // When the parent idmaps every own path (as root), none is bound from the host's tree: it
-  // is detached now, and the unmount's wait for an RCU grace period is not the session's.
-  bool detached = system.map_by_parent;
-  if (detached) detach_host(a);
+  // The host's tree is detached now, and the unmount's wait for an RCU grace period is not the
+  // session's. As root the parent idmaps every own path from its own tree; otherwise they are
+  // bound from a copy of the host's tree taken first, which the parent holds too, so that the
+  // copy's release (another grace period) is the parent's, after the claim.
+  int host = -1;
+  if (!system.map_by_parent) host = copy_host_tree(a);
+  detach_host(a);
   // Here it waits for its session.
   session_part part;
   if (!receive_session_part(a, part)) child_fail(a, EPROTO, "receiving the session's part of the view");
   for (size_t i = 0; i < part.own.size(); ++i) {
-    if (detached) {
-      if (part.fds[i] < 0) child_fail(a, EPROTO, "receiving the session's part of the view");
-      part.own[i].target = part.own[i].path;  // the view is the root already
-    }
-    place(a, part.own[i], part.fds[i]);
+    view_mount& m = part.own[i];
+    if (host >= 0) part.fds[i] = clone_from_host(a, host, m);
+    if (part.fds[i] < 0) child_fail(a, EPROTO, "receiving the session's part of the view");
+    m.target = m.path;  // the view is the root already
+    place(a, m, part.fds[i]);
   }
-  if (detached) seal_view(a, part.cwd.c_str());
-  else enter_view(a, part.cwd.c_str());
+  if (host >= 0) ::close(host);
+  seal_view(a, part.cwd.c_str());
+  if (part.network && ::setns(network, CLONE_NEWNET) != 0)
+    child_fail(a, errno, "entering the shell's network namespace");
+  ::close(network);  // unused, it is torn down off this path
   place_descriptors(a);
   drop_capabilities(a);
   restrict_files(a, true);
@@ -679,6 +761,19 @@ namespace {
 constexpr std::string_view kSpecialPaths[] = {"/proc",   "/dev/pts",   "/dev/shm",    "/dev/ptmx",
                                               "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"};
 
+// Closes `fd` on a thread of its own: the last reference to a detached mount tree unmounts it,
+// which waits for an RCU grace period (milliseconds) that this thread need not.
+void release_off_thread(unique_fd fd) {
+  if (!fd) return;
+  try {
+    std::thread closer([raw = fd.get()] { ::close(raw); });
+    (void)fd.release();
+    closer.detach();
+  } catch (const std::system_error&) {
+    // No thread to spare: fd's destructor closes it here.
+  }
+}
+
 std::string signature(const view_mount& m) {
   return fmt::format("{}\n{}\n{}{}", m.path, m.source, static_cast<int>(m.what), m.read_only ? 'r' : 'w');
 }
@@ -801,7 +896,8 @@ bool staged_shell::fits(const sandbox_plan& full) const {
   return true;
 }
 
-result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const std::vector<std::string>& env) {
+result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, bool network,
+                                   const std::vector<std::string>& env) {
   auto fail = [this](std::string why) -> result<pid_t> {
     reset();
     return make_error(ipc::errc::spawn, std::move(why));
@@ -829,10 +925,10 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const 
     char flags[] = {m.what == view_mount::kind::bind_file ? 'f' : 'd', m.read_only ? 'r' : 'w', idmapped ? 'i' : '-'};
     put_string(text, std::string_view(flags, sizeof flags));
     put_string(text, m.path);
-    put_string(text, m.target);
-    put_string(text, m.source);
+    put_string(text, m.host);
   }
   put_string(text, full.cwd);
+  put_string(text, network ? "n" : "-");
   put_string(text, std::to_string(env.size()));
   for (const auto& e : env) put_string(text, e);
   unique_fd mem(::memfd_create("sbsh-session-part", MFD_CLOEXEC));
@@ -842,11 +938,30 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, const 
   char byte = 'c';
   if (!send_with_fds(link_, &byte, 1, fds))
     return fail(fmt::format("the staged shell is gone: {}", std::strerror(errno)));
-  // End of file once it has exec'd bash (its end closes on exec), or its report.
+  // End of file once it has exec'd bash (its end closes on exec), or its report; before them,
+  // unless the parent idmaps, the copy of the host's tree it took (copy_host_tree).
   child_report report;
+  unique_fd host_tree;
   ssize_t n;
-  do n = ::recv(link_, &report, sizeof report, 0);
-  while (n < 0 && errno == EINTR);
+  for (;;) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    iovec iov{&report, sizeof report};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    do n = ::recvmsg(link_, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (n != 1 || c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) break;
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    host_tree = unique_fd(fd);
+    report = {};
+  }
+  // Releasing the copy waits for an RCU grace period: not on the way to the session's shell.
+  release_off_thread(std::move(host_tree));
   if (n != 0 && n != static_cast<ssize_t>(sizeof report)) report = {EPIPE, nullptr, "starting the shell"};
   if (report.error != 0)
     return fail(report.failed_step != nullptr

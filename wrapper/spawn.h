@@ -69,10 +69,11 @@ class staged_shell {
   // the system's view, and the system's are those the child built.
   [[nodiscard]] bool fits(const sandbox_plan& full) const;
 
-  // Places `full`'s own paths, enters the view at full.cwd and execs bash with `env`,
-  // restricted by `ruleset` (Landlock) and the seccomp program; returns bash's pid once it
-  // runs. On failure the child is gone.
-  result<pid_t> finish(const sandbox_plan& full, int ruleset, const std::vector<std::string>& env);
+  // Places `full`'s own paths, enters the view at full.cwd (and, with `network`, the network
+  // namespace the stage made ahead, only loopback up) and execs bash with `env`, restricted by
+  // `ruleset` (Landlock) and the seccomp program; returns bash's pid once it runs. On failure
+  // the child is gone.
+  result<pid_t> finish(const sandbox_plan& full, int ruleset, bool network, const std::vector<std::string>& env);
 
   [[nodiscard]] explicit operator bool() const { return pid_ > 0; }
 

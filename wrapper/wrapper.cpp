@@ -467,10 +467,10 @@ class wrapper_loop {
                        {{bash_, confine::access::read_exec, false}, {builtin_, confine::access::read_only, false}},
                        cwd_, staged_plan_ ? &staged_plan_->seccomp : nullptr);
     if (!held) return held.err();
-    bool fits = staged_ && held->sandbox && opts_.limits.empty() && !opts_.net_ns && opts_.pid_ns &&
-                opts_.cgroup.empty() && staged_.fits(*held->sandbox);
+    bool fits = staged_ && held->sandbox && opts_.limits.empty() && opts_.pid_ns && opts_.cgroup.empty() &&
+                staged_.fits(*held->sandbox);
     if (fits) {
-      auto pid = staged_.finish(*held->sandbox, held->ruleset.get(), env_store_);
+      auto pid = staged_.finish(*held->sandbox, held->ruleset.get(), opts_.net_ns, env_store_);
       if (pid) {
         staged_script_.reset();
         staged_early_w_.reset();

@@ -114,13 +114,42 @@ class confine_test : public daemon_test {
     return found;
   }
 
+  // A TCP server on the host's loopback, and a command that says, in a session, which
+  // interfaces it has, whether its own loopback is up (a UDP socket connects to 127.0.0.1 only
+  // then) and whether it reaches the server.
+  struct loopback_server {
+    loopback_server() {
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 8) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        ADD_FAILURE() << "cannot listen on the loopback: " << std::strerror(errno);
+      port = ntohs(a.sin_port);
+    }
+    ~loopback_server() { ::close(fd); }
+    loopback_server(const loopback_server&) = delete;
+    loopback_server& operator=(const loopback_server&) = delete;
+    [[nodiscard]] std::string probe() const {
+      return "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+             "{ exec 3<>/dev/udp/127.0.0.1/9 && echo 'loopback: up'; exec 3>&-; } 2>/dev/null; "
+             "{ exec 3<>/dev/tcp/127.0.0.1/" +
+             std::to_string(port) + " && echo 'host: connected'; exec 3>&-; } 2>/dev/null; true";
+    }
+    int fd = -1;
+    int port = 0;
+  };
+  static constexpr const char* kOnlyItsOwnLoopback = "lo\nloopback: up\n";
+
   // What a confined shell is, as it sees it: its user and group maps, capabilities, seccomp
   // and no_new_privs, its pid and user, the mounts of its view with their options, its
   // environment, what it may read and write. Its session's name is NAME in it, so that two
   // sessions' shells started alike print the same.
   static constexpr const char* kProfile =
       "cat /proc/self/uid_map /proc/self/gid_map; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; "
-      "echo $$ $(id -u) $(id -g); cat /proc/1/comm; "
+      "echo $$ $(id -u) $(id -g); cat /proc/1/comm; ls /proc/$$/fd | sort -n | tr '\\n' ' '; echo; "
       "awk '{print $5, $6}' /proc/self/mountinfo | sed \"s|$SBSH_SESSION|NAME|g\" | sort; "
       "env | sed \"s|$SBSH_SESSION|NAME|g\" | grep -v -E '^(_|OLDPWD)=' | sort; "
       "cat inside; { cat ../home/secret; ls /; echo x > /etc/sbsh-probe; echo y > /usr/sbsh-probe; } 2>&1; "
@@ -499,6 +528,14 @@ TEST_F(confine_user_test, AConfinedSpareServesAsAShellStartedForItsSession) {
   struct stat st {};
   ASSERT_EQ(::stat((root + "/made-second").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
+  // The next spare serves a --no-network session: only its own loopback, up.
+  spare = confined_spare();
+  ASSERT_GT(spare, 0);
+  loopback_server host;
+  ASSERT_EQ(client({"session", "create", "net", "--root", root, "--confine", "--no-network"}).code, 0);
+  EXPECT_EQ(in("net", host.probe()).out, kOnlyItsOwnLoopback);
+  show = json::parse(client({"session", "show", "net", "--json"}).out);
+  EXPECT_EQ(show.at("session").at("wrapper_pid").get<pid_t>(), spare) << "the spare did not serve the session";
 }
 
 // sbshd --confine-user: as root, the confined shell is that user outside, never root.
@@ -594,9 +631,23 @@ TEST_F(confine_test, WhatAStageCannotGiveStartsTheShellAnew) {
   ASSERT_GT(confined_spare(), 0);
   ASSERT_EQ(sbsh({"session", "create", "lim", "--root", root, "--confine", "--limit", "nofile=512"}).code, 0);
   EXPECT_EQ(exec("lim", "ulimit -n; echo $$").out, "512\n1\n");
+}
+
+// A spare's stage makes a network namespace ahead: a --no-network session is served by the
+// spare, and its shell has only its own loopback, up, and no way to the host's.
+TEST_F(confine_test, AConfinedSpareServesANoNetworkSession) {
+  ASSERT_EQ(sbsh({"session", "create", "first", "--root", root, "--confine"}).code, 0);
+  ASSERT_EQ(exec("first", "true").code, 0);
+  pid_t spare = confined_spare();
+  ASSERT_GT(spare, 0);
+  loopback_server host;
   ASSERT_EQ(sbsh({"session", "create", "net", "--root", root, "--confine", "--no-network"}).code, 0);
-  EXPECT_EQ(exec("net", "ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '").out,
-            "lo\n");
+  EXPECT_EQ(exec("net", host.probe()).out, kOnlyItsOwnLoopback);
+  EXPECT_EQ(session_pids("net").wrapper_pid, spare) << "the spare did not serve the session";
+  // The session with the network, served by the next spare, still reaches the host's.
+  ASSERT_GT(confined_spare(), 0);
+  ASSERT_EQ(sbsh({"session", "create", "on", "--root", root, "--confine"}).code, 0);
+  EXPECT_NE(exec("on", host.probe()).out.find("host: connected\n"), std::string::npos);
 }
 
 TEST_F(confine_test, AStageThatEndedStartsTheShellAnew) {
