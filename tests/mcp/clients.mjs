@@ -4,7 +4,7 @@
 //   node clients.mjs old     @modelcontextprotocol/sdk 1.20 (speaks 2025-06-18 at most)
 // Lists the tools, calls each one, checks a failing command, progress on a 3 s command, a
 // cancellation that leaves the shell's state, and a client killed mid-call whose command's
-// process must be gone. The v1 clients (sdk, old) then do the same essentials over HTTP
+// process must be gone. Each client then does the same essentials over HTTP
 // (`sbsh mcp --http`), a cancel and the end of the session included. The environment
 // (run.sh) gives SBSH, a private XDG_RUNTIME_DIR and HOME, and NODE_PATH to the installed
 // packages.
@@ -221,26 +221,81 @@ async function main() {
   child.kill('SIGKILL');
   await waitFor(() => !alive(vpid), 15000, `pid ${vpid} to end after its client was killed`);
 
+  await agentTask(client);
   await client.close();
-  if (v1) await overHttp();
+  await overHttp();
   console.log(`ok: ${flavor}`);
 }
 
-// The v1 client over Streamable HTTP: the same revision, state kept, a wrong argument seen as
-// a result, a cancel answered (the client goes on), and the session ended by the client.
+// An agent's task, as each client sees it: a 5 MB output within the result's budget, whose
+// middle reads back through the call its marker names; edit_file with zero, two and one
+// matches; a search that skips node_modules.
+async function agentTask(client) {
+  let r = await invoke(client, 'run_command', { command: 'seq 1 700000', session: `big-${flavor}` });
+  const out = r.structuredContent.stdout;
+  assert.ok(r.content[0].text.length <= 30000, `a text of ${r.content[0].text.length} characters`);
+  assert.equal(r.structuredContent.stdout_truncated, true);
+  const marker = /\n\[sbsh: [^\n]*read them with process_logs (\{[^\n]*\})\]\n/.exec(out);
+  assert.ok(marker, out.slice(0, 300));
+  const args = JSON.parse(marker[1]);
+  const head = out.slice(0, marker.index + 1);
+  assert.equal(args.stdout_offset, head.length);
+  const lastOfHead = parseInt(head.trimEnd().split('\n').pop(), 10);
+  r = await invoke(client, 'process_logs', args);
+  assert.equal(r.structuredContent.stdout.slice(0, r.structuredContent.stdout.indexOf('\n')), String(lastOfHead + 1));
+
+  const root = path.join(work, `project-${flavor}`);
+  fs.mkdirSync(path.join(root, 'node_modules', 'pkg'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'app.py'), 'def f():\n    return 1\n\ndef g():\n    return 1\n');
+  fs.writeFileSync(path.join(root, 'node_modules', 'pkg', 'index.js'), 'return 1\n');
+  const session = `edit-${flavor}`;
+  r = await invoke(client, 'create_session', { name: session, root });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  const edit = (old_string, new_string) =>
+    invoke(client, 'edit_file', { session, path: 'app.py', old_string, new_string });
+  r = await edit('return 2', 'return 3');
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /occurs 0 times/);
+  r = await edit('    return 1\n', '    return 2\n');
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /occurs 2 times/);
+  assert.equal(fs.readFileSync(path.join(root, 'app.py'), 'utf8'), 'def f():\n    return 1\n\ndef g():\n    return 1\n');
+  r = await edit('def g():\n    return 1', 'def g():\n    return 2');
+  assert.equal(r.isError, false, JSON.stringify(r));
+  assert.equal(r.structuredContent.replacements, 1);
+  assert.equal(fs.readFileSync(path.join(root, 'app.py'), 'utf8'), 'def f():\n    return 1\n\ndef g():\n    return 2\n');
+  r = await invoke(client, 'search_files', { session, pattern: 'return [0-9]' });
+  assert.deepEqual(r.structuredContent.matches, [
+    { path: 'app.py', line: 2, text: '    return 1' }, { path: 'app.py', line: 5, text: '    return 2' }]);
+}
+
+// Each client over Streamable HTTP: the same revision, state kept, a wrong argument seen as a
+// result, a cancel answered (the client goes on), and the session ended by the client.
 async function overHttp() {
-  const { Client } = await load('@modelcontextprotocol/sdk/client/index.js');
-  const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  let Client, StreamableHTTPClientTransport, options = {};
+  if (v1) {
+    ({ Client } = await load('@modelcontextprotocol/sdk/client/index.js'));
+    ({ StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/client/streamableHttp.js'));
+  } else {
+    ({ Client, StreamableHTTPClientTransport } = await load('@modelcontextprotocol/client'));
+    options = { versionNegotiation: { mode: { pin: '2026-07-28' } } };
+  }
   const { server, url, token } = await startHttpServer();
   try {
-    const client = new Client({ name: `sbsh-test-${flavor}-http`, version: '1.0.0' });
+    const client = new Client({ name: `sbsh-test-${flavor}-http`, version: '1.0.0' }, options);
     const transport = new StreamableHTTPClientTransport(new URL(url),
       { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
     const seen = {};
     spyVersion(transport, seen);
     await client.connect(transport);
-    assert.equal(seen.version, expectedVersion);
-    assert.equal(transport.protocolVersion, expectedVersion);
+    if (v1) {
+      assert.equal(seen.version, expectedVersion);
+      assert.equal(transport.protocolVersion, expectedVersion);
+    } else {
+      assert.equal(client.getProtocolEra(), 'modern');
+      assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+    }
+    const call = invoke;
     const session = `h-${flavor}`;
     let r = await call(client, 'run_command', { command: 'cd /tmp; W=1', session });
     assert.equal(r.isError, false, JSON.stringify(r));
