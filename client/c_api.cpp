@@ -483,6 +483,7 @@ uint64_t sbsh_result_stderr_omitted(const sbsh_result* r) { return r != nullptr 
 int sbsh_result_running(const sbsh_result* r) { return r != nullptr && r->r.running ? 1 : 0; }
 int sbsh_result_waiting_for_input(const sbsh_result* r) { return r != nullptr && r->r.waiting_for_input ? 1 : 0; }
 const char* sbsh_result_prompt(const sbsh_result* r) { return r != nullptr ? r->r.prompt.c_str() : ""; }
+const char* sbsh_result_screen(const sbsh_result* r) { return r != nullptr ? r->r.screen.c_str() : ""; }
 uint64_t sbsh_result_command_id(const sbsh_result* r) { return r != nullptr ? r->r.command_id : 0; }
 
 int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms, size_t output_limit,

@@ -156,6 +156,7 @@ result<bool> read_done(const ipc::message& m, exec_result& r) {
   r.oom_killed = d->oom_killed;
   r.session = d->session;
   r.command = d->command;
+  r.screen = d->screen;
   return d->release;
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "daemon/session_def.h"
+#include "daemon/terminal_screen.h"
 #include "daemon/uv_handles.h"
 #include "ipc/messages.h"
 #include "ipc/shell_channel.h"
@@ -218,6 +219,7 @@ command_result result_of(const exec_job& job, uint64_t duration_us) {
   r.state_lost = job.state_lost;
   r.state_lost_why = job.state_lost_why;
   r.started_at_ms = job.started_at_ms;
+  if (job.screen) r.screen = job.screen->text();
   return r;
 }
 
@@ -241,6 +243,7 @@ std::string done_frame(const command_result& r, bool release, uint64_t id) {
   d.error = o.error;
   d.session = r.session;
   d.command = r.command;
+  d.screen = r.screen;
   return ipc::encode(d, id);
 }
 

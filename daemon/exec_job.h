@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 namespace sbsh::daemon {
 
 class client_conn;
+class terminal_screen;
 struct session_def;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
@@ -88,6 +90,8 @@ struct exec_job {
   // to as well; out_w is its other end, the command's stdin, stdout and stderr.
   bool tty = false;
   uint16_t cols = 80, rows = 24;
+  // What its terminal shows, and its answers to the command's queries (terminal_screen.h).
+  std::shared_ptr<terminal_screen> screen;
   // exec --interactive: stdin a pipe that stays open, also after a detach.
   bool interactive = false;
   // Waiting for input (input_wait.h), probed while it runs when it has a terminal or is
@@ -175,6 +179,7 @@ struct command_result {
   std::string state_lost_why;
   int64_t started_at_ms = 0;
   std::string session, command;  // said only of a kept command (kept_commands.h)
+  std::string screen;            // exec --tty: its terminal's screen at the end, as text
 };
 command_result result_of(const exec_job& job, uint64_t duration_us);
 

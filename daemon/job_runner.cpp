@@ -20,6 +20,7 @@
 
 #include "common/cgroup.h"
 #include "daemon/input_wait.h"
+#include "daemon/terminal_screen.h"
 #include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
@@ -87,6 +88,7 @@ status open_terminal(exec_job& job, const std::string& ptmx) {
   job.out_r = std::move(master);
   job.out_w = std::move(other);
   job.in_w = std::move(input);
+  job.screen = std::make_shared<terminal_screen>(job.cols, job.rows);
   job.has_stdin = true;
   return ok_status();
 }
@@ -806,6 +808,11 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
       continue;
     }
     if (job.input_probe) heard_from(job, std::string_view(buf, static_cast<size_t>(n)));
+    // A query of its terminal's (the cursor's position...) is answered as a terminal would,
+    // through the master (open for writing too), also once the input has ended.
+    if (job.screen)
+      if (std::string answer = job.screen->feed({buf, static_cast<size_t>(n)}); !answer.empty())
+        (void)!::write(fd.get(), answer.data(), answer.size());
     if (job.keep) srv_.kept().output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
     if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};

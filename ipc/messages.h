@@ -609,6 +609,8 @@ struct exec_done {
   // In answers about a kept command (command_wait, command_logs, command_kill): which.
   std::string_view session;
   std::string_view command;
+  // exec --tty: what its terminal's screen showed at the end, as text (terminal_screen.h).
+  std::string_view screen;
   static bool lost(const exec_done& d) { return d.state_lost; }
   static bool failed(const exec_done& d) { return !d.error.empty(); }
   static constexpr auto fields() {
@@ -630,7 +632,8 @@ struct exec_done {
                       field("error_code", &s::error_code).only_if(failed, "when it did not run or end normally"),
                       field("error", &s::error).only_if(failed, "when it did not run or end normally"),
                       field("session", &s::session, kOmitEmpty),
-                      field("command", &s::command, kOmitEmpty)};
+                      field("command", &s::command, kOmitEmpty),
+                      field("screen", &s::screen, kOmitEmpty)};
   }
 };
 

@@ -314,6 +314,8 @@ static void test_terminal(sbsh_conn* c) {
     size_t n;
     const char* out = sbsh_result_stdout(r, &n);
     CHECK(contains(out, "/dev/pts/") && contains(out, "30 100\r\n"));
+    /* The screen: what the terminal showed, rows without their CR. */
+    CHECK(contains(sbsh_result_screen(r), "30 100\n") && !contains(sbsh_result_screen(r), "\r"));
     sbsh_result_free(r);
   }
   o.cols = o.rows = 0;

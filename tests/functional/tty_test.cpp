@@ -173,4 +173,20 @@ TEST_F(tty_test, NothingThatWaitsForSomethingElseIsTakenForAPrompt) {
   }
 }
 
+// A program that asks its terminal where the cursor is (as prompts and full-screen programs
+// do) is answered, not left waiting; the result shows the screen a person would have seen.
+TEST_F(tty_test, TerminalQueriesAreAnsweredAndTheScreenIsShown) {
+  std::string ask = R"(printf 'ab\n'; stty -echo; printf 'cde\033[6n'; IFS= read -r -d R -t 10 pos; stty echo; echo " at ${pos#*[}")";
+  auto r = sbsh({"exec", "-s", "t", "--tty", "--json", ask});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stdout"], "ab\r\ncde\033[6n at 2;4\r\n") << r.out;
+  EXPECT_EQ(j["screen"], "ab\ncde at 2;4\n") << r.out;
+  // Rewritten lines and colours show as they end up; without a terminal, no screen.
+  r = sbsh({"exec", "-s", "t", "--tty", "--json", R"(printf '10%%\r100%%\n\033[31mred\033[0m\n')"});
+  EXPECT_EQ(nlohmann::json::parse(r.out)["screen"], "100%\nred\n") << r.out;
+  r = sbsh({"exec", "-s", "t", "--json", "echo plain"});
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["screen"].is_null()) << r.out;
+}
+
 }  // namespace sbsh::test::tty_tests

@@ -331,6 +331,7 @@ class ApiTest(DaemonTestCase):
         self.assertIn(b"/dev/pts/", r.stdout)
         self.assertIn(b"20 90\r\n", r.stdout)
         self.assertIn(b"hi Ada\r\n", r.stdout)
+        self.assertTrue(r.screen.endswith("20 90\nName? hi Ada\n"), r.screen)  # input typed ahead echoes first
         self.assertEqual(self.c.exec("echo $name", session="api-tty").stdout, b"Ada\n")
         r = self.c.exec("read -p 'Continue? ' answer", session="api-tty", tty=True, interactive=True,
                         detach_after=30)

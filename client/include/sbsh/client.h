@@ -221,6 +221,10 @@ struct exec_result {
   // last line it printed ("Enter name: ").
   bool waiting_for_input = false;
   std::string prompt;
+  // exec_options::tty: what the command's terminal showed at its end, as text (each row
+  // without trailing blanks, empty rows at the bottom left out), rendered by a terminal
+  // emulator from its output; empty otherwise.
+  std::string screen;
   // sbshd's id for the command when it keeps it (keep, detach_after), else 0; and, in what
   // await_command, command_logs and kill_command return, its session and (shown) text.
   uint64_t command_id = 0;

@@ -315,6 +315,10 @@ SBSH_API int sbsh_result_running(const sbsh_result* r);
  * result is freed. */
 SBSH_API int sbsh_result_waiting_for_input(const sbsh_result* r);
 SBSH_API const char* sbsh_result_prompt(const sbsh_result* r);
+/* With sbsh_exec_opts' tty: what the command's terminal showed at its end, as text (a
+ * terminal emulator's rendering of its output); "" otherwise. Valid until the result is
+ * freed. */
+SBSH_API const char* sbsh_result_screen(const sbsh_result* r);
 /* sbshd's id for a kept command (keep, detach_after_ms), as sbsh(1) writes it after '%'; 0
  * when it is not kept. */
 SBSH_API uint64_t sbsh_result_command_id(const sbsh_result* r);

@@ -159,6 +159,7 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_result_running": (I, [P]),
         "sbsh_result_waiting_for_input": (I, [P]),
         "sbsh_result_prompt": (ctypes.c_char_p, [P]),
+        "sbsh_result_screen": (ctypes.c_char_p, [P]),
         "sbsh_result_command_id": (U64, [P]),
         "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
         "sbsh_kill_command": (I, [P, U64, I, PP]),

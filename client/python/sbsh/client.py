@@ -521,7 +521,8 @@ class Client:
             running=L.sbsh_result_running(r) != 0,
             command_id=int(L.sbsh_result_command_id(r)),
             waiting_for_input=L.sbsh_result_waiting_for_input(r) != 0,
-            prompt=_lib.text(L.sbsh_result_prompt(r)))
+            prompt=_lib.text(L.sbsh_result_prompt(r)),
+            screen=_lib.text(L.sbsh_result_screen(r)))
 
     def await_command(self, command_id: int, timeout: Optional[float] = None,
                       output_limit: Optional[int] = None) -> ExecResult:

@@ -50,7 +50,8 @@ class ExecResult:
     stdout_omitted / stderr_omitted: bytes left out between the first and last part kept
     (output_limit). running: it still runs (detach_after, or await_command's timeout), under
     command_id. oom_killed: while it ran, the kernel killed a process of the session's for
-    memory (its cgroup reached create_session's memory)."""
+    memory (its cgroup reached create_session's memory). screen: with tty, what the command's
+    terminal showed at its end, as text (a terminal emulator's rendering of its output)."""
     exit_code: Optional[int]
     signal: Optional[int]
     timed_out: bool
@@ -74,6 +75,7 @@ class ExecResult:
     command_id: int = 0
     waiting_for_input: bool = False
     prompt: str = ""
+    screen: str = ""
 
     @property
     def ok(self) -> bool:
