@@ -244,6 +244,8 @@ void http_server::handle_post(connection& c, const http_request& r) {
     };
     if (version_header == nullptr || *version_header != *meta_version)
       return mismatch(fmt::format("MCP-Protocol-Version must be '{}', as in _meta", *meta_version));
+    if (std::string problem = modern_meta_problem(m.params); m.kind == message_kind::request && !problem.empty())
+      return respond_error(c, 400, m.id, kInvalidParams, problem);
     if (m.kind == message_kind::request) {
       const std::string* method = r.header("mcp-method");
       if (method == nullptr || *method != m.method) return mismatch(fmt::format("Mcp-Method must be '{}'", m.method));
@@ -263,6 +265,10 @@ void http_server::handle_post(connection& c, const http_request& r) {
     c.call_session = id;
     extra.push_back("Mcp-Session-Id: " + id);
   } else {
+    // A request in the 2026-07-28 header whose body lacks what that revision's carry.
+    if (version_header != nullptr && *version_header == kModernVersion && m.kind == message_kind::request &&
+        !meta_version)
+      return respond_error(c, 400, m.id, kInvalidParams, modern_meta_problem(m.params));
     if (version_header != nullptr && !is_legacy_version(*version_header) && *version_header != kModernVersion)
       return respond_error(c, 400, m.id, kInvalidRequest,
                            fmt::format("Bad Request: MCP-Protocol-Version '{}' is not one this server speaks",

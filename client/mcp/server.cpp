@@ -72,6 +72,18 @@ bool is_legacy_version(std::string_view v) {
   return std::find(std::begin(kLegacyVersions), std::end(kLegacyVersions), v) != std::end(kLegacyVersions);
 }
 
+std::string modern_meta_problem(const json& params) {
+  auto meta = params.find("_meta");
+  const char* missing = nullptr;
+  if (meta == params.end() || !meta->is_object()) missing = "params._meta";
+  else if (auto v = meta->find(kMetaVersion); v == meta->end() || !v->is_string())
+    missing = "params._meta[\"io.modelcontextprotocol/protocolVersion\"]";
+  else if (auto c = meta->find("io.modelcontextprotocol/clientCapabilities"); c == meta->end() || !c->is_object())
+    missing = "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] (an object)";
+  if (missing == nullptr) return {};
+  return fmt::format("Invalid params: a {} request carries {}", kModernVersion, missing);
+}
+
 struct server::call {
   json id;
   uint64_t owner = 0;
@@ -126,6 +138,10 @@ bool server::handle(const incoming& m, peer_state& peer, uint64_t owner, sink ou
       std::string requested = v->is_string() ? v->get<std::string>() : std::string();
       if (requested == kModernVersion) {
         modern = true;
+        if (std::string problem = modern_meta_problem(m.params); !problem.empty()) {
+          out(error_response(m.id, kInvalidParams, problem));
+          return true;
+        }
       } else if (!v->is_string() || !is_legacy_version(requested)) {
         // Only a string is sent back: a client's nested value is never echoed.
         out(error_response(m.id, kUnsupportedProtocolVersion, "Unsupported protocol version",
@@ -152,6 +168,11 @@ json server::dispatch(const incoming& m, peer_state& peer, bool modern, uint64_t
     if (modern) r["resultType"] = "complete";
     return result_response(m.id, std::move(r));
   };
+  // 2026-07-28 has no handshake and no ping: a request that names it gets neither.
+  if (modern && (m.method == "initialize" || m.method == "ping"))
+    return error_response(m.id, kMethodNotFound,
+                          fmt::format("Method not found: {} is not part of {} (server/discover says what is)",
+                                      m.method, kModernVersion));
   if (m.method == "initialize") return result_response(m.id, initialize_result(m, peer));
   if (m.method == "ping") return ok(json::object());
   if (m.method == "server/discover") return ok(discover_result(modern));

@@ -32,6 +32,9 @@ inline constexpr std::string_view kLegacyVersion = "2025-11-25";
 // is answered with it, and what that revision lacks is left out of every answer.
 inline constexpr std::string_view kLegacyVersions[] = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
 bool is_legacy_version(std::string_view v);
+// What a 2026-07-28 request's params._meta lacks (its protocolVersion, its clientCapabilities
+// object), as the text of an Invalid params error; empty when it lacks nothing.
+std::string modern_meta_problem(const json& params);
 
 // What a revision's answers may carry (revisions are dates, which compare as text).
 struct revision {

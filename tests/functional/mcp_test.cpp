@@ -1449,11 +1449,39 @@ TEST_F(mcp_test, http_a_burst_of_initialize_calls_ends_no_live_session) {
   EXPECT_EQ(d.status, 200) << d.body;
 }
 
+// A 2026-07-28 request without the _meta that revision's carry is refused, 400 with Invalid
+// params naming what is missing; its removed methods (initialize, ping) are 404.
+TEST_F(mcp_test, http_stateless_requests_without_their_meta_are_refused) {
+  std::string where = start_http();
+  auto post = [&](const std::string& method, const json& meta) {
+    json params = json::object();
+    if (!meta.is_null()) params["_meta"] = meta;
+    return http(where, "POST", request(1, method, params).dump(),
+                {"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: " + method});
+  };
+  const std::vector<std::pair<json, std::string>> lacking{
+      {nullptr, "params._meta"},
+      {{{"io.modelcontextprotocol/clientCapabilities", json::object()}}, "protocolVersion"},
+      {{{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}, "clientCapabilities"}};
+  for (const auto& [meta, named] : lacking) {
+    http_reply r = post("tools/list", meta);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.json_body()["error"]["code"], -32602) << r.body;
+    EXPECT_NE(r.body.find(named), std::string::npos) << r.body;
+  }
+  for (const char* removed : {"ping", "initialize"}) {
+    http_reply r = post(removed, modern_meta());
+    EXPECT_EQ(r.status, 404) << removed << ": " << r.body;
+    EXPECT_EQ(r.json_body()["error"]["code"], -32601) << r.body;
+  }
+  EXPECT_EQ(post("tools/list", modern_meta()).status, 200);
+}
+
 TEST_F(mcp_test, http_refuses_hosts_and_origins_that_are_not_exactly_its_own) {
   std::string where = start_http();
   std::string port = where.substr(where.rfind(':') + 1);
-  std::string ping = request(1, "ping", {{"_meta", modern_meta()}}).dump();
-  std::vector<std::string> modern{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: ping"};
+  std::string ping = request(1, "server/discover", {{"_meta", modern_meta()}}).dump();
+  std::vector<std::string> modern{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: server/discover"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), modern.begin(), modern.end());
     return http(where, "POST", ping, extra);

@@ -155,7 +155,7 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
             json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}));
   EXPECT_EQ(d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sbsh");
   json l = ask(R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{
-    "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
+    "io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}})",
                peer);
   EXPECT_EQ(l["result"]["resultType"], "complete");
   EXPECT_EQ(l["result"]["cacheScope"], "public");
@@ -165,6 +165,20 @@ TEST_F(McpServer, ModernRequestsCarryTheirRevision) {
                peer);
   EXPECT_EQ(u["error"]["code"], kUnsupportedProtocolVersion);
   EXPECT_EQ(u["error"]["data"]["requested"], "2099-01-01");
+  // Without its client's capabilities, or with the handshake's methods, which it has not:
+  // refused with what is wrong.
+  json caps = ask(R"({"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{
+    "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
+                  peer);
+  EXPECT_EQ(caps["error"]["code"], kInvalidParams);
+  EXPECT_NE(caps["error"]["message"].get<std::string>().find("clientCapabilities"), std::string::npos) << caps;
+  for (const char* method : {"ping", "initialize"}) {
+    json old = ask(fmt::format(R"({{"jsonrpc":"2.0","id":7,"method":"{}","params":{{"_meta":{{
+      "io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}})",
+                               method),
+                   peer);
+    EXPECT_EQ(old["error"]["code"], kMethodNotFound) << method << ": " << old;
+  }
   json n = ask(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{}}})", peer);
   EXPECT_EQ(n["error"]["code"], kInvalidParams);
   EXPECT_NE(n["error"]["message"].get<std::string>().find("nope"), std::string::npos);
