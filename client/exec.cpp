@@ -132,6 +132,9 @@ struct kept_output {
   void finish(exec_result& r) {
     r.stdout_omitted_bytes = out.finish();
     r.stderr_omitted_bytes = err.finish();
+    // All it wrote, from its first byte: what was kept and what was left out.
+    r.stdout_bytes = std::max<uint64_t>(r.stdout_bytes, r.stdout_data.size() + r.stdout_omitted_bytes);
+    r.stderr_bytes = std::max<uint64_t>(r.stderr_bytes, r.stderr_data.size() + r.stderr_omitted_bytes);
     r.stdout_truncated = r.stdout_omitted_bytes > 0;
     r.stderr_truncated = r.stderr_omitted_bytes > 0;
   }
@@ -157,6 +160,8 @@ result<bool> read_done(const ipc::message& m, exec_result& r) {
   r.session = d->session;
   r.command = d->command;
   r.screen = d->screen;
+  r.stdout_bytes = d->stdout_bytes;
+  r.stderr_bytes = d->stderr_bytes;
   return d->release;
 }
 
@@ -563,6 +568,8 @@ status read_end(const ipc::message& m, exec_result& r) {
     r.started_at_ms = c->started_at_ms;
     r.session = c->session;
     r.command = c->command;
+    r.stdout_bytes = c->stdout_bytes;
+    r.stderr_bytes = c->stderr_bytes;
     return ok_status();
   }
   auto release = read_done(m, r);
@@ -580,6 +587,8 @@ result<exec_result> connection::command_logs(uint64_t command_id, const logs_opt
   req.follow = opts.follow;
   req.out = opts.out;
   req.err = opts.err;
+  req.stdout_offset = opts.stdout_offset;
+  req.stderr_offset = opts.stderr_offset;
   auto env = p_->stream_reply(ipc::encode(req, id), id, opts.follow, opts.cancel_fd, sink);
   if (!env) return env.err();
   exec_result r;

@@ -135,6 +135,7 @@ void add_exec_result(json_value& j, std::string_view session, std::string_view c
   j["waiting_for_input"] = r.waiting_for_input;
   j["prompt"] = r.running ? json_value(r.prompt) : json_value(nullptr);
   j["screen"] = r.screen.empty() ? json_value(nullptr) : json_value(r.screen);
+  j["next_offset"] = fmt::format("{}:{}", r.stdout_bytes, r.stderr_bytes);
   j["exit_code"] = opt_json(r.exit_code);
   j["signal"] = signal_json(r.signal);
   j["timed_out"] = r.timed_out;

@@ -244,6 +244,8 @@ std::string done_frame(const command_result& r, bool release, uint64_t id) {
   d.session = r.session;
   d.command = r.command;
   d.screen = r.screen;
+  d.stdout_bytes = r.bytes[0];
+  d.stderr_bytes = r.bytes[1];
   return ipc::encode(d, id);
 }
 

@@ -180,6 +180,7 @@ struct command_result {
   int64_t started_at_ms = 0;
   std::string session, command;  // said only of a kept command (kept_commands.h)
   std::string screen;            // exec --tty: its terminal's screen at the end, as text
+  uint64_t bytes[2] = {0, 0};    // a kept command's: written to each stream, in all
 };
 command_result result_of(const exec_job& job, uint64_t duration_us);
 

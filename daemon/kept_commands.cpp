@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -182,7 +183,11 @@ std::vector<command_info> kept_commands::list(bool all) const {
 void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
   auto* c = srv_.client_by_serial(serial);
   if (c == nullptr) return;
-  if (r.finished) return c->send(done_frame(r.result, /*release=*/false, req));
+  if (r.finished) {
+    command_result res = r.result;
+    std::copy(std::begin(r.bytes), std::end(r.bytes), std::begin(res.bytes));
+    return c->send(done_frame(res, /*release=*/false, req));
+  }
   msg::command_running m;
   m.command_id = r.id;
   m.session = r.session;
@@ -266,10 +271,19 @@ void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {
   record* r = find(req->command_id, m.id(), c);
   if (r == nullptr) return;
   std::vector<log_stream::source> sources;
-  for (int i = 0; i < 2; ++i)
-    if ((i == 0 ? req->out : req->err) && r->bytes[i] > 0)
-      sources.push_back({log_path(r->id, i == 0 ? ipc::kStdout : ipc::kStderr),
-                         i == 0 ? ipc::kStdout : ipc::kStderr});
+  for (int i = 0; i < 2; ++i) {
+    uint64_t offset = i == 0 ? req->stdout_offset : req->stderr_offset;
+    if (!(i == 0 ? req->out : req->err) || r->bytes[i] <= offset) continue;
+    std::string path = log_path(r->id, i == 0 ? ipc::kStdout : ipc::kStderr);
+    // The files keep the newest bytes: the first of them is at bytes - kept.
+    uint64_t kept = 0;
+    for (const auto& f : capped_log_files(path)) {
+      struct stat st {};
+      if (::stat(f.c_str(), &st) == 0) kept += static_cast<uint64_t>(st.st_size);
+    }
+    uint64_t first = r->bytes[i] > kept ? r->bytes[i] - kept : 0;
+    sources.push_back({std::move(path), i == 0 ? ipc::kStdout : ipc::kStderr, offset > first ? offset - first : 0});
+  }
   replies_.add(c, m.id(), r->id, sources, 0, req->follow && !r->finished, req->out, req->err);
 }
 

@@ -58,6 +58,16 @@ log_stream::log_stream(uint64_t serial, uint64_t req, uint64_t proc, const std::
       uint64_t size = fd ? size_of(fd.get()) : 0;
       files.push_back(part{std::move(fd), src.stream_no, 0, size, newest && follow, src.path});
     }
+    for (uint64_t left = src.skip; left > 0 && !files.empty();) {
+      part& f = files.front();
+      if (left >= f.end && !f.growing) {
+        left -= f.end;
+        files.erase(files.begin());
+        continue;
+      }
+      f.pos = std::min(left, f.end);
+      break;
+    }
     if (tail_lines > 0) {
       std::vector<std::pair<int, uint64_t>> spans;
       spans.reserve(files.size());

@@ -27,6 +27,7 @@ class log_stream {
   struct source {
     std::string path;  // the capped log: PATH.1 holds the older half
     uint32_t stream_no;
+    uint64_t skip = 0;  // bytes of what the files keep to leave out, from the oldest
   };
   // The reply to request `req` of client `serial` about process `proc`: the last
   // `tail_lines` lines (0: all) of each source, in order.

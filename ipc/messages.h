@@ -527,10 +527,17 @@ struct command_logs {
   bool follow = false;
   bool out = true;
   bool err = true;
+  // Only what follows these offsets in each stream (the stdout_bytes and stderr_bytes of an
+  // earlier answer): what was written since. Bytes the cap dropped are skipped.
+  uint64_t stdout_offset = 0;
+  uint64_t stderr_offset = 0;
   static constexpr auto fields() {
     using s = command_logs;
     return std::tuple{field("command_id", &s::command_id, kRequired), field("follow", &s::follow, kOmitEmpty),
-                      field("stdout", &s::out), field("stderr", &s::err)};
+                      field("stdout", &s::out),
+                      field("stderr", &s::err),
+                      field("stdout_offset", &s::stdout_offset, kOmitEmpty),
+                      field("stderr_offset", &s::stderr_offset, kOmitEmpty)};
   }
 };
 
@@ -611,6 +618,10 @@ struct exec_done {
   std::string_view command;
   // exec --tty: what its terminal's screen showed at the end, as text (terminal_screen.h).
   std::string_view screen;
+  // In answers about a kept command: the bytes it wrote to each stream in all (the offsets
+  // after which command_logs gives nothing more).
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
   static bool lost(const exec_done& d) { return d.state_lost; }
   static bool failed(const exec_done& d) { return !d.error.empty(); }
   static constexpr auto fields() {
@@ -633,7 +644,9 @@ struct exec_done {
                       field("error", &s::error).only_if(failed, "when it did not run or end normally"),
                       field("session", &s::session, kOmitEmpty),
                       field("command", &s::command, kOmitEmpty),
-                      field("screen", &s::screen, kOmitEmpty)};
+                      field("screen", &s::screen, kOmitEmpty),
+                      field("stdout_bytes", &s::stdout_bytes, kOmitEmpty),
+                      field("stderr_bytes", &s::stderr_bytes, kOmitEmpty)};
   }
 };
 

@@ -19,14 +19,34 @@ namespace {
 
 struct logs_args {
   client::logs_options o;
-  std::string id;
+  std::string id, since;
   bool only_out = false, only_err = false;
 };
+
+// --since OFFSET: "N" (stdout) or "N:M" (stdout and stderr), as next_offset gives it.
+bool parse_since(std::string_view text, client::logs_options& o) {
+  auto number = [](std::string_view s, uint64_t& out) {
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    out = std::stoull(std::string(s));
+    return true;
+  };
+  size_t colon = text.find(':');
+  if (!number(text.substr(0, colon), o.stdout_offset)) return false;
+  return colon == std::string_view::npos || number(text.substr(colon + 1), o.stderr_offset);
+}
 
 int run_logs(const global_opts& g, logs_args& a) {
   if (a.id.empty()) return fail("logs needs a process ID or name ('sbsh ps -a' lists them), or a command's %ID");
   auto cmd = client::parse_command_ref(a.id);
   if (cmd && a.o.tail > 0) return fail("-n is for background processes; a command's %ID gives its whole output");
+  if (!a.since.empty()) {
+    if (!cmd)
+      return fail("--since is for a command's %ID (exec --detach-after, --json); for a background process use -n");
+    if (!parse_since(a.since, a.o))
+      return fail(fmt::format("--since {}: give N or N:M, the offsets after which to print stdout and stderr, as "
+                              "a result's next_offset says (--json)",
+                              a.since));
+  }
   if (a.only_out || a.only_err) {
     a.o.out = a.only_out;
     a.o.err = a.only_err;
@@ -60,6 +80,10 @@ runner declare_logs(command_line& cl) {
   cl.flag("-f,--follow", "keep printing as it writes, and end when it ends", a->o.follow);
   cl.number("-n,--tail", "N", "start with the last N lines of each stream", a->o.tail, "a number of lines", 1,
             std::numeric_limits<uint64_t>::max());
+  cl.option("--since", "OFFSET",
+            "a command's (%ID) output only after OFFSET: N or N:M bytes of stdout and stderr, as a result's "
+            "next_offset gives it (--json), so that nothing is printed twice",
+            a->since);
   cl.flag("--stdout", "only its stdout", a->only_out);
   cl.flag("--stderr", "only its stderr", a->only_err);
   cl.argument("ID", a->id);

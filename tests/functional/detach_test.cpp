@@ -213,6 +213,36 @@ TEST_F(detach_test, TheLibraryDetachesAwaitsAndKills) {
   EXPECT_EQ(none.err().code, "no_such_command");
 }
 
+// Each result says where its output ends (next_offset); logs --since from there gives only
+// what was written after, so a caller never reads the same bytes twice.
+TEST_F(detach_test, LogsSinceAnOffsetGiveOnlyWhatIsNew) {
+  auto r = sbsh({"exec", "-s", "o", "--detach-after", "300ms", "--json",
+                 "echo one; echo err1 >&2; sleep 1; echo two; echo err2 >&2; sleep 1; echo three"});
+  std::string id = detached_id(r);
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["stdout"], "one\n");
+  EXPECT_EQ(j["next_offset"], "4:5") << r.out;
+  auto l = sbsh({"logs", "--since", j["next_offset"].get<std::string>(), "-f", id});
+  EXPECT_EQ(l.code, 0) << l.err;
+  EXPECT_EQ(l.out, "two\nthree\n");
+  EXPECT_EQ(l.err, "err2\n");
+  // The final result's offset: nothing after it; before it, from any byte.
+  auto w = json::parse(sbsh({"wait", "--json", id}).out);
+  EXPECT_EQ(w["next_offset"], "14:10") << w.dump();
+  l = sbsh({"logs", "--since", "14:10", id});
+  EXPECT_EQ(l.out, "");
+  EXPECT_EQ(l.err, "");
+  l = sbsh({"logs", "--since", "6", "--stdout", id});
+  EXPECT_EQ(l.out, "o\nthree\n");
+  // Offsets that are not ones are refused with what to give.
+  for (const char* bad : {"x", "4:", ":5", "-1", "4:5:6"}) {
+    auto e = sbsh({"logs", "--since", bad, id});
+    EXPECT_EQ(e.code, 255) << bad;
+    EXPECT_NE(e.err.find("give N or N:M"), std::string::npos) << bad << ": " << e.err;
+  }
+  EXPECT_NE(sbsh({"logs", "--since", "3", "1"}).err.find("--since is for a command's %ID"), std::string::npos);
+}
+
 TEST_F(detach_test, BadIdsAndOptionsGetAClearError) {
   auto w = sbsh({"wait", "%4242"});
   EXPECT_EQ(w.code, 255);

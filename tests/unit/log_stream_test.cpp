@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "daemon/capped_log.h"
 #include "daemon/log_stream.h"
@@ -117,6 +119,25 @@ TEST_F(log_test, FollowReadsWhatGrowsAndRotates) {
   EXPECT_TRUE(b.out.ends_with("line 29\n")) << b.out;
   // Done means read to the end now: a follower takes it from here.
   EXPECT_EQ(growing.pump(b.as_client()), log_stream::progress::done);
+}
+
+// A source's skip leaves out that many bytes of what the files keep, from the oldest file on
+// (an offset into a kept command's output, less what the cap dropped).
+TEST_F(log_test, ASkipLeavesOutTheFirstBytesKept) {
+  std::string path = dir + "/c.out";
+  {
+    std::ofstream older(path + ".1");
+    older << "abcdef";
+    std::ofstream newer(path);
+    newer << "ghij";
+  }
+  for (const auto& [skip, want] : std::vector<std::pair<uint64_t, std::string>>{
+           {0, "abcdefghij"}, {3, "defghij"}, {6, "ghij"}, {8, "ij"}, {10, ""}, {99, ""}}) {
+    fake_client c;
+    log_stream s(1, 1, 1, {{path, ipc::kStdout, skip}}, 0, false);
+    c.read_all(s);
+    EXPECT_EQ(c.out, want) << "skip " << skip;
+  }
 }
 
 }  // namespace sbsh::daemon::log_stream_tests

@@ -221,6 +221,9 @@ struct exec_result {
   // last line it printed ("Enter name: ").
   bool waiting_for_input = false;
   std::string prompt;
+  // Bytes the command wrote to each stream so far (the data kept here plus what was left
+  // out): the offsets from which logs_options gives only what is new.
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;
   // exec_options::tty: what the command's terminal showed at its end, as text (each row
   // without trailing blanks, empty rows at the bottom left out), rendered by a terminal
   // emulator from its output; empty otherwise.
@@ -262,6 +265,9 @@ struct logs_options {
   bool follow = false;                // keep streaming until the process ends
   uint64_t tail = 0;                  // only the last N lines of each stream (0: all kept)
   bool out = true, err = true;        // which streams
+  // A kept command's (command_logs): only what follows these offsets in each stream, such as
+  // an earlier result's stdout_bytes and stderr_bytes: what it wrote since.
+  uint64_t stdout_offset = 0, stderr_offset = 0;
   // When >= 0: a byte readable here ends a follow early (logs() then returns the process's
   // state as usual); canceller::fd() is such a descriptor.
   int cancel_fd = -1;
