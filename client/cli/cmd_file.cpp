@@ -71,7 +71,7 @@ result<line_range> parse_lines(std::string_view option, const std::string& v) {
   if (start.starts_with('-')) {
     auto n = line_number(start.substr(1));
     if (!n || *n == 0) return bad("is not a range of lines");
-    if (colon == std::string::npos || !end.empty()) return bad("counts from the end only with nothing after ':'");
+    if (colon == std::string::npos || !end.empty()) return bad("counts from the end only as -N:, to the end");
     r.first = -static_cast<int64_t>(*n);
     return r;
   }
