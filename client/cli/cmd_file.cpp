@@ -249,6 +249,58 @@ int run_search(client::connection& conn, const file_args& a) {
   return r->matches.empty() ? kExitNotFound : 0;
 }
 
+void session_option(command_line& c, file_args& a) {
+  c.option("-s,--session", "SESSION", "the session whose root the path is in (default: default)", a.session,
+           check_session_name);
+}
+
+command_line& declare_edit(command_line& cl, file_args& a) {
+  auto& edit = cl.subcommand("edit", "replace an exact text in a file");
+  edit.describe(
+      "Replaces the text --old (or --old-file's bytes) in PATH with --new (or --new-file's), exactly: whitespace, "
+      "indentation and newlines included, no pattern. The text must occur exactly once unless --all is given; "
+      "otherwise nothing changes and the error says how many times it occurs. The file is written whole, as file "
+      "write writes it, and keeps its mode. Files of at most 16 MiB.");
+  session_option(edit, a);
+  edit.option("--old", "TEXT", "the exact text to replace (--old=TEXT when it starts with '-')", a.old_text);
+  edit.option("--new", "TEXT", "the text to put in its place (empty: remove it)", a.new_text);
+  edit.option("--old-file", "FILE", "the text to replace is this local file's bytes ('-': standard input)", a.old_file);
+  edit.option("--new-file", "FILE", "the text to put in its place is this local file's bytes ('-': stdin)", a.new_file);
+  edit.flag("--all", "replace every occurrence", a.all);
+  edit.flag("--json", "print one JSON object: path, replacements, bytes, first_line", a.json);
+  edit.argument("PATH", a.path);
+  return edit;
+}
+
+// What is wrong with edit's texts as given, "" when nothing is.
+std::string edit_usage_error(const command_line& edit, const file_args& a) {
+  if (!a.old_file.empty() && edit.given("--old")) return "file edit: give --old or --old-file, not both";
+  if (!a.new_file.empty() && edit.given("--new")) return "file edit: give --new or --new-file, not both";
+  if (a.old_file.empty() && !edit.given("--old")) return "file edit: give the text to replace, --old TEXT";
+  if (a.new_file.empty() && !edit.given("--new"))
+    return "file edit: give the text to put in its place, --new TEXT (--new '' removes it)";
+  if (a.old_file == "-" && a.new_file == "-")
+    return "file edit: only one of --old-file and --new-file can be standard input";
+  return {};
+}
+
+command_line& declare_search(command_line& cl, file_args& a) {
+  auto& search = cl.subcommand("search", "print the lines that match a regular expression, in files beneath PATH");
+  search.describe(
+      "Prints each line matching PATTERN, a POSIX extended regular expression (as grep -E takes it), in the files "
+      "beneath PATH (default: the root) as grep -rn does: path:line:text, the path as file read takes it. Leaves "
+      "out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), files that "
+      "are not text (a NUL byte) and files of more than 16 MiB.");
+  session_option(search, a);
+  search.option("--glob", "GLOB", "only files whose name matches this shell pattern, such as '*.py'", a.glob);
+  search.flag("-i,--ignore-case", "match regardless of case", a.ignore_case);
+  search.flag("--json", "print one JSON object: matches (path, line, text), files_searched, files_skipped, truncated",
+              a.json);
+  search.argument("PATTERN", a.pattern);
+  search.argument("PATH", a.path);
+  return search;
+}
+
 }  // namespace
 
 runner declare_file(command_line& cl) {
@@ -258,21 +310,17 @@ runner declare_file(command_line& cl) {
       "so also on a far host (--host, --dial). A PATH is taken from the root; an absolute one must lie beneath it. "
       "Symlinks are followed only while they stay beneath the root: '..' above it, an absolute path elsewhere and "
       "a symlink pointing out are refused, and no message names where they would lead.");
-  auto session_option = [a](command_line& c) {
-    c.option("-s,--session", "SESSION", "the session whose root the path is in (default: default)", a->session,
-             check_session_name);
-  };
   auto& write = cl.subcommand("write", "write stdin to a file, whole or not at all");
   write.describe(
       "Writes stdin, to its end, to PATH: into a new file beside it that then replaces it, so that a reader sees "
       "the old file or the new one, never part of one; on failure PATH is left as it was. Missing parent "
       "directories are made. An existing file keeps its mode unless --mode is given; a new one gets 0644.");
-  session_option(write);
+  session_option(write, *a);
   write.option("--mode", "MODE", "the file's permission bits, in octal (644, 0755)", a->mode, check_mode);
   write.flag("--no-parents", "refuse when the parent directory is missing instead of making it", a->no_parents);
   write.argument("PATH", a->path);
   auto& read = cl.subcommand("read", "write a file's bytes to stdout");
-  session_option(read);
+  session_option(read, *a);
   read.number("--offset", "N", "start at byte N", a->offset, "a byte offset", 0, std::numeric_limits<uint64_t>::max());
   read.number("--length", "N", "write at most N bytes", a->length, "a number of bytes", 0,
               std::numeric_limits<uint64_t>::max());
@@ -288,57 +336,30 @@ runner declare_file(command_line& cl) {
             a->json);
   read.argument("PATH", a->path);
   auto& ls = cl.subcommand("ls", "list a directory (default: the root)");
-  session_option(ls);
+  session_option(ls, *a);
   ls.flag("-R,--recursive", "list all beneath it too (symlinks are listed, not followed)", a->recursive);
   ls.number("--depth", "N", "list N levels beneath it (1: its own entries); implies -R", a->depth, "a number of levels",
             1, 1000);
   ls.flag("--json", "print a JSON array of entries: path, type, size, mode, mtime, target", a->json);
   ls.argument("PATH", a->path);
   auto& stat = cl.subcommand("stat", "describe a file, directory or symlink");
-  session_option(stat);
+  session_option(stat, *a);
   stat.flag("--json", "print one JSON object: path, type, size, mode, mtime, target", a->json);
   stat.argument("PATH", a->path);
   auto& rm = cl.subcommand("rm", "remove a file, a symlink or an empty directory");
-  session_option(rm);
+  session_option(rm, *a);
   rm.flag("-r,--recursive", "remove a directory and everything in it", a->recursive);
   rm.argument("PATH", a->path);
   auto& mkdir = cl.subcommand("mkdir", "make a directory");
-  session_option(mkdir);
+  session_option(mkdir, *a);
   mkdir.flag("-p,--parents", "make missing parents too; an existing directory is no error", a->parents);
   mkdir.argument("PATH", a->path);
   auto& mv = cl.subcommand("mv", "rename a file or directory (TO is replaced if it is a file)");
-  session_option(mv);
+  session_option(mv, *a);
   mv.argument("FROM", a->path);
   mv.argument("TO", a->to);
-  auto& edit = cl.subcommand("edit", "replace an exact text in a file");
-  edit.describe(
-      "Replaces the text --old (or --old-file's bytes) in PATH with --new (or --new-file's), exactly: whitespace, "
-      "indentation and newlines included, no pattern. The text must occur exactly once unless --all is given; "
-      "otherwise nothing changes and the error says how many times it occurs. The file is written whole, as file "
-      "write writes it, and keeps its mode. Files of at most 16 MiB.");
-  session_option(edit);
-  edit.option("--old", "TEXT", "the exact text to replace (--old=TEXT when it starts with '-')", a->old_text);
-  edit.option("--new", "TEXT", "the text to put in its place (empty: remove it)", a->new_text);
-  edit.option("--old-file", "FILE", "the text to replace is this local file's bytes ('-': standard input)",
-              a->old_file);
-  edit.option("--new-file", "FILE", "the text to put in its place is this local file's bytes ('-': stdin)",
-              a->new_file);
-  edit.flag("--all", "replace every occurrence", a->all);
-  edit.flag("--json", "print one JSON object: path, replacements, bytes, first_line", a->json);
-  edit.argument("PATH", a->path);
-  auto& search = cl.subcommand("search", "print the lines that match a regular expression, in files beneath PATH");
-  search.describe(
-      "Prints each line matching PATTERN, a POSIX extended regular expression (as grep -E takes it), in the files "
-      "beneath PATH (default: the root) as grep -rn does: path:line:text, the path as file read takes it. Leaves "
-      "out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), files that "
-      "are not text (a NUL byte) and files of more than 16 MiB.");
-  session_option(search);
-  search.option("--glob", "GLOB", "only files whose name matches this shell pattern, such as '*.py'", a->glob);
-  search.flag("-i,--ignore-case", "match regardless of case", a->ignore_case);
-  search.flag("--json", "print one JSON object: matches (path, line, text), files_searched, files_skipped, truncated",
-              a->json);
-  search.argument("PATTERN", a->pattern);
-  search.argument("PATH", a->path);
+  auto& edit = declare_edit(cl, *a);
+  auto& search = declare_search(cl, *a);
   cl.footer(
       "Exit status: 0 when done; 1 when edit found its text 0 times or, without --all, more than once (the file "
       "is as it was), or search found no line; 255 when refused or failed, with the reason on stderr.");
@@ -359,15 +380,8 @@ runner declare_file(command_line& cl) {
       return fail("file read: --json goes with --lines (without it the bytes go to stdout as they are)");
     if (ls.given() && a->depth > 0 && a->recursive)
       return fail("file ls: --depth N lists N levels, -R all of them: give one or the other");
-    if (edit.given()) {
-      if (!a->old_file.empty() && edit.given("--old")) return fail("file edit: give --old or --old-file, not both");
-      if (!a->new_file.empty() && edit.given("--new")) return fail("file edit: give --new or --new-file, not both");
-      if (a->old_file.empty() && !edit.given("--old")) return fail("file edit: give the text to replace, --old TEXT");
-      if (a->new_file.empty() && !edit.given("--new"))
-        return fail("file edit: give the text to put in its place, --new TEXT (--new '' removes it)");
-      if (a->old_file == "-" && a->new_file == "-")
-        return fail("file edit: only one of --old-file and --new-file can be standard input");
-    }
+    if (edit.given())
+      if (auto why = edit_usage_error(edit, *a); !why.empty()) return fail(why);
     auto conn = connect(g);
     if (!conn) return fail(conn.err());
     if (write.given()) return run_write(*conn, *a);

@@ -159,7 +159,7 @@ TEST_F(file_ops_test, LsToADepth) {
   put(root + "/top.txt", "t");
   auto names = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "ls");
-    args.push_back("--json");
+    args.emplace_back("--json");
     auto r = file(args);
     EXPECT_EQ(r.code, 0) << r.err;
     std::vector<std::string> v;
