@@ -286,23 +286,40 @@ result<file_search_result> connection::search_files(const std::string& session, 
   if (!re.why().empty())
     return make_error(ipc::errc::usage,
                       fmt::format("'{}' is not a POSIX extended regular expression: {}", pattern, re.why()));
-  file_list_options lo;
-  lo.recursive = true;
-  lo.as_shell = opts.as_shell;
-  auto entries = list_files(session, opts.path, lo);
-  if (!entries) return entries.err();
   file_search_result r;
+  r.dir = opts.path;
+  // A path that names a file: that file alone, its path from the directory holding it.
+  std::vector<file_entry> entries;
+  bool one_file = false;
+  if (!opts.path.empty()) {
+    auto st = stat_file(session, opts.path);
+    if (st && st->type == "file") {
+      one_file = true;
+      size_t slash = opts.path.rfind('/');
+      r.dir = slash == std::string::npos ? std::string() : opts.path.substr(0, slash);
+      st->path = opts.path.substr(slash == std::string::npos ? 0 : slash + 1);
+      entries.push_back(std::move(*st));
+    }
+  }
+  if (!one_file) {
+    file_list_options lo;
+    lo.recursive = true;
+    lo.as_shell = opts.as_shell;
+    auto listed = list_files(session, opts.path, lo);
+    if (!listed) return listed.err();
+    entries = std::move(*listed);
+  }
   uint64_t used = 0;
-  for (const auto& e : *entries) {
+  for (const auto& e : entries) {
     if (r.truncated) break;
-    if (e.type != "file" || left_out_of_search(e.path)) continue;
+    if (e.type != "file" || (!one_file && left_out_of_search(e.path))) continue;
     std::string name = e.path.substr(e.path.rfind('/') + 1);
     if (!opts.glob.empty() && ::fnmatch(opts.glob.c_str(), name.c_str(), 0) != 0) continue;
     if (e.size > kMaxWholeFile) {
       ++r.files_skipped;
       continue;
     }
-    std::string rel = opts.path.empty() || opts.path == "." ? e.path : opts.path + "/" + e.path;
+    std::string rel = one_file ? opts.path : opts.path.empty() || opts.path == "." ? e.path : opts.path + "/" + e.path;
     auto content = whole_file(*this, session, rel, opts.as_shell);
     if (!content) return content.err();
     if (content->find('\0') != std::string::npos) {

@@ -371,6 +371,7 @@ json_value json_of(const file_search_result& r) {
   o["files_searched"] = r.files_searched;
   o["files_skipped"] = r.files_skipped;
   o["truncated"] = r.truncated;
+  put_name(o, "dir", r.dir);
   return o;
 }
 

@@ -62,7 +62,8 @@ json_value json_of(const file_entry& e);
 // --json` and `file search --json` print them and MCP's edit_file, read_file by lines and
 // search_files return them: {path, replacements, bytes, first_line}; {path, bytes, content,
 // encoding (utf-8, or base64 when the bytes are not UTF-8), truncated, start_line, end_line,
-// total_lines}; {matches: [{path, line, text}], files_searched, files_skipped, truncated}.
+// total_lines}; {matches: [{path, line, text}], files_searched, files_skipped, truncated,
+// dir (what the matches' paths are from)}.
 json_value json_of(std::string_view path, const file_edit_result& r);
 json_value json_of(std::string_view path, const file_lines& l);
 json_value json_of(const file_search_result& r);

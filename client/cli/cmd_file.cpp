@@ -238,7 +238,8 @@ int run_search(client::connection& conn, const file_args& a) {
     std::puts(client::to_json(*r).c_str());
   } else {
     // As grep -rn prints them: the path as `file read` takes it, the line's number, its bytes.
-    std::string prefix = a.path.empty() || a.path == "." ? std::string() : a.path + "/";
+    std::string prefix = r->dir.empty() || r->dir == "." ? std::string() : r->dir;
+    if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
     for (const auto& m : r->matches) {
       std::string line = fmt::format("{}:{}:", displayable(prefix + m.path, false), m.line);
       line += m.text;
@@ -288,9 +289,9 @@ command_line& declare_search(command_line& cl, file_args& a) {
   auto& search = cl.subcommand("search", "print the lines that match a regular expression, in files beneath PATH");
   search.describe(
       "Prints each line matching PATTERN, a POSIX extended regular expression (as grep -E takes it), in the files "
-      "beneath PATH (default: the root) as grep -rn does: path:line:text, the path as file read takes it. Leaves "
-      "out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), files that "
-      "are not text (a NUL byte) and files of more than 16 MiB.");
+      "beneath PATH (default: the root; a file: that one) as grep -rn does: path:line:text, the path as file read "
+      "takes it. Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the "
+      "like), files that are not text (a NUL byte) and files of more than 16 MiB.");
   session_option(search, a);
   search.option("--glob", "GLOB", "only files whose name matches this shell pattern, such as '*.py'", a.glob);
   search.flag("-i,--ignore-case", "match regardless of case", a.ignore_case);

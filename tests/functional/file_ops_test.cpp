@@ -138,7 +138,18 @@ TEST_F(file_ops_test, SearchPrintsTheMatchingLinesAndLeavesOutWhatASnapshotDoes)
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out),
             nlohmann::json::parse(R"({"matches": [{"path": "a.py", "line": 2, "text": "def needle():"}],
-                "files_searched": 2, "files_skipped": 0, "truncated": false})"));
+                "files_searched": 2, "files_skipped": 0, "truncated": false, "dir": "src"})"));
+  // A file is searched alone, even where the default ignores would leave it out.
+  r = file({"search", "needle", "node_modules/pkg/index.js"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "node_modules/pkg/index.js:1:needle()\n");
+  r = file({"search", "NEEDLE", "src/deep/b.txt", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out),
+            nlohmann::json::parse(R"({"matches": [{"path": "b.txt", "line": 2, "text": "NEEDLE here"}],
+                "files_searched": 1, "files_skipped": 0, "truncated": false, "dir": "src/deep"})"));
+  r = file({"search", "needle", "src/a.py", "--glob", "*.txt"});
+  EXPECT_EQ(r.code, 1) << r.err;
   auto all = file({"search", "needle", "--json"});
   ASSERT_EQ(all.code, 0) << all.err;
   EXPECT_EQ(nlohmann::json::parse(all.out)["files_skipped"], 1) << all.out;  // bin.dat

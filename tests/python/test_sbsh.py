@@ -586,7 +586,9 @@ class BindingTest(DaemonTestCase):
                           ("src/deep/n.txt", 2, "RETURN here")])
         found = self.c.search_files("return", "src", session="py-ops", ignore_case=True, glob="*.txt")
         self.assertEqual([(m.path, m.line, m.data) for m in found.matches], [("deep/n.txt", 2, b"RETURN here")])
-        self.assertEqual((found.files_searched, found.files_skipped, found.truncated), (1, 0, False))
+        self.assertEqual((found.files_searched, found.files_skipped, found.truncated, found.dir), (1, 0, False, "src"))
+        found = self.c.search_files("RETURN", "src/deep/n.txt", session="py-ops")
+        self.assertEqual(([(m.path, m.line) for m in found.matches], found.dir), ([("n.txt", 2)], "src/deep"))
         with self.assertRaises(sbsh.InvalidArgument):
             self.c.search_files("(", session="py-ops")
 

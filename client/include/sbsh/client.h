@@ -304,7 +304,7 @@ struct file_lines {
   bool truncated = false;   // the file goes on past end_line
 };
 struct file_search_options {
-  std::string path;  // the directory searched, from the root ("": the root)
+  std::string path;  // the directory searched, or a file, from the root ("": the root)
   std::string glob;  // only files whose name matches this shell pattern ("*.py")
   bool ignore_case = false;
   std::optional<uint64_t> max_bytes;  // of matches, each counted as "path:line: text\n"
@@ -312,7 +312,7 @@ struct file_search_options {
   bool as_shell = false;
 };
 struct file_match {
-  std::string path;  // from the directory searched
+  std::string path;  // from the directory searched (dir)
   uint64_t line = 0;
   std::string text;  // the line's bytes, without its newline
 };
@@ -321,6 +321,10 @@ struct file_search_result {
   uint64_t files_searched = 0;
   uint64_t files_skipped = 0;  // larger than kMaxWholeFile, or not text (a NUL byte)
   bool truncated = false;      // more lines matched than max_bytes holds
+  // The directory searched, from the root, that the matches' paths are from: the path given,
+  // or the directory holding it when it names a file (which is then searched alone, as grep
+  // searches a file it is given, glob still applying and the default ignores not).
+  std::string dir;
 };
 struct file_list_options {
   bool recursive = false;  // all beneath it

@@ -616,11 +616,12 @@ SBSH_API int sbsh_file_edit(sbsh_conn* conn, const char* session, const char* pa
 SBSH_API int sbsh_file_read_lines(sbsh_conn* conn, const char* session, const char* path, int64_t line, int64_t count,
                                   char** data_out, size_t* len_out, char** json_out);
 /* The lines matching pattern, a POSIX extended regular expression (one that is not gives
- * SBSH_ERR_INVALID), in the files beneath dir (NULL or "": the root) whose name matches glob
- * (NULL: all), ignore_case non-zero to match regardless of case; leaving out what a snapshot
- * leaves out by default (.git, node_modules, ...), files with a NUL byte and files over 16
- * MiB. *json_out gets {"matches": [{"path" (from dir), "line", "text"}], "files_searched",
- * "files_skipped", "truncated"}, as `sbsh file search --json`. */
+ * SBSH_ERR_INVALID), in the files beneath dir (NULL or "": the root; a file: that one alone)
+ * whose name matches glob (NULL: all), ignore_case non-zero to match regardless of case;
+ * leaving out what a snapshot leaves out by default (.git, node_modules, ...), files with a
+ * NUL byte and files over 16 MiB. *json_out gets {"matches": [{"path", "line", "text"}],
+ * "files_searched", "files_skipped", "truncated", "dir" (the directory the paths are from:
+ * dir, or the one holding it when it is a file)}, as `sbsh file search --json`. */
 SBSH_API int sbsh_file_search_json(sbsh_conn* conn, const char* session, const char* pattern, const char* dir,
                                    const char* glob, int ignore_case, char** json_out);
 /* As sbsh_file_list_json, depth levels beneath path (1: its own entries; 0 is

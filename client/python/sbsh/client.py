@@ -995,9 +995,9 @@ class Client:
     def search_files(self, pattern: str, path: PathArg = "", session: Optional[str] = None,
                      glob: Optional[str] = None, ignore_case: bool = False) -> FileSearch:
         """The lines matching pattern, a POSIX extended regular expression (InvalidArgument
-        when it is not one), in the files beneath path (default: the root) whose name matches
-        glob ("*.py"); leaves out what a snapshot leaves out by default (.git, node_modules,
-        ...), files that are not text and files over 16 MiB."""
+        when it is not one), in the files beneath path (default: the root; a file: that one)
+        whose name matches glob ("*.py"); leaves out what a snapshot leaves out by default
+        (.git, node_modules, ...), files that are not text and files over 16 MiB."""
         if not pattern:
             raise ValueError("search_files: pattern is empty: give a regular expression")
         return file_search(self._json(self._lib.sbsh_file_search_json, _lib.enc(session), _lib.enc(pattern),

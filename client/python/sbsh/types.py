@@ -304,12 +304,14 @@ class FileMatch:
 @dataclass(frozen=True, slots=True)
 class FileSearch:
     """What Client.search_files found: the matching lines, by file and line; how many files
-    it read, how many it left out (not text, or over 16 MiB), and whether more lines matched
-    than it gives."""
+    it read, how many it left out (not text, or over 16 MiB), whether more lines matched
+    than it gives, and dir, the directory the matches' paths are from (the path searched, or
+    the directory holding it when it is a file)."""
     matches: Tuple[FileMatch, ...]
     files_searched: int
     files_skipped: int
     truncated: bool
+    dir: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,7 +571,7 @@ def _match(d: Mapping[str, Any]) -> FileMatch:
 def file_search(d: Mapping[str, Any]) -> FileSearch:
     return FileSearch(matches=tuple(_match(m) for m in sequence_of(d.get("matches"))),
                       files_searched=int(d.get("files_searched") or 0), files_skipped=int(d.get("files_skipped") or 0),
-                      truncated=bool(d.get("truncated")))
+                      truncated=bool(d.get("truncated")), dir=_name(d, "dir") or "")
 
 
 def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
