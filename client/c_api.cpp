@@ -959,6 +959,73 @@ int sbsh_file_move(sbsh_conn* conn, const char* session, const char* from, const
   });
 }
 
+int sbsh_file_edit(sbsh_conn* conn, const char* session, const char* path, const void* old_text, size_t old_len,
+                   const void* new_text, size_t new_len, int replace_all, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_edit", path); s != SBSH_OK) return s;
+    if (old_text == nullptr || old_len == 0)
+      return invalid(conn, "sbsh_file_edit: old_text is empty: give the text to replace");
+    if (new_text == nullptr && new_len > 0) return invalid(conn, "sbsh_file_edit: new_text is NULL");
+    sbsh::client::file_edit_options o;
+    o.replace_all = replace_all != 0;
+    std::string_view from(static_cast<const char*>(old_text), old_len);
+    std::string_view to(new_text == nullptr ? "" : static_cast<const char*>(new_text), new_len);
+    auto r = conn->c.edit_file(str_or_empty(session), path, from, to, o);
+    if (!r) return fail(conn, r.err());
+    return give_string(sbsh::client::to_json(std::string_view(path), *r), json_out);
+  });
+}
+
+int sbsh_file_read_lines(sbsh_conn* conn, const char* session, const char* path, int64_t line, int64_t count,
+                         char** data_out, size_t* len_out, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (int s = check_file_args(conn, "sbsh_file_read_lines", path); s != SBSH_OK) return s;
+    if ((data_out == nullptr) != (len_out == nullptr))
+      return invalid(conn, "sbsh_file_read_lines: data_out and len_out go together: both NULL or neither");
+    if (line == 0)
+      return invalid(conn, "sbsh_file_read_lines: line counts from 1, or from the end when negative; not 0");
+    if (count < -1) return invalid(conn, "sbsh_file_read_lines: count is a number of lines, or -1 for all");
+    sbsh::client::file_lines_options o;
+    o.line = line;
+    if (count >= 0) o.count = static_cast<uint64_t>(count);
+    auto r = conn->c.read_lines(str_or_empty(session), path, o);
+    if (!r) return fail(conn, r.err());
+    if (data_out != nullptr) {
+      *data_out = malloc_copy(r->content);
+      *len_out = r->content.size();
+    }
+    return give_string(sbsh::client::to_json(std::string_view(path), *r), json_out);
+  });
+}
+
+int sbsh_file_search_json(sbsh_conn* conn, const char* session, const char* pattern, const char* dir, const char* glob,
+                          int ignore_case, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (pattern == nullptr || *pattern == '\0')
+      return invalid(conn, "sbsh_file_search_json: pattern is empty: give a regular expression");
+    if (json_out == nullptr) return invalid(conn, "sbsh_file_search_json: json_out is NULL");
+    sbsh::client::file_search_options o;
+    o.path = str_or_empty(dir);
+    o.glob = str_or_empty(glob);
+    o.ignore_case = ignore_case != 0;
+    auto r = conn->c.search_files(str_or_empty(session), pattern, o);
+    if (!r) return fail(conn, r.err());
+    return give_string(sbsh::client::to_json(*r), json_out);
+  });
+}
+
+int sbsh_file_list_depth_json(sbsh_conn* conn, const char* session, const char* path, uint64_t depth, char** json_out) {
+  return guarded(conn, [&]() -> int {
+    if (json_out == nullptr) return invalid(conn, "sbsh_file_list_depth_json: json_out is NULL");
+    if (depth == 0) return invalid(conn, "sbsh_file_list_depth_json: depth is 0: give 1 or more levels");
+    sbsh::client::file_list_options o;
+    o.depth = depth;
+    auto v = conn->c.list_files(str_or_empty(session), str_or_empty(path), o);
+    if (!v) return fail(conn, v.err());
+    return give_string(sbsh::client::to_json(*v), json_out);
+  });
+}
+
 int sbsh_shutdown(sbsh_conn* conn) { return shutdown_daemon(conn, false); }
 
 int sbsh_shutdown_keep_sessions(sbsh_conn* conn) { return shutdown_daemon(conn, true); }

@@ -336,6 +336,47 @@ json_value json_of(const file_entry& e) {
   return o;
 }
 
+json_value json_of(std::string_view path, const file_edit_result& r) {
+  json_value o;
+  put_name(o, "path", path);
+  o["replacements"] = r.replacements;
+  o["bytes"] = r.bytes;
+  o["first_line"] = r.first_line;
+  return o;
+}
+
+json_value json_of(std::string_view path, const file_lines& l) {
+  json_value o;
+  put_name(o, "path", path);
+  o["bytes"] = l.content.size();
+  bool utf8 = ipc::valid_utf8(l.content);
+  o["content"] = utf8 ? l.content : base64(l.content);
+  o["encoding"] = utf8 ? "utf-8" : "base64";
+  o["truncated"] = l.truncated;
+  o["start_line"] = l.start_line;
+  o["end_line"] = l.end_line;
+  o["total_lines"] = l.total_lines;
+  return o;
+}
+
+json_value json_of(const file_search_result& r) {
+  json_value matches = json_value::array();
+  for (const auto& m : r.matches) {
+    json_value one;
+    put_name(one, "path", m.path);
+    one["line"] = m.line;
+    put_name(one, "text", m.text);
+    matches.push_back(std::move(one));
+  }
+  json_value o;
+  o["matches"] = std::move(matches);
+  o["files_searched"] = r.files_searched;
+  o["files_skipped"] = r.files_skipped;
+  o["truncated"] = r.truncated;
+  put_name(o, "dir", r.dir);
+  return o;
+}
+
 json_value json_of(const environment_info& e) {
   json_value o;
   o["hash"] = e.hash;

@@ -58,6 +58,15 @@ json_value json_of(const daemon_status& st);
 // A file beneath a session's root, as `sbsh file stat --json` prints it: path, type, size,
 // mode (octal text), mtime (RFC 3339) and a symlink's target.
 json_value json_of(const file_entry& e);
+// The file operations' results (client.h), as `sbsh file edit --json`, `file read --lines
+// --json` and `file search --json` print them and MCP's edit_file, read_file by lines and
+// search_files return them: {path, replacements, bytes, first_line}; {path, bytes, content,
+// encoding (utf-8, or base64 when the bytes are not UTF-8), truncated, start_line, end_line,
+// total_lines}; {matches: [{path, line, text}], files_searched, files_skipped, truncated,
+// dir (what the matches' paths are from)}.
+json_value json_of(std::string_view path, const file_edit_result& r);
+json_value json_of(std::string_view path, const file_lines& l);
+json_value json_of(const file_search_result& r);
 // An environment, as `sbsh env ls --json` prints it (and `env prune --json` what it deleted).
 json_value json_of(const environment_info& e);
 // The snapshot copies kept after their sessions, as `sbsh session ls --kept --json` prints

@@ -27,7 +27,7 @@ constexpr command kCommands[] = {
     {"exec", "run a command in a session and exit with its exit code", declare_exec},
     {"run", "run a plan of staged commands in a fresh session; write a report", declare_run},
     {"session", "create, list, show, remove or restart sessions", declare_session},
-    {"file", "read, write, list and remove files beneath a session's root", declare_file},
+    {"file", "read, write, edit and search files beneath a session's root", declare_file},
     {"env", "list and delete the environments that session setups built", declare_env},
     {"start", "start a background process from a session's state; prints its id", declare_start},
     {"logs", "show a background process's output", declare_logs},

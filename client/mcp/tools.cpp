@@ -3,9 +3,6 @@
 // are written in one place.
 #include "client/mcp/tools.h"
 
-#include <fnmatch.h>
-#include <regex.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "client/file_ops.h"
 #include "client/json.h"
 #include "client/mcp/render.h"
 #include "client/resources.h"
@@ -544,232 +542,51 @@ constexpr std::string_view kEditFileInput =
 constexpr std::string_view kEditFileOutput =
     R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
 
-// The files edit_file and read_file by lines take whole: at most this big.
-constexpr uint64_t kMaxWholeFile = 16u << 20;
-
-// A file's whole content, refused past kMaxWholeFile.
-// In a session without a root, the file tools act as its shell would: a subshell of it does
-// the work, from its current directory, with its user's rights (after the command it runs,
-// if one does). `script` gets its arguments in variables (env), never in its text.
-bool no_root(const error& e) { return e.code == ipc::wire_name(ipc::errc::no_root); }
-
-result<std::string> in_shell(client::connection& conn, const std::string& session, const std::string& script,
-                             std::vector<std::string> env, std::optional<std::string> input = std::nullopt) {
-  client::exec_options o;
-  o.session = session;
-  o.command = "(\n" + script + "\n)";
-  o.env = std::move(env);
-  o.stdin_data = std::move(input);
-  o.timeout = std::chrono::minutes(2);
-  std::string out, err;
-  bool over = false;
-  o.on_output = [&](client::stream st, std::string_view d) {
-    std::string& to = st == client::stream::out ? out : err;
-    size_t room = kMaxWholeFile + 1 > to.size() ? kMaxWholeFile + 1 - to.size() : 0;
-    if (d.size() > room) over = true;
-    to.append(d.substr(0, room));
-  };
-  auto r = conn.exec(o);
-  if (!r) return r.err();
-  if (!r->ok()) {
-    while (!err.empty() && err.back() == '\n') err.pop_back();
-    std::string why = !err.empty()               ? client::utf8_repair(err.substr(0, 400), nullptr)
-                      : !r->error.empty()        ? r->error
-                      : r->exit_code.has_value() ? fmt::format("exit code {}", *r->exit_code)
-                                                 : std::string("it did not finish");
-    return make_error(ipc::errc::file_failed, fmt::format("in session '{}', which has no root, as its shell: {}",
-                                                          session.empty() ? "default" : session, why));
-  }
-  if (over) out.resize(kMaxWholeFile + 1);
-  return out;
-}
-
-// A file's bytes: beneath the root, or as the shell reads it.
-result<std::string> read_bytes(client::connection& conn, const std::string& session, const std::string& path,
-                               uint64_t offset, uint64_t length) {
-  std::string bytes;
-  client::file_read_options o;
-  o.offset = offset;
-  o.length = length;
-  auto n = conn.read_file(
-      session, path, [&bytes](std::string_view d) { bytes.append(d); }, o);
-  if (n) return bytes;
-  if (!no_root(n.err())) return n.err();
-  auto all = in_shell(conn, session, "cat -- \"$SBSH_FILE\"", {"SBSH_FILE=" + path});
-  if (!all) return all.err();
-  return offset >= all->size() ? std::string() : all->substr(offset, length);
-}
-
-// Writes a file whole: beneath the root, or as the shell would (a temporary file beside it,
-// renamed over it, keeping its mode; missing directories made).
-result<uint64_t> write_bytes(client::connection& conn, const std::string& session, const std::string& path,
-                             const std::string& content, std::optional<uint32_t> mode) {
-  client::file_write_options o;
-  o.mode = mode;
-  auto n = conn.write_file(session, path, content, o);
-  if (n || !no_root(n.err())) return n;
-  constexpr std::string_view kScript = R"SH(f=$SBSH_FILE
-d=$(dirname -- "$f") && mkdir -p -- "$d" || exit 1
-t=$(mktemp -- "$f.sbsh-XXXXXX") || exit 1
-if cat >"$t" &&
-  if [ -n "$SBSH_MODE" ]; then chmod "$SBSH_MODE" -- "$t"
-  elif [ -e "$f" ]; then chmod --reference="$f" -- "$t"
-  else chmod 644 -- "$t"; fi && mv -f -- "$t" "$f"; then exit 0; fi
-rm -f -- "$t"
-exit 1)SH";
-  auto r = in_shell(conn, session, std::string(kScript),
-                    {"SBSH_FILE=" + path, "SBSH_MODE=" + (mode ? fmt::format("{:o}", *mode) : std::string())}, content);
-  if (!r) return r.err();
-  return content.size();
-}
-
-// A directory's entries (all beneath it with recursive; `depth` levels when > 0), by path:
-// beneath the root, or as the shell's find(1) sees them.
-result<std::vector<client::file_entry>> list_entries(client::connection& conn, const std::string& session,
-                                                     const std::string& path, bool recursive, uint64_t depth) {
-  auto v = conn.list_files(session, path, recursive || depth > 0);
-  if (!v && no_root(v.err())) {
-    auto out = in_shell(conn, session,
-                        "cd -- \"${SBSH_DIR:-.}\" && find . -mindepth 1 ${SBSH_DEPTH:+-maxdepth \"$SBSH_DEPTH\"} "
-                        "-printf '%P\\0%y\\0%s\\0%m\\0%T@\\0%l\\0'",
-                        {"SBSH_DIR=" + path, "SBSH_DEPTH=" + (depth > 0   ? std::to_string(depth)
-                                                              : recursive ? std::string()
-                                                                          : "1")});
-    if (!out) return out.err();
-    std::vector<std::string> f;
-    for (size_t i = 0; i < out->size();) {
-      size_t z = out->find('\0', i);
-      if (z == std::string::npos) break;
-      f.push_back(out->substr(i, z - i));
-      i = z + 1;
-    }
-    std::vector<client::file_entry> entries;
-    for (size_t i = 0; i + 6 <= f.size(); i += 6) {
-      client::file_entry e;
-      e.path = f[i];
-      char y = f[i + 1].empty() ? '?' : f[i + 1][0];
-      e.type = y == 'f'   ? "file"
-               : y == 'd' ? "dir"
-               : y == 'l' ? "symlink"
-               : y == 'p' ? "fifo"
-               : y == 's' ? "socket"
-               : y == 'c' ? "char"
-               : y == 'b' ? "block"
-                          : "other";
-      e.size = std::strtoull(f[i + 2].c_str(), nullptr, 10);
-      e.mode = static_cast<uint32_t>(std::strtoul(f[i + 3].c_str(), nullptr, 8));
-      e.mtime_ms = static_cast<int64_t>(std::strtod(f[i + 4].c_str(), nullptr) * 1000);
-      e.target = f[i + 5];
-      entries.push_back(std::move(e));
-    }
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
-    return entries;
-  }
-  if (!v) return v.err();
-  if (depth > 0)  // entries at most `depth` levels down: "a/b" is two
-    std::erase_if(*v, [depth](const client::file_entry& e) {
-      return static_cast<uint64_t>(std::count(e.path.begin(), e.path.end(), '/')) >= depth;
-    });
-  return v;
-}
-
-result<std::string> whole_file(client::connection& conn, const std::string& session, const std::string& path,
-                               std::string_view tool) {
-  auto bytes = read_bytes(conn, session, path, 0, kMaxWholeFile + 1);
-  if (!bytes) return bytes.err();
-  if (bytes->size() > kMaxWholeFile)
-    return make_error(ipc::errc::usage, fmt::format("{} takes files of at most {} MiB; {} is larger: use run_command",
-                                                    tool, kMaxWholeFile >> 20, path));
-  return bytes;
-}
-
+// The file tools are the library's file operations (client/file_ops.cpp); in a session
+// without a root they act as its shell would (as_shell), since a model's sessions seldom
+// have one.
 tool_outcome edit_file(const json& args, tool_context& ctx) {
   std::string path = args.at("path").get<std::string>(), session = str_arg(args, "session");
-  std::string old_text = args.at("old_string").get<std::string>(), new_text = args.at("new_string").get<std::string>();
-  bool all = args.value("replace_all", false);
-  if (old_text == new_text) return refused(make_error(ipc::errc::usage, "old_string and new_string are the same"));
+  client::file_edit_options o;
+  o.replace_all = args.value("replace_all", false);
+  o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto content = whole_file(*conn, session, path, "edit_file");
-  if (!content) return refused(content.err());
-  std::vector<size_t> at;
-  for (size_t i = content->find(old_text); i != std::string::npos; i = content->find(old_text, i + old_text.size()))
-    at.push_back(i);
-  if (at.empty())
-    return refused(make_error(ipc::errc::usage,
-                              fmt::format("old_string occurs 0 times in {}: nothing was changed. It must match the "
-                                          "file exactly, whitespace and indentation included; read_file shows it",
-                                          path)));
-  if (at.size() > 1 && !all)
-    return refused(make_error(ipc::errc::usage,
-                              fmt::format("old_string occurs {} times in {}: nothing was changed. Give more of the "
-                                          "text around it so that it occurs once, or replace_all: true",
-                                          at.size(), path)));
-  std::string out;
-  out.reserve(content->size() + at.size() * new_text.size());
-  size_t from = 0;
-  for (size_t i : at) {
-    out.append(*content, from, i - from);
-    out += new_text;
-    from = i + old_text.size();
+  auto r = conn->edit_file(session, path, args.at("old_string").get<std::string>(),
+                           args.at("new_string").get<std::string>(), o);
+  if (!r) {
+    error e = r.err();
+    if (e.code == "no_match") e.message += " (old_string; read_file shows the file's text)";
+    if (e.code == "not_unique") e.message += " (old_string; replace_all: true replaces every one)";
+    if (e.code == ipc::wire_name(ipc::errc::usage)) e.message = "arguments 'old_string', 'new_string': " + e.message;
+    return refused(e);
   }
-  out.append(*content, from);
-  auto n = write_bytes(*conn, session, path, out, std::nullopt);
-  if (!n) return refused(n.err());
-  uint64_t first_line =
-      1 +
-      static_cast<uint64_t>(std::count(content->begin(), content->begin() + static_cast<std::ptrdiff_t>(at[0]), '\n'));
-  json j = {{"path", path}, {"replacements", at.size()}, {"bytes", *n}, {"first_line", first_line}};
   std::string text =
       fmt::format("{}: replaced {} occurrence{} of old_string, the first at line {}; the file has {} bytes\n", path,
-                  at.size(), at.size() == 1 ? "" : "s", first_line, *n);
-  return {std::move(j), false, {}, std::move(text)};
+                  r->replacements, r->replacements == 1 ? "" : "s", r->first_line, r->bytes);
+  return {json(client::json_of(path, *r)), false, {}, std::move(text)};
 }
 
 // read_file by lines: the lines asked for, within the budget, stopping at a whole line.
 tool_outcome read_lines(const json& args, tool_context& ctx) {
   std::string path = args.at("path").get<std::string>();
+  client::file_lines_options o;
+  o.line = args.at("line").get<int64_t>();
+  if (auto n = args.find("lines"); n != args.end()) o.count = n->get<uint64_t>();
+  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto content = whole_file(*conn, str_arg(args, "session"), path, "read_file with line");
-  if (!content) return refused(content.err());
-  std::vector<size_t> starts;  // where each line starts
-  for (size_t i = 0; i < content->size();) {
-    starts.push_back(i);
-    size_t nl = content->find('\n', i);
-    i = nl == std::string::npos ? content->size() : nl + 1;
-  }
-  auto total = static_cast<int64_t>(starts.size());
-  int64_t line = args.at("line").get<int64_t>();
-  if (line == 0)
-    return refused(make_error(ipc::errc::usage, "argument 'line' counts from 1, or from the end when negative; not 0"));
-  int64_t first = line > 0 ? line : std::max<int64_t>(total + line + 1, 1);
-  int64_t want = args.value("lines", total);
-  size_t budget = args.value("max_output_chars", kDefaultBudget);
-  int64_t last = first - 1;
-  size_t from = first <= total ? starts[static_cast<size_t>(first - 1)] : content->size(), to = from;
-  while (last + 1 <= total && last + 1 < first + want) {
-    size_t end = last + 1 < total ? starts[static_cast<size_t>(last + 1)] : content->size();
-    if (end - from > budget && last >= first) break;  // a first line longer than the budget still comes
-    to = end;
-    ++last;
-  }
-  std::string bytes = content->substr(from, to - from);
-  bool utf8 = ipc::valid_utf8(bytes);
-  bool truncated = last < total;
-  json j = {{"path", path},
-            {"bytes", bytes.size()},
-            {"content", utf8 ? bytes : client::base64(bytes)},
-            {"encoding", utf8 ? "utf-8" : "base64"},
-            {"truncated", truncated},
-            {"start_line", first},
-            {"end_line", last},
-            {"total_lines", total}};
-  std::string text =
-      fmt::format("{}: lines {} to {} of {}{}\n", path, first, last, total,
-                  last < total ? fmt::format("; read_file {} reads on", json{{"path", path}, {"line", last + 1}}.dump())
-                               : "");
-  text += utf8 ? bytes : "(not UTF-8: content has the bytes in base64)\n";
+  auto r = conn->read_lines(str_arg(args, "session"), path, o);
+  if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
+    return refused(make_error(ipc::errc::usage, "argument 'line': " + r.err().message));
+  if (!r) return refused(r.err());
+  json j(client::json_of(path, *r));
+  std::string text = fmt::format("{}: lines {} to {} of {}{}\n", path, r->start_line, r->end_line, r->total_lines,
+                                 r->truncated ? fmt::format("; read_file {} reads on",
+                                                            json{{"path", path}, {"line", r->end_line + 1}}.dump())
+                                              : "");
+  text += j["encoding"] == "utf-8" ? r->content : "(not UTF-8: content has the bytes in base64)\n";
   return {std::move(j), false, {}, std::move(text)};
 }
 
@@ -783,7 +600,8 @@ tool_outcome read_file(const json& args, tool_context& ctx) {
   std::string path = args.at("path").get<std::string>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto read = read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1);
+  auto read =
+      client::read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1, true);
   if (!read) return refused(read.err());
   std::string bytes = std::move(*read);
   bool truncated = bytes.size() > want;
@@ -808,7 +626,7 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
   if (auto it = args.find("mode"); it != args.end()) mode = it->get<uint32_t>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto n = write_bytes(*conn, str_arg(args, "session"), path, content, mode);
+  auto n = client::write_bytes(*conn, str_arg(args, "session"), path, content, mode, true);
   if (!n) return refused(n.err());
   return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
 }
@@ -816,111 +634,41 @@ tool_outcome write_file(const json& args, tool_context& ctx) {
 tool_outcome list_files(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto v = list_entries(*conn, str_arg(args, "session"), str_arg(args, "path"), args.value("recursive", false),
-                        args.value("depth", uint64_t{0}));
+  client::file_list_options o;
+  o.recursive = args.value("recursive", false);
+  o.depth = args.value("depth", uint64_t{0});
+  o.as_shell = true;
+  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), o);
   if (!v) return refused(v.err());
   return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
 }
 
 constexpr std::string_view kSearchInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
+    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, or one file, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
 constexpr std::string_view kSearchOutput =
-    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}}})J";
-
-// Whether a path from the tree searched lies in what a snapshot leaves out by default
-// (node_modules, .git, .venv, ...): a pattern without a slash matches any component.
-bool left_out(const std::string& rel) {
-  size_t start = 0;
-  while (start <= rel.size()) {
-    size_t end = rel.find('/', start);
-    std::string part = rel.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (auto pattern : sbsh::kDefaultIgnores)
-      if (::fnmatch(std::string(pattern).c_str(), part.c_str(), 0) == 0) return true;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return false;
-}
-
-// A POSIX regex, freed with its owner.
-struct posix_regex {
-  regex_t re{};
-  bool ok = false;
-  posix_regex(const posix_regex&) = delete;
-  posix_regex& operator=(const posix_regex&) = delete;
-  posix_regex(const std::string& pattern, bool ignore_case, std::string& why) {
-    int rc = ::regcomp(&re, pattern.c_str(), REG_EXTENDED | REG_NOSUB | REG_NEWLINE | (ignore_case ? REG_ICASE : 0));
-    ok = rc == 0;
-    if (!ok) {
-      char text[256];
-      ::regerror(rc, &re, text, sizeof text);
-      why = text;
-    }
-  }
-  ~posix_regex() {
-    if (ok) ::regfree(&re);
-  }
-};
+    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}, "dir": {"type": "string", "description": "the directory the matches' paths are from: path, or the directory holding it when path is a file (searched alone)"}}})J";
 
 tool_outcome search_files(const json& args, tool_context& ctx) {
-  std::string why;
-  posix_regex re(args.at("pattern").get<std::string>(), args.value("ignore_case", false), why);
-  if (!re.ok)
-    return refused(make_error(ipc::errc::usage, fmt::format("argument 'pattern' is not a POSIX extended regular "
-                                                            "expression: {}",
-                                                            why)));
-  std::string session = str_arg(args, "session"), base = str_arg(args, "path"), glob = str_arg(args, "glob");
-  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  client::file_search_options o;
+  o.path = str_arg(args, "path");
+  o.glob = str_arg(args, "glob");
+  o.ignore_case = args.value("ignore_case", false);
+  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.max_line = 400;
+  o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto entries = list_entries(*conn, session, base, true, 0);
-  if (!entries) return refused(entries.err());
-  json matches = json::array();
+  auto r = conn->search_files(str_arg(args, "session"), args.at("pattern").get<std::string>(), o);
+  if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
+    return refused(make_error(ipc::errc::usage, "argument 'pattern': " + r.err().message));
+  if (!r) return refused(r.err());
+  json j(client::json_of(*r));
   std::string text;
-  uint64_t searched = 0, skipped = 0;
-  bool truncated = false;
-  constexpr size_t kShownLine = 400;
-  for (const auto& e : *entries) {
-    if (truncated) break;
-    if (e.type != "file" || left_out(e.path)) continue;
-    std::string name = e.path.substr(e.path.rfind('/') + 1);
-    if (!glob.empty() && ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) continue;
-    if (e.size > kMaxWholeFile) {
-      ++skipped;
-      continue;
-    }
-    std::string rel = base.empty() ? e.path : base + "/" + e.path;
-    auto content = whole_file(*conn, session, rel, "search_files");
-    if (!content) return refused(content.err());
-    if (content->find('\0') != std::string::npos) {
-      ++skipped;
-      continue;
-    }
-    ++searched;
-    size_t start = 0;
-    for (uint64_t line = 1; start < content->size(); ++line) {
-      size_t nl = content->find('\n', start);
-      std::string one = content->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-      start = nl == std::string::npos ? content->size() : nl + 1;
-      if (::regexec(&re.re, one.c_str(), 0, nullptr, 0) != 0) continue;
-      if (one.size() > kShownLine) one = short_command(one);
-      bool valid = true;
-      one = client::utf8_repair(one, &valid);
-      std::string shown = fmt::format("{}:{}: {}\n", e.path, line, one);
-      if (text.size() + shown.size() > budget) {
-        truncated = true;
-        break;
-      }
-      text += shown;
-      matches.push_back({{"path", e.path}, {"line", line}, {"text", one}});
-    }
-  }
-  json j = {{"matches", std::move(matches)},
-            {"files_searched", searched},
-            {"files_skipped", skipped},
-            {"truncated", truncated}};
-  if (text.empty()) text = fmt::format("no line matches (in {} files)\n", searched);
-  if (truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
+  for (const auto& m : j["matches"])
+    text += fmt::format("{}:{}: {}\n", m["path"].get<std::string>(), m["line"].get<uint64_t>(),
+                        m["text"].get<std::string>());
+  if (text.empty()) text = fmt::format("no line matches (in {} files)\n", r->files_searched);
+  if (r->truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
   return {std::move(j), false, {}, std::move(text)};
 }
 

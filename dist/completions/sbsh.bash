@@ -51,15 +51,19 @@ _sbsh() {
       esac ;;
     file)
       local sub=${words[i+1]}
-      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "write read ls stat rm mkdir mv" -- "$cur")); return; fi
+      if ((cword == i + 1)); then COMPREPLY=($(compgen -W "write read ls stat rm mkdir mv edit search" -- "$cur")); return; fi
       case $sub in
         write) COMPREPLY=($(compgen -W "-s --session --mode --no-parents --help" -- "$cur")) ;;
-        read) COMPREPLY=($(compgen -W "-s --session --offset --length --help" -- "$cur")) ;;
-        ls) COMPREPLY=($(compgen -W "-s --session -R --recursive --json --help" -- "$cur")) ;;
+        read) COMPREPLY=($(compgen -W "-s --session --offset --length --lines --json --help" -- "$cur")) ;;
+        ls) COMPREPLY=($(compgen -W "-s --session -R --recursive --depth --json --help" -- "$cur")) ;;
         stat) COMPREPLY=($(compgen -W "-s --session --json --help" -- "$cur")) ;;
         rm) COMPREPLY=($(compgen -W "-s --session -r --recursive --help" -- "$cur")) ;;
         mkdir) COMPREPLY=($(compgen -W "-s --session -p --parents --help" -- "$cur")) ;;
         mv) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
+        edit)
+          if [[ $prev == --old-file || $prev == --new-file ]]; then COMPREPLY=($(compgen -f -- "$cur")); return; fi
+          COMPREPLY=($(compgen -W "-s --session --old --new --old-file --new-file --all --json --help" -- "$cur")) ;;
+        search) COMPREPLY=($(compgen -W "-s --session --glob -i --ignore-case --json --help" -- "$cur")) ;;
       esac ;;
     env)
       local sub=${words[i+1]}

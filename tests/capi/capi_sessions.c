@@ -389,6 +389,82 @@ void test_confine(sbsh_conn* c) {
   CHECK(sbsh_session_create_spec(c, &spec) == SBSH_ERR_INVALID && contains(sbsh_last_error(c), "set root or snapshot"));
 }
 
+/* Edit, lines, search and a listing to a depth, in the session "files" whose root is copy:
+ * the file's exact bytes after each edit, the exact lines and matches given. */
+static void test_file_operations(sbsh_conn* c, const char* copy) {
+  note("file operations: edit, read lines, search, list to a depth");
+  static const char text[] = "alpha\nbeta\nalpha beta\ngamma";
+  CHECK(sbsh_file_write(c, "files", "ops/t.txt", text, sizeof text - 1, -1, 1) == SBSH_OK);
+  CHECK(sbsh_file_write(c, "files", "ops/deep/u.py", "x = 'Alpha'\n", 12, -1, 1) == SBSH_OK);
+  char path[sizeof state_dir + 64];
+  snprintf(path, sizeof path, "%s/ops/t.txt", copy);
+  char* json = NULL;
+  /* Twice without replace_all: refused, the file as it was. */
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "alpha", 5, "ALPHA", 5, 0, &json) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "not_unique") == 0 && contains(sbsh_last_error(c), "occurs 2 times"));
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "delta", 5, "x", 1, 0, NULL) == SBSH_ERR_REFUSED);
+  CHECK(strcmp(sbsh_last_error_code(c), "no_match") == 0);
+  char* data = NULL;
+  size_t len = 0;
+  CHECK(sbsh_file_read(c, "files", "ops/t.txt", 0, -1, &data, &len) == SBSH_OK);
+  CHECK_BYTES(data, len, text, sizeof text - 1);
+  sbsh_free(data);
+  /* Once, across lines, with a NUL in the new text: exact bytes. */
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "beta\nalpha", 10, "b\0b\nalpha", 9, 0, &json) == SBSH_OK);
+  CHECK(json != NULL && contains(json, "\"replacements\":1") && contains(json, "\"first_line\":2") &&
+        contains(json, "\"bytes\":26"));
+  sbsh_free(json);
+  static const char once[] = "alpha\nb\0b\nalpha beta\ngamma";
+  CHECK(sbsh_file_read(c, "files", "ops/t.txt", 0, -1, &data, &len) == SBSH_OK);
+  CHECK_BYTES(data, len, once, sizeof once - 1);
+  sbsh_free(data);
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "alpha", 5, "A", 1, 1, NULL) == SBSH_OK);
+  static const char all[] = "A\nb\0b\nA beta\ngamma";
+  CHECK(sbsh_file_read(c, "files", "ops/t.txt", 0, -1, &data, &len) == SBSH_OK);
+  CHECK_BYTES(data, len, all, sizeof all - 1);
+  sbsh_free(data);
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "", 0, "x", 1, 0, NULL) == SBSH_ERR_INVALID);
+
+  /* Lines 2 and 3, then the last one (no newline after it). */
+  json = NULL;
+  CHECK(sbsh_file_read_lines(c, "files", "ops/t.txt", 2, 2, &data, &len, &json) == SBSH_OK);
+  CHECK_BYTES(data, len, "b\0b\nA beta\n", 11);
+  CHECK(json != NULL && contains(json, "\"start_line\":2") && contains(json, "\"end_line\":3") &&
+        contains(json, "\"total_lines\":4") && contains(json, "\"truncated\":true") &&
+        contains(json, "\"encoding\":\"utf-8\""));
+  sbsh_free(data);
+  sbsh_free(json);
+  CHECK(sbsh_file_read_lines(c, "files", "ops/t.txt", -1, -1, &data, &len, NULL) == SBSH_OK);
+  CHECK_BYTES(data, len, "gamma", 5);
+  sbsh_free(data);
+  CHECK(sbsh_file_read_lines(c, "files", "ops/t.txt", 0, -1, &data, &len, NULL) == SBSH_ERR_INVALID);
+  /* A NUL in the old text too; the file is text again (a search leaves out files with a NUL). */
+  CHECK(sbsh_file_edit(c, "files", "ops/t.txt", "b\0b", 3, "beta", 4, 0, NULL) == SBSH_OK);
+
+  /* A search, regardless of case, and one limited to *.py. */
+  json = NULL;
+  CHECK(sbsh_file_search_json(c, "files", "^a", "ops", NULL, 1, &json) == SBSH_OK);
+  CHECK(json != NULL &&
+        contains(json,
+                 "\"matches\":[{\"path\":\"t.txt\",\"line\":1,\"text\":\"A\"},"
+                 "{\"path\":\"t.txt\",\"line\":3,\"text\":\"A beta\"}]") &&
+        contains(json, "\"files_searched\":2"));
+  sbsh_free(json);
+  json = NULL;
+  CHECK(sbsh_file_search_json(c, "files", "Alpha", "ops", "*.py", 0, &json) == SBSH_OK);
+  CHECK(json != NULL && contains(json, "\"matches\":[{\"path\":\"deep/u.py\",\"line\":1,\"text\":\"x = 'Alpha'\"}]"));
+  sbsh_free(json);
+  CHECK(sbsh_file_search_json(c, "files", "(", "ops", NULL, 0, &json) == SBSH_ERR_INVALID);
+
+  json = NULL;
+  CHECK(sbsh_file_list_depth_json(c, "files", "ops", 1, &json) == SBSH_OK);
+  CHECK(json != NULL && contains(json, "\"path\":\"deep\"") && contains(json, "\"path\":\"t.txt\"") &&
+        !contains(json, "deep/u.py"));
+  sbsh_free(json);
+  CHECK(sbsh_file_list_depth_json(c, "files", "ops", 0, &json) == SBSH_ERR_INVALID);
+  CHECK(sbsh_file_remove(c, "files", "ops", 1) == SBSH_OK);
+}
+
 void test_files(sbsh_conn* c) {
   note("files beneath a session's root: write, read, stat, list, move, remove, confinement");
   char src[sizeof dir + 16], copy[sizeof state_dir + 32], path[sizeof copy + 32];
@@ -455,6 +531,7 @@ void test_files(sbsh_conn* c) {
   CHECK(sbsh_file_read(c, "c-api", "x", 0, -1, &data, &len) == SBSH_ERR_REFUSED);
   CHECK(strcmp(sbsh_last_error_code(c), "no_root") == 0);
   CHECK(sbsh_file_read(c, "files", NULL, 0, -1, &data, &len) == SBSH_ERR_INVALID);
+  test_file_operations(c, copy);
   CHECK(sbsh_session_remove(c, "files") == SBSH_OK);
 }
 

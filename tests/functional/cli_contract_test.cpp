@@ -173,6 +173,8 @@ std::map<std::string, std::vector<std::string>> verb_words(const std::string& di
           {"file rm", {"-s", "none", "f"}},
           {"file mkdir", {"-s", "none", "d"}},
           {"file mv", {"-s", "none", "f", "g"}},
+          {"file edit", {"-s", "none", "--old", "a", "--new", "b", "f"}},
+          {"file search", {"-s", "none", "a"}},
           {"env ls", {}},
           {"env rm", {"0123abcd"}},
           {"env prune", {}},

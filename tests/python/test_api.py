@@ -526,6 +526,27 @@ class AsyncTest(unittest.TestCase):
                 await c.remove_session("aio-s")
         self.run_async(main())
 
+    def test_file_operations(self):
+        async def main():
+            root = tempfile.mkdtemp(dir=self.d.dir)
+            with open(os.path.join(root, "t.txt"), "wb") as f:
+                f.write(b"a\nb\nc\n")
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                await c.create_session("aio-ops", root=root)
+                done = await c.edit_file("t.txt", "b\n", "B\nB2\n", session="aio-ops")
+                self.assertEqual((done.replacements, done.size, done.first_line), (1, 9, 2))
+                with open(os.path.join(root, "t.txt"), "rb") as f:
+                    self.assertEqual(f.read(), b"a\nB\nB2\nc\n")
+                lines = await c.read_lines("t.txt", 2, 2, session="aio-ops")
+                self.assertEqual((lines.data, lines.end_line, lines.total_lines), (b"B\nB2\n", 3, 4))
+                found = await c.search_files("^B", session="aio-ops")
+                self.assertEqual([(m.path, m.line, m.text) for m in found.matches], [("t.txt", 2, "B"), ("t.txt", 3, "B2")])
+                self.assertEqual([e.path for e in await c.list_files(session="aio-ops", depth=1)], ["t.txt"])
+                with self.assertRaises(sbsh.Refused):
+                    await c.edit_file("t.txt", "zzz", "y", session="aio-ops")
+                await c.remove_session("aio-ops")
+        self.run_async(main())
+
 
 if __name__ == "__main__":
     unittest.main()

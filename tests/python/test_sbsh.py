@@ -541,6 +541,64 @@ class BindingTest(DaemonTestCase):
         self.assertIn("'../../../etc/passwd' leads outside", str(e.exception))
         self.c.remove_session("py-files")
 
+    def test_file_operations_edit_lines_search_and_depth(self):
+        root = os.path.join(self.d.dir, "py-ops")
+        os.makedirs(os.path.join(root, "src", "deep"))
+        with open(os.path.join(root, "src", "app.py"), "wb") as f:
+            f.write(b"def f():\n    return 1\n\ndef g():\n    return 1\n")
+        with open(os.path.join(root, "src", "deep", "n.txt"), "wb") as f:
+            f.write(b"no\nRETURN here\n")
+        self.c.create_session("py-ops", root=root)
+        app = os.path.join(root, "src", "app.py")
+
+        def content():
+            with open(app, "rb") as f:
+                return f.read()
+        before = content()
+        with self.assertRaises(sbsh.Refused) as e:
+            self.c.edit_file("src/app.py", "return 1", "return 2", session="py-ops")
+        self.assertEqual(e.exception.reason, "not_unique")
+        self.assertIn("occurs 2 times", str(e.exception))
+        with self.assertRaises(sbsh.Refused) as e:
+            self.c.edit_file("src/app.py", "return 9", "return 2", session="py-ops")
+        self.assertEqual(e.exception.reason, "no_match")
+        self.assertEqual(content(), before)
+        done = self.c.edit_file("src/app.py", "def g():\n    return 1", b"def g():\n    return 2", session="py-ops")
+        self.assertEqual(done, sbsh.FileEdit(path="src/app.py", replacements=1, size=45, first_line=4))
+        self.assertEqual(content(), b"def f():\n    return 1\n\ndef g():\n    return 2\n")
+        done = self.c.edit_file("src/app.py", "return", "yield", session="py-ops", replace_all=True)
+        self.assertEqual(done.replacements, 2)
+        self.assertEqual(content(), b"def f():\n    yield 1\n\ndef g():\n    yield 2\n")
+        with self.assertRaises(ValueError):
+            self.c.edit_file("src/app.py", "", "x", session="py-ops")
+
+        lines = self.c.read_lines("src/app.py", 2, 2, session="py-ops")
+        self.assertEqual((lines.data, lines.start_line, lines.end_line, lines.total_lines, lines.truncated),
+                         (b"    yield 1\n\n", 2, 3, 5, True))
+        tail = self.c.read_lines("src/app.py", -1, session="py-ops")
+        self.assertEqual((tail.text, tail.start_line, tail.truncated), ("    yield 2\n", 5, False))
+        with self.assertRaises(ValueError):
+            self.c.read_lines("src/app.py", 0, session="py-ops")
+
+        found = self.c.search_files("(yield|return) [0-9]|RETURN", session="py-ops")
+        self.assertEqual([(m.path, m.line, m.text) for m in found.matches],
+                         [("src/app.py", 2, "    yield 1"), ("src/app.py", 5, "    yield 2"),
+                          ("src/deep/n.txt", 2, "RETURN here")])
+        found = self.c.search_files("return", "src", session="py-ops", ignore_case=True, glob="*.txt")
+        self.assertEqual([(m.path, m.line, m.data) for m in found.matches], [("deep/n.txt", 2, b"RETURN here")])
+        self.assertEqual((found.files_searched, found.files_skipped, found.truncated, found.dir), (1, 0, False, "src"))
+        found = self.c.search_files("RETURN", "src/deep/n.txt", session="py-ops")
+        self.assertEqual(([(m.path, m.line) for m in found.matches], found.dir), ([("n.txt", 2)], "src/deep"))
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.search_files("(", session="py-ops")
+
+        self.assertEqual([e.path for e in self.c.list_files("src", session="py-ops", depth=1)], ["app.py", "deep"])
+        self.assertEqual([e.path for e in self.c.list_files(session="py-ops", depth=2)], ["src", "src/app.py",
+                                                                                         "src/deep"])
+        with self.assertRaises(ValueError):
+            self.c.list_files(session="py-ops", depth=0)
+        self.c.remove_session("py-ops")
+
     def test_sessions(self):
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")
         self.c.create_session("made", cwd="/tmp", env={"Z": "zz"}, init=["Y=from-init"], restart="on-failure")

@@ -283,6 +283,65 @@ struct file_write_options {
   bool parents = true;           // make missing parent directories
 };
 
+// The file operations agents use (sbsh file edit, search, read --lines, ls --depth; MCP's
+// edit_file, search_files, read_file by lines, list_files with depth), built on the file
+// requests: edit, search and lines read each file whole, at most kMaxWholeFile bytes (a
+// larger one fails with "file_failed"). In a session without a root they fail with "no_root"
+// unless `as_shell`: then a subshell of the session's shell does the work (cat, a temporary
+// file renamed over the old one, find), from its current directory, with its user's rights,
+// after the command it runs if one does, leaving the shell's state as it was.
+inline constexpr uint64_t kMaxWholeFile = 16u << 20;
+struct file_edit_options {
+  bool replace_all = false;  // else the old text must occur exactly once
+  bool as_shell = false;
+};
+struct file_edit_result {
+  uint64_t replacements = 0;  // occurrences replaced
+  uint64_t bytes = 0;         // the file's size now
+  uint64_t first_line = 0;    // the line where the first replacement starts (1 the first)
+};
+struct file_lines_options {
+  int64_t line = 1;                   // the first line (1 the first); negative: from the end (-20: the last 20)
+  std::optional<uint64_t> count;      // how many lines; absent: to the end
+  std::optional<uint64_t> max_bytes;  // stop before a line that would pass this (a first line always comes)
+  bool as_shell = false;
+};
+struct file_lines {
+  std::string content;      // the lines' exact bytes, newlines included
+  int64_t start_line = 1;   // the number of the first line given
+  int64_t end_line = 0;     // the number of the last (start_line - 1 when none)
+  int64_t total_lines = 0;  // how many lines the file has (a last one without a newline counts)
+  bool truncated = false;   // the file goes on past end_line
+};
+struct file_search_options {
+  std::string path;  // the directory searched, or a file, from the root ("": the root)
+  std::string glob;  // only files whose name matches this shell pattern ("*.py")
+  bool ignore_case = false;
+  std::optional<uint64_t> max_bytes;  // of matches, each counted as "path:line: text\n"
+  size_t max_line = 0;                // a line's text past this many bytes is cut, marked (0: whole)
+  bool as_shell = false;
+};
+struct file_match {
+  std::string path;  // from the directory searched (dir)
+  uint64_t line = 0;
+  std::string text;  // the line's bytes, without its newline
+};
+struct file_search_result {
+  std::vector<file_match> matches;
+  uint64_t files_searched = 0;
+  uint64_t files_skipped = 0;  // larger than kMaxWholeFile, or not text (a NUL byte)
+  bool truncated = false;      // more lines matched than max_bytes holds
+  // The directory searched, from the root, that the matches' paths are from: the path given,
+  // or the directory holding it when it names a file (which is then searched alone, as grep
+  // searches a file it is given, glob still applying and the default ignores not).
+  std::string dir;
+};
+struct file_list_options {
+  bool recursive = false;  // all beneath it
+  uint64_t depth = 0;      // > 0: that many levels beneath it (1: its own entries); implies recursive
+  bool as_shell = false;
+};
+
 // An exec that the caller's event loop drives (connection::start_exec) instead of waiting
 // in exec(): when fd() is readable, call step(); it does what can be done without blocking
 // and gives the result once the command has ended. The connection serves nothing else
@@ -409,6 +468,22 @@ class SBSH_API connection {
   sbsh::status remove_file(const std::string& session, const std::string& path, bool recursive);
   sbsh::status make_directory(const std::string& session, const std::string& path, bool parents);
   sbsh::status move_file(const std::string& session, const std::string& from, const std::string& to);
+  // The operations above kMaxWholeFile describes. edit_file replaces `old_text` (exactly, not
+  // empty) with `new_text` and writes the file whole, keeping its mode; when old_text occurs
+  // 0 times it fails with code "no_match", more than once without replace_all with
+  // "not_unique" (the message says how many), and the file is left as it was. read_lines
+  // gives a range of lines ("usage" for line 0). search_files gives the lines matching a POSIX
+  // extended regular expression ("usage" when it is not one) in the files beneath a
+  // directory, leaving out what a snapshot leaves out by default (kDefaultIgnores), files
+  // that are not text and files past kMaxWholeFile. list_files with options lists to a depth.
+  result<file_edit_result> edit_file(const std::string& session, const std::string& path, std::string_view old_text,
+                                     std::string_view new_text, const file_edit_options& opts = {});
+  result<file_lines> read_lines(const std::string& session, const std::string& path,
+                                const file_lines_options& opts = {});
+  result<file_search_result> search_files(const std::string& session, const std::string& pattern,
+                                          const file_search_options& opts = {});
+  result<std::vector<file_entry>> list_files(const std::string& session, const std::string& path,
+                                             const file_list_options& opts);
 
   // Stops sbshd. Its sessions and background processes end too, unless `keep_sessions`:
   // then the sessions, and their background processes, go on running for the next sbshd to

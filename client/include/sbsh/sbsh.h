@@ -598,6 +598,41 @@ SBSH_API int sbsh_file_mkdir(sbsh_conn* conn, const char* session, const char* p
 /* Renames from to to, both beneath the root. */
 SBSH_API int sbsh_file_move(sbsh_conn* conn, const char* session, const char* from, const char* to);
 
+/* The operations of `sbsh file edit`, `file read --lines`, `file search` and `file ls
+ * --depth` (sbsh(1)), on the same requests: edit, lines and search read each file whole, at
+ * most 16 MiB (a larger one gives "file_failed"). Each *json_out (may be NULL where said) is
+ * malloc'd: release with sbsh_free. */
+
+/* Replaces old_len bytes at old_text (not empty) with new_len bytes at new_text, exactly,
+ * in path, which is written whole (as sbsh_file_write) and keeps its mode. The old text must
+ * occur exactly once unless replace_all; otherwise nothing changes and the call fails with
+ * SBSH_ERR_REFUSED, sbsh_last_error_code() "no_match" (0 times) or "not_unique" (the message
+ * says how many). *json_out (may be NULL) gets {"path", "replacements", "bytes" (the file's
+ * size now), "first_line" (where the first replacement starts)}. */
+SBSH_API int sbsh_file_edit(sbsh_conn* conn, const char* session, const char* path, const void* old_text,
+                            size_t old_len, const void* new_text, size_t new_len, int replace_all, char** json_out);
+/* Lines of path: from line (1 the first; negative counts from the end: -20 for the last 20;
+ * 0 is SBSH_ERR_INVALID), count of them (-1: to the end). *data_out gets their exact bytes,
+ * newlines included (malloc'd, a NUL after them, not counted in *len_out); both may be NULL
+ * together. *json_out (may be NULL) gets {"path", "bytes", "content", "encoding" (utf-8, or
+ * base64 when the bytes are not UTF-8), "truncated" (the file goes on), "start_line",
+ * "end_line", "total_lines"}, as `sbsh file read --lines --json`. */
+SBSH_API int sbsh_file_read_lines(sbsh_conn* conn, const char* session, const char* path, int64_t line, int64_t count,
+                                  char** data_out, size_t* len_out, char** json_out);
+/* The lines matching pattern, a POSIX extended regular expression (one that is not gives
+ * SBSH_ERR_INVALID), in the files beneath dir (NULL or "": the root; a file: that one alone)
+ * whose name matches glob (NULL: all), ignore_case non-zero to match regardless of case;
+ * leaving out what a snapshot leaves out by default (.git, node_modules, ...), files with a
+ * NUL byte and files over 16 MiB. *json_out gets {"matches": [{"path", "line", "text"}],
+ * "files_searched", "files_skipped", "truncated", "dir" (the directory the paths are from:
+ * dir, or the one holding it when it is a file)}, as `sbsh file search --json`. */
+SBSH_API int sbsh_file_search_json(sbsh_conn* conn, const char* session, const char* pattern, const char* dir,
+                                   const char* glob, int ignore_case, char** json_out);
+/* As sbsh_file_list_json, depth levels beneath path (1: its own entries; 0 is
+ * SBSH_ERR_INVALID), as `sbsh file ls --depth`. */
+SBSH_API int sbsh_file_list_depth_json(sbsh_conn* conn, const char* session, const char* path, uint64_t depth,
+                                       char** json_out);
+
 /* ---- The daemon ------------------------------------------------------------------------- */
 
 /* The daemon's status, as `sbsh status --json`:

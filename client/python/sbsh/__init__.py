@@ -26,9 +26,10 @@ from .client import Canceller, Client, OutputCallback, Process, Session, version
 from .errors import (CommandFailed, CommandNotFound, CommandTimedOut, ConnectionLost, DaemonUnreachable, Error,
                      InvalidArgument, LibraryNotFound, NotFound, ProcessNotFound, Refused, SessionNotFound,
                      StateLost, Timeout)
-from .types import (STDERR, STDOUT, CommandInfo, Counters, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, HistoryEntry,
-                    KeptCopy, Logs, OutputChunk, PlanCommand, PlanEvent, PlanReason, PlanReport, PlanStage, ProcessInfo,
-                    SessionDefinition, SessionDetails, SessionInfo)
+from .types import (STDERR, STDOUT, CommandInfo, Counters, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit,
+                    FileInfo, FileLines, FileMatch, FileSearch, HistoryEntry, KeptCopy, Logs, OutputChunk, PlanCommand,
+                    PlanEvent, PlanReason, PlanReport, PlanStage, ProcessInfo, SessionDefinition, SessionDetails,
+                    SessionInfo)
 
 __version__ = "0.1.0"
 
@@ -39,7 +40,8 @@ __all__ = [
     "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "CommandFailed", "CommandTimedOut", "StateLost",
     "LibraryNotFound",
     "ExecResult", "OutputChunk", "ProcessInfo", "CommandInfo", "Logs", "SessionInfo", "SessionDefinition", "HistoryEntry",
-    "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "KeptCopy", "EnvironmentInfo", "PlanCommand",
+    "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "FileEdit", "FileLines", "FileMatch", "FileSearch",
+    "KeptCopy", "EnvironmentInfo", "PlanCommand",
     "PlanStage", "PlanReason", "PlanReport",
     "PlanEvent", "STDOUT", "STDERR",
     "OK", "ERR_UNREACHABLE", "ERR_REFUSED", "ERR_IO", "ERR_TIMEOUT", "ERR_INVALID", "ERR_INTERNAL", "ERR_PROTOCOL",

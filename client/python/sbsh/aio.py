@@ -36,8 +36,8 @@ from . import _lib
 from ._lib import EnvLike, PathArg
 from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
-from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs, OutputChunk, PlanEvent,
-                    PlanReport, ProcessInfo, SessionDetails, SessionInfo)
+from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo, FileLines, FileSearch,
+                    KeptCopy, Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo, SessionDetails, SessionInfo)
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
 
@@ -424,8 +424,21 @@ class AsyncClient:
         return await self._run(lambda c, k: c.stat_file(path, session), stoppable=False)
 
     async def list_files(self, path: PathArg = "", session: Optional[str] = None,
-                         recursive: bool = False) -> List[FileInfo]:
-        return await self._run(lambda c, k: c.list_files(path, session, recursive), stoppable=False)
+                         recursive: bool = False, depth: Optional[int] = None) -> List[FileInfo]:
+        return await self._run(lambda c, k: c.list_files(path, session, recursive, depth), stoppable=False)
+
+    async def edit_file(self, path: PathArg, old: Union[str, bytes], new: Union[str, bytes],
+                        session: Optional[str] = None, replace_all: bool = False) -> FileEdit:
+        return await self._run(lambda c, k: c.edit_file(path, old, new, session, replace_all), stoppable=False)
+
+    async def read_lines(self, path: PathArg, line: int = 1, count: Optional[int] = None,
+                         session: Optional[str] = None) -> FileLines:
+        return await self._run(lambda c, k: c.read_lines(path, line, count, session), stoppable=False)
+
+    async def search_files(self, pattern: str, path: PathArg = "", session: Optional[str] = None,
+                           glob: Optional[str] = None, ignore_case: bool = False) -> FileSearch:
+        return await self._run(lambda c, k: c.search_files(pattern, path, session, glob, ignore_case),
+                               stoppable=False)
 
     async def remove_file(self, path: PathArg, session: Optional[str] = None, recursive: bool = False) -> None:
         await self._run(lambda c, k: c.remove_file(path, session, recursive), stoppable=False)

@@ -24,10 +24,11 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 from . import _lib
 from ._lib import EnvLike, PathArg
 from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
-from .types import (STDERR, STDOUT, CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileInfo, KeptCopy, Logs,
-                    PlanEvent, PlanReport, ProcessInfo, SessionDetails, SessionInfo, command_info, daemon_status,
-                    environment_info, file_info, kept_copy, plan_event, plan_report, process_info, sequence_of,
-                    session_details, session_info)
+from .types import (STDERR, STDOUT, CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo,
+                    FileLines, FileSearch, KeptCopy, Logs, PlanEvent, PlanReport, ProcessInfo, SessionDetails,
+                    SessionInfo, command_info, daemon_status, environment_info, file_edit, file_info, file_lines,
+                    file_search, kept_copy, plan_event, plan_report, process_info, sequence_of, session_details,
+                    session_info)
 
 __all__ = ["Client", "Session", "Process", "Canceller", "version", "OutputCallback"]
 
@@ -944,10 +945,64 @@ class Client:
         """What path is: type, size, mode, mtime and a symlink's target."""
         return file_info(self._json(self._lib.sbsh_file_stat_json, _lib.enc(session), _lib.enc(path)))
 
-    def list_files(self, path: PathArg = "", session: Optional[str] = None, recursive: bool = False) -> List[FileInfo]:
-        """A directory's entries, sorted; recursive: all beneath it."""
+    def list_files(self, path: PathArg = "", session: Optional[str] = None, recursive: bool = False,
+                   depth: Optional[int] = None) -> List[FileInfo]:
+        """A directory's entries, sorted; recursive: all beneath it; depth: that many levels
+        beneath it (1: its own entries), as `sbsh file ls --depth`."""
+        if depth is not None:
+            if recursive:
+                raise ValueError("list_files: give recursive (all levels) or depth (that many), not both")
+            if depth < 1:
+                raise ValueError(f"list_files: depth is a number of levels, 1 or more, not {depth}")
+            return [file_info(d) for d in sequence_of(self._json(self._lib.sbsh_file_list_depth_json,
+                                                                  _lib.enc(session), _lib.enc(path), depth))]
         return [file_info(d) for d in sequence_of(self._json(self._lib.sbsh_file_list_json, _lib.enc(session),
                                                               _lib.enc(path), int(recursive)))]
+
+    # The operations of `sbsh file edit`, `file read --lines` and `file search`: each reads
+    # files whole, at most 16 MiB (a larger one raises Refused, reason "file_failed").
+
+    def edit_file(self, path: PathArg, old: Union[str, bytes], new: Union[str, bytes], session: Optional[str] = None,
+                  replace_all: bool = False) -> FileEdit:
+        """Replaces the text old (str as UTF-8, or bytes), exactly as in the file, with new,
+        writing the file whole; it keeps its mode. old must occur exactly once unless
+        replace_all: otherwise nothing changes and Refused is raised with reason "no_match"
+        (0 times) or "not_unique" (the message says how many)."""
+        old_b = old.encode("utf-8") if isinstance(old, str) else bytes(old)
+        new_b = new.encode("utf-8") if isinstance(new, str) else bytes(new)
+        if not old_b:
+            raise ValueError("edit_file: old is empty: give the text to replace")
+        return file_edit(self._json(self._lib.sbsh_file_edit, _lib.enc(session), _lib.enc(path), old_b, len(old_b),
+                                    new_b, len(new_b), int(replace_all)))
+
+    def read_lines(self, path: PathArg, line: int = 1, count: Optional[int] = None,
+                   session: Optional[str] = None) -> FileLines:
+        """Lines of path, from line (1 the first; negative counts from the end: -20 for the
+        last 20), count of them (None: to the end), with their numbers and the file's."""
+        if line == 0:
+            raise ValueError("read_lines: line counts from 1, or from the end when negative; not 0")
+        if count is not None and count < 0:
+            raise ValueError(f"read_lines: count is a number of lines, 0 or more, not {count}")
+        data, n, doc = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_file_read_lines, _lib.enc(session), _lib.enc(path), line,
+                       -1 if count is None else count, ctypes.byref(data), ctypes.byref(n), ctypes.byref(doc))
+        try:
+            raw = ctypes.string_at(data.value, n.value) if n.value and data.value else b""
+        finally:
+            self._lib.sbsh_free(data)
+        return file_lines(json.loads(_lib.take_string(self._lib, doc)), raw)
+
+    def search_files(self, pattern: str, path: PathArg = "", session: Optional[str] = None,
+                     glob: Optional[str] = None, ignore_case: bool = False) -> FileSearch:
+        """The lines matching pattern, a POSIX extended regular expression (InvalidArgument
+        when it is not one), in the files beneath path (default: the root; a file: that one)
+        whose name matches glob ("*.py"); leaves out what a snapshot leaves out by default
+        (.git, node_modules, ...), files that are not text and files over 16 MiB."""
+        if not pattern:
+            raise ValueError("search_files: pattern is empty: give a regular expression")
+        return file_search(self._json(self._lib.sbsh_file_search_json, _lib.enc(session), _lib.enc(pattern),
+                                      _lib.enc(path), _lib.enc(glob), int(ignore_case)))
 
     def remove_file(self, path: PathArg, session: Optional[str] = None, recursive: bool = False) -> None:
         with self._busy():

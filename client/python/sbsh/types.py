@@ -15,7 +15,8 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "STDOUT", "STDERR", "OutputChunk", "ExecResult", "ProcessInfo", "Logs", "SessionInfo", "SessionDefinition",
-    "HistoryEntry", "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "PlanCommand", "PlanStage",
+    "HistoryEntry", "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "FileEdit", "FileLines", "FileMatch",
+    "FileSearch", "PlanCommand", "PlanStage",
     "PlanReason", "PlanReport", "PlanEvent",
 ]
 
@@ -266,6 +267,56 @@ class FileInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class FileEdit:
+    """What Client.edit_file did: how many occurrences it replaced, the file's size now, and
+    the line (1 the first) where the first replacement starts."""
+    path: str
+    replacements: int
+    size: int
+    first_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileLines:
+    """Lines of a file (Client.read_lines): their exact bytes, newlines included, the numbers
+    of the first and last given (end_line is start_line - 1 when none was), how many the file
+    has, and whether it goes on past end_line."""
+    path: str
+    data: bytes
+    start_line: int
+    end_line: int
+    total_lines: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        return _decode(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class FileMatch:
+    """A line that matched (Client.search_files): its file, from the directory searched, its
+    number (1 the first), its text (invalid UTF-8 replaced) and its exact bytes."""
+    path: str
+    line: int
+    text: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FileSearch:
+    """What Client.search_files found: the matching lines, by file and line; how many files
+    it read, how many it left out (not text, or over 16 MiB), whether more lines matched
+    than it gives, and dir, the directory the matches' paths are from (the path searched, or
+    the directory holding it when it is a file)."""
+    matches: Tuple[FileMatch, ...]
+    files_searched: int
+    files_skipped: int
+    truncated: bool
+    dir: str
+
+
+@dataclass(frozen=True, slots=True)
 class KeptCopy:
     """A snapshot's copy kept after its session (remove_session's keep_copy, or the session's
     keep_copy_on_failure): where it is, for which session, when it was kept and its size (0
@@ -499,6 +550,30 @@ def file_info(d: Mapping[str, Any]) -> FileInfo:
     return FileInfo(path=_name(d, "path") or "", type=str(d.get("type", "")), size=int(d.get("size") or 0),
                     mode=int(str(d.get("mode") or "0"), 8), mtime=unix_time(d.get("mtime")),
                     target=_name(d, "target"))
+
+
+def file_edit(d: Mapping[str, Any]) -> FileEdit:
+    return FileEdit(path=_name(d, "path") or "", replacements=int(d.get("replacements") or 0),
+                    size=int(d.get("bytes") or 0), first_line=int(d.get("first_line") or 0))
+
+
+def file_lines(d: Mapping[str, Any], data: bytes) -> FileLines:
+    return FileLines(path=_name(d, "path") or "", data=data, start_line=int(d.get("start_line") or 0),
+                     end_line=int(d.get("end_line") or 0), total_lines=int(d.get("total_lines") or 0),
+                     truncated=bool(d.get("truncated")))
+
+
+def _match(d: Mapping[str, Any]) -> FileMatch:
+    text = str(d.get("text", ""))
+    raw = d.get("text_base64")
+    return FileMatch(path=_name(d, "path") or "", line=int(d.get("line") or 0), text=text,
+                     data=base64.b64decode(str(raw)) if raw else text.encode("utf-8"))
+
+
+def file_search(d: Mapping[str, Any]) -> FileSearch:
+    return FileSearch(matches=tuple(_match(m) for m in sequence_of(d.get("matches"))),
+                      files_searched=int(d.get("files_searched") or 0), files_skipped=int(d.get("files_skipped") or 0),
+                      truncated=bool(d.get("truncated")), dir=_name(d, "dir") or "")
 
 
 def kept_copy(d: Mapping[str, Any]) -> KeptCopy:
