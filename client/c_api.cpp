@@ -484,6 +484,8 @@ int sbsh_result_running(const sbsh_result* r) { return r != nullptr && r->r.runn
 int sbsh_result_waiting_for_input(const sbsh_result* r) { return r != nullptr && r->r.waiting_for_input ? 1 : 0; }
 const char* sbsh_result_prompt(const sbsh_result* r) { return r != nullptr ? r->r.prompt.c_str() : ""; }
 const char* sbsh_result_screen(const sbsh_result* r) { return r != nullptr ? r->r.screen.c_str() : ""; }
+uint64_t sbsh_result_stdout_bytes(const sbsh_result* r) { return r != nullptr ? r->r.stdout_bytes : 0; }
+uint64_t sbsh_result_stderr_bytes(const sbsh_result* r) { return r != nullptr ? r->r.stderr_bytes : 0; }
 uint64_t sbsh_result_command_id(const sbsh_result* r) { return r != nullptr ? r->r.command_id : 0; }
 
 int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms, size_t output_limit,
@@ -511,10 +513,16 @@ int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result
 }
 int sbsh_command_logs(sbsh_conn* conn, uint64_t command_id, int follow, int streams, int cancel_fd,
                       sbsh_output_fn fn, void* user, sbsh_result** out) {
+  return sbsh_command_logs_since(conn, command_id, 0, 0, follow, streams, cancel_fd, fn, user, out);
+}
+int sbsh_command_logs_since(sbsh_conn* conn, uint64_t command_id, uint64_t stdout_offset, uint64_t stderr_offset,
+                            int follow, int streams, int cancel_fd, sbsh_output_fn fn, void* user, sbsh_result** out) {
   return guarded(conn, [&]() -> int {
     if (fn == nullptr) return invalid(conn, "sbsh_command_logs: fn must not be NULL");
     sbsh::client::logs_options o;
     if (int rc = logs_options_of(conn, "sbsh_command_logs", follow, 0, streams, cancel_fd, o); rc != SBSH_OK) return rc;
+    o.stdout_offset = stdout_offset;
+    o.stderr_offset = stderr_offset;
     auto r = conn->c.command_logs(command_id, o, output_callback(fn, user));
     if (!r) return fail(conn, r.err());
     if (out != nullptr) *out = new sbsh_result{std::move(*r)};

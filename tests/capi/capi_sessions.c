@@ -264,8 +264,14 @@ void test_housekeeping(sbsh_conn* c) {
     CHECK_BYTES(cap.out, cap.out_len, "out\n", 4);
     CHECK_BYTES(cap.err, cap.err_len, "err\n", 4);
     CHECK(sbsh_result_running(r) == 0 && sbsh_result_exit_code(r) == 0 && sbsh_result_command_id(r) == id);
+    CHECK(sbsh_result_stdout_bytes(r) == 4 && sbsh_result_stderr_bytes(r) == 4);
     sbsh_result_free(r);
   }
+  /* From offsets: only what follows them. */
+  memset(&cap, 0, sizeof cap);
+  CHECK(sbsh_command_logs_since(c, id, 2, 4, 0, 0, -1, capture_output, &cap, NULL) == SBSH_OK);
+  CHECK_BYTES(cap.out, cap.out_len, "t\n", 2);
+  CHECK(cap.err_len == 0);
   memset(&cap, 0, sizeof cap);
   CHECK(sbsh_command_logs(c, id, 1, 2, -1, capture_output, &cap, NULL) == SBSH_OK);
   CHECK(cap.out_len == 0 && cap.err_len == 4 && cap.bad_stream == 0);

@@ -420,8 +420,13 @@ class HousekeepingTest(DaemonTestCase):
         logs = self.c.command_logs(r.command_id, on_output=lambda stream, data: got.append((stream, data)))
         self.assertEqual((logs.stdout, logs.stderr, logs.exit_code, logs.running), (b"out\n", b"err\n", 0, False))
         self.assertEqual(b"".join(d for s, d in got if s == sbsh.STDERR), b"err\n")
+        self.assertEqual((logs.stdout_bytes, logs.stderr_bytes, r.stdout_bytes), (4, 4, 4))
         only = self.c.command_logs(r.command_id, follow=True, stdout=False)
         self.assertEqual((only.stdout, only.stderr), (b"", b"err\n"))
+        since = self.c.command_logs(r.command_id, stdout_offset=1, stderr_offset=3)
+        self.assertEqual((since.stdout, since.stderr), (b"ut\n", b"\n"))
+        with self.assertRaises(ValueError):
+            self.c.command_logs(r.command_id, stdout_offset=-1)
         with self.assertRaises(sbsh.CommandNotFound):
             self.c.command_logs(987654321)
         self.c.remove_session("py-logs")

@@ -268,6 +268,12 @@ SBSH_API int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sb
  * it has not ended. */
 SBSH_API int sbsh_command_logs(sbsh_conn* conn, uint64_t command_id, int follow, int streams, int cancel_fd,
                                sbsh_output_fn fn, void* user, sbsh_result** out);
+/* sbsh_command_logs from offsets: only what the command wrote after stdout_offset bytes of
+ * stdout and stderr_offset bytes of stderr, such as an earlier result's
+ * sbsh_result_stdout_bytes and sbsh_result_stderr_bytes (what is new since). */
+SBSH_API int sbsh_command_logs_since(sbsh_conn* conn, uint64_t command_id, uint64_t stdout_offset,
+                                     uint64_t stderr_offset, int follow, int streams, int cancel_fd,
+                                     sbsh_output_fn fn, void* user, sbsh_result** out);
 
 /* An exec for callers that run an event loop (asyncio, libuv, epoll): the same request as
  * sbsh_exec, driven without blocking. sbsh_exec_start sends it and returns at once with a
@@ -319,6 +325,10 @@ SBSH_API const char* sbsh_result_prompt(const sbsh_result* r);
  * terminal emulator's rendering of its output); "" otherwise. Valid until the result is
  * freed. */
 SBSH_API const char* sbsh_result_screen(const sbsh_result* r);
+/* The bytes the command wrote to each stream so far (what the result holds plus what was
+ * left out, or all a kept command wrote): the offsets for sbsh_command_logs_since. */
+SBSH_API uint64_t sbsh_result_stdout_bytes(const sbsh_result* r);
+SBSH_API uint64_t sbsh_result_stderr_bytes(const sbsh_result* r);
 /* sbshd's id for a kept command (keep, detach_after_ms), as sbsh(1) writes it after '%'; 0
  * when it is not kept. */
 SBSH_API uint64_t sbsh_result_command_id(const sbsh_result* r);

@@ -246,9 +246,13 @@ class AsyncClient:
     async def kill_command(self, command_id: int, sig: Union[int, str] = 0) -> ExecResult:
         return await self._run(lambda c, k: c.kill_command(command_id, sig), stoppable=False)
 
-    async def command_logs(self, command_id: int, stdout: bool = True, stderr: bool = True) -> ExecResult:
-        """Client.command_logs without follow, awaited: the output so far and the result."""
-        return await self._run(lambda c, k: c.command_logs(command_id, stdout=stdout, stderr=stderr),
+    async def command_logs(self, command_id: int, stdout: bool = True, stderr: bool = True,
+                           stdout_offset: int = 0, stderr_offset: int = 0) -> ExecResult:
+        """Client.command_logs without follow, awaited: the output so far (after the offsets,
+        when given) and the result."""
+        return await self._run(lambda c, k: c.command_logs(command_id, stdout=stdout, stderr=stderr,
+                                                           stdout_offset=stdout_offset,
+                                                           stderr_offset=stderr_offset),
                                stoppable=False)
 
     async def follow_command(self, command_id: int) -> AsyncIterator[OutputChunk]:

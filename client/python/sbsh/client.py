@@ -523,7 +523,9 @@ class Client:
             command_id=int(L.sbsh_result_command_id(r)),
             waiting_for_input=L.sbsh_result_waiting_for_input(r) != 0,
             prompt=_lib.text(L.sbsh_result_prompt(r)),
-            screen=_lib.text(L.sbsh_result_screen(r)))
+            screen=_lib.text(L.sbsh_result_screen(r)),
+            stdout_bytes=int(L.sbsh_result_stdout_bytes(r)),
+            stderr_bytes=int(L.sbsh_result_stderr_bytes(r)))
 
     def await_command(self, command_id: int, timeout: Optional[float] = None,
                       output_limit: Optional[int] = None) -> ExecResult:
@@ -541,16 +543,23 @@ class Client:
 
     def command_logs(self, command_id: int, follow: bool = False, stdout: bool = True, stderr: bool = True,
                      on_output: Optional[OutputCallback] = None,
-                     canceller: Optional[Canceller] = None) -> ExecResult:
-        """A kept command's output from its start; with follow, then what it writes until it
-        ends, or until canceller.cancel() (from another thread; the command goes on).
-        on_output(stream, data) gets chunks as they come. Returns its result with that output;
-        running is True when it has not ended. CommandNotFound once sbshd has forgotten it."""
+                     canceller: Optional[Canceller] = None, stdout_offset: int = 0,
+                     stderr_offset: int = 0) -> ExecResult:
+        """A kept command's output from its start (or only what follows stdout_offset and
+        stderr_offset bytes, such as an earlier result's stdout_bytes and stderr_bytes: what
+        is new since); with follow, then what it writes until it ends, or until
+        canceller.cancel() (from another thread; the command goes on). on_output(stream, data)
+        gets chunks as they come. Returns its result with that output; running is True when
+        it has not ended. CommandNotFound once sbshd has forgotten it."""
+        for name, offset in (("stdout_offset", stdout_offset), ("stderr_offset", stderr_offset)):
+            if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < 1 << 64:
+                raise ValueError(f"command_logs: {name} must be a byte offset (an int from 0), not {offset!r}")
         chunks, streams, guard = _collector("command_logs", stdout, stderr, on_output)
         r = ctypes.c_void_p()
         with self._busy():
             try:
-                self._call(self._lib.sbsh_command_logs, command_id, int(bool(follow)), streams,
+                self._call(self._lib.sbsh_command_logs_since, command_id, stdout_offset, stderr_offset,
+                           int(bool(follow)), streams,
                            canceller.fileno() if canceller is not None else -1, guard.c_fn, None, ctypes.byref(r))
                 result = self._result(r)
             finally:

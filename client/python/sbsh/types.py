@@ -52,7 +52,9 @@ class ExecResult:
     (output_limit). running: it still runs (detach_after, or await_command's timeout), under
     command_id. oom_killed: while it ran, the kernel killed a process of the session's for
     memory (its cgroup reached create_session's memory). screen: with tty, what the command's
-    terminal showed at its end, as text (a terminal emulator's rendering of its output)."""
+    terminal showed at its end, as text (a terminal emulator's rendering of its output).
+    stdout_bytes / stderr_bytes: what it wrote to each stream so far, the offsets from which
+    command_logs gives only what is new."""
     exit_code: Optional[int]
     signal: Optional[int]
     timed_out: bool
@@ -77,6 +79,8 @@ class ExecResult:
     waiting_for_input: bool = False
     prompt: str = ""
     screen: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
 
     @property
     def ok(self) -> bool:
