@@ -24,7 +24,8 @@ inline constexpr size_t kBudgetReserve = 1000;
 // `cap` from.
 class kept_stream {
  public:
-  kept_stream(size_t cap, uint64_t skip) : cap_(cap), skip_(skip) {}
+  // `first`: the offset in the stream of the first byte added (sbshd skipped those before).
+  kept_stream(size_t cap, uint64_t skip, uint64_t first = 0) : cap_(cap), skip_(skip), seen_(first) {}
   void add(std::string_view d);
   // Bytes of the stream seen, those skipped included: the offset where new output starts.
   [[nodiscard]] uint64_t end() const { return seen_; }

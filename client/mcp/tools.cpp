@@ -293,9 +293,12 @@ uint64_t command_id_arg(const json& args) {
 tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_result ended, const json& args) {
   if (ended.running) running_facts(ended);
   size_t budget = output_budget(args);
-  kept_stream out(budget, args.value("stdout_offset", uint64_t{0})),
-      err(budget, args.value("stderr_offset", uint64_t{0}));
-  auto logs = conn.command_logs(id, {}, [&](client::stream s, std::string_view d) {
+  // sbshd sends only what follows the offsets.
+  client::logs_options o;
+  o.stdout_offset = args.value("stdout_offset", uint64_t{0});
+  o.stderr_offset = args.value("stderr_offset", uint64_t{0});
+  kept_stream out(budget, o.stdout_offset, o.stdout_offset), err(budget, o.stderr_offset, o.stderr_offset);
+  auto logs = conn.command_logs(id, o, [&](client::stream s, std::string_view d) {
     (s == client::stream::out ? out : err).add(d);
   });
   if (!logs) return refused(logs.err());
@@ -483,8 +486,8 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
                               "process_logs takes tail (lines) or stdout_offset/stderr_offset (bytes), not both"));
   // From an offset: what follows it, as much as the budget holds. Else the newest output.
   size_t budget = output_budget(args);
-  kept_stream out(budget, args.value("stdout_offset", uint64_t{0})),
-      err(budget, args.value("stderr_offset", uint64_t{0}));
+  uint64_t out_from = args.value("stdout_offset", uint64_t{0}), err_from = args.value("stderr_offset", uint64_t{0});
+  kept_stream out(budget, out_from), err(budget, err_from);
   auto sink = [&](client::stream s, std::string_view d) { (s == client::stream::out ? out : err).add(d); };
   json j;
   json id = args.at("id");
@@ -495,9 +498,14 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
       return refused(make_error(
           ipc::errc::usage,
           "tail is for background processes; a command's output is read by stdout_offset and stderr_offset"));
+    // A command's: sbshd sends only what follows the offsets.
     client::logs_options o;
     o.out = want_out;
     o.err = want_err;
+    o.stdout_offset = out_from;
+    o.stderr_offset = err_from;
+    out = kept_stream(budget, out_from, out_from);
+    err = kept_stream(budget, err_from, err_from);
     auto r = conn->command_logs(*cid, o, sink);
     if (!r) return refused(r.err());
     j["command"] = command_state(*r, *cid);
