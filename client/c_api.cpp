@@ -501,6 +501,25 @@ int sbsh_await_command(sbsh_conn* conn, uint64_t command_id, int64_t timeout_ms,
   });
 }
 
+int sbsh_command_input(sbsh_conn* conn, uint64_t command_id, const void* data, size_t len, int flags,
+                       int64_t timeout_ms, sbsh_result** out) {
+  return guarded(conn, [&]() -> int {
+    if (data == nullptr && len > 0) return invalid(conn, "sbsh_command_input: data is NULL with a length");
+    if ((flags & ~(SBSH_INPUT_TYPED | SBSH_INPUT_EOF | SBSH_INPUT_NO_WAIT)) != 0)
+      return invalid(conn, "sbsh_command_input: flags takes SBSH_INPUT_TYPED, SBSH_INPUT_EOF and SBSH_INPUT_NO_WAIT");
+    if (timeout_ms < 0) return invalid(conn, "sbsh_command_input: timeout_ms must not be negative");
+    sbsh::client::input_options o;
+    o.typed = (flags & SBSH_INPUT_TYPED) != 0;
+    o.eof = (flags & SBSH_INPUT_EOF) != 0;
+    o.wait = (flags & SBSH_INPUT_NO_WAIT) == 0;
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    auto r = conn->c.send_input(command_id, {static_cast<const char*>(data), len}, o);
+    if (!r) return fail(conn, r.err());
+    if (out != nullptr) *out = new sbsh_result{std::move(*r)};
+    return SBSH_OK;
+  });
+}
+
 int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sbsh_result** out) {
   return guarded(conn, [&]() -> int {
     if (out == nullptr) return invalid(conn, "sbsh_kill_command: out must not be NULL");

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -570,6 +571,8 @@ status read_end(const ipc::message& m, exec_result& r) {
     r.command = c->command;
     r.stdout_bytes = c->stdout_bytes;
     r.stderr_bytes = c->stderr_bytes;
+    r.waiting_for_input = c->waiting_for_input;
+    r.prompt = c->prompt;
     return ok_status();
   }
   auto release = read_done(m, r);
@@ -610,6 +613,62 @@ result<exec_result> connection::await_command(uint64_t command_id, std::chrono::
   exec_result res;
   kept_output kept(res, output_limit);
   auto end = command_logs(command_id, {}, [&](stream s, std::string_view d) { kept.add(s, d); });
+  if (!end) return end.err();
+  std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
+  res = std::move(*end);
+  res.stdout_data = std::move(out);
+  res.stderr_data = std::move(err);
+  kept.finish(res);
+  return res;
+}
+
+result<exec_result> connection::send_input(uint64_t command_id, std::string_view data, const input_options& opts) {
+  using clock = std::chrono::steady_clock;
+  auto deadline = opts.timeout.count() > 0 ? clock::now() + opts.timeout : clock::time_point::max();
+  // In pieces that fit a frame; a command that has not read what it was sent yet is given
+  // time to (input_full), the rest waits meanwhile.
+  constexpr size_t kPiece = size_t{256} * 1024;
+  exec_result before;
+  bool first = true;
+  do {
+    std::string_view piece = data.substr(0, kPiece);
+    msg::command_input req;
+    req.command_id = command_id;
+    req.data = {piece};
+    req.typed = opts.typed;
+    req.eof = opts.eof && piece.size() == data.size();
+    for (;;) {
+      uint64_t id = p_->next_id++;
+      auto reply = p_->call(ipc::encode(req, id), id);
+      if (reply) {
+        if (first)
+          if (auto s = read_end(reply->msg, before); !s) return s.err();
+        break;
+      }
+      if (reply.err().code != ipc::wire_name(ipc::errc::input_full) || clock::now() >= deadline) return reply.err();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    first = false;
+    data.remove_prefix(piece.size());
+  } while (!data.empty());
+  if (!opts.wait) return before;
+  // Its answer: until it ends or waits for input again.
+  uint64_t id = p_->next_id++;
+  msg::command_wait wait;
+  wait.command_id = command_id;
+  wait.until_input = true;
+  if (deadline != clock::time_point::max())
+    wait.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count()));
+  auto reply = p_->call(ipc::encode(wait, id), id);
+  if (!reply && reply.err().code != ipc::wire_name(ipc::errc::timeout)) return reply.err();
+  // What it wrote since the input went in, and how it stands.
+  exec_result res;
+  kept_output kept(res, opts.output_limit);
+  logs_options from;
+  from.stdout_offset = before.stdout_bytes;
+  from.stderr_offset = before.stderr_bytes;
+  auto end = command_logs(command_id, from, [&](stream s, std::string_view d) { kept.add(s, d); });
   if (!end) return end.err();
   std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
   res = std::move(*end);

@@ -394,10 +394,10 @@ void file_service::handle_read(client_conn& c, ipc::envelope& env) {
         o->pass_fd = a.pass_fd;
         return o;
       },
-      [this](client_conn* c, uint64_t id, result<std::shared_ptr<opened>> o) {
+      [this](client_conn* c, uint64_t id, const result<std::shared_ptr<opened>>& o) {
         if (c == nullptr) return;
         if (!o) return c->send_error(id, o.err());
-        opened& f = **o;
+        opened& f = *o.value();
         msg::file_opened reply{f.size, f.mode, f.length, f.pass_fd ? 1u : 0u};
         if (f.pass_fd) {
           std::vector<unique_fd> fds;

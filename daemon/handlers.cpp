@@ -76,6 +76,7 @@ constexpr handler_entry kHandlers[] = {
     {msg_type::command_wait, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_wait(c, e); }},
     {msg_type::command_logs, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_logs(c, e); }},
     {msg_type::command_kill, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_kill(c, e); }},
+    {msg_type::command_input, [](server& s, client_conn& c, ipc::envelope& e) { s.kept().handle_input(c, e); }},
     // 400 daemon
     {msg_type::status, on_status},
     {msg_type::shutdown, on_shutdown},

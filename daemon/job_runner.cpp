@@ -400,6 +400,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
     if (waiting && !j.waiting_input) {
       j.waiting_input = true;
       spdlog::debug("session {}: command {} waits for input", name_, j.serial);
+      if (j.keep) srv_.kept().waiting(j.serial, j.last_line);
       if (j.client != nullptr && j.detach_after_ms > 0 && !j.detached) detach(j);
     }
     probe_input(j, waiting ? kFirstProbeMs : std::min(j.probe_ms * 2, kMaxProbeMs));
@@ -408,6 +409,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
 
 void job_runner::heard_from(exec_job& job, std::string_view data) {
   job.last_output_us = mono_us();
+  if (job.waiting_input && job.keep) srv_.kept().resumed(job.serial);
   job.waiting_input = false;
   auto nl = data.find_last_of("\r\n");
   if (nl != std::string_view::npos) {
@@ -578,6 +580,41 @@ void job_runner::signal_answered() {
 bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
   return cancel_where([c, id](const exec_job& j) { return j.client == c && j.id == id; }, sig, stop,
                       "cancelled before it started");
+}
+
+status job_runner::input(uint64_t serial, std::string_view data, bool typed, bool eof) {
+  exec_job* job = current_ && current_->serial == serial ? current_.get() : nullptr;
+  for (auto& j : queue_)
+    if (j->serial == serial) job = j.get();
+  if (job == nullptr) return make_error(ipc::errc::no_input, fmt::format("command %{} is not in its session's queue", serial));
+  if (!job->detached)
+    return make_error(ipc::errc::no_input,
+                      fmt::format("command %{} still has its client, whose input it reads; send input once it has "
+                                  "detached (exec --detach-after)",
+                                  serial));
+  if ((!job->tty && !job->interactive) || job->io_fds)
+    return make_error(ipc::errc::no_input, fmt::format("command %{} takes no input: its stdin is /dev/null; start "
+                                                       "it with --interactive (a pipe) or --tty (a terminal)",
+                                                       serial));
+  if (job->stdin_eof || (job->started && !job->in_w))
+    return make_error(ipc::errc::no_input, fmt::format("command %{}'s input has ended", serial));
+  if (job->stdin_pending.size() + data.size() > kMaxStdinBuffer)
+    return make_error(ipc::errc::input_full,
+                      fmt::format("command %{} has not read the {} bytes of input it was sent yet; send the rest "
+                                  "once it has",
+                                  serial, job->stdin_pending.size()));
+  size_t from = job->stdin_pending.size();
+  job->stdin_pending.append(data);
+  if (typed && !job->tty) std::replace(job->stdin_pending.begin() + static_cast<ptrdiff_t>(from), job->stdin_pending.end(), '\r', '\n');
+  if (eof) job->stdin_eof = true;
+  // It waits for input no longer: the probe says again once it does, and its prompt then is
+  // what it printed after this input.
+  if (job->waiting_input) srv_.kept().resumed(serial);
+  job->waiting_input = false;
+  job->last_line.clear();
+  if (job->started && job->in_w) pump_stdin(*job);
+  if (job->input_probe) probe_input(*job, kInputSettleMs);
+  return ok_status();
 }
 
 bool job_runner::stop(uint64_t serial, int sig) {

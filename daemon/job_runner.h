@@ -58,6 +58,9 @@ class job_runner final : public shell_events {
   // Stops the job with this serial as a timeout does (`sig` first, SIGTERM when 0): `sbsh
   // kill %N`. False when no such job is queued or running.
   bool stop(uint64_t serial, int sig);
+  // command_input: `data` into the input of the detached command `serial` (running or
+  // queued), as it reads it; `typed`: keys, each CR an LF on a pipe; `eof` then ends it.
+  status input(uint64_t serial, std::string_view data, bool typed, bool eof);
   void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof);
   void release(client_conn* c, uint64_t id);
   // The client went away: its queued jobs are dropped, its running one is hung up on.

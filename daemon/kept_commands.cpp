@@ -196,6 +196,8 @@ void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
   m.started_at_ms = r.started_at_ms;
   m.stdout_bytes = r.bytes[0];
   m.stderr_bytes = r.bytes[1];
+  m.waiting_for_input = r.waiting;
+  if (r.waiting) m.prompt = r.prompt;
   c->send(ipc::encode(m, req));
 }
 
@@ -227,9 +229,9 @@ void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
   if (!req) return c.send_error(env.msg.id(), req.err());
   record* r = find(req->command_id, env.msg.id(), c);
   if (r == nullptr) return;
-  if (r->finished) return reply_end(c.serial(), env.msg.id(), *r);
+  if (r->finished || (req->until_input && r->waiting)) return reply_end(c.serial(), env.msg.id(), *r);
   forget_gone_waiters(*r);
-  waiter w{c.serial(), env.msg.id(), nullptr};
+  waiter w{c.serial(), env.msg.id(), nullptr, req->until_input};
   if (req->timeout_ms > 0) {
     w.deadline = make_handle<timer>(srv_.loop());
     uint64_t id = r->id, serial = c.serial(), rq = env.msg.id();
@@ -243,6 +245,53 @@ void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
     });
   }
   r->waiters.push_back(std::move(w));
+}
+
+void kept_commands::handle_input(client_conn& c, ipc::envelope& env) {
+  auto req = ipc::decode<msg::command_input>(env.msg);
+  if (!req) return c.send_error(env.msg.id(), req.err());
+  record* r = find(req->command_id, env.msg.id(), c);
+  if (r == nullptr) return;
+  if (r->finished)
+    return c.send_error(env.msg.id(), errc::no_input,
+                        fmt::format("command %{} has ended: 'sbsh wait %{}' gives its result", r->id, r->id));
+  session* s = srv_.find_session(r->session);
+  if (s == nullptr)
+    return c.send_error(env.msg.id(), errc::no_input, fmt::format("command %{}'s session is gone", r->id));
+  // The answer says where its output stood before the input: what follows is its answer.
+  msg::command_running before;
+  before.stdout_bytes = r->bytes[0];
+  before.stderr_bytes = r->bytes[1];
+  auto done = s->jobs().input(r->id, req->data.bytes, req->typed, req->eof);
+  if (!done) return c.send_error(env.msg.id(), done.err());
+  before.command_id = r->id;
+  before.session = r->session;
+  before.command = r->command;
+  before.started = r->started;
+  before.started_at_ms = r->started_at_ms;
+  c.send(ipc::encode(before, env.msg.id()));
+}
+
+void kept_commands::waiting(uint64_t serial, std::string_view prompt) {
+  auto it = records_.find(serial);
+  if (it == records_.end()) return;
+  record& r = *it->second;
+  r.waiting = true;
+  r.prompt = prompt;
+  std::vector<waiter> answered;
+  for (auto w = r.waiters.begin(); w != r.waiters.end();) {
+    if (!w->until_input) {
+      ++w;
+      continue;
+    }
+    answered.push_back(std::move(*w));
+    w = r.waiters.erase(w);
+  }
+  for (const auto& w : answered) reply_end(w.serial, w.req, r);
+}
+
+void kept_commands::resumed(uint64_t serial) {
+  if (auto it = records_.find(serial); it != records_.end()) it->second->waiting = false;
 }
 
 void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {

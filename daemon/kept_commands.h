@@ -61,6 +61,10 @@ class kept_commands {
   void handle_wait(client_conn& c, ipc::envelope& env);
   void handle_logs(client_conn& c, ipc::envelope& env);
   void handle_kill(client_conn& c, ipc::envelope& env);
+  void handle_input(client_conn& c, ipc::envelope& env);
+  // Command `serial` waits for input (its prompt: the last line it printed), or no longer.
+  void waiting(uint64_t serial, std::string_view prompt);
+  void resumed(uint64_t serial);
   void client_drained(client_conn& c);
   // A cancel for a `logs -f` request: it ends, answered as without follow. False when `req`
   // is no such request.
@@ -75,11 +79,14 @@ class kept_commands {
   struct waiter {
     uint64_t serial, req;
     handle_ptr<timer> deadline;
+    bool until_input = false;  // answered also once it waits for input
   };
   struct record {
     uint64_t id = 0;
     std::string session, command;
     bool started = false, detached = false, finished = false;
+    bool waiting = false;  // for input, with its prompt
+    std::string prompt;
     int64_t started_at_ms = 0, ended_at_ms = 0;
     uint64_t ended_mono_us = 0;
     uint64_t bytes[2] = {0, 0};  // written to each stream, in all

@@ -508,13 +508,37 @@ struct exec_detached {
 
 // Waits for a kept command (exec keep or detach_after_ms) to end; answered with its
 // exec_done, or a timeout error once timeout_ms (0: none) has passed with it still running.
+// With until_input, also answered (command_running, waiting_for_input) once it waits for
+// input: at once when it does already.
 struct command_wait {
   static constexpr message_kind kind{msg_type::command_wait, "command_wait", client_to_daemon, true};
   uint64_t command_id = 0;
   uint64_t timeout_ms = 0;
+  bool until_input = false;
   static constexpr auto fields() {
     return std::tuple{field("command_id", &command_wait::command_id, kRequired),
-                      field("timeout_ms", &command_wait::timeout_ms, kOmitEmpty)};
+                      field("timeout_ms", &command_wait::timeout_ms, kOmitEmpty),
+                      field("until_input", &command_wait::until_input, kOmitEmpty)};
+  }
+};
+
+// Input for a kept command whose input is open (exec --tty or --interactive, detached): the
+// bytes are typed into its terminal or written to its stdin pipe, in order, as it reads them;
+// with typed, they are keys as a person types them, and on a pipe each Enter (CR) becomes the
+// LF a terminal would make of it; eof then ends its input (Ctrl-D on a terminal). Answered
+// with command_running: the bytes it had written to each stream when the input went in, so
+// that command_logs from there gives its answer. Refused with no_input, or input_full while
+// more than 1 MiB it was sent is unread.
+struct command_input {
+  static constexpr message_kind kind{msg_type::command_input, "command_input", client_to_daemon, true};
+  uint64_t command_id = 0;
+  bin_view data;
+  bool typed = false;
+  bool eof = false;
+  static constexpr auto fields() {
+    using s = command_input;
+    return std::tuple{field("command_id", &s::command_id, kRequired), field("data", &s::data),
+                      field("typed", &s::typed, kOmitEmpty), field("eof", &s::eof, kOmitEmpty)};
   }
 };
 
@@ -563,12 +587,19 @@ struct command_running {
   int64_t started_at_ms = 0;
   uint64_t stdout_bytes = 0;
   uint64_t stderr_bytes = 0;
+  bool waiting_for_input = false;  // it is blocked reading its terminal or stdin (the kernel says)
+  std::string_view prompt;         // then the last line it printed
   static constexpr auto fields() {
     using s = command_running;
-    return std::tuple{field("command_id", &s::command_id), field("session", &s::session),
-                      field("command", &s::command),       field("started", &s::started),
+    return std::tuple{field("command_id", &s::command_id),
+                      field("session", &s::session),
+                      field("command", &s::command),
+                      field("started", &s::started),
                       field("started_at_ms", &s::started_at_ms, kOmitEmpty),
-                      field("stdout_bytes", &s::stdout_bytes), field("stderr_bytes", &s::stderr_bytes)};
+                      field("stdout_bytes", &s::stdout_bytes),
+                      field("stderr_bytes", &s::stderr_bytes),
+                      field("waiting_for_input", &s::waiting_for_input, kOmitEmpty),
+                      field("prompt", &s::prompt, kOmitEmpty)};
   }
 };
 
@@ -1128,7 +1159,7 @@ struct env_prune {
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
-                       exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, status, status_reply, shutdown, wrapper_ready, signal_command,
+                       exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, command_input, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end, file_read, file_opened, file_chunk, file_end, file_write, file_data, file_close,

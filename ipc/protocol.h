@@ -68,6 +68,7 @@ enum class msg_type : uint32_t {
   command_logs = 310,
   command_kill = 311,
   command_running = 312,
+  command_input = 313,
 
   // 400: daemon
   status = 400,
@@ -153,6 +154,8 @@ enum class errc {
   too_many_clients,   // sbshd serves as many connections as it allows
   memory_limit,       // all clients together held too much of sbshd's memory
   would_deadlock,     // the request comes from inside the command it would wait for
+  no_input,           // command_input: the command takes no input (now)
+  input_full,         // command_input: the command has not read what it was sent yet
   // Files beneath a session's root (file_*), and exec -C / start -C in a session with one.
   no_root,        // the session has no root to reach files beneath
   outside_root,   // the path leads outside the session's root
@@ -241,6 +244,11 @@ inline constexpr auto kErrorCodes = std::to_array<errc_info>({
     {errc::would_deadlock, "would_deadlock",
      "exec, proc_start: the request comes from a process of the command its session is running (or of a command "
      "waiting for that one), so it would wait for itself; it is refused at once"},
+    {errc::no_input, "no_input",
+     "command_input: the command takes no input: it was started without --interactive or --tty, its input was "
+     "ended, or it has ended; the message says which"},
+    {errc::input_full, "input_full",
+     "command_input: the command has not read the 1 MiB of input it was sent yet; send the rest once it has"},
     {errc::no_root, "no_root",
      "file requests: the session has no root (create it with a root or from a snapshot) for paths to be beneath"},
     {errc::outside_root, "outside_root",

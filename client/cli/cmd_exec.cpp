@@ -123,8 +123,8 @@ int run_exec(const global_opts& g, exec_args& a) {
     std::string id = client::command_ref(r->command_id);
     std::fflush(stdout);
     std::fprintf(stderr,
-                 "\nsbsh: %s waits for input (its last line: %s); it goes on in session %s: 'sbsh logs -f %s' for its "
-                 "output, 'sbsh wait %s' for its result, 'sbsh kill %s' to stop it\n",
+                 "\nsbsh: %s waits for input (its last line: %s); it goes on in session %s: 'sbsh input %s TEXT' "
+                 "answers it, 'sbsh wait %s' gives its result, 'sbsh kill %s' stops it\n",
                  id.c_str(), ipc::printable(r->prompt, 120).c_str(), (o.session.empty() ? "default" : o.session.c_str()),
                  id.c_str(), id.c_str(), id.c_str());
   } else if (r->running) {

@@ -13,6 +13,7 @@ runner declare_env(command_line& cl);
 runner declare_logs(command_line& cl);
 runner declare_kill(command_line& cl);
 runner declare_wait(command_line& cl);
+runner declare_input(command_line& cl);
 runner declare_ps(command_line& cl);
 runner declare_attach(command_line& cl);
 runner declare_status(command_line& cl);
@@ -33,6 +34,7 @@ constexpr command kCommands[] = {
     {"logs", "show a background process's output", declare_logs},
     {"kill", "signal a background process and its whole tree", declare_kill},
     {"wait", "wait for a background process and exit with its exit code", declare_wait},
+    {"input", "type into a command that waits for input, and print its answer", declare_input},
     {"ps", "list sessions with their pids, states and running commands", declare_ps},
     {"attach", "use a session interactively", declare_attach},
     {"status", "show the daemon and its sessions", declare_status},

@@ -2,6 +2,7 @@
 // the pipe sees each event as it happens.
 #include "client/cli/jsonl.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "client/json.h"
@@ -85,6 +86,8 @@ void jsonl_writer::finished(std::string_view command, client::exec_result& r) {
   r.stderr_omitted_bytes = omitted[1];
   r.stdout_truncated = omitted[0] > 0;
   r.stderr_truncated = omitted[1] > 0;
+  r.stdout_bytes = std::max<uint64_t>(r.stdout_bytes, r.stdout_data.size() + omitted[0]);
+  r.stderr_bytes = std::max<uint64_t>(r.stderr_bytes, r.stderr_data.size() + omitted[1]);
   client::json_value j;
   j["type"] = r.running ? "detached" : "finished";
   client::add_exec_result(j, session_, command, r);

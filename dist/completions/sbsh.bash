@@ -7,7 +7,7 @@ _sbsh_procs() {
 _sbsh() {
   local cur prev words cword
   _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
-  local commands="exec run session file env start logs kill wait ps attach status shutdown mcp dial-stdio version help"
+  local commands="exec run session file env start logs kill wait input ps attach status shutdown mcp dial-stdio version help"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
@@ -77,6 +77,7 @@ _sbsh() {
     logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --since --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;
     kill) COMPREPLY=($(compgen -W "-s --signal -TERM -KILL -INT -HUP --help $(_sbsh_procs)" -- "$cur")) ;;
     wait) COMPREPLY=($(compgen -W "-t --timeout --json --output-limit --help $(_sbsh_procs)" -- "$cur")) ;;
+    input) COMPREPLY=($(compgen -W "--no-enter --key -f --file --eof -t --timeout --json --output-limit --help" -- "$cur")) ;;
     ps) COMPREPLY=($(compgen -W "-a --all --json --help" -- "$cur")) ;;
     attach) COMPREPLY=($(compgen -W "-s --session --help" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;

@@ -328,7 +328,17 @@ static void test_terminal(sbsh_conn* c) {
     uint64_t id = sbsh_result_command_id(r);
     sbsh_result_free(r);
     r = NULL;
-    if (CHECK(sbsh_kill_command(c, id, 0, &r) == SBSH_OK && r != NULL)) sbsh_result_free(r);
+    /* Answered: typed, Enter as a terminal sends it; then only what it wrote after. */
+    if (CHECK(sbsh_command_input(c, id, "Ada\r", 4, SBSH_INPUT_TYPED, 10000, &r) == SBSH_OK && r != NULL)) {
+      size_t n;
+      const char* out = sbsh_result_stdout(r, &n);
+      CHECK(sbsh_result_running(r) == 0 && sbsh_result_exit_code(r) == 0);
+      CHECK_BYTES(out, n, "Ada\r\n", 5);
+      sbsh_result_free(r);
+    }
+    CHECK(sbsh_command_input(c, id, "x", 1, 0, 0, NULL) == SBSH_ERR_REFUSED &&
+          strcmp(sbsh_last_error_code(c), "no_input") == 0);
+    CHECK(sbsh_command_input(c, id, "x", 1, 64, 0, NULL) == SBSH_ERR_INVALID);
   }
   sbsh_exec_opts_init(&o);
   o.cols = 80; /* without tty */

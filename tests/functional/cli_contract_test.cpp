@@ -182,6 +182,7 @@ std::map<std::string, std::vector<std::string>> verb_words(const std::string& di
           {"logs", {"none"}},
           {"kill", {"none"}},
           {"wait", {"none"}},
+          {"input", {"%1", "x"}},
           {"ps", {}},
           {"attach", {}},
           {"status", {}},

@@ -337,7 +337,12 @@ class ApiTest(DaemonTestCase):
                         detach_after=30)
         self.assertTrue(r.running and r.waiting_for_input)
         self.assertEqual(r.prompt, "Continue? ")
-        self.c.kill_command(r.command_id)
+        a = self.c.send_input(r.command_id, "yes", enter=True, timeout=10)
+        self.assertEqual((a.running, a.exit_code, a.stdout), (False, 0, b"yes\r\n"))
+        self.assertEqual(self.c.exec("echo $answer", session="api-tty").stdout, b"yes\n")
+        with self.assertRaises(sbsh.Refused) as refused:
+            self.c.send_input(r.command_id, "again")
+        self.assertEqual(refused.exception.reason, "no_input")
         with self.assertRaises(ValueError):
             self.c.exec("true", tty=True, cols=10001)
 

@@ -43,6 +43,7 @@ constexpr binding kBindings[] = {
     {"command_wait", "sbsh_await_command", "await_command"},
     {"command_logs", "sbsh_command_logs", "command_logs"},
     {"command_kill", "sbsh_kill_command", "kill_command"},
+    {"command_input", "sbsh_command_input", "send_input"},
     {"status", "sbsh_status_json", "status"},
     {"shutdown", "sbsh_shutdown", "shutdown"},
     {"proc_start", "sbsh_start", "start"},

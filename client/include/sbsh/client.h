@@ -273,6 +273,18 @@ struct logs_options {
   int cancel_fd = -1;
 };
 
+// connection::send_input.
+struct input_options {
+  // `data` is keys as a person types them: an Enter is CR, which on a pipe (interactive
+  // without a terminal) becomes LF, as a terminal would make it.
+  bool typed = false;
+  bool eof = false;   // then end its input (Ctrl-D on a terminal)
+  bool wait = true;   // wait for its answer (below); else return once the input is in
+  // How long to wait for the answer: until it ends or waits for input again (0: no limit).
+  std::chrono::milliseconds timeout{0};
+  size_t output_limit = 1u << 20;  // of the answer's output kept, as exec_options::output_limit
+};
+
 // Files beneath a session's root (file_read and file_write in sbsh-protocol(7)).
 struct file_read_options {
   uint64_t offset = 0;
@@ -439,6 +451,13 @@ class SBSH_API connection {
   // Stops it as a timeout does (`signal` first, SIGTERM when 0; SIGKILL after the grace
   // period; the shell keeps its state) and returns its result once it has ended.
   result<exec_result> kill_command(uint64_t command_id, int signal = 0);
+  // Input for a kept command whose input is open (exec_options::tty or interactive, detached):
+  // `data` is typed into its terminal or written to its stdin as it reads it (any size: sent
+  // as it makes room). Then, unless !opts.wait, waits until it ends, waits for input again,
+  // or opts.timeout passes, and returns its state (running, waiting_for_input, prompt, or how
+  // it ended) with only the output it wrote after the input, within opts.output_limit.
+  // Errors: "no_input" when it takes no input (never opened, ended, or the command is over).
+  result<exec_result> send_input(uint64_t command_id, std::string_view data, const input_options& opts = {});
   // Files beneath a session's root (session_spec::root, or a snapshot session's copy). A
   // path is taken from the root (an absolute one only if it lies beneath it) and resolved
   // beneath it: one leading outside fails with code "outside_root" (the message names the

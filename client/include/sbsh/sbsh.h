@@ -268,6 +268,18 @@ SBSH_API int sbsh_kill_command(sbsh_conn* conn, uint64_t command_id, int sig, sb
  * it has not ended. */
 SBSH_API int sbsh_command_logs(sbsh_conn* conn, uint64_t command_id, int follow, int streams, int cancel_fd,
                                sbsh_output_fn fn, void* user, sbsh_result** out);
+/* Input for a kept command whose input is open (sbsh_exec_opts' tty or interactive, left
+ * running by detach_after_ms): len bytes of data are typed into its terminal or written to its
+ * stdin as it reads them (any size). flags: SBSH_INPUT_TYPED (keys as a person types them: an
+ * Enter is CR, made LF on a pipe), SBSH_INPUT_EOF (then end its input: Ctrl-D on a terminal),
+ * SBSH_INPUT_NO_WAIT (return once the input is in). Otherwise waits until it ends, waits for
+ * input again, or timeout_ms (0: no limit) passes, and *out (out may be NULL) gets its state
+ * with only the output it wrote after the input (sbsh_result_running,
+ * sbsh_result_waiting_for_input, sbsh_result_prompt, or how it ended). SBSH_ERR_REFUSED with
+ * code "no_input" when it takes no input (sbsh_last_error says why). */
+enum { SBSH_INPUT_TYPED = 1, SBSH_INPUT_EOF = 2, SBSH_INPUT_NO_WAIT = 4 };
+SBSH_API int sbsh_command_input(sbsh_conn* conn, uint64_t command_id, const void* data, size_t len, int flags,
+                                int64_t timeout_ms, sbsh_result** out);
 /* sbsh_command_logs from offsets: only what the command wrote after stdout_offset bytes of
  * stdout and stderr_offset bytes of stderr, such as an earlier result's
  * sbsh_result_stdout_bytes and sbsh_result_stderr_bytes (what is new since). */

@@ -165,6 +165,7 @@ def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
         "sbsh_result_command_id": (U64, [P]),
         "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
         "sbsh_kill_command": (I, [P, U64, I, PP]),
+        "sbsh_command_input": (I, [P, U64, ctypes.c_char_p, SZ, I, I64, PP]),
         "sbsh_command_logs": (I, [P, U64, I, I, I, OUTPUT_FN, P, PP]),
         "sbsh_command_logs_since": (I, [P, U64, U64, U64, I, I, I, OUTPUT_FN, P, PP]),
         "sbsh_result_duration_us": (U64, [P]),

@@ -243,6 +243,12 @@ class AsyncClient:
                             output_limit: Optional[int] = None) -> ExecResult:
         return await self._run(lambda c, k: c.await_command(command_id, timeout, output_limit), stoppable=False)
 
+    async def send_input(self, command_id: int, data: Union[str, bytes] = b"", enter: bool = False,
+                         eof: bool = False, wait: bool = True, timeout: Optional[float] = None) -> ExecResult:
+        """Client.send_input, awaited."""
+        return await self._run(lambda c, k: c.send_input(command_id, data, enter=enter, eof=eof, wait=wait,
+                                                         timeout=timeout), stoppable=False)
+
     async def kill_command(self, command_id: int, sig: Union[int, str] = 0) -> ExecResult:
         return await self._run(lambda c, k: c.kill_command(command_id, sig), stoppable=False)
 

@@ -567,6 +567,25 @@ class Client:
         guard.reraise()
         return dataclasses.replace(result, stdout=b"".join(chunks[STDOUT]), stderr=b"".join(chunks[STDERR]))
 
+    def send_input(self, command_id: int, data: Union[str, bytes] = b"", enter: bool = False, eof: bool = False,
+                   wait: bool = True, timeout: Optional[float] = None) -> ExecResult:
+        """Input for a kept command whose input is open (exec with tty or interactive, left
+        running by detach_after): a str is typed as keys (UTF-8; "\\r" is Enter, made "\\n"
+        on a pipe as a terminal would), bytes are sent as they are; enter then adds Enter, eof
+        ends its input (Ctrl-D on a terminal). Unless wait is False, waits until it ends, waits
+        for input again, or timeout seconds pass, and returns its state with only the output
+        it wrote after the input: running, waiting_for_input and prompt, or how it ended.
+        Refused (reason "no_input") when it takes no input."""
+        if not isinstance(data, (str, bytes)):
+            raise TypeError(f"send_input: data must be str or bytes, not {type(data).__name__}")
+        typed = isinstance(data, str) or enter
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if enter:
+            raw += b"\r"
+        flags = (1 if typed else 0) | (2 if eof else 0) | (0 if wait else 4)
+        return self._kept_call(self._lib.sbsh_command_input, command_id, raw, len(raw), flags,
+                               _lib.ms(timeout, "timeout"))
+
     def _kept_call(self, fn: Any, *args: Any) -> ExecResult:
         r = ctypes.c_void_p()
         with self._busy():

@@ -1,0 +1,170 @@
+// sbsh input: type into a command that waits for input (exec --tty or --interactive, left
+// running by --detach-after), then print its answer: what it wrote until it ended, waited for
+// input again, or -t passed.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "client/cli/cli.h"
+#include "client/json.h"
+#include "ipc/fd.h"
+#include "ipc/protocol.h"
+#include "ipc/text.h"
+
+namespace sbsh::cli {
+
+namespace {
+
+struct input_args {
+  std::string id, file;
+  std::vector<std::string> words, keys;
+  bool no_enter = false, eof = false, json = false;
+  std::chrono::milliseconds timeout{0};
+  uint64_t output_limit = client::input_options{}.output_limit;
+};
+
+// The bytes a key sends, as a terminal (xterm) sends them: Enter is CR (a pipe gets LF),
+// C-a to C-z the control characters.
+std::optional<std::string> key_bytes(std::string_view name) {
+  static constexpr std::pair<std::string_view, std::string_view> kKeys[] =
+      {{"Enter", "\r"},       {"Tab", "\t"},         {"Esc", "\x1b"},         {"Up", "\x1b[A"},  {"Down", "\x1b[B"},
+       {"Right", "\x1b[C"},   {"Left", "\x1b[D"},    {"Home", "\x1b[H"},      {"End", "\x1b[F"}, {"Backspace", "\x7f"},
+       {"Delete", "\x1b[3~"}, {"PageUp", "\x1b[5~"}, {"PageDown", "\x1b[6~"}, {"Space", " "}};
+  for (const auto& [k, bytes] : kKeys)
+    if (k == name) return std::string(bytes);
+  if (name.size() == 3 && (name[0] == 'C' || name[0] == 'c') && name[1] == '-' && name[2] >= 'a' && name[2] <= 'z')
+    return std::string(1, static_cast<char>(name[2] - 'a' + 1));
+  return std::nullopt;
+}
+
+result<std::string> read_input(const std::string& path) {
+  unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return make_error(ipc::errc::usage, fmt::format("-f {}: cannot read it: {}", path, std::strerror(errno)));
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return make_error(ipc::errc::usage, fmt::format("-f {}: cannot read it: {}", path, std::strerror(errno)));
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+// What to type: the words joined by spaces and Enter (unless --no-enter), then each --key;
+// or -f's bytes as they are.
+result<std::string> what_to_type(const input_args& a, bool& typed) {
+  if (!a.file.empty()) {
+    if (!a.words.empty() || !a.keys.empty())
+      return make_error(ipc::errc::usage, "-f sends a file's bytes as they are: give no TEXT nor --key with it");
+    typed = false;
+    return read_input(a.file);
+  }
+  typed = true;
+  std::string text;
+  for (size_t i = 0; i < a.words.size(); ++i) text += (i > 0 ? " " : "") + a.words[i];
+  if (!a.words.empty() && !a.no_enter) text += '\r';
+  for (const auto& k : a.keys) {
+    auto bytes = key_bytes(k);
+    if (!bytes)
+      return make_error(ipc::errc::usage,
+                        fmt::format("--key {}: not a key sbsh knows; give Enter, Tab, Esc, Up, Down, Left, Right, "
+                                    "Home, End, Backspace, Delete, PageUp, PageDown, Space or C-a ... C-z",
+                                    k));
+    text += *bytes;
+  }
+  if (text.empty() && !a.eof)
+    return make_error(ipc::errc::usage, "nothing to type: give TEXT, --key NAME, -f FILE, or --eof");
+  return text;
+}
+
+int run_input(const global_opts& g, input_args& a) {
+  if (a.json) report_failures_as(failure_format::json);
+  if (a.words.empty()) return fail("input needs the %ID of the command to type into (exec --detach-after printed it)");
+  a.id = a.words.front();
+  a.words.erase(a.words.begin());
+  auto id = client::parse_command_ref(a.id);
+  if (!id)
+    return fail(
+        fmt::format("'{}' is not a command's %ID: input goes to a command exec left running (exec "
+                    "--tty or --interactive with --detach-after), as %N",
+                    a.id));
+  client::input_options o;
+  auto text = what_to_type(a, o.typed);
+  if (!text) return fail(text.err());
+  o.eof = a.eof;
+  o.timeout = a.timeout;
+  o.output_limit = a.output_limit;
+  auto conn = connect(g);
+  if (!conn) return fail(conn.err());
+  auto r = conn->send_input(*id, *text, o);
+  if (!r) return fail(r.err());
+  if (a.json) {
+    print_exec_json(r->session, r->command, *r);
+  } else {
+    write_all(1, r->stdout_data);
+    write_all(2, r->stderr_data);
+  }
+  if (!r->running) {
+    if (!a.json) explain_result(r->session, {}, *r);
+    return exec_exit_status(*r);
+  }
+  if (!a.json) {
+    std::fflush(stdout);
+    if (r->waiting_for_input)
+      std::fprintf(stderr, "\nsbsh: %s waits for input again (its last line: %s)\n", a.id.c_str(),
+                   ipc::printable(r->prompt, 120).c_str());
+    else
+      std::fprintf(stderr, "\nsbsh: %s is still running after %s\n", a.id.c_str(),
+                   human_duration(static_cast<uint64_t>(a.timeout.count())).c_str());
+  }
+  return kExitDetached;
+}
+
+}  // namespace
+
+runner declare_input(command_line& cl) {
+  auto a = std::make_shared<input_args>();
+  cl.describe(
+      "Types TEXT into the command %ID that waits for input (exec --tty or --interactive, left running by "
+      "--detach-after): the words joined by spaces, then Enter; then prints what it writes until it ends, waits for "
+      "input again, or -t passes.");
+  cl.flag("--no-enter", "type TEXT without the Enter after it", a->no_enter);
+  cl.repeated(
+      "--key", "NAME",
+      "then send this key (repeatable, in order): Enter, Tab, Esc, Up, Down, Left, Right, Home, End, "
+      "Backspace, Delete, PageUp, PageDown, Space, C-a ... C-z (C-c on a terminal is its SIGINT, C-d its end of "
+      "input)",
+      a->keys);
+  cl.option("-f,--file", "FILE",
+            "send FILE's bytes as they are (- reads stdin), of any size: fed as the command reads them, so a "
+            "terminal's line limit never drops a byte",
+            a->file, check_not_empty("a file, or - for stdin"));
+  cl.flag("--eof", "then end its input (Ctrl-D on a terminal, the end of a pipe)", a->eof);
+  cl.duration("-t,--timeout", "DURATION",
+              "print what it wrote and exit 254 if it neither ends nor waits for input "
+              "within DURATION (500ms, 30s, 5m, 1h, or seconds)",
+              a->timeout);
+  cl.flag("--json",
+          "print the result as exec --json does: its output since the input, waiting_for_input, prompt, "
+          "next_offset",
+          a->json);
+  cl.number("--output-limit", "N", "keep at most N bytes of each stream of its answer: the first and last N/2",
+            a->output_limit, "a number of bytes", 0, std::numeric_limits<size_t>::max());
+  // One list of words: options go before %ID, and what follows it is TEXT, as typed.
+  cl.words("%ID", a->words, "%ID [TEXT...]");
+  cl.footer(
+      "Exit status: the command's when it ended; 254 when it still runs (it waits for input again, or -t passed); "
+      "255 when sbsh failed or the command takes no input (started without --interactive or --tty, or its input "
+      "ended).");
+  return [a](const global_opts& g) { return run_input(g, *a); };
+}
+
+}  // namespace sbsh::cli
