@@ -622,6 +622,18 @@ result<exec_result> connection::await_command(uint64_t command_id, std::chrono::
   return res;
 }
 
+std::optional<std::string> key_bytes(std::string_view name) {
+  static constexpr std::pair<std::string_view, std::string_view> kKeys[] = {
+      {"Enter", "\r"},       {"Tab", "\t"},           {"Esc", "\x1b"},           {"Up", "\x1b[A"},  {"Down", "\x1b[B"},
+      {"Right", "\x1b[C"},   {"Left", "\x1b[D"},      {"Home", "\x1b[H"},        {"End", "\x1b[F"}, {"Backspace", "\x7f"},
+      {"Delete", "\x1b[3~"}, {"PageUp", "\x1b[5~"},   {"PageDown", "\x1b[6~"},   {"Space", " "}};
+  for (const auto& [k, bytes] : kKeys)
+    if (k == name) return std::string(bytes);
+  if (name.size() == 3 && name[0] == 'C' && name[1] == '-' && name[2] >= 'a' && name[2] <= 'z')
+    return std::string(1, static_cast<char>(name[2] - 'a' + 1));
+  return std::nullopt;
+}
+
 result<exec_result> connection::send_input(uint64_t command_id, std::string_view data, const input_options& opts) {
   using clock = std::chrono::steady_clock;
   auto deadline = opts.timeout.count() > 0 ? clock::now() + opts.timeout : clock::time_point::max();

@@ -30,20 +30,6 @@ struct input_args {
   uint64_t output_limit = client::input_options{}.output_limit;
 };
 
-// The bytes a key sends, as a terminal (xterm) sends them: Enter is CR (a pipe gets LF),
-// C-a to C-z the control characters.
-std::optional<std::string> key_bytes(std::string_view name) {
-  static constexpr std::pair<std::string_view, std::string_view> kKeys[] =
-      {{"Enter", "\r"},       {"Tab", "\t"},         {"Esc", "\x1b"},         {"Up", "\x1b[A"},  {"Down", "\x1b[B"},
-       {"Right", "\x1b[C"},   {"Left", "\x1b[D"},    {"Home", "\x1b[H"},      {"End", "\x1b[F"}, {"Backspace", "\x7f"},
-       {"Delete", "\x1b[3~"}, {"PageUp", "\x1b[5~"}, {"PageDown", "\x1b[6~"}, {"Space", " "}};
-  for (const auto& [k, bytes] : kKeys)
-    if (k == name) return std::string(bytes);
-  if (name.size() == 3 && (name[0] == 'C' || name[0] == 'c') && name[1] == '-' && name[2] >= 'a' && name[2] <= 'z')
-    return std::string(1, static_cast<char>(name[2] - 'a' + 1));
-  return std::nullopt;
-}
-
 result<std::string> read_input(const std::string& path) {
   unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return make_error(ipc::errc::usage, fmt::format("-f {}: cannot read it: {}", path, std::strerror(errno)));
@@ -72,7 +58,7 @@ result<std::string> what_to_type(const input_args& a, bool& typed) {
   for (size_t i = 0; i < a.words.size(); ++i) text += (i > 0 ? " " : "") + a.words[i];
   if (!a.words.empty() && !a.no_enter) text += '\r';
   for (const auto& k : a.keys) {
-    auto bytes = key_bytes(k);
+    auto bytes = client::key_bytes(k);
     if (!bytes)
       return make_error(ipc::errc::usage,
                         fmt::format("--key {}: not a key sbsh knows; give Enter, Tab, Esc, Up, Down, Left, Right, "

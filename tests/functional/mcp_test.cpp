@@ -410,7 +410,7 @@ TEST_F(mcp_test, handshake_lists_tools_in_order_and_a_session_keeps_its_state) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs", "await_command", "cancel_command",
+                                             "wait_process", "process_logs", "await_command", "cancel_command", "send_input",
                                              "read_file", "write_file", "list_files", "edit_file", "search_files"}));
   json r1 = c->call(tool_call(2, "run_command", {{"command", "cd /tmp; X=1"}, {"session", "s1"}}));
   EXPECT_EQ(r1["result"]["isError"], false) << r1.dump();
@@ -586,6 +586,38 @@ TEST_F(mcp_test, a_large_output_fits_the_budget_and_its_middle_reads_back) {
 
 // A command that outlives the call: its result says when it started and in which shell, and
 // await_command with the offsets gives only what is new.
+// A command with a terminal that asks a question returns as soon as it waits, with its
+// prompt; send_input answers it (typed keys, Enter) and returns what it wrote after.
+TEST_F(mcp_test, send_input_answers_a_command_that_waits) {
+  auto c = start_initialized();
+  json r = c->call(tool_call(1, "run_command",
+                             {{"command", "read -p 'Name? ' n; read -p 'Sure? ' y; echo \"hi $n $y\""},
+                              {"session", "in"},
+                              {"tty", true}}));
+  const json& sc = r["result"]["structuredContent"];
+  ASSERT_EQ(sc["waiting_for_input"], true) << r.dump();
+  EXPECT_EQ(sc["prompt"], "Name? ");
+  EXPECT_EQ(sc["running"], true);
+  json a = c->call(tool_call(2, "send_input", {{"id", sc["id"]}, {"text", "Ada"}}));
+  const json& ac = a["result"]["structuredContent"];
+  EXPECT_EQ(ac["waiting_for_input"], true) << a.dump();
+  EXPECT_EQ(ac["prompt"], "Sure? ");
+  EXPECT_EQ(ac["stdout"], "Ada\r\nSure? ");
+  json b =
+      c->call(tool_call(3, "send_input", {{"id", sc["id"]}, {"text", "y"}, {"enter", false}, {"keys", {"Enter"}}}));
+  const json& bc = b["result"]["structuredContent"];
+  EXPECT_EQ(bc["running"], false) << b.dump();
+  EXPECT_EQ(bc["exit_code"], 0);
+  EXPECT_EQ(bc["stdout"], "y\r\nhi Ada y\r\n");
+  EXPECT_EQ(bc["screen"], "Name? Ada\nSure? y\nhi Ada y\n");
+  // Ended: refused with why, as a result the model reads.
+  json again = c->call(tool_call(4, "send_input", {{"id", sc["id"]}, {"text", "more"}}));
+  EXPECT_EQ(again["result"]["isError"], true);
+  EXPECT_NE(again.dump().find("has ended"), std::string::npos) << again.dump();
+  json bad = c->call(tool_call(5, "send_input", {{"id", sc["id"]}, {"keys", {"F13"}}}));
+  EXPECT_EQ(bad["result"]["isError"], true);
+}
+
 TEST_F(mcp_test, await_command_gives_what_is_new_since_the_offsets) {
   auto c = start_initialized();
   json r = c->call(

@@ -124,7 +124,7 @@ async function main() {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), ['run_command', 'list_sessions', 'create_session', 'remove_session',
     'restart_session', 'start_process', 'list_processes', 'kill_process', 'wait_process', 'process_logs',
-    'await_command', 'cancel_command', 'read_file', 'write_file', 'list_files', 'edit_file', 'search_files']);
+    'await_command', 'cancel_command', 'send_input', 'read_file', 'write_file', 'list_files', 'edit_file', 'search_files']);
   for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an output schema`);
 
   // Each tool, with a result the client validated against its output schema.
@@ -264,6 +264,13 @@ async function agentTask(client) {
   assert.equal(r.isError, false, JSON.stringify(r));
   assert.equal(r.structuredContent.replacements, 1);
   assert.equal(fs.readFileSync(path.join(root, 'app.py'), 'utf8'), 'def f():\n    return 1\n\ndef g():\n    return 2\n');
+  // A question at a terminal, answered.
+  r = await invoke(client, 'run_command', { command: "read -p 'Name? ' n; echo \"hi $n\"", session, tty: true });
+  assert.equal(r.structuredContent.waiting_for_input, true, JSON.stringify(r.structuredContent));
+  assert.equal(r.structuredContent.prompt, 'Name? ');
+  r = await invoke(client, 'send_input', { id: r.structuredContent.id, text: 'Ada' });
+  assert.equal(r.structuredContent.exit_code, 0, JSON.stringify(r.structuredContent));
+  assert.equal(r.structuredContent.stdout, 'Ada\r\nhi Ada\r\n');
   r = await invoke(client, 'search_files', { session, pattern: 'return [0-9]' });
   assert.deepEqual(r.structuredContent.matches, [
     { path: 'app.py', line: 2, text: '    return 1' }, { path: 'app.py', line: 5, text: '    return 2' }]);

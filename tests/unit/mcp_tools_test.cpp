@@ -49,7 +49,7 @@ TEST(McpTools, FixedOrderAndSchemas) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
                                              "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs", "await_command", "cancel_command",
+                                             "wait_process", "process_logs", "await_command", "cancel_command", "send_input",
                                              "read_file", "write_file", "list_files", "edit_file", "search_files"}));
 }
 

@@ -273,6 +273,11 @@ struct logs_options {
   int cancel_fd = -1;
 };
 
+// The bytes a key sends, as a terminal (xterm) sends them: Enter (CR), Tab, Esc, Up, Down,
+// Left, Right, Home, End, Backspace, Delete, PageUp, PageDown, Space, and C-a ... C-z (the
+// control characters); nullopt for a name that is none of them.
+SBSH_API std::optional<std::string> key_bytes(std::string_view name);
+
 // connection::send_input.
 struct input_options {
   // `data` is keys as a person types them: an Enter is CR, which on a pipe (interactive
