@@ -235,13 +235,15 @@ result<plan_command> read_command(const plan_json& v, const std::string& path) {
     return c;
   }
   if (!v.is_object()) return invalid(path, fmt::format("expected a command: text, or a mapping with run, not {}", shown(v)));
-  if (auto k = known_keys(v, path, {"run", "timeout", "cwd", "env"}); !k) return k.err();
+  if (auto k = known_keys(v, path, {"run", "timeout", "cwd", "env", "input", "tty"}); !k) return k.err();
   auto run = v.find("run");
   if (run == v.end() || run->is_null()) return invalid(child(path, "run"), "missing: the shell text to run");
   sbsh::status st = text_into(c.run)(*run, child(path, "run"));
   if (st) st = optional_field(v, path, "timeout", duration_into(c.timeout));
   if (st) st = optional_field(v, path, "cwd", text_into(c.cwd));
   if (st) st = optional_field(v, path, "env", list_into(c.env, true));
+  if (st) st = optional_field(v, path, "input", list_into(c.input, false));
+  if (st) st = optional_field(v, path, "tty", bool_into(c.tty));
   if (!st) return st.err();
   return c;
 }
@@ -265,7 +267,7 @@ result<plan_stage> read_stage(const plan_json& v, const std::string& path) {
   if (cmds == v.end() || cmds->is_null()) return invalid(child(path, "commands"), "missing: a list of commands to run");
   std::string cpath = child(path, "commands");
   if (cmds->is_string()) {  // one command stands for a list of one
-    st.commands.push_back(plan_command{cmds->get<std::string>(), std::nullopt, {}, {}});
+    st.commands.push_back(plan_command{cmds->get<std::string>(), std::nullopt, {}, {}, {}, false});
     return st;
   }
   if (!cmds->is_array()) return invalid(cpath, fmt::format("expected a list of commands, not {}", shown(*cmds)));

@@ -384,6 +384,10 @@ void plan_runner::run_command(int i, int j) {
   eo.cwd = pc.cwd.empty() || pc.cwd.front() == '/' || session_dir_.empty() ? pc.cwd : session_dir_ + "/" + pc.cwd;
   eo.env = pc.env;
   eo.timeout = c.timeout;
+  eo.tty = pc.tty;
+  std::string typed;
+  for (const auto& line : pc.input) typed += line + "\n";
+  if (!pc.input.empty()) eo.stdin_data = std::move(typed);
   eo.signal_fd = watch_.signal_fd();
   eo.on_output = [&sinks](stream s, std::string_view d) { sinks[s == stream::err ? 1 : 0].take(d); };
   emit("command_started", i, j);

@@ -256,6 +256,30 @@ TEST_F(plan_test, CwdAndEnvApplyToOneCommandAndTheSessionSettingsToAll) {
   EXPECT_EQ(cmds[1]["env"], json::object());
 }
 
+// A command's input: its lines are typed in order, each then Enter, answering the questions
+// it asks; through a pipe, or with tty a terminal of its own.
+TEST_F(plan_test, InputAnswersTheQuestionsACommandAsks) {
+  auto path = plan_file("input.yaml",
+                        "stages:\n"
+                        "  - name: ask\n"
+                        "    commands:\n"
+                        "      - {run: \"read -p 'Name? ' n; read -p 'Sure? ' y; echo \\\"$n:$y\\\"\", input: [Ada, 'yes']}\n"
+                        "      - {run: \"read -p 'Again? ' a; tty >/dev/null && echo \\\"tty:$a\\\"\", input: [Y], tty: true}\n"
+                        "      - 'echo $n $y $a'\n");
+  json rep = report_of(path, 0);
+  const auto& cmds = rep["stages"][0]["commands"];
+  EXPECT_EQ(cmds[0]["stdout"], "Ada:yes\n") << cmds[0].dump();
+  EXPECT_NE(cmds[1]["stdout"].get<std::string>().find("tty:Y\r\n"), std::string::npos) << cmds[1].dump();
+  EXPECT_EQ(cmds[2]["stdout"], "Ada yes Y\n");
+  auto bad = client::parse_plan("stages: [{name: s, commands: [{run: 'true', input: [[Ada]]}]}]\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("stages[0].commands[0].input[0]: expected text"), std::string::npos)
+      << bad.err().message;
+  bad = client::parse_plan("stages: [{name: s, commands: [{run: 'true', tty: 'yes'}]}]\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("tty: expected true or false"), std::string::npos) << bad.err().message;
+}
+
 TEST_F(plan_test, ACommandTimeoutStopsItsProcesses) {
   auto path = plan_file("slow.yaml",
                         "timeout: 30s\n"
@@ -610,7 +634,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
       {"stages: [{name: a, commands: [{timeout: 5s}]}]\n", "stages[0].commands[0].run: missing: the shell text to run"},
       {"stages: [{name: a, commands: ['']}]\n", "stages[0].commands[0]: an empty command"},
       {"stages: [{name: a, commands: [{run: x, timeot: 5s}]}]\n",
-       "stages[0].commands[0].timeot: unknown field (expected run, timeout, cwd or env)"},
+       "stages[0].commands[0].timeot: unknown field (expected run, timeout, cwd, env, input or tty)"},
       {"session: {root: /tmp, allow_write: [/tmp/x]}\nstages: [{name: a, commands: [x]}]\n",
        "session.allow_write: adds to a confined session's rules: give confine: true too"},
       {"session: {root: /tmp, confine: true, allow_read: [rel/dir]}\nstages: [{name: a, commands: [x]}]\n",
@@ -696,7 +720,7 @@ TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
 
   // A plan built in code is checked the same way.
   client::plan p;
-  p.stages.push_back({"bad/name", client::expectation::success, {{"true", std::nullopt, {}, {}}}});
+  p.stages.push_back({"bad/name", client::expectation::success, {{"true", std::nullopt, {}, {}, {}, false}}});
   auto conn_ = conn();
   auto rep = client::run_plan(conn_, p);
   ASSERT_FALSE(rep.ok());

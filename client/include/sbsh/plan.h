@@ -36,6 +36,10 @@ struct plan_command {
   std::string cwd;                // non-empty: run in a subshell in this directory (relative:
                                   // to the shell's); its changes to the session do not persist
   std::vector<std::string> env;   // NAME=VALUE for this command only (a subshell, as cwd)
+  // Lines typed into its input in order, each followed by Enter, then its end: the answers
+  // to the questions it asks (read -p, input(), "[Y/n]").
+  std::vector<std::string> input;
+  bool tty = false;  // a terminal of its own (exec --tty): input typed into it
 };
 
 struct plan_stage {
