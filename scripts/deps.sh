@@ -16,8 +16,8 @@ packages=(
 # npm installs the official MCP clients and conformance suite that the tests drive (any npm
 # will do: one that came with a Node.js from elsewhere too).
 if [[ ${1:-} == --test ]] && ! command -v npm >/dev/null; then packages+=(npm); fi
-# The lint (scripts/lint.sh) that the test command runs.
-if [[ ${1:-} == --test ]]; then packages+=(clang-tidy); fi
+# The lint (scripts/lint.sh) that the test command runs; a pager the interactive tests drive.
+if [[ ${1:-} == --test ]]; then packages+=(clang-tidy less); fi
 # The container tests: the Kubernetes manifests parsed (python3-yaml); the image built from
 # the Debian packages (dpkg-dev, lintian; mmdebstrap for its base) and run under podman (crun,
 # and runc for the machines whose cgroup layout crun 1.8 refuses).

@@ -90,6 +90,49 @@ TEST_F(input_test, KeysReachALineEditor) {
   EXPECT_TRUE(has(r.out, "got:cat uniquely-named.txt")) << r.out;
 }
 
+// Keys a line editor binds to more than one byte: Esc then Backspace kills the word before
+// the cursor (readline's M-DEL).
+TEST_F(input_test, EscapeSequencesReachALineEditor) {
+  json j = waiting({"--tty", "--interactive"}, "read -e -p '> ' line; echo \"got:$line.\"");
+  auto r = sbsh({"input", "--no-enter", "--key", "Esc", "--key", "Backspace", "--key", "Enter", j["id"], "one two"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "got:one.")) << r.out;
+}
+
+// A pager: it reads its keys from the terminal, q ends it; Ctrl-C is its SIGINT (which ends
+// less -K).
+TEST_F(input_test, APagerIsEndedWithQOrCtrlC) {
+  if (run({"/bin/sh", "-c", "command -v less"}).code != 0) GTEST_SKIP() << "less is not installed (scripts/deps.sh --test installs it)";
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "row " + std::to_string(i) + "\n";
+  std::ofstream(dir + "/long.txt") << text;
+  for (const char* key : {"q", "C-c"}) {
+    bool quit = std::string(key) == "q";
+    json j = waiting({"--tty", "--interactive"},
+                     std::string(quit ? "less " : "less -K ") + shell_quote(dir + "/long.txt") + "; echo \"after:$?\"");
+    EXPECT_TRUE(has(j["stdout"], "row 0")) << j.dump();
+    std::vector<std::string> args{"input", "--no-enter"};
+    if (quit) args.insert(args.end(), {j["id"], "q"});
+    else args.insert(args.end(), {"--key", "C-c", j["id"]});
+    auto r = sbsh(args);
+    EXPECT_EQ(r.code, 0) << key << ": " << r.out << r.err;
+    EXPECT_TRUE(has(r.out, quit ? "after:0" : "after:2")) << key << ": " << r.out;
+  }
+}
+
+// A here-document's body, typed line by line into cat: the file gets every line.
+TEST_F(input_test, LinesTypedOneByOneReachTheCommand) {
+  std::string out = dir + "/heredoc.txt";
+  json j = waiting({"--tty", "--interactive"}, "cat > " + shell_quote(out));
+  for (const char* line : {"first line", "second line"}) {
+    auto r = sbsh({"input", j["id"], line});
+    EXPECT_EQ(r.code, 254) << r.out << r.err;
+  }
+  auto r = sbsh({"input", "--key", "C-d", j["id"]});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(slurp(out), "first line\nsecond line\n");
+}
+
 TEST_F(input_test, ASecondCommandIsQueuedNotTyped) {
   json j = waiting({"--tty", "--interactive"}, "read -p 'Continue? [Y/n] ' answer");
   // Sent meanwhile: it waits behind, and is never typed into the first.
