@@ -18,7 +18,6 @@ import re
 import sys
 
 KNOWN = {
-    ("daemon/exec_job", "daemon/session_def"),
     ("daemon/files", "daemon/server"),
     ("daemon/kept_commands", "daemon/server"),
     ("daemon/proc_table", "daemon/server"),
