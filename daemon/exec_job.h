@@ -21,7 +21,7 @@
 
 namespace sbsh::daemon {
 
-class client_conn;
+class reply_port;
 struct session_def;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
@@ -64,7 +64,7 @@ struct exec_job {
   // other sessions' commands: a request may not wait for any of them
   // (server::check_not_waiting_on_itself).
   std::vector<uint64_t> inside;
-  client_conn* client = nullptr;  // null once the client has gone
+  reply_port* client = nullptr;  // null once the client has gone (runner_ports.h)
   std::string session;
   // What is shown of the command (status, history, errors): shown_command() of its text as
   // the client sent it. Never the whole text, which may be 16 MiB.

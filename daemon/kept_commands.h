@@ -24,6 +24,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
+#include "daemon/runner_ports.h"
 #include "daemon/uv_handles.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
@@ -39,10 +40,10 @@ inline constexpr size_t kMaxKeptFinished = 256;
 inline constexpr uint64_t kKeptForMs = 3600ull * 1000;        // after the command ends
 inline constexpr size_t kMaxDetached = 256;                   // detached and not yet ended
 
-class kept_commands {
+class kept_commands final : public command_keeper {
  public:
   explicit kept_commands(server& srv);
-  ~kept_commands();
+  ~kept_commands() override;
   kept_commands(const kept_commands&) = delete;
   kept_commands& operator=(const kept_commands&) = delete;
 
@@ -52,11 +53,11 @@ class kept_commands {
   [[nodiscard]] status admit(const exec_job& job) const;
 
   // From the runner, for jobs with keep set.
-  void queued(const exec_job& job);
-  void started(const exec_job& job);
-  void output(uint64_t serial, int stream_no, std::string_view data);
-  void detached(uint64_t serial);
-  void finished(const exec_job& job, uint64_t duration_us);
+  void queued(const exec_job& job) override;
+  void started(const exec_job& job) override;
+  void output(uint64_t serial, int stream_no, std::string_view data) override;
+  void detached(uint64_t serial) override;
+  void finished(const exec_job& job, uint64_t duration_us) override;
 
   void handle_wait(client_conn& c, ipc::envelope& env);
   void handle_logs(client_conn& c, ipc::envelope& env);

@@ -48,6 +48,7 @@ server::server(options opts)
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);
   kept_ = std::make_unique<kept_commands>(*this);
+  runner_ctx_ = {&loop_, &counters_, kept_.get(), opts_.confine_uid, opts_.confine_gid, ns_last_pid_.get()};
   files_ = std::make_unique<file_service>(*this);
 }
 

@@ -26,6 +26,7 @@
 #include "daemon/framed_socket.h"
 #include "daemon/kept_commands.h"
 #include "daemon/proc_table.h"
+#include "daemon/runner_ports.h"
 #include "daemon/session_def.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
@@ -76,19 +77,23 @@ class session;
 // stalled_client_ms, or pass kReplyQueueMax, the server drops it with an error frame. What
 // it holds (frames partly received, replies queued, command text in flight) is counted in
 // the server's account of all clients, whose bound drops the connection holding the most.
-class client_conn {
+class client_conn final : public reply_port {
  public:
   client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t uid, pid_t pid);
-  ~client_conn();
+  ~client_conn() override;
+  client_conn(const client_conn&) = delete;
+  client_conn& operator=(const client_conn&) = delete;
   void send(std::string frame, std::vector<unique_fd> fds = {});
+  // What a command's runner sends it (runner_ports.h).
+  void reply(std::string frame) override { send(std::move(frame)); }
   void send_error(uint64_t id, std::string_view code, const std::string& message);
   void send_error(uint64_t id, ipc::errc code, const std::string& message) {
     send_error(id, ipc::wire_name(code), message);
   }
   void send_error(uint64_t id, const error& e) { send_error(id, e.code, e.message); }
-  [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
+  [[nodiscard]] size_t queued_bytes() const override { return sock_.queued_bytes(); }
   // Backpressure on the client's input while a command's stdin is buffered (session.cpp).
-  void pause_reading(bool p) {
+  void pause_reading(bool p) override {
     stdin_paused_ = p;
     update_reading();
   }
@@ -115,7 +120,7 @@ class client_conn {
   void add_job(uint64_t id, const std::string& session, size_t text_bytes);
   // The session that command `id` runs in, or nullptr when there is none.
   [[nodiscard]] const std::string* job_session(uint64_t id) const;
-  void job_done(uint64_t id);
+  void job_done(uint64_t id) override;
   // Calls f(session) for each of its commands: no allocation, since a drained client (the
   // output path) tells the sessions of all its commands.
   template <typename F>
@@ -160,6 +165,8 @@ class server {
 
   // For sessions.
   uv_loop_t* loop() { return &loop_; }
+  // What every session's job runner shares (runner_ports.h).
+  [[nodiscard]] const runner_context& runner_ctx() const { return runner_ctx_; }
   [[nodiscard]] const options& opts() const { return opts_; }
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
@@ -336,6 +343,7 @@ class server {
   uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;
   daemon::counters counters_;
+  runner_context runner_ctx_;
   bool shutting_down_ = false;
   bool keep_sessions_ = false;  // shutting down for an sbshd that adopts the sessions
   struct pending_write {
