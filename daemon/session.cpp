@@ -14,7 +14,7 @@ namespace sbsh::daemon {
 
 session::session(server& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
-      shell_(srv, *this),
+      shell_(srv, name_, def_),
       jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {
   shell_.report_to(jobs_);
   // The spare shell started as this session's would, but for its environment (exported on
@@ -31,7 +31,7 @@ session::session(server& srv, std::string name, session_def def)
 
 session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
-      shell_(srv, *this),
+      shell_(srv, name_, def_),
       jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {
   shell_.report_to(jobs_);
   shell_.adopt(std::move(shell));

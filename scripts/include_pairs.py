@@ -22,7 +22,6 @@ KNOWN = {
     ("daemon/kept_commands", "daemon/server"),
     ("daemon/proc_table", "daemon/server"),
     ("daemon/server", "daemon/session"),
-    ("daemon/session", "daemon/shell_supervisor"),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
