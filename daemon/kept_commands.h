@@ -31,7 +31,7 @@
 
 namespace sbsh::daemon {
 
-class server;
+class service_context;
 class client_conn;
 
 inline constexpr uint64_t kKeptLogCap = 64ull << 20;          // per stream
@@ -42,7 +42,8 @@ inline constexpr size_t kMaxDetached = 256;                   // detached and no
 
 class kept_commands final : public command_keeper {
  public:
-  explicit kept_commands(server& srv);
+  // Keeps its files in `dir` (STATE/commands).
+  kept_commands(service_context& srv, std::string dir);
   ~kept_commands() override;
   kept_commands(const kept_commands&) = delete;
   kept_commands& operator=(const kept_commands&) = delete;
@@ -100,7 +101,7 @@ class kept_commands final : public command_keeper {
   // Records in STATE/commands/next-id that ids below `end` are taken.
   void reserve_ids(uint64_t end);
 
-  server& srv_;
+  service_context& srv_;
   std::string dir_;
   std::map<uint64_t, std::unique_ptr<record>> records_;
   log_replies replies_;

@@ -3,7 +3,10 @@
 // `server` are defined by role: its life and shutdown in server.cpp, the listener and clients
 // in server_clients.cpp, the session table in server_sessions.cpp, the state files in
 // server_state.cpp, wrappers and spare shells in server_spares.cpp, adoption at start in
-// server_adopt.cpp, and request routing in handlers.cpp.
+// server_adopt.cpp, and request routing in handlers.cpp. A client connection is declared in
+// client_conn.h; the services that answer requests (files, kept commands, log replies) see
+// the server only as a service_context (service_context.h), and the job runner only through
+// runner_ports.h.
 #pragma once
 
 #include <uv.h>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "common/cgroup.h"
+#include "daemon/client_conn.h"
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
@@ -27,6 +31,7 @@
 #include "daemon/kept_commands.h"
 #include "daemon/proc_table.h"
 #include "daemon/runner_ports.h"
+#include "daemon/service_context.h"
 #include "daemon/session_def.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
@@ -67,92 +72,12 @@ struct options {
   int state_lock_fd = -1;
 };
 
-class server;
 class session;
 
-// One client connection: the framed socket plus the requests in flight on it.
-//
-// Its memory is bounded (bounds.h): while more than kReplyQueuePause of replies wait for
-// the client to read them, its requests are not read; if they still wait after
-// stalled_client_ms, or pass kReplyQueueMax, the server drops it with an error frame. What
-// it holds (frames partly received, replies queued, command text in flight) is counted in
-// the server's account of all clients, whose bound drops the connection holding the most.
-class client_conn final : public reply_port {
- public:
-  client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t uid, pid_t pid);
-  ~client_conn() override;
-  client_conn(const client_conn&) = delete;
-  client_conn& operator=(const client_conn&) = delete;
-  void send(std::string frame, std::vector<unique_fd> fds = {});
-  // What a command's runner sends it (runner_ports.h).
-  void reply(std::string frame) override { send(std::move(frame)); }
-  void send_error(uint64_t id, std::string_view code, const std::string& message);
-  void send_error(uint64_t id, ipc::errc code, const std::string& message) {
-    send_error(id, ipc::wire_name(code), message);
-  }
-  void send_error(uint64_t id, const error& e) { send_error(id, e.code, e.message); }
-  [[nodiscard]] size_t queued_bytes() const override { return sock_.queued_bytes(); }
-  // Backpressure on the client's input while a command's stdin is buffered (session.cpp).
-  void pause_reading(bool p) override {
-    stdin_paused_ = p;
-    update_reading();
-  }
-  [[nodiscard]] uint64_t serial() const { return serial_; }
-  // Everything held for this client: what its socket holds and its commands in flight.
-  [[nodiscard]] size_t footprint() const { return sock_.held() + charged_; }
-  // Ends the connection with an error frame saying why (code, message): the client is
-  // forgotten now, and the frame left for it to read for a while (farewells).
-  void drop(ipc::errc code, const std::string& message);
-  // The client read all its replies.
-  void drained();
-
-  bool greeted = false;
-  pid_t peer_pid = 0;
-
-  // The client's commands in flight. Each session's runner owns its jobs; this is the index
-  // from an exec id to the session it runs in, which routes the client's later requests about
-  // it (stdin, cancel, release) and bounds what one client holds (bounds.h). An entry lives
-  // from add_job() until the runner is done with the job (job_done) or the client goes.
-  //
-  // Whether one more command of `text_bytes` fits, under an id not in use: an error the
-  // client can act on if not.
-  [[nodiscard]] status job_room(uint64_t id, size_t text_bytes) const;
-  void add_job(uint64_t id, const std::string& session, size_t text_bytes);
-  // The session that command `id` runs in, or nullptr when there is none.
-  [[nodiscard]] const std::string* job_session(uint64_t id) const;
-  void job_done(uint64_t id) override;
-  // Calls f(session) for each of its commands: no allocation, since a drained client (the
-  // output path) tells the sessions of all its commands.
-  template <typename F>
-  void each_job_session(F&& f) const {
-    for (const auto& [id, ref] : jobs_) f(ref.session);
-  }
-  // The client is gone: its commands are no longer its.
-  void forget_jobs();
-
- private:
-  // Tells the server's account what its commands in flight hold now.
-  void recount_jobs();
-  struct job_ref {
-    std::string session;
-    size_t text_bytes;
-  };
-  std::unordered_map<uint64_t, job_ref> jobs_;
-  size_t text_bytes_ = 0;  // command text held for this connection's jobs
-  void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
-  server& srv_;
-  uint64_t serial_;
-  framed_socket sock_;
-  size_t charged_ = 0;  // what recount_jobs() last counted
-  bool stdin_paused_ = false;
-  bool replies_paused_ = false;
-  handle_ptr<timer> stall_timer_;  // runs while replies_paused_
-};
-
-class server {
+class server final : public service_context {
  public:
   explicit server(options opts);
-  ~server();
+  ~server() override;
   // Binds the socket, or takes `activated`, the one a service manager passed and bound to
   // opts().socket_path; returns an error the user can act on (unsafe directory, a daemon
   // already running, path too long).
@@ -164,7 +89,7 @@ class server {
   void start(const std::function<void()>& on_ready);
 
   // For sessions.
-  uv_loop_t* loop() { return &loop_; }
+  uv_loop_t* loop() override { return &loop_; }
   // What every session's job runner shares (runner_ports.h).
   [[nodiscard]] const runner_context& runner_ctx() const { return runner_ctx_; }
   [[nodiscard]] const options& opts() const { return opts_; }
@@ -182,7 +107,9 @@ class server {
   // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
   std::string new_shell_dir();
   // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.
-  std::string session_tmp_dir(const std::string& name) const { return opts_.state_dir + "/tmp/" + name; }
+  [[nodiscard]] std::string session_tmp_dir(const std::string& name) const override {
+    return opts_.state_dir + "/tmp/" + name;
+  }
   // A running spare shell for a new session to claim, or nullopt when none is ready;
   // another is started on the next turn of the loop.
   std::optional<spare_shell> take_spare();
@@ -197,8 +124,8 @@ class server {
   void handle(client_conn& c, ipc::envelope&& env);
   // Whether handle() has a handler for requests of type `t` (handlers.cpp's table).
   static bool handles(ipc::msg_type t);
-  session* find_session(const std::string& name);
-  client_conn* client_by_serial(uint64_t serial);
+  session* find_session(const std::string& name) override;
+  client_conn* client_by_serial(uint64_t serial) override;
   // The session `name`, made implicitly if there is none: in `cwd`, with the environment
   // `environment()` returns (called only then: the client's, sent with every request that
   // may create a session).

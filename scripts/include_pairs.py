@@ -18,8 +18,6 @@ import re
 import sys
 
 KNOWN = {
-    ("daemon/files", "daemon/server"),
-    ("daemon/kept_commands", "daemon/server"),
     ("daemon/proc_table", "daemon/server"),
     ("daemon/server", "daemon/session"),
 }
