@@ -17,9 +17,10 @@
 
 #include "common/paths.h"
 #include "common/procs.h"
+#include "daemon/client_conn.h"
 #include "daemon/exec_job.h"
+#include "daemon/kept_commands.h"
 #include "daemon/off_loop.h"
-#include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/fd.h"
 #include "ipc/messages.h"
@@ -92,7 +93,7 @@ std::string_view proc_state_name(proc_state s) {
   return "unknown";
 }
 
-proc_table::proc_table(server& srv)
+proc_table::proc_table(proc_host& srv)
     : srv_(srv), replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 proc_table::~proc_table() = default;
 

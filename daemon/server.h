@@ -29,10 +29,12 @@
 #include "daemon/files.h"
 #include "daemon/framed_socket.h"
 #include "daemon/kept_commands.h"
+#include "daemon/options.h"
 #include "daemon/proc_table.h"
 #include "daemon/runner_ports.h"
 #include "daemon/service_context.h"
 #include "daemon/session_def.h"
+#include "daemon/session_host.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
@@ -40,41 +42,9 @@
 
 namespace sbsh::daemon {
 
-struct options {
-  std::string socket_path;
-  std::string state_dir;
-  std::string wrapper_path;  // empty: sbsh-wrapper beside sbshd, else on PATH
-  bool foreground = false;
-  uint64_t health_interval_ms = 10'000;  // 0: no health checks
-  uint64_t log_cap = 64u << 20;          // bytes of each background process stream kept
-  unsigned spare_wrappers = 1;           // wrappers started ahead of need (wrapper::run_spare)
-  // How long a session outlives sbshd, waiting for the next sbshd to adopt it (0: it ends
-  // with sbshd).
-  uint64_t adopt_timeout_ms = 600'000;
-  // How long a session made implicitly (exec -s, start -s) may stay idle before sbshd removes
-  // it (0: never).
-  uint64_t idle_expiry_ms = 24ull * 3600 * 1000;
-  // Bounds that tests lower (hidden options of sbshd; bounds.h has the defaults and why).
-  size_t max_clients = ipc::kMaxClients;
-  uint64_t stalled_client_ms = ipc::kStalledClientMs;
-  size_t keep_finished = 1000;  // finished background processes kept in the table
-  // The most bytes all environments (session create --setup) may hold; the least recently
-  // used that no session uses are deleted to stay within it. 0: no cap.
-  uint64_t env_cap = 10ull << 30;
-  // For fuzzing request handling: every request that would create a session (and so start
-  // a wrapper and a shell, or copy a snapshot) is refused.
-  bool no_sessions = false;
-  // Who a confined session's shell is outside its user namespace when sbshd runs as root
-  // (--confine-user; nobody by default). Unprivileged, sbshd's shells are its own user.
-  uid_t confine_uid = 65534;
-  gid_t confine_gid = 65534;
-  // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
-  int state_lock_fd = -1;
-};
-
 class session;
 
-class server final : public service_context {
+class server final : public proc_host, public session_host {
  public:
   explicit server(options opts);
   ~server() override;
@@ -88,37 +58,31 @@ class server final : public service_context {
   // target): signal handlers, readiness, spare shells.
   void start(const std::function<void()>& on_ready);
 
-  // For sessions.
+  // For sessions (session_host.h says what each does).
   uv_loop_t* loop() override { return &loop_; }
-  // What every session's job runner shares (runner_ports.h).
-  [[nodiscard]] const runner_context& runner_ctx() const { return runner_ctx_; }
-  [[nodiscard]] const options& opts() const { return opts_; }
+  daemon::counters& counters() override { return counters_; }
+  [[nodiscard]] const runner_context& runner_ctx() const override { return runner_ctx_; }
+  [[nodiscard]] const options& opts() const override { return opts_; }
+  [[nodiscard]] uint64_t health_interval_ms() const override { return opts_.health_interval_ms; }
   [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
-  // Starts sbsh-wrapper with `args` after its options, for a shell whose directory (for the
-  // adoption socket) is `dir`, with the environment `env`, in `cwd`: /dev/null as stdin,
-  // sbshd's stderr as stdout and stderr, a new control socket at wrapper::kControlFd, and a
-  // new shell channel, bash's end at wrapper::kChannelFd and a copy of sbshd's at
-  // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). An error says what failed.
   result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                         std::vector<std::string>& env, const char* cwd,
-                                        child_process::exit_callback on_exit);
-  // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
-  std::string new_shell_dir();
-  // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.
+                                        child_process::exit_callback on_exit) override;
+  std::string new_shell_dir() override;
   [[nodiscard]] std::string session_tmp_dir(const std::string& name) const override {
     return opts_.state_dir + "/tmp/" + name;
   }
-  // A running spare shell for a new session to claim, or nullopt when none is ready;
-  // another is started on the next turn of the loop.
-  std::optional<spare_shell> take_spare();
-  // The same for a confined session's shell: a confined spare (sbsh-wrapper
-  // --spare-confined), whose shell waits, staged, for the session's options (msg::claim's
-  // args and env). None are kept until a confined session's shell first starts.
-  std::optional<spare_shell> take_confined_spare();
-  // Kills whatever is left of a dead wrapper's process session, on the thread pool.
-  void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
+  std::optional<spare_shell> take_spare() override;
+  std::optional<spare_shell> take_confined_spare() override;
+  void reap_session_later(pid_t sid, const std::set<pid_t>& spare) override;
+  env_store& envs() override { return envs_; }
+  uint64_t rebuild_env(const std::string& name, const session_def& def,
+                       std::function<void(const status&)> done) override;
+  void cancel_rebuild(uint64_t ticket) override;
+  void session_activity() override;
+  [[nodiscard]] bool busy(const session& s) const override;
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
@@ -126,16 +90,11 @@ class server final : public service_context {
   static bool handles(ipc::msg_type t);
   session* find_session(const std::string& name) override;
   client_conn* client_by_serial(uint64_t serial) override;
-  // The session `name`, made implicitly if there is none: in `cwd`, with the environment
-  // `environment()` returns (called only then: the client's, sent with every request that
-  // may create a session).
+  // For the process table (proc_table.h says what each does), the handlers too.
   result<session*> get_or_create_session(const std::string& name, const std::string& cwd,
-                                         const std::function<std::vector<std::string>()>& environment);
-  // A request of `c` for session `target` that would wait for itself is refused
-  // (would_deadlock): `c` is a process of the command `target` is running, or of a command
-  // that waits for that one through other sessions. Otherwise *inside gets the running
-  // commands `c` is part of, for the job to carry.
-  status check_not_waiting_on_itself(const client_conn& c, const std::string& target, std::vector<uint64_t>* inside);
+                                         const std::function<std::vector<std::string>()>& environment) override;
+  status check_not_waiting_on_itself(const client_conn& c, const std::string& target,
+                                     std::vector<uint64_t>* inside) override;
   // Creates a session with this definition; an existing one with the same definition is
   // fine, with another it is an error that says what differs.
   // With `adopted`, the session takes over that running shell instead of starting one.
@@ -155,31 +114,17 @@ class server final : public service_context {
   // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
   // gets their names once nothing of them is left.
   void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
-  // A session's activity changed (a command or background process started or ended): its
-  // idle time counts from now, and the expiry timer is set again.
-  void session_activity();
-  // Whether the session has something to do: a command running or queued, a background
-  // process running.
-  [[nodiscard]] bool busy(const session& s) const;
-  [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
   // Writes the session definitions to the state directory (atomically, off the loop).
   void save_state();
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
-  void write_atomically(const std::string& path, std::string bytes);
+  void write_atomically(const std::string& path, std::string bytes) override;
   // Reads a state file written as one frame. *missing is set when it does not exist.
   static result<ipc::message> read_state_file(const std::string& path, bool* missing);
   static void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
-  kept_commands& kept() { return *kept_; }
+  kept_commands& kept() override { return *kept_; }
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
-  env_store& envs() { return envs_; }
-  // The environment of existing session `name`, defined by `def`, is gone (env rm --force, or deleted by hand):
-  // its setup runs again when its key files still key the same environment, and `done` gets
-  // the outcome (an error saying what to run when they have changed). Returns a ticket for
-  // cancel_rebuild, after which `done` never runs and a setup nobody else waits for stops.
-  uint64_t rebuild_env(const std::string& name, const session_def& def, std::function<void(const status&)> done);
-  void cancel_rebuild(uint64_t ticket);
   cgroup::manager& cgroups() { return cgroups_; }
   // The complete environments, most recently used first, each with the sessions using it
   // (defined with it, or being made with it).
@@ -197,10 +142,8 @@ class server final : public service_context {
   [[nodiscard]] bool shutting_down() const { return shutting_down_; }
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
-  [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }
+  [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const override { return sessions_; }
   [[nodiscard]] uint64_t uptime_ms() const;
-  // What sbshd has done since it started (sbsh status); counted where it happens.
-  daemon::counters& counters() { return counters_; }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
   // The bounds on clients' memory (bounds.h), shared by every client connection.
   memory_account& client_memory() { return client_memory_; }

@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/server.h"
+#include "daemon/session_host.h"
 
 namespace sbsh::daemon {
 
-session::session(server& srv, std::string name, session_def def)
+session::session(session_host& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
       shell_(srv, name_, def_),
       jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {
@@ -29,7 +29,7 @@ session::session(server& srv, std::string name, session_def def)
   shell_.start();
 }
 
-session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
+session::session(session_host& srv, std::string name, session_def def, adopted_shell&& shell)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
       shell_(srv, name_, def_),
       jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {

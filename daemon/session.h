@@ -19,13 +19,13 @@
 
 namespace sbsh::daemon {
 
-class server;
+class session_host;
 
 class session {
  public:
-  session(server& srv, std::string name, session_def def);
+  session(session_host& srv, std::string name, session_def def);
   // A session that takes over a shell an earlier sbshd started.
-  session(server& srv, std::string name, session_def def, adopted_shell&& shell);
+  session(session_host& srv, std::string name, session_def def, adopted_shell&& shell);
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -88,7 +88,7 @@ class session {
  private:
   void activity();
 
-  server& srv_;
+  session_host& srv_;
   std::string name_;
   session_def def_;
   int64_t last_active_ms_;

@@ -17,7 +17,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
-#include "daemon/server.h"
+#include "daemon/session_host.h"
 #include "ipc/messages.h"
 #include "ipc/wrapper_link.h"
 
@@ -134,7 +134,7 @@ void remove_shell_dir(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
-shell_supervisor::shell_supervisor(server& srv, const std::string& name, const session_def& def)
+shell_supervisor::shell_supervisor(session_host& srv, const std::string& name, const session_def& def)
     : srv_(srv), name_(name), def_(def) {}
 
 shell_supervisor::~shell_supervisor() {
@@ -144,7 +144,7 @@ shell_supervisor::~shell_supervisor() {
     // stop() already asked politely; a wrapper still alive now is stuck.
     wrapper_->kill(SIGKILL);
     auto pid = static_cast<pid_t>(wrapper_pid_);
-    server* srv = &srv_;
+    session_host* srv = &srv_;
     child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
@@ -604,7 +604,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
   if (wrapper_ != nullptr) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     auto pid = static_cast<pid_t>(wrapper_pid_);
-    server* srv = &srv_;
+    session_host* srv = &srv_;
     child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
