@@ -64,7 +64,6 @@ class server final : public proc_host, public session_host {
   [[nodiscard]] const runner_context& runner_ctx() const override { return runner_ctx_; }
   [[nodiscard]] const options& opts() const override { return opts_; }
   [[nodiscard]] uint64_t health_interval_ms() const override { return opts_.health_interval_ms; }
-  [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
   result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
