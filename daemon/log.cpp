@@ -24,6 +24,7 @@
 #include <systemd/sd-journal.h>
 
 #include "daemon/session_def.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {

@@ -117,9 +117,6 @@ class server final : public proc_host, public session_host {
   void save_state();
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   void write_atomically(const std::string& path, std::string bytes) override;
-  // Reads a state file written as one frame. *missing is set when it does not exist.
-  static result<ipc::message> read_state_file(const std::string& path, bool* missing);
-  static void move_aside(const std::string& path, const std::string& why);
   proc_table& procs() { return *procs_; }
   kept_commands& kept() override { return *kept_; }
   file_service& files() { return *files_; }
