@@ -253,12 +253,7 @@ class server final : public proc_host, public session_host {
   // The environment of pending session `name`: keyed, then found or built.
   void prepare_env(const std::string& name);
   void env_keyed(const std::string& name, result<std::string> hash);
-  // The setup's key files of `def`, absolute; what its setup runs under, as env_store::key
-  // takes it; and how env_store runs the setup of session `name`.
-  static std::vector<std::string> setup_key_paths(const session_def& def);
-  static std::string setup_confinement(const session_def& def);
-  // The ignore rules of a directory setup key: those of a snapshot of the session.
-  static snapshot_store::rules key_rules(const session_def& def);
+  // How env_store runs the setup of session `name`.
   env_store::setup_run setup_run_of(const std::string& name, const session_def& def) const;
   // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
   // environment's directory set) runs with; what it adds to the setup's environment
