@@ -13,7 +13,6 @@
 #include "daemon/terminal_screen.h"
 #include "daemon/uv_handles.h"
 #include "ipc/messages.h"
-#include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
@@ -47,36 +46,7 @@ void continue_job_serials(uint64_t after) { last_job_serial = std::max(last_job_
 
 using ipc::errc::bad_request;
 
-bool valid_session_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  auto alnum = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-  };
-  if (!alnum(name[0])) return false;
-  return std::ranges::all_of(name.substr(1), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
-}
-
-status check_session_name(std::string_view name) {
-  if (valid_session_name(name)) return ok_status();
-  return make_error(ipc::errc::invalid_session_name,
-                    fmt::format("invalid session name '{}': a name is 1 to 64 characters, letters, "
-                                "digits, '.', '_' or '-', and starts with a letter or digit "
-                                "(^[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}$)",
-                                ipc::printable(name, 80)));
-}
-
-
 namespace {
-
-bool valid_env_name(std::string_view n) {
-  if (n.empty()) return false;
-  for (size_t i = 0; i < n.size(); ++i) {
-    char c = n[i];
-    bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  return true;
-}
 
 // -C and -e run the command in a subshell of the session: it inherits every kind of state,
 // and its own changes (including the cd) do not persist. eval keeps the user's text intact.
@@ -109,23 +79,6 @@ status settle_terminal(exec_job& job, const ipc::msg::exec& r) {
 
 }  // namespace
 
-status check_dir_fields(std::string_view cwd, std::string_view base) {
-  if (cwd.find('\0') != std::string_view::npos || base.find('\0') != std::string_view::npos)
-    return make_error(bad_request, "field 'cwd' or 'cwd_base' contains a NUL byte");
-  if (cwd.size() > SBSH_CHANNEL_MAX_CWD || base.size() > SBSH_CHANNEL_MAX_CWD)
-    return make_error(bad_request, fmt::format("field 'cwd' or 'cwd_base' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
-  if (!base.empty() && base[0] != '/')
-    return make_error(bad_request, fmt::format("field 'cwd_base' must be an absolute directory, not '{}'", ipc::printable(base)));
-  return ok_status();
-}
-
-result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def) {
-  auto dir = start_dir(given, base, def);
-  if (dir && dir->size() > SBSH_CHANNEL_MAX_CWD)
-    return make_error(bad_request, fmt::format("the directory -C names is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
-  return dir;
-}
-
 status settle_dir(exec_job& job, const session_def& def) {
   if (job.cwd_given.empty()) return ok_status();
   auto dir = settle_cwd(job.cwd_given, job.cwd_base, def);
@@ -135,17 +88,6 @@ status settle_dir(exec_job& job, const session_def& def) {
   job.cwd_given.clear();
   job.cwd_base.clear();
   job.env_given.clear();
-  return ok_status();
-}
-
-status check_env_entry(std::string_view e) {
-  auto eq = e.find('=');
-  if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
-    return make_error(bad_request, fmt::format("environment entry '{}' must be NAME=VALUE with a NAME of "
-                                               "letters, digits and '_' not starting with a digit",
-                                               ipc::printable(e, 80)));
-  if (e.find('\0') != std::string_view::npos)
-    return make_error(bad_request, "an environment entry contains a NUL byte");
   return ok_status();
 }
 

@@ -22,13 +22,11 @@
 
 namespace sbsh::daemon {
 
-class client_conn;
+class reply_port;
 class terminal_screen;
 struct session_def;
 
 inline constexpr uint64_t kDefaultGraceMs = 2000;
-// The longest timeout taken, a command's or a session's default: beyond it, a mistake.
-inline constexpr uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
 
 // How far stopping a command has gone (job_runner::escalate), each stage on a timer.
 enum class kill_stage {
@@ -68,7 +66,7 @@ struct exec_job {
   // other sessions' commands: a request may not wait for any of them
   // (server::check_not_waiting_on_itself).
   std::vector<uint64_t> inside;
-  client_conn* client = nullptr;  // null once the client has gone
+  reply_port* client = nullptr;  // null once the client has gone (runner_ports.h)
   std::string session;
   // What is shown of the command (status, history, errors): shown_command() of its text as
   // the client sent it. Never the whole text, which may be 16 MiB.
@@ -165,10 +163,6 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);
 // and makes the text the shell evaluates; the error says why it cannot run there.
 status settle_dir(exec_job& job, const session_def& def);
 
-// The session name rule: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
-bool valid_session_name(std::string_view name);
-status check_session_name(std::string_view name);
-
 // What exec_done says of a finished command.
 struct command_result {
   exec_outcome outcome;
@@ -188,15 +182,6 @@ command_result result_of(const exec_job& job, uint64_t duration_us);
 std::string done_frame(const command_result& r, bool release, uint64_t id);
 // The exec_done frame for a finished job, to its own client.
 std::string done_frame(const exec_job& job, uint64_t duration_us);
-
-// Checks a request's cwd and cwd_base fields (exec, proc_start) before its session is known.
-status check_dir_fields(std::string_view cwd, std::string_view base);
-// The directory a command given `given` (-C) and `base` starts in, in the session defined by
-// `def` (start_dir), within the shell channel's bound.
-result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def);
-
-// NAME=VALUE with a valid variable name and no NUL byte.
-status check_env_entry(std::string_view entry);
 
 using ipc::shell_quote;
 

@@ -14,8 +14,9 @@
 #include <fmt/format.h>
 
 #include "daemon/beneath.h"
+#include "daemon/client_conn.h"
 #include "daemon/off_loop.h"
-#include "daemon/server.h"
+#include "daemon/service_context.h"
 #include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
@@ -56,7 +57,7 @@ file_entry entry_of(std::string path, const struct stat& st, int dir, const char
 // every directory its shell may reach besides the system's, with the shell's rights: what the
 // shell may only read, a request may only read. An error when the session has no root.
 using file_scope = std::vector<confine::rule>;
-result<file_scope> scope_of_session(server& srv, std::string_view name) {
+result<file_scope> scope_of_session(service_context& srv, std::string_view name) {
   if (auto s = check_session_name(name); !s) return s.err();
   session* s = srv.find_session(std::string(name));
   if (s == nullptr)
@@ -183,7 +184,7 @@ write_args work_args(const msg::file_write& r) { return {std::string(r.path), r.
 // before the work are sent at once.
 // `in_flight` counts each client's requests on the pool, at most kMaxInFlight.
 template <typename M, typename R, typename Work, typename Reply>
-void off_loop_request(server& srv, client_conn& c, ipc::envelope& env, std::map<uint64_t, size_t>& in_flight, Work work,
+void off_loop_request(service_context& srv, client_conn& c, ipc::envelope& env, std::map<uint64_t, size_t>& in_flight, Work work,
                       Reply reply) {
   uint64_t id = env.msg.id();
   if (in_flight[c.serial()] >= file_service::kMaxInFlight)

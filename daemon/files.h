@@ -22,12 +22,12 @@
 
 namespace sbsh::daemon {
 
-class server;
+class service_context;
 class client_conn;
 
 class file_service {
  public:
-  explicit file_service(server& srv) : srv_(srv) {}
+  explicit file_service(service_context& srv) : srv_(srv) {}
   ~file_service();  // deletes what writes still under way had written
   file_service(const file_service&) = delete;
   file_service& operator=(const file_service&) = delete;
@@ -80,7 +80,7 @@ class file_service {
   std::list<writing>::iterator find_write(uint64_t serial, uint64_t req);
   void discard(std::list<writing>::iterator it);
 
-  server& srv_;
+  service_context& srv_;
   std::list<reading> reads_;
   std::list<writing> writes_;
   std::map<uint64_t, size_t> in_flight_;  // client serial -> its requests on the thread pool

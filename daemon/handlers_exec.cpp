@@ -1,6 +1,7 @@
 // Exec requests (the 300 group): run a command in a session (made implicitly when it does not
-// exist), its input, cancelling it and releasing it; and the check that refuses a request
-// which would wait for the very command that sent it.
+// exist), its input, cancelling it and releasing it, and the kept commands' wait, logs and
+// kill; and the check that refuses a request which would wait for the very command that sent
+// it.
 #include <signal.h>
 
 #include <algorithm>
@@ -142,5 +143,11 @@ status server::check_not_waiting_on_itself(const client_conn& c, const std::stri
                                 "background after the command ends",
                                 target, c.peer_pid, how));
 }
+
+// Kept commands (`sbsh wait/logs/kill %ID`): kept_commands.h answers them.
+void on_command_wait(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_wait(c, env); }
+void on_command_logs(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_logs(c, env); }
+void on_command_kill(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_kill(c, env); }
+void on_command_input(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_input(c, env); }
 
 }  // namespace sbsh::daemon

@@ -21,7 +21,6 @@
 #include "common/cgroup.h"
 #include "daemon/input_wait.h"
 #include "daemon/terminal_screen.h"
-#include "daemon/server.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
 
@@ -95,9 +94,9 @@ status open_terminal(exec_job& job, const std::string& ptmx) {
 
 }  // namespace
 
-job_runner::job_runner(server& srv, const std::string& name, const session_def& def, shell_port& shell,
+job_runner::job_runner(const runner_context& ctx, const std::string& name, const session_def& def, shell_port& shell,
                        std::function<void()> activity)
-    : srv_(srv), name_(name), def_(def), shell_(shell), activity_(std::move(activity)) {}
+    : ctx_(ctx), name_(name), def_(def), shell_(shell), activity_(std::move(activity)) {}
 
 job_runner::~job_runner() = default;
 
@@ -116,7 +115,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
     // The timeout is the caller's deadline from the moment the request arrived: a command
     // still queued when it passes never runs.
     exec_job* jp = job.get();
-    job->deadline = make_handle<timer>(srv_.loop());
+    job->deadline = make_handle<timer>(ctx_.loop);
     job->deadline->start(job->timeout_ms, [this, jp] {
       jp->outcome.timed_out = true;
       if (current_.get() == jp) {
@@ -133,10 +132,10 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
       finish_job(std::move(j));
     });
   }
-  if (job->keep) srv_.kept().queued(*job);
+  if (job->keep) ctx_.kept->queued(*job);
   if (job->detach_after_ms > 0 && job->client != nullptr) {
     exec_job* jp = job.get();
-    job->detach_timer = make_handle<timer>(srv_.loop());
+    job->detach_timer = make_handle<timer>(ctx_.loop);
     job->detach_timer->start(job->detach_after_ms, [this, jp] { detach(*jp); });
   }
   queue_.push_back(std::move(job));
@@ -147,11 +146,11 @@ void job_runner::detach(exec_job& job) {
   // The command goes on at the session's top level, queued or running, as if typed at a
   // prompt nobody watches: its output goes only to its kept log, and its client, told so,
   // may leave without stopping it. Input from that client ends here.
-  client_conn* c = job.client;
+  reply_port* c = job.client;
   if (c == nullptr || job.kill_stage != kill_stage::none) return;
   job.client = nullptr;
   job.detached = true;
-  srv_.kept().detached(job.serial);
+  ctx_.kept->detached(job.serial);
   // A terminal's or an interactive command's input stays open, for what is typed later.
   if (!job.tty && !job.interactive) close_stdin(job);
   if (job.stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(false);
@@ -160,7 +159,7 @@ void job_runner::detach(exec_job& job) {
   d.command_id = job.serial;
   d.waiting_for_input = job.waiting_input;
   d.prompt = job.last_line;
-  c->send(ipc::encode(d, job.id));
+  c->reply(ipc::encode(d, job.id));
   c->job_done(job.id);
   if (current_.get() == &job && !job.io_fds) {
     set_output_paused(job, false);  // it may have waited for that client to read
@@ -293,10 +292,10 @@ bool job_runner::start_job(exec_job& job) {
     }
   }
   // The client's own pipes too, when it handed them over (io_fds).
-  give_to_confined_shell(def_, srv_.opts().confine_uid, srv_.opts().confine_gid,
+  give_to_confined_shell(def_, ctx_.confine_uid, ctx_.confine_gid,
                          {job.in_r.get(), job.out_w.get(), job.err_w.get()});
   shell_port& sh = shell_;
-  job.mark = procs::mark_now(srv_.ns_last_pid_fd());
+  job.mark = procs::mark_now(ctx_.ns_last_pid_fd);
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
   if (def_.memory_max != 0) job.oom_kills_before = cgroup::oom_kills(def_.cgroup);
@@ -326,13 +325,13 @@ bool job_runner::start_job(exec_job& job) {
   job.started = true;
   // Before the shell has the command, so that the client reads this before any output: in
   // the socket ahead of the pipes, or ahead of the output frames.
-  if (job.keep) srv_.kept().started(job);
+  if (job.keep) ctx_.kept->started(job);
   if (job.notify_started && job.client != nullptr) {
     ipc::msg::exec_started st;
     st.command_id = job.serial;
     st.generation = sh.generation();
     st.started_at_ms = job.started_at_ms;
-    job.client->send(ipc::encode(st, job.id));
+    job.client->reply(ipc::encode(st, job.id));
   }
   auto sent = sh.send_run(m);
   job.seq = m.seq;  // its status says it is this run's
@@ -367,10 +366,10 @@ bool job_runner::start_job(exec_job& job) {
   }
   if (!job.io_fds) {
     exec_job* jp = &job;
-    job.out_watch = make_handle<fd_watch>(srv_.loop(), job.out_r.get());
+    job.out_watch = make_handle<fd_watch>(ctx_.loop, job.out_r.get());
     job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
     if (job.err_r) {
-      job.err_watch = make_handle<fd_watch>(srv_.loop(), job.err_r.get());
+      job.err_watch = make_handle<fd_watch>(ctx_.loop, job.err_r.get());
       job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
     }
     if (job.in_w) pump_stdin(job);
@@ -381,7 +380,7 @@ bool job_runner::start_job(exec_job& job) {
 
 void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
   job.probe_ms = after_ms;
-  if (!job.input_probe) job.input_probe = make_handle<timer>(srv_.loop());
+  if (!job.input_probe) job.input_probe = make_handle<timer>(ctx_.loop);
   exec_job* jp = &job;
   job.input_probe->start(after_ms, [this, jp] {
     exec_job& j = *jp;
@@ -400,7 +399,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
     if (waiting && !j.waiting_input) {
       j.waiting_input = true;
       spdlog::debug("session {}: command {} waits for input", name_, j.serial);
-      if (j.keep) srv_.kept().waiting(j.serial, j.last_line);
+      if (j.keep) ctx_.kept->waiting(j.serial, j.last_line);
       if (j.client != nullptr && j.detach_after_ms > 0 && !j.detached) detach(j);
     }
     probe_input(j, waiting ? kFirstProbeMs : std::min(j.probe_ms * 2, kMaxProbeMs));
@@ -409,7 +408,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
 
 void job_runner::heard_from(exec_job& job, std::string_view data) {
   job.last_output_us = mono_us();
-  if (job.waiting_input && job.keep) srv_.kept().resumed(job.serial);
+  if (job.waiting_input && job.keep) ctx_.kept->resumed(job.serial);
   job.waiting_input = false;
   auto nl = data.find_last_of("\r\n");
   if (nl != std::string_view::npos) {
@@ -477,16 +476,16 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
     return;
   }
   record(*job, dur);
-  srv_.counters().command_ended(job->outcome);
-  if (job->keep) srv_.kept().finished(*job, dur);
-  client_conn* c = job->client;
+  ctx_.counters->command_ended(job->outcome);
+  if (job->keep) ctx_.kept->finished(*job, dur);
+  reply_port* c = job->client;
   // Output pipes may still be held by background jobs the command started: keep reading
   // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
   // once the client has read what is its own (release). With no writer left, nothing more
   // can come: no release is needed, and the result says so.
   bool writers = (job->out_r && has_writers(job->out_r.get())) || (job->err_r && has_writers(job->err_r.get()));
   job->wants_release = job->io_fds && c != nullptr && writers;
-  if (c != nullptr) c->send(done_frame(*job, dur));
+  if (c != nullptr) c->reply(done_frame(*job, dur));
   if (job->wants_release && !job->released) {
     unreleased_.push_back(std::move(job));
     return;
@@ -527,7 +526,7 @@ void job_runner::finish_init_job(exec_job& job) {
                                 : fmt::format("init command '{}' did not finish: {}", cmd, o.error);
   init_output_ += fmt::format("[{}]\n", why);
   // Deferred: we are inside the status callback of this very shell.
-  auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(srv_.loop()));
+  auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(ctx_.loop));
   uint64_t gen = shell_.generation();
   (*t)->start(0, [this, t, gen, why] {
     t->reset();
@@ -560,7 +559,7 @@ void job_runner::escalate(exec_job& job) {
 }
 
 void job_runner::arm_kill_timer(uint64_t ms) {
-  kill_timer_ = make_handle<timer>(srv_.loop());
+  kill_timer_ = make_handle<timer>(ctx_.loop);
   kill_timer_->start(ms, [this] {
     if (current_ && current_->kill_stage != kill_stage::none) escalate(*current_);
   });
@@ -577,7 +576,7 @@ void job_runner::signal_answered() {
   run_next();
 }
 
-bool job_runner::cancel(client_conn* c, uint64_t id, int sig, bool stop) {
+bool job_runner::cancel(reply_port* c, uint64_t id, int sig, bool stop) {
   return cancel_where([c, id](const exec_job& j) { return j.client == c && j.id == id; }, sig, stop,
                       "cancelled before it started");
 }
@@ -609,7 +608,7 @@ status job_runner::input(uint64_t serial, std::string_view data, bool typed, boo
   if (eof) job->stdin_eof = true;
   // It waits for input no longer: the probe says again once it does, and its prompt then is
   // what it printed after this input.
-  if (job->waiting_input) srv_.kept().resumed(serial);
+  if (job->waiting_input) ctx_.kept->resumed(serial);
   job->waiting_input = false;
   job->last_line.clear();
   if (job->started && job->in_w) pump_stdin(*job);
@@ -649,7 +648,7 @@ bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match,
   return true;
 }
 
-void job_runner::client_gone(client_conn* c) {
+void job_runner::client_gone(reply_port* c) {
   // Its queued commands never run; a kept one says so to whoever waits for it.
   std::deque<std::unique_ptr<exec_job>> waiting;
   std::swap(waiting, queue_);
@@ -682,7 +681,7 @@ void job_runner::client_gone(client_conn* c) {
   if (job.kill_stage == kill_stage::none) escalate(job);
 }
 
-void job_runner::release(client_conn* c, uint64_t id) {
+void job_runner::release(reply_port* c, uint64_t id) {
   for (auto it = unreleased_.begin(); it != unreleased_.end(); ++it) {
     if ((*it)->client == c && (*it)->id == id) {
       auto job = std::move(*it);
@@ -810,7 +809,7 @@ void job_runner::keep_draining(unique_fd fd) {
   }
   if (n == 0 || errno != EAGAIN) return;
   int raw = fd.get();
-  auto w = make_handle<fd_watch>(srv_.loop(), raw);
+  auto w = make_handle<fd_watch>(ctx_.loop, raw);
   w->start(UV_READABLE | UV_DISCONNECT, [this, raw](int, int) {
     char buf[16384];
     ssize_t n;
@@ -850,11 +849,11 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
     if (job.screen)
       if (std::string answer = job.screen->feed({buf, static_cast<size_t>(n)}); !answer.empty())
         (void)!::write(fd.get(), answer.data(), answer.size());
-    if (job.keep) srv_.kept().output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
+    if (job.keep) ctx_.kept->output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
     if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
-    job.client->send(ipc::encode(out, job.id));
-    srv_.counters().streamed(static_cast<size_t>(n));
+    job.client->reply(ipc::encode(out, job.id));
+    ctx_.counters->streamed(static_cast<size_t>(n));
   }
 }
 
@@ -864,7 +863,7 @@ void job_runner::set_output_paused(exec_job& job, bool paused) {
   if (job.err_watch) job.err_watch->set_events(ev);
 }
 
-void job_runner::client_drained(client_conn* c) {
+void job_runner::client_drained(reply_port* c) {
   if (current_ && current_->client == c && !current_->io_fds) {
     set_output_paused(*current_, false);
     pump_output(*current_, ipc::kStdout, false);
@@ -872,7 +871,7 @@ void job_runner::client_drained(client_conn* c) {
   }
 }
 
-void job_runner::stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof) {
+void job_runner::stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof) {
   exec_job* job = nullptr;
   if (current_ && current_->client == c && current_->id == id) job = current_.get();
   for (auto& j : queue_)
@@ -899,7 +898,7 @@ void job_runner::pump_stdin(exec_job& job) {
   bool waiting = !job.stdin_pending.empty() && job.in_w;
   if (waiting && !job.in_watch) {
     exec_job* jp = &job;
-    job.in_watch = make_handle<fd_watch>(srv_.loop(), job.in_w.get());
+    job.in_watch = make_handle<fd_watch>(ctx_.loop, job.in_w.get());
     job.in_watch->start(UV_WRITABLE, [this, jp](int, int) { pump_stdin(*jp); });
   } else if (!waiting) {
     job.in_watch.reset();

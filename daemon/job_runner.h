@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "daemon/exec_job.h"
+#include "daemon/runner_ports.h"
 #include "daemon/session_def.h"
 #include "daemon/shell_channel.h"
 #include "daemon/shell_port.h"
@@ -27,15 +28,12 @@
 
 namespace sbsh::daemon {
 
-class client_conn;
-class server;
-
 class job_runner final : public shell_events {
  public:
   // The runner of the session named `name`, defined by `def` (both outlive it), whose shell
-  // is `shell`. `activity` runs whenever a command ends: the session's idle time counts from
-  // there.
-  job_runner(server& srv, const std::string& name, const session_def& def, shell_port& shell,
+  // is `shell`, with what every runner shares in `ctx` (runner_ports.h). `activity` runs
+  // whenever a command ends: the session's idle time counts from there.
+  job_runner(const runner_context& ctx, const std::string& name, const session_def& def, shell_port& shell,
              std::function<void()> activity);
   ~job_runner() override;
   job_runner(const job_runner&) = delete;
@@ -54,19 +52,19 @@ class job_runner final : public shell_events {
   // rest of the text is abandoned; the shell keeps its state); a shell restart only when the
   // shell itself does not answer. A queued job is dropped at once. Returns false when no such
   // job is here.
-  bool cancel(client_conn* c, uint64_t id, int sig, bool stop);
+  bool cancel(reply_port* c, uint64_t id, int sig, bool stop);
   // Stops the job with this serial as a timeout does (`sig` first, SIGTERM when 0): `sbsh
   // kill %N`. False when no such job is queued or running.
   bool stop(uint64_t serial, int sig);
   // command_input: `data` into the input of the detached command `serial` (running or
   // queued), as it reads it; `typed`: keys, each CR an LF on a pipe; `eof` then ends it.
   status input(uint64_t serial, std::string_view data, bool typed, bool eof);
-  void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof);
-  void release(client_conn* c, uint64_t id);
+  void stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof);
+  void release(reply_port* c, uint64_t id);
   // The client went away: its queued jobs are dropped, its running one is hung up on.
-  void client_gone(client_conn* c);
+  void client_gone(reply_port* c);
   // The client's output queue drained: resume reading command output for it.
-  void client_drained(client_conn* c);
+  void client_drained(reply_port* c);
 
   // From the shell (shell_events, shell_port.h).
   void run_first(std::vector<std::string> texts, bool init) override;
@@ -127,7 +125,7 @@ class job_runner final : public shell_events {
   void record(const exec_job& job, uint64_t duration_us);
   [[nodiscard]] bool blocked() const;
 
-  server& srv_;
+  const runner_context& ctx_;
   const std::string& name_;
   const session_def& def_;
   shell_port& shell_;

@@ -16,7 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/paths.h"
-#include "daemon/server.h"
+#include "daemon/client_conn.h"
+#include "daemon/service_context.h"
 #include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
@@ -27,9 +28,9 @@ using ipc::errc;
 using ipc::msg_type;
 namespace msg = ipc::msg;
 
-kept_commands::kept_commands(server& srv)
+kept_commands::kept_commands(service_context& srv, std::string dir)
     : srv_(srv),
-      dir_(srv.opts().state_dir + "/commands"),
+      dir_(std::move(dir)),
       replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 
 kept_commands::~kept_commands() { reserve_job_serials(0, nullptr, nullptr); }

@@ -24,13 +24,14 @@
 #include "daemon/exec_job.h"
 #include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
+#include "daemon/runner_ports.h"
 #include "daemon/uv_handles.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
 
 namespace sbsh::daemon {
 
-class server;
+class service_context;
 class client_conn;
 
 inline constexpr uint64_t kKeptLogCap = 64ull << 20;          // per stream
@@ -39,10 +40,11 @@ inline constexpr size_t kMaxKeptFinished = 256;
 inline constexpr uint64_t kKeptForMs = 3600ull * 1000;        // after the command ends
 inline constexpr size_t kMaxDetached = 256;                   // detached and not yet ended
 
-class kept_commands {
+class kept_commands final : public command_keeper {
  public:
-  explicit kept_commands(server& srv);
-  ~kept_commands();
+  // Keeps its files in `dir` (STATE/commands).
+  kept_commands(service_context& srv, std::string dir);
+  ~kept_commands() override;
   kept_commands(const kept_commands&) = delete;
   kept_commands& operator=(const kept_commands&) = delete;
 
@@ -52,19 +54,19 @@ class kept_commands {
   [[nodiscard]] status admit(const exec_job& job) const;
 
   // From the runner, for jobs with keep set.
-  void queued(const exec_job& job);
-  void started(const exec_job& job);
-  void output(uint64_t serial, int stream_no, std::string_view data);
-  void detached(uint64_t serial);
-  void finished(const exec_job& job, uint64_t duration_us);
+  void queued(const exec_job& job) override;
+  void started(const exec_job& job) override;
+  void output(uint64_t serial, int stream_no, std::string_view data) override;
+  void detached(uint64_t serial) override;
+  void finished(const exec_job& job, uint64_t duration_us) override;
+  // Command `serial` waits for input (its prompt: the last line it printed), or no longer.
+  void waiting(uint64_t serial, std::string_view prompt) override;
+  void resumed(uint64_t serial) override;
 
   void handle_wait(client_conn& c, ipc::envelope& env);
   void handle_logs(client_conn& c, ipc::envelope& env);
   void handle_kill(client_conn& c, ipc::envelope& env);
   void handle_input(client_conn& c, ipc::envelope& env);
-  // Command `serial` waits for input (its prompt: the last line it printed), or no longer.
-  void waiting(uint64_t serial, std::string_view prompt);
-  void resumed(uint64_t serial);
   void client_drained(client_conn& c);
   // A cancel for a `logs -f` request: it ends, answered as without follow. False when `req`
   // is no such request.
@@ -106,7 +108,7 @@ class kept_commands {
   // Records in STATE/commands/next-id that ids below `end` are taken.
   void reserve_ids(uint64_t end);
 
-  server& srv_;
+  service_context& srv_;
   std::string dir_;
   std::map<uint64_t, std::unique_ptr<record>> records_;
   log_replies replies_;

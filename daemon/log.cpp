@@ -23,7 +23,8 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-journal.h>
 
-#include "daemon/exec_job.h"
+#include "daemon/session_def.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
-#include "daemon/server.h"
+#include "daemon/client_conn.h"
+#include "daemon/service_context.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
 
 namespace sbsh::daemon {
 
-void feed_followers(server& srv, std::vector<log_follower>& followers, int stream_no, std::string_view data) {
+void feed_followers(service_context& srv, std::vector<log_follower>& followers, int stream_no, std::string_view data) {
   std::erase_if(followers, [&](const log_follower& f) {
     if ((stream_no == ipc::kStdout && !f.out) || (stream_no == ipc::kStderr && !f.err)) return false;
     auto* c = srv.client_by_serial(f.serial);

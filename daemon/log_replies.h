@@ -17,7 +17,7 @@
 
 namespace sbsh::daemon {
 
-class server;
+class service_context;
 class client_conn;
 
 // A client following a log live (logs -f), once its reply has sent what was logged.
@@ -28,7 +28,7 @@ struct log_follower {
 // Sends `data`, just written to stream `stream_no`, to the followers that asked for it; drops
 // those whose client has gone, and those that fell more than kMaxFollowerQueue behind (told
 // too_slow).
-void feed_followers(server& srv, std::vector<log_follower>& followers, int stream_no, std::string_view data);
+void feed_followers(service_context& srv, std::vector<log_follower>& followers, int stream_no, std::string_view data);
 
 class log_replies {
  public:
@@ -38,7 +38,7 @@ class log_replies {
     uint64_t req, id;
     bool follow, out, err;
   };
-  log_replies(server& srv, std::function<void(const finished&)> done) : srv_(srv), done_(std::move(done)) {}
+  log_replies(service_context& srv, std::function<void(const finished&)> done) : srv_(srv), done_(std::move(done)) {}
 
   void add(client_conn& c, uint64_t req, uint64_t id, const std::vector<log_stream::source>& sources, uint64_t tail,
            bool follow, bool out, bool err);
@@ -56,7 +56,7 @@ class log_replies {
   void pump(std::list<reply>::iterator it);
   void pump_again_soon();
 
-  server& srv_;
+  service_context& srv_;
   std::function<void(const finished&)> done_;
   std::list<reply> replies_;
   handle_ptr<timer> timer_;

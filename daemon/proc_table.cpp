@@ -17,10 +17,12 @@
 
 #include "common/paths.h"
 #include "common/procs.h"
+#include "daemon/client_conn.h"
 #include "daemon/exec_job.h"
+#include "daemon/kept_commands.h"
 #include "daemon/off_loop.h"
-#include "daemon/server.h"
 #include "daemon/session.h"
+#include "daemon/state_files.h"
 #include "ipc/fd.h"
 #include "ipc/messages.h"
 #include "ipc/shell_channel.h"
@@ -92,7 +94,7 @@ std::string_view proc_state_name(proc_state s) {
   return "unknown";
 }
 
-proc_table::proc_table(server& srv)
+proc_table::proc_table(proc_host& srv)
     : srv_(srv), replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 proc_table::~proc_table() = default;
 
@@ -717,7 +719,7 @@ void proc_table::load_saved() {
   std::string path = srv_.opts().state_dir + "/procs.msgpack";
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
-    if (errno != ENOENT) server::move_aside(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    if (errno != ENOENT) move_aside(path, fmt::format("cannot open: {}", std::strerror(errno)));
     return;
   }
   std::string bytes;
@@ -755,7 +757,7 @@ void proc_table::load_saved() {
   if (!damage.empty()) {
     spdlog::error("state file {} is damaged ({}; {} unreadable records); kept the {} records that could be read", path,
                   damage, bad, records);
-    server::move_aside(path, damage);
+    move_aside(path, damage);
   }
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -25,6 +26,8 @@
 #include "daemon/capped_log.h"
 #include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
+#include "daemon/options.h"
+#include "daemon/service_context.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
 #include "ipc/messages.h"
@@ -32,9 +35,35 @@
 
 namespace sbsh::daemon {
 
-class server;
 class client_conn;
+class kept_commands;
+class session;
 struct exec_job;
+
+// What the process table needs of sbshd beyond a service's context (service_context.h): the
+// server is its host, seen only through this.
+class proc_host : public service_context {
+ public:
+  [[nodiscard]] virtual const options& opts() const = 0;
+  [[nodiscard]] virtual const std::map<std::string, std::unique_ptr<session>>& sessions() const = 0;
+  // The session `name`, made implicitly if there is none: in `cwd`, with the environment
+  // `environment()` returns (called only then: the client's, sent with every request that
+  // may create a session).
+  virtual result<session*> get_or_create_session(const std::string& name, const std::string& cwd,
+                                                 const std::function<std::vector<std::string>()>& environment) = 0;
+  // A request of `c` for session `target` that would wait for itself is refused
+  // (would_deadlock): `c` is a process of the command `target` is running, or of a command
+  // that waits for that one through other sessions. Otherwise *inside gets the running
+  // commands `c` is part of, for the job to carry.
+  virtual status check_not_waiting_on_itself(const client_conn& c, const std::string& target,
+                                             std::vector<uint64_t>* inside) = 0;
+  // A session's activity changed (a process started or ended): its idle time counts from now.
+  virtual void session_activity() = 0;
+  // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
+  virtual void write_atomically(const std::string& path, std::string bytes) = 0;
+  // The commands kept under their id, which `ps` lists with the processes.
+  virtual kept_commands& kept() = 0;
+};
 
 // not_started: sbshd stopped while its start waited in the session's queue (or before the
 // shell said its pid): it never ran, or its keeper, finding no reader, ended it at once.
@@ -78,7 +107,7 @@ struct bg_proc {
 
 class proc_table {
  public:
-  explicit proc_table(server& srv);
+  explicit proc_table(proc_host& srv);
   ~proc_table();
 
   void handle_start(client_conn& c, ipc::envelope& env);
@@ -137,7 +166,7 @@ class proc_table {
   // A logs reply has sent what was logged: a follower, or its end.
   void logs_sent(const log_replies::finished& f);
 
-  server& srv_;
+  proc_host& srv_;
   std::map<uint64_t, std::unique_ptr<bg_proc>> procs_;
   uint64_t next_id_ = 1;
   log_replies replies_;

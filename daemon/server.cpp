@@ -47,7 +47,8 @@ server::server(options opts)
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);
-  kept_ = std::make_unique<kept_commands>(*this);
+  kept_ = std::make_unique<kept_commands>(*this, opts_.state_dir + "/commands");
+  runner_ctx_ = {&loop_, &counters_, kept_.get(), opts_.confine_uid, opts_.confine_gid, ns_last_pid_.get()};
   files_ = std::make_unique<file_service>(*this);
 }
 

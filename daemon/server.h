@@ -3,7 +3,10 @@
 // `server` are defined by role: its life and shutdown in server.cpp, the listener and clients
 // in server_clients.cpp, the session table in server_sessions.cpp, the state files in
 // server_state.cpp, wrappers and spare shells in server_spares.cpp, adoption at start in
-// server_adopt.cpp, and request routing in handlers.cpp.
+// server_adopt.cpp, and request routing in handlers.cpp. A client connection is declared in
+// client_conn.h; the services that answer requests (files, kept commands, log replies) see
+// the server only as a service_context (service_context.h), and the job runner only through
+// runner_ports.h.
 #pragma once
 
 #include <uv.h>
@@ -20,13 +23,18 @@
 #include <vector>
 
 #include "common/cgroup.h"
+#include "daemon/client_conn.h"
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
 #include "daemon/framed_socket.h"
 #include "daemon/kept_commands.h"
+#include "daemon/options.h"
 #include "daemon/proc_table.h"
+#include "daemon/runner_ports.h"
+#include "daemon/service_context.h"
 #include "daemon/session_def.h"
+#include "daemon/session_host.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
@@ -34,120 +42,12 @@
 
 namespace sbsh::daemon {
 
-struct options {
-  std::string socket_path;
-  std::string state_dir;
-  std::string wrapper_path;  // empty: sbsh-wrapper beside sbshd, else on PATH
-  bool foreground = false;
-  uint64_t health_interval_ms = 10'000;  // 0: no health checks
-  uint64_t log_cap = 64u << 20;          // bytes of each background process stream kept
-  unsigned spare_wrappers = 1;           // wrappers started ahead of need (wrapper::run_spare)
-  // How long a session outlives sbshd, waiting for the next sbshd to adopt it (0: it ends
-  // with sbshd).
-  uint64_t adopt_timeout_ms = 600'000;
-  // How long a session made implicitly (exec -s, start -s) may stay idle before sbshd removes
-  // it (0: never).
-  uint64_t idle_expiry_ms = 24ull * 3600 * 1000;
-  // Bounds that tests lower (hidden options of sbshd; bounds.h has the defaults and why).
-  size_t max_clients = ipc::kMaxClients;
-  uint64_t stalled_client_ms = ipc::kStalledClientMs;
-  size_t keep_finished = 1000;  // finished background processes kept in the table
-  // The most bytes all environments (session create --setup) may hold; the least recently
-  // used that no session uses are deleted to stay within it. 0: no cap.
-  uint64_t env_cap = 10ull << 30;
-  // For fuzzing request handling: every request that would create a session (and so start
-  // a wrapper and a shell, or copy a snapshot) is refused.
-  bool no_sessions = false;
-  // Who a confined session's shell is outside its user namespace when sbshd runs as root
-  // (--confine-user; nobody by default). Unprivileged, sbshd's shells are its own user.
-  uid_t confine_uid = 65534;
-  gid_t confine_gid = 65534;
-  // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
-  int state_lock_fd = -1;
-};
-
-class server;
 class session;
 
-// One client connection: the framed socket plus the requests in flight on it.
-//
-// Its memory is bounded (bounds.h): while more than kReplyQueuePause of replies wait for
-// the client to read them, its requests are not read; if they still wait after
-// stalled_client_ms, or pass kReplyQueueMax, the server drops it with an error frame. What
-// it holds (frames partly received, replies queued, command text in flight) is counted in
-// the server's account of all clients, whose bound drops the connection holding the most.
-class client_conn {
- public:
-  client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t uid, pid_t pid);
-  ~client_conn();
-  void send(std::string frame, std::vector<unique_fd> fds = {});
-  void send_error(uint64_t id, std::string_view code, const std::string& message);
-  void send_error(uint64_t id, ipc::errc code, const std::string& message) {
-    send_error(id, ipc::wire_name(code), message);
-  }
-  void send_error(uint64_t id, const error& e) { send_error(id, e.code, e.message); }
-  [[nodiscard]] size_t queued_bytes() const { return sock_.queued_bytes(); }
-  // Backpressure on the client's input while a command's stdin is buffered (session.cpp).
-  void pause_reading(bool p) {
-    stdin_paused_ = p;
-    update_reading();
-  }
-  [[nodiscard]] uint64_t serial() const { return serial_; }
-  // Everything held for this client: what its socket holds and its commands in flight.
-  [[nodiscard]] size_t footprint() const { return sock_.held() + charged_; }
-  // Ends the connection with an error frame saying why (code, message): the client is
-  // forgotten now, and the frame left for it to read for a while (farewells).
-  void drop(ipc::errc code, const std::string& message);
-  // The client read all its replies.
-  void drained();
-
-  bool greeted = false;
-  pid_t peer_pid = 0;
-
-  // The client's commands in flight. Each session's runner owns its jobs; this is the index
-  // from an exec id to the session it runs in, which routes the client's later requests about
-  // it (stdin, cancel, release) and bounds what one client holds (bounds.h). An entry lives
-  // from add_job() until the runner is done with the job (job_done) or the client goes.
-  //
-  // Whether one more command of `text_bytes` fits, under an id not in use: an error the
-  // client can act on if not.
-  [[nodiscard]] status job_room(uint64_t id, size_t text_bytes) const;
-  void add_job(uint64_t id, const std::string& session, size_t text_bytes);
-  // The session that command `id` runs in, or nullptr when there is none.
-  [[nodiscard]] const std::string* job_session(uint64_t id) const;
-  void job_done(uint64_t id);
-  // Calls f(session) for each of its commands: no allocation, since a drained client (the
-  // output path) tells the sessions of all its commands.
-  template <typename F>
-  void each_job_session(F&& f) const {
-    for (const auto& [id, ref] : jobs_) f(ref.session);
-  }
-  // The client is gone: its commands are no longer its.
-  void forget_jobs();
-
- private:
-  // Tells the server's account what its commands in flight hold now.
-  void recount_jobs();
-  struct job_ref {
-    std::string session;
-    size_t text_bytes;
-  };
-  std::unordered_map<uint64_t, job_ref> jobs_;
-  size_t text_bytes_ = 0;  // command text held for this connection's jobs
-  void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
-  server& srv_;
-  uint64_t serial_;
-  framed_socket sock_;
-  size_t charged_ = 0;  // what recount_jobs() last counted
-  bool stdin_paused_ = false;
-  bool replies_paused_ = false;
-  handle_ptr<timer> stall_timer_;  // runs while replies_paused_
-};
-
-class server {
+class server final : public proc_host, public session_host {
  public:
   explicit server(options opts);
-  ~server();
+  ~server() override;
   // Binds the socket, or takes `activated`, the one a service manager passed and bound to
   // opts().socket_path; returns an error the user can act on (unsafe directory, a daemon
   // already running, path too long).
@@ -158,50 +58,42 @@ class server {
   // target): signal handlers, readiness, spare shells.
   void start(const std::function<void()>& on_ready);
 
-  // For sessions.
-  uv_loop_t* loop() { return &loop_; }
-  [[nodiscard]] const options& opts() const { return opts_; }
-  [[nodiscard]] int ns_last_pid_fd() const { return ns_last_pid_.get(); }
+  // For sessions (session_host.h says what each does).
+  uv_loop_t* loop() override { return &loop_; }
+  daemon::counters& counters() override { return counters_; }
+  [[nodiscard]] const runner_context& runner_ctx() const override { return runner_ctx_; }
+  [[nodiscard]] const options& opts() const override { return opts_; }
+  [[nodiscard]] uint64_t health_interval_ms() const override { return opts_.health_interval_ms; }
   [[nodiscard]] int devnull() const { return devnull_.get(); }
   [[nodiscard]] pid_t pid() const { return pid_; }
-  // Starts sbsh-wrapper with `args` after its options, for a shell whose directory (for the
-  // adoption socket) is `dir`, with the environment `env`, in `cwd`: /dev/null as stdin,
-  // sbshd's stderr as stdout and stderr, a new control socket at wrapper::kControlFd, and a
-  // new shell channel, bash's end at wrapper::kChannelFd and a copy of sbshd's at
-  // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). An error says what failed.
   result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                         std::vector<std::string>& env, const char* cwd,
-                                        child_process::exit_callback on_exit);
-  // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
-  std::string new_shell_dir();
-  // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.
-  std::string session_tmp_dir(const std::string& name) const { return opts_.state_dir + "/tmp/" + name; }
-  // A running spare shell for a new session to claim, or nullopt when none is ready;
-  // another is started on the next turn of the loop.
-  std::optional<spare_shell> take_spare();
-  // The same for a confined session's shell: a confined spare (sbsh-wrapper
-  // --spare-confined), whose shell waits, staged, for the session's options (msg::claim's
-  // args and env). None are kept until a confined session's shell first starts.
-  std::optional<spare_shell> take_confined_spare();
-  // Kills whatever is left of a dead wrapper's process session, on the thread pool.
-  void reap_session_later(pid_t sid, const std::set<pid_t>& spare = {});
+                                        child_process::exit_callback on_exit) override;
+  std::string new_shell_dir() override;
+  [[nodiscard]] std::string session_tmp_dir(const std::string& name) const override {
+    return opts_.state_dir + "/tmp/" + name;
+  }
+  std::optional<spare_shell> take_spare() override;
+  std::optional<spare_shell> take_confined_spare() override;
+  void reap_session_later(pid_t sid, const std::set<pid_t>& spare) override;
+  env_store& envs() override { return envs_; }
+  uint64_t rebuild_env(const std::string& name, const session_def& def,
+                       std::function<void(const status&)> done) override;
+  void cancel_rebuild(uint64_t ticket) override;
+  void session_activity() override;
+  [[nodiscard]] bool busy(const session& s) const override;
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
   // Whether handle() has a handler for requests of type `t` (handlers.cpp's table).
   static bool handles(ipc::msg_type t);
-  session* find_session(const std::string& name);
-  client_conn* client_by_serial(uint64_t serial);
-  // The session `name`, made implicitly if there is none: in `cwd`, with the environment
-  // `environment()` returns (called only then: the client's, sent with every request that
-  // may create a session).
+  session* find_session(const std::string& name) override;
+  client_conn* client_by_serial(uint64_t serial) override;
+  // For the process table (proc_table.h says what each does), the handlers too.
   result<session*> get_or_create_session(const std::string& name, const std::string& cwd,
-                                         const std::function<std::vector<std::string>()>& environment);
-  // A request of `c` for session `target` that would wait for itself is refused
-  // (would_deadlock): `c` is a process of the command `target` is running, or of a command
-  // that waits for that one through other sessions. Otherwise *inside gets the running
-  // commands `c` is part of, for the job to carry.
-  status check_not_waiting_on_itself(const client_conn& c, const std::string& target, std::vector<uint64_t>* inside);
+                                         const std::function<std::vector<std::string>()>& environment) override;
+  status check_not_waiting_on_itself(const client_conn& c, const std::string& target,
+                                     std::vector<uint64_t>* inside) override;
   // Creates a session with this definition; an existing one with the same definition is
   // fine, with another it is an error that says what differs.
   // With `adopted`, the session takes over that running shell instead of starting one.
@@ -221,31 +113,14 @@ class server {
   // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
   // gets their names once nothing of them is left.
   void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
-  // A session's activity changed (a command or background process started or ended): its
-  // idle time counts from now, and the expiry timer is set again.
-  void session_activity();
-  // Whether the session has something to do: a command running or queued, a background
-  // process running.
-  [[nodiscard]] bool busy(const session& s) const;
-  [[nodiscard]] uint64_t health_interval_ms() const { return opts_.health_interval_ms; }
   // Writes the session definitions to the state directory (atomically, off the loop).
   void save_state();
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
-  void write_atomically(const std::string& path, std::string bytes);
-  // Reads a state file written as one frame. *missing is set when it does not exist.
-  static result<ipc::message> read_state_file(const std::string& path, bool* missing);
-  static void move_aside(const std::string& path, const std::string& why);
+  void write_atomically(const std::string& path, std::string bytes) override;
   proc_table& procs() { return *procs_; }
-  kept_commands& kept() { return *kept_; }
+  kept_commands& kept() override { return *kept_; }
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
-  env_store& envs() { return envs_; }
-  // The environment of existing session `name`, defined by `def`, is gone (env rm --force, or deleted by hand):
-  // its setup runs again when its key files still key the same environment, and `done` gets
-  // the outcome (an error saying what to run when they have changed). Returns a ticket for
-  // cancel_rebuild, after which `done` never runs and a setup nobody else waits for stops.
-  uint64_t rebuild_env(const std::string& name, const session_def& def, std::function<void(const status&)> done);
-  void cancel_rebuild(uint64_t ticket);
   cgroup::manager& cgroups() { return cgroups_; }
   // The complete environments, most recently used first, each with the sessions using it
   // (defined with it, or being made with it).
@@ -263,10 +138,8 @@ class server {
   [[nodiscard]] bool shutting_down() const { return shutting_down_; }
   void client_closed(client_conn* c, const std::string& reason);
   void client_drained(client_conn* c);
-  [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const { return sessions_; }
+  [[nodiscard]] const std::map<std::string, std::unique_ptr<session>>& sessions() const override { return sessions_; }
   [[nodiscard]] uint64_t uptime_ms() const;
-  // What sbshd has done since it started (sbsh status); counted where it happens.
-  daemon::counters& counters() { return counters_; }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
   // The bounds on clients' memory (bounds.h), shared by every client connection.
   memory_account& client_memory() { return client_memory_; }
@@ -336,6 +209,7 @@ class server {
   uint64_t shell_seq_ = 0;
   uint64_t started_us_ = 0;
   daemon::counters counters_;
+  runner_context runner_ctx_;
   bool shutting_down_ = false;
   bool keep_sessions_ = false;  // shutting down for an sbshd that adopts the sessions
   struct pending_write {
@@ -379,12 +253,7 @@ class server {
   // The environment of pending session `name`: keyed, then found or built.
   void prepare_env(const std::string& name);
   void env_keyed(const std::string& name, result<std::string> hash);
-  // The setup's key files of `def`, absolute; what its setup runs under, as env_store::key
-  // takes it; and how env_store runs the setup of session `name`.
-  static std::vector<std::string> setup_key_paths(const session_def& def);
-  static std::string setup_confinement(const session_def& def);
-  // The ignore rules of a directory setup key: those of a snapshot of the session.
-  static snapshot_store::rules key_rules(const session_def& def);
+  // How env_store runs the setup of session `name`.
   env_store::setup_run setup_run_of(const std::string& name, const session_def& def) const;
   // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
   // environment's directory set) runs with; what it adds to the setup's environment

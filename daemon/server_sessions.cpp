@@ -92,6 +92,31 @@ std::string being_made(const session_def& d) {
   return fmt::format("from a snapshot of {}{}", d.snapshot, d.setup.empty() ? "" : " (then its environment's setup)");
 }
 
+// The setup's key files of `def`, absolute.
+std::vector<std::string> setup_key_paths(const session_def& def) {
+  // Relative key files are the session directory's: where the setup runs.
+  std::vector<std::string> keys;
+  for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
+  return keys;
+}
+
+// The ignore rules of a directory setup key: those of a snapshot of the session.
+snapshot_store::rules key_rules(const session_def& def) {
+  // A directory key leaves out what a snapshot's copy of it would (node_modules, .git): what
+  // a setup builds or a checkout's history are not what it reads.
+  return {ignore_rules(def), def.gitignore};
+}
+
+// What the setup of `def` runs under, as env_store::key takes it.
+std::string setup_confinement(const session_def& def) {
+  // A confined setup builds what only a setup so confined builds: such environments are
+  // keyed apart from those of unconfined setups.
+  return def.confine && def.no_network ? "confine,no-network"
+         : def.confine                 ? "confine"
+         : def.no_network              ? "no-network"
+                                       : "";
+}
+
 }  // namespace
 
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd,
@@ -219,28 +244,6 @@ void server::prepare_env(const std::string& name) {
   uint64_t owner = pending_.at(name).waiters.empty() ? 0 : pending_.at(name).waiters.front().serial;
   envs_.key(def.setup, std::move(keys), key_rules(def), setup_confinement(def), owner,
             [this, name](result<std::string> hash) { env_keyed(name, std::move(hash)); });
-}
-
-std::vector<std::string> server::setup_key_paths(const session_def& def) {
-  // Relative key files are the session directory's: where the setup runs.
-  std::vector<std::string> keys;
-  for (const auto& k : def.setup_keys) keys.push_back(k[0] == '/' ? k : def.cwd + "/" + k);
-  return keys;
-}
-
-snapshot_store::rules server::key_rules(const session_def& def) {
-  // A directory key leaves out what a snapshot's copy of it would (node_modules, .git): what
-  // a setup builds or a checkout's history are not what it reads.
-  return {ignore_rules(def), def.gitignore};
-}
-
-std::string server::setup_confinement(const session_def& def) {
-  // A confined setup builds what only a setup so confined builds: such environments are
-  // keyed apart from those of unconfined setups.
-  return def.confine && def.no_network ? "confine,no-network"
-         : def.confine                 ? "confine"
-         : def.no_network              ? "no-network"
-                                       : "";
 }
 
 env_store::setup_run server::setup_run_of(const std::string& name, const session_def& def) const {

@@ -8,14 +8,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/server.h"
+#include "daemon/session_host.h"
 
 namespace sbsh::daemon {
 
-session::session(server& srv, std::string name, session_def def)
+session::session(session_host& srv, std::string name, session_def def)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
-      shell_(srv, *this),
-      jobs_(srv, name_, def_, shell_, [this] { activity(); }) {
+      shell_(srv, name_, def_),
+      jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {
   shell_.report_to(jobs_);
   // The spare shell started as this session's would, but for its environment (exported on
   // claim), its limits (so only a session with none takes it) and its directory (entered on
@@ -29,10 +29,10 @@ session::session(server& srv, std::string name, session_def def)
   shell_.start();
 }
 
-session::session(server& srv, std::string name, session_def def, adopted_shell&& shell)
+session::session(session_host& srv, std::string name, session_def def, adopted_shell&& shell)
     : srv_(srv), name_(std::move(name)), def_(std::move(def)), last_active_ms_(wall_ms()),
-      shell_(srv, *this),
-      jobs_(srv, name_, def_, shell_, [this] { activity(); }) {
+      shell_(srv, name_, def_),
+      jobs_(srv.runner_ctx(), name_, def_, shell_, [this] { activity(); }) {
   shell_.report_to(jobs_);
   shell_.adopt(std::move(shell));
 }

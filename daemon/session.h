@@ -19,13 +19,13 @@
 
 namespace sbsh::daemon {
 
-class server;
+class session_host;
 
 class session {
  public:
-  session(server& srv, std::string name, session_def def);
+  session(session_host& srv, std::string name, session_def def);
   // A session that takes over a shell an earlier sbshd started.
-  session(server& srv, std::string name, session_def def, adopted_shell&& shell);
+  session(session_host& srv, std::string name, session_def def, adopted_shell&& shell);
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -38,11 +38,11 @@ class session {
                     std::vector<unique_fd> lent = {}) {
     jobs_.run_internal(std::move(text), std::move(on_done), std::move(check_cwd), std::move(lent));
   }
-  bool cancel(client_conn* c, uint64_t id, int sig, bool stop) { return jobs_.cancel(c, id, sig, stop); }
-  void stdin_data(client_conn* c, uint64_t id, std::string_view data, bool eof) { jobs_.stdin_data(c, id, data, eof); }
-  void release(client_conn* c, uint64_t id) { jobs_.release(c, id); }
-  void client_gone(client_conn* c) { jobs_.client_gone(c); }
-  void client_drained(client_conn* c) { jobs_.client_drained(c); }
+  bool cancel(reply_port* c, uint64_t id, int sig, bool stop) { return jobs_.cancel(c, id, sig, stop); }
+  void stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof) { jobs_.stdin_data(c, id, data, eof); }
+  void release(reply_port* c, uint64_t id) { jobs_.release(c, id); }
+  void client_gone(reply_port* c) { jobs_.client_gone(c); }
+  void client_drained(reply_port* c) { jobs_.client_drained(c); }
 
   // The shell (shell_supervisor.h).
   void protect_group(pid_t pgid, lent_pipes pipes) { shell_.protect_group(pgid, std::move(pipes)); }
@@ -88,7 +88,7 @@ class session {
  private:
   void activity();
 
-  server& srv_;
+  session_host& srv_;
   std::string name_;
   session_def def_;
   int64_t last_active_ms_;

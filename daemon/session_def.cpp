@@ -19,9 +19,9 @@
 #include "common/confine.h"
 #include "common/limits.h"
 #include "daemon/beneath.h"
-#include "daemon/exec_job.h"
 #include "ipc/bounds.h"
 #include "ipc/protocol.h"
+#include "ipc/shell_channel.h"
 #include "ipc/text.h"
 
 namespace sbsh::daemon {
@@ -33,7 +33,35 @@ std::optional<restart_policy> parse_policy(std::string_view s) {
   return std::nullopt;
 }
 
+bool valid_session_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(name[0])) return false;
+  return std::ranges::all_of(name.substr(1), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+status check_session_name(std::string_view name) {
+  if (valid_session_name(name)) return ok_status();
+  return make_error(ipc::errc::invalid_session_name,
+                    fmt::format("invalid session name '{}': a name is 1 to 64 characters, letters, "
+                                "digits, '.', '_' or '-', and starts with a letter or digit "
+                                "(^[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}$)",
+                                ipc::printable(name, 80)));
+}
+
 namespace {
+
+bool valid_env_name(std::string_view n) {
+  if (n.empty()) return false;
+  for (size_t i = 0; i < n.size(); ++i) {
+    char c = n[i];
+    bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
 
 status check_def(const session_def& d) {
   if (!d.cwd.empty() && d.cwd[0] != '/')
@@ -337,6 +365,33 @@ result<std::string> start_dir(std::string_view given, std::string_view base, con
     return make_error(ipc::errc::outside_root,
                       fmt::format("'{}' leads outside the session's root", ipc::printable(given, 256)));
   return path;
+}
+
+status check_dir_fields(std::string_view cwd, std::string_view base) {
+  if (cwd.find('\0') != std::string_view::npos || base.find('\0') != std::string_view::npos)
+    return make_error(ipc::errc::bad_request, "field 'cwd' or 'cwd_base' contains a NUL byte");
+  if (cwd.size() > SBSH_CHANNEL_MAX_CWD || base.size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(ipc::errc::bad_request, fmt::format("field 'cwd' or 'cwd_base' is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  if (!base.empty() && base[0] != '/')
+    return make_error(ipc::errc::bad_request, fmt::format("field 'cwd_base' must be an absolute directory, not '{}'", ipc::printable(base)));
+  return ok_status();
+}
+
+result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def) {
+  auto dir = start_dir(given, base, def);
+  if (dir && dir->size() > SBSH_CHANNEL_MAX_CWD)
+    return make_error(ipc::errc::bad_request, fmt::format("the directory -C names is longer than {} bytes", SBSH_CHANNEL_MAX_CWD));
+  return dir;
+}
+status check_env_entry(std::string_view e) {
+  auto eq = e.find('=');
+  if (eq == std::string_view::npos || !valid_env_name(e.substr(0, eq)))
+    return make_error(ipc::errc::bad_request, fmt::format("environment entry '{}' must be NAME=VALUE with a NAME of "
+                                               "letters, digits and '_' not starting with a digit",
+                                               ipc::printable(e, 80)));
+  if (e.find('\0') != std::string_view::npos)
+    return make_error(ipc::errc::bad_request, "an environment entry contains a NUL byte");
+  return ok_status();
 }
 
 result<session_def> def_from_request(session_spec spec) {

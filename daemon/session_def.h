@@ -1,10 +1,13 @@
 // A session's definition: what `sbsh session create` said, and what every new shell of the
 // session is started with. Definitions are compared (re-creating with the same definition
-// is a no-op), sent to clients, and persisted in the state directory.
+// is a no-op), sent to clients, and persisted in the state directory. Here too are the checks
+// of what a request names within a session (its name, a variable, a directory), which every
+// request family shares.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -16,6 +19,16 @@
 #include "ipc/result.h"
 
 namespace sbsh::daemon {
+
+// The session name rule: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+bool valid_session_name(std::string_view name);
+status check_session_name(std::string_view name);
+
+// The longest timeout taken, a command's or a session's default: beyond it, a mistake.
+inline constexpr uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
+
+// NAME=VALUE with a valid variable name and no NUL byte.
+status check_env_entry(std::string_view entry);
 
 enum class restart_policy { always, on_failure, never };
 std::optional<restart_policy> parse_policy(std::string_view s);
@@ -79,6 +92,12 @@ bool path_within(std::string_view p, std::string_view dir);
 // Without a root, a relative `given` is taken from `base`, and refused when there is none.
 // This is checked when the request arrives; the command itself is not confined.
 result<std::string> start_dir(std::string_view given, std::string_view base, const session_def& def);
+
+// Checks a request's cwd and cwd_base fields (exec, proc_start) before its session is known.
+status check_dir_fields(std::string_view cwd, std::string_view base);
+// The directory a command given `given` (-C) and `base` starts in, in the session defined by
+// `def` (start_dir), within the shell channel's bound.
+result<std::string> settle_cwd(std::string_view given, std::string_view base, const session_def& def);
 
 // Checks a session's starting environment: NAME=VALUE entries without NUL, a NAME without
 // '=', within kMaxSessionEnv bytes in all. An empty one (a remote client's, or a client

@@ -17,8 +17,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
-#include "daemon/server.h"
-#include "daemon/session.h"
+#include "daemon/session_host.h"
 #include "ipc/messages.h"
 #include "ipc/wrapper_link.h"
 
@@ -135,7 +134,8 @@ void remove_shell_dir(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
-shell_supervisor::shell_supervisor(server& srv, session& s) : srv_(srv), session_(s) {}
+shell_supervisor::shell_supervisor(session_host& srv, const std::string& name, const session_def& def)
+    : srv_(srv), name_(name), def_(def) {}
 
 shell_supervisor::~shell_supervisor() {
   stopping_ = true;
@@ -144,7 +144,7 @@ shell_supervisor::~shell_supervisor() {
     // stop() already asked politely; a wrapper still alive now is stuck.
     wrapper_->kill(SIGKILL);
     auto pid = static_cast<pid_t>(wrapper_pid_);
-    server* srv = &srv_;
+    session_host* srv = &srv_;
     child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
@@ -173,7 +173,7 @@ uint64_t shell_supervisor::begin_start() {
 void shell_supervisor::fail_start(std::string why) {
   failure_ = std::move(why);
   state_ = session_state::failed;
-  spdlog::error("session {}: {}", session_.name(), failure_);
+  spdlog::error("session {}: {}", name_, failure_);
   channel_.reset();
   remove_shell_dir(dir_);
   dir_.clear();
@@ -184,7 +184,7 @@ void shell_supervisor::start() { start_shell(); }
 
 void shell_supervisor::start_shell() {
   uint64_t gen = begin_start();
-  const session_def& def = session_.def();
+  const session_def& def = def_;
   // A directory that has gone is never replaced by another: the session's commands were
   // meant for that one.
   if (::access(def.cwd.c_str(), X_OK) != 0) {
@@ -204,7 +204,7 @@ void shell_supervisor::start_shell() {
   if (def.confine) std::erase_if(env_store, leads_outside_confinement);
   if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env_store.push_back(fmt::format("SBSH_BASH={}", bash));
   for (const auto& e : def.env) env_store.push_back(e);  // bash takes the last of two entries
-  env_store.push_back("SBSH_SESSION=" + session_.name());
+  env_store.push_back("SBSH_SESSION=" + name_);
   if (!root_of(def).empty()) env_store.push_back("SBSH_ROOT=" + root_of(def));
   if (!def.sbsh_env.empty()) env_store.push_back("SBSH_ENV=" + def.sbsh_env);
   std::vector<std::string> args;
@@ -213,7 +213,7 @@ void shell_supervisor::start_shell() {
     args.push_back(l);
   }
   if (def.confine) {
-    std::string tmp = srv_.session_tmp_dir(session_.name());
+    std::string tmp = srv_.session_tmp_dir(name_);
     if (auto made = make_dirs(tmp); !made)
       return fail_start(fmt::format("cannot make the session's TMPDIR {}: {}", tmp, made.err().message));
     env_store.push_back("TMPDIR=" + tmp);
@@ -238,7 +238,7 @@ void shell_supervisor::start_shell() {
   // ahead, it gives).
   if (def.confine && def.limits.empty() && def.cgroup.empty())
     if (auto spare = srv_.take_confined_spare()) return claim_confined(gen, std::move(*spare), args, env_store);
-  args.push_back(session_.name());
+  args.push_back(name_);
   auto started = srv_.start_wrapper(dir_, args, env_store, def.cwd.c_str(),
                                     [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   if (!started) return fail_start(fmt::format("cannot start {}: {}", srv_.opts().wrapper_path, started.err().message));
@@ -251,12 +251,12 @@ void shell_supervisor::rebuild_env(uint64_t gen) {
   // Its environment was deleted (env rm --force, or by hand): the shell would find nothing
   // in SBSH_ENV, and a confined one could not even start. The definition holds the setup:
   // it runs again, then this start goes on.
-  rebuild_ticket_ = srv_.rebuild_env(session_.name(), session_.def(), [this, gen](const status& built) {
+  rebuild_ticket_ = srv_.rebuild_env(name_, def_, [this, gen](const status& built) {
     rebuild_ticket_ = 0;
     if (gen != generation_ || stopping_) return;
     if (!built)
       return fail_start(fmt::format("its environment {} was deleted, and it cannot be built again: {}",
-                                    session_.def().sbsh_env, built.err().message));
+                                    def_.sbsh_env, built.err().message));
     start_shell();
   });
 }
@@ -270,9 +270,9 @@ void shell_supervisor::claim(spare_shell&& spare) {
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
   // Ahead of the init commands that watch() queued: they run in the session's directory and
   // environment, as in a shell started for the session.
-  events_->run_first({claim_text(session_.name(), session_.def())}, /*init=*/false);
+  events_->run_first({claim_text(name_, def_)}, /*init=*/false);
   // The wrapper learns the session's name (for ps and its log) and enters its directory.
-  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd, {}, {}}));
+  if (ctl_) ctl_->send(ipc::encode(msg::claim{name_, def_.cwd, {}, {}}));
 }
 
 void shell_supervisor::claim_confined(uint64_t gen, spare_shell&& spare, const std::vector<std::string>& args,
@@ -283,7 +283,7 @@ void shell_supervisor::claim_confined(uint64_t gen, spare_shell&& spare, const s
   channel_ = std::move(spare.wrapper.channel);
   wrapper_->on_exit([this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   watch(gen, std::move(spare.wrapper.ctl), /*run_init=*/true);
-  if (ctl_) ctl_->send(ipc::encode(msg::claim{session_.name(), session_.def().cwd, args, env}));
+  if (ctl_) ctl_->send(ipc::encode(msg::claim{name_, def_.cwd, args, env}));
 }
 
 void shell_supervisor::adopt(adopted_shell&& shell) {
@@ -301,7 +301,7 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
   auto synced = wrapper_ != nullptr ? send_sync(channel_.get(), sync_seq_, sync_nonce_)
                                     : status(make_error(ipc::errc::gone, "ended"));
   if (wrapper_ == nullptr || !synced) {
-    spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", session_.name(),
+    spdlog::warn("session {}: cannot take over its shell ({}); starting a new one", name_,
                  wrapper_ == nullptr ? "its wrapper has ended" : synced.err().message);
     if (wrapper_ != nullptr) {
       wrapper_->kill(SIGTERM);  // it ends the shell and what it started
@@ -342,14 +342,14 @@ void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
   channel_watch_ = make_handle<fd_watch>(srv_.loop(), channel_.get());
   channel_watch_->start(UV_READABLE, [this, gen](int, int) { on_channel(gen); });
   if (run_init) {
-    spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", session_.name(), wrapper_pid_, gen);
+    spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
     // The background processes' pipes were lent to the wrapper that ended: lend them to
     // this one, which is the one a later sbshd would adopt.
     for (const auto& [g, pipes] : protected_)
       if (!pipes.fds.empty()) send_protect(g, pipes);
-    events_->run_first(session_.def().init, /*init=*/true);
+    events_->run_first(def_.init, /*init=*/true);
   } else {
-    spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", session_.name(),
+    spdlog::info("session {}: adopted its running shell (wrapper pid {}, shell pid {})", name_,
                  wrapper_pid_, shell_pid_);
   }
   if (!health_timer_ && srv_.health_interval_ms() > 0) {
@@ -380,7 +380,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
       // Something other than the shell's builtin reached the channel: no result it carries is
       // reported, and the shell, whose channel something else may hold, is replaced.
       channel_watch_.reset();
-      spdlog::warn("session {}: {}", session_.name(), *forged);
+      spdlog::warn("session {}: {}", name_, *forged);
       restart_shell(*forged, /*forced=*/true);
       return;
     }
@@ -392,7 +392,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
         // namespace of its own (a confined session), where the shell sees itself as 1.
         if (shell_pid_ <= 0) shell_pid_ = msg.sender;
         if (state_ == session_state::starting) state_ = session_state::ready;
-        spdlog::debug("session {}: shell pid {} serves", session_.name(), shell_pid_);
+        spdlog::debug("session {}: shell pid {} serves", name_, shell_pid_);
         events_->shell_ready();
         break;
       case SBSH_MSG_SYNCED:
@@ -406,7 +406,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
         if (awaiting_sync_) {
           // A command the earlier sbshd started ran on while no sbshd was there. Nobody waits
           // for its result any more; `session show` lists it.
-          spdlog::info("session {}: a command started before sbshd restarted ended with status {}", session_.name(),
+          spdlog::info("session {}: a command started before sbshd restarted ended with status {}", name_,
                        msg.exit_value);
           events_->earlier_command_ended(msg.exit_value, adopted_ms_);
           break;
@@ -473,7 +473,7 @@ void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
     }
     case msg_type::shell_exited: {
       auto exited = ipc::decode<msg::shell_exited>(m);
-      if (!exited) spdlog::warn("session {}: {}", session_.name(), exited.err().message);
+      if (!exited) spdlog::warn("session {}: {}", name_, exited.err().message);
       std::optional<int> c, s;
       std::string said;
       if (exited) {
@@ -500,8 +500,8 @@ void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
 void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal,
                                   const std::string& why) {
   if (gen != generation_ || stopping_) return;
-  spdlog::warn("session {}: shell lost: {}", session_.name(), why);
-  const session_def& def = session_.def();
+  spdlog::warn("session {}: shell lost: {}", name_, why);
+  const session_def& def = def_;
   bool never_served = !served_;
   bool failed_start = !events_->ran_user_commands() || events_->init_failed();
   bool forced = forcing_restart_;
@@ -518,7 +518,7 @@ void shell_supervisor::shell_lost(uint64_t gen, std::optional<int> exit_code, st
   if (hopeless) {
     failure_ = why;
     state_ = session_state::failed;
-    spdlog::error("session {}: failed: {}", session_.name(), failure_);
+    spdlog::error("session {}: failed: {}", name_, failure_);
     events_->shell_changed();  // refuses what is queued
     return;
   }
@@ -546,7 +546,7 @@ void shell_supervisor::schedule_restart(const std::string& why, bool failed_star
     state_ = session_state::failed;
     failure_ = fmt::format("{} starts failed within {} s (last: {}{})", failed_starts_.size(), kStartWindowUs / 1000000,
                            why, events_->init_failed() ? "; see the init output with 'sbsh session show'" : "");
-    spdlog::error("session {}: failed: {}", session_.name(), failure_);
+    spdlog::error("session {}: failed: {}", name_, failure_);
     events_->shell_changed();  // refuses what is queued
     return;
   }
@@ -589,7 +589,7 @@ void shell_supervisor::restart(const std::string& why) {
 
 void shell_supervisor::retry_if_failed() {
   if (state_ == session_state::failed && !failed_starts_.empty() && mono_us() - failed_starts_.back() > kStartWindowUs) {
-    spdlog::info("session {}: trying to start its shell again", session_.name());
+    spdlog::info("session {}: trying to start its shell again", name_);
     restart("a command arrived after the start limit's window");
   }
 }
@@ -605,7 +605,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
   if (wrapper_ != nullptr) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     auto pid = static_cast<pid_t>(wrapper_pid_);
-    server* srv = &srv_;
+    session_host* srv = &srv_;
     child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
@@ -711,7 +711,7 @@ void shell_supervisor::send_protect(pid_t pgid, const lent_pipes& pipes) {
   for (const auto& fd : pipes.fds) {
     unique_fd d(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!d) {
-      spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", session_.name(), pipes.proc,
+      spdlog::warn("session {}: cannot lend the pipes of process {} to the wrapper: {}", name_, pipes.proc,
                    std::strerror(errno));
       fds.clear();
       break;

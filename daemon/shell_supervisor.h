@@ -26,8 +26,7 @@
 
 namespace sbsh::daemon {
 
-class server;
-class session;
+class session_host;
 
 // Whether a spare shell (started ahead, with an empty environment and no limits) can become
 // this session's shell exactly: its variables can all be exported after bash started.
@@ -35,7 +34,8 @@ bool spare_can_serve(const session_def& def);
 
 class shell_supervisor final : public shell_port {
  public:
-  shell_supervisor(server& srv, session& s);
+  // The shell of the session named `name`, defined by `def` (both outlive it).
+  shell_supervisor(session_host& srv, const std::string& name, const session_def& def);
   ~shell_supervisor() override;
   shell_supervisor(const shell_supervisor&) = delete;
   shell_supervisor& operator=(const shell_supervisor&) = delete;
@@ -113,8 +113,9 @@ class shell_supervisor final : public shell_port {
   void send_protect(pid_t pgid, const lent_pipes& pipes);
   [[nodiscard]] std::set<pid_t> protected_groups() const;
 
-  server& srv_;
-  session& session_;
+  session_host& srv_;
+  const std::string& name_;
+  const session_def& def_;
   shell_events* events_ = nullptr;
   session_state state_ = session_state::starting;
   std::string failure_;

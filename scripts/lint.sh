@@ -10,8 +10,12 @@
 # build's, which would be twice as many). A source that the build compiles on its own is
 # checked on its own. FILEs given by name are checked one by one (configure a build with
 # -DSBSH_UNITY=OFF and pass it with -B to check every source alone).
+# Before clang-tidy, scripts/include_pairs.py checks that no two modules of a folder include
+# each other (beyond the pairs it lists as still to be taken apart); it takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+pairs_ok=1
+scripts/include_pairs.py || pairs_ok=0
 dir=build-lint
 if [[ ${1:-} == -B ]]; then
   dir=$2
@@ -58,6 +62,10 @@ trap 'rm -f "$log"' EXIT
   grep -v 'clang-tidy.* -p=\|^Running\|^[0-9]* warnings\? generated\.\|^Suppressed\|^Use -header-filter' || true
 if grep -q ': \(warning\|error\):' "$log"; then
   echo "lint: clang-tidy reported the warnings above" >&2
+  exit 1
+fi
+if ((!pairs_ok)); then
+  echo "lint: scripts/include_pairs.py failed (above)" >&2
   exit 1
 fi
 echo "lint: clean (${#files[@]} files)"

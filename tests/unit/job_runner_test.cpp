@@ -1,25 +1,20 @@
-// daemon/job_runner.cpp alone: a stand-in shell (shell_port) records the runs and signals the
-// runner asks for and answers as a test says, on a real loop for the runner's timers, with
-// real client connections (a socketpair each) to read what a client is told.
+// daemon/job_runner.cpp alone, with no server: a stand-in shell (shell_port) records the runs
+// and signals the runner asks for and answers as a test says, and stand-in clients
+// (reply_port) keep what they are told, on a real loop for the runner's timers and pipes.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "daemon/job_runner.h"
-#include "daemon/server.h"
-#include "daemon/session.h"
 #include "ipc/messages.h"
-#include "tests/sessionless_server.h"
 
 namespace sbsh::daemon::job_runner_tests {
 
@@ -77,7 +72,37 @@ class fake_shell final : public shell_port {
   uint64_t seq_ = 0;
 };
 
-// What a client connection was sent: the exec_done frames, by request id.
+// The client as the runner sees it (reply_port), with every frame it was sent kept, and the
+// account the request handler keeps of its commands: from add_job until job_done.
+class fake_client final : public reply_port {
+ public:
+  void reply(std::string frame) override { frames.push_back(std::move(frame)); }
+  [[nodiscard]] size_t queued_bytes() const override { return 0; }
+  void pause_reading(bool p) override { paused = p; }
+  void job_done(uint64_t id) override { jobs.erase(id); }
+
+  void add_job(uint64_t id) { jobs.insert(id); }
+  [[nodiscard]] bool holds(uint64_t id) const { return jobs.contains(id); }
+
+  std::vector<std::string> frames;
+  std::set<uint64_t> jobs;
+  bool paused = false;
+};
+
+// Where the runner records kept commands: how often it was told.
+class fake_keeper final : public command_keeper {
+ public:
+  void queued(const exec_job&) override { ++calls; }
+  void started(const exec_job&) override { ++calls; }
+  void output(uint64_t, int, std::string_view) override { ++calls; }
+  void detached(uint64_t) override { ++calls; }
+  void finished(const exec_job&, uint64_t) override { ++calls; }
+  void waiting(uint64_t, std::string_view) override { ++calls; }
+  void resumed(uint64_t) override { ++calls; }
+  int calls = 0;
+};
+
+// What a client was sent: the exec_done frames, by request id.
 struct done_record {
   uint64_t id = 0;
   std::optional<int> exit_code, signal;
@@ -89,66 +114,51 @@ struct done_record {
 class job_runner_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sbsh-runner.XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    ::mkdir((dir_ + "/run").c_str(), 0700);
-    srv_ = std::make_unique<server>(test::sessionless_options(dir_));
-    runner_ = std::make_unique<job_runner>(*srv_, name_, def_, shell_, [this] { ++activity_; });
+    uv_loop_init(&loop_);
+    ctx_.loop = &loop_;
+    ctx_.counters = &counters_;
+    ctx_.kept = &kept_;
+    runner_ = std::make_unique<job_runner>(ctx_, name_, def_, shell_, [this] { ++activity_; });
   }
   void TearDown() override {
     runner_.reset();
     clients_.clear();
-    srv_.reset();
-    (void)std::system(("rm -rf '" + dir_ + "'").c_str());
+    // Let every close callback run, then check that the runner left nothing open.
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
   }
 
-  // A client connection, and the test's end of it (non-blocking).
-  client_conn& new_client() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    ::fcntl(sv[1], F_SETFL, O_NONBLOCK);
-    clients_.push_back({std::make_unique<client_conn>(*srv_, clients_.size() + 1, unique_fd(sv[0]), 0, 0),
-                        unique_fd(sv[1]), {}});
-    return *clients_.back().conn;
+  fake_client& new_client() {
+    clients_.push_back(std::make_unique<fake_client>());
+    return *clients_.back();
   }
 
   // Every exec_done `c` was sent so far.
-  std::vector<done_record> dones(client_conn& c) {
+  std::vector<done_record> dones(fake_client& c) {
     spin();
-    for (auto& cl : clients_) {
-      if (cl.conn.get() != &c) continue;
-      char buf[65536];
-      ssize_t n;
-      while ((n = ::read(cl.ours.get(), buf, sizeof buf)) > 0) cl.bytes.append(buf, static_cast<size_t>(n));
-      std::vector<done_record> out;
-      for (size_t at = 0; at + 4 <= cl.bytes.size();) {
-        auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(cl.bytes[at + i])); };
-        uint32_t len = (u(0) << 24) | (u(1) << 16) | (u(2) << 8) | u(3);
-        if (at + 4 + len > cl.bytes.size()) break;
-        auto m = ipc::message::parse(cl.bytes.data() + at + 4, len);
-        at += 4 + len;
-        if (!m || m->type() != ipc::msg_type::exec_done) continue;
-        auto d = ipc::decode<ipc::msg::exec_done>(*m);
-        if (!d) continue;
-        out.push_back({m->id(), d->exit_code, d->signal, d->timed_out, d->cancelled, d->shell_restarted, d->ran,
-                       d->state_lost, d->release, std::string(d->error_code), std::string(d->error),
-                       std::string(d->state_lost_reason)});
-      }
-      return out;
+    std::vector<done_record> out;
+    for (const auto& frame : c.frames) {
+      auto m = ipc::message::parse(frame.data() + 4, frame.size() - 4);
+      if (!m || m->type() != ipc::msg_type::exec_done) continue;
+      auto d = ipc::decode<ipc::msg::exec_done>(*m);
+      if (!d) continue;
+      out.push_back({m->id(), d->exit_code, d->signal, d->timed_out, d->cancelled, d->shell_restarted, d->ran,
+                     d->state_lost, d->release, std::string(d->error_code), std::string(d->error),
+                     std::string(d->state_lost_reason)});
     }
-    return {};
+    return out;
   }
 
   // A user's command from client `c` (frames mode: the runner makes its pipes), with the
   // account the request handler keeps of it.
-  std::unique_ptr<exec_job> user_job(client_conn& c, uint64_t id, std::string text) {
+  std::unique_ptr<exec_job> user_job(fake_client& c, uint64_t id, std::string text) {
     auto j = std::make_unique<exec_job>();
     j->id = id;
     j->client = &c;
     j->session = name_;
     j->command = text;
     j->text = std::move(text);
-    c.add_job(id, name_, 0);
+    c.add_job(id);
     return j;
   }
 
@@ -182,7 +192,7 @@ class job_runner_test : public ::testing::Test {
     uint64_t until = mono_us() + ms * 1000;
     while (!done()) {
       if (mono_us() > until) return false;
-      uv_run(srv_->loop(), UV_RUN_NOWAIT);
+      uv_run(&loop_, UV_RUN_NOWAIT);
       ::usleep(1000);
     }
     return true;
@@ -190,7 +200,7 @@ class job_runner_test : public ::testing::Test {
   // Runs the loop for `ms`, whatever happens.
   void run_for(uint64_t ms) { (void)run_until([] { return false; }, ms); }
   void spin() {
-    for (int i = 0; i < 5; ++i) uv_run(srv_->loop(), UV_RUN_NOWAIT);
+    for (int i = 0; i < 5; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
   }
 
   struct finished_job {
@@ -199,20 +209,17 @@ class job_runner_test : public ::testing::Test {
     bool started, undelivered;
     uint64_t generation;
   };
-  struct client_end {
-    std::unique_ptr<client_conn> conn;
-    unique_fd ours;
-    std::string bytes;
-  };
 
-  std::string dir_;
+  uv_loop_t loop_{};
+  daemon::counters counters_;
+  fake_keeper kept_;
+  runner_context ctx_;
   std::string name_ = "s";
   session_def def_;
   fake_shell shell_;
   int activity_ = 0;
   std::vector<finished_job> finished_;
-  std::unique_ptr<server> srv_;
-  std::vector<client_end> clients_;
+  std::vector<std::unique_ptr<fake_client>> clients_;
   std::unique_ptr<job_runner> runner_;
 };
 
@@ -244,9 +251,7 @@ TEST_F(job_runner_test, SecondCommandWaitsForTheFirst) {
   EXPECT_EQ(runner_->commands(), 2u);
   EXPECT_EQ(activity_, 2);
   // Answered and released (its pipes had no writer left): the client's account is empty.
-  size_t left = 0;
-  c.each_job_session([&left](const std::string&) { ++left; });
-  EXPECT_EQ(left, 0u);
+  EXPECT_TRUE(c.jobs.empty());
 }
 
 TEST_F(job_runner_test, WaitsForAShellThatServes) {
@@ -552,11 +557,11 @@ TEST_F(job_runner_test, ReleaseEndsAnFdsCommand) {
   auto d = dones(c);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_TRUE(d[0].release);
-  EXPECT_NE(c.job_session(1), nullptr);  // still the client's until released
+  EXPECT_TRUE(c.holds(1));  // still the client's until released
   runner_->release(&c, 2);         // not that one
-  EXPECT_NE(c.job_session(1), nullptr);
+  EXPECT_TRUE(c.holds(1));
   runner_->release(&c, 1);
-  EXPECT_EQ(c.job_session(1), nullptr);
+  EXPECT_FALSE(c.holds(1));
 
   // Released ahead (before it ended): done with at once.
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -566,9 +571,9 @@ TEST_F(job_runner_test, ReleaseEndsAnFdsCommand) {
   j->out_r = unique_fd(out[0]);
   runner_->enqueue(std::move(j));
   runner_->release(&c, 2);
-  EXPECT_NE(c.job_session(2), nullptr);
+  EXPECT_TRUE(c.holds(2));
   answer(shell_.runs[1].seq, 0);
-  EXPECT_EQ(c.job_session(2), nullptr);
+  EXPECT_FALSE(c.holds(2));
 }
 
 TEST_F(job_runner_test, RefuseAllAnswersEveryJob) {
