@@ -47,7 +47,7 @@ TEST_F(input_test, APromptIsAnsweredAndItsStatePersists) {
 
 TEST_F(input_test, TwoPromptsAreAnsweredOneAtATime) {
   json j =
-      waiting({"--interactive"}, "python3 -c 'a = input(\"first? \"); b = input(\"second? \"); print(a + \"+\" + b)'");
+      waiting({"--interactive"}, R"(python3 -c 'a = input("first? "); b = input("second? "); print(a + "+" + b)')");
   EXPECT_EQ(j["prompt"], "first? ");
   auto r = sbsh({"input", "--json", j["id"], "one"});
   EXPECT_EQ(r.code, 254) << r.out << r.err;
@@ -102,7 +102,8 @@ TEST_F(input_test, EscapeSequencesReachALineEditor) {
 // A pager: it reads its keys from the terminal, q ends it; Ctrl-C is its SIGINT (which ends
 // less -K).
 TEST_F(input_test, APagerIsEndedWithQOrCtrlC) {
-  if (run({"/bin/sh", "-c", "command -v less"}).code != 0) GTEST_SKIP() << "less is not installed (scripts/deps.sh --test installs it)";
+  if (run({"/bin/sh", "-c", "command -v less"}).code != 0)
+    GTEST_SKIP() << "less is not installed (scripts/deps.sh --test installs it)";
   std::string text;
   for (int i = 0; i < 200; ++i) text += "row " + std::to_string(i) + "\n";
   std::ofstream(dir + "/long.txt") << text;
