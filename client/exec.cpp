@@ -573,6 +573,7 @@ status read_end(const ipc::message& m, exec_result& r) {
     r.stderr_bytes = c->stderr_bytes;
     r.waiting_for_input = c->waiting_for_input;
     r.prompt = c->prompt;
+    r.screen = c->screen;
     return ok_status();
   }
   auto release = read_done(m, r);

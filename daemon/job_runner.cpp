@@ -616,6 +616,10 @@ status job_runner::input(uint64_t serial, std::string_view data, bool typed, boo
   return ok_status();
 }
 
+std::string job_runner::screen_of(uint64_t serial) const {
+  return current_ && current_->serial == serial && current_->screen ? current_->screen->text() : std::string();
+}
+
 bool job_runner::stop(uint64_t serial, int sig) {
   return cancel_where([serial](const exec_job& j) { return j.serial == serial; }, sig, true,
                       "killed before it started");

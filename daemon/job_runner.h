@@ -59,6 +59,8 @@ class job_runner final : public shell_events {
   // command_input: `data` into the input of the detached command `serial` (running or
   // queued), as it reads it; `typed`: keys, each CR an LF on a pipe; `eof` then ends it.
   status input(uint64_t serial, std::string_view data, bool typed, bool eof);
+  // What the terminal of command `serial` (exec --tty, running) shows now; empty otherwise.
+  [[nodiscard]] std::string screen_of(uint64_t serial) const;
   void stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof);
   void release(reply_port* c, uint64_t id);
   // The client went away: its queued jobs are dropped, its running one is hung up on.

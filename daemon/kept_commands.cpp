@@ -199,6 +199,9 @@ void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
   m.stderr_bytes = r.bytes[1];
   m.waiting_for_input = r.waiting;
   if (r.waiting) m.prompt = r.prompt;
+  std::string screen;
+  if (session* s = srv_.find_session(r.session)) screen = s->jobs().screen_of(r.id);
+  m.screen = screen;
   c->send(ipc::encode(m, req));
 }
 

@@ -589,6 +589,7 @@ struct command_running {
   uint64_t stderr_bytes = 0;
   bool waiting_for_input = false;  // it is blocked reading its terminal or stdin (the kernel says)
   std::string_view prompt;         // then the last line it printed
+  std::string_view screen;         // exec --tty: what its terminal shows now, as text
   static constexpr auto fields() {
     using s = command_running;
     return std::tuple{field("command_id", &s::command_id),
@@ -599,7 +600,8 @@ struct command_running {
                       field("stdout_bytes", &s::stdout_bytes),
                       field("stderr_bytes", &s::stderr_bytes),
                       field("waiting_for_input", &s::waiting_for_input, kOmitEmpty),
-                      field("prompt", &s::prompt, kOmitEmpty)};
+                      field("prompt", &s::prompt, kOmitEmpty),
+                      field("screen", &s::screen, kOmitEmpty)};
   }
 };
 

@@ -20,7 +20,7 @@ namespace {
 struct logs_args {
   client::logs_options o;
   std::string id, since;
-  bool only_out = false, only_err = false;
+  bool only_out = false, only_err = false, screen = false;
 };
 
 // --since OFFSET: "N" (stdout) or "N:M" (stdout and stderr), as next_offset gives it.
@@ -39,6 +39,20 @@ int run_logs(const global_opts& g, logs_args& a) {
   if (a.id.empty()) return fail("logs needs a process ID or name ('sbsh ps -a' lists them), or a command's %ID");
   auto cmd = client::parse_command_ref(a.id);
   if (cmd && a.o.tail > 0) return fail("-n is for background processes; a command's %ID gives its whole output");
+  if (a.screen) {
+    if (!cmd) return fail("--screen is for a command's %ID run with exec --tty");
+    if (a.o.follow || !a.since.empty() || a.only_out || a.only_err)
+      return fail("--screen prints the terminal's screen alone: give it without -f, --since, --stdout or --stderr");
+    auto conn = connect(g);
+    if (!conn) return fail(conn.err().message);
+    client::logs_options o;
+    o.out = o.err = false;
+    auto r = conn->command_logs(*cmd, o, [](client::stream, std::string_view) {});
+    if (!r) return fail(r.err().message);
+    if (r->screen.empty())
+      return fail(fmt::format("command {} has no terminal (it did not run with exec --tty), or shows nothing", a.id));
+    return write_all(1, r->screen) == 0 ? 0 : fail("write error");
+  }
   if (!a.since.empty()) {
     if (!cmd)
       return fail("--since is for a command's %ID (exec --detach-after, --json); for a background process use -n");
@@ -84,6 +98,8 @@ runner declare_logs(command_line& cl) {
             "a command's (%ID) output only after OFFSET: N or N:M bytes of stdout and stderr, as a result's "
             "next_offset gives it (--json), so that nothing is printed twice",
             a->since);
+  cl.flag("--screen", "a command's (%ID, exec --tty): what its terminal shows, as text (now, or at its end)",
+          a->screen);
   cl.flag("--stdout", "only its stdout", a->only_out);
   cl.flag("--stderr", "only its stderr", a->only_err);
   cl.argument("ID", a->id);

@@ -74,7 +74,7 @@ _sbsh() {
         prune) COMPREPLY=($(compgen -W "--keep --older-than --json --help" -- "$cur")) ;;
       esac ;;
     start) COMPREPLY=($(compgen -W "-s --session --name -C --cwd -e --env --help --" -- "$cur")) ;;
-    logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --since --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;
+    logs) COMPREPLY=($(compgen -W "-f --follow -n --tail --since --screen --stdout --stderr --help $(_sbsh_procs)" -- "$cur")) ;;
     kill) COMPREPLY=($(compgen -W "-s --signal -TERM -KILL -INT -HUP --help $(_sbsh_procs)" -- "$cur")) ;;
     wait) COMPREPLY=($(compgen -W "-t --timeout --json --output-limit --help $(_sbsh_procs)" -- "$cur")) ;;
     input) COMPREPLY=($(compgen -W "--no-enter --key -f --file --eof -t --timeout --json --output-limit --help" -- "$cur")) ;;

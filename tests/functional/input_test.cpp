@@ -69,7 +69,7 @@ TEST_F(input_test, APythonReplIsDrivenLineByLine) {
   r = sbsh({"input", "--json", j["id"], "print(x)"});
   json p = json::parse(r.out);
   EXPECT_TRUE(has(p["stdout"], "42\r\n")) << r.out;
-  EXPECT_EQ(p["screen"], nullptr);  // still running: no final screen yet
+  EXPECT_EQ(p["screen"], ">>> x = 6 * 7\n>>> print(x)\n42\n>>>\n");  // what it shows now
   // Ctrl-D at the prompt ends it.
   r = sbsh({"input", "--key", "C-d", j["id"]});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
@@ -132,6 +132,32 @@ TEST_F(input_test, LinesTypedOneByOneReachTheCommand) {
   auto r = sbsh({"input", "--key", "C-d", j["id"]});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(slurp(out), "first line\nsecond line\n");
+}
+
+// The terminal's screen while the command runs, and at its end: rewritten lines as they ended.
+TEST_F(input_test, TheScreenShowsWhatTheTerminalShows) {
+  json j =
+      waiting({"--tty", "--interactive"}, R"(printf 'progress 10%%\r'; printf 'progress 90%%'; read -p ' ok? ' x)");
+  auto s = sbsh({"logs", "--screen", j["id"]});
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.out, "progress 90% ok?\n");
+  EXPECT_EQ(sbsh({"input", j["id"], "yes"}).code, 0);
+  EXPECT_EQ(sbsh({"logs", "--screen", j["id"]}).out, "progress 90% ok? yes\n");
+  // A command without a terminal has no screen: said so.
+  auto plain = sbsh({"exec", "-s", "i", "--detach-after", "100ms", "--json", "sleep 2"});
+  std::string id = json::parse(plain.out)["id"];
+  EXPECT_TRUE(has(sbsh({"logs", "--screen", id}).err, "has no terminal")) << id;
+  EXPECT_EQ(sbsh({"kill", id}).code, 0);
+}
+
+// Up recalls the line editor's history.
+TEST_F(input_test, UpRecallsTheHistory) {
+  json j =
+      waiting({"--tty", "--interactive"},
+              "set -o history; history -s recalled-line; read -e -p '> ' line; set +o history; echo \"got:$line\"");
+  auto r = sbsh({"input", "--key", "Up", "--key", "Enter", j["id"]});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "got:recalled-line")) << r.out;
 }
 
 TEST_F(input_test, ASecondCommandIsQueuedNotTyped) {

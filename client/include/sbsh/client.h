@@ -224,7 +224,8 @@ struct exec_result {
   // Bytes the command wrote to each stream so far (the data kept here plus what was left
   // out): the offsets from which logs_options gives only what is new.
   uint64_t stdout_bytes = 0, stderr_bytes = 0;
-  // exec_options::tty: what the command's terminal showed at its end, as text (each row
+  // exec_options::tty: what the command's terminal showed at its end (or, in an answer about
+  // a kept command that still runs, what it shows now), as text (each row
   // without trailing blanks, empty rows at the bottom left out), rendered by a terminal
   // emulator from its output; empty otherwise.
   std::string screen;
