@@ -449,6 +449,19 @@ class AsyncTest(unittest.TestCase):
     def run_async(self, coro):
         return asyncio.run(asyncio.wait_for(coro, 60))
 
+    def test_a_waiting_command_is_answered_from_asyncio(self):
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                r = await c.exec("""python3 -c 'n = input("Name? "); print("hi " + n)'""", session="aio-in",
+                                 interactive=True, detach_after=30)
+                a = await c.send_input(r.command_id, "Ada", enter=True, timeout=10)
+                await c.remove_session("aio-in")
+                return r, a
+        r, a = self.run_async(main())
+        self.assertTrue(r.waiting_for_input)
+        self.assertEqual(r.prompt, "Name? ")
+        self.assertEqual((a.running, a.exit_code, a.stdout), (False, 0, b"hi Ada\n"))
+
     def test_concurrent_exec_over_sessions_is_exact(self):
         async def main():
             async with sbsh.AsyncClient(self.d.sock, autostart=False, max_connections=10) as c:
