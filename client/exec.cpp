@@ -581,6 +581,22 @@ status read_end(const ipc::message& m, exec_result& r) {
   return ok_status();
 }
 
+// A kept command's output (after `from`'s offsets), kept as exec keeps it (output_limit),
+// with how it stands: one command_logs, without follow.
+result<exec_result> logs_as_result(connection& c, uint64_t command_id, const logs_options& from,
+                                   size_t output_limit) {
+  exec_result res;
+  kept_output kept(res, output_limit);
+  auto end = c.command_logs(command_id, from, [&](stream s, std::string_view d) { kept.add(s, d); });
+  if (!end) return end.err();
+  std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
+  res = std::move(*end);
+  res.stdout_data = std::move(out);
+  res.stderr_data = std::move(err);
+  kept.finish(res);
+  return res;
+}
+
 }  // namespace
 
 result<exec_result> connection::command_logs(uint64_t command_id, const logs_options& opts,
@@ -611,16 +627,7 @@ result<exec_result> connection::await_command(uint64_t command_id, std::chrono::
   auto reply = p_->call(ipc::encode(req, id), id);
   if (!reply && reply.err().code != ipc::wire_name(ipc::errc::timeout)) return reply.err();
   // Ended or not, its output so far, then how it stands, in one reply.
-  exec_result res;
-  kept_output kept(res, output_limit);
-  auto end = command_logs(command_id, {}, [&](stream s, std::string_view d) { kept.add(s, d); });
-  if (!end) return end.err();
-  std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
-  res = std::move(*end);
-  res.stdout_data = std::move(out);
-  res.stderr_data = std::move(err);
-  kept.finish(res);
-  return res;
+  return logs_as_result(*this, command_id, {}, output_limit);
 }
 
 std::optional<std::string> key_bytes(std::string_view name) {
@@ -676,19 +683,10 @@ result<exec_result> connection::send_input(uint64_t command_id, std::string_view
   auto reply = p_->call(ipc::encode(wait, id), id);
   if (!reply && reply.err().code != ipc::wire_name(ipc::errc::timeout)) return reply.err();
   // What it wrote since the input went in, and how it stands.
-  exec_result res;
-  kept_output kept(res, opts.output_limit);
   logs_options from;
   from.stdout_offset = before.stdout_bytes;
   from.stderr_offset = before.stderr_bytes;
-  auto end = command_logs(command_id, from, [&](stream s, std::string_view d) { kept.add(s, d); });
-  if (!end) return end.err();
-  std::string out = std::move(res.stdout_data), err = std::move(res.stderr_data);
-  res = std::move(*end);
-  res.stdout_data = std::move(out);
-  res.stderr_data = std::move(err);
-  kept.finish(res);
-  return res;
+  return logs_as_result(*this, command_id, from, opts.output_limit);
 }
 
 result<exec_result> connection::kill_command(uint64_t command_id, int signal) {

@@ -486,25 +486,33 @@ int network_ahead(child_args* a) {
   return n.fd;
 }
 
+// Sends `len` bytes and, when there are any, `fds` with them (SCM_RIGHTS) on a link between
+// parent and child; false with errno set when it is gone.
+bool send_with_fds(int link, void* data, size_t len, const std::vector<int>& fds) {
+  iovec iov{data, len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return ::sendmsg(link, &msg, MSG_NOSIGNAL) >= 0;
+}
+
 // A copy of the host's tree (kOldRoot), detached from every namespace, sent to the parent as
 // well (one byte, 't', with it) before the host's tree is detached.
 int copy_host_tree(child_args* a) {
   int tree = ::open_tree(AT_FDCWD, kOldRoot, OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
   if (tree < 0) child_fail(a, errno, "copying the host's tree");
   char byte = 't';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &tree, sizeof tree);
-  if (::sendmsg(a->link, &msg, MSG_NOSIGNAL) != 1) child_fail(a, errno, "copying the host's tree");
+  if (!send_with_fds(a->link, &byte, 1, {tree})) child_fail(a, errno, "copying the host's tree");
   return tree;
 }
 
@@ -621,26 +629,6 @@ std::vector<unique_fd> idmapped_mounts(pid_t pid, const sandbox_plan& plan) {
 // For a child cloned by root: writes its maps (its root is the plan's unprivileged user),
 // sends it the idmapped mounts, and waits until it has exec'd bash (end of file) or failed
 // (its report).
-// Sends `len` bytes and, when there are any, `fds` with them (SCM_RIGHTS) on the link to a
-// child; false with errno set when it is gone.
-bool send_with_fds(int link, void* data, size_t len, const std::vector<int>& fds) {
-  iovec iov{data, len};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return ::sendmsg(link, &msg, MSG_NOSIGNAL) >= 0;
-}
-
 result<child_report> map_and_release(pid_t pid, const sandbox_plan& plan, int link) {
   if (auto s = write_proc(pid, "uid_map", fmt::format("0 {} 1\n", plan.uid)); !s) return s.err();
   if (auto s = write_proc(pid, "gid_map", fmt::format("0 {} 1\n", plan.gid)); !s) return s.err();

@@ -56,6 +56,10 @@ std::string check_assignment(std::string_view option, const std::string& value);
 int list_sessions(const global_opts& g, bool json, bool with_processes, bool all);
 // Shared by the listing commands.
 std::string human_duration(uint64_t ms);
+// A local file's bytes, exactly ("-": standard input), for `option` (named in errors); more
+// than max_bytes is refused, saying what `holds` that much at most.
+result<std::string> local_bytes(std::string_view option, const std::string& path, uint64_t max_bytes,
+                                std::string_view holds);
 std::string human_bytes(uint64_t n);
 // Text from sbshd as it may be shown on a terminal: control characters escaped (\e, \n, \t,
 // \x07, C1 controls and bidirectional marks as \u009b), and bytes that are not UTF-8 as

@@ -97,26 +97,6 @@ result<line_range> parse_lines(std::string_view option, const std::string& v) {
   return r;
 }
 
-// edit --old-file, --new-file: a local file's bytes, exactly ("-": standard input).
-result<std::string> local_bytes(std::string_view option, const std::string& path) {
-  auto cannot = [&](std::string_view why) {
-    return make_error(ipc::errc::usage, fmt::format("{} {}: cannot read it: {}", option, path, why));
-  };
-  unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return cannot(std::strerror(errno));
-  std::string bytes;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return cannot(std::strerror(errno));
-    if (n == 0) return bytes;
-    bytes.append(buf, static_cast<size_t>(n));
-    if (bytes.size() > client::kMaxWholeFile)
-      return cannot(fmt::format("it is larger than the {} MiB a file edited may hold", client::kMaxWholeFile >> 20));
-  }
-}
-
 std::string check_mode(std::string_view option, const std::string& v) {
   if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
     return fmt::format("{}: '{}' is not an octal permission mode such as 644 or 0755", option, v);
@@ -201,12 +181,12 @@ int run_stat(client::connection& conn, const file_args& a) {
 int run_edit(client::connection& conn, const file_args& a) {
   std::string old_text = a.old_text, new_text = a.new_text;
   if (!a.old_file.empty()) {
-    auto b = local_bytes("--old-file", a.old_file);
+    auto b = local_bytes("--old-file", a.old_file, client::kMaxWholeFile, "a file edited may hold");
     if (!b) return fail(b.err());
     old_text = std::move(*b);
   }
   if (!a.new_file.empty()) {
-    auto b = local_bytes("--new-file", a.new_file);
+    auto b = local_bytes("--new-file", a.new_file, client::kMaxWholeFile, "a file edited may hold");
     if (!b) return fail(b.err());
     new_text = std::move(*b);
   }

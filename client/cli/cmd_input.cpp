@@ -22,6 +22,9 @@ namespace sbsh::cli {
 
 namespace {
 
+// More than this is a job for a file the command reads, not for typing.
+constexpr uint64_t kMaxInput = uint64_t{256} << 20;
+
 struct input_args {
   std::string id, file;
   std::vector<std::string> words, keys;
@@ -30,20 +33,6 @@ struct input_args {
   uint64_t output_limit = client::input_options{}.output_limit;
 };
 
-result<std::string> read_input(const std::string& path) {
-  unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return make_error(ipc::errc::usage, fmt::format("-f {}: cannot read it: {}", path, std::strerror(errno)));
-  std::string text;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return make_error(ipc::errc::usage, fmt::format("-f {}: cannot read it: {}", path, std::strerror(errno)));
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
-}
-
 // What to type: the words joined by spaces and Enter (unless --no-enter), then each --key;
 // or -f's bytes as they are.
 result<std::string> what_to_type(const input_args& a, bool& typed) {
@@ -51,7 +40,7 @@ result<std::string> what_to_type(const input_args& a, bool& typed) {
     if (!a.words.empty() || !a.keys.empty())
       return make_error(ipc::errc::usage, "-f sends a file's bytes as they are: give no TEXT nor --key with it");
     typed = false;
-    return read_input(a.file);
+    return local_bytes("-f", a.file, kMaxInput, "sbsh input sends at once");
   }
   typed = true;
   std::string text;

@@ -4,12 +4,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "client/cli/cli.h"
 #include "client/json.h"
+#include "ipc/fd.h"
 
 namespace sbsh::cli {
 
@@ -139,6 +142,25 @@ result<client::connection> connect(const global_opts& g, bool autostart) {
     o.autostart = autostart && g.autostart;
   }
   return client::connection::connect(o);
+}
+
+result<std::string> local_bytes(std::string_view option, const std::string& path, uint64_t max_bytes,
+                                std::string_view holds) {
+  auto cannot = [&](std::string_view why) {
+    return make_error(ipc::errc::usage, fmt::format("{} {}: cannot read it: {}", option, path, why));
+  };
+  unique_fd fd(path == "-" ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return cannot(std::strerror(errno));
+  std::string bytes;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return cannot(std::strerror(errno));
+    if (n == 0) return bytes;
+    bytes.append(buf, static_cast<size_t>(n));
+    if (bytes.size() > max_bytes) return cannot(fmt::format("it is larger than the {} MiB {}", max_bytes >> 20, holds));
+  }
 }
 
 }  // namespace sbsh::cli
