@@ -574,6 +574,7 @@ status read_end(const ipc::message& m, exec_result& r) {
     r.waiting_for_input = c->waiting_for_input;
     r.prompt = c->prompt;
     r.screen = c->screen;
+    r.generation = c->generation;
     return ok_status();
   }
   auto release = read_done(m, r);

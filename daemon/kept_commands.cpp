@@ -108,6 +108,7 @@ void kept_commands::started(const exec_job& job) {
   if (it == records_.end()) return;
   it->second->started = true;
   it->second->started_at_ms = job.started_at_ms;
+  it->second->generation = job.generation;
 }
 
 void kept_commands::output(uint64_t serial, int stream_no, std::string_view data) {
@@ -197,6 +198,7 @@ void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
   m.started_at_ms = r.started_at_ms;
   m.stdout_bytes = r.bytes[0];
   m.stderr_bytes = r.bytes[1];
+  m.generation = r.generation;
   m.waiting_for_input = r.waiting;
   if (r.waiting) m.prompt = r.prompt;
   std::string screen;

@@ -87,7 +87,8 @@ class kept_commands final : public command_keeper {
     uint64_t id = 0;
     std::string session, command;
     bool started = false, detached = false, finished = false;
-    bool waiting = false;  // for input, with its prompt
+    uint64_t generation = 0;  // of the shell that runs it
+    bool waiting = false;     // for input, with its prompt
     std::string prompt;
     int64_t started_at_ms = 0, ended_at_ms = 0;
     uint64_t ended_mono_us = 0;

@@ -590,6 +590,7 @@ struct command_running {
   bool waiting_for_input = false;  // it is blocked reading its terminal or stdin (the kernel says)
   std::string_view prompt;         // then the last line it printed
   std::string_view screen;         // exec --tty: what its terminal shows now, as text
+  uint64_t generation = 0;         // of the session's shell that runs it (once started)
   static constexpr auto fields() {
     using s = command_running;
     return std::tuple{field("command_id", &s::command_id),
@@ -601,7 +602,8 @@ struct command_running {
                       field("stderr_bytes", &s::stderr_bytes),
                       field("waiting_for_input", &s::waiting_for_input, kOmitEmpty),
                       field("prompt", &s::prompt, kOmitEmpty),
-                      field("screen", &s::screen, kOmitEmpty)};
+                      field("screen", &s::screen, kOmitEmpty),
+                      field("generation", &s::generation, kOmitEmpty)};
   }
 };
 

@@ -66,7 +66,7 @@ constexpr std::string_view kStartInput =
 constexpr std::string_view kProcOutput =
     R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}})J";
 constexpr std::string_view kProcsOutput =
-    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "description": "the background processes, oldest first", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}}}}})J";
+    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "description": "the background processes, oldest first", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}}}, "commands": {"type": "array", "description": "the commands run_command left running (all: every command sbshd keeps, ended ones too), by id: await_command, send_input, cancel_command and process_logs take it", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "string", "description": "the command's id (%N)"}, "session": {"type": "string", "description": "its session"}, "command": {"type": "string", "description": "its text"}, "state": {"type": "string", "description": "queued, running or finished"}, "detached": {"type": "boolean", "description": "it runs with no client waiting for it"}, "pid": {"type": ["integer", "null"], "description": "the pid of the shell running it"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "timed_out": {"type": "boolean", "description": "its timeout stopped it"}, "cancelled": {"type": "boolean", "description": "it was cancelled"}, "started_at": {"type": ["string", "null"], "description": "when it started"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}}}}}})J";
 constexpr std::string_view kListProcsInput =
     R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
 constexpr std::string_view kKillInput =
@@ -238,7 +238,8 @@ void remember_generation(uint64_t command_id, uint64_t generation) {
 }
 
 void running_facts(client::exec_result& r) {
-  {
+  // sbshd says which shell runs a kept command; a detached exec's own result does not.
+  if (r.generation == 0) {
     std::lock_guard lock(generations_lock);
     if (auto it = generations.find(r.command_id); it != generations.end()) r.generation = it->second;
   }
@@ -478,9 +479,12 @@ tool_outcome start_process(const json& args, tool_context& ctx) {
 tool_outcome list_processes(const json& args, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto v = conn->processes(args.value("all", false));
+  bool all = args.value("all", false);
+  auto v = conn->processes(all);
   if (!v) return refused(v.err());
-  return {json{{"processes", json(client::json_of(*v))}}, false, {}, {}};
+  auto cmds = conn->commands(all);
+  if (!cmds) return refused(cmds.err());
+  return {json{{"processes", json(client::json_of(*v))}, {"commands", json(client::json_of(*cmds))}}, false, {}, {}};
 }
 
 tool_outcome kill_process(const json& args, tool_context& ctx) {
@@ -747,7 +751,10 @@ constexpr tool kTools[] = {
      "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
      "logs (process_logs); it outlives this call. Returns the process record with its id.",
      kStartInput, kProcOutput, start_process},
-    {"list_processes", "List background processes (running ones; all: finished ones too).", kListProcsInput,
+    {"list_processes",
+     "List background processes and the commands run_command left running (running ones; all: finished ones "
+     "too).",
+     kListProcsInput,
      kProcsOutput, list_processes},
     {"kill_process", "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
      kKillInput, kProcOutput, kill_process},

@@ -618,6 +618,30 @@ TEST_F(mcp_test, send_input_answers_a_command_that_waits) {
   EXPECT_EQ(bad["result"]["isError"], true);
 }
 
+// A command another sbsh mcp started: while it runs, await_command here says which shell runs
+// it (sbshd keeps that), not generation 0.
+TEST_F(mcp_test, a_command_another_server_started_has_its_generation) {
+  auto first = start_initialized();
+  json r = first->call(tool_call(1, "run_command", {{"command", "sleep 2; echo done"}, {"session", "gen"}, {"wait_seconds", 0.3}}));
+  const json& sc = r["result"]["structuredContent"];
+  ASSERT_EQ(sc["running"], true) << r.dump();
+  uint64_t generation = sc["generation"];
+  EXPECT_GT(generation, 0u);
+  auto second = start_initialized();
+  json a = second->call(tool_call(2, "await_command", {{"id", sc["id"]}, {"wait_seconds", 0.2}}));
+  const json& ac = a["result"]["structuredContent"];
+  EXPECT_EQ(ac["running"], true) << a.dump();
+  EXPECT_EQ(ac["generation"], generation) << a.dump();
+  EXPECT_NE(ac["started_at"], nullptr) << a.dump();
+  // list_processes shows it too, by its id, beside the background processes.
+  json l = second->call(tool_call(3, "list_processes", json::object()));
+  const json& cmds = l["result"]["structuredContent"]["commands"];
+  ASSERT_EQ(cmds.size(), 1u) << l.dump();
+  EXPECT_EQ(cmds[0]["id"], sc["id"]);
+  EXPECT_EQ(cmds[0]["state"], "running");
+  EXPECT_EQ(cmds[0]["session"], "gen");
+}
+
 TEST_F(mcp_test, await_command_gives_what_is_new_since_the_offsets) {
   auto c = start_initialized();
   json r = c->call(
