@@ -9,7 +9,7 @@
 // (run.sh) gives SBSH, a private XDG_RUNTIME_DIR and HOME, and NODE_PATH to the installed
 // packages.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -274,6 +274,12 @@ async function agentTask(client) {
   r = await invoke(client, 'search_files', { session, pattern: 'return [0-9]' });
   assert.deepEqual(r.structuredContent.matches, [
     { path: 'app.py', line: 2, text: '    return 1' }, { path: 'app.py', line: 5, text: '    return 2' }]);
+  // The same in a snapshot of the project (made by the CLI: MCP's create_session makes none).
+  const snap = `snap-${flavor}`;
+  const made = spawnSync(sbsh, ['session', 'create', snap, '--snapshot', root], { env: process.env, encoding: 'utf8' });
+  assert.equal(made.status, 0, made.stderr);
+  r = await invoke(client, 'search_files', { session: snap, pattern: 'return [0-9]' });
+  assert.deepEqual(r.structuredContent.matches.map((m) => m.path), ['app.py', 'app.py'], JSON.stringify(r));
 }
 
 // Each client over Streamable HTTP: the same revision, state kept, a wrong argument seen as a
