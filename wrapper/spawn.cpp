@@ -472,17 +472,22 @@ int make_network(void* p) {
   ::_exit(0);
 }
 
-int network_ahead(child_args* a) {
+// -1 with *err set when it cannot: the stage still serves sessions with the network, and a
+// --no-network claim then fails over to a shell started anew, which reports why.
+int network_ahead(int* err) {
   constexpr size_t kStack = size_t{64} * 1024;
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) child_fail(a, errno, "making the shell's network namespace");
+  if (stack == MAP_FAILED) {
+    *err = errno;
+    return -1;
+  }
   network_args n;
   pid_t pid = ::clone(make_network, static_cast<char*>(stack) + kStack,
                       CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_NEWNET | SIGCHLD, &n);
-  if (pid < 0) child_fail(a, errno, "making the shell's network namespace");
-  ::waitpid(pid, nullptr, 0);
+  if (pid < 0) n.error = errno;
+  else ::waitpid(pid, nullptr, 0);
   ::munmap(stack, kStack);
-  if (n.fd < 0) child_fail(a, n.error != 0 ? n.error : EPROTO, "making the shell's network namespace");
+  if (n.fd < 0) *err = n.error != 0 ? n.error : EPROTO;
   return n.fd;
 }
 
@@ -544,7 +549,8 @@ int staged_main(void* p) {
     write_self(a, "/proc/self/uid_map", a->uid_map);
     write_self(a, "/proc/self/gid_map", a->gid_map);
   }
-  int network = network_ahead(a);
+  int network_error = 0;
+  int network = network_ahead(&network_error);
   begin_view(a);
   for (const auto& m : system.mounts) place(a, m, -1);
   make_special_mounts(a);
@@ -567,9 +573,11 @@ int staged_main(void* p) {
   }
   if (host >= 0) ::close(host);
   seal_view(a, part.cwd.c_str());
-  if (part.network && ::setns(network, CLONE_NEWNET) != 0)
-    child_fail(a, errno, "entering the shell's network namespace");
-  ::close(network);  // unused, it is torn down off this path
+  if (part.network) {
+    if (network < 0) child_fail(a, network_error, "making the shell's network namespace");
+    if (::setns(network, CLONE_NEWNET) != 0) child_fail(a, errno, "entering the shell's network namespace");
+  }
+  if (network >= 0) ::close(network);  // unused, it is torn down off this path
   place_descriptors(a);
   drop_capabilities(a);
   restrict_files(a, true);
