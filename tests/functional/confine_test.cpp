@@ -82,9 +82,7 @@ class confine_test : public daemon_test {
     for (const auto& e : fs::directory_iterator("/proc")) {
       std::string name = e.path().filename();
       if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream f(e.path() / "cmdline");
-      std::string line((std::istreambuf_iterator<char>(f)), {});
-      if (line == want) return static_cast<pid_t>(std::stol(name));
+      if (read_file(e.path() / "cmdline") == want) return static_cast<pid_t>(std::stol(name));
     }
     return 0;
   }
@@ -98,12 +96,12 @@ class confine_test : public daemon_test {
           for (const auto& e : fs::directory_iterator("/proc")) {
             std::string name = e.path().filename();
             if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-            std::ifstream f(e.path() / "cmdline");
-            std::string line((std::istreambuf_iterator<char>(f)), {});
+            // read_file: these processes come and go (a stage's short-lived helpers too).
+            std::string line = read_file(e.path() / "cmdline");
             if (line.find(sock + ".d/") == std::string::npos || line.find("--spare-confined") == std::string::npos)
               continue;
             // Not its staged shell, a copy of it in a PID namespace of its own (two pids).
-            std::ifstream status(e.path() / "status");
+            std::istringstream status(read_file(e.path() / "status"));
             for (std::string l; std::getline(status, l);)
               if (l.starts_with("NSpid:") && l.find_first_of(" \t", l.find_first_not_of(" \t", 6)) == std::string::npos)
                 found = static_cast<pid_t>(std::stol(name));
