@@ -13,32 +13,8 @@ namespace sbsh::test::file_ops_tests {
 
 namespace fs = std::filesystem;
 
-void put(const std::string& path, const std::string& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 
-class file_ops_test : public daemon_test {
- protected:
-  void SetUp() override {
-    daemon_test::SetUp();
-    root = dir + "/root";
-    fs::create_directories(root);
-    auto c = conn();
-    client::session_spec spec;
-    spec.name = "ws";
-    spec.root = root;
-    ASSERT_TRUE(c.create_session(spec).ok());
-  }
-
-  run_result file(std::vector<std::string> args, const std::string* in = nullptr) {
-    args.insert(args.begin(), "file");
-    args.insert(args.begin() + 2, {"-s", "ws"});
-    return sbsh(args, in);
-  }
-
-  std::string root;
-};
+using file_ops_test = root_session_test;
 
 TEST_F(file_ops_test, EditReplacesAnExactTextOnceOrEveryOneAndOtherwiseNothing) {
   const std::string text = "def f():\n    return 1\n\ndef g():\n    return 1\n";

@@ -21,10 +21,6 @@ namespace sbsh::test::file_tests {
 
 namespace fs = std::filesystem;
 
-void put(const std::string& path, const std::string& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 
 // Every byte value, NULs and invalid UTF-8 among them, `n` times over, shuffled.
 std::string awkward_bytes(size_t n) {
@@ -46,26 +42,15 @@ std::vector<std::string> leftovers(const std::string& root) {
 constexpr size_t file_service_writes = 16;  // sbshd's kMaxWritesPerClient
 constexpr size_t file_service_reads = 8;    // and kMaxReadsPerClient
 
-class file_test : public daemon_test {
+class file_test : public root_session_test {
  protected:
   void SetUp() override {
-    daemon_test::SetUp();
-    root = dir + "/root";
+    root_session_test::SetUp();
+    if (HasFatalFailure()) return;
     outside = dir + "/outside";
     fs::create_directories(root + "/sub");
     put(outside + "/secret", "outside secret\n");
     put(root + "/inside/secret", "inside\n");
-    auto c = conn();
-    client::session_spec spec;
-    spec.name = "ws";
-    spec.root = root;
-    ASSERT_TRUE(c.create_session(spec).ok());
-  }
-
-  run_result file(std::vector<std::string> args, const std::string* in = nullptr) {
-    args.insert(args.begin(), "file");
-    args.insert(args.begin() + 2, {"-s", "ws"});
-    return sbsh(args, in);
   }
   // The same through a dial command: bytes in chunks rather than a passed descriptor.
   run_result dial_file(std::vector<std::string> args, const std::string* in = nullptr) {
@@ -93,7 +78,7 @@ class file_test : public daemon_test {
     EXPECT_EQ(r.out.find("outside secret"), std::string::npos);
   }
 
-  std::string root, outside;
+  std::string outside;
 };
 
 TEST_F(file_test, BytesRoundTripExactlyAndWritesKeepOrSetTheMode) {

@@ -465,4 +465,27 @@ run_result make_demo_wheel(const std::string& path) {
               path});
 }
 
+void root_session_test::SetUp() {
+  daemon_test::SetUp();
+  if (IsSkipped() || HasFatalFailure()) return;
+  root = dir + "/root";
+  std::filesystem::create_directories(root);
+  auto c = conn();
+  client::session_spec spec;
+  spec.name = "ws";
+  spec.root = root;
+  ASSERT_TRUE(c.create_session(spec).ok());
+}
+
+run_result root_session_test::file(std::vector<std::string> args, const std::string* in) {
+  args.insert(args.begin(), "file");
+  args.insert(args.begin() + 2, {"-s", "ws"});
+  return sbsh(args, in);
+}
+
+void put(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
 }  // namespace sbsh::test

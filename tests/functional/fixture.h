@@ -103,4 +103,15 @@ class daemon_test : public ::testing::Test {
   pid_t daemon_pid = -1;
 };
 
+// A session "ws" whose root is dir/root, for file requests; file() runs `sbsh file VERB -s ws`.
+class root_session_test : public daemon_test {
+ protected:
+  void SetUp() override;
+  run_result file(std::vector<std::string> args, const std::string* in = nullptr);
+  std::string root;
+};
+
+// Writes `bytes` at `path`, making its directories.
+void put(const std::string& path, const std::string& bytes);
+
 }  // namespace sbsh::test
