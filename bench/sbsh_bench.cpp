@@ -38,7 +38,10 @@
 //                   with each part of the confinement added, with its CPU time. Then the
 //                   round trip of `true` in a confined session vs a plain one: goal <= 1.1x.
 //
-// Usage: sbsh-bench [--quick] [--only round-trip|snapshot|files|envs|confine|tty]
+//   clients         100 clients at once, each on its own session, running `true`; beside
+//                   them 100 marker drivers. Goals: >= 15,000 exec/s, p99 <= 20 ms.
+//
+// Usage: sbsh-bench [--quick] [--only round-trip|clients|snapshot|files|envs|confine|tty] [--clients N]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -46,10 +49,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <exception>
 #include <fstream>
 #include <functional>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "bench_util.h"
 #include "common/confine.h"
@@ -254,6 +260,63 @@ void round_trip(const private_daemon& d, int iters) {
                 "  floor: protocol, no daemon", f.median, f.p90, b2.median, b2.p90, f.median / b2.median,
                 s.median / f.median);
   }
+}
+
+// Many clients at once: `clients` threads, each with its own kept library connection to a
+// session of its own, run `true` for `seconds`; beside them the same number of marker drivers,
+// one per thread. Prints exec/s and each exec's p50 and p99. Goals: >= 15,000 exec/s and
+// p99 <= 20 ms with 100 clients over 100 sessions.
+struct load_figures {
+  double per_second = 0, p50 = 0, p99 = 0;
+};
+
+template <typename Run>
+load_figures under_load(unsigned clients, double seconds, Run run) {
+  std::vector<std::vector<double>> took(static_cast<size_t>(clients));
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < clients; ++i)
+    threads.emplace_back([&, i] {
+      auto step = run(i);  // sets up this client's connection or driver
+      ready.fetch_add(1);
+      while (ready.load() < static_cast<int>(clients)) std::this_thread::yield();
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto t0 = clock_type::now();
+        step();
+        took[static_cast<size_t>(i)].push_back(ms_since(t0));
+      }
+    });
+  while (ready.load() < static_cast<int>(clients)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = clock_type::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : threads) t.join();
+  double elapsed = ms_since(t0) / 1000;
+  std::vector<double> all;
+  for (auto& v : took) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  if (all.empty()) return {};
+  return {static_cast<double>(all.size()) / elapsed, all[all.size() / 2], all[std::min(all.size() - 1, all.size() * 99 / 100)]};
+}
+
+void many_clients(const private_daemon& d, unsigned clients, double seconds) {
+  auto sbsh = under_load(clients, seconds, [&](unsigned i) {
+    auto c = std::make_shared<client::connection>(d.connect());
+    client::exec_options o;
+    o.session = fmt::format("load{}", i);
+    o.command = "true";
+    if (auto r = c->exec(o); !r) std::fprintf(stderr, "exec: %s\n", r.err().message.c_str());  // makes the session
+    return [c, o] { (void)c->exec(o); };
+  });
+  auto base = under_load(clients, seconds, [](unsigned) {
+    auto drv = std::make_shared<marker_driver>();
+    return [drv] { (void)drv->run("true"); };
+  });
+  std::printf("%-28s %10.0f /s    (p50 %6.3f ms  p99 %7.3f ms) %10.0f /s  %7.2fx  goal >= 15000/s: %s, p99 <= 20 ms: %s\n",
+              fmt::format("{} clients, `true`", clients).c_str(), sbsh.per_second, sbsh.p50, sbsh.p99,
+              base.per_second, sbsh.per_second / std::max(base.per_second, 1.0),
+              sbsh.per_second >= 15000 ? "met" : "NOT met", sbsh.p99 <= 20 ? "met" : "NOT met");
 }
 
 // exec --tty beside a plain exec of the same command, and how long after a program starts
@@ -863,16 +926,24 @@ static int unguarded_main(int argc, char** argv) {
   using namespace sbsh::bench;
   bool quick = false;
   std::string only;
+  unsigned clients = 100;
   sbsh::cli::command_line cl("sbsh-bench", "");
   cl.describe("Measures sbsh's exec path beside its baselines and prints the ratios (docs/benchmarks.md).");
   cl.flag("--quick", "fewer iterations of each figure", quick);
-  cl.option("--only", "SECTION", "one section alone: round-trip, snapshot, files, envs, confine or tty", only,
-            sbsh::cli::check_one_of({"round-trip", "snapshot", "files", "envs", "confine", "tty"}));
+  cl.option("--only", "SECTION", "one section alone: round-trip, clients, snapshot, files, envs, confine or tty",
+            only, sbsh::cli::check_one_of({"round-trip", "clients", "snapshot", "files", "envs", "confine", "tty"}));
+  cl.number("--clients", "N", "clients at once in the clients section (default 100)", clients, "a number of clients",
+            1, 1000);
   if (int done = parse_or_exit(cl, "sbsh-bench", argc, argv); done >= 0) return done;
   if (only == "round-trip") {  // what scripts/test.sh prints after the tests, pinned and not
     private_daemon d("rt");
     std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
     round_trip(d, quick ? 500 : 5000);
+    return 0;
+  }
+  if (only == "clients") {
+    private_daemon d("clients");
+    many_clients(d, clients, quick ? 2 : 5);
     return 0;
   }
   if (only == "snapshot") {
@@ -902,6 +973,7 @@ static int unguarded_main(int argc, char** argv) {
   private_daemon d("exec");
   std::printf("%-28s %24s %27s %8s\n", "figure", "sbsh", "baseline", "ratio");
   round_trip(d, quick ? 500 : 5000);
+  many_clients(d, clients, quick ? 2 : 5);
   cpu_split(d, quick ? 2000 : 20000);
   cli(d, quick ? 50 : 500);
   terminal(d, quick ? 100 : 1000);

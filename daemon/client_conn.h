@@ -8,11 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "common/procs.h"
 #include "daemon/framed_socket.h"
 #include "daemon/runner_ports.h"
 #include "daemon/uv_handles.h"
@@ -62,6 +64,11 @@ class client_conn final : public reply_port {
 
   bool greeted = false;
   pid_t peer_pid = 0;
+  // The client process and its parents up to init, read from /proc the first time a command
+  // runs while it asks for another (server::check_not_waiting_on_itself): a process that is
+  // part of a session's command stays under that session's wrapper, a subreaper, so the
+  // chain's answer holds for the connection's life, and it is not read again per command.
+  mutable std::optional<std::vector<procs::proc_info>> ancestry;
 
   // The client's commands in flight. Each session's runner owns its jobs; this is the index
   // from an exec id to the session it runs in, which routes the client's later requests about

@@ -106,13 +106,16 @@ status server::check_not_waiting_on_itself(const client_conn& c, const std::stri
     any = any || (cur != nullptr && cur->started);
   }
   if (!any || c.peer_pid <= 1) return ok_status();  // the common case: nothing to wait for
-  std::vector<procs::proc_info> up;  // the client, its parent, ... up to init
-  for (pid_t pid = c.peer_pid; pid > 1 && up.size() < 4096;) {
-    procs::proc_info p;
-    if (!procs::read_stat(pid, &p)) break;
-    up.push_back(p);
-    pid = p.ppid;
+  if (!c.ancestry) {
+    auto& chain = c.ancestry.emplace();  // the client, its parent, ... up to init
+    for (pid_t pid = c.peer_pid; pid > 1 && chain.size() < 4096;) {
+      procs::proc_info p;
+      if (!procs::read_stat(pid, &p)) break;
+      chain.push_back(p);
+      pid = p.ppid;
+    }
   }
+  const auto& up = *c.ancestry;
   std::string through;  // the first session whose command the client is part of
   for (const auto& [name, s] : sessions_) {
     const exec_job* cur = s->jobs().current();

@@ -427,7 +427,7 @@ void proc_table::end_command(bg_proc& p, std::optional<int> code, const std::str
   }
   if (auto* s = srv_.find_session(p.session)) {
     s->touch(wall_ms());  // its idle time counts from the end of its last process
-    srv_.session_activity();
+    srv_.session_activity(*s);
   }
   // What the process wrote before it ended is in the pipes: log it before telling anyone.
   if (p.out_r) on_output(p, ipc::kStdout);

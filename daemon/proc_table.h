@@ -58,7 +58,7 @@ class proc_host : public service_context {
   virtual status check_not_waiting_on_itself(const client_conn& c, const std::string& target,
                                              std::vector<uint64_t>* inside) = 0;
   // A session's activity changed (a process started or ended): its idle time counts from now.
-  virtual void session_activity() = 0;
+  virtual void session_activity(const session& s) = 0;
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   virtual void write_atomically(const std::string& path, std::string bytes) = 0;
   // The commands kept under their id, which `ps` lists with the processes.

@@ -80,7 +80,7 @@ class server final : public proc_host, public session_host {
   uint64_t rebuild_env(const std::string& name, const session_def& def,
                        std::function<void(const status&)> done) override;
   void cancel_rebuild(uint64_t ticket) override;
-  void session_activity() override;
+  void session_activity(const session& s) override;
   [[nodiscard]] bool busy(const session& s) const override;
 
   // For handlers.
@@ -173,6 +173,7 @@ class server final : public proc_host, public session_host {
   void start_spares_in(uint64_t ms);
   // One timer for every session's idle expiry: it fires when the first idle session expires.
   void arm_expiry();
+  void arm_expiry_at(int64_t due_ms);
   void expire_idle();
   void drop_spares();
 
@@ -190,6 +191,7 @@ class server final : public proc_host, public session_host {
   handle_ptr<timer> spare_timer_;
   handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
   handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
+  int64_t expiry_due_ = 0;            // when it fires (wall clock, ms)
   handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.

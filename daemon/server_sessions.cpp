@@ -526,15 +526,20 @@ bool server::busy(const session& s) const {
   return s.jobs_const().current() != nullptr || s.jobs_const().queued() > 0 || (procs_ && procs_->any_running(s.name()));
 }
 
-void server::session_activity() {
-  if (shutting_down_) return;
+void server::session_activity(const session& s) {
+  // Only a session that expires when idle cares when it was last active: for the others a
+  // command's start and end cost nothing here, however many sessions there are.
+  if (shutting_down_ || s.def().idle_expiry_ms == 0) return;
   // Idle times are saved at most once a minute (and at shutdown): losing a minute of one in
   // a crash changes nothing that matters, and a command's end costs no write.
   if (!activity_save_timer_) {
     activity_save_timer_ = make_handle<timer>(&loop_);
     activity_save_timer_->start(60'000, [this] { save_state(); });
   }
-  arm_expiry();
+  // Activity only moves this session's expiry later, so a timer already due no later than it
+  // stands: when it fires, expire_idle() looks at every session and sets it again.
+  int64_t due = s.last_active_ms() + static_cast<int64_t>(s.def().idle_expiry_ms);
+  if (!expiry_timer_ || due < expiry_due_) arm_expiry_at(due);
 }
 
 void server::arm_expiry() {
@@ -547,9 +552,14 @@ void server::arm_expiry() {
     expiry_timer_.reset();
     return;
   }
+  arm_expiry_at(first);
+}
+
+void server::arm_expiry_at(int64_t due_ms) {
   if (!expiry_timer_) expiry_timer_ = make_handle<timer>(&loop_);
+  expiry_due_ = due_ms;
   // A little late rather than early: a session is removed only once it is due.
-  expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(first - wall_ms(), 0)) + 1, [this] { expire_idle(); });
+  expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(due_ms - wall_ms(), 0)) + 1, [this] { expire_idle(); });
 }
 
 void server::expire_idle() {

@@ -41,7 +41,7 @@ session::~session() = default;
 
 void session::activity() {
   touch(wall_ms());
-  srv_.session_activity();
+  srv_.session_activity(*this);
 }
 
 void session::enqueue(std::unique_ptr<exec_job> job) { jobs_.enqueue(std::move(job)); }

@@ -76,7 +76,7 @@ class session_host {
 
   // A session's activity changed (a command or background process started or ended): its
   // idle time counts from now, and the expiry timer is set again.
-  virtual void session_activity() = 0;
+  virtual void session_activity(const session& s) = 0;
   // Whether the session has something to do: a command running or queued, a background
   // process running.
   [[nodiscard]] virtual bool busy(const session& s) const = 0;

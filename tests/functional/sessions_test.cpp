@@ -207,6 +207,8 @@ TEST_F(sessions_own_daemon_test, AnIdleImplicitSessionExpiresByItself) {
   ASSERT_TRUE(wait_until([&] { return !listed("work").is_null(); }, std::chrono::seconds(20)));
   working.join();
   EXPECT_EQ(exec("work", "true").code, 0);  // it was still there after 2.5 s of work
+  // Its idle time counts from the end of its last command: then it goes too.
+  EXPECT_TRUE(wait_until([&] { return listed("work").is_null(); }, std::chrono::seconds(20)));
 }
 
 // Each restart of sbshd used to bring every implicit session back for ever; now each keeps
