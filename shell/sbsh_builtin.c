@@ -230,15 +230,24 @@ static int same_socket(int fd) {
   return fstat(fd, &st) == 0 && st.st_ino == channel_ino && st.st_dev == channel_dev;
 }
 
+/* Whether channel() found both descriptors right and no text of the user's has run since:
+ * only a command (or a trap) in this process can close or replace them, so the checks between
+ * two commands are not made again. Cleared wherever bash may run the user's text. */
+static int channel_trusted;
+
 /* The channel, checked: a command may have closed or replaced fd SBSH_CHANNEL_FD (exec
  * 254>&-). The backup restores it; with both gone the shell cannot report and ends. */
 static int channel(void) {
+  if (channel_trusted) return SBSH_CHANNEL_FD;
   if (same_socket(SBSH_CHANNEL_FD)) {
     if (!same_socket(SBSH_CHANNEL_BACKUP_FD)) dup3(SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD, O_CLOEXEC);
+    channel_trusted = 1;
     return SBSH_CHANNEL_FD;
   }
-  if (same_socket(SBSH_CHANNEL_BACKUP_FD) && dup3(SBSH_CHANNEL_BACKUP_FD, SBSH_CHANNEL_FD, O_CLOEXEC) >= 0)
+  if (same_socket(SBSH_CHANNEL_BACKUP_FD) && dup3(SBSH_CHANNEL_BACKUP_FD, SBSH_CHANNEL_FD, O_CLOEXEC) >= 0) {
+    channel_trusted = 1;
     return SBSH_CHANNEL_FD;
+  }
   fprintf(stderr, "sbsh: a command closed the shell's channel to sbshd (descriptors %d and %d); the shell ends\n",
           SBSH_CHANNEL_FD, SBSH_CHANNEL_BACKUP_FD);
   fflush(stderr);
@@ -857,6 +866,7 @@ static int eval_at_top_level(char *text) {
   int value;
   int code = setjmp_nosigs(top_level);
   if (code == 0) {
+    channel_trusted = 0;
     value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
   } else if (getpid() != shell_pid || !serving || !survivable(code)) {
     /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
@@ -1084,6 +1094,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
+  channel_trusted = 0; /* bash ran traps, or a command, since the builtin last served */
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();
