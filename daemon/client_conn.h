@@ -64,11 +64,16 @@ class client_conn final : public reply_port {
 
   bool greeted = false;
   pid_t peer_pid = 0;
-  // The client process and its parents up to init, read from /proc the first time a command
-  // runs while it asks for another (server::check_not_waiting_on_itself): a process that is
-  // part of a session's command stays under that session's wrapper, a subreaper, so the
-  // chain's answer holds for the connection's life, and it is not read again per command.
-  mutable std::optional<std::vector<procs::proc_info>> ancestry;
+  // The client process and its parents up to init, and the sessions whose shell or wrapper
+  // is one of them, read the first time a command runs while it asks for another
+  // (server::check_not_waiting_on_itself). A process that is part of a session's command
+  // stays under that session's wrapper, a subreaper, and no other session's can become its
+  // parent, so this holds for the connection's life and is not read again per command.
+  struct parents {
+    std::vector<procs::proc_info> chain;
+    std::vector<std::string> sessions;  // in name order
+  };
+  mutable std::optional<parents> ancestry;
 
   // The client's commands in flight. Each session's runner owns its jobs; this is the index
   // from an exec id to the session it runs in, which routes the client's later requests about

@@ -100,25 +100,35 @@ void on_release(server& srv, client_conn& c, ipc::envelope& env) {
 status server::check_not_waiting_on_itself(const client_conn& c, const std::string& target,
                                             std::vector<uint64_t>* inside) {
   inside->clear();
-  bool any = false;
-  for (const auto& [name, s] : sessions_) {
-    const exec_job* cur = s->jobs().current();
-    any = any || (cur != nullptr && cur->started);
-  }
-  if (!any || c.peer_pid <= 1) return ok_status();  // the common case: nothing to wait for
+  if (c.peer_pid <= 1) return ok_status();
   if (!c.ancestry) {
-    auto& chain = c.ancestry.emplace();  // the client, its parent, ... up to init
-    for (pid_t pid = c.peer_pid; pid > 1 && chain.size() < 4096;) {
+    bool any = false;
+    for (const auto& [name, s] : sessions_) {
+      const exec_job* cur = s->jobs().current();
+      any = any || (cur != nullptr && cur->started);
+    }
+    if (!any) return ok_status();  // the common case: nothing to wait for
+    auto& a = c.ancestry.emplace();
+    for (pid_t pid = c.peer_pid; pid > 1 && a.chain.size() < 4096;) {
       procs::proc_info p;
       if (!procs::read_stat(pid, &p)) break;
-      chain.push_back(p);
+      a.chain.push_back(p);
       pid = p.ppid;
     }
+    // The sessions the client is under: no other can come to be one of its parents.
+    for (const auto& [name, s] : sessions_) {
+      auto shell = static_cast<pid_t>(s->shell().shell_pid());
+      auto wrapper = static_cast<pid_t>(s->shell().wrapper_pid());
+      if (std::any_of(a.chain.begin() + (a.chain.empty() ? 0 : 1), a.chain.end(),
+                      [&](const procs::proc_info& p) { return p.pid == shell || p.pid == wrapper; }))
+        a.sessions.push_back(name);
+    }
   }
-  const auto& up = *c.ancestry;
+  const auto& up = c.ancestry->chain;
   std::string through;  // the first session whose command the client is part of
-  for (const auto& [name, s] : sessions_) {
-    const exec_job* cur = s->jobs().current();
+  for (const auto& name : c.ancestry->sessions) {
+    session* s = find_session(name);
+    const exec_job* cur = s != nullptr ? s->jobs().current() : nullptr;
     if (cur == nullptr || !cur->started) continue;
     auto shell = static_cast<pid_t>(s->shell().shell_pid());
     auto wrapper = static_cast<pid_t>(s->shell().wrapper_pid());

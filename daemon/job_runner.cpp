@@ -53,11 +53,13 @@ constexpr uint64_t kMaxProbeMs = 1000;
 // The end of a command's output kept as its prompt.
 constexpr size_t kMaxPrompt = 256;
 
-// Whether anything may still write into the pipe whose read end is `fd`: with no writer left
-// the read end reports a hang-up (data may still be buffered: the client reads it).
-bool has_writers(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) == 0;
+// Whether anything may still write into a pipe whose read end is `out` or `err` (-1: none):
+// with no writer left a read end reports a hang-up (data may still be buffered: the client
+// reads it). One poll for both: this runs at the end of every command.
+bool has_writers(int out, int err) {
+  pollfd p[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};  // poll skips a negative fd
+  if (::poll(p, 2, 0) < 0) return false;
+  return (out >= 0 && (p[0].revents & POLLHUP) == 0) || (err >= 0 && (p[1].revents & POLLHUP) == 0);
 }
 
 // exec --tty: a pseudo-terminal of the job's size. Its master is what sbshd reads (out_r) and
@@ -483,7 +485,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
   // once the client has read what is its own (release). With no writer left, nothing more
   // can come: no release is needed, and the result says so.
-  bool writers = (job->out_r && has_writers(job->out_r.get())) || (job->err_r && has_writers(job->err_r.get()));
+  bool writers = has_writers(job->out_r ? job->out_r.get() : -1, job->err_r ? job->err_r.get() : -1);
   job->wants_release = job->io_fds && c != nullptr && writers;
   if (c != nullptr) c->reply(done_frame(*job, dur));
   if (job->wants_release && !job->released) {
