@@ -34,6 +34,8 @@ echo "== tests"
 echo "== round trip (sbsh-bench --quick --only round-trip; pinned to CPU 0, then unpinned)"
 taskset -c 0 build/bin/sbsh-bench --quick --only round-trip || echo "(the benchmark could not run pinned)"
 build/bin/sbsh-bench --quick --only round-trip || echo "(the benchmark could not run)"
+echo "== many clients (sbsh-bench --quick --only clients: 100 clients over 100 sessions)"
+build/bin/sbsh-bench --quick --only clients || echo "(the benchmark could not run)"
 
 # The image of dist/container/ (docs/containers.md): its Debian packages, base and image are
 # built from here on in the background, at the lowest priority as the lint is, so that they
