@@ -1,8 +1,10 @@
 // JSON for --json and the C ABI: the writer and the JSON form of each listing.
 #include "client/json.h"
+#include "client/json_form.h"
 
 #include <algorithm>
 #include <ctime>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -79,10 +81,7 @@ json_value text_or_null(std::string_view s) { return s.empty() ? json_value(null
 
 json_value time_or_null(int64_t unix_ms) { return unix_ms > 0 ? json_value(rfc3339_ms(unix_ms)) : json_value(nullptr); }
 
-namespace {
-
-// A count, null when it is 0 (none is set).
-json_value count_or_null(uint64_t n) { return n > 0 ? json_value(n) : json_value(nullptr); }
+namespace json_detail {
 
 // A name or path at `key`. A file name is bytes, and JSON text cannot hold those that are not
 // UTF-8: such a name is there with U+FFFD in their place and, beside it at KEY_base64, its
@@ -112,7 +111,25 @@ void put_names(json_value& o, const std::string& key, const std::vector<std::str
   if (any) o[key + "_base64"] = std::move(exact);
 }
 
-}  // namespace
+json_value reorder(json_value o, std::span<const std::string_view> order) {
+  json_value out = json_value::object();
+  auto move = [&](const std::string& key) {
+    auto it = o.find(key);
+    if (it == o.end()) return;
+    out[key] = std::move(*it);
+    o.erase(it);
+  };
+  for (auto k : order) {
+    move(std::string(k));
+    move(std::string(k) + "_base64");
+  }
+  for (auto& [key, value] : o.items()) out[key] = std::move(value);
+  return out;
+}
+
+}  // namespace json_detail
+
+using json_detail::put_name;
 
 std::string command_ref(uint64_t id) { return "%" + std::to_string(id); }
 
@@ -161,30 +178,6 @@ void add_exec_result(json_value& j, std::string_view session, std::string_view c
   j["error"] = text_or_null(r.error);
 }
 
-json_value json_of(const session_status& s) {
-  json_value o;
-  o["name"] = s.name;
-  o["state"] = s.state;
-  o["shell_pid"] = s.shell_pid;
-  o["wrapper_pid"] = s.wrapper_pid;
-  o["restarts"] = s.restarts;
-  o["queued"] = s.queued;
-  o["commands"] = s.commands;
-  put_name(o, "cwd", s.cwd);
-  o["restart"] = s.restart;
-  o["uptime_ms"] = s.uptime_ms;
-  o["started_at"] = time_or_null(s.started_at_ms);
-  o["running"] = text_or_null(s.running);
-  o["running_ms"] = s.running.empty() ? json_value(nullptr) : json_value(s.running_ms);
-  o["error"] = text_or_null(s.error);
-  o["implicit"] = s.implicit;
-  o["idle_expiry_ms"] = count_or_null(s.idle_expiry_ms);
-  o["idle_since"] = time_or_null(s.idle_since_ms);
-  o["expires_at"] = time_or_null(s.expires_at_ms);
-  o["timeout_ms"] = count_or_null(s.timeout_ms);
-  return o;
-}
-
 namespace {
 
 // What the kernel holds a session to: its Landlock rules besides the system's, its
@@ -220,128 +213,42 @@ json_value confinement_json(const session_spec& def) {
   return c;
 }
 
-json_value definition_json(const session_spec& def) {
-  json_value d;
-  put_name(d, "cwd", def.cwd);
-  d["env"] = def.env;
-  d["init"] = def.init;
-  d["restart"] = def.restart;
-  d["limits"] = def.limits;
-  if (def.root.empty()) d["root"] = nullptr;
-  else put_name(d, "root", def.root);
-  if (!def.snapshot.empty()) {
-    put_name(d, "snapshot", def.snapshot);
-    d["ignore"] = def.ignore;
-    d["no_default_ignores"] = def.no_default_ignores;
-    d["gitignore"] = def.gitignore;
-    d["ignore_rules"] = ignore_rules(def);
-    d["keep_copy_on_failure"] = def.keep_copy_on_failure;
-    d["special_skipped"] = def.special_skipped;
-  }
-  d["timeout_ms"] = count_or_null(def.timeout_ms);
-  if (!def.setup.empty()) {
-    d["setup"] = def.setup;
-    put_names(d, "setup_keys", def.setup_keys);
-    d["sbsh_env"] = def.sbsh_env;
-  }
-  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
-  if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) d["confinement"] = confinement_json(def);
-  return d;
-}
-
 }  // namespace
 
-json_value json_of(const session_detail& d) {
-  json_value history = json_value::array();
-  for (const auto& h : d.history) {
-    json_value o;
-    o["command"] = h.command;
-    o["exit_code"] = opt_json(h.exit_code);
-    o["timed_out"] = h.timed_out;
-    o["shell_restarted"] = h.shell_restarted;
-    o["started_at"] = rfc3339_ms(h.started_at_ms);
-    o["duration_ms"] = h.duration_ms;
-    history.push_back(std::move(o));
+void json_form<session_spec>::finish(json_value& o, const session_spec& def) {
+  if (def.snapshot.empty()) {
+    for (const char* k : {"snapshot", "snapshot_base64", "ignore", "no_default_ignores", "gitignore",
+                          "keep_copy_on_failure", "special_skipped"})
+      o.erase(k);
+  } else {
+    o["ignore_rules"] = ignore_rules(def);
   }
-  json_value o;
-  o["session"] = json_of(d.status);
-  o["definition"] = definition_json(d.definition);
-  o["history"] = std::move(history);
-  o["init_output"] = d.init_output;
-  return o;
+  if (def.setup.empty())
+    for (const char* k : {"setup", "setup_keys", "setup_keys_base64", "sbsh_env"}) o.erase(k);
+  bool cgroup_limits = def.memory_max != 0 || def.pids_max != 0 || def.cpu_millis != 0;
+  if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) o["confinement"] = confinement_json(def);
 }
 
-json_value json_of(const proc_info& p) {
-  json_value o;
-  o["id"] = p.id;
-  o["name"] = p.name;
-  o["session"] = p.session;
-  o["command"] = p.command;
-  o["state"] = p.state;
-  o["pid"] = p.pid > 0 ? json_value(p.pid) : json_value(nullptr);
-  o["pgid"] = o["pid"];
-  o["exit_code"] = opt_json(p.exit_code);
-  o["signal"] = signal_json(p.signal);
-  o["started_at"] = rfc3339_ms(p.started_at_ms);
-  o["ended_at"] = time_or_null(p.ended_at_ms);
-  o["error"] = text_or_null(p.error);
-  put_name(o, "log", p.log_path);
-  return o;
+void json_form<file_entry>::finish(json_value& o, const file_entry& e) {
+  if (e.type == "symlink") return;
+  o.erase("target");
+  o.erase("target_base64");
 }
 
-json_value json_of(const command_info& c) {
-  json_value o;
-  o["id"] = command_ref(c.id);
-  o["session"] = c.session;
-  o["command"] = c.command;
-  o["state"] = c.state;
-  o["detached"] = c.detached;
-  o["pid"] = c.pid > 0 ? json_value(c.pid) : json_value(nullptr);
-  o["exit_code"] = opt_json(c.exit_code);
-  o["signal"] = signal_json(c.signal);
-  o["timed_out"] = c.timed_out;
-  o["cancelled"] = c.cancelled;
-  o["started_at"] = time_or_null(c.started_at_ms);
-  o["ended_at"] = time_or_null(c.ended_at_ms);
-  return o;
-}
-
-json_value json_of(const daemon_status& st) {
-  const auto& n = st.counters;
-  json_value c;
-  c["commands"] = n.commands;
-  c["failed"] = n.failed;
-  c["timed_out"] = n.timed_out;
-  c["shell_restarts"] = n.shell_restarts;
-  c["bytes_streamed"] = n.bytes_streamed;
-  c["clients"] = n.clients;
-  json_value o;
-  o["pid"] = st.pid;
-  o["version"] = st.version;
-  o["uptime_ms"] = st.uptime_ms;
-  o["socket"] = st.socket_path;
-  o["counters"] = std::move(c);
-  o["sessions"] = json_of(st.sessions);
-  return o;
-}
-
-json_value json_of(const file_entry& e) {
-  json_value o;
-  put_name(o, "path", e.path);
-  o["type"] = e.type;
-  o["size"] = e.size;
-  o["mode"] = fmt::format("{:04o}", e.mode);
-  o["mtime"] = rfc3339_ms(e.mtime_ms);
-  if (e.type == "symlink") put_name(o, "target", e.target);
-  return o;
-}
+json_value json_of(const session_status& s) { return json_form_of(s); }
+json_value json_of(const session_detail& d) { return json_form_of(d); }
+json_value json_of(const proc_info& p) { return json_form_of(p); }
+json_value json_of(const command_info& c) { return json_form_of(c); }
+json_value json_of(const daemon_status& st) { return json_form_of(st); }
+json_value json_of(const file_entry& e) { return json_form_of(e); }
+json_value json_of(const file_search_result& r) { return json_form_of(r); }
+json_value json_of(const environment_info& e) { return json_form_of(e); }
 
 json_value json_of(std::string_view path, const file_edit_result& r) {
   json_value o;
   put_name(o, "path", path);
-  o["replacements"] = r.replacements;
-  o["bytes"] = r.bytes;
-  o["first_line"] = r.first_line;
+  json_value rest = json_form_of(r);
+  for (auto& [key, value] : rest.items()) o[key] = std::move(value);
   return o;
 }
 
@@ -359,45 +266,11 @@ json_value json_of(std::string_view path, const file_lines& l) {
   return o;
 }
 
-json_value json_of(const file_search_result& r) {
-  json_value matches = json_value::array();
-  for (const auto& m : r.matches) {
-    json_value one;
-    put_name(one, "path", m.path);
-    one["line"] = m.line;
-    put_name(one, "text", m.text);
-    matches.push_back(std::move(one));
-  }
-  json_value o;
-  o["matches"] = std::move(matches);
-  o["files_searched"] = r.files_searched;
-  o["files_skipped"] = r.files_skipped;
-  o["truncated"] = r.truncated;
-  put_name(o, "dir", r.dir);
-  return o;
-}
-
-json_value json_of(const environment_info& e) {
-  json_value o;
-  o["hash"] = e.hash;
-  put_name(o, "path", e.path);
-  o["setup"] = e.setup;
-  o["keys"] = e.keys;
-  o["size_bytes"] = e.size_bytes;
-  o["created_at"] = rfc3339_ms(e.created_at_ms);
-  o["last_used"] = rfc3339_ms(e.last_used_ms);
-  o["sessions"] = e.sessions;
-  return o;
-}
-
 json_value json_of(const std::vector<kept_copy>& v, bool sized) {
   json_value a = json_value::array();
   for (const auto& k : v) {
-    json_value o;
-    o["session"] = k.session;
-    put_name(o, "path", k.path);
-    o["kept_at"] = rfc3339_ms(k.kept_at_ms);
-    if (sized) o["size_bytes"] = k.size_bytes;
+    json_value o = json_form_of(k);
+    if (!sized) o.erase("size_bytes");
     a.push_back(std::move(o));
   }
   return a;
