@@ -269,6 +269,114 @@ json_value json_form_of(const T& r) {
   return o;
 }
 
+// ---- The JSON Schema of that form ----------------------------------------------------------
+// json_schema_of<T>() describes json_form_of(T) by the same rules: each key's type, "null"
+// among its types where the form may give null, NAME_base64 beside a text with exact bytes,
+// and every key required that is always there (not those a finish() may leave out, which
+// the override names in `sometimes`). Descriptions are prose, given by key by the caller.
+struct json_doc {
+  std::string_view key;
+  std::string_view text;
+};
+
+template <typename T>
+json_value json_schema_of(std::span<const json_doc> docs = {});
+
+namespace json_detail {
+
+inline json_value or_null(json_value s) {
+  s["type"] = json_value::array({s["type"], "null"});
+  return s;
+}
+
+template <typename M>
+json_value type_schema() {
+  if constexpr (std::is_same_v<M, bool>) return {{"type", "boolean"}};
+  else if constexpr (std::is_integral_v<M>) return {{"type", "integer"}};
+  else if constexpr (std::is_floating_point_v<M>) return {{"type", "number"}};
+  else if constexpr (std::is_convertible_v<M, std::string_view>) return {{"type", "string"}};
+  else if constexpr (is_optional<M>::value) return or_null(type_schema<typename M::value_type>());
+  else if constexpr (ipc::is_record<M>) return json_schema_of<M>();
+  else if constexpr (is_vector<M>::value) return {{"type", "array"}, {"items", type_schema<typename M::value_type>()}};
+  else return json_value::object();
+}
+
+// Whether put_member() may give null for field f: the same conditions, known in advance.
+template <typename M, typename F>
+bool may_be_null(const F& f, std::optional<json_as> rule) {
+  if (rule == json_as::null_if_empty || rule == json_as::signal_name) return true;
+  if (rule == json_as::as_is) return false;
+  bool can = f.when != nullptr;
+  if constexpr (std::is_arithmetic_v<M>) can = can || (f.flags & ipc::kNilIfZero) != 0;
+  if constexpr (!std::is_same_v<M, bool> && !is_vector<M>::value) can = can || (f.flags & ipc::kOmitEmpty) != 0;
+  return can;
+}
+
+template <typename T, typename F>
+void put_member_schema(json_value& props, const F& f) {
+  using M = typename F::type;
+  std::optional<json_as> rule = rule_of<T>(f.name);
+  std::string key(f.name);
+  json_value s;
+  if (std::is_same_v<M, int64_t> && is_time(f.name)) {
+    key.resize(key.size() - 3);
+    s = {{"type", "string"}};
+  } else if (rule == json_as::signal_name || rule == json_as::command_ref || rule == json_as::octal) {
+    s = {{"type", "string"}};
+  } else {
+    s = type_schema<M>();
+  }
+  if (may_be_null<M>(f, rule) && !s["type"].is_array()) s = or_null(std::move(s));
+  props[key] = std::move(s);
+  if constexpr (std::is_same_v<M, std::string> || std::is_same_v<M, std::vector<std::string>>) {
+    if (rule != json_as::plain_text && has_bytes_of(ipc::kTable<T>, f.member)) {
+      json_value b = std::is_same_v<M, std::string>
+                         ? json_value{{"type", "string"}}
+                         : json_value{{"type", "array"}, {"items", {{"type", json_value::array({"string", "null"})}}}};
+      b["description"] = fmt::format(
+          "only when {} is not valid UTF-8 (it then has U+FFFD in place of those bytes): its exact bytes, in base64",
+          key);
+      props[key + "_base64"] = std::move(b);
+    }
+  }
+}
+
+template <typename T, typename F>
+void put_field_schema(json_value& props, const F& f) {
+  if constexpr (requires { F::kBytesOf; }) {
+    return;
+  } else {
+    if (rule_of<T>(f.name) == json_as::omit) return;
+    if constexpr (requires { f.value; }) {
+      props[std::string(f.name)] = type_schema<typename F::type>();
+    } else if constexpr (requires { f.outer; }) {
+      using I = std::remove_cvref_t<decltype(std::declval<const T&>().*(f.outer))>;
+      props[std::string(ipc::schema_of<I>::name)] = json_schema_of<I>();
+    } else {
+      put_member_schema<T>(props, f);
+    }
+  }
+}
+
+}  // namespace json_detail
+
+template <typename T>
+json_value json_schema_of(std::span<const json_doc> docs) {
+  json_value props = json_value::object();
+  std::apply([&](const auto&... f) { (json_detail::put_field_schema<T>(props, f), ...); }, ipc::kTable<T>);
+  if constexpr (requires { json_form<T>::order; }) props = json_detail::reorder(std::move(props), json_form<T>::order);
+  json_value required = json_value::array();
+  for (auto& [key, value] : props.items()) {
+    bool sometimes = key.ends_with("_base64");
+    if constexpr (requires { json_form<T>::sometimes; })
+      for (auto k : json_form<T>::sometimes) sometimes = sometimes || key == k;
+    if (!sometimes) required.push_back(key);
+    for (const auto& d : docs)
+      if (d.key == key) value["description"] = d.text;
+  }
+  return {{"type", "object"}, {"required", std::move(required)}, {"properties", std::move(props)}};
+}
+
 // ---- The overrides ----------------------------------------------------------------------
 
 template <>
@@ -299,6 +407,9 @@ struct json_form<session_spec> {
       "snapshot", "ignore", "no_default_ignores", "gitignore", "ignore_rules", "keep_copy_on_failure", "special_skipped",
       "timeout_ms", "setup", "setup_keys", "sbsh_env", "confinement"};
   // clang-format on
+  static constexpr std::string_view sometimes[] =
+      {"snapshot",        "ignore", "no_default_ignores", "gitignore", "keep_copy_on_failure",
+       "special_skipped", "setup",  "setup_keys",         "sbsh_env"};
   static void finish(json_value& o, const session_spec& def);
 };
 
@@ -331,6 +442,7 @@ struct json_form<command_info> {
 template <>
 struct json_form<file_entry> {
   static constexpr json_rule rules[] = {{"mode", json_as::octal}};
+  static constexpr std::string_view sometimes[] = {"target"};
   static void finish(json_value& o, const file_entry& e);
 };
 

@@ -166,3 +166,94 @@ TEST(json_form, AnOverrideChangesOnlyWhatItNames) {
 }
 
 }  // namespace sbsh::client::json_form_tests
+
+namespace sbsh::client::json_form_tests {
+
+TEST(json_form, TheSchemaFollowsFromTheTableToo) {
+  static constexpr json_doc docs[] = {{"name", "its name"}};
+  json_value s = json_schema_of<probe_record>(docs);
+  EXPECT_EQ(dump_json(s["required"]),
+            R"(["name","path","keys","seen_at","ended_at","uptime_ms","limit","twice","pid","quiet","exit_code",)"
+            R"("note","part","parts"])");
+  const json_value& p = s["properties"];
+  EXPECT_EQ(dump_json(p["name"]), R"({"type":"string","description":"its name"})");
+  EXPECT_EQ(p["path_base64"]["type"], "string");
+  EXPECT_EQ(dump_json(p["keys_base64"]["items"]), R"({"type":["string","null"]})");
+  EXPECT_EQ(dump_json(p["seen_at"]), R"({"type":"string"})");
+  EXPECT_EQ(dump_json(p["ended_at"]), R"({"type":["string","null"]})");
+  EXPECT_EQ(dump_json(p["uptime_ms"]), R"({"type":"integer"})");
+  EXPECT_EQ(dump_json(p["limit"]), R"({"type":["integer","null"]})");
+  EXPECT_EQ(dump_json(p["pid"]), R"({"type":["integer","null"]})");
+  EXPECT_EQ(dump_json(p["quiet"]), R"({"type":"boolean"})");
+  EXPECT_EQ(dump_json(p["exit_code"]), R"({"type":["integer","null"]})");
+  EXPECT_EQ(dump_json(p["note"]), R"({"type":["string","null"]})");
+  EXPECT_EQ(p["part"]["properties"]["count"]["type"], "integer");
+  EXPECT_EQ(p["parts"]["items"]["properties"]["label"]["type"], "string");
+  json_value t = json_schema_of<probe_tagged>();
+  EXPECT_EQ(dump_json(t["required"]), R"(["count","label","at"])");
+  EXPECT_EQ(dump_json(t["properties"]["count"]), R"({"type":"string"})");
+}
+
+// Whether `v` has one of the schema's types.
+bool fits(const json_value& v, const json_value& schema) {
+  auto one = [&](const std::string& t) {
+    return (t == "null" && v.is_null()) || (t == "string" && v.is_string()) ||
+           (t == "integer" && v.is_number_integer()) || (t == "boolean" && v.is_boolean()) ||
+           (t == "array" && v.is_array()) || (t == "object" && v.is_object()) || (t == "number" && v.is_number());
+  };
+  const json_value& t = schema["type"];
+  if (t.is_string()) return one(t.get<std::string>());
+  for (const auto& x : t)
+    if (one(x.get<std::string>())) return true;
+  return false;
+}
+
+// Every key of a record's form is in its schema, with a type the schema allows, and every
+// key the schema requires is there: the MCP tools' output schemas cannot drift from what they return.
+template <typename T>
+void expect_form_fits_schema(const T& r) {
+  json_value form = json_form_of(r);
+  json_value schema = json_schema_of<T>();
+  for (const auto& [key, value] : form.items()) {
+    ASSERT_TRUE(schema["properties"].contains(key)) << key;
+    EXPECT_TRUE(fits(value, schema["properties"][key])) << key << ": " << dump_json(value);
+  }
+  for (const auto& key : schema["required"]) EXPECT_TRUE(form.contains(key.get<std::string>())) << key;
+}
+
+TEST(json_form, EveryRecordsFormFitsItsSchema) {
+  session_status s;
+  s.name = "\xff";
+  expect_form_fits_schema(s);
+  s.running = "sleep 1";
+  s.error = "e";
+  s.started_at_ms = 1;
+  s.timeout_ms = 5;
+  expect_form_fits_schema(s);
+  proc_info p;
+  p.log_path = "/l\xfe";
+  expect_form_fits_schema(p);
+  p.pid = 4;
+  p.signal = 9;
+  p.exit_code = 1;
+  p.ended_at_ms = 2;
+  expect_form_fits_schema(p);
+  command_info c;
+  expect_form_fits_schema(c);
+  c.signal = 15;
+  c.started_at_ms = 3;
+  expect_form_fits_schema(c);
+  file_entry e;
+  e.type = "symlink";
+  e.target = "t\xff";
+  expect_form_fits_schema(e);
+  e.type = "file";
+  expect_form_fits_schema(e);
+  environment_info env;
+  env.path = "\xff";
+  expect_form_fits_schema(env);
+  kept_copy k;
+  expect_form_fits_schema(k);
+}
+
+}  // namespace sbsh::client::json_form_tests
