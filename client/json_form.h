@@ -223,10 +223,9 @@ void put_member(json_value& o, const F& f, const T& r) {
     o[key] = nullptr;
   } else if (rule == json_as::signal_name) {
     if constexpr (is_optional<M>::value) o[key] = signal_json(v);
-  } else if (rule == json_as::command_ref) {
-    if constexpr (std::is_integral_v<M>) o[key] = command_ref(v);
-  } else if (rule == json_as::octal) {
-    if constexpr (std::is_integral_v<M>) o[key] = fmt::format("{:04o}", v);
+  } else if (rule == json_as::command_ref || rule == json_as::octal) {
+    if constexpr (std::is_integral_v<M>)
+      o[key] = rule == json_as::octal ? fmt::format("{:04o}", v) : command_ref(static_cast<uint64_t>(v));
   } else if constexpr (std::is_same_v<M, std::string> || std::is_same_v<M, std::vector<std::string>>) {
     if (rule != json_as::plain_text && has_bytes_of(table, f.member)) {
       if constexpr (std::is_same_v<M, std::string>) put_name(o, key, v);

@@ -129,15 +129,18 @@ constexpr client::json_doc kEntryDocs[] = {
     {"target_base64", "only when target is not valid UTF-8: its exact bytes"},
 };
 
-json described(client::json_value schema, std::string_view description) {
-  json j(std::move(schema));
+json described(const client::json_value& schema, std::string_view description) {
+  json j(schema);
   j["description"] = description;
   return j;
 }
 json session_schema() {
   return described(client::json_schema_of<session_status>(kSessionDocs), "the session as list_sessions gives it");
 }
-json proc_schema() { return json(client::json_schema_of<proc_info>(kProcDocs)); }
+json proc_schema() {
+  json j(client::json_schema_of<proc_info>(kProcDocs));
+  return j;
+}
 json list_of(json items, std::string_view description) {
   return {{"type", "array"}, {"description", description}, {"items", std::move(items)}};
 }

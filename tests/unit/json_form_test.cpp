@@ -1,6 +1,8 @@
 // client/json_form.h: a record's JSON form follows from its field table alone. The records
 // here are declared only in this test, as ipc/messages.h declares the protocol's, and get
 // their JSON form with no other code; an override changes only what it names.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "client/json_form.h"
@@ -203,9 +205,7 @@ bool fits(const json_value& v, const json_value& schema) {
   };
   const json_value& t = schema["type"];
   if (t.is_string()) return one(t.get<std::string>());
-  for (const auto& x : t)
-    if (one(x.get<std::string>())) return true;
-  return false;
+  return std::ranges::any_of(t, [&](const json_value& x) { return one(x.get<std::string>()); });
 }
 
 // Every key of a record's form is in its schema, with a type the schema allows, and every
