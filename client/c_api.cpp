@@ -190,6 +190,17 @@ void give_proc(sbsh::client::proc_info&& p, sbsh_proc** out) {
   if (out != nullptr) *out = new sbsh_proc{std::move(p)};
 }
 
+// What a *_json entry point does once its arguments are checked: json_out is required, the
+// call's reply is given as its record's JSON form (client/json.h), or its error recorded.
+// `fn` names the entry point in the error.
+template <typename Call>
+int json_reply(sbsh_conn* conn, const char* fn, char** json_out, Call&& call) {
+  if (json_out == nullptr) return invalid(conn, std::string(fn) + ": json_out is NULL");
+  auto v = call();
+  if (!v) return fail(conn, v.err());
+  return give_string(sbsh::client::to_json(*v), json_out);
+}
+
 // sbsh_logs' and sbsh_command_logs' follow, tail, streams and cancel_fd, checked, into `o`.
 int logs_options_of(sbsh_conn* conn, const char* fn, int follow, uint64_t tail, int streams, int cancel_fd,
                     sbsh::client::logs_options& o) {
@@ -662,21 +673,15 @@ int sbsh_session_create_spec_output(sbsh_conn* conn, const sbsh_session_spec* sp
 }
 
 int sbsh_sessions_json(sbsh_conn* conn, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_sessions_json: json_out is NULL");
-    auto v = conn->c.sessions();
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
-  });
+  return guarded(conn,
+                 [&] { return json_reply(conn, "sbsh_sessions_json", json_out, [&] { return conn->c.sessions(); }); });
 }
 
 int sbsh_session_show_json(sbsh_conn* conn, const char* name, char** json_out) {
   return guarded(conn, [&]() -> int {
     if (name == nullptr || json_out == nullptr)
       return invalid(conn, "sbsh_session_show_json: name and json_out must not be NULL");
-    auto d = conn->c.show_session(name);
-    if (!d) return fail(conn, d.err());
-    return give_string(sbsh::client::to_json(*d), json_out);
+    return json_reply(conn, "sbsh_session_show_json", json_out, [&] { return conn->c.show_session(name); });
   });
 }
 
@@ -715,11 +720,8 @@ int sbsh_session_prune(sbsh_conn* conn, int64_t idle_ms, char** json_out) {
 }
 
 int sbsh_kept_copies_json(sbsh_conn* conn, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_kept_copies_json: json_out is NULL");
-    auto v = conn->c.kept_copies();
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+  return guarded(conn, [&] {
+    return json_reply(conn, "sbsh_kept_copies_json", json_out, [&] { return conn->c.kept_copies(); });
   });
 }
 
@@ -734,11 +736,8 @@ int sbsh_kept_copies_prune(sbsh_conn* conn, char** json_out) {
 // ---- Environments --------------------------------------------------------------------------
 
 int sbsh_environments_json(sbsh_conn* conn, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_environments_json: json_out is NULL");
-    auto v = conn->c.environments();
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+  return guarded(conn, [&] {
+    return json_reply(conn, "sbsh_environments_json", json_out, [&] { return conn->c.environments(); });
   });
 }
 
@@ -783,20 +782,14 @@ int sbsh_start(sbsh_conn* conn, const char* command, const char* session, const 
 }
 
 int sbsh_processes_json(sbsh_conn* conn, int include_finished, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_processes_json: json_out is NULL");
-    auto v = conn->c.processes(include_finished != 0);
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+  return guarded(conn, [&] {
+    return json_reply(conn, "sbsh_processes_json", json_out, [&] { return conn->c.processes(include_finished != 0); });
   });
 }
 
 int sbsh_commands_json(sbsh_conn* conn, int include_finished, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_commands_json: json_out is NULL");
-    auto v = conn->c.commands(include_finished != 0);
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+  return guarded(conn, [&] {
+    return json_reply(conn, "sbsh_commands_json", json_out, [&] { return conn->c.commands(include_finished != 0); });
   });
 }
 
@@ -853,12 +846,8 @@ void sbsh_proc_free(sbsh_proc* p) { delete p; }
 // ---- The daemon ----------------------------------------------------------------------------
 
 int sbsh_status_json(sbsh_conn* conn, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_status_json: json_out is NULL");
-    auto st = conn->c.status();
-    if (!st) return fail(conn, st.err());
-    return give_string(sbsh::client::to_json(*st), json_out);
-  });
+  return guarded(conn,
+                 [&] { return json_reply(conn, "sbsh_status_json", json_out, [&] { return conn->c.status(); }); });
 }
 
 namespace {
@@ -946,19 +935,15 @@ int sbsh_file_read(sbsh_conn* conn, const char* session, const char* path, uint6
 int sbsh_file_stat_json(sbsh_conn* conn, const char* session, const char* path, char** json_out) {
   return guarded(conn, [&]() -> int {
     if (int s = check_file_args(conn, "sbsh_file_stat_json", path); s != SBSH_OK) return s;
-    if (json_out == nullptr) return invalid(conn, "sbsh_file_stat_json: json_out is NULL");
-    auto e = conn->c.stat_file(str_or_empty(session), path);
-    if (!e) return fail(conn, e.err());
-    return give_string(sbsh::client::to_json(*e), json_out);
+    return json_reply(conn, "sbsh_file_stat_json", json_out,
+                      [&] { return conn->c.stat_file(str_or_empty(session), path); });
   });
 }
 
 int sbsh_file_list_json(sbsh_conn* conn, const char* session, const char* path, int recursive, char** json_out) {
-  return guarded(conn, [&]() -> int {
-    if (json_out == nullptr) return invalid(conn, "sbsh_file_list_json: json_out is NULL");
-    auto v = conn->c.list_files(str_or_empty(session), str_or_empty(path), recursive != 0);
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+  return guarded(conn, [&] {
+    return json_reply(conn, "sbsh_file_list_json", json_out,
+                      [&] { return conn->c.list_files(str_or_empty(session), str_or_empty(path), recursive != 0); });
   });
 }
 
@@ -1035,9 +1020,8 @@ int sbsh_file_search_json(sbsh_conn* conn, const char* session, const char* patt
     o.path = str_or_empty(dir);
     o.glob = str_or_empty(glob);
     o.ignore_case = ignore_case != 0;
-    auto r = conn->c.search_files(str_or_empty(session), pattern, o);
-    if (!r) return fail(conn, r.err());
-    return give_string(sbsh::client::to_json(*r), json_out);
+    return json_reply(conn, "sbsh_file_search_json", json_out,
+                      [&] { return conn->c.search_files(str_or_empty(session), pattern, o); });
   });
 }
 
@@ -1047,9 +1031,8 @@ int sbsh_file_list_depth_json(sbsh_conn* conn, const char* session, const char* 
     if (depth == 0) return invalid(conn, "sbsh_file_list_depth_json: depth is 0: give 1 or more levels");
     sbsh::client::file_list_options o;
     o.depth = depth;
-    auto v = conn->c.list_files(str_or_empty(session), str_or_empty(path), o);
-    if (!v) return fail(conn, v.err());
-    return give_string(sbsh::client::to_json(*v), json_out);
+    return json_reply(conn, "sbsh_file_list_depth_json", json_out,
+                      [&] { return conn->c.list_files(str_or_empty(session), str_or_empty(path), o); });
   });
 }
 

@@ -49,7 +49,9 @@ std::optional<uint64_t> parse_command_ref(std::string_view s);
 // same ones in its "finished" event). `session` empty: "default".
 void add_exec_result(json_value& j, std::string_view session, std::string_view command, const exec_result& r);
 
-// The JSON form of each listing, as a value (json_of) and as one line of text (to_json).
+// The JSON form of each listing, as a value (json_of) and as one line of text (to_json). Each
+// record's is derived from its field table (ipc/messages.h) by client/json_form.h, with the
+// few ways it deliberately differs from the wire declared there as the record's override.
 json_value json_of(const session_status& s);
 json_value json_of(const session_detail& d);
 json_value json_of(const proc_info& p);

@@ -1,9 +1,10 @@
 // How a request reaches its handler: server::handle checks the handshake, then routes each
-// message type through the table below, grouped as the protocol numbers them (ipc/protocol.h),
-// each group's comment naming the one file that holds its handlers: free functions on_NAME,
-// one per request (handlers.h declares them).
+// message type through the table below, made from the list of requests in handlers.h (each
+// one's handler is on_NAME, a free function in the file of its protocol group), and checked
+// against msg::all when this file compiles.
 #include <algorithm>
 #include <iterator>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -24,53 +25,36 @@ struct handler_entry {
   handler_fn fn;
 };
 constexpr handler_entry kHandlers[] = {
-    // 100 handshake: handlers_daemon.cpp
-    {msg_type::hello, on_hello},
-    // 200 sessions: handlers_session.cpp
-    {msg_type::session_create, on_session_create},
-    {msg_type::session_list, on_session_list},
-    {msg_type::session_show, on_session_show},
-    {msg_type::session_rm, on_session_rm},
-    {msg_type::session_restart, on_session_restart},
-    {msg_type::session_prune, on_session_prune},
-    {msg_type::kept_list, on_kept_list},
-    {msg_type::kept_prune, on_kept_prune},
-    // 300 exec: handlers_exec.cpp
-    {msg_type::exec, on_exec},
-    {msg_type::stdin_data, on_stdin},
-    {msg_type::stdin_eof, on_stdin},
-    {msg_type::cancel, on_cancel},
-    {msg_type::release, on_release},
-    {msg_type::command_wait, on_command_wait},
-    {msg_type::command_logs, on_command_logs},
-    {msg_type::command_kill, on_command_kill},
-    {msg_type::command_input, on_command_input},
-    // 400 daemon: handlers_daemon.cpp
-    {msg_type::status, on_status},
-    {msg_type::shutdown, on_shutdown},
-    // 600 background processes: handlers_procs.cpp
-    {msg_type::proc_start, on_proc_start},
-    {msg_type::proc_list, on_proc_list},
-    {msg_type::proc_kill, on_proc_kill},
-    {msg_type::proc_wait, on_proc_wait},
-    {msg_type::proc_logs, on_proc_logs},
-    // 700 files: handlers_files.cpp
-    {msg_type::file_read, on_file_read},
-    {msg_type::file_write, on_file_write},
-    {msg_type::file_data, on_file_data},
-    {msg_type::file_close, on_file_close},
-    {msg_type::file_stat, on_file_stat},
-    {msg_type::file_list, on_file_list},
-    {msg_type::file_remove, on_file_remove},
-    {msg_type::file_mkdir, on_file_mkdir},
-    {msg_type::file_move, on_file_move},
-    // 800 environments: handlers_env.cpp
-    {msg_type::env_list, on_env_list},
-    {msg_type::env_remove, on_env_remove},
-    {msg_type::env_prune, on_env_prune},
+#define SBSH_HANDLER_ROW(name) {msg_type::name, on_##name},
+    SBSH_REQUEST_HANDLERS(SBSH_HANDLER_ROW)
+#undef SBSH_HANDLER_ROW
 };
 
+constexpr bool has_row(msg_type t) {
+  return std::any_of(std::begin(kHandlers), std::end(kHandlers), [t](const handler_entry& h) { return h.type == t; });
+}
+
+// A request without a row, or a row for what no client sends, stops the build here, naming
+// the message (in the instantiation of request_has_a_handler<M>).
+template <typename M>
+constexpr bool request_has_a_handler() {
+  constexpr bool request = M::kind.dir == ipc::route::client_to_daemon;
+  static_assert(has_row(M::kind.type) == request,
+                "each request of msg::all needs X(name) in SBSH_REQUEST_HANDLERS (daemon/handlers.h), "
+                "and only requests have one");
+  return true;
+}
+template <typename... M>
+constexpr bool every_request_has_a_handler(std::tuple<M...>*) {
+  return (request_has_a_handler<M>() && ...);
+}
+static_assert(every_request_has_a_handler(static_cast<ipc::msg::all*>(nullptr)));
+
 }  // namespace
+
+// Both messages of exec's stdin go to its one handler.
+void on_stdin_data(server& srv, client_conn& c, ipc::envelope& env) { on_stdin(srv, c, env); }
+void on_stdin_eof(server& srv, client_conn& c, ipc::envelope& env) { on_stdin(srv, c, env); }
 
 bool server::handles(msg_type t) {
   return std::any_of(std::begin(kHandlers), std::end(kHandlers), [t](const handler_entry& h) { return h.type == t; });

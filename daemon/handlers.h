@@ -6,53 +6,33 @@
 
 namespace sbsh::daemon {
 
-// handlers_daemon.cpp: the handshake (100) and the daemon's own requests (400)
-void on_hello(server& srv, client_conn& c, ipc::envelope& env);
-void on_status(server& srv, client_conn& c, ipc::envelope& env);
-void on_shutdown(server& srv, client_conn& c, ipc::envelope& env);
+// Every request sbshd answers, each by its handler on_NAME, a free function in the file of its
+// protocol group (ipc/protocol.h). Naming a request here declares its handler and gives it its
+// row in the dispatch table (handlers.cpp), which checks against msg::all (ipc/messages.h),
+// when it compiles, that every request a client may send has one and nothing else does.
+#define SBSH_REQUEST_HANDLERS(X)                                                            \
+  /* 100 handshake, 400 the daemon's own: handlers_daemon.cpp */                           \
+  X(hello) X(status) X(shutdown)                                                            \
+  /* 200 sessions: handlers_session.cpp */                                                  \
+  X(session_create) X(session_list) X(session_show) X(session_rm) X(session_restart)        \
+  X(session_prune) X(kept_list) X(kept_prune)                                               \
+  /* 300 exec: handlers_exec.cpp; kept commands are answered by kept_commands.h */          \
+  X(exec) X(stdin_data) X(stdin_eof) X(cancel) X(release) X(command_wait) X(command_logs)   \
+  X(command_kill) X(command_input)                                                          \
+  /* 600 background processes: handlers_procs.cpp, answered by proc_table.h */              \
+  X(proc_start) X(proc_list) X(proc_kill) X(proc_wait) X(proc_logs)                         \
+  /* 700 files: handlers_files.cpp, answered by files.h */                                  \
+  X(file_read) X(file_write) X(file_data) X(file_close) X(file_stat) X(file_list)           \
+  X(file_remove) X(file_mkdir) X(file_move)                                                 \
+  /* 800 environments: handlers_env.cpp */                                                  \
+  X(env_list) X(env_remove) X(env_prune)
 
-// handlers_exec.cpp (300); kept commands are answered by kept_commands.h
-void on_exec(server& srv, client_conn& c, ipc::envelope& env);
-void on_stdin(server& srv, client_conn& c, ipc::envelope& env);  // stdin_data and stdin_eof
-void on_cancel(server& srv, client_conn& c, ipc::envelope& env);
-void on_release(server& srv, client_conn& c, ipc::envelope& env);
-void on_command_wait(server& srv, client_conn& c, ipc::envelope& env);
-void on_command_logs(server& srv, client_conn& c, ipc::envelope& env);
-void on_command_kill(server& srv, client_conn& c, ipc::envelope& env);
-void on_command_input(server& srv, client_conn& c, ipc::envelope& env);
+#define SBSH_DECLARE_HANDLER(name) void on_##name(server& srv, client_conn& c, ipc::envelope& env);
+SBSH_REQUEST_HANDLERS(SBSH_DECLARE_HANDLER)
+#undef SBSH_DECLARE_HANDLER
 
-// handlers_session.cpp (200)
-void on_session_create(server& srv, client_conn& c, ipc::envelope& env);
-void on_session_list(server& srv, client_conn& c, ipc::envelope& env);
-void on_session_show(server& srv, client_conn& c, ipc::envelope& env);
-void on_session_rm(server& srv, client_conn& c, ipc::envelope& env);
-void on_session_restart(server& srv, client_conn& c, ipc::envelope& env);
-void on_session_prune(server& srv, client_conn& c, ipc::envelope& env);
-void on_kept_list(server& srv, client_conn& c, ipc::envelope& env);
-void on_kept_prune(server& srv, client_conn& c, ipc::envelope& env);
-
-// handlers_procs.cpp (600), answered by proc_table.h
-void on_proc_start(server& srv, client_conn& c, ipc::envelope& env);
-void on_proc_list(server& srv, client_conn& c, ipc::envelope& env);
-void on_proc_kill(server& srv, client_conn& c, ipc::envelope& env);
-void on_proc_wait(server& srv, client_conn& c, ipc::envelope& env);
-void on_proc_logs(server& srv, client_conn& c, ipc::envelope& env);
-
-// handlers_files.cpp (700), answered by files.h
-void on_file_read(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_write(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_data(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_close(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_stat(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_list(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_remove(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_mkdir(server& srv, client_conn& c, ipc::envelope& env);
-void on_file_move(server& srv, client_conn& c, ipc::envelope& env);
-
-// handlers_env.cpp (800)
-void on_env_list(server& srv, client_conn& c, ipc::envelope& env);
-void on_env_remove(server& srv, client_conn& c, ipc::envelope& env);
-void on_env_prune(server& srv, client_conn& c, ipc::envelope& env);
+// Exec's stdin, both stdin_data and stdin_eof (handlers_exec.cpp).
+void on_stdin(server& srv, client_conn& c, ipc::envelope& env);
 
 // Every session as `status` and `session_list` report it (handlers_session.cpp).
 std::vector<session_status> describe_sessions(const server& srv);

@@ -15,6 +15,7 @@
 
 #include "client/file_ops.h"
 #include "client/json.h"
+#include "client/json_form.h"
 #include "client/mcp/render.h"
 #include "client/resources.h"
 #include "ipc/protocol.h"
@@ -48,25 +49,12 @@ constexpr std::string_view kCancelInput =
 constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
 constexpr std::string_view kNameInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
-constexpr std::string_view kSessionsOutput =
-    R"J({"type": "object", "required": ["sessions"], "properties": {"sessions": {"type": "array", "description": "every session, by name", "items": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}}}})J";
-constexpr std::string_view kSessionOutput =
-    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}}})J";
-// create_session's: the session, and its definition as session show --json gives it (the
-// confinement in force under definition.confinement).
-constexpr std::string_view kCreatedOutput =
-    R"J({"type": "object", "required": ["session"], "properties": {"session": {"type": "object", "description": "the session as list_sessions gives it", "properties": {"name": {"type": "string", "description": "the session's name"}, "state": {"type": "string", "description": "what it is doing (idle, busy, failed and so on)"}, "shell_pid": {"type": "integer", "description": "its bash's pid (0 when none runs)"}, "wrapper_pid": {"type": "integer", "description": "the pid of the process that holds its shell"}, "restarts": {"type": "integer", "description": "how many times its shell was replaced"}, "queued": {"type": "integer", "description": "commands waiting for the shell"}, "commands": {"type": "integer", "description": "commands it has run"}, "cwd": {"type": "string", "description": "the shell's current directory"}, "restart": {"type": "string", "description": "when an ended shell is replaced: always, on-failure or never"}, "uptime_ms": {"type": "integer", "description": "how long its shell has run"}, "started_at": {"type": ["string", "null"], "description": "when its shell started (UTC, ISO 8601)"}, "running": {"type": ["string", "null"], "description": "the command it runs now, else null"}, "running_ms": {"type": ["integer", "null"], "description": "how long that command has run"}, "error": {"type": ["string", "null"], "description": "why it failed, else null"}, "implicit": {"type": "boolean", "description": "made on first use, not by create_session"}, "idle_expiry_ms": {"type": ["integer", "null"], "description": "it is removed after this long idle, else null"}, "idle_since": {"type": ["string", "null"], "description": "when it became idle"}, "expires_at": {"type": ["string", "null"], "description": "when it will be removed for idleness"}, "timeout_ms": {"type": ["integer", "null"], "description": "its commands' default timeout, else null"}}}, "definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J";
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
 constexpr std::string_view kCreateInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files or directories (relative to the session's directory) whose contents key the environment, such as requirements.txt, package-lock.json or wheels/ (a directory counts as its files' paths, executable bits and bytes, less node_modules, .git and what else a snapshot leaves out)"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
 constexpr std::string_view kStartInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
-// The fields of a process in `sbsh ps --json` (client::json_of(proc_info)).
-constexpr std::string_view kProcOutput =
-    R"J({"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}})J";
-constexpr std::string_view kProcsOutput =
-    R"J({"type": "object", "required": ["processes"], "properties": {"processes": {"type": "array", "description": "the background processes, oldest first", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}}}, "commands": {"type": "array", "description": "the commands run_command left running (all: every command sbshd keeps, ended ones too), by id: await_command, send_input, cancel_command and process_logs take it", "items": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "string", "description": "the command's id (%N)"}, "session": {"type": "string", "description": "its session"}, "command": {"type": "string", "description": "its text"}, "state": {"type": "string", "description": "queued, running or finished"}, "detached": {"type": "boolean", "description": "it runs with no client waiting for it"}, "pid": {"type": ["integer", "null"], "description": "the pid of the shell running it"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "timed_out": {"type": "boolean", "description": "its timeout stopped it"}, "cancelled": {"type": "boolean", "description": "it was cancelled"}, "started_at": {"type": ["string", "null"], "description": "when it started"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}}}}}})J";
 constexpr std::string_view kListProcsInput =
     R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
 constexpr std::string_view kKillInput =
@@ -75,8 +63,128 @@ constexpr std::string_view kWaitInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "give up waiting after this long (default 30)"}}})J";
 constexpr std::string_view kLogsInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "a background process's id (as start_process returned it) or name, or a command's id (%N, as run_command returned it)"}, "tail": {"type": "integer", "minimum": 1, "description": "a background process's only: the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "read stdout from this byte on (as a cut's marker names it), as much as the budget holds; without it, the newest stdout"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "read stderr from this byte on; without it, the newest stderr"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
-constexpr std::string_view kLogsOutput =
-    R"J({"type": "object", "required": ["stdout", "stderr"], "properties": {"process": {"type": "object", "required": ["id", "state"], "properties": {"id": {"type": "integer", "description": "the process's id"}, "name": {"type": "string", "description": "the name it was given"}, "session": {"type": "string", "description": "the session it started from"}, "command": {"type": "string", "description": "its command"}, "state": {"type": "string", "description": "running, exited, killed or failed"}, "pid": {"type": ["integer", "null"], "description": "its pid while it runs"}, "pgid": {"type": ["integer", "null"], "description": "its process group"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status once it has ended"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it"}, "started_at": {"type": "string", "description": "when it started (UTC, ISO 8601)"}, "ended_at": {"type": ["string", "null"], "description": "when it ended"}, "error": {"type": ["string", "null"], "description": "why it failed to start, or other trouble"}, "log": {"type": "string", "description": "where sbshd keeps its output"}}, "description": "the background process, when id named one"}, "command": {"type": "object", "description": "the command, when id named one (%N): id, session, running, exit_code, signal, duration_ms"}, "stdout": {"type": "string", "description": "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where bytes were left out"}, "stderr": {"type": "string", "description": "the part of stderr asked for, as stdout"}, "stdout_truncated": {"type": "boolean", "description": "part of the stdout asked for was left out (at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of the stderr asked for was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out"}, "stdout_offset": {"type": "integer", "description": "the offset of the first stdout byte given (after the marker when the start was left out)"}, "stderr_offset": {"type": "integer", "description": "the offset of the first stderr byte given"}, "stdout_bytes": {"type": "integer", "description": "bytes of stdout so far: the stdout_offset that reads only what comes next"}, "stderr_bytes": {"type": "integer", "description": "bytes of stderr so far"}}})J";
+
+// The output schemas of the tools that return records: each record's schema is derived from
+// its declaration (client/json_form.h, json_schema_of), the same rules that write its JSON
+// form; only the descriptions, prose for a model, are written here, by key.
+constexpr client::json_doc kSessionDocs[] = {
+    {"name", "the session's name"},
+    {"state", "what it is doing (idle, busy, failed and so on)"},
+    {"shell_pid", "its bash's pid (0 when none runs)"},
+    {"wrapper_pid", "the pid of the process that holds its shell"},
+    {"restarts", "how many times its shell was replaced"},
+    {"queued", "commands waiting for the shell"},
+    {"commands", "commands it has run"},
+    {"cwd", "the shell's current directory"},
+    {"restart", "when an ended shell is replaced: always, on-failure or never"},
+    {"uptime_ms", "how long its shell has run"},
+    {"started_at", "when its shell started (UTC, ISO 8601)"},
+    {"running", "the command it runs now, else null"},
+    {"running_ms", "how long that command has run"},
+    {"error", "why it failed, else null"},
+    {"implicit", "made on first use, not by create_session"},
+    {"idle_expiry_ms", "it is removed after this long idle, else null"},
+    {"idle_since", "when it became idle"},
+    {"expires_at", "when it will be removed for idleness"},
+    {"timeout_ms", "its commands' default timeout, else null"},
+};
+constexpr client::json_doc kProcDocs[] = {
+    {"id", "the process's id"},
+    {"name", "the name it was given"},
+    {"session", "the session it started from"},
+    {"command", "its command"},
+    {"state", "running, exited, killed or failed"},
+    {"pid", "its pid while it runs"},
+    {"pgid", "its process group"},
+    {"exit_code", "its exit status once it has ended"},
+    {"signal", "the signal that ended it"},
+    {"started_at", "when it started (UTC, ISO 8601)"},
+    {"ended_at", "when it ended"},
+    {"error", "why it failed to start, or other trouble"},
+    {"log", "where sbshd keeps its output"},
+};
+constexpr client::json_doc kCommandDocs[] = {
+    {"id", "the command's id (%N)"},
+    {"session", "its session"},
+    {"command", "its text"},
+    {"state", "queued, running or finished"},
+    {"detached", "it runs with no client waiting for it"},
+    {"pid", "the pid of the shell running it"},
+    {"exit_code", "its exit status once it has ended"},
+    {"signal", "the signal that ended it"},
+    {"timed_out", "its timeout stopped it"},
+    {"cancelled", "it was cancelled"},
+    {"started_at", "when it started"},
+    {"ended_at", "when it ended"},
+};
+constexpr client::json_doc kEntryDocs[] = {
+    {"path", "from the directory listed"},
+    {"path_base64",
+     "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"},
+    {"type", "file, dir, symlink or other"},
+    {"size", "bytes"},
+    {"mode", "permission bits, in octal"},
+    {"mtime", "last modified (UTC, ISO 8601)"},
+    {"target", "a symlink's target"},
+    {"target_base64", "only when target is not valid UTF-8: its exact bytes"},
+};
+
+json described(const client::json_value& schema, std::string_view description) {
+  json j(schema);
+  j["description"] = description;
+  return j;
+}
+json session_schema() {
+  return described(client::json_schema_of<session_status>(kSessionDocs), "the session as list_sessions gives it");
+}
+json proc_schema() {
+  json j(client::json_schema_of<proc_info>(kProcDocs));
+  return j;
+}
+json list_of(json items, std::string_view description) {
+  return {{"type", "array"}, {"description", description}, {"items", std::move(items)}};
+}
+
+json sessions_output() {
+  return {{"type", "object"},
+          {"required", {"sessions"}},
+          {"properties", {{"sessions", list_of(session_schema(), "every session, by name")}}}};
+}
+json session_output() {
+  return {{"type", "object"}, {"required", {"session"}}, {"properties", {{"session", session_schema()}}}};
+}
+// create_session's: the session, and its definition as session show --json gives it (the
+// confinement in force under definition.confinement).
+json created_output() {
+  json j = json::parse(
+      R"J({"type": "object", "required": ["session"], "properties": {"definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J");
+  j["properties"]["session"] = session_schema();
+  return j;
+}
+json proc_output() { return proc_schema(); }
+json procs_output() {
+  json commands = json(client::json_schema_of<command_info>(kCommandDocs));
+  return {{"type", "object"},
+          {"required", {"processes"}},
+          {"properties",
+           {{"processes", list_of(proc_schema(), "the background processes, oldest first")},
+            {"commands", list_of(commands,
+                                 "the commands run_command left running (all: every command sbshd keeps, ended ones "
+                                 "too), by id: await_command, send_input, cancel_command and process_logs take it")}}}};
+}
+json logs_output() {
+  json j = json::parse(
+      R"J({"type": "object", "required": ["stdout", "stderr"], "properties": {"command": {"type": "object", "description": "the command, when id named one (%N): id, session, running, exit_code, signal, duration_ms"}, "stdout": {"type": "string", "description": "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where bytes were left out"}, "stderr": {"type": "string", "description": "the part of stderr asked for, as stdout"}, "stdout_truncated": {"type": "boolean", "description": "part of the stdout asked for was left out (at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of the stderr asked for was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out"}, "stdout_offset": {"type": "integer", "description": "the offset of the first stdout byte given (after the marker when the start was left out)"}, "stderr_offset": {"type": "integer", "description": "the offset of the first stderr byte given"}, "stdout_bytes": {"type": "integer", "description": "bytes of stdout so far: the stdout_offset that reads only what comes next"}, "stderr_bytes": {"type": "integer", "description": "bytes of stderr so far"}}})J");
+  j["properties"]["process"] =
+      described(client::json_schema_of<proc_info>(kProcDocs), "the background process, when id named one");
+  return j;
+}
+json list_files_output() {
+  json entries = json(client::json_schema_of<file_entry>(kEntryDocs));
+  return {{"type", "object"},
+          {"required", {"entries"}},
+          {"properties", {{"entries", list_of(entries, "the entries, by path")}}}};
+}
 
 // The budget of a call's result (max_output_chars), less what its status line, headers, notes
 // and markers may take.
@@ -583,8 +691,6 @@ constexpr std::string_view kWriteFileOutput =
     R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
 constexpr std::string_view kListFilesInput =
     R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
-constexpr std::string_view kListFilesOutput =
-    R"J({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "description": "the entries, by path", "items": {"type": "object", "required": ["path", "type", "size", "mode", "mtime"], "properties": {"path": {"type": "string", "description": "from the directory listed"}, "path_base64": {"type": "string", "description": "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"}, "type": {"type": "string", "description": "file, dir, symlink or other"}, "size": {"type": "integer", "description": "bytes"}, "mode": {"type": "string", "description": "permission bits, in octal"}, "mtime": {"type": "string", "description": "last modified (UTC, ISO 8601)"}, "target": {"type": "string", "description": "a symlink's target"}, "target_base64": {"type": "string", "description": "only when target is not valid UTF-8: its exact bytes"}}}}}})J";
 
 constexpr std::string_view kEditFileInput =
     R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}}})J";
@@ -735,38 +841,64 @@ constexpr tool kTools[] = {
      "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
      "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
      kRunInput, kExecOutput, run_command},
-    {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.", kNoInput,
-     kSessionsOutput, list_sessions},
+    {"list_sessions",
+     "List sbsh's sessions: name, state, shell pid, directory, running command.",
+     kNoInput,
+     {},
+     list_sessions,
+     sessions_output},
     {"create_session",
      "Define a session: its starting directory, environment, init commands, restart policy and default timeout, "
      "and what confines it: confine (with root) lets its commands reach only the root, a private TMPDIR and the "
      "system's programs, no_network gives it only loopback, memory, pids and cpu limit it. Sessions are also made "
      "on first use by run_command.",
-     kCreateInput, kCreatedOutput, create_session},
+     kCreateInput,
+     {},
+     create_session,
+     created_output},
     {"remove_session", "Remove a session: its shell and everything it started end.", kNameInput, kRemovedOutput,
      remove_session},
-    {"restart_session", "Replace a session's shell with a new one (its state is lost; background processes stay).",
-     kNameInput, kSessionOutput, restart_session},
+    {"restart_session",
+     "Replace a session's shell with a new one (its state is lost; background processes stay).",
+     kNameInput,
+     {},
+     restart_session,
+     session_output},
     {"start_process",
      "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
      "logs (process_logs); it outlives this call. Returns the process record with its id.",
-     kStartInput, kProcOutput, start_process},
+     kStartInput,
+     {},
+     start_process,
+     proc_output},
     {"list_processes",
      "List background processes and the commands run_command left running (running ones; all: finished ones "
      "too).",
      kListProcsInput,
-     kProcsOutput, list_processes},
-    {"kill_process", "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
-     kKillInput, kProcOutput, kill_process},
+     {},
+     list_processes,
+     procs_output},
+    {"kill_process",
+     "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
+     kKillInput,
+     {},
+     kill_process,
+     proc_output},
     {"wait_process",
      "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
-     kWaitInput, kProcOutput, wait_process},
+     kWaitInput,
+     {},
+     wait_process,
+     proc_output},
     {"process_logs",
      "Read the output of a background process (by its id or name) or of a command (by its id, %N): by default "
      "the newest, as much as max_output_chars (default 30000) holds, starting at a line; from stdout_offset or "
      "stderr_offset (as a cut's marker names them), what follows that byte. stdout_bytes and stderr_bytes say "
      "where the output ends so far.",
-     kLogsInput, kLogsOutput, process_logs},
+     kLogsInput,
+     {},
+     process_logs,
+     logs_output},
     {"await_command",
      "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
      "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
@@ -795,7 +927,10 @@ constexpr tool kTools[] = {
     {"list_files",
      "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
      "types and sizes.",
-     kListFilesInput, kListFilesOutput, list_files},
+     kListFilesInput,
+     {},
+     list_files,
+     list_files_output},
     {"edit_file",
      "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
      "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
@@ -969,7 +1104,8 @@ struct parsed_tool {
 const std::vector<parsed_tool>& parsed_schemas() {
   static const std::vector<parsed_tool> all = [] {
     std::vector<parsed_tool> v;
-    for (const auto& t : kTools) v.push_back({json::parse(t.input_schema), json::parse(t.output_schema)});
+    for (const auto& t : kTools)
+      v.push_back({json::parse(t.input_schema), t.output != nullptr ? t.output() : json::parse(t.output_schema)});
     return v;
   }();
   return all;

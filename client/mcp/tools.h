@@ -47,8 +47,9 @@ struct tool {
   std::string_view name;
   std::string_view description;
   std::string_view input_schema;   // JSON text
-  std::string_view output_schema;  // JSON text
+  std::string_view output_schema;  // JSON text, or empty when output() derives it
   tool_outcome (*run)(const json& args, tool_context& ctx);
+  json (*output)() = nullptr;  // the output schema, derived from the record returned
 };
 
 // Every tool, in the order tools/list gives them.

@@ -1,6 +1,6 @@
 // A verb is one declaration plus its handler, and every interface reaches it: each request a
-// client may send (msg::all, route client_to_daemon) has a row in sbshd's dispatch table, a
-// seed in the fuzz corpus, a function of the C ABI (sbsh.h) and a method of the Python
+// client may send (msg::all, route client_to_daemon) has a row in sbshd's dispatch table
+// (which daemon/handlers.cpp also checks as it compiles), a seed in the fuzz corpus, a function of the C ABI (sbsh.h) and a method of the Python
 // package, sync and async. kBindings below names them; a request added without them, or a
 // row left behind when a request goes, fails here with what is missing.
 #include <cctype>
@@ -94,7 +94,7 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
     SCOPED_TRACE(std::string(k.name));
     bool request = k.dir == route::client_to_daemon;
     EXPECT_EQ(daemon::server::handles(k.type), request)
-        << (request ? "no row in daemon/handlers.cpp's kHandlers" : "a handler for what no client sends");
+        << (request ? "not in SBSH_REQUEST_HANDLERS (daemon/handlers.h)" : "a handler for what no client sends");
     if (!request) return;
     requests.insert(k.name);
     std::ifstream seed(std::string(SBSH_SOURCE_DIR) + "/tests/fuzz/corpus/requests/" + std::string(k.name));
