@@ -35,6 +35,7 @@
 #include "daemon/service_context.h"
 #include "daemon/session_def.h"
 #include "daemon/session_host.h"
+#include "daemon/session_store.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
@@ -113,7 +114,8 @@ class server final : public proc_host, public session_host {
   // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
   // gets their names once nothing of them is left.
   void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
-  // Writes the session definitions to the state directory (atomically, off the loop).
+  // Saves the idle times of the sessions that can expire whose time changed since it was
+  // saved (a definition is saved when it is made or changes: session_store.h).
   void save_state();
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   void write_atomically(const std::string& path, std::string bytes) override;
@@ -165,7 +167,6 @@ class server final : public proc_host, public session_host {
   // and those of its cgroup, which then goes.
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {}, std::string cgroup = {});
   void removed(session* s, std::function<void()> done);
-  std::string state_file() const { return opts_.state_dir + "/sessions.msgpack"; }
   void on_signal(int signum);
   void finish_shutdown();
   void watchdog_tick(uint64_t interval_ms);
@@ -222,6 +223,13 @@ class server final : public proc_host, public session_host {
   // way): a client told that a session was made can count on it surviving a crash of sbshd.
   void after_state_written(std::function<void()> done);
   std::map<std::string, pending_write> writes_;
+  // The session table on disk, and while load_state() recreates a session read from it,
+  // whether its file is there already.
+  session_store store_{&loop_, opts_.state_dir};
+  bool state_on_disk_ = false;
+  // The text the definitions of the sessions in the table hold, but their environments
+  // (session_store::environ_bytes counts each of those once): room_for_definition.
+  size_t own_text_ = 0;
   std::unique_ptr<proc_table> procs_;
   std::unique_ptr<kept_commands> kept_;
   // Lives as long as the server: work it left on the thread pool reports to it.
@@ -267,7 +275,7 @@ class server final : public proc_host, public session_host {
   // more than opts_.env_cap bytes.
   void enforce_env_cap();
   // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
-  // session `name`'s; the error says what to do.
+  // session `name`'s, each distinct environment counted once; the error says what to do.
   status room_for_definition(const std::string& name, const session_def& def);
   std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
 
