@@ -174,6 +174,9 @@ class server final : public proc_host, public session_host {
   void start_spares_in(uint64_t ms);
   // One timer for every session's idle expiry: it fires when the first idle session expires.
   void arm_expiry();
+  // arm_expiry() for a session that may be due at `due` (unix ms), at no cost when the timer
+  // is set for then or sooner: a creation or a command's end must not scan every session.
+  void arm_expiry_by(int64_t due);
   void expire_idle();
   void drop_spares();
 
@@ -191,6 +194,10 @@ class server final : public proc_host, public session_host {
   handle_ptr<timer> spare_timer_;
   handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
   handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
+  int64_t expiry_due_ = 0;            // when it fires (unix ms)
+  // The idle expiries of the sessions in the table that have one: the shortest says how soon
+  // a session that was just active can be due.
+  std::multiset<uint64_t> expiries_;
   handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.

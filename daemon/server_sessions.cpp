@@ -147,6 +147,8 @@ result<session*> server::create_session(const std::string& name, session_def def
     // on purpose keeps its own, and another default timeout is another definition.
     if (s->def().same_shells(def) && (s->def().implicit || def.implicit || s->def().timeout_ms == def.timeout_ms)) {
       if (s->def().implicit && !def.implicit) {
+        if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
+        if (def.idle_expiry_ms > 0) expiries_.insert(def.idle_expiry_ms);
         s->make_explicit(def.idle_expiry_ms, def.timeout_ms);
         store_.save(name, s->def(), s->last_active_ms());
         arm_expiry();
@@ -178,7 +180,10 @@ result<session*> server::create_session(const std::string& name, session_def def
   spdlog::info("session {} created in {}{}", name, def.cwd, def.implicit ? " (implicitly)" : "");
   own_text_ += own_text_size(raw->def());
   store_.save(name, raw->def(), raw->last_active_ms(), state_on_disk_);
-  arm_expiry();
+  if (uint64_t idle = raw->def().idle_expiry_ms; idle > 0) {
+    expiries_.insert(idle);
+    arm_expiry_by(raw->last_active_ms() + static_cast<int64_t>(idle));
+  }
   return raw;
 }
 
@@ -500,7 +505,10 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   store_.remove(name);
   procs_->kill_all(name);
   s->stop(/*removed=*/true);
-  arm_expiry();
+  // The first expiry can only come later now: a timer that fires early finds nothing due
+  // and is set again, so no scan of every session here.
+  if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
+  if (expiries_.empty()) expiry_timer_.reset();
   session* raw = s.get();
   removed_.push_back(std::move(s));
   // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
@@ -548,6 +556,12 @@ void server::session_activity() {
     activity_save_timer_ = make_handle<timer>(&loop_);
     activity_save_timer_->start(60'000, [this] { save_state(); });
   }
+  // The session now due soonest is due no sooner than the shortest expiry from now.
+  if (!expiries_.empty()) arm_expiry_by(wall_ms() + static_cast<int64_t>(*expiries_.begin()));
+}
+
+void server::arm_expiry_by(int64_t due) {
+  if (expiry_timer_ && expiry_due_ <= due) return;
   arm_expiry();
 }
 
@@ -562,6 +576,7 @@ void server::arm_expiry() {
     return;
   }
   if (!expiry_timer_) expiry_timer_ = make_handle<timer>(&loop_);
+  expiry_due_ = first;
   // A little late rather than early: a session is removed only once it is due.
   expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(first - wall_ms(), 0)) + 1, [this] { expire_idle(); });
 }
