@@ -146,6 +146,19 @@ TEST_F(state_test, AFileLeftHalfWrittenIsIgnored) {
   EXPECT_FALSE(fs::exists(state + "/sessions/half.msgpack.tmp"));
 }
 
+// sbshd killed (as by a crash) right after its sessions were made: they all load, and an
+// environment file that no session names (its last session's removal was cut short) goes.
+TEST_F(state_test, AfterACrashTheSessionsLoadAndAnOrphanEnvironmentGoes) {
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(sbsh({"session", "create", "c" + std::to_string(i)}).code, 0);
+  kill_daemon();
+  std::string orphan = state + "/environs/" + std::string(64, 'a') + ".msgpack";
+  std::ofstream(orphan) << "left by a removal cut short";
+  start_daemon();
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(listed("c" + std::to_string(i)).is_null()) << i;
+  EXPECT_TRUE(wait_until([&] { return !fs::exists(orphan); }, seconds(10)));
+  EXPECT_EQ(files_in("environs").size(), 1u);
+}
+
 // Each distinct environment counts once towards the bound on all definitions: many sessions
 // may share a large one; distinct large ones are refused past the bound, with the figures.
 TEST_F(state_test, TheBoundOnDefinitionsCountsEachEnvironmentOnce) {
