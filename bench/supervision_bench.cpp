@@ -5,22 +5,29 @@
 //             the host; goal <= 5 ms.
 //   memory    1,000 idle sessions: each wrapper's PSS plus the daemon's growth, per session,
 //             next to the PSS of the bash each holds; goal: overhead <= 150 kB per session.
+//   definitions (--definitions alone) N sessions created by one client: the first and the
+//             last 100 creations, the whole (goal < 60 s for 10,000), and `session ls` of
+//             them all (goal < 100 ms).
 //
-// Usage: sbsh-supervision-bench [--quick] [--sessions N]
+// Usage: sbsh-supervision-bench [--quick] [--sessions N] [--definitions]
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -123,19 +130,114 @@ void bench_memory(sbsh::client::connection& c, pid_t daemon, int sessions) {
               n ? static_cast<double>(shells) / n : 0, overhead <= 150 ? "met" : "NOT met");
 }
 
+// CPU time (ms) all threads of process `pid` have run, from the scheduler's own counts.
+double process_cpu_ms(pid_t pid) {
+  uint64_t ns = 0;
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream f(t.path() / "schedstat");
+    uint64_t v = 0;
+    if (f >> v) ns += v;
+  }
+  return static_cast<double>(ns) / 1e6;
+}
+
+// CPU time (ms) of this process's children that have been waited for.
+double children_cpu_ms() {
+  rusage ru{};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return (static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3) +
+         (static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
+}
+
+// The session table at N sessions: N sessions created by one client (its environment, 8
+// requests at a time on 8 connections, as a client creating many would), the time of each of
+// the first and the last 100 creations, the whole, and `session ls` of them all, end to end
+// through the CLI. A creation costs the same at the Nth session as at the first: it writes
+// the session's own small file, never the whole table.
+void bench_definitions(const private_daemon& d, int sessions) {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+  std::vector<double> ms(static_cast<size_t>(sessions), 0);
+  std::atomic<int> next{0}, done{0};
+  // sbshd's CPU time when no, 100, N - 100 and N creations are done: what one costs sbshd
+  // itself at the start and at the end, whatever else the machine runs.
+  int edge = std::min(100, sessions);
+  std::vector<double> cpu(4, 0);
+  cpu[0] = process_cpu_ms(d.pid());
+  std::atomic<bool> failed{false};
+  auto t0 = clock_type::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 8; ++w)
+    workers.emplace_back([&] {
+      auto c = d.connect();
+      sbsh::session_spec spec;
+      spec.cwd = d.dir();
+      spec.environment = environment;
+      for (int i = next++; i < sessions && !failed; i = next++) {
+        spec.name = "def-" + std::to_string(i);
+        auto t = clock_type::now();
+        auto made = c.create_session(spec);
+        ms[static_cast<size_t>(i)] = ms_since(t);
+        int finished = ++done;
+        if (finished == edge) cpu[1] = process_cpu_ms(d.pid());
+        if (finished == sessions - edge) cpu[2] = process_cpu_ms(d.pid());
+        if (!made) {
+          std::fprintf(stderr, "session %d: %s\n", i, made.err().message.c_str());
+          failed = true;
+        }
+      }
+    });
+  for (auto& t : workers) t.join();
+  cpu[3] = process_cpu_ms(d.pid());
+  double total_s = ms_since(t0) / 1000;
+  if (failed) return;
+  auto first = summarize({ms.begin(), ms.begin() + edge});
+  auto last = summarize({ms.end() - edge, ms.end()});
+  std::printf("%-34s %10.1f s    goal < 60 s     %s\n", ("create " + std::to_string(sessions) + " sessions").c_str(),
+              total_s, total_s < 60 ? "met" : "NOT met");
+  std::printf("%-34s %10.2f ms   p90 %.2f ms   sbshd's CPU %.2f ms each\n", " ... each of the first 100",
+              first.median, first.p90, (cpu[1] - cpu[0]) / edge);
+  std::printf("%-34s %10.2f ms   p90 %.2f ms   sbshd's CPU %.2f ms each\n", " ... each of the last 100",
+              last.median, last.p90, (cpu[3] - cpu[2]) / edge);
+  for (const char* json : {"", "--json"}) {
+    std::vector<std::string> argv{bin_dir() + "/sbsh", "--socket", d.socket(), "session", "ls"};
+    if (*json != '\0') argv.emplace_back(json);
+    std::vector<double> ls;
+    double daemon_cpu = process_cpu_ms(d.pid()), cli_cpu = children_cpu_ms();
+    for (int i = 0; i < 5; ++i) {
+      auto t = clock_type::now();
+      if (run_quiet(argv) != 0) std::fprintf(stderr, "sbsh session ls %s failed\n", json);
+      ls.push_back(ms_since(t));
+    }
+    daemon_cpu = (process_cpu_ms(d.pid()) - daemon_cpu) / 5;
+    cli_cpu = (children_cpu_ms() - cli_cpu) / 5;
+    double median = summarize(ls).median;
+    std::printf("%-34s %10.2f ms   goal < 100 ms   %s   (CPU: sbshd %.1f ms, sbsh %.1f ms)\n",
+                (std::string("sbsh session ls ") + json).c_str(), median, median < 100 ? "met" : "NOT met",
+                daemon_cpu, cli_cpu);
+  }
+}
+
 }  // namespace
 
 static int unguarded_main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, definitions = false;
   unsigned sessions = 1000;
   sbsh::cli::command_line cl("sbsh-supervision-bench", "");
   cl.describe("Measures how fast a killed shell is replaced and what an idle session costs (docs/benchmarks.md).");
   cl.flag("--quick", "fewer restarts, and at most 100 sessions", quick);
   cl.number("--sessions", "N", "idle sessions for the memory figure (default 1000)", sessions, "a number of sessions",
             1, 100000);
+  cl.flag("--definitions", "only the session table's figures: create --sessions N sessions from one client, then list "
+          "them", definitions);
   if (int done = parse_or_exit(cl, "sbsh-supervision-bench", argc, argv); done >= 0) return done;
   if (quick) sessions = std::min(sessions, 100u);
   private_daemon d("supervision");
+  if (definitions) {
+    bench_definitions(d, static_cast<int>(sessions));
+    return 0;
+  }
   auto c = d.connect();
   bench_restart(c, quick ? 10 : 50, 1500);
   bench_memory(c, d.pid(), static_cast<int>(sessions));

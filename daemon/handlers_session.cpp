@@ -63,9 +63,9 @@ void on_session_create(server& srv, client_conn& c, ipc::envelope& env) {
     if (auto s = srv.cgroups().prepare(cgroup::limits{def->memory_max, def->pids_max, def->cpu_millis}.needs()); !s)
       return c.send_error(env.msg.id(), s.err());
   // The creating client's environment (none: a minimal one from the user's account).
-  auto environment = session_environment(std::move(def->environment));
+  auto environment = session_environment(def->environment_vars());
   if (!environment) return c.send_error(env.msg.id(), environment.err());
-  def->environment = std::move(*environment);
+  def->set_environment(std::move(*environment));
   def->implicit = false;  // made on purpose; it expires only when idle_expiry_ms says so
   uint64_t id = env.msg.id();
   uint64_t serial = c.serial();

@@ -350,6 +350,7 @@ bool job_runner::start_job(exec_job& job) {
   job.err_w.reset();
   job.in_r.reset();
   std::string().swap(job.text);  // the shell has it: a large text is not held while it runs
+  ++sent_;
   if (!job.internal) {
     ++commands_;
     ++gen_user_commands_;

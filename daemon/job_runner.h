@@ -87,6 +87,9 @@ class job_runner final : public shell_events {
   [[nodiscard]] const exec_job* current() const { return current_.get(); }
   [[nodiscard]] size_t queued() const { return queue_.size(); }
   [[nodiscard]] uint64_t commands() const { return commands_; }
+  // How many jobs the shells have been given, sbshd's own too: while it stays the same and
+  // none runs, nothing has run in the shell (its directory, say, is what it was).
+  [[nodiscard]] uint64_t sent() const { return sent_; }
   // Whether any client's command has been run or waits here (sbshd's own jobs aside).
   [[nodiscard]] bool used() const {
     auto theirs = [](const auto& j) { return !j->internal; };
@@ -147,6 +150,7 @@ class job_runner final : public shell_events {
   size_t init_pending_ = 0;  // run_first jobs not yet done
   uint64_t gen_user_commands_ = 0;  // user commands started in this generation
   uint64_t commands_ = 0;
+  uint64_t sent_ = 0;
   // Signal requests whose answers have not come: the next command waits for them, so that an
   // interrupt meant for one command never reaches the next.
   size_t signals_in_flight_ = 0;

@@ -35,6 +35,7 @@
 #include "daemon/service_context.h"
 #include "daemon/session_def.h"
 #include "daemon/session_host.h"
+#include "daemon/session_store.h"
 #include "daemon/snapshots.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
@@ -113,7 +114,8 @@ class server final : public proc_host, public session_host {
   // Removes every session made implicitly that has been idle for at least `idle_ms`; `done`
   // gets their names once nothing of them is left.
   void prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done);
-  // Writes the session definitions to the state directory (atomically, off the loop).
+  // Saves the idle times of the sessions that can expire whose time changed since it was
+  // saved (a definition is saved when it is made or changes: session_store.h).
   void save_state();
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   void write_atomically(const std::string& path, std::string bytes) override;
@@ -165,7 +167,6 @@ class server final : public proc_host, public session_host {
   // and those of its cgroup, which then goes.
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {}, std::string cgroup = {});
   void removed(session* s, std::function<void()> done);
-  std::string state_file() const { return opts_.state_dir + "/sessions.msgpack"; }
   void on_signal(int signum);
   void finish_shutdown();
   void watchdog_tick(uint64_t interval_ms);
@@ -173,6 +174,9 @@ class server final : public proc_host, public session_host {
   void start_spares_in(uint64_t ms);
   // One timer for every session's idle expiry: it fires when the first idle session expires.
   void arm_expiry();
+  // The timer set for `due` (unix ms) unless it is set for then or sooner already: a
+  // creation or a command's end must not scan every session.
+  void arm_expiry_by(int64_t due);
   void arm_expiry_at(int64_t due_ms);
   void expire_idle();
   void drop_spares();
@@ -191,7 +195,9 @@ class server final : public proc_host, public session_host {
   handle_ptr<timer> spare_timer_;
   handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
   handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
-  int64_t expiry_due_ = 0;            // when it fires (wall clock, ms)
+  int64_t expiry_due_ = 0;            // when it fires (unix ms)
+  // The idle expiries of the sessions in the table that have one: none left, no timer.
+  std::multiset<uint64_t> expiries_;
   handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.
@@ -224,6 +230,13 @@ class server final : public proc_host, public session_host {
   // way): a client told that a session was made can count on it surviving a crash of sbshd.
   void after_state_written(std::function<void()> done);
   std::map<std::string, pending_write> writes_;
+  // The session table on disk, and while load_state() recreates a session read from it,
+  // whether its file is there already.
+  session_store store_{&loop_, opts_.state_dir};
+  bool state_on_disk_ = false;
+  // The text the definitions of the sessions in the table hold, but their environments
+  // (session_store::environ_bytes counts each of those once): room_for_definition.
+  size_t own_text_ = 0;
   std::unique_ptr<proc_table> procs_;
   std::unique_ptr<kept_commands> kept_;
   // Lives as long as the server: work it left on the thread pool reports to it.
@@ -269,7 +282,7 @@ class server final : public proc_host, public session_host {
   // more than opts_.env_cap bytes.
   void enforce_env_cap();
   // Whether all definitions together stay within ipc::kMaxDefinitionsText with `def` as
-  // session `name`'s; the error says what to do.
+  // session `name`'s, each distinct environment counted once; the error says what to do.
   status room_for_definition(const std::string& name, const session_def& def);
   std::vector<std::unique_ptr<session>> removed_;  // ending, freed once their wrappers exit
 

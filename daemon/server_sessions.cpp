@@ -133,7 +133,7 @@ result<session*> server::get_or_create_session(const std::string& name, const st
   def.cwd = *dir;
   auto env = session_environment(environment());
   if (!env) return env.err();
-  def.environment = std::move(*env);
+  def.set_environment(std::move(*env));
   def.implicit = true;
   def.idle_expiry_ms = opts_.idle_expiry_ms;
   return create_session(name, std::move(def));
@@ -147,8 +147,10 @@ result<session*> server::create_session(const std::string& name, session_def def
     // on purpose keeps its own, and another default timeout is another definition.
     if (s->def().same_shells(def) && (s->def().implicit || def.implicit || s->def().timeout_ms == def.timeout_ms)) {
       if (s->def().implicit && !def.implicit) {
+        if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
+        if (def.idle_expiry_ms > 0) expiries_.insert(def.idle_expiry_ms);
         s->make_explicit(def.idle_expiry_ms, def.timeout_ms);
-        save_state();
+        store_.save(name, s->def(), s->last_active_ms());
         arm_expiry();
       }
       return s;
@@ -169,28 +171,44 @@ result<session*> server::create_session(const std::string& name, session_def def
   }
   // A definition saved before sessions kept their creator's environment (or an adopted shell
   // not in the state file): the minimal one, never sbshd's.
-  if (def.environment.empty())
-    if (auto login = session_environment({})) def.environment = std::move(*login);
+  if (def.environment_vars().empty())
+    if (auto login = session_environment({})) def.set_environment(std::move(*login));
   auto s = adopted != nullptr ? std::make_unique<session>(*this, name, def, std::move(*adopted))
                               : std::make_unique<session>(*this, name, def);
   session* raw = s.get();
   sessions_.emplace(name, std::move(s));
   spdlog::info("session {} created in {}{}", name, def.cwd, def.implicit ? " (implicitly)" : "");
-  save_state();
-  arm_expiry();
+  own_text_ += own_text_size(raw->def());
+  store_.save(name, raw->def(), raw->last_active_ms(), state_on_disk_);
+  if (uint64_t idle = raw->def().idle_expiry_ms; idle > 0) {
+    expiries_.insert(idle);
+    arm_expiry_by(raw->last_active_ms() + static_cast<int64_t>(idle));
+  }
   return raw;
 }
 
 status server::room_for_definition(const std::string& name, const session_def& def) {
   if (find_session(name) != nullptr) return ok_status();  // the same definition, or create_session says how not
-  size_t total = text_size(def);
-  for (const auto& [n, s] : sessions_) total += text_size(s->def());
-  for (const auto& [n, p] : pending_) total += text_size(p.def);
+  // Kept as a sum, so that a creation costs the same however many sessions there are; an
+  // environment shared by many definitions counts once.
+  size_t total = own_text_ + store_.environ_bytes();
+  std::set<std::string> more;  // environments not yet counted
+  auto add = [&](const session_def& d) {
+    total += own_text_size(d);
+    if (d.environ && !store_.has_environ(d.environ->hash) && more.insert(d.environ->hash).second)
+      total += d.environ->bytes;
+  };
+  add(def);
+  for (const auto& [n, p] : pending_) add(p.def);
   if (total <= ipc::kMaxDefinitionsText) return ok_status();
   return make_error(ipc::errc::bad_request,
-                    fmt::format("the definitions of all sessions would hold more than {} MiB of directories, "
-                                "variables and init commands; remove sessions no longer needed with 'sbsh session rm'",
-                                ipc::kMaxDefinitionsText >> 20));
+                    fmt::format("session '{}' cannot be defined: the definitions of all sessions would hold {:.1f} MiB "
+                                "of directories, variables, init commands and environments ({} sessions, {} distinct "
+                                "environments, each counted once), more than the {} MiB sbshd keeps; remove sessions "
+                                "no longer needed with 'sbsh session rm' or 'sbsh session prune', or create sessions "
+                                "from one environment (sessions whose creators' environments are the same share it)",
+                                name, static_cast<double>(total) / (1u << 20), sessions_.size() + 1,
+                                store_.environ_count() + more.size(), ipc::kMaxDefinitionsText >> 20));
 }
 
 void server::define_session(const std::string& name, session_def def, uint64_t serial,
@@ -483,10 +501,14 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   if (std::string tmp = session_tmp_dir(name), aside = fmt::format("{}.removed-{}", tmp, mono_us());
       s->def().confine && ::rename(tmp.c_str(), aside.c_str()) == 0)
     finished = [this, aside, finished = std::move(finished)] { snapshots_.remove_later(aside, finished); };
-  save_state();
+  own_text_ -= own_text_size(s->def());
+  store_.remove(name);
   procs_->kill_all(name);
   s->stop(/*removed=*/true);
-  arm_expiry();
+  // The first expiry can only come later now: a timer that fires early finds nothing due
+  // and is set again, so no scan of every session here.
+  if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
+  if (expiries_.empty()) expiry_timer_.reset();
   session* raw = s.get();
   removed_.push_back(std::move(s));
   // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
@@ -538,8 +560,12 @@ void server::session_activity(const session& s) {
   }
   // Activity only moves this session's expiry later, so a timer already due no later than it
   // stands: when it fires, expire_idle() looks at every session and sets it again.
-  int64_t due = s.last_active_ms() + static_cast<int64_t>(s.def().idle_expiry_ms);
-  if (!expiry_timer_ || due < expiry_due_) arm_expiry_at(due);
+  arm_expiry_by(s.last_active_ms() + static_cast<int64_t>(s.def().idle_expiry_ms));
+}
+
+void server::arm_expiry_by(int64_t due) {
+  if (expiry_timer_ && expiry_due_ <= due) return;
+  arm_expiry_at(due);
 }
 
 void server::arm_expiry() {

@@ -1,6 +1,7 @@
-// The state store: the session definitions in STATE/sessions.msgpack, written atomically off
-// the loop (one write per file at a time, so an older state never lands last), read back at
-// start, and set aside when unreadable.
+// The state store: the session definitions, one file each (session_store.h), their idle times
+// saved at most once a minute, read back at start; and the other state files (procs.msgpack),
+// written atomically off the loop, one write per file at a time, so that an older state never
+// lands last.
 #include "daemon/server.h"
 
 #include <fcntl.h>
@@ -26,12 +27,10 @@ namespace sbsh::daemon {
 
 void server::save_state() {
   activity_save_timer_.reset();  // this write has them
-  ipc::sessions_file f;
-  for (const auto& [name, s] : sessions_) {
-    f.sessions.emplace(name, s->def());
-    if (s->def().idle_expiry_ms > 0) f.last_active.emplace(name, s->last_active_ms());
-  }
-  write_atomically(state_file(), ipc::encode(f));
+  // Only the sessions whose idle time changed since it was saved, each in its own file.
+  for (const auto& [name, s] : sessions_)
+    if (s->def().idle_expiry_ms > 0 && !store_.saved_with(name, s->last_active_ms()))
+      store_.save(name, s->def(), s->last_active_ms());
 }
 
 void server::write_atomically(const std::string& path, std::string bytes) {
@@ -65,48 +64,56 @@ void server::write_atomically(const std::string& path, std::string bytes) {
       });
 }
 
-void server::after_state_written(std::function<void()> done) {
-  auto& w = writes_[state_file()];
-  if (!w.busy) return done();
-  (w.next ? w.next_waiters : w.current_waiters).push_back(std::move(done));
-}
+void server::after_state_written(std::function<void()> done) { store_.when_written(std::move(done)); }
 
 void server::load_state(std::map<std::string, adopted_shell>& adopted) {
-  std::string path = state_file();
-  bool missing;
-  auto m = read_state_file(path, &missing);
-  if (!m) {
-    if (!missing) move_aside(path, m.err().message);
-    return;
-  }
-  auto file = ipc::decode<ipc::sessions_file>(*m);
-  if (!file) return move_aside(path, file.err().message);
-  bool expired = false;
-  for (auto& [name, spec] : file->sessions) {
-    auto def = def_from_saved(std::move(spec));
-    if (!def) return move_aside(path, fmt::format("session '{}' is invalid: {}", name, def.err().message));
-    if (!valid_session_name(name)) return move_aside(path, fmt::format("session '{}' is invalid", name));
+  auto saved = store_.load();
+  size_t converted = 0, bad = 0;
+  for (auto& l : saved) {
+    const std::string& name = l.name;
+    auto def = def_from_saved(std::move(l.spec));
+    if (!def || !valid_session_name(name)) {
+      std::string why = def ? "its name is invalid" : def.err().message;
+      if (l.converted) {
+        ++bad;
+        spdlog::error("session {} in {} is invalid and was left out: {}", name, store_.legacy_file(), why);
+        continue;
+      }
+      move_aside(fmt::format("{}/{}.msgpack", store_.sessions_dir(), name), fmt::format("session '{}' is invalid: {}", name, why));
+      continue;
+    }
     auto shell = adopted.find(name);
-    auto active = file->last_active.find(name);
-    if (active != file->last_active.end() && def->idle_expiry_ms > 0 &&
-        wall_ms() >= active->second + static_cast<int64_t>(def->idle_expiry_ms) && shell == adopted.end()) {
+    if (l.last_active > 0 && def->idle_expiry_ms > 0 &&
+        wall_ms() >= l.last_active + static_cast<int64_t>(def->idle_expiry_ms) && shell == adopted.end()) {
       // It expired while no sbshd ran: never start a shell only to remove it.
       spdlog::info("session {} removed: idle for more than its expiry ({} ms) while sbshd was not running", name,
                    def->idle_expiry_ms);
-      expired = true;
+      if (!l.converted) store_.remove(name);
       continue;
     }
+    // A session read from its own file is there already; one converted is written now.
+    state_on_disk_ = !l.converted;
     auto s = create_session(name, *def, shell != adopted.end() ? &shell->second : nullptr);
-    if (s && active != file->last_active.end()) (*s)->touch(std::min(active->second, wall_ms()));
+    state_on_disk_ = false;
+    if (s && l.last_active > 0) (*s)->touch(std::min(l.last_active, wall_ms()));
     if (!s) {
       spdlog::error("cannot recreate session {}: {}", name, s.err().message);
+      if (!l.converted) store_.remove(name);
     } else if (shell == adopted.end()) {
-      spdlog::info("recreated session {} from {}", name, path);
+      spdlog::info("recreated session {}", name);
       (*s)->jobs().assume_earlier_shell("sbshd restarted and the session's shell did not outlive it");
+    }
+    if (s && l.converted) {
+      ++converted;
+      store_.save(name, (*s)->def(), (*s)->last_active_ms());  // with the idle time it had
     }
     if (shell != adopted.end()) adopted.erase(shell);
   }
-  if (expired) save_state();
+  if (store_.converting()) {
+    spdlog::info("{} sessions read from {}, to be kept one file each in {}", converted, store_.legacy_file(),
+                 store_.sessions_dir());
+    store_.finish_conversion(bad > 0, fmt::format("{} of its sessions are invalid", bad));
+  }
   arm_expiry();  // the sessions loaded keep the idle time they had
 }
 

@@ -81,11 +81,20 @@ session_status session::describe() const {
   st.queued = jobs_.queued();
   st.commands = jobs_.commands();
   st.cwd = def_.cwd;
-  if (sh.shell_pid() > 0) {
+  // An idle shell's directory changes only when something runs in it: read again then.
+  bool idle = current == nullptr && !earlier;
+  std::pair<long, uint64_t> now{static_cast<long>(sh.shell_pid()), jobs_.sent()};
+  if (sh.shell_pid() > 0 && idle && cwd_seen_for_ == now) {
+    st.cwd = cwd_seen_;
+  } else if (sh.shell_pid() > 0) {
     char buf[4096];
     ssize_t n = ::readlink(fmt::format("/proc/{}/cwd", sh.shell_pid()).c_str(), buf, sizeof buf - 1);
     if (n > 0) st.cwd.assign(buf, static_cast<size_t>(n));
     else if (!sh.said_cwd().empty()) st.cwd = sh.said_cwd();  // an undumpable shell, sbshd not root
+    if (n > 0 && idle) {
+      cwd_seen_ = st.cwd;
+      cwd_seen_for_ = now;
+    }
   }
   st.error = sh.failure();
   st.started_at_ms = sh.started_at_ms();

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "daemon/exec_job.h"
 #include "daemon/job_runner.h"
@@ -92,6 +93,11 @@ class session {
   std::string name_;
   session_def def_;
   int64_t last_active_ms_;
+  // The idle shell's directory as describe() last read it from /proc, and for which shell
+  // and job count (job_runner::sent): `session ls` of 10,000 sessions must not walk
+  // 10,000 /proc paths when nothing has run since.
+  mutable std::string cwd_seen_;
+  mutable std::pair<long, uint64_t> cwd_seen_for_{0, 0};
   // Declared in this order: the runner is destroyed first, while the shell it talks to
   // still exists.
   shell_supervisor shell_;

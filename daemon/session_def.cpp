@@ -214,13 +214,15 @@ status check_ignore_pattern(std::string_view p) {
   return ok_status();
 }
 
-size_t text_size(const session_def& d) {
+size_t own_text_size(const session_def& d) {
   size_t n = d.cwd.size() + d.snapshot.size() + d.root.size() + d.setup.size() + d.sbsh_env.size();
   for (const auto* list :
        {&d.env, &d.init, &d.limits, &d.environment, &d.ignore, &d.setup_keys, &d.allow_write, &d.allow_read, &d.read_only})
     for (const auto& s : *list) n += s.size() + 1;
   return n;
 }
+
+size_t text_size(const session_def& d) { return own_text_size(d) + (d.environ ? d.environ->bytes : 0); }
 
 result<std::vector<std::string>> session_environment(std::vector<std::string> given) {
   if (given.empty()) return login_environment();
@@ -246,6 +248,7 @@ result<session_def> def_from_saved(session_spec spec) {
                                                           ipc::printable(d.restart, 32)));
   if (auto s = check_def(d); !s) return s.err();
   if (auto s = normalize_limits(d.limits); !s) return s.err();
+  d.set_environment(std::move(d.environment));
   return d;
 }
 

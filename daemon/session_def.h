@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/confine.h"
+#include "daemon/session_environ.h"
 #include "ipc/records.h"
 #include "ipc/result.h"
 
@@ -36,8 +37,21 @@ std::optional<restart_policy> parse_policy(std::string_view s);
 // A session's definition as sbshd holds it: the session_spec a client sent or the state file
 // kept (ipc/records.h), checked by def_from_request or def_from_saved (absolute paths,
 // canonical limits, a known restart policy). It is sent back and saved as it is, as a
-// session_spec; its name is the session table's, left empty here.
+// session_spec; its name is the session table's, left empty here. Its creator's environment
+// is not in session_spec::environment (left empty) but in `environ`, one copy shared by every
+// definition with the same (session_environ.h).
 struct session_def : session_spec {
+  environ_ref environ;
+  // The variables every shell starts with, before `env`.
+  [[nodiscard]] const std::vector<std::string>& environment_vars() const {
+    static const std::vector<std::string> none;
+    return environ ? environ->vars : none;
+  }
+  // Takes `vars` as the creator's environment (interned), and none in session_spec's field.
+  void set_environment(std::vector<std::string> vars) {
+    environ = intern_environ(std::move(vars));
+    environment.clear();
+  }
   // The restart policy `restart` names (checked when the definition was made).
   [[nodiscard]] restart_policy policy() const { return parse_policy(restart).value_or(restart_policy::always); }
   [[nodiscard]] bool has_cgroup_limits() const { return memory_max != 0 || pids_max != 0 || cpu_millis != 0; }
@@ -55,8 +69,14 @@ struct session_def : session_spec {
     return ignore == o.ignore && no_default_ignores == o.no_default_ignores && gitignore == o.gitignore &&
            keep_copy_on_failure == o.keep_copy_on_failure;
   }
+  // Interned, the same environment is the same copy; the hash says so for copies made apart.
+  [[nodiscard]] bool same_environ(const session_def& o) const {
+    if (environ == o.environ) return true;
+    if (environ && o.environ) return environ->hash == o.environ->hash;
+    return environment_vars() == o.environment_vars();  // none, or none given
+  }
   bool operator==(const session_def& o) const {
-    return same_shells(o) && environment == o.environment && implicit == o.implicit &&
+    return same_shells(o) && same_environ(o) && implicit == o.implicit &&
            idle_expiry_ms == o.idle_expiry_ms && timeout_ms == o.timeout_ms;
   }
 };
@@ -111,11 +131,14 @@ inline constexpr size_t kMaxSessionEnv = 1u << 20;
 // or blank); the error says what is wrong with it.
 status check_ignore_pattern(std::string_view p);
 
-// The bytes of text a definition holds (what ipc::kMaxDefinitionText bounds).
+// The bytes of text a definition holds (what ipc::kMaxDefinitionText bounds), and those it
+// holds but its environment (shared with other definitions: counted once for them all).
 size_t text_size(const session_def& d);
+size_t own_text_size(const session_def& d);
 
 // Checks a definition that was sent (a session_create request) or saved (the state file)
-// and puts its limits in canonical form; the error says what is wrong.
+// and puts its limits in canonical form, its environment interned; the error says what is
+// wrong.
 result<session_def> def_from_request(session_spec spec);
 result<session_def> def_from_saved(session_spec spec);
 

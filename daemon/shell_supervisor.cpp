@@ -78,14 +78,14 @@ std::string claim_text(const std::string& name, const session_def& def) {
     if (n == "PWD" || n == "OLDPWD" || n == "SHLVL" || n == "_" || n == "SBSH_SESSION" || n == "SBSH_ROOT" || n == "SBSH_ENV") return;
     t += fmt::format("export {}={};", n, shell_quote(std::string_view(e).substr(n.size() + 1)));
   };
-  for (const auto& e : def.environment) add(e);
+  for (const auto& e : def.environment_vars()) add(e);
   for (const auto& e : def.env) add(e);
   t += fmt::format("export SBSH_SESSION={};", shell_quote(name));
   if (!root_of(def).empty()) t += fmt::format("export SBSH_ROOT={};", shell_quote(root_of(def)));
   if (!def.sbsh_env.empty()) t += fmt::format("export SBSH_ENV={};", shell_quote(def.sbsh_env));
   t += fmt::format("cd -P -- {}||exit 1;", shell_quote(def.cwd));
   bool has_old = false;
-  std::string old = value_of(def.environment, "OLDPWD", &has_old);
+  std::string old = value_of(def.environment_vars(), "OLDPWD", &has_old);
   bool has_old_var = false;
   std::string old_var = value_of(def.env, "OLDPWD", &has_old_var);
   if (has_old_var) old = old_var;
@@ -94,7 +94,7 @@ std::string claim_text(const std::string& name, const session_def& def) {
   else
     t += "unset OLDPWD;export OLDPWD;";
   bool has_level = false;
-  std::string level = value_of(def.environment, "SHLVL", &has_level);
+  std::string level = value_of(def.environment_vars(), "SHLVL", &has_level);
   long n = 0;
   auto [ptr, ec] = std::from_chars(level.data(), level.data() + level.size(), n);
   n = has_level && ec == std::errc() && ptr == level.data() + level.size() && n >= 0 && n < 999 ? n + 1 : 1;
@@ -120,7 +120,7 @@ bool leads_outside_confinement(const std::string& entry) {
 bool spare_can_serve(const session_def& def) {
   // A spare's bash was started unconfined, in sbshd's namespaces.
   if (!def.limits.empty() || def.confine || def.no_network || def.has_cgroup_limits()) return false;
-  for (const auto* list : {&def.environment, &def.env})
+  for (const auto* list : {&def.environment_vars(), &def.env})
     for (const auto& e : *list) {
       std::string_view n = std::string_view(e).substr(0, e.find('='));
       if (!shell_identifier(n) || startup_variable(n)) return false;
@@ -200,7 +200,7 @@ void shell_supervisor::start_shell() {
   dir_ = srv_.new_shell_dir();
   // The session's own environment, never sbshd's: only the bash to run comes from sbshd
   // (the wrapper reads SBSH_BASH and takes it out before bash starts).
-  std::vector<std::string> env_store = def.environment;
+  std::vector<std::string> env_store = def.environment_vars();
   if (def.confine) std::erase_if(env_store, leads_outside_confinement);
   if (const char* bash = std::getenv("SBSH_BASH"); bash != nullptr) env_store.push_back(fmt::format("SBSH_BASH={}", bash));
   for (const auto& e : def.env) env_store.push_back(e);  // bash takes the last of two entries

@@ -1,4 +1,4 @@
-// The state files sbshd keeps in its state directory (sessions.msgpack, procs.msgpack), each
+// The state files sbshd keeps in its state directory (sessions/NAME.msgpack, procs.msgpack), each
 // one frame: how one is read back, and how one that cannot be is set aside so that sbshd
 // starts without it.
 #pragma once

@@ -1175,7 +1175,40 @@ using all = std::tuple<hello, welcome, error, ok, session_list, session_info, se
 // ---- State files ------------------------------------------------------------------------
 // sbshd's files in the state directory are single frames of the same codec.
 
-// STATE/sessions.msgpack: every session's definition, by name.
+// STATE/sessions/NAME.msgpack: one session's definition (daemon/session_store.h). Its
+// creator's environment is not in it but named by hash, in STATE/environs/HASH.msgpack
+// (environ_file), which every session with that environment shares.
+struct session_file {
+  static constexpr message_kind kind{msg_type::session_info, "a session's state file", route::state_file, false};
+  uint64_t version = 1;
+  std::string name;         // the session's: the file's name, less ".msgpack"
+  session_spec definition;  // its environment empty
+  std::string environ;      // its environment's hash (daemon/session_environ.h); "": none
+  // When the session last had something to do (unix ms): a restart of sbshd neither resets
+  // nor loses its idle time. 0: not known.
+  int64_t last_active = 0;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &session_file::version), field("name", &session_file::name, kRequired),
+                      field("definition", &session_file::definition, kRequired),
+                      field("environ", &session_file::environ, kOmitEmpty),
+                      field("last_active", &session_file::last_active, kOmitEmpty)};
+  }
+};
+
+// STATE/environs/HASH.msgpack: an environment sessions start with, NAME=VALUE each; HASH is
+// the hash of `vars` (daemon/session_environ.h), checked when it is read.
+struct environ_file {
+  static constexpr message_kind kind{msg_type::session_info, "a session environment's state file",
+                                     route::state_file, false};
+  uint64_t version = 1;
+  std::vector<std::string> vars;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &environ_file::version), field("vars", &environ_file::vars)};
+  }
+};
+
+// STATE/sessions.msgpack, of earlier versions: every session's definition, by name. Read
+// once at start and converted into the files above.
 struct sessions_file {
   static constexpr message_kind kind{msg_type::session_info, "the session table", route::state_file, false};
   uint64_t version = 1;

@@ -307,7 +307,7 @@ TEST_F(lifetime_test, ASecondSbshdOnTheSameStateDirectoryIsRefused) {
   ASSERT_EQ(sbsh({"start", "-s", "one", "--", "exec -a " + tag() + " sleep 300"}).code, 0);
   auto snapshot = [&] {
     std::string all;
-    for (const char* f : {"sessions.msgpack", "procs.msgpack"}) {
+    for (const char* f : {"sessions/one.msgpack", "procs.msgpack"}) {
       struct stat st{};
       ::stat((state + "/" + f).c_str(), &st);
       all += read_file(state + "/" + f) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +

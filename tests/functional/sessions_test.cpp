@@ -273,4 +273,19 @@ TEST_F(sessions_test, RemovingASessionUnderARunningCommandSaysSo) {
   EXPECT_TRUE(processes_running("sleep 30.013").empty());
 }
 
+// session ls reads an idle shell's directory once and keeps it until something runs there:
+// what it lists follows every cd, and stays right when nothing ran.
+TEST_F(sessions_test, SessionLsFollowsTheShellsDirectory) {
+  ASSERT_EQ(exec("d", "cd " + dir).code, 0);
+  EXPECT_EQ(listed("d")["cwd"], dir);
+  EXPECT_EQ(listed("d")["cwd"], dir);
+  ASSERT_EQ(exec("d", "mkdir -p sub && cd sub").code, 0);
+  EXPECT_EQ(listed("d")["cwd"], dir + "/sub");
+  EXPECT_EQ(listed("d")["cwd"], dir + "/sub");
+  // A new shell starts in the session's directory again.
+  ASSERT_EQ(sbsh({"session", "restart", "d"}).code, 0);
+  ASSERT_TRUE(wait_until([&] { return exec("d", "true").code == 0; }, std::chrono::seconds(20)));
+  EXPECT_NE(listed("d")["cwd"], dir + "/sub");
+}
+
 }  // namespace sbsh::test::sessions_tests

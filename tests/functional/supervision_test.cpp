@@ -470,14 +470,14 @@ TEST_F(logcap_test, TheLogCapHoldsAndKeepsTheNewest) {
 
 TEST_F(supervision_test, ACorruptStateFileIsMovedAside) {
   ASSERT_EQ(sbsh({"session", "create", "x"}).code, 0);
-  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(state + "/sessions.msgpack"); }, std::chrono::seconds(5)));
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(state + "/sessions/x.msgpack"); }, std::chrono::seconds(5)));
   stop_daemon();
-  std::ofstream(state + "/sessions.msgpack", std::ios::trunc) << "this is not msgpack";
+  std::ofstream(state + "/sessions/x.msgpack", std::ios::trunc) << "this is not msgpack";
   start_daemon();
   EXPECT_EQ(exec("y", "echo up").out, "up\n");
   bool aside = false;
-  for (const auto& e : std::filesystem::directory_iterator(state))
-    aside = aside || e.path().filename().string().rfind("sessions.msgpack.corrupt-", 0) == 0;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/sessions"))
+    aside = aside || e.path().filename().string().rfind("x.msgpack.corrupt-", 0) == 0;
   EXPECT_TRUE(aside);
 }
 
