@@ -321,6 +321,8 @@ json_value json_of(const daemon_status& st) {
   o["uptime_ms"] = st.uptime_ms;
   o["socket"] = st.socket_path;
   o["counters"] = std::move(c);
+  o["descriptor_limit"] = st.descriptor_limit;
+  o["sessions_supported"] = st.sessions_supported;
   o["sessions"] = json_of(st.sessions);
   return o;
 }
