@@ -355,6 +355,8 @@ result<daemon_status> connection::status() {
   st.socket_path = r->socket;
   st.sessions = std::move(r->sessions);
   st.counters = r->counters;
+  st.descriptor_limit = r->descriptor_limit;
+  st.sessions_supported = r->sessions_supported;
   return st;
 }
 

@@ -48,6 +48,8 @@ struct schema_of<client::daemon_status> {
                       field("uptime_ms", &s::uptime_ms),
                       field("socket", &s::socket_path),
                       field("counters", &s::counters),
+                      field("descriptor_limit", &s::descriptor_limit),
+                      field("sessions_supported", &s::sessions_supported),
                       field("sessions", &s::sessions)};
   }
 };

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "daemon/capacity.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::daemon {
@@ -46,7 +47,11 @@ struct spawn_plan {
 }  // namespace
 
 namespace {
-error cannot_spawn(int e) { return ipc::make_error(ipc::errc::spawn, std::strerror(e)); }
+// Out of processes or descriptors, the message says which limit and how to raise it.
+error cannot_spawn(int e) {
+  bool out_of_something = e == EMFILE || e == ENFILE || e == EAGAIN;
+  return ipc::make_error(ipc::errc::spawn, out_of_something ? resource_failure(e, "start a process") : std::strerror(e));
+}
 }  // namespace
 
 result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_callback cb) {

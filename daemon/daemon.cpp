@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/paths.h"
+#include "daemon/capacity.h"
 #include "daemon/log.h"
 #include "daemon/service_manager.h"
 #include "daemon/state_lock.h"
@@ -45,16 +46,6 @@ std::string find_wrapper() {
     start = end + 1;
   }
   return {};
-}
-
-// Each session holds about ten descriptors; the default soft limit of 1024 would cap us
-// near a hundred sessions.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 // glibc raises its mmap threshold to the size of any large block freed, so that after one
@@ -268,7 +259,7 @@ int run_or_die(run_options opts) {
     return 1;
   }
   opts.state_lock_fd = state_lock->get();
-  raise_fd_limit();
+  opts.children_nofile = raise_descriptor_limit();
   return_large_blocks();
   if (opts.foreground) {
     write_state_lock(opts.state_lock_fd, opts.socket_path, false);

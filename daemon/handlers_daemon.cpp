@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/capacity.h"
 #include "daemon/handlers.h"
 #include "ipc/messages.h"
 
@@ -31,6 +32,8 @@ void on_status(server& srv, client_conn& c, ipc::envelope& env) {
   counts.clients = srv.client_count();
   msg::status_reply r{::getpid(), SBSH_VERSION, srv.uptime_ms(), srv.opts().socket_path, srv.opts().state_dir,
                       describe_sessions(srv), counts};
+  r.descriptor_limit = descriptor_limit();
+  r.sessions_supported = sessions_supported(r.descriptor_limit);
   c.send(ipc::encode(r, env.msg.id()));
 }
 

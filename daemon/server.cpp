@@ -44,6 +44,7 @@ server::server(options opts)
       cgroups_(state_key(opts_.state_dir)) {
   uv_loop_init(&loop_);
   devnull_ = unique_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  accept_reserve_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);

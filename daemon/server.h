@@ -154,6 +154,9 @@ class server final : public proc_host, public session_host {
  private:
   status start_listening();
   void on_accept();
+  // Out of descriptors: takes one waiting connection with the one kept for this and refuses
+  // it, saying which limit; false when even that cannot be done.
+  bool refuse_for_descriptors();
   // Refuses a connection just accepted with an error frame that says why.
   void refuse(unique_fd conn, ipc::errc code, const std::string& message);
   void enforce_bounds();
@@ -187,6 +190,7 @@ class server final : public proc_host, public session_host {
   unique_fd listen_fd_;
   unique_fd lock_fd_;
   unique_fd devnull_;
+  unique_fd accept_reserve_;  // closed for a moment to refuse a connection when none is left
   unique_fd ns_last_pid_;
   handle_ptr<fd_watch> listen_watch_;
   std::vector<handle_ptr<signal_watch>> signals_;  // SIGTERM, SIGINT and SIGHUP

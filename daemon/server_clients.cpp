@@ -19,6 +19,7 @@
 
 #include "common/paths.h"
 #include "common/procs.h"
+#include "daemon/capacity.h"
 #include "daemon/session.h"
 #include "ipc/bounds.h"
 #include "ipc/messages.h"
@@ -212,6 +213,7 @@ void server::on_accept() {
   for (int i = 0; i < 64; ++i) {
     int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
+      if ((errno == EMFILE || errno == ENFILE) && refuse_for_descriptors()) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // The connection stays in the backlog, and the listening socket readable: stop
         // polling it for a moment, or the loop would spin until a descriptor is free.
@@ -260,6 +262,25 @@ void server::on_accept() {
     client_conn* raw = c.get();
     clients_.emplace(raw, std::move(c));
   }
+}
+
+bool server::refuse_for_descriptors() {
+  int e = errno;
+  if (!accept_reserve_) return false;
+  accept_reserve_.reset();
+  std::string why = resource_failure(e, "take another connection");
+  unique_fd conn(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  bool taken = static_cast<bool>(conn);
+  if (taken) {
+    // Written at once and closed, so that the reserve can be taken back: a new connection's
+    // socket buffer has room for one small frame.
+    spdlog::warn("refused a connection: {}", why);
+    std::string frame = ipc::encode(ipc::msg::error{ipc::wire_name(ipc::errc::too_many_clients), why});
+    (void)::send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    conn.reset();
+  }
+  accept_reserve_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  return taken && accept_reserve_;
 }
 
 void server::refuse(unique_fd conn, ipc::errc code, const std::string& message) {

@@ -21,6 +21,7 @@
 #include "common/environ.h"
 #include "common/paths.h"
 #include "common/procs.h"
+#include "daemon/capacity.h"
 #include "daemon/session.h"
 #include "ipc/text.h"
 
@@ -160,6 +161,8 @@ result<session*> server::create_session(const std::string& name, session_def def
                                   "'sbsh session rm {}'",
                                   name, describe_difference(s->def(), def), name));
   }
+  // Refused before any descriptor runs out, with room left for clients (capacity.h).
+  if (auto room = room_for_session(sessions_.size()); !room && adopted == nullptr) return room.err();
   // A cgroup of the session's own for its limits. Only for them: moving bash into a cgroup
   // costs about 10 ms (the kernel's migration waits for RCU), more than the rest of a
   // confined session's start, whose PID namespace already ends all it started.

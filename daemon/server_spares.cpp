@@ -17,6 +17,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
+#include "daemon/capacity.h"
 #include "daemon/shell_channel.h"
 #include "ipc/wrapper_link.h"
 
@@ -70,9 +71,8 @@ void server::start_spares_in(uint64_t ms) {
 result<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                               std::vector<std::string>& env, const char* cwd,
                                               child_process::exit_callback on_exit) {
-  auto failed = [](const char* what) {
-    return ipc::make_error(ipc::errc::io, fmt::format("cannot {}: {}", what, std::strerror(errno)));
-  };
+  // Out of descriptors, the message says which limit and how to raise it (capacity.h).
+  auto failed = [](const char* what) { return ipc::make_error(ipc::errc::io, resource_failure(errno, what)); };
   int ctl[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) return failed("create its control socket");
   wrapper_process w{{}, unique_fd(ctl[0]), {}};
@@ -82,8 +82,11 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
   unique_fd owner(::fcntl(channel->first.get(), F_DUPFD_CLOEXEC, 0));
   if (!owner) return failed("duplicate the shell's channel");
   if (::mkdir(dir.c_str(), 0700) != 0) return failed(fmt::format("create {}", dir).c_str());
-  std::vector<std::string> argv_store{"sbsh-wrapper", "--dir", dir, "--adopt-timeout",
-                                      std::to_string(opts_.adopt_timeout_ms)};
+  std::vector<std::string> argv_store{"sbsh-wrapper"};
+  // sbshd's own descriptor limit may be far above what its shells had before it raised it.
+  if (opts_.children_nofile != 0 && opts_.children_nofile < descriptor_limit())
+    argv_store.insert(argv_store.end(), {"--nofile", std::to_string(opts_.children_nofile)});
+  argv_store.insert(argv_store.end(), {"--dir", dir, "--adopt-timeout", std::to_string(opts_.adopt_timeout_ms)});
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv = c_pointers(argv_store);
   std::vector<char*> envp = c_pointers(env);

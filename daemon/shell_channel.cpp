@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/capacity.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::daemon {
@@ -20,7 +21,7 @@ namespace sbsh::daemon {
 result<std::pair<unique_fd, unique_fd>> make_shell_channel() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return make_error(ipc::errc::io, fmt::format("cannot create the shell's channel: {}", std::strerror(errno)));
+    return make_error(ipc::errc::io, resource_failure(errno, "create the shell's channel"));
   unique_fd mine(sv[0]), bash(sv[1]);
   set_nonblocking(mine.get());
   watch_senders(mine.get());

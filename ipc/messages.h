@@ -717,12 +717,17 @@ struct status_reply {
   std::string_view state_dir;
   std::vector<session_status> sessions;
   daemon_counters counters;
+  // sbshd's soft RLIMIT_NOFILE, and the sessions it holds within it (daemon/capacity.h).
+  uint64_t descriptor_limit = 0;
+  uint64_t sessions_supported = 0;
   static constexpr auto fields() {
     using s = status_reply;
     return std::tuple{field("pid", &s::pid),       field("version", &s::version),
                       field("uptime_ms", &s::uptime_ms), field("socket", &s::socket),
                       field("state_dir", &s::state_dir), field("sessions", &s::sessions),
-                      field("counters", &s::counters)};
+                      field("counters", &s::counters),
+                      field("descriptor_limit", &s::descriptor_limit, kOmitEmpty),
+                      field("sessions_supported", &s::sessions_supported, kOmitEmpty)};
   }
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "wrapper/idle_memory.h"
 #include "wrapper/tree_copy.h"
 #include "wrapper/wrapper.h"
 
@@ -13,7 +14,8 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-      "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] SESSION | --spare PADDING\n"
+      "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] [--nofile N]\n"
+      "                    SESSION | --spare PADDING\n"
       "                    | --spare-confined PADDING | --setup TEXT\n"
       "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
   return 2;
@@ -24,6 +26,7 @@ int usage() {
 int main(int argc, char** argv) {
   // sbshd also runs the wrapper to copy a snapshot's directory (tree_copy.h).
   if (argc >= 2 && std::strcmp(argv[1], "--copy-tree") == 0) return sbsh::wrapper::copy_tree_main(argc - 2, argv + 2);
+  sbsh::wrapper::keep_heap_small();
   sbsh::wrapper::options o;
   int i = 1;
   for (; i + 1 < argc; i += 2) {
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  sbsh::wrapper::lower_descriptor_limit(o.nofile);
   bool confined_spare = argc == i + 2 && std::strcmp(argv[i], "--spare-confined") == 0;
   if (argc == i + 2 && (std::strcmp(argv[i], "--spare") == 0 || confined_spare)) {
     // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. It is

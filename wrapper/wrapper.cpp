@@ -37,6 +37,7 @@
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
+#include "wrapper/idle_memory.h"
 #include "wrapper/sandbox.h"
 #include "wrapper/spawn.h"
 
@@ -118,6 +119,11 @@ void end_session(const char* session, pid_t sid, const std::set<pid_t>& spare) {
   end_descendants(session, spare);
 }
 
+[[gnu::noinline]] std::string current_dir() {
+  char here[4096];
+  return ::getcwd(here, sizeof here) != nullptr ? here : "/";
+}
+
 // Removes every entry of the link directory `dir`, then the directory: used when no sbshd
 // is left to do it.
 void remove_dir(const std::string& dir) {
@@ -170,6 +176,10 @@ int set_option(std::string_view name, const char* value, options& o, std::string
     char* end = nullptr;
     o.adopt_timeout_ms = std::strtoull(value, &end, 10);
     if (end == value || *end != '\0') return -1;
+  } else if (name == "--nofile") {
+    char* end = nullptr;
+    o.nofile = std::strtoull(value, &end, 10);
+    if (end == value || *end != '\0' || o.nofile == 0) return -1;
   } else {
     return 0;
   }
@@ -342,8 +352,7 @@ class wrapper_loop {
       struct stat st{};
       if (listen_ && ::stat(adopt_path().c_str(), &st) == 0) adopt_socket_ = {st.st_dev, st.st_ino};
     }
-    char here[4096];
-    cwd_ = ::getcwd(here, sizeof here) != nullptr ? here : "/";
+    cwd_ = current_dir();  // its buffer is not on the stack for as long as the loop runs
 
     unique_fd channel(kChannelFd);
     ::fcntl(kChannelFd, F_SETFD, FD_CLOEXEC);
@@ -665,9 +674,13 @@ class wrapper_loop {
       if (orphan_deadline_ms_ != 0)
         timeout = static_cast<int>(std::clamp<int64_t>(orphan_deadline_ms_ - mono_ms(), 0, 1000));
       // Frames already read but not yet handled are not seen by poll().
-      int n = ctl_.open() && ctl_.buffered() ? 0 : ::poll(fds.data(), fds.size(), timeout);
+      bool wait = !(ctl_.open() && ctl_.buffered());
+      // Before waiting after work other than a health check: give back what the work used.
+      if (wait && std::exchange(trim_due_, false)) release_idle_memory();
+      int n = wait ? ::poll(fds.data(), fds.size(), timeout) : 0;
       if (n < 0 && errno != EINTR) return 1;
       if (n < 0) continue;
+      trim_due_ = trim_due_ || fds[0].revents != 0 || fds[2].revents != 0 || fds[3].revents != 0 || fds.size() > 4;
       if (fds[3].revents != 0) read_early_err();
       for (size_t i = fds.size(); i-- > 4;)
         if (fds[i].revents != 0) drain(i - 4, fds[i].revents);
@@ -698,6 +711,22 @@ class wrapper_loop {
     }
   }
 
+  // Kills the shell and reaps it, waiting up to a second for it to end. What it started then
+  // comes back to this process (a child subreaper); an idle session has nothing else, and
+  // end_descendants has no /proc to read nor any pause to make: at shutdown thousands of
+  // wrappers end at once, and the machine's time goes to them.
+  void end_shell() {
+    if (shell_ <= 0) return;
+    if (shell_pidfd_) {
+      (void)::syscall(SYS_pidfd_send_signal, shell_pidfd_.get(), SIGKILL, nullptr, 0);
+      pollfd p{shell_pidfd_.get(), POLLIN, 0};
+      (void)::poll(&p, 1, 1000);
+    } else {
+      ::kill(shell_, SIGKILL);  // not reaped yet (the loop ends once it is): still the shell's pid
+    }
+    if (::waitpid(shell_, nullptr, WNOHANG) == shell_) shell_ = 0;
+  }
+
   // Returns an exit code when the wrapper should stop, -1 to go on.
   int on_signals() {
     signalfd_siginfo si;
@@ -709,6 +738,7 @@ class wrapper_loop {
     if (stop) {
       // sbshd ends the session (rm, shutdown) or refuses to adopt it: everything it started
       // ends, background processes included.
+      end_shell();
       end_descendants(session_.c_str(), {});
       return 0;
     }
@@ -747,6 +777,7 @@ class wrapper_loop {
     auto env = ctl_.recv();
     if (!env) return false;
     const auto& m = env->msg;
+    if (m.type() != msg_type::ping) trim_due_ = true;
     switch (m.type()) {
       case msg_type::signal_command: {
         auto req = ipc::decode<msg::signal_command>(m);
@@ -806,6 +837,7 @@ class wrapper_loop {
   std::string cwd_;
   bool spare_shell_ = false;     // not claimed yet
   bool confined_spare_ = false;  // a confined spare not claimed yet: its shell is only staged
+  bool trim_due_ = true;  // work other than a health check was done since release_idle_memory
   bool claim_failed_ = false;    // a confined spare's shell could not start once claimed
   // A confined spare's stage and what its shell will start with (stage_bash).
   staged_shell staged_;

@@ -56,9 +56,12 @@ struct options {
   // wrapper's user.
   uid_t confine_uid = 65534;
   gid_t confine_gid = 65534;
+  // --nofile N: the soft RLIMIT_NOFILE of the wrapper and its shell (idle_memory.h); 0: as
+  // inherited.
+  uint64_t nofile = 0;
 };
 
-// Takes option `name` (--limit, --rule, --ns, --as, --cgroup, --dir, --adopt-timeout) with
+// Takes option `name` (--limit, --rule, --ns, --as, --cgroup, --dir, --adopt-timeout, --nofile) with
 // `value` into `o`: 1 when taken, 0 when `name` is not one, -1 when `value` is wrong (with
 // the reason in `error`, or none for a usage error).
 int set_option(std::string_view name, const char* value, options& o, std::string& error);

@@ -28,6 +28,12 @@ int run_status(const global_opts& g, bool json) {
               static_cast<unsigned long long>(n.failed), static_cast<unsigned long long>(n.timed_out),
               plural(n.shell_restarts, "shell restart", "shell restarts").c_str(),
               plural(n.clients, "client", "clients").c_str());
+  // What bounds how many sessions this sbshd can hold (absent from an older sbshd).
+  if (st->sessions_supported != 0)
+    std::printf("%s of at most %llu (descriptor limit %llu, 3 descriptors each)\n",
+                plural(st->sessions.size(), "session", "sessions").c_str(),
+                static_cast<unsigned long long>(st->sessions_supported),
+                static_cast<unsigned long long>(st->descriptor_limit));
   print_session_table(st->sessions);
   return 0;
 }

@@ -254,6 +254,8 @@ class DaemonStatus:
     socket: str
     counters: Counters
     sessions: Tuple[SessionInfo, ...]
+    descriptor_limit: int = 0  # sbshd's soft RLIMIT_NOFILE (0 from an sbshd that does not say)
+    sessions_supported: int = 0  # the sessions that limit holds, 3 descriptors each
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,7 +549,9 @@ def daemon_status(d: Mapping[str, Any]) -> DaemonStatus:
                         bytes_streamed=int(c.get("bytes_streamed") or 0), clients=int(c.get("clients") or 0))
     return DaemonStatus(pid=int(d.get("pid") or 0), version=str(d.get("version", "")),
                         uptime_ms=int(d.get("uptime_ms") or 0), socket=str(d.get("socket", "")), counters=counters,
-                        sessions=tuple(session_info(s) for s in d.get("sessions") or ()))
+                        sessions=tuple(session_info(s) for s in d.get("sessions") or ()),
+                        descriptor_limit=int(d.get("descriptor_limit") or 0),
+                        sessions_supported=int(d.get("sessions_supported") or 0))
 
 
 def file_info(d: Mapping[str, Any]) -> FileInfo:

@@ -1,0 +1,121 @@
+// Descriptor and process limits, and refusals that name them; see capacity.h.
+#include "daemon/capacity.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "ipc/protocol.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+uint64_t read_number(const char* path) {
+  std::ifstream f(path);
+  uint64_t n = 0;
+  return f >> n ? n : 0;
+}
+
+std::string figure(rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); }
+
+// Descriptors kept for what is not a session: clients (and the pipes their commands pass),
+// state files, logs, spare shells, snapshot copies and setups.
+uint64_t reserved(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
+
+}  // namespace
+
+uint64_t raise_descriptor_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  const rlim_t started_hard = rl.rlim_max;
+  // Fails with EPERM without the privilege: the hard limit stays as it was.
+  if (uint64_t most = read_number("/proc/sys/fs/nr_open"); most > rl.rlim_max && rl.rlim_max != RLIM_INFINITY) {
+    rlimit more{most, most};
+    if (::setrlimit(RLIMIT_NOFILE, &more) == 0) rl = more;
+  }
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return started_hard;
+}
+
+uint64_t descriptor_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return rl.rlim_cur;
+}
+
+uint64_t sessions_supported(uint64_t limit) {
+  if (limit == UINT64_MAX) return UINT64_MAX;
+  return (limit - reserved(limit)) / kDescriptorsPerSession;
+}
+
+uint64_t open_descriptors() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return 0;
+  uint64_t n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n > 0 ? n - 1 : 0;  // less the directory's own
+}
+
+namespace {
+
+std::string descriptors_exhausted() {
+  uint64_t limit = descriptor_limit();
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  // Counting them takes a descriptor too: with none left, sbshd holds them all.
+  uint64_t held = open_descriptors();
+  return fmt::format("sbshd holds {} descriptors, its limit (RLIMIT_NOFILE {}, hard {}); each session needs {}, so "
+                     "it holds at most {} sessions; raise LimitNOFILE= in sbshd's unit, or 'ulimit -n' in the shell "
+                     "that starts sbshd, or remove sessions",
+                     held != 0 ? held : limit, figure(rl.rlim_cur), figure(rl.rlim_max), kDescriptorsPerSession,
+                     sessions_supported(limit));
+}
+
+std::string processes_exhausted() {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NPROC, &rl);
+  return fmt::format("no process can start: the user's limit of processes (RLIMIT_NPROC {}), the system's "
+                     "(kernel.pid_max {}, kernel.threads-max {}) or a cgroup's pids.max is reached; each session "
+                     "runs {} (its wrapper and its bash); raise LimitNPROC= or TasksMax= in sbshd's unit, 'ulimit -u', "
+                     "or the sysctls, or remove sessions",
+                     figure(rl.rlim_cur), read_number("/proc/sys/kernel/pid_max"),
+                     read_number("/proc/sys/kernel/threads-max"), kProcessesPerSession);
+}
+
+}  // namespace
+
+status room_for_session(size_t sessions) {
+  uint64_t most = sessions_supported(descriptor_limit());
+  if (sessions < most) return ok_status();
+  return ipc::make_error(ipc::errc::session_failed, "no room for another session: " + descriptors_exhausted());
+}
+
+std::string resource_failure(int err, std::string_view what) {
+  switch (err) {
+    case EMFILE:
+      return fmt::format("cannot {}: {}", what, descriptors_exhausted());
+    case ENFILE:
+      return fmt::format("cannot {}: the system's table of open files is full (fs.file-max {}); raise fs.file-max, "
+                         "or end what holds descriptors",
+                         what, read_number("/proc/sys/fs/file-max"));
+    case EAGAIN:
+      return fmt::format("cannot {}: {}", what, processes_exhausted());
+    default:
+      return fmt::format("cannot {}: {}", what, std::strerror(err));
+  }
+}
+
+}  // namespace sbsh::daemon

@@ -1,0 +1,50 @@
+// What bounds the number of sessions one sbshd holds, and the refusals that name it.
+//
+// A session holds 3 of sbshd's descriptors: the control socket to its wrapper, the shell
+// channel to its bash's builtin, and the wrapper's pidfd. None can go cheaply: the channel
+// is the per-command fast path and stays a direct socket to the builtin; the control socket
+// is the wrapper's link, which it watches to learn that sbshd went away; the pidfd makes a
+// signal to a wrapper safe from pid reuse, for adopted wrappers too (not sbshd's children,
+// so no SIGCHLD tells of them). So rather than fewer descriptors, sbshd raises its limit at
+// start to what the system allows (raise_descriptor_limit), and says how many sessions that
+// makes (`sbsh status`); when they run out anyway, the refusal names the resource, its
+// figure and how to raise it. Each session is also 2 processes (its wrapper and its bash).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ipc/result.h"
+
+namespace sbsh::daemon {
+
+inline constexpr uint64_t kDescriptorsPerSession = 3;
+inline constexpr uint64_t kProcessesPerSession = 2;
+
+// At start: the hard RLIMIT_NOFILE up to fs.nr_open where sbshd may raise it (root, or
+// CAP_SYS_RESOURCE), then the soft one up to the hard one. Returns the soft limit the
+// wrappers give their shells: the hard limit sbshd was started with, which is what they had
+// before sbshd raised anything beyond it (a huge limit slows programs that close every
+// descriptor up to it).
+uint64_t raise_descriptor_limit();
+
+// sbshd's soft RLIMIT_NOFILE now.
+uint64_t descriptor_limit();
+// How many sessions `limit` descriptors hold, after those kept for clients, commands' pipes,
+// state files and spare shells.
+uint64_t sessions_supported(uint64_t limit);
+// Entries of /proc/self/fd: the descriptors sbshd holds now.
+uint64_t open_descriptors();
+
+// A new session when `sessions` exist: refused, saying which limit and how to raise it,
+// when it would not fit under the descriptor limit.
+status room_for_session(size_t sessions);
+
+// What to say when making a descriptor or starting a process (`what`: "create its control
+// socket") failed with `err`: for EMFILE, ENFILE and EAGAIN the resource, its figure and how
+// to raise it; otherwise the system's reason.
+std::string resource_failure(int err, std::string_view what);
+
+}  // namespace sbsh::daemon

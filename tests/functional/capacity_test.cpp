@@ -1,0 +1,149 @@
+// How many sessions sbshd holds: what `status` says its descriptor limit supports, the
+// refusal that names the limit when descriptors run out (and sbshd serving on afterwards),
+// and a shutdown of many sessions that ends every process each one started.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fixture.h"
+
+namespace sbsh::test {
+
+using json = nlohmann::json;
+
+namespace capacity_tests {
+
+class capacity_test : public daemon_test {
+ protected:
+  // Sets sbshd's soft RLIMIT_NOFILE; the hard one stays, so that it can be raised again.
+  void limit_descriptors(rlim_t n) {
+    rlimit rl{};
+    ASSERT_EQ(::prlimit(daemon_pid, RLIMIT_NOFILE, nullptr, &rl), 0) << std::strerror(errno);
+    rl.rlim_cur = n;
+    ASSERT_EQ(::prlimit(daemon_pid, RLIMIT_NOFILE, &rl, nullptr), 0) << std::strerror(errno);
+  }
+  // The lowest descriptor number sbshd has free: a limit of it leaves sbshd none.
+  int lowest_free_descriptor() {
+    std::set<int> used;
+    if (DIR* d = ::opendir(("/proc/" + std::to_string(daemon_pid) + "/fd").c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') used.insert(std::atoi(e->d_name));
+      ::closedir(d);
+    }
+    int n = 0;
+    while (used.contains(n)) ++n;
+    return n;
+  }
+  // Runs `command` in session `name` through the library (one connection for many sessions).
+  result<client::exec_result> run_in(client::connection& c, const std::string& name, const std::string& command) {
+    client::exec_options o;
+    o.session = name;
+    o.command = command;
+    o.session_env = std::vector<std::string>{"PATH=/usr/bin:/bin", "HOME=" + dir};
+    return c.exec(o);
+  }
+};
+
+TEST_F(capacity_test, StatusSaysHowManySessionsItsDescriptorLimitHolds) {
+  auto r = sbsh({"status", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = json::parse(r.out);
+  uint64_t limit = j.at("descriptor_limit").get<uint64_t>();
+  uint64_t supported = j.at("sessions_supported").get<uint64_t>();
+  rlimit own{};
+  ASSERT_EQ(::prlimit(daemon_pid, RLIMIT_NOFILE, nullptr, &own), 0);
+  EXPECT_EQ(limit, own.rlim_cur);
+  // Raised at start: the soft limit is the hard one.
+  EXPECT_EQ(own.rlim_cur, own.rlim_max);
+  EXPECT_EQ(supported, (limit - std::min<uint64_t>(512, limit / 4)) / 3);
+  auto text = sbsh({"status"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("of at most " + std::to_string(supported) + " (descriptor limit " + std::to_string(limit)),
+            std::string::npos)
+      << text.out;
+}
+
+TEST_F(capacity_test, ShellsKeepTheDescriptorLimitTheyHadBeforeSbshdRaisedIts) {
+  // sbshd gives its wrappers (and so their shells) the hard limit it was started with; as
+  // root it raised its own beyond it.
+  auto r = exec("lim", "ulimit -n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  rlimit mine{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+  EXPECT_EQ(trim(r.out), std::to_string(mine.rlim_max));
+}
+
+TEST_F(capacity_test, OutOfDescriptorsTheRefusalNamesTheLimitAndSbshdServesOn) {
+  auto c = conn();
+  ASSERT_TRUE(run_in(c, "first", "true"));
+  // 100 kept for clients and the like: room for 100 sessions. (A shell needs at least 257:
+  // its channel is descriptor 254.)
+  limit_descriptors(400);
+  std::string refusal;
+  int made = 1;
+  for (; made < 150 && refusal.empty(); ++made) {
+    auto r = run_in(c, "s" + std::to_string(made), "true");
+    if (!r) refusal = r.err().message;
+    else if (!r->error.empty()) refusal = r->error;
+  }
+  ASSERT_FALSE(refusal.empty()) << "no refusal after " << made << " sessions";
+  EXPECT_GE(made, 90);
+  EXPECT_NE(refusal.find("RLIMIT_NOFILE 400"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("each session needs 3"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("LimitNOFILE="), std::string::npos) << refusal;
+  // Sessions made before serve on, on the same connection and on new ones.
+  auto again = run_in(c, "first", "echo still");
+  ASSERT_TRUE(again) << again.err().message;
+  EXPECT_EQ(again->error, "");
+  EXPECT_EQ(exec("s1", "echo here").out, "here\n");
+
+  // With no descriptor left at all, a new connection is refused with the limit named, and
+  // not left waiting.
+  limit_descriptors(static_cast<rlim_t>(lowest_free_descriptor()));
+  auto none = sbsh({"status"});
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.err.find("RLIMIT_NOFILE"), std::string::npos) << none.err;
+  limit_descriptors(4096);
+  auto st = sbsh({"status"});
+  EXPECT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(exec("first", "echo back").out, "back\n");
+}
+
+TEST_F(capacity_test, ShutdownEndsEveryProcessOfManySessions) {
+  auto c = conn();
+  std::vector<pid_t> pids;
+  constexpr int kSessions = 200;
+  for (int i = 0; i < kSessions; ++i) {
+    // A background process of the shell's own too: it must end with its session.
+    auto r = run_in(c, "m" + std::to_string(i), "sleep 600 >/dev/null 2>&1 & echo $!");
+    ASSERT_TRUE(r) << r.err().message;
+    ASSERT_EQ(r->error, "");
+    pids.push_back(static_cast<pid_t>(std::atol(r->stdout_data.c_str())));
+  }
+  auto st = c.status();
+  ASSERT_TRUE(st) << st.err().message;
+  ASSERT_EQ(st->sessions.size(), static_cast<size_t>(kSessions));
+  for (const auto& s : st->sessions) {
+    pids.push_back(static_cast<pid_t>(s.wrapper_pid));
+    pids.push_back(static_cast<pid_t>(s.shell_pid));
+  }
+  for (pid_t p : pids) ASSERT_TRUE(p > 0 && pid_alive(p)) << p;
+  stop_daemon();
+  EXPECT_TRUE(wait_until([&] { return std::none_of(pids.begin(), pids.end(), pid_alive); }, std::chrono::seconds(30)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "process " << p << " outlived the shutdown: " << cmdline_of(p);
+}
+
+}  // namespace capacity_tests
+
+}  // namespace sbsh::test
