@@ -206,6 +206,8 @@ bool connection::impl::redial_if_unanswered(const error& e) {
   if (!fd) return false;
   ch = ipc::channel(std::move(*fd));
   handshake_error.reset();
+  env_kept.reset();  // a new sbshd keeps nothing of the old one's
+  server_keeps_env = false;
   return send_hello().ok();
 }
 
@@ -249,6 +251,7 @@ sbsh::status connection::impl::await_welcome() {
   if (env->msg.type() == msg_type::error) return fail(error_from(env->msg, "sbshd refused the handshake"));
   if (env->msg.type() != msg_type::welcome || env->msg.id() != hello_id)
     return fail(make_error(ipc::errc::protocol, "sbshd did not answer hello with welcome"));
+  if (auto w = ipc::decode<msg::welcome>(env->msg)) server_keeps_env = w->keeps_env;
   hello_id = 0;
   return ok_status();
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,10 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   // connect() reads it at once, or (wait_for_welcome = false) leaves it for the first
   // request, which then travels right behind the hello.
   uint64_t hello_id = 0;
+  // The welcome said sbshd keeps an exec's environment for the connection (keep_env), and
+  // the one it keeps: an exec whose environment is the same names it (same_env).
+  bool server_keeps_env = false;
+  std::optional<std::vector<std::string>> env_kept;
   std::chrono::steady_clock::time_point hello_deadline;
   std::chrono::milliseconds hello_timeout{0};
   // Set when the handshake failed: the connection is unusable and every request says why.

@@ -202,6 +202,9 @@ struct __attribute__((visibility("hidden"))) exec_call::state {
   pipe_pair in;
   uint64_t id = 0;
   bool started_told = false;
+  // The environment this exec asks sbshd to keep for the connection (keep_env), which the
+  // connection then names instead of sending it (same_env) once sbshd has answered.
+  std::optional<std::vector<std::string>> env_to_keep;
   exec_result res;
   std::optional<kept_output> kept;  // made by begin(), with the limit
   sink sinks[2] = {{unique_fd(), stream::out}, {unique_fd(), stream::err}};
@@ -293,7 +296,15 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
   // A session this creates starts with this process's environment (or the one given).
   std::vector<std::string> own_env;
   if (!o.session_env && !p->remote) own_env = inherited_environment();
-  req.session_env = o.session_env ? *o.session_env : own_env;
+  if (!o.session_env && !p->remote && p->env_kept && *p->env_kept == own_env) {
+    req.same_env = true;  // sbshd has it: not sent again with every command
+  } else {
+    req.session_env = o.session_env ? *o.session_env : own_env;
+    if (!o.session_env && !p->remote && !own_env.empty()) {
+      req.keep_env = true;
+      env_to_keep = own_env;
+    }
+  }
   req.io = frames ? "frames" : "fds";
   req.has_stdin = has_stdin;
   req.notify_started = static_cast<bool>(o.on_started) || keep;
@@ -420,6 +431,10 @@ result<std::optional<exec_result>> exec_call::state::rounds(int timeout_ms) {
           const auto& m = env->msg;
           if (m.type() == msg_type::error) return error_from(m, "sbshd refused the command");
           if (m.id() != id) break;
+          if (env_to_keep && p->server_keeps_env) {  // sbshd took the request: it keeps the environment
+            p->env_kept = std::move(*env_to_keep);
+            env_to_keep.reset();
+          }
           if (m.type() == msg_type::exec_started) {
             // Once: a command whose shell ended before reading it goes to the next shell.
             auto st = ipc::decode<msg::exec_started>(m);

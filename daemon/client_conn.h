@@ -75,6 +75,11 @@ class client_conn final : public reply_port {
   };
   mutable std::optional<parents> ancestry;
 
+  // The environment an exec sent with keep_env, for the connection's later execs that say
+  // same_env (a session they create starts with it). Counted in what the client holds.
+  void keep_env(std::vector<std::string> env);
+  [[nodiscard]] const std::vector<std::string>* kept_env() const { return kept_env_ ? &*kept_env_ : nullptr; }
+
   // The client's commands in flight. Each session's runner owns its jobs; this is the index
   // from an exec id to the session it runs in, which routes the client's later requests about
   // it (stdin, cancel, release) and bounds what one client holds (bounds.h). An entry lives
@@ -105,6 +110,8 @@ class client_conn final : public reply_port {
   };
   std::unordered_map<uint64_t, job_ref> jobs_;
   size_t text_bytes_ = 0;  // command text held for this connection's jobs
+  std::optional<std::vector<std::string>> kept_env_;
+  size_t kept_env_bytes_ = 0;
   void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
   server& srv_;
   uint64_t serial_;

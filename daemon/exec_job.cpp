@@ -120,6 +120,14 @@ result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {
     job->text = r.env.empty() ? std::string(r.command) : subshell_text(r.command, {}, r.env);
   }
   job->session_cwd = std::string(r.session_cwd);
+  if (r.same_env && !r.session_env.empty())
+    return make_error(bad_request, "fields 'same_env' and 'session_env' exclude each other: send one");
+  if (r.keep_env && r.session_env.empty())
+    return make_error(bad_request, "field 'keep_env' needs the environment to keep in 'session_env'");
+  // Only when given: most requests name a session that exists, and an environment is large.
+  if (!r.session_env.empty()) job->session_env = r.session_env.to_vector();
+  job->keep_env = r.keep_env;
+  job->same_env = r.same_env;
   job->timeout_ms = r.timeout_ms;
   if (r.grace_ms > 0) job->grace_ms = r.grace_ms;
   if (job->timeout_ms > kMaxTimeoutMs || job->grace_ms > 24ull * 3600 * 1000)

@@ -80,6 +80,10 @@ struct exec_job {
   std::string cwd_given, cwd_base;
   std::vector<std::string> env_given;
   std::string session_cwd;
+  // The environment a session this creates starts with, when the request gave one
+  // (session_env); keep_env: the connection keeps it; same_env: the one it kept is meant.
+  std::vector<std::string> session_env;
+  bool keep_env = false, same_env = false;
   uint64_t timeout_ms = 0;  // from the moment the request arrived
   uint64_t grace_ms = kDefaultGraceMs;
   bool io_fds = false;     // descriptors passed by the client, versus output frames

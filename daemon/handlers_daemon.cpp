@@ -24,7 +24,8 @@ void on_hello(server&, client_conn& c, ipc::envelope& env) {
     return;
   }
   c.greeted = true;
-  c.send(ipc::encode(msg::welcome{ipc::kProtocolVersion, "sbshd " SBSH_VERSION, ::getpid()}, env.msg.id()));
+  c.send(ipc::encode(msg::welcome{ipc::kProtocolVersion, "sbshd " SBSH_VERSION, ::getpid(), /*keeps_env=*/true},
+                     env.msg.id()));
 }
 
 void on_status(server& srv, client_conn& c, ipc::envelope& env) {

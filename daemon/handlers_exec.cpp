@@ -33,12 +33,16 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   auto job = parse_exec(env);
   if (!job) return c.send_error(env.msg.id(), job.err());
   auto& j = *job.value();
+  if (j.keep_env) c.keep_env(j.session_env);
+  if (j.same_env && c.kept_env() == nullptr)
+    return c.send_error(j.id, ipc::errc::bad_request,
+                        "field 'same_env' names the environment this connection kept, and it kept none: send it "
+                        "in 'session_env' with 'keep_env' first");
   if (auto room = c.job_room(j.id, j.text.size()); !room) return c.send_error(j.id, room.err());
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
   if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
-  auto s = srv.get_or_create_session(j.session, j.session_cwd, [&env] {
-    auto req = ipc::decode<ipc::msg::exec>(env.msg);  // decoded once already: only when a session is made
-    return req ? req->session_env.to_vector() : std::vector<std::string>{};
+  auto s = srv.get_or_create_session(j.session, j.session_cwd, [&c, &j] {
+    return j.same_env ? *c.kept_env() : j.session_env;  // only when a session is made
   });
   if (!s) return c.send_error(j.id, s.err());
   if (auto d = settle_dir(j, (*s)->def()); !d) return c.send_error(j.id, d.err());

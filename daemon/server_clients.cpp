@@ -48,8 +48,15 @@ client_conn::client_conn(server& srv, uint64_t serial, unique_fd fd, uid_t, pid_
 
 client_conn::~client_conn() { srv_.client_memory().change(charged_, 0); }
 
+void client_conn::keep_env(std::vector<std::string> env) {
+  kept_env_bytes_ = 0;
+  for (const auto& e : env) kept_env_bytes_ += e.size() + sizeof(std::string);
+  kept_env_ = std::move(env);
+  recount_jobs();
+}
+
 void client_conn::recount_jobs() {
-  size_t now = text_bytes_ + jobs_.size() * ipc::kJobCharge;
+  size_t now = text_bytes_ + kept_env_bytes_ + jobs_.size() * ipc::kJobCharge;
   srv_.client_memory().change(std::exchange(charged_, now), now);
 }
 

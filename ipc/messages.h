@@ -302,9 +302,12 @@ struct welcome {
   uint64_t version = 0;
   std::string_view server;
   int64_t pid = 0;
+  // It keeps the environment an exec sends with keep_env for the connection's later execs
+  // (same_env): a client then sends its environment once, not with every command.
+  bool keeps_env = false;
   static constexpr auto fields() {
     return std::tuple{field("version", &welcome::version), field("server", &welcome::server),
-                      field("pid", &welcome::pid)};
+                      field("pid", &welcome::pid), field("keeps_env", &welcome::keeps_env, kOmitEmpty)};
   }
 };
 
@@ -426,6 +429,10 @@ struct exec {
   uint64_t grace_ms = 0;
   std::string_view session_cwd;
   str_list session_env;  // the environment a session this creates starts with (the client's)
+  // keep_env: sbshd keeps session_env for this connection's later execs; same_env: this one's
+  // is the one kept (sent instead of session_env, to a sbshd whose welcome said keeps_env).
+  bool keep_env = false;
+  bool same_env = false;
   // The client's directory, from which a relative `cwd` is taken in a session without a root
   // (in one with a root, a relative `cwd` is taken from the root). Sent over local
   // connections only; without it, a relative `cwd` needs a root.
@@ -458,6 +465,8 @@ struct exec {
                       field("grace_ms", &exec::grace_ms, kOmitEmpty),
                       field("session_cwd", &exec::session_cwd, kOmitEmpty),
                       field("session_env", &exec::session_env, kOmitEmpty),
+                      field("keep_env", &exec::keep_env, kOmitEmpty),
+                      field("same_env", &exec::same_env, kOmitEmpty),
                       field("cwd_base", &exec::cwd_base, kOmitEmpty),
                       field("io", &exec::io),
                       field("stdin", &exec::has_stdin),

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
+#include "ipc/messages.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::test::sessions_tests {
 
@@ -111,6 +113,53 @@ TEST_F(sessions_test, TheEnvironmentSurvivesSessionRestartAndSbshdRestarts) {
   // session show never prints it.
   auto d = sbsh({"session", "show", "k", "--json"});
   EXPECT_EQ(d.out.find("kept1"), std::string::npos) << d.out;
+}
+
+// A kept connection sends its process's environment once: sbshd keeps it for the
+// connection, and a session a later command creates still starts with it, until the process
+// changes it.
+TEST_F(sessions_test, AKeptConnectionSendsItsEnvironmentOnceAndSessionsStillStartWithIt) {
+  ::setenv("KEPTVAR", "first", 1);
+  auto c = conn();
+  client::exec_options o;
+  o.command = "echo ${KEPTVAR-unset}";
+  for (const char* name : {"kept1", "kept2", "kept3"}) {  // each one a new session
+    o.session = name;
+    auto r = c.exec(o);
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    EXPECT_EQ(r->stdout_data, "first\n") << name;
+  }
+  ::setenv("KEPTVAR", "second", 1);  // a changed environment is sent again
+  o.session = "kept4";
+  auto r = c.exec(o);
+  ::unsetenv("KEPTVAR");
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "second\n");
+
+  // same_env on a connection that kept none is refused with what to send instead; keep_env
+  // without an environment too.
+  ipc::channel ch{unique_fd(raw_connect(sock))};
+  ASSERT_TRUE(ch.send(ipc::encode(ipc::msg::hello{ipc::kProtocolVersion, "test"}, 1)).ok());
+  auto welcome = ch.recv();
+  ASSERT_TRUE(welcome.ok());
+  auto w = ipc::decode<ipc::msg::welcome>(welcome->msg);
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->keeps_env);
+  for (bool same : {true, false}) {
+    ipc::msg::exec e;
+    e.session = "never";
+    e.command = "true";
+    e.same_env = same;
+    e.keep_env = !same;
+    ASSERT_TRUE(ch.send(ipc::encode(e, 2)).ok());
+    auto reply = ch.recv();
+    ASSERT_TRUE(reply.ok());
+    ASSERT_EQ(reply->msg.type(), ipc::msg_type::error);
+    auto err = ipc::decode<ipc::msg::error>(reply->msg);
+    ASSERT_TRUE(err.ok());
+    EXPECT_NE(std::string(err->message).find(same ? "keep_env" : "session_env"), std::string::npos) << err->message;
+  }
+  EXPECT_EQ(session_status("never").name, "");
 }
 
 TEST_F(sessions_test, TheLibraryUsesTheCallersEnvironmentOrTheOneGivenWithinBounds) {
