@@ -5,9 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -26,11 +27,40 @@ constexpr const char* kDelegate =
 
 status unsupported(std::string what) { return make_error(ipc::errc::not_supported, std::move(what)); }
 
+// With read(2), not a stream: the wrapper links this file, and iostreams would cost every
+// wrapper the pages their static set-up writes.
 std::string read_all(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  std::string out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// Calls f(line) for each line of `text`, without its newline.
+template <typename F>
+void each_line(std::string_view text, F&& f) {
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    f(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+}
+
+// The words of `line` separated by spaces.
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < line.size();) {
+    size_t end = line.find(' ', i);
+    if (end == std::string_view::npos) end = line.size();
+    if (end > i) out.push_back(line.substr(i, end - i));
+    i = end + 1;
+  }
+  return out;
 }
 
 // Writes `text` to a cgroup file; the error names the file.
@@ -52,29 +82,31 @@ status write_file(const std::string& path, std::string_view text) {
 
 // The cgroup v2 hierarchy's mount point, from /proc/self/mountinfo; empty without one.
 std::string v2_mount() {
-  std::ifstream f("/proc/self/mountinfo");
-  for (std::string line; std::getline(f, line);) {
+  std::string point;
+  each_line(read_all("/proc/self/mountinfo"), [&point](std::string_view line) {
     auto dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
-    std::istringstream fields(line.substr(0, dash));
-    std::string id, parent, dev, root, point;
-    if (fields >> id >> parent >> dev >> root >> point) return point;
-  }
-  return {};
+    if (!point.empty() || dash == std::string_view::npos || line.substr(dash + 3).substr(0, 8) != "cgroup2 ") return;
+    auto fields = words(line.substr(0, dash));  // id, parent, device, root, mount point, ...
+    if (fields.size() >= 5) point = std::string(fields[4]);
+  });
+  return point;
 }
 
 // This process's cgroup v2 path ("0::/PATH" in /proc/self/cgroup); empty without one.
 std::string own_path() {
-  std::ifstream f("/proc/self/cgroup");
-  for (std::string line; std::getline(f, line);)
-    if (line.starts_with("0::")) return line.substr(3);
-  return {};
+  std::string path;
+  each_line(read_all("/proc/self/cgroup"), [&path](std::string_view line) {
+    if (path.empty() && line.starts_with("0::")) path = std::string(line.substr(3));
+  });
+  return path;
 }
 
 std::vector<pid_t> procs_of(const std::string& dir) {
-  std::ifstream f(dir + "/cgroup.procs");
   std::vector<pid_t> out;
-  for (pid_t p = 0; f >> p;) out.push_back(p);
+  each_line(read_all(dir + "/cgroup.procs"), [&out](std::string_view line) {
+    pid_t p = 0;
+    if (std::from_chars(line.data(), line.data() + line.size(), p).ec == std::errc() && p > 0) out.push_back(p);
+  });
   return out;
 }
 
@@ -194,11 +226,12 @@ void kill_and_remove(const std::string& dir, int wait_ms) {
 }
 
 uint64_t oom_kills(const std::string& dir) {
-  std::ifstream f(dir + "/memory.events");
-  std::string key;
-  for (uint64_t n = 0; f >> key >> n;)
-    if (key == "oom_kill") return n;
-  return 0;
+  uint64_t kills = 0;
+  each_line(read_all(dir + "/memory.events"), [&kills](std::string_view line) {
+    auto w = words(line);
+    if (w.size() == 2 && w[0] == "oom_kill") std::from_chars(w[1].data(), w[1].data() + w[1].size(), kills);
+  });
+  return kills;
 }
 
 }  // namespace sbsh::cgroup

@@ -1,6 +1,14 @@
 // Parsing and canonical form of session resource limits (common/limits.h).
 #include "common/limits.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/cgroup.h"
+
 #include <gtest/gtest.h>
 
 namespace sbsh::ipc::limits_tests {
@@ -43,6 +51,21 @@ TEST(limits, BadSpecsSayWhatIsAllowed) {
   EXPECT_NE(canonical("as=20000000T").find("is not SOFT:HARD"), std::string::npos);  // overflows
   EXPECT_EQ(canonical("nofile=10:5"), "error: limit nofile: the soft limit 10 is above the hard limit 5");
   EXPECT_EQ(canonical("nofile=infinity:5"), "error: limit nofile: the soft limit infinity is above the hard limit 5");
+}
+
+
+// A cgroup's memory.events, read without a stream: the count of its OOM kills.
+TEST(limits, TheOomKillsOfACgroupAreReadFromItsEvents) {
+  char tmpl[] = "/tmp/sbsh-cgroup-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  EXPECT_EQ(cgroup::oom_kills(dir), 0u);  // no file: none
+  std::ofstream(dir + "/memory.events") << "low 0\nhigh 0\nmax 12\noom 3\noom_kill 5\noom_group_kill 1\n";
+  EXPECT_EQ(cgroup::oom_kills(dir), 5u);
+  std::ofstream(dir + "/memory.events") << "oom_kill 7";  // no newline at the end
+  EXPECT_EQ(cgroup::oom_kills(dir), 7u);
+  ::unlink((dir + "/memory.events").c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace sbsh::ipc::limits_tests
