@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -33,7 +34,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   auto job = parse_exec(env);
   if (!job) return c.send_error(env.msg.id(), job.err());
   auto& j = *job.value();
-  if (j.keep_env) c.keep_env(j.session_env);
+  if (j.keep_env) c.keep_env(std::move(j.session_env));  // the connection's from now on
   if (j.same_env && c.kept_env() == nullptr)
     return c.send_error(j.id, ipc::errc::bad_request,
                         "field 'same_env' names the environment this connection kept, and it kept none: send it "
@@ -42,7 +43,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
   if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
   auto s = srv.get_or_create_session(j.session, j.session_cwd, [&c, &j] {
-    return j.same_env ? *c.kept_env() : j.session_env;  // only when a session is made
+    return j.same_env || j.keep_env ? *c.kept_env() : j.session_env;  // only when a session is made
   });
   if (!s) return c.send_error(j.id, s.err());
   if (auto d = settle_dir(j, (*s)->def()); !d) return c.send_error(j.id, d.err());
