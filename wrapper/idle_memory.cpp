@@ -12,6 +12,17 @@
 
 namespace sbsh::wrapper {
 
+// Under AddressSanitizer a local may live on its fake stack, not on the thread's: its address
+// then says nothing of which stack pages are in use, and none are given back.
+#if defined(__SANITIZE_ADDRESS__)
+#define SBSH_FAKE_STACKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SBSH_FAKE_STACKS 1
+#endif
+#endif
+
+#ifndef SBSH_FAKE_STACKS
 namespace {
 
 // The lowest address of the main thread's stack mapping, from /proc/self/maps; 0 when it
@@ -48,6 +59,7 @@ namespace {
 }
 
 }  // namespace
+#endif
 
 void keep_heap_small() {
   ::mallopt(M_MMAP_THRESHOLD, 4096);
@@ -57,6 +69,7 @@ void keep_heap_small() {
 
 void release_idle_memory() {
   ::malloc_trim(0);
+#ifndef SBSH_FAKE_STACKS
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t low = stack_mapping_start();
   // The page below this frame's stays: what the calls made from here next need at once.
@@ -65,6 +78,7 @@ void release_idle_memory() {
   // An address read from /proc/self/maps, not a pointer that could be derived.
   if (low != 0 && low < keep_from)
     ::madvise(reinterpret_cast<void*>(low), keep_from - low, MADV_DONTNEED);  // NOLINT(performance-no-int-to-ptr)
+#endif
 }
 
 void lower_descriptor_limit(uint64_t soft) {

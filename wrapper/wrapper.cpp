@@ -713,22 +713,6 @@ class wrapper_loop {
     }
   }
 
-  // Kills the shell and reaps it, waiting up to a second for it to end. What it started then
-  // comes back to this process (a child subreaper); an idle session has nothing else, and
-  // end_descendants has no /proc to read nor any pause to make: at shutdown thousands of
-  // wrappers end at once, and the machine's time goes to them.
-  void end_shell() {
-    if (shell_ <= 0) return;
-    if (shell_pidfd_) {
-      (void)::syscall(SYS_pidfd_send_signal, shell_pidfd_.get(), SIGKILL, nullptr, 0);
-      pollfd p{shell_pidfd_.get(), POLLIN, 0};
-      (void)::poll(&p, 1, 1000);
-    } else {
-      ::kill(shell_, SIGKILL);  // not reaped yet (the loop ends once it is): still the shell's pid
-    }
-    if (::waitpid(shell_, nullptr, WNOHANG) == shell_) shell_ = 0;
-  }
-
   // Returns an exit code when the wrapper should stop, -1 to go on.
   int on_signals() {
     signalfd_siginfo si;
@@ -740,7 +724,6 @@ class wrapper_loop {
     if (stop) {
       // sbshd ends the session (rm, shutdown) or refuses to adopt it: everything it started
       // ends, background processes included.
-      end_shell();
       end_descendants(session_.c_str(), {});
       return 0;
     }

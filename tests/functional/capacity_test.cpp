@@ -111,7 +111,9 @@ TEST_F(capacity_test, OutOfDescriptorsTheRefusalNamesTheLimitAndSbshdServesOn) {
   EXPECT_EQ(exec("s1", "echo here").out, "here\n");
 
   // With no descriptor left at all, a new connection is refused with the limit named, and
-  // not left waiting.
+  // not left waiting. Not under the sanitizers: their runtime needs descriptors of its own to
+  // check memory (a pipe), and with none it reports errors that are not there.
+#ifndef SBSH_SANITIZED
   // sbshd opens and closes descriptors of its own meanwhile (a state file written on its
   // thread pool, the next spare shell), so the lowest free one is read again until a limit
   // of it leaves none.
@@ -124,6 +126,7 @@ TEST_F(capacity_test, OutOfDescriptorsTheRefusalNamesTheLimitAndSbshdServesOn) {
   }
   EXPECT_NE(none.code, 0);
   EXPECT_NE(none.err.find("RLIMIT_NOFILE"), std::string::npos) << none.err;
+#endif
   limit_descriptors(4096);
   auto st = sbsh({"status"});
   EXPECT_EQ(st.code, 0) << st.err;
