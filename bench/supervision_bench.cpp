@@ -259,6 +259,7 @@ void bench_definitions(const private_daemon& d, int sessions) {
   std::atomic<bool> failed{false};
   auto t0 = clock_type::now();
   std::vector<std::thread> workers;
+  workers.reserve(8);
   for (int w = 0; w < 8; ++w)
     workers.emplace_back([&] {
       auto c = d.connect();

@@ -3,6 +3,7 @@
 
 #include <sha2.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -44,10 +45,8 @@ std::string environ_hash(const std::vector<std::string>& vars) {
 }
 
 bool valid_environ_hash(const std::string& s) {
-  if (s.size() != 2 * SHA256_DIGEST_LENGTH) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
+  if (s.size() != size_t{2} * SHA256_DIGEST_LENGTH) return false;
+  return std::ranges::all_of(s, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 environ_ref intern_environ(std::vector<std::string> vars) {

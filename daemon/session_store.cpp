@@ -188,7 +188,7 @@ std::vector<session_store::loaded> session_store::load() {
   load_legacy(out);
   // An environment that no session names (its last session's removal was cut short) goes.
   for (const auto& hash : stems_in(environs_dir()))
-    if (valid_environ_hash(hash) && environs_on_disk_.count(hash) == 0) next_.environ_removes.insert(hash);
+    if (valid_environ_hash(hash) && !environs_on_disk_.contains(hash)) next_.environ_removes.insert(hash);
   read_environs_.clear();
   flush();
   return out;
@@ -264,7 +264,7 @@ void session_store::load_legacy(std::vector<loaded>& out) {
   std::set<std::string> have;
   for (const auto& l : out) have.insert(l.name);
   for (auto& [name, spec] : file->sessions) {
-    if (have.count(name) != 0) continue;  // converted already, before a crash
+    if (have.contains(name)) continue;  // converted already, before a crash
     auto active = file->last_active.find(name);
     out.push_back({name, std::move(spec), active != file->last_active.end() ? active->second : 0, true});
   }

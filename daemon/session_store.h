@@ -76,7 +76,7 @@ class session_store {
   // The text of the distinct environments of the sessions saved, each counted once, and
   // whether environment `hash` is among them (server::room_for_definition).
   [[nodiscard]] size_t environ_bytes() const { return environ_bytes_; }
-  [[nodiscard]] bool has_environ(const std::string& hash) const { return uses_.count(hash) != 0; }
+  [[nodiscard]] bool has_environ(const std::string& hash) const { return uses_.contains(hash); }
   [[nodiscard]] size_t environ_count() const { return uses_.size(); }
 
  private:

@@ -3,6 +3,7 @@
 // and go, read back after a restart, what cannot be read set aside; the single
 // STATE/sessions.msgpack of earlier versions converted; the bound on all definitions, with
 // each environment counted once.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,8 +14,7 @@
 #include "ipc/messages.h"
 #include "fixture.h"
 
-namespace sbsh::test {
-namespace state_tests {
+namespace sbsh::test::state_tests {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
@@ -33,9 +33,9 @@ class state_test : public daemon_test {
   }
   bool set_aside_in(const std::string& sub, const std::string& prefix) {
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(state + "/" + sub, ec))
-      if (e.path().filename().string().rfind(prefix + ".corrupt-", 0) == 0) return true;
-    return false;
+    return std::ranges::any_of(fs::directory_iterator(state + "/" + sub, ec), [&](const fs::directory_entry& e) {
+      return e.path().filename().string().starts_with(prefix + ".corrupt-");
+    });
   }
   // Creates session `name` through the library with exactly `environment` as its creator's.
   sbsh::status create_with(const std::string& name, std::vector<std::string> environment) {
@@ -139,7 +139,7 @@ TEST_F(state_test, AnUnreadableSessionFileIsSetAsideAndTheOthersLoad) {
 TEST_F(state_test, AFileLeftHalfWrittenIsIgnored) {
   ASSERT_EQ(sbsh({"session", "create", "whole"}).code, 0);
   stop_daemon();
-  std::ofstream(state + "/sessions/half.msgpack.tmp") << "\x00\x00";
+  std::ofstream(state + "/sessions/half.msgpack.tmp") << std::string(2, '\0');
   start_daemon();
   EXPECT_FALSE(listed("whole").is_null());
   EXPECT_TRUE(listed("half").is_null());
@@ -183,5 +183,4 @@ TEST_F(state_test, TheBoundOnDefinitionsCountsEachEnvironmentOnce) {
   EXPECT_NE(refusal.find("sbsh session rm"), std::string::npos) << refusal;
 }
 
-}  // namespace state_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::state_tests

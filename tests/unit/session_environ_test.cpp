@@ -31,8 +31,9 @@ TEST(session_environ, TheLastUserFreesItsCopy) {
   size_t before = interned_environs();
   {
     auto a = intern_environ({"ONLY_HERE=1"});
-    auto b = a;
+    auto b = a;  // a second user of the same copy
     EXPECT_EQ(interned_environs(), before + 1);
+    EXPECT_EQ(b.get(), a.get());
   }
   EXPECT_EQ(interned_environs(), before);
   auto again = intern_environ({"ONLY_HERE=1"});  // made anew
