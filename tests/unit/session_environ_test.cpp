@@ -31,7 +31,7 @@ TEST(session_environ, TheLastUserFreesItsCopy) {
   size_t before = interned_environs();
   {
     auto a = intern_environ({"ONLY_HERE=1"});
-    auto b = a;  // a second user of the same copy
+    auto b = a;  // NOLINT(performance-unnecessary-copy-initialization): a second owner is the point
     EXPECT_EQ(interned_environs(), before + 1);
     EXPECT_EQ(b.get(), a.get());
   }
