@@ -22,6 +22,7 @@
 #include "daemon/service_manager.h"
 #include "daemon/session.h"
 #include "daemon/state_lock.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
@@ -110,10 +111,12 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     for (auto& [name, s] : sessions_) s->stop();
   }
   // Wait for the wrappers to end their sessions and for the setups stopped above to end with
-  // all they started (3 s at most), then finish: each session says when its wrapper has gone,
-  // the environments when no setup runs.
+  // all they started, then finish: each session says when its wrapper has gone, the
+  // environments when no setup runs. A wrapper still there once its own bound for ending its
+  // session has passed is stuck, and is killed; one killed sooner, on a loaded machine, would
+  // leave the rest of its session running.
   shutdown_timer_ = make_handle<timer>(&loop_);
-  shutdown_timer_->start(3000, [this] { finish_shutdown(); });
+  shutdown_timer_->start(wrapper::kEndSessionWithinMs + 2000, [this] { finish_shutdown(); });
   sessions_left_ = sessions_.size() + 1;
   auto one_gone = [this] {
     if (--sessions_left_ == 0) finish_shutdown();

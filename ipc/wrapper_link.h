@@ -11,5 +11,10 @@ inline constexpr int kControlFd = 3;       // the control socket (messages 500-5
 inline constexpr int kChannelFd = 4;       // bash's end of the shell channel (ipc/shell_channel.h)
 inline constexpr int kChannelOwnerFd = 5;  // sbshd's end, held for the next sbshd
 inline constexpr const char* kAdoptSocket = "w";  // in the shell's directory
+// A wrapper told to stop ends every process of its session, then itself, within this; only a
+// process stuck in the kernel makes it give up sooner. sbshd's shutdown waits for its wrappers
+// that long (and a little more) before it kills one: a wrapper killed while it still ends its
+// session would leave the rest of the session's processes to run on without it.
+inline constexpr int kEndSessionWithinMs = 10000;
 
 }  // namespace sbsh::wrapper

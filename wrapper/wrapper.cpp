@@ -89,12 +89,13 @@ size_t signal_children(int sig, const std::set<pid_t>& spare) {
 // only adds a round. Bounded, so that a process stuck in the kernel does not hold the
 // wrapper forever.
 void end_descendants(const char* session, const std::set<pid_t>& spare) {
-  const int64_t give_up = mono_ms() + 10000;
+  const int64_t give_up = mono_ms() + kEndSessionWithinMs;
   // The pause doubles up to 32 ms: when thousands of sessions end at once (a shutdown), their
   // wrappers polling every millisecond would take the CPU from the very exits they wait for.
   for (long pause = 1; has_children() && signal_children(SIGKILL, spare) > 0; pause = std::min(pause * 2, 32L)) {
     if (mono_ms() >= give_up) {
-      std::fprintf(stderr, "sbsh-wrapper[%s]: processes of the session did not end within 10 s of SIGKILL\n", session);
+      std::fprintf(stderr, "sbsh-wrapper[%s]: processes of the session did not end within %d s of SIGKILL\n", session,
+                   kEndSessionWithinMs / 1000);
       return;
     }
     pause_ms(pause);

@@ -13,6 +13,7 @@
 #include "client/cli/cli.h"
 #include "common/paths.h"
 #include "ipc/protocol.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::cli {
 
@@ -31,13 +32,16 @@ bool running(int64_t pid) {
   return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
 }
 
-// Whether the connection's far end closed it within 10 s: sbshd closes its connections as it
-// exits, and through a dial command (-H, --dial) that end is all there is to watch, since
+// sbshd waits for its wrappers to end their sessions up to their own bound, and a little more.
+constexpr int kGoneWithinMs = wrapper::kEndSessionWithinMs + 5000;
+
+// Whether the connection's far end closed it within kGoneWithinMs: sbshd closes its
+// connections as it exits, and through a dial command (-H, --dial) that end is all there is to watch, since
 // sbshd's pid is another host's or another PID namespace's (in a container, where podman
 // exec reaches it, its pid means nothing here).
-bool closed_within_10s(int fd) {
+bool closed_in_time(int fd) {
   char buf[4096];
-  for (int waited = 0; waited < 10000; waited += 100) {
+  for (int waited = 0; waited < kGoneWithinMs; waited += 100) {
     pollfd pf{fd, POLLIN, 0};
     if (::poll(&pf, 1, 100) > 0) {
       ssize_t n = ::read(fd, buf, sizeof buf);
@@ -74,12 +78,14 @@ int run_shutdown(const global_opts& g, bool keep) {
   if (auto s = conn->shutdown(keep); !s) return fail(s.err().message);
   // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
   if (conn->remote()) {
-    if (!closed_within_10s(conn->fd())) return fail("sbshd is still running 10 s after the shutdown request");
+    if (!closed_in_time(conn->fd()))
+      return fail(fmt::format("sbshd is still running {} s after the shutdown request", kGoneWithinMs / 1000));
     return 0;
   }
-  for (int i = 0; i < 1000 && running(st->pid); ++i) ::usleep(10000);
+  for (int i = 0; i < kGoneWithinMs / 10 && running(st->pid); ++i) ::usleep(10000);
   if (running(st->pid))
-    return fail(fmt::format("sbshd (pid {}) is still running 10 s after the shutdown request", st->pid));
+    return fail(fmt::format("sbshd (pid {}) is still running {} s after the shutdown request", st->pid,
+                            kGoneWithinMs / 1000));
   return 0;
 }
 

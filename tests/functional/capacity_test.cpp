@@ -157,6 +157,30 @@ TEST_F(capacity_test, ShutdownEndsEveryProcessOfManySessions) {
   for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "process " << p << " outlived the shutdown: " << cmdline_of(p);
 }
 
+// A wrapper that is slow to end its session (here: stopped for 4 s, as a loaded machine may
+// hold it) is waited for: sbshd killing it at a deadline would leave its background process
+// running without it.
+TEST_F(capacity_test, ShutdownWaitsForASlowWrapperToEndItsSession) {
+  auto c = conn();
+  // In a session of its own, out of the shell's jobs: only the wrapper, its subreaper, still
+  // finds it.
+  auto r = run_in(c, "slow", "( setsid sleep 600 >/dev/null 2>&1 & echo $! )");
+  ASSERT_TRUE(r) << r.err().message;
+  auto sleeper = static_cast<pid_t>(std::atol(r->stdout_data.c_str()));
+  auto wrapper = static_cast<pid_t>(session_pids("slow").wrapper_pid);
+  ASSERT_TRUE(sleeper > 0 && pid_alive(sleeper));
+  ASSERT_EQ(::kill(wrapper, SIGSTOP), 0);
+  std::thread resume([wrapper] {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    ::kill(wrapper, SIGCONT);
+  });
+  stop_daemon();
+  resume.join();
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(sleeper); }, std::chrono::seconds(10)));
+  if (pid_alive(sleeper)) ::kill(sleeper, SIGKILL);  // no debris for the next test
+  EXPECT_FALSE(pid_alive(wrapper));
+}
+
 }  // namespace capacity_tests
 
 }  // namespace sbsh::test
