@@ -59,7 +59,7 @@
 
 #include "bench_util.h"
 #include "common/confine.h"
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "wrapper/sandbox.h"
 #include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
@@ -117,7 +117,7 @@ class marker_driver {
   int to_ = -1, from_ = -1;
 };
 
-// The floor for the round trip: sbsh's own per-command protocol (daemon/shell_channel.h)
+// The floor for the round trip: sbsh's own per-command protocol (daemon/shell_messages.h)
 // driven directly, with no daemon and no client library in between: a bash running the sbsh
 // builtin, one message with each command's text and fresh stdout and stderr pipes, its
 // status back on the channel. What sbsh adds to this is the cost of the daemon's hops; what

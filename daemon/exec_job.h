@@ -49,10 +49,10 @@ struct exec_outcome {
 
 // A number of its own for every job, never reused: what chains of commands refer to, and a
 // kept command's %ID (also shown for commands not kept: exec_started). The numbers go on from
-// `after` (kept_commands::start: where an earlier sbshd's stopped), so that no %ID ever names
+// `after` (command_records::start: where an earlier sbshd's stopped), so that no %ID ever names
 // two commands, also after a crash: once a serial reaches `mark`, `reserve` runs (on the
 // loop) before it is handed out, and says the serial from which it must run again
-// (kept_commands reserves the next block of ids in the state directory). One compare per job.
+// (command_records reserves the next block of ids in the state directory). One compare per job.
 uint64_t new_job_serial();
 void continue_job_serials(uint64_t after);
 using serial_reserver = uint64_t (*)(void* ctx, uint64_t serial);
@@ -107,7 +107,7 @@ struct exec_job {
   uint64_t probe_ms = 0;
   handle_ptr<timer> input_probe;
   bool notify_started = false;  // the client wants exec_started when a shell takes it
-  // Its output and result are kept under its serial (kept_commands.h) for command_logs and
+  // Its output and result are kept under its serial (command_records.h) for command_logs and
   // command_wait; with detach_after_ms, it goes on without the client once that has passed.
   bool keep = false;
   uint64_t detach_after_ms = 0;
@@ -176,7 +176,7 @@ struct command_result {
   bool state_lost = false;
   std::string state_lost_why;
   int64_t started_at_ms = 0;
-  std::string session, command;  // said only of a kept command (kept_commands.h)
+  std::string session, command;  // said only of a kept command (command_records.h)
   std::string screen;            // exec --tty: its terminal's screen at the end, as text
   uint64_t bytes[2] = {0, 0};    // a kept command's: written to each stream, in all
 };

@@ -16,7 +16,7 @@ namespace sbsh::daemon {
   /* 200 sessions: handlers_session.cpp */                                                  \
   X(session_create) X(session_list) X(session_show) X(session_rm) X(session_restart)        \
   X(session_prune) X(kept_list) X(kept_prune)                                               \
-  /* 300 exec: handlers_exec.cpp; kept commands are answered by kept_commands.h */          \
+  /* 300 exec: handlers_exec.cpp; kept commands are answered by command_records.h */          \
   X(exec) X(stdin_data) X(stdin_eof) X(cancel) X(release) X(command_wait) X(command_logs)   \
   X(command_kill) X(command_input)                                                          \
   /* 600 background processes: handlers_procs.cpp, answered by proc_table.h */              \

@@ -41,7 +41,7 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
                         "in 'session_env' with 'keep_env' first");
   if (auto room = c.job_room(j.id, j.text.size()); !room) return c.send_error(j.id, room.err());
   if (auto ok = srv.check_not_waiting_on_itself(c, j.session, &j.inside); !ok) return c.send_error(j.id, ok.err());
-  if (auto ok = srv.kept().admit(j); !ok) return c.send_error(j.id, ok.err());
+  if (auto ok = srv.records().admit(j); !ok) return c.send_error(j.id, ok.err());
   auto s = srv.get_or_create_session(j.session, j.session_cwd, [&c, &j] {
     return j.same_env || j.keep_env ? *c.kept_env() : j.session_env;  // only when a session is made
   });
@@ -84,7 +84,7 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::cancel>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   if (srv.procs().stop_following(c, env.msg.id())) return;  // `logs --follow` ends here
-  if (srv.kept().stop_following(c, env.msg.id())) return;
+  if (srv.records().stop_following(c, env.msg.id())) return;
   auto* s = job_session(srv, c, env.msg.id());
   // No signal: stop it (SIGTERM first). A signal with "stop": stop it, that signal first.
   // A signal alone: deliver it once.
@@ -162,10 +162,10 @@ status server::check_not_waiting_on_itself(const client_conn& c, const std::stri
                                 target, c.peer_pid, how));
 }
 
-// Kept commands (`sbsh wait/logs/kill %ID`): kept_commands.h answers them.
-void on_command_wait(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_wait(c, env); }
-void on_command_logs(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_logs(c, env); }
-void on_command_kill(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_kill(c, env); }
-void on_command_input(server& srv, client_conn& c, ipc::envelope& env) { srv.kept().handle_input(c, env); }
+// Kept commands (`sbsh wait/logs/kill %ID`): command_records.h answers them.
+void on_command_wait(server& srv, client_conn& c, ipc::envelope& env) { srv.records().handle_wait(c, env); }
+void on_command_logs(server& srv, client_conn& c, ipc::envelope& env) { srv.records().handle_logs(c, env); }
+void on_command_kill(server& srv, client_conn& c, ipc::envelope& env) { srv.records().handle_kill(c, env); }
+void on_command_input(server& srv, client_conn& c, ipc::envelope& env) { srv.records().handle_input(c, env); }
 
 }  // namespace sbsh::daemon

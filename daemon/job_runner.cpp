@@ -134,7 +134,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
       finish_job(std::move(j));
     });
   }
-  if (job->keep) ctx_.kept->queued(*job);
+  if (job->keep) ctx_.records->queued(*job);
   if (job->detach_after_ms > 0 && job->client != nullptr) {
     exec_job* jp = job.get();
     job->detach_timer = make_handle<timer>(ctx_.loop);
@@ -152,7 +152,7 @@ void job_runner::detach(exec_job& job) {
   if (c == nullptr || job.kill_stage != kill_stage::none) return;
   job.client = nullptr;
   job.detached = true;
-  ctx_.kept->detached(job.serial);
+  ctx_.records->detached(job.serial);
   // A terminal's or an interactive command's input stays open, for what is typed later.
   if (!job.tty && !job.interactive) close_stdin(job);
   if (job.stdin_pending.size() > kMaxStdinBuffer) c->pause_reading(false);
@@ -327,7 +327,7 @@ bool job_runner::start_job(exec_job& job) {
   job.started = true;
   // Before the shell has the command, so that the client reads this before any output: in
   // the socket ahead of the pipes, or ahead of the output frames.
-  if (job.keep) ctx_.kept->started(job);
+  if (job.keep) ctx_.records->started(job);
   if (job.notify_started && job.client != nullptr) {
     ipc::msg::exec_started st;
     st.command_id = job.serial;
@@ -402,7 +402,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
     if (waiting && !j.waiting_input) {
       j.waiting_input = true;
       spdlog::debug("session {}: command {} waits for input", name_, j.serial);
-      if (j.keep) ctx_.kept->waiting(j.serial, j.last_line);
+      if (j.keep) ctx_.records->waiting(j.serial, j.last_line);
       if (j.client != nullptr && j.detach_after_ms > 0 && !j.detached) detach(j);
     }
     probe_input(j, waiting ? kFirstProbeMs : std::min(j.probe_ms * 2, kMaxProbeMs));
@@ -411,7 +411,7 @@ void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
 
 void job_runner::heard_from(exec_job& job, std::string_view data) {
   job.last_output_us = mono_us();
-  if (job.waiting_input && job.keep) ctx_.kept->resumed(job.serial);
+  if (job.waiting_input && job.keep) ctx_.records->resumed(job.serial);
   job.waiting_input = false;
   auto nl = data.find_last_of("\r\n");
   if (nl != std::string_view::npos) {
@@ -480,7 +480,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   }
   record(*job, dur);
   ctx_.counters->command_ended(job->outcome);
-  if (job->keep) ctx_.kept->finished(*job, dur);
+  if (job->keep) ctx_.records->finished(*job, dur);
   reply_port* c = job->client;
   // Output pipes may still be held by background jobs the command started: keep reading
   // (and discarding) so they do not die of SIGPIPE, but never into a later result, and only
@@ -611,7 +611,7 @@ status job_runner::input(uint64_t serial, std::string_view data, bool typed, boo
   if (eof) job->stdin_eof = true;
   // It waits for input no longer: the probe says again once it does, and its prompt then is
   // what it printed after this input.
-  if (job->waiting_input) ctx_.kept->resumed(serial);
+  if (job->waiting_input) ctx_.records->resumed(serial);
   job->waiting_input = false;
   job->last_line.clear();
   if (job->started && job->in_w) pump_stdin(*job);
@@ -856,7 +856,7 @@ void job_runner::pump_output(exec_job& job, int stream_no, bool drain) {
     if (job.screen)
       if (std::string answer = job.screen->feed({buf, static_cast<size_t>(n)}); !answer.empty())
         (void)!::write(fd.get(), answer.data(), answer.size());
-    if (job.keep) ctx_.kept->output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
+    if (job.keep) ctx_.records->output(job.serial, stream_no, std::string_view(buf, static_cast<size_t>(n)));
     if (job.client == nullptr) continue;  // nobody to deliver to: kept, or discarded
     ipc::msg::output out{static_cast<uint64_t>(stream_no), {std::string_view(buf, static_cast<size_t>(n))}};
     job.client->reply(ipc::encode(out, job.id));

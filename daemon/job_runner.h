@@ -1,5 +1,5 @@
 // A session's commands: the queue, the one that runs, and how each ends. Commands run one at
-// a time in arrival order. Each is one run message on the shell channel (shell_channel.h):
+// a time in arrival order. Each is one run message on the shell channel (ipc/shell_channel.h; sbshd's end: shell_messages.h):
 // the builtin in the session's bash puts the command's descriptors on 0, 1 and 2, evaluates
 // its text at the shell's top level and answers with its status. The runner stops commands
 // (timeouts, cancels, a client that left: the command's processes are signalled and the
@@ -21,7 +21,7 @@
 #include "daemon/exec_job.h"
 #include "daemon/runner_ports.h"
 #include "daemon/session_def.h"
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "daemon/shell_port.h"
 #include "daemon/uv_handles.h"
 #include "ipc/records.h"  // history_entry

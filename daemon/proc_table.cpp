@@ -19,7 +19,7 @@
 #include "common/procs.h"
 #include "daemon/client_conn.h"
 #include "daemon/exec_job.h"
-#include "daemon/kept_commands.h"
+#include "daemon/command_records.h"
 #include "daemon/off_loop.h"
 #include "daemon/session.h"
 #include "daemon/state_files.h"
@@ -656,7 +656,7 @@ void proc_table::handle_list(client_conn& c, ipc::envelope& env) {
   msg::proc_table reply;
   // The commands sbshd keeps, detached from their clients, are listed too: bounded in number
   // (kMaxDetached running, kMaxKeptFinished ended) and each text (kShownCommand).
-  reply.commands = srv_.kept().list(req->all);
+  reply.commands = srv_.records().list(req->all);
   for (const auto* p : listed) {
     if (p == nullptr) continue;
     reply.procs.push_back(record_of(*p));

@@ -36,7 +36,7 @@
 namespace sbsh::daemon {
 
 class client_conn;
-class kept_commands;
+class command_records;
 class session;
 struct exec_job;
 
@@ -62,7 +62,7 @@ class proc_host : public service_context {
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   virtual void write_atomically(const std::string& path, std::string bytes) = 0;
   // The commands kept under their id, which `ps` lists with the processes.
-  virtual kept_commands& kept() = 0;
+  virtual command_records& records() = 0;
 };
 
 // not_started: sbshd stopped while its start waited in the session's queue (or before the

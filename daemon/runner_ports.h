@@ -1,6 +1,6 @@
 // What a session's job runner (job_runner.h) needs of sbshd beyond its shell, as shell_port.h
 // is what it needs of the shell: the client a command is for (reply_port), the record of a
-// kept command (command_keeper), and the loop, counters and bounds every runner shares
+// kept command (command_recorder), and the loop, counters and bounds every runner shares
 // (runner_context). The runner knows nothing of the server or of client connections, so a
 // test drives it with a stand-in client and no server (tests/unit/job_runner_test.cpp), and
 // the server's shape cannot reach into how commands are queued and answered.
@@ -35,10 +35,10 @@ class reply_port {
 };
 
 // Where a command kept under its serial (exec with keep or detach_after_ms) is recorded as it
-// runs (kept_commands.h is the one sbshd has).
-class command_keeper {
+// runs (command_records.h is the one sbshd has).
+class command_recorder {
  public:
-  virtual ~command_keeper() = default;
+  virtual ~command_recorder() = default;
   virtual void queued(const exec_job& job) = 0;
   virtual void started(const exec_job& job) = 0;
   virtual void output(uint64_t serial, int stream_no, std::string_view data) = 0;
@@ -49,12 +49,12 @@ class command_keeper {
   virtual void resumed(uint64_t serial) = 0;
 };
 
-// What every runner shares: sbshd's loop, its counters, its kept commands, and what a
+// What every runner shares: sbshd's loop, its counters, its command records, and what a
 // command's pipes and process marks are made with. It outlives every runner.
 struct runner_context {
   uv_loop_t* loop = nullptr;
   daemon::counters* counters = nullptr;
-  command_keeper* kept = nullptr;
+  command_recorder* records = nullptr;
   // Who a confined session's shell is outside its user namespace (sbshd --confine-user).
   uid_t confine_uid = 65534;
   gid_t confine_gid = 65534;

@@ -49,8 +49,8 @@ server::server(options opts)
   ns_last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
   started_us_ = mono_us();
   procs_ = std::make_unique<proc_table>(*this);
-  kept_ = std::make_unique<kept_commands>(*this, opts_.state_dir + "/commands");
-  runner_ctx_ = {&loop_, &counters_, kept_.get(), opts_.confine_uid, opts_.confine_gid, ns_last_pid_.get()};
+  records_ = std::make_unique<command_records>(*this, opts_.state_dir + "/commands");
+  runner_ctx_ = {&loop_, &counters_, records_.get(), opts_.confine_uid, opts_.confine_gid, ns_last_pid_.get()};
   files_ = std::make_unique<file_service>(*this);
 }
 
@@ -59,7 +59,7 @@ server::~server() {
   sessions_.clear();
   clients_.clear();
   dead_clients_.clear();
-  kept_.reset();  // after the sessions, whose commands report to it
+  records_.reset();  // after the sessions, whose commands report to it
   drop_spares();
   close_bound_timers();
   farewells_.close_all();
@@ -139,7 +139,7 @@ void server::finish_shutdown() {
   sessions_.clear();  // any wrapper still there is killed by its session's destructor
   clients_.clear();
   procs_.reset();
-  kept_.reset();
+  records_.reset();
   close_bound_timers();
   farewells_.close_all();
   signals_.clear();

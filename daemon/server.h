@@ -28,7 +28,7 @@
 #include "daemon/env_store.h"
 #include "daemon/files.h"
 #include "daemon/framed_socket.h"
-#include "daemon/kept_commands.h"
+#include "daemon/command_records.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
 #include "daemon/runner_ports.h"
@@ -120,7 +120,7 @@ class server final : public proc_host, public session_host {
   // Replaces `path` with `bytes` atomically, on the thread pool, one write per path at a time.
   void write_atomically(const std::string& path, std::string bytes) override;
   proc_table& procs() { return *procs_; }
-  kept_commands& kept() override { return *kept_; }
+  command_records& records() override { return *records_; }
   file_service& files() { return *files_; }
   snapshot_store& snapshots() { return snapshots_; }
   cgroup::manager& cgroups() { return cgroups_; }
@@ -242,7 +242,7 @@ class server final : public proc_host, public session_host {
   // (session_store::environ_bytes counts each of those once): room_for_definition.
   size_t own_text_ = 0;
   std::unique_ptr<proc_table> procs_;
-  std::unique_ptr<kept_commands> kept_;
+  std::unique_ptr<command_records> records_;
   // Lives as long as the server: work it left on the thread pool reports to it.
   std::unique_ptr<file_service> files_;
   snapshot_store snapshots_;

@@ -212,7 +212,7 @@ status server::start_listening() {
       spdlog::error("cannot adopt session {}: {}", name, made.err().message);
   }
   procs_->load();
-  kept_->start();
+  records_->start();
   return ok_status();
 }
 
@@ -382,7 +382,7 @@ void server::client_closed(client_conn* c, const std::string& reason) {
 void server::client_drained(client_conn* c) {
   c->drained();
   procs_->client_drained(*c);
-  kept_->client_drained(*c);
+  records_->client_drained(*c);
   files_->client_drained(*c);
   c->each_job_session([&](const std::string& name) {
     if (auto* s = find_session(name)) s->client_drained(c);

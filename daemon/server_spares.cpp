@@ -18,7 +18,7 @@
 #include "common/environ.h"
 #include "common/paths.h"
 #include "daemon/capacity.h"
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/procs.h"
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "ipc/result.h"
 
 namespace sbsh::daemon {

@@ -19,7 +19,7 @@
 #include "daemon/child_process.h"
 #include "daemon/framed_socket.h"
 #include "daemon/session_def.h"
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "daemon/shell_port.h"
 #include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"

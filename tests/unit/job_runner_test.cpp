@@ -90,7 +90,7 @@ class fake_client final : public reply_port {
 };
 
 // Where the runner records kept commands: how often it was told.
-class fake_keeper final : public command_keeper {
+class fake_recorder final : public command_recorder {
  public:
   void queued(const exec_job&) override { ++calls; }
   void started(const exec_job&) override { ++calls; }
@@ -117,7 +117,7 @@ class job_runner_test : public ::testing::Test {
     uv_loop_init(&loop_);
     ctx_.loop = &loop_;
     ctx_.counters = &counters_;
-    ctx_.kept = &kept_;
+    ctx_.records = &records_;
     runner_ = std::make_unique<job_runner>(ctx_, name_, def_, shell_, [this] { ++activity_; });
   }
   void TearDown() override {
@@ -212,7 +212,7 @@ class job_runner_test : public ::testing::Test {
 
   uv_loop_t loop_{};
   daemon::counters counters_;
-  fake_keeper kept_;
+  fake_recorder records_;
   runner_context ctx_;
   std::string name_ = "s";
   session_def def_;

@@ -40,13 +40,13 @@ inline constexpr size_t kMaxKeptFinished = 256;
 inline constexpr uint64_t kKeptForMs = 3600ull * 1000;        // after the command ends
 inline constexpr size_t kMaxDetached = 256;                   // detached and not yet ended
 
-class kept_commands final : public command_keeper {
+class command_records final : public command_recorder {
  public:
   // Keeps its files in `dir` (STATE/commands).
-  kept_commands(service_context& srv, std::string dir);
-  ~kept_commands() override;
-  kept_commands(const kept_commands&) = delete;
-  kept_commands& operator=(const kept_commands&) = delete;
+  command_records(service_context& srv, std::string dir);
+  ~command_records() override;
+  command_records(const command_records&) = delete;
+  command_records& operator=(const command_records&) = delete;
 
   // Deletes what an earlier sbshd kept, and has this one's ids begin after the earlier one's.
   void start();

@@ -1,5 +1,5 @@
 // Kept commands: their records, log files and the requests that read them.
-#include "daemon/kept_commands.h"
+#include "daemon/command_records.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -28,19 +28,19 @@ using ipc::errc;
 using ipc::msg_type;
 namespace msg = ipc::msg;
 
-kept_commands::kept_commands(service_context& srv, std::string dir)
+command_records::command_records(service_context& srv, std::string dir)
     : srv_(srv),
       dir_(std::move(dir)),
       replies_(srv, [this](const log_replies::finished& f) { logs_sent(f); }) {}
 
-kept_commands::~kept_commands() { reserve_job_serials(0, nullptr, nullptr); }
+command_records::~command_records() { reserve_job_serials(0, nullptr, nullptr); }
 
 namespace {
 constexpr const char* kNextIdFile = "next-id";
 constexpr uint64_t kIdBlock = 1000;  // ids reserved at a time: a write per thousand kept commands
 }  // namespace
 
-void kept_commands::start() {
+void command_records::start() {
   DIR* d = ::opendir(dir_.c_str());
   std::vector<std::string> files;
   while (auto* e = d != nullptr ? ::readdir(d) : nullptr)
@@ -59,14 +59,14 @@ void kept_commands::start() {
   reserve_job_serials(
       next + kIdBlock / 2,
       [](void* self, uint64_t serial) {
-        auto* me = static_cast<kept_commands*>(self);
+        auto* me = static_cast<command_records*>(self);
         me->reserve_ids(serial + kIdBlock);
         return serial + kIdBlock / 2;
       },
       this);
 }
 
-void kept_commands::reserve_ids(uint64_t end) {
+void command_records::reserve_ids(uint64_t end) {
   reserved_end_ = end;
   // Written in place of the old one (rename): a crash leaves the old number or the new one.
   // Without fsync: what must survive is a crash of sbshd, which leaves the page cache.
@@ -82,7 +82,7 @@ void kept_commands::reserve_ids(uint64_t end) {
   if (e != 0) spdlog::warn("cannot keep the next command id in {}: {}", path, std::strerror(e));
 }
 
-status kept_commands::admit(const exec_job& job) const {
+status command_records::admit(const exec_job& job) const {
   if (job.detach_after_ms == 0 || detached_running_ < kMaxDetached) return ok_status();
   return make_error(errc::bad_request,
                     fmt::format("{} detached commands are still running, as many as sbshd keeps; wait for some "
@@ -90,11 +90,11 @@ status kept_commands::admit(const exec_job& job) const {
                                 detached_running_));
 }
 
-std::string kept_commands::log_path(uint64_t id, int stream_no) const {
+std::string command_records::log_path(uint64_t id, int stream_no) const {
   return fmt::format("{}/{}.{}", dir_, id, stream_no == ipc::kStdout ? "out" : "err");
 }
 
-void kept_commands::queued(const exec_job& job) {
+void command_records::queued(const exec_job& job) {
   auto r = std::make_unique<record>();
   r->id = job.serial;
   r->session = job.session;
@@ -103,7 +103,7 @@ void kept_commands::queued(const exec_job& job) {
   expire();
 }
 
-void kept_commands::started(const exec_job& job) {
+void command_records::started(const exec_job& job) {
   auto it = records_.find(job.serial);
   if (it == records_.end()) return;
   it->second->started = true;
@@ -111,7 +111,7 @@ void kept_commands::started(const exec_job& job) {
   it->second->generation = job.generation;
 }
 
-void kept_commands::output(uint64_t serial, int stream_no, std::string_view data) {
+void command_records::output(uint64_t serial, int stream_no, std::string_view data) {
   auto it = records_.find(serial);
   if (it == records_.end() || data.empty()) return;
   record& r = *it->second;
@@ -126,14 +126,14 @@ void kept_commands::output(uint64_t serial, int stream_no, std::string_view data
   feed_followers(srv_, r.followers, stream_no, data);
 }
 
-void kept_commands::detached(uint64_t serial) {
+void command_records::detached(uint64_t serial) {
   auto it = records_.find(serial);
   if (it == records_.end() || it->second->detached) return;
   it->second->detached = true;
   ++detached_running_;
 }
 
-void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
+void command_records::finished(const exec_job& job, uint64_t duration_us) {
   auto it = records_.find(job.serial);
   if (it == records_.end()) return;
   record& r = *it->second;
@@ -153,7 +153,7 @@ void kept_commands::finished(const exec_job& job, uint64_t duration_us) {
   expire();
 }
 
-std::vector<command_info> kept_commands::list(bool all) const {
+std::vector<command_info> command_records::list(bool all) const {
   std::vector<command_info> out;
   for (const auto& [id, rp] : records_) {
     const record& r = *rp;
@@ -182,7 +182,7 @@ std::vector<command_info> kept_commands::list(bool all) const {
   return out;
 }
 
-void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
+void command_records::reply_end(uint64_t serial, uint64_t req, const record& r) {
   auto* c = srv_.client_by_serial(serial);
   if (c == nullptr) return;
   if (r.finished) {
@@ -207,7 +207,7 @@ void kept_commands::reply_end(uint64_t serial, uint64_t req, const record& r) {
   c->send(ipc::encode(m, req));
 }
 
-kept_commands::record* kept_commands::find(uint64_t id, uint64_t req, client_conn& c) {
+command_records::record* command_records::find(uint64_t id, uint64_t req, client_conn& c) {
   auto it = records_.find(id);
   if (it != records_.end()) return it->second.get();
   if (id < first_id_) {
@@ -224,13 +224,13 @@ kept_commands::record* kept_commands::find(uint64_t id, uint64_t req, client_con
   return nullptr;
 }
 
-void kept_commands::forget_gone_waiters(record& r) {
+void command_records::forget_gone_waiters(record& r) {
   // Waiters of clients that left go now, not when the command ends: a command that runs for
   // days, waited for by clients that come and go, holds only the ones still there.
   std::erase_if(r.waiters, [this](const waiter& w) { return srv_.client_by_serial(w.serial) == nullptr; });
 }
 
-void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
+void command_records::handle_wait(client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::command_wait>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   record* r = find(req->command_id, env.msg.id(), c);
@@ -253,7 +253,7 @@ void kept_commands::handle_wait(client_conn& c, ipc::envelope& env) {
   r->waiters.push_back(std::move(w));
 }
 
-void kept_commands::handle_input(client_conn& c, ipc::envelope& env) {
+void command_records::handle_input(client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::command_input>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   record* r = find(req->command_id, env.msg.id(), c);
@@ -278,7 +278,7 @@ void kept_commands::handle_input(client_conn& c, ipc::envelope& env) {
   c.send(ipc::encode(before, env.msg.id()));
 }
 
-void kept_commands::waiting(uint64_t serial, std::string_view prompt) {
+void command_records::waiting(uint64_t serial, std::string_view prompt) {
   auto it = records_.find(serial);
   if (it == records_.end()) return;
   record& r = *it->second;
@@ -296,11 +296,11 @@ void kept_commands::waiting(uint64_t serial, std::string_view prompt) {
   for (const auto& w : answered) reply_end(w.serial, w.req, r);
 }
 
-void kept_commands::resumed(uint64_t serial) {
+void command_records::resumed(uint64_t serial) {
   if (auto it = records_.find(serial); it != records_.end()) it->second->waiting = false;
 }
 
-void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {
+void command_records::handle_kill(client_conn& c, ipc::envelope& env) {
   auto req = ipc::decode<msg::command_kill>(env.msg);
   if (!req) return c.send_error(env.msg.id(), req.err());
   record* r = find(req->command_id, env.msg.id(), c);
@@ -319,7 +319,7 @@ void kept_commands::handle_kill(client_conn& c, ipc::envelope& env) {
   c.send_error(env.msg.id(), errc::internal, fmt::format("command %{} is not in its session's queue", id));
 }
 
-void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {
+void command_records::handle_logs(client_conn& c, ipc::envelope& env) {
   const auto& m = env.msg;
   auto req = ipc::decode<msg::command_logs>(m);
   if (!req) return c.send_error(m.id(), req.err());
@@ -342,7 +342,7 @@ void kept_commands::handle_logs(client_conn& c, ipc::envelope& env) {
   replies_.add(c, m.id(), r->id, sources, 0, req->follow && !r->finished, req->out, req->err);
 }
 
-void kept_commands::logs_sent(const log_replies::finished& f) {
+void command_records::logs_sent(const log_replies::finished& f) {
   auto r = records_.find(f.id);
   if (r == records_.end())
     return f.c.send_error(f.req, errc::no_such_command,
@@ -354,9 +354,9 @@ void kept_commands::logs_sent(const log_replies::finished& f) {
   reply_end(f.c.serial(), f.req, *r->second);
 }
 
-void kept_commands::client_drained(client_conn& c) { replies_.client_drained(c); }
+void command_records::client_drained(client_conn& c) { replies_.client_drained(c); }
 
-bool kept_commands::stop_following(client_conn& c, uint64_t req) {
+bool command_records::stop_following(client_conn& c, uint64_t req) {
   if (auto id = replies_.cancel(c, req)) {  // still sending what was logged before
     if (auto r = records_.find(*id); r != records_.end()) reply_end(c.serial(), req, *r->second);
     return true;
@@ -372,7 +372,7 @@ bool kept_commands::stop_following(client_conn& c, uint64_t req) {
   return false;
 }
 
-void kept_commands::forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it) {
+void command_records::forget(std::map<uint64_t, std::unique_ptr<record>>::iterator it) {
   uint64_t id = it->first;
   // A log reply still reading its files keeps them open: unlinking is safe meanwhile.
   for (int stream_no : {ipc::kStdout, ipc::kStderr})
@@ -380,7 +380,7 @@ void kept_commands::forget(std::map<uint64_t, std::unique_ptr<record>>::iterator
   records_.erase(it);
 }
 
-void kept_commands::expire() {
+void command_records::expire() {
   uint64_t now = mono_us();
   size_t finished = 0;
   uint64_t bytes = 0;

@@ -1,5 +1,5 @@
 // sbshd's end of the shell channel; see shell_channel.h and ipc/shell_channel.h.
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 
 #include <sys/mman.h>
 #include <sys/random.h>

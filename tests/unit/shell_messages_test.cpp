@@ -1,4 +1,4 @@
-// daemon/shell_channel: the run message as the builtin reads it, texts through the memfd,
+// daemon/shell_messages: the run message as the builtin reads it, texts through the memfd,
 // and the checks on what comes back.
 #include <fcntl.h>
 #include <poll.h>
@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/shell_channel.h"
+#include "daemon/shell_messages.h"
 #include "wrapper/wrapper.h"
 
-namespace sbsh::daemon::shell_channel_tests {
+namespace sbsh::daemon::shell_messages_tests {
 
 struct received {
   sbsh_run_header h{};
@@ -63,7 +63,7 @@ sbsh_status_msg status_of(uint64_t seq, int value, int sig, uint32_t flags) {
   return m;
 }
 
-TEST(shell_channel, ARunCarriesItsTextDirectoryAndDescriptorsInOneMessage) {
+TEST(shell_messages, ARunCarriesItsTextDirectoryAndDescriptorsInOneMessage) {
   auto ch = make_shell_channel();
   ASSERT_TRUE(ch.ok()) << ch.err().message;
   int p[2];
@@ -89,7 +89,7 @@ TEST(shell_channel, ARunCarriesItsTextDirectoryAndDescriptorsInOneMessage) {
   EXPECT_EQ(got.fds.size(), 4u);
 }
 
-TEST(shell_channel, ALongTextTravelsInTheMemfdAndItsMemoryIsGivenBack) {
+TEST(shell_messages, ALongTextTravelsInTheMemfdAndItsMemoryIsGivenBack) {
   auto ch = make_shell_channel();
   ASSERT_TRUE(ch.ok());
   text_memfd big;
@@ -116,7 +116,7 @@ TEST(shell_channel, ALongTextTravelsInTheMemfdAndItsMemoryIsGivenBack) {
   EXPECT_LT(::lseek(second.fds[2].get(), 0, SEEK_END), static_cast<off_t>(text.size()));
 }
 
-TEST(shell_channel, StatusesAreCheckedAndSignalsKeptOnlyWhenSaid) {
+TEST(shell_messages, StatusesAreCheckedAndSignalsKeptOnlyWhenSaid) {
   auto ch = make_shell_channel();
   ASSERT_TRUE(ch.ok());
   int shell = ch->second.get();
@@ -151,7 +151,7 @@ TEST(shell_channel, StatusesAreCheckedAndSignalsKeptOnlyWhenSaid) {
   EXPECT_EQ(e.err().code, "gone");
 }
 
-TEST(shell_channel, ARunToAShellThatHasEndedIsGone) {
+TEST(shell_messages, ARunToAShellThatHasEndedIsGone) {
   auto ch = make_shell_channel();
   ASSERT_TRUE(ch.ok());
   ch->second.reset();
@@ -232,7 +232,7 @@ std::string read_all(int fd) {
 // stray one and is dropped. Here the shell is stopped while the run and its interrupt are
 // queued, so the builtin finds both at once: nothing of the text may run. An interrupt for a
 // run already answered is dropped, and the shell serves the next run in full.
-TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
+TEST(shell_messages, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
   builtin_shell sh;
   ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
   auto ready = sh.next();
@@ -264,7 +264,7 @@ TEST(shell_channel, AnInterruptQueuedBeforeTheCommandStartsStopsAllOfIt) {
   EXPECT_EQ(read_all(out.get()), "130 unset\n");
 }
 
-TEST(shell_channel, TheKernelNamesEachMessagesSenderAndDescriptorsSentAreClosed) {
+TEST(shell_messages, TheKernelNamesEachMessagesSenderAndDescriptorsSentAreClosed) {
   auto ch = make_shell_channel();
   ASSERT_TRUE(ch.ok());
   send_status(ch->second.get(), status_of(1, 0, 0, 0));
@@ -307,10 +307,10 @@ TEST(shell_channel, TheKernelNamesEachMessagesSenderAndDescriptorsSentAreClosed)
   ::close(after);
 }
 
-TEST(shell_channel, EachNonceIsNew) {
+TEST(shell_messages, EachNonceIsNew) {
   std::set<uint64_t> seen;
   for (int i = 0; i < 1000; ++i) seen.insert(new_nonce());
   EXPECT_EQ(seen.size(), 1000u);
 }
 
-}  // namespace sbsh::daemon::shell_channel_tests
+}  // namespace sbsh::daemon::shell_messages_tests
