@@ -20,7 +20,7 @@ import sys
 KNOWN: set[tuple[str, str]] = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-FOLDERS = ("common", "ipc", "daemon", "wrapper", "client", "shell")
+FOLDERS = ("common", "ipc", "daemon", "wrapper", "client", "plans", "mcp", "cli", "shell")
 
 
 def pairs(root):

@@ -174,7 +174,7 @@ echo "round trip: $remote us through -H podman://, $local_us us on the local soc
 # this build has it): the exec is paid once.
 lib=$(dirname "$(dirname "$sbsh")")/client/libsbsh.so.0
 if [[ -e $lib ]] && command -v python3 >/dev/null; then
-  kept=$(SBSH_LIB=$lib PYTHONPATH=$src/client/python python3 -c '
+  kept=$(SBSH_LIB=$lib PYTHONPATH=$src/python python3 -c '
 import sbsh, sys, time
 with sbsh.Client(host="podman://" + sys.argv[1]) as c:
     c.exec("true", session="t")

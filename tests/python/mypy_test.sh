@@ -6,5 +6,5 @@ src=$(cd "$1" && pwd)
 command -v mypy >/dev/null || { echo "FAIL: mypy not found: apt-get install mypy (scripts/deps.sh --test)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cd "$src/client/python"
+cd "$src/python"
 MYPYPATH=. mypy --strict --no-incremental --cache-dir "$tmp" sbsh examples backend/sbsh_build.py

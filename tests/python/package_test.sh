@@ -56,7 +56,7 @@ PY
 
 # --- 2. pip into a fresh venv, offline -----------------------------------------------------------
 # pip builds in the source tree it is given: give it a copy, and see that it stays as it was.
-cp -r "$src/client/python" "$tmp/pkg"
+cp -r "$src/python" "$tmp/pkg"
 find "$tmp/pkg" -name __pycache__ -prune -o -print | sort >"$tmp/tree.before"
 "$python" -m venv "$tmp/venv" || fail "python3 -m venv failed"
 pip_install() {

@@ -1,4 +1,4 @@
-"""The Python binding (client/python/sbsh) against a real, private sbshd.
+"""The Python binding (python/sbsh) against a real, private sbshd.
 
 Environment: SBSH_LIB (libsbsh.so), SBSH_BIN_DIR (where sbshd is), PYTHONPATH (the module).
 With a libsbsh built with sanitizers, LD_PRELOAD holds their runtimes for this python3 only:

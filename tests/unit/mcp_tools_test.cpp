@@ -1,14 +1,14 @@
-// The MCP server's parts that need no sbshd: JSON-RPC message checks (client/mcp/jsonrpc.cpp),
+// The MCP server's parts that need no sbshd: JSON-RPC message checks (mcp/jsonrpc.cpp),
 // the argument checker and tool table (tools.cpp), and the protocol core's answers to
 // requests that run no tool (server.cpp): revisions, discovery, errors.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
-#include "client/mcp/jsonrpc.h"
-#include "client/mcp/render.h"
-#include "client/mcp/server.h"
-#include "client/mcp/tools.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/render.h"
+#include "mcp/server.h"
+#include "mcp/tools.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp::mcp_tools_tests {

@@ -86,8 +86,8 @@ void each_message(F&& f) {
 
 TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
   const std::string header = source("client/include/sbsh/sbsh.h");
-  const std::string sync_py = source("client/python/sbsh/client.py");
-  const std::string async_py = source("client/python/sbsh/aio.py");
+  const std::string sync_py = source("python/sbsh/client.py");
+  const std::string async_py = source("python/sbsh/aio.py");
   ASSERT_FALSE(header.empty() || sync_py.empty() || async_py.empty()) << "the sources are not at " SBSH_SOURCE_DIR;
   std::set<std::string_view> requests;
   each_message([&](const message_kind& k) {
@@ -110,9 +110,9 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
       EXPECT_NE(sync_py.find("class " + std::string(b->python)), std::string::npos) << b->python;
     } else {
       EXPECT_NE(sync_py.find("    def " + std::string(b->python) + "("), std::string::npos)
-          << "Client." << b->python << " is missing from client/python/sbsh/client.py";
+          << "Client." << b->python << " is missing from python/sbsh/client.py";
       EXPECT_NE(async_py.find("    async def " + std::string(b->python) + "("), std::string::npos)
-          << "AsyncClient." << b->python << " is missing from client/python/sbsh/aio.py";
+          << "AsyncClient." << b->python << " is missing from python/sbsh/aio.py";
     }
   });
   for (const auto& b : kBindings)

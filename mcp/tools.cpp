@@ -1,0 +1,1152 @@
+// The tool table: each tool's schemas and the handler that calls the client library. The
+// JSON each returns is the CLI's --json record (client/json.h), parsed back, so the fields
+// are written in one place.
+#include "mcp/tools.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "client/file_ops.h"
+#include "client/json.h"
+#include "client/json_form.h"
+#include "mcp/render.h"
+#include "client/resources.h"
+#include "ipc/protocol.h"
+#include "ipc/records.h"
+#include "ipc/text.h"
+
+namespace sbsh::mcp {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Per stream, in a run_command result: an agent's context is the limit, not memory.
+constexpr size_t kOutputLimit = 1u << 20;
+// How long run_command and await_command wait before answering with a command still running.
+constexpr auto kDefaultWait = std::chrono::milliseconds(30000);
+
+// The schemas (JSON text), parsed once by parsed_schemas().
+constexpr std::string_view kRunInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "tty": {"type": "boolean", "description": "give it a terminal of its own (a REPL, a pager, a program that asks questions): its output comes as a terminal shows it (stderr merged, lines ending in CR LF), queries of the terminal are answered, and the result returns as soon as it waits for input (waiting_for_input, prompt): send_input answers it"}, "interactive": {"type": "boolean", "description": "keep its stdin open (a pipe) instead of /dev/null, and return as soon as it waits for input, for send_input; tty implies it"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command. At most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s; progress notifications keep it alive)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000): past it the output keeps its head and tail, with a marker at the cut saying how many bytes were left out and the process_logs call that reads them"}}})J";
+// The fields of `sbsh exec --json` (client::add_exec_result).
+// The fields of `sbsh exec --json` (client::add_exec_result), and the budget's.
+constexpr std::string_view kExecOutput =
+    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string", "description": "the session it ran in"}, "command": {"type": "string", "description": "the command's text; past 200 bytes only its start and its length (the caller has it)"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command, cancel_command and process_logs take it"}, "waiting_for_input": {"type": "boolean", "description": "it still runs because it waits for input (a process of it is blocked reading its terminal or stdin, as the kernel says): send_input answers it"}, "prompt": {"type": ["string", "null"], "description": "while it runs: the last line it printed (its question), else null"}, "screen": {"type": ["string", "null"], "description": "with tty, once it has ended: what its terminal showed, as text, else null"}, "next_offset": {"type": "string", "description": "N:M, the bytes it has written to stdout and stderr so far (as stdout_bytes and stderr_bytes)"}, "running": {"type": "boolean", "description": "it still runs (wait_seconds passed): await_command gives what follows and its end"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status as $? shows it (128+N after signal N); null while it runs or when nothing reported one (see error)"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it (TERM, KILL...), else null"}, "timed_out": {"type": "boolean", "description": "timeout_seconds passed: it was stopped with its whole process tree; the shell kept its state"}, "shell_restarted": {"type": "boolean", "description": "the session's shell ended while it ran (exit, exec, a crash): the next command runs in a new shell, without the state (directory, variables) the old one had"}, "cancelled": {"type": "boolean", "description": "cancel_command or a cancelled call stopped it; the shell kept its state"}, "ran": {"type": "boolean", "description": "false: no shell took it, so it certainly did not run and is safe to send again"}, "generation": {"type": "integer", "description": "which shell ran it: a number that changes whenever the session's shell is replaced"}, "state_lost": {"type": "boolean", "description": "the shell was replaced between the session's previous command and this one (killed, restarted, sbshd restarted), which no earlier result reported: this one ran without the state the earlier ones left"}, "state_lost_reason": {"type": ["string", "null"], "description": "why state_lost, else null"}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string", "description": "its standard output (invalid UTF-8 replaced by U+FFFD); past the budget its head and tail with a marker line at the cut"}, "stderr": {"type": "string", "description": "its standard error, kept as stdout is"}, "stdout_base64": {"type": ["string", "null"], "description": "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stderr_base64": {"type": ["string", "null"], "description": "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stdout_truncated": {"type": "boolean", "description": "part of stdout was left out (stdout_omitted_bytes, at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of stderr was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out at the marker"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out at the marker"}, "stdout_omitted_from": {"type": "integer", "description": "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"}, "stderr_omitted_from": {"type": "integer", "description": "the offset of the first stderr byte left out"}, "stdout_offset": {"type": "integer", "description": "the offset in its whole stdout where this result's stdout starts (the stdout_offset asked for)"}, "stderr_offset": {"type": "integer", "description": "the offset in its whole stderr where this result's stderr starts"}, "stdout_bytes": {"type": "integer", "description": "bytes it has written to stdout so far: the stdout_offset that gets only what is new"}, "stderr_bytes": {"type": "integer", "description": "bytes it has written to stderr so far"}, "duration_ms": {"type": "integer", "description": "how long it has run, in milliseconds"}, "started_at": {"type": ["string", "null"], "description": "when it started (UTC, ISO 8601), null if it never did"}, "error": {"type": ["string", "null"], "description": "why exit_code is null, or other trouble, else null"}}})J";
+constexpr std::string_view kAwaitInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs; at most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "leave out the stdout before this byte: the stdout_bytes of the previous result, to get only what is new"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "leave out the stderr before this byte: the stderr_bytes of the previous result"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
+constexpr std::string_view kInputInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "text": {"type": "string", "maxLength": 1048576, "description": "what to type (a line of input, an answer)"}, "enter": {"type": "boolean", "description": "type Enter after text (default true)"}, "keys": {"type": "array", "maxItems": 256, "items": {"type": "string", "enum": ["Enter", "Tab", "Esc", "Up", "Down", "Left", "Right", "Home", "End", "Backspace", "Delete", "PageUp", "PageDown", "Space", "C-a", "C-b", "C-c", "C-d", "C-e", "C-f", "C-g", "C-h", "C-i", "C-j", "C-k", "C-l", "C-m", "C-n", "C-o", "C-p", "C-q", "C-r", "C-s", "C-t", "C-u", "C-v", "C-w", "C-x", "C-y", "C-z"]}, "description": "keys to send after text, in order (C-c: SIGINT to its foreground job on a terminal; C-d: end of input)"}, "eof": {"type": "boolean", "description": "then end its input"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with what it wrote so far, if it neither ended nor waits for input again; at most 50 unless the call carries a progress token"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
+constexpr std::string_view kCancelInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "signal": {"type": "string", "description": "the first signal (default TERM; KILL follows after 2 s)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
+constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
+constexpr std::string_view kNameInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
+constexpr std::string_view kRemovedOutput =
+    R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
+constexpr std::string_view kCreateInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files or directories (relative to the session's directory) whose contents key the environment, such as requirements.txt, package-lock.json or wheels/ (a directory counts as its files' paths, executable bits and bytes, less node_modules, .git and what else a snapshot leaves out)"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
+constexpr std::string_view kStartInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
+constexpr std::string_view kListProcsInput =
+    R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
+constexpr std::string_view kKillInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "signal": {"type": "string", "description": "TERM (the default: KILL follows after 2 s), KILL, INT, HUP and so on, or a number"}}})J";
+constexpr std::string_view kWaitInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "give up waiting after this long (default 30)"}}})J";
+constexpr std::string_view kLogsInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "a background process's id (as start_process returned it) or name, or a command's id (%N, as run_command returned it)"}, "tail": {"type": "integer", "minimum": 1, "description": "a background process's only: the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "read stdout from this byte on (as a cut's marker names it), as much as the budget holds; without it, the newest stdout"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "read stderr from this byte on; without it, the newest stderr"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
+
+// The output schemas of the tools that return records: each record's schema is derived from
+// its declaration (client/json_form.h, json_schema_of), the same rules that write its JSON
+// form; only the descriptions, prose for a model, are written here, by key.
+constexpr client::json_doc kSessionDocs[] = {
+    {"name", "the session's name"},
+    {"state", "what it is doing (idle, busy, failed and so on)"},
+    {"shell_pid", "its bash's pid (0 when none runs)"},
+    {"wrapper_pid", "the pid of the process that holds its shell"},
+    {"restarts", "how many times its shell was replaced"},
+    {"queued", "commands waiting for the shell"},
+    {"commands", "commands it has run"},
+    {"cwd", "the shell's current directory"},
+    {"restart", "when an ended shell is replaced: always, on-failure or never"},
+    {"uptime_ms", "how long its shell has run"},
+    {"started_at", "when its shell started (UTC, ISO 8601)"},
+    {"running", "the command it runs now, else null"},
+    {"running_ms", "how long that command has run"},
+    {"error", "why it failed, else null"},
+    {"implicit", "made on first use, not by create_session"},
+    {"idle_expiry_ms", "it is removed after this long idle, else null"},
+    {"idle_since", "when it became idle"},
+    {"expires_at", "when it will be removed for idleness"},
+    {"timeout_ms", "its commands' default timeout, else null"},
+};
+constexpr client::json_doc kProcDocs[] = {
+    {"id", "the process's id"},
+    {"name", "the name it was given"},
+    {"session", "the session it started from"},
+    {"command", "its command"},
+    {"state", "running, exited, killed or failed"},
+    {"pid", "its pid while it runs"},
+    {"pgid", "its process group"},
+    {"exit_code", "its exit status once it has ended"},
+    {"signal", "the signal that ended it"},
+    {"started_at", "when it started (UTC, ISO 8601)"},
+    {"ended_at", "when it ended"},
+    {"error", "why it failed to start, or other trouble"},
+    {"log", "where sbshd keeps its output"},
+};
+constexpr client::json_doc kCommandDocs[] = {
+    {"id", "the command's id (%N)"},
+    {"session", "its session"},
+    {"command", "its text"},
+    {"state", "queued, running or finished"},
+    {"detached", "it runs with no client waiting for it"},
+    {"pid", "the pid of the shell running it"},
+    {"exit_code", "its exit status once it has ended"},
+    {"signal", "the signal that ended it"},
+    {"timed_out", "its timeout stopped it"},
+    {"cancelled", "it was cancelled"},
+    {"started_at", "when it started"},
+    {"ended_at", "when it ended"},
+};
+constexpr client::json_doc kEntryDocs[] = {
+    {"path", "from the directory listed"},
+    {"path_base64",
+     "only when path is not valid UTF-8 (path then has U+FFFD in place of those bytes): its exact bytes"},
+    {"type", "file, dir, symlink or other"},
+    {"size", "bytes"},
+    {"mode", "permission bits, in octal"},
+    {"mtime", "last modified (UTC, ISO 8601)"},
+    {"target", "a symlink's target"},
+    {"target_base64", "only when target is not valid UTF-8: its exact bytes"},
+};
+
+json described(const client::json_value& schema, std::string_view description) {
+  json j(schema);
+  j["description"] = description;
+  return j;
+}
+json session_schema() {
+  return described(client::json_schema_of<session_status>(kSessionDocs), "the session as list_sessions gives it");
+}
+json proc_schema() {
+  json j(client::json_schema_of<proc_info>(kProcDocs));
+  return j;
+}
+json list_of(json items, std::string_view description) {
+  return {{"type", "array"}, {"description", description}, {"items", std::move(items)}};
+}
+
+json sessions_output() {
+  return {{"type", "object"},
+          {"required", {"sessions"}},
+          {"properties", {{"sessions", list_of(session_schema(), "every session, by name")}}}};
+}
+json session_output() {
+  return {{"type", "object"}, {"required", {"session"}}, {"properties", {{"session", session_schema()}}}};
+}
+// create_session's: the session, and its definition as session show --json gives it (the
+// confinement in force under definition.confinement).
+json created_output() {
+  json j = json::parse(
+      R"J({"type": "object", "required": ["session"], "properties": {"definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J");
+  j["properties"]["session"] = session_schema();
+  return j;
+}
+json proc_output() { return proc_schema(); }
+json procs_output() {
+  json commands = json(client::json_schema_of<command_info>(kCommandDocs));
+  return {{"type", "object"},
+          {"required", {"processes"}},
+          {"properties",
+           {{"processes", list_of(proc_schema(), "the background processes, oldest first")},
+            {"commands", list_of(commands,
+                                 "the commands run_command left running (all: every command sbshd keeps, ended ones "
+                                 "too), by id: await_command, send_input, cancel_command and process_logs take it")}}}};
+}
+json logs_output() {
+  json j = json::parse(
+      R"J({"type": "object", "required": ["stdout", "stderr"], "properties": {"command": {"type": "object", "description": "the command, when id named one (%N): id, session, running, exit_code, signal, duration_ms"}, "stdout": {"type": "string", "description": "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where bytes were left out"}, "stderr": {"type": "string", "description": "the part of stderr asked for, as stdout"}, "stdout_truncated": {"type": "boolean", "description": "part of the stdout asked for was left out (at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of the stderr asked for was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out"}, "stdout_offset": {"type": "integer", "description": "the offset of the first stdout byte given (after the marker when the start was left out)"}, "stderr_offset": {"type": "integer", "description": "the offset of the first stderr byte given"}, "stdout_bytes": {"type": "integer", "description": "bytes of stdout so far: the stdout_offset that reads only what comes next"}, "stderr_bytes": {"type": "integer", "description": "bytes of stderr so far"}}})J");
+  j["properties"]["process"] =
+      described(client::json_schema_of<proc_info>(kProcDocs), "the background process, when id named one");
+  return j;
+}
+json list_files_output() {
+  json entries = json(client::json_schema_of<file_entry>(kEntryDocs));
+  return {{"type", "object"},
+          {"required", {"entries"}},
+          {"properties", {{"entries", list_of(entries, "the entries, by path")}}}};
+}
+
+// The budget of a call's result (max_output_chars), less what its status line, headers, notes
+// and markers may take.
+size_t output_budget(const json& args) {
+  size_t budget = args.value("max_output_chars", kDefaultBudget);
+  return budget > 2 * kBudgetReserve ? budget - kBudgetReserve : budget / 2;
+}
+
+// What a stream of a result gives: the piece kept, with its marker, and the fields saying so.
+void put_stream(json& j, const char* name, const kept_stream& k, const kept_stream::piece& p, const json& id) {
+  std::string text = with_marker(p, cut_marker(name, p, id, k.end()));
+  bool valid = true;
+  j[name] = client::utf8_repair(text, &valid);
+  bool raw_valid = valid || ipc::valid_utf8(p.bytes);
+  j[fmt::format("{}_base64", name)] = raw_valid || p.omitted > 0 ? json(nullptr) : json(client::base64(p.bytes));
+  j[fmt::format("{}_truncated", name)] = p.omitted > 0;
+  j[fmt::format("{}_omitted_bytes", name)] = p.omitted;
+  j[fmt::format("{}_omitted_from", name)] = p.omitted_from;
+  j[fmt::format("{}_offset", name)] = k.skip();
+  j[fmt::format("{}_bytes", name)] = k.end();
+}
+
+// A command's result: exec --json's record with its output cut to the budget, and its plain
+// text; a failure is isError, a command still running not.
+tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command,
+                            const kept_stream& out, const kept_stream& err, size_t budget) {
+  client::json_value record;
+  client::add_exec_result(record, session, short_command(command), r);
+  json j(record);
+  json id = r.command_id != 0 ? json(client::command_ref(r.command_id)) : json(nullptr);
+  auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
+  put_stream(j, "stdout", out, out.cut(out_share, kept_stream::keep::head_and_tail), id);
+  put_stream(j, "stderr", err, err.cut(err_share, kept_stream::keep::head_and_tail), id);
+  std::string text = render_command(j);
+  return {std::move(j), !r.running && !r.ok(), {}, std::move(text)};
+}
+
+// sbshd's messages name CLI commands ('sbsh session ls'); a model here has the tools: each
+// such quoted command becomes the tool call that does the same, when there is one.
+std::string tool_words(std::string_view cli) {
+  auto words = [](std::string_view t) {
+    std::vector<std::string> v;
+    size_t i = 0;
+    while (i < t.size()) {
+      size_t j = t.find(' ', i);
+      if (j == std::string_view::npos) j = t.size();
+      if (j > i) v.emplace_back(t.substr(i, j - i));
+      i = j + 1;
+    }
+    return v;
+  };
+  auto w = words(cli);
+  auto named = [&](const char* tool, const char* key) {
+    return w.size() >= 3 && w[2].find_first_of("<>") == std::string::npos && w[2] != "NAME"
+               ? fmt::format("{} {}", tool, json{{key, w[2]}}.dump())
+               : std::string(tool);
+  };
+  if (w.size() >= 2 && w[0] == "session") {
+    if (w[1] == "ls") return "list_sessions";
+    if (w[1] == "create") return "create_session with name and root";
+    if (w[1] == "restart") return named("restart_session", "name");
+    if (w[1] == "rm") return named("remove_session", "name");
+    if (w[1] == "show") return "create_session's definition";
+  }
+  if (w.size() >= 2 && w[0] == "file" && w[1] == "ls") return "list_files";
+  if (!w.empty() && w[0] == "ps") return "list_processes {\"all\": true}";
+  if (!w.empty() && w[0] == "logs") return "process_logs";
+  if (w.size() >= 2 && w[0] == "wait" && w[1].starts_with('%')) return "await_command";
+  if (w.size() >= 2 && w[0] == "kill" && w[1].starts_with('%')) return "cancel_command";
+  if (w.size() >= 2 && w[0] == "kill") return fmt::format("kill_process {}", json{{"id", w[1]}}.dump());
+  return {};
+}
+
+std::string in_tool_terms(std::string_view text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t at = text.find("'sbsh ", i);
+    size_t end = at == std::string_view::npos ? at : text.find('\'', at + 6);
+    if (end == std::string_view::npos) {
+      out.append(text.substr(i));
+      break;
+    }
+    std::string tool = tool_words(text.substr(at + 6, end - at - 6));
+    std::string before(text.substr(i, at - i));
+    if (!tool.empty() && before.ends_with("run ")) before.replace(before.size() - 4, 4, "call ");
+    out += before;
+    out += tool.empty() ? std::string(text.substr(at, end + 1 - at)) : tool;
+    i = end + 1;
+  }
+  return out;
+}
+
+tool_outcome refused(const error& e) {
+  tool_outcome o;
+  o.is_error = true;
+  if (e.code == ipc::wire_name(ipc::errc::no_root)) {
+    // Its own words: a snapshot, which the message offers too, is the CLI's only.
+    std::string_view m = e.message;
+    o.message = fmt::format(
+        "sbsh: {}: the file tools reach only beneath a session's root; create_session with name "
+        "and root makes such a session, and run_command reads and writes files in any session "
+        "({})",
+        m.substr(0, m.find(':')), e.code);
+    return o;
+  }
+  o.message = fmt::format("sbsh: {} ({})", in_tool_terms(e.message), e.code);
+  return o;
+}
+
+std::vector<std::string> assignments(const json& args, const char* key) {
+  std::vector<std::string> out;
+  if (auto it = args.find(key); it != args.end())
+    for (const auto& [k, v] : it->items()) out.push_back(k + "=" + v.get<std::string>());
+  return out;
+}
+
+std::string str_arg(const json& args, const char* key, const std::string& fallback = {}) {
+  auto it = args.find(key);
+  return it == args.end() ? fallback : it->get<std::string>();
+}
+
+std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::chrono::milliseconds fallback) {
+  auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
+}
+
+std::chrono::milliseconds wait_arg(const json& args, const tool_context& ctx) {
+  return wait_limit(args, ctx.has_progress);
+}
+
+// "signal": a name (TERM, SIGKILL, hup) or a number; TERM when absent.
+result<int> signal_arg(const json& args) {
+  std::string name = str_arg(args, "signal", "TERM");
+  if (auto sig = ipc::signal_from_name(name)) return *sig;
+  return make_error(ipc::errc::usage, fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name));
+}
+
+std::string id_arg(const json& args) {
+  const json& v = args.at("id");
+  return v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
+}
+
+// Holds a connection for the duration of a call, made through the context.
+result<client::connection> open(tool_context& ctx) { return ctx.connect(); }
+
+// What sbshd says of a command still running lacks its shell's generation (the start of
+// its run says it), so each server remembers it, for the commands it started; and a
+// running command's duration is the time since it started.
+std::mutex generations_lock;
+std::map<uint64_t, uint64_t> generations;  // command id -> generation, the newest kept
+constexpr size_t kGenerationsKept = 4096;
+
+void remember_generation(uint64_t command_id, uint64_t generation) {
+  std::lock_guard lock(generations_lock);
+  generations[command_id] = generation;
+  if (generations.size() > kGenerationsKept) generations.erase(generations.begin());
+}
+
+void running_facts(client::exec_result& r) {
+  // sbshd says which shell runs a kept command; a detached exec's own result does not.
+  if (r.generation == 0) {
+    std::lock_guard lock(generations_lock);
+    if (auto it = generations.find(r.command_id); it != generations.end()) r.generation = it->second;
+  }
+  if (r.started_at_ms > 0) {
+    int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    r.duration_us = static_cast<uint64_t>(std::max<int64_t>(now - r.started_at_ms, 0)) * 1000;
+  }
+}
+
+tool_outcome run_command(const json& args, tool_context& ctx) {
+  client::exec_options o;
+  o.command = args.at("command").get<std::string>();
+  o.session = str_arg(args, "session");
+  o.cwd = str_arg(args, "cwd");
+  o.env = assignments(args, "env");
+  o.timeout = seconds_arg(args, "timeout_seconds", 0ms);
+  if (args.contains("stdin")) o.stdin_data = args["stdin"].get<std::string>();
+  o.signal_fd = ctx.cancel_fd;
+  o.tty = args.value("tty", false);
+  o.interactive = o.tty || args.value("interactive", false);
+  // A command still running after wait_seconds goes on, kept by sbshd as %ID: the call
+  // answers in time for hosts that give up after a minute, and await_command takes it up.
+  o.detach_after = wait_arg(args, ctx);
+  o.keep = true;
+  // Output is collected here, its first and last part within the budget (the whole stays
+  // with sbshd, for process_logs), and its size watched, for progress.
+  size_t budget = output_budget(args);
+  kept_stream out(budget, 0), err(budget, 0);
+  o.on_output = [&](client::stream s, std::string_view d) {
+    (s == client::stream::out ? out : err).add(d);
+    if (ctx.output_seen) ctx.output_seen(d.size());
+  };
+  client::exec_start started;
+  o.on_started = [&](const client::exec_start& s) {
+    started = s;
+    remember_generation(s.command_id, s.generation);
+  };
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto r = conn->exec(o);
+  if (!r) return refused(r.err());
+  if (r->running) {
+    r->started_at_ms = started.started_at_ms;
+    running_facts(*r);
+  }
+  return command_result(*r, o.session, o.command, out, err, budget);
+}
+
+uint64_t command_id_arg(const json& args) {
+  return client::parse_command_ref(args.at("id").get<std::string>()).value();
+}
+
+// A kept command's result with its output from the offsets asked for, within the budget.
+tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_result ended, const json& args) {
+  if (ended.running) running_facts(ended);
+  size_t budget = output_budget(args);
+  // sbshd sends only what follows the offsets.
+  client::logs_options o;
+  o.stdout_offset = args.value("stdout_offset", uint64_t{0});
+  o.stderr_offset = args.value("stderr_offset", uint64_t{0});
+  kept_stream out(budget, o.stdout_offset, o.stdout_offset), err(budget, o.stderr_offset, o.stderr_offset);
+  auto logs = conn.command_logs(id, o, [&](client::stream s, std::string_view d) {
+    (s == client::stream::out ? out : err).add(d);
+  });
+  if (!logs) return refused(logs.err());
+  return command_result(ended, ended.session, ended.command, out, err, budget);
+}
+
+tool_outcome await_command(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  uint64_t id = command_id_arg(args);
+  ctx.blocking_on(conn->fd());
+  // Its state (output is read after, from the offsets asked for).
+  auto r = conn->await_command(id, wait_arg(args, ctx), 1);
+  ctx.blocking_on(-1);
+  if (!r) return refused(r.err());
+  return kept_result(*conn, id, *r, args);
+}
+
+// Input for a command that waits for it, then its answer: what it wrote after the input.
+tool_outcome send_input(const json& args, tool_context& ctx) {
+  uint64_t id = command_id_arg(args);
+  std::string data = str_arg(args, "text");
+  if (args.value("enter", true) && args.contains("text")) data += '\r';
+  for (const auto& k : args.value("keys", json::array())) {
+    auto bytes = client::key_bytes(k.get<std::string>());
+    if (!bytes)
+      return refused(make_error(ipc::errc::usage,
+                                fmt::format("argument 'keys' has '{}', not a key: give Enter, Tab, Esc, Up, Down, "
+                                            "Left, Right, Home, End, Backspace, Delete, PageUp, PageDown, Space or "
+                                            "C-a ... C-z",
+                                            k.get<std::string>())));
+    data += *bytes;
+  }
+  client::input_options o;
+  o.typed = true;
+  o.eof = args.value("eof", false);
+  o.timeout = wait_arg(args, ctx);
+  o.output_limit = output_budget(args);
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto r = conn->send_input(id, data, o);
+  ctx.blocking_on(-1);
+  if (!r) return refused(r.err());
+  if (r->running) running_facts(*r);
+  kept_stream out(o.output_limit, 0), err(o.output_limit, 0);
+  out.add(r->stdout_data);
+  err.add(r->stderr_data);
+  return command_result(*r, r->session, r->command, out, err, o.output_limit);
+}
+
+tool_outcome cancel_command(const json& args, tool_context& ctx) {
+  auto sig = signal_arg(args);
+  if (!sig) return refused(sig.err());
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  uint64_t id = command_id_arg(args);
+  ctx.blocking_on(conn->fd());
+  auto killed = conn->kill_command(id, *sig);
+  ctx.blocking_on(-1);
+  if (!killed) return refused(killed.err());
+  // Its result with what it wrote, as await_command gives it.
+  auto r = conn->await_command(id, 0ms, 1);
+  if (!r) return refused(r.err());
+  return kept_result(*conn, id, *r, args);
+}
+
+tool_outcome list_sessions(const json&, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto v = conn->sessions();
+  if (!v) return refused(v.err());
+  return {json{{"sessions", json(client::json_of(*v))}}, false, {}, {}};
+}
+
+tool_outcome session_result(client::connection& conn, const std::string& name) {
+  auto v = conn.sessions();
+  if (!v) return refused(v.err());
+  for (const auto& s : *v)
+    if (s.name == name) return {json{{"session", json(client::json_of(s))}}, false, {}, {}};
+  return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
+}
+
+tool_outcome create_session(const json& args, tool_context& ctx) {
+  client::session_spec spec;
+  spec.name = args.at("name").get<std::string>();
+  spec.cwd = str_arg(args, "cwd");
+  spec.root = str_arg(args, "root");
+  spec.env = assignments(args, "env");
+  if (auto it = args.find("init"); it != args.end()) spec.init = it->get<std::vector<std::string>>();
+  spec.restart = str_arg(args, "restart", spec.restart);
+  spec.timeout_ms = static_cast<uint64_t>(seconds_arg(args, "timeout_seconds", 0ms).count());
+  spec.setup = str_arg(args, "setup");
+  if (auto it = args.find("setup_keys"); it != args.end()) spec.setup_keys = it->get<std::vector<std::string>>();
+  spec.confine = args.value("confine", false);
+  spec.no_network = args.value("no_network", false);
+  if (spec.confine && spec.root.empty())
+    return refused(make_error(ipc::errc::usage, "confine confines the session to its root: give root too"));
+  for (auto [key, list] : {std::pair{"allow_write", &spec.allow_write}, std::pair{"allow_read", &spec.allow_read},
+                           std::pair{"read_only", &spec.read_only}}) {
+    if (auto it = args.find(key); it != args.end()) *list = it->get<std::vector<std::string>>();
+    if (!list->empty() && !spec.confine)
+      return refused(make_error(ipc::errc::usage,
+                                fmt::format("{} adds to a confined session's rules: give confine: true too", key)));
+  }
+  if (auto it = args.find("memory"); it != args.end()) {
+    auto m = it->is_string() ? client::parse_memory(it->get<std::string>()) : result<uint64_t>(it->get<uint64_t>());
+    if (!m) return refused(m.err());
+    spec.memory_max = *m;
+  }
+  if (auto it = args.find("pids"); it != args.end()) spec.pids_max = it->get<uint64_t>();
+  if (auto it = args.find("cpu"); it != args.end())
+    spec.cpu_millis = static_cast<uint64_t>(std::llround(it->get<double>() * 1000));
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  // A setup that runs for this call is shown: the end of each stream, where its errors are.
+  constexpr size_t kSetupTail = size_t{16} * 1024;
+  bool ran = false;
+  std::string setup_out[2];
+  auto take = [&](client::stream st, std::string_view data) {
+    ran = true;
+    std::string& to = setup_out[st == client::stream::out ? 0 : 1];
+    to.append(data);
+    if (to.size() > 2 * kSetupTail) to.erase(0, to.size() - kSetupTail);
+  };
+  if (auto s = conn->create_session(spec, take); !s) return refused(s.err());
+  auto r = session_result(*conn, spec.name);
+  for (int i = 0; i < 2; ++i) {
+    std::string& text = setup_out[i];
+    if (text.size() > kSetupTail) text.erase(0, text.size() - kSetupTail);
+    bool valid = true;
+    r.structured[i == 0 ? "setup_stdout" : "setup_stderr"] = ran ? json(client::utf8_repair(text, &valid)) : json();
+  }
+  // What the kernel confines it to, read back from sbshd.
+  if (auto d = conn->show_session(spec.name); d && !r.is_error)
+    r.structured["definition"] = json(client::json_of(*d)).at("definition");
+  return r;
+}
+
+tool_outcome remove_session(const json& args, tool_context& ctx) {
+  std::string name = args.at("name").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto s = conn->remove_session(name); !s) return refused(s.err());
+  return {json{{"removed", name}}, false, {}, {}};
+}
+
+tool_outcome restart_session(const json& args, tool_context& ctx) {
+  std::string name = args.at("name").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto s = conn->restart_session(name); !s) return refused(s.err());
+  return session_result(*conn, name);
+}
+
+tool_outcome proc_result(const result<client::proc_info>& p, bool failed = false) {
+  if (!p) return refused(p.err());
+  return {json(client::json_of(p.value())), failed, {}, {}};
+}
+
+tool_outcome start_process(const json& args, tool_context& ctx) {
+  client::start_options o;
+  o.command = args.at("command").get<std::string>();
+  o.session = str_arg(args, "session");
+  o.name = str_arg(args, "name");
+  o.cwd = str_arg(args, "cwd");
+  o.env = assignments(args, "env");
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  return proc_result(conn->start(o));
+}
+
+tool_outcome list_processes(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  bool all = args.value("all", false);
+  auto v = conn->processes(all);
+  if (!v) return refused(v.err());
+  auto cmds = conn->commands(all);
+  if (!cmds) return refused(cmds.err());
+  return {json{{"processes", json(client::json_of(*v))}, {"commands", json(client::json_of(*cmds))}}, false, {}, {}};
+}
+
+tool_outcome kill_process(const json& args, tool_context& ctx) {
+  auto sig = signal_arg(args);
+  if (!sig) return refused(sig.err());
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto p = conn->kill(id_arg(args), *sig);
+  ctx.blocking_on(-1);
+  return proc_result(p);
+}
+
+tool_outcome wait_process(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  ctx.blocking_on(conn->fd());
+  auto p = conn->wait(id_arg(args), seconds_arg(args, "timeout_seconds", 30s));
+  ctx.blocking_on(-1);
+  return proc_result(p, p && (p->exit_code.value_or(0) != 0 || p->signal));
+}
+
+// A command's state in process_logs: what its result says, without the output.
+json command_state(const client::exec_result& r, uint64_t id) {
+  return {{"id", client::command_ref(id)},
+          {"session", r.session},
+          {"command", short_command(r.command)},
+          {"running", r.running},
+          {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+          {"signal", r.signal ? json(ipc::signal_name(*r.signal)) : json(nullptr)},
+          {"duration_ms", r.duration_us / 1000}};
+}
+
+tool_outcome process_logs(const json& args, tool_context& ctx) {
+  std::string which = str_arg(args, "stream", "both");
+  bool want_out = which != "stderr", want_err = which != "stdout";
+  bool has_tail = args.contains("tail");
+  if (has_tail && (args.contains("stdout_offset") || args.contains("stderr_offset")))
+    return refused(make_error(ipc::errc::usage,
+                              "process_logs takes tail (lines) or stdout_offset/stderr_offset (bytes), not both"));
+  // From an offset: what follows it, as much as the budget holds. Else the newest output.
+  size_t budget = output_budget(args);
+  uint64_t out_from = args.value("stdout_offset", uint64_t{0}), err_from = args.value("stderr_offset", uint64_t{0});
+  kept_stream out(budget, out_from), err(budget, err_from);
+  auto sink = [&](client::stream s, std::string_view d) { (s == client::stream::out ? out : err).add(d); };
+  json j;
+  json id = args.at("id");
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  if (auto cid = id.is_string() ? client::parse_command_ref(id.get<std::string>()) : std::nullopt) {
+    if (has_tail)
+      return refused(make_error(
+          ipc::errc::usage,
+          "tail is for background processes; a command's output is read by stdout_offset and stderr_offset"));
+    // A command's: sbshd sends only what follows the offsets.
+    client::logs_options o;
+    o.out = want_out;
+    o.err = want_err;
+    o.stdout_offset = out_from;
+    o.stderr_offset = err_from;
+    out = kept_stream(budget, out_from, out_from);
+    err = kept_stream(budget, err_from, err_from);
+    auto r = conn->command_logs(*cid, o, sink);
+    if (!r) return refused(r.err());
+    j["command"] = command_state(*r, *cid);
+  } else {
+    client::logs_options o;
+    if (has_tail) o.tail = args["tail"].get<uint64_t>();
+    o.out = want_out;
+    o.err = want_err;
+    o.cancel_fd = ctx.cancel_fd;
+    auto p = conn->logs(id_arg(args), o, sink);
+    if (!p) return refused(p.err());
+    j["process"] = json(client::json_of(*p));
+  }
+  auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
+  auto keep = [&](const char* key) { return args.contains(key) ? kept_stream::keep::head : kept_stream::keep::tail; };
+  auto out_piece = out.cut(out_share, keep("stdout_offset")), err_piece = err.cut(err_share, keep("stderr_offset"));
+  put_stream(j, "stdout", out, out_piece, id);
+  put_stream(j, "stderr", err, err_piece, id);
+  // Where the bytes given start: after the part left out when the newest were kept.
+  if (out_piece.omitted > 0 && out_piece.head == 0) j["stdout_offset"] = out.skip() + out_piece.omitted;
+  if (err_piece.omitted > 0 && err_piece.head == 0) j["stderr_offset"] = err.skip() + err_piece.omitted;
+  std::string text = render_logs(j);
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+// Files beneath a session's root.
+constexpr std::string_view kReadFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
+constexpr std::string_view kReadFileOutput =
+    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
+constexpr std::string_view kWriteFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (in one without a root, from its shell's current directory); missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
+constexpr std::string_view kWriteFileOutput =
+    R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
+constexpr std::string_view kListFilesInput =
+    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
+
+constexpr std::string_view kEditFileInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}}})J";
+constexpr std::string_view kEditFileOutput =
+    R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
+
+// The file tools are the library's file operations (client/file_ops.cpp); in a session
+// without a root they act as its shell would (as_shell), since a model's sessions seldom
+// have one.
+tool_outcome edit_file(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>(), session = str_arg(args, "session");
+  client::file_edit_options o;
+  o.replace_all = args.value("replace_all", false);
+  o.as_shell = true;
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto r = conn->edit_file(session, path, args.at("old_string").get<std::string>(),
+                           args.at("new_string").get<std::string>(), o);
+  if (!r) {
+    error e = r.err();
+    if (e.code == "no_match") e.message += " (old_string; read_file shows the file's text)";
+    if (e.code == "not_unique") e.message += " (old_string; replace_all: true replaces every one)";
+    if (e.code == ipc::wire_name(ipc::errc::usage)) e.message = "arguments 'old_string', 'new_string': " + e.message;
+    return refused(e);
+  }
+  std::string text =
+      fmt::format("{}: replaced {} occurrence{} of old_string, the first at line {}; the file has {} bytes\n", path,
+                  r->replacements, r->replacements == 1 ? "" : "s", r->first_line, r->bytes);
+  return {json(client::json_of(path, *r)), false, {}, std::move(text)};
+}
+
+// read_file by lines: the lines asked for, within the budget, stopping at a whole line.
+tool_outcome read_lines(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>();
+  client::file_lines_options o;
+  o.line = args.at("line").get<int64_t>();
+  if (auto n = args.find("lines"); n != args.end()) o.count = n->get<uint64_t>();
+  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.as_shell = true;
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto r = conn->read_lines(str_arg(args, "session"), path, o);
+  if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
+    return refused(make_error(ipc::errc::usage, "argument 'line': " + r.err().message));
+  if (!r) return refused(r.err());
+  json j(client::json_of(path, *r));
+  std::string text = fmt::format("{}: lines {} to {} of {}{}\n", path, r->start_line, r->end_line, r->total_lines,
+                                 r->truncated ? fmt::format("; read_file {} reads on",
+                                                            json{{"path", path}, {"line", r->end_line + 1}}.dump())
+                                              : "");
+  text += j["encoding"] == "utf-8" ? r->content : "(not UTF-8: content has the bytes in base64)\n";
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+tool_outcome read_file(const json& args, tool_context& ctx) {
+  if (args.contains("line")) return read_lines(args, ctx);
+  if (args.contains("lines") || args.contains("max_output_chars"))
+    return refused(
+        make_error(ipc::errc::usage, "lines and max_output_chars go with line; offset and length read bytes"));
+  // One byte more than asked for says whether the file goes on.
+  uint64_t want = args.value("length", uint64_t{kOutputLimit});
+  std::string path = args.at("path").get<std::string>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto read =
+      client::read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1, true);
+  if (!read) return refused(read.err());
+  std::string bytes = std::move(*read);
+  bool truncated = bytes.size() > want;
+  if (truncated) bytes.resize(want);
+  bool utf8 = ipc::valid_utf8(bytes);
+  json j = {{"path", path},
+            {"bytes", bytes.size()},
+            {"content", utf8 ? bytes : client::base64(bytes)},
+            {"encoding", utf8 ? "utf-8" : "base64"},
+            {"truncated", truncated}};
+  return {std::move(j), false, {}, {}};
+}
+
+tool_outcome write_file(const json& args, tool_context& ctx) {
+  std::string path = args.at("path").get<std::string>(), content = args.at("content").get<std::string>();
+  if (str_arg(args, "encoding", "utf-8") == "base64") {
+    auto raw = client::unbase64(content);
+    if (!raw) return refused(error{"invalid_argument", "argument 'content' is not base64, as encoding says"});
+    content = std::move(*raw);
+  }
+  std::optional<uint32_t> mode;
+  if (auto it = args.find("mode"); it != args.end()) mode = it->get<uint32_t>();
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto n = client::write_bytes(*conn, str_arg(args, "session"), path, content, mode, true);
+  if (!n) return refused(n.err());
+  return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
+}
+
+tool_outcome list_files(const json& args, tool_context& ctx) {
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  client::file_list_options o;
+  o.recursive = args.value("recursive", false);
+  o.depth = args.value("depth", uint64_t{0});
+  o.as_shell = true;
+  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), o);
+  if (!v) return refused(v.err());
+  return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
+}
+
+constexpr std::string_view kSearchInput =
+    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, or one file, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
+constexpr std::string_view kSearchOutput =
+    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}, "dir": {"type": "string", "description": "the directory the matches' paths are from: path, or the directory holding it when path is a file (searched alone)"}}})J";
+
+tool_outcome search_files(const json& args, tool_context& ctx) {
+  client::file_search_options o;
+  o.path = str_arg(args, "path");
+  o.glob = str_arg(args, "glob");
+  o.ignore_case = args.value("ignore_case", false);
+  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.max_line = 400;
+  o.as_shell = true;
+  auto conn = open(ctx);
+  if (!conn) return refused(conn.err());
+  auto r = conn->search_files(str_arg(args, "session"), args.at("pattern").get<std::string>(), o);
+  if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
+    return refused(make_error(ipc::errc::usage, "argument 'pattern': " + r.err().message));
+  if (!r) return refused(r.err());
+  json j(client::json_of(*r));
+  std::string text;
+  for (const auto& m : j["matches"])
+    text += fmt::format("{}:{}: {}\n", m["path"].get<std::string>(), m["line"].get<uint64_t>(),
+                        m["text"].get<std::string>());
+  if (text.empty()) text = fmt::format("no line matches (in {} files)\n", r->files_searched);
+  if (r->truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
+  return {std::move(j), false, {}, std::move(text)};
+}
+
+constexpr tool kTools[] = {
+    {"run_command",
+     "Run shell text in a persistent bash session. The session keeps its state between calls (directory, "
+     "variables, functions, aliases, options), as an interactive shell would. Returns the exact exit code, stdout "
+     "and stderr, and whether it timed out. Output past max_output_chars (default 30000) keeps its head and tail, "
+     "with a marker line at the cut naming the bytes left out and the process_logs call that reads them. `exit` "
+     "(or exec, or a crash) ends the session's shell: that result has shell_restarted: true, and the next "
+     "command runs in a new shell without the old state (directory, variables; its generation differs). A "
+     "result with state_lost: true ran in a new shell for another reason (the shell was killed or restarted "
+     "between two commands); state_lost_reason says which. A command still running "
+     "after wait_seconds (default 30) goes on in the session: the result then has running: true, its id and the "
+     "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
+     "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
+     kRunInput, kExecOutput, run_command},
+    {"list_sessions",
+     "List sbsh's sessions: name, state, shell pid, directory, running command.",
+     kNoInput,
+     {},
+     list_sessions,
+     sessions_output},
+    {"create_session",
+     "Define a session: its starting directory, environment, init commands, restart policy and default timeout, "
+     "and what confines it: confine (with root) lets its commands reach only the root, a private TMPDIR and the "
+     "system's programs, no_network gives it only loopback, memory, pids and cpu limit it. Sessions are also made "
+     "on first use by run_command.",
+     kCreateInput,
+     {},
+     create_session,
+     created_output},
+    {"remove_session", "Remove a session: its shell and everything it started end.", kNameInput, kRemovedOutput,
+     remove_session},
+    {"restart_session",
+     "Replace a session's shell with a new one (its state is lost; background processes stay).",
+     kNameInput,
+     {},
+     restart_session,
+     session_output},
+    {"start_process",
+     "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
+     "logs (process_logs); it outlives this call. Returns the process record with its id.",
+     kStartInput,
+     {},
+     start_process,
+     proc_output},
+    {"list_processes",
+     "List background processes and the commands run_command left running (running ones; all: finished ones "
+     "too).",
+     kListProcsInput,
+     {},
+     list_processes,
+     procs_output},
+    {"kill_process",
+     "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
+     kKillInput,
+     {},
+     kill_process,
+     proc_output},
+    {"wait_process",
+     "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
+     kWaitInput,
+     {},
+     wait_process,
+     proc_output},
+    {"process_logs",
+     "Read the output of a background process (by its id or name) or of a command (by its id, %N): by default "
+     "the newest, as much as max_output_chars (default 30000) holds, starting at a line; from stdout_offset or "
+     "stderr_offset (as a cut's marker names them), what follows that byte. stdout_bytes and stderr_bytes say "
+     "where the output ends so far.",
+     kLogsInput,
+     {},
+     process_logs,
+     logs_output},
+    {"await_command",
+     "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
+     "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
+     "(the stdout_bytes and stderr_bytes of the previous result) to get only what is new.",
+     kAwaitInput, kExecOutput, await_command},
+    {"cancel_command",
+     "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
+     "keeps its state), and return its result.",
+     kCancelInput, kExecOutput, cancel_command},
+    {"send_input",
+     "Answer a command that waits for input (run_command with tty or interactive returned waiting_for_input and "
+     "its prompt): text is typed, then Enter (unless enter is false), then each of keys; then waits, at most "
+     "wait_seconds (default 30), until it ends or waits for input again, and returns its state with only the "
+     "output it wrote after the input. The session's other commands wait in its queue meanwhile.",
+     kInputInput, kExecOutput, send_input},
+    {"read_file",
+     "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
+     "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
+     "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
+     "when the bytes are not UTF-8. Paths leading outside the root are refused.",
+     kReadFileInput, kReadFileOutput, read_file},
+    {"write_file",
+     "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
+     "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
+     kWriteFileInput, kWriteFileOutput, write_file},
+    {"list_files",
+     "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
+     "types and sizes.",
+     kListFilesInput,
+     {},
+     list_files,
+     list_files_output},
+    {"edit_file",
+     "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
+     "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
+     "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
+     kEditFileInput, kEditFileOutput, edit_file},
+    {"search_files",
+     "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
+     "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
+     "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
+     "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
+     kSearchInput, kSearchOutput, search_files},
+};
+
+// Each tool's title and annotations (hints to a host: what may be run without asking).
+enum hint : unsigned { kReadOnly = 1, kDestructive = 2, kIdempotent = 4, kFileTool = 8 };
+// What every file tool's description ends with.
+constexpr std::string_view kFilesWithoutRoot =
+    " In a session without a root, it acts as the session's shell would: paths from its current directory, with "
+    "its user's rights (after the command it runs, if one does).";
+struct tool_meta {
+  std::string_view name, title;
+  unsigned hints;
+};
+constexpr tool_meta kMeta[] = {
+    {"run_command", "Run a shell command", kDestructive},
+    {"list_sessions", "List sessions", kReadOnly},
+    {"create_session", "Create a session", 0},
+    {"remove_session", "Remove a session", kDestructive | kIdempotent},
+    {"restart_session", "Restart a session's shell", kDestructive},
+    {"start_process", "Start a background process", 0},
+    {"list_processes", "List background processes", kReadOnly},
+    {"kill_process", "Signal a background process", kDestructive | kIdempotent},
+    {"wait_process", "Wait for a background process", kReadOnly},
+    {"process_logs", "Read output", kReadOnly},
+    {"await_command", "Await a running command", kReadOnly},
+    {"cancel_command", "Cancel a running command", kDestructive | kIdempotent},
+    {"send_input", "Answer a waiting command", 0},
+    {"read_file", "Read a file", kReadOnly | kFileTool},
+    {"write_file", "Write a file", kDestructive | kIdempotent | kFileTool},
+    {"list_files", "List files", kReadOnly | kFileTool},
+    {"edit_file", "Edit a file", kDestructive | kFileTool},
+    {"search_files", "Search files", kReadOnly | kFileTool},
+};
+constexpr bool meta_in_order() {
+  if (std::size(kMeta) != std::size(kTools)) return false;
+  for (size_t i = 0; i < std::size(kMeta); ++i)
+    if (kMeta[i].name != kTools[i].name) return false;
+  return true;
+}
+static_assert(meta_in_order(), "kMeta lists the tools of kTools, in its order");
+
+json annotations_of(const tool_meta& m) {
+  json a = {{"title", m.title}, {"readOnlyHint", (m.hints & kReadOnly) != 0}};
+  if ((m.hints & kReadOnly) == 0) {
+    a["destructiveHint"] = (m.hints & kDestructive) != 0;
+    a["idempotentHint"] = (m.hints & kIdempotent) != 0;
+  }
+  return a;
+}
+
+// The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.
+std::string type_name(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  return "null";
+}
+
+bool has_type(const json& v, std::string_view t) {
+  if (t == "string") return v.is_string();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "number") return v.is_number();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  if (t == "null") return v.is_null();
+  return false;
+}
+
+std::string check_value(const std::string& path, const json& v, const json& schema) {
+  if (auto t = schema.find("type"); t != schema.end()) {
+    bool fits = false;
+    std::string wanted;
+    for (const auto& one : t->is_array() ? *t : json::array({*t})) {
+      fits = fits || has_type(v, one.get<std::string>());
+      wanted += (wanted.empty() ? "" : " or ") + one.get<std::string>();
+    }
+    if (!fits)
+      return fmt::format("argument '{}' must be {} {}, not {}", path, wanted[0] == 'i' ? "an" : "a", wanted,
+                         type_name(v));
+  }
+  if (auto e = schema.find("enum"); e != schema.end() && std::find(e->begin(), e->end(), v) == e->end()) {
+    std::vector<std::string> names;
+    for (const auto& x : *e) names.push_back(x.get<std::string>());
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + names[i];
+    return fmt::format("argument '{}' must be one of {}", path, list);
+  }
+  if (v.is_string()) {
+    auto s = v.get<std::string>();
+    if (schema.value("minLength", 0) > 0 && s.empty()) return fmt::format("argument '{}' must not be empty", path);
+    if (auto m = schema.find("maxLength"); m != schema.end() && s.size() > m->get<size_t>())
+      return fmt::format("argument '{}' must be at most {} characters", path, m->get<size_t>());
+    // libstdc++'s regex recurses per character: a long text is refused before it meets one.
+    constexpr size_t kMaxMatched = 1024;
+    if (auto p = schema.find("pattern"); p != schema.end()) {
+      if (s.size() > kMaxMatched) return fmt::format("argument '{}' must be at most {} bytes", path, kMaxMatched);
+      if (!std::regex_search(s, std::regex(p->get<std::string>())))
+        return fmt::format("argument '{}' must match {}", path, p->get<std::string>());
+    }
+  }
+  if (v.is_number()) {
+    double d = v.get<double>();
+    if (auto m = schema.find("exclusiveMinimum"); m != schema.end() && !(d > m->get<double>()))
+      return fmt::format("argument '{}' must be more than {}", path, m->dump());
+    if (auto m = schema.find("minimum"); m != schema.end() && d < m->get<double>())
+      return fmt::format("argument '{}' must be at least {}", path, m->dump());
+    if (auto m = schema.find("maximum"); m != schema.end() && d > m->get<double>())
+      return fmt::format("argument '{}' must be at most {}", path, m->dump());
+  }
+  if (v.is_array()) {
+    if (auto items = schema.find("items"); items != schema.end())
+      for (size_t i = 0; i < v.size(); ++i)
+        if (auto e = check_value(fmt::format("{}[{}]", path, i), v[i], *items); !e.empty()) return e;
+  }
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const auto& req : schema.value("required", json::array()))
+      if (!v.contains(req.get<std::string>()))
+        return fmt::format("argument '{}' is missing",
+                           path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
+    for (const auto& [key, x] : v.items()) {
+      const std::string& k = key;
+      // Names quoted in a message are the client's text: a long one is cut.
+      std::string shown = k.size() <= 64 ? k : k.substr(0, 64) + "...";
+      std::string sub = path.empty() ? shown : path + "." + shown;
+      if (auto p = props.find(k); p != props.end()) {
+        if (auto e = check_value(sub, x, *p); !e.empty()) return e;
+        continue;
+      }
+      auto extra = schema.find("additionalProperties");
+      if (extra == schema.end()) continue;
+      if (extra->is_boolean()) {
+        if (!extra->get<bool>()) {
+          std::string known;
+          for (const auto& [name, p] : props.items()) known += (known.empty() ? "" : ", ") + name;
+          return known.empty() ? fmt::format("unknown argument '{}': it takes none", sub)
+                               : fmt::format("unknown argument '{}': it takes {}", sub, known);
+        }
+        continue;
+      }
+      if (auto names = schema.find("propertyNames"); names != schema.end())
+        if (auto e = check_value(sub, k, *names); !e.empty())
+          return k.size() > 1024 ? fmt::format("argument '{}' has a key of more than 1024 bytes", path)
+                                 : fmt::format("argument '{}' has a key '{}' that must match {}", path, shown,
+                                               names->value("pattern", std::string()));
+      if (auto e = check_value(sub, x, *extra); !e.empty()) return e;
+    }
+  }
+  return "";
+}
+
+struct parsed_tool {
+  json input, output;
+};
+
+const std::vector<parsed_tool>& parsed_schemas() {
+  static const std::vector<parsed_tool> all = [] {
+    std::vector<parsed_tool> v;
+    for (const auto& t : kTools)
+      v.push_back({json::parse(t.input_schema), t.output != nullptr ? t.output() : json::parse(t.output_schema)});
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace
+
+std::span<const tool> tools() { return kTools; }
+
+std::chrono::milliseconds wait_limit(const json& args, bool has_progress) {
+  auto wait = seconds_arg(args, "wait_seconds", kDefaultWait);
+  return has_progress ? wait : std::min(wait, kMaxSilentWait);
+}
+
+const tool* find_tool(std::string_view name) {
+  for (const auto& t : kTools)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const json& tool_list() {
+  static const json list = [] {
+    json v = json::array();
+    for (size_t i = 0; i < std::size(kTools); ++i) {
+      json a = annotations_of(kMeta[i]);
+      a.erase("title");  // given as the tool's own title (annotations.title before 2025-06-18)
+      v.push_back({{"name", kTools[i].name},
+                   {"title", kMeta[i].title},
+                   {"description", std::string(kTools[i].description) +
+                                       std::string((kMeta[i].hints & kFileTool) != 0 ? kFilesWithoutRoot : "")},
+                   {"annotations", std::move(a)},
+                   {"inputSchema", parsed_schemas()[i].input},
+                   {"outputSchema", parsed_schemas()[i].output}});
+    }
+    return v;
+  }();
+  return list;
+}
+
+std::string check_arguments(const tool& t, const json& args) {
+  return check_value("", args, parsed_schemas()[static_cast<size_t>(&t - kTools)].input);
+}
+
+}  // namespace sbsh::mcp
