@@ -1,8 +1,8 @@
 // JSON inside libsbsh's plan code: the tree the plan parser checks (JSON as it is, YAML
 // converted to it) and the writer of the report and the events. Internal: not installed.
 //
-// nlohmann-json and yaml-cpp stay out of libsbsh.so's interface: the plan sources are built
-// with hidden visibility (client/CMakeLists.txt), so their instantiations are not exported,
+// nlohmann-json and libyaml stay out of libsbsh.so's interface: the plan sources are built
+// with hidden visibility (the top-level CMakeLists.txt), so their instantiations are not exported,
 // and only what sbsh/plan.h marks SBSH_API is.
 #pragma once
 

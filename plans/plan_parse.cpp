@@ -384,8 +384,9 @@ result<plan> parse_plan(std::string_view text, plan_format format) {
   plan_json tree;
   try {
     tree = plan_json::parse(text);
-  } catch (const plan_json::parse_error& e) {
-    // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+  } catch (const plan_json::exception& e) {
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...", or
+    // out_of_range's for a number past a double's range ("number overflow parsing '1E400'").
     std::string_view what = e.what();
     if (auto p = what.find("] "); p != std::string_view::npos) what.remove_prefix(p + 2);
     return make_error(ipc::errc::invalid_plan, fmt::format("invalid JSON: {}", what));

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   g++ make cmake ninja-build pkg-config
   libuv1-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev libgtest-dev libcli11-dev
-  libedit-dev libbsd-dev libmd-dev libseccomp-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-cpp-dev libhttp-parser-dev libvterm-dev
+  libedit-dev libbsd-dev libmd-dev libseccomp-dev libncurses-dev libsystemd-dev bash-builtins nlohmann-json3-dev libyaml-dev libhttp-parser-dev libvterm-dev
   bash procps groff-base man-db python3 git
   mypy python3-venv python3-pip  # the Python package's tests
   rsync  # the baseline of the snapshot benchmark

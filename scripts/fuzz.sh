@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh [-B DIR] [TARGET|all] [SECONDS]   (default: all, $SBSH_FUZZ_SECONDS or 60)
 # With -B, the targets are built in DIR, a build already configured with SBSH_FUZZ=ON (as
 # scripts/test.sh configures its sanitizer build, which then serves both).
-# Targets: frames (the frame decoder), requests (request handling on a real sbshd loop);
+# Targets: frames (the frame decoder), requests (request handling on a real sbshd loop), plans
+# (the plan reader, JSON and YAML);
 # tests/fuzz/*_fuzz.cpp say what each covers. Inputs it finds go to build-fuzz/corpus/TARGET
 # (the seeds in tests/fuzz/corpus/TARGET stay as they are). A crash, leak, timeout or
 # excessive allocation leaves its input in build-fuzz/crashes/ and fails the run; replay it
@@ -23,9 +24,9 @@ fi
 target=${1:-all}
 seconds=${2:-${SBSH_FUZZ_SECONDS:-60}}
 case $target in
-  all) targets=(frames requests) ;;
-  frames | requests) targets=("$target") ;;
-  *) echo "fuzz.sh: no target '$target'; choose frames, requests or all" >&2; exit 2 ;;
+  all) targets=(frames requests plans) ;;
+  frames | requests | plans) targets=("$target") ;;
+  *) echo "fuzz.sh: no target '$target'; choose frames, requests, plans or all" >&2; exit 2 ;;
 esac
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [[ $seconds -eq 0 ]]; then
   echo "fuzz.sh: SECONDS must be a whole number of seconds above 0, not '$seconds'" >&2

@@ -613,7 +613,12 @@ TEST_F(plan_test, ASessionBlockMemoryLimitReachesSbshd) {
 TEST_F(plan_test, InvalidPlansAreRefusedWithTheFieldAndWhatWasExpected) {
   const std::pair<std::string, std::string> cases[] = {
       {"{\"stages\": [}", "invalid JSON: parse error at line 1, column 13"},
+      // A number past a double's range: refused, not a crash.
+      {"{\"timeout\": 1E400}", "invalid JSON: number overflow parsing '1E400'"},
       {"stages: [a, b\n", "invalid YAML at line 2"},
+      // An alias inside the list it names: an endless tree, refused (it used to crash).
+      {"stages: &s [{name: a, commands: *s}]\n", "nested more than 1000 levels deep (is an alias inside"},
+      {"stages: [{name: a, commands: [x]}]\nstages: []\n", "invalid YAML at line 2, column 1: \"stages\" is given twice"},
       {"", "the plan must be a mapping with stages (and optionally session and timeout), not an empty document"},
       {"- a\n- b\n", "not a list"},
       {"stage: []\n", "stage: unknown field (expected session, timeout or stages)"},
