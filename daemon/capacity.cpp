@@ -32,10 +32,10 @@ uint64_t reserved(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
 
 }  // namespace
 
-uint64_t raise_descriptor_limit() {
+nofile_limit raise_descriptor_limit() {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
-  const rlim_t started_hard = rl.rlim_max;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return {};
+  const nofile_limit started{rl.rlim_cur, rl.rlim_max};
   // Fails with EPERM without the privilege: the hard limit stays as it was.
   if (uint64_t most = read_number("/proc/sys/fs/nr_open"); most > rl.rlim_max && rl.rlim_max != RLIM_INFINITY) {
     rlimit more{most, most};
@@ -45,7 +45,7 @@ uint64_t raise_descriptor_limit() {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
-  return started_hard;
+  return started;
 }
 
 uint64_t descriptor_limit() {

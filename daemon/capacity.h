@@ -23,12 +23,18 @@ namespace sbsh::daemon {
 inline constexpr uint64_t kDescriptorsPerSession = 3;
 inline constexpr uint64_t kProcessesPerSession = 2;
 
+// The soft and hard RLIMIT_NOFILE.
+struct nofile_limit {
+  uint64_t soft = 0, hard = 0;
+};
+
 // At start: the hard RLIMIT_NOFILE up to fs.nr_open where sbshd may raise it (root, or
-// CAP_SYS_RESOURCE), then the soft one up to the hard one. Returns the soft limit the
-// wrappers give their shells: the hard limit sbshd was started with, which is what they had
-// before sbshd raised anything beyond it (a huge limit slows programs that close every
-// descriptor up to it).
-uint64_t raise_descriptor_limit();
+// CAP_SYS_RESOURCE), then the soft one up to the hard one. Returns the limits sbshd was
+// started with, which the wrappers give back to themselves and their shells: what a shell
+// would have had without sbshd in between (a huge soft limit slows programs that close every
+// descriptor up to it, and breaks those that select() on a descriptor past 1023). {0, 0}
+// when they cannot be read.
+nofile_limit raise_descriptor_limit();
 
 // sbshd's soft RLIMIT_NOFILE now.
 uint64_t descriptor_limit();

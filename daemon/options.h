@@ -40,9 +40,9 @@ struct options {
   // (--confine-user; nobody by default). Unprivileged, sbshd's shells are its own user.
   uid_t confine_uid = 65534;
   gid_t confine_gid = 65534;
-  // The soft RLIMIT_NOFILE the wrappers give themselves and their shells (capacity.h); 0:
-  // sbshd's own.
-  uint64_t children_nofile = 0;
+  // The RLIMIT_NOFILE the wrappers give themselves and their shells: sbshd's own before it
+  // raised it (capacity.h); 0: sbshd's own.
+  uint64_t children_nofile_soft = 0, children_nofile_hard = 0;
   // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
   int state_lock_fd = -1;
 };

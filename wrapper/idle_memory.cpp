@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -81,10 +82,11 @@ void release_idle_memory() {
 #endif
 }
 
-void lower_descriptor_limit(uint64_t soft) {
+void lower_descriptor_limit(uint64_t soft, uint64_t hard) {
   rlimit rl{};
-  if (soft == 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || soft >= rl.rlim_cur) return;
-  rl.rlim_cur = soft;
+  if (soft == 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (hard != 0 && hard < rl.rlim_max) rl.rlim_max = hard;
+  rl.rlim_cur = std::min<rlim_t>({rl.rlim_cur, soft, rl.rlim_max});
   ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 

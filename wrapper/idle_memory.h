@@ -18,8 +18,8 @@ void keep_heap_small();
 // are zero pages again when next touched. The process must be single-threaded.
 void release_idle_memory();
 
-// Sets the soft RLIMIT_NOFILE to `soft` (--nofile) when it is lower than the current one:
-// sbshd may have raised its own far above what its shells had (daemon/capacity.h).
-void lower_descriptor_limit(uint64_t soft);
+// Lowers RLIMIT_NOFILE to `soft` and `hard` (--nofile SOFT:HARD; 0: as it is), never raising
+// either: sbshd may have raised its own far above what its shells had (daemon/capacity.h).
+void lower_descriptor_limit(uint64_t soft, uint64_t hard);
 
 }  // namespace sbsh::wrapper

@@ -14,7 +14,7 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: sbsh-wrapper [--dir DIR] [--adopt-timeout MS] [--limit NAME=SOFT:HARD]... [--rule rw|rx|ro:PATH]...\n"
-      "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] [--nofile N]\n"
+      "                    [--ns pid|net|pid,net] [--as UID:GID] [--cgroup DIR] [--nofile SOFT[:HARD]]\n"
       "                    SESSION | --spare PADDING\n"
       "                    | --spare-confined PADDING | --setup TEXT\n"
       "sbsh-wrapper is started by sbshd for each session; it is not meant to be run by hand.\n");
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  sbsh::wrapper::lower_descriptor_limit(o.nofile);
+  sbsh::wrapper::lower_descriptor_limit(o.nofile_soft, o.nofile_hard);
   bool confined_spare = argc == i + 2 && std::strcmp(argv[i], "--spare-confined") == 0;
   if (argc == i + 2 && (std::strcmp(argv[i], "--spare") == 0 || confined_spare)) {
     // The arguments' memory is contiguous: /proc/PID/cmdline, and so ps, show it. It is

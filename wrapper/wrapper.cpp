@@ -181,8 +181,15 @@ int set_option(std::string_view name, const char* value, options& o, std::string
     if (end == value || *end != '\0') return -1;
   } else if (name == "--nofile") {
     char* end = nullptr;
-    o.nofile = std::strtoull(value, &end, 10);
-    if (end == value || *end != '\0' || o.nofile == 0) return -1;
+    o.nofile_soft = std::strtoull(value, &end, 10);
+    if (end == value || o.nofile_soft == 0) return -1;
+    o.nofile_hard = 0;
+    if (*end == ':') {
+      const char* h = end + 1;
+      o.nofile_hard = std::strtoull(h, &end, 10);
+      if (end == h || o.nofile_hard < o.nofile_soft) return -1;
+    }
+    if (*end != '\0') return -1;
   } else {
     return 0;
   }

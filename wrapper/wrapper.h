@@ -56,9 +56,9 @@ struct options {
   // wrapper's user.
   uid_t confine_uid = 65534;
   gid_t confine_gid = 65534;
-  // --nofile N: the soft RLIMIT_NOFILE of the wrapper and its shell (idle_memory.h); 0: as
-  // inherited.
-  uint64_t nofile = 0;
+  // --nofile SOFT[:HARD]: the RLIMIT_NOFILE of the wrapper and its shell (idle_memory.h); 0:
+  // as inherited.
+  uint64_t nofile_soft = 0, nofile_hard = 0;
 };
 
 // Takes option `name` (--limit, --rule, --ns, --as, --cgroup, --dir, --adopt-timeout, --nofile) with

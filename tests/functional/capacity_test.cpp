@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
@@ -77,13 +78,40 @@ TEST_F(capacity_test, StatusSaysHowManySessionsItsDescriptorLimitHolds) {
 }
 
 TEST_F(capacity_test, ShellsKeepTheDescriptorLimitTheyHadBeforeSbshdRaisedIts) {
-  // sbshd gives its wrappers (and so their shells) the hard limit it was started with; as
-  // root it raised its own beyond it.
-  auto r = exec("lim", "ulimit -n");
+  // sbshd gives its wrappers (and so their shells) the limits it was started with; as root
+  // it raised its own beyond them.
+  auto r = exec("lim", "ulimit -Sn; ulimit -Hn");
   ASSERT_EQ(r.code, 0) << r.err;
   rlimit mine{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
-  EXPECT_EQ(trim(r.out), std::to_string(mine.rlim_max));
+  EXPECT_EQ(r.out, fmt::format("{}\n{}\n", mine.rlim_cur, mine.rlim_max));
+}
+
+TEST_F(capacity_test, ShellsAndSetupsKeepTheSoftLimitSbshdStartedWith) {
+  // sbshd started with a soft limit below its hard one raises its own to the hard one; what it
+  // starts gets the soft one back: the sessions' shells, and their setups, which run user code
+  // as much as a shell does.
+  rlimit mine{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+  if (mine.rlim_max <= 1024) GTEST_SKIP() << "the hard limit (" << mine.rlim_max << ") leaves no room to raise";
+  stop_daemon();
+  rlimit low = mine;
+  low.rlim_cur = 1000;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  start_daemon();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &mine), 0);
+  rlimit raised{};
+  ASSERT_EQ(::prlimit(daemon_pid, RLIMIT_NOFILE, nullptr, &raised), 0);
+  EXPECT_GT(raised.rlim_cur, 1000u);
+  const std::string expected = fmt::format("1000\n{}\n", mine.rlim_max);
+  auto shell = exec("low", "ulimit -Sn; ulimit -Hn");
+  ASSERT_EQ(shell.code, 0) << shell.err;
+  EXPECT_EQ(shell.out, expected);
+  auto made = sbsh({"session", "create", "setup-low", "--setup", "{ ulimit -Sn; ulimit -Hn; } > \"$SBSH_ENV/nofile\""});
+  ASSERT_EQ(made.code, 0) << made.err;
+  auto setup = exec("setup-low", "cat \"$SBSH_ENV/nofile\"");
+  ASSERT_EQ(setup.code, 0) << setup.err;
+  EXPECT_EQ(setup.out, expected);
 }
 
 TEST_F(capacity_test, OutOfDescriptorsTheRefusalNamesTheLimitAndSbshdServesOn) {
