@@ -307,7 +307,8 @@ inline std::string default_of(const py_field& f) {
 
 // A docstring, indented by `indent`, its lines as given.
 inline std::string docstring(std::string_view doc, std::string_view indent) {
-  std::string out = fmt::format("{}\"\"\"", indent);
+  constexpr std::string_view kQuotes = R"(""")";
+  std::string out = fmt::format("{}{}", indent, kQuotes);
   bool first = true;
   size_t at = 0;
   while (at <= doc.size()) {
@@ -318,7 +319,7 @@ inline std::string docstring(std::string_view doc, std::string_view indent) {
     if (nl == std::string_view::npos) break;
     at = nl + 1;
   }
-  return out + "\"\"\"\n";
+  return fmt::format("{}{}\n", out, kQuotes);
 }
 
 }  // namespace detail
