@@ -4,6 +4,7 @@
 // and _cabi.py, the ctypes prototypes of libsbsh's C ABI, from sbsh.h's declarations
 // (py_cabi.h). The build runs it; the files it writes are never edited or committed.
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 
@@ -83,12 +84,19 @@ bool write_module(const std::string& dir, std::string_view name, const std::stri
 
 }  // namespace
 
+// Nothing is thrown on purpose (fmt and std::string may, out of memory): should something
+// be, sbsh-pygen says what and fails the build step instead of dumping core.
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fputs("usage: sbsh-pygen DIR (the package's directory, where _records.py and _cabi.py go)\n", stderr);
     return 2;
   }
-  std::string records = module(static_cast<sbsh::client::py::python_records*>(nullptr));
-  std::string cabi = fmt::format("{}{}    }}\n", kCabiHead, sbsh::client::py::python_prototypes());
-  return write_module(argv[1], "_records.py", records) && write_module(argv[1], "_cabi.py", cabi) ? 0 : 1;
+  try {
+    std::string records = module(static_cast<sbsh::client::py::python_records*>(nullptr));
+    std::string cabi = fmt::format("{}{}    }}\n", kCabiHead, sbsh::client::py::python_prototypes());
+    return write_module(argv[1], "_records.py", records) && write_module(argv[1], "_cabi.py", cabi) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sbsh-pygen: %s\n", e.what());
+  }
+  return 1;
 }
