@@ -155,7 +155,7 @@ TEST(PyForm, AnOverrideChangesOnlyWhatItNames) {
             "    data: bytes = b\"\"\n"
             "    started_at: float = 0.0\n");
   EXPECT_EQ(python_converter<dummy_renamed>(),
-            "def dummy_renamed(d: Mapping[str, Any]) -> Renamed:\n"
+            "def renamed(d: Mapping[str, Any]) -> Renamed:\n"
             "    return Renamed(\n"
             "        size=int(d.get(\"bytes\") or 0),\n"
             "        text=str(d.get(\"text\") or \"\"),\n"

@@ -60,7 +60,8 @@ struct py_extra {
 
 // A record's override: any of
 //   static constexpr std::string_view cls = "ProcessInfo";      the class (default: from its
-//   static constexpr std::string_view fn = "process_info";      schema_of name), the converter
+//                                                               schema_of name); its converter
+//                                                               is process_info
 //   static constexpr std::string_view doc = "...";              the docstring
 //   static constexpr std::string_view base = "_ProcessBase";    a hand-written base class
 //   static constexpr py_rule rules[] = {...};                   by field name
@@ -111,11 +112,16 @@ inline std::string camel(std::string_view name) {
   }
   return out;
 }
-// "kept copy" -> "kept_copy".
+// "KeptCopy" -> "kept_copy".
 inline std::string snake(std::string_view name) {
-  std::string out(name);
-  for (char& c : out)
-    if (c == ' ') c = '_';
+  std::string out;
+  for (char c : name) {
+    if (c >= 'A' && c <= 'Z') {
+      if (!out.empty()) out += '_';
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+    out += c;
+  }
   return out;
 }
 
@@ -128,10 +134,10 @@ std::string class_name() {
   if constexpr (requires { py_form<T>::cls; }) return std::string(py_form<T>::cls);
   else return detail::camel(ipc::schema_of<T>::name);
 }
+// The converter is the class's name in snake case: ProcessInfo, process_info.
 template <ipc::is_record T>
 std::string converter_name() {
-  if constexpr (requires { py_form<T>::fn; }) return std::string(py_form<T>::fn);
-  else return detail::snake(ipc::schema_of<T>::name);
+  return detail::snake(class_name<T>());
 }
 
 namespace detail {

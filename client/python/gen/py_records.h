@@ -15,7 +15,6 @@ namespace sbsh::client::py {
 template <>
 struct py_form<session_status> {
   static constexpr std::string_view cls = "SessionInfo";
-  static constexpr std::string_view fn = "session_info";
   static constexpr std::string_view doc =
       R"(A session, as `sbsh session ls --json` lists it. state: starting, ready, running,
 restarting, exited or failed; running: the command it runs, if any.)";
@@ -29,7 +28,6 @@ restarting, exited or failed; running: the command it runs, if any.)";
 template <>
 struct py_form<session_spec> {
   static constexpr std::string_view cls = "SessionDefinition";
-  static constexpr std::string_view fn = "session_definition";
   static constexpr std::string_view doc = R"(How a session's shells start.
 
 setup: the setup that built its environment (create_session(setup=)); sbsh_env: that
@@ -71,7 +69,6 @@ struct py_form<history_entry> {
 template <>
 struct py_form<session_detail> {
   static constexpr std::string_view cls = "SessionDetails";
-  static constexpr std::string_view fn = "session_details";
   static constexpr std::string_view doc = "One session in detail, as `sbsh session show NAME --json`.";
   static constexpr size_t positional = 4;
 };
@@ -79,7 +76,6 @@ struct py_form<session_detail> {
 template <>
 struct py_form<proc_info> {
   static constexpr std::string_view cls = "ProcessInfo";
-  static constexpr std::string_view fn = "process_info";
   static constexpr std::string_view doc =
       R"(The state of a background process. state: starting, running, exited, killed, failed,
 lost (sbshd stopped while it ran) or not_started (sbshd stopped before it started). pid is also its process group (None before it starts).)";
@@ -94,7 +90,6 @@ lost (sbshd stopped while it ran) or not_started (sbshd stopped before it starte
 template <>
 struct py_form<command_info> {
   static constexpr std::string_view cls = "CommandInfo";
-  static constexpr std::string_view fn = "command_info";
   static constexpr std::string_view doc =
       R"(A command sbshd keeps, detached from its client (`sbsh ps` lists it by %ID): id is the
 number after the %, as await_command takes it. state: queued, running or finished. pid is
@@ -123,7 +118,6 @@ struct py_form<daemon_status> {
 template <>
 struct py_form<file_entry> {
   static constexpr std::string_view cls = "FileInfo";
-  static constexpr std::string_view fn = "file_info";
   static constexpr std::string_view doc =
       R"(A file beneath a session's root. type: file, dir, symlink, fifo, socket, char or block;
 mode: the permission bits; target: a symlink's. A path or target that is not UTF-8 is
@@ -135,7 +129,6 @@ again in read_file and the other calls.)";
 template <>
 struct py_form<file_edit_result> {
   static constexpr std::string_view cls = "FileEdit";
-  static constexpr std::string_view fn = "file_edit";
   static constexpr std::string_view doc =
       R"(What Client.edit_file did: how many occurrences it replaced, the file's size now, and
 the line (1 the first) where the first replacement starts.)";
@@ -148,7 +141,6 @@ the line (1 the first) where the first replacement starts.)";
 template <>
 struct py_form<file_match> {
   static constexpr std::string_view cls = "FileMatch";
-  static constexpr std::string_view fn = "file_match";
   static constexpr std::string_view doc =
       R"(A line that matched (Client.search_files): its file, from the directory searched, its
 number (1 the first), its text (invalid UTF-8 replaced) and its exact bytes.)";
@@ -159,7 +151,6 @@ number (1 the first), its text (invalid UTF-8 replaced) and its exact bytes.)";
 template <>
 struct py_form<file_search_result> {
   static constexpr std::string_view cls = "FileSearch";
-  static constexpr std::string_view fn = "file_search";
   static constexpr std::string_view doc =
       R"(What Client.search_files found: the matching lines, by file and line; how many files
 it read, how many it left out (not text, or over 16 MiB), whether more lines matched
@@ -180,7 +171,6 @@ in what prune_kept_copies returns).)";
 template <>
 struct py_form<environment_info> {
   static constexpr std::string_view cls = "EnvironmentInfo";
-  static constexpr std::string_view fn = "environment_info";
   static constexpr std::string_view doc =
       R"(An environment a setup built (create_session's setup), shared by every session with
 its hash: its directory (their SBSH_ENV), the setup and key files it was built from, its

@@ -8,7 +8,7 @@ import base64
 import os
 import signal as _signal
 from datetime import datetime
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Mapping, Optional, Sequence, Tuple
 
 
 def unix_time(rfc3339: Optional[str]) -> Optional[float]:
@@ -102,21 +102,22 @@ def sequence_of(v: Any) -> Sequence[Mapping[str, Any]]:
     return list(v) if isinstance(v, list) else []
 
 
-class _ProcessInfoBase:
-    """ProcessInfo's behaviour."""
+class _Stateful:
+    """A record with a state, some of which mean it still runs (_RUNNING)."""
     __slots__ = ()
+    _RUNNING: ClassVar[Tuple[str, ...]] = ()
     state: str
 
     @property
     def running(self) -> bool:
-        return self.state in ("starting", "running")
+        return self.state in self._RUNNING
 
 
-class _CommandInfoBase:
-    """CommandInfo's behaviour."""
+class _ProcessInfoBase(_Stateful):
     __slots__ = ()
-    state: str
+    _RUNNING = ("starting", "running")
 
-    @property
-    def running(self) -> bool:
-        return self.state in ("queued", "running")
+
+class _CommandInfoBase(_Stateful):
+    __slots__ = ()
+    _RUNNING = ("queued", "running")
