@@ -30,7 +30,9 @@ import time
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree
-sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+# The package as the build staged it (BUILD/python: python with its generated module).
+BUILD = os.path.dirname(os.path.abspath(os.environ.get("SBSH_BIN_DIR", os.path.join(ROOT, "build", "bin"))))
+sys.path.insert(0, os.path.join(BUILD, "python"))
 import sbsh  # noqa: E402
 from sbsh import _lib  # noqa: E402
 

@@ -78,10 +78,11 @@ foreach(unit sbshd@.service sbshd@.socket)
   sbsh_install_configured(${PROJECT_SOURCE_DIR}/dist/${unit}.in lib/systemd/system)
 endforeach()
 
-# The Python package (python/sbsh), where Debian's python3 finds it under /usr
+# The Python package as the build staged it (python/sbsh with the generated
+# _records.py: python/CMakeLists.txt), where Debian's python3 finds it under /usr
 # (SBSH_PYTHON_DIR, relative to the prefix; add it to PYTHONPATH for another prefix). Its
 # _install.py names the libdir, so that it finds libsbsh there without SBSH_LIB.
 set(SBSH_PYTHON_DIR lib/python3/dist-packages CACHE STRING "Where cmake --install puts the Python package sbsh")
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/sbsh DESTINATION ${SBSH_PYTHON_DIR}
+install(DIRECTORY ${CMAKE_BINARY_DIR}/python/sbsh DESTINATION ${SBSH_PYTHON_DIR}
         FILES_MATCHING PATTERN "*.py" PATTERN "py.typed" PATTERN "_install.py" EXCLUDE PATTERN "__pycache__" EXCLUDE)
 sbsh_install_configured(${CMAKE_CURRENT_LIST_DIR}/_install.py.in ${SBSH_PYTHON_DIR}/sbsh)

@@ -1,7 +1,8 @@
 """The ctypes binding of libsbsh's C ABI (sbsh.h), and how libsbsh is found. Private.
 
 Every structure here has the fields of its C twin in the same order; every function's
-prototype is declared once, when the library is loaded.
+prototype is declared once, when the library is loaded, from _cabi.py, which the build
+generates from sbsh.h's declarations (python/gen/py_cabi.h).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import signal as _signal
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _install
+from . import _cabi, _install
 from .errors import Error, LibraryNotFound, error_for
 
 # Status codes of sbsh.h.
@@ -116,123 +117,6 @@ class RunOpts(ctypes.Structure):
     ]
 
 
-def _prototypes() -> Dict[str, Tuple[Any, List[Any]]]:
-    P, S, I, I64, U64, SZ = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
-                             ctypes.c_size_t)
-    PP, SA, BUF = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char)
-    return {  # name: (restype, argtypes)
-        "sbsh_error_name": (S, [I]),
-        "sbsh_last_error": (S, [P]),
-        "sbsh_last_error_code": (S, [P]),
-        "sbsh_version": (S, []),
-        "sbsh_free": (None, [P]),
-        "sbsh_connect_ex": (I, [S, I, S, PP]),
-        "sbsh_connect_dial": (I, [SA, PP]),
-        "sbsh_connect_host": (I, [S, S, I, PP]),
-        "sbsh_close": (None, [P]),
-        "sbsh_socket_path": (S, [P]),
-        "sbsh_canceller_new": (I, [PP]),
-        "sbsh_canceller_fd": (I, [P]),
-        "sbsh_canceller_cancel": (None, [P]),
-        "sbsh_canceller_signal": (None, [P, I]),
-        "sbsh_canceller_reset": (None, [P]),
-        "sbsh_canceller_free": (None, [P]),
-        "sbsh_exec_opts_init_size": (None, [ctypes.POINTER(ExecOpts), ctypes.c_size_t]),
-        "sbsh_exec": (I, [P, ctypes.POINTER(ExecOpts), PP]),
-        "sbsh_exec_start": (I, [P, ctypes.POINTER(ExecOpts), PP]),
-        "sbsh_exec_call_fd": (I, [P]),
-        "sbsh_exec_call_step": (I, [P, PP]),
-        "sbsh_exec_call_free": (None, [P]),
-        "sbsh_result_has_exit_code": (I, [P]),
-        "sbsh_result_exit_code": (I, [P]),
-        "sbsh_result_signal": (I, [P]),
-        "sbsh_result_timed_out": (I, [P]),
-        "sbsh_result_cancelled": (I, [P]),
-        "sbsh_result_shell_restarted": (I, [P]),
-        "sbsh_result_ran": (I, [P]),
-        "sbsh_result_stdout": (BUF, [P, ctypes.POINTER(SZ)]),
-        "sbsh_result_stderr": (BUF, [P, ctypes.POINTER(SZ)]),
-        "sbsh_result_stdout_truncated": (I, [P]),
-        "sbsh_result_stderr_truncated": (I, [P]),
-        "sbsh_result_stdout_omitted": (U64, [P]),
-        "sbsh_result_stderr_omitted": (U64, [P]),
-        "sbsh_result_running": (I, [P]),
-        "sbsh_result_waiting_for_input": (I, [P]),
-        "sbsh_result_prompt": (ctypes.c_char_p, [P]),
-        "sbsh_result_screen": (ctypes.c_char_p, [P]),
-        "sbsh_result_stdout_bytes": (U64, [P]),
-        "sbsh_result_stderr_bytes": (U64, [P]),
-        "sbsh_result_command_id": (U64, [P]),
-        "sbsh_await_command": (I, [P, U64, I64, SZ, PP]),
-        "sbsh_kill_command": (I, [P, U64, I, PP]),
-        "sbsh_command_input": (I, [P, U64, ctypes.c_char_p, SZ, I, I64, PP]),
-        "sbsh_command_logs": (I, [P, U64, I, I, I, OUTPUT_FN, P, PP]),
-        "sbsh_command_logs_since": (I, [P, U64, U64, U64, I, I, I, OUTPUT_FN, P, PP]),
-        "sbsh_result_duration_us": (U64, [P]),
-        "sbsh_result_started_at_ms": (I64, [P]),
-        "sbsh_result_generation": (U64, [P]),
-        "sbsh_result_state_lost": (I, [P]),
-        "sbsh_result_state_lost_reason": (S, [P]),
-        "sbsh_result_oom_killed": (I, [P]),
-        "sbsh_result_error": (S, [P]),
-        "sbsh_result_free": (None, [P]),
-        "sbsh_session_spec_init_size": (None, [ctypes.POINTER(SessionSpec), SZ]),
-        "sbsh_session_create_spec": (I, [P, ctypes.POINTER(SessionSpec)]),
-        "sbsh_session_create_spec_output": (I, [P, ctypes.POINTER(SessionSpec), OUTPUT_FN, P]),
-        "sbsh_sessions_json": (I, [P, PP]),
-        "sbsh_session_show_json": (I, [P, S, PP]),
-        "sbsh_session_remove": (I, [P, S]),
-        "sbsh_session_remove_keep_copy": (I, [P, S, PP]),
-        "sbsh_session_restart": (I, [P, S]),
-        "sbsh_session_prune": (I, [P, I64, PP]),
-        "sbsh_kept_copies_json": (I, [P, PP]),
-        "sbsh_kept_copies_prune": (I, [P, PP]),
-        "sbsh_environments_json": (I, [P, PP]),
-        "sbsh_environment_remove": (I, [P, S, I]),
-        "sbsh_environments_prune": (I, [P, I64, I64, PP]),
-        "sbsh_start": (I, [P, S, S, S, S, SA, SZ, ctypes.POINTER(U64)]),
-        "sbsh_processes_json": (I, [P, I, PP]),
-        "sbsh_commands_json": (I, [P, I, PP]),
-        "sbsh_kill": (I, [P, S, I, PP]),
-        "sbsh_wait": (I, [P, S, I64, PP]),
-        "sbsh_logs": (I, [P, S, I, U64, I, I, OUTPUT_FN, P, PP]),
-        "sbsh_proc_id": (U64, [P]),
-        "sbsh_proc_name": (S, [P]),
-        "sbsh_proc_session": (S, [P]),
-        "sbsh_proc_command": (S, [P]),
-        "sbsh_proc_state": (S, [P]),
-        "sbsh_proc_pid": (I64, [P]),
-        "sbsh_proc_has_exit_code": (I, [P]),
-        "sbsh_proc_exit_code": (I, [P]),
-        "sbsh_proc_signal": (I, [P]),
-        "sbsh_proc_started_at_ms": (I64, [P]),
-        "sbsh_proc_ended_at_ms": (I64, [P]),
-        "sbsh_proc_error": (S, [P]),
-        "sbsh_proc_log_path": (S, [P]),
-        "sbsh_proc_free": (None, [P]),
-        "sbsh_file_write": (I, [P, S, S, ctypes.c_char_p, SZ, I, I]),
-        "sbsh_file_write_fd": (I, [P, S, S, I, I, I, ctypes.POINTER(U64)]),
-        "sbsh_file_read": (I, [P, S, S, U64, I64, PP, ctypes.POINTER(SZ)]),
-        "sbsh_file_read_fd": (I, [P, S, S, I, U64, I64, ctypes.POINTER(U64)]),
-        "sbsh_file_stat_json": (I, [P, S, S, PP]),
-        "sbsh_file_list_json": (I, [P, S, S, I, PP]),
-        "sbsh_file_remove": (I, [P, S, S, I]),
-        "sbsh_file_mkdir": (I, [P, S, S, I]),
-        "sbsh_file_move": (I, [P, S, S, S]),
-        "sbsh_file_edit": (I, [P, S, S, ctypes.c_char_p, SZ, ctypes.c_char_p, SZ, I, PP]),
-        "sbsh_file_read_lines": (I, [P, S, S, I64, I64, PP, ctypes.POINTER(SZ), PP]),
-        "sbsh_file_search_json": (I, [P, S, S, S, S, I, PP]),
-        "sbsh_file_list_depth_json": (I, [P, S, S, U64, PP]),
-        "sbsh_status_json": (I, [P, PP]),
-        "sbsh_shutdown": (I, [P]),
-        "sbsh_shutdown_keep_sessions": (I, [P]),
-        "sbsh_run_opts_init": (None, [ctypes.POINTER(RunOpts)]),
-        "sbsh_plan_check": (I, [S, SZ, S]),
-        "sbsh_run_plan": (I, [P, S, SZ, S, ctypes.POINTER(RunOpts), PP, ctypes.POINTER(I)]),
-        "sbsh_run_plan_file": (I, [P, S, ctypes.POINTER(RunOpts), PP, ctypes.POINTER(I)]),
-    }
-
-
 _libs: Dict[str, ctypes.CDLL] = {}
 _loaded_from: Dict[int, str] = {}
 _libs_lock = threading.Lock()
@@ -271,7 +155,7 @@ def load(lib: Optional[str] = None) -> ctypes.CDLL:
             except OSError as e:
                 errors.append(str(e))
                 continue
-            for name, (res, args) in _prototypes().items():
+            for name, (res, args) in _cabi.prototypes(ExecOpts, SessionSpec, RunOpts, OUTPUT_FN, EVENT_FN).items():
                 try:
                     f = getattr(L, name)
                 except AttributeError:

@@ -172,9 +172,10 @@ local_us=$(podman exec "$name" bash -c "s=\$(date +%s%6N); for ((i = 0; i < $n; 
 echo "round trip: $remote us through -H podman://, $local_us us on the local socket inside the container"
 # One connection through podman:// for many commands (the Python binding over libsbsh, when
 # this build has it): the exec is paid once.
-lib=$(dirname "$(dirname "$sbsh")")/client/libsbsh.so.0
+build=$(dirname "$(dirname "$sbsh")")
+lib=$build/client/libsbsh.so.0
 if [[ -e $lib ]] && command -v python3 >/dev/null; then
-  kept=$(SBSH_LIB=$lib PYTHONPATH=$src/python python3 -c '
+  kept=$(SBSH_LIB=$lib PYTHONPATH=$build/python python3 -c '
 import sbsh, sys, time
 with sbsh.Client(host="podman://" + sys.argv[1]) as c:
     c.exec("true", session="t")

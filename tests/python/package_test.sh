@@ -3,8 +3,11 @@
 #   1. `cmake --install` puts it under the prefix, and it finds libsbsh there (no SBSH_LIB);
 #   2. pip builds and installs it, offline, into a fresh venv without the system's site
 #      packages (so without setuptools or wheel: the package's own backend builds it), with
-#      and without build isolation, from the tree and from its sdist, leaving the tree as it
-#      was; it is used there, sync and async, finding libsbsh through the system's loader.
+#      and without build isolation, from the build's python/ and from its sdist, leaving the
+#      tree as it was; it is used there, sync and async, finding libsbsh through the system's
+#      loader;
+#   3. the source tree's python, which lacks the generated module, is refused with a
+#      message saying where the built package is.
 # Usage: package_test.sh SOURCE_DIR BUILD_DIR PYTHON3
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -37,7 +40,7 @@ libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 pydir=$(sed -n 's/^SBSH_PYTHON_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in __init__.py _lib.py _install.py types.py errors.py client.py aio.py py.typed; do
+for f in __init__.py _lib.py _install.py _convert.py _records.py _cabi.py types.py errors.py client.py aio.py py.typed; do
   [[ -e $prefix/$pydir/sbsh/$f ]] || fail "cmake --install: no $pydir/sbsh/$f"
 done
 grep -qF "\"$prefix/$libdir\"" "$prefix/$pydir/sbsh/_install.py" ||
@@ -55,8 +58,9 @@ print("ok: cmake --install: the package finds", c.library_path)
 PY
 
 # --- 2. pip into a fresh venv, offline -----------------------------------------------------------
-# pip builds in the source tree it is given: give it a copy, and see that it stays as it was.
-cp -r "$src/python" "$tmp/pkg"
+# pip builds in the source tree it is given: give it a copy of the package as the build staged
+# it (python with the generated sbsh/_records.py), and see that it stays as it was.
+cp -r "$build/python" "$tmp/pkg"
 find "$tmp/pkg" -name __pycache__ -prune -o -print | sort >"$tmp/tree.before"
 "$python" -m venv "$tmp/venv" || fail "python3 -m venv failed"
 pip_install() {
@@ -82,6 +86,12 @@ pip_install "$tmp/sdist/$(cat "$tmp/sdist.name")"
 text = open("pyproject.toml").read()
 assert sbsh_build._read_toml_subset(text) == tomllib.loads(text), sbsh_build._read_toml_subset(text)') ||
   fail "the backend's own reader of pyproject.toml differs from tomllib"
+# The source tree's python has no _records.py: pip refuses it, saying where the package is.
+cp -r "$src/python" "$tmp/src-pkg"
+if "$tmp/venv/bin/python" -m pip install --quiet --no-index --no-build-isolation "$tmp/src-pkg" >"$tmp/pip-src.log" 2>&1; then
+  fail "pip installed python, which lacks the generated sbsh/_records.py"
+fi
+grep -q "BUILD/python" "$tmp/pip-src.log" || fail "pip's error does not say where the built package is: $(cat "$tmp/pip-src.log")"
 cd "$tmp"  # not the source tree: the installed package must be the one imported
 LD_LIBRARY_PATH=$build/client "$tmp/venv/bin/python" - "$sock" "$tmp/venv" <<'PY' || fail "the package installed by pip"
 import asyncio
