@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "client/mcp/loop_queue.h"
 #include "client/mcp/mcp.h"
+#include "uv/loop_queue.h"
 
 namespace sbsh::mcp::http_transport {
 
@@ -165,7 +165,7 @@ class http_server {
 
   uv_loop_t* loop_;
   http_options http_;
-  loop_queue queue_;
+  uv::loop_queue queue_;
   server core_;
   union {
     uv_tcp_t tcp;

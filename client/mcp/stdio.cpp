@@ -10,9 +10,9 @@
 #include <string>
 #include <thread>
 
-#include "client/mcp/loop_queue.h"
 #include "client/mcp/mcp.h"
 #include "ipc/fd.h"
+#include "uv/loop_queue.h"
 
 namespace sbsh::mcp {
 
@@ -57,7 +57,7 @@ void read_lines(const std::function<void(std::optional<std::string>)>& line, con
 int run_stdio(const server_options& opts) {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  loop_queue queue(&loop);
+  uv::loop_queue queue(&loop);
   server core(opts, [&queue](std::function<void()> f) { queue.post(std::move(f)); });
   peer_state peer;
   bool ending = false;

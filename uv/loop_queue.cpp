@@ -1,8 +1,8 @@
 // loop_queue: the only way worker threads reach the loop (uv_async_send is the one libuv
 // call that is safe from another thread).
-#include "client/mcp/loop_queue.h"
+#include "uv/loop_queue.h"
 
-namespace sbsh::mcp {
+namespace sbsh::uv {
 
 loop_queue::loop_queue(uv_loop_t* loop) {
   uv_async_init(loop, &async_, on_async);
@@ -36,4 +36,4 @@ void loop_queue::on_async(uv_async_t* h) {
   for (auto& f : batch) f();
 }
 
-}  // namespace sbsh::mcp
+}  // namespace sbsh::uv

@@ -8,7 +8,7 @@
 #include <functional>
 #include <mutex>
 
-namespace sbsh::mcp {
+namespace sbsh::uv {
 
 class loop_queue {
  public:
@@ -29,4 +29,4 @@ class loop_queue {
   bool closed_ = false;
 };
 
-}  // namespace sbsh::mcp
+}  // namespace sbsh::uv

@@ -7,6 +7,7 @@
 
 #include <uv.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +15,7 @@
 #include <memory>
 #include <utility>
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 template <typename Derived, typename Handle>
 class uv_owned {
@@ -97,7 +98,7 @@ class fd_watch final : public uv_owned<fd_watch, uv_poll_t> {
     // Fails only for a descriptor libuv cannot poll or one already watched: both are bugs.
     int rc = uv_poll_init(loop, &handle_, fd);
     if (rc != 0) {
-      fprintf(stderr, "sbshd: uv_poll_init(%d): %s\n", fd, uv_strerror(rc));
+      fprintf(stderr, "%s: uv_poll_init(%d): %s\n", program_invocation_short_name, fd, uv_strerror(rc));
       abort();
     }
     handle_.data = this;
@@ -147,4 +148,4 @@ handle_ptr<H> make_handle(Args&&... args) {
   return handle_ptr<H>(H::create(std::forward<Args>(args)...));
 }
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv
