@@ -118,4 +118,9 @@ std::string resource_failure(int err, std::string_view what) {
   }
 }
 
+std::string spawn_failure(int err) {
+  bool out_of_something = err == EMFILE || err == ENFILE || err == EAGAIN;
+  return out_of_something ? resource_failure(err, "start a process") : std::string(std::strerror(err));
+}
+
 }  // namespace sbsh::daemon

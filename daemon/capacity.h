@@ -53,4 +53,7 @@ status room_for_session(size_t sessions);
 // to raise it; otherwise the system's reason.
 std::string resource_failure(int err, std::string_view what);
 
+// What to say when starting a process failed with `err` (uv::child_process::options::explain).
+std::string spawn_failure(int err);
+
 }  // namespace sbsh::daemon

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "common/procs.h"
-#include "daemon/framed_socket.h"
 #include "daemon/runner_ports.h"
-#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/protocol.h"
 #include "ipc/result.h"
+#include "uv/framed_socket.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -57,7 +57,7 @@ class client_conn final : public reply_port {
   // Everything held for this client: what its socket holds and its commands in flight.
   [[nodiscard]] size_t footprint() const { return sock_.held() + charged_; }
   // Ends the connection with an error frame saying why (code, message): the client is
-  // forgotten now, and the frame left for it to read for a while (farewells).
+  // forgotten now, and the frame left for it to read for a while (uv::farewells).
   void drop(ipc::errc code, const std::string& message);
   // The client read all its replies.
   void drained();
@@ -115,11 +115,11 @@ class client_conn final : public reply_port {
   void update_reading() { sock_.pause_reading(stdin_paused_ || replies_paused_); }
   server& srv_;
   uint64_t serial_;
-  framed_socket sock_;
+  uv::framed_socket sock_;
   size_t charged_ = 0;  // what recount_jobs() last counted
   bool stdin_paused_ = false;
   bool replies_paused_ = false;
-  handle_ptr<timer> stall_timer_;  // runs while replies_paused_
+  uv::handle_ptr<uv::timer> stall_timer_;  // runs while replies_paused_
 };
 
 }  // namespace sbsh::daemon

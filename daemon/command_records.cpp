@@ -239,7 +239,7 @@ void command_records::handle_wait(client_conn& c, ipc::envelope& env) {
   forget_gone_waiters(*r);
   waiter w{c.serial(), env.msg.id(), nullptr, req->until_input};
   if (req->timeout_ms > 0) {
-    w.deadline = make_handle<timer>(srv_.loop());
+    w.deadline = uv::make_handle<uv::timer>(srv_.loop());
     uint64_t id = r->id, serial = c.serial(), rq = env.msg.id();
     w.deadline->start(req->timeout_ms, [this, id, serial, rq] {
       auto it = records_.find(id);
@@ -415,7 +415,7 @@ void command_records::expire() {
     return;
   }
   // A new timer each time: this may run inside the old one's callback.
-  expiry_timer_ = make_handle<timer>(srv_.loop());
+  expiry_timer_ = uv::make_handle<uv::timer>(srv_.loop());
   expiry_timer_->start(next + 1000, [this] { expire(); });
 }
 

@@ -25,9 +25,9 @@
 #include "daemon/log_replies.h"
 #include "daemon/log_stream.h"
 #include "daemon/runner_ports.h"
-#include "daemon/uv_handles.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -80,7 +80,7 @@ class command_records final : public command_recorder {
  private:
   struct waiter {
     uint64_t serial, req;
-    handle_ptr<timer> deadline;
+    uv::handle_ptr<uv::timer> deadline;
     bool until_input = false;  // answered also once it waits for input
   };
   struct record {
@@ -113,7 +113,7 @@ class command_records final : public command_recorder {
   std::string dir_;
   std::map<uint64_t, std::unique_ptr<record>> records_;
   log_replies replies_;
-  handle_ptr<timer> expiry_timer_;
+  uv::handle_ptr<uv::timer> expiry_timer_;
   size_t detached_running_ = 0;
   uint64_t first_id_ = 1;     // ids below it were an earlier sbshd's
   uint64_t reserved_end_ = 0;  // STATE/commands/next-id: no sbshd uses ids below it again

@@ -25,13 +25,14 @@
 #include "common/ignored.h"
 #include "common/paths.h"
 #include "common/procs.h"
-#include "daemon/child_process.h"
+#include "daemon/capacity.h"
 #include "daemon/off_loop.h"
 #include "daemon/snapshots.h"
-#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/protocol.h"
 #include "ipc/text.h"
+#include "uv/child_process.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -370,10 +371,10 @@ struct env_store::build_job {
   };
   std::map<uint64_t, waiter> waiters;  // by ticket
   setup_run how;
-  child_ptr proc;
+  uv::child_ptr proc;
   pid_t sid = 0;
   unique_fd pipes[2];  // its stdout and stderr
-  handle_ptr<fd_watch> watches[2];
+  uv::handle_ptr<uv::fd_watch> watches[2];
   std::string tail;  // the end of its output, both streams as they came
 };
 
@@ -567,15 +568,16 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         auto argv = c_pointers(argv_store);
         auto envp = c_pointers(env_store);
         const int fds[] = {null.get(), write_ends[0].get(), write_ends[1].get()};
-        child_process::options o;
+        uv::child_process::options o;
         o.file = wrapper_.c_str();
         o.argv = argv.data();
         o.envp = envp.data();
         o.cwd = how.cwd.c_str();
         o.fds = fds;
         o.new_session = true;
-        auto proc = child_process::spawn(
-            loop_, o, [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); });
+        o.explain = spawn_failure;
+        auto proc = uv::child_process::spawn(loop_, o,
+                                             [this, hash](int64_t status, int sig) { setup_ended(hash, status, sig); });
         if (!proc) {
           job.tail = fmt::format("cannot start {}: {}", wrapper_, proc.err().message);
           return setup_ended(hash, 127, 0);
@@ -584,7 +586,7 @@ void env_store::start(const std::string& hash, const setup_run& how) {
         job.sid = job.proc->pid();
         if (std::ofstream f(path + ".building"); f) f << job.sid << "\n";
         for (int i = 0; i < 2; ++i) {
-          job.watches[i] = make_handle<fd_watch>(loop_, job.pipes[i].get());
+          job.watches[i] = uv::make_handle<uv::fd_watch>(loop_, job.pipes[i].get());
           job.watches[i]->start(UV_READABLE, [this, hash, i](int, int) {
             if (auto it = builds_.find(hash); it != builds_.end()) read_output(*it->second, i);
           });

@@ -11,9 +11,9 @@
 
 #include "daemon/session_def.h"
 #include "daemon/terminal_screen.h"
-#include "daemon/uv_handles.h"
 #include "ipc/messages.h"
 #include "ipc/text.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 

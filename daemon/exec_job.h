@@ -13,12 +13,12 @@
 
 #include "common/clock.h"
 #include "common/procs.h"
-#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/frame.h"
 #include "ipc/result.h"
 #include "ipc/socket_io.h"
 #include "ipc/text.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -105,14 +105,14 @@ struct exec_job {
   std::string last_line;
   uint64_t last_output_us = 0;
   uint64_t probe_ms = 0;
-  handle_ptr<timer> input_probe;
+  uv::handle_ptr<uv::timer> input_probe;
   bool notify_started = false;  // the client wants exec_started when a shell takes it
   // Its output and result are kept under its serial (command_records.h) for command_logs and
   // command_wait; with detach_after_ms, it goes on without the client once that has passed.
   bool keep = false;
   uint64_t detach_after_ms = 0;
   bool detached = false;  // it went on without its client (exec_detached was sent)
-  handle_ptr<timer> detach_timer;
+  uv::handle_ptr<uv::timer> detach_timer;
   // Internal jobs (init commands, background starts) have no client: their output is
   // captured here and on_done runs when they end.
   bool internal = false;
@@ -143,9 +143,9 @@ struct exec_job {
   daemon::kill_stage kill_stage = kill_stage::none;
   int first_signal = 15;
   bool sent_sigint = false;  // a SIGINT was forwarded to the command (Ctrl-C): a SIGINT it reports is real
-  handle_ptr<timer> deadline;
+  uv::handle_ptr<uv::timer> deadline;
   // Frames mode I/O
-  handle_ptr<fd_watch> out_watch, err_watch, in_watch;
+  uv::handle_ptr<uv::fd_watch> out_watch, err_watch, in_watch;
   std::string stdin_pending;
   bool stdin_eof = false;
   bool released = false;  // fds mode: client has drained its pipes

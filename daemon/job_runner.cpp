@@ -117,7 +117,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
     // The timeout is the caller's deadline from the moment the request arrived: a command
     // still queued when it passes never runs.
     exec_job* jp = job.get();
-    job->deadline = make_handle<timer>(ctx_.loop);
+    job->deadline = uv::make_handle<uv::timer>(ctx_.loop);
     job->deadline->start(job->timeout_ms, [this, jp] {
       jp->outcome.timed_out = true;
       if (current_.get() == jp) {
@@ -137,7 +137,7 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
   if (job->keep) ctx_.records->queued(*job);
   if (job->detach_after_ms > 0 && job->client != nullptr) {
     exec_job* jp = job.get();
-    job->detach_timer = make_handle<timer>(ctx_.loop);
+    job->detach_timer = uv::make_handle<uv::timer>(ctx_.loop);
     job->detach_timer->start(job->detach_after_ms, [this, jp] { detach(*jp); });
   }
   queue_.push_back(std::move(job));
@@ -369,10 +369,10 @@ bool job_runner::start_job(exec_job& job) {
   }
   if (!job.io_fds) {
     exec_job* jp = &job;
-    job.out_watch = make_handle<fd_watch>(ctx_.loop, job.out_r.get());
+    job.out_watch = uv::make_handle<uv::fd_watch>(ctx_.loop, job.out_r.get());
     job.out_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStdout, false); });
     if (job.err_r) {
-      job.err_watch = make_handle<fd_watch>(ctx_.loop, job.err_r.get());
+      job.err_watch = uv::make_handle<uv::fd_watch>(ctx_.loop, job.err_r.get());
       job.err_watch->start(UV_READABLE, [this, jp](int, int) { pump_output(*jp, ipc::kStderr, false); });
     }
     if (job.in_w) pump_stdin(job);
@@ -383,7 +383,7 @@ bool job_runner::start_job(exec_job& job) {
 
 void job_runner::probe_input(exec_job& job, uint64_t after_ms) {
   job.probe_ms = after_ms;
-  if (!job.input_probe) job.input_probe = make_handle<timer>(ctx_.loop);
+  if (!job.input_probe) job.input_probe = uv::make_handle<uv::timer>(ctx_.loop);
   exec_job* jp = &job;
   job.input_probe->start(after_ms, [this, jp] {
     exec_job& j = *jp;
@@ -529,7 +529,7 @@ void job_runner::finish_init_job(exec_job& job) {
                                 : fmt::format("init command '{}' did not finish: {}", cmd, o.error);
   init_output_ += fmt::format("[{}]\n", why);
   // Deferred: we are inside the status callback of this very shell.
-  auto t = std::make_shared<handle_ptr<timer>>(make_handle<timer>(ctx_.loop));
+  auto t = std::make_shared<uv::handle_ptr<uv::timer>>(uv::make_handle<uv::timer>(ctx_.loop));
   uint64_t gen = shell_.generation();
   (*t)->start(0, [this, t, gen, why] {
     t->reset();
@@ -562,7 +562,7 @@ void job_runner::escalate(exec_job& job) {
 }
 
 void job_runner::arm_kill_timer(uint64_t ms) {
-  kill_timer_ = make_handle<timer>(ctx_.loop);
+  kill_timer_ = uv::make_handle<uv::timer>(ctx_.loop);
   kill_timer_->start(ms, [this] {
     if (current_ && current_->kill_stage != kill_stage::none) escalate(*current_);
   });
@@ -816,7 +816,7 @@ void job_runner::keep_draining(unique_fd fd) {
   }
   if (n == 0 || errno != EAGAIN) return;
   int raw = fd.get();
-  auto w = make_handle<fd_watch>(ctx_.loop, raw);
+  auto w = uv::make_handle<uv::fd_watch>(ctx_.loop, raw);
   w->start(UV_READABLE | UV_DISCONNECT, [this, raw](int, int) {
     char buf[16384];
     ssize_t n;
@@ -905,7 +905,7 @@ void job_runner::pump_stdin(exec_job& job) {
   bool waiting = !job.stdin_pending.empty() && job.in_w;
   if (waiting && !job.in_watch) {
     exec_job* jp = &job;
-    job.in_watch = make_handle<fd_watch>(ctx_.loop, job.in_w.get());
+    job.in_watch = uv::make_handle<uv::fd_watch>(ctx_.loop, job.in_w.get());
     job.in_watch->start(UV_WRITABLE, [this, jp](int, int) { pump_stdin(*jp); });
   } else if (!waiting) {
     job.in_watch.reset();

@@ -23,8 +23,8 @@
 #include "daemon/session_def.h"
 #include "daemon/shell_messages.h"
 #include "daemon/shell_port.h"
-#include "daemon/uv_handles.h"
 #include "ipc/records.h"  // history_entry
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -140,11 +140,11 @@ class job_runner final : public shell_events {
   std::vector<std::unique_ptr<exec_job>> unreleased_;  // fds mode: done, client still draining
   struct drain_entry {
     unique_fd fd;
-    handle_ptr<fd_watch> watch;
+    uv::handle_ptr<uv::fd_watch> watch;
   };
   std::deque<drain_entry> draining_;
   std::deque<history_entry> history_;
-  handle_ptr<timer> kill_timer_;
+  uv::handle_ptr<uv::timer> kill_timer_;
   std::string init_output_;  // what the last start's init commands printed
   bool init_failed_ = false;
   size_t init_pending_ = 0;  // run_first jobs not yet done

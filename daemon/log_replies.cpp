@@ -48,7 +48,7 @@ void log_replies::pump(std::list<reply>::iterator it) {
 }
 
 void log_replies::pump_again_soon() {
-  if (timer_ == nullptr) timer_ = make_handle<timer>(srv_.loop());
+  if (timer_ == nullptr) timer_ = uv::make_handle<uv::timer>(srv_.loop());
   timer_->start(0, [this] {
     std::vector<std::list<reply>::iterator> due;
     for (auto it = replies_.begin(); it != replies_.end(); ++it)

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "daemon/log_stream.h"
-#include "daemon/uv_handles.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -59,7 +59,7 @@ class log_replies {
   service_context& srv_;
   std::function<void(const finished&)> done_;
   std::list<reply> replies_;
-  handle_ptr<timer> timer_;
+  uv::handle_ptr<uv::timer> timer_;
 };
 
 }  // namespace sbsh::daemon

@@ -286,10 +286,10 @@ void proc_table::watch(bg_proc& p) {
   for (auto [fd, w, stream_no] : {std::tuple{&p.out_r, &p.out_watch, ipc::kStdout},
                                   std::tuple{&p.err_r, &p.err_watch, ipc::kStderr}}) {
     if (!*fd) continue;
-    *w = make_handle<fd_watch>(srv_.loop(), fd->get());
+    *w = uv::make_handle<uv::fd_watch>(srv_.loop(), fd->get());
     (*w)->start(UV_READABLE, [this, raw, n = stream_no](int, int) { on_output(*raw, n); });
   }
-  p.status_watch = make_handle<fd_watch>(srv_.loop(), p.status_r.get());
+  p.status_watch = uv::make_handle<uv::fd_watch>(srv_.loop(), p.status_r.get());
   p.status_watch->start(UV_READABLE, [this, raw](int, int) { on_status(*raw); });
 }
 
@@ -355,7 +355,7 @@ void proc_table::on_started(uint64_t id, exec_job& job) {
 
 void proc_table::on_output(bg_proc& p, int stream_no) {
   unique_fd& fd = stream_no == ipc::kStdout ? p.out_r : p.err_r;
-  handle_ptr<fd_watch>& w = stream_no == ipc::kStdout ? p.out_watch : p.err_watch;
+  uv::handle_ptr<uv::fd_watch>& w = stream_no == ipc::kStdout ? p.out_watch : p.err_watch;
   char buf[64 * 1024];
   for (int round = 0; round < 16 && fd; ++round) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
@@ -482,7 +482,7 @@ void proc_table::kill_until_gone(uint64_t id, uint64_t delay_ms) {
   auto it = procs_.find(id);
   if (it == procs_.end() || !it->second->tree_alive()) return;
   bg_proc& p = *it->second;
-  if (p.kill_timer == nullptr) p.kill_timer = make_handle<timer>(srv_.loop());
+  if (p.kill_timer == nullptr) p.kill_timer = uv::make_handle<uv::timer>(srv_.loop());
   p.kill_timer->start(delay_ms, [this, id] {
     auto it = procs_.find(id);
     if (it == procs_.end() || !it->second->tree_alive()) return;
@@ -539,7 +539,7 @@ void proc_table::handle_kill(client_conn& c, ipc::envelope& env) {
   // Another signal may end the command or not: answered when it ends, or after a moment with
   // the process still running.
   if (p->finished()) return reply_info(c.serial(), env.msg.id(), *p);
-  bg_proc::waiter w{c.serial(), env.msg.id(), make_handle<timer>(srv_.loop())};
+  bg_proc::waiter w{c.serial(), env.msg.id(), uv::make_handle<uv::timer>(srv_.loop())};
   uint64_t id = p->id, serial = c.serial(), rq = env.msg.id();
   w.deadline->start(kSignalSettleMs, [this, id, serial, rq] {
     auto it = procs_.find(id);
@@ -561,7 +561,7 @@ void proc_table::handle_wait(client_conn& c, ipc::envelope& env) {
   if (p->finished() && !p->tree_alive()) return reply_info(c.serial(), env.msg.id(), *p);
   bg_proc::waiter w{c.serial(), env.msg.id(), nullptr};
   if (wait->timeout_ms > 0) {
-    w.deadline = make_handle<timer>(srv_.loop());
+    w.deadline = uv::make_handle<uv::timer>(srv_.loop());
     uint64_t id = p->id, serial = c.serial(), req = env.msg.id();
     w.deadline->start(wait->timeout_ms, [this, id, serial, req] {
       auto it = procs_.find(id);

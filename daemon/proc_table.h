@@ -28,10 +28,10 @@
 #include "daemon/log_stream.h"
 #include "daemon/options.h"
 #include "daemon/service_context.h"
-#include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
 #include "ipc/messages.h"
 #include "ipc/socket_io.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -83,14 +83,14 @@ struct bg_proc {
 
   // While it runs.
   unique_fd out_r, err_r, status_r, out_w, err_w, status_w;
-  handle_ptr<fd_watch> out_watch, err_watch, status_watch;
+  uv::handle_ptr<uv::fd_watch> out_watch, err_watch, status_watch;
   std::string status_buf;
   capped_log out_log, err_log;
   int kill_sent = 0;  // the last signal `kill` sent while the command ran
-  handle_ptr<timer> kill_timer;
+  uv::handle_ptr<uv::timer> kill_timer;
   struct waiter {
     uint64_t serial, req;
-    handle_ptr<timer> deadline;
+    uv::handle_ptr<uv::timer> deadline;
   };
   std::vector<waiter> waiters;  // until the command ends (kill with other signals)
   // Until every process is gone, its keeper having reaped what the command left: wait, and

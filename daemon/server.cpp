@@ -115,7 +115,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   // environments when no setup runs. A wrapper still there once its own bound for ending its
   // session has passed is stuck, and is killed; one killed sooner, on a loaded machine, would
   // leave the rest of its session running.
-  shutdown_timer_ = make_handle<timer>(&loop_);
+  shutdown_timer_ = uv::make_handle<uv::timer>(&loop_);
   shutdown_timer_->start(wrapper::kEndSessionWithinMs + 2000, [this] { finish_shutdown(); });
   sessions_left_ = sessions_.size() + 1;
   auto one_gone = [this] {
@@ -169,14 +169,14 @@ int server::run(const std::function<void()>& on_ready) {
 void server::start(const std::function<void()>& on_ready) {
   ::signal(SIGPIPE, SIG_IGN);
   for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
-    signals_.push_back(make_handle<signal_watch>(&loop_));
+    signals_.push_back(uv::make_handle<uv::signal_watch>(&loop_));
     signals_.back()->start(signum, [this](int sig) { on_signal(sig); });
   }
   spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
   if (on_ready) on_ready();
   service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));
   if (uint64_t interval = service_manager::watchdog_interval_ms(); interval > 0) {
-    watchdog_timer_ = make_handle<timer>(&loop_);
+    watchdog_timer_ = uv::make_handle<uv::timer>(&loop_);
     watchdog_tick(interval);
   }
   start_spares();  // before the first request: an auto-started sbshd gets one at once

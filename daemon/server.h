@@ -27,7 +27,6 @@
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
-#include "daemon/framed_socket.h"
 #include "daemon/command_records.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
@@ -37,9 +36,10 @@
 #include "daemon/session_host.h"
 #include "daemon/session_store.h"
 #include "daemon/snapshots.h"
-#include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
 #include "ipc/fd.h"
+#include "uv/framed_socket.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -69,7 +69,7 @@ class server final : public proc_host, public session_host {
   [[nodiscard]] pid_t pid() const { return pid_; }
   result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                         std::vector<std::string>& env, const char* cwd,
-                                        child_process::exit_callback on_exit) override;
+                                        uv::child_process::exit_callback on_exit) override;
   std::string new_shell_dir() override;
   [[nodiscard]] std::string session_tmp_dir(const std::string& name) const override {
     return opts_.state_dir + "/tmp/" + name;
@@ -144,8 +144,8 @@ class server final : public proc_host, public session_host {
   [[nodiscard]] uint64_t uptime_ms() const;
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
   // The bounds on clients' memory (bounds.h), shared by every client connection.
-  memory_account& client_memory() { return client_memory_; }
-  farewells& parting() { return farewells_; }
+  uv::memory_account& client_memory() { return client_memory_; }
+  uv::farewells& parting() { return farewells_; }
   // Checks every client against its bounds on the next turn of the loop (not from inside a
   // callback of the client that grew): drops those over theirs, then, while all clients
   // together hold more than kMaxClientMemory, the one holding the most.
@@ -192,30 +192,30 @@ class server final : public proc_host, public session_host {
   unique_fd devnull_;
   unique_fd accept_reserve_;  // closed for a moment to refuse a connection when none is left
   unique_fd ns_last_pid_;
-  handle_ptr<fd_watch> listen_watch_;
-  std::vector<handle_ptr<signal_watch>> signals_;  // SIGTERM, SIGINT and SIGHUP
-  handle_ptr<timer> watchdog_timer_;  // pings the service manager's watchdog, when it has one
+  uv::handle_ptr<uv::fd_watch> listen_watch_;
+  std::vector<uv::handle_ptr<uv::signal_watch>> signals_;  // SIGTERM, SIGINT and SIGHUP
+  uv::handle_ptr<uv::timer> watchdog_timer_;               // pings the service manager's watchdog, when it has one
   std::deque<spare_shell> spares_;
-  handle_ptr<timer> spare_timer_;
-  handle_ptr<timer> shutdown_timer_;  // set from the start of a shutdown until its end
-  handle_ptr<timer> expiry_timer_;    // set while an idle session is due to expire
+  uv::handle_ptr<uv::timer> spare_timer_;
+  uv::handle_ptr<uv::timer> shutdown_timer_;  // set from the start of a shutdown until its end
+  uv::handle_ptr<uv::timer> expiry_timer_;    // set while an idle session is due to expire
   int64_t expiry_due_ = 0;            // when it fires (unix ms)
   // The idle expiries of the sessions in the table that have one: none left, no timer.
   std::multiset<uint64_t> expiries_;
-  handle_ptr<timer> activity_save_timer_;  // set while idle times wait to be saved
+  uv::handle_ptr<uv::timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.
   std::deque<spare_shell> confined_spares_;
   bool confined_spares_wanted_ = false;
   // Before the clients, which count themselves in it until they are destroyed.
-  memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
-  farewells farewells_{&loop_, &client_memory_};
+  uv::memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
+  uv::farewells farewells_{&loop_, &client_memory_};
   std::map<std::string, std::unique_ptr<session>> sessions_;
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;
-  handle_ptr<timer> bounds_timer_;  // set while enforce_bounds() is due
-  handle_ptr<timer> accept_timer_;  // set while accepting waits for a free descriptor
-  handle_ptr<timer> trim_timer_;    // set while free memory is due to be given back
+  uv::handle_ptr<uv::timer> bounds_timer_;  // set while enforce_bounds() is due
+  uv::handle_ptr<uv::timer> accept_timer_;  // set while accepting waits for a free descriptor
+  uv::handle_ptr<uv::timer> trim_timer_;    // set while free memory is due to be given back
   void trim_memory_soon();
   uint64_t next_serial_ = 1;
   uint64_t shell_seq_ = 0;

@@ -108,7 +108,7 @@ void client_conn::send(std::string frame, std::vector<unique_fd> fds) {
     // it has read them, and drop it if it does not within the time allowed.
     replies_paused_ = true;
     update_reading();
-    if (stall_timer_ == nullptr) stall_timer_ = make_handle<timer>(srv_.loop());
+    if (stall_timer_ == nullptr) stall_timer_ = uv::make_handle<uv::timer>(srv_.loop());
     stall_timer_->start(srv_.opts().stalled_client_ms, [this] {
       drop(ipc::errc::too_slow,
            fmt::format("sbshd dropped this connection: {} KiB of replies waited {} ms for it to read them; read "
@@ -191,7 +191,7 @@ status server::listen(unique_fd activated) {
 }
 
 status server::start_listening() {
-  listen_watch_ = make_handle<fd_watch>(&loop_, listen_fd_.get());
+  listen_watch_ = uv::make_handle<uv::fd_watch>(&loop_, listen_fd_.get());
   listen_watch_->start(UV_READABLE, [this](int, int) { on_accept(); });
   std::string shells = shells_dir();
   struct stat st{};
@@ -226,7 +226,7 @@ void server::on_accept() {
         // polling it for a moment, or the loop would spin until a descriptor is free.
         spdlog::warn("cannot accept a connection: {}; trying again in 100 ms", std::strerror(errno));
         listen_watch_->set_events(0);
-        accept_timer_ = make_handle<timer>(&loop_);
+        accept_timer_ = uv::make_handle<uv::timer>(&loop_);
         accept_timer_->start(100, [this] {
           accept_timer_.reset();
           if (listen_watch_ != nullptr) listen_watch_->set_events(UV_READABLE);
@@ -296,7 +296,7 @@ void server::refuse(unique_fd conn, ipc::errc code, const std::string& message) 
 
 void server::enforce_bounds_soon() {
   if (bounds_timer_ != nullptr || shutting_down_) return;
-  bounds_timer_ = make_handle<timer>(&loop_);
+  bounds_timer_ = uv::make_handle<uv::timer>(&loop_);
   bounds_timer_->start(0, [this] {
     bounds_timer_.reset();
     enforce_bounds();
@@ -335,7 +335,7 @@ void server::close_bound_timers() {
 
 void server::trim_memory_soon() {
   if (trim_timer_ != nullptr || shutting_down_) return;
-  trim_timer_ = make_handle<timer>(&loop_);
+  trim_timer_ = uv::make_handle<uv::timer>(&loop_);
   trim_timer_->start(kTrimDelayMs, [this] {
     trim_timer_.reset();
     // Large blocks are mappings of their own, returned when freed (daemon.cpp); what the
@@ -371,7 +371,7 @@ void server::client_closed(client_conn* c, const std::string& reason) {
   clients_.erase(it);
   if (clients_.empty()) trim_memory_soon();
   if (dead_clients_.size() == 1) {
-    auto* t = timer::create(&loop_);
+    auto* t = uv::timer::create(&loop_);
     t->start(0, [this, t] {
       dead_clients_.clear();
       t->close();

@@ -517,7 +517,7 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   removed_.push_back(std::move(s));
   // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
   // stragglers.
-  auto deadline = std::make_shared<handle_ptr<timer>>(make_handle<timer>(&loop_));
+  auto deadline = std::make_shared<uv::handle_ptr<uv::timer>>(uv::make_handle<uv::timer>(&loop_));
   auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(finished))] {
     deadline->reset();
     removed(raw, std::move(*done));
@@ -559,7 +559,7 @@ void server::session_activity(const session& s) {
   // Idle times are saved at most once a minute (and at shutdown): losing a minute of one in
   // a crash changes nothing that matters, and a command's end costs no write.
   if (!activity_save_timer_) {
-    activity_save_timer_ = make_handle<timer>(&loop_);
+    activity_save_timer_ = uv::make_handle<uv::timer>(&loop_);
     activity_save_timer_->start(60'000, [this] { save_state(); });
   }
   // Activity only moves this session's expiry later, so a timer already due no later than it
@@ -586,7 +586,7 @@ void server::arm_expiry() {
 }
 
 void server::arm_expiry_at(int64_t due_ms) {
-  if (!expiry_timer_) expiry_timer_ = make_handle<timer>(&loop_);
+  if (!expiry_timer_) expiry_timer_ = uv::make_handle<uv::timer>(&loop_);
   expiry_due_ = due_ms;
   // A little late rather than early: a session is removed only once it is due.
   expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(due_ms - wall_ms(), 0)) + 1, [this] { expire_idle(); });

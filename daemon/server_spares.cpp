@@ -64,7 +64,7 @@ std::optional<spare_shell> server::take_confined_spare() {
 
 void server::start_spares_in(uint64_t ms) {
   if (shutting_down_ || opts_.spare_wrappers == 0) return;
-  if (!spare_timer_) spare_timer_ = make_handle<timer>(&loop_);
+  if (!spare_timer_) spare_timer_ = uv::make_handle<uv::timer>(&loop_);
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
@@ -77,7 +77,7 @@ void server::add_nofile_arg(std::vector<std::string>& args) const {
 
 result<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                               std::vector<std::string>& env, const char* cwd,
-                                              child_process::exit_callback on_exit) {
+                                              uv::child_process::exit_callback on_exit) {
   // Out of descriptors, the message says which limit and how to raise it (capacity.h).
   auto failed = [](const char* what) { return ipc::make_error(ipc::errc::io, resource_failure(errno, what)); };
   int ctl[2];
@@ -97,13 +97,14 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
   std::vector<char*> envp = c_pointers(env);
   static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
   int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
-  child_process::options po;
+  uv::child_process::options po;
   po.file = opts_.wrapper_path.c_str();
   po.argv = argv.data();
   po.envp = envp.data();
   po.cwd = cwd;
   po.fds = fds;
-  auto proc = child_process::spawn(&loop_, po, std::move(on_exit));
+  po.explain = spawn_failure;
+  auto proc = uv::child_process::spawn(&loop_, po, std::move(on_exit));
   if (!proc) {
     ::rmdir(dir.c_str());
     return proc.err();

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "daemon/child_process.h"
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/options.h"
@@ -23,6 +22,7 @@
 #include "daemon/session_def.h"
 #include "daemon/wrapper_process.h"
 #include "ipc/result.h"
+#include "uv/child_process.h"
 
 namespace sbsh::daemon {
 
@@ -47,7 +47,7 @@ class session_host {
   // wrapper::kChannelOwnerFd (kept by the wrapper for adoption). An error says what failed.
   virtual result<wrapper_process> start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                                 std::vector<std::string>& env, const char* cwd,
-                                                child_process::exit_callback on_exit) = 0;
+                                                uv::child_process::exit_callback on_exit) = 0;
   // A new directory for a shell about to start: SOCKET.d/PID.N, unique to this sbshd.
   virtual std::string new_shell_dir() = 0;
   // A confined session's private TMPDIR: STATE/tmp/NAME, deleted with the session.

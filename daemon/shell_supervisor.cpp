@@ -145,7 +145,7 @@ shell_supervisor::~shell_supervisor() {
     wrapper_->kill(SIGKILL);
     auto pid = static_cast<pid_t>(wrapper_pid_);
     session_host* srv = &srv_;
-    child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
+    uv::child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
   }
@@ -291,8 +291,8 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
   uint64_t gen = begin_start();
   dir_ = shell.dir;
   channel_ = std::move(shell.channel);
-  wrapper_ = child_process::watch(srv_.loop(), shell.wrapper_pid,
-                                  [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
+  wrapper_ = uv::child_process::watch(srv_.loop(), shell.wrapper_pid,
+                                      [this, gen](int64_t status, int sig) { on_wrapper_exit(gen, status, sig); });
   // The sync tells the statuses of commands the earlier sbshd started (at most one, and
   // maybe one it sent that the shell has not read yet) from those of ours.
   watch_senders(channel_.get());
@@ -331,15 +331,15 @@ void shell_supervisor::adopt(adopted_shell&& shell) {
 
 void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
   wrapper_pid_ = wrapper_->pid();
-  ctl_ = std::make_unique<framed_socket>(
+  ctl_ = std::make_unique<uv::framed_socket>(
       srv_.loop(), std::move(ctl),
-      framed_socket::callbacks{
-          [this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
-          [this, gen](const std::string& reason) {
-            shell_lost(gen, std::nullopt, std::nullopt, fmt::format("its wrapper's control socket closed ({})", reason));
-          }},
+      uv::framed_socket::callbacks{[this, gen](ipc::envelope&& env) { on_control(gen, std::move(env)); },
+                                   [this, gen](const std::string& reason) {
+                                     shell_lost(gen, std::nullopt, std::nullopt,
+                                                fmt::format("its wrapper's control socket closed ({})", reason));
+                                   }},
       /*read_chunk=*/1024);
-  channel_watch_ = make_handle<fd_watch>(srv_.loop(), channel_.get());
+  channel_watch_ = uv::make_handle<uv::fd_watch>(srv_.loop(), channel_.get());
   channel_watch_->start(UV_READABLE, [this, gen](int, int) { on_channel(gen); });
   if (run_init) {
     spdlog::info("session {}: shell starting (wrapper pid {}, generation {})", name_, wrapper_pid_, gen);
@@ -353,7 +353,7 @@ void shell_supervisor::watch(uint64_t gen, unique_fd ctl, bool run_init) {
                  wrapper_pid_, shell_pid_);
   }
   if (!health_timer_ && srv_.health_interval_ms() > 0) {
-    health_timer_ = make_handle<timer>(srv_.loop());
+    health_timer_ = uv::make_handle<uv::timer>(srv_.loop());
     health_timer_->start(srv_.health_interval_ms(), [this] { health_tick(); });
   }
   events_->shell_changed();
@@ -558,7 +558,7 @@ void shell_supervisor::schedule_restart(const std::string& why, bool failed_star
     return;
   }
   state_ = session_state::restarting;
-  restart_timer_ = make_handle<timer>(srv_.loop());
+  restart_timer_ = uv::make_handle<uv::timer>(srv_.loop());
   restart_timer_->start(delay, [this] {
     restart_timer_.reset();
     start_shell();
@@ -606,7 +606,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
     // A wrapper that dies of a signal leaves the session's other processes behind.
     auto pid = static_cast<pid_t>(wrapper_pid_);
     session_host* srv = &srv_;
-    child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
+    uv::child_process::release(std::move(wrapper_), [srv, pid, spare = protected_groups()](int64_t, int sig) {
       if (sig != 0) srv->reap_session_later(pid, spare);
     });
   }
@@ -633,7 +633,7 @@ void shell_supervisor::abandon() {
   restart_timer_.reset();
   health_timer_.reset();
   // The wrapper sees its control socket close, keeps the shell, and waits for adoption.
-  child_process::forget(std::move(wrapper_));
+  uv::child_process::forget(std::move(wrapper_));
   ctl_.reset();
   channel_watch_.reset();
   channel_.reset();
@@ -650,7 +650,7 @@ void shell_supervisor::when_gone(std::function<void()> gone) {
 void shell_supervisor::notify_if_gone() {
   if (!on_gone_ || !stopped_and_gone()) return;
   // From the loop's next turn: the callback may destroy this session.
-  gone_timer_ = make_handle<timer>(srv_.loop());
+  gone_timer_ = uv::make_handle<uv::timer>(srv_.loop());
   gone_timer_->start(0, [this] {
     auto gone = std::move(on_gone_);
     on_gone_ = nullptr;

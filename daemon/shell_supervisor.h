@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "common/procs.h"
-#include "daemon/child_process.h"
-#include "daemon/framed_socket.h"
 #include "daemon/session_def.h"
 #include "daemon/shell_messages.h"
 #include "daemon/shell_port.h"
-#include "daemon/uv_handles.h"
 #include "daemon/wrapper_process.h"
+#include "uv/child_process.h"
+#include "uv/framed_socket.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -121,8 +121,8 @@ class shell_supervisor final : public shell_port {
   std::string failure_;
   std::deque<uint64_t> failed_starts_;  // mono_us of recent failed starts (start limit)
   unsigned consecutive_failures_ = 0;   // for the back-off
-  handle_ptr<timer> restart_timer_;
-  handle_ptr<timer> health_timer_;
+  uv::handle_ptr<uv::timer> restart_timer_;
+  uv::handle_ptr<uv::timer> health_timer_;
   uint64_t ping_seq_ = 0;
   uint64_t ping_sent_us_ = 0;  // non-zero while a ping awaits its pong
   uint64_t signal_seq_ = 0;
@@ -135,11 +135,11 @@ class shell_supervisor final : public shell_port {
   // The current generation: everything below is replaced on each (re)start.
   uint64_t generation_ = 1;
   std::function<void()> on_gone_;  // see when_gone
-  handle_ptr<timer> gone_timer_;
-  child_ptr wrapper_;
-  std::unique_ptr<framed_socket> ctl_;
+  uv::handle_ptr<uv::timer> gone_timer_;
+  uv::child_ptr wrapper_;
+  std::unique_ptr<uv::framed_socket> ctl_;
   unique_fd channel_;
-  handle_ptr<fd_watch> channel_watch_;
+  uv::handle_ptr<uv::fd_watch> channel_watch_;
   text_memfd big_text_;  // for runs too long for one message
   std::string dir_;  // the shell's directory (its wrapper's adoption socket)
   // Why `msg` cannot be the builtin's (another process sent it, or it answers what sbshd did

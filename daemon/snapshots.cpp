@@ -23,6 +23,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
+#include "daemon/capacity.h"
 #include "daemon/off_loop.h"
 #include "ipc/protocol.h"
 
@@ -142,18 +143,19 @@ void snapshot_store::copy(const std::string& name, const std::string& source, co
   std::vector<char*> argv = c_pointers(argv_store);
   std::vector<char*> envp = c_pointers(env_store);
   const int fds[] = {null.get(), errors_w.get(), errors_w.get()};
-  child_process::options o;
+  uv::child_process::options o;
   o.file = copier_.c_str();
   o.argv = argv.data();
   o.envp = envp.data();
   o.fds = fds;
-  auto proc = child_process::spawn(
-      loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); });
+  o.explain = spawn_failure;
+  auto proc =
+      uv::child_process::spawn(loop_, o, [this, name](int64_t status, int sig) { copy_ended(name, status, sig); });
   if (!proc) return fail(fmt::format("cannot start {} to copy {}: {}", copier_, source, proc.err().message));
   job.proc = std::move(*proc);
   job.done = std::move(done);
   auto& j = copies_[name] = std::move(job);
-  j.watch = make_handle<fd_watch>(loop_, j.errors.get());
+  j.watch = uv::make_handle<uv::fd_watch>(loop_, j.errors.get());
   j.watch->start(UV_READABLE, [this, name](int, int) {
     if (auto it = copies_.find(name); it != copies_.end()) read_errors(it->second);
   });

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/child_process.h"
-#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/records.h"
 #include "ipc/result.h"
+#include "uv/child_process.h"
+#include "uv/handles.h"
 
 namespace sbsh::daemon {
 
@@ -70,9 +70,9 @@ class snapshot_store {
 
  private:
   struct copy_job {
-    child_ptr proc;
+    uv::child_ptr proc;
     unique_fd errors;        // the copier's stdout and stderr
-    handle_ptr<fd_watch> watch;
+    uv::handle_ptr<uv::fd_watch> watch;
     std::string messages;    // the start of what it printed
     std::string tmp;
     std::function<void(result<uint64_t>)> done;

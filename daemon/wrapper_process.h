@@ -13,15 +13,15 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/child_process.h"
 #include "ipc/fd.h"
+#include "uv/child_process.h"
 
 namespace sbsh::daemon {
 
 // A started sbsh-wrapper: the process, sbshd's end of its control socket, and of its shell's
 // channel.
 struct wrapper_process {
-  child_ptr proc;
+  uv::child_ptr proc;
   unique_fd ctl;
   unique_fd channel;
 };

@@ -59,17 +59,12 @@ std::string lower(std::string s) {
 
 namespace {
 
-struct write_req {
-  uv_write_t req{};
-  std::string data;
-};
-
 // A TCP peer's address, for kMaxPerAddress; empty on loopback and on a unix socket.
-std::string peer_address(const connection& c) {
-  if (c.h.handle.type == UV_NAMED_PIPE) return {};
+std::string peer_address(connection& c) {
+  if (c.sock->type() != uv::stream::kind::tcp) return {};
   sockaddr_storage peer{};
   int len = sizeof peer;
-  if (uv_tcp_getpeername(&c.h.tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return {};
+  if (uv_tcp_getpeername(c.sock->tcp(), reinterpret_cast<sockaddr*>(&peer), &len) != 0) return {};
   char text[INET6_ADDRSTRLEN] = "";
   if (peer.ss_family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&peer);
@@ -111,9 +106,7 @@ int http_server::bind_unix(const std::string& where, std::string& url) {
                stderr);
     return kRefused;
   }
-  uv_pipe_init(loop_, &listener_.pipe, 0);
-  listener_.handle.data = this;
-  listening_ = true;  // stop() closes it
+  listener_ = uv::make_handle<uv::stream>(loop_, uv::stream::kind::unix_socket);  // stop() closes it
   // A socket left by an earlier run is replaced; one that something still answers on is not.
   sa.sun_family = AF_UNIX;
   std::memcpy(sa.sun_path, where.c_str(), where.size() + 1);
@@ -127,7 +120,7 @@ int http_server::bind_unix(const std::string& where, std::string& url) {
   ::unlink(where.c_str());
   // Private from birth: only this user may connect (no thread runs yet to share the umask).
   mode_t old_mask = ::umask(0177);  // srw-------
-  int rc = uv_pipe_bind(&listener_.pipe, where.c_str());
+  int rc = uv_pipe_bind(listener_->pipe(), where.c_str());
   ::umask(old_mask);
   owns_path_ = rc == 0;
   url = fmt::format("unix socket {}, endpoint /mcp", where);
@@ -184,14 +177,12 @@ int http_server::bind_tcp(const std::string& where, std::string& url) {
                stderr);
     return kRefused;
   }
-  uv_tcp_init(loop_, &listener_.tcp);
-  listener_.handle.data = this;
-  listening_ = true;
-  int rc = uv_tcp_bind(&listener_.tcp, reinterpret_cast<sockaddr*>(&ss), 0);
+  listener_ = uv::make_handle<uv::stream>(loop_, uv::stream::kind::tcp);
+  int rc = uv_tcp_bind(listener_->tcp(), reinterpret_cast<sockaddr*>(&ss), 0);
   if (rc == 0) {
     sockaddr_storage bound{};
     int len = sizeof bound;
-    uv_tcp_getsockname(&listener_.tcp, reinterpret_cast<sockaddr*>(&bound), &len);
+    uv_tcp_getsockname(listener_->tcp(), reinterpret_cast<sockaddr*>(&bound), &len);
     int real_port;
     std::string host;
     if (bound.ss_family == AF_INET) {
@@ -237,7 +228,7 @@ int http_server::listen_or_fail() {
   std::string url;
   int rc = where.find('/') != std::string::npos ? bind_unix(where, url) : bind_tcp(where, url);
   if (rc == kRefused) return 255;
-  if (rc == 0) rc = uv_listen(&listener_.stream, 128, on_connection);
+  if (rc == 0) rc = listener_->listen(128, [this](int status) { on_connection(status); });
   if (rc != 0) {
     std::fputs(fmt::format("sbsh: --http {}: cannot listen: {}\n", where, uv_strerror(rc)).c_str(), stderr);
     return 255;
@@ -251,24 +242,18 @@ int http_server::listen_or_fail() {
                stderr);
   std::fputs(fmt::format("sbsh mcp: listening on {}\n", url).c_str(), stderr);
   std::fflush(stderr);
-  uv_timer_init(loop_, &ticker_);
-  ticker_.data = this;
-  uv_timer_start(
-      &ticker_,
-      [](uv_timer_t* t) {
-        auto* self = static_cast<http_server*>(t->data);
-        self->core_.tick();
-        self->sweep();
+  ticker_ = uv::make_handle<uv::timer>(loop_);
+  ticker_->start(
+      500,
+      [this] {
+        core_.tick();
+        sweep();
       },
-      500, 500);
-  for (auto* s : {&sigint_, &sigterm_}) {
-    uv_signal_init(loop_, s);
-    s->data = this;
-  }
-  auto on_signal = [](uv_signal_t* s, int) { static_cast<http_server*>(s->data)->stop(); };
-  uv_signal_start(&sigint_, on_signal, SIGINT);
-  uv_signal_start(&sigterm_, on_signal, SIGTERM);
-  started_ = true;
+      500);
+  sigint_ = uv::make_handle<uv::signal_watch>(loop_);
+  sigint_->start(SIGINT, [this](int) { stop(); });
+  sigterm_ = uv::make_handle<uv::signal_watch>(loop_);
+  sigterm_->start(SIGTERM, [this](int) { stop(); });
   return 0;
 }
 
@@ -277,12 +262,12 @@ int http_server::listen_or_fail() {
 void http_server::stop() {
   if (stopping_) return;
   stopping_ = true;
-  if (listening_) uv_close(&listener_.handle, nullptr);
+  listener_.reset();
   if (owns_path_) ::unlink(http_.listen.c_str());
-  if (started_)
-    for (auto* s : {&sigint_, &sigterm_}) uv_close(reinterpret_cast<uv_handle_t*>(s), nullptr);
+  sigint_.reset();
+  sigterm_.reset();
   auto finish = [this] {
-    if (started_) uv_close(reinterpret_cast<uv_handle_t*>(&ticker_), nullptr);
+    ticker_.reset();
     std::vector<connection*> all;
     for (auto& [k, c] : conns_) all.push_back(k);
     for (auto* c : all) close(*c);
@@ -293,49 +278,44 @@ void http_server::stop() {
   if (core_.idle()) finish();
 }
 
-void http_server::on_connection(uv_stream_t* s, int status) {
-  auto* self = static_cast<http_server*>(s->data);
-  if (status != 0 || self->stopping_) return;
+void http_server::on_connection(int status) {
+  if (status != 0 || stopping_) return;
   auto c = std::make_unique<connection>();
   connection* raw = c.get();
-  raw->srv = self;
-  raw->id = self->next_id_++;
-  raw->accepted = uv_now(self->loop_);
+  raw->srv = this;
+  raw->id = next_id_++;
+  raw->accepted = uv_now(loop_);
   raw->header_deadline = raw->accepted + kHeaderMs;
-  if (s->type == UV_NAMED_PIPE) uv_pipe_init(self->loop_, &raw->h.pipe, 0);
-  else uv_tcp_init(self->loop_, &raw->h.tcp);
-  raw->h.handle.data = raw;
-  self->conns_.emplace(raw, std::move(c));
-  if (uv_accept(s, &raw->h.stream) != 0) {
-    self->close(*raw);
+  raw->sock = uv::make_handle<uv::stream>(loop_, listener_->type());
+  conns_.emplace(raw, std::move(c));
+  if (listener_->accept(*raw->sock) != 0) {
+    close(*raw);
     return;
   }
   http_parser_init(&raw->parser, HTTP_REQUEST);
   raw->parser.data = raw;
-  if (!self->same_user(*raw)) return;
+  if (!same_user(*raw)) return;
   raw->address = peer_address(*raw);
-  if (!self->make_room(*raw)) {
+  if (!make_room(*raw)) {
     raw->close_after = true;
-    self->respond_error(*raw, 503, nullptr, kInternalError,
-                        fmt::format("too many connections carrying calls or streams (at most {}); try again later",
-                                    kMaxConnections),
-                        {"Retry-After: 5"});
+    respond_error(*raw, 503, nullptr, kInternalError,
+                  fmt::format("too many connections carrying calls or streams (at most {}); try again later",
+                              kMaxConnections),
+                  {"Retry-After: 5"});
     return;
   }
-  uv_read_start(&raw->h.stream, on_alloc, on_read);
+  raw->sock->read_start([this, raw](ssize_t n, const char* data) { on_read(*raw, n, data); });
 }
 
 // A unix socket serves only the uid that runs sbsh mcp, as sbshd's does: its mode 0600
 // keeps others out already, and this holds also when the mode was changed. A TCP peer
 // proves itself by the token instead.
 bool http_server::same_user(connection& c) {
-  if (c.h.handle.type != UV_NAMED_PIPE) return true;
-  uv_os_fd_t fd = -1;
+  if (c.sock->type() != uv::stream::kind::unix_socket) return true;
+  int fd = c.sock->fileno();
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (uv_fileno(&c.h.handle, &fd) == 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-      cred.uid == ::getuid())
-    return true;
+  if (fd >= 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == ::getuid()) return true;
   c.close_after = true;
   respond_error(c, 403, nullptr, kInvalidRequest,
                 fmt::format("Forbidden: this socket serves only uid {}, who runs sbsh mcp; connect as that user",
@@ -370,7 +350,7 @@ bool http_server::make_room(const connection& fresh) {
 }
 
 void http_server::time_out(connection& c, const char* what, uint64_t ms) {
-  uv_read_stop(&c.h.stream);
+  c.sock->read_stop();
   c.queue.clear();
   c.close_after = true;
   c.busy = true;
@@ -397,42 +377,35 @@ void http_server::sweep() {
   }
 }
 
-void http_server::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
-  static thread_local char chunk[65536];
-  *buf = uv_buf_init(chunk, sizeof chunk);
-}
-
-void http_server::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
-  auto* c = static_cast<connection*>(s->data);
-  http_server* self = c->srv;
+void http_server::on_read(connection& c, ssize_t n, const char* data) {
   if (n < 0) {
-    self->close(*c);  // the client went away: its calls are cancelled there
+    close(c);  // the client went away: its calls are cancelled there
     return;
   }
-  if (n == 0 || c->closing) return;
-  size_t used = http_parser_execute(&c->parser, &self->settings_, buf->base, static_cast<size_t>(n));
-  if (c->closing) return;
-  auto err = HTTP_PARSER_ERRNO(&c->parser);
+  if (c.closing) return;
+  size_t used = http_parser_execute(&c.parser, &settings_, data, static_cast<size_t>(n));
+  if (c.closing) return;
+  auto err = HTTP_PARSER_ERRNO(&c.parser);
   if (err != HPE_OK || used != static_cast<size_t>(n)) {
-    uv_read_stop(&c->h.stream);
-    c->queue.clear();
-    if (c->busy) {
-      self->close(*c);
+    c.sock->read_stop();
+    c.queue.clear();
+    if (c.busy) {
+      close(c);
       return;
     }
-    c->close_after = true;
-    bool big = err == HPE_HEADER_OVERFLOW || c->header_bytes > kMaxHeaderBytes || c->cur.fields.size() >= kMaxHeaders;
-    self->respond_error(*c, big ? 431 : 400, nullptr, kInvalidRequest,
-                        big ? fmt::format("request headers too large (at most {} headers, {} bytes)", kMaxHeaders,
-                                          kMaxHeaderBytes)
-                            : fmt::format("malformed HTTP request: {}", http_errno_description(err)));
+    c.close_after = true;
+    bool big = err == HPE_HEADER_OVERFLOW || c.header_bytes > kMaxHeaderBytes || c.cur.fields.size() >= kMaxHeaders;
+    respond_error(c, big ? 431 : 400, nullptr, kInvalidRequest,
+                  big ? fmt::format("request headers too large (at most {} headers, {} bytes)", kMaxHeaders,
+                                    kMaxHeaderBytes)
+                      : fmt::format("malformed HTTP request: {}", http_errno_description(err)));
     return;
   }
-  if (c->queue.size() > kMaxQueued) {
-    self->close(*c);
+  if (c.queue.size() > kMaxQueued) {
+    close(c);
     return;
   }
-  if (!c->busy) self->next_request(*c);
+  if (!c.busy) next_request(c);
 }
 
 int http_server::on_message_begin(http_parser* p) {
@@ -531,16 +504,7 @@ void http_server::next_request(connection& c) {
 
 void http_server::write(connection& c, std::string data) {
   if (c.closing) return;
-  auto* w = new write_req;
-  w->data = std::move(data);
-  w->req.data = w;
-  uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  int rc =
-      uv_write(&w->req, &c.h.stream, &b, 1, [](uv_write_t* req, int) { delete static_cast<write_req*>(req->data); });
-  if (rc != 0) {
-    delete w;
-    close(c);
-  }
+  if (c.sock->write(std::move(data)) != 0) close(c);
 }
 
 void http_server::respond(connection& c, int status, const std::string& body, const std::vector<std::string>& extra) {
@@ -582,34 +546,33 @@ void http_server::end_response(connection& c) {
   c.idle_since = uv_now(loop_);
   c.call_session.clear();
   if (c.close_after) {
-    // Closing after the writes queued before it: uv_close would drop them, so shut down first.
-    auto* req = new uv_shutdown_t;
-    req->data = &c;
-    if (uv_shutdown(req, &c.h.stream, [](uv_shutdown_t* r, int) {
-          auto* conn = static_cast<connection*>(r->data);
-          delete r;
-          conn->srv->close(*conn);
-        }) != 0) {
-      delete req;
+    // Closing after the writes queued before it: closing at once would drop them, so shut
+    // down first. The write above may have closed it already.
+    if (c.sock == nullptr) return;
+    if (c.sock->shutdown([this, &c] { close(c); }) != 0) {
       close(c);
+      return;
     }
     c.closing = true;  // nothing more is read or written
-    uv_read_stop(&c.h.stream);
+    c.sock->read_stop();
     return;
   }
   next_request(c);
 }
 
 void http_server::close(connection& c) {
-  if (uv_is_closing(&c.h.handle)) return;
+  if (c.sock == nullptr) return;
   c.closing = true;
+  c.sock.reset();
   core_.cancel_owner(c.id);
   if (!c.get_stream_session.empty())
     if (auto s = sessions_.find(c.get_stream_session); s != sessions_.end()) s->second.streams.erase(&c);
-  uv_close(&c.h.handle, [](uv_handle_t* h) {
-    auto* conn = static_cast<connection*>(h->data);
-    conn->srv->conns_.erase(conn);
-  });
+  // Callers up the stack may still look at it: it is freed on the loop's next turn.
+  auto it = conns_.find(&c);
+  if (it == conns_.end()) return;
+  closed_.push_back(std::move(it->second));
+  conns_.erase(it);
+  queue_.post([this] { closed_.clear(); });
 }
 
 }  // namespace http_transport

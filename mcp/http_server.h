@@ -18,8 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "mcp/loop_queue.h"
 #include "mcp/mcp.h"
+#include "uv/handles.h"
+#include "uv/loop_queue.h"
 
 namespace sbsh::mcp::http_transport {
 
@@ -77,14 +78,11 @@ struct http_session {
   std::set<struct connection*> streams;  // GET streams
 };
 
-// One client connection. Owned by http_server::conns_ until its handle's close callback.
+// One client connection, owned by http_server::conns_; it owns its socket. Once closed it
+// waits in http_server::closed_ until the loop's next turn, so that a caller up the stack
+// may still look at it.
 struct connection {
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_stream_t stream;
-    uv_handle_t handle;
-  } h{};
+  uv::handle_ptr<uv::stream> sock;
   http_server* srv = nullptr;
   uint64_t id = 0;
   http_parser parser{};
@@ -128,9 +126,8 @@ class http_server {
   void stop();
 
  private:
-  static void on_connection(uv_stream_t* s, int status);
-  static void on_alloc(uv_handle_t*, size_t suggested, uv_buf_t* buf);
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
+  void on_connection(int status);
+  void on_read(connection& c, ssize_t n, const char* data);
   static int on_message_begin(http_parser* p);
   static int on_url(http_parser* p, const char* at, size_t len);
   static int on_header_field(http_parser* p, const char* at, size_t len);
@@ -165,27 +162,21 @@ class http_server {
 
   uv_loop_t* loop_;
   http_options http_;
-  loop_queue queue_;
+  uv::loop_queue queue_;
   server core_;
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_stream_t stream;
-    uv_handle_t handle;
-  } listener_{};
-  bool listening_ = false;  // the listener handle exists
+  uv::handle_ptr<uv::stream> listener_;
   // What Host and Origin must name, "host:port" in lower case (the port left out too when it
   // is 80): this server's own address. Empty on a unix socket.
   std::set<std::string> authorities_;
   std::string authority_text_;  // those, for an error
   bool owns_path_ = false;      // the unix socket at the path is ours, to remove at the end
-  uv_timer_t ticker_{};
-  uv_signal_t sigint_{}, sigterm_{};
+  uv::handle_ptr<uv::timer> ticker_;
+  uv::handle_ptr<uv::signal_watch> sigint_, sigterm_;
   std::map<connection*, std::unique_ptr<connection>> conns_;
+  std::vector<std::unique_ptr<connection>> closed_;  // freed on the loop's next turn
   std::map<std::string, http_session> sessions_;
   uint64_t next_id_ = 1;
   bool stopping_ = false;
-  bool started_ = false;  // the ticker and signal handles exist
   http_parser_settings settings_{};
 };
 

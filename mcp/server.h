@@ -3,8 +3,9 @@
 // that request), negotiates the protocol revision, and runs tool calls on worker threads.
 //
 // Threads: everything here runs on the transport's loop thread except the tool handlers.
-// A worker hands its outcome back through `post` (which the transport implements with a
-// uv_async and a locked queue), and the loop thread sends the response and joins it.
+// A worker hands its outcome back through `post` (which the transport implements with
+// uv/loop_queue.h: an async handle and a locked queue), and the loop thread sends the
+// response and joins it.
 #pragma once
 
 #include <atomic>

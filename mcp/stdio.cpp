@@ -10,9 +10,10 @@
 #include <string>
 #include <thread>
 
-#include "mcp/loop_queue.h"
 #include "mcp/mcp.h"
 #include "ipc/fd.h"
+#include "uv/handles.h"
+#include "uv/loop_queue.h"
 
 namespace sbsh::mcp {
 
@@ -57,19 +58,16 @@ void read_lines(const std::function<void(std::optional<std::string>)>& line, con
 int run_stdio(const server_options& opts) {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  loop_queue queue(&loop);
+  uv::loop_queue queue(&loop);
   server core(opts, [&queue](std::function<void()> f) { queue.post(std::move(f)); });
   peer_state peer;
   bool ending = false;
-  uv_timer_t ticker;
-  uv_timer_init(&loop, &ticker);
-  ticker.data = &core;
-  uv_timer_start(
-      &ticker, [](uv_timer_t* t) { static_cast<server*>(t->data)->tick(); }, 500, 500);
+  auto ticker = uv::make_handle<uv::timer>(&loop);
+  ticker->start(
+      500, [&core] { core.tick(); }, 500);
 
   auto finish = [&] {
-    uv_timer_stop(&ticker);
-    uv_close(reinterpret_cast<uv_handle_t*>(&ticker), nullptr);
+    ticker.reset();
     queue.close();
   };
   // The client went away (stdin ended, or stdout lost its reader): every call is cancelled,

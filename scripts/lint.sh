@@ -11,7 +11,8 @@
 # checked on its own. FILEs given by name are checked one by one (configure a build with
 # -DSBSH_UNITY=OFF and pass it with -B to check every source alone).
 # Before clang-tidy, scripts/include_pairs.py checks that no two modules of a folder include
-# each other (beyond the pairs it lists as still to be taken apart); it takes a second.
+# each other (beyond the pairs it lists as still to be taken apart) and that no room includes
+# one on its own floor or above (its FLOORS); it takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs_ok=1

@@ -1,4 +1,4 @@
-// daemon/child_process.cpp: posix_spawn + pidfd on a real libuv loop, with real children.
+// uv/child_process.cpp: posix_spawn + pidfd on a real libuv loop, with real children.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "daemon/child_process.h"
+#include "uv/child_process.h"
 
 namespace sbsh::daemon::child_process_tests {
 
@@ -39,21 +39,21 @@ class child_process_test : public ::testing::Test {
 
   // Runs bash -c `script` with `fds`; fills *out with the exit and returns the child, or
   // an empty pointer with the error's code and message in *err.
-  child_ptr start(const std::string& script, std::vector<int> fds, ended* out, std::string* err,
-                       const char* cwd = nullptr, const char* file = "/bin/bash") {
+  uv::child_ptr start(const std::string& script, std::vector<int> fds, ended* out, std::string* err,
+                      const char* cwd = nullptr, const char* file = "/bin/bash") {
     std::string s = script;
     char a0[] = "bash", a1[] = "-c";
     char* argv[] = {a0, a1, s.data(), nullptr};
     char* envp[] = {nullptr};
-    child_process::options o;
+    uv::child_process::options o;
     o.file = file;
     o.argv = argv;
     o.envp = envp;
     o.cwd = cwd;
     o.fds = fds;
-    auto r = child_process::spawn(&loop_, o, [out](int64_t st, int sig) { *out = {st, sig}; });
+    auto r = uv::child_process::spawn(&loop_, o, [out](int64_t st, int sig) { *out = {st, sig}; });
     if (!r) *err = r.err().code + ": " + r.err().message;
-    return r ? std::move(*r) : child_ptr{};
+    return r ? std::move(*r) : uv::child_ptr{};
   }
 
   uv_loop_t loop_{};
@@ -98,7 +98,7 @@ TEST_F(child_process_test, ExitStatusAndCrossedDescriptors) {
   auto c = start(fmt::format("echo to-b >&{}; echo to-a >&{}; exit 7", a.w, b.w), fds, &e, &err);
   ASSERT_NE(c, nullptr) << err;
   EXPECT_GT(c->pid(), 0);
-  child_process::release(std::move(c), [&e](int64_t st, int sig) { e = {st, sig}; });
+  uv::child_process::release(std::move(c), [&e](int64_t st, int sig) { e = {st, sig}; });
   uv_run(&loop_, UV_RUN_DEFAULT);
   EXPECT_EQ(e.status, 7);
   EXPECT_EQ(e.sig, 0);

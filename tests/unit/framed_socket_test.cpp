@@ -1,4 +1,4 @@
-// daemon/framed_socket.cpp: frames over a real socketpair on a real libuv loop.
+// uv/framed_socket.cpp: frames over a real socketpair on a real libuv loop.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "daemon/framed_socket.h"
 #include "ipc/frame.h"
 #include "ipc/protocol.h"
+#include "uv/framed_socket.h"
 
 namespace sbsh::daemon::framed_socket_tests {
 
@@ -38,13 +38,13 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseAWriteFoundFirst) {
   ASSERT_GE(fd, 0);
 
   std::vector<std::string> events;
-  auto* s = new framed_socket(&loop, unique_fd(fd),
-                              {[&](ipc::envelope&& e) {
-                                 auto code = e.msg.get_i64("exit_code");
-                                 events.push_back(fmt::format("message {} {}", static_cast<int>(e.msg.type()),
-                                                              code && code.value() ? *code.value() : -1));
-                               },
-                               [&](const std::string&) { events.emplace_back("closed"); }});
+  auto* s = new uv::framed_socket(&loop, unique_fd(fd),
+                                  {[&](ipc::envelope&& e) {
+                                     auto code = e.msg.get_i64("exit_code");
+                                     events.push_back(fmt::format("message {} {}", static_cast<int>(e.msg.type()),
+                                                                  code && code.value() ? *code.value() : -1));
+                                   },
+                                   [&](const std::string&) { events.emplace_back("closed"); }});
   s->send(ipc::frame_builder(ipc::msg_type::ping, 1).take());  // the peer is gone: EPIPE
   // Nothing is reported from inside send: its caller may be halfway through changing its own
   // state. The loop reports it, on its next turn.
@@ -66,16 +66,16 @@ TEST(framed_socket, APeersLastFrameComesBeforeTheCloseThePollFoundFirst) {
   ASSERT_GE(fd, 0);
 
   std::vector<std::string> events;
-  framed_socket* s = nullptr;
-  s = new framed_socket(&loop, unique_fd(fd),
-                        {[&](ipc::envelope&& e) {
-                           auto code = e.msg.get_i64("exit_code");
-                           events.push_back(fmt::format("message {}", code && code.value() ? *code.value() : -1));
-                         },
-                         [&](const std::string&) {
-                           events.emplace_back("closed");
-                           delete s;
-                         }});
+  uv::framed_socket* s = nullptr;
+  s = new uv::framed_socket(&loop, unique_fd(fd),
+                            {[&](ipc::envelope&& e) {
+                               auto code = e.msg.get_i64("exit_code");
+                               events.push_back(fmt::format("message {}", code && code.value() ? *code.value() : -1));
+                             },
+                             [&](const std::string&) {
+                               events.emplace_back("closed");
+                               delete s;
+                             }});
   for (int i = 0; i < 10 && events.size() < 2; ++i) uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(events, (std::vector<std::string>{"message 9", "closed"}));
   uv_run(&loop, UV_RUN_DEFAULT);

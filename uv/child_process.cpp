@@ -1,5 +1,5 @@
 // posix_spawn + pidfd (see child_process.h).
-#include "daemon/child_process.h"
+#include "uv/child_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,10 +14,9 @@
 #include <cstring>
 #include <vector>
 
-#include "daemon/capacity.h"
 #include "ipc/protocol.h"
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 namespace {
 
@@ -47,10 +46,10 @@ struct spawn_plan {
 }  // namespace
 
 namespace {
-// Out of processes or descriptors, the message says which limit and how to raise it.
-error cannot_spawn(int e) {
-  bool out_of_something = e == EMFILE || e == ENFILE || e == EAGAIN;
-  return ipc::make_error(ipc::errc::spawn, out_of_something ? resource_failure(e, "start a process") : std::strerror(e));
+// The caller's words for `e` (out of processes or descriptors, say which limit and how to
+// raise it), else the system's reason.
+error cannot_spawn(const child_process::options& o, int e) {
+  return ipc::make_error(ipc::errc::spawn, o.explain != nullptr ? o.explain(e) : std::string(std::strerror(e)));
 }
 }  // namespace
 
@@ -64,7 +63,7 @@ result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_c
   high.reserve(o.fds.size());
   for (int i = 0; i < n; ++i) {
     int h = ::fcntl(o.fds[i], F_DUPFD_CLOEXEC, n);
-    if (h < 0) return cannot_spawn(errno);
+    if (h < 0) return cannot_spawn(o, errno);
     high.emplace_back(h);
   }
   int rc = 0;
@@ -76,20 +75,20 @@ result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_c
   sigemptyset(&none);
   sigfillset(&all);
   if (rc == 0) rc = posix_spawnattr_setsigmask(&plan.attr, &none);
-  if (rc == 0) rc = posix_spawnattr_setsigdefault(&plan.attr, &all);  // SIGPIPE is ignored in sbshd
+  if (rc == 0) rc = posix_spawnattr_setsigdefault(&plan.attr, &all);  // the caller may ignore SIGPIPE (sbshd does)
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (o.new_session) flags |= POSIX_SPAWN_SETSID;
   if (rc == 0) rc = posix_spawnattr_setflags(&plan.attr, flags);
   pid_t pid = 0;
   if (rc == 0) rc = posix_spawnp(&pid, o.file, &plan.actions, &plan.attr, o.argv, o.envp);
-  if (rc != 0) return cannot_spawn(rc);
+  if (rc != 0) return cannot_spawn(o, rc);
   // Until it is reaped below, the child's pid cannot be reused, so the pidfd is the child's.
   unique_fd pidfd(pidfd_open(pid));
   if (!pidfd) {
     int e = errno;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return cannot_spawn(e);
+    return cannot_spawn(o, e);
   }
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }
@@ -105,7 +104,7 @@ child_ptr child_process::start_watching(uv_loop_t* loop, int pid, unique_fd pidf
   self->cb_ = std::move(cb);
   int r = uv_poll_init(loop, &self->handle_, self->pidfd_.get());
   if (r != 0) {  // a pidfd is always pollable: this is a bug
-    std::fprintf(stderr, "sbshd: uv_poll_init(pidfd): %s\n", uv_strerror(r));
+    std::fprintf(stderr, "%s: uv_poll_init(pidfd): %s\n", program_invocation_short_name, uv_strerror(r));
     std::abort();
   }
   self->handle_.data = self.get();
@@ -169,4 +168,4 @@ void child_process::on_close_requested() {
   uv_poll_stop(&handle_);
 }
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv

@@ -1,7 +1,7 @@
-// A child process of sbshd (a session's wrapper), started with posix_spawn and watched
+// A child process (sbshd's: a session's wrapper), started with posix_spawn and watched
 // through a pidfd on the loop.
 //
-// posix_spawn runs the child on sbshd's own memory until exec (clone with CLONE_VFORK):
+// posix_spawn runs the child on the parent's own memory until exec (clone with CLONE_VFORK):
 // libuv's uv_spawn forks, which copies sbshd's page tables and costs a new session a few
 // hundred microseconds more. The pidfd lets the loop learn of the exit without a SIGCHLD
 // handler, and a signal sent through it can never reach a recycled pid.
@@ -13,12 +13,13 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
-#include "daemon/uv_handles.h"
 #include "ipc/fd.h"
 #include "ipc/result.h"
+#include "uv/handles.h"
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 class child_process;
 // Resetting or destroying a child_ptr lets go of its child (child_process::release with no
@@ -35,9 +36,12 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
     const char* file = nullptr;       // searched on PATH when it holds no slash
     char* const* argv = nullptr;
     char* const* envp = nullptr;
-    const char* cwd = nullptr;        // nullptr: sbshd's own
+    const char* cwd = nullptr;        // nullptr: the parent's own
     std::span<const int> fds;         // fds[i] becomes descriptor i; every other one is closed
     bool new_session = false;         // the child leads a process session of its own (setsid)
+    // What an error says for errno `err` (sbshd names the limit that ran out); nullptr:
+    // the system's reason.
+    std::string (*explain)(int err) = nullptr;
   };
   // Starts the child with default signal dispositions and an empty signal mask. An error
   // (errc::spawn, the system's reason) when it cannot be started, including when the file
@@ -45,7 +49,7 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // The child_ptr owns the watch: the object stays valid, exited() once the child has ended,
   // until the owner lets go of it.
   static result<child_ptr> spawn(uv_loop_t* loop, const options& opts, exit_callback cb);
-  // Watches a running process that is not sbshd's child (an adopted wrapper): its exit is
+  // Watches a running process that is not this process's child (sbshd's adopted wrapper): its exit is
   // seen, its status is not (the callback gets -1). Empty when it has already ended.
   static child_ptr watch(uv_loop_t* loop, int pid, exit_callback cb);
   // The owner lets go of `child`: `last` still runs at exit, then the handle closes. The
@@ -80,4 +84,4 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   bool released_ = false;  // no owner holds it: it closes once the child has ended
 };
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv

@@ -1,5 +1,5 @@
 // Framed non-blocking socket; see framed_socket.h.
-#include "daemon/framed_socket.h"
+#include "uv/framed_socket.h"
 
 #include <sys/socket.h>
 
@@ -11,7 +11,7 @@
 #include "ipc/frame.h"
 #include "ipc/messages.h"
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 namespace {
 // Bytes read from one peer per loop iteration, so that one busy peer cannot starve others.
@@ -206,9 +206,9 @@ void framed_socket::fail(const std::string& reason) {
   }
 }
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 framed_socket::last_words framed_socket::end_with(const std::string& frame, const std::string& reason) {
   if (closed_) return {};
@@ -255,4 +255,4 @@ void farewells::close_all() {
   while (!list_.empty()) finish(list_.begin());
 }
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv

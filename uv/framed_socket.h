@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "daemon/uv_handles.h"
 #include "ipc/bounds.h"
 #include "ipc/fd.h"
 #include "ipc/socket_io.h"
+#include "uv/handles.h"
 
-namespace sbsh::daemon {
+namespace sbsh::uv {
 
 // Bytes held for a group of peers (frames partly received, replies queued), against a limit.
 // The owner learns when an increase takes it past the limit, and decides what to drop.
@@ -154,4 +154,4 @@ class framed_socket {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-}  // namespace sbsh::daemon
+}  // namespace sbsh::uv
