@@ -58,23 +58,17 @@ struct arg_spec {
 
 namespace args_detail {
 
-template <typename T>
-struct is_optional : std::false_type {};
-template <typename T>
-struct is_optional<std::optional<T>> : std::true_type {};
-template <typename T>
-struct unwrapped {
-  using type = T;
-};
-template <typename T>
-struct unwrapped<std::optional<T>> {
-  using type = T;
+// std::optional<T>: an argument that may be absent, of T's type.
+template <typename M>
+concept is_optional = requires(M m) {
+  m.has_value();
+  m.reset();
 };
 
-template <typename M>
+template <typename V>
 constexpr arg_type type_of() {
-  using V = typename unwrapped<M>::type;
-  if constexpr (std::is_same_v<V, std::string>) return arg_type::string;
+  if constexpr (is_optional<V>) return type_of<typename V::value_type>();
+  else if constexpr (std::is_same_v<V, std::string>) return arg_type::string;
   else if constexpr (std::is_same_v<V, bool>) return arg_type::boolean;
   else if constexpr (std::is_integral_v<V>) return arg_type::integer;
   else if constexpr (std::is_floating_point_v<V>) return arg_type::number;
@@ -198,7 +192,7 @@ namespace args_detail {
 
 template <typename M>
 void read_value(const json& v, M& out) {
-  if constexpr (is_optional<M>::value) {
+  if constexpr (is_optional<M>) {
     typename M::value_type x{};
     read_value(v, x);
     out = std::move(x);
