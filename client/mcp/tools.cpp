@@ -684,6 +684,7 @@ tool_outcome refused(const error& e) {
 
 std::vector<std::string> assignments(const std::map<std::string, std::string>& env) {
   std::vector<std::string> out;
+  out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
 }
