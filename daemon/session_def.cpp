@@ -119,9 +119,9 @@ status check_def(const session_def& d) {
     return make_error(ipc::errc::bad_request,
                       fmt::format("a memory limit of {} bytes is too small for bash itself: give at least 4M",
                                   d.memory_max));
-  if (d.pids_max > (1u << 22))
-    return make_error(ipc::errc::bad_request,
-                      fmt::format("a limit of {} processes is more than Linux allows (4194304)", d.pids_max));
+  if (d.pids_max > ipc::kMaxSessionPids)
+    return make_error(ipc::errc::bad_request, fmt::format("a limit of {} processes is more than Linux allows ({})",
+                                                          d.pids_max, ipc::kMaxSessionPids));
   if (d.cpu_millis != 0 && (d.cpu_millis < 10 || d.cpu_millis > 1'000'000))
     return make_error(ipc::errc::bad_request,
                       fmt::format("a CPU limit of {}.{:03} CPUs is out of range: give from 0.01 to 1000",

@@ -196,8 +196,6 @@ struct name_args {
   static constexpr auto arguments() { return std::tuple{name_arg(&name_args::name)}; }
 };
 
-constexpr std::string_view kRestartPolicies[] = {"always", "on-failure", "never"};
-
 struct create_args {
   std::string name, cwd, root;
   std::map<std::string, std::string> env;
@@ -226,7 +224,8 @@ struct create_args {
             .non_empty(),
         env_arg(&s::env, "variables every shell of the session starts with"),
         arg("init", &s::init, "commands run in every new shell before any other"),
-        arg("restart", &s::restart, "when a shell that ended is replaced (default: always)").among(kRestartPolicies),
+        arg("restart", &s::restart, "when a shell that ended is replaced (default: always)")
+            .among(ipc::kRestartPolicies),
         arg("timeout_seconds", &s::timeout_seconds, "default timeout of a command that gives none")
             .above(0)
             .at_most(kMaxTimeoutSeconds),
@@ -258,7 +257,7 @@ struct create_args {
             .at_most(1e18),
         arg("pids", &s::pids, "most processes the session may have at once (needs a delegated cgroup v2)")
             .at_least(1)
-            .at_most(4194304),
+            .at_most(ipc::kMaxSessionPids),
         arg("cpu", &s::cpu, "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)")
             .at_least(0.001)
             .at_most(1000000)};
