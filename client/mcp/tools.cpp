@@ -1101,7 +1101,7 @@ tool_outcome edit_file(const edit_file_args& a, tool_context& ctx) {
 tool_outcome read_lines(const read_file_args& a, tool_context& ctx) {
   const std::string& path = a.path;
   client::file_lines_options o;
-  o.line = a.line.value_or(1);
+  o.line = *a.line;  // read_file comes here with line
   if (a.lines) o.count = *a.lines;
   o.max_bytes = a.max_output_chars.value_or(kDefaultBudget);
   o.as_shell = true;
