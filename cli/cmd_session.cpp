@@ -2,6 +2,7 @@
 // remove or restart one, remove those made implicitly that are idle.
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
@@ -281,7 +282,7 @@ void declare_create(command_line& cl, session_args& a) {
   cl.number("--pids", "N",
             "let the session's shell and all it starts be at most N processes and threads at once (a cgroup's "
             "pids.max; a fork beyond fails with EAGAIN); needs cgroup v2 with the pids controller delegated to sbshd",
-            spec.pids_max, "a number of processes", 1, 4194304);
+            spec.pids_max, "a number of processes", 1, ipc::kMaxSessionPids);
   cl.option("--cpu", "FRACTION",
             "let the session's shell and all it starts use at most FRACTION of one CPU's time (0.5, 2, 1.25: a "
             "cgroup's cpu.max over 100 ms); needs cgroup v2 with the cpu controller delegated to sbshd",
@@ -292,7 +293,9 @@ void declare_create(command_line& cl, session_args& a) {
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
   cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",
-            spec.restart, check_one_of({"always", "on-failure", "never"}));
+            spec.restart,
+            check_one_of(
+                std::vector<std::string_view>(std::begin(ipc::kRestartPolicies), std::end(ipc::kRestartPolicies))));
   cl.repeated("--limit", "NAME=VALUE",
               "a resource limit of the shell and so of every command: NAME is as, core, cpu, data, fsize, memlock, "
               "nofile, nproc or stack; VALUE is SOFT:HARD or one value for both, a number (bytes with K, M, G or T; "

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "client/json.h"
 #include "ipc/fd.h"
+#include "ipc/protocol.h"
 
 namespace sbsh::cli {
 
@@ -45,8 +46,10 @@ int forward_signals_to_command() {
 
 std::string check_session_name(std::string_view, const std::string& value) {
   if (!value.empty()) return "";  // sbshd checks the rest, for every client
-  return "invalid session name '': a name is 1 to 64 characters, letters, digits, '.', '_' or '-', and starts "
-         "with a letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$)";
+  return fmt::format(
+      "invalid session name '': a name is 1 to {} characters, letters, digits, '.', '_' or '-', and starts with a "
+      "letter or digit ({})",
+      ipc::kSessionNameMax, ipc::kSessionNamePattern);
 }
 
 std::string check_assignment(std::string_view option, const std::string& value) {

@@ -42,8 +42,11 @@ json_value time_or_null(int64_t unix_ms);  // RFC 3339 text, null when not known
 // A kept command's id as users write it: "%17" (a background process's id is a bare number,
 // and no process name holds '%'). parse_command_ref reads one back; nullopt when `s` is not
 // one.
+// kCommandRefPattern: the refs command_ref writes (to 19 digits), as a JSON Schema pattern,
+// which the MCP tools check their ids against.
 std::string command_ref(uint64_t id);
 std::optional<uint64_t> parse_command_ref(std::string_view s);
+inline constexpr std::string_view kCommandRefPattern = "^%[1-9][0-9]{0,18}$";
 
 // The fields of `sbsh exec --json`'s result, added to `j` (so that `exec --jsonl` puts the
 // same ones in its "finished" event). `session` empty: "default".

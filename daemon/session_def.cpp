@@ -34,7 +34,7 @@ std::optional<restart_policy> parse_policy(std::string_view s) {
 }
 
 bool valid_session_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
+  if (name.empty() || name.size() > ipc::kSessionNameMax) return false;
   auto alnum = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   };
@@ -45,10 +45,9 @@ bool valid_session_name(std::string_view name) {
 status check_session_name(std::string_view name) {
   if (valid_session_name(name)) return ok_status();
   return make_error(ipc::errc::invalid_session_name,
-                    fmt::format("invalid session name '{}': a name is 1 to 64 characters, letters, "
-                                "digits, '.', '_' or '-', and starts with a letter or digit "
-                                "(^[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}$)",
-                                ipc::printable(name, 80)));
+                    fmt::format("invalid session name '{}': a name is 1 to {} characters, letters, "
+                                "digits, '.', '_' or '-', and starts with a letter or digit ({})",
+                                ipc::printable(name, 80), ipc::kSessionNameMax, ipc::kSessionNamePattern));
 }
 
 namespace {
@@ -120,9 +119,9 @@ status check_def(const session_def& d) {
     return make_error(ipc::errc::bad_request,
                       fmt::format("a memory limit of {} bytes is too small for bash itself: give at least 4M",
                                   d.memory_max));
-  if (d.pids_max > (1u << 22))
-    return make_error(ipc::errc::bad_request,
-                      fmt::format("a limit of {} processes is more than Linux allows (4194304)", d.pids_max));
+  if (d.pids_max > ipc::kMaxSessionPids)
+    return make_error(ipc::errc::bad_request, fmt::format("a limit of {} processes is more than Linux allows ({})",
+                                                          d.pids_max, ipc::kMaxSessionPids));
   if (d.cpu_millis != 0 && (d.cpu_millis < 10 || d.cpu_millis > 1'000'000))
     return make_error(ipc::errc::bad_request,
                       fmt::format("a CPU limit of {}.{:03} CPUs is out of range: give from 0.01 to 1000",

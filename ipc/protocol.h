@@ -125,6 +125,16 @@ enum class msg_type : uint32_t {
 // The name of a message type ("exec_done"), or "unknown" (messages.cpp).
 std::string_view type_name(msg_type t);
 
+// A session's name: 1 to kSessionNameMax letters, digits, '.', '_' or '-', starting with a
+// letter or digit. sbshd refuses any other (invalid_session_name); clients that check before
+// sending (the MCP tools' schemas) take the rule from here.
+inline constexpr size_t kSessionNameMax = 64;
+inline constexpr std::string_view kSessionNamePattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+// A session's restart policies (when a shell that ended is replaced), the first the default.
+inline constexpr std::string_view kRestartPolicies[] = {"always", "on-failure", "never"};
+// The most a session's pids limit may be: Linux's own (the largest pid_max).
+inline constexpr uint64_t kMaxSessionPids = uint64_t{1} << 22;
+
 // Error codes, carried as strings in "code" of an error message and in "error_code" of
 // exec_done. Clients compare against these; wire_name() is the string.
 enum class errc {

@@ -1,6 +1,7 @@
-// The tool table: each tool's schemas and the handler that calls the client library. The
-// JSON each returns is the CLI's --json record (client/json.h), parsed back, so the fields
-// are written in one place.
+// The tool table: each tool's arguments (a struct, from which its input schema, check and
+// parse follow: tool_args.h), output schema, and the handler that calls the client library
+// with the arguments parsed. The JSON each returns is the CLI's --json record
+// (client/json.h), parsed back, so the fields are written in one place.
 #include "mcp/tools.h"
 
 #include <algorithm>
@@ -8,8 +9,11 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <regex>
+#include <optional>
+#include <tuple>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -17,6 +21,7 @@
 #include "client/json.h"
 #include "client/json_form.h"
 #include "mcp/render.h"
+#include "mcp/tool_args.h"
 #include "client/resources.h"
 #include "ipc/protocol.h"
 #include "ipc/records.h"
@@ -33,36 +38,420 @@ constexpr size_t kOutputLimit = 1u << 20;
 // How long run_command and await_command wait before answering with a command still running.
 constexpr auto kDefaultWait = std::chrono::milliseconds(30000);
 
-// The schemas (JSON text), parsed once by parsed_schemas().
-constexpr std::string_view kRunInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run at the top level of the session's bash, so cd, variables and functions persist"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default), created on first use"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory, in a subshell: changes do not persist"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this command only, in a subshell"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "stop the command and its whole process tree after this long (default: the session's timeout, else none)"}, "stdin": {"type": "string", "description": "bytes the command reads on stdin (default: none, as from /dev/null)"}, "tty": {"type": "boolean", "description": "give it a terminal of its own (a REPL, a pager, a program that asks questions): its output comes as a terminal shows it (stderr merged, lines ending in CR LF), queries of the terminal are answered, and the result returns as soon as it waits for input (waiting_for_input, prompt): send_input answers it"}, "interactive": {"type": "boolean", "description": "keep its stdin open (a pipe) instead of /dev/null, and return as soon as it waits for input, for send_input; tty implies it"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30): a command still running then goes on in the session, and the result has running: true and its id for await_command and cancel_command. At most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s; progress notifications keep it alive)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000): past it the output keeps its head and tail, with a marker at the cut saying how many bytes were left out and the process_logs call that reads them"}}})J";
-// The fields of `sbsh exec --json` (client::add_exec_result).
+// Each tool's arguments (tool_args.h): their schema, check and parse follow from these.
+// What several tools share is written once, here or where the protocol defines it.
+constexpr double kMaxTimeoutSeconds = 604800;  // a week
+constexpr double kMaxWaitSeconds = 3600;
+constexpr double kMinBudget = 2000, kMaxBudget = 1000000;
+constexpr std::string_view kAssignmentKey = "^[^=]+$";
+constexpr std::string_view kAbsolutePath = "^/";
+constexpr std::string_view kCommandIdText = "the command's id, as run_command returned it (%N)";
+constexpr std::string_view kBudgetText = "the most characters of output in the result (default 30000)";
+constexpr std::string_view kFileSessionText =
+    "session name (default: default); in one without a root, paths are taken as its shell takes them";
+constexpr std::string_view kFilePathText =
+    "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from "
+    "its shell's current directory";
+constexpr std::string_view kProcessIdText = "the process id (as start_process returned it) or its name";
+
+template <typename S>
+constexpr auto session_arg(std::string S::*member, std::string_view description) {
+  return arg("session", member, description).longest(ipc::kSessionNameMax).matching(ipc::kSessionNamePattern);
+}
+template <typename S>
+constexpr auto name_arg(std::string S::*member) {
+  return arg("name", member, "session name")
+      .required()
+      .longest(ipc::kSessionNameMax)
+      .matching(ipc::kSessionNamePattern);
+}
+template <typename S>
+constexpr auto command_id_arg(std::string S::*member) {
+  return arg("id", member, kCommandIdText).required().matching(client::kCommandRefPattern);
+}
+template <typename S, typename M>
+constexpr auto budget_arg(M S::*member, std::string_view description = kBudgetText) {
+  return arg("max_output_chars", member, description).at_least(kMinBudget).at_most(kMaxBudget);
+}
+template <typename S>
+constexpr auto wait_seconds_arg(std::optional<double> S::*member, std::string_view description) {
+  return arg("wait_seconds", member, description).above(0).at_most(kMaxWaitSeconds);
+}
+template <typename S>
+constexpr auto env_arg(std::map<std::string, std::string> S::*member, std::string_view description) {
+  return arg("env", member, description).keys_matching(kAssignmentKey);
+}
+
+struct run_args {
+  std::string command, session, cwd;
+  std::map<std::string, std::string> env;
+  std::optional<double> timeout_seconds, wait_seconds;
+  std::optional<std::string> stdin_text;
+  bool tty = false, interactive = false;
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = run_args;
+    return std::tuple{
+        arg("command", &s::command,
+            "shell text, run at the top level of the session's bash, so cd, variables and functions persist")
+            .required()
+            .non_empty(),
+        session_arg(&s::session, "session name (default: default), created on first use"),
+        arg("cwd", &s::cwd, "run in this directory, in a subshell: changes do not persist").non_empty(),
+        env_arg(&s::env, "variables for this command only, in a subshell"),
+        arg("timeout_seconds", &s::timeout_seconds,
+            "stop the command and its whole process tree after this long (default: the session's timeout, else "
+            "none)")
+            .above(0)
+            .at_most(kMaxTimeoutSeconds),
+        arg("stdin", &s::stdin_text, "bytes the command reads on stdin (default: none, as from /dev/null)"),
+        arg("tty", &s::tty,
+            "give it a terminal of its own (a REPL, a pager, a program that asks questions): its output comes as a "
+            "terminal shows it (stderr merged, lines ending in CR LF), queries of the terminal are answered, and the "
+            "result returns as soon as it waits for input (waiting_for_input, prompt): send_input answers it"),
+        arg("interactive", &s::interactive,
+            "keep its stdin open (a pipe) instead of /dev/null, and return as soon as it waits for input, for "
+            "send_input; tty implies it"),
+        wait_seconds_arg(&s::wait_seconds,
+                         "answer after at most this long (default 30): a command still running then goes on in the "
+                         "session, and the result has running: true and its id for await_command and "
+                         "cancel_command. At most 50 unless the call carries a progress token (hosts give up on a "
+                         "silent call after about 60 s; progress notifications keep it alive)"),
+        budget_arg(&s::max_output_chars,
+                   "the most characters of output in the result (default 30000): past it the output keeps its head "
+                   "and tail, with a marker at the cut saying how many bytes were left out and the process_logs "
+                   "call that reads them")};
+  }
+};
+
+struct await_args {
+  std::string id;
+  std::optional<double> wait_seconds;
+  uint64_t stdout_offset = 0, stderr_offset = 0;
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = await_args;
+    return std::tuple{
+        command_id_arg(&s::id),
+        wait_seconds_arg(&s::wait_seconds,
+                         "answer after at most this long (default 30) with the output so far, if it still runs; at "
+                         "most 50 unless the call carries a progress token (hosts give up on a silent call after "
+                         "about 60 s)"),
+        arg("stdout_offset", &s::stdout_offset,
+            "leave out the stdout before this byte: the stdout_bytes of the previous result, to get only what is new")
+            .at_least(0),
+        arg("stderr_offset", &s::stderr_offset,
+            "leave out the stderr before this byte: the stderr_bytes of the previous result")
+            .at_least(0),
+        budget_arg(&s::max_output_chars)};
+  }
+};
+
+constexpr std::string_view kKeyNames[] = {"Enter", "Tab", "Esc",       "Up",     "Down",   "Left",     "Right",
+                                          "Home",  "End", "Backspace", "Delete", "PageUp", "PageDown", "Space",
+                                          "C-a",   "C-b", "C-c",       "C-d",    "C-e",    "C-f",      "C-g",
+                                          "C-h",   "C-i", "C-j",       "C-k",    "C-l",    "C-m",      "C-n",
+                                          "C-o",   "C-p", "C-q",       "C-r",    "C-s",    "C-t",      "C-u",
+                                          "C-v",   "C-w", "C-x",       "C-y",    "C-z"};
+
+struct input_args {
+  std::string id;
+  std::optional<std::string> text;
+  bool enter = true, eof = false;
+  std::vector<std::string> keys;
+  std::optional<double> wait_seconds;
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = input_args;
+    return std::tuple{
+        command_id_arg(&s::id),
+        arg("text", &s::text, "what to type (a line of input, an answer)").longest(size_t{1} << 20),
+        arg("enter", &s::enter, "type Enter after text (default true)"),
+        arg("keys", &s::keys,
+            "keys to send after text, in order (C-c: SIGINT to its foreground job on a terminal; C-d: end of input)")
+            .most_items(256)
+            .items_among(kKeyNames),
+        arg("eof", &s::eof, "then end its input"),
+        wait_seconds_arg(&s::wait_seconds,
+                         "answer after at most this long (default 30) with what it wrote so far, if it neither ended "
+                         "nor waits for input again; at most 50 unless the call carries a progress token"),
+        budget_arg(&s::max_output_chars)};
+  }
+};
+
+struct cancel_args {
+  std::string id;
+  std::string signal = "TERM";
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = cancel_args;
+    return std::tuple{command_id_arg(&s::id),
+                      arg("signal", &s::signal, "the first signal (default TERM; KILL follows after 2 s)"),
+                      budget_arg(&s::max_output_chars)};
+  }
+};
+
+struct name_args {
+  std::string name;
+  static constexpr auto arguments() { return std::tuple{name_arg(&name_args::name)}; }
+};
+
+struct create_args {
+  std::string name, cwd, root;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> init;
+  std::optional<std::string> restart;
+  std::optional<double> timeout_seconds;
+  std::string setup;
+  std::vector<std::string> setup_keys;
+  bool confine = false;
+  std::vector<std::string> allow_write, allow_read, read_only;
+  bool no_network = false;
+  std::optional<std::variant<uint64_t, std::string>> memory;
+  std::optional<uint64_t> pids;
+  std::optional<double> cpu;
+  static constexpr auto arguments() {
+    using s = create_args;
+    return std::tuple{
+        name_arg(&s::name),
+        arg("cwd", &s::cwd,
+            "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: "
+            "from the root)")
+            .non_empty(),
+        arg("root", &s::root,
+            "directory the session is confined to: the file tools reach only what is beneath it, and run_command's "
+            "cwd must stay beneath it")
+            .non_empty(),
+        env_arg(&s::env, "variables every shell of the session starts with"),
+        arg("init", &s::init, "commands run in every new shell before any other"),
+        arg("restart", &s::restart, "when a shell that ended is replaced (default: always)")
+            .among(ipc::kRestartPolicies),
+        arg("timeout_seconds", &s::timeout_seconds, "default timeout of a command that gives none")
+            .above(0)
+            .at_most(kMaxTimeoutSeconds),
+        arg("setup", &s::setup,
+            "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV "
+            "names; sessions with the same setup and key files share it, built once, and it is ready before this "
+            "returns")
+            .non_empty(),
+        arg("setup_keys", &s::setup_keys,
+            "files or directories (relative to the session's directory) whose contents key the environment, such "
+            "as requirements.txt, package-lock.json or wheels/ (a directory counts as its files' paths, executable "
+            "bits and bytes, less node_modules, .git and what else a snapshot leaves out)")
+            .items_non_empty(),
+        arg("confine", &s::confine,
+            "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing "
+            "beneath the root and a private TMPDIR and reading and running the system's programs; reading anything "
+            "else fails with Permission denied, and all it starts ends with the session"),
+        arg("allow_write", &s::allow_write, "with confine: absolute paths it may also read and write beneath")
+            .items_matching(kAbsolutePath, "an absolute path"),
+        arg("allow_read", &s::allow_read, "with confine: absolute paths it may also read and run what is beneath")
+            .items_matching(kAbsolutePath, "an absolute path"),
+        arg("read_only", &s::read_only, "with confine: absolute paths it may also read (not run) beneath")
+            .items_matching(kAbsolutePath, "an absolute path"),
+        arg("no_network", &s::no_network, "the session has a network of its own with only loopback"),
+        arg("memory", &s::memory,
+            "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup "
+            "v2 delegated to sbshd)")
+            .at_least(1)
+            .at_most(1e18),
+        arg("pids", &s::pids, "most processes the session may have at once (needs a delegated cgroup v2)")
+            .at_least(1)
+            .at_most(ipc::kMaxSessionPids),
+        arg("cpu", &s::cpu, "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)")
+            .at_least(0.001)
+            .at_most(1000000)};
+  }
+};
+
+struct start_args {
+  std::string command, session, name, cwd;
+  std::map<std::string, std::string> env;
+  static constexpr auto arguments() {
+    using s = start_args;
+    return std::tuple{arg("command", &s::command,
+                          "shell text, run in the background in a subshell of the session's shell")
+                          .required()
+                          .non_empty(),
+                      session_arg(&s::session, "session name (default: default)"),
+                      arg("name", &s::name, "a name to use instead of the id").non_empty(),
+                      arg("cwd", &s::cwd, "run in this directory").non_empty(),
+                      env_arg(&s::env, "variables for this process only")};
+  }
+};
+
+struct list_procs_args {
+  bool all = false;
+  static constexpr auto arguments() {
+    return std::tuple{arg("all", &list_procs_args::all, "include finished processes")};
+  }
+};
+
+// A background process's id or name, or (process_logs) a command's id.
+using process_id = std::variant<std::string, int64_t>;
+
+struct kill_args {
+  process_id id;
+  std::string signal = "TERM";
+  static constexpr auto arguments() {
+    using s = kill_args;
+    return std::tuple{arg("id", &s::id, kProcessIdText).required(),
+                      arg("signal", &s::signal,
+                          "TERM (the default: KILL follows after 2 s), KILL, INT, HUP and so on, or a number")};
+  }
+};
+
+struct wait_args {
+  process_id id;
+  std::optional<double> timeout_seconds;
+  static constexpr auto arguments() {
+    using s = wait_args;
+    return std::tuple{arg("id", &s::id, kProcessIdText).required(),
+                      arg("timeout_seconds", &s::timeout_seconds, "give up waiting after this long (default 30)")
+                          .above(0)
+                          .at_most(kMaxTimeoutSeconds)};
+  }
+};
+
+constexpr std::string_view kStreams[] = {"both", "stdout", "stderr"};
+
+struct logs_args {
+  process_id id;
+  std::optional<uint64_t> tail;
+  std::string stream = "both";
+  std::optional<uint64_t> stdout_offset, stderr_offset;
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = logs_args;
+    return std::tuple{
+        arg("id", &s::id,
+            "a background process's id (as start_process returned it) or name, or a command's id (%N, as "
+            "run_command returned it)")
+            .required(),
+        arg("tail", &s::tail, "a background process's only: the last N lines of each stream").at_least(1),
+        arg("stream", &s::stream, "which output (default: both)").among(kStreams),
+        arg("stdout_offset", &s::stdout_offset,
+            "read stdout from this byte on (as a cut's marker names it), as much as the budget holds; without it, "
+            "the newest stdout")
+            .at_least(0),
+        arg("stderr_offset", &s::stderr_offset, "read stderr from this byte on; without it, the newest stderr")
+            .at_least(0),
+        budget_arg(&s::max_output_chars)};
+  }
+};
+
+struct read_file_args {
+  std::string path, session;
+  uint64_t offset = 0, length = kOutputLimit;
+  std::optional<int64_t> line;
+  std::optional<uint64_t> lines, max_output_chars;
+  static constexpr auto arguments() {
+    using s = read_file_args;
+    return std::tuple{
+        arg("path", &s::path, kFilePathText).required().non_empty(),
+        session_arg(&s::session, kFileSessionText),
+        arg("offset", &s::offset, "start at this byte").at_least(0),
+        arg("length", &s::length, "bytes to read (default and most: 1 MiB)").at_least(0).at_most(kOutputLimit),
+        arg("line", &s::line,
+            "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the "
+            "last 20 lines)")
+            .at_least(-1e8)
+            .at_most(1e8),
+        arg("lines", &s::lines, "with line: how many lines (default: as many as max_output_chars holds)")
+            .at_least(1)
+            .at_most(1e8),
+        budget_arg(&s::max_output_chars,
+                   "with line: the most characters of content (default 30000); the result stops at a whole line")};
+  }
+};
+
+constexpr std::string_view kEncodings[] = {"utf-8", "base64"};
+
+struct write_file_args {
+  std::string path, content;
+  std::string encoding = "utf-8";
+  std::string session;
+  std::optional<uint32_t> mode;
+  static constexpr auto arguments() {
+    using s = write_file_args;
+    return std::tuple{
+        arg("path", &s::path,
+            "the file, from the session's root (in one without a root, from its shell's current directory); missing "
+            "parent directories are made")
+            .required()
+            .non_empty(),
+        arg("content", &s::content, "the file's whole new content").required(),
+        arg("encoding", &s::encoding, "how content is written (default: utf-8)").among(kEncodings),
+        session_arg(&s::session, kFileSessionText),
+        arg("mode", &s::mode, "permission bits (default: an existing file's, else 0644)").at_least(0).at_most(07777)};
+  }
+};
+
+struct list_files_args {
+  std::string path, session;
+  bool recursive = false;
+  uint64_t depth = 0;
+  static constexpr auto arguments() {
+    using s = list_files_args;
+    return std::tuple{
+        arg("path", &s::path,
+            "the directory, from the session's root (default: the root; in a session without a root, its shell's "
+            "current directory)"),
+        session_arg(&s::session, kFileSessionText), arg("recursive", &s::recursive, "list all beneath it too"),
+        arg("depth", &s::depth, "list this many levels beneath the directory (1: its entries; implies recursive)")
+            .at_least(1)
+            .at_most(1000)};
+  }
+};
+
+struct edit_file_args {
+  std::string path, old_string, new_string;
+  bool replace_all = false;
+  std::string session;
+  static constexpr auto arguments() {
+    using s = edit_file_args;
+    return std::tuple{
+        arg("path", &s::path, kFilePathText).required().non_empty(),
+        arg("old_string", &s::old_string,
+            "the exact text to replace, whitespace and indentation included; it must occur exactly once unless "
+            "replace_all")
+            .required()
+            .non_empty(),
+        arg("new_string", &s::new_string, "the text to put in its place").required(),
+        arg("replace_all", &s::replace_all,
+            "replace every occurrence (default: false, and old_string must then be unique)"),
+        session_arg(&s::session, kFileSessionText)};
+  }
+};
+
+struct search_args {
+  std::string pattern, path, glob;
+  bool ignore_case = false;
+  std::string session;
+  uint64_t max_output_chars = kDefaultBudget;
+  static constexpr auto arguments() {
+    using s = search_args;
+    return std::tuple{
+        arg("pattern", &s::pattern, "a POSIX extended regular expression, matched against each line")
+            .required()
+            .non_empty()
+            .longest(1000),
+        arg("path", &s::path,
+            "the directory to search, or one file, from the session's root (default: the root; in a session "
+            "without a root, its shell's current directory)"),
+        arg("glob", &s::glob, "only files whose name matches this shell pattern, such as *.py").non_empty(),
+        arg("ignore_case", &s::ignore_case, "match regardless of case"),
+        session_arg(&s::session, kFileSessionText),
+        budget_arg(&s::max_output_chars, "the most characters of matches in the result (default 30000)")};
+  }
+};
+
+// The output schemas (JSON text), parsed once by parsed_schemas().
 // The fields of `sbsh exec --json` (client::add_exec_result), and the budget's.
 constexpr std::string_view kExecOutput =
     R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string", "description": "the session it ran in"}, "command": {"type": "string", "description": "the command's text; past 200 bytes only its start and its length (the caller has it)"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command, cancel_command and process_logs take it"}, "waiting_for_input": {"type": "boolean", "description": "it still runs because it waits for input (a process of it is blocked reading its terminal or stdin, as the kernel says): send_input answers it"}, "prompt": {"type": ["string", "null"], "description": "while it runs: the last line it printed (its question), else null"}, "screen": {"type": ["string", "null"], "description": "with tty, once it has ended: what its terminal showed, as text, else null"}, "next_offset": {"type": "string", "description": "N:M, the bytes it has written to stdout and stderr so far (as stdout_bytes and stderr_bytes)"}, "running": {"type": "boolean", "description": "it still runs (wait_seconds passed): await_command gives what follows and its end"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status as $? shows it (128+N after signal N); null while it runs or when nothing reported one (see error)"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it (TERM, KILL...), else null"}, "timed_out": {"type": "boolean", "description": "timeout_seconds passed: it was stopped with its whole process tree; the shell kept its state"}, "shell_restarted": {"type": "boolean", "description": "the session's shell ended while it ran (exit, exec, a crash): the next command runs in a new shell, without the state (directory, variables) the old one had"}, "cancelled": {"type": "boolean", "description": "cancel_command or a cancelled call stopped it; the shell kept its state"}, "ran": {"type": "boolean", "description": "false: no shell took it, so it certainly did not run and is safe to send again"}, "generation": {"type": "integer", "description": "which shell ran it: a number that changes whenever the session's shell is replaced"}, "state_lost": {"type": "boolean", "description": "the shell was replaced between the session's previous command and this one (killed, restarted, sbshd restarted), which no earlier result reported: this one ran without the state the earlier ones left"}, "state_lost_reason": {"type": ["string", "null"], "description": "why state_lost, else null"}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string", "description": "its standard output (invalid UTF-8 replaced by U+FFFD); past the budget its head and tail with a marker line at the cut"}, "stderr": {"type": "string", "description": "its standard error, kept as stdout is"}, "stdout_base64": {"type": ["string", "null"], "description": "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stderr_base64": {"type": ["string", "null"], "description": "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stdout_truncated": {"type": "boolean", "description": "part of stdout was left out (stdout_omitted_bytes, at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of stderr was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out at the marker"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out at the marker"}, "stdout_omitted_from": {"type": "integer", "description": "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"}, "stderr_omitted_from": {"type": "integer", "description": "the offset of the first stderr byte left out"}, "stdout_offset": {"type": "integer", "description": "the offset in its whole stdout where this result's stdout starts (the stdout_offset asked for)"}, "stderr_offset": {"type": "integer", "description": "the offset in its whole stderr where this result's stderr starts"}, "stdout_bytes": {"type": "integer", "description": "bytes it has written to stdout so far: the stdout_offset that gets only what is new"}, "stderr_bytes": {"type": "integer", "description": "bytes it has written to stderr so far"}, "duration_ms": {"type": "integer", "description": "how long it has run, in milliseconds"}, "started_at": {"type": ["string", "null"], "description": "when it started (UTC, ISO 8601), null if it never did"}, "error": {"type": ["string", "null"], "description": "why exit_code is null, or other trouble, else null"}}})J";
-constexpr std::string_view kAwaitInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with the output so far, if it still runs; at most 50 unless the call carries a progress token (hosts give up on a silent call after about 60 s)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "leave out the stdout before this byte: the stdout_bytes of the previous result, to get only what is new"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "leave out the stderr before this byte: the stderr_bytes of the previous result"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
-constexpr std::string_view kInputInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "text": {"type": "string", "maxLength": 1048576, "description": "what to type (a line of input, an answer)"}, "enter": {"type": "boolean", "description": "type Enter after text (default true)"}, "keys": {"type": "array", "maxItems": 256, "items": {"type": "string", "enum": ["Enter", "Tab", "Esc", "Up", "Down", "Left", "Right", "Home", "End", "Backspace", "Delete", "PageUp", "PageDown", "Space", "C-a", "C-b", "C-c", "C-d", "C-e", "C-f", "C-g", "C-h", "C-i", "C-j", "C-k", "C-l", "C-m", "C-n", "C-o", "C-p", "C-q", "C-r", "C-s", "C-t", "C-u", "C-v", "C-w", "C-x", "C-y", "C-z"]}, "description": "keys to send after text, in order (C-c: SIGINT to its foreground job on a terminal; C-d: end of input)"}, "eof": {"type": "boolean", "description": "then end its input"}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "description": "answer after at most this long (default 30) with what it wrote so far, if it neither ended nor waits for input again; at most 50 unless the call carries a progress token"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
-constexpr std::string_view kCancelInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": "string", "pattern": "^%[1-9][0-9]{0,18}$", "description": "the command's id, as run_command returned it (%N)"}, "signal": {"type": "string", "description": "the first signal (default TERM; KILL follows after 2 s)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
-constexpr std::string_view kNoInput = R"J({"type": "object", "additionalProperties": false, "properties": {}})J";
-constexpr std::string_view kNameInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}}})J";
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
-constexpr std::string_view kCreateInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name"}, "cwd": {"type": "string", "minLength": 1, "description": "directory its shells start in (default: the root if given, else the one sbsh mcp runs in; relative: from the root)"}, "root": {"type": "string", "minLength": 1, "description": "directory the session is confined to: the file tools reach only what is beneath it, and run_command's cwd must stay beneath it"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables every shell of the session starts with"}, "init": {"type": "array", "items": {"type": "string"}, "description": "commands run in every new shell before any other"}, "restart": {"type": "string", "enum": ["always", "on-failure", "never"], "description": "when a shell that ended is replaced (default: always)"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "default timeout of a command that gives none"}, "setup": {"type": "string", "minLength": 1, "description": "bash that builds the session's environment once (a venv, node_modules) in the directory SBSH_ENV names; sessions with the same setup and key files share it, built once, and it is ready before this returns"}, "setup_keys": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "files or directories (relative to the session's directory) whose contents key the environment, such as requirements.txt, package-lock.json or wheels/ (a directory counts as its files' paths, executable bits and bytes, less node_modules, .git and what else a snapshot leaves out)"}, "confine": {"type": "boolean", "description": "with root: the kernel (Landlock) confines the session's shell and all it starts to reading and writing beneath the root and a private TMPDIR and reading and running the system's programs; reading anything else fails with Permission denied, and all it starts ends with the session"}, "allow_write": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and write beneath"}, "allow_read": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read and run what is beneath"}, "read_only": {"type": "array", "items": {"type": "string", "pattern": "^/", "description": "an absolute path"}, "description": "with confine: absolute paths it may also read (not run) beneath"}, "no_network": {"type": "boolean", "description": "the session has a network of its own with only loopback"}, "memory": {"type": ["integer", "string"], "minimum": 1, "maximum": 1000000000000000000, "description": "memory limit of the session's processes together: bytes, or a size such as 512M or 2G (needs a cgroup v2 delegated to sbshd)"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304, "description": "most processes the session may have at once (needs a delegated cgroup v2)"}, "cpu": {"type": "number", "minimum": 0.001, "maximum": 1000000, "description": "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)"}}})J";
-constexpr std::string_view kStartInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["command"], "properties": {"command": {"type": "string", "minLength": 1, "description": "shell text, run in the background in a subshell of the session's shell"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default)"}, "name": {"type": "string", "minLength": 1, "description": "a name to use instead of the id"}, "cwd": {"type": "string", "minLength": 1, "description": "run in this directory"}, "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[^=]+$"}, "description": "variables for this process only"}}})J";
-constexpr std::string_view kListProcsInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {"all": {"type": "boolean", "description": "include finished processes"}}})J";
-constexpr std::string_view kKillInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "signal": {"type": "string", "description": "TERM (the default: KILL follows after 2 s), KILL, INT, HUP and so on, or a number"}}})J";
-constexpr std::string_view kWaitInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "the process id (as start_process returned it) or its name"}, "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 604800, "description": "give up waiting after this long (default 30)"}}})J";
-constexpr std::string_view kLogsInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["id"], "properties": {"id": {"type": ["string", "integer"], "description": "a background process's id (as start_process returned it) or name, or a command's id (%N, as run_command returned it)"}, "tail": {"type": "integer", "minimum": 1, "description": "a background process's only: the last N lines of each stream"}, "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "which output (default: both)"}, "stdout_offset": {"type": "integer", "minimum": 0, "description": "read stdout from this byte on (as a cut's marker names it), as much as the budget holds; without it, the newest stdout"}, "stderr_offset": {"type": "integer", "minimum": 0, "description": "read stderr from this byte on; without it, the newest stderr"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of output in the result (default 30000)"}}})J";
 
 // The output schemas of the tools that return records: each record's schema is derived from
 // its declaration (client/json_form.h, json_schema_of), the same rules that write its JSON
@@ -188,10 +577,7 @@ json list_files_output() {
 
 // The budget of a call's result (max_output_chars), less what its status line, headers, notes
 // and markers may take.
-size_t output_budget(const json& args) {
-  size_t budget = args.value("max_output_chars", kDefaultBudget);
-  return budget > 2 * kBudgetReserve ? budget - kBudgetReserve : budget / 2;
-}
+size_t output_budget(size_t budget) { return budget > 2 * kBudgetReserve ? budget - kBudgetReserve : budget / 2; }
 
 // What a stream of a result gives: the piece kept, with its marker, and the fields saying so.
 void put_stream(json& j, const char* name, const kept_stream& k, const kept_stream::piece& p, const json& id) {
@@ -295,38 +681,35 @@ tool_outcome refused(const error& e) {
   return o;
 }
 
-std::vector<std::string> assignments(const json& args, const char* key) {
+std::vector<std::string> assignments(const std::map<std::string, std::string>& env) {
   std::vector<std::string> out;
-  if (auto it = args.find(key); it != args.end())
-    for (const auto& [k, v] : it->items()) out.push_back(k + "=" + v.get<std::string>());
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
 }
 
-std::string str_arg(const json& args, const char* key, const std::string& fallback = {}) {
-  auto it = args.find(key);
-  return it == args.end() ? fallback : it->get<std::string>();
+std::chrono::milliseconds seconds_arg(const std::optional<double>& seconds, std::chrono::milliseconds fallback) {
+  if (!seconds) return fallback;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*seconds * 1000)));
 }
 
-std::chrono::milliseconds seconds_arg(const json& args, const char* key, std::chrono::milliseconds fallback) {
-  auto it = args.find(key);
-  if (it == args.end()) return fallback;
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(it->get<double>() * 1000)));
+std::chrono::milliseconds wait_arg(const std::optional<double>& wait_seconds, const tool_context& ctx) {
+  return wait_limit(wait_seconds, ctx.has_progress);
 }
 
-std::chrono::milliseconds wait_arg(const json& args, const tool_context& ctx) {
-  return wait_limit(args, ctx.has_progress);
-}
-
-// "signal": a name (TERM, SIGKILL, hup) or a number; TERM when absent.
-result<int> signal_arg(const json& args) {
-  std::string name = str_arg(args, "signal", "TERM");
+// "signal": a name (TERM, SIGKILL, hup) or a number.
+result<int> signal_arg(const std::string& name) {
   if (auto sig = ipc::signal_from_name(name)) return *sig;
   return make_error(ipc::errc::usage, fmt::format("unknown signal '{}'; use TERM, KILL, INT, HUP or a number", name));
 }
 
-std::string id_arg(const json& args) {
-  const json& v = args.at("id");
-  return v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
+std::string id_arg(const process_id& id) {
+  if (const auto* text = std::get_if<std::string>(&id)) return *text;
+  return std::to_string(std::get<int64_t>(id));
+}
+json id_json(const process_id& id) {
+  if (const auto* text = std::get_if<std::string>(&id)) return *text;
+  return std::get<int64_t>(id);
 }
 
 // Holds a connection for the duration of a call, made through the context.
@@ -359,24 +742,24 @@ void running_facts(client::exec_result& r) {
   }
 }
 
-tool_outcome run_command(const json& args, tool_context& ctx) {
+tool_outcome run_command(const run_args& a, tool_context& ctx) {
   client::exec_options o;
-  o.command = args.at("command").get<std::string>();
-  o.session = str_arg(args, "session");
-  o.cwd = str_arg(args, "cwd");
-  o.env = assignments(args, "env");
-  o.timeout = seconds_arg(args, "timeout_seconds", 0ms);
-  if (args.contains("stdin")) o.stdin_data = args["stdin"].get<std::string>();
+  o.command = a.command;
+  o.session = a.session;
+  o.cwd = a.cwd;
+  o.env = assignments(a.env);
+  o.timeout = seconds_arg(a.timeout_seconds, 0ms);
+  o.stdin_data = a.stdin_text;
   o.signal_fd = ctx.cancel_fd;
-  o.tty = args.value("tty", false);
-  o.interactive = o.tty || args.value("interactive", false);
+  o.tty = a.tty;
+  o.interactive = a.tty || a.interactive;
   // A command still running after wait_seconds goes on, kept by sbshd as %ID: the call
   // answers in time for hosts that give up after a minute, and await_command takes it up.
-  o.detach_after = wait_arg(args, ctx);
+  o.detach_after = wait_arg(a.wait_seconds, ctx);
   o.keep = true;
   // Output is collected here, its first and last part within the budget (the whole stays
   // with sbshd, for process_logs), and its size watched, for progress.
-  size_t budget = output_budget(args);
+  size_t budget = output_budget(a.max_output_chars);
   kept_stream out(budget, 0), err(budget, 0);
   o.on_output = [&](client::stream s, std::string_view d) {
     (s == client::stream::out ? out : err).add(d);
@@ -398,18 +781,18 @@ tool_outcome run_command(const json& args, tool_context& ctx) {
   return command_result(*r, o.session, o.command, out, err, budget);
 }
 
-uint64_t command_id_arg(const json& args) {
-  return client::parse_command_ref(args.at("id").get<std::string>()).value();
-}
+// A command's id, as the schema's pattern has let it through.
+uint64_t command_id_of(const std::string& id) { return client::parse_command_ref(id).value(); }
 
 // A kept command's result with its output from the offsets asked for, within the budget.
-tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_result ended, const json& args) {
+tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_result ended, uint64_t stdout_offset,
+                         uint64_t stderr_offset, size_t max_output_chars) {
   if (ended.running) running_facts(ended);
-  size_t budget = output_budget(args);
+  size_t budget = output_budget(max_output_chars);
   // sbshd sends only what follows the offsets.
   client::logs_options o;
-  o.stdout_offset = args.value("stdout_offset", uint64_t{0});
-  o.stderr_offset = args.value("stderr_offset", uint64_t{0});
+  o.stdout_offset = stdout_offset;
+  o.stderr_offset = stderr_offset;
   kept_stream out(budget, o.stdout_offset, o.stdout_offset), err(budget, o.stderr_offset, o.stderr_offset);
   auto logs = conn.command_logs(id, o, [&](client::stream s, std::string_view d) {
     (s == client::stream::out ? out : err).add(d);
@@ -418,38 +801,38 @@ tool_outcome kept_result(client::connection& conn, uint64_t id, client::exec_res
   return command_result(ended, ended.session, ended.command, out, err, budget);
 }
 
-tool_outcome await_command(const json& args, tool_context& ctx) {
+tool_outcome await_command(const await_args& a, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  uint64_t id = command_id_arg(args);
+  uint64_t id = command_id_of(a.id);
   ctx.blocking_on(conn->fd());
   // Its state (output is read after, from the offsets asked for).
-  auto r = conn->await_command(id, wait_arg(args, ctx), 1);
+  auto r = conn->await_command(id, wait_arg(a.wait_seconds, ctx), 1);
   ctx.blocking_on(-1);
   if (!r) return refused(r.err());
-  return kept_result(*conn, id, *r, args);
+  return kept_result(*conn, id, *r, a.stdout_offset, a.stderr_offset, a.max_output_chars);
 }
 
 // Input for a command that waits for it, then its answer: what it wrote after the input.
-tool_outcome send_input(const json& args, tool_context& ctx) {
-  uint64_t id = command_id_arg(args);
-  std::string data = str_arg(args, "text");
-  if (args.value("enter", true) && args.contains("text")) data += '\r';
-  for (const auto& k : args.value("keys", json::array())) {
-    auto bytes = client::key_bytes(k.get<std::string>());
+tool_outcome send_input(const input_args& a, tool_context& ctx) {
+  uint64_t id = command_id_of(a.id);
+  std::string data = a.text.value_or("");
+  if (a.enter && a.text) data += '\r';
+  for (const auto& k : a.keys) {
+    auto bytes = client::key_bytes(k);
     if (!bytes)
       return refused(make_error(ipc::errc::usage,
                                 fmt::format("argument 'keys' has '{}', not a key: give Enter, Tab, Esc, Up, Down, "
                                             "Left, Right, Home, End, Backspace, Delete, PageUp, PageDown, Space or "
                                             "C-a ... C-z",
-                                            k.get<std::string>())));
+                                            k)));
     data += *bytes;
   }
   client::input_options o;
   o.typed = true;
-  o.eof = args.value("eof", false);
-  o.timeout = wait_arg(args, ctx);
-  o.output_limit = output_budget(args);
+  o.eof = a.eof;
+  o.timeout = wait_arg(a.wait_seconds, ctx);
+  o.output_limit = output_budget(a.max_output_chars);
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   ctx.blocking_on(conn->fd());
@@ -463,12 +846,12 @@ tool_outcome send_input(const json& args, tool_context& ctx) {
   return command_result(*r, r->session, r->command, out, err, o.output_limit);
 }
 
-tool_outcome cancel_command(const json& args, tool_context& ctx) {
-  auto sig = signal_arg(args);
+tool_outcome cancel_command(const cancel_args& a, tool_context& ctx) {
+  auto sig = signal_arg(a.signal);
   if (!sig) return refused(sig.err());
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  uint64_t id = command_id_arg(args);
+  uint64_t id = command_id_of(a.id);
   ctx.blocking_on(conn->fd());
   auto killed = conn->kill_command(id, *sig);
   ctx.blocking_on(-1);
@@ -476,10 +859,10 @@ tool_outcome cancel_command(const json& args, tool_context& ctx) {
   // Its result with what it wrote, as await_command gives it.
   auto r = conn->await_command(id, 0ms, 1);
   if (!r) return refused(r.err());
-  return kept_result(*conn, id, *r, args);
+  return kept_result(*conn, id, *r, 0, 0, a.max_output_chars);
 }
 
-tool_outcome list_sessions(const json&, tool_context& ctx) {
+tool_outcome list_sessions(const no_args&, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   auto v = conn->sessions();
@@ -495,36 +878,37 @@ tool_outcome session_result(client::connection& conn, const std::string& name) {
   return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
 }
 
-tool_outcome create_session(const json& args, tool_context& ctx) {
+tool_outcome create_session(const create_args& a, tool_context& ctx) {
   client::session_spec spec;
-  spec.name = args.at("name").get<std::string>();
-  spec.cwd = str_arg(args, "cwd");
-  spec.root = str_arg(args, "root");
-  spec.env = assignments(args, "env");
-  if (auto it = args.find("init"); it != args.end()) spec.init = it->get<std::vector<std::string>>();
-  spec.restart = str_arg(args, "restart", spec.restart);
-  spec.timeout_ms = static_cast<uint64_t>(seconds_arg(args, "timeout_seconds", 0ms).count());
-  spec.setup = str_arg(args, "setup");
-  if (auto it = args.find("setup_keys"); it != args.end()) spec.setup_keys = it->get<std::vector<std::string>>();
-  spec.confine = args.value("confine", false);
-  spec.no_network = args.value("no_network", false);
+  spec.name = a.name;
+  spec.cwd = a.cwd;
+  spec.root = a.root;
+  spec.env = assignments(a.env);
+  spec.init = a.init;
+  spec.restart = a.restart.value_or(spec.restart);
+  spec.timeout_ms = static_cast<uint64_t>(seconds_arg(a.timeout_seconds, 0ms).count());
+  spec.setup = a.setup;
+  spec.setup_keys = a.setup_keys;
+  spec.confine = a.confine;
+  spec.no_network = a.no_network;
   if (spec.confine && spec.root.empty())
     return refused(make_error(ipc::errc::usage, "confine confines the session to its root: give root too"));
-  for (auto [key, list] : {std::pair{"allow_write", &spec.allow_write}, std::pair{"allow_read", &spec.allow_read},
-                           std::pair{"read_only", &spec.read_only}}) {
-    if (auto it = args.find(key); it != args.end()) *list = it->get<std::vector<std::string>>();
+  for (auto [key, from, list] : {std::tuple{"allow_write", &a.allow_write, &spec.allow_write},
+                                 std::tuple{"allow_read", &a.allow_read, &spec.allow_read},
+                                 std::tuple{"read_only", &a.read_only, &spec.read_only}}) {
+    *list = *from;
     if (!list->empty() && !spec.confine)
       return refused(make_error(ipc::errc::usage,
                                 fmt::format("{} adds to a confined session's rules: give confine: true too", key)));
   }
-  if (auto it = args.find("memory"); it != args.end()) {
-    auto m = it->is_string() ? client::parse_memory(it->get<std::string>()) : result<uint64_t>(it->get<uint64_t>());
+  if (a.memory) {
+    const auto* text = std::get_if<std::string>(&*a.memory);
+    auto m = text != nullptr ? client::parse_memory(*text) : result<uint64_t>(std::get<uint64_t>(*a.memory));
     if (!m) return refused(m.err());
     spec.memory_max = *m;
   }
-  if (auto it = args.find("pids"); it != args.end()) spec.pids_max = it->get<uint64_t>();
-  if (auto it = args.find("cpu"); it != args.end())
-    spec.cpu_millis = static_cast<uint64_t>(std::llround(it->get<double>() * 1000));
+  if (a.pids) spec.pids_max = *a.pids;
+  if (a.cpu) spec.cpu_millis = static_cast<uint64_t>(std::llround(*a.cpu * 1000));
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   // A setup that runs for this call is shown: the end of each stream, where its errors are.
@@ -551,16 +935,16 @@ tool_outcome create_session(const json& args, tool_context& ctx) {
   return r;
 }
 
-tool_outcome remove_session(const json& args, tool_context& ctx) {
-  std::string name = args.at("name").get<std::string>();
+tool_outcome remove_session(const name_args& a, tool_context& ctx) {
+  const std::string& name = a.name;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   if (auto s = conn->remove_session(name); !s) return refused(s.err());
   return {json{{"removed", name}}, false, {}, {}};
 }
 
-tool_outcome restart_session(const json& args, tool_context& ctx) {
-  std::string name = args.at("name").get<std::string>();
+tool_outcome restart_session(const name_args& a, tool_context& ctx) {
+  const std::string& name = a.name;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   if (auto s = conn->restart_session(name); !s) return refused(s.err());
@@ -572,22 +956,22 @@ tool_outcome proc_result(const result<client::proc_info>& p, bool failed = false
   return {json(client::json_of(p.value())), failed, {}, {}};
 }
 
-tool_outcome start_process(const json& args, tool_context& ctx) {
+tool_outcome start_process(const start_args& a, tool_context& ctx) {
   client::start_options o;
-  o.command = args.at("command").get<std::string>();
-  o.session = str_arg(args, "session");
-  o.name = str_arg(args, "name");
-  o.cwd = str_arg(args, "cwd");
-  o.env = assignments(args, "env");
+  o.command = a.command;
+  o.session = a.session;
+  o.name = a.name;
+  o.cwd = a.cwd;
+  o.env = assignments(a.env);
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   return proc_result(conn->start(o));
 }
 
-tool_outcome list_processes(const json& args, tool_context& ctx) {
+tool_outcome list_processes(const list_procs_args& a, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  bool all = args.value("all", false);
+  bool all = a.all;
   auto v = conn->processes(all);
   if (!v) return refused(v.err());
   auto cmds = conn->commands(all);
@@ -595,22 +979,22 @@ tool_outcome list_processes(const json& args, tool_context& ctx) {
   return {json{{"processes", json(client::json_of(*v))}, {"commands", json(client::json_of(*cmds))}}, false, {}, {}};
 }
 
-tool_outcome kill_process(const json& args, tool_context& ctx) {
-  auto sig = signal_arg(args);
+tool_outcome kill_process(const kill_args& a, tool_context& ctx) {
+  auto sig = signal_arg(a.signal);
   if (!sig) return refused(sig.err());
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   ctx.blocking_on(conn->fd());
-  auto p = conn->kill(id_arg(args), *sig);
+  auto p = conn->kill(id_arg(a.id), *sig);
   ctx.blocking_on(-1);
   return proc_result(p);
 }
 
-tool_outcome wait_process(const json& args, tool_context& ctx) {
+tool_outcome wait_process(const wait_args& a, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   ctx.blocking_on(conn->fd());
-  auto p = conn->wait(id_arg(args), seconds_arg(args, "timeout_seconds", 30s));
+  auto p = conn->wait(id_arg(a.id), seconds_arg(a.timeout_seconds, 30s));
   ctx.blocking_on(-1);
   return proc_result(p, p && (p->exit_code.value_or(0) != 0 || p->signal));
 }
@@ -626,20 +1010,19 @@ json command_state(const client::exec_result& r, uint64_t id) {
           {"duration_ms", r.duration_us / 1000}};
 }
 
-tool_outcome process_logs(const json& args, tool_context& ctx) {
-  std::string which = str_arg(args, "stream", "both");
-  bool want_out = which != "stderr", want_err = which != "stdout";
-  bool has_tail = args.contains("tail");
-  if (has_tail && (args.contains("stdout_offset") || args.contains("stderr_offset")))
+tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
+  bool want_out = a.stream != "stderr", want_err = a.stream != "stdout";
+  bool has_tail = a.tail.has_value();
+  if (has_tail && (a.stdout_offset || a.stderr_offset))
     return refused(make_error(ipc::errc::usage,
                               "process_logs takes tail (lines) or stdout_offset/stderr_offset (bytes), not both"));
   // From an offset: what follows it, as much as the budget holds. Else the newest output.
-  size_t budget = output_budget(args);
-  uint64_t out_from = args.value("stdout_offset", uint64_t{0}), err_from = args.value("stderr_offset", uint64_t{0});
+  size_t budget = output_budget(a.max_output_chars);
+  uint64_t out_from = a.stdout_offset.value_or(0), err_from = a.stderr_offset.value_or(0);
   kept_stream out(budget, out_from), err(budget, err_from);
   auto sink = [&](client::stream s, std::string_view d) { (s == client::stream::out ? out : err).add(d); };
   json j;
-  json id = args.at("id");
+  json id = id_json(a.id);
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   if (auto cid = id.is_string() ? client::parse_command_ref(id.get<std::string>()) : std::nullopt) {
@@ -660,17 +1043,19 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
     j["command"] = command_state(*r, *cid);
   } else {
     client::logs_options o;
-    if (has_tail) o.tail = args["tail"].get<uint64_t>();
+    if (has_tail) o.tail = *a.tail;
     o.out = want_out;
     o.err = want_err;
     o.cancel_fd = ctx.cancel_fd;
-    auto p = conn->logs(id_arg(args), o, sink);
+    auto p = conn->logs(id_arg(a.id), o, sink);
     if (!p) return refused(p.err());
     j["process"] = json(client::json_of(*p));
   }
   auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
-  auto keep = [&](const char* key) { return args.contains(key) ? kept_stream::keep::head : kept_stream::keep::tail; };
-  auto out_piece = out.cut(out_share, keep("stdout_offset")), err_piece = err.cut(err_share, keep("stderr_offset"));
+  auto keep = [](const std::optional<uint64_t>& offset) {
+    return offset ? kept_stream::keep::head : kept_stream::keep::tail;
+  };
+  auto out_piece = out.cut(out_share, keep(a.stdout_offset)), err_piece = err.cut(err_share, keep(a.stderr_offset));
   put_stream(j, "stdout", out, out_piece, id);
   put_stream(j, "stderr", err, err_piece, id);
   // Where the bytes given start: after the part left out when the newest were kept.
@@ -680,35 +1065,25 @@ tool_outcome process_logs(const json& args, tool_context& ctx) {
   return {std::move(j), false, {}, std::move(text)};
 }
 
-// Files beneath a session's root.
-constexpr std::string_view kReadFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "offset": {"type": "integer", "minimum": 0, "description": "start at this byte"}, "length": {"type": "integer", "minimum": 0, "maximum": 1048576, "description": "bytes to read (default and most: 1 MiB)"}, "line": {"type": "integer", "minimum": -100000000, "maximum": 100000000, "description": "read lines instead of bytes, from this line (1 is the first); negative counts from the end (-20: the last 20 lines)"}, "lines": {"type": "integer", "minimum": 1, "maximum": 100000000, "description": "with line: how many lines (default: as many as max_output_chars holds)"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "with line: the most characters of content (default 30000); the result stops at a whole line"}}})J";
 constexpr std::string_view kReadFileOutput =
     R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
-constexpr std::string_view kWriteFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path", "content"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (in one without a root, from its shell's current directory); missing parent directories are made"}, "content": {"type": "string", "description": "the file's whole new content"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "how content is written (default: utf-8)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "mode": {"type": "integer", "minimum": 0, "maximum": 4095, "description": "permission bits (default: an existing file's, else 0644)"}}})J";
 constexpr std::string_view kWriteFileOutput =
     R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
-constexpr std::string_view kListFilesInput =
-    R"J({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string", "description": "the directory, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "recursive": {"type": "boolean", "description": "list all beneath it too"}, "depth": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "list this many levels beneath the directory (1: its entries; implies recursive)"}}})J";
 
-constexpr std::string_view kEditFileInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["path", "old_string", "new_string"], "properties": {"path": {"type": "string", "minLength": 1, "description": "the file, from the session's root (an absolute path must lie beneath it); in a session without a root, from its shell's current directory"}, "old_string": {"type": "string", "minLength": 1, "description": "the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"}, "new_string": {"type": "string", "description": "the text to put in its place"}, "replace_all": {"type": "boolean", "description": "replace every occurrence (default: false, and old_string must then be unique)"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}}})J";
 constexpr std::string_view kEditFileOutput =
     R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
 
 // The file tools are the library's file operations (client/file_ops.cpp); in a session
 // without a root they act as its shell would (as_shell), since a model's sessions seldom
 // have one.
-tool_outcome edit_file(const json& args, tool_context& ctx) {
-  std::string path = args.at("path").get<std::string>(), session = str_arg(args, "session");
+tool_outcome edit_file(const edit_file_args& a, tool_context& ctx) {
+  const std::string& path = a.path;
   client::file_edit_options o;
-  o.replace_all = args.value("replace_all", false);
+  o.replace_all = a.replace_all;
   o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto r = conn->edit_file(session, path, args.at("old_string").get<std::string>(),
-                           args.at("new_string").get<std::string>(), o);
+  auto r = conn->edit_file(a.session, path, a.old_string, a.new_string, o);
   if (!r) {
     error e = r.err();
     if (e.code == "no_match") e.message += " (old_string; read_file shows the file's text)";
@@ -723,16 +1098,16 @@ tool_outcome edit_file(const json& args, tool_context& ctx) {
 }
 
 // read_file by lines: the lines asked for, within the budget, stopping at a whole line.
-tool_outcome read_lines(const json& args, tool_context& ctx) {
-  std::string path = args.at("path").get<std::string>();
+tool_outcome read_lines(const read_file_args& a, tool_context& ctx) {
+  const std::string& path = a.path;
   client::file_lines_options o;
-  o.line = args.at("line").get<int64_t>();
-  if (auto n = args.find("lines"); n != args.end()) o.count = n->get<uint64_t>();
-  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.line = *a.line;  // read_file comes here with line
+  if (a.lines) o.count = *a.lines;
+  o.max_bytes = a.max_output_chars.value_or(kDefaultBudget);
   o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto r = conn->read_lines(str_arg(args, "session"), path, o);
+  auto r = conn->read_lines(a.session, path, o);
   if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
     return refused(make_error(ipc::errc::usage, "argument 'line': " + r.err().message));
   if (!r) return refused(r.err());
@@ -745,18 +1120,17 @@ tool_outcome read_lines(const json& args, tool_context& ctx) {
   return {std::move(j), false, {}, std::move(text)};
 }
 
-tool_outcome read_file(const json& args, tool_context& ctx) {
-  if (args.contains("line")) return read_lines(args, ctx);
-  if (args.contains("lines") || args.contains("max_output_chars"))
+tool_outcome read_file(const read_file_args& a, tool_context& ctx) {
+  if (a.line) return read_lines(a, ctx);
+  if (a.lines || a.max_output_chars)
     return refused(
         make_error(ipc::errc::usage, "lines and max_output_chars go with line; offset and length read bytes"));
   // One byte more than asked for says whether the file goes on.
-  uint64_t want = args.value("length", uint64_t{kOutputLimit});
-  std::string path = args.at("path").get<std::string>();
+  uint64_t want = a.length;
+  const std::string& path = a.path;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto read =
-      client::read_bytes(*conn, str_arg(args, "session"), path, args.value("offset", uint64_t{0}), want + 1, true);
+  auto read = client::read_bytes(*conn, a.session, path, a.offset, want + 1, true);
   if (!read) return refused(read.err());
   std::string bytes = std::move(*read);
   bool truncated = bytes.size() > want;
@@ -770,50 +1144,47 @@ tool_outcome read_file(const json& args, tool_context& ctx) {
   return {std::move(j), false, {}, {}};
 }
 
-tool_outcome write_file(const json& args, tool_context& ctx) {
-  std::string path = args.at("path").get<std::string>(), content = args.at("content").get<std::string>();
-  if (str_arg(args, "encoding", "utf-8") == "base64") {
+tool_outcome write_file(const write_file_args& a, tool_context& ctx) {
+  const std::string& path = a.path;
+  std::string content = a.content;
+  if (a.encoding == "base64") {
     auto raw = client::unbase64(content);
     if (!raw) return refused(error{"invalid_argument", "argument 'content' is not base64, as encoding says"});
     content = std::move(*raw);
   }
-  std::optional<uint32_t> mode;
-  if (auto it = args.find("mode"); it != args.end()) mode = it->get<uint32_t>();
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto n = client::write_bytes(*conn, str_arg(args, "session"), path, content, mode, true);
+  auto n = client::write_bytes(*conn, a.session, path, content, a.mode, true);
   if (!n) return refused(n.err());
   return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
 }
 
-tool_outcome list_files(const json& args, tool_context& ctx) {
+tool_outcome list_files(const list_files_args& a, tool_context& ctx) {
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
   client::file_list_options o;
-  o.recursive = args.value("recursive", false);
-  o.depth = args.value("depth", uint64_t{0});
+  o.recursive = a.recursive;
+  o.depth = a.depth;
   o.as_shell = true;
-  auto v = conn->list_files(str_arg(args, "session"), str_arg(args, "path"), o);
+  auto v = conn->list_files(a.session, a.path, o);
   if (!v) return refused(v.err());
   return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
 }
 
-constexpr std::string_view kSearchInput =
-    R"J({"type": "object", "additionalProperties": false, "required": ["pattern"], "properties": {"pattern": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "a POSIX extended regular expression, matched against each line"}, "path": {"type": "string", "description": "the directory to search, or one file, from the session's root (default: the root; in a session without a root, its shell's current directory)"}, "glob": {"type": "string", "minLength": 1, "description": "only files whose name matches this shell pattern, such as *.py"}, "ignore_case": {"type": "boolean", "description": "match regardless of case"}, "session": {"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "session name (default: default); in one without a root, paths are taken as its shell takes them"}, "max_output_chars": {"type": "integer", "minimum": 2000, "maximum": 1000000, "description": "the most characters of matches in the result (default 30000)"}}})J";
 constexpr std::string_view kSearchOutput =
     R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}, "dir": {"type": "string", "description": "the directory the matches' paths are from: path, or the directory holding it when path is a file (searched alone)"}}})J";
 
-tool_outcome search_files(const json& args, tool_context& ctx) {
+tool_outcome search_files(const search_args& a, tool_context& ctx) {
   client::file_search_options o;
-  o.path = str_arg(args, "path");
-  o.glob = str_arg(args, "glob");
-  o.ignore_case = args.value("ignore_case", false);
-  o.max_bytes = args.value("max_output_chars", kDefaultBudget);
+  o.path = a.path;
+  o.glob = a.glob;
+  o.ignore_case = a.ignore_case;
+  o.max_bytes = a.max_output_chars;
   o.max_line = 400;
   o.as_shell = true;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  auto r = conn->search_files(str_arg(args, "session"), args.at("pattern").get<std::string>(), o);
+  auto r = conn->search_files(a.session, a.pattern, o);
   if (!r && r.err().code == ipc::wire_name(ipc::errc::usage))
     return refused(make_error(ipc::errc::usage, "argument 'pattern': " + r.err().message));
   if (!r) return refused(r.err());
@@ -825,6 +1196,24 @@ tool_outcome search_files(const json& args, tool_context& ctx) {
   if (text.empty()) text = fmt::format("no line matches (in {} files)\n", r->files_searched);
   if (r->truncated) text += "[sbsh: more lines match than the budget holds; narrow pattern, path or glob]\n";
   return {std::move(j), false, {}, std::move(text)};
+}
+
+// A tool's entry points from its handler, whose first parameter is its arguments' struct
+// (tool_args.h): the input schema derived from that struct's table, and a run that parses
+// the arguments (already checked against that schema) into it.
+template <typename F>
+struct handler_of;
+template <typename A>
+struct handler_of<tool_outcome (*)(const A&, tool_context&)> {
+  using args = A;
+};
+template <auto F>
+const json& input_of() {
+  return input_schema_of<typename handler_of<decltype(F)>::args>();
+}
+template <auto F>
+tool_outcome typed(const json& args, tool_context& ctx) {
+  return F(parse_arguments<typename handler_of<decltype(F)>::args>(args), ctx);
 }
 
 constexpr tool kTools[] = {
@@ -840,108 +1229,108 @@ constexpr tool kTools[] = {
      "after wait_seconds (default 30) goes on in the session: the result then has running: true, its id and the "
      "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
      "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
-     kRunInput, kExecOutput, run_command},
+     input_of<run_command>, kExecOutput, typed<run_command>},
     {"list_sessions",
      "List sbsh's sessions: name, state, shell pid, directory, running command.",
-     kNoInput,
+     input_of<list_sessions>,
      {},
-     list_sessions,
+     typed<list_sessions>,
      sessions_output},
     {"create_session",
      "Define a session: its starting directory, environment, init commands, restart policy and default timeout, "
      "and what confines it: confine (with root) lets its commands reach only the root, a private TMPDIR and the "
      "system's programs, no_network gives it only loopback, memory, pids and cpu limit it. Sessions are also made "
      "on first use by run_command.",
-     kCreateInput,
+     input_of<create_session>,
      {},
-     create_session,
+     typed<create_session>,
      created_output},
-    {"remove_session", "Remove a session: its shell and everything it started end.", kNameInput, kRemovedOutput,
-     remove_session},
+    {"remove_session", "Remove a session: its shell and everything it started end.", input_of<remove_session>,
+     kRemovedOutput, typed<remove_session>},
     {"restart_session",
      "Replace a session's shell with a new one (its state is lost; background processes stay).",
-     kNameInput,
+     input_of<restart_session>,
      {},
-     restart_session,
+     typed<restart_session>,
      session_output},
     {"start_process",
      "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
      "logs (process_logs); it outlives this call. Returns the process record with its id.",
-     kStartInput,
+     input_of<start_process>,
      {},
-     start_process,
+     typed<start_process>,
      proc_output},
     {"list_processes",
      "List background processes and the commands run_command left running (running ones; all: finished ones "
      "too).",
-     kListProcsInput,
+     input_of<list_processes>,
      {},
-     list_processes,
+     typed<list_processes>,
      procs_output},
     {"kill_process",
      "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
-     kKillInput,
+     input_of<kill_process>,
      {},
-     kill_process,
+     typed<kill_process>,
      proc_output},
     {"wait_process",
      "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
-     kWaitInput,
+     input_of<wait_process>,
      {},
-     wait_process,
+     typed<wait_process>,
      proc_output},
     {"process_logs",
      "Read the output of a background process (by its id or name) or of a command (by its id, %N): by default "
      "the newest, as much as max_output_chars (default 30000) holds, starting at a line; from stdout_offset or "
      "stderr_offset (as a cut's marker names them), what follows that byte. stdout_bytes and stderr_bytes say "
      "where the output ends so far.",
-     kLogsInput,
+     input_of<process_logs>,
      {},
-     process_logs,
+     typed<process_logs>,
      logs_output},
     {"await_command",
      "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
      "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
      "(the stdout_bytes and stderr_bytes of the previous result) to get only what is new.",
-     kAwaitInput, kExecOutput, await_command},
+     input_of<await_command>, kExecOutput, typed<await_command>},
     {"cancel_command",
      "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
      "keeps its state), and return its result.",
-     kCancelInput, kExecOutput, cancel_command},
+     input_of<cancel_command>, kExecOutput, typed<cancel_command>},
     {"send_input",
      "Answer a command that waits for input (run_command with tty or interactive returned waiting_for_input and "
      "its prompt): text is typed, then Enter (unless enter is false), then each of keys; then waits, at most "
      "wait_seconds (default 30), until it ends or waits for input again, and returns its state with only the "
      "output it wrote after the input. The session's other commands wait in its queue meanwhile.",
-     kInputInput, kExecOutput, send_input},
+     input_of<send_input>, kExecOutput, typed<send_input>},
     {"read_file",
      "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
      "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
      "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
      "when the bytes are not UTF-8. Paths leading outside the root are refused.",
-     kReadFileInput, kReadFileOutput, read_file},
+     input_of<read_file>, kReadFileOutput, typed<read_file>},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
      "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
-     kWriteFileInput, kWriteFileOutput, write_file},
+     input_of<write_file>, kWriteFileOutput, typed<write_file>},
     {"list_files",
      "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
      "types and sizes.",
-     kListFilesInput,
+     input_of<list_files>,
      {},
-     list_files,
+     typed<list_files>,
      list_files_output},
     {"edit_file",
      "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
      "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
      "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
-     kEditFileInput, kEditFileOutput, edit_file},
+     input_of<edit_file>, kEditFileOutput, typed<edit_file>},
     {"search_files",
      "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
      "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
      "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
      "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
-     kSearchInput, kSearchOutput, search_files},
+     input_of<search_files>, kSearchOutput, typed<search_files>},
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).
@@ -991,121 +1380,11 @@ json annotations_of(const tool_meta& m) {
   return a;
 }
 
-// The checker of check_arguments: a subset of JSON Schema, the one the schemas above use.
-std::string type_name(const json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_object()) return "an object";
-  if (v.is_array()) return "an array";
-  return "null";
-}
-
-bool has_type(const json& v, std::string_view t) {
-  if (t == "string") return v.is_string();
-  if (t == "boolean") return v.is_boolean();
-  if (t == "integer")
-    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
-  if (t == "number") return v.is_number();
-  if (t == "object") return v.is_object();
-  if (t == "array") return v.is_array();
-  if (t == "null") return v.is_null();
-  return false;
-}
-
-std::string check_value(const std::string& path, const json& v, const json& schema) {
-  if (auto t = schema.find("type"); t != schema.end()) {
-    bool fits = false;
-    std::string wanted;
-    for (const auto& one : t->is_array() ? *t : json::array({*t})) {
-      fits = fits || has_type(v, one.get<std::string>());
-      wanted += (wanted.empty() ? "" : " or ") + one.get<std::string>();
-    }
-    if (!fits)
-      return fmt::format("argument '{}' must be {} {}, not {}", path, wanted[0] == 'i' ? "an" : "a", wanted,
-                         type_name(v));
-  }
-  if (auto e = schema.find("enum"); e != schema.end() && std::find(e->begin(), e->end(), v) == e->end()) {
-    std::vector<std::string> names;
-    for (const auto& x : *e) names.push_back(x.get<std::string>());
-    std::string list;
-    for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + names[i];
-    return fmt::format("argument '{}' must be one of {}", path, list);
-  }
-  if (v.is_string()) {
-    auto s = v.get<std::string>();
-    if (schema.value("minLength", 0) > 0 && s.empty()) return fmt::format("argument '{}' must not be empty", path);
-    if (auto m = schema.find("maxLength"); m != schema.end() && s.size() > m->get<size_t>())
-      return fmt::format("argument '{}' must be at most {} characters", path, m->get<size_t>());
-    // libstdc++'s regex recurses per character: a long text is refused before it meets one.
-    constexpr size_t kMaxMatched = 1024;
-    if (auto p = schema.find("pattern"); p != schema.end()) {
-      if (s.size() > kMaxMatched) return fmt::format("argument '{}' must be at most {} bytes", path, kMaxMatched);
-      if (!std::regex_search(s, std::regex(p->get<std::string>())))
-        return fmt::format("argument '{}' must match {}", path, p->get<std::string>());
-    }
-  }
-  if (v.is_number()) {
-    double d = v.get<double>();
-    if (auto m = schema.find("exclusiveMinimum"); m != schema.end() && !(d > m->get<double>()))
-      return fmt::format("argument '{}' must be more than {}", path, m->dump());
-    if (auto m = schema.find("minimum"); m != schema.end() && d < m->get<double>())
-      return fmt::format("argument '{}' must be at least {}", path, m->dump());
-    if (auto m = schema.find("maximum"); m != schema.end() && d > m->get<double>())
-      return fmt::format("argument '{}' must be at most {}", path, m->dump());
-  }
-  if (v.is_array()) {
-    if (auto items = schema.find("items"); items != schema.end())
-      for (size_t i = 0; i < v.size(); ++i)
-        if (auto e = check_value(fmt::format("{}[{}]", path, i), v[i], *items); !e.empty()) return e;
-  }
-  if (v.is_object()) {
-    const json props = schema.value("properties", json::object());
-    for (const auto& req : schema.value("required", json::array()))
-      if (!v.contains(req.get<std::string>()))
-        return fmt::format("argument '{}' is missing",
-                           path.empty() ? req.get<std::string>() : path + "." + req.get<std::string>());
-    for (const auto& [key, x] : v.items()) {
-      const std::string& k = key;
-      // Names quoted in a message are the client's text: a long one is cut.
-      std::string shown = k.size() <= 64 ? k : k.substr(0, 64) + "...";
-      std::string sub = path.empty() ? shown : path + "." + shown;
-      if (auto p = props.find(k); p != props.end()) {
-        if (auto e = check_value(sub, x, *p); !e.empty()) return e;
-        continue;
-      }
-      auto extra = schema.find("additionalProperties");
-      if (extra == schema.end()) continue;
-      if (extra->is_boolean()) {
-        if (!extra->get<bool>()) {
-          std::string known;
-          for (const auto& [name, p] : props.items()) known += (known.empty() ? "" : ", ") + name;
-          return known.empty() ? fmt::format("unknown argument '{}': it takes none", sub)
-                               : fmt::format("unknown argument '{}': it takes {}", sub, known);
-        }
-        continue;
-      }
-      if (auto names = schema.find("propertyNames"); names != schema.end())
-        if (auto e = check_value(sub, k, *names); !e.empty())
-          return k.size() > 1024 ? fmt::format("argument '{}' has a key of more than 1024 bytes", path)
-                                 : fmt::format("argument '{}' has a key '{}' that must match {}", path, shown,
-                                               names->value("pattern", std::string()));
-      if (auto e = check_value(sub, x, *extra); !e.empty()) return e;
-    }
-  }
-  return "";
-}
-
-struct parsed_tool {
-  json input, output;
-};
-
-const std::vector<parsed_tool>& parsed_schemas() {
-  static const std::vector<parsed_tool> all = [] {
-    std::vector<parsed_tool> v;
-    for (const auto& t : kTools)
-      v.push_back({json::parse(t.input_schema), t.output != nullptr ? t.output() : json::parse(t.output_schema)});
+// The output schemas, built once.
+const std::vector<json>& output_schemas() {
+  static const std::vector<json> all = [] {
+    std::vector<json> v;
+    for (const auto& t : kTools) v.push_back(t.output != nullptr ? t.output() : json::parse(t.output_schema));
     return v;
   }();
   return all;
@@ -1115,8 +1394,8 @@ const std::vector<parsed_tool>& parsed_schemas() {
 
 std::span<const tool> tools() { return kTools; }
 
-std::chrono::milliseconds wait_limit(const json& args, bool has_progress) {
-  auto wait = seconds_arg(args, "wait_seconds", kDefaultWait);
+std::chrono::milliseconds wait_limit(const std::optional<double>& wait_seconds, bool has_progress) {
+  auto wait = seconds_arg(wait_seconds, kDefaultWait);
   return has_progress ? wait : std::min(wait, kMaxSilentWait);
 }
 
@@ -1137,16 +1416,14 @@ const json& tool_list() {
                    {"description", std::string(kTools[i].description) +
                                        std::string((kMeta[i].hints & kFileTool) != 0 ? kFilesWithoutRoot : "")},
                    {"annotations", std::move(a)},
-                   {"inputSchema", parsed_schemas()[i].input},
-                   {"outputSchema", parsed_schemas()[i].output}});
+                   {"inputSchema", kTools[i].input()},
+                   {"outputSchema", output_schemas()[i]}});
     }
     return v;
   }();
   return list;
 }
 
-std::string check_arguments(const tool& t, const json& args) {
-  return check_value("", args, parsed_schemas()[static_cast<size_t>(&t - kTools)].input);
-}
+std::string check_arguments(const tool& t, const json& args) { return check_value("", args, t.input()); }
 
 }  // namespace sbsh::mcp

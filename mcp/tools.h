@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,8 +47,9 @@ struct tool_outcome {  // NOLINT(bugprone-exception-escape): moving json does no
 struct tool {
   std::string_view name;
   std::string_view description;
-  std::string_view input_schema;   // JSON text
+  const json& (*input)();          // the input schema, derived from the arguments' struct
   std::string_view output_schema;  // JSON text, or empty when output() derives it
+  // Parses the arguments, which check_arguments has let through, and runs the tool.
   tool_outcome (*run)(const json& args, tool_context& ctx);
   json (*output)() = nullptr;  // the output schema, derived from the record returned
 };
@@ -63,7 +65,7 @@ const json& tool_list();
 // the command), so at most kMaxSilentWait unless the call has a progress token, whose
 // notifications keep it alive.
 inline constexpr std::chrono::milliseconds kMaxSilentWait{50000};
-std::chrono::milliseconds wait_limit(const json& args, bool has_progress);
+std::chrono::milliseconds wait_limit(const std::optional<double>& wait_seconds, bool has_progress);
 
 // Checks arguments against the tool's input schema: "" when they fit, else a message that
 // names the argument and says what it takes.

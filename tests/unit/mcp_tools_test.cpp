@@ -8,7 +8,9 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/render.h"
 #include "mcp/server.h"
+#include "mcp/tool_args.h"
 #include "mcp/tools.h"
+#include "ipc/protocol.h"
 #include "ipc/text.h"
 
 namespace sbsh::mcp::mcp_tools_tests {
@@ -47,10 +49,11 @@ TEST(McpTools, FixedOrderAndSchemas) {
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_EQ(t["outputSchema"]["type"], "object");
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
-                                             "restart_session", "start_process", "list_processes", "kill_process",
-                                             "wait_process", "process_logs", "await_command", "cancel_command", "send_input",
-                                             "read_file", "write_file", "list_files", "edit_file", "search_files"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"run_command", "list_sessions", "create_session", "remove_session",
+                                      "restart_session", "start_process", "list_processes", "kill_process",
+                                      "wait_process", "process_logs", "await_command", "cancel_command", "send_input",
+                                      "read_file", "write_file", "list_files", "edit_file", "search_files"}));
 }
 
 TEST(McpTools, ArgumentsAreCheckedAndNamed) {
@@ -106,13 +109,78 @@ TEST(McpTools, ArgumentsAreCheckedAndNamed) {
   EXPECT_NE(check_arguments(logs, {{"id", 1}, {"tail", 0}}).find("at least 1"), std::string::npos);
 }
 
+// A tool's arguments are declared once, as a struct with a table: an argument added there has
+// its schema property, its check and its parse with no other code.
+struct probe_args {
+  std::string label;
+  std::optional<uint64_t> count;
+  std::vector<std::string> tags;
+  static constexpr std::string_view kColours[] = {"red", "green"};
+  std::string colour = "red";
+  static constexpr auto arguments() {
+    using s = probe_args;
+    return std::tuple{arg("label", &s::label, "a label").required().matching("^[a-z]+$").longest(8),
+                      arg("count", &s::count, "how many").at_least(1).at_most(10),
+                      arg("tags", &s::tags, "tags").most_items(2).items_non_empty(),
+                      arg("colour", &s::colour, "which").among(kColours)};
+  }
+};
+
+TEST(McpTools, ArgumentsFollowFromTheirDeclaration) {
+  const json& schema = input_schema_of<probe_args>();
+  EXPECT_EQ(schema["required"], json::array({"label"}));
+  EXPECT_EQ(schema["additionalProperties"], false);
+  EXPECT_EQ(schema["properties"]["label"],
+            (json{{"type", "string"}, {"pattern", "^[a-z]+$"}, {"maxLength", 8}, {"description", "a label"}}));
+  EXPECT_EQ(schema["properties"]["count"],
+            (json{{"type", "integer"}, {"minimum", 1}, {"maximum", 10}, {"description", "how many"}}));
+  EXPECT_EQ(schema["properties"]["tags"], (json{{"type", "array"},
+                                                {"maxItems", 2},
+                                                {"items", {{"type", "string"}, {"minLength", 1}}},
+                                                {"description", "tags"}}));
+  EXPECT_EQ(schema["properties"]["colour"]["enum"], json::array({"red", "green"}));
+
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "abc"}, {"count", 3}}), "");
+  EXPECT_EQ(check_arguments_of<probe_args>(json::object()), "argument 'label' is missing");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", 7}}), "argument 'label' must be a string, not an integer");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "ABC"}}), "argument 'label' must match ^[a-z]+$");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "abc"}, {"count", 11}}), "argument 'count' must be at most 10");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "abc"}, {"tags", {"a", ""}}}),
+            "argument 'tags[1]' must not be empty");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "abc"}, {"colour", "blue"}}),
+            "argument 'colour' must be one of red, green");
+  EXPECT_EQ(check_arguments_of<probe_args>({{"label", "abc"}, {"size", 1}}),
+            "unknown argument 'size': it takes colour, count, label, tags");
+
+  auto a = parse_arguments<probe_args>({{"label", "abc"}, {"count", 3.0}, {"tags", {"x"}}});
+  EXPECT_EQ(a.label, "abc");
+  EXPECT_EQ(a.count, 3u);
+  EXPECT_EQ(a.tags, std::vector<std::string>{"x"});
+  EXPECT_EQ(a.colour, "red");  // not given: the member's default
+  EXPECT_FALSE(parse_arguments<probe_args>({{"label", "abc"}}).count.has_value());
+}
+
+// The tools' session names and command ids follow the rules sbshd and the CLI use.
+TEST(McpTools, SharedRulesComeFromTheProtocol) {
+  for (const auto& t : tool_list()) {
+    const json& props = t["inputSchema"]["properties"];
+    for (const char* key : {"session", "name"})
+      if (props.contains(key) && props[key].contains("maxLength")) {
+        EXPECT_EQ(props[key]["pattern"], ipc::kSessionNamePattern) << t["name"];
+        EXPECT_EQ(props[key]["maxLength"], ipc::kSessionNameMax) << t["name"];
+      }
+  }
+  EXPECT_NE(check_arguments(*find_tool("await_command"), {{"id", "%0"}}).find("'id' must match"), std::string::npos);
+  EXPECT_EQ(check_arguments(*find_tool("await_command"), {{"id", "%12"}}), "");
+}
+
 // wait_seconds: at most 50 s for a call that sends nothing meanwhile; a progress token lifts it.
 TEST(McpTools, WaitIsCappedWithoutAProgressToken) {
   using std::chrono::milliseconds;
-  EXPECT_EQ(wait_limit(json::object(), false), milliseconds(30000));
-  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, false), milliseconds(50000));
-  EXPECT_EQ(wait_limit({{"wait_seconds", 3600}}, true), milliseconds(3600000));
-  EXPECT_EQ(wait_limit({{"wait_seconds", 0.25}}, false), milliseconds(250));
+  EXPECT_EQ(wait_limit(std::nullopt, false), milliseconds(30000));
+  EXPECT_EQ(wait_limit(3600.0, false), milliseconds(50000));
+  EXPECT_EQ(wait_limit(3600.0, true), milliseconds(3600000));
+  EXPECT_EQ(wait_limit(0.25, false), milliseconds(250));
 }
 
 class McpServer : public ::testing::Test {
