@@ -48,6 +48,11 @@ nofile_limit raise_descriptor_limit() {
   return started;
 }
 
+void add_nofile_arg(const nofile_limit& started, std::vector<std::string>& args) {
+  if (started.soft != 0 && started.soft < descriptor_limit())
+    args.insert(args.end(), {"--nofile", fmt::format("{}:{}", started.soft, started.hard)});
+}
+
 uint64_t descriptor_limit() {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return UINT64_MAX;

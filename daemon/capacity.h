@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ipc/result.h"
 
@@ -35,6 +36,9 @@ struct nofile_limit {
 // descriptor up to it, and breaks those that select() on a descriptor past 1023). {0, 0}
 // when they cannot be read.
 nofile_limit raise_descriptor_limit();
+// Adds to a wrapper's arguments the --nofile that gives it and its shell `started` back
+// (what raise_descriptor_limit returned), when sbshd's own limit is above it.
+void add_nofile_arg(const nofile_limit& started, std::vector<std::string>& args);
 
 // sbshd's soft RLIMIT_NOFILE now.
 uint64_t descriptor_limit();

@@ -259,9 +259,7 @@ int run_or_die(run_options opts) {
     return 1;
   }
   opts.state_lock_fd = state_lock->get();
-  auto started = raise_descriptor_limit();
-  opts.children_nofile_soft = started.soft;
-  opts.children_nofile_hard = started.hard;
+  opts.children_nofile = raise_descriptor_limit();
   return_large_blocks();
   if (opts.foreground) {
     write_state_lock(opts.state_lock_fd, opts.socket_path, false);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/capacity.h"
 #include "ipc/bounds.h"
 
 namespace sbsh::daemon {
@@ -42,7 +43,7 @@ struct options {
   gid_t confine_gid = 65534;
   // The RLIMIT_NOFILE the wrappers give themselves and their shells: sbshd's own before it
   // raised it (capacity.h); 0: sbshd's own.
-  uint64_t children_nofile_soft = 0, children_nofile_hard = 0;
+  nofile_limit children_nofile;
   // The state directory's lock (state_lock.h), held by the caller; -1 when there is none.
   int state_lock_fd = -1;
 };

@@ -277,8 +277,6 @@ class server final : public proc_host, public session_host {
   // The sbsh-wrapper options that the setup of session `name` (defined by `def`, its
   // environment's directory set) runs with; what it adds to the setup's environment
   // (TMPDIR) goes to `env`.
-  // --nofile for a wrapper, when sbshd raised its own descriptor limit above its children's.
-  void add_nofile_arg(std::vector<std::string>& args) const;
   std::vector<std::string> setup_wrapper_args(const std::string& name, const session_def& def,
                                               std::vector<std::string>& env) const;
   // Pending session `name` is ready to be made (`outcome` ok) or cannot be: it is made, or

@@ -282,7 +282,7 @@ std::vector<std::string> server::setup_wrapper_args(const std::string& name, con
   // As shell_supervisor::start_shell starts the session's shells, plus read-write on the
   // environment's directory, and a PID namespace even for a session that has none.
   std::vector<std::string> args;
-  add_nofile_arg(args);
+  add_nofile_arg(opts_.children_nofile, args);
   for (const auto& l : def.limits) {
     args.emplace_back("--limit");
     args.push_back(l);

@@ -68,13 +68,6 @@ void server::start_spares_in(uint64_t ms) {
   spare_timer_->start(ms, [this] { start_spares(); });
 }
 
-// sbshd's own descriptor limit may be far above what its shells had before it raised it: a
-// wrapper gives its shell (or a setup) the limits sbshd started with.
-void server::add_nofile_arg(std::vector<std::string>& args) const {
-  if (opts_.children_nofile_soft != 0 && opts_.children_nofile_soft < descriptor_limit())
-    args.insert(args.end(), {"--nofile", fmt::format("{}:{}", opts_.children_nofile_soft, opts_.children_nofile_hard)});
-}
-
 result<wrapper_process> server::start_wrapper(const std::string& dir, const std::vector<std::string>& args,
                                               std::vector<std::string>& env, const char* cwd,
                                               uv::child_process::exit_callback on_exit) {
@@ -90,7 +83,7 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
   if (!owner) return failed("duplicate the shell's channel");
   if (::mkdir(dir.c_str(), 0700) != 0) return failed(fmt::format("create {}", dir).c_str());
   std::vector<std::string> argv_store{"sbsh-wrapper"};
-  add_nofile_arg(argv_store);
+  add_nofile_arg(opts_.children_nofile, argv_store);
   argv_store.insert(argv_store.end(), {"--dir", dir, "--adopt-timeout", std::to_string(opts_.adopt_timeout_ms)});
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv = c_pointers(argv_store);

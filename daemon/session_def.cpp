@@ -122,10 +122,11 @@ status check_def(const session_def& d) {
   if (d.pids_max > ipc::kMaxSessionPids)
     return make_error(ipc::errc::bad_request, fmt::format("a limit of {} processes is more than Linux allows ({})",
                                                           d.pids_max, ipc::kMaxSessionPids));
-  if (d.cpu_millis != 0 && (d.cpu_millis < 10 || d.cpu_millis > 1'000'000))
+  if (d.cpu_millis != 0 && (d.cpu_millis < ipc::kMinSessionCpuMillis || d.cpu_millis > ipc::kMaxSessionCpuMillis))
     return make_error(ipc::errc::bad_request,
-                      fmt::format("a CPU limit of {}.{:03} CPUs is out of range: give from 0.01 to 1000",
-                                  d.cpu_millis / 1000, d.cpu_millis % 1000));
+                      fmt::format("a CPU limit of {}.{:03} CPUs is out of range: give from {} to {}", d.cpu_millis / 1000,
+                                  d.cpu_millis % 1000, ipc::kMinSessionCpuMillis / 1000.0,
+                                  ipc::kMaxSessionCpuMillis / 1000));
   return ok_status();
 }
 

@@ -134,6 +134,9 @@ inline constexpr std::string_view kSessionNamePattern = "^[A-Za-z0-9][A-Za-z0-9.
 inline constexpr std::string_view kRestartPolicies[] = {"always", "on-failure", "never"};
 // The most a session's pids limit may be: Linux's own (the largest pid_max).
 inline constexpr uint64_t kMaxSessionPids = uint64_t{1} << 22;
+// The range of a session's CPU limit, in thousandths of a CPU: 0.01 to 1000 CPUs.
+inline constexpr uint64_t kMinSessionCpuMillis = 10;
+inline constexpr uint64_t kMaxSessionCpuMillis = 1'000'000;
 
 // Error codes, carried as strings in "code" of an error message and in "error_code" of
 // exec_done. Clients compare against these; wire_name() is the string.

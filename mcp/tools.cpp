@@ -259,8 +259,8 @@ struct create_args {
             .at_least(1)
             .at_most(ipc::kMaxSessionPids),
         arg("cpu", &s::cpu, "CPUs the session may use, such as 0.5 or 2 (needs a delegated cgroup v2)")
-            .at_least(0.001)
-            .at_most(1000000)};
+            .at_least(static_cast<double>(ipc::kMinSessionCpuMillis) / 1000)
+            .at_most(static_cast<double>(ipc::kMaxSessionCpuMillis) / 1000)};
   }
 };
 

@@ -172,6 +172,13 @@ TEST(McpTools, SharedRulesComeFromTheProtocol) {
   }
   EXPECT_NE(check_arguments(*find_tool("await_command"), {{"id", "%0"}}).find("'id' must match"), std::string::npos);
   EXPECT_EQ(check_arguments(*find_tool("await_command"), {{"id", "%12"}}), "");
+  // A CPU limit the schema lets through is one sbshd takes (0.01 to 1000 CPUs).
+  json cpu;
+  for (const auto& t : tool_list())
+    if (t["name"] == "create_session") cpu = t["inputSchema"]["properties"]["cpu"];
+  EXPECT_EQ(cpu["minimum"], 0.01);
+  EXPECT_EQ(cpu["maximum"], 1000.0);
+  EXPECT_NE(check_arguments(*find_tool("create_session"), {{"name", "x"}, {"cpu", 0.005}}), "");
 }
 
 // wait_seconds: at most 50 s for a call that sends nothing meanwhile; a progress token lifts it.
