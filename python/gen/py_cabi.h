@@ -3,15 +3,19 @@
 // package's binding cannot drift from the header. The names are those the package calls,
 // listed once below; sbsh-pygen writes them into sbsh/_cabi.py.
 //
-// The structures passed by pointer (sbsh_exec_opts, ...) and the callback types keep their
-// ctypes classes in sbsh/_lib.py, which passes them to the generated prototypes().
+// The structures passed by pointer (sbsh_exec_opts, ...) get their ctypes classes the same
+// way: each member's type is read from its declaration, and the list of members is checked
+// against the structure's layout, so that one left out is an error of the build, not a
+// misread field. The callback types keep their definitions in sbsh/_lib.py.
 //
 // Internal: a build tool and its test include it, nothing installed.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -203,7 +207,92 @@ inline std::string python_prototypes() {
   return out;
 }
 
+
+// A member of a structure, for its ctypes class: its name, its ctypes type, where it lies.
+struct c_member {
+  std::string_view name;
+  std::string ctype;
+  size_t offset, size, align;
+};
+template <typename T>
+c_member member(std::string_view name, size_t offset) {
+  return {name, ctype_of<T>(), offset, sizeof(T), alignof(T)};
+}
+
+// The ctypes class `py_name` of C structure `c_name` (of `size` bytes, aligned to `align`),
+// from its members in order. A member left out of the list shows as a gap the layout does
+// not have (one of the same size and alignment put in its place is not seen); *error then
+// names where, and nothing is returned.
+inline std::string c_structure(std::string_view c_name, std::string_view py_name, size_t size, size_t align,
+                               std::initializer_list<c_member> members, std::string* error) {
+  auto align_up = [](size_t n, size_t a) { return (n + a - 1) / a * a; };
+  std::string fields;
+  size_t end = 0;
+  std::string_view last = "its start";
+  for (const auto& m : members) {
+    if (m.offset != align_up(end, m.align)) {
+      *error = fmt::format("{}: a member between {} and {} is missing from python/gen/py_cabi.h", c_name, last, m.name);
+      return {};
+    }
+    fields += fmt::format("            (\"{}\", {}),\n", m.name, m.ctype);
+    end = m.offset + m.size;
+    last = m.name;
+  }
+  if (align_up(end, align) != size) {
+    *error = fmt::format("{}: a member after {} is missing from python/gen/py_cabi.h", c_name, last);
+    return {};
+  }
+  return fmt::format("    class {}(ctypes.Structure):\n        \"\"\"{} (sbsh.h).\"\"\"\n        _fields_ = [\n{}        ]\n\n",
+                     py_name, c_name, fields);
+}
+
+// A member of structure S: its name as a string and as a member cannot differ.
+#define SBSH_PY_MEMBER(S, m) member<decltype(S::m)>(#m, offsetof(S, m))
+#define SBSH_PY_STRUCT(S, py_name, ...) c_structure(#S, py_name, sizeof(S), alignof(S), {__VA_ARGS__}, error)
+
+// The structures the package fills, as the body of the generated structures(): each class
+// in turn; "" with *error set when a list of members no longer matches its structure.
+inline std::string python_structures(std::string* error) {
+  std::string out;
+  out += SBSH_PY_STRUCT(
+      sbsh_exec_opts, "ExecOpts", SBSH_PY_MEMBER(sbsh_exec_opts, version), SBSH_PY_MEMBER(sbsh_exec_opts, command),
+      SBSH_PY_MEMBER(sbsh_exec_opts, session), SBSH_PY_MEMBER(sbsh_exec_opts, cwd), SBSH_PY_MEMBER(sbsh_exec_opts, env),
+      SBSH_PY_MEMBER(sbsh_exec_opts, env_count), SBSH_PY_MEMBER(sbsh_exec_opts, timeout_ms),
+      SBSH_PY_MEMBER(sbsh_exec_opts, grace_ms), SBSH_PY_MEMBER(sbsh_exec_opts, stdin_data),
+      SBSH_PY_MEMBER(sbsh_exec_opts, stdin_len), SBSH_PY_MEMBER(sbsh_exec_opts, stdin_fd),
+      SBSH_PY_MEMBER(sbsh_exec_opts, on_output), SBSH_PY_MEMBER(sbsh_exec_opts, user),
+      SBSH_PY_MEMBER(sbsh_exec_opts, stdout_fd), SBSH_PY_MEMBER(sbsh_exec_opts, stderr_fd),
+      SBSH_PY_MEMBER(sbsh_exec_opts, output_limit), SBSH_PY_MEMBER(sbsh_exec_opts, cancel_fd),
+      SBSH_PY_MEMBER(sbsh_exec_opts, session_cwd), SBSH_PY_MEMBER(sbsh_exec_opts, detach_after_ms),
+      SBSH_PY_MEMBER(sbsh_exec_opts, keep), SBSH_PY_MEMBER(sbsh_exec_opts, tty), SBSH_PY_MEMBER(sbsh_exec_opts, cols),
+      SBSH_PY_MEMBER(sbsh_exec_opts, rows), SBSH_PY_MEMBER(sbsh_exec_opts, interactive));
+  out += SBSH_PY_STRUCT(
+      sbsh_session_spec, "SessionSpec", SBSH_PY_MEMBER(sbsh_session_spec, version),
+      SBSH_PY_MEMBER(sbsh_session_spec, name), SBSH_PY_MEMBER(sbsh_session_spec, cwd),
+      SBSH_PY_MEMBER(sbsh_session_spec, env), SBSH_PY_MEMBER(sbsh_session_spec, env_count),
+      SBSH_PY_MEMBER(sbsh_session_spec, init), SBSH_PY_MEMBER(sbsh_session_spec, init_count),
+      SBSH_PY_MEMBER(sbsh_session_spec, restart), SBSH_PY_MEMBER(sbsh_session_spec, limits),
+      SBSH_PY_MEMBER(sbsh_session_spec, limit_count), SBSH_PY_MEMBER(sbsh_session_spec, snapshot),
+      SBSH_PY_MEMBER(sbsh_session_spec, root), SBSH_PY_MEMBER(sbsh_session_spec, setup),
+      SBSH_PY_MEMBER(sbsh_session_spec, setup_keys), SBSH_PY_MEMBER(sbsh_session_spec, setup_key_count),
+      SBSH_PY_MEMBER(sbsh_session_spec, confine), SBSH_PY_MEMBER(sbsh_session_spec, allow_write),
+      SBSH_PY_MEMBER(sbsh_session_spec, allow_write_count), SBSH_PY_MEMBER(sbsh_session_spec, allow_read),
+      SBSH_PY_MEMBER(sbsh_session_spec, allow_read_count), SBSH_PY_MEMBER(sbsh_session_spec, read_only),
+      SBSH_PY_MEMBER(sbsh_session_spec, read_only_count), SBSH_PY_MEMBER(sbsh_session_spec, no_network),
+      SBSH_PY_MEMBER(sbsh_session_spec, memory_max), SBSH_PY_MEMBER(sbsh_session_spec, pids_max),
+      SBSH_PY_MEMBER(sbsh_session_spec, cpu_millis));
+  out += SBSH_PY_STRUCT(sbsh_run_opts, "RunOpts", SBSH_PY_MEMBER(sbsh_run_opts, version),
+                        SBSH_PY_MEMBER(sbsh_run_opts, session), SBSH_PY_MEMBER(sbsh_run_opts, keep_session),
+                        SBSH_PY_MEMBER(sbsh_run_opts, output_limit), SBSH_PY_MEMBER(sbsh_run_opts, artifacts_dir),
+                        SBSH_PY_MEMBER(sbsh_run_opts, report_path), SBSH_PY_MEMBER(sbsh_run_opts, events_path),
+                        SBSH_PY_MEMBER(sbsh_run_opts, events_fd), SBSH_PY_MEMBER(sbsh_run_opts, cancel_fd),
+                        SBSH_PY_MEMBER(sbsh_run_opts, on_event), SBSH_PY_MEMBER(sbsh_run_opts, user));
+  return error->empty() ? out : std::string();
+}
+
 #undef SBSH_PY_PROTOTYPE
 #undef SBSH_PY_PROTOTYPE_AS
+#undef SBSH_PY_MEMBER
+#undef SBSH_PY_STRUCT
 
 }  // namespace sbsh::client::py

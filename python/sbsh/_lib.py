@@ -1,8 +1,8 @@
 """The ctypes binding of libsbsh's C ABI (sbsh.h), and how libsbsh is found. Private.
 
-Every structure here has the fields of its C twin in the same order; every function's
-prototype is declared once, when the library is loaded, from _cabi.py, which the build
-generates from sbsh.h's declarations (python/gen/py_cabi.h).
+The structures and every function's prototype come from _cabi.py, which the build generates
+from sbsh.h's declarations (python/gen/py_cabi.h); the prototypes are declared once, when
+the library is loaded.
 """
 from __future__ import annotations
 
@@ -38,83 +38,9 @@ StrOrBytes = Union[str, bytes, "os.PathLike[str]"]
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
-class ExecOpts(ctypes.Structure):
-    """sbsh_exec_opts, version 3."""
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("command", ctypes.c_char_p),
-        ("session", ctypes.c_char_p),
-        ("cwd", ctypes.c_char_p),
-        ("env", ctypes.POINTER(ctypes.c_char_p)),
-        ("env_count", ctypes.c_size_t),
-        ("timeout_ms", ctypes.c_int64),
-        ("grace_ms", ctypes.c_int64),
-        ("stdin_data", ctypes.c_char_p),
-        ("stdin_len", ctypes.c_size_t),
-        ("stdin_fd", ctypes.c_int),
-        ("on_output", OUTPUT_FN),
-        ("user", ctypes.c_void_p),
-        ("stdout_fd", ctypes.c_int),
-        ("stderr_fd", ctypes.c_int),
-        ("output_limit", ctypes.c_size_t),
-        ("cancel_fd", ctypes.c_int),
-        ("session_cwd", ctypes.c_char_p),
-        ("detach_after_ms", ctypes.c_int64),
-        ("keep", ctypes.c_int),
-        ("tty", ctypes.c_int),
-        ("cols", ctypes.c_uint),
-        ("rows", ctypes.c_uint),
-        ("interactive", ctypes.c_int),
-    ]
-
-
-class SessionSpec(ctypes.Structure):
-    """sbsh_session_spec, version 4 (sbsh_session_spec_init_size is told its size)."""
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("name", ctypes.c_char_p),
-        ("cwd", ctypes.c_char_p),
-        ("env", ctypes.POINTER(ctypes.c_char_p)),
-        ("env_count", ctypes.c_size_t),
-        ("init", ctypes.POINTER(ctypes.c_char_p)),
-        ("init_count", ctypes.c_size_t),
-        ("restart", ctypes.c_char_p),
-        ("limits", ctypes.POINTER(ctypes.c_char_p)),
-        ("limit_count", ctypes.c_size_t),
-        ("snapshot", ctypes.c_char_p),
-        ("root", ctypes.c_char_p),
-        ("setup", ctypes.c_char_p),
-        ("setup_keys", ctypes.POINTER(ctypes.c_char_p)),
-        ("setup_key_count", ctypes.c_size_t),
-        ("confine", ctypes.c_int),
-        ("allow_write", ctypes.POINTER(ctypes.c_char_p)),
-        ("allow_write_count", ctypes.c_size_t),
-        ("allow_read", ctypes.POINTER(ctypes.c_char_p)),
-        ("allow_read_count", ctypes.c_size_t),
-        ("read_only", ctypes.POINTER(ctypes.c_char_p)),
-        ("read_only_count", ctypes.c_size_t),
-        ("no_network", ctypes.c_int),
-        ("memory_max", ctypes.c_uint64),
-        ("pids_max", ctypes.c_uint64),
-        ("cpu_millis", ctypes.c_uint64),
-    ]
-
-
-class RunOpts(ctypes.Structure):
-    """sbsh_run_opts, version 1."""
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("session", ctypes.c_char_p),
-        ("keep_session", ctypes.c_int),
-        ("output_limit", ctypes.c_size_t),
-        ("artifacts_dir", ctypes.c_char_p),
-        ("report_path", ctypes.c_char_p),
-        ("events_path", ctypes.c_char_p),
-        ("events_fd", ctypes.c_int),
-        ("cancel_fd", ctypes.c_int),
-        ("on_event", EVENT_FN),
-        ("user", ctypes.c_void_p),
-    ]
+# sbsh_exec_opts, sbsh_session_spec and sbsh_run_opts: their fields and types are read from
+# sbsh.h by the build (_cabi.py).
+ExecOpts, SessionSpec, RunOpts = _cabi.structures(OUTPUT_FN, EVENT_FN)
 
 
 _libs: Dict[str, ctypes.CDLL] = {}

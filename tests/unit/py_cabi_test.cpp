@@ -10,6 +10,17 @@ int sbsh_dummy_call(sbsh_conn* conn, const char* name, const char* const* argv, 
                     int64_t timeout_ms, uint64_t* id_out, char** json_out);
 const char* sbsh_dummy_text(const sbsh_result* r, int* status_out);
 void sbsh_dummy_run(sbsh_exec_opts* opts, sbsh_output_fn on_output, void* user, unsigned version);
+
+// A structure as sbsh.h declares its options.
+typedef struct sbsh_dummy_opts {
+  unsigned int version;
+  const char* name;
+  const char* const* env;
+  size_t env_count;
+  int flag;
+  int64_t timeout_ms;
+  sbsh_output_fn on_output;
+} sbsh_dummy_opts;
 }
 
 namespace sbsh::client::py_cabi_tests {
@@ -38,5 +49,59 @@ TEST(PyCabi, EveryFunctionThePackageCallsIsListed) {
                                 "\"sbsh_result_stdout\": (BUF, ", "\"sbsh_run_plan_file\": (I, "})
     EXPECT_NE(all.find(name), std::string::npos) << name;
 }
+
+#define MEMBER(m) py::member<decltype(sbsh_dummy_opts::m)>(#m, offsetof(sbsh_dummy_opts, m))
+
+std::string dummy_structure(std::initializer_list<py::c_member> members, std::string* error) {
+  return py::c_structure("sbsh_dummy_opts", "DummyOpts", sizeof(sbsh_dummy_opts), alignof(sbsh_dummy_opts), members,
+                         error);
+}
+
+TEST(PyCabi, AStructureGivesItsClass) {
+  std::string error;
+  std::string len = std::is_same_v<size_t, uint64_t> ? "U64" : "SZ";
+  EXPECT_EQ(dummy_structure({MEMBER(version), MEMBER(name), MEMBER(env), MEMBER(env_count), MEMBER(flag),
+                             MEMBER(timeout_ms), MEMBER(on_output)},
+                            &error),
+            "    class DummyOpts(ctypes.Structure):\n"
+            "        \"\"\"sbsh_dummy_opts (sbsh.h).\"\"\"\n"
+            "        _fields_ = [\n"
+            "            (\"version\", ctypes.c_uint),\n"
+            "            (\"name\", S),\n"
+            "            (\"env\", SA),\n"
+            "            (\"env_count\", " + len + "),\n"
+            "            (\"flag\", I),\n"
+            "            (\"timeout_ms\", I64),\n"
+            "            (\"on_output\", OUTPUT_FN),\n"
+            "        ]\n\n");
+  EXPECT_EQ(error, "");
+}
+
+TEST(PyCabi, AMemberLeftOutOfAStructureIsAnError) {
+  std::string error;
+  EXPECT_EQ(dummy_structure({MEMBER(version), MEMBER(name), MEMBER(env_count), MEMBER(flag), MEMBER(timeout_ms),
+                             MEMBER(on_output)},
+                            &error),
+            "");
+  EXPECT_EQ(error, "sbsh_dummy_opts: a member between name and env_count is missing from python/gen/py_cabi.h");
+  error.clear();
+  EXPECT_EQ(dummy_structure({MEMBER(version), MEMBER(name), MEMBER(env), MEMBER(env_count), MEMBER(flag),
+                             MEMBER(timeout_ms)},
+                            &error),
+            "");
+  EXPECT_EQ(error, "sbsh_dummy_opts: a member after timeout_ms is missing from python/gen/py_cabi.h");
+}
+
+TEST(PyCabi, TheStructuresThePackageFillsMatchTheirDeclarations) {
+  std::string error;
+  std::string all = py::python_structures(&error);
+  EXPECT_EQ(error, "");
+  for (std::string_view name : {"class ExecOpts(ctypes.Structure)", "(\"interactive\", I)",
+                                "class SessionSpec(ctypes.Structure)", "(\"cpu_millis\", U64)",
+                                "class RunOpts(ctypes.Structure)", "(\"on_event\", EVENT_FN)"})
+    EXPECT_NE(all.find(name), std::string::npos) << name;
+}
+
+#undef MEMBER
 
 }  // namespace sbsh::client::py_cabi_tests
