@@ -32,8 +32,8 @@ bool running(int64_t pid) {
   return rp != nullptr && rp[1] == ' ' && rp[2] != 'Z';
 }
 
-// sbshd waits for its wrappers to end their sessions up to their own bound, and a little more.
-constexpr int kGoneWithinMs = wrapper::kEndSessionWithinMs + 5000;
+// sbshd waits for its wrappers to end their sessions up to kWrapperStopWaitMs, then exits.
+constexpr int kGoneWithinMs = wrapper::kWrapperStopWaitMs + 3000;
 
 // Whether the connection's far end closed it within kGoneWithinMs: sbshd closes its
 // connections as it exits, and through a dial command (-H, --dial) that end is all there is to watch, since

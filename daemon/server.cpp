@@ -116,7 +116,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   // session has passed is stuck, and is killed; one killed sooner, on a loaded machine, would
   // leave the rest of its session running.
   shutdown_timer_ = uv::make_handle<uv::timer>(&loop_);
-  shutdown_timer_->start(wrapper::kEndSessionWithinMs + 2000, [this] { finish_shutdown(); });
+  shutdown_timer_->start(wrapper::kWrapperStopWaitMs, [this] { finish_shutdown(); });
   sessions_left_ = sessions_.size() + 1;
   auto one_gone = [this] {
     if (--sessions_left_ == 0) finish_shutdown();

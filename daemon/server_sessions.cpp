@@ -24,6 +24,7 @@
 #include "daemon/capacity.h"
 #include "daemon/session.h"
 #include "ipc/text.h"
+#include "ipc/wrapper_link.h"
 
 namespace sbsh::daemon {
 
@@ -515,14 +516,15 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   if (expiries_.empty()) expiry_timer_.reset();
   session* raw = s.get();
   removed_.push_back(std::move(s));
-  // Wait for the wrapper to end the session's processes (5 s at most), then sweep for
-  // stragglers.
+  // Wait for the wrapper to end the session's processes, then sweep for stragglers. A wrapper
+  // still there once its own bound for that has passed is stuck, and is killed; one killed
+  // sooner, on a loaded machine, would leave what it had not reached yet running.
   auto deadline = std::make_shared<uv::handle_ptr<uv::timer>>(uv::make_handle<uv::timer>(&loop_));
   auto finish = [this, raw, deadline, done = std::make_shared<std::function<void()>>(std::move(finished))] {
     deadline->reset();
     removed(raw, std::move(*done));
   };
-  (*deadline)->start(5000, finish);
+  (*deadline)->start(wrapper::kWrapperStopWaitMs, finish);
   raw->when_gone(finish);
 }
 

@@ -16,5 +16,8 @@ inline constexpr const char* kAdoptSocket = "w";  // in the shell's directory
 // that long (and a little more) before it kills one: a wrapper killed while it still ends its
 // session would leave the rest of the session's processes to run on without it.
 inline constexpr int kEndSessionWithinMs = 10000;
+// How long sbshd waits for a wrapper it told to stop (shutdown, session rm) before it takes
+// it for stuck: the wrapper's bound and a margin.
+inline constexpr int kWrapperStopWaitMs = kEndSessionWithinMs + 2000;
 
 }  // namespace sbsh::wrapper

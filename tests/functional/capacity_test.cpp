@@ -209,6 +209,28 @@ TEST_F(capacity_test, ShutdownWaitsForASlowWrapperToEndItsSession) {
   EXPECT_FALSE(pid_alive(wrapper));
 }
 
+// The same for a session removed: its wrapper, slow to end it (stopped for 6 s, longer than
+// sbshd once waited), is waited for, and what left the shell's jobs ends with it.
+TEST_F(capacity_test, RemovalWaitsForASlowWrapperToEndItsSession) {
+  auto c = conn();
+  auto r = run_in(c, "slow-rm", "( setsid sleep 600 >/dev/null 2>&1 & echo $! )");
+  ASSERT_TRUE(r) << r.err().message;
+  auto sleeper = static_cast<pid_t>(std::atol(r->stdout_data.c_str()));
+  auto wrapper = static_cast<pid_t>(session_pids("slow-rm").wrapper_pid);
+  ASSERT_TRUE(sleeper > 0 && pid_alive(sleeper));
+  ASSERT_EQ(::kill(wrapper, SIGSTOP), 0);
+  std::thread resume([wrapper] {
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    ::kill(wrapper, SIGCONT);
+  });
+  auto rm = sbsh({"session", "rm", "slow-rm"});
+  resume.join();
+  EXPECT_EQ(rm.code, 0) << rm.err;
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(sleeper); }, std::chrono::seconds(10)));
+  if (pid_alive(sleeper)) ::kill(sleeper, SIGKILL);  // no debris for the next test
+  EXPECT_FALSE(pid_alive(wrapper));
+}
+
 }  // namespace capacity_tests
 
 }  // namespace sbsh::test
