@@ -24,10 +24,10 @@
 
 #include "common/cgroup.h"
 #include "daemon/client_conn.h"
+#include "daemon/command_records.h"
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
-#include "daemon/command_records.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
 #include "daemon/runner_ports.h"
