@@ -11,8 +11,8 @@ int sbsh_dummy_call(sbsh_conn* conn, const char* name, const char* const* argv, 
 const char* sbsh_dummy_text(const sbsh_result* r, int* status_out);
 void sbsh_dummy_run(sbsh_exec_opts* opts, sbsh_output_fn on_output, void* user, unsigned version);
 
-// A structure as sbsh.h declares its options.
-typedef struct sbsh_dummy_opts {
+// A structure as sbsh.h declares its options (there with a typedef, which C needs).
+struct sbsh_dummy_opts {
   unsigned int version;
   const char* name;
   const char* const* env;
@@ -20,7 +20,7 @@ typedef struct sbsh_dummy_opts {
   int flag;
   int64_t timeout_ms;
   sbsh_output_fn on_output;
-} sbsh_dummy_opts;
+};
 }
 
 namespace sbsh::client::py_cabi_tests {
