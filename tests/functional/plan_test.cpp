@@ -341,7 +341,10 @@ TEST_F(plan_test, ArtifactsHoldWholeStreamsWhileTheReportKeepsACappedPart) {
                         "stages:\n"
                         "  - name: out\n"
                         "    commands:\n"
-                        "      - head -c 3000000 /dev/urandom | tee " + dir + "/copy\n"
+                        // Never UTF-8, however short the part kept: it starts with bytes
+                        // that cannot be.
+                        "      - (printf '\\377\\377\\377\\377\\377\\377'; head -c 2999994 /dev/urandom) | tee " +
+                            dir + "/copy\n"
                         "      - printf 'ab\\377\\000end' >&2\n");
   std::string art = "art";  // relative: to sbsh's directory, named absolutely in the report
   auto r = sbsh({"run", "--artifacts", dir + "/" + art, "--report", dir + "/r.json", path});
@@ -354,6 +357,7 @@ TEST_F(plan_test, ArtifactsHoldWholeStreamsWhileTheReportKeepsACappedPart) {
   EXPECT_EQ(big["stdout_bytes"], 3000000);
   std::string whole = read_file(dir + "/copy");
   ASSERT_EQ(whole.size(), 3000000u);
+  EXPECT_EQ(whole.substr(0, 6), std::string(6, '\xff'));
   EXPECT_TRUE(read_file(dir + "/art/out/0.stdout") == whole);
   EXPECT_EQ(read_file(dir + "/art/out/0.stderr"), "");
   // Inline: the first 1 MiB, exactly (random bytes are not UTF-8: base64 has them).
