@@ -17,6 +17,7 @@
 
 #include "common/environ.h"
 #include "common/paths.h"
+#include "common/procs.h"
 #include "daemon/session_host.h"
 #include "ipc/messages.h"
 #include "ipc/wrapper_link.h"
@@ -598,9 +599,17 @@ void shell_supervisor::detach(bool kill_wrapper) {
   if (wrapper_ != nullptr && kill_wrapper) {
     // SIGUSR1 asks the wrapper to end its shell and every process the shell's commands left,
     // wherever they moved (a setsid, a double fork), sparing the background processes, and
-    // to exit. One that does not answer pings is killed: its bash dies with it
-    // (PDEATHSIG), the rest of its session is swept below.
-    wrapper_->kill(std::exchange(wrapper_hung_, false) ? SIGKILL : SIGUSR1);
+    // to exit. One that does not answer pings cannot: sbshd ends the session itself, and
+    // does so while the wrapper still lives. The wrapper is the subreaper of its session, so
+    // until it dies every process the session left (one that called setsid, one whose parent
+    // ended) descends from it; once it is dead they belong to init, and nothing would find
+    // them. It is rare enough for /proc to be read here, on the loop.
+    if (std::exchange(wrapper_hung_, false)) {
+      procs::signal_session(static_cast<pid_t>(wrapper_pid_), 0, SIGKILL, protected_groups());
+      wrapper_->kill(SIGKILL);
+    } else {
+      wrapper_->kill(SIGUSR1);
+    }
   }
   if (wrapper_ != nullptr) {
     // A wrapper that dies of a signal leaves the session's other processes behind.

@@ -352,6 +352,25 @@ TEST_F(health_test, AStoppedWrapperIsReplacedButALongCommandIsNot) {
   EXPECT_EQ(exec("h", "echo replaced").out, "replaced\n");
 }
 
+// A wrapper that stopped answering cannot end its session: sbshd kills it, and must end the
+// session's processes itself, a process that left the session (setsid) included. Once the
+// wrapper is dead that process's parent is init and nothing ties it to the session any more.
+TEST_F(health_test, AHungWrapperDoesNotLeaveItsSessionsProcessesRunning) {
+  std::string pid_file = dir + "/escaped.pid";
+  ASSERT_EQ(exec("h", "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep 3019' </dev/null >/dev/null 2>&1 &").code, 0);
+  pid_t escaped = 0;
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> escaped) && ::getsid(escaped) == escaped;
+  }, std::chrono::seconds(5))) << "the background process did not leave the shell's session";
+  auto before = session_status("h");
+  ASSERT_EQ(::kill(static_cast<pid_t>(before.wrapper_pid), SIGSTOP), 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(escaped); }, std::chrono::seconds(5)));
+  if (pid_alive(escaped)) ::kill(escaped, SIGKILL);
+  EXPECT_EQ(exec("h", "echo replaced").out, "replaced\n");
+}
+
 TEST_F(supervision_test, RemovingASessionLeavesNothing) {
   ASSERT_EQ(exec("gone", "sleep 100 & echo $!").code, 0);
   auto st = session_pids("gone");
