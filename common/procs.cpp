@@ -65,6 +65,26 @@ std::vector<proc_info> list() {
   return out;
 }
 
+bool task_children(pid_t pid, pid_t tid, std::vector<pid_t>& out) {
+  char file[96];
+  std::snprintf(file, sizeof file, "/proc/%d/task/%d/children", static_cast<int>(pid), static_cast<int>(tid));
+  int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  for (const char* p = text.c_str(); *p != '\0';) {
+    char* end;
+    long child = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (child > 0) out.push_back(static_cast<pid_t>(child));
+    p = end;
+  }
+  return true;
+}
+
 std::vector<proc_info> children_of(pid_t pid) {
   std::vector<proc_info> out;
   char path[64];
@@ -74,23 +94,13 @@ std::vector<proc_info> children_of(pid_t pid) {
   if (tasks != nullptr) {
     while (dirent* t = ::readdir(tasks)) {
       if (t->d_name[0] == '.') continue;
-      char file[384];
-      std::snprintf(file, sizeof file, "%s/%s/children", path, t->d_name);
-      int fd = ::open(file, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;  // this kernel does not list children
+      std::vector<pid_t> pids;
+      if (!task_children(pid, static_cast<pid_t>(std::strtol(t->d_name, nullptr, 10)), pids))
+        break;  // this kernel does not list children
       listed = true;
-      std::string text;
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-      ::close(fd);
-      for (const char* p = text.c_str(); *p != '\0';) {
-        char* end;
-        long child = std::strtol(p, &end, 10);
-        if (end == p) break;
+      for (pid_t child : pids) {
         proc_info info;
-        if (child > 0 && read_stat(static_cast<pid_t>(child), &info) && info.ppid == pid) out.push_back(info);
-        p = end;
+        if (read_stat(child, &info) && info.ppid == pid) out.push_back(info);
       }
     }
     ::closedir(tasks);
@@ -240,6 +250,15 @@ size_t signal_tree(pid_t pgid, int sig) {
   add_descendants(all, pids);
   pids.erase(::getpid());
   return deliver({pgid}, pids, sig);
+}
+
+size_t signal_trees(const std::set<pid_t>& roots, int sig) {
+  if (roots.empty()) return 0;
+  auto all = list();
+  std::set<pid_t> pids = roots;
+  add_descendants(all, pids);
+  pids.erase(::getpid());
+  return deliver({}, pids, sig);
 }
 
 size_t signal_kept_tree(pid_t pgid, pid_t keeper, int sig) {

@@ -22,6 +22,10 @@ struct proc_info {
 // Every process visible in /proc. Processes that vanish while being read are skipped.
 std::vector<proc_info> list();
 bool read_stat(pid_t pid, proc_info* out);
+// Appends the children thread `tid` of process `pid` started or inherited, zombies included,
+// from /proc/PID/task/TID/children; false when the kernel does not keep that file
+// (CONFIG_PROC_CHILDREN) or the thread is gone.
+bool task_children(pid_t pid, pid_t tid, std::vector<pid_t>& out);
 // The live (not zombie) children of `pid`: from /proc/PID/task/*/children where the kernel
 // keeps it (CONFIG_PROC_CHILDREN), else by parent pid over /proc.
 std::vector<proc_info> children_of(pid_t pid);
@@ -61,6 +65,8 @@ size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& s
 // Signals a process tree: the group `pgid`, and every descendant of its members (found by
 // parent pid, so children that called setsid are included). Returns how many processes.
 size_t signal_tree(pid_t pgid, int sig);
+// Signals the processes `roots` and every descendant of theirs. Returns how many processes.
+size_t signal_trees(const std::set<pid_t>& roots, int sig);
 // Signals a background process's tree without its keeper: the process `keeper` leads group
 // `pgid`, is a child subreaper (so every process the command started is its descendant, those
 // that called setsid included) and survives every signal it can catch. The group and every

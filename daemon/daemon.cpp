@@ -25,6 +25,7 @@
 
 #include "common/paths.h"
 #include "daemon/capacity.h"
+#include "daemon/inherited.h"
 #include "daemon/log.h"
 #include "daemon/service_manager.h"
 #include "daemon/state_lock.h"
@@ -60,6 +61,7 @@ void return_large_blocks() {
 // `ready`: where the starting process waits for one NUL byte (ready) or the reason sbshd
 // is not; none in the foreground.
 int serve(run_options& opts, unique_fd ready, unique_fd activated) {
+  inherited_children::become_subreaper();
   server srv(opts);
   if (auto s = srv.listen(std::move(activated)); !s) {
     std::string msg = "sbshd: " + s.err().message + "\n";

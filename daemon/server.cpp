@@ -55,6 +55,7 @@ server::server(options opts)
 }
 
 server::~server() {
+  inherited_.reset();
   procs_.reset();
   sessions_.clear();
   clients_.clear();
@@ -143,6 +144,8 @@ void server::finish_shutdown() {
   close_bound_timers();
   farewells_.close_all();
   signals_.clear();
+  if (inherited_) inherited_->look();  // the last word on what wrappers killed above left
+  inherited_.reset();
 }
 
 // Pings at half the interval the service manager asked for, as sd_watchdog_enabled(3)
@@ -172,6 +175,9 @@ void server::start(const std::function<void()>& on_ready) {
     signals_.push_back(uv::make_handle<uv::signal_watch>(&loop_));
     signals_.back()->start(signum, [this](int sig) { on_signal(sig); });
   }
+  inherited_ = std::make_unique<inherited_children>(&loop_, [this](pid_t pgid) {
+    return std::ranges::any_of(sessions_, [pgid](const auto& s) { return s.second->shell().lent().contains(pgid); });
+  });
   spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
   if (on_ready) on_ready();
   service_manager::notify(fmt::format("READY=1\nMAINPID={}\nSTATUS=listening on {}", pid_, opts_.socket_path));

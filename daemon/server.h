@@ -28,6 +28,7 @@
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
+#include "daemon/inherited.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
 #include "daemon/runner_ports.h"
@@ -245,6 +246,7 @@ class server final : public proc_host, public session_host {
   std::unique_ptr<command_records> records_;
   // Lives as long as the server: work it left on the thread pool reports to it.
   std::unique_ptr<file_service> files_;
+  std::unique_ptr<inherited_children> inherited_;  // from start(): what killed wrappers leave
   snapshot_store snapshots_;
   env_store envs_;
   cgroup::manager cgroups_;  // the cgroups of sessions with limits

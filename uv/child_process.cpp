@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "ipc/protocol.h"
@@ -23,6 +24,12 @@ namespace {
 // Debian 12's <sys/pidfd.h> (glibc 2.36) lacks extern "C": a C++ program cannot link its
 // declarations, so the two calls go through syscall(2).
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+// The pids of the children spawn() started and nobody has reaped yet (on the loop's thread).
+std::unordered_set<int>& spawned() {
+  static std::unordered_set<int> pids;
+  return pids;
+}
+
 int pidfd_send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
 }
@@ -90,8 +97,11 @@ result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_c
     ::waitpid(pid, nullptr, 0);
     return cannot_spawn(o, e);
   }
+  spawned().insert(pid);
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }
+
+bool child_process::spawned_here(int pid) { return spawned().contains(pid); }
 
 child_ptr child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
   unique_fd pidfd(pidfd_open(pid));
@@ -120,6 +130,7 @@ void child_process::on_readable() {
   int sig = 0;
   if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0) {
     if (si.si_pid == 0) return;  // not ended yet
+    spawned().erase(pid_);
     bool exited = si.si_code == CLD_EXITED;
     status = exited ? si.si_status : 0;
     sig = exited ? 0 : si.si_status;

@@ -59,6 +59,10 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // left for the next sbshd) and the handle closes.
   static void forget(child_ptr child);
 
+  // Whether `pid` is a child that spawn() started in this process and that has not been
+  // reaped yet: a child of sbshd's that is not is one it inherited (daemon/inherited.h).
+  [[nodiscard]] static bool spawned_here(int pid);
+
   [[nodiscard]] int pid() const { return pid_; }
   [[nodiscard]] bool exited() const { return exited_; }
   // Whether the child is still running now, even if the loop has not yet seen it end.

@@ -371,6 +371,39 @@ TEST_F(health_test, AHungWrapperDoesNotLeaveItsSessionsProcessesRunning) {
   EXPECT_EQ(exec("h", "echo replaced").out, "replaced\n");
 }
 
+// A wrapper killed from outside (by hand, by the OOM killer) cannot end its session either.
+// sbshd is a child subreaper, so what the session left comes to it: it ends those processes,
+// but keeps a background process (`sbsh start`), and reaps it when it ends.
+TEST_F(supervision_test, AKilledWrapperDoesNotLeaveItsSessionsProcessesRunning) {
+  std::string pid_file = dir + "/escaped.pid";
+  ASSERT_EQ(exec("w", "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep 3023' </dev/null >/dev/null 2>&1 &").code, 0);
+  pid_t escaped = 0;
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> escaped) && ::getsid(escaped) == escaped;
+  }, std::chrono::seconds(5))) << "the background process did not leave the shell's session";
+  std::string flag = dir + "/kept-may-end";
+  auto bg = sbsh({"start", "-s", "w", "--name", "kept", "--", "while [ ! -e " + flag + " ]; do sleep 0.05; done"});
+  ASSERT_EQ(bg.code, 0) << bg.err;
+  pid_t kept = 0;
+  ASSERT_TRUE(wait_until([&] {
+    auto j = json::parse(sbsh({"ps", "--json"}).out).at("processes");
+    if (j.empty()) return false;
+    kept = j.at(0).at("pid").get<pid_t>();
+    return kept > 0;
+  }, std::chrono::seconds(5)));
+  auto before = session_status("w");
+  ASSERT_EQ(::kill(static_cast<pid_t>(before.wrapper_pid), SIGKILL), 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(escaped); }, std::chrono::seconds(5)));
+  if (pid_alive(escaped)) ::kill(escaped, SIGKILL);
+  EXPECT_EQ(exec("w", "echo replaced").out, "replaced\n");
+  EXPECT_TRUE(pid_alive(kept)) << "the session's background process was ended with its wrapper";
+  std::ofstream(flag) << "x";
+  // Ended, and reaped: no zombie is left under sbshd (or anywhere).
+  EXPECT_TRUE(wait_until([&] { return ::kill(kept, 0) != 0; }, std::chrono::seconds(5)))
+      << "the background process " << kept << " ended but nobody reaped it";
+}
+
 TEST_F(supervision_test, RemovingASessionLeavesNothing) {
   ASSERT_EQ(exec("gone", "sleep 100 & echo $!").code, 0);
   auto st = session_pids("gone");
