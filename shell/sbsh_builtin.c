@@ -214,6 +214,10 @@ static int in_command;        /* a command's descriptors are on 0, 1 and 2 */
 static uint64_t current_seq;  /* the run being served */
 static uint64_t current_nonce; /* its nonce, which its status repeats (ipc/shell_channel.h) */
 static int keep_out = -1, keep_err = -1;
+/* 0, 1 and 2 are the /dev/null release_descriptors() put there, and no text of the user's
+ * has run since: a command without stdin needs no new /dev/null on 0. Cleared wherever
+ * channel_trusted is. */
+static int std_are_null;
 static int lent_fd[3] = {-1, -1, -1}; /* a run's lent descriptors while its text runs */
 static const char *const lent_names[3] = {"__sbsh_lent_out", "__sbsh_lent_err", "__sbsh_lent_status"};
 static volatile sig_atomic_t got_sigint;
@@ -346,10 +350,15 @@ static void release_descriptors(void) {
   flush_std();
   leave_terminal();
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0 && null <= 2) {
+    /* The command closed one of them (exec 0<&-): /dev/null took its number, and closing it
+     * below would leave it closed for every later command. */
+    int high = fcntl(null, F_DUPFD_CLOEXEC, 3);
+    close(null);
+    null = high;
+  }
   if (null >= 0) {
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(null, 2);
+    std_are_null = dup2(null, 0) == 0 && dup2(null, 1) == 1 && dup2(null, 2) == 2;
     close(null);
   }
   if (keep_out >= 0) close(keep_out);
@@ -866,7 +875,7 @@ static int eval_at_top_level(char *text) {
   int value;
   int code = setjmp_nosigs(top_level);
   if (code == 0) {
-    channel_trusted = 0;
+    channel_trusted = std_are_null = 0;
     value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
   } else if (getpid() != shell_pid || !serving || !survivable(code)) {
     /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
@@ -898,15 +907,14 @@ static void run_command(struct run *r) {
     r->cwd = NULL;
   }
   flush_std();
-  int null = -1;
-  if (r->in < 0) r->in = null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  dup2(r->in, 0);
+  if (r->in < 0 && !std_are_null) r->in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (r->in >= 0) dup2(r->in, 0);
   dup2(r->out, 1);
   dup2(r->err, 2);
+  std_are_null = 0;
   close_quietly(&r->in);
   close_quietly(&r->out);
   close_quietly(&r->err);
-  (void)null;
   if ((r->h.flags & SBSH_RUN_TTY) && take_terminal() != 0) {
     int e = errno;
     discard_run(r);
@@ -1094,7 +1102,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
-  channel_trusted = 0; /* bash ran traps, or a command, since the builtin last served */
+  channel_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();

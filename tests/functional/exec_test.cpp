@@ -162,6 +162,14 @@ TEST_F(exec_test, StdinIsNullUnlessGiven) {
   std::string big(size_t{20} * 1000 * 1000, 'z');
   r = sbsh({"exec", "-s", "s", "wc -c"}, &big);
   EXPECT_EQ(r.out, "20000000\n");
+  // After a command that was given stdin, or that replaced or closed its own, the next one
+  // without stdin reads nothing again.
+  r = sbsh({"exec", "-s", "s", "cat"}, &in);
+  EXPECT_EQ(exec("s", "cat; echo \"$?\"").out, "0\n");
+  EXPECT_EQ(exec("s", "exec 0</etc/hostname").code, 0);
+  EXPECT_EQ(exec("s", "cat; echo \"$?\"").out, "0\n");
+  EXPECT_EQ(exec("s", "exec 0<&-").code, 0);
+  EXPECT_EQ(exec("s", "cat; echo \"$?\"").out, "0\n");
 }
 
 // Pipelines around sbsh behave as they would around the command itself.
