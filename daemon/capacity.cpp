@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -100,6 +101,40 @@ std::string processes_exhausted() {
                      read_number("/proc/sys/kernel/threads-max"), kProcessesPerSession);
 }
 
+// kB of a /proc/meminfo line ("MemAvailable:   123 kB"), 0 when it is missing.
+uint64_t meminfo_kb(std::string_view key) {
+  std::ifstream f("/proc/meminfo");
+  std::string name;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> name >> kb >> unit)
+    if (name.size() == key.size() + 1 && name.starts_with(key)) return kb;
+  return 0;
+}
+
+// sbshd's cgroup's memory.max in bytes, 0 when it has none (or cgroup v2 is not mounted).
+uint64_t cgroup_memory_max() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(self, line)) {
+    if (!line.starts_with("0::")) continue;
+    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    uint64_t n = 0;
+    return max >> n ? n : 0;  // "max" reads as no number: no limit
+  }
+  return 0;
+}
+
+std::string memory_exhausted() {
+  uint64_t cgroup = cgroup_memory_max();
+  return fmt::format("out of memory: {} MiB of {} MiB available{}; an idle session takes about {} kB (its wrapper and "
+                     "its bash), and what its commands use; free memory, raise MemoryMax= in sbshd's unit, or remove "
+                     "sessions",
+                     meminfo_kb("MemAvailable") / 1024, meminfo_kb("MemTotal") / 1024,
+                     cgroup != 0 ? fmt::format(", and sbshd's cgroup may use {} MiB (memory.max)", cgroup >> 20) : "",
+                     kIdleSessionKb);
+}
+
 }  // namespace
 
 status room_for_session(size_t sessions) {
@@ -118,13 +153,15 @@ std::string resource_failure(int err, std::string_view what) {
                          what, read_number("/proc/sys/fs/file-max"));
     case EAGAIN:
       return fmt::format("cannot {}: {}", what, processes_exhausted());
+    case ENOMEM:
+      return fmt::format("cannot {}: {}", what, memory_exhausted());
     default:
       return fmt::format("cannot {}: {}", what, std::strerror(err));
   }
 }
 
 std::string spawn_failure(int err) {
-  bool out_of_something = err == EMFILE || err == ENFILE || err == EAGAIN;
+  bool out_of_something = err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
   return out_of_something ? resource_failure(err, "start a process") : std::string(std::strerror(err));
 }
 

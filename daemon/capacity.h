@@ -23,6 +23,9 @@ namespace sbsh::daemon {
 
 inline constexpr uint64_t kDescriptorsPerSession = 3;
 inline constexpr uint64_t kProcessesPerSession = 2;
+// About what an idle session holds in memory: its wrapper and sbshd's share (about 70 kB)
+// and an idle bash (about 330 kB), as sbsh-supervision-bench measures them.
+inline constexpr uint64_t kIdleSessionKb = 400;
 
 // The soft and hard RLIMIT_NOFILE.
 struct nofile_limit {
@@ -53,8 +56,8 @@ uint64_t open_descriptors();
 status room_for_session(size_t sessions);
 
 // What to say when making a descriptor or starting a process (`what`: "create its control
-// socket") failed with `err`: for EMFILE, ENFILE and EAGAIN the resource, its figure and how
-// to raise it; otherwise the system's reason.
+// socket") failed with `err`: for EMFILE, ENFILE, EAGAIN and ENOMEM the resource, its figure
+// and how to raise it; otherwise the system's reason.
 std::string resource_failure(int err, std::string_view what);
 
 // What to say when starting a process failed with `err` (uv::child_process::options::explain).
