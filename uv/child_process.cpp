@@ -106,6 +106,10 @@ bool child_process::spawned_here(int pid) { return spawned().contains(pid); }
 child_ptr child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
   unique_fd pidfd(pidfd_open(pid));
   if (!pidfd) return {};
+  // A child of this process that another started for it (a fork server's copy, made with
+  // CLONE_PARENT) counts as spawned here: waitid on a pidfd says ECHILD for any other.
+  siginfo_t si{};
+  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &si, WEXITED | WNOHANG | WNOWAIT) == 0) spawned().insert(pid);
   return start_watching(loop, pid, std::move(pidfd), std::move(cb));
 }
 

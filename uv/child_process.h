@@ -50,7 +50,9 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // until the owner lets go of it.
   static result<child_ptr> spawn(uv_loop_t* loop, const options& opts, exit_callback cb);
   // Watches a running process that is not this process's child (sbshd's adopted wrapper): its exit is
-  // seen, its status is not (the callback gets -1). Empty when it has already ended.
+  // seen, its status is not (the callback gets -1). Empty when it has already ended. A child
+  // of this process that it did not spawn itself (a fork server's copy) is watched as one it
+  // did, its status read.
   static child_ptr watch(uv_loop_t* loop, int pid, exit_callback cb);
   // The owner lets go of `child`: `last` still runs at exit, then the handle closes. The
   // handle stays open until then so that the child is reaped.

@@ -176,4 +176,38 @@ TEST_F(child_process_test, FailuresAreReportedNotStarted) {
   EXPECT_EQ(e.status, -2);  // no exit was reported for children that never ran
 }
 
+// What sbshd counts as its own children: those it spawned, and a child another started for it
+// (a fork server's copy, made with CLONE_PARENT; here a plain fork) once it watches it, with
+// its status read; until they are reaped. Any other child is one it inherited
+// (daemon/inherited.h).
+TEST_F(child_process_test, OwnChildrenAreKnownUntilReaped) {
+  ended spawned, forked;
+  std::string err;
+  auto c = start("exit 3", {devnull(), devnull(), devnull()}, &spawned, &err);
+  ASSERT_NE(c, nullptr) << err;
+  EXPECT_TRUE(uv::child_process::spawned_here(c->pid()));
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::usleep(50'000);
+    ::_exit(7);
+  }
+  EXPECT_FALSE(uv::child_process::spawned_here(pid));
+  auto w = uv::child_process::watch(&loop_, pid, [&forked](int64_t st, int sig) { forked = {st, sig}; });
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(uv::child_process::spawned_here(pid));
+  int spawned_pid = c->pid();
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  EXPECT_EQ(spawned.status, 3);
+  EXPECT_EQ(forked.status, 7);
+  EXPECT_EQ(forked.sig, 0);
+  EXPECT_FALSE(uv::child_process::spawned_here(spawned_pid));
+  EXPECT_FALSE(uv::child_process::spawned_here(pid));
+  // Not a child: watched, never counted as one (the test's parent is no child of the test).
+  auto other = uv::child_process::watch(&loop_, ::getppid(), [](int64_t, int) {});
+  ASSERT_NE(other, nullptr);
+  EXPECT_FALSE(uv::child_process::spawned_here(::getppid()));
+  uv::child_process::forget(std::move(other));
+}
+
 }  // namespace sbsh::daemon::child_process_tests
