@@ -172,6 +172,15 @@ void add_descendants(const std::vector<proc_info>& all, std::set<pid_t>& pids) {
   }
 }
 
+// The processes of the groups `spare` and their descendants.
+std::set<pid_t> spared_by(const std::vector<proc_info>& all, const std::set<pid_t>& spare) {
+  std::set<pid_t> spared;
+  for (const auto& p : all)
+    if (spare.contains(p.pgid)) spared.insert(p.pid);
+  add_descendants(all, spared);
+  return spared;
+}
+
 size_t deliver(const std::set<pid_t>& groups, const std::set<pid_t>& pids, int sig) {
   for (pid_t g : groups) ::kill(-g, sig);
   for (pid_t p : pids) ::kill(p, sig);
@@ -223,10 +232,7 @@ size_t signal_command(pid_t shell_pid, pid_t sid, const since_mark& m, int sig) 
 
 size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& spare) {
   auto all = list();
-  std::set<pid_t> spared;
-  for (const auto& p : all)
-    if (spare.contains(p.pgid)) spared.insert(p.pid);
-  add_descendants(all, spared);
+  std::set<pid_t> spared = spared_by(all, spare);
   std::set<pid_t> pids;
   std::set<pid_t> groups;
   for (const auto& p : all) {
@@ -252,11 +258,13 @@ size_t signal_tree(pid_t pgid, int sig) {
   return deliver({pgid}, pids, sig);
 }
 
-size_t signal_trees(const std::set<pid_t>& roots, int sig) {
+size_t signal_trees(const std::set<pid_t>& roots, int sig, const std::set<pid_t>& spare) {
   if (roots.empty()) return 0;
   auto all = list();
+  std::set<pid_t> spared = spared_by(all, spare);
   std::set<pid_t> pids = roots;
   add_descendants(all, pids);
+  for (pid_t s : spared) pids.erase(s);
   pids.erase(::getpid());
   return deliver({}, pids, sig);
 }

@@ -65,8 +65,9 @@ size_t signal_session(pid_t sid, pid_t except, int sig, const std::set<pid_t>& s
 // Signals a process tree: the group `pgid`, and every descendant of its members (found by
 // parent pid, so children that called setsid are included). Returns how many processes.
 size_t signal_tree(pid_t pgid, int sig);
-// Signals the processes `roots` and every descendant of theirs. Returns how many processes.
-size_t signal_trees(const std::set<pid_t>& roots, int sig);
+// Signals the processes `roots` and every descendant of theirs, sparing the process groups in
+// `spare` and their descendants. Returns how many processes.
+size_t signal_trees(const std::set<pid_t>& roots, int sig, const std::set<pid_t>& spare = {});
 // Signals a background process's tree without its keeper: the process `keeper` leads group
 // `pgid`, is a child subreaper (so every process the command started is its descendant, those
 // that called setsid included) and survives every signal it can catch. The group and every

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -40,7 +41,7 @@ void inherited_children::become_subreaper() {
                  std::strerror(errno));
 }
 
-inherited_children::inherited_children(uv_loop_t* loop, std::function<bool(pid_t)> kept)
+inherited_children::inherited_children(uv_loop_t* loop, std::function<std::set<pid_t>()> kept)
     : loop_(loop), kept_(std::move(kept)) {
   // Children from before sbshd served are not a session's: reaped when they end, never signalled.
   for (pid_t pid : children_of_main_thread())
@@ -73,14 +74,16 @@ void inherited_children::look() {
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r != 0) continue;  // reaped now (it had ended), or not sbshd's child any more
     alive.insert(pid);
-    if (known_.contains(pid)) continue;
-    pid_t pgid = ::getpgid(pid);
-    if (pgid > 0 && kept_(pgid)) continue;  // a session's background process: it runs on
-    left.insert(pid);
+    if (!known_.contains(pid)) left.insert(pid);
   }
   known_ = alive;
   if (left.empty()) return;
-  size_t n = procs::signal_trees(left, SIGKILL);
+  // A session's background process runs on, and so does what it started, even while it
+  // still descends from the killed wrapper's bash, whose tree ends.
+  std::set<pid_t> kept = kept_();
+  std::erase_if(left, [&kept](pid_t pid) { return kept.contains(::getpgid(pid)); });
+  size_t n = procs::signal_trees(left, SIGKILL, kept);
+  if (n == 0) return;
   spdlog::warn("ended {} process{} that a killed wrapper left behind", n, n == 1 ? "" : "es");
 }
 

@@ -31,8 +31,8 @@ class inherited_children {
   // after it are given to it.
   static void become_subreaper();
 
-  // `kept`: whether a session keeps process group `pgid` (its background processes).
-  inherited_children(uv_loop_t* loop, std::function<bool(pid_t pgid)> kept);
+  // `kept`: the process groups sessions keep (their background processes).
+  inherited_children(uv_loop_t* loop, std::function<std::set<pid_t>()> kept);
 
   // Looks at sbshd's children now: ends those it has just inherited and reaps those that
   // ended. Runs on SIGCHLD, at most once every few milliseconds.
@@ -42,7 +42,7 @@ class inherited_children {
   void look_soon();
 
   uv_loop_t* loop_;
-  std::function<bool(pid_t)> kept_;
+  std::function<std::set<pid_t>()> kept_;
   uv::handle_ptr<uv::signal_watch> sigchld_;
   uv::handle_ptr<uv::timer> again_;
   std::set<pid_t> known_;  // inherited children, alive when last seen, left to run

@@ -175,8 +175,11 @@ void server::start(const std::function<void()>& on_ready) {
     signals_.push_back(uv::make_handle<uv::signal_watch>(&loop_));
     signals_.back()->start(signum, [this](int sig) { on_signal(sig); });
   }
-  inherited_ = std::make_unique<inherited_children>(&loop_, [this](pid_t pgid) {
-    return std::ranges::any_of(sessions_, [pgid](const auto& s) { return s.second->shell().lent().contains(pgid); });
+  inherited_ = std::make_unique<inherited_children>(&loop_, [this] {
+    std::set<pid_t> kept;
+    for (const auto& [name, s] : sessions_)
+      for (const auto& [pgid, pipes] : s->shell().lent()) kept.insert(pgid);
+    return kept;
   });
   spdlog::info("sbshd {} listening on {} (pid {})", SBSH_VERSION, opts_.socket_path, pid_);
   if (on_ready) on_ready();

@@ -392,6 +392,19 @@ run_result daemon_test::exec(const std::string& session, const std::string& comm
   return sbsh({"exec", "-s", session, "--", command});
 }
 
+pid_t daemon_test::start_outside_session(const std::string& session, int seconds) {
+  std::string pid_file = dir + "/outside-" + std::to_string(seconds) + ".pid";
+  auto r = exec(session, "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep " + std::to_string(seconds) +
+                             "' </dev/null >/dev/null 2>&1 &");
+  if (r.code != 0) return 0;
+  pid_t pid = 0;
+  bool left = wait_until([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> pid) && ::getsid(pid) == pid;
+  }, std::chrono::seconds(5));
+  return left ? pid : 0;
+}
+
 client::connection daemon_test::conn() {
   client::connect_options o;
   o.socket_path = sock;

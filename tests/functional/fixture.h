@@ -98,6 +98,9 @@ class daemon_test : public ::testing::Test {
   client::session_status session_pids(const std::string& name);
   // The session as `session ls --json` lists it; null when it is not listed.
   nlohmann::json listed(const std::string& name);
+  // Starts `sleep SECONDS` in `session` in a process session of its own (setsid), as a
+  // command that escapes its shell's would; returns its pid (0 when it did not start).
+  pid_t start_outside_session(const std::string& session, int seconds);
 
   std::string dir, sock, state;
   pid_t daemon_pid = -1;

@@ -356,13 +356,8 @@ TEST_F(health_test, AStoppedWrapperIsReplacedButALongCommandIsNot) {
 // session's processes itself, a process that left the session (setsid) included. Once the
 // wrapper is dead that process's parent is init and nothing ties it to the session any more.
 TEST_F(health_test, AHungWrapperDoesNotLeaveItsSessionsProcessesRunning) {
-  std::string pid_file = dir + "/escaped.pid";
-  ASSERT_EQ(exec("h", "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep 3019' </dev/null >/dev/null 2>&1 &").code, 0);
-  pid_t escaped = 0;
-  ASSERT_TRUE(wait_until([&] {
-    std::ifstream in(pid_file);
-    return static_cast<bool>(in >> escaped) && ::getsid(escaped) == escaped;
-  }, std::chrono::seconds(5))) << "the background process did not leave the shell's session";
+  pid_t escaped = start_outside_session("h", 3019);
+  ASSERT_GT(escaped, 0) << "the background process did not leave the shell's session";
   auto before = session_status("h");
   ASSERT_EQ(::kill(static_cast<pid_t>(before.wrapper_pid), SIGSTOP), 0);
   EXPECT_TRUE(wait_until([&] { return !pid_alive(static_cast<pid_t>(before.wrapper_pid)); }, std::chrono::seconds(10)));
@@ -375,13 +370,8 @@ TEST_F(health_test, AHungWrapperDoesNotLeaveItsSessionsProcessesRunning) {
 // sbshd is a child subreaper, so what the session left comes to it: it ends those processes,
 // but keeps a background process (`sbsh start`), and reaps it when it ends.
 TEST_F(supervision_test, AKilledWrapperDoesNotLeaveItsSessionsProcessesRunning) {
-  std::string pid_file = dir + "/escaped.pid";
-  ASSERT_EQ(exec("w", "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep 3023' </dev/null >/dev/null 2>&1 &").code, 0);
-  pid_t escaped = 0;
-  ASSERT_TRUE(wait_until([&] {
-    std::ifstream in(pid_file);
-    return static_cast<bool>(in >> escaped) && ::getsid(escaped) == escaped;
-  }, std::chrono::seconds(5))) << "the background process did not leave the shell's session";
+  pid_t escaped = start_outside_session("w", 3023);
+  ASSERT_GT(escaped, 0) << "the background process did not leave the shell's session";
   std::string flag = dir + "/kept-may-end";
   auto bg = sbsh({"start", "-s", "w", "--name", "kept", "--", "while [ ! -e " + flag + " ]; do sleep 0.05; done"});
   ASSERT_EQ(bg.code, 0) << bg.err;
