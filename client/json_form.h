@@ -265,6 +265,8 @@ json_value value_json(const M& v) {
     json_value a = json_value::array();
     for (const auto& x : v) a.push_back(json_form_of(x));
     return a;
+  } else if constexpr (std::is_same_v<M, ipc::str_list>) {
+    return json_value(v.to_vector());
   } else {
     return json_value(v);
   }
