@@ -1,10 +1,12 @@
 // client/request_json.h, the generic call: a request's JSON form is checked against its
 // declaration (each kind of bad request is refused with its name) and becomes the frame its
 // declaration makes. A request declared only in this test, as ipc/messages.h declares the
-// protocol's, gets its frame with no other code.
+// protocol's, gets its frame and its Python methods (python/gen/py_requests.h) with no other
+// code.
 #include <gtest/gtest.h>
 
 #include "client/request_json.h"
+#include "python/gen/py_requests.h"
 
 namespace sbsh::client::request_json_tests {
 
@@ -115,6 +117,53 @@ TEST(RequestJson, ADeclaredRequestGetsItsFrameWithNoOtherCode) {
   auto own = request_frame_in<dummies>(json_value{{"type", "exec"}}, 9);
   ASSERT_FALSE(own);
   EXPECT_NE(own.err().message.find("not sent by the generic call"), std::string::npos);
+}
+
+TEST(RequestJson, ADeclaredRequestGetsItsPythonMethods) {
+  // No py_request entry: named as the request, its fields as arguments (the required one
+  // first, without a default), the reply's JSON form returned.
+  EXPECT_EQ(
+      py::python_method<dummy_ping>(),
+      R"(    def dummy_ping(self, count: int, note: str = "hello", loud: bool = False, tags: Sequence[str] = ()) -> Dict[str, Any]:
+        """Sends the request dummy_ping (sbsh-protocol(7)) and returns its reply's JSON form."""
+        r = self._request({"type": "dummy_ping", "count": count, "note": note, "loud": loud, "tags": tags})
+        return r
+)");
+  EXPECT_EQ(
+      py::python_async_method<dummy_ping>(),
+      R"(    async def dummy_ping(self, count: int, note: str = "hello", loud: bool = False, tags: Sequence[str] = ()) -> Dict[str, Any]:
+        """Sends the request dummy_ping (sbsh-protocol(7)) and returns its reply's JSON form."""
+        return await self._run(lambda c, k: c.dummy_ping(count, note, loud, tags), stoppable=False)
+)");
+  // An entry names it and says what it returns: here a list of records, and None for ok.
+  EXPECT_EQ(py::python_method<msg::session_list>(),
+            R"(    def sessions(self) -> List[SessionInfo]:
+        """The sessions, as `sbsh session ls --json` lists them."""
+        r = self._request({"type": "session_list"})
+        return [session_info(d) for d in sequence_of(r.get("sessions"))]
+)");
+  EXPECT_TRUE(py::python_method<msg::env_remove>().starts_with(
+      "    def remove_environment(self, hash: str, force: bool = False) -> None:\n"));
+  EXPECT_NE(py::python_method<msg::env_remove>().find(
+                R"(        self._request({"type": "env_remove", "hash": hash, "force": force})
+)"),
+            std::string::npos);
+}
+
+TEST(RequestJson, EveryRequestItSendsGetsMethodsButTheHandWrittenOnes) {
+  // The module's text over a list: the dummy and session_show get methods, exec (its own
+  // call) none; over msg::all, the hand-written ones (remove_session: session_rm) none.
+  std::string sync = py::python_methods<dummies>(), async = py::python_async_methods<dummies>();
+  EXPECT_NE(sync.find("    def dummy_ping(self, count: int"), std::string::npos) << sync;
+  EXPECT_NE(sync.find("    def session_details(self, name: str) -> SessionDetails:"), std::string::npos) << sync;
+  EXPECT_NE(sync.find(R"(        return session_details(r.get("session") or {}))"), std::string::npos) << sync;
+  EXPECT_NE(async.find("    async def dummy_ping("), std::string::npos) << async;
+  EXPECT_EQ(sync.find("def exec"), std::string::npos);
+  std::string all = py::python_methods<msg::all>();
+  EXPECT_EQ(all.find("def session_rm("), std::string::npos);
+  for (const char* m : {"sessions", "session_details", "restart_session", "kept_copies", "prune_kept_copies",
+                        "environments", "remove_environment"})
+    EXPECT_NE(all.find(fmt::format("    def {}(self", m)), std::string::npos) << m;
 }
 
 }  // namespace sbsh::client::request_json_tests
