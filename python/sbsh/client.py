@@ -368,8 +368,14 @@ class Client(_Requests):
         return json.loads(_lib.take_string(self._lib, out))
 
     def _request(self, request: Dict[str, Any]) -> Dict[str, Any]:
-        """Sends a request through the generic call (sbsh_request_json); its reply's JSON form."""
-        reply = self._json(self._lib.sbsh_request_json, json.dumps(request).encode())
+        """Sends a request through the generic call (sbsh_request_json); its reply's JSON form.
+        A name given as bytes or a path-like object goes as its text (os.fsdecode), as the
+        C functions took it."""
+        def text(v: Any) -> str:
+            if isinstance(v, (bytes, os.PathLike)):
+                return os.fsdecode(v)
+            raise TypeError(f"{type(v).__name__} is not an argument of a request")
+        reply = self._json(self._lib.sbsh_request_json, json.dumps(request, default=text).encode())
         return reply if isinstance(reply, dict) else {}
 
     def close(self) -> None:

@@ -474,6 +474,7 @@ class AsyncTest(unittest.TestCase):
             async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
                 await c.exec("export MARK=kept", session="aio-gen", check=True)
                 before = await c.session_details("aio-gen")
+                self.assertEqual((await c.session_details(b"aio-gen")).session.name, "aio-gen")  # bytes, as before
                 await c.restart_session("aio-gen")
                 after = await c.exec("echo ${MARK:-gone}", session="aio-gen")
                 names = [s.name for s in await c.sessions()]
