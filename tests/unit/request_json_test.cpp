@@ -28,15 +28,21 @@ struct dummy_ping {
 };
 using dummies = std::tuple<msg::session_show, dummy_ping, msg::exec>;
 
-// The message in a frame, as sbshd reads it.
+// The message in a frame, as sbshd reads it; its views point into `m`, kept beside it.
 template <typename M>
-M read_back(const std::string& frame) {
-  auto m = ipc::message::parse(frame.data() + 4, frame.size() - 4);
-  EXPECT_TRUE(m) << m.err().message;
-  auto r = ipc::decode_as<M>(*m);
-  EXPECT_TRUE(r) << r.err().message;
-  return r ? *r : M{};
-}
+struct read_back {
+  ipc::message m;
+  M v{};
+  explicit read_back(const std::string& frame) {
+    auto parsed = ipc::message::parse(frame.data() + 4, frame.size() - 4);
+    EXPECT_TRUE(parsed) << parsed.err().message;
+    if (!parsed) return;
+    m = std::move(*parsed);
+    auto r = ipc::decode_as<M>(m);
+    EXPECT_TRUE(r) << r.err().message;
+    if (r) v = *r;
+  }
+};
 
 std::string refusal(const json_value& request) {
   auto r = request_frame(request, 7);
@@ -52,13 +58,13 @@ TEST(RequestJson, AWellFormedRequestBecomesItsFrame) {
   auto m = ipc::message::parse(frame->data() + 4, frame->size() - 4);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->id(), 7u);
-  auto req = read_back<msg::session_rm>(*frame);
-  EXPECT_EQ(req.name, "build");
-  EXPECT_TRUE(req.keep_copy);
+  read_back<msg::session_rm> req(*frame);
+  EXPECT_EQ(req.v.name, "build");
+  EXPECT_TRUE(req.v.keep_copy);
   // A signal by name, as sbshd reads one.
   auto kill = request_frame(json_value{{"type", "command_kill"}, {"command_id", 3}, {"signal", "TERM"}}, 1);
   ASSERT_TRUE(kill) << kill.err().message;
-  EXPECT_EQ(read_back<msg::command_kill>(*kill).signal.number, SIGTERM);
+  EXPECT_EQ(read_back<msg::command_kill>(*kill).v.signal.number, SIGTERM);
 }
 
 TEST(RequestJson, EachKindOfBadRequestIsNamed) {
