@@ -28,6 +28,7 @@
 
 #include "client/c_api.h"
 #include "client/json.h"
+#include "client/request_json.h"
 #include "ipc/protocol.h"
 #include "sbsh/client.h"
 
@@ -677,6 +678,16 @@ int sbsh_session_restart(sbsh_conn* conn, const char* name) {
     if (name == nullptr) return invalid(conn, "sbsh_session_restart: name is NULL");
     auto r = conn->c.restart_session(name);
     return r ? SBSH_OK : fail(conn, r.err());
+  });
+}
+
+int sbsh_request_json(sbsh_conn* conn, const char* request_json, char** reply_json) {
+  return guarded(conn, [&]() -> int {
+    if (request_json == nullptr || reply_json == nullptr)
+      return invalid(conn, "sbsh_request_json: request_json and reply_json must not be NULL");
+    auto r = sbsh::client::request_json(conn->c, std::string_view(request_json));
+    if (!r) return fail(conn, r.err());
+    return give_string(*r, reply_json);
   });
 }
 

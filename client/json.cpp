@@ -1,4 +1,4 @@
-// JSON for --json and the C ABI: the writer and the JSON form of each listing.
+// JSON for --json and the C ABI: the writer and the helpers of the JSON forms (json_form.cpp).
 #include "client/json.h"
 
 #include <algorithm>
@@ -90,40 +90,6 @@ std::optional<uint64_t> parse_command_ref(std::string_view s) {
   }
   if (v == 0) return std::nullopt;
   return v;
-}
-
-void add_exec_result(json_value& j, std::string_view session, std::string_view command, const exec_result& r) {
-  j["session"] = session.empty() ? "default" : session;
-  j["command"] = command;
-  j["id"] = r.command_id != 0 ? json_value(command_ref(r.command_id)) : json_value(nullptr);
-  j["running"] = r.running;
-  j["waiting_for_input"] = r.waiting_for_input;
-  j["prompt"] = r.running ? json_value(r.prompt) : json_value(nullptr);
-  j["screen"] = r.screen.empty() ? json_value(nullptr) : json_value(r.screen);
-  j["next_offset"] = fmt::format("{}:{}", r.stdout_bytes, r.stderr_bytes);
-  j["exit_code"] = opt_json(r.exit_code);
-  j["signal"] = signal_json(r.signal);
-  j["timed_out"] = r.timed_out;
-  j["shell_restarted"] = r.shell_restarted;
-  j["cancelled"] = r.cancelled;
-  j["ran"] = r.ran;
-  j["generation"] = r.generation;
-  j["state_lost"] = r.state_lost;
-  // Every key is always there, null when it has no value, so that a reader need not ask.
-  j["state_lost_reason"] = r.state_lost ? json_value(r.state_lost_reason) : json_value(nullptr);
-  j["oom_killed"] = r.oom_killed;
-  bool out_ok, err_ok;
-  j["stdout"] = utf8_repair(r.stdout_data, &out_ok);
-  j["stderr"] = utf8_repair(r.stderr_data, &err_ok);
-  j["stdout_base64"] = out_ok ? json_value(nullptr) : json_value(base64(r.stdout_data));
-  j["stderr_base64"] = err_ok ? json_value(nullptr) : json_value(base64(r.stderr_data));
-  j["stdout_truncated"] = r.stdout_truncated;
-  j["stderr_truncated"] = r.stderr_truncated;
-  j["stdout_omitted_bytes"] = r.stdout_omitted_bytes;
-  j["stderr_omitted_bytes"] = r.stderr_omitted_bytes;
-  j["duration_ms"] = r.duration_us / 1000;
-  j["started_at"] = time_or_null(r.started_at_ms);
-  j["error"] = text_or_null(r.error);
 }
 
 json_value json_of(const std::vector<std::string>& names) { return names; }

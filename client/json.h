@@ -49,7 +49,8 @@ std::optional<uint64_t> parse_command_ref(std::string_view s);
 inline constexpr std::string_view kCommandRefPattern = "^%[1-9][0-9]{0,18}$";
 
 // The fields of `sbsh exec --json`'s result, added to `j` (so that `exec --jsonl` puts the
-// same ones in its "finished" event). `session` empty: "default".
+// same ones in its "finished" event): session and command, then the result's JSON form
+// (client/json_form.h, schema_of<exec_result>). `session` empty: "default".
 void add_exec_result(json_value& j, std::string_view session, std::string_view command, const exec_result& r);
 
 // The JSON form of each listing, as a value (json_of) and as one line of text (to_json). Each
@@ -69,8 +70,13 @@ json_value json_of(const file_entry& e);
 // encoding (utf-8, or base64 when the bytes are not UTF-8), truncated, start_line, end_line,
 // total_lines}; {matches: [{path, line, text}], files_searched, files_skipped, truncated,
 // dir (what the matches' paths are from)}.
+// write_file's result after its path: {path, bytes}.
+struct file_written {
+  uint64_t bytes = 0;  // bytes written
+};
 json_value json_of(std::string_view path, const file_edit_result& r);
 json_value json_of(std::string_view path, const file_lines& l);
+json_value json_of(std::string_view path, const file_written& w);
 json_value json_of(const file_search_result& r);
 // An environment, as `sbsh env ls --json` prints it (and `env prune --json` what it deleted).
 json_value json_of(const environment_info& e);

@@ -41,6 +41,39 @@ void put_names(json_value& o, const std::string& key, const std::vector<std::str
   if (any) o[key + "_base64"] = std::move(exact);
 }
 
+void put_name_schema(json_value& props, const std::string& key) {
+  props[key] = {{"type", "string"}};
+  props[key + "_base64"] =
+      {{"type", "string"},
+       {"description",
+        fmt::format(
+            "only when {} is not valid UTF-8 (it then has U+FFFD in place of those bytes): its exact bytes, in base64",
+            key)}};
+}
+
+void describe(json_value& schema, std::span<const json_doc> docs, std::string_view prefix) {
+  auto props = schema.find("properties");
+  if (props == schema.end()) return;
+  for (auto& [key, value] : props->items()) {
+    std::string name = fmt::format("{}{}", prefix, key);
+    for (const auto& d : docs) {
+      if (d.key != name) continue;
+      if (value.contains("description") || !value.contains("items")) {
+        value["description"] = d.text;
+      } else {
+        json_value v = json_value::object();
+        for (auto& [k, x] : value.items()) {
+          if (k == "items") v["description"] = d.text;
+          v[k] = std::move(x);
+        }
+        value = std::move(v);
+      }
+    }
+    json_value* inner = value.contains("items") ? &value["items"] : &value;
+    if (inner->is_object()) describe(*inner, docs, name + ".");
+  }
+}
+
 json_value reorder(json_value o, std::span<const std::string_view> order) {
   json_value out = json_value::object();
   auto move = [&](const std::string& key) {
@@ -60,6 +93,43 @@ json_value reorder(json_value o, std::span<const std::string_view> order) {
 }  // namespace json_detail
 
 using json_detail::put_name;
+
+}  // namespace sbsh::client
+
+namespace sbsh::ipc {
+
+using client::exec_result;
+using client::file_lines;
+
+std::string schema_of<exec_result>::next_offset(const exec_result& r) {
+  return fmt::format("{}:{}", r.stdout_bytes, r.stderr_bytes);
+}
+std::string schema_of<exec_result>::stdout_text(const exec_result& r) {
+  return client::utf8_repair(r.stdout_data, nullptr);
+}
+std::string schema_of<exec_result>::stderr_text(const exec_result& r) {
+  return client::utf8_repair(r.stderr_data, nullptr);
+}
+// The exact bytes, only when they are not UTF-8.
+std::optional<std::string> schema_of<exec_result>::stdout_base64(const exec_result& r) {
+  if (ipc::valid_utf8(r.stdout_data)) return std::nullopt;
+  return client::base64(r.stdout_data);
+}
+std::optional<std::string> schema_of<exec_result>::stderr_base64(const exec_result& r) {
+  if (ipc::valid_utf8(r.stderr_data)) return std::nullopt;
+  return client::base64(r.stderr_data);
+}
+
+std::string schema_of<file_lines>::content(const file_lines& l) {
+  return ipc::valid_utf8(l.content) ? l.content : client::base64(l.content);
+}
+std::string schema_of<file_lines>::encoding(const file_lines& l) {
+  return ipc::valid_utf8(l.content) ? "utf-8" : "base64";
+}
+
+}  // namespace sbsh::ipc
+
+namespace sbsh::client {
 
 namespace {
 
@@ -127,7 +197,11 @@ json_value json_of(const file_entry& e) { return json_form_of(e); }
 json_value json_of(const file_search_result& r) { return json_form_of(r); }
 json_value json_of(const environment_info& e) { return json_form_of(e); }
 
-json_value json_of(std::string_view path, const file_edit_result& r) {
+namespace {
+
+// The form of r after `path`, as json_schema_at_path describes it.
+template <typename T>
+json_value at_path(std::string_view path, const T& r) {
   json_value o;
   put_name(o, "path", path);
   json_value rest = json_form_of(r);
@@ -135,19 +209,27 @@ json_value json_of(std::string_view path, const file_edit_result& r) {
   return o;
 }
 
-json_value json_of(std::string_view path, const file_lines& l) {
-  json_value o;
-  put_name(o, "path", path);
-  o["bytes"] = l.content.size();
-  bool utf8 = ipc::valid_utf8(l.content);
-  o["content"] = utf8 ? l.content : base64(l.content);
-  o["encoding"] = utf8 ? "utf-8" : "base64";
-  o["truncated"] = l.truncated;
-  o["start_line"] = l.start_line;
-  o["end_line"] = l.end_line;
-  o["total_lines"] = l.total_lines;
-  return o;
+}  // namespace
+
+json_value json_of(std::string_view path, const file_edit_result& r) { return at_path(path, r); }
+json_value json_of(std::string_view path, const file_lines& l) { return at_path(path, l); }
+json_value json_of(std::string_view path, const file_written& w) { return at_path(path, w); }
+
+void add_exec_result(json_value& j, std::string_view session, std::string_view command, const exec_result& r) {
+  j["session"] = session.empty() ? "default" : session;
+  j["command"] = command;
+  json_value rest = json_form_of(r);
+  for (auto& [key, value] : rest.items()) j[key] = std::move(value);
 }
+
+json_value exec_result_schema(std::span<const json_doc> docs) {
+  json_value props{{"session", {{"type", "string"}}}, {"command", {{"type", "string"}}}};
+  std::apply([&](const auto&... f) { (json_detail::put_field_schema<exec_result>(props, f), ...); },
+             ipc::kTable<exec_result>);
+  return json_detail::object_schema<exec_result>(std::move(props), docs);
+}
+
+void json_form<file_lines>::finish_schema(json_value& props) { props["encoding"]["enum"] = {"utf-8", "base64"}; }
 
 json_value json_of(const std::vector<kept_copy>& v, bool sized) {
   json_value a = json_value::array();

@@ -89,6 +89,78 @@ struct schema_of<client::file_edit_result> {
   }
 };
 
+// A command's result as `sbsh exec --json` gives it after its session and command
+// (client::add_exec_result), and MCP's run_command returns it with its output cut to the
+// budget: every key always there, null when it has no value, so that a reader need not ask.
+template <>
+struct schema_of<client::exec_result> {
+  static constexpr std::string_view name = "exec result";
+  using s = client::exec_result;
+  static bool running(const s& r) { return r.running; }
+  static bool state_lost(const s& r) { return r.state_lost; }
+  static std::string next_offset(const s& r);
+  static std::string stdout_text(const s& r);
+  static std::string stderr_text(const s& r);
+  static std::optional<std::string> stdout_base64(const s& r);
+  static std::optional<std::string> stderr_base64(const s& r);
+  static uint64_t duration_ms(const s& r) { return r.duration_us / 1000; }
+  static constexpr auto fields() {
+    return std::tuple{field("id", &s::command_id, kNilIfZero),
+                      field("running", &s::running),
+                      field("waiting_for_input", &s::waiting_for_input),
+                      field("prompt", &s::prompt).only_if(running, "while it runs"),
+                      field("screen", &s::screen),
+                      derived("next_offset", next_offset),
+                      field("exit_code", &s::exit_code),
+                      field("signal", &s::signal),
+                      field("timed_out", &s::timed_out),
+                      field("shell_restarted", &s::shell_restarted),
+                      field("cancelled", &s::cancelled),
+                      field("ran", &s::ran),
+                      field("generation", &s::generation),
+                      field("state_lost", &s::state_lost),
+                      field("state_lost_reason", &s::state_lost_reason).only_if(state_lost, "with state_lost"),
+                      field("oom_killed", &s::oom_killed),
+                      derived("stdout", stdout_text),
+                      derived("stderr", stderr_text),
+                      derived("stdout_base64", stdout_base64),
+                      derived("stderr_base64", stderr_base64),
+                      field("stdout_truncated", &s::stdout_truncated),
+                      field("stderr_truncated", &s::stderr_truncated),
+                      field("stdout_omitted_bytes", &s::stdout_omitted_bytes),
+                      field("stderr_omitted_bytes", &s::stderr_omitted_bytes),
+                      derived("duration_ms", duration_ms),
+                      field("started_at_ms", &s::started_at_ms),
+                      field("error", &s::error)};
+  }
+};
+
+// What a file read by lines gives after its path (json_of(path, l)): the bytes' count, the
+// bytes as text or base64 (encoding says which), and where they lie in the file.
+template <>
+struct schema_of<client::file_lines> {
+  static constexpr std::string_view name = "lines";
+  using s = client::file_lines;
+  static uint64_t bytes(const s& l) { return l.content.size(); }
+  static std::string content(const s& l);
+  static std::string encoding(const s& l);
+  static constexpr auto fields() {
+    return std::tuple{derived("bytes", bytes),
+                      derived("content", content),
+                      derived("encoding", encoding),
+                      field("truncated", &s::truncated),
+                      field("start_line", &s::start_line),
+                      field("end_line", &s::end_line),
+                      field("total_lines", &s::total_lines)};
+  }
+};
+
+template <>
+struct schema_of<client::file_written> {
+  static constexpr std::string_view name = "write result";
+  static constexpr auto fields() { return std::tuple{field("bytes", &client::file_written::bytes)}; }
+};
+
 }  // namespace sbsh::ipc
 
 namespace sbsh::client {
@@ -193,6 +265,8 @@ json_value value_json(const M& v) {
     json_value a = json_value::array();
     for (const auto& x : v) a.push_back(json_form_of(x));
     return a;
+  } else if constexpr (std::is_same_v<M, ipc::str_list>) {
+    return json_value(v.to_vector());
   } else {
     return json_value(v);
   }
@@ -361,22 +435,51 @@ void put_field_schema(json_value& props, const F& f) {
 
 }  // namespace json_detail
 
+namespace json_detail {
+
+// The schema of a text put by put_name() at `key` (and KEY_base64 beside it).
+void put_name_schema(json_value& props, const std::string& key);
+// Gives each key of an object schema's properties its description from `docs`, where one
+// names it; "matches.path" names the key path of the objects in the array (or object) at
+// "matches". A description goes after the key's type, before its items.
+void describe(json_value& schema, std::span<const json_doc> docs, std::string_view prefix = {});
+
 template <typename T>
-json_value json_schema_of(std::span<const json_doc> docs) {
-  json_value props = json_value::object();
-  std::apply([&](const auto&... f) { (json_detail::put_field_schema<T>(props, f), ...); }, ipc::kTable<T>);
-  if constexpr (requires { json_form<T>::order; }) props = json_detail::reorder(std::move(props), json_form<T>::order);
+json_value object_schema(json_value props, std::span<const json_doc> docs) {
+  if constexpr (requires { json_form<T>::order; }) props = reorder(std::move(props), json_form<T>::order);
+  if constexpr (requires { json_form<T>::finish_schema(props); }) json_form<T>::finish_schema(props);
   json_value required = json_value::array();
   for (auto& [key, value] : props.items()) {
     bool sometimes = key.ends_with("_base64");
     if constexpr (requires { json_form<T>::sometimes; })
       for (auto k : json_form<T>::sometimes) sometimes = sometimes || key == k;
     if (!sometimes) required.push_back(key);
-    for (const auto& d : docs)
-      if (d.key == key) value["description"] = d.text;
   }
-  return {{"type", "object"}, {"required", std::move(required)}, {"properties", std::move(props)}};
+  json_value schema{{"type", "object"}, {"required", std::move(required)}, {"properties", std::move(props)}};
+  describe(schema, docs);
+  return schema;
 }
+
+}  // namespace json_detail
+
+template <typename T>
+json_value json_schema_of(std::span<const json_doc> docs) {
+  json_value props = json_value::object();
+  std::apply([&](const auto&... f) { (json_detail::put_field_schema<T>(props, f), ...); }, ipc::kTable<T>);
+  return json_detail::object_schema<T>(std::move(props), docs);
+}
+
+// The schema of json_of(path, r) (a file operation's result: the path, then r's form).
+template <typename T>
+json_value json_schema_at_path(std::span<const json_doc> docs) {
+  json_value props = json_value::object();
+  json_detail::put_name_schema(props, "path");
+  std::apply([&](const auto&... f) { (json_detail::put_field_schema<T>(props, f), ...); }, ipc::kTable<T>);
+  return json_detail::object_schema<T>(std::move(props), docs);
+}
+
+// The schema of add_exec_result's fields: the session and the command, then the result's form.
+json_value exec_result_schema(std::span<const json_doc> docs);
 
 // ---- The overrides ----------------------------------------------------------------------
 
@@ -437,6 +540,22 @@ struct json_form<command_info> {
   static constexpr json_rule rules[] = {{"id", json_as::command_ref},
                                         {"signal", json_as::signal_name},
                                         {"signal_name", json_as::omit}};
+};
+
+template <>
+struct json_form<exec_result> {
+  static constexpr json_rule rules[] = {{"id", json_as::command_ref},
+                                        {"screen", json_as::null_if_empty},
+                                        {"signal", json_as::signal_name},
+                                        {"started_at_ms", json_as::null_if_empty},
+                                        {"error", json_as::null_if_empty}};
+};
+
+// MCP's read_file by bytes gives the same form without the line numbers.
+template <>
+struct json_form<file_lines> {
+  static constexpr std::string_view sometimes[] = {"start_line", "end_line", "total_lines"};
+  static void finish_schema(json_value& props);
 };
 
 // A symlink's target only for a symlink.

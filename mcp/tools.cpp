@@ -20,12 +20,12 @@
 #include "client/file_ops.h"
 #include "client/json.h"
 #include "client/json_form.h"
-#include "mcp/render.h"
-#include "mcp/tool_args.h"
 #include "client/resources.h"
 #include "ipc/protocol.h"
 #include "ipc/records.h"
 #include "ipc/text.h"
+#include "mcp/render.h"
+#include "mcp/tool_args.h"
 
 namespace sbsh::mcp {
 
@@ -447,9 +447,6 @@ struct search_args {
 };
 
 // The output schemas (JSON text), parsed once by parsed_schemas().
-// The fields of `sbsh exec --json` (client::add_exec_result), and the budget's.
-constexpr std::string_view kExecOutput =
-    R"J({"type": "object", "required": ["exit_code", "timed_out", "cancelled", "state_lost", "generation", "stdout", "stderr"], "properties": {"session": {"type": "string", "description": "the session it ran in"}, "command": {"type": "string", "description": "the command's text; past 200 bytes only its start and its length (the caller has it)"}, "id": {"type": ["string", "null"], "description": "the command's id (%N): await_command, cancel_command and process_logs take it"}, "waiting_for_input": {"type": "boolean", "description": "it still runs because it waits for input (a process of it is blocked reading its terminal or stdin, as the kernel says): send_input answers it"}, "prompt": {"type": ["string", "null"], "description": "while it runs: the last line it printed (its question), else null"}, "screen": {"type": ["string", "null"], "description": "with tty, once it has ended: what its terminal showed, as text, else null"}, "next_offset": {"type": "string", "description": "N:M, the bytes it has written to stdout and stderr so far (as stdout_bytes and stderr_bytes)"}, "running": {"type": "boolean", "description": "it still runs (wait_seconds passed): await_command gives what follows and its end"}, "exit_code": {"type": ["integer", "null"], "description": "its exit status as $? shows it (128+N after signal N); null while it runs or when nothing reported one (see error)"}, "signal": {"type": ["string", "null"], "description": "the signal that ended it (TERM, KILL...), else null"}, "timed_out": {"type": "boolean", "description": "timeout_seconds passed: it was stopped with its whole process tree; the shell kept its state"}, "shell_restarted": {"type": "boolean", "description": "the session's shell ended while it ran (exit, exec, a crash): the next command runs in a new shell, without the state (directory, variables) the old one had"}, "cancelled": {"type": "boolean", "description": "cancel_command or a cancelled call stopped it; the shell kept its state"}, "ran": {"type": "boolean", "description": "false: no shell took it, so it certainly did not run and is safe to send again"}, "generation": {"type": "integer", "description": "which shell ran it: a number that changes whenever the session's shell is replaced"}, "state_lost": {"type": "boolean", "description": "the shell was replaced between the session's previous command and this one (killed, restarted, sbshd restarted), which no earlier result reported: this one ran without the state the earlier ones left"}, "state_lost_reason": {"type": ["string", "null"], "description": "why state_lost, else null"}, "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the session's for memory meanwhile"}, "stdout": {"type": "string", "description": "its standard output (invalid UTF-8 replaced by U+FFFD); past the budget its head and tail with a marker line at the cut"}, "stderr": {"type": "string", "description": "its standard error, kept as stdout is"}, "stdout_base64": {"type": ["string", "null"], "description": "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stderr_base64": {"type": ["string", "null"], "description": "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"}, "stdout_truncated": {"type": "boolean", "description": "part of stdout was left out (stdout_omitted_bytes, at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of stderr was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out at the marker"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out at the marker"}, "stdout_omitted_from": {"type": "integer", "description": "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"}, "stderr_omitted_from": {"type": "integer", "description": "the offset of the first stderr byte left out"}, "stdout_offset": {"type": "integer", "description": "the offset in its whole stdout where this result's stdout starts (the stdout_offset asked for)"}, "stderr_offset": {"type": "integer", "description": "the offset in its whole stderr where this result's stderr starts"}, "stdout_bytes": {"type": "integer", "description": "bytes it has written to stdout so far: the stdout_offset that gets only what is new"}, "stderr_bytes": {"type": "integer", "description": "bytes it has written to stderr so far"}, "duration_ms": {"type": "integer", "description": "how long it has run, in milliseconds"}, "started_at": {"type": ["string", "null"], "description": "when it started (UTC, ISO 8601), null if it never did"}, "error": {"type": ["string", "null"], "description": "why exit_code is null, or other trouble, else null"}}})J";
 constexpr std::string_view kRemovedOutput =
     R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
 
@@ -517,6 +514,103 @@ constexpr client::json_doc kEntryDocs[] = {
     {"target", "a symlink's target"},
     {"target_base64", "only when target is not valid UTF-8: its exact bytes"},
 };
+
+// A command's result: exec --json's form (client::exec_result_schema), its streams cut to the
+// budget with the fields saying where (put_stream).
+constexpr client::json_doc kExecDocs[] = {
+    {"session", "the session it ran in"},
+    {"command", "the command's text; past 200 bytes only its start and its length (the caller has it)"},
+    {"id", "the command's id (%N): await_command, cancel_command and process_logs take it"},
+    {"running", "it still runs (wait_seconds passed): await_command gives what follows and its end"},
+    {"waiting_for_input",
+     "it still runs because it waits for input (a process of it is blocked reading its terminal or stdin, as the "
+     "kernel says): send_input answers it"},
+    {"prompt", "while it runs: the last line it printed (its question), else null"},
+    {"screen", "with tty, once it has ended: what its terminal showed, as text, else null"},
+    {"next_offset", "N:M, the bytes it has written to stdout and stderr so far (as stdout_bytes and stderr_bytes)"},
+    {"exit_code",
+     "its exit status as $? shows it (128+N after signal N); null while it runs or when nothing reported one (see "
+     "error)"},
+    {"signal", "the signal that ended it (SIGTERM, SIGKILL...), else null"},
+    {"timed_out", "timeout_seconds passed: it was stopped with its whole process tree; the shell kept its state"},
+    {"shell_restarted",
+     "the session's shell ended while it ran (exit, exec, a crash): the next command runs in a new shell, without "
+     "the state (directory, variables) the old one had"},
+    {"cancelled", "cancel_command or a cancelled call stopped it; the shell kept its state"},
+    {"ran", "false: no shell took it, so it certainly did not run and is safe to send again"},
+    {"generation", "which shell ran it: a number that changes whenever the session's shell is replaced"},
+    {"state_lost",
+     "the shell was replaced between the session's previous command and this one (killed, restarted, sbshd "
+     "restarted), which no earlier result reported: this one ran without the state the earlier ones left"},
+    {"state_lost_reason", "why state_lost, else null"},
+    {"oom_killed", "the kernel killed a process of the session's for memory meanwhile"},
+    {"stdout",
+     "its standard output (invalid UTF-8 replaced by U+FFFD); past the budget its head and tail with a marker line "
+     "at the cut"},
+    {"stderr", "its standard error, kept as stdout is"},
+    {"stdout_base64", "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"},
+    {"stderr_base64", "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"},
+    {"stdout_truncated", "part of stdout was left out (stdout_omitted_bytes, at the marker)"},
+    {"stderr_truncated", "part of stderr was left out"},
+    {"stdout_omitted_bytes", "bytes of stdout left out at the marker"},
+    {"stderr_omitted_bytes", "bytes of stderr left out at the marker"},
+    {"duration_ms", "how long it has run, in milliseconds"},
+    {"started_at", "when it started (UTC, ISO 8601), null if it never did"},
+    {"error", "why exit_code is null, or other trouble, else null"},
+};
+// What put_stream adds to each stream, after the record's keys.
+constexpr client::json_doc kStreamDocs[] = {
+    {"stdout_omitted_from",
+     "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"},
+    {"stdout_offset", "the offset in its whole stdout where this result's stdout starts (the stdout_offset asked for)"},
+    {"stdout_bytes", "bytes it has written to stdout so far: the stdout_offset that gets only what is new"},
+    {"stderr_omitted_from", "the offset of the first stderr byte left out"},
+    {"stderr_offset", "the offset in its whole stderr where this result's stderr starts"},
+    {"stderr_bytes", "bytes it has written to stderr so far"},
+};
+json exec_output() {
+  json j(client::exec_result_schema(kExecDocs));
+  for (const auto& d : kStreamDocs) {
+    j["properties"][std::string(d.key)] = {{"type", "integer"}, {"description", d.text}};
+    j["required"].push_back(d.key);
+  }
+  return j;
+}
+
+// The file tools' results: json_of(path, r) of the library's results (client/json.h).
+constexpr client::json_doc kReadDocs[] = {
+    {"path", "the path as given"},
+    {"bytes", "bytes read"},
+    {"content", "the bytes read, as encoding says"},
+    {"encoding", "utf-8, or base64 when the bytes are not UTF-8"},
+    {"truncated", "the file goes on past what was read: read again from offset + bytes"},
+    {"start_line", "with line: the number of the first line given"},
+    {"end_line", "with line: the number of the last line given (start_line - 1 when none)"},
+    {"total_lines", "with line: how many lines the file has"},
+};
+constexpr client::json_doc kWriteDocs[] = {{"path", "the path as given"}, {"bytes", "bytes written"}};
+constexpr client::json_doc kEditDocs[] = {
+    {"path", "the path as given"},
+    {"replacements", "how many occurrences were replaced"},
+    {"bytes", "the file's size now"},
+    {"first_line", "the line where the first replacement starts"},
+};
+constexpr client::json_doc kSearchDocs[] = {
+    {"matches", "the matching lines, by file and line"},
+    {"matches.path", "the file, from the directory searched"},
+    {"matches.line", "the line's number (1 the first)"},
+    {"matches.text", "the line (past 400 bytes, its start)"},
+    {"files_searched", "files read"},
+    {"files_skipped", "files not read: larger than 16 MiB, or not text (a NUL byte)"},
+    {"truncated", "more lines matched than the budget holds: narrow pattern, path or glob"},
+    {"dir",
+     "the directory the matches' paths are from: path, or the directory holding it when path is a file (searched "
+     "alone)"},
+};
+json read_file_output() { return client::json_schema_at_path<client::file_lines>(kReadDocs); }
+json write_file_output() { return client::json_schema_at_path<client::file_written>(kWriteDocs); }
+json edit_file_output() { return client::json_schema_at_path<client::file_edit_result>(kEditDocs); }
+json search_output() { return client::json_schema_of<client::file_search_result>(kSearchDocs); }
 
 json described(const client::json_value& schema, std::string_view description) {
   json j(schema);
@@ -1065,14 +1159,6 @@ tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
   return {std::move(j), false, {}, std::move(text)};
 }
 
-constexpr std::string_view kReadFileOutput =
-    R"J({"type": "object", "required": ["path", "bytes", "content", "encoding", "truncated"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes read"}, "content": {"type": "string", "description": "the bytes read, as encoding says"}, "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8, or base64 when the bytes are not UTF-8"}, "truncated": {"type": "boolean", "description": "the file goes on past what was read: read again from offset + bytes"}, "start_line": {"type": "integer", "description": "with line: the number of the first line given"}, "end_line": {"type": "integer", "description": "with line: the number of the last line given (start_line - 1 when none)"}, "total_lines": {"type": "integer", "description": "with line: how many lines the file has"}}})J";
-constexpr std::string_view kWriteFileOutput =
-    R"J({"type": "object", "required": ["path", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "bytes": {"type": "integer", "description": "bytes written"}}})J";
-
-constexpr std::string_view kEditFileOutput =
-    R"J({"type": "object", "required": ["path", "replacements", "bytes"], "properties": {"path": {"type": "string", "description": "the path as given"}, "replacements": {"type": "integer", "description": "how many occurrences were replaced"}, "bytes": {"type": "integer", "description": "the file's size now"}, "first_line": {"type": "integer", "description": "the line where the first replacement starts"}}})J";
-
 // The file tools are the library's file operations (client/file_ops.cpp); in a session
 // without a root they act as its shell would (as_shell), since a model's sessions seldom
 // have one.
@@ -1135,12 +1221,12 @@ tool_outcome read_file(const read_file_args& a, tool_context& ctx) {
   std::string bytes = std::move(*read);
   bool truncated = bytes.size() > want;
   if (truncated) bytes.resize(want);
-  bool utf8 = ipc::valid_utf8(bytes);
-  json j = {{"path", path},
-            {"bytes", bytes.size()},
-            {"content", utf8 ? bytes : client::base64(bytes)},
-            {"encoding", utf8 ? "utf-8" : "base64"},
-            {"truncated", truncated}};
+  // The form of a read by lines, without the line numbers.
+  client::file_lines l;
+  l.content = std::move(bytes);
+  l.truncated = truncated;
+  json j(client::json_of(path, l));
+  for (const char* k : {"start_line", "end_line", "total_lines"}) j.erase(k);
   return {std::move(j), false, {}, {}};
 }
 
@@ -1156,7 +1242,7 @@ tool_outcome write_file(const write_file_args& a, tool_context& ctx) {
   if (!conn) return refused(conn.err());
   auto n = client::write_bytes(*conn, a.session, path, content, a.mode, true);
   if (!n) return refused(n.err());
-  return {json{{"path", path}, {"bytes", *n}}, false, {}, {}};
+  return {json(client::json_of(path, client::file_written{*n})), false, {}, {}};
 }
 
 tool_outcome list_files(const list_files_args& a, tool_context& ctx) {
@@ -1170,9 +1256,6 @@ tool_outcome list_files(const list_files_args& a, tool_context& ctx) {
   if (!v) return refused(v.err());
   return {json{{"entries", json(client::json_of(*v))}}, false, {}, {}};
 }
-
-constexpr std::string_view kSearchOutput =
-    R"J({"type": "object", "required": ["matches", "files_searched", "truncated"], "properties": {"matches": {"type": "array", "description": "the matching lines, by file and line", "items": {"type": "object", "required": ["path", "line", "text"], "properties": {"path": {"type": "string", "description": "the file, from the directory searched"}, "line": {"type": "integer", "description": "the line's number (1 the first)"}, "text": {"type": "string", "description": "the line (past 400 bytes, its start)"}}}}, "files_searched": {"type": "integer", "description": "files read"}, "files_skipped": {"type": "integer", "description": "files not read: larger than 16 MiB, or not text (a NUL byte)"}, "truncated": {"type": "boolean", "description": "more lines matched than the budget holds: narrow pattern, path or glob"}, "dir": {"type": "string", "description": "the directory the matches' paths are from: path, or the directory holding it when path is a file (searched alone)"}}})J";
 
 tool_outcome search_files(const search_args& a, tool_context& ctx) {
   client::file_search_options o;
@@ -1229,7 +1312,10 @@ constexpr tool kTools[] = {
      "after wait_seconds (default 30) goes on in the session: the result then has running: true, its id and the "
      "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
      "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
-     input_of<run_command>, kExecOutput, typed<run_command>},
+     input_of<run_command>,
+     {},
+     typed<run_command>,
+     exec_output},
     {"list_sessions",
      "List sbsh's sessions: name, state, shell pid, directory, running command.",
      input_of<list_sessions>,
@@ -1292,27 +1378,42 @@ constexpr tool kTools[] = {
      "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
      "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
      "(the stdout_bytes and stderr_bytes of the previous result) to get only what is new.",
-     input_of<await_command>, kExecOutput, typed<await_command>},
+     input_of<await_command>,
+     {},
+     typed<await_command>,
+     exec_output},
     {"cancel_command",
      "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
      "keeps its state), and return its result.",
-     input_of<cancel_command>, kExecOutput, typed<cancel_command>},
+     input_of<cancel_command>,
+     {},
+     typed<cancel_command>,
+     exec_output},
     {"send_input",
      "Answer a command that waits for input (run_command with tty or interactive returned waiting_for_input and "
      "its prompt): text is typed, then Enter (unless enter is false), then each of keys; then waits, at most "
      "wait_seconds (default 30), until it ends or waits for input again, and returns its state with only the "
      "output it wrote after the input. The session's other commands wait in its queue meanwhile.",
-     input_of<send_input>, kExecOutput, typed<send_input>},
+     input_of<send_input>,
+     {},
+     typed<send_input>,
+     exec_output},
     {"read_file",
      "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
      "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
      "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
      "when the bytes are not UTF-8. Paths leading outside the root are refused.",
-     input_of<read_file>, kReadFileOutput, typed<read_file>},
+     input_of<read_file>,
+     {},
+     typed<read_file>,
+     read_file_output},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
      "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
-     input_of<write_file>, kWriteFileOutput, typed<write_file>},
+     input_of<write_file>,
+     {},
+     typed<write_file>,
+     write_file_output},
     {"list_files",
      "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
      "types and sizes.",
@@ -1324,13 +1425,19 @@ constexpr tool kTools[] = {
      "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
      "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
      "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
-     input_of<edit_file>, kEditFileOutput, typed<edit_file>},
+     input_of<edit_file>,
+     {},
+     typed<edit_file>,
+     edit_file_output},
     {"search_files",
      "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
      "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
      "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
      "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
-     input_of<search_files>, kSearchOutput, typed<search_files>},
+     input_of<search_files>,
+     {},
+     typed<search_files>,
+     search_output},
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).

@@ -200,6 +200,7 @@ inline std::string python_prototypes() {
   out += SBSH_PY_PROTOTYPE(sbsh_status_json);
   out += SBSH_PY_PROTOTYPE(sbsh_shutdown);
   out += SBSH_PY_PROTOTYPE(sbsh_shutdown_keep_sessions);
+  out += SBSH_PY_PROTOTYPE(sbsh_request_json);
   out += SBSH_PY_PROTOTYPE(sbsh_run_opts_init);
   out += SBSH_PY_PROTOTYPE(sbsh_plan_check);
   out += SBSH_PY_PROTOTYPE(sbsh_run_plan);

@@ -34,10 +34,11 @@ from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 
 from . import _lib
 from ._lib import EnvLike, PathArg
+from ._requests import _AsyncRequests
 from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
 from .errors import ConnectionLost, Timeout
 from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo, FileLines, FileSearch,
-                    KeptCopy, Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo, SessionDetails, SessionInfo)
+                    Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo, SessionDetails)
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
 
@@ -58,7 +59,7 @@ class _Conn:
         self.canceller.close()
 
 
-class AsyncClient:
+class AsyncClient(_AsyncRequests):
     """Connections to sbshd for asyncio (see the module's documentation).
 
     socket, autostart, lib, daemon, host, dial: as for Client. max_connections: how many
@@ -301,34 +302,13 @@ class AsyncClient:
                         stoppable=False)
         return AsyncSession(self, name)
 
-    async def sessions(self) -> List[SessionInfo]:
-        return await self._run(lambda c, k: c.sessions(), stoppable=False)
-
-    async def session_details(self, name: str) -> SessionDetails:
-        return await self._run(lambda c, k: c.session_details(name), stoppable=False)
-
     async def remove_session(self, name: str, keep_copy: bool = False) -> Optional[str]:
         return await self._run(lambda c, k: c.remove_session(name, keep_copy), stoppable=False)
-
-    async def restart_session(self, name: str) -> None:
-        await self._run(lambda c, k: c.restart_session(name), stoppable=False)
 
     async def prune_sessions(self, idle: float = 0) -> List[str]:
         return await self._run(lambda c, k: c.prune_sessions(idle), stoppable=False)
 
-    async def kept_copies(self) -> List[KeptCopy]:
-        return await self._run(lambda c, k: c.kept_copies(), stoppable=False)
-
-    async def prune_kept_copies(self) -> List[KeptCopy]:
-        return await self._run(lambda c, k: c.prune_kept_copies(), stoppable=False)
-
     # -- environments --
-
-    async def environments(self) -> List[EnvironmentInfo]:
-        return await self._run(lambda c, k: c.environments(), stoppable=False)
-
-    async def remove_environment(self, hash: str, force: bool = False) -> None:
-        await self._run(lambda c, k: c.remove_environment(hash, force), stoppable=False)
 
     async def prune_environments(self, keep: Optional[int] = None,
                                  older_than: Optional[float] = None) -> List[EnvironmentInfo]:

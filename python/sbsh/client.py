@@ -23,12 +23,12 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 
 from . import _lib
 from ._lib import EnvLike, PathArg
+from ._requests import _Requests
 from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
 from .types import (STDERR, STDOUT, CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo,
-                    FileLines, FileSearch, KeptCopy, Logs, PlanEvent, PlanReport, ProcessInfo, SessionDetails,
-                    SessionInfo, command_info, daemon_status, environment_info, file_edit, file_info, file_lines,
-                    file_search, kept_copy, plan_event, plan_report, process_info, sequence_of, session_details,
-                    session_info)
+                    FileLines, FileSearch, Logs, PlanEvent, PlanReport, ProcessInfo, SessionDetails, command_info,
+                    daemon_status, environment_info, file_edit, file_info, file_lines, file_search, plan_event,
+                    plan_report, process_info, sequence_of)
 
 __all__ = ["Client", "Session", "Process", "Canceller", "version", "OutputCallback"]
 
@@ -290,7 +290,7 @@ def _collector(what: str, stdout: bool, stderr: bool, on_output: Optional[Output
     return chunks, streams, _CallbackGuard(both)
 
 
-class Client:
+class Client(_Requests):
     """One connection to sbshd.
 
     socket: the socket path (None: $SBSH_SOCKET, else $XDG_RUNTIME_DIR/sbsh/sbshd.sock, else
@@ -366,6 +366,17 @@ class Client:
         with self._busy():
             self._call(fn, *args, ctypes.byref(out))
         return json.loads(_lib.take_string(self._lib, out))
+
+    def _request(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Sends a request through the generic call (sbsh_request_json); its reply's JSON form.
+        A name given as bytes or a path-like object goes as its text (os.fsdecode), as the
+        C functions took it."""
+        def text(v: Any) -> str:
+            if isinstance(v, (bytes, os.PathLike)):
+                return os.fsdecode(v)
+            raise TypeError(f"{type(v).__name__} is not an argument of a request")
+        reply = self._json(self._lib.sbsh_request_json, json.dumps(request, default=text).encode())
+        return reply if isinstance(reply, dict) else {}
 
     def close(self) -> None:
         """Closes the connection (sessions and processes go on). Safe to call twice."""
@@ -690,15 +701,6 @@ class Client:
                 guard.reraise()
         return Session(self, name)
 
-    def sessions(self) -> List[SessionInfo]:
-        """The sessions, as `sbsh session ls --json` lists them."""
-        return [session_info(d) for d in sequence_of(self._json(self._lib.sbsh_sessions_json))]
-
-    def session_details(self, name: str) -> SessionDetails:
-        """One session in detail: its state, definition, last commands and init output.
-        SessionNotFound when there is none of that name."""
-        return session_details(self._json(self._lib.sbsh_session_show_json, _lib.enc(name)))
-
     def remove_session(self, name: str, keep_copy: bool = False) -> Optional[str]:
         """Removes a session; returns once its shell and wrapper are gone. keep_copy leaves
         its snapshot's copy in place (a session without one: InvalidArgument) and returns
@@ -712,11 +714,6 @@ class Client:
             self._call(self._lib.sbsh_session_remove_keep_copy, _lib.enc(name), ctypes.byref(out))
         return _lib.take_string(self._lib, out)
 
-    def restart_session(self, name: str) -> None:
-        """Replaces the session's shell (its state is lost; the definition is kept)."""
-        with self._busy():
-            self._call(self._lib.sbsh_session_restart, _lib.enc(name))
-
     def prune_sessions(self, idle: float = 0) -> List[str]:
         """Removes every session made implicitly (an exec or start naming a session that did
         not exist) that has been idle for at least `idle` seconds; returns their names once
@@ -725,25 +722,7 @@ class Client:
             raise ValueError("idle must not be negative")
         return [str(n) for n in self._json(self._lib.sbsh_session_prune, int(round(idle * 1000))) or ()]
 
-    def kept_copies(self) -> List[KeptCopy]:
-        """The snapshot copies kept after their sessions, oldest first."""
-        return [kept_copy(d) for d in sequence_of(self._json(self._lib.sbsh_kept_copies_json))]
-
-    def prune_kept_copies(self) -> List[KeptCopy]:
-        """Deletes every kept copy; returns those deleted (without sizes) once they are gone."""
-        return [kept_copy(d) for d in sequence_of(self._json(self._lib.sbsh_kept_copies_prune))]
-
     # -- environments --
-
-    def environments(self) -> List[EnvironmentInfo]:
-        """The environments setups built (create_session's setup), most recently used first."""
-        return [environment_info(d) for d in sequence_of(self._json(self._lib.sbsh_environments_json))]
-
-    def remove_environment(self, hash: str, force: bool = False) -> None:
-        """Deletes an environment. While a session is defined with it, Refused (code
-        "env_in_use") unless force."""
-        with self._busy():
-            self._call(self._lib.sbsh_environment_remove, _lib.enc(hash), int(bool(force)))
 
     def prune_environments(self, keep: Optional[int] = None,
                            older_than: Optional[float] = None) -> List[EnvironmentInfo]:

@@ -75,3 +75,4 @@ void test_confine(sbsh_conn* c);
 void test_files(sbsh_conn* c);
 void test_processes(sbsh_conn* c);
 void test_plans(sbsh_conn* c);
+void test_request_json(sbsh_conn* c);

@@ -723,3 +723,54 @@ void test_plans(sbsh_conn* c) {
   EXPECT_STDOUT(c, "after-plans", "echo after", "after\n");
 }
 
+/* The generic call: a request written as JSON, checked against its declaration, sent, and
+ * its reply's JSON form; each kind of bad request is refused before anything is sent. */
+void test_request_json(sbsh_conn* c) {
+  note("sbsh_request_json: any request as JSON");
+  char* reply = NULL;
+  EXPECT_STDOUT(c, "generic", "export MARK=set; echo $MARK", "set\n");
+  CHECK(sbsh_request_json(c, "{\"type\": \"session_show\", \"name\": \"generic\"}", &reply) == SBSH_OK &&
+        reply != NULL && contains(reply, "\"session\":{\"session\":{\"name\":\"generic\""));
+  sbsh_free(reply);
+  reply = NULL;
+  /* A restart through it replaces the shell: the variable is gone. */
+  CHECK(sbsh_request_json(c, "{\"type\": \"session_restart\", \"name\": \"generic\"}", &reply) == SBSH_OK &&
+        reply != NULL && strcmp(reply, "{}") == 0);
+  sbsh_free(reply);
+  reply = NULL;
+  EXPECT_STDOUT(c, "generic", "echo ${MARK:-unset}", "unset\n");
+  CHECK(sbsh_request_json(c, "{\"type\": \"session_list\"}", &reply) == SBSH_OK && reply != NULL &&
+        contains(reply, "{\"sessions\":[") && contains(reply, "\"name\":\"generic\""));
+  sbsh_free(reply);
+  reply = NULL;
+  /* sbshd's refusals are the call's errors, as for the other calls. */
+  CHECK(sbsh_request_json(c, "{\"type\": \"session_show\", \"name\": \"nowhere\"}", &reply) == SBSH_ERR_NOT_FOUND &&
+        reply == NULL && strcmp(sbsh_last_error_code(c), "no_such_session") == 0);
+  /* Each kind of bad request, named. */
+  struct {
+    const char* request;
+    const char* says;
+  } bad[] = {
+      {"{\"type\": \"session_show\"", "not JSON"},
+      {"[1, 2]", "a JSON object"},
+      {"{\"name\": \"generic\"}", "names its type"},
+      {"{\"type\": \"session_shwo\"}", "unknown request type 'session_shwo'"},
+      {"{\"type\": \"exec\", \"command\": \"true\"}", "'exec' is not sent by the generic call"},
+      {"{\"type\": \"session_show\", \"nmae\": \"generic\"}", "no field 'nmae' (its fields: name)"},
+      {"{\"type\": \"session_show\", \"name\": 5}", "name"},
+      {"{\"type\": \"session_show\"}", "needs 'name'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = sbsh_request_json(c, bad[i].request, &reply);
+    if (!CHECK(rc == SBSH_ERR_INVALID && reply == NULL && contains(sbsh_last_error(c), bad[i].says)))
+      note("  %s: %s (%s)", bad[i].request, sbsh_error_name(rc), sbsh_last_error(c));
+  }
+  CHECK(sbsh_request_json(c, NULL, &reply) == SBSH_ERR_INVALID);
+  /* The connection still serves: the refusals sent nothing. */
+  CHECK(sbsh_request_json(c, "{\"type\": \"session_rm\", \"name\": \"generic\"}", &reply) == SBSH_OK &&
+        reply != NULL && strcmp(reply, "{}") == 0);
+  sbsh_free(reply);
+  reply = NULL;
+  CHECK(sbsh_sessions_json(c, &reply) == SBSH_OK && reply != NULL && !contains(reply, "\"generic\""));
+  sbsh_free(reply);
+}

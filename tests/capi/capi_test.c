@@ -631,6 +631,7 @@ int main(void) {
   test_files(c);
   test_processes(c);
   test_plans(c);
+  test_request_json(c);
   test_housekeeping(c); /* it prunes the idle sessions the tests above made */
   test_status_and_shutdown(c);
 

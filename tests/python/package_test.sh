@@ -40,7 +40,7 @@ libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 pydir=$(sed -n 's/^SBSH_PYTHON_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in __init__.py _lib.py _install.py _convert.py _records.py _cabi.py types.py errors.py client.py aio.py py.typed; do
+for f in __init__.py _lib.py _install.py _convert.py _records.py _cabi.py _requests.py types.py errors.py client.py aio.py py.typed; do
   [[ -e $prefix/$pydir/sbsh/$f ]] || fail "cmake --install: no $pydir/sbsh/$f"
 done
 grep -qF "\"$prefix/$libdir\"" "$prefix/$pydir/sbsh/_install.py" ||

@@ -462,6 +462,32 @@ class AsyncTest(unittest.TestCase):
         self.assertEqual(r.prompt, "Name? ")
         self.assertEqual((a.running, a.exit_code, a.stdout), (False, 0, b"hi Ada\n"))
 
+    def test_generated_methods_reach_sbshd_through_the_generic_call(self):
+        # restart_session, session_details and sessions are generated (sbsh/_requests.py,
+        # from the requests' declarations) and go through sbsh_request_json.
+        from sbsh import _requests
+        for name in ("restart_session", "session_details", "sessions", "environments", "remove_environment"):
+            self.assertIs(getattr(sbsh.Client, name), getattr(_requests._Requests, name))
+            self.assertIs(getattr(sbsh.AsyncClient, name), getattr(_requests._AsyncRequests, name))
+
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                await c.exec("export MARK=kept", session="aio-gen", check=True)
+                before = await c.session_details("aio-gen")
+                self.assertEqual((await c.session_details(b"aio-gen")).session.name, "aio-gen")  # bytes, as before
+                await c.restart_session("aio-gen")
+                after = await c.exec("echo ${MARK:-gone}", session="aio-gen")
+                names = [s.name for s in await c.sessions()]
+                with self.assertRaises(sbsh.SessionNotFound):
+                    await c.restart_session("aio-never-made")
+                await c.remove_session("aio-gen")
+                return before, after, names
+        before, after, names = self.run_async(main())
+        self.assertEqual((before.session.name, before.history[-1].command), ("aio-gen", "export MARK=kept"))
+        # A new shell: the variable went with the old one, and the result says so.
+        self.assertEqual((after.stdout, after.state_lost), (b"gone\n", True))
+        self.assertIn("aio-gen", names)
+
     def test_concurrent_exec_over_sessions_is_exact(self):
         async def main():
             async with sbsh.AsyncClient(self.d.sock, autostart=False, max_connections=10) as c:

@@ -210,15 +210,16 @@ bool fits(const json_value& v, const json_value& schema) {
 
 // Every key of a record's form is in its schema, with a type the schema allows, and every
 // key the schema requires is there: the MCP tools' output schemas cannot drift from what they return.
-template <typename T>
-void expect_form_fits_schema(const T& r) {
-  json_value form = json_form_of(r);
-  json_value schema = json_schema_of<T>();
+void expect_fits(const json_value& form, const json_value& schema) {
   for (const auto& [key, value] : form.items()) {
     ASSERT_TRUE(schema["properties"].contains(key)) << key;
     EXPECT_TRUE(fits(value, schema["properties"][key])) << key << ": " << dump_json(value);
   }
   for (const auto& key : schema["required"]) EXPECT_TRUE(form.contains(key.get<std::string>())) << key;
+}
+template <typename T>
+void expect_form_fits_schema(const T& r) {
+  expect_fits(json_form_of(r), json_schema_of<T>());
 }
 
 TEST(json_form, EveryRecordsFormFitsItsSchema) {
@@ -254,6 +255,52 @@ TEST(json_form, EveryRecordsFormFitsItsSchema) {
   expect_form_fits_schema(env);
   kept_copy k;
   expect_form_fits_schema(k);
+}
+
+// A command's result (exec --json, MCP's run_command) and the file operations' results,
+// whose tables are the client's own: the form of each, as written, fits the schema the
+// MCP tools give, with and without the values that make a key null or add its _base64.
+TEST(json_form, TheExecAndFileResultsFitTheirSchemas) {
+  exec_result r;
+  json_value j;
+  add_exec_result(j, "", "true", r);
+  expect_fits(j, exec_result_schema({}));
+  EXPECT_EQ(j["session"], "default");
+  EXPECT_TRUE(j["id"].is_null() && j["prompt"].is_null() && j["started_at"].is_null() && j["error"].is_null());
+  r.command_id = 17;
+  r.running = true;
+  r.prompt = "Name? ";
+  r.exit_code = 137;
+  r.signal = 9;
+  r.state_lost = true;
+  r.state_lost_reason = "restarted";
+  r.stdout_data = "a\xff";
+  r.stdout_bytes = 2;
+  r.duration_us = 1500;
+  r.started_at_ms = 1;
+  r.error = "e";
+  j = json_value();
+  add_exec_result(j, "s", "c", r);
+  expect_fits(j, exec_result_schema({}));
+  EXPECT_EQ(j["id"], "%17");
+  EXPECT_EQ(j["signal"], "SIGKILL");
+  EXPECT_EQ(j["stdout_base64"], base64("a\xff"));
+  EXPECT_EQ(j["next_offset"], "2:0");
+  EXPECT_EQ(j["duration_ms"], 1);
+  file_lines l;
+  l.content = "x\n";
+  expect_fits(json_of("p", l), json_schema_at_path<file_lines>({}));
+  l.content = "\xff";
+  json_value lines = json_of("p\xfe", l);
+  expect_fits(lines, json_schema_at_path<file_lines>({}));
+  EXPECT_EQ(lines["encoding"], "base64");
+  EXPECT_TRUE(lines.contains("path_base64"));
+  expect_fits(json_of("p", file_edit_result{}), json_schema_at_path<file_edit_result>({}));
+  expect_fits(json_of("p", file_written{3}), json_schema_at_path<file_written>({}));
+  file_search_result sr;
+  sr.matches.push_back({"a\xff", 1, "t\xfe"});
+  expect_form_fits_schema(sr);
+  expect_fits(json_form_of(sr)["matches"][0], json_schema_of<file_search_result>()["properties"]["matches"]["items"]);
 }
 
 }  // namespace sbsh::client::json_form_tests

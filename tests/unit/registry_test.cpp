@@ -1,8 +1,11 @@
 // A verb is one declaration plus its handler, and every interface reaches it: each request a
 // client may send (msg::all, route client_to_daemon) has a row in sbshd's dispatch table
-// (which daemon/handlers.cpp also checks as it compiles), a seed in the fuzz corpus, a function of the C ABI (sbsh.h) and a method of the Python
-// package, sync and async. kBindings below names them; a request added without them, or a
-// row left behind when a request goes, fails here with what is missing.
+// (which daemon/handlers.cpp also checks as it compiles), a seed in the fuzz corpus, a
+// function of the C ABI (sbsh.h) and a method of the Python package, sync and async. A
+// request the generic call sends (client/request_json.h) has sbsh_request_json and, unless
+// python/gen/py_requests.h names it hand-written, generated methods; kBindings below names
+// the others' function and methods. A request added without them, or a row left behind
+// when a request goes, fails here with what is missing.
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -16,6 +19,7 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "ipc/messages.h"
+#include "python/gen/py_requests.h"
 
 namespace sbsh::ipc::registry_tests {
 
@@ -27,14 +31,9 @@ struct binding {
 };
 constexpr binding kBindings[] = {
     {"hello", "sbsh_connect", "Client"},
-    {"session_list", "sbsh_sessions_json", "sessions"},
     {"session_create", "sbsh_session_create_spec", "create_session"},
-    {"session_show", "sbsh_session_show_json", "session_details"},
     {"session_rm", "sbsh_session_remove", "remove_session"},
-    {"session_restart", "sbsh_session_restart", "restart_session"},
     {"session_prune", "sbsh_session_prune", "prune_sessions"},
-    {"kept_list", "sbsh_kept_copies_json", "kept_copies"},
-    {"kept_prune", "sbsh_kept_copies_prune", "prune_kept_copies"},
     {"exec", "sbsh_exec", "exec"},
     {"stdin_data", "sbsh_exec", "exec"},
     {"stdin_eof", "sbsh_exec", "exec"},
@@ -60,8 +59,6 @@ constexpr binding kBindings[] = {
     {"file_remove", "sbsh_file_remove", "remove_file"},
     {"file_mkdir", "sbsh_file_mkdir", "make_directory"},
     {"file_move", "sbsh_file_move", "move_file"},
-    {"env_list", "sbsh_environments_json", "environments"},
-    {"env_remove", "sbsh_environment_remove", "remove_environment"},
     {"env_prune", "sbsh_environments_prune", "prune_environments"},
 };
 
@@ -78,10 +75,11 @@ const binding* binding_of(std::string_view request) {
   return nullptr;
 }
 
-// Calls f(kind) for every message of msg::all.
+// Calls f(kind, generated) for every message of msg::all: generated when the generic call
+// sends it and its Python methods are generated.
 template <typename F>
 void each_message(F&& f) {
-  std::apply([&](auto... m) { (f(decltype(m)::kind), ...); }, msg::all{});
+  std::apply([&](auto... m) { (f(decltype(m)::kind, client::py::generated<decltype(m)>()), ...); }, msg::all{});
 }
 
 TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
@@ -90,7 +88,7 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
   const std::string async_py = source("python/sbsh/aio.py");
   ASSERT_FALSE(header.empty() || sync_py.empty() || async_py.empty()) << "the sources are not at " SBSH_SOURCE_DIR;
   std::set<std::string_view> requests;
-  each_message([&](const message_kind& k) {
+  each_message([&](const message_kind& k, bool generated) {
     SCOPED_TRACE(std::string(k.name));
     bool request = k.dir == route::client_to_daemon;
     EXPECT_EQ(daemon::server::handles(k.type), request)
@@ -100,6 +98,11 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
     std::ifstream seed(std::string(SBSH_SOURCE_DIR) + "/tests/fuzz/corpus/requests/" + std::string(k.name));
     EXPECT_TRUE(seed.good()) << "no seed: add it to tests/fuzz/seeds.cpp and write the corpus with fuzz_seeds";
     const binding* b = binding_of(k.name);
+    if (generated) {
+      EXPECT_EQ(b, nullptr) << "its methods are generated (python/gen/py_requests.h): no row in kBindings";
+      EXPECT_NE(header.find(" sbsh_request_json("), std::string::npos);
+      return;
+    }
     if (b == nullptr) {
       ADD_FAILURE() << "no row in kBindings: name the C function and Python method that send it";
       return;

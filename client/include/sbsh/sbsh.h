@@ -669,6 +669,22 @@ SBSH_API int sbsh_shutdown(sbsh_conn* conn);
  * background processes with their logs) running, for the next sbshd on the same socket to adopt (sbshd(8), ADOPTION). */
 SBSH_API int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
 
+/* ---- Any request (since SBSH_0.2) --------------------------------------------------------- */
+
+/* Sends any request of sbsh-protocol(7) that sbshd answers with one reply, written as a JSON
+ * object: {"type": NAME, FIELD: VALUE...}, NAME the request's name ("session_show") and its
+ * fields as the protocol's MESSAGES section lists them ({"type": "session_show", "name":
+ * "build"}). The request is checked against its declaration before anything is sent: text
+ * that is not JSON, an unknown type, a field the request does not have, a value of the wrong
+ * type or a required field missing is SBSH_ERR_INVALID (code "usage"), and the message names
+ * it. *reply_json gets the reply's JSON form, to release with sbsh_free: {} when sbshd
+ * answered ok, else the reply's fields in the form of the *_json functions ({"sessions":
+ * [...]} for session_list, as sbsh_sessions_json's elements). A refusal is its error, as for
+ * the other calls. The requests whose answer is more than one reply or carries descriptors
+ * (exec, session_create, the logs, file_read, file_write, file_list and the like) are
+ * SBSH_ERR_INVALID here: each has its own function. */
+SBSH_API int sbsh_request_json(sbsh_conn* conn, const char* request_json, char** reply_json);
+
 /* ---- Plans -------------------------------------------------------------------------------- */
 
 /* A plan is staged commands run in one fresh session, with a report and a live event log:
