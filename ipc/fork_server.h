@@ -22,7 +22,7 @@ inline constexpr int kForkServerFd = 3;
 inline constexpr int kForkFds = 6;  // stdin, stdout, stderr, kControlFd, kChannelFd, kChannelOwnerFd
 // The largest request; a wrapper whose arguments and environment need more is started by
 // sbshd itself (posix_spawn), as are all when no fork server runs.
-inline constexpr size_t kMaxForkRequest = 64 * 1024;
+inline constexpr size_t kMaxForkRequest = size_t{64} * 1024;
 inline constexpr const char* kForkServerArg = "--fork-server";
 
 struct fork_request_header {

@@ -32,6 +32,14 @@ alignas(4096) char g_request[kMaxForkRequest];  // NOLINT(cppcoreguidelines-avoi
 // only where its arguments, environment and program break are.
 prctl_mm_map g_layout{};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
 
+// A copy's arguments and variables, which it keeps for its whole life as exec's are kept
+// (here, so that a leak checker sees them held after environ points elsewhere).
+struct kept_args {
+  char* block = nullptr;
+  char** argv = nullptr;
+  char** envp = nullptr;
+} g_kept;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
 // Fields 26-28 and 45-51 of /proc/self/stat; false when it cannot be read.
 bool read_layout(prctl_mm_map& m) {
   char buf[2048];
@@ -158,9 +166,9 @@ forked_wrapper become(const request& r) {
 
   // Its arguments and variables in one block, which /proc/PID/cmdline and environ show.
   size_t total = r.args_size + r.env_size;
-  auto* block = static_cast<char*>(std::malloc(total));
-  auto* argv = static_cast<char**>(std::malloc((r.argc + 1) * sizeof(char*)));
-  auto* envp = static_cast<char**>(std::malloc((r.envc + 1) * sizeof(char*)));
+  auto* block = g_kept.block = static_cast<char*>(std::malloc(total));
+  auto* argv = g_kept.argv = static_cast<char**>(std::malloc((r.argc + 1) * sizeof(char*)));
+  auto* envp = g_kept.envp = static_cast<char**>(std::malloc((r.envc + 1) * sizeof(char*)));
   if (block == nullptr || argv == nullptr || envp == nullptr) ::_exit(127);
   std::memcpy(block, r.args, total);
   char* s = block;
