@@ -28,6 +28,7 @@
 #include "daemon/counters.h"
 #include "daemon/env_store.h"
 #include "daemon/files.h"
+#include "daemon/fork_server.h"
 #include "daemon/inherited.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
@@ -198,6 +199,8 @@ class server final : public proc_host, public session_host {
   uv::handle_ptr<uv::timer> watchdog_timer_;               // pings the service manager's watchdog, when it has one
   std::deque<spare_shell> spares_;
   uv::handle_ptr<uv::timer> spare_timer_;
+  // Starts the wrappers (server_spares.cpp), from the first one on.
+  std::unique_ptr<fork_server> forks_;
   uv::handle_ptr<uv::timer> shutdown_timer_;  // set from the start of a shutdown until its end
   uv::handle_ptr<uv::timer> expiry_timer_;    // set while an idle session is due to expire
   int64_t expiry_due_ = 0;            // when it fires (unix ms)

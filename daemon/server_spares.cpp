@@ -90,14 +90,27 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
   std::vector<char*> envp = c_pointers(env);
   static_assert(wrapper::kControlFd == 3 && wrapper::kChannelFd == 4 && wrapper::kChannelOwnerFd == 5);
   int fds[] = {devnull_.get(), 2, 2, theirs.get(), channel->second.get(), owner.get()};
-  uv::child_process::options po;
-  po.file = opts_.wrapper_path.c_str();
-  po.argv = argv.data();
-  po.envp = envp.data();
-  po.cwd = cwd;
-  po.fds = fds;
-  po.explain = spawn_failure;
-  auto proc = uv::child_process::spawn(&loop_, po, std::move(on_exit));
+  // Through the fork server when it can (fork_server.h): a copy of one started wrapper
+  // shares the pages its runtime set up.
+  if (!forks_ && !shutting_down_) forks_ = std::make_unique<fork_server>(&loop_, opts_.wrapper_path, devnull_.get());
+  std::optional<result<pid_t>> forked;
+  if (forks_ && !shutting_down_) forked = forks_->start(argv.data(), envp.data(), cwd, fds);
+  auto proc = [&]() -> result<uv::child_ptr> {
+    if (forked && !*forked) return forked->err();
+    // Its parent is sbshd: watched, and its status read, as one spawned here.
+    if (forked) {
+      if (auto watched = uv::child_process::watch(&loop_, **forked, std::move(on_exit))) return watched;
+      return ipc::make_error(ipc::errc::spawn, "the wrapper ended at once");
+    }
+    uv::child_process::options po;
+    po.file = opts_.wrapper_path.c_str();
+    po.argv = argv.data();
+    po.envp = envp.data();
+    po.cwd = cwd;
+    po.fds = fds;
+    po.explain = spawn_failure;
+    return uv::child_process::spawn(&loop_, po, std::move(on_exit));
+  }();
   if (!proc) {
     ::rmdir(dir.c_str());
     return proc.err();
@@ -163,6 +176,7 @@ void server::drop_spares() {
     list->clear();  // let go of: reaped when they end; their control sockets close
   }
   spare_timer_.reset();
+  forks_.reset();  // it holds no session; it ends when its socket closes
 }
 
 }  // namespace sbsh::daemon

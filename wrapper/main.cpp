@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "ipc/fork_server.h"
+#include "wrapper/fork_server.h"
 #include "wrapper/idle_memory.h"
 #include "wrapper/tree_copy.h"
 #include "wrapper/wrapper.h"
@@ -27,6 +29,12 @@ int main(int argc, char** argv) {
   // sbshd also runs the wrapper to copy a snapshot's directory (tree_copy.h).
   if (argc >= 2 && std::strcmp(argv[1], "--copy-tree") == 0) return sbsh::wrapper::copy_tree_main(argc - 2, argv + 2);
   sbsh::wrapper::keep_heap_small();
+  // The fork server (fork_server.h) returns here in each wrapper it starts, with its arguments.
+  if (argc == 2 && std::strcmp(argv[1], sbsh::wrapper::kForkServerArg) == 0) {
+    auto started = sbsh::wrapper::serve_forks();
+    argc = started.argc;
+    argv = started.argv;
+  }
   sbsh::wrapper::options o;
   int i = 1;
   for (; i + 1 < argc; i += 2) {
