@@ -16,6 +16,8 @@
 
 namespace sbsh::daemon {
 
+uint64_t reserved_descriptors(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
+
 namespace {
 
 uint64_t read_number(const char* path) {
@@ -25,10 +27,6 @@ uint64_t read_number(const char* path) {
 }
 
 std::string figure(rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); }
-
-// Descriptors kept for what is not a session: clients (and the pipes their commands pass),
-// state files, logs, spare shells, snapshot copies and setups.
-uint64_t reserved(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
 
 }  // namespace
 
@@ -61,7 +59,7 @@ uint64_t descriptor_limit() {
 
 uint64_t sessions_supported(uint64_t limit) {
   if (limit == UINT64_MAX) return UINT64_MAX;
-  return (limit - reserved(limit)) / kDescriptorsPerSession;
+  return (limit - reserved_descriptors(limit)) / kDescriptorsPerSession;
 }
 
 uint64_t open_descriptors() {
