@@ -80,9 +80,9 @@ std::string descriptors_exhausted() {
   ::getrlimit(RLIMIT_NOFILE, &rl);
   // Counting them takes a descriptor too: with none left, sbshd holds them all.
   uint64_t held = open_descriptors();
-  return fmt::format("sbshd holds {} descriptors, its limit (RLIMIT_NOFILE {}, hard {}); each session needs {}, so "
-                     "it holds at most {} sessions; raise LimitNOFILE= in sbshd's unit, or 'ulimit -n' in the shell "
-                     "that starts sbshd, or remove sessions",
+  return fmt::format("sbshd holds {} descriptors, its limit (RLIMIT_NOFILE {}, hard {}); each session needs {} "
+                     "(one more while it runs commands), so it holds at most {} sessions; raise LimitNOFILE= in "
+                     "sbshd's unit, or 'ulimit -n' in the shell that starts sbshd, or remove sessions",
                      held != 0 ? held : limit, figure(rl.rlim_cur), figure(rl.rlim_max), kDescriptorsPerSession,
                      sessions_supported(limit));
 }
