@@ -746,7 +746,6 @@ void shell_supervisor::unprotect_group(pid_t pgid) {
   if (ctl_) ctl_->send(ipc::encode(msg::unprotect_group{pgid}));
 }
 
-
 bool shell_supervisor::parkable() const {
   if (parked_ || !channel_ || !ctl_ || wrapper_ == nullptr || state_ != session_state::ready || !served_ ||
       awaiting_sync_ || run_out_ != 0 || stopping_ || events_ == nullptr || !events_->idle())

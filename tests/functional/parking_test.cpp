@@ -81,7 +81,7 @@ TEST_F(parking_test, IdleSessionsHoldOneDescriptorLessAndCommandsInThemRunExactl
   }
   ASSERT_TRUE(all_parked()) << channels_held(daemon_pid) << " channels still held";
   // Each session: its control socket and its wrapper's pidfd.
-  EXPECT_LE(open_fds(daemon_pid), before + 2 * kSessions + 4) << "before: " << before;
+  EXPECT_LE(open_fds(daemon_pid), before + (2 * size_t{kSessions}) + 4) << "before: " << before;
   // A parked session runs a command exactly as before, in the same shell with its state.
   for (int i : {0, 7, kSessions - 1}) {
     std::string name = "p" + std::to_string(i);
