@@ -17,6 +17,8 @@
 
 namespace sbsh::daemon {
 
+uint64_t reserved_descriptors(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
+
 namespace {
 
 uint64_t read_number(const char* path) {
@@ -26,10 +28,6 @@ uint64_t read_number(const char* path) {
 }
 
 std::string figure(rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); }
-
-// Descriptors kept for what is not a session: clients (and the pipes their commands pass),
-// state files, logs, spare shells, snapshot copies and setups.
-uint64_t reserved(uint64_t limit) { return std::min<uint64_t>(512, limit / 4); }
 
 }  // namespace
 
@@ -62,7 +60,7 @@ uint64_t descriptor_limit() {
 
 uint64_t sessions_supported(uint64_t limit) {
   if (limit == UINT64_MAX) return UINT64_MAX;
-  return (limit - reserved(limit)) / kDescriptorsPerSession;
+  return (limit - reserved_descriptors(limit)) / kDescriptorsPerSession;
 }
 
 uint64_t open_descriptors() {
@@ -83,9 +81,9 @@ std::string descriptors_exhausted() {
   ::getrlimit(RLIMIT_NOFILE, &rl);
   // Counting them takes a descriptor too: with none left, sbshd holds them all.
   uint64_t held = open_descriptors();
-  return fmt::format("sbshd holds {} descriptors, its limit (RLIMIT_NOFILE {}, hard {}); each session needs {}, so "
-                     "it holds at most {} sessions; raise LimitNOFILE= in sbshd's unit, or 'ulimit -n' in the shell "
-                     "that starts sbshd, or remove sessions",
+  return fmt::format("sbshd holds {} descriptors, its limit (RLIMIT_NOFILE {}, hard {}); each session needs {} "
+                     "(one more while it runs commands), so it holds at most {} sessions; raise LimitNOFILE= in "
+                     "sbshd's unit, or 'ulimit -n' in the shell that starts sbshd, or remove sessions",
                      held != 0 ? held : limit, figure(rl.rlim_cur), figure(rl.rlim_max), kDescriptorsPerSession,
                      sessions_supported(limit));
 }

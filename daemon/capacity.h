@@ -1,14 +1,19 @@
 // What bounds the number of sessions one sbshd holds, and the refusals that name it.
 //
-// A session holds 3 of sbshd's descriptors: the control socket to its wrapper, the shell
-// channel to its bash's builtin, and the wrapper's pidfd. None can go cheaply: the channel
-// is the per-command fast path and stays a direct socket to the builtin; the control socket
-// is the wrapper's link, which it watches to learn that sbshd went away; the pidfd makes a
+// An idle session holds 2 of sbshd's descriptors: the control socket to its wrapper, which
+// the wrapper watches to learn that sbshd went away, and the wrapper's pidfd, which makes a
 // signal to a wrapper safe from pid reuse, for adopted wrappers too (not sbshd's children,
-// so no SIGCHLD tells of them). So rather than fewer descriptors, sbshd raises its limit at
-// start to what the system allows (raise_descriptor_limit), and says how many sessions that
-// makes (`sbsh status`); when they run out anyway, the refusal names the resource, its
-// figure and how to raise it. Each session is also 2 processes (its wrapper and its bash).
+// so no SIGCHLD tells of them). Its shell channel (the per-command fast path, a direct socket
+// to the builtin) is parked with the wrapper, which holds a copy, while the session is idle,
+// and taken back for the next command (shell_supervisor::park): a session whose channel is
+// held (a command runs, or it ran one in the last --park-after-ms) costs 3. sbshd parks the
+// least recently used idle sessions' channels at once when descriptors run short
+// (server::relieve_descriptors), so sessions_supported() counts 2 a session; the channels in
+// use come out of the descriptors kept for what is not a session. sbshd also raises its
+// limit at start to what the system allows (raise_descriptor_limit), and says how many
+// sessions that makes (`sbsh status`); when they run out anyway, the refusal names the
+// resource, its figure and how to raise it. Each session is also 2 processes (its wrapper
+// and its bash).
 #pragma once
 
 #include <cstddef>
@@ -21,7 +26,7 @@
 
 namespace sbsh::daemon {
 
-inline constexpr uint64_t kDescriptorsPerSession = 3;
+inline constexpr uint64_t kDescriptorsPerSession = 2;
 inline constexpr uint64_t kProcessesPerSession = 2;
 // About what an idle session holds in memory: its wrapper and sbshd's share (about 70 kB)
 // and an idle bash (about 330 kB), as sbsh-supervision-bench measures them.
@@ -43,6 +48,9 @@ nofile_limit raise_descriptor_limit();
 // (what raise_descriptor_limit returned), when sbshd's own limit is above it.
 void add_nofile_arg(const nofile_limit& started, std::vector<std::string>& args);
 
+// Descriptors of `limit` kept for what is not a session: clients (and the pipes their
+// commands pass), state files, logs, spare shells, the channels of sessions whose commands run.
+uint64_t reserved_descriptors(uint64_t limit);
 // sbshd's soft RLIMIT_NOFILE now.
 uint64_t descriptor_limit();
 // How many sessions `limit` descriptors hold, after those kept for clients, commands' pipes,

@@ -239,8 +239,9 @@ void job_runner::run_next() {
       finish_job(std::move(job));
       continue;
     }
-    if (!sh.serving()) {  // starting: it goes when the shell says it serves
+    if (!sh.serving()) {  // starting, or parked: it goes when the shell says it serves
       queue_.push_front(std::move(job));
+      shell_.want_channel();
       return;
     }
     if (!start_job(*job)) {

@@ -80,6 +80,7 @@ class job_runner final : public shell_events {
   void note_state_lost(std::string why) override { state_lost_why_ = std::move(why); }
   [[nodiscard]] bool ran_user_commands() const override { return gen_user_commands_ > 0; }
   [[nodiscard]] bool init_failed() const override { return init_failed_; }
+  [[nodiscard]] bool idle() const override { return !current_ && queue_.empty() && signals_in_flight_ == 0; }
 
   // Every job is answered with `code` and `message` (sbshd stops or lets go of the session).
   void refuse_all(std::string_view code, const std::string& queued_why, const std::string& running_why);

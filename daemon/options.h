@@ -31,6 +31,9 @@ struct options {
   size_t max_clients = ipc::kMaxClients;
   uint64_t stalled_client_ms = ipc::kStalledClientMs;
   size_t keep_finished = 1000;  // finished background processes kept in the table
+  // How long a session's shell channel stays unused before sbshd parks it with the wrapper
+  // (shell_supervisor::park); 0: only when descriptors run short.
+  uint64_t park_after_ms = 2000;
   // The most bytes all environments (session create --setup) may hold; the least recently
   // used that no session uses are deleted to stay within it. 0: no cap.
   uint64_t env_cap = 10ull << 30;

@@ -94,6 +94,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   drop_spares();
   if (activity_save_timer_) save_state();  // idle times not yet saved
   expiry_timer_.reset();
+  park_timer_.reset();
   for (auto& [name, p] : pending_) {
     snapshots_.cancel(name);
     if (p.env_ticket != 0) envs_.leave(std::exchange(p.env_ticket, 0));  // its setup stops

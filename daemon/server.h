@@ -85,6 +85,7 @@ class server final : public proc_host, public session_host {
   void cancel_rebuild(uint64_t ticket) override;
   void session_activity(const session& s) override;
   [[nodiscard]] bool busy(const session& s) const override;
+  uint64_t& channels_held() override { return channels_held_; }
 
   // For handlers.
   void handle(client_conn& c, ipc::envelope&& env);
@@ -185,6 +186,14 @@ class server final : public proc_host, public session_host {
   void arm_expiry_at(int64_t due_ms);
   void expire_idle();
   void drop_spares();
+  // Parks the shell channels of sessions idle for opts().park_after_ms (shell_supervisor::park),
+  // looking again every half of it while sbshd holds any.
+  void park_idle_channels();
+  void arm_parking();
+  // Before a wrapper starts: when sbshd's descriptors would come near its limit, parks the
+  // channels of the least recently used idle sessions at once, so that sessions never run
+  // out of descriptors while idle ones hold some they do not need.
+  void relieve_descriptors();
 
   options opts_;
   uv_loop_t loop_{};
@@ -214,6 +223,8 @@ class server final : public proc_host, public session_host {
   // Before the clients, which count themselves in it until they are destroyed.
   uv::memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
   uv::farewells farewells_{&loop_, &client_memory_};
+  uint64_t channels_held_ = 0;            // before the sessions, whose shells count in it
+  uv::handle_ptr<uv::timer> park_timer_;  // set while parking is due
   std::map<std::string, std::unique_ptr<session>> sessions_;
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;

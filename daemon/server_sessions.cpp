@@ -188,6 +188,7 @@ result<session*> server::create_session(const std::string& name, session_def def
     expiries_.insert(idle);
     arm_expiry_by(raw->last_active_ms() + static_cast<int64_t>(idle));
   }
+  if (!park_timer_) arm_parking();
   return raw;
 }
 
@@ -555,6 +556,7 @@ bool server::busy(const session& s) const {
 }
 
 void server::session_activity(const session& s) {
+  if (!park_timer_) arm_parking();
   // Only a session that expires when idle cares when it was last active: for the others a
   // command's start and end cost nothing here, however many sessions there are.
   if (shutting_down_ || s.def().idle_expiry_ms == 0) return;
@@ -567,6 +569,47 @@ void server::session_activity(const session& s) {
   // Activity only moves this session's expiry later, so a timer already due no later than it
   // stands: when it fires, expire_idle() looks at every session and sets it again.
   arm_expiry_by(s.last_active_ms() + static_cast<int64_t>(s.def().idle_expiry_ms));
+}
+
+void server::arm_parking() {
+  if (shutting_down_ || opts_.park_after_ms == 0 || channels_held_ == 0) {
+    park_timer_.reset();
+    return;
+  }
+  if (!park_timer_) park_timer_ = uv::make_handle<uv::timer>(&loop_);
+  park_timer_->start(std::max<uint64_t>(opts_.park_after_ms / 2, 1), [this] { park_idle_channels(); });
+}
+
+void server::park_idle_channels() {
+  uint64_t now = uv_now(&loop_);
+  for (auto& [name, s] : sessions_) {
+    shell_supervisor& sh = s->shell();
+    if (now - sh.last_active_ms() >= opts_.park_after_ms && sh.parkable()) sh.park();
+  }
+  arm_parking();
+}
+
+void server::relieve_descriptors() {
+  uint64_t limit = descriptor_limit();
+  if (limit == UINT64_MAX) return;
+  // The new session's own, beside those of every session and the channels held.
+  uint64_t room = limit - reserved_descriptors(limit);
+  uint64_t used = (sessions_.size() + 1) * kDescriptorsPerSession + channels_held_ + 1;
+  if (used <= room) return;
+  // A batch at a time, so that creating sessions near the limit does not look at every
+  // session for each one.
+  uint64_t goal = room - std::min<uint64_t>(room, std::max<uint64_t>(16, room / 32));
+  std::vector<shell_supervisor*> idle;
+  for (auto& [name, s] : sessions_)
+    if (s->shell().parkable()) idle.push_back(&s->shell());
+  std::sort(idle.begin(), idle.end(), [](const shell_supervisor* a, const shell_supervisor* b) {
+    return a->last_active_ms() < b->last_active_ms();
+  });
+  for (shell_supervisor* sh : idle) {
+    if (used <= goal) break;
+    sh->park();
+    --used;
+  }
 }
 
 void server::arm_expiry_by(int64_t due) {

@@ -80,6 +80,9 @@ class session_host {
   // Whether the session has something to do: a command running or queued, a background
   // process running.
   [[nodiscard]] virtual bool busy(const session& s) const = 0;
+  // How many shells' channels sbshd holds its end of now (an idle session's is parked with
+  // its wrapper: shell_supervisor::park); held_channel keeps it.
+  virtual uint64_t& channels_held() = 0;
 };
 
 }  // namespace sbsh::daemon

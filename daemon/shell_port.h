@@ -76,6 +76,10 @@ class shell_port {
   virtual void retry_if_failed() = 0;
   // The shell runs as its session defines (init commands done).
   virtual void initialized() = 0;
+  // A command waits while serving() says no: if that is because the shell's channel was put
+  // aside while the session was idle (parked), this asks for it back, and shell_ready()
+  // follows once it is.
+  virtual void want_channel() = 0;
 };
 
 // What the shell supervisor tells the job runner of its shell, and asks of it.
@@ -106,6 +110,8 @@ class shell_events {
   // failed: a loss before either counts as a failed start.
   [[nodiscard]] virtual bool ran_user_commands() const = 0;
   [[nodiscard]] virtual bool init_failed() const = 0;
+  // No command runs, waits or is being signalled: the shell's channel may be put aside.
+  [[nodiscard]] virtual bool idle() const = 0;
 };
 
 }  // namespace sbsh::daemon

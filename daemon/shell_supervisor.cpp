@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <algorithm>
 #include <array>
@@ -136,7 +138,7 @@ void remove_shell_dir(const std::string& dir) {
 }
 
 shell_supervisor::shell_supervisor(session_host& srv, const std::string& name, const session_def& def)
-    : srv_(srv), name_(name), def_(def) {}
+    : srv_(srv), name_(name), def_(def), channel_(srv.channels_held()) {}
 
 shell_supervisor::~shell_supervisor() {
   stopping_ = true;
@@ -168,6 +170,8 @@ uint64_t shell_supervisor::begin_start() {
   run_out_ = 0;
   interrupts_ = false;
   ping_sent_us_ = 0;
+  parked_ = lending_ = false;
+  last_active_ms_ = uv_now(srv_.loop());
   return generation_;
 }
 
@@ -176,6 +180,7 @@ void shell_supervisor::fail_start(std::string why) {
   state_ = session_state::failed;
   spdlog::error("session {}: {}", name_, failure_);
   channel_.reset();
+  parked_ = lending_ = false;
   remove_shell_dir(dir_);
   dir_.clear();
   events_->shell_changed();  // refuses what is queued
@@ -414,6 +419,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
         }
         if (msg.seq == run_out_) run_out_ = 0;
         if (msg.cwd) said_cwd_ = *msg.cwd;
+        last_active_ms_ = uv_now(srv_.loop());
         events_->run_answered(msg);
         break;
       default:  // keepers, meant for a wrapper that waited for a new sbshd (its descriptors closed)
@@ -472,6 +478,9 @@ void shell_supervisor::on_control(uint64_t gen, ipc::envelope&& env) {
       events_->signal_answered();
       break;
     }
+    case msg_type::channel_lent:
+      if (lending_ && m.id() == lend_seq_) unparked(gen, std::move(env.fds));
+      break;
     case msg_type::shell_exited: {
       auto exited = ipc::decode<msg::shell_exited>(m);
       if (!exited) spdlog::warn("session {}: {}", name_, exited.err().message);
@@ -622,6 +631,7 @@ void shell_supervisor::detach(bool kill_wrapper) {
   ctl_.reset();
   channel_watch_.reset();
   channel_.reset();
+  parked_ = lending_ = false;
   // A wrapper that exits by itself removes its adoption socket, and then the directory; a
   // killed one cannot. One asked to end may not have yet: no later sbshd must find it.
   if (kill_wrapper) remove_shell_dir(dir_);
@@ -646,6 +656,7 @@ void shell_supervisor::abandon() {
   ctl_.reset();
   channel_watch_.reset();
   channel_.reset();
+  parked_ = lending_ = false;
   dir_.clear();  // the directory stays for the next sbshd
 }
 
@@ -678,6 +689,7 @@ void shell_supervisor::initialized() {
 status shell_supervisor::send_run(run_message& m) {
   m.seq = ++seq_;
   m.nonce = new_nonce();
+  last_active_ms_ = uv_now(srv_.loop());
   auto sent = daemon::send_run(channel_.get(), m, big_text_);
   if (sent) {
     run_out_ = m.seq;
@@ -741,6 +753,46 @@ std::set<pid_t> shell_supervisor::protected_groups() const {
 void shell_supervisor::unprotect_group(pid_t pgid) {
   protected_.erase(pgid);
   if (ctl_) ctl_->send(ipc::encode(msg::unprotect_group{pgid}));
+}
+
+bool shell_supervisor::parkable() const {
+  if (parked_ || !channel_ || !ctl_ || wrapper_ == nullptr || state_ != session_state::ready || !served_ ||
+      awaiting_sync_ || run_out_ != 0 || stopping_ || events_ == nullptr || !events_->idle())
+    return false;
+  // A message the shell sent that is not read yet (or its end-of-file) is read first.
+  char b = 0;
+  return ::recv(channel_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void shell_supervisor::park() {
+  // The wrapper holds a copy of sbshd's end (wrapper::kChannelOwnerFd): closing this one
+  // loses nothing, and what the builtin sends meanwhile waits in the socket.
+  channel_watch_.reset();
+  channel_.reset();
+  parked_ = true;
+  spdlog::debug("session {}: idle, its shell's channel parked with its wrapper", name_);
+}
+
+void shell_supervisor::want_channel() {
+  if (!parked_ || lending_ || !ctl_) return;
+  lending_ = true;
+  spdlog::debug("session {}: asks its wrapper for the shell's channel", name_);
+  ctl_->send(ipc::encode(msg::lend_channel{}, ++lend_seq_));
+}
+
+void shell_supervisor::unparked(uint64_t gen, std::vector<unique_fd> fds) {
+  lending_ = false;
+  if (fds.size() != 1 || !fds[0]) {
+    restart_shell("its wrapper did not give back the shell's channel", /*forced=*/true);
+    return;
+  }
+  // The same socket as before: non-blocking, its senders watched.
+  channel_ = std::move(fds[0]);
+  parked_ = false;
+  last_active_ms_ = uv_now(srv_.loop());
+  channel_watch_ = uv::make_handle<uv::fd_watch>(srv_.loop(), channel_.get());
+  channel_watch_->start(UV_READABLE, [this, gen](int, int) { on_channel(gen); });
+  events_->shell_ready();
 }
 
 }  // namespace sbsh::daemon

@@ -32,6 +32,31 @@ class session_host;
 // this session's shell exactly: its variables can all be exported after bash started.
 bool spare_can_serve(const session_def& def);
 
+// sbshd's end of a shell channel, counted in session_host::channels_held while it is held.
+class held_channel {
+ public:
+  explicit held_channel(uint64_t& count) : count_(count) {}
+  ~held_channel() { reset(); }
+  held_channel(const held_channel&) = delete;
+  held_channel& operator=(const held_channel&) = delete;
+  held_channel& operator=(unique_fd fd) {
+    reset();
+    if (fd) ++count_;
+    fd_ = std::move(fd);
+    return *this;
+  }
+  void reset() {
+    if (fd_) --count_;
+    fd_.reset();
+  }
+  [[nodiscard]] int get() const { return fd_.get(); }
+  explicit operator bool() const { return static_cast<bool>(fd_); }
+
+ private:
+  uint64_t& count_;
+  unique_fd fd_;
+};
+
 class shell_supervisor final : public shell_port {
  public:
   // The shell of the session named `name`, defined by `def` (both outlive it).
@@ -74,13 +99,23 @@ class shell_supervisor final : public shell_port {
   uint64_t signal_command(const procs::since_mark& mark, int sig, bool interrupt) override;
   [[nodiscard]] status send_run(run_message& m) override;
 
+  // Parking: an idle session's shell channel is closed in sbshd (one descriptor fewer) and
+  // asked back from the wrapper, which holds a copy, when a command comes (want_channel).
+  // Whether it may be now: the shell serves, nothing runs, waits or is unread on it.
+  [[nodiscard]] bool parkable() const;
+  void park();
+  void want_channel() override;
+  [[nodiscard]] bool parked() const { return parked_; }
+  // When the channel was last used (the loop's clock, ms).
+  [[nodiscard]] uint64_t last_active_ms() const { return last_active_ms_; }
+
   // Background processes' groups, spared when the shell ends, with the pipes lent for them.
   void protect_group(pid_t pgid, lent_pipes pipes);
   void unprotect_group(pid_t pgid);
   [[nodiscard]] const std::map<pid_t, lent_pipes>& lent() const { return protected_; }
 
   [[nodiscard]] session_state state() const override { return state_; }
-  [[nodiscard]] bool serving() const override { return state_ == session_state::ready && !awaiting_sync_; }
+  [[nodiscard]] bool serving() const override { return state_ == session_state::ready && !awaiting_sync_ && !parked_; }
   [[nodiscard]] uint64_t generation() const override { return generation_; }
   [[nodiscard]] const std::string& failure() const override { return failure_; }
   [[nodiscard]] int64_t shell_pid() const override { return shell_pid_; }
@@ -106,6 +141,8 @@ class shell_supervisor final : public shell_port {
   void on_wrapper_exit(uint64_t gen, int64_t status, int sig);
   void on_control(uint64_t gen, ipc::envelope&& env);
   void on_channel(uint64_t gen);
+  // The wrapper gave back the parked channel (`fds`: it, or nothing when it had none).
+  void unparked(uint64_t gen, std::vector<unique_fd> fds);
   void shell_lost(uint64_t gen, std::optional<int> exit_code, std::optional<int> signal, const std::string& why);
   void schedule_restart(const std::string& why, bool failed_start, bool forced);
   void detach(bool kill_wrapper);
@@ -138,8 +175,12 @@ class shell_supervisor final : public shell_port {
   uv::handle_ptr<uv::timer> gone_timer_;
   uv::child_ptr wrapper_;
   std::unique_ptr<uv::framed_socket> ctl_;
-  unique_fd channel_;
+  held_channel channel_;
   uv::handle_ptr<uv::fd_watch> channel_watch_;
+  bool parked_ = false;   // channel_ closed while idle; the wrapper holds it
+  bool lending_ = false;  // lend_channel sent, channel_lent not yet come
+  uint64_t lend_seq_ = 0;
+  uint64_t last_active_ms_ = 0;
   text_memfd big_text_;  // for runs too long for one message
   std::string dir_;  // the shell's directory (its wrapper's adoption socket)
   // Why `msg` cannot be the builtin's (another process sent it, or it answers what sbshd did

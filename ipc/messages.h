@@ -881,6 +881,22 @@ struct initialized {
   static constexpr auto fields() { return std::tuple{field("generation", &initialized::generation)}; }
 };
 
+// sbshd closed its end of the shell channel while the session was idle (it then holds one
+// descriptor fewer) and wants it back for a command: the wrapper answers channel_lent with a
+// copy of the one it holds (wrapper::kChannelOwnerFd).
+struct lend_channel {
+  static constexpr message_kind kind{msg_type::lend_channel, "lend_channel", daemon_to_wrapper, true};
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+// With 1 descriptor: sbshd's end of the shell channel, a copy of the wrapper's (0 when the
+// wrapper holds none).
+struct channel_lent {
+  static constexpr message_kind kind{msg_type::channel_lent, "channel_lent", wrapper_to_daemon, true};
+  uint64_t fds = 0;
+  static constexpr auto fields() { return std::tuple{field("fds", &channel_lent::fds)}; }
+};
+
 // 600: background processes
 
 struct proc_start {
@@ -1179,7 +1195,7 @@ using all = std::tuple<hello, welcome, error, ok, session_list, session_info, se
                        session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
                        exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, command_input, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
-                       adopted, initialized, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
+                       adopted, initialized, lend_channel, channel_lent, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end, file_read, file_opened, file_chunk, file_end, file_write, file_data, file_close,
                        file_stat, file_info, file_list, file_entries, file_remove, file_mkdir, file_move,
                        env_list, env_info, env_remove, env_prune>;

@@ -88,6 +88,8 @@ enum class msg_type : uint32_t {
   adopt = 509,
   adopted = 510,
   initialized = 511,
+  lend_channel = 512,
+  channel_lent = 513,
 
   // 600: background processes
   proc_start = 600,

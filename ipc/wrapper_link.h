@@ -7,9 +7,9 @@
 
 namespace sbsh::wrapper {
 
-inline constexpr int kControlFd = 3;       // the control socket (messages 500-510)
+inline constexpr int kControlFd = 3;       // the control socket (messages 500-513)
 inline constexpr int kChannelFd = 4;       // bash's end of the shell channel (ipc/shell_channel.h)
-inline constexpr int kChannelOwnerFd = 5;  // sbshd's end, held for the next sbshd
+inline constexpr int kChannelOwnerFd = 5;  // sbshd's end: lent back to it, kept for the next
 inline constexpr const char* kAdoptSocket = "w";  // in the shell's directory
 // A wrapper told to stop ends every process of its session, then itself, within this; only a
 // process stuck in the kernel makes it give up sooner. sbshd's shutdown waits for its wrappers

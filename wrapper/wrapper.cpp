@@ -352,11 +352,11 @@ class wrapper_loop {
     sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ctl_ = ipc::channel(unique_fd(kControlFd), /*read_chunk=*/1024);  // one per session: keep it small
     ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
-    if (unique_fd channel_owner(kChannelOwnerFd);
-        opts_.adopt_timeout_ms > 0 && !opts_.dir.empty() && ::fcntl(kChannelOwnerFd, F_SETFD, FD_CLOEXEC) == 0) {
-      // Held for the next sbshd: the builtin reads no end-of-file and loses no status when
-      // this sbshd goes away. Otherwise it closes at the end of this statement.
-      channel_owner_ = std::move(channel_owner);
+    // sbshd's end of the shell channel, held always: sbshd closes its own while the session
+    // is idle and asks for it back (lend_channel), and with adoption it is kept for the next
+    // sbshd, so that the builtin reads no end-of-file and loses no status when this one goes.
+    if (::fcntl(kChannelOwnerFd, F_SETFD, FD_CLOEXEC) == 0) channel_owner_ = unique_fd(kChannelOwnerFd);
+    if (channel_owner_ && opts_.adopt_timeout_ms > 0 && !opts_.dir.empty()) {
       if (auto l = ipc::listen_in(opts_.dir, kAdoptSocket, 4)) listen_ = std::move(*l);
       else log_error(session_.c_str(), "no adoption by a later sbshd: " + l.err().message);
       struct stat st{};
@@ -818,6 +818,16 @@ class wrapper_loop {
       }
       case msg_type::ping: {
         send(ipc::encode(msg::pong{}, m.id()));
+        return true;
+      }
+      case msg_type::lend_channel: {
+        // A copy: the wrapper keeps its own, for the next time and for a later sbshd.
+        if (!channel_owner_) {
+          send(ipc::encode(msg::channel_lent{0}, m.id()));
+          return true;
+        }
+        int fds[] = {channel_owner_.get()};
+        if (!ctl_.send(ipc::encode(msg::channel_lent{1}, m.id()), fds)) ctl_.close();
         return true;
       }
       default:

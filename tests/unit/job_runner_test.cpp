@@ -54,6 +54,7 @@ class fake_shell final : public shell_port {
   void restart_shell(const std::string& why, bool forced) override { restarts.push_back({why, forced}); }
   void retry_if_failed() override { ++retries; }
   void initialized() override { ++initialized_calls; }
+  void want_channel() override { ++channel_wanted; }
 
   session_state state_ = session_state::ready;
   std::string failure_;
@@ -67,6 +68,7 @@ class fake_shell final : public shell_port {
   std::vector<restart> restarts;
   int retries = 0;
   int initialized_calls = 0;
+  int channel_wanted = 0;
 
  private:
   uint64_t seq_ = 0;
