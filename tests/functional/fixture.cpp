@@ -87,6 +87,16 @@ std::vector<pid_t> all_pids() {
   return out;
 }
 
+std::vector<pid_t> fork_servers_of(pid_t daemon) {
+  static const std::string kServer("sbsh-wrapper\0--fork-server\0", 27);
+  std::vector<pid_t> out;
+  for (pid_t pid : all_pids()) {
+    auto st = stat_of(pid);
+    if (st && st->state != 'Z' && st->ppid == daemon && proc_file(pid, "cmdline") == kServer) out.push_back(pid);
+  }
+  return out;
+}
+
 std::vector<pid_t> processes_where(const std::function<bool(const std::string&)>& match) {
   std::vector<pid_t> out;
   for (pid_t pid : all_pids()) {

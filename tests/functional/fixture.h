@@ -37,6 +37,7 @@ struct proc_stat {  // from /proc/PID/stat
 };
 std::optional<proc_stat> stat_of(pid_t pid);        // none when it is gone
 std::vector<pid_t> all_pids();                      // every process /proc lists now
+std::vector<pid_t> fork_servers_of(pid_t daemon);   // the fork servers sbshd runs now
 long status_kb(pid_t pid, const std::string& key);  // VmRSS, VmHWM, ... of /proc/PID/status; -1 when gone
 std::string cmdline_of(pid_t pid);              // its words joined by spaces; "" when it is gone
 pid_t parent_of(pid_t pid);                     // 0 when it is gone

@@ -33,17 +33,6 @@ long writable_kb(pid_t pid, const std::string& key) {
   return kb;
 }
 
-// The fork servers sbshd runs now.
-std::vector<pid_t> fork_servers_of(pid_t daemon) {
-  static const std::string kServer("sbsh-wrapper\0--fork-server\0", 27);
-  std::vector<pid_t> out;
-  for (pid_t pid : all_pids()) {
-    auto st = stat_of(pid);
-    if (st && st->state != 'Z' && st->ppid == daemon && proc_file(pid, "cmdline") == kServer) out.push_back(pid);
-  }
-  return out;
-}
-
 // What of a wrapper must not tell how it was started: each a line, with the parts that differ
 // between any two wrappers (its directory, descriptors' inode numbers) left out.
 std::map<std::string, std::string> traits_of(pid_t wrapper, pid_t daemon, const std::string& shells_dir) {

@@ -39,8 +39,8 @@ std::set<std::string> seqpacket_inodes() {
   return out;
 }
 
-// How many shell channels process `pid` holds an end of.
-size_t channels_held(pid_t pid) {
+// How many SOCK_SEQPACKET sockets process `pid` holds an end of.
+size_t seqpacket_sockets(pid_t pid) {
   std::set<std::string> seq = seqpacket_inodes();
   size_t n = 0;
   std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
@@ -57,6 +57,13 @@ size_t channels_held(pid_t pid) {
     ::closedir(d);
   }
   return n;
+}
+
+// How many shell channels sbshd (`pid`) holds an end of: its SOCK_SEQPACKET sockets but the
+// one to each fork server it runs.
+size_t channels_held(pid_t pid) {
+  size_t sockets = seqpacket_sockets(pid), servers = fork_servers_of(pid).size();
+  return sockets > servers ? sockets - servers : 0;
 }
 
 class parking_test : public daemon_test {
