@@ -28,9 +28,9 @@ namespace sbsh::daemon {
 
 inline constexpr uint64_t kDescriptorsPerSession = 2;
 inline constexpr uint64_t kProcessesPerSession = 2;
-// About what an idle session holds in memory: its wrapper and sbshd's share (about 70 kB)
-// and an idle bash (about 330 kB), as sbsh-supervision-bench measures them.
-inline constexpr uint64_t kIdleSessionKb = 400;
+// About what an idle session holds in memory: its wrapper and sbshd's share (about 45 kB)
+// and an idle bash (about 325 kB), as sbsh-supervision-bench measures them.
+inline constexpr uint64_t kIdleSessionKb = 370;
 
 // The soft and hard RLIMIT_NOFILE.
 struct nofile_limit {
