@@ -415,6 +415,23 @@ pid_t daemon_test::start_outside_session(const std::string& session, int seconds
   return left ? pid : 0;
 }
 
+result<client::exec_result> daemon_test::exec_cancelled_after(const std::string& session, const std::string& command,
+                                                              std::chrono::milliseconds after) {
+  auto c = conn();
+  client::canceller stop;
+  client::exec_options o;
+  o.session = session;
+  o.command = command;
+  o.signal_fd = stop.fd();
+  std::thread stopper([&stop, after] {
+    std::this_thread::sleep_for(after);
+    stop.cancel();
+  });
+  auto r = c.exec(o);
+  stopper.join();
+  return r;
+}
+
 client::connection daemon_test::conn() {
   client::connect_options o;
   o.socket_path = sock;

@@ -93,6 +93,10 @@ class daemon_test : public ::testing::Test {
                   std::chrono::seconds limit = std::chrono::seconds(120));
   run_result exec(const std::string& session, const std::string& command);
   client::connection conn();
+  // Runs `command` in `session` through the library and cancels it (client::canceller)
+  // `after` it was sent.
+  result<client::exec_result> exec_cancelled_after(const std::string& session, const std::string& command,
+                                                   std::chrono::milliseconds after);
   client::session_status session_status(const std::string& name);
   // The session's status once it knows its shell's and wrapper's pids (a command's result
   // can arrive before the wrapper's report of them); waits up to 20 s.

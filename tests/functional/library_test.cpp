@@ -116,19 +116,8 @@ TEST_F(library_test, ClosedPipesDoNotKillTheCaller) {
 }
 
 TEST_F(library_test, CancellerStopsARunningCommand) {
-  auto c = conn();
-  client::canceller stop;
-  client::exec_options o;
-  o.session = "lib";
-  o.command = "sleep 60";
-  o.signal_fd = stop.fd();
-  std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    stop.cancel();
-  });
   auto t0 = std::chrono::steady_clock::now();
-  auto r = c.exec(o);
-  t.join();
+  auto r = exec_cancelled_after("lib", "sleep 60", std::chrono::milliseconds(300));
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->cancelled);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));

@@ -138,18 +138,7 @@ TEST_F(parking_test, TimeoutsAndInterruptsRightAfterUnparking) {
   ASSERT_TRUE(all_parked());
   // A command cancelled soon after it started (an interrupt): the rest of its text does not
   // run, and the shell serves on with its state.
-  auto c = conn();
-  client::canceller stop;
-  client::exec_options o;
-  o.session = "t";
-  o.command = "sleep 30; echo not-here";
-  o.signal_fd = stop.fd();
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    stop.cancel();
-  });
-  auto r = c.exec(o);
-  stopper.join();
+  auto r = exec_cancelled_after("t", "sleep 30; echo not-here", std::chrono::milliseconds(300));
   ASSERT_TRUE(r) << r.err().message;
   EXPECT_TRUE(r->cancelled);
   EXPECT_EQ(r->stdout_data, "");
