@@ -16,6 +16,7 @@
 #include "daemon/capacity.h"
 #include "ipc/fork_server.h"
 #include "ipc/protocol.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::daemon {
 
@@ -144,25 +145,11 @@ std::optional<result<pid_t>> fork_server::start(char* const* argv, char* const* 
   if (given_up_ || fds.size() != wrapper::kForkFds) return std::nullopt;
   auto request = encode(argv, envp, cwd);
   if (!request) return std::nullopt;  // larger than the server reads: started by exec
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * wrapper::kForkFds)] = {};
-  iovec iov{request->data(), request->size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * wrapper::kForkFds);
-  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * wrapper::kForkFds);
   // A server that ended since the last request is seen here or when the send fails: nothing
   // reached it, so another one takes the request.
   for (int attempt = 0;; ++attempt) {
     if (!running() && !launch()) return std::nullopt;
-    ssize_t n;
-    while ((n = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-    }
+    ssize_t n = ipc::send_with_fds(sock_.get(), request->data(), request->size(), fds);
     if (n == static_cast<ssize_t>(request->size())) break;
     if (n < 0 && errno == EMSGSIZE) return std::nullopt;
     stop();
