@@ -1,17 +1,18 @@
 // What bounds the number of sessions one sbshd holds, and the refusals that name it.
 //
-// An idle session holds 2 of sbshd's descriptors: the control socket to its wrapper, which
-// the wrapper watches to learn that sbshd went away, and the wrapper's pidfd, which makes a
-// signal to a wrapper safe from pid reuse, for adopted wrappers too (not sbshd's children,
-// so no SIGCHLD tells of them). Its shell channel (the per-command fast path, a direct socket
-// to the builtin) is parked with the wrapper, which holds a copy, while the session is idle,
-// and taken back for the next command (shell_supervisor::park): a session whose channel is
-// held (a command runs, or it ran one in the last --park-after-ms) costs 3. sbshd parks the
-// least recently used idle sessions' channels at once when descriptors run short
-// (server::relieve_descriptors), so sessions_supported() counts 2 a session; the channels in
-// use come out of the descriptors kept for what is not a session. sbshd also raises its
-// limit at start to what the system allows (raise_descriptor_limit), and says how many
-// sessions that makes (`sbsh status`); when they run out anyway, the refusal names the
+// An idle session holds 1 of sbshd's descriptors: the control socket to its wrapper, which
+// the wrapper watches to learn that sbshd went away. sbshd learns of its wrappers' ends from
+// SIGCHLD (uv/child_process.h), with no descriptor each; a wrapper an earlier sbshd left
+// (adopted, not sbshd's child) is watched through a pidfd, 1 more until it ends
+// (uv::child_process::descriptors_held). Its shell channel (the per-command fast path, a
+// direct socket to the builtin) is parked with the wrapper, which holds a copy, while the
+// session is idle, and taken back for the next command (shell_supervisor::park): a session
+// whose channel is held (a command runs, or it ran one in the last --park-after-ms) costs 2.
+// sbshd parks the least recently used idle sessions' channels at once when descriptors run
+// short (server::relieve_descriptors), so sessions_supported() counts 1 a session; the
+// channels in use come out of the descriptors kept for what is not a session. sbshd also
+// raises its limit at start to what the system allows (raise_descriptor_limit), and says how
+// many sessions that makes (`sbsh status`); when they run out anyway, the refusal names the
 // resource, its figure and how to raise it. Each session is also 2 processes (its wrapper
 // and its bash).
 #pragma once
@@ -26,7 +27,7 @@
 
 namespace sbsh::daemon {
 
-inline constexpr uint64_t kDescriptorsPerSession = 2;
+inline constexpr uint64_t kDescriptorsPerSession = 1;
 inline constexpr uint64_t kProcessesPerSession = 2;
 // About what an idle session holds in memory: its wrapper and sbshd's share (about 45 kB)
 // and an idle bash (about 325 kB), as sbsh-supervision-bench measures them.

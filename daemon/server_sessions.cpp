@@ -25,6 +25,7 @@
 #include "daemon/session.h"
 #include "ipc/text.h"
 #include "ipc/wrapper_link.h"
+#include "uv/child_process.h"
 
 namespace sbsh::daemon {
 
@@ -592,9 +593,11 @@ void server::park_idle_channels() {
 void server::relieve_descriptors() {
   uint64_t limit = descriptor_limit();
   if (limit == UINT64_MAX) return;
-  // The new session's own, beside those of every session and the channels held.
+  // The new session's own, beside those of every session, the channels held and the pidfds
+  // of adopted wrappers.
   uint64_t room = limit - reserved_descriptors(limit);
-  uint64_t used = (sessions_.size() + 1) * kDescriptorsPerSession + channels_held_ + 1;
+  uint64_t used = (sessions_.size() + 1) * kDescriptorsPerSession + channels_held_ + 1 +
+                  uv::child_process::descriptors_held();
   if (used <= room) return;
   // A batch at a time, so that creating sessions near the limit does not look at every
   // session for each one.

@@ -27,8 +27,8 @@ namespace {
 
 // The first of `spares` still alive, taken off; the dead ones met are forgotten.
 std::optional<spare_shell> first_alive(std::deque<spare_shell>& spares) {
-  // A dying process's descriptors close before its pidfd says it has ended: the control
-  // socket's hang-up is the first sign.
+  // A dying process's descriptors close before it is a zombie (child_process::running): the
+  // control socket's hang-up is the first sign.
   auto alive = [](const spare_shell& s) {
     pollfd p{s.wrapper.ctl.get(), POLLRDHUP, 0};
     return s.wrapper.proc->running() && ::poll(&p, 1, 0) == 0;

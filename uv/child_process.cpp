@@ -1,4 +1,4 @@
-// posix_spawn + pidfd (see child_process.h).
+// posix_spawn, and one SIGCHLD reaper per loop (see child_process.h).
 #include "uv/child_process.h"
 
 #include <fcntl.h>
@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -29,6 +31,9 @@ std::unordered_set<int>& spawned() {
   static std::unordered_set<int> pids;
   return pids;
 }
+
+// The pidfds the watches hold (on the loop's thread).
+size_t pidfds_held = 0;
 
 int pidfd_send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
@@ -89,79 +94,147 @@ result<child_ptr> child_process::spawn(uv_loop_t* loop, const options& o, exit_c
   pid_t pid = 0;
   if (rc == 0) rc = posix_spawnp(&pid, o.file, &plan.actions, &plan.attr, o.argv, o.envp);
   if (rc != 0) return cannot_spawn(o, rc);
-  // Until it is reaped below, the child's pid cannot be reused, so the pidfd is the child's.
-  unique_fd pidfd(pidfd_open(pid));
-  if (!pidfd) {
-    int e = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    return cannot_spawn(o, e);
-  }
   spawned().insert(pid);
-  return start_watching(loop, pid, std::move(pidfd), std::move(cb));
+  return watch_child(loop, pid, std::move(cb));
 }
+
+// The SIGCHLD watch of one loop, and the children of its thread that it reaps. It lives
+// while it has a child to watch, so that a loop with none can end and close.
+class reaper {
+ public:
+  static reaper& of(uv_loop_t* loop) {
+    auto& r = all()[loop];
+    if (!r) r.reset(new reaper(loop));
+    return *r;
+  }
+  void add(child_process* c) { children_[c->pid_] = c; }
+  void remove(child_process* c) {
+    children_.erase(c->pid_);
+    if (children_.empty() && !sweeping_) all().erase(loop_);  // frees this
+  }
+
+ private:
+  explicit reaper(uv_loop_t* loop) : loop_(loop), sigchld_(make_handle<signal_watch>(loop)) {
+    sigchld_->start(SIGCHLD, [this](int) { sweep(); });
+  }
+  static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>>& all() {
+    static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>> reapers;
+    return reapers;
+  }
+  // Reaps every child of this thread that has ended. One not watched here (one sbshd
+  // inherited, or one whose watch was forgotten) is only reaped: daemon/inherited.h sees to
+  // those still running.
+  void sweep() {
+    sweeping_ = true;
+    for (;;) {
+      siginfo_t si{};
+      if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | __WNOTHREAD) != 0) {
+        if (errno == EINTR) continue;
+        break;  // ECHILD: no child left
+      }
+      if (si.si_pid == 0) break;  // none has ended
+      spawned().erase(si.si_pid);
+      auto it = children_.find(si.si_pid);
+      if (it == children_.end()) continue;
+      child_process* c = it->second;
+      children_.erase(it);
+      bool exited = si.si_code == CLD_EXITED;
+      c->ended(exited ? si.si_status : 0, exited ? 0 : si.si_status);  // may add or remove others
+    }
+    sweeping_ = false;
+    if (children_.empty()) all().erase(loop_);  // frees this: nothing of it is used after
+  }
+
+  uv_loop_t* loop_;
+  handle_ptr<signal_watch> sigchld_;
+  std::unordered_map<int, child_process*> children_;
+  bool sweeping_ = false;
+};
 
 bool child_process::spawned_here(int pid) { return spawned().contains(pid); }
 
-child_ptr child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
-  unique_fd pidfd(pidfd_open(pid));
-  if (!pidfd) return {};
-  // A child of this process that another started for it (a fork server's copy, made with
-  // CLONE_PARENT) counts as spawned here: waitid on a pidfd says ECHILD for any other.
-  siginfo_t si{};
-  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &si, WEXITED | WNOHANG | WNOWAIT) == 0) spawned().insert(pid);
-  return start_watching(loop, pid, std::move(pidfd), std::move(cb));
-}
+child_process::child_process(uv_loop_t* loop, int pid, exit_callback cb) : loop_(loop), cb_(std::move(cb)), pid_(pid) {}
 
-child_ptr child_process::start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb) {
-  child_ptr self(new child_process(pid, std::move(pidfd)));
-  self->cb_ = std::move(cb);
-  int r = uv_poll_init(loop, &self->handle_, self->pidfd_.get());
-  if (r != 0) {  // a pidfd is always pollable: this is a bug
-    std::fprintf(stderr, "%s: uv_poll_init(pidfd): %s\n", program_invocation_short_name, uv_strerror(r));
-    std::abort();
-  }
-  self->handle_.data = self.get();
-  uv_poll_start(&self->handle_, UV_READABLE, [](uv_poll_t* h, int, int) {
-    static_cast<child_process*>(h->data)->on_readable();
-  });
+child_process::~child_process() { drop_pidfd(); }
+
+size_t child_process::descriptors_held() { return pidfds_held; }
+
+child_ptr child_process::watch_child(uv_loop_t* loop, int pid, exit_callback cb) {
+  child_ptr self(new child_process(loop, pid, std::move(cb)));
+  reaper::of(loop).add(self.get());
+  // It may have ended before the watch began: its SIGCHLD then came before any handler.
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0)
+    ::kill(::getpid(), SIGCHLD);
   return self;
 }
 
-void child_process::on_readable() {
+child_ptr child_process::watch(uv_loop_t* loop, int pid, exit_callback cb) {
+  // A child of this thread (a fork server's copy, made with CLONE_PARENT) is watched as one
+  // spawn() started: its pid stays its own until it is reaped here.
   siginfo_t si{};
-  int64_t status = -1;  // when the status is lost (the child was reaped elsewhere)
-  int sig = 0;
-  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0) {
-    if (si.si_pid == 0) return;  // not ended yet
-    spawned().erase(pid_);
-    bool exited = si.si_code == CLD_EXITED;
-    status = exited ? si.si_status : 0;
-    sig = exited ? 0 : si.si_status;
-  } else if (errno == EINTR) {
-    return;
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT | __WNOTHREAD) == 0) {
+    spawned().insert(pid);
+    return watch_child(loop, pid, std::move(cb));
   }
+  unique_fd pidfd(pidfd_open(pid));
+  if (!pidfd) return {};
+  child_ptr self(new child_process(loop, pid, std::move(cb)));
+  self->watch_pidfd(std::move(pidfd));
+  return self;
+}
+
+void child_process::watch_pidfd(unique_fd pidfd) {
+  pidfd_ = std::move(pidfd);
+  ++pidfds_held;
+  pidfd_watch_ = make_handle<fd_watch>(loop_, pidfd_.get());
+  pidfd_watch_->start(UV_READABLE, [this](int, int) { on_pidfd_readable(); });
+}
+
+// A pidfd polls readable once its process has ended; its status is not this process's to
+// read (the callback gets -1).
+void child_process::on_pidfd_readable() {
+  drop_pidfd();
+  ended(-1, 0);
+}
+
+void child_process::drop_pidfd() {
+  if (!pidfd_) return;
+  pidfd_watch_.reset();  // stops polling at once, before the descriptor closes
+  pidfd_.reset();
+  --pidfds_held;
+}
+
+void child_process::ended(int64_t status, int sig) {
   exited_ = true;
-  uv_poll_stop(&handle_);
   auto cb = std::move(cb_);
   cb_ = nullptr;
-  if (cb) cb(status, sig);  // its owner may let go of it here
-  if (released_) close();
+  calling_ = true;
+  if (cb) cb(status, sig);  // its owner may let go of it here: freed below, not there
+  calling_ = false;
+  if (released_) delete this;
 }
 
 bool child_process::running() const {
-  pollfd p{pidfd_.get(), POLLIN, 0};  // a pidfd polls readable once the process has ended
-  return !exited_ && ::poll(&p, 1, 0) == 0;
+  if (exited_) return false;
+  if (pidfd_) {
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+  siginfo_t si{};  // ended, not yet reaped: a zombie
+  return ::waitid(P_PID, static_cast<id_t>(pid_), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
 void child_process::kill(int sig) {
-  if (!exited_) (void)pidfd_send_signal(pidfd_.get(), sig);
+  if (exited_) return;
+  if (pidfd_) (void)pidfd_send_signal(pidfd_.get(), sig);
+  else (void)::kill(pid_, sig);
 }
 
 void child_process::let_go(exit_callback last) {
   released_ = true;
   cb_ = std::move(last);
-  if (exited_) close();
+  if (exited_ && !calling_) delete this;
 }
 
 void child_releaser::operator()(child_process* c) const { c->let_go(nullptr); }
@@ -173,14 +246,10 @@ void child_process::release(child_ptr child, exit_callback last) {
 void child_process::forget(child_ptr child) {
   if (!child) return;
   child_process* c = child.release();
+  if (!c->exited_ && !c->pidfd_) reaper::of(c->loop_).remove(c);  // still counted as spawned here
   c->released_ = true;
   c->cb_ = nullptr;
-  c->close();
-}
-
-void child_process::on_close_requested() {
-  cb_ = nullptr;
-  uv_poll_stop(&handle_);
+  if (!c->calling_) delete c;
 }
 
 }  // namespace sbsh::uv

@@ -1,10 +1,20 @@
-// A child process (sbshd's: a session's wrapper), started with posix_spawn and watched
-// through a pidfd on the loop.
+// A child process (sbshd's: a session's wrapper), started with posix_spawn and watched on
+// the loop.
 //
 // posix_spawn runs the child on the parent's own memory until exec (clone with CLONE_VFORK):
 // libuv's uv_spawn forks, which copies sbshd's page tables and costs a new session a few
-// hundred microseconds more. The pidfd lets the loop learn of the exit without a SIGCHLD
-// handler, and a signal sent through it can never reach a recycled pid.
+// hundred microseconds more.
+//
+// A child of the loop's thread holds no descriptor: one SIGCHLD watch per loop reaps every
+// child of that thread that has ended (waitid(P_ALL, ..., __WNOTHREAD)) and calls back the
+// watch of each. So 10,000 wrappers cost sbshd no descriptor each, and one exit costs one
+// waitid, not one per child. Until it is reaped here, a child's pid cannot be reused, so a
+// signal sent to it reaches it. A process that is not this thread's child (a wrapper an
+// earlier sbshd left) is watched through a pidfd instead, which is as safe.
+//
+// The loop's thread owns every child it starts: a child started on it must not be waited
+// for elsewhere (common/ignored.cpp's `git` runs and is waited for at once, so no loop
+// iteration sees it).
 #pragma once
 
 #include <uv.h>
@@ -29,7 +39,7 @@ struct child_releaser {
 };
 using child_ptr = std::unique_ptr<child_process, child_releaser>;
 
-class child_process final : public uv_owned<child_process, uv_poll_t> {
+class child_process final {
  public:
   using exit_callback = std::function<void(int64_t exit_status, int term_signal)>;
   struct options {
@@ -54,6 +64,11 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // of this process that it did not spawn itself (a fork server's copy) is watched as one it
   // did, its status read.
   static child_ptr watch(uv_loop_t* loop, int pid, exit_callback cb);
+  // Whether it is watched through a descriptor of its own (a process not this thread's
+  // child, until it ends).
+  [[nodiscard]] bool holds_descriptor() const { return pidfd_.get() >= 0; }
+  // How many watches in this process hold a descriptor (sbshd counts them against its limit).
+  [[nodiscard]] static size_t descriptors_held();
   // The owner lets go of `child`: `last` still runs at exit, then the handle closes. The
   // handle stays open until then so that the child is reaped.
   static void release(child_ptr child, exit_callback last);
@@ -72,22 +87,31 @@ class child_process final : public uv_owned<child_process, uv_poll_t> {
   // Replaces the callback that runs at exit (a spare wrapper passes to its session).
   void on_exit(exit_callback cb) { cb_ = std::move(cb); }
   void kill(int sig);
-  void on_close_requested();
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
 
  private:
-  friend class uv_owned<child_process, uv_poll_t>;
   friend struct child_releaser;
-  child_process(int pid, unique_fd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
-  ~child_process() = default;
-  static child_ptr start_watching(uv_loop_t* loop, int pid, unique_fd pidfd, exit_callback cb);
-  void on_readable();
+  friend class reaper;
+  child_process(uv_loop_t* loop, int pid, exit_callback cb);
+  ~child_process();
+  static child_ptr watch_child(uv_loop_t* loop, int pid, exit_callback cb);
+  void watch_pidfd(unique_fd pidfd);
+  void on_pidfd_readable();
+  void drop_pidfd();
+  // The child has ended with this status (-1 and 0: not known) and was reaped.
+  void ended(int64_t status, int sig);
   void let_go(exit_callback last);
 
+  uv_loop_t* loop_;
   exit_callback cb_;
   int pid_ = 0;
-  unique_fd pidfd_;
+  unique_fd pidfd_;                     // only for a process that is not this thread's child
+  handle_ptr<fd_watch> pidfd_watch_;
   bool exited_ = false;
-  bool released_ = false;  // no owner holds it: it closes once the child has ended
+  bool released_ = false;  // no owner holds it: it is freed once the child has ended
+  bool calling_ = false;   // in its exit callback, which may let go of it
 };
 
 }  // namespace sbsh::uv

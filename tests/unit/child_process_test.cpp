@@ -140,7 +140,7 @@ TEST_F(child_process_test, CleanSignalsOnlyGivenDescriptorsAndCwd) {
   EXPECT_EQ(ignored & ~((1ULL << 31) | (1ULL << 32)), 0u) << got;
 }
 
-TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
+TEST_F(child_process_test, KillReportsTheSignal) {
   ended e;
   std::string err;
   auto c = start("exec sleep 60", {devnull(), devnull(), devnull()}, &e, &err);
@@ -151,8 +151,7 @@ TEST_F(child_process_test, KillThroughThePidfdReportsTheSignal) {
   uv_run(&loop_, UV_RUN_DEFAULT);
   EXPECT_EQ(e.sig, SIGTERM);
   EXPECT_EQ(e.status, 0);
-  // Its owner still holds it: an ended child stays readable until the pointer lets go (the
-  // handle closes then, in TearDown's loop run).
+  // Its owner still holds it: an ended child stays readable until the pointer lets go.
   EXPECT_TRUE(c->exited());
   EXPECT_EQ(c->pid(), pid);
   c->kill(SIGKILL);  // a no-op on an ended child, never a recycled pid
@@ -207,6 +206,92 @@ TEST_F(child_process_test, OwnChildrenAreKnownUntilReaped) {
   auto other = uv::child_process::watch(&loop_, ::getppid(), [](int64_t, int) {});
   ASSERT_NE(other, nullptr);
   EXPECT_FALSE(uv::child_process::spawned_here(::getppid()));
+  uv::child_process::forget(std::move(other));
+}
+
+size_t open_descriptors() {
+  size_t n = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    if (::fcntl(fd, F_GETFD) >= 0) ++n;
+  return n;
+}
+
+// sbshd's wrappers: a child holds no descriptor of its own, so thousands cost none each, and
+// children that end together are all reaped and reported by one SIGCHLD watch, which closes
+// when it has nothing left to watch (TearDown's loop could not close otherwise).
+TEST_F(child_process_test, ChildrenHoldNoDescriptorAndEndTogether) {
+  constexpr int kChildren = 40;
+  std::vector<ended> ends(kChildren);
+  std::vector<uv::child_ptr> kids;
+  std::string err;
+  kids.push_back(start("exec sleep 60", {devnull(), devnull(), devnull()}, &ends[0], &err));
+  ASSERT_NE(kids.back(), nullptr) << err;
+  size_t with_one = open_descriptors();
+  for (int i = 1; i < kChildren; ++i) {
+    kids.push_back(start("exec sleep 60", {devnull(), devnull(), devnull()}, &ends[i], &err));
+    ASSERT_NE(kids.back(), nullptr) << err;
+    EXPECT_FALSE(kids.back()->holds_descriptor());
+    EXPECT_TRUE(kids.back()->running());
+  }
+  EXPECT_EQ(open_descriptors(), with_one);
+  for (auto& k : kids) k->kill(SIGTERM);
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  for (int i = 0; i < kChildren; ++i) {
+    EXPECT_EQ(ends[i].sig, SIGTERM) << i;
+    EXPECT_TRUE(kids[i]->exited());
+    EXPECT_FALSE(kids[i]->running());
+  }
+  // An owner may let go of its child in the child's own exit callback.
+  ended own;
+  auto self = start("exit 4", {devnull(), devnull(), devnull()}, &own, &err);
+  ASSERT_NE(self, nullptr) << err;
+  self->on_exit([&own, &self](int64_t st, int sig) {
+    own = {st, sig};
+    self.reset();
+  });
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  EXPECT_EQ(own.status, 4);
+  EXPECT_EQ(self, nullptr);
+  // A child let go of before it ends is still reaped, not left a zombie.
+  ended last;
+  auto c = start("exec sleep 0.05", {devnull(), devnull(), devnull()}, &last, &err);
+  ASSERT_NE(c, nullptr) << err;
+  pid_t pid = c->pid();
+  uv::child_process::release(std::move(c), [&last](int64_t st, int sig) { last = {st, sig}; });
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  EXPECT_EQ(last.status, 0);
+  errno = 0;
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+// A child that had already ended when its watch began (its SIGCHLD came before any watch was
+// there to see it) is reported all the same; a process that is not a child is watched
+// through a descriptor of its own.
+TEST_F(child_process_test, AChildThatEndedBeforeItsWatchIsReported) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(9);
+  siginfo_t si{};
+  for (int i = 0; i < 5000 && si.si_pid == 0; ++i) {
+    ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT), 0);
+    if (si.si_pid == 0) ::usleep(1000);
+  }
+  ASSERT_EQ(si.si_pid, pid);  // a zombie now
+  ended e;
+  auto w = uv::child_process::watch(&loop_, pid, [&e](int64_t st, int sig) { e = {st, sig}; });
+  ASSERT_NE(w, nullptr);
+  EXPECT_FALSE(w->holds_descriptor());
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  EXPECT_EQ(e.status, 9);
+  EXPECT_EQ(e.sig, 0);
+  errno = 0;
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  auto other = uv::child_process::watch(&loop_, ::getppid(), [](int64_t, int) {});
+  ASSERT_NE(other, nullptr);
+  EXPECT_TRUE(other->holds_descriptor());
+  EXPECT_TRUE(other->running());
   uv::child_process::forget(std::move(other));
 }
 
