@@ -115,7 +115,24 @@ class reaper {
 
  private:
   explicit reaper(uv_loop_t* loop) : loop_(loop), sigchld_(make_handle<signal_watch>(loop)) {
-    sigchld_->start(SIGCHLD, [this](int) { sweep(); });
+    sigchld_->start(SIGCHLD, [this](int) { sweep_soon(); });
+  }
+  // waitid(P_ALL) looks at every child of the thread, with the kernel's task list locked
+  // against exits, before it says that none has ended: a sweep per exit would cost
+  // thousands of exiting wrappers (a shutdown) time in the square of their number (33 s
+  // for 10,000). At most one sweep every few milliseconds reaps them in batches.
+  void sweep_soon() {
+    uint64_t now = uv_now(loop_);
+    if (now - last_sweep_ms_ >= kSweepEveryMs) {
+      sweep();
+      return;
+    }
+    if (again_) return;
+    again_ = make_handle<timer>(loop_);
+    again_->start(kSweepEveryMs - (now - last_sweep_ms_), [this] {
+      again_.reset();
+      sweep();
+    });
   }
   static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>>& all() {
     static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>> reapers;
@@ -125,6 +142,7 @@ class reaper {
   // inherited, or one whose watch was forgotten) is only reaped: daemon/inherited.h sees to
   // those still running.
   void sweep() {
+    last_sweep_ms_ = uv_now(loop_);
     sweeping_ = true;
     for (;;) {
       siginfo_t si{};
@@ -145,9 +163,12 @@ class reaper {
     if (children_.empty()) all().erase(loop_);  // frees this: nothing of it is used after
   }
 
+  static constexpr uint64_t kSweepEveryMs = 10;
   uv_loop_t* loop_;
   handle_ptr<signal_watch> sigchld_;
+  handle_ptr<timer> again_;
   std::unordered_map<int, child_process*> children_;
+  uint64_t last_sweep_ms_ = 0;
   bool sweeping_ = false;
 };
 

@@ -64,9 +64,16 @@ bool has_children() {
   return !(::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD);
 }
 
-void pause_ms(long ms) {
+// Waits up to `ms` for a child to end. SIGCHLD is blocked in the wrapper (its loop reads it
+// from a signalfd), so it stays pending until taken here: thousands of wrappers ending their
+// sessions at once (a shutdown) wake when an exit they wait for has happened, not to look
+// at /proc again while the exits wait for the CPU.
+void wait_for_child(long ms) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
   timespec ts{0, ms * 1000 * 1000};
-  ::nanosleep(&ts, nullptr);
+  (void)::sigtimedwait(&chld, nullptr, &ts);
 }
 
 // Signals this process's children outside the groups `spare`; returns how many.
@@ -98,7 +105,7 @@ void end_descendants(const char* session, const std::set<pid_t>& spare) {
                    kEndSessionWithinMs / 1000);
       return;
     }
-    pause_ms(pause);
+    wait_for_child(pause);
   }
 }
 
@@ -111,7 +118,7 @@ void end_session(const char* session, pid_t sid, const std::set<pid_t>& spare) {
   if (!has_children()) return;
   size_t polite = procs::signal_session(sid, ::getpid(), SIGHUP, spare) + signal_children(SIGHUP, spare);
   for (int i = 0; polite > 0 && i < 50; ++i) {  // up to 500 ms
-    pause_ms(10);
+    wait_for_child(10);
     if (!has_children()) return;
     bool any = false;
     for (const auto& c : procs::children_of(::getpid()))
