@@ -118,9 +118,10 @@ class reaper {
     sigchld_->start(SIGCHLD, [this](int) { sweep_soon(); });
   }
   // waitid(P_ALL) looks at every child of the thread, with the kernel's task list locked
-  // against exits, before it says that none has ended: a sweep per exit would cost
-  // thousands of exiting wrappers (a shutdown) time in the square of their number (33 s
-  // for 10,000). At most one sweep every few milliseconds reaps them in batches.
+  // against exits, before it says that none has ended: 13 us with 1,000 children, 1.1 ms
+  // with 10,000. A sweep per exit would cost thousands of wrappers ending together (a
+  // shutdown) time in the square of their number; at most one sweep every few milliseconds
+  // reaps them in batches.
   void sweep_soon() {
     uint64_t now = uv_now(loop_);
     if (now - last_sweep_ms_ >= kSweepEveryMs) {
@@ -134,9 +135,11 @@ class reaper {
       sweep();
     });
   }
+  // Never destroyed at exit: a reaper left then (none is, once its loop has run to its end)
+  // would close its handle on a loop already gone.
   static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>>& all() {
-    static std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>> reapers;
-    return reapers;
+    static auto* reapers = new std::unordered_map<uv_loop_t*, std::unique_ptr<reaper>>;
+    return *reapers;
   }
   // Reaps every child of this thread that has ended. One not watched here (one sbshd
   // inherited, or one whose watch was forgotten) is only reaped: daemon/inherited.h sees to
