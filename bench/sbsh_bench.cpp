@@ -286,7 +286,7 @@ class notice_sink {
  private:
   // The shared memory of `shared`: what runs now, and a ring of the commands that ended.
   struct record_page {
-    static constexpr size_t kRing = 64;
+    static constexpr size_t kRing = 512;  // more than the shell runs in 5 ms
     struct entry {
       uint64_t seq = 0, since_pid = 0;
       int64_t exit = 0;
