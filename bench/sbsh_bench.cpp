@@ -586,9 +586,9 @@ void round_trip(const private_daemon& d, int iters) {
     print_beside_floor("  floor on a lease (the shell polls two)", l, b4, f);
     // The bounds of a direct path (docs/architecture.md): the floor, with sbshd told of each
     // command in each way it could be.
-    auto with = [&](notice_sink& sink, bool start, bool one) {
-      return [&sink, start, one, &proto, cmd] {
-        (void)proto.run_with(
+    auto with = [&](notice_sink& sink, bool start, bool one, builtin_driver& by) {
+      return [&sink, start, one, &by, cmd] {
+        (void)by.run_with(
             cmd,
             [&](uint64_t seq) {
               if (start) sink.start(seq);
@@ -600,14 +600,17 @@ void round_trip(const private_daemon& d, int iters) {
       const char* name;
       notice_sink& sink;
       bool start, one;
+      builtin_driver* by = nullptr;  // the floor's driver unless said
     };
     for (const auto& v : {variant{"  floor + start, end notices", eager, true, false},
                           variant{"  floor + one notice (at the end)", eager, false, true},
                           variant{"  floor + start, end, read every 5 ms", batched, true, false},
                           variant{"  floor + one notice, read every 5 ms", batched, false, true},
                           variant{"  floor + start answered, end notice", answered, true, false},
-                          variant{"  floor + records in shared memory", shared, true, false}}) {
-      auto [n, b3] = compare(200, iters, with(v.sink, v.start, v.one), [&] { (void)drv.run(cmd); });
+                          variant{"  floor + records in shared memory", shared, true, false},
+                          variant{"  on a lease + records (the design)", shared, true, false, &leased}}) {
+      auto [n, b3] = compare(
+          200, iters, with(v.sink, v.start, v.one, v.by != nullptr ? *v.by : proto), [&] { (void)drv.run(cmd); });
       print_beside_floor(v.name, n, b3, f);
     }
   }
