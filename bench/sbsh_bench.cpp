@@ -188,6 +188,7 @@ class builtin_driver {
     return text;
   }
 
+  [[nodiscard]] pid_t pid() const { return pid_; }
   // From now on sends its runs on a lease of the shell (docs/architecture.md, "The direct
   // path"), as a client holding one would; the shell then waits on its channel and the lease.
   void take_lease() {
@@ -473,6 +474,33 @@ std::pair<stats, stats> compare(int warm, int iters, A&& fa, B&& fb, P pause = [
   return {summarize(va), summarize(vb)};
 }
 
+// CPU time (ns) a thread or process has run, from the scheduler's own count.
+uint64_t cpu_ns(const std::string& schedstat) {
+  std::ifstream f(schedstat);
+  uint64_t ns = 0;
+  f >> ns;
+  return ns;
+}
+
+// The client's share: CPU per command of this thread and of the bash that ran it, through
+// sbshd with the library (`via`) and on the floor (`floor`): what the library spends on its own
+// side, which a direct path keeps, beside what the floor's driver spends.
+void client_share(const std::function<void()>& via, pid_t via_shell, const std::function<void()>& floor,
+                  pid_t floor_shell, int iters) {
+  std::string self = "/proc/self/task/" + std::to_string(::gettid()) + "/schedstat";
+  auto per_command = [&](const std::function<void()>& f, pid_t shell) {
+    std::string theirs = "/proc/" + std::to_string(shell) + "/schedstat";
+    uint64_t me = cpu_ns(self), sh = cpu_ns(theirs);
+    for (int i = 0; i < iters; ++i) f();
+    return std::pair<double, double>{static_cast<double>(cpu_ns(self) - me) / 1000.0 / iters,
+                                     static_cast<double>(cpu_ns(theirs) - sh) / 1000.0 / iters};
+  };
+  auto [lib, lib_bash] = per_command(via, via_shell);
+  auto [drv, drv_bash] = per_command(floor, floor_shell);
+  std::printf("%-38s client %.1f us (library) / %.1f us (floor's driver); bash %.1f / %.1f us\n",
+              "  CPU per command of true", lib, drv, lib_bash, drv_bash);
+}
+
 // One row under the round trip: a way of running the command against the marker driver, in
 // the same alternation, with what it costs beyond the floor's median.
 void print_beside_floor(const char* name, const stats& v, const stats& b, const stats& floor) {
@@ -615,14 +643,14 @@ void round_trip(const private_daemon& d, int iters) {
     }
   }
   step_costs(iters * 4);
-}
-
-// CPU time (ns) a thread or process has run, from the scheduler's own count.
-uint64_t cpu_ns(const std::string& schedstat) {
-  std::ifstream f(schedstat);
-  uint64_t ns = 0;
-  f >> ns;
-  return ns;
+  client::exec_options o;
+  o.session = "rt";
+  o.command = "true";
+  pid_t rt_shell = 0;
+  if (auto all = c.sessions())
+    for (const auto& s : *all)
+      if (s.name == "rt") rt_shell = s.shell_pid;
+  client_share([&] { (void)c.exec(o); }, rt_shell, [&] { (void)proto.run("true"); }, proto.pid(), iters * 2);
 }
 
 // Many clients at once: `clients` threads, each with its own kept library connection to a
