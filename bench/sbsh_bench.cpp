@@ -3,7 +3,10 @@
 //   round trip      exec of `true` / `echo hi` on one kept library connection, vs a minimal
 //                   one-hop driver of a persistent bash (writes `cmd; echo MARK$?`, reads to
 //                   the marker). Goal <= 2.5x, pinned. Its floor row: sbsh's per-command protocol
-//                   driven with no daemon in between (builtin_driver below).
+//                   driven with no daemon in between (builtin_driver below). Under it, the
+//                   bounds of a direct path (docs/architecture.md): the floor with a second
+//                   process told of each command in each way sbshd could be (notice_sink),
+//                   and what single steps of the path cost alone (step_costs).
 //   cli             `sbsh exec -s s true` as a whole process vs `bash -c true`. Goal <= 1.0x.
 //   new session     a new session and its first result vs spawning bash and reading its
 //                   first reply, 20 ms apart. Goal <= 2x. Also back to back, and with no
@@ -46,20 +49,27 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "bench_util.h"
 #include "common/confine.h"
 #include "daemon/shell_messages.h"
+#include "ipc/frame.h"
+#include "ipc/socket_io.h"
+#include "uv/framed_socket.h"
+#include "uv/handles.h"
 #include "wrapper/sandbox.h"
 #include "wrapper/spawn.h"
 #include "wrapper/wrapper.h"
@@ -144,6 +154,13 @@ class builtin_driver {
   }
   // Runs one command; returns its stdout (stderr is read and dropped).
   std::string run(const std::string& cmd) {
+    return run_with(
+        cmd, [](uint64_t) {}, [](uint64_t, int) {});
+  }
+  // The same, calling `before` just before the command is sent and `after` once its status
+  // is in (the notices of the direct path's rows, below).
+  template <typename B, typename A>
+  std::string run_with(const std::string& cmd, B&& before, A&& after) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::exit(1);
     daemon::run_message m;
@@ -153,10 +170,14 @@ class builtin_driver {
     m.err = err[1];
     m.keep_out = out[0];
     m.keep_err = err[0];
-    if (!daemon::send_run(channel_.get(), m, big_)) std::exit(1);
+    before(seq_);
+    int to = lease_.valid() ? lease_.get() : channel_.get();
+    if (!daemon::send_run(to, m, big_)) std::exit(1);
     ::close(out[1]);
     ::close(err[1]);
-    if (next()->seq != seq_) std::exit(1);
+    auto st = next(to);
+    if (st->seq != seq_) std::exit(1);
+    after(seq_, st->exit_value);
     std::string text;
     char buf[65536];
     for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
@@ -167,20 +188,228 @@ class builtin_driver {
     return text;
   }
 
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // From now on sends its runs on a lease of the shell (docs/architecture.md, "The direct
+  // path"), as a client holding one would; the shell then waits on its channel and the lease.
+  void take_lease() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) std::exit(1);
+    unique_fd shells(sv[1]);
+    lease_ = unique_fd(sv[0]);
+    if (!daemon::send_lease(channel_.get(), 1, daemon::new_nonce(), shells.get())) std::exit(1);
+    if (next(channel_.get())->type != SBSH_MSG_LEASED) std::exit(1);
+  }
+
  private:
-  std::optional<daemon::shell_message> next() {
+  std::optional<daemon::shell_message> next(int fd = -1) {
+    if (fd < 0) fd = channel_.get();
     for (;;) {
-      auto m = daemon::receive_message(channel_.get());
+      auto m = daemon::receive_message(fd);
       if (!m) std::exit(1);
       if (m.value()) return m.value();
-      pollfd p{channel_.get(), POLLIN, 0};
+      pollfd p{fd, POLLIN, 0};
       ::poll(&p, 1, -1);
     }
   }
-  unique_fd channel_;
+  unique_fd channel_, lease_;
   daemon::text_memfd big_;
   pid_t pid_ = -1;
   uint64_t seq_ = 0;
+};
+
+// What sbshd would be told per command if a client drove the session's channel itself (the
+// direct path, docs/architecture.md): small frames, the size of sbshd's own, written on a unix
+// stream socket to another process that cuts and decodes them on a libuv loop with sbshd's
+// own framed socket and keeps a record per command. `eager`: each notice is read as it comes
+// (it wakes the reader); `batched`: the reader looks every 5 ms and takes what has come;
+// `answered`: a start notice is answered and its sender waits for the answer before the
+// command (sbshd granting each command); `shared`: no notice at all, the start (with its since
+// mark, read from ns_last_pid) and the end (with the text's first 256 bytes) are written into
+// memory shared with the reader, which looks at it every 5 ms.
+class notice_sink {
+ public:
+  enum class mode { eager, batched, answered, shared };
+  explicit notice_sink(mode m) : mode_(m) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) std::exit(1);
+    if (m == mode::shared) {
+      void* p = ::mmap(nullptr, sizeof(record_page), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) std::exit(1);
+      page_ = new (p) record_page();
+      last_pid_ = unique_fd(::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC));
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) std::exit(1);
+    if (pid_ == 0) {
+      ::close(sv[0]);
+      serve(unique_fd(sv[1]), m, page_);
+      ::_exit(0);
+    }
+    ::close(sv[1]);
+    fd_ = unique_fd(sv[0]);
+  }
+  ~notice_sink() {
+    fd_.reset();
+    int st;
+    ::waitpid(pid_, &st, 0);
+    if (page_ != nullptr) ::munmap(page_, sizeof(record_page));
+  }
+  notice_sink(const notice_sink&) = delete;
+  notice_sink& operator=(const notice_sink&) = delete;
+
+  // What sbshd needs before a command runs: which one, and what marks the processes it
+  // starts (the since mark) and when its deadline passes.
+  void start(uint64_t seq) {
+    if (mode_ == mode::shared) {
+      char buf[32];
+      ssize_t n = ::pread(last_pid_.get(), buf, sizeof buf - 1, 0);
+      if (n <= 0) std::exit(1);
+      buf[n] = '\0';
+      page_->since_pid = std::strtoull(buf, nullptr, 10);
+      page_->deadline_ms = 0;
+      page_->running.store(seq, std::memory_order_release);
+      return;
+    }
+    ipc::frame_builder f(ipc::msg_type::exec_started, seq);
+    f.str("session", "rt").u64("seq", seq).u64("since_pid", 4242).u64("since_tick", 123456789).u64("timeout_ms", 0);
+    f.boolean("answer", mode_ == mode::answered);
+    if (write_all(fd_.get(), f.finish()) != 0) std::exit(1);
+    if (mode_ == mode::answered) await_answer();
+  }
+  // How it ended; with `and_start`, the start's fields too (one notice per command).
+  void end(uint64_t seq, int exit_value, bool and_start, std::string_view text = "true") {
+    if (mode_ == mode::shared) {
+      uint64_t at = page_->ended.load(std::memory_order_relaxed);
+      auto& e = page_->ring[at % record_page::kRing];
+      e.seq = seq;
+      e.exit = exit_value;
+      e.since_pid = page_->since_pid;
+      e.text_len = static_cast<uint32_t>(std::min(text.size(), sizeof e.text));
+      std::memcpy(e.text, text.data(), e.text_len);
+      page_->running.store(0, std::memory_order_relaxed);
+      page_->ended.store(at + 1, std::memory_order_release);
+      return;
+    }
+    ipc::frame_builder f(ipc::msg_type::exec_done, seq);
+    f.str("session", "rt").u64("seq", seq).i64("exit", exit_value).nil("signal").u64("generation", 1);
+    f.boolean("ran", true).u64("started_ns", 1000).u64("ended_ns", 2000).boolean("interrupted", false);
+    if (and_start) f.u64("since_pid", 4242).u64("since_tick", 123456789).u64("timeout_ms", 0);
+    if (write_all(fd_.get(), f.finish()) != 0) std::exit(1);
+  }
+
+ private:
+  // The shared memory of `shared`: what runs now, and a ring of the commands that ended.
+  struct record_page {
+    static constexpr size_t kRing = 512;  // more than the shell runs in 5 ms
+    struct entry {
+      uint64_t seq = 0, since_pid = 0;
+      int64_t exit = 0;
+      uint32_t text_len = 0;
+      char text[256] = {};
+    };
+    std::atomic<uint64_t> running{0}, ended{0};
+    uint64_t since_pid = 0, deadline_ms = 0;
+    entry ring[kRing];
+  };
+  void await_answer() {
+    char head[4];
+    read_exactly(head, sizeof head);
+    uint32_t n = (uint32_t{static_cast<unsigned char>(head[0])} << 24) |
+                 (uint32_t{static_cast<unsigned char>(head[1])} << 16) |
+                 (uint32_t{static_cast<unsigned char>(head[2])} << 8) | uint32_t{static_cast<unsigned char>(head[3])};
+    std::string body(n, '\0');
+    read_exactly(body.data(), n);
+    if (!ipc::message::parse(body.data(), body.size())) std::exit(1);
+  }
+  void read_exactly(char* p, size_t n) const {
+    for (size_t got = 0; got < n;) {
+      ssize_t r = ::read(fd_.get(), p + got, n - got);
+      if (r <= 0) std::exit(1);
+      got += static_cast<size_t>(r);
+    }
+  }
+  // The reader: sbshd's framed socket on a libuv loop, a record per command.
+  static void serve(unique_fd fd, mode m, record_page* page) {
+    struct record {
+      int64_t exit = 0;
+      uint64_t since_pid = 0, since_tick = 0, timeout_ms = 0;
+      bool ended = false;
+    };
+    std::unordered_map<uint64_t, record> table;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    std::unique_ptr<uv::framed_socket> sock;
+    uv::framed_socket::callbacks cbs;
+    cbs.on_message = [&](ipc::envelope&& e) {
+      auto seq = e.msg.get_u64("seq");
+      if (!seq || !*seq) std::exit(1);
+      auto& r = table[**seq];
+      if (auto v = e.msg.get_u64("since_pid"); v && *v) r.since_pid = **v;
+      if (auto v = e.msg.get_u64("since_tick"); v && *v) r.since_tick = **v;
+      if (auto v = e.msg.get_u64("timeout_ms"); v && *v) r.timeout_ms = **v;
+      if (e.msg.type() == ipc::msg_type::exec_done) {
+        if (auto v = e.msg.get_i64("exit"); v && *v) r.exit = **v;
+        r.ended = true;
+        table.erase(**seq);  // a finished command leaves the table, as sbshd's job does
+      } else if (auto a = e.msg.get_bool("answer"); a && *a && **a) {
+        ipc::frame_builder f(ipc::msg_type::exec_started, **seq);
+        f.u64("seq", **seq);
+        sock->send(f.take());
+      }
+    };
+    cbs.on_closed = [&](const std::string&) { uv_stop(&loop); };
+    sock = std::make_unique<uv::framed_socket>(&loop, std::move(fd), std::move(cbs));
+    uv::handle_ptr<uv::timer> tick;
+    uint64_t seen = 0;
+    unsigned long long lost = 0;
+    if (m == mode::shared) {
+      tick.reset(uv::timer::create(&loop));
+      tick->start(
+          5,
+          [&] {
+            uint64_t ended = page->ended.load(std::memory_order_acquire);
+            if (ended - seen > record_page::kRing) {  // the shell went faster: sbshd would be woken sooner
+              lost += ended - seen - record_page::kRing;
+              seen = ended - record_page::kRing;
+            }
+            for (; seen < ended; ++seen) {
+              const auto& e = page->ring[seen % record_page::kRing];
+              if (e.text_len > sizeof e.text) std::exit(1);
+              auto& r = table[e.seq];
+              r.exit = e.exit;
+              r.since_pid = e.since_pid;
+              r.ended = true;
+              table.erase(e.seq);
+            }
+            if (uint64_t now = page->running.load(std::memory_order_acquire); now != 0)
+              table[now].since_pid = page->since_pid;
+          },
+          5);
+    }
+    if (m == mode::batched) {
+      sock->pause_reading(true);
+      tick.reset(uv::timer::create(&loop));
+      tick->start(
+          5,
+          [&] {
+            sock->pause_reading(false);
+            sock->read_pending();
+            if (sock->is_open()) sock->pause_reading(true);
+          },
+          5);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    if (lost != 0) std::fprintf(stderr, "sbsh-bench: %llu command records overwritten unread\n", lost);
+    tick.reset();
+    sock.reset();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  }
+  mode mode_;
+  unique_fd fd_;
+  pid_t pid_ = -1;
+  record_page* page_ = nullptr;
+  unique_fd last_pid_;
 };
 
 struct row {
@@ -245,29 +474,183 @@ std::pair<stats, stats> compare(int warm, int iters, A&& fa, B&& fb, P pause = [
   return {summarize(va), summarize(vb)};
 }
 
-void round_trip(const private_daemon& d, int iters) {
-  auto c = d.connect();
-  marker_driver drv;
-  builtin_driver proto;
-  for (const char* cmd : {"true", "echo hi"}) {
-    client::exec_options o;
-    o.session = "rt";
-    o.command = cmd;
-    auto [s, b] = compare(200, iters, [&] { (void)c.exec(o); }, [&] { (void)drv.run(cmd); });
-    print({std::string("round trip: ") + cmd, s, b, "ms", 2.5, false});
-    auto [f, b2] = compare(200, iters, [&] { (void)proto.run(cmd); }, [&] { (void)drv.run(cmd); });
-    std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  sbsh / floor %.2fx\n",
-                "  floor: protocol, no daemon", f.median, f.p90, b2.median, b2.p90, f.median / b2.median,
-                s.median / f.median);
-  }
-}
-
 // CPU time (ns) a thread or process has run, from the scheduler's own count.
 uint64_t cpu_ns(const std::string& schedstat) {
   std::ifstream f(schedstat);
   uint64_t ns = 0;
   f >> ns;
   return ns;
+}
+
+// The client's share: CPU per command of this thread and of the bash that ran it, through
+// sbshd with the library (`via`) and on the floor (`floor`): what the library spends on its own
+// side, which a direct path keeps, beside what the floor's driver spends.
+void client_share(const std::function<void()>& via, pid_t via_shell, const std::function<void()>& floor,
+                  pid_t floor_shell, int iters) {
+  std::string self = "/proc/self/task/" + std::to_string(::gettid()) + "/schedstat";
+  auto per_command = [&](const std::function<void()>& f, pid_t shell) {
+    std::string theirs = "/proc/" + std::to_string(shell) + "/schedstat";
+    uint64_t me = cpu_ns(self), sh = cpu_ns(theirs);
+    for (int i = 0; i < iters; ++i) f();
+    return std::pair<double, double>{static_cast<double>(cpu_ns(self) - me) / 1000.0 / iters,
+                                     static_cast<double>(cpu_ns(theirs) - sh) / 1000.0 / iters};
+  };
+  auto [lib, lib_bash] = per_command(via, via_shell);
+  auto [drv, drv_bash] = per_command(floor, floor_shell);
+  std::printf("%-38s client %.1f us (library) / %.1f us (floor's driver); bash %.1f / %.1f us\n",
+              "  CPU per command of true", lib, drv, lib_bash, drv_bash);
+}
+
+// One row under the round trip: a way of running the command against the marker driver, in
+// the same alternation, with what it costs beyond the floor's median.
+void print_beside_floor(const char* name, const stats& v, const stats& b, const stats& floor) {
+  std::printf("%-38s %7.3f ms (p90 %6.3f) %7.3f ms (p90 %6.3f) %6.2fx  floor %+6.2f us\n", name, v.median, v.p90,
+              b.median, b.p90, v.median / b.median, (v.median - floor.median) * 1000);
+}
+
+// What one step of the per-command path costs alone, in microseconds per step.
+void print_step(const char* name, const stats& s) {
+  std::printf("%-38s %7.2f us (p90 %6.2f)\n", name, s.median * 1000, s.p90 * 1000);
+}
+
+// The steps a direct path still takes or could drop, each alone: the two pipes a command's
+// output goes through, its four descriptors passed over the channel, and the framing of a
+// request and its reply as the client library does it.
+void step_costs(int iters) {
+  print_step("  step: 2 pipes made and closed", time_ms(200, iters, [] {
+               int a[2], b[2];
+               if (::pipe2(a, O_CLOEXEC) != 0 || ::pipe2(b, O_CLOEXEC) != 0) std::exit(1);
+               for (int fd : {a[0], a[1], b[0], b[1]}) ::close(fd);
+             }));
+  int sv[2], a[2], b[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 || ::pipe2(a, O_CLOEXEC) != 0 ||
+      ::pipe2(b, O_CLOEXEC) != 0)
+    std::exit(1);
+  int four[] = {a[0], a[1], b[0], b[1]};
+  auto pass = [&](bool with_fds) {
+    char byte = 'r';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof four)];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (with_fds) {
+      mh.msg_control = ctl;
+      mh.msg_controllen = sizeof ctl;
+      cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof four);
+      std::memcpy(CMSG_DATA(c), four, sizeof four);
+    }
+    if (::sendmsg(sv[0], &mh, 0) != 1) std::exit(1);
+    msghdr in{};
+    in.msg_iov = &iov;
+    in.msg_iovlen = 1;
+    in.msg_control = ctl;
+    in.msg_controllen = sizeof ctl;
+    if (::recvmsg(sv[1], &in, MSG_CMSG_CLOEXEC) != 1) std::exit(1);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&in); c != nullptr; c = CMSG_NXTHDR(&in, c)) {
+      int got[4];
+      std::memcpy(got, CMSG_DATA(c), sizeof got);
+      for (int fd : got) ::close(fd);
+    }
+  };
+  auto bare = time_ms(200, iters, [&] { pass(false); });
+  auto with = time_ms(200, iters, [&] { pass(true); });
+  print_step("  step: a message sent and received", bare);
+  print_step("  step: the same with 4 fds (SCM_RIGHTS)", with);
+  for (int fd : {sv[0], sv[1], a[0], a[1], b[0], b[1]}) ::close(fd);
+  // What the shell would add to mark each command's start for sbshd itself: the since mark
+  // (ns_last_pid, from a descriptor kept open) and a look at two channels instead of one.
+  int last_pid = ::open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+  print_step("  step: ns_last_pid read (pread)", time_ms(200, iters, [last_pid] {
+               char buf[32];
+               if (::pread(last_pid, buf, sizeof buf, 0) <= 0) std::exit(1);
+             }));
+  ::close(last_pid);
+  int p1[2], p2[2];
+  if (::pipe2(p1, O_CLOEXEC) != 0 || ::pipe2(p2, O_CLOEXEC) != 0 || ::write(p2[1], "x", 1) != 1) std::exit(1);
+  print_step("  step: ppoll of 2 descriptors", time_ms(200, iters, [&] {
+               pollfd pf[2] = {{p1[0], POLLIN, 0}, {p2[0], POLLIN, 0}};
+               if (::ppoll(pf, 2, nullptr, nullptr) != 1) std::exit(1);
+             }));
+  for (int fd : {p1[0], p1[1], p2[0], p2[1]}) ::close(fd);
+  print_step("  step: an exec frame built, a reply parsed", time_ms(200, iters, [] {
+               ipc::frame_builder req(ipc::msg_type::exec, 7);
+               req.str("session", "rt").str("command", "true").boolean("same_env", true).str("io", "fds");
+               req.u64("timeout_ms", 0).str_array("fds", {"stdout", "stderr", "keep_out", "keep_err"});
+               auto frame = req.take();
+               ipc::frame_builder rep(ipc::msg_type::exec_done, 7);
+               rep.i64("exit", 0).nil("signal").u64("generation", 1).boolean("ran", true).boolean("state_lost", false);
+               rep.u64("started_ns", 1000).u64("ended_ns", 2000).str("cwd", "/tmp");
+               auto reply = rep.take();
+               if (frame.empty() || !ipc::message::parse(reply.data() + 4, reply.size() - 4)) std::exit(1);
+             }));
+}
+
+void round_trip(const private_daemon& d, int iters) {
+  // The notices' readers first, so that they hold none of the descriptors made below.
+  notice_sink eager(notice_sink::mode::eager), batched(notice_sink::mode::batched),
+      answered(notice_sink::mode::answered), shared(notice_sink::mode::shared);
+  auto c = d.connect();
+  marker_driver drv;
+  builtin_driver proto, leased;
+  leased.take_lease();
+  for (const char* cmd : {"true", "echo hi"}) {
+    client::exec_options o;
+    o.session = "rt";
+    o.command = cmd;
+    auto [s, b] = compare(
+        200, iters, [&] { (void)c.exec(o); }, [&] { (void)drv.run(cmd); });
+    print({std::string("round trip: ") + cmd, s, b, "ms", 2.5, false});
+    auto [f, b2] = compare(
+        200, iters, [&] { (void)proto.run(cmd); }, [&] { (void)drv.run(cmd); });
+    std::printf("%-28s %10.3f ms    (p90 %8.3f) %10.3f ms    (p90 %8.3f) %7.2fx  sbsh / floor %.2fx\n",
+                "  floor: protocol, no daemon", f.median, f.p90, b2.median, b2.p90, f.median / b2.median,
+                s.median / f.median);
+    if (std::string_view(cmd) != "true") continue;
+    auto [l, b4] = compare(200, iters, [&] { (void)leased.run(cmd); }, [&] { (void)drv.run(cmd); });
+    print_beside_floor("  floor on a lease (the shell polls two)", l, b4, f);
+    // The bounds of a direct path (docs/architecture.md): the floor, with sbshd told of each
+    // command in each way it could be.
+    auto with = [&](notice_sink& sink, bool start, bool one, builtin_driver& by) {
+      return [&sink, start, one, &by, cmd] {
+        (void)by.run_with(
+            cmd,
+            [&](uint64_t seq) {
+              if (start) sink.start(seq);
+            },
+            [&](uint64_t seq, int exit_value) { sink.end(seq, exit_value, one); });
+      };
+    };
+    struct variant {
+      const char* name;
+      notice_sink& sink;
+      bool start, one;
+      builtin_driver* by = nullptr;  // the floor's driver unless said
+    };
+    for (const auto& v : {variant{"  floor + start, end notices", eager, true, false},
+                          variant{"  floor + one notice (at the end)", eager, false, true},
+                          variant{"  floor + start, end, read every 5 ms", batched, true, false},
+                          variant{"  floor + one notice, read every 5 ms", batched, false, true},
+                          variant{"  floor + start answered, end notice", answered, true, false},
+                          variant{"  floor + records in shared memory", shared, true, false},
+                          variant{"  on a lease + records (the design)", shared, true, false, &leased}}) {
+      auto [n, b3] = compare(
+          200, iters, with(v.sink, v.start, v.one, v.by != nullptr ? *v.by : proto), [&] { (void)drv.run(cmd); });
+      print_beside_floor(v.name, n, b3, f);
+    }
+  }
+  step_costs(iters * 4);
+  client::exec_options o;
+  o.session = "rt";
+  o.command = "true";
+  pid_t rt_shell = 0;
+  if (auto all = c.sessions())
+    for (const auto& s : *all)
+      if (s.name == "rt") rt_shell = s.shell_pid;
+  client_share([&] { (void)c.exec(o); }, rt_shell, [&] { (void)proto.run("true"); }, proto.pid(), iters * 2);
 }
 
 // Many clients at once: `clients` threads, each with its own kept library connection to a

@@ -187,6 +187,16 @@ void send_interrupt(int channel, uint64_t seq) {
   (void)send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
 }
 
+status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease) {
+  sbsh_run_header h = header(SBSH_MSG_LEASE, seq, nonce);
+  return send_message(channel, &h, sizeof h, {}, {}, &lease, 1);
+}
+
+status send_lease_end(int channel, uint64_t seq) {
+  sbsh_run_header h = header(SBSH_MSG_LEASE_END, seq);
+  return send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
+}
+
 result<std::optional<shell_message>> receive_message(int channel) {
   sbsh_status_msg raw{};
   char cwd[SBSH_CHANNEL_MAX_CWD];
@@ -210,7 +220,7 @@ result<std::optional<shell_message>> receive_message(int channel) {
   if (static_cast<size_t>(n) < sizeof raw || (with_cwd ? tail == 0 : tail != 0) ||
       (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
       (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED &&
-       raw.type != SBSH_MSG_KEEPERS))
+       raw.type != SBSH_MSG_KEEPERS && raw.type != SBSH_MSG_LEASED && raw.type != SBSH_MSG_LEASE_ENDED))
     return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
   shell_message m;
   m.type = static_cast<sbsh_channel_type>(raw.type);
@@ -224,7 +234,10 @@ result<std::optional<shell_message>> receive_message(int channel) {
   m.nonce = raw.nonce;
   m.sender = sender;
   if (with_cwd) m.cwd.emplace(cwd, tail);
-  if (raw.type != SBSH_MSG_STATUS) m.serves_interrupts = (raw.flags & SBSH_SERVES_INTERRUPTS) != 0;
+  if (raw.type == SBSH_MSG_READY || raw.type == SBSH_MSG_SYNCED) {
+    m.serves_interrupts = (raw.flags & SBSH_SERVES_INTERRUPTS) != 0;
+    m.serves_leases = (raw.flags & SBSH_SERVES_LEASES) != 0;
+  }
   return std::optional<shell_message>(m);
 }
 

@@ -62,6 +62,14 @@ class text_memfd {
 // message in ipc/shell_channel.h). Best effort: the SIGINT that follows it is the interrupt,
 // and a shell that cannot take the message is about to be found gone.
 void send_interrupt(int channel, uint64_t seq);
+// Hands the builtin `lease`, the shell's end of a lease socket (SOCK_SEQPACKET; sent, so it
+// stays the caller's), on which it then also takes runs and answers them until the lease
+// ends (ipc/shell_channel.h; docs/architecture.md, "The direct path"). Only to a builtin that
+// serves leases (shell_message::serves_leases). Answered with leased, or lease_ended when the
+// shell could not take it.
+[[nodiscard]] status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease);
+// Ends the lease between two commands; answered with lease_ended (nothing when none is held).
+[[nodiscard]] status send_lease_end(int channel, uint64_t seq);
 
 // One message from the builtin.
 struct shell_message {
@@ -74,6 +82,7 @@ struct shell_message {
   int err = 0;                // errno, or SBSH_ERR_*
   pid_t pid = 0;
   bool serves_interrupts = false;  // ready, synced: the builtin reads interrupt messages
+  bool serves_leases = false;      // ready, synced: the builtin takes leases
   uint64_t nonce = 0;              // status, synced: the nonce of the message it answers
   std::optional<std::string> cwd;  // status: the shell's $PWD, when it changed
   // The process that sent it, as the kernel says (in sbshd's PID namespace); 0 when the

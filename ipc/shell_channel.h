@@ -21,6 +21,16 @@
  *                           looks for this message once its SIGINT handler is in place, and
  *                           then runs nothing of the text. Read at any other time (the run
  *                           has ended), it is stale and dropped.
+ *                   lease:  header and one descriptor: a SOCK_SEQPACKET socket, the shell's
+ *                           end of a lease (docs/architecture.md, "The direct path"), sent to
+ *                           a builtin that said it serves them (SBSH_SERVES_LEASES). Until the
+ *                           lease ends the builtin also takes runs on it, from whoever holds
+ *                           the other end, and answers each there; everything else still comes
+ *                           on the channel. Answered with `leased` (its seq and nonce). A lease
+ *                           held already ends first (lease_ended).
+ *                   lease_end: header only: the lease ends between two commands (a run read
+ *                           from it already is served first). Answered with `lease_ended`, or
+ *                           with nothing when no lease is held.
  *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, seq 0).
  *                   status: one per run, with the run's seq and nonce.
  *                   synced: the answer to a sync, with its seq and nonce.
@@ -29,6 +39,11 @@
  *                           SBSH_LEND_SIGNAL: for the wrapper, which holds sbshd's end while
  *                           no sbshd does and drains them (it cannot take them itself: the
  *                           shell is undumpable). sbshd drops one it reads.
+ *                   leased: the answer to lease, with its seq and nonce.
+ *                   lease_ended: the lease whose seq and nonce it repeats is over: sbshd
+ *                           asked (lease_end), its other end was closed, or a command closed
+ *                           or replaced SBSH_LEASE_FD. A status the builtin could not send on
+ *                           the lease comes on the channel instead.
  *
  * Only the shell may speak for its commands. sbshd reads each message's sender from the kernel
  * (SO_PASSCRED: a pid no process can forge) and takes only the shell's; and each run and sync
@@ -62,6 +77,8 @@
  * there. */
 #define SBSH_KEEP_OUT_FD 252
 #define SBSH_KEEP_ERR_FD 251
+/* The shell's end of a lease while one is held. */
+#define SBSH_LEASE_FD 250
 /* The script bash reads its builtin's name from, given to it as /dev/fd/3 (bash then reads it
  * through a descriptor of its own, 255). */
 #define SBSH_SCRIPT_FD 3
@@ -78,10 +95,14 @@ enum sbsh_channel_type {
   SBSH_MSG_RUN = 1,
   SBSH_MSG_SYNC = 2,
   SBSH_MSG_INTERRUPT = 3,
+  SBSH_MSG_LEASE = 4,
+  SBSH_MSG_LEASE_END = 5,
   SBSH_MSG_READY = 10,
   SBSH_MSG_STATUS = 11,
   SBSH_MSG_SYNCED = 12,
   SBSH_MSG_KEEPERS = 13,
+  SBSH_MSG_LEASED = 14,
+  SBSH_MSG_LEASE_ENDED = 15,
 };
 
 /* The signal that has the builtin send a keepers message (a real-time signal bash leaves
@@ -122,6 +143,7 @@ enum sbsh_status_flags {
  * a shell a newer sbshd adopted, sends none). */
 enum sbsh_serves_flags {
   SBSH_SERVES_INTERRUPTS = 1u << 0, /* interrupt messages */
+  SBSH_SERVES_LEASES = 1u << 1,     /* lease and lease_end messages */
 };
 /* Why a run was not run (err of a NOT_RUN status; errno values otherwise). */
 #define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
@@ -137,7 +159,7 @@ struct sbsh_run_header {
   uint32_t text_len;
   uint32_t cwd_len;
   uint32_t reserved;
-  uint64_t nonce; /* run, sync: repeated by the status or synced that answers it */
+  uint64_t nonce; /* run, sync, lease: repeated by the status, synced or leased that answers it */
 };
 
 struct sbsh_status_msg {
@@ -150,7 +172,7 @@ struct sbsh_status_msg {
   uint32_t flags;
   int32_t err;
   int64_t pid; /* ready: the shell's pid */
-  uint64_t nonce; /* status, synced: the answered message's */
+  uint64_t nonce; /* status, synced, leased, lease_ended: the answered message's (the lease's) */
 };
 
 #endif /* SBSH_IPC_SHELL_CHANNEL_H */

@@ -239,6 +239,16 @@ static int same_socket(int fd) {
  * two commands are not made again. Cleared wherever bash may run the user's text. */
 static int channel_trusted;
 
+/* The lease (ipc/shell_channel.h) while one is held on SBSH_LEASE_FD: its seq and nonce, which
+ * lease_ended repeats, and its socket's identity, checked as the channel's is (lease_trusted is
+ * cleared with channel_trusted). */
+static int leased, lease_trusted;
+static uint64_t lease_seq, lease_nonce;
+static ino_t lease_ino;
+static dev_t lease_dev;
+/* The run being served came on the lease: its status goes back there. */
+static int run_from_lease;
+
 /* The channel, checked: a command may have closed or replaced fd SBSH_CHANNEL_FD (exec
  * 254>&-). The backup restores it; with both gone the shell cannot report and ends. */
 static int channel(void) {
@@ -285,9 +295,14 @@ static struct sbsh_status_msg new_msg(uint16_t type, uint64_t seq) {
 /* The $PWD the shell last sent sbshd with a status (NULL: none yet, or a new sbshd asked). */
 static char *said_pwd;
 
+static int lease_fd(void);
+static void end_lease(void);
+
 static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int sig, uint32_t flags, int err) {
   /* Only the shell speaks for its commands: a child that would (it never should) says nothing. */
   if (getpid() != shell_pid) return;
+  /* A run that came on the lease is answered there while the lease lasts; sbshd gets the rest. */
+  int fd = type == SBSH_MSG_STATUS && run_from_lease && lease_fd() >= 0 ? SBSH_LEASE_FD : channel();
   /* sbshd cannot read /proc/PID/cwd of this undumpable shell unless it is root: a status says
    * where the shell is when that changed. */
   const char *pwd = type == SBSH_MSG_STATUS ? get_string_value("PWD") : NULL;
@@ -304,13 +319,62 @@ static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int
   m.flags = flags;
   m.err = err;
   m.nonce = nonce;
-  int fd = channel();
   struct iovec iov[2] = {{&m, sizeof m}, {(void *)pwd, pwd_len}};
   struct msghdr mh = msg_over(iov, 2, NULL, 0);
-  while (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  while (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
+    if (errno == EINTR) continue;
+    if (fd != SBSH_LEASE_FD) break;
+    /* The lease's holder is gone: the lease ends, and sbshd gets the status on the channel. */
+    end_lease();
+    fd = channel();
   }
   /* A send that fails otherwise means sbshd's end is gone with every copy of it (the wrapper
    * holds one while waiting for the next sbshd): the next recv reads end-of-file. */
+}
+
+static int is_lease(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_ino == lease_ino && st.st_dev == lease_dev;
+}
+
+/* Ends the lease held, if any, and tells sbshd. */
+static void end_lease(void) {
+  if (!leased) return;
+  if (is_lease(SBSH_LEASE_FD)) close(SBSH_LEASE_FD);
+  leased = lease_trusted = run_from_lease = 0;
+  /* sbshd did not see the statuses sent on the lease: the next one says where the shell is. */
+  xfree(said_pwd);
+  said_pwd = NULL;
+  send_msg(SBSH_MSG_LEASE_ENDED, lease_seq, lease_nonce, 0, 0, 0, 0);
+}
+
+/* SBSH_LEASE_FD while a lease is held and the descriptor is still its socket (a command may
+ * have closed or replaced it: the lease then ends), else -1. */
+static int lease_fd(void) {
+  if (!leased) return -1;
+  if (lease_trusted) return SBSH_LEASE_FD;
+  if (is_lease(SBSH_LEASE_FD)) {
+    lease_trusted = 1;
+    return SBSH_LEASE_FD;
+  }
+  end_lease();
+  return -1;
+}
+
+/* Takes the lease a lease message carried (its descriptor `fd`, closed here) and answers. */
+static void take_lease(const struct sbsh_run_header *h, int fd) {
+  end_lease();
+  struct stat st;
+  if (dup3(fd, SBSH_LEASE_FD, O_CLOEXEC) >= 0 && fstat(SBSH_LEASE_FD, &st) == 0) {
+    lease_ino = st.st_ino;
+    lease_dev = st.st_dev;
+    leased = lease_trusted = 1;
+  }
+  close(fd);
+  lease_seq = h->seq;
+  lease_nonce = h->nonce;
+  /* A descriptor the shell may not have (a session's --limit nofile): no lease. */
+  send_msg(leased ? SBSH_MSG_LEASED : SBSH_MSG_LEASE_ENDED, h->seq, h->nonce, 0, 0, 0, 0);
 }
 
 static void noop_handler(int sig) { (void)sig; }
@@ -488,8 +552,9 @@ static char *read_memfd(int fd, uint32_t len) {
   return s;
 }
 
-/* One message from the channel. Returns 1 with a run or a sync in *r, 0 at end-of-file (sbshd
- * and every copy of its end are gone), -1 for a malformed message (answered already). */
+/* One message from the channel, or a run from the lease while one is held (sbshd's messages
+ * first). Returns 1 with a run or a sync in *r, 0 at end-of-file (sbshd and every copy of its
+ * end are gone), -1 for a malformed message (answered already). */
 static int receive(struct run *r) {
   static char buf[sizeof(struct sbsh_run_header) + SBSH_CHANNEL_MAX_CWD + SBSH_CHANNEL_INLINE_TEXT];
   union {
@@ -502,13 +567,35 @@ static int receive(struct run *r) {
   for (;;) {
     struct iovec iov = {buf, sizeof buf};
     struct msghdr mh = msg_over(&iov, 1, control.bytes, sizeof control.bytes);
-    ssize_t n = recvmsg(channel(), &mh, MSG_CMSG_CLOEXEC);
+    int from = channel();
+    if (lease_fd() >= 0) {
+      struct pollfd pf[2] = {{from, POLLIN, 0}, {SBSH_LEASE_FD, POLLIN, 0}};
+      int ready = poll(pf, 2, -1);
+      if (ready < 0 && errno == EINTR) {
+        CLRINTERRUPT; /* a stray SIGINT while idle: nothing runs */
+        got_sigint = 0;
+        continue;
+      }
+      if (ready > 0 && pf[0].revents == 0) {
+        if ((pf[1].revents & POLLIN) == 0) {
+          end_lease(); /* its other end is closed */
+          continue;
+        }
+        from = SBSH_LEASE_FD;
+      }
+    }
+    ssize_t n = recvmsg(from, &mh, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) {
       CLRINTERRUPT; /* a stray SIGINT while idle: nothing runs */
       got_sigint = 0;
       continue;
     }
+    if (n <= 0 && from == SBSH_LEASE_FD) {
+      end_lease();
+      continue;
+    }
     if (n <= 0) return 0;
+    run_from_lease = from == SBSH_LEASE_FD;
     int fds[12], nfds = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -524,9 +611,18 @@ static int receive(struct run *r) {
       for (int i = 0; i < nfds; ++i) close(fds[i]);
       continue;
     }
-    if (!bad && h->type == SBSH_MSG_SYNC) {
+    if (!bad && h->type == SBSH_MSG_SYNC && !run_from_lease) {
       for (int i = 0; i < nfds; ++i) close(fds[i]);
       return 1;
+    }
+    /* sbshd's alone: a lease's holder can neither pass the lease on nor end it by asking. */
+    if (!bad && !run_from_lease && h->type == SBSH_MSG_LEASE && nfds == 1) {
+      take_lease(h, fds[0]);
+      continue;
+    }
+    if (!bad && !run_from_lease && h->type == SBSH_MSG_LEASE_END && nfds == 0) {
+      end_lease();
+      continue;
     }
     int want = 2 + ((h->flags & SBSH_RUN_STDIN) ? 1 : 0) + ((h->flags & SBSH_RUN_KEEPERS) ? 2 : 0) +
                ((h->flags & SBSH_RUN_TEXT_MEMFD) ? 1 : 0) + ((h->flags & SBSH_RUN_LENT) ? 3 : 0);
@@ -875,7 +971,7 @@ static int eval_at_top_level(char *text) {
   int value;
   int code = setjmp_nosigs(top_level);
   if (code == 0) {
-    channel_trusted = std_are_null = 0;
+    channel_trusted = lease_trusted = std_are_null = 0;
     value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
   } else if (getpid() != shell_pid || !serving || !survivable(code)) {
     /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
@@ -1102,7 +1198,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
-  channel_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
+  channel_trusted = lease_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();
@@ -1110,7 +1206,7 @@ static int serve_builtin(WORD_LIST *list) {
   if (!greeted) {
     greeted = 1;
     settle_in();
-    send_msg(SBSH_MSG_READY, 0, 0, 0, 0, SBSH_SERVES_INTERRUPTS, 0);
+    send_msg(SBSH_MSG_READY, 0, 0, 0, 0, SBSH_SERVES_INTERRUPTS | SBSH_SERVES_LEASES, 0);
   }
   for (;;) {
     struct run r;
@@ -1121,7 +1217,8 @@ static int serve_builtin(WORD_LIST *list) {
       /* A new sbshd: it learns where the shell is with the next status. */
       xfree(said_pwd);
       said_pwd = NULL;
-      send_msg(SBSH_MSG_SYNCED, r.h.seq, r.h.nonce, last_command_exit_value, 0, SBSH_SERVES_INTERRUPTS, 0);
+      send_msg(SBSH_MSG_SYNCED, r.h.seq, r.h.nonce, last_command_exit_value, 0,
+               SBSH_SERVES_INTERRUPTS | SBSH_SERVES_LEASES, 0);
       continue;
     }
     run_command(&r);
@@ -1140,6 +1237,7 @@ static int serve_builtin(WORD_LIST *list) {
 static void close_channel_in_child(void) {
   if (same_socket(SBSH_CHANNEL_FD)) close(SBSH_CHANNEL_FD);
   if (same_socket(SBSH_CHANNEL_BACKUP_FD)) close(SBSH_CHANNEL_BACKUP_FD);
+  if (leased && is_lease(SBSH_LEASE_FD)) close(SBSH_LEASE_FD);
 }
 
 /* SBSH_LEND_SIGNAL: sends the wrapper, which holds sbshd's end of the channel while no sbshd

@@ -187,19 +187,21 @@ class builtin_shell {
   }
   pid_t pid() const { return pid_; }
   int channel() const { return channel_.get(); }
-  // The next message from the builtin, waiting up to 10 s.
-  std::optional<shell_message> next() {
+  // The next message from the builtin on the channel (or on `fd`, a lease), waiting up to 10 s.
+  std::optional<shell_message> next(int fd = -1) {
+    if (fd < 0) fd = channel_.get();
     for (int waited = 0; waited < 100; ++waited) {
-      auto m = receive_message(channel_.get());
+      auto m = receive_message(fd);
       if (!m) return std::nullopt;
       if (m.value()) return m.value();
-      pollfd p{channel_.get(), POLLIN, 0};
+      pollfd p{fd, POLLIN, 0};
       ::poll(&p, 1, 100);
     }
     return std::nullopt;
   }
-  // Sends `text` as run `seq` with fresh pipes for its output; the read end of stdout stays here.
-  unique_fd send(uint64_t seq, std::string_view text) {
+  // Sends `text` as run `seq` with fresh pipes for its output, on the channel (or on `fd`, a
+  // lease); the read end of stdout stays here.
+  unique_fd send(uint64_t seq, std::string_view text, int fd = -1) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
     run_message m;
@@ -207,7 +209,7 @@ class builtin_shell {
     m.text = text;
     m.out = out[1];
     m.err = err[1];
-    EXPECT_TRUE(send_run(channel_.get(), m, big_).ok());
+    EXPECT_TRUE(send_run(fd < 0 ? channel_.get() : fd, m, big_).ok());
     ::close(out[1]);
     ::close(err[0]);
     ::close(err[1]);
@@ -311,6 +313,128 @@ TEST(shell_messages, EachNonceIsNew) {
   std::set<uint64_t> seen;
   for (int i = 0; i < 1000; ++i) seen.insert(new_nonce());
   EXPECT_EQ(seen.size(), 1000u);
+}
+
+// A lease (docs/architecture.md, "The direct path"): a socket whose other end the shell gets
+// from sbshd, on which whoever holds this end runs commands with no daemon in between.
+struct lease_pair {
+  unique_fd mine, shells;
+  lease_pair() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
+    mine = unique_fd(sv[0]);
+    shells = unique_fd(sv[1]);
+    watch_senders(mine.get());
+  }
+};
+
+// Takes a lease for `sh` as sbshd would: true once the builtin said it holds it.
+bool take_lease(builtin_shell& sh, lease_pair& l, uint64_t seq, uint64_t nonce) {
+  if (!send_lease(sh.channel(), seq, nonce, l.shells.get()).ok()) return false;
+  l.shells.reset();
+  auto m = sh.next();
+  return m && m->type == SBSH_MSG_LEASED && m->seq == seq && m->nonce == nonce;
+}
+
+TEST(shell_messages, ALeasedShellAnswersItsHoldersRunsOnTheLeaseAndSbshdsOnTheChannel) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  auto ready = sh.next();
+  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
+  EXPECT_TRUE(ready->serves_leases);
+  lease_pair l;
+  ASSERT_TRUE(take_lease(sh, l, 5, 77));
+
+  unique_fd out = sh.send(1, "X=leased; printf 'out\\n'; (exit 3)", l.mine.get());
+  auto st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 1u);
+  EXPECT_EQ(st->exit_value, 3);
+  EXPECT_EQ(st->sender, sh.pid());  // the kernel says the shell sent it
+  EXPECT_EQ(read_all(out.get()), "out\n");
+
+  // sbshd's own runs still come on the channel, in the same shell.
+  out = sh.send(2, "echo \"$? $X\"");
+  st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 2u);
+  EXPECT_EQ(read_all(out.get()), "3 leased\n");
+
+  // A sync is sbshd's alone: on the lease it is refused, and nothing else changes.
+  ASSERT_TRUE(send_sync(l.mine.get(), 3, 9).ok());
+  st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_TRUE(st->not_run);
+
+  // sbshd ends it: the builtin says so on the channel and closes its end.
+  ASSERT_TRUE(send_lease_end(sh.channel(), 0).ok());
+  auto ended = sh.next();
+  ASSERT_TRUE(ended && ended->type == SBSH_MSG_LEASE_ENDED);
+  EXPECT_EQ(ended->seq, 5u);
+  EXPECT_EQ(ended->nonce, 77u);
+  char byte;
+  EXPECT_EQ(::recv(l.mine.get(), &byte, 1, 0), 0);
+  out = sh.send(4, "echo $X");
+  st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 4u);
+  EXPECT_EQ(read_all(out.get()), "leased\n");
+}
+
+TEST(shell_messages, ALeaseEndsWhenItsHolderGoesAndSbshdLearnsWhereTheShellIs) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  ASSERT_TRUE(sh.next());
+  lease_pair l;
+  ASSERT_TRUE(take_lease(sh, l, 1, 2));
+  unique_fd out = sh.send(1, "cd /tmp", l.mine.get());
+  auto st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->cwd, std::optional<std::string>("/tmp"));
+  l.mine.reset();  // the holder is gone
+  auto ended = sh.next();
+  ASSERT_TRUE(ended && ended->type == SBSH_MSG_LEASE_ENDED);
+  EXPECT_EQ(ended->seq, 1u);
+  // sbshd did not see the lease's statuses: the next one says where the shell is.
+  out = sh.send(2, "true");
+  st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->cwd, std::optional<std::string>("/tmp"));
+}
+
+TEST(shell_messages, ACommandThatClosesTheLeaseEndsItAndItsStatusComesOnTheChannel) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  ASSERT_TRUE(sh.next());
+  lease_pair l;
+  ASSERT_TRUE(take_lease(sh, l, 3, 4));
+  unique_fd out = sh.send(1, "exec " + std::to_string(SBSH_LEASE_FD) + ">&-; echo closed", l.mine.get());
+  auto ended = sh.next();
+  ASSERT_TRUE(ended && ended->type == SBSH_MSG_LEASE_ENDED);
+  EXPECT_EQ(ended->seq, 3u);
+  auto st = sh.next();
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 1u);
+  EXPECT_EQ(read_all(out.get()), "closed\n");
+  char byte;
+  EXPECT_EQ(::recv(l.mine.get(), &byte, 1, 0), 0);  // nothing holds the shell's end any more
+}
+
+TEST(shell_messages, NoCommandHoldsTheLease) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  ASSERT_TRUE(sh.next());
+  lease_pair l;
+  ASSERT_TRUE(take_lease(sh, l, 1, 1));
+  // A background job and a subshell look for the lease's descriptor.
+  std::string fd = std::to_string(SBSH_LEASE_FD);
+  unique_fd out = sh.send(1,
+                          "(test -e /proc/self/fd/" + fd + " && echo sub); { test -e /proc/self/fd/" + fd +
+                              " && echo job; } & wait; test -e /proc/self/fd/" + fd + " && echo shell",
+                          l.mine.get());
+  auto st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(read_all(out.get()), "shell\n");  // the shell holds it, and nothing it forked
 }
 
 }  // namespace sbsh::daemon::shell_messages_tests
