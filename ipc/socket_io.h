@@ -30,8 +30,9 @@ inline constexpr size_t kMaxPassedFds = 253;
 
 // One sendmsg() of the bytes in `data` with `fds` attached (SCM_RIGHTS) when there are any,
 // with MSG_NOSIGNAL, made again after EINTR. Returns bytes written or -1 with errno set
-// (EINVAL: more than kMaxPassedFds descriptors). Every message with descriptors that sbsh's
-// programs send is built here.
+// (EINVAL: more than kMaxPassedFds descriptors). sbshd's frames and the wrapper's messages
+// with descriptors are built here (sbshd's end of the shell channel has its own: it reads
+// the sender's credentials).
 ssize_t send_parts_with_fds(int sock, std::span<const iovec> data, std::span<const int> fds);
 
 // What recv_parts_with_fds() received.
@@ -44,8 +45,7 @@ struct received {
 // One recvmsg() into `data` with MSG_CMSG_CLOEXEC and `flags`, made again after EINTR; the
 // descriptors that came with it go to `fds`. The sender's credentials, where the socket has
 // SO_PASSCRED, are read and dropped. Uses no memory but its stack, so that a child cloned
-// with CLONE_VM may call it. Every message with descriptors that sbsh's programs read in C++
-// is read here.
+// with CLONE_VM may call it.
 received recv_parts_with_fds(int sock, std::span<const iovec> data, std::span<int> fds, int flags = 0);
 
 // One sendmsg() of a frame's bytes, at most kMaxFds descriptors. Returns bytes written or -1
