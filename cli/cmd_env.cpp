@@ -1,4 +1,5 @@
 // sbsh env ls|rm|prune: the environments that setups built (session create --setup).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -7,10 +8,13 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 
 namespace sbsh::cli {
 
 namespace {
+
+namespace msg = ipc::msg;
 
 struct env_args {
   bool json = false;
@@ -74,17 +78,18 @@ runner declare_env(command_line& cl) {
     auto conn = connect(g);
     if (!conn) return fail(conn.err());
     if (ls.given()) {
-      auto envs = conn->environments();
+      auto envs = client::request<msg::env_info>(*conn, msg::env_list{}, &msg::env_info::envs);
       if (!envs) return fail(envs.err());
       return print_envs(*envs, a->json, false);
     }
     if (rm.given()) {
-      if (auto s = conn->remove_environment(a->hash, a->force); !s) return fail(s.err());
+      if (auto s = client::request_ok(*conn, msg::env_remove{a->hash, a->force}); !s) return fail(s.err());
       return 0;
     }
-    std::optional<uint64_t> keep;
-    if (!a->keep.empty()) keep = std::stoull(a->keep);
-    auto gone = conn->prune_environments(keep, a->older_than);
+    msg::env_prune req;
+    if (!a->keep.empty()) req.keep = std::stoull(a->keep);
+    req.older_than_ms = static_cast<uint64_t>(std::max<int64_t>(a->older_than.count(), 0));
+    auto gone = client::request<msg::env_info>(*conn, req, &msg::env_info::envs);
     if (!gone) return fail(gone.err());
     return print_envs(*gone, a->json, true);
   };

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 #include "ipc/protocol.h"
 #include "ipc/text.h"
 
@@ -52,7 +53,8 @@ int run_kill(const global_opts& g, const kill_args& a) {
   if (!conn) return fail(conn.err().message);
   int sig = *ipc::signal_from_name(a.signal);
   if (auto cmd = client::parse_command_ref(a.id)) return kill_command(*conn, a, *cmd, sig);
-  auto p = conn->kill(a.id, sig);
+  auto p =
+      client::request<ipc::msg::proc_info>(*conn, ipc::msg::proc_kill{{0, a.id}, {sig}}, &ipc::msg::proc_info::proc);
   if (!p) return fail(p.err().message);
   std::string who = p->name.empty() ? fmt::format("process {}", p->id) : fmt::format("process {} ({})", p->id, p->name);
   if (p->state == "running" || p->state == "starting") {

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {
@@ -17,18 +18,16 @@ int list_sessions(const global_opts& g, bool json, bool with_processes, bool all
     else std::puts("no sessions (sbshd is not running)");
     return 0;
   }
-  auto v = conn->sessions();
+  auto v = client::request<ipc::msg::session_info>(*conn, ipc::msg::session_list{}, &ipc::msg::session_info::sessions);
   if (!v) return fail(v.err());
   std::vector<client::proc_info> procs;
   std::vector<client::command_info> commands;
   if (with_processes) {
-    auto p = conn->processes(all);
-    if (!p) return fail(p.err());
-    procs = std::move(*p);
-    // Commands exec left running detached (--detach-after), by %ID: background work too.
-    auto k = conn->commands(all);
-    if (!k) return fail(k.err());
-    commands = std::move(*k);
+    // And the commands exec left running detached (--detach-after), by %ID: background work too.
+    auto t = client::request<ipc::msg::proc_table>(*conn, ipc::msg::proc_list{all});
+    if (!t) return fail(t.err());
+    procs = std::move(t->procs);
+    commands = std::move(t->commands);
   }
   if (json) {
     std::string s = with_processes ? client::dump_json({{"sessions", client::json_of(*v)},

@@ -1,5 +1,6 @@
 // sbsh session create|ls|show|rm|restart|prune: define sessions, list them, look at one,
 // remove or restart one, remove those made implicitly that are idle.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
@@ -9,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 #include "client/resources.h"
 #include "common/limits.h"
 #include "ipc/protocol.h"
@@ -16,6 +18,8 @@
 namespace sbsh::cli {
 
 namespace {
+
+namespace msg = ipc::msg;
 
 struct session_args {
   client::session_spec spec;  // create
@@ -40,7 +44,8 @@ std::string check_expiry(std::string_view option, const std::string& v) {
 int prune_sessions(const global_opts& g, const session_args& a) {
   auto conn = connect(g);
   if (!conn) return fail(conn.err());
-  auto names = conn->prune_sessions(a.idle);
+  auto idle = static_cast<uint64_t>(std::max<int64_t>(a.idle.count(), 0));
+  auto names = client::request<msg::session_pruned>(*conn, msg::session_prune{idle}, client::pruned_names);
   if (!names) return fail(names.err());
   if (a.json) {
     std::puts(client::to_json(*names).c_str());
@@ -54,7 +59,8 @@ int prune_sessions(const global_opts& g, const session_args& a) {
 int kept_copies(const global_opts& g, const session_args& a, bool prune) {
   auto conn = connect(g);
   if (!conn) return fail(conn.err());
-  auto copies = prune ? conn->prune_kept_copies() : conn->kept_copies();
+  auto copies = prune ? client::request<msg::kept_info>(*conn, msg::kept_prune{}, &msg::kept_info::copies)
+                      : client::request<msg::kept_info>(*conn, msg::kept_list{}, &msg::kept_info::copies);
   if (!copies) return fail(copies.err());
   if (a.json) {
     std::puts(client::to_json(*copies, !prune).c_str());
@@ -206,10 +212,10 @@ int named(const global_opts& g, const session_args& a, std::string_view what) {
     return 0;
   }
   if (what == "restart") {
-    if (auto s = conn->restart_session(a.name); !s) return fail(s.err());
+    if (auto s = client::request_ok(*conn, msg::session_restart{a.name}); !s) return fail(s.err());
     return 0;
   }
-  auto d = conn->show_session(a.name);
+  auto d = client::request<msg::session_detail>(*conn, msg::session_show{a.name}, client::detail_of);
   if (!d) return fail(d.err());
   if (a.json) std::puts(client::to_json(*d).c_str());
   else print_detail(*d);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.h"
+#include "client/request.h"
 #include "common/paths.h"
 #include "ipc/protocol.h"
 #include "ipc/wrapper_link.h"
@@ -73,19 +74,19 @@ int run_shutdown(const global_opts& g, bool keep) {
     if (ipc::has_code(conn.err(), ipc::errc::unreachable)) return 0;  // already stopped: nothing to do
     return fail(conn.err().message);
   }
-  auto st = conn->status();
-  if (!st) return fail(st.err().message);
-  if (auto s = conn->shutdown(keep); !s) return fail(s.err().message);
+  auto pid = client::request<ipc::msg::status_reply>(*conn, ipc::msg::status{}, &ipc::msg::status_reply::pid);
+  if (!pid) return fail(pid.err().message);
+  if (auto s = client::request_ok(*conn, ipc::msg::shutdown{keep}); !s) return fail(s.err().message);
   // Return only once the daemon is gone, so that `sbsh shutdown && ...` sees no leftovers.
   if (conn->remote()) {
     if (!closed_in_time(conn->fd()))
       return fail(fmt::format("sbshd is still running {} s after the shutdown request", kGoneWithinMs / 1000));
     return 0;
   }
-  for (int i = 0; i < kGoneWithinMs / 10 && running(st->pid); ++i) ::usleep(10000);
-  if (running(st->pid))
-    return fail(fmt::format("sbshd (pid {}) is still running {} s after the shutdown request", st->pid,
-                            kGoneWithinMs / 1000));
+  for (int i = 0; i < kGoneWithinMs / 10 && running(*pid); ++i) ::usleep(10000);
+  if (running(*pid))
+    return fail(
+        fmt::format("sbshd (pid {}) is still running {} s after the shutdown request", *pid, kGoneWithinMs / 1000));
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 
 namespace sbsh::cli {
 
@@ -12,7 +13,7 @@ namespace {
 int run_status(const global_opts& g, bool json) {
   auto conn = connect(g);
   if (!conn) return fail(conn.err());
-  auto st = conn->status();
+  auto st = client::request<ipc::msg::status_reply>(*conn, ipc::msg::status{}, client::daemon_status_of);
   if (!st) return fail(st.err());
   if (json) {
     std::puts(client::to_json(*st).c_str());

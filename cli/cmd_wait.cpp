@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "client/json.h"
+#include "client/request.h"
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {
@@ -47,7 +48,8 @@ int run_wait(const global_opts& g, const wait_args& a) {
   auto conn = connect(g);
   if (!conn) return fail(conn.err());
   if (auto cmd = client::parse_command_ref(a.id)) return wait_command(*conn, a, *cmd);
-  auto p = conn->wait(a.id, a.timeout);
+  auto ms = static_cast<uint64_t>(std::max<int64_t>(a.timeout.count(), 0));
+  auto p = client::request<ipc::msg::proc_info>(*conn, ipc::msg::proc_wait{{0, a.id}, ms}, &ipc::msg::proc_info::proc);
   if (!p) {
     if (ipc::has_code(p.err(), ipc::errc::timeout)) {
       // Its command may have ended with processes it started still running: sbshd says so.

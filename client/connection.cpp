@@ -346,27 +346,22 @@ result<connection> connection::connect(const connect_options& opts) {
 }
 
 result<daemon_status> connection::status() {
-  uint64_t id = p_->next_id++;
-  auto env = p_->call(ipc::encode(msg::status{}, id), id);
-  if (!env) return env.err();
-  auto r = read_reply<msg::status_reply>(env->msg);
-  if (!r) return r.err();
+  return request<msg::status_reply>(*this, msg::status{}, daemon_status_of);
+}
+
+daemon_status daemon_status_of(msg::status_reply&& r) {
   daemon_status st;
-  st.pid = r->pid;
-  st.version = r->version;
-  st.uptime_ms = r->uptime_ms;
-  st.socket_path = r->socket;
-  st.sessions = std::move(r->sessions);
-  st.counters = r->counters;
-  st.descriptor_limit = r->descriptor_limit;
-  st.sessions_supported = r->sessions_supported;
+  st.pid = r.pid;
+  st.version = r.version;
+  st.uptime_ms = r.uptime_ms;
+  st.socket_path = r.socket;
+  st.sessions = std::move(r.sessions);
+  st.counters = r.counters;
+  st.descriptor_limit = r.descriptor_limit;
+  st.sessions_supported = r.sessions_supported;
   return st;
 }
 
-sbsh::status connection::shutdown(bool keep_sessions) {
-  auto r = p_->ask<msg::ok>(msg::shutdown{keep_sessions});
-  if (!r) return r.err();
-  return ok_status();
-}
+sbsh::status connection::shutdown(bool keep_sessions) { return request_ok(*this, msg::shutdown{keep_sessions}); }
 
 }  // namespace sbsh::client

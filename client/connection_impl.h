@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "client/request.h"
 #include "ipc/messages.h"
 #include "ipc/socket_io.h"
 #include "sbsh/client.h"
@@ -72,10 +73,6 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   // Sends a request (a whole frame) and waits for the reply with the same id (other frames
   // are an error: one connection runs one request at a time).
   result<ipc::envelope> call(std::string_view frame, uint64_t id);
-  // Sends request `req` under the next id and reads the reply as a Reply. Reply must hold
-  // no views (they would outlive the reply's bytes): its records are owned.
-  template <typename Reply, typename Request>
-  result<Reply> ask(const Request& req);
   // The second half of call(): waits for the reply to request `id`.
   result<ipc::envelope> recv_reply(uint64_t id);
   // Sends `frame` (request `id`, a log reply: proc_logs, command_logs), passes each output
@@ -94,22 +91,6 @@ error refusal_or(ipc::channel& ch, error e);
 
 // The stream and bytes of an `output` frame (exec in frames, proc_logs); nullopt if malformed.
 std::optional<std::pair<stream, std::string_view>> output_chunk(const ipc::message& m);
-
-// Reads reply `m` as a Reply; a malformed one is a protocol error.
-template <typename Reply>
-result<Reply> read_reply(const ipc::message& m) {
-  auto r = ipc::decode_as<Reply>(m);
-  if (!r) return make_error(ipc::errc::protocol, fmt::format("sbshd's answer is wrong: {}", r.err().message));
-  return r;
-}
-
-template <typename Reply, typename Request>
-result<Reply> connection::impl::ask(const Request& req) {
-  uint64_t id = next_id++;
-  auto env = call(ipc::encode(req, id), id);
-  if (!env) return env.err();
-  return read_reply<Reply>(env->msg);
-}
 
 // Connects to the daemon at `path` (no auto-start). errno-style failure in the error code:
 // "unreachable" when nothing listens there.

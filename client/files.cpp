@@ -267,9 +267,7 @@ result<uint64_t> connection::write_file(const std::string& session, const std::s
 }
 
 result<file_entry> connection::stat_file(const std::string& session, const std::string& path) {
-  auto r = p_->ask<msg::file_info>(msg::file_stat{session_or_default(session), path});
-  if (!r) return r.err();
-  return std::move(r->entry);
+  return request<msg::file_info>(*this, msg::file_stat{session_or_default(session), path}, &msg::file_info::entry);
 }
 
 result<std::vector<file_entry>> connection::list_files(const std::string& session, const std::string& path,
@@ -288,21 +286,15 @@ result<std::vector<file_entry>> connection::list_files(const std::string& sessio
 }
 
 sbsh::status connection::remove_file(const std::string& session, const std::string& path, bool recursive) {
-  auto r = p_->ask<msg::ok>(msg::file_remove{session_or_default(session), path, recursive});
-  if (!r) return r.err();
-  return ok_status();
+  return request_ok(*this, msg::file_remove{session_or_default(session), path, recursive});
 }
 
 sbsh::status connection::make_directory(const std::string& session, const std::string& path, bool parents) {
-  auto r = p_->ask<msg::ok>(msg::file_mkdir{session_or_default(session), path, parents});
-  if (!r) return r.err();
-  return ok_status();
+  return request_ok(*this, msg::file_mkdir{session_or_default(session), path, parents});
 }
 
 sbsh::status connection::move_file(const std::string& session, const std::string& from, const std::string& to) {
-  auto r = p_->ask<msg::ok>(msg::file_move{session_or_default(session), from, to});
-  if (!r) return r.err();
-  return ok_status();
+  return request_ok(*this, msg::file_move{session_or_default(session), from, to});
 }
 
 }  // namespace sbsh::client

@@ -182,6 +182,28 @@ void json_form<session_spec>::finish(json_value& o, const session_spec& def) {
   if (def.confine || def.no_network || cgroup_limits || !def.cgroup.empty()) o["confinement"] = confinement_json(def);
 }
 
+void json_form<session_spec>::finish_schema(json_value& props) {
+  auto array_of = [](json_value items) { return json_value{{"type", "array"}, {"items", std::move(items)}}; };
+  props["ignore_rules"] = array_of({{"type", "string"}});
+  json_value rule = json_value::object();
+  json_detail::put_name_schema(rule, "path");
+  rule["access"] = {{"type", "string"}, {"enum", {"read-write", "read-execute", "read-only"}}};
+  json_value c{{"landlock", {{"type", "boolean"}}},
+               {"landlock_abi", {{"type", "integer"}}},
+               {"rules",
+                array_of(
+                    {{"type", "object"}, {"required", json_value::array({"path", "access"})}, {"properties", rule}})},
+               {"namespaces", array_of({{"type", "string"}})},
+               {"limits", array_of({{"type", "string"}})},
+               {"memory_max", {{"type", "integer"}}},
+               {"pids_max", {{"type", "integer"}}},
+               {"cpu_millis", {{"type", "integer"}}},
+               {"cgroup", {{"type", json_value::array({"string", "null"})}}}};
+  json_value required = json_value::array();
+  for (const auto& [key, value] : c.items()) required.push_back(key);
+  props["confinement"] = {{"type", "object"}, {"required", std::move(required)}, {"properties", std::move(c)}};
+}
+
 void json_form<file_entry>::finish(json_value& o, const file_entry& e) {
   if (e.type == "symlink") return;
   o.erase("target");

@@ -167,13 +167,14 @@ namespace sbsh::client {
 
 // How one field's JSON differs from the rules above.
 enum class json_as {
-  omit,           // not in the JSON form
-  as_is,          // its value, even where the wire would leave it out
-  null_if_empty,  // null when "", 0 (a time: 0 is "not known") or []
-  plain_text,     // its text alone, without NAME_base64
-  signal_name,    // a signal number as its name ("SIGKILL"), null when none
-  command_ref,    // a kept command's id as "%17"
-  octal,          // a number as four octal digits ("0644")
+  omit,            // not in the JSON form
+  as_is,           // its value, even where the wire would leave it out
+  null_if_empty,   // null when "", 0 (a time: 0 is "not known") or []
+  plain_text,      // its text alone, without NAME_base64
+  signal_name,     // a signal number as its name ("SIGKILL"), null when none
+  command_ref,     // a kept command's id as "%17"
+  octal,           // a number as four octal digits ("0644")
+  absent_if_none,  // an optional: left out when it has none (not null), its value's form when it has
 };
 struct json_rule {
   std::string_view field;  // the field's name in the table
@@ -278,6 +279,9 @@ void put_member(json_value& o, const F& f, const T& r) {
   constexpr auto& table = ipc::kTable<T>;
   std::optional<json_as> rule = rule_of<T>(f.name);
   const M& v = f.get(r);
+  if constexpr (is_optional<M>::value) {
+    if (rule == json_as::absent_if_none && !v) return;
+  }
   bool no_value = false;
   if (rule == json_as::null_if_empty) no_value = is_empty(v);
   else if (rule != json_as::as_is) {
@@ -298,7 +302,7 @@ void put_member(json_value& o, const F& f, const T& r) {
   if (no_value) {
     o[key] = nullptr;
   } else if (rule == json_as::signal_name) {
-    if constexpr (is_optional<M>::value) o[key] = signal_json(v);
+    if constexpr (std::is_same_v<M, std::optional<int>>) o[key] = signal_json(v);
   } else if (rule == json_as::command_ref || rule == json_as::octal) {
     if constexpr (std::is_integral_v<M>)
       o[key] = rule == json_as::octal ? fmt::format("{:04o}", v) : command_ref(static_cast<uint64_t>(v));
@@ -380,7 +384,7 @@ json_value type_schema() {
 template <typename M, typename F>
 bool may_be_null(const F& f, std::optional<json_as> rule) {
   if (rule == json_as::null_if_empty || rule == json_as::signal_name) return true;
-  if (rule == json_as::as_is) return false;
+  if (rule == json_as::as_is || rule == json_as::absent_if_none) return false;
   bool can = f.when != nullptr;
   if constexpr (std::is_arithmetic_v<M>) can = can || (f.flags & ipc::kNilIfZero) != 0;
   if constexpr (!std::is_same_v<M, bool> && !is_vector<M>::value) can = can || (f.flags & ipc::kOmitEmpty) != 0;
@@ -398,6 +402,8 @@ void put_member_schema(json_value& props, const F& f) {
     s = {{"type", "string"}};
   } else if (rule == json_as::signal_name || rule == json_as::command_ref || rule == json_as::octal) {
     s = {{"type", "string"}};
+  } else if constexpr (is_optional<M>::value) {
+    s = rule == json_as::absent_if_none ? type_schema<typename M::value_type>() : type_schema<M>();
   } else {
     s = type_schema<M>();
   }
@@ -450,7 +456,7 @@ json_value object_schema(json_value props, std::span<const json_doc> docs) {
   if constexpr (requires { json_form<T>::finish_schema(props); }) json_form<T>::finish_schema(props);
   json_value required = json_value::array();
   for (auto& [key, value] : props.items()) {
-    bool sometimes = key.ends_with("_base64");
+    bool sometimes = key.ends_with("_base64") || rule_of<T>(key) == json_as::absent_if_none;
     if constexpr (requires { json_form<T>::sometimes; })
       for (auto k : json_form<T>::sometimes) sometimes = sometimes || key == k;
     if (!sometimes) required.push_back(key);
@@ -511,10 +517,12 @@ struct json_form<session_spec> {
       "snapshot", "ignore", "no_default_ignores", "gitignore", "ignore_rules", "keep_copy_on_failure", "special_skipped",
       "timeout_ms", "setup", "setup_keys", "sbsh_env", "confinement"};
   // clang-format on
-  static constexpr std::string_view sometimes[] =
-      {"snapshot",        "ignore", "no_default_ignores", "gitignore", "keep_copy_on_failure",
-       "special_skipped", "setup",  "setup_keys",         "sbsh_env"};
+  static constexpr std::string_view sometimes[] = {"snapshot",        "ignore",       "no_default_ignores",
+                                                   "gitignore",       "ignore_rules", "keep_copy_on_failure",
+                                                   "special_skipped", "setup",        "setup_keys",
+                                                   "sbsh_env",        "confinement"};
   static void finish(json_value& o, const session_spec& def);
+  static void finish_schema(json_value& props);  // ignore_rules and confinement, as finish() writes them
 };
 
 template <>

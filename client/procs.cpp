@@ -33,33 +33,24 @@ result<proc_info> connection::start(const start_options& opts) {
   std::vector<std::string> own_env;
   if (!opts.session_env && !p_->remote) own_env = inherited_environment();
   req.session_env = opts.session_env ? *opts.session_env : own_env;
-  auto r = p_->ask<msg::proc_info>(req);
-  if (!r) return r.err();
-  return std::move(r->proc);
+  return request<msg::proc_info>(*this, req, &msg::proc_info::proc);
 }
 
 result<std::vector<proc_info>> connection::processes(bool include_finished) {
-  auto r = p_->ask<msg::proc_table>(msg::proc_list{include_finished});
-  if (!r) return r.err();
-  return std::move(r->procs);
+  return request<msg::proc_table>(*this, msg::proc_list{include_finished}, &msg::proc_table::procs);
 }
 
 result<std::vector<command_info>> connection::commands(bool include_finished) {
-  auto r = p_->ask<msg::proc_table>(msg::proc_list{include_finished});
-  if (!r) return r.err();
-  return std::move(r->commands);
+  return request<msg::proc_table>(*this, msg::proc_list{include_finished}, &msg::proc_table::commands);
 }
 
 result<proc_info> connection::kill(const std::string& proc, int signal) {
-  auto r = p_->ask<msg::proc_info>(msg::proc_kill{{0, proc}, {signal}});
-  if (!r) return r.err();
-  return std::move(r->proc);
+  return request<msg::proc_info>(*this, msg::proc_kill{{0, proc}, {signal}}, &msg::proc_info::proc);
 }
 
 result<proc_info> connection::wait(const std::string& proc, std::chrono::milliseconds timeout) {
-  auto r = p_->ask<msg::proc_info>(msg::proc_wait{{0, proc}, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0))});
-  if (!r) return r.err();
-  return std::move(r->proc);
+  auto ms = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0));
+  return request<msg::proc_info>(*this, msg::proc_wait{{0, proc}, ms}, &msg::proc_info::proc);
 }
 
 result<proc_info> connection::logs(const std::string& proc, const logs_options& opts,

@@ -115,13 +115,17 @@ result<std::string> request_frame(const json_value& request, uint64_t id) {
   return request_detail::request_frame_in<ipc::msg::all>(request, id);
 }
 
-result<json_value> request_json(connection& conn, const json_value& request) {
+result<ipc::envelope> exchange(connection& conn, const std::function<result<std::string>(uint64_t id)>& frame_of) {
   auto& p = generic_request::of(conn);
   uint64_t id = p.next_id;
-  auto frame = request_frame(request, id);
+  auto frame = frame_of(id);
   if (!frame) return frame.err();
   ++p.next_id;
-  auto env = p.call(*frame, id);
+  return p.call(*frame, id);
+}
+
+result<json_value> request_json(connection& conn, const json_value& request) {
+  auto env = exchange(conn, [&](uint64_t id) { return request_frame(request, id); });
   if (!env) return env.err();
   return request_detail::reply_json(env->msg);
 }

@@ -10,6 +10,14 @@ namespace sbsh::client {
 
 namespace msg = ipc::msg;
 
+session_detail detail_of(msg::session_detail&& r) {
+  session_detail d = std::move(r.session);
+  d.definition.name = d.status.name;
+  return d;
+}
+
+std::vector<std::string> pruned_names(msg::session_pruned&& r) { return r.names.to_vector(); }
+
 sbsh::status connection::create_session(const session_spec& spec) {
   return create_session(spec, [](stream, std::string_view) {});
 }
@@ -35,17 +43,11 @@ sbsh::status connection::create_session(const session_spec& spec,
 }
 
 result<std::vector<session_status>> connection::sessions() {
-  auto r = p_->ask<msg::session_info>(msg::session_list{});
-  if (!r) return r.err();
-  return std::move(r->sessions);
+  return request<msg::session_info>(*this, msg::session_list{}, &msg::session_info::sessions);
 }
 
 result<session_detail> connection::show_session(const std::string& name) {
-  auto r = p_->ask<msg::session_detail>(msg::session_show{name});
-  if (!r) return r.err();
-  session_detail d = std::move(r->session);
-  d.definition.name = d.status.name;
-  return d;
+  return request<msg::session_detail>(*this, msg::session_show{name}, detail_of);
 }
 
 sbsh::status connection::remove_session(const std::string& name) {
@@ -71,27 +73,19 @@ result<std::string> connection::remove_session(const std::string& name, bool kee
 }
 
 result<std::vector<kept_copy>> connection::kept_copies() {
-  auto r = p_->ask<msg::kept_info>(msg::kept_list{});
-  if (!r) return r.err();
-  return std::move(r->copies);
+  return request<msg::kept_info>(*this, msg::kept_list{}, &msg::kept_info::copies);
 }
 
 result<std::vector<kept_copy>> connection::prune_kept_copies() {
-  auto r = p_->ask<msg::kept_info>(msg::kept_prune{});
-  if (!r) return r.err();
-  return std::move(r->copies);
+  return request<msg::kept_info>(*this, msg::kept_prune{}, &msg::kept_info::copies);
 }
 
 result<std::vector<environment_info>> connection::environments() {
-  auto r = p_->ask<msg::env_info>(msg::env_list{});
-  if (!r) return r.err();
-  return std::move(r->envs);
+  return request<msg::env_info>(*this, msg::env_list{}, &msg::env_info::envs);
 }
 
 sbsh::status connection::remove_environment(const std::string& hash, bool force) {
-  auto r = p_->ask<msg::ok>(msg::env_remove{hash, force});
-  if (!r) return r.err();
-  return ok_status();
+  return request_ok(*this, msg::env_remove{hash, force});
 }
 
 result<std::vector<environment_info>> connection::prune_environments(std::optional<uint64_t> keep,
@@ -99,25 +93,16 @@ result<std::vector<environment_info>> connection::prune_environments(std::option
   msg::env_prune req;
   req.keep = keep;
   req.older_than_ms = static_cast<uint64_t>(std::max<int64_t>(older_than.count(), 0));
-  auto r = p_->ask<msg::env_info>(req);
-  if (!r) return r.err();
-  return std::move(r->envs);
+  return request<msg::env_info>(*this, req, &msg::env_info::envs);
 }
 
 result<std::vector<std::string>> connection::prune_sessions(std::chrono::milliseconds idle) {
-  // The reply's names are views into its frame: read while the frame is alive (not ask()).
-  uint64_t id = p_->next_id++;
-  auto env = p_->call(ipc::encode(msg::session_prune{static_cast<uint64_t>(std::max<int64_t>(idle.count(), 0))}, id), id);
-  if (!env) return env.err();
-  auto r = read_reply<msg::session_pruned>(env->msg);
-  if (!r) return r.err();
-  return r->names.to_vector();
+  auto ms = static_cast<uint64_t>(std::max<int64_t>(idle.count(), 0));
+  return request<msg::session_pruned>(*this, msg::session_prune{ms}, pruned_names);
 }
 
 sbsh::status connection::restart_session(const std::string& name) {
-  auto r = p_->ask<msg::ok>(msg::session_restart{name});
-  if (!r) return r.err();
-  return ok_status();
+  return request_ok(*this, msg::session_restart{name});
 }
 
 }  // namespace sbsh::client

@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -12,20 +15,19 @@
 
 namespace sbsh::ipc {
 
-ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int> fds) {
-  iovec iov{const_cast<char*>(data), n};
+ssize_t send_parts_with_fds(int sock, std::span<const iovec> data, std::span<const int> fds) {
+  if (fds.size() > kMaxPassedFds) {
+    errno = EINVAL;
+    return -1;
+  }
   msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  mh.msg_iov = const_cast<iovec*>(data.data());
+  mh.msg_iovlen = data.size();
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
   if (!fds.empty()) {
-    if (fds.size() > kMaxFds) {
-      errno = EINVAL;
-      return -1;
-    }
-    std::memset(ctl, 0, sizeof ctl);
     mh.msg_control = ctl;
     mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    std::memset(ctl, 0, mh.msg_controllen);
     cmsghdr* c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -36,6 +38,46 @@ ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int>
   do r = ::sendmsg(sock, &mh, MSG_NOSIGNAL);
   while (r < 0 && errno == EINTR);
   return r;
+}
+
+received recv_parts_with_fds(int sock, std::span<const iovec> data, std::span<int> fds, int flags) {
+  msghdr mh{};
+  mh.msg_iov = const_cast<iovec*>(data.data());
+  mh.msg_iovlen = data.size();
+  // Room for the descriptors asked for and the credentials: the kernel closes those beyond.
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxPassedFds) + CMSG_SPACE(sizeof(ucred))];
+  mh.msg_control = ctl;
+  mh.msg_controllen = CMSG_SPACE(sizeof(int) * std::min(fds.size(), kMaxPassedFds)) + CMSG_SPACE(sizeof(ucred));
+  received got;
+  do got.bytes = ::recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+  while (got.bytes < 0 && errno == EINTR);
+  if (got.bytes < 0) return got;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (got.fds < fds.size()) {
+        fds[got.fds++] = fd;
+      } else {
+        ::close(fd);
+        got.fds_cut = true;
+      }
+    }
+  }
+  got.data_cut = (mh.msg_flags & MSG_TRUNC) != 0;
+  got.fds_cut = got.fds_cut || (mh.msg_flags & MSG_CTRUNC) != 0;
+  return got;
+}
+
+ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int> fds) {
+  if (fds.size() > kMaxFds) {
+    errno = EINVAL;
+    return -1;
+  }
+  iovec iov{const_cast<char*>(data), n};
+  return send_parts_with_fds(sock, {&iov, 1}, fds);
 }
 
 namespace {
@@ -93,31 +135,15 @@ result<unique_fd> connect_in(const std::string& dir, const char* name) {
 // NOLINTNEXTLINE(readability-non-const-parameter): recvmsg() writes `data` through the iovec.
 ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds) {
   iovec iov{data, n};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  mh.msg_control = ctl;
-  mh.msg_controllen = sizeof ctl;
-  ssize_t r;
-  do r = ::recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-  while (r < 0 && errno == EINTR);
-  if (r < 0) return r;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      fds.emplace_back(fd);
-    }
-  }
-  // A truncated control message lost descriptors: the stream can no longer be trusted.
-  if ((mh.msg_flags & MSG_CTRUNC) != 0) {
+  std::array<int, kMaxFds> got{};
+  received r = recv_parts_with_fds(sock, {&iov, 1}, got);
+  for (size_t i = 0; i < r.fds; ++i) fds.emplace_back(got[i]);
+  // Descriptors lost: the stream can no longer be trusted.
+  if (r.bytes >= 0 && r.fds_cut) {
     errno = EPROTO;
     return -1;
   }
-  return r;
+  return r.bytes;
 }
 
 result<std::vector<unique_fd>> take_fds(const message& m, std::deque<unique_fd>& queue) {

@@ -8,6 +8,7 @@
 
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <deque>
@@ -24,9 +25,34 @@
 
 namespace sbsh::ipc {
 
-// One sendmsg() with MSG_NOSIGNAL. Returns bytes written or -1 with errno set.
+// The most descriptors one message below may carry: the kernel's own limit (SCM_MAX_FD).
+inline constexpr size_t kMaxPassedFds = 253;
+
+// One sendmsg() of the bytes in `data` with `fds` attached (SCM_RIGHTS) when there are any,
+// with MSG_NOSIGNAL, made again after EINTR. Returns bytes written or -1 with errno set
+// (EINVAL: more than kMaxPassedFds descriptors). sbshd's frames and the wrapper's messages
+// with descriptors are built here (sbshd's end of the shell channel has its own: it reads
+// the sender's credentials).
+ssize_t send_parts_with_fds(int sock, std::span<const iovec> data, std::span<const int> fds);
+
+// What recv_parts_with_fds() received.
+struct received {
+  ssize_t bytes = -1;     // as recvmsg() returns: -1 with errno set, 0 at end of file
+  size_t fds = 0;         // descriptors put in the caller's span, in the order sent
+  bool data_cut = false;  // the message was longer than `data` (MSG_TRUNC)
+  bool fds_cut = false;   // more descriptors came than the span holds: the others are closed
+};
+// One recvmsg() into `data` with MSG_CMSG_CLOEXEC and `flags`, made again after EINTR; the
+// descriptors that came with it go to `fds`. The sender's credentials, where the socket has
+// SO_PASSCRED, are read and dropped. Uses no memory but its stack, so that a child cloned
+// with CLONE_VM may call it.
+received recv_parts_with_fds(int sock, std::span<const iovec> data, std::span<int> fds, int flags = 0);
+
+// One sendmsg() of a frame's bytes, at most kMaxFds descriptors. Returns bytes written or -1
+// with errno set.
 ssize_t send_with_fds(int sock, const char* data, size_t n, std::span<const int> fds);
-// One recvmsg() with MSG_CMSG_CLOEXEC; received descriptors are appended to `fds`.
+// One recvmsg() of a frame's bytes; received descriptors are appended to `fds`. More than
+// kMaxFds at once is -1 with EPROTO (the stream can no longer be trusted).
 ssize_t recv_with_fds(int sock, char* data, size_t n, std::deque<unique_fd>& fds);
 
 // A stream socket named `name` in the directory `dir`: bound and listening (non-blocking), or

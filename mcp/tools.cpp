@@ -25,6 +25,7 @@
 #include "ipc/records.h"
 #include "ipc/text.h"
 #include "mcp/render.h"
+#include "mcp/results.h"
 #include "mcp/tool_args.h"
 
 namespace sbsh::mcp {
@@ -446,10 +447,6 @@ struct search_args {
   }
 };
 
-// The output schemas (JSON text), parsed once by parsed_schemas().
-constexpr std::string_view kRemovedOutput =
-    R"J({"type": "object", "required": ["removed"], "properties": {"removed": {"type": "string", "description": "the name of the session removed"}}})J";
-
 // The output schemas of the tools that return records: each record's schema is derived from
 // its declaration (client/json_form.h, json_schema_of), the same rules that write its JSON
 // form; only the descriptions, prose for a model, are written here, by key.
@@ -516,7 +513,7 @@ constexpr client::json_doc kEntryDocs[] = {
 };
 
 // A command's result: exec --json's form (client::exec_result_schema), its streams cut to the
-// budget with the fields saying where (put_stream).
+// budget with the fields saying where (cut_stream).
 constexpr client::json_doc kExecDocs[] = {
     {"session", "the session it ran in"},
     {"command", "the command's text; past 200 bytes only its start and its length (the caller has it)"},
@@ -558,7 +555,7 @@ constexpr client::json_doc kExecDocs[] = {
     {"started_at", "when it started (UTC, ISO 8601), null if it never did"},
     {"error", "why exit_code is null, or other trouble, else null"},
 };
-// What put_stream adds to each stream, after the record's keys.
+// What cut_stream adds to each stream, after the record's keys.
 constexpr client::json_doc kStreamDocs[] = {
     {"stdout_omitted_from",
      "the offset of the first stdout byte left out: process_logs with stdout_offset set to it reads them"},
@@ -636,13 +633,26 @@ json sessions_output() {
 json session_output() {
   return {{"type", "object"}, {"required", {"session"}}, {"properties", {{"session", session_schema()}}}};
 }
+// The schema of the record at `key` of `schema`, described by `docs` (keys of that record).
+json with_docs(json schema, const char* key, std::span<const client::json_doc> docs) {
+  client::json_value inner(schema["properties"][key]);
+  client::json_detail::describe(inner, docs);
+  schema["properties"][key] = json(inner);
+  return schema;
+}
+constexpr client::json_doc kRemovedDocs[] = {{"removed", "the name of the session removed"}};
+json removed_output() { return client::json_schema_of<session_removed>(kRemovedDocs); }
 // create_session's: the session, and its definition as session show --json gives it (the
 // confinement in force under definition.confinement).
+constexpr client::json_doc kCreatedDocs[] = {
+    {"session", "the session as list_sessions gives it"},
+    {"setup_stdout", "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"},
+    {"setup_stderr", "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"},
+    {"definition",
+     "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"},
+};
 json created_output() {
-  json j = json::parse(
-      R"J({"type": "object", "required": ["session"], "properties": {"definition": {"type": "object", "description": "how its shells start and what confines them (confinement: landlock_abi, rules, namespaces, limits)"}, "setup_stdout": {"type": ["string", "null"], "description": "what the setup wrote on stdout when it ran for this call (its last 16 KiB), else null"}, "setup_stderr": {"type": ["string", "null"], "description": "what the setup wrote on stderr when it ran for this call (its last 16 KiB), else null"}}})J");
-  j["properties"]["session"] = session_schema();
-  return j;
+  return with_docs(client::json_schema_of<session_created>(kCreatedDocs), "session", kSessionDocs);
 }
 json proc_output() { return proc_schema(); }
 json procs_output() {
@@ -655,13 +665,34 @@ json procs_output() {
                                  "the commands run_command left running (all: every command sbshd keeps, ended ones "
                                  "too), by id: await_command, send_input, cancel_command and process_logs take it")}}}};
 }
-json logs_output() {
-  json j = json::parse(
-      R"J({"type": "object", "required": ["stdout", "stderr"], "properties": {"command": {"type": "object", "description": "the command, when id named one (%N): id, session, running, exit_code, signal, duration_ms"}, "stdout": {"type": "string", "description": "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where bytes were left out"}, "stderr": {"type": "string", "description": "the part of stderr asked for, as stdout"}, "stdout_truncated": {"type": "boolean", "description": "part of the stdout asked for was left out (at the marker)"}, "stderr_truncated": {"type": "boolean", "description": "part of the stderr asked for was left out"}, "stdout_omitted_bytes": {"type": "integer", "description": "bytes of stdout left out"}, "stderr_omitted_bytes": {"type": "integer", "description": "bytes of stderr left out"}, "stdout_offset": {"type": "integer", "description": "the offset of the first stdout byte given (after the marker when the start was left out)"}, "stderr_offset": {"type": "integer", "description": "the offset of the first stderr byte given"}, "stdout_bytes": {"type": "integer", "description": "bytes of stdout so far: the stdout_offset that reads only what comes next"}, "stderr_bytes": {"type": "integer", "description": "bytes of stderr so far"}}})J");
-  j["properties"]["process"] =
-      described(client::json_schema_of<proc_info>(kProcDocs), "the background process, when id named one");
-  return j;
-}
+constexpr client::json_doc kLogsDocs[] = {
+    {"command", "the command, when id named one (%N)"},
+    {"command.id", "the command's id"},
+    {"command.session", "its session"},
+    {"command.command", "its text; past 200 bytes only its start and its length"},
+    {"command.running", "it still runs"},
+    {"command.exit_code", "its exit status once it has ended, else null"},
+    {"command.signal", "the signal that ended it, else null"},
+    {"command.duration_ms", "how long it has run"},
+    {"process", "the background process, when id named one"},
+    {"stdout",
+     "the part of stdout asked for (invalid UTF-8 replaced by U+FFFD), within the budget, with a marker line where "
+     "bytes were left out"},
+    {"stderr", "the part of stderr asked for, as stdout"},
+    {"stdout_base64", "stdout's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"},
+    {"stderr_base64", "stderr's exact bytes in base64 when they are not UTF-8 and were kept whole, else null"},
+    {"stdout_truncated", "part of the stdout asked for was left out (at the marker)"},
+    {"stderr_truncated", "part of the stderr asked for was left out"},
+    {"stdout_omitted_bytes", "bytes of stdout left out"},
+    {"stderr_omitted_bytes", "bytes of stderr left out"},
+    {"stdout_omitted_from", "the offset of the first stdout byte left out"},
+    {"stderr_omitted_from", "the offset of the first stderr byte left out"},
+    {"stdout_offset", "the offset of the first stdout byte given (after the marker when the start was left out)"},
+    {"stderr_offset", "the offset of the first stderr byte given"},
+    {"stdout_bytes", "bytes of stdout so far: the stdout_offset that reads only what comes next"},
+    {"stderr_bytes", "bytes of stderr so far"},
+};
+json logs_output() { return with_docs(client::json_schema_of<logs_result>(kLogsDocs), "process", kProcDocs); }
 json list_files_output() {
   json entries = json(client::json_schema_of<file_entry>(kEntryDocs));
   return {{"type", "object"},
@@ -673,22 +704,25 @@ json list_files_output() {
 // and markers may take.
 size_t output_budget(size_t budget) { return budget > 2 * kBudgetReserve ? budget - kBudgetReserve : budget / 2; }
 
-// What a stream of a result gives: the piece kept, with its marker, and the fields saying so.
-void put_stream(json& j, const char* name, const kept_stream& k, const kept_stream::piece& p, const json& id) {
+// What a stream of a result gives: the piece kept, with its marker, and where it lies.
+stream_part cut_stream(const char* name, const kept_stream& k, const kept_stream::piece& p, const json& id) {
+  stream_part s;
   std::string text = with_marker(p, cut_marker(name, p, id, k.end()));
   bool valid = true;
-  j[name] = client::utf8_repair(text, &valid);
+  s.text = client::utf8_repair(text, &valid);
   bool raw_valid = valid || ipc::valid_utf8(p.bytes);
-  j[fmt::format("{}_base64", name)] = raw_valid || p.omitted > 0 ? json(nullptr) : json(client::base64(p.bytes));
-  j[fmt::format("{}_truncated", name)] = p.omitted > 0;
-  j[fmt::format("{}_omitted_bytes", name)] = p.omitted;
-  j[fmt::format("{}_omitted_from", name)] = p.omitted_from;
-  j[fmt::format("{}_offset", name)] = k.skip();
-  j[fmt::format("{}_bytes", name)] = k.end();
+  if (!raw_valid && p.omitted == 0) s.base64 = client::base64(p.bytes);
+  s.truncated = p.omitted > 0;
+  s.omitted_bytes = p.omitted;
+  s.omitted_from = p.omitted_from;
+  s.offset = k.skip();
+  s.bytes = k.end();
+  return s;
 }
 
-// A command's result: exec --json's record with its output cut to the budget, and its plain
-// text; a failure is isError, a command still running not.
+// A command's result: exec --json's record with its output cut to the budget (the streams'
+// keys as process_logs gives them), and its plain text; a failure is isError, a command still
+// running not.
 tool_outcome command_result(const client::exec_result& r, std::string_view session, std::string_view command,
                             const kept_stream& out, const kept_stream& err, size_t budget) {
   client::json_value record;
@@ -696,8 +730,11 @@ tool_outcome command_result(const client::exec_result& r, std::string_view sessi
   json j(record);
   json id = r.command_id != 0 ? json(client::command_ref(r.command_id)) : json(nullptr);
   auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
-  put_stream(j, "stdout", out, out.cut(out_share, kept_stream::keep::head_and_tail), id);
-  put_stream(j, "stderr", err, err.cut(err_share, kept_stream::keep::head_and_tail), id);
+  logs_result streams;
+  streams.out = cut_stream("stdout", out, out.cut(out_share, kept_stream::keep::head_and_tail), id);
+  streams.err = cut_stream("stderr", err, err.cut(err_share, kept_stream::keep::head_and_tail), id);
+  client::json_value keys = client::json_form_of(streams);
+  for (auto& [key, value] : keys.items()) j[key] = json(value);
   std::string text = render_command(j);
   return {std::move(j), !r.running && !r.ok(), {}, std::move(text)};
 }
@@ -964,12 +1001,17 @@ tool_outcome list_sessions(const no_args&, tool_context& ctx) {
   return {json{{"sessions", json(client::json_of(*v))}}, false, {}, {}};
 }
 
-tool_outcome session_result(client::connection& conn, const std::string& name) {
+result<client::session_status> listed_session(client::connection& conn, const std::string& name) {
   auto v = conn.sessions();
-  if (!v) return refused(v.err());
-  for (const auto& s : *v)
-    if (s.name == name) return {json{{"session", json(client::json_of(s))}}, false, {}, {}};
-  return refused(error{"no_such_session", fmt::format("session '{}' is not listed", name)});
+  if (!v) return v.err();
+  for (auto& s : *v)
+    if (s.name == name) return std::move(s);
+  return error{"no_such_session", fmt::format("session '{}' is not listed", name)};
+}
+tool_outcome session_result(client::connection& conn, const std::string& name) {
+  auto s = listed_session(conn, name);
+  if (!s) return refused(s.err());
+  return {json{{"session", json(client::json_of(*s))}}, false, {}, {}};
 }
 
 tool_outcome create_session(const create_args& a, tool_context& ctx) {
@@ -1016,25 +1058,26 @@ tool_outcome create_session(const create_args& a, tool_context& ctx) {
     if (to.size() > 2 * kSetupTail) to.erase(0, to.size() - kSetupTail);
   };
   if (auto s = conn->create_session(spec, take); !s) return refused(s.err());
-  auto r = session_result(*conn, spec.name);
-  for (int i = 0; i < 2; ++i) {
-    std::string& text = setup_out[i];
-    if (text.size() > kSetupTail) text.erase(0, text.size() - kSetupTail);
-    bool valid = true;
-    r.structured[i == 0 ? "setup_stdout" : "setup_stderr"] = ran ? json(client::utf8_repair(text, &valid)) : json();
+  session_created c;
+  auto listed = listed_session(*conn, spec.name);
+  if (!listed) return refused(listed.err());
+  c.session = std::move(*listed);
+  if (ran) {
+    for (auto [text, to] : {std::pair{&setup_out[0], &c.setup_stdout}, std::pair{&setup_out[1], &c.setup_stderr}}) {
+      if (text->size() > kSetupTail) text->erase(0, text->size() - kSetupTail);
+      *to = client::utf8_repair(*text, nullptr);
+    }
   }
   // What the kernel confines it to, read back from sbshd.
-  if (auto d = conn->show_session(spec.name); d && !r.is_error)
-    r.structured["definition"] = json(client::json_of(*d)).at("definition");
-  return r;
+  if (auto d = conn->show_session(spec.name)) c.definition = std::move(d->definition);
+  return {json(client::json_form_of(c)), false, {}, {}};
 }
 
 tool_outcome remove_session(const name_args& a, tool_context& ctx) {
-  const std::string& name = a.name;
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
-  if (auto s = conn->remove_session(name); !s) return refused(s.err());
-  return {json{{"removed", name}}, false, {}, {}};
+  if (auto s = conn->remove_session(a.name); !s) return refused(s.err());
+  return {json(client::json_form_of(session_removed{a.name})), false, {}, {}};
 }
 
 tool_outcome restart_session(const name_args& a, tool_context& ctx) {
@@ -1094,14 +1137,8 @@ tool_outcome wait_process(const wait_args& a, tool_context& ctx) {
 }
 
 // A command's state in process_logs: what its result says, without the output.
-json command_state(const client::exec_result& r, uint64_t id) {
-  return {{"id", client::command_ref(id)},
-          {"session", r.session},
-          {"command", short_command(r.command)},
-          {"running", r.running},
-          {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
-          {"signal", r.signal ? json(ipc::signal_name(*r.signal)) : json(nullptr)},
-          {"duration_ms", r.duration_us / 1000}};
+command_state state_of(const client::exec_result& r, uint64_t id) {
+  return {id, r.session, short_command(r.command), r.running, r.exit_code, r.signal, r.duration_us / 1000};
 }
 
 tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
@@ -1115,7 +1152,7 @@ tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
   uint64_t out_from = a.stdout_offset.value_or(0), err_from = a.stderr_offset.value_or(0);
   kept_stream out(budget, out_from), err(budget, err_from);
   auto sink = [&](client::stream s, std::string_view d) { (s == client::stream::out ? out : err).add(d); };
-  json j;
+  logs_result l;
   json id = id_json(a.id);
   auto conn = open(ctx);
   if (!conn) return refused(conn.err());
@@ -1134,7 +1171,7 @@ tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
     err = kept_stream(budget, err_from, err_from);
     auto r = conn->command_logs(*cid, o, sink);
     if (!r) return refused(r.err());
-    j["command"] = command_state(*r, *cid);
+    l.command = state_of(*r, *cid);
   } else {
     client::logs_options o;
     if (has_tail) o.tail = *a.tail;
@@ -1143,18 +1180,19 @@ tool_outcome process_logs(const logs_args& a, tool_context& ctx) {
     o.cancel_fd = ctx.cancel_fd;
     auto p = conn->logs(id_arg(a.id), o, sink);
     if (!p) return refused(p.err());
-    j["process"] = json(client::json_of(*p));
+    l.process = std::move(*p);
   }
   auto [out_share, err_share] = share_budget(budget, out.size(), err.size());
   auto keep = [](const std::optional<uint64_t>& offset) {
     return offset ? kept_stream::keep::head : kept_stream::keep::tail;
   };
   auto out_piece = out.cut(out_share, keep(a.stdout_offset)), err_piece = err.cut(err_share, keep(a.stderr_offset));
-  put_stream(j, "stdout", out, out_piece, id);
-  put_stream(j, "stderr", err, err_piece, id);
+  l.out = cut_stream("stdout", out, out_piece, id);
+  l.err = cut_stream("stderr", err, err_piece, id);
   // Where the bytes given start: after the part left out when the newest were kept.
-  if (out_piece.omitted > 0 && out_piece.head == 0) j["stdout_offset"] = out.skip() + out_piece.omitted;
-  if (err_piece.omitted > 0 && err_piece.head == 0) j["stderr_offset"] = err.skip() + err_piece.omitted;
+  if (out_piece.omitted > 0 && out_piece.head == 0) l.out.offset = out.skip() + out_piece.omitted;
+  if (err_piece.omitted > 0 && err_piece.head == 0) l.err.offset = err.skip() + err_piece.omitted;
+  json j(client::json_form_of(l));
   std::string text = render_logs(j);
   return {std::move(j), false, {}, std::move(text)};
 }
@@ -1312,132 +1350,78 @@ constexpr tool kTools[] = {
      "after wait_seconds (default 30) goes on in the session: the result then has running: true, its id and the "
      "output so far; await_command gives what follows, cancel_command stops it. Processes it starts in the "
      "background (cmd &) outlive the call, and this server too. A command that fails is reported with isError.",
-     input_of<run_command>,
-     {},
-     typed<run_command>,
-     exec_output},
-    {"list_sessions",
-     "List sbsh's sessions: name, state, shell pid, directory, running command.",
-     input_of<list_sessions>,
-     {},
-     typed<list_sessions>,
-     sessions_output},
+     input_of<run_command>, typed<run_command>, exec_output},
+    {"list_sessions", "List sbsh's sessions: name, state, shell pid, directory, running command.",
+     input_of<list_sessions>, typed<list_sessions>, sessions_output},
     {"create_session",
      "Define a session: its starting directory, environment, init commands, restart policy and default timeout, "
      "and what confines it: confine (with root) lets its commands reach only the root, a private TMPDIR and the "
      "system's programs, no_network gives it only loopback, memory, pids and cpu limit it. Sessions are also made "
      "on first use by run_command.",
-     input_of<create_session>,
-     {},
-     typed<create_session>,
-     created_output},
+     input_of<create_session>, typed<create_session>, created_output},
     {"remove_session", "Remove a session: its shell and everything it started end.", input_of<remove_session>,
-     kRemovedOutput, typed<remove_session>},
-    {"restart_session",
-     "Replace a session's shell with a new one (its state is lost; background processes stay).",
-     input_of<restart_session>,
-     {},
-     typed<restart_session>,
-     session_output},
+     typed<remove_session>, removed_output},
+    {"restart_session", "Replace a session's shell with a new one (its state is lost; background processes stay).",
+     input_of<restart_session>, typed<restart_session>, session_output},
     {"start_process",
      "Start a long-running background process (a server, a watcher) from a session's state. Its output goes to "
      "logs (process_logs); it outlives this call. Returns the process record with its id.",
-     input_of<start_process>,
-     {},
-     typed<start_process>,
-     proc_output},
+     input_of<start_process>, typed<start_process>, proc_output},
     {"list_processes",
      "List background processes and the commands run_command left running (running ones; all: finished ones "
      "too).",
-     input_of<list_processes>,
-     {},
-     typed<list_processes>,
-     procs_output},
-    {"kill_process",
-     "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
-     input_of<kill_process>,
-     {},
-     typed<kill_process>,
-     proc_output},
+     input_of<list_processes>, typed<list_processes>, procs_output},
+    {"kill_process", "Signal a background process's whole tree; with TERM or KILL, returns once it has ended.",
+     input_of<kill_process>, typed<kill_process>, proc_output},
     {"wait_process",
      "Wait for a background process to end (at most timeout_seconds, default 30) and return its exit status.",
-     input_of<wait_process>,
-     {},
-     typed<wait_process>,
-     proc_output},
+     input_of<wait_process>, typed<wait_process>, proc_output},
     {"process_logs",
      "Read the output of a background process (by its id or name) or of a command (by its id, %N): by default "
      "the newest, as much as max_output_chars (default 30000) holds, starting at a line; from stdout_offset or "
      "stderr_offset (as a cut's marker names them), what follows that byte. stdout_bytes and stderr_bytes say "
      "where the output ends so far.",
-     input_of<process_logs>,
-     {},
-     typed<process_logs>,
-     logs_output},
+     input_of<process_logs>, typed<process_logs>, logs_output},
     {"await_command",
      "Wait for a command that run_command left running (by its id, %N) and return its result with its output, or, "
      "after wait_seconds (default 30), running: true with the output so far. Give stdout_offset and stderr_offset "
      "(the stdout_bytes and stderr_bytes of the previous result) to get only what is new.",
-     input_of<await_command>,
-     {},
-     typed<await_command>,
-     exec_output},
+     input_of<await_command>, typed<await_command>, exec_output},
     {"cancel_command",
      "Stop a command that run_command left running, as a timeout does (TERM, then KILL after 2 s; the session "
      "keeps its state), and return its result.",
-     input_of<cancel_command>,
-     {},
-     typed<cancel_command>,
-     exec_output},
+     input_of<cancel_command>, typed<cancel_command>, exec_output},
     {"send_input",
      "Answer a command that waits for input (run_command with tty or interactive returned waiting_for_input and "
      "its prompt): text is typed, then Enter (unless enter is false), then each of keys; then waits, at most "
      "wait_seconds (default 30), until it ends or waits for input again, and returns its state with only the "
      "output it wrote after the input. The session's other commands wait in its queue meanwhile.",
-     input_of<send_input>,
-     {},
-     typed<send_input>,
-     exec_output},
+     input_of<send_input>, typed<send_input>, exec_output},
     {"read_file",
      "Read a file beneath the session's root (create_session's root): with line, its lines from that one (1 the "
      "first; negative from the end, -20 the last 20) as many as lines or max_output_chars allow, with the line "
      "numbers; else at most 1 MiB of bytes from offset. truncated says whether it goes on. UTF-8 text, or base64 "
      "when the bytes are not UTF-8. Paths leading outside the root are refused.",
-     input_of<read_file>,
-     {},
-     typed<read_file>,
-     read_file_output},
+     input_of<read_file>, typed<read_file>, read_file_output},
     {"write_file",
      "Write a file beneath the session's root, whole or not at all (missing directories are made; an existing "
      "file keeps its mode). content is UTF-8 text, or base64 with encoding base64.",
-     input_of<write_file>,
-     {},
-     typed<write_file>,
-     write_file_output},
+     input_of<write_file>, typed<write_file>, write_file_output},
     {"list_files",
      "List a directory beneath the session's root (recursive: all beneath it; depth: that many levels), with "
      "types and sizes.",
-     input_of<list_files>,
-     {},
-     typed<list_files>,
-     list_files_output},
+     input_of<list_files>, typed<list_files>, list_files_output},
     {"edit_file",
      "Replace text in a file beneath the session's root: old_string, exactly as in the file (whitespace and "
      "indentation included), becomes new_string. old_string must occur exactly once, else nothing changes and "
      "the error says how many times it occurs; replace_all replaces every occurrence. The file keeps its mode.",
-     input_of<edit_file>,
-     {},
-     typed<edit_file>,
-     edit_file_output},
+     input_of<edit_file>, typed<edit_file>, edit_file_output},
     {"search_files",
      "Search the files beneath the session's root (or path beneath it) for lines matching a POSIX extended "
      "regular expression: each match as path, line number and text, within max_output_chars (default 30000). "
      "Leaves out what a snapshot leaves out by default (.git, node_modules, .venv, __pycache__ and the like), "
      "files that are not text, and files of more than 16 MiB; glob keeps only files whose name matches.",
-     input_of<search_files>,
-     {},
-     typed<search_files>,
-     search_output},
+     input_of<search_files>, typed<search_files>, search_output},
 };
 
 // Each tool's title and annotations (hints to a host: what may be run without asking).
@@ -1491,7 +1475,7 @@ json annotations_of(const tool_meta& m) {
 const std::vector<json>& output_schemas() {
   static const std::vector<json> all = [] {
     std::vector<json> v;
-    for (const auto& t : kTools) v.push_back(t.output != nullptr ? t.output() : json::parse(t.output_schema));
+    for (const auto& t : kTools) v.push_back(t.output());
     return v;
   }();
   return all;

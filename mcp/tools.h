@@ -47,11 +47,10 @@ struct tool_outcome {  // NOLINT(bugprone-exception-escape): moving json does no
 struct tool {
   std::string_view name;
   std::string_view description;
-  const json& (*input)();          // the input schema, derived from the arguments' struct
-  std::string_view output_schema;  // JSON text, or empty when output() derives it
+  const json& (*input)();  // the input schema, derived from the arguments' struct
   // Parses the arguments, which check_arguments has let through, and runs the tool.
   tool_outcome (*run)(const json& args, tool_context& ctx);
-  json (*output)() = nullptr;  // the output schema, derived from the record returned
+  json (*output)();  // the output schema, derived from the record returned (mcp/results.h)
 };
 
 // Every tool, in the order tools/list gives them.

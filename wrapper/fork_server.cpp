@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "ipc/fork_server.h"
+#include "ipc/socket_io.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): unistd.h declares it only with _GNU_SOURCE
 
@@ -106,37 +107,19 @@ bool strings_at(const char* p, size_t size, uint32_t count, size_t& used) {
 // sbshd has closed its end.
 int receive(request& r) {
   iovec iov{g_request, sizeof g_request};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kForkFds)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  while ((n = ::recvmsg(kForkServerFd, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  if (n <= 0) return -1;
-  int got = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd = 0;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (got < kForkFds) r.fds[got++] = fd;
-      else ::close(fd);
-    }
-  }
+  ipc::received got = ipc::recv_parts_with_fds(kForkServerFd, {&iov, 1}, r.fds);
+  if (got.bytes <= 0) return -1;
   auto fail = [&](int e) {
-    for (int i = 0; i < got; ++i) ::close(r.fds[i]);
+    for (size_t i = 0; i < got.fds; ++i) ::close(r.fds[i]);
     return e;
   };
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return fail(EMSGSIZE);
+  if (got.data_cut || got.fds_cut) return fail(EMSGSIZE);
+  auto n = static_cast<size_t>(got.bytes);
   fork_request_header h;
-  if (got != kForkFds || static_cast<size_t>(n) < sizeof h) return fail(EINVAL);
+  if (got.fds != kForkFds || n < sizeof h) return fail(EINVAL);
   std::memcpy(&h, g_request, sizeof h);
   const char* p = g_request + sizeof h;
-  size_t size = static_cast<size_t>(n) - sizeof h, cwd = 0;
+  size_t size = n - sizeof h, cwd = 0;
   if (h.size != size || h.argc == 0 || !strings_at(p, size, 1, cwd) ||
       !strings_at(p + cwd, size - cwd, h.argc, r.args_size) ||
       !strings_at(p + cwd + r.args_size, size - cwd - r.args_size, h.envc, r.env_size) ||

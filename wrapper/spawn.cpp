@@ -29,9 +29,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -43,6 +45,7 @@
 #include "ipc/fd.h"
 #include "ipc/protocol.h"
 #include "ipc/shell_channel.h"
+#include "ipc/socket_io.h"
 #include "wrapper/sandbox.h"
 
 namespace sbsh::wrapper {
@@ -210,25 +213,13 @@ void build_view(child_args* a, const sandbox_plan& plan, const int* fds) {
 // namespace's root, that is the unprivileged user outside, without supplementary groups.
 void take_maps_from_parent(child_args* a, const sandbox_plan& plan, int* fds) {
   unsigned char has_fd[kMaxOwnMounts] = {};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxOwnMounts)];
+  std::array<int, kMaxOwnMounts> got{};
   iovec iov{has_fd, sizeof has_fd};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(a->link, &msg, MSG_CMSG_CLOEXEC);
-  if (n <= 0) child_fail(a, n < 0 ? errno : EPIPE, "waiting for the user namespace's maps");
-  const int* got = nullptr;
-  size_t count = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      got = reinterpret_cast<const int*>(CMSG_DATA(c));
-      count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    }
+  ipc::received r = ipc::recv_parts_with_fds(a->link, {&iov, 1}, got);
+  if (r.bytes <= 0) child_fail(a, r.bytes < 0 ? errno : EPIPE, "waiting for the user namespace's maps");
   size_t next = 0;
   for (size_t i = 0; i < plan.own_count && i < kMaxOwnMounts; ++i)
-    fds[i] = has_fd[i] != 0 && next < count ? got[next++] : -1;
+    fds[i] = has_fd[i] != 0 && next < r.fds ? got[next++] : -1;
   if (::syscall(SYS_setresgid, 0, 0, 0) != 0 || ::syscall(SYS_setgroups, 0, nullptr) != 0 ||
       ::syscall(SYS_setresuid, 0, 0, 0) != 0)
     child_fail(a, errno, "taking the unprivileged user's identity");
@@ -405,24 +396,11 @@ bool receive_session_part(child_args* a, session_part& part) {
   constexpr size_t kMaxFds = kMaxOwnMounts + 2;
   char byte = 0;
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do n = ::recvmsg(a->link, &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0) ::_exit(0);  // the parent dropped this stage unused
-  std::vector<int> got;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      got.resize(count);
-      std::memcpy(got.data(), CMSG_DATA(c), count * sizeof(int));
-    }
-  if (got.size() < 2 || (msg.msg_flags & MSG_CTRUNC) != 0) return false;
+  std::array<int, kMaxFds> fds{};
+  ipc::received r = ipc::recv_parts_with_fds(a->link, {&iov, 1}, fds);
+  if (r.bytes <= 0) ::_exit(0);  // the parent dropped this stage unused
+  std::span<const int> got(fds.data(), r.fds);
+  if (got.size() < 2 || r.fds_cut) return false;
   a->confinement.ruleset = got[1];
   struct stat st {};
   if (::fstat(got[0], &st) != 0) return false;
@@ -495,20 +473,7 @@ int network_ahead(int* err) {
 // parent and child; false with errno set when it is gone.
 bool send_with_fds(int link, void* data, size_t len, const std::vector<int>& fds) {
   iovec iov{data, len};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return ::sendmsg(link, &msg, MSG_NOSIGNAL) >= 0;
+  return ipc::send_parts_with_fds(link, {&iov, 1}, fds) >= 0;
 }
 
 // A copy of the host's tree (kOldRoot), detached from every namespace, sent to the parent as
@@ -940,20 +905,13 @@ result<pid_t> staged_shell::finish(const sandbox_plan& full, int ruleset, bool n
   unique_fd host_tree;
   ssize_t n;
   for (;;) {
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     iovec iov{&report, sizeof report};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    do n = ::recvmsg(link_, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    if (n != 1 || c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) break;
     int fd = -1;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    host_tree = unique_fd(fd);
+    ipc::received r = ipc::recv_parts_with_fds(link_, {&iov, 1}, {&fd, 1});
+    n = r.bytes;
+    unique_fd tree(r.fds == 1 ? fd : -1);
+    if (n != 1 || !tree) break;
+    host_tree = std::move(tree);
     report = {};
   }
   // Releasing the copy waits for an RCU grace period: not on the way to the session's shell.

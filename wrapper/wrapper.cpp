@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -253,21 +254,10 @@ std::vector<unique_fd> take_keepers(int channel) {
       m.magic != SBSH_CHANNEL_MAGIC || m.type != SBSH_MSG_KEEPERS)
     return fds;
   iovec iov{&m, sizeof m};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(2 * sizeof(int))];
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = control;
-  mh.msg_controllen = sizeof control;
-  if (::recvmsg(channel, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      fds.emplace_back(fd);
-    }
-  }
+  std::array<int, 2> got{};
+  ipc::received r = ipc::recv_parts_with_fds(channel, {&iov, 1}, got, MSG_DONTWAIT);
+  if (r.bytes <= 0) return fds;
+  for (size_t i = 0; i < r.fds; ++i) fds.emplace_back(got[i]);
   return fds;
 }
 

@@ -249,6 +249,17 @@ TEST_F(env_test, EnvironmentsAreListedRemovedAndPrunedButNeverOneInUse) {
   EXPECT_EQ(envs[1].at("size_bytes"), 14);  // its one file, "left-pad==1.0\n"
   std::string hash_a = envs[1].at("hash");
   EXPECT_EQ(fs::path(a).filename(), hash_a);
+  // The table: a header, then a row each, in the same order.
+  r = sbsh({"env", "ls"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream table(r.out);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(table, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_TRUE(rows[0].starts_with("HASH ") && rows[0].find(" SIZE  LAST USED ") != std::string::npos) << r.out;
+  EXPECT_TRUE(rows[1].starts_with(envs[0].at("hash").get<std::string>() + " ")) << r.out;
+  EXPECT_TRUE(rows[2].starts_with(hash_a + " ")) << r.out;
+  EXPECT_TRUE(rows[2].ends_with(" one                  requirements.txt")) << r.out;
   // In use: refused, and it stays.
   r = sbsh({"env", "rm", hash_a});
   EXPECT_NE(r.code, 0);
@@ -274,6 +285,10 @@ TEST_F(env_test, EnvironmentsAreListedRemovedAndPrunedButNeverOneInUse) {
   std::string c = env_of("three");
   ASSERT_EQ(sbsh({"session", "rm", "one"}).code, 0);
   ASSERT_EQ(sbsh({"session", "rm", "three"}).code, 0);
+  // --older-than: both were used just now, so none is deleted.
+  r = sbsh({"env", "prune", "--older-than", "1h"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
   r = sbsh({"env", "prune", "--keep", "1", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto gone = json::parse(r.out);

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../schema_fit.h"
 #include "fixture.h"
 
 namespace sbsh::test {
@@ -37,6 +38,14 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace mcp_tests {
+
+// "" when a tools/call answer's structuredContent fits the tool's outputSchema in `tools` (a
+// tools/list answer), else where it does not.
+std::string result_misfit(const json& tools, std::string_view tool, const json& answer) {
+  for (const auto& t : tools["result"]["tools"])
+    if (t["name"] == tool) return tests::schema_misfit(answer["result"]["structuredContent"], t["outputSchema"]);
+  return "no tool " + std::string(tool);
+}
 
 // `sbsh mcp ARGS...` as a child with pipes on stdin and stdout (stderr: a file).
 class mcp_child {
@@ -523,6 +532,8 @@ TEST_F(mcp_test, results_are_plain_text_with_stdout_before_stderr) {
 TEST_F(mcp_test, a_large_output_fits_the_budget_and_its_middle_reads_back) {
   auto c = start_initialized();
   json r = c->call(tool_call(1, "run_command", {{"command", "seq 1 700000; echo done >&2"}}));
+  json tools = c->call(request(9, "tools/list"));
+  EXPECT_EQ(result_misfit(tools, "run_command", r), "");
   const json& res = r["result"];
   const json& sc = res["structuredContent"];
   std::string text = res["content"][0]["text"];
@@ -556,6 +567,7 @@ TEST_F(mcp_test, a_large_output_fits_the_budget_and_its_middle_reads_back) {
   json more = c->call(tool_call(2, "process_logs", args));
   const json& m = more["result"]["structuredContent"];
   ASSERT_TRUE(m.is_object()) << more.dump().substr(0, 500);
+  EXPECT_EQ(result_misfit(tools, "process_logs", more), "");
   std::string middle = m["stdout"];
   EXPECT_EQ(m["stdout_offset"], from);
   EXPECT_EQ(middle.substr(0, middle.find('\n')), std::to_string(std::stoi(last_head_line) + 1)) << middle.substr(0, 50);
@@ -574,6 +586,7 @@ TEST_F(mcp_test, a_large_output_fits_the_budget_and_its_middle_reads_back) {
   EXPECT_LE(small["result"]["content"][0]["text"].get<std::string>().size(), 5000u);
   // Without an offset, process_logs gives the newest output, from a line's start.
   json newest = c->call(tool_call(5, "process_logs", {{"id", sc["id"]}, {"max_output_chars", 3000}}));
+  EXPECT_EQ(result_misfit(tools, "process_logs", newest), "");
   std::string tail = newest["result"]["structuredContent"]["stdout"];
   EXPECT_TRUE(tail.ends_with("\n699999\n700000\n")) << tail.substr(0, 300);
   EXPECT_TRUE(tail.starts_with("[sbsh: ")) << tail.substr(0, 300);
@@ -878,6 +891,8 @@ TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
   if (made["result"]["isError"] == true && made.dump().find("not_supported") != std::string::npos)
     GTEST_SKIP() << made.dump();
   ASSERT_EQ(made["result"]["isError"], false) << made.dump();
+  json tools = c->call(request(9, "tools/list"));
+  EXPECT_EQ(result_misfit(tools, "create_session", made), "");
   const json& conf = made["result"]["structuredContent"]["definition"]["confinement"];
   EXPECT_GE(conf["landlock_abi"].get<int>(), 1) << made.dump();
   EXPECT_EQ(conf["namespaces"], json::array({"pid", "net"})) << made.dump();
@@ -900,6 +915,9 @@ TEST_F(mcp_test, create_session_confines_by_the_kernel_and_reads_it_back) {
   } else {
     EXPECT_EQ(mem["result"]["structuredContent"]["definition"]["confinement"]["memory_max"], 256 << 20) << mem.dump();
   }
+  json removed = c->call(tool_call(5, "remove_session", {{"name", "box"}}));
+  EXPECT_EQ(removed["result"]["structuredContent"], json({{"removed", "box"}})) << removed.dump();
+  EXPECT_EQ(result_misfit(tools, "remove_session", removed), "");
 }
 
 TEST_F(mcp_test, create_session_refuses_confinement_it_cannot_honour_saying_why) {

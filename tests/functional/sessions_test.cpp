@@ -7,7 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -195,6 +200,33 @@ TEST_F(sessions_test, TheLibraryUsesTheCallersEnvironmentOrTheOneGivenWithinBoun
 
 // Idle: no command running or queued and no background process running. prune removes the
 // idle sessions made implicitly, with their shells, and keeps the rest.
+// status as text: sbshd's own line, what it has run, then the sessions' table; the same
+// facts as status --json.
+TEST_F(sessions_test, StatusShowsTheDaemonItsCountersAndItsSessions) {
+  ASSERT_EQ(exec("one", "true").code, 0);
+  ASSERT_NE(exec("one", "false").code, 0);
+  auto j = json::parse(sbsh({"status", "--json"}).out);
+  auto r = sbsh({"status"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream text(r.out);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  std::string head = fmt::format("sbshd {}, pid {}, up ", j["version"].get<std::string>(), j["pid"].get<int64_t>());
+  EXPECT_TRUE(lines[0].starts_with(head)) << r.out;
+  EXPECT_TRUE(lines[0].ends_with(", socket " + j["socket"].get<std::string>())) << r.out;
+  const auto& n = j["counters"];
+  EXPECT_EQ(n["commands"], 2) << r.out;
+  EXPECT_TRUE(lines[1].starts_with(fmt::format("2 commands ({} failed, {} timed out), {} shell restarts, ",
+                                               n["failed"].get<uint64_t>(), n["timed_out"].get<uint64_t>(),
+                                               n["shell_restarts"].get<uint64_t>())))
+      << r.out;
+  EXPECT_EQ(lines[2], fmt::format("1 session of at most {} (descriptor limit {}, 3 descriptors each)",
+                                  j["sessions_supported"].get<uint64_t>(), j["descriptor_limit"].get<uint64_t>()));
+  EXPECT_TRUE(lines[3].starts_with("SESSION  STATE  WRAPPER  SHELL  RESTARTS")) << r.out;
+  EXPECT_TRUE(lines[4].starts_with("one      ready ")) << r.out;
+}
+
 TEST_F(sessions_test, PruneRemovesIdleImplicitSessionsOnly) {
   ASSERT_EQ(exec("idle", "true").code, 0);
   ASSERT_EQ(sbsh({"session", "create", "made"}).code, 0);

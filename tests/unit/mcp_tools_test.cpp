@@ -7,9 +7,11 @@
 
 #include "mcp/jsonrpc.h"
 #include "mcp/render.h"
+#include "mcp/results.h"
 #include "mcp/server.h"
 #include "mcp/tool_args.h"
 #include "mcp/tools.h"
+#include "tests/schema_fit.h"
 #include "ipc/protocol.h"
 #include "ipc/text.h"
 
@@ -179,6 +181,67 @@ TEST(McpTools, SharedRulesComeFromTheProtocol) {
   EXPECT_EQ(cpu["minimum"], 0.01);
   EXPECT_EQ(cpu["maximum"], 1000.0);
   EXPECT_NE(check_arguments(*find_tool("create_session"), {{"name", "x"}, {"cpu", 0.005}}), "");
+}
+
+// The results of remove_session, create_session and process_logs are their records' JSON
+// form (mcp/results.h); each form, with and without the values that make a key null, left
+// out or add its _base64, fits the output schema tools/list gives, which names every key.
+TEST(McpTools, TheComposedResultsFitTheirOutputSchemas) {
+  auto output_of = [](std::string_view name) {
+    for (const auto& t : tool_list())
+      if (t["name"] == name) return t["outputSchema"];
+    return json();
+  };
+  auto misfit = [&](std::string_view tool, const auto& r) {
+    return tests::schema_misfit(json(client::json_form_of(r)), output_of(tool));
+  };
+  EXPECT_EQ(misfit("remove_session", session_removed{"s"}), "");
+  EXPECT_EQ(json(client::json_form_of(session_removed{"s"})), json({{"removed", "s"}}));
+
+  session_created c;
+  c.session.name = "s\xff";
+  EXPECT_EQ(misfit("create_session", c), "");
+  json form(client::json_form_of(c));
+  EXPECT_FALSE(form.contains("definition"));
+  EXPECT_TRUE(form["setup_stdout"].is_null() && form["setup_stderr"].is_null());
+  c.setup_stdout = "out";
+  c.setup_stderr = "";
+  c.session.running = "sleep 1";
+  c.definition.emplace();
+  EXPECT_EQ(misfit("create_session", c), "");
+  c.definition->root = "/r\xfe";
+  c.definition->confine = true;
+  c.definition->allow_read = {"/a\xff"};
+  c.definition->no_network = true;
+  c.definition->snapshot = "/src";
+  c.definition->setup = "make";
+  c.definition->setup_keys = {"k"};
+  c.definition->timeout_ms = 5;
+  EXPECT_EQ(misfit("create_session", c), "");
+  form = json(client::json_form_of(c));
+  EXPECT_EQ(form["definition"]["confinement"]["namespaces"], json::array({"pid", "net"}));
+
+  logs_result l;
+  EXPECT_EQ(misfit("process_logs", l), "");
+  form = json(client::json_form_of(l));
+  EXPECT_FALSE(form.contains("command") || form.contains("process"));
+  EXPECT_TRUE(form["stdout_base64"].is_null());
+  l.process.emplace();
+  l.process->pid = 4;
+  l.process->signal = 9;
+  l.out = {"a\ufffd", "Yf8=", false, 0, 0, 0, 2};
+  l.err = {"e", std::nullopt, true, 10, 3, 0, 13};
+  EXPECT_EQ(misfit("process_logs", l), "");
+  l.process.reset();
+  l.command = command_state{17, "s", "make", false, 2, std::nullopt, 40};
+  EXPECT_EQ(misfit("process_logs", l), "");
+  form = json(client::json_form_of(l));
+  EXPECT_EQ(form["command"]["id"], "%17");
+  EXPECT_TRUE(form["command"]["signal"].is_null());
+  EXPECT_EQ(form["stderr_omitted_from"], 3);
+  l.command->signal = 15;
+  l.command->exit_code.reset();
+  EXPECT_EQ(json(client::json_form_of(l))["command"]["signal"], "SIGTERM");
 }
 
 // wait_seconds: at most 50 s for a call that sends nothing meanwhile; a progress token lifts it.

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/shell_messages.h"
+#include "ipc/socket_io.h"
 #include "wrapper/wrapper.h"
 
 namespace sbsh::daemon::shell_messages_tests {
@@ -27,25 +28,14 @@ struct received {
 received receive_run(int fd) {
   received r;
   std::string buf(sizeof(sbsh_run_header) + SBSH_CHANNEL_MAX_CWD + SBSH_CHANNEL_INLINE_TEXT, '\0');
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
   iovec iov{buf.data(), buf.size()};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = control;
-  mh.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+  int fds[8];
+  ipc::received got = ipc::recv_parts_with_fds(fd, {&iov, 1}, fds);
+  ssize_t n = got.bytes;
   EXPECT_GE(n, static_cast<ssize_t>(sizeof r.h));
   std::memcpy(&r.h, buf.data(), sizeof r.h);
   r.body = buf.substr(sizeof r.h, static_cast<size_t>(n) - sizeof r.h);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k; ++i) {
-      int v;
-      std::memcpy(&v, CMSG_DATA(c) + i * sizeof(int), sizeof v);
-      r.fds.emplace_back(v);
-    }
-  }
+  for (size_t i = 0; i < got.fds; ++i) r.fds.emplace_back(fds[i]);
   return r;
 }
 
@@ -278,18 +268,7 @@ TEST(shell_messages, TheKernelNamesEachMessagesSenderAndDescriptorsSentAreClosed
     m.pid = ::getppid();  // a lie the sender's pid gives away
     int fd = ::open("/dev/null", O_RDONLY);
     iovec iov{&m, sizeof m};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ::_exit(::sendmsg(ch->second.get(), &mh, 0) == static_cast<ssize_t>(sizeof m) ? 0 : 1);
+    ::_exit(ipc::send_parts_with_fds(ch->second.get(), {&iov, 1}, {&fd, 1}) == static_cast<ssize_t>(sizeof m) ? 0 : 1);
   }
   int st = 0;
   ASSERT_EQ(::waitpid(child, &st, 0), child);

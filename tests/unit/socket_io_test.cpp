@@ -1,7 +1,11 @@
 // ipc/socket_io.cpp: descriptors travel with their frames.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <string>
+#include <vector>
 
 #include "ipc/socket_io.h"
 
@@ -43,6 +47,48 @@ TEST(socket_io, AFrameClaimingMissingDescriptorsIsRefused) {
   auto r = b.recv();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.err().message.find("declares 2 descriptors"), std::string::npos);
+}
+
+// The one sendmsg()/recvmsg() pair every message with descriptors goes through: parts
+// gathered and scattered, descriptors in order, and those beyond the receiver's room closed
+// and said to be cut (as an over-long datagram is).
+TEST(socket_io, PartsAndDescriptorsTravelTogetherAndThoseBeyondTheRoomAreClosed) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  unique_fd a(sv[0]), b(sv[1]);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  unique_fd r(p[0]), w(p[1]);
+  char head[] = "ab", tail[] = "cd";
+  iovec out[] = {{head, 2}, {tail, 2}};
+  int three[] = {w.get(), w.get(), r.get()};
+  ASSERT_EQ(send_parts_with_fds(a.get(), out, three), 4);
+  char x[1] = {}, y[3] = {};
+  iovec in[] = {{x, 1}, {y, 3}};
+  int room[2] = {-1, -1};
+  received got = recv_parts_with_fds(b.get(), in, room);
+  EXPECT_EQ(got.bytes, 4);
+  EXPECT_EQ(std::string(x, 1) + std::string(y, 3), "abcd");
+  ASSERT_EQ(got.fds, 2u);
+  EXPECT_TRUE(got.fds_cut);  // the third was closed
+  EXPECT_FALSE(got.data_cut);
+  ASSERT_EQ(::write(room[1], "z", 1), 1);  // the second is a duplicate of the pipe's write end
+  char c = 0;
+  ASSERT_EQ(::read(r.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'z');
+  EXPECT_NE(::fcntl(room[0], F_GETFD) & FD_CLOEXEC, 0);  // received close-on-exec
+  ::close(room[0]);
+  ::close(room[1]);
+  // A message longer than the room: cut, and said so.
+  ASSERT_EQ(send_parts_with_fds(a.get(), out, {}), 4);
+  got = recv_parts_with_fds(b.get(), {in, 1}, {});
+  EXPECT_EQ(got.bytes, 1);
+  EXPECT_TRUE(got.data_cut);
+  EXPECT_EQ(got.fds, 0u);
+  // More descriptors than one message may carry: refused before anything is sent.
+  std::vector<int> many(kMaxPassedFds + 1, w.get());
+  EXPECT_EQ(send_parts_with_fds(a.get(), out, many), -1);
+  EXPECT_EQ(errno, EINVAL);
 }
 
 }  // namespace sbsh::ipc::socket_io_tests

@@ -527,7 +527,7 @@ class SBSH_API connection {
   struct impl;
 
  private:
-  friend struct generic_request;  // the generic call (client/request_json.h)
+  friend struct generic_request;  // the generic call (client/request.h, client/request_json.h)
   explicit connection(std::unique_ptr<impl> p);
   std::unique_ptr<impl> p_;
 };
