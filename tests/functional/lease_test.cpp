@@ -330,5 +330,75 @@ TEST_F(lease_test, RefusalsSayWhy) {
   EXPECT_EQ(exec("small", "echo ok").out, "ok\n");
 }
 
+// The library's lease (client::lease): the same, through connection::lease.
+TEST_F(lease_test, TheLibrarysLeaseRunsExactlyAndGivesTheConnectionBackOnRelease) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  EXPECT_TRUE(l->held());
+  EXPECT_EQ(l->shell_pid(), session_pids("s").shell_pid);
+  auto r = l->run(std::string("printf 'a\\0b'; printf 'e\\n' >&2; cd /tmp; L=lib; (exit 5)"));
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, std::string("a\0b", 3));
+  EXPECT_EQ(r->stderr_data, "e\n");
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_FALSE(r->signal);
+  r = l->run("sh -c 'kill -TERM $$'");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->signal, SIGTERM);
+  // A text longer than one message travels in a memfd.
+  std::string long_text = "echo " + std::string(100000, 'x');
+  r = l->run(long_text);
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, std::string(100000, 'x') + "\n");
+
+  // The connection serves nothing else while it holds the lease.
+  client::exec_options o;
+  o.session = "s";
+  o.command = "echo \"$L\"; pwd";
+  auto refused = c.exec(o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.err().message.find("holds a lease"), std::string::npos) << refused.err().message;
+
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_FALSE(l->held());
+  auto e = c.exec(o);
+  ASSERT_TRUE(e) << e.err().message;
+  EXPECT_EQ(e->stdout_data, "lib\n/tmp\n");
+}
+
+TEST_F(lease_test, TheLibrarysLeaseSaysWhenAnotherRequestEndedIt) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  ASSERT_TRUE(l->run("M=1"));
+  EXPECT_EQ(exec("s", "echo \"$M\"").out, "1\n");
+  auto r = l->run("true");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err().code, "eof");
+  EXPECT_NE(r.err().message.find("the lease has ended"), std::string::npos) << r.err().message;
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_TRUE(c.exec([] {
+    client::exec_options o;
+    o.session = "s";
+    o.command = "true";
+    return o;
+  }()));
+}
+
+TEST_F(lease_test, TheLibraryRefusesALeaseThroughADialCommand) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connect_options o;
+  o.dial_command = {bin("sbsh"), "-S", sock, "--no-autostart", "dial-stdio"};
+  auto c = client::connection::connect(o);
+  ASSERT_TRUE(c) << c.err().message;
+  auto l = c->lease("s");
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.err().code, "not_supported");
+  EXPECT_NE(l.err().message.find("local connection"), std::string::npos) << l.err().message;
+}
+
 }  // namespace lease_tests
 }  // namespace sbsh::test

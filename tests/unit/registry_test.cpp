@@ -65,7 +65,8 @@ constexpr binding kBindings[] = {
 
 // Requests that no C function or Python method sends yet, each with what reaches it instead.
 // lease: its answer carries a socket on which the holder speaks the shell channel's protocol
-// (docs/architecture.md, "The direct path"); the library's call is still to come.
+// (docs/architecture.md, "The direct path"); the C++ library has it (connection::lease), the C
+// ABI and Python not yet.
 constexpr std::string_view kNotYetBound[] = {"lease"};
 
 std::string source(const std::string& path) {
