@@ -644,6 +644,15 @@ void round_trip(const private_daemon& d, int iters) {
       } else {
         std::printf("sbsh on a lease: sbshd granted no lease\n");
       }
+      // The same through the library's lease (client::lease), on a connection of its own.
+      auto lc = d.connect();
+      if (auto l = lc.lease("rt-lease")) {
+        auto [ls, lb] = compare(
+            200, iters, [&] { (void)l->run(cmd); }, [&] { (void)drv.run(cmd); });
+        print({"sbsh on a lease, library", ls, lb, "ms", 2.5, false});
+      } else {
+        std::printf("sbsh on a lease, library: %s\n", l.err().message.c_str());
+      }
     }
     auto [f, b2] = compare(
         200, iters, [&] { (void)proto.run(cmd); }, [&] { (void)drv.run(cmd); });
