@@ -48,7 +48,7 @@ unique_fd text_in_memfd(std::string_view text) {
   size_t off = 0;
   while (off < text.size()) {
     ssize_t w = ::write(fd.get(), text.data() + off, text.size() - off);
-    if (w <= 0) return unique_fd();
+    if (w <= 0) return {};
     off += static_cast<size_t>(w);
   }
   return fd;

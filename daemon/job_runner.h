@@ -113,7 +113,7 @@ class job_runner final : public shell_events {
   bool start_lease(exec_job& job);
   // Asks the builtin to end the lease `job` holds (once), saying `why` to its holder after.
   void end_lease(exec_job& job, std::string why);
-  void finish_lease(std::unique_ptr<exec_job> job);
+  static void finish_lease(std::unique_ptr<exec_job> job);
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
   // cancel() and stop(): the first queued or running job that matches.

@@ -29,7 +29,7 @@ class reply_port {
   virtual void reply(std::string frame) = 0;
   // The same with descriptors (SCM_RIGHTS), which go with the frame: a lease's socket.
   virtual void reply_with_fds(std::string frame, std::vector<unique_fd> fds) {
-    (void)fds;  // a stand-in client drops them
+    fds.clear();  // a stand-in client drops them
     reply(std::move(frame));
   }
   // The bytes of frames the client has not read yet: the runner stops reading a command's

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +22,7 @@
 #include "ipc/shell_channel.h"
 #include "ipc/socket_io.h"
 
-namespace sbsh::test {
-
-namespace lease_tests {
+namespace sbsh::test::lease_tests {
 
 // A connection to sbshd that has said hello.
 ipc::channel greeted(const std::string& sock) {
@@ -236,7 +235,7 @@ TEST_F(lease_test, StateCarriesFromLeaseRunsToExecsAndBack) {
   lease_run r = h.run("echo \"$Y\"; cd /tmp; X=leased");
   EXPECT_EQ(r.out, "before\n");
   EXPECT_EQ(r.exit, 0);
-  r = h.run("echo \"$X\" \"$PWD\"");
+  r = h.run(R"(echo "$X" "$PWD")");
   EXPECT_EQ(r.out, "leased /tmp\n");
   EXPECT_EQ(h.release(), "its holder released it");
   EXPECT_TRUE(h.closes_within(std::chrono::seconds(10)));
@@ -330,6 +329,19 @@ TEST_F(lease_test, RefusalsSayWhy) {
   EXPECT_EQ(exec("small", "echo ok").out, "ok\n");
 }
 
+TEST_F(lease_test, AConfinedSessionIsRefusedALeaseWhenSbshdRunsAsRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a root sbshd refuses a confined session a lease";
+  std::string root = dir + "/root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  run_result created = sbsh({"session", "create", "box", "--root", root, "--confine"});
+  if (created.code != 0) GTEST_SKIP() << "no confined session here: " << created.err;
+  holder h{greeted(sock)};
+  EXPECT_FALSE(h.take("box"));
+  EXPECT_EQ(h.error_code, "not_supported");
+  EXPECT_NE(h.error.find("is confined and sbshd runs as root"), std::string::npos) << h.error;
+  EXPECT_EQ(exec("box", "echo ok").out, "ok\n");
+}
+
 // The library's lease (client::lease): the same, through connection::lease.
 TEST_F(lease_test, TheLibrarysLeaseRunsExactlyAndGivesTheConnectionBackOnRelease) {
   ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
@@ -400,5 +412,4 @@ TEST_F(lease_test, TheLibraryRefusesALeaseThroughADialCommand) {
   EXPECT_NE(l.err().message.find("local connection"), std::string::npos) << l.err().message;
 }
 
-}  // namespace lease_tests
-}  // namespace sbsh::test
+}  // namespace sbsh::test::lease_tests
