@@ -342,6 +342,29 @@ TEST_F(lease_test, AConfinedSessionIsRefusedALeaseWhenSbshdRunsAsRoot) {
   EXPECT_EQ(exec("box", "echo ok").out, "ok\n");
 }
 
+// With idle channels parked at once: a parked session is leased (its channel asked back), and
+// a leased one is not parked, so sbshd can still end the lease when another request comes.
+class lease_parking_test : public lease_test {
+ protected:
+  void SetUp() override {
+    daemon_args = {"--park-after-ms", "50"};
+    lease_test::SetUp();
+  }
+};
+
+TEST_F(lease_parking_test, AParkedSessionIsLeasedAndALeasedOneStaysReachable) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  ASSERT_EQ(exec("s", "P=parked").code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle: parked
+  holder h = hold("s");
+  EXPECT_EQ(h.run(R"(echo "$P")").out, "parked\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // leased: not parked
+  EXPECT_EQ(h.run("P=leased").exit, 0);
+  run_result e = exec("s", R"(echo "$P")");
+  EXPECT_EQ(e.out, "leased\n") << e.err;
+  EXPECT_NE(h.ended().find("another request"), std::string::npos);
+}
+
 // The library's lease (client::lease): the same, through connection::lease.
 TEST_F(lease_test, TheLibrarysLeaseRunsExactlyAndGivesTheConnectionBackOnRelease) {
   ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
