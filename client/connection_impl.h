@@ -45,6 +45,9 @@ struct __attribute__((visibility("hidden"))) connection::impl {
   // How a local connection was made, to make it once more when it was lost before sbshd
   // answered the hello (see redial_if_unanswered); cleared once used.
   std::optional<connect_options> redial_opts;
+  // The lease request whose lease_ended has not come (client::lease): 0 when none. The
+  // connection serves nothing else meanwhile.
+  uint64_t lease_id = 0;
 
   impl() = default;
   impl(const impl&) = delete;

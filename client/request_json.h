@@ -55,7 +55,7 @@ namespace msg = ipc::msg;
 // carry descriptors, and each has a call of its own.
 using own_call = std::tuple<msg::hello, msg::session_create, msg::exec, msg::stdin_data, msg::stdin_eof, msg::cancel,
                             msg::release, msg::command_logs, msg::command_input, msg::proc_logs, msg::file_read,
-                            msg::file_write, msg::file_data, msg::file_close, msg::file_list>;
+                            msg::file_write, msg::file_data, msg::file_close, msg::file_list, msg::lease>;
 
 template <typename M, typename... O>
 constexpr bool one_of(std::tuple<O...>* /*list*/) {

@@ -42,6 +42,9 @@ class client_conn final : public reply_port {
   void send(std::string frame, std::vector<unique_fd> fds = {});
   // What a command's runner sends it (runner_ports.h).
   void reply(std::string frame) override { send(std::move(frame)); }
+  void reply_with_fds(std::string frame, std::vector<unique_fd> fds) override {
+    send(std::move(frame), std::move(fds));
+  }
   void send_error(uint64_t id, std::string_view code, const std::string& message);
   void send_error(uint64_t id, ipc::errc code, const std::string& message) {
     send_error(id, ipc::wire_name(code), message);

@@ -119,6 +119,14 @@ struct exec_job {
   bool init = false;       // one of the session's init commands: its failure fails the start
   std::string captured_out, captured_err;
   std::function<void(exec_job&)> on_done;
+  // A lease of the session's shell (the lease request, docs/architecture.md "The direct
+  // path"), not a command: current from its turn until the lease ends, while its holder runs
+  // commands on the lease socket with no word to sbshd.
+  bool lease = false;
+  bool lease_held = false;    // the builtin took it and the client has its end
+  bool lease_ending = false;  // lease_end sent
+  unique_fd lease_client;     // the client's end, until the builtin has taken the lease
+  std::string lease_why;      // why it ended, for lease_ended
   // Descriptors. fds mode: all from the client. frames mode: made here.
   unique_fd out_w, err_w, in_r;  // ends the shell gets
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)

@@ -18,7 +18,7 @@ namespace sbsh::daemon {
   X(session_prune) X(kept_list) X(kept_prune)                                               \
   /* 300 exec: handlers_exec.cpp; kept commands are answered by command_records.h */          \
   X(exec) X(stdin_data) X(stdin_eof) X(cancel) X(release) X(command_wait) X(command_logs)   \
-  X(command_kill) X(command_input)                                                          \
+  X(command_kill) X(command_input) X(lease)                                                 \
   /* 600 background processes: handlers_procs.cpp, answered by proc_table.h */              \
   X(proc_start) X(proc_list) X(proc_kill) X(proc_wait) X(proc_logs)                         \
   /* 700 files: handlers_files.cpp, answered by files.h */                                  \

@@ -3,6 +3,7 @@
 // kill; and the check that refuses a request which would wait for the very command that sent
 // it.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -64,6 +65,42 @@ void on_exec(server& srv, client_conn& c, ipc::envelope& env) {
   j.client = &c;
   c.add_job(j.id, j.session, j.text.size());
   (*s)->enqueue(std::move(job.value()));
+}
+
+// A lease of a session's shell (docs/architecture.md, "The direct path"): a job in the
+// session's queue like an exec, answered at its turn by the runner (lease_granted with the
+// lease's socket, or an error) and ended by a release with the same id, the connection's end,
+// or any other request queued behind it.
+void on_lease(server& srv, client_conn& c, ipc::envelope& env) {
+  uint64_t id = env.msg.id();
+  auto req = ipc::decode<msg::lease>(env.msg);
+  if (!req) return c.send_error(id, req.err());
+  std::string name(req->session);
+  if (auto ok = check_session_name(name); !ok) return c.send_error(id, ok.err());
+  session* s = srv.find_session(name);
+  if (s == nullptr)
+    return c.send_error(id, errc::no_such_session,
+                        fmt::format("no session '{}' to lease: create it first ('sbsh session create {}'), or run a "
+                                    "command in it",
+                                    name, name));
+  // The holder makes each command's pipes, which sbshd would otherwise hand to a confined
+  // shell's own user (give_to_confined_shell): without that its commands could not reopen
+  // them (/dev/stdout).
+  if (s->def().confine && ::geteuid() == 0)
+    return c.send_error(id, errc::not_supported,
+                        fmt::format("session '{}' is confined and sbshd runs as root: its shell runs as another user, "
+                                    "who could not reopen the pipes a lease's holder makes; run commands with exec",
+                                    name));
+  if (auto room = c.job_room(id, 0); !room) return c.send_error(id, room.err());
+  auto job = std::make_unique<exec_job>();
+  if (auto ok = srv.check_not_waiting_on_itself(c, name, &job->inside); !ok) return c.send_error(id, ok.err());
+  job->id = id;
+  job->lease = true;
+  job->session = name;
+  job->command = "(leased)";
+  job->client = &c;
+  c.add_job(id, name, 0);
+  s->enqueue(std::move(job));
 }
 
 void on_stdin(server& srv, client_conn& c, ipc::envelope& env) {

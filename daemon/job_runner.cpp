@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -141,6 +142,9 @@ void job_runner::enqueue(std::unique_ptr<exec_job> job) {
     job->detach_timer->start(job->detach_after_ms, [this, jp] { detach(*jp); });
   }
   queue_.push_back(std::move(job));
+  // A lease lasts while nothing else waits for the shell.
+  if (current_ && current_->lease)
+    end_lease(*current_, fmt::format("another request was queued on session '{}'", name_));
   run_next();
 }
 
@@ -264,7 +268,115 @@ void job_runner::run_next() {
   }
 }
 
+bool job_runner::start_lease(exec_job& job) {
+  shell_port& sh = shell_;
+  if (!sh.serves_leases()) {
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::not_supported));
+    job.outcome.error = fmt::format(
+        "session '{}''s shell takes no leases: its builtin is from an earlier sbsh (an adopted shell); run 'sbsh "
+        "session restart {}' for a shell that does, or run commands with exec",
+        name_, name_);
+    return false;
+  }
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+    job.outcome.error = fmt::format("cannot make a lease's socket: {}", std::strerror(errno));
+    return false;
+  }
+  unique_fd holders(sv[0]), shells(sv[1]);
+  // The holder checks who sent each status (the shell), as sbshd does on the channel.
+  int on = 1;
+  ::setsockopt(holders.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+  uint64_t seq = 0;
+  if (auto sent = sh.send_lease(seq, shells.get()); !sent) {
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
+    job.outcome.error = fmt::format("session '{}''s shell ended before it could take the lease ({}); ask again", name_,
+                                    sent.err().message);
+    return false;
+  }
+  // sbshd keeps no copy of the holder's end once it is sent (lease_answered): the holder's
+  // death closes the lease at once.
+  job.seq = seq;
+  job.started = true;
+  job.lease_client = std::move(holders);
+  job.mark = procs::mark_now(ctx_.ns_last_pid_fd);
+  job.started_at_ms = wall_ms();
+  job.started_mono_us = mono_us();
+  return true;
+}
+
+void job_runner::end_lease(exec_job& job, std::string why) {
+  if (!job.lease || job.lease_ending) return;
+  if (job.lease_why.empty()) job.lease_why = std::move(why);
+  if (!job.lease_held) return;  // ended as soon as the builtin has taken it
+  job.lease_ending = true;
+  shell_.end_lease();
+}
+
+void job_runner::lease_answered(const shell_message& m) {
+  if (!current_ || !current_->lease || m.seq != current_->seq) return;
+  exec_job& job = *current_;
+  if (m.type == SBSH_MSG_LEASED && !job.lease_held) {
+    job.lease_held = true;
+    const shell_port& sh = shell_;
+    // Whatever the holder runs changes the shell: it counts as the session's use.
+    ++sent_;
+    ++gen_user_commands_;
+    job.generation = sh.generation();
+    last_user_generation_ = job.generation;
+    if (job.client != nullptr) {
+      ipc::msg::lease_granted g;
+      g.shell_pid = sh.shell_pid();
+      g.generation = sh.generation();
+      std::vector<unique_fd> fds;
+      fds.push_back(std::move(job.lease_client));
+      job.client->reply_with_fds(ipc::encode(g, job.id), std::move(fds));
+    }
+    job.lease_client.reset();
+    if (job.client == nullptr || !queue_.empty() || !job.lease_why.empty()) {
+      std::string why = job.lease_why.empty() ? fmt::format("another request was queued on session '{}'", name_)
+                                              : std::exchange(job.lease_why, {});
+      end_lease(job, std::move(why));
+    }
+    return;
+  }
+  if (m.type != SBSH_MSG_LEASE_ENDED) return;
+  auto j = std::move(current_);
+  if (!j->lease_held) {
+    j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+    j->outcome.error = fmt::format(
+        "session '{}''s shell could not take the lease (it may not have descriptor {}: a --limit nofile below it)",
+        name_, SBSH_LEASE_FD);
+  }
+  finish_job(std::move(j));
+  run_next();
+}
+
+void job_runner::finish_lease(std::unique_ptr<exec_job> job) {
+  reply_port* c = job->client;
+  if (c == nullptr) return;
+  if (job->lease_held) {
+    ipc::msg::lease_ended e;
+    std::string why = !job->outcome.error.empty() ? job->outcome.error
+                      : !job->lease_why.empty()   ? job->lease_why
+                                                  : std::string(
+                                                        "the shell ended it: its holder closed its end, or "
+                                                          "a command closed the lease's descriptor");
+    e.reason = why;
+    c->reply(ipc::encode(e, job->id));
+  } else {
+    std::string code =
+        job->outcome.error_code.empty() ? std::string(ipc::wire_name(ipc::errc::cancelled)) : job->outcome.error_code;
+    std::string why = job->outcome.error.empty() ? "the lease ended before it was granted" : job->outcome.error;
+    ipc::msg::error e{code, why};
+    c->reply(ipc::encode(e, job->id));
+  }
+  c->job_done(job->id);
+}
+
 bool job_runner::start_job(exec_job& job) {
+  if (job.lease) return start_lease(job);
   auto fail = [&](const std::string& what) {
     job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
     job.outcome.error = what;
@@ -425,7 +537,8 @@ void job_runner::heard_from(exec_job& job, std::string_view data) {
 }
 
 void job_runner::run_answered(const shell_message& m) {
-  if (!current_ || !current_->started || m.seq != current_->seq) return;  // not ours (a stale answer)
+  // Not ours (a stale answer), or a lease's: its holder's runs are answered on the lease.
+  if (!current_ || !current_->started || current_->lease || m.seq != current_->seq) return;
   auto job = std::move(current_);
   if (m.not_run) {
     job->not_run = true;
@@ -462,6 +575,7 @@ void job_runner::finish_job(std::unique_ptr<exec_job> job) {
   job->deadline.reset();
   job->detach_timer.reset();
   activity_();  // the session's idle time counts from its last command's end
+  if (job->lease) return finish_lease(std::move(job));
   // Input the command did not take is dropped with it; if there was too much of it, its
   // client's socket was paused (stdin_data) and must now serve the client's next requests.
   if (job->client != nullptr && job->stdin_pending.size() > kMaxStdinBuffer) job->client->pause_reading(false);
@@ -643,6 +757,10 @@ bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match,
     }
   }
   if (!current_ || !match(*current_)) return false;
+  if (current_->lease) {  // no command of sbshd's runs: the lease ends
+    end_lease(*current_, "it was cancelled");
+    return true;
+  }
   if (!stop) {
     // A signal forwarded to the command (Ctrl-C): to its processes; SIGINT also to the shell
     // when the command has none of its own (a loop of builtins), as a terminal would.
@@ -677,6 +795,13 @@ void job_runner::client_gone(reply_port* c) {
     return true;
   });
   if (!current_ || current_->client != c) return;
+  if (current_->lease) {
+    // Its holder's connection closed: so does the lease (the builtin also sees the socket's
+    // hang-up when the holder's process has gone).
+    current_->client = nullptr;
+    end_lease(*current_, "its holder's connection closed");
+    return;
+  }
   // As a terminal hang-up would: SIGHUP to the command, then SIGKILL after the grace. The
   // job stays current until the shell answers (or is lost), whatever happens meanwhile.
   exec_job& job = *current_;
@@ -699,9 +824,22 @@ void job_runner::release(reply_port* c, uint64_t id) {
       return;
     }
   }
-  for (auto& j : queue_)
-    if (j->client == c && j->id == id) j->released = true;
-  if (current_ && current_->client == c && current_->id == id) current_->released = true;
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if ((*it)->client != c || (*it)->id != id) continue;
+    if ((*it)->lease) {  // released before its turn
+      auto job = std::move(*it);
+      queue_.erase(it);
+      job->outcome.error_code = std::string(ipc::wire_name(ipc::errc::cancelled));
+      job->outcome.error = "the lease was released before it was granted";
+      finish_job(std::move(job));
+      return;
+    }
+    (*it)->released = true;
+  }
+  if (current_ && current_->client == c && current_->id == id) {
+    if (current_->lease) end_lease(*current_, "its holder released it");
+    else current_->released = true;
+  }
 }
 
 void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {

@@ -74,6 +74,7 @@ class job_runner final : public shell_events {
   void shell_changed() override { run_next(); }
   void run_answered(const shell_message& m) override;
   void signal_answered() override;
+  void lease_answered(const shell_message& m) override;
   void shell_lost(uint64_t gen, const shell_loss& loss) override;
   void earlier_command_ended(int status, int64_t adopted_ms) override;
   // Why the session's state was lost since its last command, for the next one's result.
@@ -109,6 +110,10 @@ class job_runner final : public shell_events {
  private:
   void run_next();
   bool start_job(exec_job& job);
+  bool start_lease(exec_job& job);
+  // Asks the builtin to end the lease `job` holds (once), saying `why` to its holder after.
+  void end_lease(exec_job& job, std::string why);
+  static void finish_lease(std::unique_ptr<exec_job> job);
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
   // cancel() and stop(): the first queued or running job that matches.

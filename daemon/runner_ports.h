@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/counters.h"
 #include "daemon/exec_job.h"
+#include "ipc/fd.h"
 
 namespace sbsh::daemon {
 
@@ -25,6 +27,11 @@ class reply_port {
   virtual ~reply_port() = default;
   // A frame for the client: a reply to one of its requests, or an event of its command.
   virtual void reply(std::string frame) = 0;
+  // The same with descriptors (SCM_RIGHTS), which go with the frame: a lease's socket.
+  virtual void reply_with_fds(std::string frame, std::vector<unique_fd> fds) {
+    fds.clear();  // a stand-in client drops them
+    reply(std::move(frame));
+  }
   // The bytes of frames the client has not read yet: the runner stops reading a command's
   // output while too many wait.
   [[nodiscard]] virtual size_t queued_bytes() const = 0;

@@ -80,6 +80,20 @@ class shell_port {
   // aside while the session was idle (parked), this asks for it back, and shell_ready()
   // follows once it is.
   virtual void want_channel() = 0;
+
+  // Leases (docs/architecture.md, "The direct path"). Whether the shell's builtin takes them
+  // (it said so in ready or synced).
+  [[nodiscard]] virtual bool serves_leases() const { return false; }
+  // Hands the builtin `lease`, the shell's end of a lease socket (sent: it stays the
+  // caller's); sets `seq` to the lease's number, which its answer (shell_events::lease_answered)
+  // repeats. The error's code is "gone" when the shell has ended.
+  [[nodiscard]] virtual status send_lease(uint64_t& seq, int lease) {
+    (void)seq;
+    (void)lease;
+    return make_error(ipc::errc::not_supported, "this shell takes no leases");
+  }
+  // Asks the builtin to end the lease it holds between two commands.
+  virtual void end_lease() {}
 };
 
 // What the shell supervisor tells the job runner of its shell, and asks of it.
@@ -97,6 +111,8 @@ class shell_events {
   virtual void shell_changed() = 0;
   // The shell's answer to a run (its status, or why it ran nothing).
   virtual void run_answered(const shell_message& m) = 0;
+  // The builtin's answer about a lease: leased (held), or lease_ended (refused or over).
+  virtual void lease_answered(const shell_message& m) { (void)m; }
   // The wrapper answered a signal_command request.
   virtual void signal_answered() = 0;
   // Generation `gen` ended; the next one, if any, is gen + 1.

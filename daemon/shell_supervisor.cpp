@@ -394,6 +394,7 @@ void shell_supervisor::on_channel(uint64_t gen) {
       case SBSH_MSG_READY:
         served_ = true;
         interrupts_ = msg.serves_interrupts;
+        leases_ = msg.serves_leases;
         // The kernel names the sender: the shell's pid as sbshd sees it, also from a PID
         // namespace of its own (a confined session), where the shell sees itself as 1.
         if (shell_pid_ <= 0) shell_pid_ = msg.sender;
@@ -403,12 +404,19 @@ void shell_supervisor::on_channel(uint64_t gen) {
         break;
       case SBSH_MSG_SYNCED:
         interrupts_ = msg.serves_interrupts;
+        leases_ = msg.serves_leases;
         if (awaiting_sync_ && msg.seq == sync_seq_) {
-          awaiting_sync_ = false;
+          awaiting_sync_ = lease_sync_ = false;
           events_->shell_ready();
         }
         break;
       case SBSH_MSG_STATUS:
+        if (lease_sync_) {
+          // A run of the lease's holder whose status could not go back on the lease: not
+          // sbshd's to report. It says where the shell is, which sbshd did not see meanwhile.
+          if (msg.cwd) said_cwd_ = *msg.cwd;
+          break;
+        }
         if (awaiting_sync_) {
           // A command the earlier sbshd started ran on while no sbshd was there. Nobody waits
           // for its result any more; `session show` lists it.
@@ -421,6 +429,19 @@ void shell_supervisor::on_channel(uint64_t gen) {
         if (msg.cwd) said_cwd_ = *msg.cwd;
         last_active_ms_ = uv_now(srv_.loop());
         events_->run_answered(msg);
+        break;
+      case SBSH_MSG_LEASED:
+        if (lease_out_ != 0 && msg.seq == lease_out_) events_->lease_answered(msg);
+        break;
+      case SBSH_MSG_LEASE_ENDED:
+        if (lease_out_ == 0 || msg.seq != lease_out_) break;
+        lease_out_ = 0;
+        // What the builtin sends after lease_ended (a status it could not send on the lease)
+        // comes before the sync's answer: sbshd's next run waits for it (serving()).
+        sync_seq_ = ++seq_;
+        sync_nonce_ = new_nonce();
+        if (send_sync(channel_.get(), sync_seq_, sync_nonce_)) awaiting_sync_ = lease_sync_ = true;
+        events_->lease_answered(msg);
         break;
       default:  // keepers, meant for a wrapper that waited for a new sbshd (its descriptors closed)
         break;
@@ -636,7 +657,8 @@ void shell_supervisor::detach(bool kill_wrapper) {
   // killed one cannot. One asked to end may not have yet: no later sbshd must find it.
   if (kill_wrapper) remove_shell_dir(dir_);
   dir_.clear();
-  awaiting_sync_ = false;
+  awaiting_sync_ = lease_sync_ = leases_ = false;
+  lease_out_ = 0;
   shell_pid_ = 0;
 }
 
@@ -706,10 +728,28 @@ std::optional<std::string> shell_supervisor::untrusted(const shell_message& msg)
   // A second ready, or an answer whose nonce is not the one sbshd sent, comes from a command
   // writing on the shell's descriptor: the builtin sends neither.
   bool forged = (msg.type == SBSH_MSG_READY && served_ && !awaiting_sync_) ||
+                ((msg.type == SBSH_MSG_LEASED || msg.type == SBSH_MSG_LEASE_ENDED) && lease_out_ != 0 &&
+                 msg.seq == lease_out_ && msg.nonce != lease_nonce_) ||
                 (msg.type == SBSH_MSG_STATUS && !awaiting_sync_ && msg.seq == run_out_ && msg.nonce != run_nonce_) ||
                 (msg.type == SBSH_MSG_SYNCED && awaiting_sync_ && msg.seq == sync_seq_ && msg.nonce != sync_nonce_);
   if (forged) return "a command wrote a message of its own on the shell's channel; the shell is replaced";
   return std::nullopt;
+}
+
+status shell_supervisor::send_lease(uint64_t& seq, int lease) {
+  seq = ++seq_;
+  uint64_t nonce = new_nonce();
+  last_active_ms_ = uv_now(srv_.loop());
+  auto sent = daemon::send_lease(channel_.get(), seq, nonce, lease);
+  if (sent) {
+    lease_out_ = seq;
+    lease_nonce_ = nonce;
+  }
+  return sent;
+}
+
+void shell_supervisor::end_lease() {
+  if (lease_out_ != 0 && channel_) (void)send_lease_end(channel_.get(), lease_out_);
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {
@@ -757,7 +797,7 @@ void shell_supervisor::unprotect_group(pid_t pgid) {
 
 bool shell_supervisor::parkable() const {
   if (parked_ || !channel_ || !ctl_ || wrapper_ == nullptr || state_ != session_state::ready || !served_ ||
-      awaiting_sync_ || run_out_ != 0 || stopping_ || events_ == nullptr || !events_->idle())
+      awaiting_sync_ || run_out_ != 0 || lease_out_ != 0 || stopping_ || events_ == nullptr || !events_->idle())
     return false;
   // A message the shell sent that is not read yet (or its end-of-file) is read first.
   char b = 0;

@@ -98,6 +98,12 @@ class shell_supervisor final : public shell_port {
   // `interrupt`, to interrupt the shell (which abandons the rest of the command's text).
   uint64_t signal_command(const procs::since_mark& mark, int sig, bool interrupt) override;
   [[nodiscard]] status send_run(run_message& m) override;
+  // Leases (shell_port.h). Once one ends, sbshd syncs with the builtin before its next run: a
+  // status the builtin could not send on the lease comes on the channel after lease_ended, and
+  // is the holder's, not sbshd's (its seq is the holder's choice).
+  [[nodiscard]] bool serves_leases() const override { return leases_; }
+  [[nodiscard]] status send_lease(uint64_t& seq, int lease) override;
+  void end_lease() override;
 
   // Parking: an idle session's shell channel is closed in sbshd (one descriptor fewer) and
   // asked back from the wrapper, which holds a copy, when a command comes (want_channel).
@@ -126,7 +132,7 @@ class shell_supervisor final : public shell_port {
   // read /proc/PID/cwd of the shell, which is undumpable.
   [[nodiscard]] const std::string& said_cwd() const { return said_cwd_; }
   [[nodiscard]] uint64_t restarts() const { return restarts_; }
-  [[nodiscard]] bool adopted_busy() const override { return awaiting_sync_; }
+  [[nodiscard]] bool adopted_busy() const override { return awaiting_sync_ && !lease_sync_; }
   [[nodiscard]] int64_t adopted_ms() const { return adopted_ms_; }
 
  private:
@@ -192,6 +198,10 @@ class shell_supervisor final : public shell_port {
   uint64_t run_nonce_ = 0;   // that run's nonce, which its status must repeat
   std::string said_cwd_;
   bool interrupts_ = false;  // the builtin reads interrupt messages (ready, synced)
+  bool leases_ = false;      // the builtin takes leases (ready, synced)
+  uint64_t lease_out_ = 0;   // the lease sent and not yet ended; 0: none
+  uint64_t lease_nonce_ = 0;
+  bool lease_sync_ = false;  // awaiting_sync_ after a lease: statuses meanwhile are its holder's
   int64_t shell_pid_ = 0;
   int64_t wrapper_pid_ = 0;
   uint64_t started_mono_us_ = 0;

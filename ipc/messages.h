@@ -710,6 +710,37 @@ struct release {
   static constexpr auto fields() { return std::tuple{}; }
 };
 
+// Asks for a lease of a session's shell (docs/architecture.md, "The direct path"): queued as
+// an exec is; at its turn answered with lease_granted, which carries the lease socket. Ended
+// by a release with this request's id, by the connection's end, or by any other request
+// queued on the session; lease_ended (same id) says it is over.
+struct lease {
+  static constexpr message_kind kind{msg_type::lease, "lease", client_to_daemon, true};
+  std::string_view session;
+  static constexpr auto fields() { return std::tuple{field("session", &lease::session, kRequired)}; }
+};
+
+// The lease is held: the attached descriptor (fds 1) is the holder's end of a SOCK_SEQPACKET
+// socket on which it sends the builtin runs (ipc/shell_channel.h) and reads their statuses,
+// which the shell (shell_pid, as this connection's peer sees it) sends. sbshd keeps no copy.
+struct lease_granted {
+  static constexpr message_kind kind{msg_type::lease_granted, "lease_granted", daemon_to_client, true};
+  int64_t shell_pid = 0;
+  uint64_t generation = 0;
+  uint64_t fds = 1;
+  static constexpr auto fields() {
+    using s = lease_granted;
+    return std::tuple{field("shell_pid", &s::shell_pid), field("generation", &s::generation), field("fds", &s::fds)};
+  }
+};
+
+// The lease is over (its socket is closed at the shell's end): why.
+struct lease_ended {
+  static constexpr message_kind kind{msg_type::lease_ended, "lease_ended", daemon_to_client, true};
+  std::string_view reason;
+  static constexpr auto fields() { return std::tuple{field("reason", &lease_ended::reason)}; }
+};
+
 // 400: daemon
 
 struct status {
@@ -1193,7 +1224,7 @@ struct env_prune {
 // Every message, in the order of their numbers.
 using all = std::tuple<hello, welcome, error, ok, session_list, session_info, session_create, session_show,
                        session_detail, session_rm, session_restart, session_prune, session_pruned, session_removed, kept_list, kept_info, kept_prune, exec, output, stdin_data, stdin_eof,
-                       exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, command_input, status, status_reply, shutdown, wrapper_ready, signal_command,
+                       exec_done, cancel, release, exec_started, exec_detached, command_wait, command_logs, command_kill, command_running, command_input, lease, lease_granted, lease_ended, status, status_reply, shutdown, wrapper_ready, signal_command,
                        signal_result, shell_exited, ping, pong, protect_group, unprotect_group, claim, adopt,
                        adopted, initialized, lend_channel, channel_lent, proc_start, proc_info, proc_list, proc_table, proc_kill, proc_wait, proc_logs,
                        logs_end, file_read, file_opened, file_chunk, file_end, file_write, file_data, file_close,

@@ -69,6 +69,9 @@ enum class msg_type : uint32_t {
   command_kill = 311,
   command_running = 312,
   command_input = 313,
+  lease = 314,
+  lease_granted = 315,
+  lease_ended = 316,
 
   // 400: daemon
   status = 400,

@@ -56,6 +56,7 @@ std::vector<std::pair<std::string, std::string>> requests() {
   msg("command_logs", encode(msg::command_logs{.command_id = 1, .follow = false, .out = true, .err = false}, 8));
   msg("command_kill", encode(msg::command_kill{.command_id = 1, .signal = {15}}, 8));
   msg("command_input", encode(msg::command_input{.command_id = 1, .data = {"yes\r"}, .typed = true, .eof = false}, 8));
+  msg("lease", encode(msg::lease{.session = "build"}, 8));
   msg("file_read", encode(msg::file_read{.session = "build", .path = "a/b", .offset = 1, .length = 3}, 9));
   msg("file_write", encode(msg::file_write{.session = "build", .path = "a/b", .mode = 0644, .parents = true}, 9));
   msg("file_data", encode(msg::file_data{.data = {"abc"}}, 9));

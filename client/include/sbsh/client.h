@@ -362,6 +362,37 @@ struct file_list_options {
   bool as_shell = false;
 };
 
+// A lease of a session's shell (connection::lease; docs/architecture.md, "The direct path"):
+// its commands go from this process to the shell and back on a socket of their own, with no
+// word to sbshd, each with fresh pipes: exact stdout and stderr, and the status the shell
+// sends (checked to come from it). The shell's state (variables, directory) carries to and
+// from the session's other commands. Until sbshd reads a record of them, its timeouts,
+// cancels and `sbsh ps` do not see commands run on a lease. The lease ends with release()
+// (the destructor releases it), when its connection closes, or when any other request is
+// queued on the session: run() then fails with code "eof" (the command was not run, unless
+// the lease ended while it ran). Its connection, which must outlive it, serves nothing else
+// while it is held.
+class SBSH_API lease {
+ public:
+  lease(lease&&) noexcept;
+  lease& operator=(lease&&) noexcept;
+  ~lease();
+  // Runs `command` at the shell's top level, stdin /dev/null, and waits for it.
+  result<exec_result> run(std::string_view command);
+  // Ends the lease and waits for sbshd to say so.
+  sbsh::status release();
+  [[nodiscard]] bool held() const;
+  [[nodiscard]] int64_t shell_pid() const;  // the shell, as this process sees it
+  [[nodiscard]] uint64_t generation() const;
+
+  struct state;
+
+ private:
+  friend class connection;
+  explicit lease(std::unique_ptr<state> s);
+  std::unique_ptr<state> s_;
+};
+
 // An exec that the caller's event loop drives (connection::start_exec) instead of waiting
 // in exec(): when fd() is readable, call step(); it does what can be done without blocking
 // and gives the result once the command has ended. The connection serves nothing else
@@ -466,6 +497,9 @@ class SBSH_API connection {
   // it ended) with only the output it wrote after the input, within opts.output_limit.
   // Errors: "no_input" when it takes no input (never opened, ended, or the command is over).
   result<exec_result> send_input(uint64_t command_id, std::string_view data, const input_options& opts = {});
+  // A lease of `session`'s shell (see class lease), granted once the commands queued before
+  // it have run. Refused over a dial command (code "not_supported": no descriptor passes).
+  result<client::lease> lease(const std::string& session);
   // Files beneath a session's root (session_spec::root, or a snapshot session's copy). A
   // path is taken from the root (an absolute one only if it lies beneath it) and resolved
   // beneath it: one leading outside fails with code "outside_root" (the message names the

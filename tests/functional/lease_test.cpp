@@ -1,0 +1,438 @@
+// Leases (docs/architecture.md, "The direct path"): a client asks sbshd for a lease of a
+// session's shell and runs commands on the lease's socket with no word to sbshd, exactly as
+// sbshd itself does on the shell's channel. The lease is a job in the session's queue: it
+// ends when its holder releases it, when its holder goes, or when anything else is queued on
+// the session, which then serves it as always, with the shell's state kept.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "fixture.h"
+#include "ipc/frame.h"
+#include "ipc/shell_channel.h"
+#include "ipc/socket_io.h"
+
+namespace sbsh::test::lease_tests {
+
+// A connection to sbshd that has said hello.
+ipc::channel greeted(const std::string& sock) {
+  ipc::channel ch{unique_fd(raw_connect(sock))};
+  ipc::frame_builder hello(ipc::msg_type::hello, 1);
+  hello.u64("version", ipc::kProtocolVersion);
+  EXPECT_TRUE(ch.send(hello.finish()).ok());
+  auto w = ch.recv();
+  EXPECT_TRUE(w && w->msg.type() == ipc::msg_type::welcome);
+  return ch;
+}
+
+// The next frame answering request `id` (others are skipped).
+std::optional<ipc::envelope> reply_to(ipc::channel& ch, uint64_t id) {
+  for (;;) {
+    auto env = ch.recv();
+    if (!env) return std::nullopt;
+    if (env->msg.id() == id) return std::move(*env);
+  }
+}
+
+std::string str_field(const ipc::envelope& env, const char* key) {
+  auto v = env.msg.get_str(key);
+  return v && v.value() ? std::string(*v.value()) : std::string();
+}
+
+// How a command run on a lease ended; closed: the lease's socket closed instead (the lease
+// is over), and the command's status never came on it.
+struct lease_run {
+  bool closed = false;
+  int exit = -1;
+  pid_t sender = 0;
+  std::string out, err;
+};
+
+// A lease held on one connection: its socket, and commands run on it as sbshd runs them on
+// the shell's channel (ipc/shell_channel.h): the text, fresh stdout and stderr pipes, the
+// status back with the run's seq and nonce, sent by the shell.
+struct holder {
+  explicit holder(ipc::channel c) : ch(std::move(c)) {}
+  ipc::channel ch;
+  uint64_t id = 0;
+  unique_fd lease;
+  pid_t shell = 0;
+  std::string error_code, error;  // when it was refused
+
+  // Asks for a lease of `session` under request id `req` and waits for the answer.
+  bool take(const std::string& session, uint64_t req = 7) {
+    id = req;
+    ipc::frame_builder f(ipc::msg_type::lease, id);
+    f.str("session", session);
+    if (!ch.send(f.finish()).ok()) return false;
+    auto r = reply_to(ch, id);
+    if (!r) return false;
+    if (r->msg.type() == ipc::msg_type::error) {
+      error_code = str_field(*r, "code");
+      error = str_field(*r, "message");
+      return false;
+    }
+    EXPECT_EQ(r->msg.type(), ipc::msg_type::lease_granted);
+    EXPECT_EQ(r->fds.size(), 1u);
+    if (r->fds.size() != 1) return false;
+    shell = static_cast<pid_t>(r->msg.get_i64("shell_pid").value().value_or(0));
+    lease = std::move(r->fds[0]);
+    return true;
+  }
+
+  // Releases it; returns the reason lease_ended gives.
+  std::string release() {
+    ipc::frame_builder f(ipc::msg_type::release, id);
+    EXPECT_TRUE(ch.send(f.finish()).ok());
+    return ended();
+  }
+
+  // Waits for lease_ended; its reason.
+  std::string ended() {
+    auto r = reply_to(ch, id);
+    if (!r) return "(no answer)";
+    EXPECT_EQ(r->msg.type(), ipc::msg_type::lease_ended);
+    return str_field(*r, "reason");
+  }
+
+  lease_run run(const std::string& text) {
+    lease_run res;
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
+    unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+    sbsh_run_header h{};
+    h.magic = SBSH_CHANNEL_MAGIC;
+    h.version = SBSH_CHANNEL_VERSION;
+    h.type = SBSH_MSG_RUN;
+    h.seq = ++seq_;
+    h.nonce = nonce_();
+    h.text_len = static_cast<uint32_t>(text.size());
+    iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(text.data()), text.size()}};
+    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))]{};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    int fds[2] = {out_w.get(), err_w.get()};
+    std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+    if (::sendmsg(lease.get(), &mh, MSG_NOSIGNAL) < 0) {
+      res.closed = true;
+      return res;
+    }
+    out_w.reset();
+    err_w.reset();
+    bool status = false;
+    while (!status || out_r || err_r) {
+      pollfd p[3] = {{status ? -1 : lease.get(), POLLIN, 0},
+                     {out_r ? out_r.get() : -1, POLLIN, 0},
+                     {err_r ? err_r.get() : -1, POLLIN, 0}};
+      if (::poll(p, 3, 20000) <= 0) {
+        ADD_FAILURE() << "a run on the lease did not end within 20 s";
+        res.closed = true;
+        return res;
+      }
+      for (int i = 1; i < 3; ++i) {
+        if (p[i].revents == 0) continue;
+        unique_fd& fd = i == 1 ? out_r : err_r;
+        char buf[4096];
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n <= 0) fd.reset();
+        else (i == 1 ? res.out : res.err).append(buf, static_cast<size_t>(n));
+      }
+      if (p[0].revents == 0) continue;
+      sbsh_status_msg st{};
+      char cwd[SBSH_CHANNEL_MAX_CWD];
+      iovec in[2] = {{&st, sizeof st}, {cwd, sizeof cwd}};
+      alignas(cmsghdr) char cred[CMSG_SPACE(sizeof(ucred))]{};
+      msghdr rh{};
+      rh.msg_iov = in;
+      rh.msg_iovlen = 2;
+      rh.msg_control = cred;
+      rh.msg_controllen = sizeof cred;
+      ssize_t n = ::recvmsg(lease.get(), &rh, MSG_CMSG_CLOEXEC);
+      if (n <= 0) {
+        res.closed = true;
+        status = true;
+        continue;
+      }
+      for (cmsghdr* k = CMSG_FIRSTHDR(&rh); k != nullptr; k = CMSG_NXTHDR(&rh, k))
+        if (k->cmsg_level == SOL_SOCKET && k->cmsg_type == SCM_CREDENTIALS) {
+          ucred u{};
+          std::memcpy(&u, CMSG_DATA(k), sizeof u);
+          res.sender = u.pid;
+        }
+      EXPECT_EQ(st.type, SBSH_MSG_STATUS);
+      EXPECT_EQ(st.seq, h.seq);
+      EXPECT_EQ(st.nonce, h.nonce);
+      res.exit = st.exit_value;
+      status = true;
+    }
+    return res;
+  }
+
+  // Whether the lease's socket reads end-of-file within `limit` (the shell closed its end).
+  bool closes_within(std::chrono::milliseconds limit) const {
+    pollfd p{lease.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
+    char b;
+    return ::recv(lease.get(), &b, 1, MSG_DONTWAIT) == 0;
+  }
+
+ private:
+  uint64_t seq_ = 0;
+  std::mt19937_64 nonce_{std::random_device{}()};
+};
+
+class lease_test : public daemon_test {
+ protected:
+  holder hold(const std::string& session) {
+    holder h{greeted(sock)};
+    EXPECT_TRUE(h.take(session)) << h.error;
+    return h;
+  }
+};
+
+TEST_F(lease_test, RunsCommandsExactlyAndKeepsTheShellsStateForLaterExecs) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  holder h = hold("s");
+  ASSERT_TRUE(h.lease);
+  EXPECT_EQ(h.shell, session_pids("s").shell_pid);
+
+  lease_run r = h.run(std::string("printf 'a\\0b'; printf 'to err\\n' >&2; (exit 3)"));
+  EXPECT_FALSE(r.closed);
+  EXPECT_EQ(r.out, std::string("a\0b", 3));
+  EXPECT_EQ(r.err, "to err\n");
+  EXPECT_EQ(r.exit, 3);
+  EXPECT_EQ(r.sender, h.shell);  // the shell answered, as the kernel says
+
+  r = h.run("cd /tmp && X=leased");
+  EXPECT_EQ(r.exit, 0);
+  r = h.run("echo \"$X\"; pwd");
+  EXPECT_EQ(r.out, "leased\n/tmp\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.exit, 0);
+}
+
+TEST_F(lease_test, StateCarriesFromLeaseRunsToExecsAndBack) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  ASSERT_EQ(exec("s", "Y=before").code, 0);
+  holder h = hold("s");
+  lease_run r = h.run("echo \"$Y\"; cd /tmp; X=leased");
+  EXPECT_EQ(r.out, "before\n");
+  EXPECT_EQ(r.exit, 0);
+  r = h.run(R"(echo "$X" "$PWD")");
+  EXPECT_EQ(r.out, "leased /tmp\n");
+  EXPECT_EQ(h.release(), "its holder released it");
+  EXPECT_TRUE(h.closes_within(std::chrono::seconds(10)));
+
+  run_result e = exec("s", "echo \"$X\"; pwd; Z=after");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "leased\n/tmp\n");
+  // sbshd learnt where the shell is, which it did not see while the lease lasted.
+  EXPECT_EQ(session_status("s").cwd, "/tmp");
+
+  // A second lease on the same connection, after the first ended.
+  ASSERT_TRUE(h.take("s", 9)) << h.error;
+  r = h.run("echo \"$Z\"");
+  EXPECT_EQ(r.out, "after\n");
+  EXPECT_EQ(h.release(), "its holder released it");
+}
+
+TEST_F(lease_test, AnotherClientsExecEndsTheLeaseAndIsServed) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  holder h = hold("s");
+  ASSERT_EQ(h.run("W=held").exit, 0);
+  run_result e = exec("s", "echo \"$W\"; echo err >&2; (exit 4)");
+  EXPECT_EQ(e.code, 4);
+  EXPECT_EQ(e.out, "held\n");
+  EXPECT_EQ(e.err, "err\n");
+  std::string why = h.ended();
+  EXPECT_NE(why.find("another request was queued on session 's'"), std::string::npos) << why;
+  EXPECT_TRUE(h.closes_within(std::chrono::seconds(10)));
+  EXPECT_TRUE(h.run("true").closed);  // the lease is over: nothing runs on it
+}
+
+TEST_F(lease_test, TheHoldersDeathEndsTheLeaseAndTheSessionServesOthers) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    holder h{greeted(sock)};
+    bool ok = h.take("s") && h.run("V=from-the-dead; cd /").exit == 0;
+    (void)!::write(ready[1], ok ? "y" : "n", 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char said = 0;
+  EXPECT_EQ(::read(ready[0], &said, 1), 1);
+  ::close(ready[0]);
+  EXPECT_EQ(said, 'y');
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  run_result e = exec("s", "echo \"$V\"; pwd");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "from-the-dead\n/\n");
+}
+
+TEST_F(lease_test, AHolderWhoseConnectionClosesLosesTheLease) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  holder h = hold("s");
+  h.ch.close();  // the socket stays with it: sbshd ends the lease all the same
+  EXPECT_TRUE(h.closes_within(std::chrono::seconds(10)));
+  EXPECT_EQ(exec("s", "echo ok").out, "ok\n");
+}
+
+TEST_F(lease_test, ALeaseWaitsForTheCommandBeforeIt) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  run_result first;
+  std::string started = dir + "/started";
+  std::thread t([&] { first = exec("s", "touch " + shell_quote(started) + "; sleep 0.5; U=first"); });
+  EXPECT_TRUE(wait_until([&] { return ::access(started.c_str(), F_OK) == 0; }, std::chrono::seconds(20)));
+  holder h = hold("s");  // granted once the command has ended
+  EXPECT_EQ(h.run("echo \"$U\"").out, "first\n");
+  t.join();
+  EXPECT_EQ(first.code, 0) << first.err;
+}
+
+TEST_F(lease_test, RefusalsSayWhy) {
+  holder h{greeted(sock)};
+  EXPECT_FALSE(h.take("nope"));
+  EXPECT_EQ(h.error_code, "no_such_session");
+  EXPECT_NE(h.error.find("sbsh session create nope"), std::string::npos) << h.error;
+  EXPECT_FALSE(h.take("bad name!", 8));
+  EXPECT_EQ(h.error_code, "invalid_session_name");
+
+  // A shell that may not have the lease's descriptor (a limit on its descriptors) cannot
+  // take it; the session goes on.
+  ASSERT_EQ(sbsh({"session", "create", "small", "--limit", "nofile=64"}).code, 0);
+  EXPECT_FALSE(h.take("small", 10));
+  EXPECT_EQ(h.error_code, "internal");
+  EXPECT_NE(h.error.find("could not take the lease"), std::string::npos) << h.error;
+  EXPECT_EQ(exec("small", "echo ok").out, "ok\n");
+}
+
+TEST_F(lease_test, AConfinedSessionIsRefusedALeaseWhenSbshdRunsAsRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a root sbshd refuses a confined session a lease";
+  std::string root = dir + "/root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  run_result created = sbsh({"session", "create", "box", "--root", root, "--confine"});
+  if (created.code != 0) GTEST_SKIP() << "no confined session here: " << created.err;
+  holder h{greeted(sock)};
+  EXPECT_FALSE(h.take("box"));
+  EXPECT_EQ(h.error_code, "not_supported");
+  EXPECT_NE(h.error.find("is confined and sbshd runs as root"), std::string::npos) << h.error;
+  EXPECT_EQ(exec("box", "echo ok").out, "ok\n");
+}
+
+// With idle channels parked at once: a parked session is leased (its channel asked back), and
+// a leased one is not parked, so sbshd can still end the lease when another request comes.
+class lease_parking_test : public lease_test {
+ protected:
+  void SetUp() override {
+    daemon_args = {"--park-after-ms", "50"};
+    lease_test::SetUp();
+  }
+};
+
+TEST_F(lease_parking_test, AParkedSessionIsLeasedAndALeasedOneStaysReachable) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  ASSERT_EQ(exec("s", "P=parked").code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle: parked
+  holder h = hold("s");
+  EXPECT_EQ(h.run(R"(echo "$P")").out, "parked\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // leased: not parked
+  EXPECT_EQ(h.run("P=leased").exit, 0);
+  run_result e = exec("s", R"(echo "$P")");
+  EXPECT_EQ(e.out, "leased\n") << e.err;
+  EXPECT_NE(h.ended().find("another request"), std::string::npos);
+}
+
+// The library's lease (client::lease): the same, through connection::lease.
+TEST_F(lease_test, TheLibrarysLeaseRunsExactlyAndGivesTheConnectionBackOnRelease) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  EXPECT_TRUE(l->held());
+  EXPECT_EQ(l->shell_pid(), session_pids("s").shell_pid);
+  auto r = l->run(std::string("printf 'a\\0b'; printf 'e\\n' >&2; cd /tmp; L=lib; (exit 5)"));
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, std::string("a\0b", 3));
+  EXPECT_EQ(r->stderr_data, "e\n");
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_FALSE(r->signal);
+  r = l->run("sh -c 'kill -TERM $$'");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->signal, SIGTERM);
+  // A text longer than one message travels in a memfd.
+  std::string long_text = "echo " + std::string(100000, 'x');
+  r = l->run(long_text);
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, std::string(100000, 'x') + "\n");
+
+  // The connection serves nothing else while it holds the lease.
+  client::exec_options o;
+  o.session = "s";
+  o.command = "echo \"$L\"; pwd";
+  auto refused = c.exec(o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.err().message.find("holds a lease"), std::string::npos) << refused.err().message;
+
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_FALSE(l->held());
+  auto e = c.exec(o);
+  ASSERT_TRUE(e) << e.err().message;
+  EXPECT_EQ(e->stdout_data, "lib\n/tmp\n");
+}
+
+TEST_F(lease_test, TheLibrarysLeaseSaysWhenAnotherRequestEndedIt) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  ASSERT_TRUE(l->run("M=1"));
+  EXPECT_EQ(exec("s", "echo \"$M\"").out, "1\n");
+  auto r = l->run("true");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err().code, "eof");
+  EXPECT_NE(r.err().message.find("the lease has ended"), std::string::npos) << r.err().message;
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_TRUE(c.exec([] {
+    client::exec_options o;
+    o.session = "s";
+    o.command = "true";
+    return o;
+  }()));
+}
+
+TEST_F(lease_test, TheLibraryRefusesALeaseThroughADialCommand) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connect_options o;
+  o.dial_command = {bin("sbsh"), "-S", sock, "--no-autostart", "dial-stdio"};
+  auto c = client::connection::connect(o);
+  ASSERT_TRUE(c) << c.err().message;
+  auto l = c->lease("s");
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.err().code, "not_supported");
+  EXPECT_NE(l.err().message.find("local connection"), std::string::npos) << l.err().message;
+}
+
+}  // namespace sbsh::test::lease_tests
