@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -29,66 +28,22 @@ namespace {
 
 constexpr std::string_view kSuffix = ".msgpack";
 
-// From this many files in one batch (a shutdown saving every session's idle time), their data
-// is made durable with one syncfs() of the filesystem rather than an fsync each: 10,000
-// fsyncs took 3 s here, most of a shutdown of 10,000 sessions.
-constexpr size_t kSyncfsFrom = 16;
-
-// Writes `bytes` to `path`'s temporary file beside it, synced when `sync`. Returns what went
-// wrong, or "" (the temporary file is gone then).
-std::string write_temporary(const std::string& path, const std::string& bytes, bool sync) {
+// Writes `bytes` to `path` through a temporary file beside it, synced before it is renamed
+// into place, so that `path` is always the old file or the new one, never part of one. The
+// directory is synced by the caller, once per batch. Returns what went wrong, or "".
+std::string write_synced(const std::string& path, const std::string& bytes) {
   std::string tmp = path + ".tmp";
   unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd) return fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
-  bool ok = ::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-            (!sync || ::fsync(fd.get()) == 0);
+  bool ok = ::write(fd.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd.get()) == 0;
   int e = errno;
   fd.reset();
-  if (ok) return {};
-  ::unlink(tmp.c_str());
-  return fmt::format("cannot write {}: {}", path, std::strerror(e));
-}
-
-// Renames `path`'s temporary file into place; returns what went wrong, or "".
-std::string put_in_place(const std::string& path) {
-  std::string tmp = path + ".tmp";
-  if (::rename(tmp.c_str(), path.c_str()) == 0) return {};
-  int e = errno;
-  ::unlink(tmp.c_str());
-  return fmt::format("cannot write {}: {}", path, std::strerror(e));
-}
-
-// Writes each file of `files` (path, bytes) through a temporary file beside it, its data on
-// disk before it is renamed into place, so that each path is always the old file or the new
-// one, never part of one. The directory `dir` is synced by the caller, once per batch.
-// Returns what went wrong, one line a file.
-std::vector<std::string> write_synced(const std::string& dir,
-                                      const std::vector<std::pair<std::string, const std::string*>>& files) {
-  std::vector<std::string> errors;
-  bool one_sync = files.size() >= kSyncfsFrom;
-  std::vector<const std::string*> written;
-  for (const auto& [path, bytes] : files) {
-    if (std::string e = write_temporary(path, *bytes, !one_sync); !e.empty()) {
-      errors.push_back(std::move(e));
-      continue;
-    }
-    if (one_sync) {
-      written.push_back(&path);  // renamed once the filesystem is synced
-      continue;
-    }
-    if (std::string e = put_in_place(path); !e.empty()) errors.push_back(std::move(e));
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) e = errno;
+    ::unlink(tmp.c_str());
+    return fmt::format("cannot write {}: {}", path, std::strerror(e));
   }
-  if (written.empty()) return errors;
-  unique_fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::syncfs(d.get()) != 0) {
-    int e = errno;
-    for (const std::string* path : written) ::unlink((*path + ".tmp").c_str());
-    errors.push_back(fmt::format("cannot write {} files in {}: {}", written.size(), dir, std::strerror(e)));
-    return errors;
-  }
-  for (const std::string* path : written)
-    if (std::string e = put_in_place(*path); !e.empty()) errors.push_back(std::move(e));
-  return errors;
+  return {};
 }
 
 void sync_dir(const std::string& dir) {
@@ -195,25 +150,18 @@ void session_store::flush() {
         auto note = [&](std::string e) {
           if (!e.empty()) errors->push_back(std::move(e));
         };
-        auto note_all = [&](std::vector<std::string> es) {
-          for (auto& e : es) note(std::move(e));
-        };
         if (!b->environ_writes.empty()) {
-          std::vector<std::pair<std::string, const std::string*>> files;
           for (const auto& [hash, bytes] : b->environ_writes)
-            files.emplace_back(fmt::format("{}/{}{}", environs, hash, kSuffix), &bytes);
-          note_all(write_synced(environs, files));
+            note(write_synced(fmt::format("{}/{}{}", environs, hash, kSuffix), bytes));
           sync_dir(environs);  // before any session's file names them
         }
         if (!b->session_writes.empty()) {
-          std::vector<std::pair<std::string, const std::string*>> files;
           for (const auto& [name, bytes] : b->session_writes) {
             std::string path = fmt::format("{}/{}{}", sessions, name, kSuffix);
-            if (bytes) files.emplace_back(std::move(path), &*bytes);
+            if (bytes) note(write_synced(path, *bytes));
             else if (::unlink(path.c_str()) != 0 && errno != ENOENT)
               note(fmt::format("cannot remove {}: {}", path, std::strerror(errno)));
           }
-          note_all(write_synced(sessions, files));
           sync_dir(sessions);
         }
         if (!b->environ_removes.empty()) {

@@ -4,12 +4,9 @@
 // STATE/sessions.msgpack of earlier versions converted; the bound on all definitions, with
 // each environment counted once.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -62,29 +59,6 @@ TEST_F(state_test, SessionsSurviveARestartEachInItsOwnFile) {
   start_daemon();
   EXPECT_EQ(exec("a", "echo $GREETING").out, "hello\n");
   EXPECT_FALSE(listed("b").is_null());
-}
-
-// A shutdown saves every session's idle time: many files in one batch, made durable with one
-// sync of the filesystem before any is renamed into place. Each is the new file after it,
-// none is left half-written, and all load again.
-TEST_F(state_test, ManySessionsSavedAtOnceAreAllWrittenWhole) {
-  constexpr int kSessions = 24;
-  std::vector<std::string> names;
-  for (int i = 0; i < kSessions; ++i) {
-    names.push_back("m" + std::to_string(i));
-    ASSERT_EQ(sbsh({"session", "create", names.back(), "--idle-expiry", "1h"}).code, 0);
-  }
-  std::map<std::string, fs::file_time_type> before;
-  for (const auto& n : names) before[n] = fs::last_write_time(state + "/sessions/" + n + ".msgpack");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the clock's step
-  for (const auto& n : names) ASSERT_EQ(exec(n, "v=" + n).code, 0);
-  stop_daemon();
-  for (const auto& n : names)
-    EXPECT_GT(fs::last_write_time(state + "/sessions/" + n + ".msgpack"), before[n]) << n << "'s idle time";
-  for (const auto& e : fs::directory_iterator(state + "/sessions"))
-    EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
-  start_daemon();
-  for (const auto& n : names) EXPECT_FALSE(listed(n).is_null()) << n;
 }
 
 TEST_F(state_test, SessionsFromOneClientShareOneEnvironmentFile) {
