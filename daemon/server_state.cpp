@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -27,10 +28,15 @@ namespace sbsh::daemon {
 
 void server::save_state() {
   activity_save_timer_.reset();  // this write has them
-  // Only the sessions whose idle time changed since it was saved, each in its own file.
-  for (const auto& [name, s] : sessions_)
-    if (s->def().idle_expiry_ms > 0 && !store_.saved_with(name, s->last_active_ms()))
-      store_.save(name, s->def(), s->last_active_ms());
+  // When any idle time changed since it was saved: all of them, in one file.
+  std::map<std::string, int64_t> idle;
+  bool changed = false;
+  for (const auto& [name, s] : sessions_) {
+    if (s->def().idle_expiry_ms == 0) continue;
+    idle[name] = s->last_active_ms();
+    changed = changed || !store_.saved_with(name, s->last_active_ms());
+  }
+  if (changed) store_.save_activity(std::move(idle));
 }
 
 void server::write_atomically(const std::string& path, std::string bytes) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -102,7 +103,16 @@ void session_store::remove(const std::string& name) {
   flush();
 }
 
+void session_store::save_activity(std::map<std::string, int64_t> last_active) {
+  ipc::activity_file f;
+  f.last_active = std::move(last_active);
+  next_.activity_write = ipc::encode(f);
+  activity_ = std::move(f.last_active);
+  flush();
+}
+
 bool session_store::saved_with(const std::string& name, int64_t last_active) const {
+  if (auto a = activity_.find(name); a != activity_.end() && a->second == last_active) return true;
   auto it = saved_.find(name);
   return it != saved_.end() && it->second.last_active == last_active;
 }
@@ -146,7 +156,8 @@ void session_store::flush() {
   // Off the loop: every fsync may take a while. The batch is the job's alone meanwhile.
   off_loop(
       loop_,
-      [b, errors, sessions = sessions_dir(), environs = environs_dir()] {
+      [b, errors, sessions = sessions_dir(), environs = environs_dir(), activity = activity_file(),
+       state = state_dir_] {
         auto note = [&](std::string e) {
           if (!e.empty()) errors->push_back(std::move(e));
         };
@@ -163,6 +174,10 @@ void session_store::flush() {
               note(fmt::format("cannot remove {}: {}", path, std::strerror(errno)));
           }
           sync_dir(sessions);
+        }
+        if (b->activity_write) {
+          note(write_synced(activity, *b->activity_write));
+          sync_dir(state);
         }
         if (!b->environ_removes.empty()) {
           for (const auto& hash : b->environ_removes)
@@ -184,8 +199,11 @@ std::vector<session_store::loaded> session_store::load() {
   for (const auto& dir : {sessions_dir(), environs_dir()})
     if (auto made = make_dirs(dir); !made) spdlog::error("{}", made.err().message);
   std::vector<loaded> out;
+  load_activity();
   load_sessions(out);
   load_legacy(out);
+  activity_ = std::move(read_activity_);
+  read_activity_.clear();
   // An environment that no session names (its last session's removal was cut short) goes.
   for (const auto& hash : stems_in(environs_dir()))
     if (valid_environ_hash(hash) && !environs_on_disk_.contains(hash)) next_.environ_removes.insert(hash);
@@ -218,6 +236,18 @@ const std::vector<std::string>* session_store::environ_vars(const std::string& h
   return &*it->second;
 }
 
+void session_store::load_activity() {
+  bool missing = false;
+  auto m = read_state_file(activity_file(), &missing);
+  if (!m) {
+    if (!missing) move_aside(activity_file(), m.err().message);
+    return;
+  }
+  auto f = ipc::decode<ipc::activity_file>(*m);
+  if (!f) return move_aside(activity_file(), f.err().message);
+  read_activity_ = std::move(f->last_active);
+}
+
 void session_store::load_sessions(std::vector<loaded>& out) {
   for (const auto& name : stems_in(sessions_dir())) {
     std::string path = fmt::format("{}/{}{}", sessions_dir(), name, kSuffix);
@@ -236,7 +266,9 @@ void session_store::load_sessions(std::vector<loaded>& out) {
       move_aside(path, fmt::format("it holds session '{}', not one named as the file is", ipc::printable(f->name, 80)));
       continue;
     }
-    loaded l{name, std::move(f->definition), f->last_active, false};
+    int64_t active = f->last_active;
+    if (auto a = read_activity_.find(name); a != read_activity_.end()) active = std::max(active, a->second);
+    loaded l{name, std::move(f->definition), active, false};
     if (!f->environ.empty()) {
       const auto* vars = valid_environ_hash(f->environ) ? environ_vars(f->environ) : nullptr;
       if (vars == nullptr) {

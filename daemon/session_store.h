@@ -42,6 +42,8 @@ class session_store {
   [[nodiscard]] std::string environs_dir() const { return state_dir_ + "/environs"; }
   // The file of earlier versions, converted at start.
   [[nodiscard]] std::string legacy_file() const { return state_dir_ + "/sessions.msgpack"; }
+  // Every session's idle time, in one file (ipc::activity_file).
+  [[nodiscard]] std::string activity_file() const { return state_dir_ + "/activity.msgpack"; }
 
   // A session read back at start: its definition as saved (its environment filled in from its
   // environment's file), when it last had something to do (0: unknown), and whether it came
@@ -65,6 +67,9 @@ class session_store {
   // Whether session `name` was saved with this idle time (an idle time that changed since is
   // saved at most once a minute: server::session_activity).
   [[nodiscard]] bool saved_with(const std::string& name, int64_t last_active) const;
+  // Saves the idle times of the sessions that can expire, all of them, in one file: the
+  // sessions' own files are not written again for it.
+  void save_activity(std::map<std::string, int64_t> last_active);
   // Calls `done` once everything saved or removed so far is on disk (at once when nothing
   // waits): a client told that a session was made can count on it surviving a crash.
   void when_written(std::function<void()> done);
@@ -85,15 +90,17 @@ class session_store {
     std::map<std::string, std::string> environ_writes;                 // by hash: bytes
     std::map<std::string, std::optional<std::string>> session_writes;  // by name: bytes, or none to remove
     std::set<std::string> environ_removes;                             // hashes
+    std::optional<std::string> activity_write;                         // the idle times' file
     std::vector<std::function<void()>> waiters;
     [[nodiscard]] bool empty() const {
-      return environ_writes.empty() && session_writes.empty() && environ_removes.empty();
+      return environ_writes.empty() && session_writes.empty() && environ_removes.empty() && !activity_write;
     }
   };
   void use_environ(const environ_ref& e);
   void drop_environ(const std::string& hash);
   void flush();
-  // What load() reads from each directory.
+  // What load() reads from each directory, and the idle times' file.
+  void load_activity();
   void load_sessions(std::vector<loaded>& out);
   void load_legacy(std::vector<loaded>& out);
   // The variables of environment `hash`, read once; nullptr when its file cannot be read.
@@ -106,6 +113,9 @@ class session_store {
     int64_t last_active = 0;
   };
   std::unordered_map<std::string, saved> saved_;  // by session name
+  std::map<std::string, int64_t> activity_;        // the idle times in the activity file
+  // While loading: the activity file's idle times.
+  std::map<std::string, int64_t> read_activity_;
   struct use {
     size_t sessions = 0;
     size_t bytes = 0;

@@ -1283,6 +1283,20 @@ struct sessions_file {
   }
 };
 
+// STATE/activity.msgpack: when each session that can expire last had something to do (unix
+// ms), all in one file, so that saving the idle times of 10,000 sessions (at most once a
+// minute, and at shutdown) writes one file, not each session's. A session's own file has the
+// idle time it had when it was written; the later of the two counts.
+struct activity_file {
+  static constexpr message_kind kind{msg_type::session_info, "the sessions' idle times", route::state_file, false};
+  uint64_t version = 1;
+  std::map<std::string, int64_t> last_active;
+  static constexpr auto fields() {
+    return std::tuple{field("version", &activity_file::version),
+                      field("last_active", &activity_file::last_active, kOmitEmpty)};
+  }
+};
+
 // STATE/procs.msgpack: the process table.
 struct procs_file {
   static constexpr message_kind kind{msg_type::proc_table, "the process table", route::state_file, false};

@@ -4,9 +4,12 @@
 // STATE/sessions.msgpack of earlier versions converted; the bound on all definitions, with
 // each environment counted once.
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -59,6 +62,46 @@ TEST_F(state_test, SessionsSurviveARestartEachInItsOwnFile) {
   start_daemon();
   EXPECT_EQ(exec("a", "echo $GREETING").out, "hello\n");
   EXPECT_FALSE(listed("b").is_null());
+}
+
+// Idle times are saved all in one file (STATE/activity.msgpack), not by writing each
+// session's file again: a shutdown of 10,000 sessions writes one file. After a restart each
+// session is idle since its last command, not since it was created.
+TEST_F(state_test, IdleTimesAreSavedInOneFileAndOutliveARestart) {
+  constexpr int kSessions = 24;
+  std::vector<std::string> names;
+  for (int i = 0; i < kSessions; ++i) {
+    names.push_back("m" + std::to_string(i));
+    ASSERT_EQ(sbsh({"session", "create", names.back(), "--idle-expiry", "1h"}).code, 0);
+  }
+  std::map<std::string, fs::file_time_type> before;
+  for (const auto& n : names) before[n] = fs::last_write_time(state + "/sessions/" + n + ".msgpack");
+  // ISO 8601 times in UTC, which sort as text.
+  std::string created = listed(names[0]).at("idle_since").get<std::string>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  for (const auto& n : names) ASSERT_EQ(exec(n, "v=" + n).code, 0);
+  stop_daemon();
+  EXPECT_TRUE(fs::exists(state + "/activity.msgpack"));
+  for (const auto& n : names)
+    EXPECT_EQ(fs::last_write_time(state + "/sessions/" + n + ".msgpack"), before[n]) << n << "'s file was written again";
+  start_daemon();
+  for (const auto& n : names) {
+    auto s = listed(n);
+    ASSERT_FALSE(s.is_null()) << n;
+    // Idle since its command, a second after the first was created.
+    EXPECT_GT(s.at("idle_since").get<std::string>(), created) << n;
+  }
+}
+
+// A damaged idle times' file is set aside; the sessions load with the idle times their own
+// files have.
+TEST_F(state_test, ADamagedIdleTimesFileIsSetAside) {
+  ASSERT_EQ(sbsh({"session", "create", "d", "--idle-expiry", "1h"}).code, 0);
+  stop_daemon();
+  std::ofstream(state + "/activity.msgpack", std::ios::trunc) << "not msgpack";
+  start_daemon();
+  EXPECT_FALSE(listed("d").is_null());
+  EXPECT_TRUE(set_aside_in("", "activity.msgpack"));
 }
 
 TEST_F(state_test, SessionsFromOneClientShareOneEnvironmentFile) {
