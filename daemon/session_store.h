@@ -3,6 +3,9 @@
 // file per distinct environment, STATE/environs/HASH.msgpack (session_environ.h), written
 // when the first session with it is saved and removed when the last one goes. A change
 // rewrites one small file, so that making the 10,000th session costs what the first did.
+// The idle times of all sessions are saved together in STATE/activity.msgpack
+// (save_activity): a session's own file is not written again when only its idle time
+// changed.
 //
 // Writes are queued and done in batches off the loop, one batch at a time, each in three
 // steps with an fsync of the directory after each: the environments new to the disk, then the
