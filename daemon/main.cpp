@@ -142,6 +142,7 @@ void declare(command_line& cl, sbsh::daemon::run_options& o, bool& version, std:
   cl.number("--stalled-client-ms", "MS", "", o.stalled_client_ms, "a number of milliseconds", 1, 1 << 30);
   cl.number("--keep-finished", "N", "", o.keep_finished, "a number of processes", 1, 1 << 20);
   cl.number("--park-after-ms", "MS", "", o.park_after_ms, "a number of milliseconds", 0, 1 << 30);
+  cl.number("--stop-at-once", "N", "", o.stop_at_once, "a number of sessions", 1, 1 << 20);
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ struct options {
   // How long a session's shell channel stays unused before sbshd parks it with the wrapper
   // (shell_supervisor::park); 0: only when descriptors run short.
   uint64_t park_after_ms = 2000;
+  // How many sessions a shutdown ends at a time (server::stop_more_sessions).
+  size_t stop_at_once = 256;
   // The most bytes all environments (session create --setup) may hold; the least recently
   // used that no session uses are deleted to stay within it. 0: no cap.
   uint64_t env_cap = 10ull << 30;

@@ -175,6 +175,10 @@ class server final : public proc_host, public session_host {
   void removed(session* s, std::function<void()> done);
   void on_signal(int signum);
   void finish_shutdown();
+  // Asks sessions to end, a bounded number at a time (options::stop_at_once).
+  void stop_more_sessions();
+  // The bound on ending them has passed: says so, and finishes.
+  void shutdown_overdue();
   void watchdog_tick(uint64_t interval_ms);
   void start_spares();
   void start_spares_in(uint64_t ms);
@@ -217,6 +221,9 @@ class server final : public proc_host, public session_host {
   std::multiset<uint64_t> expiries_;
   uv::handle_ptr<uv::timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
+  // A shutdown's sessions not yet asked to end, and those asked whose wrappers have not ended.
+  std::deque<session*> to_stop_;
+  std::set<const session*> stopping_;
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.
   std::deque<spare_shell> confined_spares_;
   bool confined_spares_wanted_ = false;

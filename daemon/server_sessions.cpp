@@ -124,6 +124,8 @@ std::string setup_confinement(const session_def& def) {
 
 result<session*> server::get_or_create_session(const std::string& name, const std::string& cwd,
                                                const std::function<std::vector<std::string>()>& environment) {
+  // The shells end a bounded number at a time: none may take a new command meanwhile.
+  if (shutting_down_) return make_error(ipc::errc::shutting_down, "sbshd is shutting down");
   if (auto* s = find_session(name)) return s;
   if (auto p = pending_.find(name); p != pending_.end())
     return make_error(ipc::errc::session_creating,

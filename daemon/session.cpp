@@ -47,6 +47,11 @@ void session::activity() {
 void session::enqueue(std::unique_ptr<exec_job> job) { jobs_.enqueue(std::move(job)); }
 
 void session::stop(bool removed) {
+  refuse_jobs(removed);
+  shell_.stop();
+}
+
+void session::refuse_jobs(bool removed) {
   if (removed)
     jobs_.refuse_all(ipc::wire_name(ipc::errc::no_such_session),
                      fmt::format("session '{}' was removed before the command ran", name_),
@@ -54,7 +59,6 @@ void session::stop(bool removed) {
   else
     jobs_.refuse_all(ipc::wire_name(ipc::errc::shutting_down), "sbshd is shutting down",
                      "sbshd is shutting down; the command was stopped");
-  shell_.stop();
 }
 
 void session::abandon() {

@@ -52,6 +52,9 @@ class session {
   // Ends the shell and everything it started; the session stays stopped. Commands in flight
   // are told that the session was removed, or (`removed` false) that sbshd is shutting down.
   void stop(bool removed = false);
+  // stop()'s first half: every command queued or running is answered that it was refused or
+  // stopped (a shutdown then ends the shells a bounded number at a time).
+  void refuse_jobs(bool removed = false);
   // Lets go of the shell without ending it, for the next sbshd to adopt (shutdown
   // --keep-sessions); the session stays stopped.
   void abandon();
