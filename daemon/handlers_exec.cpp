@@ -77,6 +77,8 @@ void on_lease(server& srv, client_conn& c, ipc::envelope& env) {
   if (!req) return c.send_error(id, req.err());
   std::string name(req->session);
   if (auto ok = check_session_name(name); !ok) return c.send_error(id, ok.err());
+  // The shells end a bounded number at a time: none may be lent meanwhile.
+  if (srv.shutting_down()) return c.send_error(id, errc::shutting_down, "sbshd is shutting down");
   session* s = srv.find_session(name);
   if (s == nullptr)
     return c.send_error(id, errc::no_such_session,
