@@ -16,6 +16,7 @@
 
 #include "client/connection_impl.h"
 #include "ipc/shell_channel.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::client {
 
@@ -102,20 +103,8 @@ result<exec_result> lease::run(std::string_view command) {
     inline_text = {};
   }
   iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(inline_text.data()), inline_text.size()}};
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))]{};
-  msghdr mh{};
-  mh.msg_iov = iov;
-  mh.msg_iovlen = inline_text.empty() ? 1 : 2;
-  mh.msg_control = control;
-  mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-  cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-  std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-  ssize_t sent;
-  do sent = ::sendmsg(st.sock.get(), &mh, MSG_NOSIGNAL);
-  while (sent < 0 && errno == EINTR);
+  ssize_t sent = ipc::send_parts_with_fds(st.sock.get(), {iov, inline_text.empty() ? size_t{1} : size_t{2}},
+                                          {fds, nfds});
   if (sent < 0) {
     st.sock.reset();
     return lease_over(st);
