@@ -224,7 +224,7 @@ TEST_F(child_process_test, ChildrenHoldNoDescriptorAndEndTogether) {
   std::vector<ended> ends(kChildren);
   std::vector<uv::child_ptr> kids;
   std::string err;
-  kids.push_back(start("exec sleep 60", {devnull(), devnull(), devnull()}, &ends[0], &err));
+  kids.push_back(start("exec sleep 60", {devnull(), devnull(), devnull()}, ends.data(), &err));
   ASSERT_NE(kids.back(), nullptr) << err;
   size_t with_one = open_descriptors();
   for (int i = 1; i < kChildren; ++i) {
