@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -74,7 +75,7 @@ bool lease::held() const { return s_ && s_->sock && s_->conn != nullptr; }
 int64_t lease::shell_pid() const { return s_ ? s_->shell_pid : 0; }
 uint64_t lease::generation() const { return s_ ? s_->generation : 0; }
 
-result<exec_result> lease::run(std::string_view command) {
+result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
   if (!s_) return make_error(ipc::errc::invalid_argument, "a lease that was moved from");
   state& st = *s_;
   if (!st.sock) return lease_over(st);
@@ -91,6 +92,7 @@ result<exec_result> lease::run(std::string_view command) {
   h.seq = ++st.seq;
   h.nonce = st.nonces();
   h.text_len = static_cast<uint32_t>(command.size());
+  h.timeout_ms = static_cast<uint32_t>(std::min<uint64_t>(timeout_ms, UINT32_MAX));
   int fds[3] = {out_w.get(), err_w.get(), -1};
   size_t nfds = 2;
   unique_fd memfd;
@@ -177,6 +179,8 @@ result<exec_result> lease::run(std::string_view command) {
     answered = true;
     r.exit_code = m.exit_value;
     if ((m.flags & SBSH_STATUS_SIGNALED) != 0 && m.exit_signal > 0 && m.exit_signal < 65) r.signal = m.exit_signal;
+    r.timed_out = (m.flags & SBSH_STATUS_TIMED_OUT) != 0;
+    r.cancelled = (m.flags & SBSH_STATUS_CANCELLED) != 0;
   }
   return r;
 }

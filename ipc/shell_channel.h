@@ -137,6 +137,8 @@ enum sbsh_status_flags {
                                         message, at most SBSH_CHANNEL_MAX_CWD bytes): sent when it
                                         changed since the shell last said (sbshd cannot read
                                         /proc/PID/cwd of an undumpable shell unless it is root) */
+  SBSH_STATUS_TIMED_OUT = 1u << 4,   /* a run on a lease: sbshd stopped it, its timeout passed */
+  SBSH_STATUS_CANCELLED = 1u << 5,   /* a run on a lease: sbshd stopped it for another client */
 };
 
 /* Flags of ready and synced: what the builtin understands (a builtin of an earlier sbsh, in
@@ -158,7 +160,7 @@ struct sbsh_run_header {
   uint32_t flags;
   uint32_t text_len;
   uint32_t cwd_len;
-  uint32_t reserved;
+  uint32_t timeout_ms; /* a run on a lease: sbshd stops it once this has passed (0: never) */
   uint64_t nonce; /* run, sync, lease: repeated by the status, synced or leased that answers it */
 };
 

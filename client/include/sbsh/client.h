@@ -366,8 +366,9 @@ struct file_list_options {
 // its commands go from this process to the shell and back on a socket of their own, with no
 // word to sbshd, each with fresh pipes: exact stdout and stderr, and the status the shell
 // sends (checked to come from it). The shell's state (variables, directory) carries to and
-// from the session's other commands. Until sbshd reads a record of them, its timeouts,
-// cancels and `sbsh ps` do not see commands run on a lease. The lease ends with release()
+// from the session's other commands. The shell records each command in memory sbshd reads
+// (its start, its deadline, its end), so sbshd's timeouts, cancels, `sbsh ps`, history and
+// counters see commands run on a lease as they see any other. The lease ends with release()
 // (the destructor releases it), when its connection closes, or when any other request is
 // queued on the session: run() then fails with code "eof" (the command was not run, unless
 // the lease ended while it ran). Its connection, which must outlive it, serves nothing else
@@ -377,8 +378,11 @@ class SBSH_API lease {
   lease(lease&&) noexcept;
   lease& operator=(lease&&) noexcept;
   ~lease();
-  // Runs `command` at the shell's top level, stdin /dev/null, and waits for it.
-  result<exec_result> run(std::string_view command);
+  // Runs `command` at the shell's top level, stdin /dev/null, and waits for it. With
+  // `timeout_ms` > 0, sbshd stops it when that has passed, as it stops an exec that times out
+  // (its processes signalled, the rest of the text abandoned): timed_out then says so, and
+  // cancelled when another client stopped it (sbsh kill %N, or a cancel of the lease).
+  result<exec_result> run(std::string_view command, uint64_t timeout_ms = 0);
   // Ends the lease and waits for sbshd to say so.
   sbsh::status release();
   [[nodiscard]] bool held() const;
