@@ -65,6 +65,7 @@
 
 #include "bench_util.h"
 #include "common/confine.h"
+#include "daemon/lease_page.h"
 #include "daemon/shell_messages.h"
 #include "ipc/frame.h"
 #include "ipc/socket_io.h"
@@ -199,7 +200,12 @@ class builtin_driver {
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) std::exit(1);
     unique_fd shells(sv[1]);
     lease_ = unique_fd(sv[0]);
-    if (!daemon::send_lease(channel_.get(), 1, daemon::new_nonce(), shells.get())) std::exit(1);
+    auto page = daemon::lease_page::make();
+    if (!page) std::exit(1);
+    if (!daemon::send_lease(channel_.get(), 1, daemon::new_nonce(), shells.get(), page->second.get(),
+                            SBSH_LEASE_MARK_PIDS))
+      std::exit(1);
+    page_.emplace(std::move(page->first));
     if (next(channel_.get())->type != SBSH_MSG_LEASED) std::exit(1);
   }
 
@@ -215,6 +221,7 @@ class builtin_driver {
     }
   }
   unique_fd channel_, lease_;
+  std::optional<daemon::lease_page> page_;  // the lease's records, which the builtin writes
   daemon::text_memfd big_;
   pid_t pid_ = -1;
   uint64_t seq_ = 0;

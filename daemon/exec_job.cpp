@@ -91,9 +91,11 @@ status settle_dir(exec_job& job, const session_def& def) {
   return ok_status();
 }
 
-std::string shown_command(std::string_view text) {
-  if (text.size() <= kShownCommand) return std::string(text);
-  return fmt::format("{} [... {} bytes in all]", ipc::utf8_prefix(text, kShownCommand), text.size());
+std::string shown_command(std::string_view text) { return shown_command(text, text.size()); }
+
+std::string shown_command(std::string_view start, uint64_t size) {
+  if (size <= kShownCommand && start.size() == size) return std::string(start);
+  return fmt::format("{} [... {} bytes in all]", ipc::utf8_prefix(start, kShownCommand), size);
 }
 
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env) {

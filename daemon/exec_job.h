@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/procs.h"
+#include "daemon/lease_page.h"
 #include "ipc/fd.h"
 #include "ipc/frame.h"
 #include "ipc/result.h"
@@ -127,6 +128,12 @@ struct exec_job {
   bool lease_ending = false;  // lease_end sent
   unique_fd lease_client;     // the client's end, until the builtin has taken the lease
   std::string lease_why;      // why it ended, for lease_ended
+  // Its record page, and what sbshd last read there: the run its holder has going (seq 0:
+  // none), and why sbshd stops it (0, or SBSH_STATUS_TIMED_OUT or _CANCELLED).
+  std::optional<lease_page> page;
+  lease_page::run leased;
+  uint32_t leased_stop = 0;
+  uv::handle_ptr<uv::timer> lease_look;  // reads the page while the lease is held
   // Descriptors. fds mode: all from the client. frames mode: made here.
   unique_fd out_w, err_w, in_r;  // ends the shell gets
   unique_fd out_r, err_r;        // ends we read (frames) or keep for draining (fds)
@@ -167,6 +174,8 @@ struct exec_job {
 // kShownCommand bytes its start (cut between characters) followed by how long it was.
 inline constexpr size_t kShownCommand = 256;
 std::string shown_command(std::string_view text);
+// The same of a text of `size` bytes of which only `start` is known.
+std::string shown_command(std::string_view start, uint64_t size);
 
 // Checks an exec request and fills a job; the error names the field and how to fix it.
 result<std::unique_ptr<exec_job>> parse_exec(const ipc::envelope& env);

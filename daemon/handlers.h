@@ -35,6 +35,6 @@ SBSH_REQUEST_HANDLERS(SBSH_DECLARE_HANDLER)
 void on_stdin(server& srv, client_conn& c, ipc::envelope& env);
 
 // Every session as `status` and `session_list` report it (handlers_session.cpp).
-std::vector<session_status> describe_sessions(const server& srv);
+std::vector<session_status> describe_sessions(server& srv);
 
 }  // namespace sbsh::daemon

@@ -29,10 +29,11 @@ void on_hello(server&, client_conn& c, ipc::envelope& env) {
 }
 
 void on_status(server& srv, client_conn& c, ipc::envelope& env) {
+  auto sessions = describe_sessions(srv);  // first: the counters then include what leases ran
   daemon_counters counts = srv.counters();
   counts.clients = srv.client_count();
   msg::status_reply r{::getpid(), SBSH_VERSION, srv.uptime_ms(), srv.opts().socket_path, srv.opts().state_dir,
-                      describe_sessions(srv), counts};
+                      std::move(sessions), counts};
   r.descriptor_limit = descriptor_limit();
   r.sessions_supported = sessions_supported(r.descriptor_limit);
   c.send(ipc::encode(r, env.msg.id()));

@@ -44,10 +44,13 @@ session* requested_session(server& srv, client_conn& c, ipc::envelope& env, std:
 
 }  // namespace
 
-std::vector<session_status> describe_sessions(const server& srv) {
+std::vector<session_status> describe_sessions(server& srv) {
   std::vector<session_status> out;
   out.reserve(srv.sessions().size());
-  for (const auto& [name, s] : srv.sessions()) out.push_back(s->describe());
+  for (const auto& [name, s] : srv.sessions()) {
+    s->jobs().read_lease();  // what a lease's holder runs, and has run
+    out.push_back(s->describe());
+  }
   return out;
 }
 
@@ -92,6 +95,7 @@ void on_session_show(server& srv, client_conn& c, ipc::envelope& env) {
   std::string name;
   session* s = requested_session<msg::session_show>(srv, c, env, &name);
   if (s == nullptr) return;
+  s->jobs().read_lease();
   c.send(ipc::encode(msg::session_detail{s->describe_full()}, env.msg.id()));
 }
 

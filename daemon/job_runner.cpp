@@ -32,6 +32,9 @@ namespace {
 // After SIGKILL, how long the shell may take to answer before sbshd decides that it does not
 // respond (it ignores SIGINT, or is stopped) and restarts it: the last resort.
 constexpr uint64_t kSettleMs = 1000;
+// How often sbshd reads a lease's record page while the lease lasts (lease_page.h): a leased
+// command's timeout is late by at most this.
+constexpr uint64_t kLeaseLookMs = 10;
 // Output frames queued to one client before we stop reading that command's pipes.
 constexpr size_t kMaxClientQueue = 1u << 20;
 // stdin bytes buffered for one command before we stop reading its client.
@@ -288,8 +291,17 @@ bool job_runner::start_lease(exec_job& job) {
   // The holder checks who sent each status (the shell), as sbshd does on the channel.
   int on = 1;
   ::setsockopt(holders.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+  auto page = lease_page::make();
+  if (!page) {
+    job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
+    job.outcome.error = page.err().message;
+    return false;
+  }
+  // In a PID namespace of its own (a confined session) the shell's pids are not the ones the
+  // wrapper signals by: its marks then go by the clock alone.
+  uint32_t flags = def_.confine ? 0 : SBSH_LEASE_MARK_PIDS;
   uint64_t seq = 0;
-  if (auto sent = sh.send_lease(seq, shells.get()); !sent) {
+  if (auto sent = sh.send_lease(seq, shells.get(), page->second.get(), flags); !sent) {
     job.outcome.error_code = std::string(ipc::wire_name(ipc::errc::shell_restarted));
     job.outcome.error = fmt::format("session '{}''s shell ended before it could take the lease ({}); ask again", name_,
                                     sent.err().message);
@@ -300,6 +312,7 @@ bool job_runner::start_lease(exec_job& job) {
   job.seq = seq;
   job.started = true;
   job.lease_client = std::move(holders);
+  job.page.emplace(std::move(page->first));
   job.mark = procs::mark_now(ctx_.ns_last_pid_fd);
   job.started_at_ms = wall_ms();
   job.started_mono_us = mono_us();
@@ -319,6 +332,8 @@ void job_runner::lease_answered(const shell_message& m) {
   exec_job& job = *current_;
   if (m.type == SBSH_MSG_LEASED && !job.lease_held) {
     job.lease_held = true;
+    job.lease_look = uv::make_handle<uv::timer>(ctx_.loop);
+    job.lease_look->start(kLeaseLookMs, [this] { read_lease(); }, kLeaseLookMs);
     const shell_port& sh = shell_;
     // Whatever the holder runs changes the shell: it counts as the session's use.
     ++sent_;
@@ -342,6 +357,8 @@ void job_runner::lease_answered(const shell_message& m) {
     return;
   }
   if (m.type != SBSH_MSG_LEASE_ENDED) return;
+  read_lease();  // the runs that ended since the last reading
+  if (!current_ || current_.get() != &job) return;
   auto j = std::move(current_);
   if (!j->lease_held) {
     j->outcome.error_code = std::string(ipc::wire_name(ipc::errc::internal));
@@ -373,6 +390,88 @@ void job_runner::finish_lease(std::unique_ptr<exec_job> job) {
     c->reply(ipc::encode(e, job->id));
   }
   c->job_done(job->id);
+}
+
+void job_runner::read_lease() {
+  if (!current_ || !current_->lease || !current_->page) return;
+  exec_job& job = *current_;
+  std::vector<lease_page::record> ended;
+  uint64_t lost = 0;
+  auto took = job.page->take_ended(&ended, &lost);
+  lease_page::run now;
+  auto saw = took == lease_page::reading::bad ? took : job.page->running(&now);
+  if (took == lease_page::reading::bad || saw == lease_page::reading::bad) {
+    // Only the builtin writes the page, and it writes it right: something else did.
+    std::string why = "the lease's record page was written by something other than the shell; the shell is replaced";
+    spdlog::warn("session {}: {}", name_, why);
+    job.page.reset();
+    restart_later(why, /*forced=*/true);
+    return;
+  }
+  for (const auto& r : ended) leased_run_ended(r);
+  if (lost > 0) {
+    // Its holder ran them faster than sbshd read: counted, not in the history.
+    commands_ += lost;
+    sent_ += lost;
+    spdlog::info("session {}: {} commands run on a lease ended unseen (the record ring was full)", name_, lost);
+  }
+  if (!ended.empty() || lost > 0) activity_();
+  if (saw == lease_page::reading::unsettled || now.seq == job.leased.seq) return;
+  // Another run, or none: what sbshd did to stop the last one is over.
+  job.leased = std::move(now);
+  job.leased_stop = 0;
+  job.kill_stage = kill_stage::none;
+  job.first_signal = SIGTERM;
+  kill_timer_.reset();
+  job.deadline.reset();
+  if (job.leased.seq == 0) return;
+  job.mark = job.leased.mark;  // what its processes are told from
+  uint64_t deadline = job.leased.deadline_us;
+  if (deadline == 0 && def_.timeout_ms > 0) deadline = job.leased.started_us + def_.timeout_ms * 1000;
+  if (deadline == 0) return;
+  uint64_t now_us = mono_us();
+  uint64_t seq = job.leased.seq;
+  job.deadline = uv::make_handle<uv::timer>(ctx_.loop);
+  job.deadline->start(deadline > now_us ? (deadline - now_us + 999) / 1000 : 0, [this, seq] {
+    read_lease();
+    if (current_ && current_->lease && current_->leased.seq == seq)
+      stop_leased(*current_, SBSH_STATUS_TIMED_OUT, SIGTERM);
+  });
+}
+
+void job_runner::leased_run_ended(const lease_page::record& r) {
+  exec_outcome o;
+  o.exit_code = r.exit_value;
+  if ((r.flags & SBSH_STATUS_SIGNALED) != 0 && r.exit_signal > 0) o.signal = r.exit_signal;
+  o.timed_out = (r.flags & SBSH_STATUS_TIMED_OUT) != 0;
+  o.cancelled = (r.flags & SBSH_STATUS_CANCELLED) != 0;
+  ++commands_;
+  ++sent_;
+  ctx_.counters->command_ended(o);
+  uint64_t now = mono_us();
+  uint64_t started = r.started_us != 0 && r.started_us <= now ? r.started_us : now;
+  uint64_t took = r.ended_us >= started ? r.ended_us - started : 0;
+  history_.push_back({shown_command(r.text, r.full_len), o.exit_code, o.timed_out, false,
+                      wall_ms() - static_cast<int64_t>((now - started) / 1000), took / 1000});
+  if (history_.size() > kHistory) history_.pop_front();
+}
+
+void job_runner::stop_leased(exec_job& job, uint32_t why, int sig) {
+  if (job.leased.seq == 0 || job.leased_stop != 0) return;
+  job.leased_stop = why;
+  job.page->stop(job.leased.seq, why);
+  job.first_signal = sig;
+  escalate(job);
+}
+
+void job_runner::restart_later(const std::string& why, bool forced) {
+  // Deferred: the caller may be inside a callback of this very shell.
+  auto t = std::make_shared<uv::handle_ptr<uv::timer>>(uv::make_handle<uv::timer>(ctx_.loop));
+  uint64_t gen = shell_.generation();
+  (*t)->start(0, [this, t, gen, why, forced] {
+    t->reset();
+    if (gen == shell_.generation()) shell_.restart_shell(why, forced);
+  });
 }
 
 bool job_runner::start_job(exec_job& job) {
@@ -643,13 +742,7 @@ void job_runner::finish_init_job(exec_job& job) {
   std::string why = o.exit_code ? fmt::format("init command '{}' exited with status {}", cmd, *o.exit_code)
                                 : fmt::format("init command '{}' did not finish: {}", cmd, o.error);
   init_output_ += fmt::format("[{}]\n", why);
-  // Deferred: we are inside the status callback of this very shell.
-  auto t = std::make_shared<uv::handle_ptr<uv::timer>>(uv::make_handle<uv::timer>(ctx_.loop));
-  uint64_t gen = shell_.generation();
-  (*t)->start(0, [this, t, gen, why] {
-    t->reset();
-    if (gen == shell_.generation()) shell_.restart_shell(why, /*forced=*/false);
-  });
+  restart_later(why, /*forced=*/false);
 }
 
 void job_runner::escalate(exec_job& job) {
@@ -679,6 +772,7 @@ void job_runner::escalate(exec_job& job) {
 void job_runner::arm_kill_timer(uint64_t ms) {
   kill_timer_ = uv::make_handle<uv::timer>(ctx_.loop);
   kill_timer_->start(ms, [this] {
+    read_lease();  // a leased run that has ended is not stopped further
     if (current_ && current_->kill_stage != kill_stage::none) escalate(*current_);
   });
 }
@@ -686,6 +780,7 @@ void job_runner::arm_kill_timer(uint64_t ms) {
 void job_runner::send_signal(exec_job& job, int sig, bool interrupt) {
   // Never ends the job from here: a wrapper that is gone is reported on its own way
   // (shell_lost), which answers the job.
+  if (interrupt && job.lease) shell_.interrupt_leased(job.leased.seq);
   if (shell_.signal_command(job.mark, sig, interrupt) != 0) ++signals_in_flight_;
 }
 
@@ -757,8 +852,12 @@ bool job_runner::cancel_where(const std::function<bool(const exec_job&)>& match,
     }
   }
   if (!current_ || !match(*current_)) return false;
-  if (current_->lease) {  // no command of sbshd's runs: the lease ends
-    end_lease(*current_, "it was cancelled");
+  if (current_->lease) {  // the lease ends, and the run its holder has going is stopped
+    exec_job& job = *current_;
+    read_lease();
+    if (stop) stop_leased(job, SBSH_STATUS_CANCELLED, sig != 0 ? sig : SIGTERM);
+    else if (job.leased.seq != 0) send_signal(job, sig, /*interrupt=*/false);
+    if (stop) end_lease(job, "it was cancelled");
     return true;
   }
   if (!stop) {
@@ -798,8 +897,12 @@ void job_runner::client_gone(reply_port* c) {
   if (current_->lease) {
     // Its holder's connection closed: so does the lease (the builtin also sees the socket's
     // hang-up when the holder's process has gone).
-    current_->client = nullptr;
-    end_lease(*current_, "its holder's connection closed");
+    // A run it has going is hung up on, as any command whose client left.
+    exec_job& job = *current_;
+    job.client = nullptr;
+    read_lease();
+    stop_leased(job, SBSH_STATUS_CANCELLED, SIGHUP);
+    end_lease(job, "its holder's connection closed");
     return;
   }
   // As a terminal hang-up would: SIGHUP to the command, then SIGKILL after the grace. The
@@ -843,6 +946,7 @@ void job_runner::release(reply_port* c, uint64_t id) {
 }
 
 void job_runner::shell_lost(uint64_t gen, const shell_loss& loss) {
+  read_lease();            // the runs of a lease that ended before the shell did
   signals_in_flight_ = 0;  // their answers went with the wrapper
   init_pending_ = 0;       // the next start queues its own
   kill_timer_.reset();

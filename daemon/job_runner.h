@@ -75,6 +75,7 @@ class job_runner final : public shell_events {
   void run_answered(const shell_message& m) override;
   void signal_answered() override;
   void lease_answered(const shell_message& m) override;
+  void records_due() override { read_lease(); }
   void shell_lost(uint64_t gen, const shell_loss& loss) override;
   void earlier_command_ended(int status, int64_t adopted_ms) override;
   // Why the session's state was lost since its last command, for the next one's result.
@@ -85,6 +86,12 @@ class job_runner final : public shell_events {
 
   // Every job is answered with `code` and `message` (sbshd stops or lets go of the session).
   void refuse_all(std::string_view code, const std::string& queued_why, const std::string& running_why);
+
+  // Reads the record page of the lease that is current, if any: the history, the counters,
+  // the running command and its deadline then include what its holder ran
+  // (docs/architecture.md, "The direct path"). sbshd does so every few milliseconds, and
+  // before it answers with any of those.
+  void read_lease();
 
   [[nodiscard]] const exec_job* current() const { return current_.get(); }
   [[nodiscard]] size_t queued() const { return queue_.size(); }
@@ -114,6 +121,13 @@ class job_runner final : public shell_events {
   // Asks the builtin to end the lease `job` holds (once), saying `why` to its holder after.
   void end_lease(exec_job& job, std::string why);
   static void finish_lease(std::unique_ptr<exec_job> job);
+  // A run on the lease ended: the history and the counters have it.
+  void leased_run_ended(const lease_page::record& r);
+  // Stops the run the lease's holder has going, as a timeout stops a command (`sig` first):
+  // `why` (SBSH_STATUS_TIMED_OUT or _CANCELLED) goes to its status through the page.
+  void stop_leased(exec_job& job, uint32_t why, int sig);
+  // Restarts the shell from the loop's next turn, unless it has been replaced by then.
+  void restart_later(const std::string& why, bool forced);
   void finish_job(std::unique_ptr<exec_job> job);
   void finish_init_job(exec_job& job);
   // cancel() and stop(): the first queued or running job that matches.

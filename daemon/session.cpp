@@ -114,6 +114,11 @@ session_status session::describe() const {
   if (has_running && earlier) {
     st.running = "(started before sbshd restarted)";
     st.running_ms = static_cast<uint64_t>(std::max<int64_t>(0, wall_ms() - sh.adopted_ms()));
+  } else if (has_running && current->lease && current->leased.seq != 0) {
+    // What its holder runs, as the lease's page said when sbshd last read it.
+    st.running = shown_command(current->leased.text, current->leased.full_len);
+    uint64_t now = mono_us();
+    st.running_ms = now > current->leased.started_us ? (now - current->leased.started_us) / 1000 : 0;
   } else if (has_running) {
     st.running = current->command;  // shown_command(): never more than its start
     st.running_ms = (mono_us() - current->started_mono_us) / 1000;

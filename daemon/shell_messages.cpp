@@ -143,6 +143,7 @@ pid_t take_control(msghdr& mh) {
 
 status send_run(int channel, const run_message& m, text_memfd& big) {
   sbsh_run_header h = header(SBSH_MSG_RUN, m.seq, m.nonce);
+  h.timeout_ms = m.timeout_ms;
   h.text_len = static_cast<uint32_t>(m.text.size());
   h.cwd_len = static_cast<uint32_t>(m.check_cwd.size());
   if (m.text.size() > UINT32_MAX || m.check_cwd.size() > SBSH_CHANNEL_MAX_CWD)
@@ -187,9 +188,11 @@ void send_interrupt(int channel, uint64_t seq) {
   (void)send_message(channel, &h, sizeof h, {}, {}, nullptr, 0);
 }
 
-status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease) {
+status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease, int page, uint32_t flags) {
   sbsh_run_header h = header(SBSH_MSG_LEASE, seq, nonce);
-  return send_message(channel, &h, sizeof h, {}, {}, &lease, 1);
+  h.flags = flags;
+  int fds[2] = {lease, page};
+  return send_message(channel, &h, sizeof h, {}, {}, fds, 2);
 }
 
 status send_lease_end(int channel, uint64_t seq) {
@@ -220,7 +223,8 @@ result<std::optional<shell_message>> receive_message(int channel) {
   if (static_cast<size_t>(n) < sizeof raw || (with_cwd ? tail == 0 : tail != 0) ||
       (mh.msg_flags & MSG_TRUNC) != 0 || raw.magic != SBSH_CHANNEL_MAGIC || raw.version != SBSH_CHANNEL_VERSION ||
       (raw.type != SBSH_MSG_READY && raw.type != SBSH_MSG_STATUS && raw.type != SBSH_MSG_SYNCED &&
-       raw.type != SBSH_MSG_KEEPERS && raw.type != SBSH_MSG_LEASED && raw.type != SBSH_MSG_LEASE_ENDED))
+       raw.type != SBSH_MSG_KEEPERS && raw.type != SBSH_MSG_LEASED && raw.type != SBSH_MSG_LEASE_ENDED &&
+       raw.type != SBSH_MSG_RECORDS))
     return make_error(ipc::errc::bad_message, "the shell sent a malformed message on its channel");
   shell_message m;
   m.type = static_cast<sbsh_channel_type>(raw.type);

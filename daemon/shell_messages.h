@@ -40,6 +40,7 @@ struct run_message {
   int keep_out = -1, keep_err = -1;  // read ends the shell holds while the command runs
   const int* lent = nullptr;         // three more for the text (SBSH_RUN_LENT), or none
   bool tty = false;                  // in, out and err are a terminal's (SBSH_RUN_TTY)
+  uint32_t timeout_ms = 0;           // a lease's run (its holder sends it; sbshd never does)
 };
 
 // The memfd through which texts too long for one message travel, sized to the longest text
@@ -64,10 +65,11 @@ class text_memfd {
 void send_interrupt(int channel, uint64_t seq);
 // Hands the builtin `lease`, the shell's end of a lease socket (SOCK_SEQPACKET; sent, so it
 // stays the caller's), on which it then also takes runs and answers them until the lease
-// ends (ipc/shell_channel.h; docs/architecture.md, "The direct path"). Only to a builtin that
-// serves leases (shell_message::serves_leases). Answered with leased, or lease_ended when the
-// shell could not take it.
-[[nodiscard]] status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease);
+// ends, and `page`, the memfd of the lease's record page, where it records each of those runs
+// (ipc/shell_channel.h; docs/architecture.md, "The direct path"); `flags`: SBSH_LEASE_*. Only
+// to a builtin that serves leases (shell_message::serves_leases). Answered with leased, or
+// lease_ended when the shell could not take it.
+[[nodiscard]] status send_lease(int channel, uint64_t seq, uint64_t nonce, int lease, int page, uint32_t flags);
 // Ends the lease between two commands; answered with lease_ended (nothing when none is held).
 [[nodiscard]] status send_lease_end(int channel, uint64_t seq);
 

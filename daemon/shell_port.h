@@ -84,16 +84,22 @@ class shell_port {
   // Leases (docs/architecture.md, "The direct path"). Whether the shell's builtin takes them
   // (it said so in ready or synced).
   [[nodiscard]] virtual bool serves_leases() const { return false; }
-  // Hands the builtin `lease`, the shell's end of a lease socket (sent: it stays the
-  // caller's); sets `seq` to the lease's number, which its answer (shell_events::lease_answered)
+  // Hands the builtin `lease`, the shell's end of a lease socket, and `page`, its record
+  // page's memfd (both sent: they stay the caller's), with the lease's flags (SBSH_LEASE_*);
+  // sets `seq` to the lease's number, which its answer (shell_events::lease_answered)
   // repeats. The error's code is "gone" when the shell has ended.
-  [[nodiscard]] virtual status send_lease(uint64_t& seq, int lease) {
+  [[nodiscard]] virtual status send_lease(uint64_t& seq, int lease, int page, uint32_t flags) {
     (void)seq;
     (void)lease;
+    (void)page;
+    (void)flags;
     return make_error(ipc::errc::not_supported, "this shell takes no leases");
   }
   // Asks the builtin to end the lease it holds between two commands.
   virtual void end_lease() {}
+  // Tells the builtin that the lease's run `seq` is to stop, ahead of the SIGINT that
+  // signal_command() has the wrapper send (the interrupt message).
+  virtual void interrupt_leased(uint64_t seq) { (void)seq; }
 };
 
 // What the shell supervisor tells the job runner of its shell, and asks of it.
@@ -113,6 +119,8 @@ class shell_events {
   virtual void run_answered(const shell_message& m) = 0;
   // The builtin's answer about a lease: leased (held), or lease_ended (refused or over).
   virtual void lease_answered(const shell_message& m) { (void)m; }
+  // The builtin says the lease's record page has many records not yet read (records).
+  virtual void records_due() {}
   // The wrapper answered a signal_command request.
   virtual void signal_answered() = 0;
   // Generation `gen` ended; the next one, if any, is gen + 1.

@@ -443,6 +443,9 @@ void shell_supervisor::on_channel(uint64_t gen) {
         if (send_sync(channel_.get(), sync_seq_, sync_nonce_)) awaiting_sync_ = lease_sync_ = true;
         events_->lease_answered(msg);
         break;
+      case SBSH_MSG_RECORDS:
+        if (lease_out_ != 0) events_->records_due();
+        break;
       default:  // keepers, meant for a wrapper that waited for a new sbshd (its descriptors closed)
         break;
     }
@@ -736,11 +739,11 @@ std::optional<std::string> shell_supervisor::untrusted(const shell_message& msg)
   return std::nullopt;
 }
 
-status shell_supervisor::send_lease(uint64_t& seq, int lease) {
+status shell_supervisor::send_lease(uint64_t& seq, int lease, int page, uint32_t flags) {
   seq = ++seq_;
   uint64_t nonce = new_nonce();
   last_active_ms_ = uv_now(srv_.loop());
-  auto sent = daemon::send_lease(channel_.get(), seq, nonce, lease);
+  auto sent = daemon::send_lease(channel_.get(), seq, nonce, lease, page, flags);
   if (sent) {
     lease_out_ = seq;
     lease_nonce_ = nonce;
@@ -750,6 +753,10 @@ status shell_supervisor::send_lease(uint64_t& seq, int lease) {
 
 void shell_supervisor::end_lease() {
   if (lease_out_ != 0 && channel_) (void)send_lease_end(channel_.get(), lease_out_);
+}
+
+void shell_supervisor::interrupt_leased(uint64_t seq) {
+  if (lease_out_ != 0 && interrupts_ && channel_) send_interrupt(channel_.get(), seq);
 }
 
 uint64_t shell_supervisor::signal_command(const procs::since_mark& mark, int sig, bool interrupt) {

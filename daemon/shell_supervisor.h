@@ -102,8 +102,9 @@ class shell_supervisor final : public shell_port {
   // status the builtin could not send on the lease comes on the channel after lease_ended, and
   // is the holder's, not sbshd's (its seq is the holder's choice).
   [[nodiscard]] bool serves_leases() const override { return leases_; }
-  [[nodiscard]] status send_lease(uint64_t& seq, int lease) override;
+  [[nodiscard]] status send_lease(uint64_t& seq, int lease, int page, uint32_t flags) override;
   void end_lease() override;
+  void interrupt_leased(uint64_t seq) override;
 
   // Parking: an idle session's shell channel is closed in sbshd (one descriptor fewer) and
   // asked back from the wrapper, which holds a copy, when a command comes (want_channel).

@@ -21,13 +21,15 @@
  *                           looks for this message once its SIGINT handler is in place, and
  *                           then runs nothing of the text. Read at any other time (the run
  *                           has ended), it is stale and dropped.
- *                   lease:  header and one descriptor: a SOCK_SEQPACKET socket, the shell's
- *                           end of a lease (docs/architecture.md, "The direct path"), sent to
- *                           a builtin that said it serves them (SBSH_SERVES_LEASES). Until the
- *                           lease ends the builtin also takes runs on it, from whoever holds
- *                           the other end, and answers each there; everything else still comes
- *                           on the channel. Answered with `leased` (its seq and nonce). A lease
- *                           held already ends first (lease_ended).
+ *                   lease:  header and two descriptors: a SOCK_SEQPACKET socket, the shell's
+ *                           end of a lease (docs/architecture.md, "The direct path"), and a
+ *                           memfd holding its record page (struct sbsh_record_page, below),
+ *                           sent to a builtin that said it serves them (SBSH_SERVES_LEASES).
+ *                           Until the lease ends the builtin also takes runs on it, from
+ *                           whoever holds the other end, answers each there and records each
+ *                           in the page; everything else still comes on the channel. Answered
+ *                           with `leased` (its seq and nonce). A lease held already ends first
+ *                           (lease_ended). Flags: SBSH_LEASE_MARK_PIDS.
  *                   lease_end: header only: the lease ends between two commands (a run read
  *                           from it already is served first). Answered with `lease_ended`, or
  *                           with nothing when no lease is held.
@@ -40,6 +42,9 @@
  *                           no sbshd does and drains them (it cannot take them itself: the
  *                           shell is undumpable). sbshd drops one it reads.
  *                   leased: the answer to lease, with its seq and nonce.
+ *                   records: header only: the page's ring of ended runs is half full and
+ *                           sbshd has not read it since (it reads it by itself every few
+ *                           milliseconds; this is for a holder running commands faster).
  *                   lease_ended: the lease whose seq and nonce it repeats is over: sbshd
  *                           asked (lease_end), its other end was closed, or a command closed
  *                           or replaced SBSH_LEASE_FD. A status the builtin could not send on
@@ -79,6 +84,8 @@
 #define SBSH_KEEP_ERR_FD 251
 /* The shell's end of a lease while one is held. */
 #define SBSH_LEASE_FD 250
+/* /proc/sys/kernel/ns_last_pid, kept open while a lease is held, for each run's since mark. */
+#define SBSH_LAST_PID_FD 249
 /* The script bash reads its builtin's name from, given to it as /dev/fd/3 (bash then reads it
  * through a descriptor of its own, 255). */
 #define SBSH_SCRIPT_FD 3
@@ -103,6 +110,7 @@ enum sbsh_channel_type {
   SBSH_MSG_KEEPERS = 13,
   SBSH_MSG_LEASED = 14,
   SBSH_MSG_LEASE_ENDED = 15,
+  SBSH_MSG_RECORDS = 16,
 };
 
 /* The signal that has the builtin send a keepers message (a real-time signal bash leaves
@@ -145,7 +153,14 @@ enum sbsh_status_flags {
  * a shell a newer sbshd adopted, sends none). */
 enum sbsh_serves_flags {
   SBSH_SERVES_INTERRUPTS = 1u << 0, /* interrupt messages */
-  SBSH_SERVES_LEASES = 1u << 1,     /* lease and lease_end messages */
+  /* 1u << 1 meant leases without a record page: such a builtin is given none */
+  SBSH_SERVES_LEASES = 1u << 2, /* lease (with its record page) and lease_end messages */
+};
+
+/* Flags of a lease message. */
+enum sbsh_lease_flags {
+  SBSH_LEASE_MARK_PIDS = 1u << 0, /* the shell sees sbshd's process ids (no pid namespace of its
+                                     own): each run's since mark takes the last pid given */
 };
 /* Why a run was not run (err of a NOT_RUN status; errno values otherwise). */
 #define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
@@ -175,6 +190,61 @@ struct sbsh_status_msg {
   int32_t err;
   int64_t pid; /* ready: the shell's pid */
   uint64_t nonce; /* status, synced, leased, lease_ended: the answered message's (the lease's) */
+};
+
+/* The record page of a lease: memory sbshd makes (a sealed memfd of exactly this size, sent
+ * with the lease message) and both map, in which the builtin writes each run it serves on the
+ * lease, so that sbshd knows every command's start and end without a message for each
+ * (docs/architecture.md, "The direct path"). sbshd reads it every few milliseconds and
+ * whenever it needs the truth (a timeout, a cancel, `sbsh ps`, the lease's end). Every process
+ * the shell forks unmaps it, so no command can write it; sbshd still checks every field it
+ * reads (a page that fails says something else wrote it, and the shell is replaced).
+ *
+ * The running run is written under `changes`, a sequence count: odd while the builtin writes,
+ * so that a reader that saw the same even count before and after copying has a whole picture.
+ * An ended run goes into ring[ended % SBSH_RECORD_RING] (its seq 0 while the slot is written,
+ * its own once written), then `ended` grows by one: a reader copies the records it has not
+ * read (from `read`, which it alone writes) and drops those the builtin wrote over meanwhile
+ * (a seq that was 0 or changed as it copied, or `ended` more than the ring's size past). */
+#define SBSH_RECORD_TEXT 256u
+#define SBSH_RECORD_RING 64u
+#define SBSH_RECORD_MAGIC 0x44524253u /* "SBRD" */
+
+struct sbsh_record {
+  uint64_t seq;        /* the run's, as its holder numbered it */
+  int32_t exit_value;  /* as the status said */
+  int32_t exit_signal; /* with SBSH_STATUS_SIGNALED */
+  uint32_t flags;      /* the status's */
+  uint32_t text_len;   /* bytes of text[] used, at most SBSH_RECORD_TEXT */
+  uint64_t full_len;   /* the whole text's length */
+  uint64_t started_us; /* CLOCK_MONOTONIC */
+  uint64_t ended_us;
+  char text[SBSH_RECORD_TEXT]; /* the text's start */
+};
+
+struct sbsh_record_page {
+  uint32_t magic;   /* SBSH_RECORD_MAGIC, written by sbshd */
+  uint16_t version; /* SBSH_CHANNEL_VERSION */
+  uint16_t reserved;
+  /* The running run, written by the builtin: run_seq 0 between runs. */
+  uint64_t changes;
+  uint64_t run_seq;
+  int64_t since_pid;     /* its since mark: the last pid given when it started (0: unknown) */
+  uint64_t since_ticks;  /* and CLOCK_BOOTTIME then, in clock ticks */
+  uint64_t started_us;   /* CLOCK_MONOTONIC */
+  uint64_t deadline_us;  /* when sbshd is to stop it (0: never) */
+  uint32_t text_len;
+  uint32_t reserved2;
+  uint64_t full_len;
+  char text[SBSH_RECORD_TEXT];
+  /* Ended runs, written by the builtin. */
+  uint64_t ended;
+  /* Written by sbshd. */
+  uint64_t read;       /* records read */
+  uint64_t stop_seq;   /* a run sbshd stopped, and why: the builtin adds stop_flags to its status */
+  uint32_t stop_flags; /* SBSH_STATUS_TIMED_OUT or SBSH_STATUS_CANCELLED */
+  uint32_t reserved3;
+  struct sbsh_record ring[SBSH_RECORD_RING];
 };
 
 #endif /* SBSH_IPC_SHELL_CHANNEL_H */

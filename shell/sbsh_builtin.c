@@ -68,6 +68,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -248,6 +249,14 @@ static ino_t lease_ino;
 static dev_t lease_dev;
 /* The run being served came on the lease: its status goes back there. */
 static int run_from_lease;
+/* The lease's record page (ipc/shell_channel.h), mapped while the lease is held; with
+ * SBSH_LEASE_MARK_PIDS, ns_last_pid on SBSH_LAST_PID_FD (its identity kept, as the lease's). */
+static struct sbsh_record_page *page;
+static int mark_pids, last_pid_trusted;
+static ino_t last_pid_ino;
+static dev_t last_pid_dev;
+/* The records read count for which a records message was sent: one per count. */
+static uint64_t nudged_at = UINT64_MAX;
 
 /* The channel, checked: a command may have closed or replaced fd SBSH_CHANNEL_FD (exec
  * 254>&-). The backup restores it; with both gone the shell cannot report and ends. */
@@ -298,9 +307,13 @@ static char *said_pwd;
 static int lease_fd(void);
 static void end_lease(void);
 
+static uint32_t record_end(uint64_t seq, int value, int sig, uint32_t flags);
+
 static void send_msg(uint16_t type, uint64_t seq, uint64_t nonce, int value, int sig, uint32_t flags, int err) {
   /* Only the shell speaks for its commands: a child that would (it never should) says nothing. */
   if (getpid() != shell_pid) return;
+  /* sbshd learns of a leased run's end from the page, before its holder does. */
+  if (type == SBSH_MSG_STATUS && run_from_lease && page != NULL) flags |= record_end(seq, value, sig, flags);
   /* A run that came on the lease is answered there while the lease lasts; sbshd gets the rest. */
   int fd = type == SBSH_MSG_STATUS && run_from_lease && lease_fd() >= 0 ? SBSH_LEASE_FD : channel();
   /* sbshd cannot read /proc/PID/cwd of this undumpable shell unless it is root: a status says
@@ -337,10 +350,123 @@ static int is_lease(int fd) {
   return fstat(fd, &st) == 0 && st.st_ino == lease_ino && st.st_dev == lease_dev;
 }
 
+/* ---- The record page (ipc/shell_channel.h) --------------------------------------------- */
+
+static uint64_t monotonic_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A since mark (daemon's procs::since_mark): the last pid given and the boot clock's tick. */
+static void since_mark(int64_t *last_pid, uint64_t *ticks) {
+  static long hz;
+  if (hz <= 0) hz = sysconf(_SC_CLK_TCK);
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  *ticks = (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000u / (uint64_t)hz);
+  *last_pid = 0;
+  if (!mark_pids) return;
+  /* A command may have closed or replaced the descriptor: the mark then says "unknown". */
+  struct stat st;
+  if (!last_pid_trusted && (fstat(SBSH_LAST_PID_FD, &st) != 0 || st.st_ino != last_pid_ino || st.st_dev != last_pid_dev))
+    return;
+  last_pid_trusted = 1;
+  char buf[24];
+  ssize_t n = pread(SBSH_LAST_PID_FD, buf, sizeof buf - 1, 0);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  *last_pid = strtoll(buf, NULL, 10);
+}
+
+/* Copies the start of `text` (len bytes) into `to` and says how much it took. */
+static uint32_t text_start(char *to, const char *text, uint64_t len) {
+  uint32_t n = len < SBSH_RECORD_TEXT ? (uint32_t)len : SBSH_RECORD_TEXT;
+  if (text != NULL) memcpy(to, text, n);
+  return text != NULL ? n : 0;
+}
+
+/* A leased run starts: the page shows it running, with its deadline. */
+static void record_start(const struct run *r) {
+  struct sbsh_record_page *p = page;
+  uint64_t c = p->changes;
+  __atomic_store_n(&p->changes, c + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  p->run_seq = r->h.seq;
+  since_mark(&p->since_pid, &p->since_ticks);
+  p->started_us = monotonic_us();
+  p->deadline_us = r->h.timeout_ms > 0 ? p->started_us + (uint64_t)r->h.timeout_ms * 1000u : 0;
+  p->full_len = r->h.text_len;
+  p->text_len = text_start(p->text, r->text, r->h.text_len);
+  __atomic_store_n(&p->changes, c + 2, __ATOMIC_RELEASE);
+}
+
+/* A leased run ends with this status: its record goes into the ring, the page shows no run,
+ * and sbshd is told when the ring fills faster than it reads. Returns the flags sbshd asks to
+ * add to the status (it stopped the run). */
+static uint32_t record_end(uint64_t seq, int value, int sig, uint32_t flags) {
+  struct sbsh_record_page *p = page;
+  uint32_t stopped = __atomic_load_n(&p->stop_seq, __ATOMIC_ACQUIRE) == seq ? p->stop_flags : 0;
+  stopped &= SBSH_STATUS_TIMED_OUT | SBSH_STATUS_CANCELLED;
+  uint64_t n = p->ended;
+  struct sbsh_record *e = &p->ring[n % SBSH_RECORD_RING];
+  /* 0 while the slot is written: sbshd drops a record whose seq changed as it copied it. */
+  __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  e->exit_value = value;
+  e->exit_signal = sig;
+  e->flags = flags | stopped;
+  e->started_us = p->run_seq == seq ? p->started_us : 0;
+  e->ended_us = monotonic_us();
+  e->full_len = p->run_seq == seq ? p->full_len : 0;
+  e->text_len = p->run_seq == seq ? p->text_len : 0;
+  memcpy(e->text, p->text, e->text_len);
+  __atomic_store_n(&e->seq, seq, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->ended, n + 1, __ATOMIC_RELEASE);
+  uint64_t c = p->changes;
+  __atomic_store_n(&p->changes, c + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  p->run_seq = 0;
+  __atomic_store_n(&p->changes, c + 2, __ATOMIC_RELEASE);
+  uint64_t read = __atomic_load_n(&p->read, __ATOMIC_ACQUIRE);
+  if (n + 1 - read >= SBSH_RECORD_RING / 2 && read != nudged_at) {
+    nudged_at = read;
+    send_msg(SBSH_MSG_RECORDS, seq, 0, 0, 0, 0, 0);
+  }
+  return stopped;
+}
+
+/* Maps the page a lease message carried (its memfd `fd`, closed here); NULL when it is not
+ * one (wrong size or header). */
+static struct sbsh_record_page *map_page(int fd) {
+  struct stat st;
+  void *m = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (size_t)st.st_size == sizeof(struct sbsh_record_page))
+    m = mmap(NULL, sizeof(struct sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return NULL;
+  struct sbsh_record_page *p = m;
+  if (p->magic != SBSH_RECORD_MAGIC || p->version != SBSH_CHANNEL_VERSION) {
+    munmap(m, sizeof *p);
+    return NULL;
+  }
+  return p;
+}
+
+static void unmap_page(void) {
+  if (page != NULL) munmap(page, sizeof *page);
+  page = NULL;
+}
+
 /* Ends the lease held, if any, and tells sbshd. */
 static void end_lease(void) {
   if (!leased) return;
   if (is_lease(SBSH_LEASE_FD)) close(SBSH_LEASE_FD);
+  struct stat st;
+  if (mark_pids && fstat(SBSH_LAST_PID_FD, &st) == 0 && st.st_ino == last_pid_ino && st.st_dev == last_pid_dev)
+    close(SBSH_LAST_PID_FD);
+  mark_pids = 0;
+  unmap_page();
   leased = lease_trusted = run_from_lease = 0;
   /* sbshd did not see the statuses sent on the lease: the next one says where the shell is. */
   xfree(said_pwd);
@@ -361,16 +487,30 @@ static int lease_fd(void) {
   return -1;
 }
 
-/* Takes the lease a lease message carried (its descriptor `fd`, closed here) and answers. */
-static void take_lease(const struct sbsh_run_header *h, int fd) {
+/* Takes the lease a lease message carried (its socket `fd` and its page's memfd `page_fd`,
+ * both closed here) and answers. */
+static void take_lease(const struct sbsh_run_header *h, int fd, int page_fd) {
   end_lease();
   struct stat st;
-  if (dup3(fd, SBSH_LEASE_FD, O_CLOEXEC) >= 0 && fstat(SBSH_LEASE_FD, &st) == 0) {
+  page = map_page(page_fd);
+  if (page != NULL && dup3(fd, SBSH_LEASE_FD, O_CLOEXEC) >= 0 && fstat(SBSH_LEASE_FD, &st) == 0) {
     lease_ino = st.st_ino;
     lease_dev = st.st_dev;
     leased = lease_trusted = 1;
+  } else {
+    unmap_page();
   }
   close(fd);
+  if (leased && (h->flags & SBSH_LEASE_MARK_PIDS)) {
+    int last = open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+    if (last >= 0 && dup3(last, SBSH_LAST_PID_FD, O_CLOEXEC) >= 0 && fstat(SBSH_LAST_PID_FD, &st) == 0) {
+      last_pid_ino = st.st_ino;
+      last_pid_dev = st.st_dev;
+      mark_pids = 1;
+    }
+    if (last >= 0) close(last);
+  }
+  nudged_at = UINT64_MAX;
   lease_seq = h->seq;
   lease_nonce = h->nonce;
   /* A descriptor the shell may not have (a session's --limit nofile): no lease. */
@@ -616,8 +756,8 @@ static int receive(struct run *r) {
       return 1;
     }
     /* sbshd's alone: a lease's holder can neither pass the lease on nor end it by asking. */
-    if (!bad && !run_from_lease && h->type == SBSH_MSG_LEASE && nfds == 1) {
-      take_lease(h, fds[0]);
+    if (!bad && !run_from_lease && h->type == SBSH_MSG_LEASE && nfds == 2) {
+      take_lease(h, fds[0], fds[1]);
       continue;
     }
     if (!bad && !run_from_lease && h->type == SBSH_MSG_LEASE_END && nfds == 0) {
@@ -971,7 +1111,7 @@ static int eval_at_top_level(char *text) {
   int value;
   int code = setjmp_nosigs(top_level);
   if (code == 0) {
-    channel_trusted = lease_trusted = std_are_null = 0;
+    channel_trusted = lease_trusted = last_pid_trusted = std_are_null = 0;
     value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
   } else if (getpid() != shell_pid || !serving || !survivable(code)) {
     /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
@@ -992,6 +1132,7 @@ static int eval_at_top_level(char *text) {
 static void run_command(struct run *r) {
   current_seq = r->h.seq;
   current_nonce = r->h.nonce;
+  if (run_from_lease && page != NULL) record_start(r);
   if (r->cwd != NULL) {
     int e = check_cwd(r->cwd);
     if (e != 0) {
@@ -1198,7 +1339,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
-  channel_trusted = lease_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
+  channel_trusted = lease_trusted = last_pid_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();
@@ -1238,6 +1379,11 @@ static void close_channel_in_child(void) {
   if (same_socket(SBSH_CHANNEL_FD)) close(SBSH_CHANNEL_FD);
   if (same_socket(SBSH_CHANNEL_BACKUP_FD)) close(SBSH_CHANNEL_BACKUP_FD);
   if (leased && is_lease(SBSH_LEASE_FD)) close(SBSH_LEASE_FD);
+  /* No command may write the record page sbshd reads. */
+  if (page != NULL) {
+    munmap(page, sizeof *page);
+    page = NULL;
+  }
 }
 
 /* SBSH_LEND_SIGNAL: sends the wrapper, which holds sbshd's end of the channel while no sbshd

@@ -435,4 +435,110 @@ TEST_F(lease_test, TheLibraryRefusesALeaseThroughADialCommand) {
   EXPECT_NE(l.err().message.find("local connection"), std::string::npos) << l.err().message;
 }
 
+// The pid a command wrote into `path`, or 0 while it has not.
+pid_t read_pid_file(const std::string& path) {
+  std::string text = read_file(path);
+  return text.empty() ? 0 : static_cast<pid_t>(std::atoi(text.c_str()));
+}
+
+// The record page: what a holder runs on its lease, sbshd learns from memory the shell writes,
+// with no message per command, and tells as it tells of any command.
+TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  client::connection other = conn();
+  auto before = other.status();
+  ASSERT_TRUE(before) << before.err().message;
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  ASSERT_TRUE(l->run("true"));
+  ASSERT_TRUE(l->run("echo leased; (exit 3)"));
+  auto shown = other.show_session("s");
+  ASSERT_TRUE(shown) << shown.err().message;
+  const auto& h = shown->history;
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_EQ(h[h.size() - 2].command, "true");
+  EXPECT_EQ(h[h.size() - 2].exit_code, 0);
+  EXPECT_EQ(h.back().command, "echo leased; (exit 3)");
+  EXPECT_EQ(h.back().exit_code, 3);
+  auto after = other.status();
+  ASSERT_TRUE(after) << after.err().message;
+  EXPECT_EQ(after->counters.commands, before->counters.commands + 2);
+  EXPECT_EQ(after->counters.failed, before->counters.failed + 1);
+  EXPECT_EQ(session_status("s").commands, 2u);
+
+  // A command running on the lease is what the session shows running.
+  std::string fdir = dir + "/lease-ps";
+  ASSERT_EQ(::mkdir(fdir.c_str(), 0700), 0);
+  std::string fifo = fdir + "/go";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string text = "read -r line < " + fifo + "; echo \"$line\"";
+  std::thread runner([&] {
+    auto r = l->run(text);
+    EXPECT_TRUE(r && r->stdout_data == "done\n");
+  });
+  EXPECT_TRUE(wait_until([&] { return session_status("s").running == text; }, std::chrono::seconds(20)))
+      << session_status("s").running;
+  {
+    unique_fd w(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+    EXPECT_TRUE(w);
+    EXPECT_EQ(::write(w.get(), "done\n", 5), 5);
+  }
+  runner.join();
+  EXPECT_TRUE(wait_until([&] { return session_status("s").commands == 3; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(l->release().ok());
+}
+
+// A run's timeout holds on a lease: sbshd reads its deadline in the page and stops it, its
+// processes included, as it stops an exec that times out; the lease goes on.
+TEST_F(lease_test, ALeasedRunsTimeoutStopsItAndItsProcesses) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  std::string pidfile = dir + "/sleeper.pid";
+  auto r = l->run("sh -c 'echo $$ > " + pidfile + "; exec sleep 300'; echo after", 500);
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_FALSE(r->cancelled);
+  EXPECT_EQ(r->stdout_data, "");  // the rest of the text was abandoned
+  pid_t sleeper = read_pid_file(pidfile);
+  ASSERT_GT(sleeper, 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(sleeper); }, std::chrono::seconds(20)));
+  r = l->run("echo still here");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "still here\n");
+  EXPECT_FALSE(r->timed_out);
+  auto shown = conn().show_session("s");
+  ASSERT_TRUE(shown) << shown.err().message;
+  ASSERT_GE(shown->history.size(), 2u);
+  EXPECT_TRUE(shown->history[shown->history.size() - 2].timed_out);
+  ASSERT_TRUE(l->release().ok());
+}
+
+// A holder that dies while its command runs: sbshd hangs up on the command, as on any command
+// whose client left, and the session serves the next client.
+TEST_F(lease_test, TheHoldersDeathHangsUpOnTheCommandItRan) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  std::string pidfile = dir + "/hung.pid";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    holder h{greeted(sock)};
+    if (h.take("s")) (void)h.run("sh -c 'echo $$ > " + pidfile + ".tmp; mv " + pidfile + ".tmp " + pidfile +
+                                 "; exec sleep 300'");
+    ::_exit(0);
+  }
+  pid_t sleeper = 0;
+  EXPECT_TRUE(wait_until([&] { return (sleeper = read_pid_file(pidfile)) > 0; }, std::chrono::seconds(20)));
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  ASSERT_GT(sleeper, 0);
+  EXPECT_TRUE(wait_until([&] { return !pid_alive(sleeper); }, std::chrono::seconds(20)));
+  run_result e = exec("s", "echo served");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "served\n");
+}
+
 }  // namespace sbsh::test::lease_tests

@@ -7,12 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "daemon/lease_page.h"
 #include "daemon/shell_messages.h"
 #include "ipc/socket_io.h"
 #include "wrapper/wrapper.h"
@@ -191,12 +196,13 @@ class builtin_shell {
   }
   // Sends `text` as run `seq` with fresh pipes for its output, on the channel (or on `fd`, a
   // lease); the read end of stdout stays here.
-  unique_fd send(uint64_t seq, std::string_view text, int fd = -1) {
+  unique_fd send(uint64_t seq, std::string_view text, int fd = -1, uint32_t timeout_ms = 0) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
     run_message m;
     m.seq = seq;
     m.text = text;
+    m.timeout_ms = timeout_ms;
     m.out = out[1];
     m.err = err[1];
     EXPECT_TRUE(send_run(fd < 0 ? channel_.get() : fd, m, big_).ok());
@@ -296,21 +302,28 @@ TEST(shell_messages, EachNonceIsNew) {
 
 // A lease (docs/architecture.md, "The direct path"): a socket whose other end the shell gets
 // from sbshd, on which whoever holds this end runs commands with no daemon in between.
+// With it, the record page sbshd reads (daemon/lease_page.h).
 struct lease_pair {
-  unique_fd mine, shells;
+  unique_fd mine, shells, page_fd;
+  std::optional<lease_page> page;
   lease_pair() {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
     mine = unique_fd(sv[0]);
     shells = unique_fd(sv[1]);
     watch_senders(mine.get());
+    auto made = lease_page::make();
+    if (!made) return;
+    page.emplace(std::move(made->first));
+    page_fd = std::move(made->second);
   }
 };
 
 // Takes a lease for `sh` as sbshd would: true once the builtin said it holds it.
 bool take_lease(builtin_shell& sh, lease_pair& l, uint64_t seq, uint64_t nonce) {
-  if (!send_lease(sh.channel(), seq, nonce, l.shells.get()).ok()) return false;
+  if (!send_lease(sh.channel(), seq, nonce, l.shells.get(), l.page_fd.get(), SBSH_LEASE_MARK_PIDS).ok()) return false;
   l.shells.reset();
+  l.page_fd.reset();
   auto m = sh.next();
   return m && m->type == SBSH_MSG_LEASED && m->seq == seq && m->nonce == nonce;
 }
@@ -414,6 +427,117 @@ TEST(shell_messages, NoCommandHoldsTheLease) {
   auto st = sh.next(l.mine.get());
   ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
   EXPECT_EQ(read_all(out.get()), "shell\n");  // the shell holds it, and nothing it forked
+}
+
+// The record page (ipc/shell_channel.h): each run on the lease is written there as it starts
+// and as it ends, so that sbshd knows it with no message; no process the shell forks has it.
+TEST(shell_messages, ALeasedRunIsRecordedInThePageThatNoCommandMaps) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  auto ready = sh.next();
+  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
+  lease_pair l;
+  ASSERT_TRUE(l.page.has_value());
+  ASSERT_TRUE(take_lease(sh, l, 5, 6));
+  lease_page::run now;
+  ASSERT_EQ(l.page->running(&now), lease_page::reading::ok);
+  EXPECT_EQ(now.seq, 0u);
+
+  char dir[] = "/tmp/sbsh-page-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string fifo = std::string(dir) + "/go";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string text = "read -r line < " + fifo + "; echo \"got $line\"";
+  unique_fd out = sh.send(1, text, l.mine.get(), 5000);
+  // While it waits, the page shows it running, with its deadline and its since mark.
+  for (int i = 0; i < 1000 && now.seq == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(l.page->running(&now), lease_page::reading::ok);
+  }
+  EXPECT_EQ(now.seq, 1u);
+  EXPECT_EQ(now.text, text);
+  EXPECT_EQ(now.full_len, text.size());
+  EXPECT_EQ(now.deadline_us, now.started_us + 5000u * 1000u);
+  EXPECT_GT(now.mark.start_ticks, 0u);
+  EXPECT_GT(now.mark.last_pid, 0);
+  std::vector<lease_page::record> ended;
+  uint64_t lost = 0;
+  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  EXPECT_TRUE(ended.empty());
+  {
+    unique_fd w(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(w);
+    ASSERT_EQ(::write(w.get(), "x\n", 2), 2);
+  }
+  auto st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(read_all(out.get()), "got x\n");
+  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].seq, 1u);
+  EXPECT_EQ(ended[0].exit_value, 0);
+  EXPECT_EQ(ended[0].text, text);
+  EXPECT_GE(ended[0].ended_us, ended[0].started_us);
+  ASSERT_EQ(l.page->running(&now), lease_page::reading::ok);
+  EXPECT_EQ(now.seq, 0u);
+  ::unlink(fifo.c_str());
+  ::rmdir(dir);
+
+  // The shell maps the page; a subshell it forks does not.
+  out = sh.send(2,
+                "m=; while read -r l; do case $l in *sbsh-lease-records*) m=mapped;; esac; done < /proc/$$/maps; "
+                "(c=; while read -r l; do case $l in *sbsh-lease-records*) c=mapped;; esac; done < "
+                "/proc/$BASHPID/maps; echo \"child:${c:-none}\"); echo \"shell:${m:-none}\"",
+                l.mine.get());
+  st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(read_all(out.get()), "child:none\nshell:mapped\n");
+}
+
+// A holder running faster than sbshd reads: the builtin says so once the ring is half full
+// (once for each reading), and what it wrote over before sbshd read is counted as lost.
+TEST(shell_messages, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostIsCounted) {
+  builtin_shell sh;
+  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+  auto ready = sh.next();
+  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
+  lease_pair l;
+  ASSERT_TRUE(l.page.has_value());
+  ASSERT_TRUE(take_lease(sh, l, 5, 6));
+  auto run = [&](uint64_t from, uint64_t to) {
+    for (uint64_t seq = from; seq <= to; ++seq) {
+      unique_fd out = sh.send(seq, "(exit 7)", l.mine.get());
+      auto st = sh.next(l.mine.get());
+      ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS && st->seq == seq);
+      EXPECT_EQ(st->exit_value, 7);
+    }
+  };
+  run(1, 40);
+  auto nudge = sh.next();
+  ASSERT_TRUE(nudge.has_value());
+  EXPECT_EQ(nudge->type, SBSH_MSG_RECORDS);
+  EXPECT_EQ(nudge->seq, SBSH_RECORD_RING / 2);
+  std::vector<lease_page::record> ended;
+  uint64_t lost = 0;
+  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  ASSERT_EQ(ended.size(), 40u);
+  EXPECT_EQ(lost, 0u);
+  for (uint64_t i = 0; i < 40; ++i) {
+    EXPECT_EQ(ended[i].seq, i + 1);
+    EXPECT_EQ(ended[i].exit_value, 7);
+    EXPECT_EQ(ended[i].text, "(exit 7)");
+  }
+  run(41, 110);
+  nudge = sh.next();
+  ASSERT_TRUE(nudge.has_value());
+  EXPECT_EQ(nudge->type, SBSH_MSG_RECORDS);
+  EXPECT_EQ(nudge->seq, 40u + SBSH_RECORD_RING / 2);
+  ended.clear();
+  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  EXPECT_EQ(lost, 70u - SBSH_RECORD_RING);
+  ASSERT_EQ(ended.size(), size_t{SBSH_RECORD_RING});
+  EXPECT_EQ(ended.front().seq, 110u - SBSH_RECORD_RING + 1);
+  EXPECT_EQ(ended.back().seq, 110u);
 }
 
 }  // namespace sbsh::daemon::shell_messages_tests

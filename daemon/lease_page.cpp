@@ -1,0 +1,159 @@
+#include "daemon/lease_page.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "ipc/protocol.h"
+#include "ipc/shell_channel.h"
+
+namespace sbsh::daemon {
+
+namespace {
+
+// Reads of what the builtin writes, as it writes them (a field of the shared page).
+template <typename T>
+T load(const T& field, std::memory_order order = std::memory_order_relaxed) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
+}
+
+// How often a reading tries again while the builtin writes the running run (a few
+// instructions each time): beyond, it was stopped mid-write.
+constexpr int kTries = 64;
+
+}  // namespace
+
+result<std::pair<lease_page, unique_fd>> lease_page::make() {
+  unique_fd fd(::memfd_create("sbsh-lease-records", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd || ::ftruncate(fd.get(), sizeof(sbsh_record_page)) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return make_error(ipc::errc::internal, fmt::format("cannot make a lease's record page: {}", std::strerror(errno)));
+  void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED)
+    return make_error(ipc::errc::internal, fmt::format("cannot map a lease's record page: {}", std::strerror(errno)));
+  auto* p = static_cast<sbsh_record_page*>(m);
+  p->magic = SBSH_RECORD_MAGIC;
+  p->version = SBSH_CHANNEL_VERSION;
+  return std::pair<lease_page, unique_fd>(lease_page(p), std::move(fd));
+}
+
+lease_page& lease_page::operator=(lease_page&& o) noexcept {
+  if (this != &o) {
+    if (p_ != nullptr) ::munmap(p_, sizeof *p_);
+    p_ = std::exchange(o.p_, nullptr);
+    last_seq_ = o.last_seq_;
+  }
+  return *this;
+}
+
+lease_page::~lease_page() {
+  if (p_ != nullptr) ::munmap(p_, sizeof *p_);
+}
+
+lease_page::reading lease_page::running(run* out) const {
+  const sbsh_record_page& p = *p_;
+  for (int i = 0; i < kTries; ++i) {
+    uint64_t before = load(p.changes, std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    run r;
+    r.seq = load(p.run_seq);
+    r.mark.last_pid = static_cast<pid_t>(load(p.since_pid));
+    r.mark.start_ticks = load(p.since_ticks);
+    r.started_us = load(p.started_us);
+    r.deadline_us = load(p.deadline_us);
+    uint32_t len = load(p.text_len);
+    uint64_t full = load(p.full_len);
+    char text[SBSH_RECORD_TEXT];
+    std::memcpy(text, p.text, sizeof text);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (load(p.changes) != before) continue;
+    // A run whose record was read already has ended (the builtin clears run_seq just after).
+    if (r.seq == 0 || r.seq == last_seq_) {
+      *out = {};
+      return reading::ok;
+    }
+    int64_t pid = load(p.since_pid);
+    if (len > SBSH_RECORD_TEXT || len > full || pid < 0 || pid > INT32_MAX || r.seq < last_seq_ ||
+        (r.deadline_us != 0 && r.deadline_us < r.started_us))
+      return reading::bad;
+    r.text.assign(text, len);
+    r.full_len = full;
+    *out = std::move(r);
+    return reading::ok;
+  }
+  return reading::unsettled;
+}
+
+lease_page::reading lease_page::take_ended(std::vector<record>* out, uint64_t* lost) {
+  sbsh_record_page& p = *p_;
+  *lost = 0;
+  uint64_t read = load(p.read);
+  uint64_t ended = load(p.ended, std::memory_order_acquire);
+  if (ended < read) return reading::bad;
+  if (ended - read > SBSH_RECORD_RING) {
+    *lost = ended - read - SBSH_RECORD_RING;
+    read = ended - SBSH_RECORD_RING;
+  }
+  size_t first = out->size();
+  std::vector<bool> torn;
+  for (uint64_t i = read; i < ended; ++i) {
+    const sbsh_record& e = p.ring[i % SBSH_RECORD_RING];
+    record r;
+    // The builtin clears a slot's seq while it writes the slot: a seq that is 0 or changed
+    // while the record was copied means it was being written over.
+    uint64_t seq = load(e.seq, std::memory_order_acquire);
+    r.seq = seq;
+    r.exit_value = load(e.exit_value);
+    r.exit_signal = load(e.exit_signal);
+    r.flags = load(e.flags);
+    r.started_us = load(e.started_us);
+    r.ended_us = load(e.ended_us);
+    uint32_t len = load(e.text_len);
+    uint64_t full = load(e.full_len);
+    char text[SBSH_RECORD_TEXT];
+    std::memcpy(text, e.text, sizeof text);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    bool over = seq == 0 || load(e.seq) != seq;
+    if (!over && (len > SBSH_RECORD_TEXT || len > full || r.exit_signal < 0 || r.exit_signal > 64))
+      return reading::bad;
+    r.text.assign(text, over ? 0 : len);
+    r.full_len = full;
+    out->push_back(std::move(r));
+    torn.push_back(over);
+  }
+  // Record i was written over whole once record i + RING was (then `ended` passed it).
+  uint64_t now = load(p.ended, std::memory_order_acquire);
+  if (now < ended) return reading::bad;
+  size_t kept = first;
+  for (uint64_t i = read; i < ended; ++i) {
+    size_t at = first + static_cast<size_t>(i - read);
+    if (torn[static_cast<size_t>(i - read)] || now > i + SBSH_RECORD_RING) {
+      ++*lost;
+      continue;
+    }
+    if (kept != at) (*out)[kept] = std::move((*out)[at]);
+    ++kept;
+  }
+  out->resize(kept);
+  for (size_t i = first; i < out->size(); ++i) {
+    // Each run's number is its holder's, and grows: one that does not was not written by the
+    // builtin.
+    if ((*out)[i].seq <= last_seq_) return reading::bad;
+    last_seq_ = (*out)[i].seq;
+  }
+  std::atomic_ref<uint64_t>(p.read).store(ended, std::memory_order_release);
+  return reading::ok;
+}
+
+void lease_page::stop(uint64_t seq, uint32_t why) {
+  std::atomic_ref<uint32_t>(p_->stop_flags).store(why, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(p_->stop_seq).store(seq, std::memory_order_release);
+}
+
+}  // namespace sbsh::daemon
