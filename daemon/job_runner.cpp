@@ -457,7 +457,7 @@ void job_runner::leased_run_ended(const lease_page::record& r) {
 }
 
 void job_runner::stop_leased(exec_job& job, uint32_t why, int sig) {
-  if (job.leased.seq == 0 || job.leased_stop != 0) return;
+  if (!job.page || job.leased.seq == 0 || job.leased_stop != 0) return;
   job.leased_stop = why;
   job.page->stop(job.leased.seq, why);
   job.first_signal = sig;

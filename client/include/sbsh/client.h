@@ -251,7 +251,7 @@ struct daemon_status {
   std::vector<session_status> sessions;
   daemon_counters counters;
   uint64_t descriptor_limit = 0;    // sbshd's soft RLIMIT_NOFILE (0: an sbshd that does not say)
-  uint64_t sessions_supported = 0;  // the sessions that limit holds (3 descriptors each)
+  uint64_t sessions_supported = 0;  // the sessions that limit holds (1 descriptor each)
 };
 
 struct start_options {
