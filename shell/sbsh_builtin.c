@@ -252,7 +252,7 @@ static int run_from_lease;
 /* The lease's record page (ipc/shell_channel.h), mapped while the lease is held; with
  * SBSH_LEASE_MARK_PIDS, ns_last_pid on SBSH_LAST_PID_FD (its identity kept, as the lease's). */
 static struct sbsh_record_page *page;
-static int mark_pids, last_pid_trusted;
+static int mark_pids;
 static ino_t last_pid_ino;
 static dev_t last_pid_dev;
 /* The records read count for which a records message was sent: one per count. */
@@ -367,16 +367,17 @@ static void since_mark(int64_t *last_pid, uint64_t *ticks) {
   *ticks = (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000u / (uint64_t)hz);
   *last_pid = 0;
   if (!mark_pids) return;
-  /* A command may have closed or replaced the descriptor: the mark then says "unknown". */
-  struct stat st;
-  if (!last_pid_trusted && (fstat(SBSH_LAST_PID_FD, &st) != 0 || st.st_ino != last_pid_ino || st.st_dev != last_pid_dev))
-    return;
-  last_pid_trusted = 1;
+  /* A command may have closed or replaced the descriptor (it can only blur the marks of its
+   * own shell's later commands): what it reads is taken only as a pid, else "unknown". Not
+   * checked by identity, which would cost a system call for every command. */
   char buf[24];
   ssize_t n = pread(SBSH_LAST_PID_FD, buf, sizeof buf - 1, 0);
   if (n <= 0) return;
   buf[n] = '\0';
-  *last_pid = strtoll(buf, NULL, 10);
+  char *end = NULL;
+  long long pid = strtoll(buf, &end, 10);
+  if (end != buf && (*end == '\n' || *end == '\0') && pid > 0 && pid <= 4194304 /* PID_MAX_LIMIT */)
+    *last_pid = pid;
 }
 
 /* Copies the start of `text` (len bytes) into `to` and says how much it took. */
@@ -1111,7 +1112,7 @@ static int eval_at_top_level(char *text) {
   int value;
   int code = setjmp_nosigs(top_level);
   if (code == 0) {
-    channel_trusted = lease_trusted = last_pid_trusted = std_are_null = 0;
+    channel_trusted = lease_trusted = std_are_null = 0;
     value = evalstring(text, "bash", SEVAL_NOHIST | SEVAL_RESETLINE);
   } else if (getpid() != shell_pid || !serving || !survivable(code)) {
     /* A child of the shell (it ends as bash ends it), a throw that bash has already unwound
@@ -1339,7 +1340,7 @@ static int serve_builtin(WORD_LIST *list) {
     return EX_USAGE;
   }
   serving = 1;
-  channel_trusted = lease_trusted = last_pid_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
+  channel_trusted = lease_trusted = std_are_null = 0; /* bash ran traps, or a command, since the builtin last served */
   begin_unwind_frame("sbsh");
   add_unwind_protect(unwound, NULL);
   idle_signals();
