@@ -457,7 +457,7 @@ TEST(shell_messages, ALeasedRunIsRecordedInThePageThatNoCommandMaps) {
   EXPECT_EQ(now.seq, 1u);
   EXPECT_EQ(now.text, text);
   EXPECT_EQ(now.full_len, text.size());
-  EXPECT_EQ(now.deadline_us, now.started_us + 5000u * 1000u);
+  EXPECT_EQ(now.deadline_us, now.started_us + uint64_t{5000} * 1000);
   EXPECT_GT(now.mark.start_ticks, 0u);
   EXPECT_GT(now.mark.last_pid, 0);
   std::vector<lease_page::record> ended;
