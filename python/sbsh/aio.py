@@ -627,6 +627,10 @@ class AsyncSession:
     def exec_stream(self, command: Union[str, bytes], **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
         return self.client.exec_stream(command, self.name, **kwargs)
 
+    async def lease(self) -> AsyncLease:
+        """AsyncClient.lease of this session's shell."""
+        return await self.client.lease(self.name)
+
     async def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
                     env: EnvLike = None) -> "AsyncProcess":
         return await self.client.start(command, self.name, name, cwd, env)

@@ -1075,6 +1075,10 @@ class Session:
         """Client.exec in this session (same keyword arguments)."""
         return self.client.exec(command, self.name, **kwargs)
 
+    def lease(self) -> "Lease":
+        """Client.lease of this session's shell."""
+        return self.client.lease(self.name)
+
     def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
               env: EnvLike = None) -> "Process":
         """Starts a background process in this session."""
@@ -1147,7 +1151,7 @@ class Lease:
 
         with client.lease("build") as lease:
             lease.run("cd /tmp; X=5")
-            r = lease.run("echo $X; pwd")      # r.stdout == b"5\n/tmp\n"
+            r = lease.run("echo $X; pwd")      # r.stdout == b"5\\n/tmp\\n"
 
     Its Client serves nothing else while it is held. It ends with release() (or the end of
     the `with` block, or the Client's close), and when sbshd ends it: another request queued

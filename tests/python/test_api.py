@@ -570,7 +570,8 @@ class AsyncTest(unittest.TestCase):
                 self.assertEqual([x.stdout for x in rs], [b"5\n", b"o\n"])
                 self.assertLessEqual(len(c._all), 2)
                 # Closing the AsyncClient releases a held lease; release() afterwards is quiet.
-                held = await c.lease("aio-lease")
+                held = await c.session("aio-lease").lease()
+                self.assertEqual((await held.run("echo $X")).stdout, b"5\n")
                 await c.remove_session("aio-lease-other")
             await held.release()
             self.assertFalse(held.held)

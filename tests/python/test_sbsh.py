@@ -744,7 +744,8 @@ class LeaseTest(DaemonTestCase):
         self.assertEqual(self.c.exec("echo again-$Y", session="py-lease-end").stdout, b"again-6\n")
         # Closing the Client releases its lease; release() afterwards only frees the handle.
         c2 = sbsh.Client(self.d.sock, autostart=False)
-        lease = c2.lease("py-lease-end")
+        lease = c2.session("py-lease-end").lease()
+        self.assertEqual((lease.session, lease.run("echo $Y").stdout), ("py-lease-end", b"6\n"))
         c2.close()
         self.assertFalse(lease.held)
         lease.release()
