@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -48,6 +51,22 @@ struct sbsh_proc {
 struct sbsh_canceller {
   sbsh::client::canceller c;
 };
+
+struct sbsh_lease {
+  sbsh_conn* conn;  // the connection it was granted on; NULL once that is closed
+  // Empty once its connection is closed: its C++ lease refers to the connection.
+  std::optional<sbsh::client::lease> l;
+  int64_t shell_pid = 0;  // the lease's, kept for after its connection's close
+  uint64_t generation = 0;
+};
+
+// The leases' C++ objects go before the connection they refer to.
+sbsh_conn::~sbsh_conn() {
+  for (sbsh_lease* l : leases) {
+    l->l.reset();  // releases it when held: tells sbshd and waits for its answer
+    l->conn = nullptr;
+  }
+}
 
 namespace sbsh::c_abi {
 
@@ -542,6 +561,91 @@ int sbsh_result_oom_killed(const sbsh_result* r) { return r != nullptr && r->r.o
 int sbsh_result_ok(const sbsh_result* r) { return r != nullptr && r->r.ok() ? 1 : 0; }
 const char* sbsh_result_error(const sbsh_result* r) { return r != nullptr ? r->r.error.c_str() : ""; }
 void sbsh_result_free(sbsh_result* r) { delete r; }
+
+// ---- Leases --------------------------------------------------------------------------------
+
+namespace {
+
+// The lease's connection for a call on it, or a reason (recorded) why there is none to use.
+int lease_conn(const sbsh_lease* lease, const char* fn, sbsh_conn** conn) {
+  if (lease == nullptr) return invalid(nullptr, std::string(fn) + ": the lease handle is NULL");
+  if (lease->conn == nullptr || !lease->l)
+    return invalid(nullptr, std::string(fn) +
+                                ": the lease's connection was closed (sbsh_close), which released it; "
+                                "free it with sbsh_lease_free");
+  *conn = lease->conn;
+  return SBSH_OK;
+}
+
+}  // namespace
+
+int sbsh_lease_new(sbsh_conn* conn, const char* session, sbsh_lease** out) {
+  return guarded(conn, [&]() -> int {
+    if (out == nullptr) return invalid(conn, "sbsh_lease_new: out is NULL");
+    std::string name = str_or_empty(session);
+    auto l = conn->c.lease(name.empty() ? "default" : name);
+    if (!l) return fail(conn, l.err());
+    auto h = std::make_unique<sbsh_lease>();
+    h->conn = conn;
+    h->l.emplace(std::move(*l));
+    h->shell_pid = h->l->shell_pid();
+    h->generation = h->l->generation();
+    conn->leases.push_back(h.get());
+    *out = h.release();
+    return SBSH_OK;
+  });
+}
+
+int sbsh_lease_run(sbsh_lease* lease, const char* command, int64_t timeout_ms, sbsh_result** out) {
+  sbsh_conn* conn = nullptr;
+  if (int rc = lease_conn(lease, "sbsh_lease_run", &conn); rc != SBSH_OK) return rc;
+  return guarded(conn, [&]() -> int {
+    if (command == nullptr || out == nullptr) return invalid(conn, "sbsh_lease_run: command and out must not be NULL");
+    if (timeout_ms < 0) return invalid(conn, "sbsh_lease_run: timeout_ms must not be negative (0: no timeout)");
+    auto started = std::chrono::system_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = lease->l->run(command, static_cast<uint64_t>(timeout_ms));
+    // The lease's socket, not the connection: a failure ends the lease (recorded, and the
+    // connection serves again once it is released), never the connection.
+    if (!r) return record(conn, status_for(r.err().code), r.err().code, r.err().message);
+    // What sbshd would have said of an exec: when it started, how long it took, and the bytes
+    // written (a lease keeps them all).
+    if (r->duration_us == 0)
+      r->duration_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (r->started_at_ms == 0)
+      r->started_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
+    if (r->stdout_bytes == 0) r->stdout_bytes = r->stdout_data.size();
+    if (r->stderr_bytes == 0) r->stderr_bytes = r->stderr_data.size();
+    *out = new sbsh_result{std::move(*r)};
+    return SBSH_OK;
+  });
+}
+
+int sbsh_lease_release(sbsh_lease* lease) {
+  sbsh_conn* conn = nullptr;
+  if (int rc = lease_conn(lease, "sbsh_lease_release", &conn); rc != SBSH_OK) return rc;
+  return guarded(conn, [&]() -> int {
+    if (auto s = lease->l->release(); !s) return fail(conn, s.err());
+    return SBSH_OK;
+  });
+}
+
+int sbsh_lease_held(const sbsh_lease* lease) {
+  return lease != nullptr && lease->conn != nullptr && lease->l && lease->l->held() ? 1 : 0;
+}
+int64_t sbsh_lease_shell_pid(const sbsh_lease* lease) { return lease != nullptr ? lease->shell_pid : 0; }
+uint64_t sbsh_lease_generation(const sbsh_lease* lease) { return lease != nullptr ? lease->generation : 0; }
+
+void sbsh_lease_free(sbsh_lease* lease) {
+  if (lease == nullptr) return;
+  if (lease->conn != nullptr) {
+    if (lease->l && lease->l->held()) (void)sbsh_lease_release(lease);
+    auto& v = lease->conn->leases;
+    v.erase(std::remove(v.begin(), v.end(), lease), v.end());
+  }
+  delete lease;  // its C++ lease, released above, has nothing left to tell sbshd
+}
 
 // ---- Sessions ------------------------------------------------------------------------------
 

@@ -9,13 +9,20 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "sbsh/client.h"
 #include "sbsh/sbsh.h"
 
 struct sbsh_conn {
   explicit sbsh_conn(sbsh::client::connection&& conn) : c(std::move(conn)) {}
+  sbsh_conn(const sbsh_conn&) = delete;
+  sbsh_conn& operator=(const sbsh_conn&) = delete;
+  // Releases a lease still held on it and detaches the lease handles not freed yet, whose
+  // C++ leases refer to the connection (client/c_api.cpp).
+  ~sbsh_conn();
   sbsh::client::connection c;
+  std::vector<sbsh_lease*> leases;  // granted on it (sbsh_lease_new) and not freed
   std::string error, code;  // of the most recent call on this handle ("" after a success)
   // Set when the handle cannot serve requests any more (an I/O or protocol failure left the
   // stream out of step, or the daemon was shut down): why, for the calls that follow.

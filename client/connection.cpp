@@ -273,8 +273,9 @@ sbsh::status connection::impl::send(std::string_view frame, std::span<const int>
   if (handshake_error) return *handshake_error;
   if (lease_id != 0)
     return make_error(ipc::errc::usage,
-                      "this connection holds a lease of a session's shell: release it (lease::release) before "
-                      "sending other requests on it, or use another connection");
+                      "this connection holds a lease of a session's shell: release it (lease::release, "
+                      "sbsh_lease_release, Lease.release) before sending other requests on it, or use another "
+                      "connection");
   for (;;) {
     sbsh::status sent = ch.send(frame, fds);
     if (!sent) {

@@ -201,6 +201,13 @@ inline std::string python_prototypes() {
   out += SBSH_PY_PROTOTYPE(sbsh_shutdown);
   out += SBSH_PY_PROTOTYPE(sbsh_shutdown_keep_sessions);
   out += SBSH_PY_PROTOTYPE(sbsh_request_json);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_new);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_run);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_release);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_held);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_shell_pid);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_generation);
+  out += SBSH_PY_PROTOTYPE(sbsh_lease_free);
   out += SBSH_PY_PROTOTYPE(sbsh_run_opts_init);
   out += SBSH_PY_PROTOTYPE(sbsh_plan_check);
   out += SBSH_PY_PROTOTYPE(sbsh_run_plan);

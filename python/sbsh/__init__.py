@@ -14,18 +14,18 @@ library.
     async with sbsh.AsyncClient() as c:
         r = await c.exec("make", session="build", timeout=600)
 
-The modules, by role: client (Client, Session, Process), aio (AsyncClient, AsyncSession,
-AsyncProcess), types (the records), errors (the exceptions). libsbsh is found through the
+The modules, by role: client (Client, Session, Process, Lease), aio (AsyncClient,
+AsyncSession, AsyncProcess, AsyncLease), types (the records), errors (the exceptions). libsbsh is found through the
 `lib` argument, else $SBSH_LIB, else beside this package, else the directory it was
 installed in (cmake --install, the Debian package), else the system's loader.
 """
 from ._lib import (ERR_INTERNAL, ERR_INVALID, ERR_IO, ERR_NOT_FOUND, ERR_PROTOCOL, ERR_REFUSED, ERR_TIMEOUT,
                    ERR_UNREACHABLE, OK)
-from .aio import AsyncClient, AsyncProcess, AsyncSession
-from .client import Canceller, Client, OutputCallback, Process, Session, version
+from .aio import AsyncClient, AsyncLease, AsyncProcess, AsyncSession
+from .client import Canceller, Client, Lease, OutputCallback, Process, Session, version
 from .errors import (CommandFailed, CommandNotFound, CommandTimedOut, ConnectionLost, DaemonUnreachable, Error,
-                     InvalidArgument, LibraryNotFound, NotFound, ProcessNotFound, Refused, SessionNotFound,
-                     StateLost, Timeout)
+                     InvalidArgument, LeaseEnded, LibraryNotFound, NotFound, ProcessNotFound, Refused,
+                     SessionNotFound, StateLost, Timeout)
 from .types import (STDERR, STDOUT, CommandInfo, Counters, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit,
                     FileInfo, FileLines, FileMatch, FileSearch, HistoryEntry, KeptCopy, Logs, OutputChunk, PlanCommand,
                     PlanEvent, PlanReason, PlanReport, PlanStage, ProcessInfo, SessionDefinition, SessionDetails,
@@ -34,10 +34,11 @@ from .types import (STDERR, STDOUT, CommandInfo, Counters, DaemonStatus, Environ
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "Process", "Canceller", "OutputCallback", "version",
-    "AsyncClient", "AsyncSession", "AsyncProcess",
+    "Client", "Session", "Process", "Lease", "Canceller", "OutputCallback", "version",
+    "AsyncClient", "AsyncSession", "AsyncProcess", "AsyncLease",
     "Error", "DaemonUnreachable", "ConnectionLost", "NotFound", "SessionNotFound", "ProcessNotFound",
-    "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "CommandFailed", "CommandTimedOut", "StateLost",
+    "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "LeaseEnded", "CommandFailed", "CommandTimedOut",
+    "StateLost",
     "LibraryNotFound",
     "ExecResult", "OutputChunk", "ProcessInfo", "CommandInfo", "Logs", "SessionInfo", "SessionDefinition", "HistoryEntry",
     "SessionDetails", "Counters", "DaemonStatus", "FileInfo", "FileEdit", "FileLines", "FileMatch", "FileSearch",

@@ -1,5 +1,5 @@
-"""The asyncio client: AsyncClient, with the surface of Client, and its handles AsyncSession
-and AsyncProcess.
+"""The asyncio client: AsyncClient, with the surface of Client, and its handles AsyncSession,
+AsyncProcess and AsyncLease.
 
     async with sbsh.AsyncClient() as c:
         results = await asyncio.gather(*(c.exec("make -j4", session=f"build-{i}") for i in range(8)))
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import signal as _signal
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -35,12 +36,12 @@ from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 from . import _lib
 from ._lib import EnvLike, PathArg
 from ._requests import _AsyncRequests
-from .client import Canceller, Client, PlanLike, StdinLike, _keeping, _with_kept, check_result
-from .errors import ConnectionLost, Timeout
+from .client import Canceller, Client, Lease, PlanLike, StdinLike, _keeping, _with_kept, check_result
+from .errors import ConnectionLost, LeaseEnded, Timeout
 from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo, FileLines, FileSearch,
                     Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo, SessionDetails)
 
-__all__ = ["AsyncClient", "AsyncSession", "AsyncProcess"]
+__all__ = ["AsyncClient", "AsyncSession", "AsyncProcess", "AsyncLease"]
 
 T = TypeVar("T")
 
@@ -110,7 +111,7 @@ class AsyncClient(_AsyncRequests):
         return self
 
     @contextlib.asynccontextmanager
-    async def _lease(self) -> AsyncIterator[_Conn]:
+    async def _borrow(self) -> AsyncIterator[_Conn]:
         """A pooled connection for one request (opened when none is idle and fewer than
         max_connections are); it goes back to the pool afterwards unless it failed."""
         pool = self._executor()
@@ -142,7 +143,8 @@ class AsyncClient(_AsyncRequests):
                 if healthy and conn.healthy and not self._closed:
                     self._idle.append(conn)
                 else:
-                    self._all.remove(conn)
+                    if conn in self._all:  # close() took them all meanwhile
+                        self._all.remove(conn)
                     conn.close()
 
     async def _run(self, fn: Callable[[Client, Canceller], T], stoppable: bool = True) -> T:
@@ -150,7 +152,7 @@ class AsyncClient(_AsyncRequests):
         it stops the call through the canceller and waits for it before re-raising."""
         pool = self._executor()
         loop = asyncio.get_running_loop()
-        async with self._lease() as conn:
+        async with self._borrow() as conn:
             fut = loop.run_in_executor(pool, fn, conn.client, conn.canceller)
             return await _finish(fut, conn.canceller.cancel if stoppable else None)
 
@@ -181,7 +183,7 @@ class AsyncClient(_AsyncRequests):
                    interactive: bool = False) -> ExecResult:
         """Client.exec, awaited. on_output is called on the event loop's thread."""
         loop = asyncio.get_running_loop()
-        async with self._lease() as conn:
+        async with self._borrow() as conn:
             c, L = conn.client, conn.client._lib
             o, keep_alive = c._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace,
                                          detach_after, keep, tty=tty, cols=cols, rows=rows, interactive=interactive)
@@ -268,6 +270,16 @@ class AsyncClient(_AsyncRequests):
         async for chunk in self._follow(lambda c, k, relay: c.command_logs(command_id, follow=True, canceller=k,
                                                                            on_output=relay)):
             yield chunk
+
+    # -- leases --
+
+    async def lease(self, session: Optional[str] = None) -> "AsyncLease":
+        """Client.lease, awaited. The lease keeps one of the pool's connections until it is
+        released (release(), or `async with await c.lease("s") as lease:`); each run takes a
+        worker thread while it runs."""
+        lease = AsyncLease(self)
+        await lease._acquire(session)
+        return lease
 
     # -- sessions --
 
@@ -502,6 +514,102 @@ async def _drain(queue: "asyncio.Queue[Any]", task: "asyncio.Future[T]") -> Asyn
             await asyncio.gather(task, return_exceptions=True)
 
 
+class AsyncLease:
+    """A lease of a session's shell for asyncio (AsyncClient.lease): Lease's methods,
+    awaited, on a connection of the pool kept for it until it is released.
+
+        async with await c.lease("build") as lease:
+            await lease.run("cd /tmp; X=5")
+            r = await lease.run("echo $X")
+
+    Cancelling a task that awaits run waits for the command to end (a lease's run cannot be
+    stopped from the client) and then raises CancelledError; the lease stays usable.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self._stack = contextlib.AsyncExitStack()
+        self._conn: Optional[_Conn] = None
+        self._lease: Optional[Lease] = None
+        self._running = 0
+
+    async def _acquire(self, session: Optional[str]) -> None:
+        loop = asyncio.get_running_loop()
+        conn = await self._stack.enter_async_context(self.client._borrow())
+        fut = loop.run_in_executor(self.client._executor(), conn.client.lease, session)
+        try:
+            lease: Lease = await _finish(fut, None)
+        except BaseException as e:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                fut.result().release()  # granted as the task was cancelled: one round trip
+            await self._stack.__aexit__(type(e), e, e.__traceback__)
+            raise
+        self._lease, self._conn = lease, conn
+
+    def __repr__(self) -> str:
+        return f"AsyncLease({self._lease!r})"
+
+    @property
+    def session(self) -> str:
+        return self._lease.session if self._lease is not None else ""
+
+    @property
+    def held(self) -> bool:
+        """True until it is released, or a run found that sbshd ended it."""
+        if self._lease is None:
+            return False
+        return self._running > 0 or self._lease.held
+
+    @property
+    def shell_pid(self) -> int:
+        return self._lease.shell_pid if self._lease is not None else 0
+
+    @property
+    def generation(self) -> int:
+        return self._lease.generation if self._lease is not None else 0
+
+    async def run(self, command: Union[str, bytes], timeout: Optional[float] = None, *,
+                  check: bool = False) -> ExecResult:
+        """Lease.run, awaited."""
+        lease = self._lease
+        if lease is None:
+            raise LeaseEnded("the lease was released: ask for another (AsyncClient.lease), or run the command with "
+                             "exec", code=_lib.ERR_INVALID, reason="released")
+        loop = asyncio.get_running_loop()
+        self._running += 1
+        try:
+            fut = loop.run_in_executor(self.client._executor(), functools.partial(lease.run, command, timeout,
+                                                                                  check=check))
+            return await _finish(fut, None)
+        finally:
+            self._running -= 1
+
+    async def release(self) -> None:
+        """Lease.release, awaited; the connection goes back to the pool. Safe to call twice."""
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            if self.client._closed:
+                lease.release()  # its Client was closed, which released it: only frees it
+            else:
+                await _finish(asyncio.get_running_loop().run_in_executor(self.client._executor(), lease.release),
+                              None)
+        except BaseException as e:
+            if isinstance(e, ConnectionLost) and self._conn is not None:
+                self._conn.healthy = False
+            await self._stack.__aexit__(type(e), e, e.__traceback__)
+            raise
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> "AsyncLease":
+        return self
+
+    async def __aexit__(self, t: Optional[Type[BaseException]], e: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        await self.release()
+
+
 class AsyncSession:
     """A handle on one named session of an AsyncClient. `async with` removes the session when
     the block ends; without it, the session stays."""
@@ -518,6 +626,10 @@ class AsyncSession:
 
     def exec_stream(self, command: Union[str, bytes], **kwargs: Any) -> AsyncIterator[Union[OutputChunk, ExecResult]]:
         return self.client.exec_stream(command, self.name, **kwargs)
+
+    async def lease(self) -> AsyncLease:
+        """AsyncClient.lease of this session's shell."""
+        return await self.client.lease(self.name)
 
     async def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
                     env: EnvLike = None) -> "AsyncProcess":

@@ -1,5 +1,5 @@
 """The synchronous client: Client (one connection to sbshd), and the handles it gives out,
-Session and Process.
+Session, Process and Lease.
 
 Threads: a Client serves one request at a time. Calls from several threads are serialized
 by a lock (the connection is never used by two threads at once); for parallel commands open
@@ -24,13 +24,14 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 from . import _lib
 from ._lib import EnvLike, PathArg
 from ._requests import _Requests
-from .errors import CommandFailed, CommandTimedOut, Error, InvalidArgument, ProcessNotFound, StateLost, Timeout
+from .errors import (CommandFailed, CommandTimedOut, Error, InvalidArgument, LeaseEnded, ProcessNotFound, StateLost,
+                     Timeout)
 from .types import (STDERR, STDOUT, CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo,
                     FileLines, FileSearch, Logs, PlanEvent, PlanReport, ProcessInfo, SessionDetails, command_info,
                     daemon_status, environment_info, file_edit, file_info, file_lines, file_search, plan_event,
                     plan_report, process_info, sequence_of)
 
-__all__ = ["Client", "Session", "Process", "Canceller", "version", "OutputCallback"]
+__all__ = ["Client", "Session", "Process", "Lease", "Canceller", "version", "OutputCallback"]
 
 OutputCallback = Callable[[int, bytes], None]
 """on_output(stream, data): stream is STDOUT (1) or STDERR (2)."""
@@ -606,6 +607,25 @@ class Client(_Requests):
             finally:
                 self._lib.sbsh_result_free(r)
 
+    # -- leases --
+
+    def lease(self, session: Optional[str] = None) -> "Lease":
+        """A lease of the session's shell (None: "default"), granted once the commands queued
+        before it have run: Lease.run then runs commands on the shell directly, not through
+        sbshd (see Lease). While it is held this Client serves nothing else (another call
+        raises InvalidArgument, reason "usage"): release it, or use it in a `with` block.
+
+        Raises SessionNotFound for a session that does not exist, Refused (reason
+        "not_supported") over host= or dial= (the lease's socket cannot pass through a dial
+        command) and for a shell that takes no leases, InvalidArgument when this Client holds
+        a lease already.
+        """
+        name = session if session is not None else "default"
+        h = ctypes.c_void_p()
+        with self._busy():
+            self._call(self._lib.sbsh_lease_new, _lib.enc(name), ctypes.byref(h))
+        return Lease(self, name, h)
+
     # -- sessions --
 
     def session(self, name: str) -> "Session":
@@ -1055,6 +1075,10 @@ class Session:
         """Client.exec in this session (same keyword arguments)."""
         return self.client.exec(command, self.name, **kwargs)
 
+    def lease(self) -> "Lease":
+        """Client.lease of this session's shell."""
+        return self.client.lease(self.name)
+
     def start(self, command: str, name: Optional[str] = None, cwd: Optional[PathArg] = None,
               env: EnvLike = None) -> "Process":
         """Starts a background process in this session."""
@@ -1116,3 +1140,114 @@ class Process:
         """Streams its output to on_output(stream, data) until it ends (or canceller.cancel()),
         and returns all of it with its final state."""
         return self.client.logs(self.id, follow=True, on_output=on_output, canceller=canceller)
+
+
+class Lease:
+    """A lease of a session's shell (Client.lease; docs/architecture.md, "The direct path"):
+    each run goes from this process to the shell and back on a socket of its own, not through
+    sbshd, with fresh pipes: exact stdout and stderr, and the status the shell sends (checked
+    to come from it). The shell's state (directory, variables) carries to and from the
+    session's other commands.
+
+        with client.lease("build") as lease:
+            lease.run("cd /tmp; X=5")
+            r = lease.run("echo $X; pwd")      # r.stdout == b"5\\n/tmp\\n"
+
+    Its Client serves nothing else while it is held. It ends with release() (or the end of
+    the `with` block, or the Client's close), and when sbshd ends it: another request queued
+    on its session (another client's exec, a start, ...) or its shell's end. The next run then
+    raises LeaseEnded, and after release() the Client serves again. A run cannot be stopped
+    from this process (Ctrl-C waits for it; timeout= is sbshd's to enforce); the output is
+    kept whole (no output_limit).
+    """
+
+    def __init__(self, client: Client, session: str, handle: ctypes.c_void_p) -> None:
+        self.client = client
+        self.session = session
+        self._h = handle
+        L = client._lib
+        self._shell_pid = int(L.sbsh_lease_shell_pid(handle))
+        self._generation = int(L.sbsh_lease_generation(handle))
+
+    def __repr__(self) -> str:
+        return f"Lease(session={self.session!r}, shell_pid={self._shell_pid}, held={self.held})"
+
+    @property
+    def held(self) -> bool:
+        """True until it is released, or a run found that sbshd ended it."""
+        return bool(self._h) and bool(self.client._conn) and self.client._lib.sbsh_lease_held(self._h) != 0
+
+    @property
+    def shell_pid(self) -> int:
+        """The session's shell that runs its commands."""
+        return self._shell_pid
+
+    @property
+    def generation(self) -> int:
+        """Which shell of the session it is (as ExecResult.generation numbers them)."""
+        return self._generation
+
+    def run(self, command: Union[str, bytes], timeout: Optional[float] = None, *, check: bool = False) -> ExecResult:
+        """Runs command at the shell's top level, stdin /dev/null, and waits for it: its
+        ExecResult, as exec gives one (exact stdout and stderr, exit_code, signal, timed_out,
+        cancelled). timeout: seconds, passed with the command for sbshd to stop it as it
+        stops an exec that times out. check: raise as exec(check=True) does.
+
+        Raises LeaseEnded when the lease is over (the command did not run), ValueError for a
+        command holding a NUL byte or a timeout that is not positive.
+        """
+        L = self.client._lib
+        text = _lib.enc(command)
+        timeout_ms = _lib.ms(timeout, "timeout")
+        r = ctypes.c_void_p()
+        if not self._h:
+            raise self._released()
+        with self.client._busy():
+            if not self._h:  # released by another thread meanwhile
+                raise self._released()
+            try:
+                rc = int(L.sbsh_lease_run(self._h, text, timeout_ms, ctypes.byref(r)))
+                if rc != _lib.OK:
+                    raise self._error(rc)
+                res = self.client._result(r)
+            finally:
+                L.sbsh_result_free(r)
+        return check_result(command, res) if check else res
+
+    @staticmethod
+    def _released() -> LeaseEnded:
+        return LeaseEnded("the lease was released: ask for another (Client.lease), or run the command with exec",
+                          code=_lib.ERR_INVALID, reason="released")
+
+    def _error(self, rc: int) -> Error:
+        err = _lib.last_error(self.client._lib, rc, self.client._conn)
+        if err.reason in ("eof", "protocol"):  # the lease's socket, not the connection
+            return LeaseEnded(err.message, code=rc, reason=err.reason)
+        if rc in (_lib.ERR_IO, _lib.ERR_PROTOCOL):  # a pipe or poll of this process failed
+            return Error(err.message, code=rc, reason=err.reason)
+        return err
+
+    def release(self) -> None:
+        """Ends the lease and waits for sbshd to say so; the Client then serves other requests
+        again. Safe to call twice, after sbshd ended it, and after the Client was closed
+        (which released it). Raises ConnectionLost when the connection failed."""
+        c = self.client
+        L = c._lib
+        with c._lock:
+            h, self._h = self._h, ctypes.c_void_p()
+            if not h:
+                return
+            try:
+                if c._conn:
+                    rc = int(L.sbsh_lease_release(h))
+                    if rc != _lib.OK:
+                        raise _lib.last_error(L, rc, c._conn)
+            finally:
+                L.sbsh_lease_free(h)
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, t: Optional[Type[BaseException]], e: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.release()

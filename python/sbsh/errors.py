@@ -12,6 +12,8 @@ needs to.
     ├── Refused                   sbshd refused the request for another reason (session_exists,
     │                             outside_root, shutting_down, ...: see `reason`)
     ├── Timeout (also TimeoutError)  a wait's deadline passed first
+    ├── LeaseEnded                a lease's run: the lease is over (released, or ended by
+    │                             another request queued on its session); the command did not run
     ├── CommandFailed             exec(check=True): the command did not succeed (.result)
     │   ├── CommandTimedOut (also Timeout)   ... because its timeout passed
     │   └── StateLost             ... because its shell was lost: it ran without the session's state
@@ -30,8 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Error", "DaemonUnreachable", "ConnectionLost", "NotFound", "SessionNotFound", "ProcessNotFound",
-    "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "CommandFailed", "CommandTimedOut", "StateLost",
-    "LibraryNotFound",
+    "CommandNotFound", "InvalidArgument", "Refused", "Timeout", "LeaseEnded", "CommandFailed", "CommandTimedOut",
+    "StateLost", "LibraryNotFound",
 ]
 
 
@@ -86,6 +88,16 @@ class Refused(Error):
 
 class Timeout(Error, TimeoutError):
     """The deadline passed first (a process still runs after wait's timeout)."""
+
+
+class LeaseEnded(Error):
+    """Lease.run: the lease is over, so the command was not run (unless the message says the
+    lease ended while it ran: then it may have run in part). It was released, or sbshd ended
+    it because another request was queued on its session (another client's exec, a start,
+    ...), or its shell ended. Only the lease is done: release it (a `with` block does) and
+    the Client serves again; run the command with exec, or ask for a new lease. reason:
+    "eof", or "protocol" when its socket carried something other than the shell's status,
+    or "released" for a lease released here."""
 
 
 class CommandFailed(Error):

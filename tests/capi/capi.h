@@ -1,7 +1,7 @@
 /* What the C ABI tests share (capi_support.c): counted checks that name the file and line
  * of a failure, the private sbshd they drive, and helpers to run commands through sbsh.h.
  * capi_test.c holds exec, streaming, cancels and the daemon; capi_sessions.c sessions and
- * what they keep, confinement, files, background processes and plans. */
+ * what they keep, confinement, files, background processes and plans; capi_lease.c leases. */
 #pragma once
 
 #include <stddef.h>
@@ -76,3 +76,5 @@ void test_files(sbsh_conn* c);
 void test_processes(sbsh_conn* c);
 void test_plans(sbsh_conn* c);
 void test_request_json(sbsh_conn* c);
+/* The checks of capi_lease.c. */
+void test_lease(sbsh_conn* c);

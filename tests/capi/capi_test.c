@@ -4,7 +4,7 @@
  * drives it through libsbsh's C ABI only, then shuts it down and checks that the daemon is
  * gone. Every check is counted; the program exits 1 if any failed. This file: connecting,
  * exec, timeouts and cancels, streaming and stdin, kept commands, errors, the event-loop
- * exec and the daemon's status and shutdown; capi_sessions.c the rest. */
+ * exec and the daemon's status and shutdown; capi_sessions.c and capi_lease.c the rest. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -632,6 +632,7 @@ int main(void) {
   test_processes(c);
   test_plans(c);
   test_request_json(c);
+  test_lease(c);
   test_housekeeping(c); /* it prunes the idle sessions the tests above made */
   test_status_and_shutdown(c);
 

@@ -535,6 +535,51 @@ class AsyncTest(unittest.TestCase):
                 await c.remove_session("aio-cancel")
         self.run_async(main())
 
+    def test_a_lease_from_asyncio(self):
+        async def main():
+            async with sbsh.AsyncClient(self.d.sock, autostart=False, max_connections=2) as c:
+                await c.exec("cd / && X=1", session="aio-lease", check=True)
+                async with await c.lease("aio-lease") as lease:
+                    self.assertIsInstance(lease, sbsh.AsyncLease)
+                    self.assertTrue(lease.held)
+                    self.assertGreater(lease.shell_pid, 1)
+                    await lease.run("cd /tmp; X=5", check=True)
+                    r = await lease.run("echo $X; pwd; printf 'e\\0' >&2; (exit 4)", timeout=30)
+                    self.assertEqual((r.stdout, r.stderr, r.exit_code), (b"5\n/tmp\n", b"e\0", 4))
+                    # The lease keeps its connection: the pool's other one serves the rest.
+                    other = await c.exec("echo other", session="aio-lease-other")
+                    self.assertEqual(other.stdout, b"other\n")
+                    # A cancelled run ends with its command; the lease goes on.
+                    task = asyncio.ensure_future(lease.run("sleep 0.3; Y=after-cancel"))
+                    await asyncio.sleep(0.05)
+                    task.cancel()
+                    with self.assertRaises(asyncio.CancelledError):
+                        await task
+                    self.assertEqual((await lease.run("echo $Y")).stdout, b"after-cancel\n")
+                    # A request queued on the session ends the lease.
+                    self.assertEqual((await c.exec("echo $X", session="aio-lease")).stdout, b"5\n")
+                    with self.assertRaises(sbsh.LeaseEnded):
+                        await lease.run("echo never")
+                    self.assertFalse(lease.held)
+                self.assertFalse(lease.held)
+                with self.assertRaises(sbsh.LeaseEnded):
+                    await lease.run("true")
+                # Its connection is back in the pool: two execs at once still get one each.
+                rs = await asyncio.gather(c.exec("echo $X", session="aio-lease"),
+                                          c.exec("echo o", session="aio-lease-other"))
+                self.assertEqual([x.stdout for x in rs], [b"5\n", b"o\n"])
+                self.assertLessEqual(len(c._all), 2)
+                # Closing the AsyncClient releases a held lease; release() afterwards is quiet.
+                held = await c.session("aio-lease").lease()
+                self.assertEqual((await held.run("echo $X")).stdout, b"5\n")
+                await c.remove_session("aio-lease-other")
+            await held.release()
+            self.assertFalse(held.held)
+            async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:
+                self.assertEqual((await c.exec("echo $X", session="aio-lease")).stdout, b"5\n")
+                await c.remove_session("aio-lease")
+        self.run_async(main())
+
     def test_housekeeping_and_a_followed_command(self):
         async def main():
             async with sbsh.AsyncClient(self.d.sock, autostart=False) as c:

@@ -681,6 +681,97 @@ class BindingTest(DaemonTestCase):
         self.assertEqual(e.exception.code, sbsh.ERR_NOT_FOUND)
 
 
+class LeaseTest(DaemonTestCase):
+    """Client.lease: runs on a session's shell, not through sbshd."""
+
+    def test_runs_on_a_lease_carry_the_state_with_exact_bytes(self):
+        self.c.exec("cd / && X=from-exec", session="py-lease", check=True)
+        shell = int(self.c.exec("echo $$", session="py-lease").stdout)
+        with self.c.lease("py-lease") as lease:
+            self.assertIsInstance(lease, sbsh.Lease)
+            self.assertTrue(lease.held)
+            self.assertEqual((lease.session, lease.shell_pid), ("py-lease", shell))
+            self.assertGreater(lease.generation, 0)
+            self.assertEqual(lease.run("echo $X; pwd").stdout, b"from-exec\n/\n")
+            r = lease.run("cd /tmp; X=5")
+            self.assertEqual((r.exit_code, r.stdout, r.stderr, r.ok), (0, b"", b"", True))
+            self.assertEqual(lease.run("echo $X; pwd").stdout, b"5\n/tmp\n")
+            r = lease.run(b"printf 'a\\0b\\377\\n'; printf 'e\\0rr' >&2; (exit 7)", timeout=30)
+            self.assertIsInstance(r, sbsh.ExecResult)
+            self.assertEqual((r.stdout, r.stderr, r.exit_code, r.signal), (b"a\0b\xff\n", b"e\0rr", 7, None))
+            self.assertFalse(r.ok or r.timed_out or r.cancelled or r.shell_restarted)
+            self.assertEqual((r.stdout_bytes, r.stderr_bytes, r.generation), (5, 4, lease.generation))
+            self.assertGreater(r.duration, 0)
+            r = lease.run("sh -c 'kill -TERM $$'")
+            self.assertEqual((r.signal, r.exit_code), (signal.SIGTERM, 128 + signal.SIGTERM))
+            with self.assertRaises(sbsh.CommandFailed) as e:
+                lease.run("echo out; (exit 3)", check=True)
+            self.assertEqual((e.exception.result.exit_code, e.exception.result.stdout), (3, b"out\n"))
+            # The Client serves nothing else while the lease is held, and says why.
+            with self.assertRaises(sbsh.InvalidArgument) as e:
+                self.c.exec("true", session="py-lease")
+            self.assertEqual(e.exception.reason, "usage")
+            self.assertIn("Lease.release", str(e.exception))
+            with self.assertRaises(sbsh.InvalidArgument):
+                self.c.lease("py-lease")
+            with self.assertRaises(ValueError):
+                lease.run("echo a\0b")
+            with self.assertRaises(ValueError):
+                lease.run("true", timeout=0)
+            self.assertEqual(lease.run("echo still-$X").stdout, b"still-5\n")
+        self.assertFalse(lease.held)
+        with self.assertRaises(sbsh.LeaseEnded) as e:
+            lease.run("echo never")
+        self.assertEqual(e.exception.reason, "released")
+        lease.release()  # twice: nothing to do
+        self.assertEqual(self.c.exec("echo $X $PWD", session="py-lease").stdout, b"5 /tmp\n")
+
+    def test_another_clients_exec_ends_the_lease(self):
+        self.c.exec("true", session="py-lease-end")
+        with sbsh.Client(self.d.sock, autostart=False) as other:
+            lease = self.c.lease("py-lease-end")
+            lease.run("Y=6", check=True)
+            # Queued on the session, the exec ends the lease and runs in the same shell.
+            self.assertEqual(other.exec("echo $Y", session="py-lease-end").stdout, b"6\n")
+            with self.assertRaises(sbsh.LeaseEnded) as e:
+                lease.run("echo never")
+            self.assertEqual((e.exception.reason, e.exception.code), ("eof", sbsh.ERR_IO))
+            self.assertIn("lease has ended", str(e.exception))
+            self.assertFalse(lease.held)
+            with self.assertRaises(sbsh.InvalidArgument):  # still the lease's until released
+                self.c.exec("true", session="py-lease-end")
+            lease.release()
+        self.assertEqual(self.c.exec("echo again-$Y", session="py-lease-end").stdout, b"again-6\n")
+        # Closing the Client releases its lease; release() afterwards only frees the handle.
+        c2 = sbsh.Client(self.d.sock, autostart=False)
+        lease = c2.session("py-lease-end").lease()
+        self.assertEqual((lease.session, lease.run("echo $Y").stdout), ("py-lease-end", b"6\n"))
+        c2.close()
+        self.assertFalse(lease.held)
+        lease.release()
+        with self.assertRaises(sbsh.LeaseEnded):
+            lease.run("true")
+        self.assertEqual(self.c.exec("echo $Y", session="py-lease-end").stdout, b"6\n")
+
+    def test_lease_refusals(self):
+        with self.assertRaises(sbsh.SessionNotFound) as e:
+            self.c.lease("py-no-such-lease")
+        self.assertIn("py-no-such-lease", str(e.exception))
+        with self.assertRaises(sbsh.InvalidArgument):
+            self.c.lease("bad name")
+        with self.assertRaises(ValueError):
+            self.c.lease("a\0b")
+        self.c.exec("true")
+        with self.c.lease() as lease:  # the default session
+            self.assertEqual((lease.session, lease.run("echo d").stdout), ("default", b"d\n"))
+        far = [os.path.join(BIN_DIR, "sbsh"), "-S", self.d.sock, "--no-autostart", "dial-stdio"]
+        with sbsh.Client(dial=far) as c:
+            with self.assertRaises(sbsh.Refused) as e:
+                c.lease()
+            self.assertEqual(e.exception.reason, "not_supported")
+            self.assertEqual(c.exec("echo usable").stdout, b"usable\n")
+
+
 class ShutdownTest(unittest.TestCase):
     def test_shutdown_ends_the_daemon(self):
         d = PrivateDaemon()

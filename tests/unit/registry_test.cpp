@@ -6,7 +6,6 @@
 // python/gen/py_requests.h names it hand-written, generated methods; kBindings below names
 // the others' function and methods. A request added without them, or a row left behind
 // when a request goes, fails here with what is missing.
-#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -61,13 +60,8 @@ constexpr binding kBindings[] = {
     {"file_mkdir", "sbsh_file_mkdir", "make_directory"},
     {"file_move", "sbsh_file_move", "move_file"},
     {"env_prune", "sbsh_environments_prune", "prune_environments"},
+    {"lease", "sbsh_lease_new", "lease"},
 };
-
-// Requests that no C function or Python method sends yet, each with what reaches it instead.
-// lease: its answer carries a socket on which the holder speaks the shell channel's protocol
-// (docs/architecture.md, "The direct path"); the C++ library has it (connection::lease), the C
-// ABI and Python not yet.
-constexpr std::string_view kNotYetBound[] = {"lease"};
 
 std::string source(const std::string& path) {
   std::ifstream f(std::string(SBSH_SOURCE_DIR) + "/" + path, std::ios::binary);
@@ -105,11 +99,6 @@ TEST(registry, EveryRequestHasAHandlerAFuzzSeedACFunctionAndAPythonMethod) {
     std::ifstream seed(std::string(SBSH_SOURCE_DIR) + "/tests/fuzz/corpus/requests/" + std::string(k.name));
     EXPECT_TRUE(seed.good()) << "no seed: add it to tests/fuzz/seeds.cpp and write the corpus with fuzz_seeds";
     const binding* b = binding_of(k.name);
-    if (std::find(std::begin(kNotYetBound), std::end(kNotYetBound), k.name) != std::end(kNotYetBound)) {
-      EXPECT_FALSE(generated) << "the generic call cannot send it: its answer carries a descriptor";
-      EXPECT_EQ(b, nullptr) << "it has its bindings now: take it out of kNotYetBound";
-      return;
-    }
     if (generated) {
       EXPECT_EQ(b, nullptr) << "its methods are generated (python/gen/py_requests.h): no row in kBindings";
       EXPECT_NE(header.find(" sbsh_request_json("), std::string::npos);

@@ -34,10 +34,10 @@
  * same thread).
  *
  * Memory. Handles returned through out-parameters (sbsh_conn, sbsh_result, sbsh_proc,
- * sbsh_canceller) are owned by the caller and released with their *_free / sbsh_close
- * function; each accepts NULL. Strings and byte buffers returned by getters belong to the
- * handle and live as long as it does. JSON strings returned through `char**` are allocated
- * with malloc and released with sbsh_free.
+ * sbsh_canceller, sbsh_lease) are owned by the caller and released with their *_free /
+ * sbsh_close function; each accepts NULL. Strings and byte buffers returned by getters
+ * belong to the handle and live as long as it does. JSON strings returned through `char**`
+ * are allocated with malloc and released with sbsh_free.
  *
  * Strings are NUL-terminated UTF-8 unless a length goes with them; output bytes are raw
  * (any byte, NULs included) and always come with their length. A path, name or other
@@ -82,6 +82,7 @@ typedef struct sbsh_result sbsh_result;       /* how one exec ended, with its ou
 typedef struct sbsh_proc sbsh_proc;           /* the state of one background process */
 typedef struct sbsh_canceller sbsh_canceller; /* stops a running exec from elsewhere */
 typedef struct sbsh_exec_call sbsh_exec_call; /* an exec driven by the caller's event loop */
+typedef struct sbsh_lease sbsh_lease;         /* a session's shell, leased to one connection */
 
 /* ---- Status codes ----------------------------------------------------------------------- */
 
@@ -91,7 +92,8 @@ enum {
   SBSH_ERR_REFUSED = -2,     /* sbshd refused the request: bad session name, session exists
                                 with another definition, session failed, shutting down, ... */
   SBSH_ERR_IO = -3,          /* the connection failed or sbshd went away; the handle is now
-                                unusable: close it and connect again */
+                                unusable: close it and connect again (from sbsh_lease_run:
+                                the lease ended, and only the lease is unusable) */
   SBSH_ERR_TIMEOUT = -4,     /* sbsh_wait: the timeout passed while the process still runs */
   SBSH_ERR_INVALID = -5,     /* an argument was invalid (NULL where one is needed, a negative
                                 timeout, an uninitialized options structure, ...) */
@@ -150,7 +152,8 @@ SBSH_API int sbsh_connect_dial(const char* const* argv, sbsh_conn** out);
 SBSH_API int sbsh_connect_host(const char* url, const char* remote_socket, int autostart, sbsh_conn** out);
 
 /* Closes the connection and frees the handle. NULL is allowed. Running background processes
- * and sessions are not affected. */
+ * and sessions are not affected. A lease held on it is released first; its handle still
+ * needs sbsh_lease_free. */
 SBSH_API void sbsh_close(sbsh_conn* conn);
 
 /* The socket path this handle is connected to, or the command line of its dial program
@@ -684,6 +687,63 @@ SBSH_API int sbsh_shutdown_keep_sessions(sbsh_conn* conn);
  * (exec, session_create, the logs, file_read, file_write, file_list and the like) are
  * SBSH_ERR_INVALID here: each has its own function. */
 SBSH_API int sbsh_request_json(sbsh_conn* conn, const char* request_json, char** reply_json);
+
+/* ---- Leases (since SBSH_0.2) -------------------------------------------------------------- */
+
+/* A lease of a session's shell (docs/architecture.md, "The direct path"): commands go from
+ * this process to the shell and back on a socket of their own, not through sbshd, each with
+ * fresh pipes: exact stdout and stderr, and the status the shell sends (checked to come from
+ * it). The shell's state (directory, variables) carries to and from the session's other
+ * commands. While a lease is held its connection serves nothing else: any other call on it
+ * fails with SBSH_ERR_INVALID (code "usage") until the lease is released; use another
+ * connection for the rest. A lease ends with sbsh_lease_release (or sbsh_lease_free, or
+ * sbsh_close of its connection), when its connection closes, when the session's shell
+ * ends, and when any other request is queued on the session (another client's exec, an
+ * sbsh start, ...): its next sbsh_lease_run then fails with SBSH_ERR_IO and code "eof", the
+ * command not run (unless the lease ended while it ran, which the message says). Only the
+ * lease is done then: release it and the connection serves again (an exec runs the command
+ * through sbshd, behind the others; a new lease may be asked for).
+ *
+ * Errors of the lease's calls are recorded on its connection (sbsh_last_error(conn)) and on
+ * the calling thread. A lease is used from one thread at a time, as its connection. */
+
+/* Asks sbshd for a lease of session's shell (NULL: "default"), granted once the commands
+ * queued before it have run; *out is the lease, to release with sbsh_lease_free. Refused:
+ * a session that does not exist (SBSH_ERR_NOT_FOUND, code "no_such_session"); a connection
+ * through a dial command or a host (sbsh_connect_dial, sbsh_connect_host: no descriptor
+ * passes; SBSH_ERR_REFUSED, code "not_supported"), a shell that takes no leases (an older
+ * builtin), or a confined session of an sbshd that runs as root; a connection that holds a
+ * lease already (SBSH_ERR_INVALID, code "usage"). */
+SBSH_API int sbsh_lease_new(sbsh_conn* conn, const char* session, sbsh_lease** out);
+
+/* Runs command at the shell's top level, stdin /dev/null, and waits for it to end: *out is
+ * its result (release it with sbsh_result_free), read with the sbsh_result_* getters as an
+ * exec's: the whole stdout and stderr, exactly (no output limit), its exit code or signal,
+ * sbsh_result_timed_out and sbsh_result_cancelled. timeout_ms: 0 for none, else passed to
+ * the shell with the command, for sbshd to stop it as it stops an exec that times out. A
+ * negative status means no result: SBSH_ERR_IO with code "eof" when the lease has ended (see
+ * above), SBSH_ERR_PROTOCOL when the lease's socket carried something that is not the
+ * shell's status (the lease is dropped), SBSH_ERR_INVALID for a NULL argument, a negative
+ * timeout or a lease whose connection was closed. */
+SBSH_API int sbsh_lease_run(sbsh_lease* lease, const char* command, int64_t timeout_ms, sbsh_result** out);
+
+/* Ends the lease and waits for sbshd to say so; the connection then serves other requests
+ * again. SBSH_OK too when the lease had ended already (also when another request ended it)
+ * or was released before; a failure is the connection's (SBSH_ERR_IO: close it). */
+SBSH_API int sbsh_lease_release(sbsh_lease* lease);
+
+/* 1 from sbsh_lease_new until it is released or a run found it ended; else 0 (and for NULL). */
+SBSH_API int sbsh_lease_held(const sbsh_lease* lease);
+/* The session's shell that runs the lease's commands, as this process sees its pid (0 for
+ * NULL); and which shell it is, as sbsh_result_generation numbers them. Both stay after the
+ * lease's end. */
+SBSH_API int64_t sbsh_lease_shell_pid(const sbsh_lease* lease);
+SBSH_API uint64_t sbsh_lease_generation(const sbsh_lease* lease);
+
+/* Releases the lease if it is held (as sbsh_lease_release, its failure recorded on the
+ * connection) and frees the handle. NULL is allowed. A lease whose connection was closed
+ * (sbsh_close released it) is only freed. */
+SBSH_API void sbsh_lease_free(sbsh_lease* lease);
 
 /* ---- Plans -------------------------------------------------------------------------------- */
 
