@@ -388,7 +388,8 @@ TEST_F(orphan_test, ASpareStartedAsItsSbshdDiedEnds) {
         return true;
       },
       seconds(20)));
-  // Until the end of the test, whatever happens: the server goes on, and orphans go to init.
+  // Orphans come to this process until the end of the test; then, whatever happened, the
+  // server goes on and orphans go to init again.
   struct subreaper {
     pid_t server;
     explicit subreaper(pid_t s) : server(s) { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
@@ -425,31 +426,36 @@ TEST_F(orphan_test, ASpareStartedAsItsSbshdDiedEnds) {
   ::kill(server, SIGCONT);
   guard.server = 0;  // once reaped below, its pid may be another process's
   // Everything the killed sbshd left is this process's child now, or will be once its parent
-  // ends; a zombie is reaped once seen.
+  // ends; a zombie is reaped once seen. Only a look that reaped none is the last: a child may
+  // start (the server's spare) after the list of /proc was read and before its parent ends.
   std::map<pid_t, std::string> seen;
   std::vector<pid_t> live;
-  bool ended = wait_until(
-      [&] {
-        live.clear();
-        for (pid_t p : all_pids()) {
-          auto st = stat_of(p);
-          if (!st || st->ppid != ::getpid()) continue;
-          seen.emplace(p, st->comm);
-          if (st->state == 'Z') ::waitpid(p, nullptr, WNOHANG);
-          else live.push_back(p);
-        }
-        return live.empty();
-      },
-      seconds(15));
+  auto none_left = [&] {
+    live.clear();
+    bool reaped = false;
+    for (pid_t p : all_pids()) {
+      auto st = stat_of(p);
+      if (!st || st->ppid != ::getpid()) continue;
+      seen.emplace(p, st->comm);
+      if (st->state == 'Z') reaped = ::waitpid(p, nullptr, WNOHANG) == p || reaped;
+      else live.push_back(p);
+    }
+    return live.empty() && !reaped;
+  };
+  bool ended = wait_until(none_left, seconds(15));
   std::string left;
   for (pid_t p : live) left += " " + std::to_string(p) + " (" + cmdline_of(p) + ")";
   EXPECT_TRUE(ended) << "outlived their sbshd:" << left;
   EXPECT_TRUE(std::ranges::any_of(seen, [&](const auto& e) {
     return e.first != server && e.first != spare && e.second == "sbsh-wrapper";
   })) << "the server started no spare after sbshd's end";
-  EXPECT_FALSE(std::filesystem::exists(next)) << "the spare left its link directory";
-  for (pid_t p : live) ::kill(p, SIGKILL);
-  for (pid_t p : live) ::waitpid(p, nullptr, 0);
+  EXPECT_FALSE(std::filesystem::exists(next)) << "the spare left its link directory " << next << "\n"
+                                              << read_file(dir + "/sbshd.log");
+  // What a failure left, by pid: this process's children, and theirs once they come back.
+  for (int round = 0; round < 10 && !none_left(); ++round) {
+    for (pid_t p : live) ::kill(p, SIGKILL);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
 }
 
 TEST_F(orphan_test, AWrapperWhoseShellHadNotFinishedStartingEnds) {
