@@ -648,7 +648,6 @@ class wrapper_loop {
 
   // sbshd went away without ending the session: wait for the next one, or end.
   bool orphaned() {
-    ctl_.close();
     if (!listen_ || spare_shell_) return false;  // a spare holds no state worth keeping
     // A shell that never finished its session's set-up is refused by every sbshd: nobody
     // will ever adopt it.
@@ -670,6 +669,13 @@ class wrapper_loop {
 
   int loop() {
     for (;;) {
+      if (!ctl_.open()) {
+        if (const char* why = why_end_orphan()) {
+          if (*why != '\0') log_error(session_.c_str(), fmt::format("{}; ending it", why));
+          end_session(session_.c_str(), sid_, {});
+          return 0;
+        }
+      }
       // Fixed slots first, then one per drained pipe.
       std::vector<pollfd> fds = {{sigfd_, POLLIN, 0},
                                  {ctl_.open() ? ctl_.fd() : -1, POLLIN, 0},
@@ -677,9 +683,10 @@ class wrapper_loop {
                                  {early_err_.get(), POLLIN, 0}};
       for (const auto& d : draining_) fds.push_back({d.get(), POLLIN, 0});
       int timeout = -1;
-      // While orphaned, look every second whether the adoption socket is still there.
+      // While orphaned: wake at the deadline, or at the next look at the adoption socket.
       if (orphan_deadline_ms_ != 0)
-        timeout = static_cast<int>(std::clamp<int64_t>(orphan_deadline_ms_ - mono_ms(), 0, 1000));
+        timeout = static_cast<int>(
+            std::clamp<int64_t>(std::min(orphan_deadline_ms_, next_adopt_check_ms_) - mono_ms(), 0, kAdoptCheckMs));
       // Frames already read but not yet handled are not seen by poll().
       bool wait = !(ctl_.open() && ctl_.buffered());
       // Before waiting after work other than a health check: give back what the work used.
@@ -696,26 +703,32 @@ class wrapper_loop {
       }
       if (fds[2].revents != 0) take_adoption();
       if (ctl_.open() && (fds[1].revents != 0 || ctl_.buffered())) {
-        bool open = on_control();
+        if (!on_control()) ctl_.close();  // sbshd is gone: seen at the top of the loop
         if (claim_failed_) return 1;
-        if (!open && !orphaned()) {
-          // sbshd is gone and no other may take the session: nobody can use it any more, nor
-          // its background processes.
-          end_session(session_.c_str(), sid_, {});
-          return 0;
-        }
-      }
-      if (orphan_deadline_ms_ != 0 && !ctl_.open()) {
-        const char* why = mono_ms() >= orphan_deadline_ms_ ? "no sbshd adopted the session in time"
-                          : !adoptable()                   ? "its adoption socket was removed"
-                                                           : nullptr;
-        if (why != nullptr) {
-          log_error(session_.c_str(), fmt::format("{}; ending it", why));
-          end_session(session_.c_str(), sid_, {});
-          return 0;
-        }
       }
     }
+  }
+
+  // With the control socket closed, sbshd is gone: whether a read met its end or a write
+  // failed (sbshd died before this wrapper's report or answer reached it: a spare started as
+  // it went, the answer to its last ping). Either way the wrapper comes here, on every turn
+  // of its loop until it ends or is adopted. Returns why the session ends now ("" when said
+  // already), or nullptr while it waits for adoption.
+  const char* why_end_orphan() {
+    if (orphan_deadline_ms_ == 0) {
+      // sbshd is gone and no other may take the session: nobody can use it any more, nor its
+      // background processes.
+      if (!orphaned()) return "";
+      next_adopt_check_ms_ = mono_ms();
+    }
+    int64_t now = mono_ms();
+    if (now >= orphan_deadline_ms_) return "no sbshd adopted the session in time";
+    // Every few seconds, not on every wake (a running command's output wakes it often).
+    if (now >= next_adopt_check_ms_) {
+      next_adopt_check_ms_ = now + kAdoptCheckMs;
+      if (!adoptable()) return "its adoption socket was removed";
+    }
+    return nullptr;
   }
 
   // Returns an exit code when the wrapper should stop, -1 to go on.
@@ -859,6 +872,11 @@ class wrapper_loop {
   std::vector<unique_fd> draining_;  // a running command's pipes, read into nothing while orphaned
   unique_fd devnull_;
   int64_t orphan_deadline_ms_ = 0;  // while orphaned: when it gives up (steady clock)
+  int64_t next_adopt_check_ms_ = 0;  // while orphaned: when it next looks at its adoption socket
+  // How often an orphan looks whether its adoption socket is still there: a stat(), cheap
+  // enough for thousands of orphans at once, where watching it would take an inotify
+  // instance each (a few hundred per user).
+  static constexpr int64_t kAdoptCheckMs = 5000;
   char* title_ = nullptr;  // a spare's argument memory, where ps reads its session's name
   size_t title_size_ = 0;
   ipc::channel ctl_;

@@ -17,7 +17,10 @@
 // left), keeps the background processes' pipes sbshd lent it (protect_group), and listens
 // on DIR/w. The next sbshd connects there, sends `adopt`, and gets all of them back with
 // what it needs to know of the session (`adopted`); the connection becomes the control
-// socket. Nobody within the timeout: the session ends.
+// socket. Nobody within the timeout, or its adoption socket removed (looked at every few
+// seconds): the session ends. A spare nobody claimed ends as soon as its sbshd is gone.
+// sbshd is gone once the control socket is closed, whether a read met its end or a write
+// failed.
 #pragma once
 
 #include <cstddef>

@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "fixture.h"
@@ -246,26 +251,69 @@ TEST_F(keeper_test, WhatItStartsAfterItsLastReaderWentEnds) {
 
 // A wrapper nobody adopts ends, with its shell and everything the shell started: when its
 // adoption timeout passes, at once when its adoption socket is removed, and at once when its
-// sbshd went before the shell had finished starting (every later sbshd would refuse it).
+// sbshd went before the shell had finished starting (every later sbshd would refuse it). So
+// does one that learnt of sbshd's end from an answer it could not deliver rather than from
+// its control socket's end-of-file. A spare holds nothing worth keeping: it ends at once.
 class orphan_test : public lifetime_test {
  protected:
   orphan_test() { start_in_setup = false; }
 
   struct orphan {
     std::vector<pid_t> pids;  // wrapper, shell, what the shell started
+    bool looked = true;       // whether this process could see sbshd's ping wait (unanswered)
   };
-  orphan make_orphan(const std::string& adopt_timeout) {
+  // `unanswered`: sbshd dies while its last ping waits, unread, for the wrapper, which was
+  // stopped meanwhile: the wrapper then reads it and its answer fails, the first sign it gets
+  // of sbshd's end.
+  orphan make_orphan(const std::string& adopt_timeout, bool unanswered = false) {
     daemon_args = {"--adopt-timeout", adopt_timeout};
+    if (unanswered) daemon_args.insert(daemon_args.end(), {"--health-interval", "2s"});
     start_daemon();
     orphan o;
     o.pids = start_escapees("o");
     o.pids.push_back(start_background("o"));
     auto st = session_pids("o");
-    o.pids.push_back(static_cast<pid_t>(st.wrapper_pid));
+    auto wrapper = static_cast<pid_t>(st.wrapper_pid);
+    o.pids.push_back(wrapper);
     o.pids.push_back(static_cast<pid_t>(st.shell_pid));
     for (pid_t p : o.pids) EXPECT_TRUE(p > 0 && pid_alive(p)) << p;
+    if (!unanswered) {
+      kill_daemon();
+      return o;
+    }
+    o.looked = unread_by(wrapper) >= 0;
+    ::kill(wrapper, SIGSTOP);
+    EXPECT_TRUE(!o.looked || wait_until([&] { return unread_by(wrapper) > 0; }, seconds(10))) << "no ping came";
     kill_daemon();
+    ::kill(wrapper, SIGCONT);
     return o;
+  }
+
+  // How many bytes sbshd sent the wrapper `w` that it has not read yet (on its control
+  // socket, fd 3); -1 when this process may not look (pidfd_getfd needs ptrace's permission).
+  static int unread_by(pid_t w) {
+    unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, w, 0)));
+    if (!pidfd) return -1;
+    unique_fd ctl(static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), 3, 0)));
+    int n = 0;
+    return ctl && ::ioctl(ctl.get(), FIONREAD, &n) == 0 ? n : -1;
+  }
+
+  // The unclaimed spares of this test's sbshd.
+  std::vector<pid_t> spares() const {
+    std::string links = sock + ".d/";
+    return processes_where([&](const std::string& line) {
+      return line.starts_with("sbsh-wrapper ") && line.find(links) != std::string::npos &&
+             line.find(" --spare ") != std::string::npos;
+    });
+  }
+
+  // The link directories of shells under this test's socket.
+  std::set<std::string> link_dirs() const {
+    std::set<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(sock + ".d", ec)) out.insert(e.path().string());
+    return out;
   }
 };
 
@@ -277,12 +325,137 @@ TEST_F(orphan_test, AWrapperNotAdoptedInTimeEndsWithEverythingItsShellStarted) {
   for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived the adoption timeout: " << p << " " << cmdline_of(p);
 }
 
+TEST_F(orphan_test, AWrapperWhoseLastAnswerToSbshdFailedEndsAfterTheTimeout) {
+  auto o = make_orphan("3s", true);
+  if (!o.looked) GTEST_SKIP() << "this process may not look at a wrapper's socket (pidfd_getfd)";
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_TRUE(pid_alive(o.pids.back())) << "the session waits for adoption first";
+  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(3 + 10)));
+  for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived the adoption timeout: " << p << " " << cmdline_of(p);
+}
+
+// An orphan looks whether its adoption socket is still there every few seconds.
 TEST_F(orphan_test, AWrapperWhoseAdoptionSocketWasRemovedEnds) {
   auto o = make_orphan("10m");
   std::filesystem::remove_all(dir + "/run");  // the runtime directory, as a logout removes it
-  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(5)));
+  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(15)));
   for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived its runtime directory: " << p << " " << cmdline_of(p);
   ::mkdir((dir + "/run").c_str(), 0700);
+}
+
+TEST_F(orphan_test, AWrapperWhoseLastAnswerToSbshdFailedEndsWhenItsAdoptionSocketIsRemoved) {
+  auto o = make_orphan("10m", true);
+  if (!o.looked) GTEST_SKIP() << "this process may not look at a wrapper's socket (pidfd_getfd)";
+  std::filesystem::remove_all(dir + "/run");
+  EXPECT_TRUE(wait_until([&] { return all_gone(o.pids); }, seconds(15)));
+  for (pid_t p : o.pids) EXPECT_FALSE(pid_alive(p)) << "outlived its runtime directory: " << p << " " << cmdline_of(p);
+  ::mkdir((dir + "/run").c_str(), 0700);
+}
+
+TEST_F(orphan_test, SparesEndWithTheirSbshd) {
+  daemon_args = {"--adopt-timeout", "10m", "--spare-wrappers", "3"};
+  start_daemon();
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pids = spares();
+        return pids.size() == 3 && std::ranges::all_of(pids, [](pid_t p) { return child_pid(p, "bash") > 0; });
+      },
+      seconds(20)));
+  for (pid_t p : std::vector<pid_t>(pids)) pids.push_back(child_pid(p, "bash"));
+  kill_daemon();
+  // Nobody would adopt them: they end at once, not after the adoption timeout.
+  EXPECT_TRUE(wait_until([&] { return all_gone(pids); }, seconds(10)));
+  for (pid_t p : pids) EXPECT_FALSE(pid_alive(p)) << "outlived its sbshd: " << p << " " << cmdline_of(p);
+  EXPECT_TRUE(wait_until([&] { return link_dirs().empty(); }, seconds(5))) << link_dirs().size();
+}
+
+// sbshd asks its fork server for a spare and dies before the server starts it: the spare's
+// first report to sbshd fails. This process is made a child subreaper, so that everything
+// the killed sbshd left, the spare started after its end included, comes back to it and is
+// seen, by pid, to end.
+TEST_F(orphan_test, ASpareStartedAsItsSbshdDiedEnds) {
+  daemon_args = {"--adopt-timeout", "10m"};
+  start_daemon();
+  pid_t server = 0, spare = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto servers = fork_servers_of(daemon_pid);
+        auto found = spares();
+        if (servers.size() != 1 || found.size() != 1) return false;
+        server = servers[0];
+        spare = found[0];
+        return true;
+      },
+      seconds(20)));
+  // Orphans come to this process until the end of the test; then, whatever happened, the
+  // server goes on and orphans go to init again.
+  struct subreaper {
+    pid_t server;
+    explicit subreaper(pid_t s) : server(s) { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+    subreaper(const subreaper&) = delete;
+    subreaper& operator=(const subreaper&) = delete;
+    ~subreaper() {
+      if (server > 0) ::kill(server, SIGCONT);
+      ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+    }
+  } guard(server);
+  auto before = link_dirs();
+  ::kill(server, SIGSTOP);
+  ::kill(spare, SIGKILL);
+  // sbshd starts another spare a second later: it makes the spare's link directory, asks the
+  // stopped server and waits for its answer, in poll() (its loop waits in epoll_wait()).
+  auto in_poll = [&] {
+    std::string call = proc_file(daemon_pid, "syscall");
+    long nr = std::atol(call.c_str());
+#ifdef SYS_poll
+    if (nr == SYS_poll) return true;
+#endif
+    return nr == SYS_ppoll;
+  };
+  std::string next;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const auto& d : link_dirs())
+          if (!before.contains(d)) next = d;
+        return !next.empty() && in_poll();
+      },
+      seconds(10)))
+      << "sbshd did not ask for another spare";
+  kill_daemon();
+  ::kill(server, SIGCONT);
+  guard.server = 0;  // once reaped below, its pid may be another process's
+  // Everything the killed sbshd left is this process's child now, or will be once its parent
+  // ends; a zombie is reaped once seen. Only a look that reaped none is the last: a child may
+  // start (the server's spare) after the list of /proc was read and before its parent ends.
+  std::map<pid_t, std::string> seen;
+  std::vector<pid_t> live;
+  auto none_left = [&] {
+    live.clear();
+    bool reaped = false;
+    for (pid_t p : all_pids()) {
+      auto st = stat_of(p);
+      if (!st || st->ppid != ::getpid()) continue;
+      seen.emplace(p, st->comm);
+      if (st->state == 'Z') reaped = ::waitpid(p, nullptr, WNOHANG) == p || reaped;
+      else live.push_back(p);
+    }
+    return live.empty() && !reaped;
+  };
+  bool ended = wait_until(none_left, seconds(15));
+  std::string left;
+  for (pid_t p : live) left += " " + std::to_string(p) + " (" + cmdline_of(p) + ")";
+  EXPECT_TRUE(ended) << "outlived their sbshd:" << left;
+  EXPECT_TRUE(std::ranges::any_of(seen, [&](const auto& e) {
+    return e.first != server && e.first != spare && e.second == "sbsh-wrapper";
+  })) << "the server started no spare after sbshd's end";
+  EXPECT_FALSE(std::filesystem::exists(next)) << "the spare left its link directory " << next << "\n"
+                                              << read_file(dir + "/sbshd.log");
+  // What a failure left, by pid: this process's children, and theirs once they come back.
+  for (int round = 0; round < 10 && !none_left(); ++round) {
+    for (pid_t p : live) ::kill(p, SIGKILL);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
 }
 
 TEST_F(orphan_test, AWrapperWhoseShellHadNotFinishedStartingEnds) {
