@@ -105,6 +105,16 @@ static void test_lease_runs(sbsh_conn* c, sbsh_conn* a) {
     sbsh_result_free(r);
     r = NULL;
   }
+  /* One that passes: sbshd stops the command, and the result says so. */
+  CHECK(sbsh_lease_run(l, "echo before; sleep 60; echo never", 300, &r) == SBSH_OK && r != NULL);
+  if (r != NULL) {
+    size_t n = 0;
+    const char* out = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(out, n, "before\n", 7);
+    CHECK(sbsh_result_timed_out(r));
+    sbsh_result_free(r);
+    r = NULL;
+  }
   /* A text longer than one message goes in a memfd, whole. */
   size_t big_len = 300000;
   char* big = malloc(big_len + 1);

@@ -704,6 +704,11 @@ class LeaseTest(DaemonTestCase):
             self.assertGreater(r.duration, 0)
             r = lease.run("sh -c 'kill -TERM $$'")
             self.assertEqual((r.signal, r.exit_code), (signal.SIGTERM, 128 + signal.SIGTERM))
+            # sbshd stops a run whose timeout passes, and the result says so.
+            r = lease.run("echo before; sleep 60; echo never", timeout=0.3)
+            self.assertEqual(r.stdout, b"before\n")
+            self.assertTrue(r.timed_out)
+            self.assertFalse(r.ok)
             with self.assertRaises(sbsh.CommandFailed) as e:
                 lease.run("echo out; (exit 3)", check=True)
             self.assertEqual((e.exception.result.exit_code, e.exception.result.stdout), (3, b"out\n"))
