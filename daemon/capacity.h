@@ -9,7 +9,7 @@
 // session is idle, and taken back for the next command (shell_supervisor::park): a session
 // whose channel is held (a command runs, or it ran one in the last --park-after-ms) costs 2.
 // sbshd parks the least recently used idle sessions' channels at once when descriptors run
-// short (server::relieve_descriptors), so sessions_supported() counts 1 a session; the
+// short (idle_upkeep::relieve_descriptors), so sessions_supported() counts 1 a session; the
 // channels in use come out of the descriptors kept for what is not a session. sbshd also
 // raises its limit at start to what the system allows (raise_descriptor_limit), and says how
 // many sessions that makes (`sbsh status`); when they run out anyway, the refusal names the

@@ -68,7 +68,7 @@ server::~server() {
   spare_timer_.reset();
   watchdog_timer_.reset();
   shutdown_timer_.reset();
-  expiry_timer_.reset();
+  upkeep_.stop();
   activity_save_timer_.reset();
   signals_.clear();
   // Let every close callback run, then check that nothing was left open.
@@ -93,8 +93,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   if (opts_.state_lock_fd >= 0) write_state_lock(opts_.state_lock_fd, opts_.socket_path, true);
   drop_spares();
   if (activity_save_timer_) save_state();  // idle times not yet saved
-  expiry_timer_.reset();
-  park_timer_.reset();
+  upkeep_.stop();
   for (auto& [name, p] : pending_) {
     snapshots_.cancel(name);
     if (p.env_ticket != 0) envs_.leave(std::exchange(p.env_ticket, 0));  // its setup stops
@@ -170,7 +169,7 @@ void server::finish_shutdown() {
   if (!shutdown_timer_) return;  // finished already
   shutdown_timer_.reset();
   watchdog_timer_.reset();
-  expiry_timer_.reset();
+  upkeep_.stop();
   activity_save_timer_.reset();
   // Sessions that end with sbshd take their cgroups with them (the next sbshd makes them again).
   if (!keep_sessions_) {

@@ -29,6 +29,7 @@
 #include "daemon/env_store.h"
 #include "daemon/files.h"
 #include "daemon/fork_server.h"
+#include "daemon/idle_upkeep.h"
 #include "daemon/inherited.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
@@ -47,7 +48,7 @@ namespace sbsh::daemon {
 
 class session;
 
-class server final : public proc_host, public session_host {
+class server final : public proc_host, public session_host, public upkeep_host {
  public:
   explicit server(options opts);
   ~server() override;
@@ -85,6 +86,7 @@ class server final : public proc_host, public session_host {
   void cancel_rebuild(uint64_t ticket) override;
   void session_activity(const session& s) override;
   [[nodiscard]] bool busy(const session& s) const override;
+  void expire(const std::string& name) override;
   uint64_t& channels_held() override { return channels_held_; }
 
   // For handlers.
@@ -182,22 +184,7 @@ class server final : public proc_host, public session_host {
   void watchdog_tick(uint64_t interval_ms);
   void start_spares();
   void start_spares_in(uint64_t ms);
-  // One timer for every session's idle expiry: it fires when the first idle session expires.
-  void arm_expiry();
-  // The timer set for `due` (unix ms) unless it is set for then or sooner already: a
-  // creation or a command's end must not scan every session.
-  void arm_expiry_by(int64_t due);
-  void arm_expiry_at(int64_t due_ms);
-  void expire_idle();
   void drop_spares();
-  // Parks the shell channels of sessions idle for opts().park_after_ms (shell_supervisor::park),
-  // looking again every half of it while sbshd holds any.
-  void park_idle_channels();
-  void arm_parking();
-  // Before a wrapper starts: when sbshd's descriptors would come near its limit, parks the
-  // channels of the least recently used idle sessions at once, so that sessions never run
-  // out of descriptors while idle ones hold some they do not need.
-  void relieve_descriptors();
 
   options opts_;
   uv_loop_t loop_{};
@@ -215,10 +202,6 @@ class server final : public proc_host, public session_host {
   // Starts the wrappers (server_spares.cpp), from the first one on.
   std::unique_ptr<fork_server> forks_;
   uv::handle_ptr<uv::timer> shutdown_timer_;  // set from the start of a shutdown until its end
-  uv::handle_ptr<uv::timer> expiry_timer_;    // set while an idle session is due to expire
-  int64_t expiry_due_ = 0;            // when it fires (unix ms)
-  // The idle expiries of the sessions in the table that have one: none left, no timer.
-  std::multiset<uint64_t> expiries_;
   uv::handle_ptr<uv::timer> activity_save_timer_;  // set while idle times wait to be saved
   size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
   // A shutdown's sessions not yet asked to end, and those asked whose wrappers have not ended.
@@ -230,8 +213,8 @@ class server final : public proc_host, public session_host {
   // Before the clients, which count themselves in it until they are destroyed.
   uv::memory_account client_memory_{ipc::kMaxClientMemory, [this] { enforce_bounds_soon(); }};
   uv::farewells farewells_{&loop_, &client_memory_};
-  uint64_t channels_held_ = 0;            // before the sessions, whose shells count in it
-  uv::handle_ptr<uv::timer> park_timer_;  // set while parking is due
+  uint64_t channels_held_ = 0;  // before the sessions, whose shells count in it
+  idle_upkeep upkeep_{*this, opts_.park_after_ms};
   std::map<std::string, std::unique_ptr<session>> sessions_;
   std::unordered_map<client_conn*, std::unique_ptr<client_conn>> clients_;
   std::vector<std::unique_ptr<client_conn>> dead_clients_;

@@ -152,11 +152,11 @@ result<session*> server::create_session(const std::string& name, session_def def
     // on purpose keeps its own, and another default timeout is another definition.
     if (s->def().same_shells(def) && (s->def().implicit || def.implicit || s->def().timeout_ms == def.timeout_ms)) {
       if (s->def().implicit && !def.implicit) {
-        if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
-        if (def.idle_expiry_ms > 0) expiries_.insert(def.idle_expiry_ms);
+        upkeep_.expiry_removed(s->def().idle_expiry_ms);
+        upkeep_.expiry_added(def.idle_expiry_ms);
         s->make_explicit(def.idle_expiry_ms, def.timeout_ms);
         store_.save(name, s->def(), s->last_active_ms());
-        arm_expiry();
+        upkeep_.arm_expiry();
       }
       return s;
     }
@@ -187,11 +187,8 @@ result<session*> server::create_session(const std::string& name, session_def def
   spdlog::info("session {} created in {}{}", name, def.cwd, def.implicit ? " (implicitly)" : "");
   own_text_ += own_text_size(raw->def());
   store_.save(name, raw->def(), raw->last_active_ms(), state_on_disk_);
-  if (uint64_t idle = raw->def().idle_expiry_ms; idle > 0) {
-    expiries_.insert(idle);
-    arm_expiry_by(raw->last_active_ms() + static_cast<int64_t>(idle));
-  }
-  if (!park_timer_) arm_parking();
+  upkeep_.expiry_added(raw->def().idle_expiry_ms);
+  upkeep_.activity(*raw);
   return raw;
 }
 
@@ -514,10 +511,7 @@ void server::remove_session(const std::string& name, bool keep_copy, std::functi
   store_.remove(name);
   procs_->kill_all(name);
   s->stop(/*removed=*/true);
-  // The first expiry can only come later now: a timer that fires early finds nothing due
-  // and is set again, so no scan of every session here.
-  if (s->def().idle_expiry_ms > 0) expiries_.erase(expiries_.find(s->def().idle_expiry_ms));
-  if (expiries_.empty()) expiry_timer_.reset();
+  upkeep_.expiry_removed(s->def().idle_expiry_ms);
   session* raw = s.get();
   removed_.push_back(std::move(s));
   // Wait for the wrapper to end the session's processes, then sweep for stragglers. A wrapper
@@ -559,101 +553,18 @@ bool server::busy(const session& s) const {
 }
 
 void server::session_activity(const session& s) {
-  if (!park_timer_) arm_parking();
-  // Only a session that expires when idle cares when it was last active: for the others a
-  // command's start and end cost nothing here, however many sessions there are.
-  if (shutting_down_ || s.def().idle_expiry_ms == 0) return;
   // Idle times are saved at most once a minute (and at shutdown): losing a minute of one in
   // a crash changes nothing that matters, and a command's end costs no write.
-  if (!activity_save_timer_) {
+  if (!shutting_down_ && s.def().idle_expiry_ms > 0 && !activity_save_timer_) {
     activity_save_timer_ = uv::make_handle<uv::timer>(&loop_);
     activity_save_timer_->start(60'000, [this] { save_state(); });
   }
-  // Activity only moves this session's expiry later, so a timer already due no later than it
-  // stands: when it fires, expire_idle() looks at every session and sets it again.
-  arm_expiry_by(s.last_active_ms() + static_cast<int64_t>(s.def().idle_expiry_ms));
+  upkeep_.activity(s);
 }
 
-void server::arm_parking() {
-  if (shutting_down_ || opts_.park_after_ms == 0 || channels_held_ == 0) {
-    park_timer_.reset();
-    return;
-  }
-  if (!park_timer_) park_timer_ = uv::make_handle<uv::timer>(&loop_);
-  park_timer_->start(std::max<uint64_t>(opts_.park_after_ms / 2, 1), [this] { park_idle_channels(); });
-}
-
-void server::park_idle_channels() {
-  uint64_t now = uv_now(&loop_);
-  for (auto& [name, s] : sessions_) {
-    shell_supervisor& sh = s->shell();
-    if (now - sh.last_active_ms() >= opts_.park_after_ms && sh.parkable()) sh.park();
-  }
-  arm_parking();
-}
-
-void server::relieve_descriptors() {
-  uint64_t limit = descriptor_limit();
-  if (limit == UINT64_MAX) return;
-  // The new session's own, beside those of every session, the channels held and the pidfds
-  // of adopted wrappers.
-  uint64_t room = limit - reserved_descriptors(limit);
-  uint64_t used = (sessions_.size() + 1) * kDescriptorsPerSession + channels_held_ + 1 +
-                  uv::child_process::descriptors_held();
-  if (used <= room) return;
-  // A batch at a time, so that creating sessions near the limit does not look at every
-  // session for each one.
-  uint64_t goal = room - std::min<uint64_t>(room, std::max<uint64_t>(16, room / 32));
-  std::vector<shell_supervisor*> idle;
-  for (auto& [name, s] : sessions_)
-    if (s->shell().parkable()) idle.push_back(&s->shell());
-  std::sort(idle.begin(), idle.end(), [](const shell_supervisor* a, const shell_supervisor* b) {
-    return a->last_active_ms() < b->last_active_ms();
-  });
-  for (shell_supervisor* sh : idle) {
-    if (used <= goal) break;
-    sh->park();
-    --used;
-  }
-}
-
-void server::arm_expiry_by(int64_t due) {
-  if (expiry_timer_ && expiry_due_ <= due) return;
-  arm_expiry_at(due);
-}
-
-void server::arm_expiry() {
-  if (shutting_down_) return;
-  int64_t first = INT64_MAX;
-  for (const auto& [name, s] : sessions_)
-    if (s->def().idle_expiry_ms > 0 && !busy(*s))
-      first = std::min(first, s->last_active_ms() + static_cast<int64_t>(s->def().idle_expiry_ms));
-  if (first == INT64_MAX) {
-    expiry_timer_.reset();
-    return;
-  }
-  arm_expiry_at(first);
-}
-
-void server::arm_expiry_at(int64_t due_ms) {
-  if (!expiry_timer_) expiry_timer_ = uv::make_handle<uv::timer>(&loop_);
-  expiry_due_ = due_ms;
-  // A little late rather than early: a session is removed only once it is due.
-  expiry_timer_->start(static_cast<uint64_t>(std::max<int64_t>(due_ms - wall_ms(), 0)) + 1, [this] { expire_idle(); });
-}
-
-void server::expire_idle() {
-  int64_t now = wall_ms();
-  std::vector<std::string> due;
-  for (const auto& [name, s] : sessions_)
-    if (s->def().idle_expiry_ms > 0 && !busy(*s) &&
-        now >= s->last_active_ms() + static_cast<int64_t>(s->def().idle_expiry_ms))
-      due.push_back(name);
-  for (const auto& name : due) {
-    spdlog::info("session {} removed: idle for {} ms, its expiry", name, find_session(name)->def().idle_expiry_ms);
-    remove_session(name, false, [](const std::string&) {});
-  }
-  arm_expiry();
+void server::expire(const std::string& name) {
+  spdlog::info("session {} removed: idle for {} ms, its expiry", name, find_session(name)->def().idle_expiry_ms);
+  remove_session(name, false, [](const std::string&) {});
 }
 
 void server::prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std::string>)> done) {
@@ -671,7 +582,7 @@ void server::prune_sessions(uint64_t idle_ms, std::function<void(std::vector<std
       if (--*left == 0) (*finish)(names);
     });
   }
-  arm_expiry();
+  upkeep_.arm_expiry();
 }
 
 }  // namespace sbsh::daemon

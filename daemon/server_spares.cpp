@@ -73,7 +73,7 @@ result<wrapper_process> server::start_wrapper(const std::string& dir, const std:
                                               uv::child_process::exit_callback on_exit) {
   // Out of descriptors, the message says which limit and how to raise it (capacity.h).
   auto failed = [](const char* what) { return ipc::make_error(ipc::errc::io, resource_failure(errno, what)); };
-  relieve_descriptors();
+  upkeep_.relieve_descriptors();
   int ctl[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) return failed("create its control socket");
   wrapper_process w{{}, unique_fd(ctl[0]), {}};

@@ -120,7 +120,7 @@ void server::load_state(std::map<std::string, adopted_shell>& adopted) {
                  store_.sessions_dir());
     store_.finish_conversion(bad > 0, fmt::format("{} of its sessions are invalid", bad));
   }
-  arm_expiry();  // the sessions loaded keep the idle time they had
+  upkeep_.arm_expiry();  // the sessions loaded keep the idle time they had
 }
 
 }  // namespace sbsh::daemon
