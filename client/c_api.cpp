@@ -602,21 +602,10 @@ int sbsh_lease_run(sbsh_lease* lease, const char* command, int64_t timeout_ms, s
   return guarded(conn, [&]() -> int {
     if (command == nullptr || out == nullptr) return invalid(conn, "sbsh_lease_run: command and out must not be NULL");
     if (timeout_ms < 0) return invalid(conn, "sbsh_lease_run: timeout_ms must not be negative (0: no timeout)");
-    auto started = std::chrono::system_clock::now();
-    auto t0 = std::chrono::steady_clock::now();
     auto r = lease->l->run(command, static_cast<uint64_t>(timeout_ms));
     // The lease's socket, not the connection: a failure ends the lease (recorded, and the
     // connection serves again once it is released), never the connection.
     if (!r) return record(conn, status_for(r.err().code), r.err().code, r.err().message);
-    // What sbshd would have said of an exec: when it started, how long it took, and the bytes
-    // written (a lease keeps them all).
-    if (r->duration_us == 0)
-      r->duration_us = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
-    if (r->started_at_ms == 0)
-      r->started_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
-    if (r->stdout_bytes == 0) r->stdout_bytes = r->stdout_data.size();
-    if (r->stderr_bytes == 0) r->stderr_bytes = r->stderr_data.size();
     *out = new sbsh_result{std::move(*r)};
     return SBSH_OK;
   });

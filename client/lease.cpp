@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -114,8 +115,14 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
   out_w.reset();
   err_w.reset();
   memfd.reset();
+  // What sbshd says of an exec: when it started, how long it took, the bytes written (a lease
+  // keeps them all).
   exec_result r;
   r.generation = st.generation;
+  r.started_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  auto t0 = std::chrono::steady_clock::now();
   bool answered = false;
   while (!answered || out_r || err_r) {
     pollfd p[3] = {{answered ? -1 : st.sock.get(), POLLIN, 0},
@@ -182,6 +189,10 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
     r.timed_out = (m.flags & SBSH_STATUS_TIMED_OUT) != 0;
     r.cancelled = (m.flags & SBSH_STATUS_CANCELLED) != 0;
   }
+  r.duration_us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  r.stdout_bytes = r.stdout_data.size();
+  r.stderr_bytes = r.stderr_data.size();
   return r;
 }
 
