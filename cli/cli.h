@@ -45,6 +45,19 @@ struct command {
 std::span<const command> commands();
 const command* find_command(std::string_view name);
 
+// sbsh's own options, before the command (main.cpp).
+struct root_args {
+  global_opts g;
+  bool no_autostart = false, version = false;
+  std::vector<std::string> rest;  // the subcommand and its words
+};
+void declare_root(command_line& cl, root_args& a);
+
+// The shells `sbsh completion` writes a script for, and the script for one of them, written
+// from the declarations of sbsh's options and of every command (completion.cpp).
+inline constexpr std::string_view kCompletionShells[] = {"bash", "zsh"};
+std::string completion_script(std::string_view shell);
+
 // -s, --session SESSION, as exec, start and attach take it.
 void add_session_option(command_line& cl, std::string& into);
 // The values of options that several subcommands take: a session's name (not empty: sbshd
