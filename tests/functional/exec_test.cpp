@@ -398,7 +398,7 @@ TEST_F(exec_test, BashCompletionOffersLiveSessionsAndProcesses) {
   auto offers = [&](const std::string& words) {
     auto r = run({"/bin/bash", "-c",
                   "PATH=" + shell_quote(SBSH_BIN_DIR) + ":$PATH; source " + shell_quote(script) + "; COMP_WORDS=(" +
-                      words + "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _sbsh; printf '%s\\n' \"${COMPREPLY[@]}\""});
+                      words + R"(); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _sbsh; printf '%s\n' "${COMPREPLY[@]}")"});
     EXPECT_EQ(r.code, 0) << r.err;
     return "\n" + r.out;
   };
