@@ -116,9 +116,9 @@ enum class failure_format { text, json, jsonl };
 void report_failures_as(failure_format f);
 
 // A connection to sbshd, starting one when none answers (unless --no-autostart): every verb
-// but shutdown and version reads or changes what sbshd holds, and a daemon started now
-// adopts the sessions an earlier one kept. shutdown alone says otherwise: it starts one only
-// to end the sessions kept for adoption.
+// but shutdown, version and completion reads or changes what sbshd holds, and a daemon
+// started now adopts the sessions an earlier one kept. shutdown alone says otherwise: it
+// starts one only to end the sessions kept for adoption.
 result<client::connection> connect(const global_opts& g, bool autostart = true);
 
 // exec -f: the whole text of a script file ("-": stdin), checked to be one that sbshd takes

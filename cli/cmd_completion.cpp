@@ -22,7 +22,7 @@ runner declare_completion(command_line& cl) {
   cl.argument("SHELL", *shell);
   cl.complete(value_kind::text, {std::begin(kCompletionShells), std::end(kCompletionShells)});
   return [shell](const global_opts&) {
-    if (shell->empty()) return fail("completion needs a shell: bash or zsh");
+    if (shell->empty()) return fail("completion needs a shell: give bash or zsh");
     if (std::find(std::begin(kCompletionShells), std::end(kCompletionShells), *shell) == std::end(kCompletionShells))
       return fail(fmt::format("completion: no script for the shell '{}'; give bash or zsh", *shell));
     std::fputs(completion_script(*shell).c_str(), stdout);
