@@ -29,6 +29,7 @@ struct node {
   std::string_view summary;
   std::vector<command_line::option_view> options;
   std::vector<command_line::argument_view> arguments;
+  std::vector<std::string_view> dash_words;  // offered among the options: kill's -TERM
   std::vector<node> commands;
   // Its last argument is a command to run: the words from it on are that command's own.
   [[nodiscard]] bool runs() const {
@@ -45,6 +46,7 @@ node node_of(const command_line& cl, const std::string& parent) {
   n.summary = cl.summary();
   n.options = cl.options();
   n.arguments = cl.arguments();
+  n.dash_words.assign(cl.dash_words_offered().begin(), cl.dash_words_offered().end());
   for (const command_line* c : cl.subcommands()) n.commands.push_back(node_of(*c, n.path));
   return n;
 }
@@ -72,7 +74,7 @@ struct declared_tree {
       root.commands.push_back(node_of(*lines.back(), ""));
       command_names.push_back(c.name);
     }
-    node help{std::string(kHelp.name), {kHelp.name}, kHelp.summary, {}, {}, {}};
+    node help{std::string(kHelp.name), {kHelp.name}, kHelp.summary, {}, {}, {}, {}};
     help.arguments.push_back({"COMMAND", false, {value_kind::text, command_names}});
     root.commands.push_back(std::move(help));
   }
@@ -120,6 +122,7 @@ std::string bash_declared(const node& root) {
         options.push_back(s);
         if (!o.value_name.empty()) valued.push_back(s);
       }
+    options.insert(options.end(), n.dash_words.begin(), n.dash_words.end());
     if (n.runs()) options.emplace_back("--");
     out += fmt::format("    \"{}\")", n.path);
     if (!commands.empty()) out += fmt::format("\n      commands='{}'", joined(commands));
@@ -348,6 +351,7 @@ std::string zsh_option(const command_line::option_view& o) {
 std::string zsh_arguments(const node& n) {
   std::vector<std::string> specs;
   for (const auto& o : n.options) specs.push_back(zsh_option(o));
+  for (auto w : n.dash_words) specs.push_back(fmt::format("'{}'", w));
   for (size_t i = 0; i < n.arguments.size(); ++i) {
     const auto& a = n.arguments[i];
     std::string action = zsh_quoted(zsh_action(a.values));

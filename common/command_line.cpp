@@ -138,7 +138,10 @@ void command_line::words(std::string_view name, std::vector<std::string>& into, 
   words_usage_ = usage.empty() ? fmt::format("[--] {}...", name) : std::string(usage);
 }
 
-void command_line::read_dash_words(dash_word_reader reader) { dash_words_ = std::move(reader); }
+void command_line::read_dash_words(dash_word_reader reader, std::vector<std::string_view> offered) {
+  dash_words_ = std::move(reader);
+  dash_words_offered_ = std::move(offered);
+}
 
 command_line& command_line::subcommand(std::string_view name, std::string_view summary, std::string_view alias) {
   children_.push_back(std::make_unique<command_line>(fmt::format("{} {}", path_, name), summary));

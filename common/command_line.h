@@ -116,7 +116,8 @@ class command_line {
   // recognised only before the first of them, so a command's own options pass through;
   // "--" ends the options too. `usage` replaces "[--] NAME..." in the usage line.
   void words(std::string_view name, std::vector<std::string>& into, std::string_view usage = {});
-  void read_dash_words(dash_word_reader reader);
+  // `offered`: such words for the completions to offer among the options ("-TERM").
+  void read_dash_words(dash_word_reader reader, std::vector<std::string_view> offered = {});
   // What the shell completions offer for the value of the option, or for the argument,
   // declared last. Without it, an option's value is offered by its value name: a DIR
   // directories; a FILE, FILE|-, FILE|DIR or PATH files; a SESSION the sessions; and words
@@ -156,6 +157,7 @@ class command_line {
   [[nodiscard]] std::vector<option_view> options() const;  // those with help: for users
   [[nodiscard]] std::vector<argument_view> arguments() const;
   [[nodiscard]] std::vector<const command_line*> subcommands() const;
+  [[nodiscard]] std::span<const std::string_view> dash_words_offered() const { return dash_words_offered_; }
   [[nodiscard]] std::span<const command_summary> listed_commands() const { return listed_; }
   [[nodiscard]] std::string_view name() const { return std::string_view(path_).substr(path_.rfind(' ') + 1); }
   [[nodiscard]] std::string_view summary() const { return summary_; }
@@ -219,6 +221,7 @@ class command_line {
   bool words_ = false;
   std::string words_usage_;  // "[--] COMMAND..."
   dash_word_reader dash_words_;
+  std::vector<std::string_view> dash_words_offered_;
   std::vector<std::unique_ptr<command_line>> children_;
   std::vector<command_summary> listed_;
   bool argument_last_ = false;  // complete() is about arguments_.back(), else options_.back()

@@ -85,6 +85,7 @@ checks() {
   expect "on-failure" sbsh session create --restart=o
   expect "nofile= nproc=" sbsh session create --limit n
   offered TERM sbsh kill -s ''
+  expect "-KILL" sbsh kill -K
   offered C-c sbsh input --key ''
   expect "ssh://" sbsh -H ss
   # Sessions and processes, asked of sbshd: for options and for arguments.
