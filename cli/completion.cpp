@@ -196,9 +196,10 @@ _sbsh_procs() {
 # COMPREPLY: the words of $1 that start as the word being completed ($cur); no space after
 # one that asks for more (NAME=, ssh://).
 _sbsh_offer() {
-  local w
+  local w list
   COMPREPLY=()
-  for w in $1; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
+  IFS=$' \t\n' read -d '' -ra list <<<"$1"  # words, none taken as a pattern of file names
+  for w in "${list[@]}"; do [[ $w == "$cur"* ]] && COMPREPLY+=("$w"); done
   [[ ${COMPREPLY[*]} == *[=/] ]] && compopt -o nospace 2>/dev/null
   return 0
 }

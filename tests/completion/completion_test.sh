@@ -25,17 +25,18 @@ out=$("$sbsh" completion fish 2>&1) && failed "completion fish succeeded"
 grep -q "give bash or zsh" <<<"$out" || failed "completion fish says: $out"
 
 # What bash offers for the words given, the last being the one completed, one per line and
-# sorted. sbshd is not asked: the sessions are alpha and beta, the processes 7 and web.
+# sorted. sbshd is not asked: the sessions are alpha and beta, the processes 7, web and *
+# (a name, not a pattern of file names).
 loader=''
 offers() {
   (cd "$tmp/plans" && bash -c '
     '"$loader"'
     source "$1"; shift
     _sbsh_sessions() { printf "%s\n" alpha beta; }
-    _sbsh_procs() { printf "%s\n" 7 web; }
+    _sbsh_procs() { printf "%s\n" 7 web "*"; }
     COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
     _sbsh sbsh "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
-    printf "%s\n" "${COMPREPLY[@]}"' _ "$comp/sbsh.bash" "$@" 2> >(grep -v "not currently executing completion function" >&2)) | { grep -v '^$' || true; } | sort | tr '\n' ' ' | sed 's/ $//'
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$comp/sbsh.bash" "$@" 2> >(grep -v "not currently executing completion function" >&2)) | { grep -v '^$' || true; } | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//'
 }
 # expect "WANT" WORDS...: bash offers exactly WANT (sorted, spaces between).
 expect() {
@@ -92,8 +93,8 @@ checks() {
   expect "alpha beta" sbsh exec -s ''
   expect "alpha" sbsh file read --session a
   expect "alpha beta" sbsh session show ''
-  expect "7 web" sbsh logs ''
-  expect "7 web" sbsh kill -s KILL ''
+  expect "* 7 web" sbsh logs ''
+  expect "* 7 web" sbsh kill -s KILL ''
   expect "" sbsh session create ''  # a new session's name
   # Files and directories: a plan by its extension, a directory where one is asked for.
   expect "ci.yaml sub sub.json" sbsh run ''
