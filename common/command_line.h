@@ -119,9 +119,9 @@ class command_line {
   // `offered`: such words for the completions to offer among the options ("-TERM").
   void read_dash_words(dash_word_reader reader, std::vector<std::string_view> offered = {});
   // What the shell completions offer for the value of the option, or for the argument,
-  // declared last. Without it, an option's value is offered by its value name: a DIR
-  // directories; a FILE, FILE|-, FILE|DIR or PATH files; a SESSION the sessions; and words
-  // offers commands; anything else, nothing.
+  // declared last. Without it, an option's value is offered by its value name (a DIR:
+  // directories; a FILE, FILE|-, FILE|DIR or PATH: files; a SESSION: the sessions; any
+  // other: nothing), words() offers commands to run, and an argument nothing.
   void complete(value_kind kind, std::vector<std::string_view> words = {});
 
   // A subcommand of this command (session create); it lives as long as this one.
