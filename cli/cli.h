@@ -45,6 +45,19 @@ struct command {
 std::span<const command> commands();
 const command* find_command(std::string_view name);
 
+// sbsh's own options, before the command (main.cpp).
+struct root_args {
+  global_opts g;
+  bool no_autostart = false, version = false;
+  std::vector<std::string> rest;  // the subcommand and its words
+};
+void declare_root(command_line& cl, root_args& a);
+
+// The shells `sbsh completion` writes a script for, and the script for one of them, written
+// from the declarations of sbsh's options and of every command (completion.cpp).
+inline constexpr std::string_view kCompletionShells[] = {"bash", "zsh"};
+std::string completion_script(std::string_view shell);
+
 // -s, --session SESSION, as exec, start and attach take it.
 void add_session_option(command_line& cl, std::string& into);
 // The values of options that several subcommands take: a session's name (not empty: sbshd
@@ -103,9 +116,9 @@ enum class failure_format { text, json, jsonl };
 void report_failures_as(failure_format f);
 
 // A connection to sbshd, starting one when none answers (unless --no-autostart): every verb
-// but shutdown and version reads or changes what sbshd holds, and a daemon started now
-// adopts the sessions an earlier one kept. shutdown alone says otherwise: it starts one only
-// to end the sessions kept for adoption.
+// but shutdown, version and completion reads or changes what sbshd holds, and a daemon
+// started now adopts the sessions an earlier one kept. shutdown alone says otherwise: it
+// starts one only to end the sessions kept for adoption.
 result<client::connection> connect(const global_opts& g, bool autostart = true);
 
 // exec -f: the whole text of a script file ("-": stdin), checked to be one that sbshd takes

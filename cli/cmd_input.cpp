@@ -118,6 +118,8 @@ runner declare_input(command_line& cl) {
       "Backspace, Delete, PageUp, PageDown, Space, C-a ... C-z (C-c on a terminal is its SIGINT, C-d its end of "
       "input)",
       a->keys);
+  cl.complete(value_kind::text, {"Enter", "Tab", "Esc", "Up", "Down", "Left", "Right", "Home", "End", "Backspace",
+                                 "Delete", "PageUp", "PageDown", "Space", "C-c", "C-d"});
   cl.option("-f,--file", "FILE",
             "send FILE's bytes as they are (- reads stdin), of any size: fed as the command reads them, so a "
             "terminal's line limit never drops a byte",
@@ -135,6 +137,7 @@ runner declare_input(command_line& cl) {
             a->output_limit, "a number of bytes", 0, std::numeric_limits<size_t>::max());
   // One list of words: options go before %ID, and what follows it is TEXT, as typed.
   cl.words("%ID", a->words, "%ID [TEXT...]");
+  cl.complete(value_kind::text);
   cl.footer(
       "Exit status: the command's when it ended; 254 when it still runs (it waits for input again, or -t passed); "
       "255 when sbsh failed or the command takes no input (started without --interactive or --tty, or its input "

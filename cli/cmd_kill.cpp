@@ -83,8 +83,10 @@ runner declare_kill(command_line& cl) {
             "the signal, by name (TERM, SIGKILL) or number (default TERM); -SIGNAL, as "
             "in kill -9 ID or kill -KILL ID, says the same",
             a->signal, check_signal);
-  cl.read_dash_words(signal_word);
+  cl.complete(value_kind::text, {"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"});
+  cl.read_dash_words(signal_word, {"-TERM", "-KILL", "-INT", "-HUP"});
   cl.argument("ID", a->id);
+  cl.complete(value_kind::process);
   return [a](const global_opts& g) { return run_kill(g, *a); };
 }
 

@@ -103,6 +103,7 @@ runner declare_logs(command_line& cl) {
   cl.flag("--stdout", "only its stdout", a->only_out);
   cl.flag("--stderr", "only its stderr", a->only_err);
   cl.argument("ID", a->id);
+  cl.complete(value_kind::process);
   return [a](const global_opts& g) { return run_logs(g, *a); };
 }
 

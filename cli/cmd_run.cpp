@@ -105,6 +105,7 @@ runner declare_run(command_line& cl) {
             check_session_name);
   cl.flag("-q,--quiet", "no progress on stderr", r->quiet);
   cl.argument("PLAN", r->plan);
+  cl.complete(value_kind::file, {"json", "yaml", "yml"});
   cl.footer(
       "Exit status: 0 when every stage met its expectation, 1 when one did not, 130 when cancelled, 255 for an "
       "invalid plan or a failure of sbsh itself.");

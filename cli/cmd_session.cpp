@@ -298,10 +298,8 @@ void declare_create(command_line& cl, session_args& a) {
             });
   cl.repeated("-e,--env", "NAME=VALUE", "a variable of every shell; repeatable", spec.env, check_assignment);
   cl.repeated("--init", "COMMAND", "a command each new shell runs before any other; repeatable", spec.init);
-  cl.option("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",
-            spec.restart,
-            check_one_of(
-                std::vector<std::string_view>(std::begin(ipc::kRestartPolicies), std::end(ipc::kRestartPolicies))));
+  cl.choice("--restart", "POLICY", "always, on-failure or never (default always): when a shell that ended is replaced",
+            spec.restart, {std::begin(ipc::kRestartPolicies), std::end(ipc::kRestartPolicies)});
   cl.repeated("--limit", "NAME=VALUE",
               "a resource limit of the shell and so of every command: NAME is as, core, cpu, data, fsize, memlock, "
               "nofile, nproc or stack; VALUE is SOFT:HARD or one value for both, a number (bytes with K, M, G or T; "
@@ -310,10 +308,12 @@ void declare_create(command_line& cl, session_args& a) {
                 auto l = parse_limit(v);
                 return l ? std::string() : l.err().message;
               });
+  cl.complete(value_kind::text, {"as=", "core=", "cpu=", "data=", "fsize=", "memlock=", "nofile=", "nproc=", "stack="});
   cl.option("--idle-expiry", "DURATION",
             "remove the session once it has been idle (no command, no background process) for DURATION (default: "
             "never, for a session made with session create)",
             a.idle_expiry, check_expiry);
+  cl.complete(value_kind::text, {"never"});
   cl.duration("-t,--timeout", "DURATION",
               "stop a command of the session after DURATION when it gives no timeout of its own (exec without -t; "
               "default: none)",
@@ -337,13 +337,16 @@ runner declare_session(command_line& cl) {
       "exit codes and durations, and the output of the last start's init commands.");
   show.flag("--json", "print one JSON object instead of text", a->json);
   show.argument("NAME", a->name);
+  show.complete(value_kind::session);
   auto& rm = cl.subcommand("rm", "end a session's shell and every process it started, and forget it");
   rm.flag("--keep-copy",
           "leave the snapshot's copy in place, among the kept copies, and print its path as the last line", a->keep_copy);
   rm.argument("NAME", a->name);
+  rm.complete(value_kind::session);
   auto& restart = cl.subcommand("restart", "end a session's shell and start a new one");
   restart.describe("Ends the shell and starts a new one, also after the session failed or exited.");
   restart.argument("NAME", a->name);
+  restart.complete(value_kind::session);
   auto& prune = cl.subcommand("prune", "remove the sessions made by exec -s or start -s that are idle");
   prune.describe(
       "Removes every session made implicitly (by exec -s NAME or start -s NAME) that has had no command running or "

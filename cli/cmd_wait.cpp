@@ -83,6 +83,7 @@ runner declare_wait(command_line& cl) {
   cl.number("--output-limit", "N", "with --json and a %ID, keep at most N bytes per stream: the first and last N/2",
             a->output_limit, "a number of bytes", 0, std::numeric_limits<size_t>::max());
   cl.argument("ID", a->id);
+  cl.complete(value_kind::process);
   cl.footer(
       "Exit status: the process's; 128+N if signal N ended it; 124 if DURATION passed first; 255 if its status "
       "is unknown (lost when sbshd restarted, not started, or it failed to start).");

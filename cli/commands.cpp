@@ -20,6 +20,7 @@ runner declare_status(command_line& cl);
 runner declare_shutdown(command_line& cl);
 runner declare_mcp(command_line& cl);
 runner declare_dial_stdio(command_line& cl);
+runner declare_completion(command_line& cl);
 runner declare_version(command_line& cl);
 
 namespace {
@@ -41,6 +42,7 @@ constexpr command kCommands[] = {
     {"shutdown", "stop the daemon, its sessions and everything they started", declare_shutdown},
     {"mcp", "serve MCP tools to agent hosts on stdio or Streamable HTTP", declare_mcp},
     {"dial-stdio", "relay stdin and stdout to sbshd (the far end of --host and --dial)", declare_dial_stdio},
+    {"completion", "print the bash or zsh completion script", declare_completion},
     {"version", "print the version", declare_version},
 };
 

@@ -15,13 +15,6 @@
 #include "ipc/protocol.h"
 
 namespace sbsh::cli {
-namespace {
-
-struct root_args {
-  global_opts g;
-  bool no_autostart = false, version = false;
-  std::vector<std::string> rest;  // the subcommand and its words
-};
 
 void declare_root(command_line& cl, root_args& a) {
   cl.describe("sbsh runs commands in persistent bash sessions kept by the sbshd daemon.");
@@ -35,6 +28,7 @@ void declare_root(command_line& cl, root_args& a) {
             "docker://CONTAINER or kubectl://[NAMESPACE/]POD[/CONTAINER] (or $SBSH_HOST); -S and --no-autostart "
             "then apply over there",
             a.g.host);
+  cl.complete(value_kind::text, {"ssh://", "podman://", "docker://", "kubectl://"});
   cl.option("--dial", "COMMAND",
             "use the sbshd that COMMAND reaches: a shell command line whose stdin and stdout lead to 'sbsh "
             "dial-stdio', e.g. 'kubectl exec -i POD -- sbsh dial-stdio' (or $SBSH_DIAL)",
@@ -46,6 +40,8 @@ void declare_root(command_line& cl, root_args& a) {
   cl.list_commands(std::move(list));
   cl.footer("Run 'sbsh COMMAND --help' for a command's options.");
 }
+
+namespace {
 
 // SBSH_HOST and SBSH_DIAL say how to reach sbshd unless an option does; dial-stdio, the far
 // end of both, always serves this host's sbshd.

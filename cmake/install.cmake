@@ -39,9 +39,10 @@ foreach(page sbsh.1 sbshd.8 sbsh-protocol.7)
   string(REGEX MATCH "[0-9]$" section ${page})
   install(FILES ${PROJECT_SOURCE_DIR}/man/${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/dist/completions/sbsh.bash
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME sbsh)
-install(FILES ${PROJECT_SOURCE_DIR}/dist/completions/_sbsh DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+# The completions the build wrote with sbsh completion (cli/CMakeLists.txt).
+install(FILES ${SBSH_COMPLETIONS_DIR}/sbsh.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME sbsh)
+install(FILES ${SBSH_COMPLETIONS_DIR}/_sbsh DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
 
 # Files made at install time from a template in cmake/ or dist/, with @VARIABLE@ replaced:
 # the prefix is known only then (--prefix). For each of BINDIR, LIBDIR and INCLUDEDIR the

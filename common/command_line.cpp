@@ -48,7 +48,44 @@ void command_line::declare(std::string_view names, std::string_view value_name, 
                            value_check check,
                            bool* flag,  // NOLINT(readability-non-const-parameter): CLI11 sets it later
                            std::function<void(const std::string&)> store) {
-  options_.push_back({names, value_name, help, many, std::move(check), std::move(store), flag, false});
+  // The completions offer a value by its name unless complete() says otherwise.
+  value_completion values;
+  if (value_name == "DIR") values.kind = value_kind::directory;
+  else if (value_name == "FILE" || value_name == "FILE|-" || value_name == "FILE|DIR" || value_name == "PATH")
+    values.kind = value_kind::file;
+  else if (value_name == "SESSION") values.kind = value_kind::session;
+  options_.push_back({names, value_name, help, many, std::move(check), std::move(store), flag, false, values});
+  argument_last_ = false;
+}
+
+void command_line::choice(std::string_view names, std::string_view value_name, std::string_view help, std::string& into,
+                          std::vector<std::string_view> choices) {
+  option(names, value_name, help, into, check_one_of(choices));
+  complete(value_kind::text, std::move(choices));
+}
+
+void command_line::complete(value_kind kind, std::vector<std::string_view> words) {
+  value_completion& v = argument_last_ ? arguments_.back().values : options_.back().values;
+  v = {kind, std::move(words)};
+}
+
+std::vector<command_line::option_view> command_line::options() const {
+  std::vector<option_view> out;
+  for (const auto& o : options_)
+    if (!o.help.empty()) out.push_back({spellings(o.names), o.value_name, o.help, o.many, o.values});
+  return out;
+}
+
+std::vector<command_line::argument_view> command_line::arguments() const {
+  std::vector<argument_view> out;
+  for (const auto& a : arguments_) out.push_back({a.name, a.many != nullptr, a.values});
+  return out;
+}
+
+std::vector<const command_line*> command_line::subcommands() const {
+  std::vector<const command_line*> out;
+  for (const auto& c : children_) out.push_back(c.get());
+  return out;
 }
 
 void command_line::option(std::string_view names, std::string_view value_name, std::string_view help, std::string& into,
@@ -89,15 +126,22 @@ void command_line::duration(std::string_view names, std::string_view value_name,
   declare(names, value_name, help, false, check, nullptr, [&into](const std::string& v) { into = *parse_duration(v); });
 }
 
-void command_line::argument(std::string_view name, std::string& into) { arguments_.push_back({name, &into, nullptr}); }
+void command_line::argument(std::string_view name, std::string& into) {
+  arguments_.push_back({name, &into, nullptr, {}});
+  argument_last_ = true;
+}
 
 void command_line::words(std::string_view name, std::vector<std::string>& into, std::string_view usage) {
-  arguments_.push_back({name, nullptr, &into});
+  arguments_.push_back({name, nullptr, &into, {value_kind::command, {}}});
+  argument_last_ = true;
   words_ = true;
   words_usage_ = usage.empty() ? fmt::format("[--] {}...", name) : std::string(usage);
 }
 
-void command_line::read_dash_words(dash_word_reader reader) { dash_words_ = std::move(reader); }
+void command_line::read_dash_words(dash_word_reader reader, std::vector<std::string_view> offered) {
+  dash_words_ = std::move(reader);
+  dash_words_offered_ = std::move(offered);
+}
 
 command_line& command_line::subcommand(std::string_view name, std::string_view summary, std::string_view alias) {
   children_.push_back(std::make_unique<command_line>(fmt::format("{} {}", path_, name), summary));

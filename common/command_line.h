@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,21 @@ using dash_word_reader = std::function<result<std::string>(std::string_view word
 // One line of a "Commands:" list in --help.
 struct command_summary {
   std::string_view name, summary;
+};
+
+// What the shell completions (sbsh completion, cli/completion.cpp) offer for a value of an
+// option or an argument.
+enum class value_kind : uint8_t {
+  text,       // any word: only the words listed, if any
+  file,       // a local file or directory (with extensions listed: files that end so)
+  directory,  // a local directory
+  session,    // a session sbshd holds, asked of it at completion time
+  process,    // a background process (its ID or name), asked of sbshd likewise
+  command,    // a command to run, then that command's own words
+};
+struct value_completion {
+  value_kind kind = value_kind::text;
+  std::vector<std::string_view> words;  // text: the values offered; file: the extensions
 };
 
 // The names and texts given to a command_line are kept as views: they must outlive it, as
@@ -66,6 +82,9 @@ class command_line {
   void repeated(std::string_view names, std::string_view value_name, std::string_view help,
                 std::vector<std::string>& into, value_check check = {});
   void flag(std::string_view names, std::string_view help, bool& into);
+  // An option that takes one of `choices` (refused otherwise, and offered by the completions).
+  void choice(std::string_view names, std::string_view value_name, std::string_view help, std::string& into,
+              std::vector<std::string_view> choices);
   // A whole number from `min` to `max` (which T holds), in decimal digits only: no sign, no
   // spaces, no suffix. `what` says what it counts, for the refusal ("a number of lines").
   template <std::unsigned_integral T>
@@ -97,7 +116,13 @@ class command_line {
   // recognised only before the first of them, so a command's own options pass through;
   // "--" ends the options too. `usage` replaces "[--] NAME..." in the usage line.
   void words(std::string_view name, std::vector<std::string>& into, std::string_view usage = {});
-  void read_dash_words(dash_word_reader reader);
+  // `offered`: such words for the completions to offer among the options ("-TERM").
+  void read_dash_words(dash_word_reader reader, std::vector<std::string_view> offered = {});
+  // What the shell completions offer for the value of the option, or for the argument,
+  // declared last. Without it, an option's value is offered by its value name (a DIR:
+  // directories; a FILE, FILE|-, FILE|DIR or PATH: files; a SESSION: the sessions; any
+  // other: nothing), words() offers commands to run, and an argument nothing.
+  void complete(value_kind kind, std::vector<std::string_view> words = {});
 
   // A subcommand of this command (session create); it lives as long as this one.
   command_line& subcommand(std::string_view name, std::string_view summary, std::string_view alias = {});
@@ -117,6 +142,27 @@ class command_line {
   [[nodiscard]] bool given_to_chosen(std::string_view option) const;
   [[nodiscard]] std::string help() const;
 
+  // The declaration, read back for the shell completions (cli/completion.cpp).
+  struct option_view {
+    std::vector<std::string_view> spellings;  // "-s", "--session"
+    std::string_view value_name, help;        // value_name: empty for a flag
+    bool many;
+    value_completion values;
+  };
+  struct argument_view {
+    std::string_view name;
+    bool words;  // the words of a command (declared by words()): the rest of the line
+    value_completion values;
+  };
+  [[nodiscard]] std::vector<option_view> options() const;  // those with help: for users
+  [[nodiscard]] std::vector<argument_view> arguments() const;
+  [[nodiscard]] std::vector<const command_line*> subcommands() const;
+  [[nodiscard]] std::span<const std::string_view> dash_words_offered() const { return dash_words_offered_; }
+  [[nodiscard]] std::span<const command_summary> listed_commands() const { return listed_; }
+  [[nodiscard]] std::string_view name() const { return std::string_view(path_).substr(path_.rfind(' ') + 1); }
+  [[nodiscard]] std::string_view summary() const { return summary_; }
+  [[nodiscard]] std::string_view alias() const { return alias_; }
+
  private:
   // One option as declared. Its CLI11 Option is made only when a parse meets it: CLI11 builds
   // its parser at run time, and sbsh runs once per command, so it builds no more than the
@@ -130,11 +176,13 @@ class command_line {
     std::function<void(const std::string&)> store;  // options
     bool* flag = nullptr;                           // flags
     bool used = false;                              // met by prepare()
+    value_completion values;
   };
   struct declared_argument {
     std::string_view name;
     std::string* one = nullptr;
     std::vector<std::string>* many = nullptr;
+    value_completion values;
   };
   // How a word that starts with '-' reads against the options; see parse.cpp.
   struct option_word;
@@ -152,7 +200,6 @@ class command_line {
   [[nodiscard]] const command_line* chosen_child() const;
   [[nodiscard]] const command_line& deepest_given() const;
   [[nodiscard]] command_line* child_named(std::string_view name);
-  [[nodiscard]] std::string_view name() const { return std::string_view(path_).substr(path_.rfind(' ') + 1); }
   [[nodiscard]] std::string unexpected_word() const;
   [[nodiscard]] std::string unknown_option(std::string_view word) const;
   [[nodiscard]] std::string usage_line(size_t width) const;
@@ -174,8 +221,10 @@ class command_line {
   bool words_ = false;
   std::string words_usage_;  // "[--] COMMAND..."
   dash_word_reader dash_words_;
+  std::vector<std::string_view> dash_words_offered_;
   std::vector<std::unique_ptr<command_line>> children_;
   std::vector<command_summary> listed_;
+  bool argument_last_ = false;  // complete() is about arguments_.back(), else options_.back()
 };
 
 // Values that options of several commands take.

@@ -190,9 +190,10 @@ std::map<std::string, std::vector<std::string>> verb_words(const std::string& di
           {"dial-stdio", {}}};
 }
 
-// The manual: when no daemon answers, every verb but shutdown and version starts one. Each
-// verb `sbsh --help` lists, and each subcommand of one, is run against a stopped sbshd.
-TEST_F(cli_contract_test, EveryVerbOfTheHelpButShutdownAndVersionStartsSbshd) {
+// The manual: when no daemon answers, every verb but shutdown, version and completion starts
+// one. Each verb `sbsh --help` lists, and each subcommand of one, is run against a stopped
+// sbshd.
+TEST_F(cli_contract_test, EveryVerbOfTheHelpButShutdownVersionAndCompletionStartsSbshd) {
   stop_daemon();
   auto words = verb_words(dir);
   // The MCP server reaches sbshd for a tool call: one, after the handshake, on its stdin.
@@ -211,7 +212,8 @@ TEST_F(cli_contract_test, EveryVerbOfTheHelpButShutdownAndVersionStartsSbshd) {
       ASSERT_EQ(answering_daemon(), 0) << "an sbshd still answers before " << shown;
       std::vector<std::string> args{verb};
       if (!sub.empty()) args.push_back(sub);
-      if (verb == "shutdown" || verb == "version") {
+      if (verb == "shutdown" || verb == "version" || verb == "completion") {
+        if (verb == "completion") args.emplace_back("bash");
         auto r = cli(args);
         EXPECT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(answering_daemon(), 0) << shown << " started an sbshd";

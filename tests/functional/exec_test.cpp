@@ -384,11 +384,30 @@ TEST_F(exec_test, AttachOnATerminal) {
   EXPECT_TRUE(std::filesystem::exists(state + "/attach_history"));
 }
 
-TEST_F(exec_test, CompletionScriptsParse) {
-  auto r = run({"/bin/bash", "-n", std::string(SBSH_SOURCE_DIR) + "/dist/completions/sbsh.bash"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  r = run({"/bin/bash", "-c", "source " + std::string(SBSH_SOURCE_DIR) + "/dist/completions/sbsh.bash && complete -p sbsh"});
-  EXPECT_NE(r.out.find("_sbsh"), std::string::npos) << r.err;
+// The bash completion the build wrote, loaded as a user's bash loads it, asks the running
+// sbshd for the names it offers: the sessions after session show, the background
+// processes (IDs and names) after kill.
+TEST_F(exec_test, BashCompletionOffersLiveSessionsAndProcesses) {
+  std::string script = std::string(SBSH_COMPLETIONS_DIR) + "/sbsh.bash";
+  auto loaded = run({"/bin/bash", "-c", "source " + shell_quote(script) + " && complete -p sbsh"});
+  EXPECT_NE(loaded.out.find("_sbsh"), std::string::npos) << loaded.err;
+  ASSERT_EQ(exec("completed-here", "true").code, 0);
+  auto started = sbsh({"start", "-s", "completed-here", "--name", "sleeper", "--", "sleep", "60"});
+  ASSERT_EQ(started.code, 0) << started.err;
+  std::string id = trim(started.out);
+  auto offers = [&](const std::string& words) {
+    auto r = run({"/bin/bash", "-c",
+                  "PATH=" + shell_quote(SBSH_BIN_DIR) + ":$PATH; source " + shell_quote(script) + "; COMP_WORDS=(" +
+                      words + R"(); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _sbsh; printf '%s\n' "${COMPREPLY[@]}")"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return "\n" + r.out;
+  };
+  EXPECT_NE(offers("sbsh session show ''").find("\ncompleted-here\n"), std::string::npos);
+  EXPECT_NE(offers("sbsh exec -s comp").find("\ncompleted-here\n"), std::string::npos);
+  std::string procs = offers("sbsh kill ''");
+  EXPECT_NE(procs.find("\n" + id + "\n"), std::string::npos) << procs;
+  EXPECT_NE(procs.find("\nsleeper\n"), std::string::npos) << procs;
+  EXPECT_EQ(sbsh({"kill", "-s", "KILL", id}).code, 0);
 }
 
 }  // namespace sbsh::test::exec_tests

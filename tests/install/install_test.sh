@@ -35,6 +35,11 @@ check_tree() {
            lib/systemd/system/sbshd@.service lib/systemd/system/sbshd@.socket; do
     [[ -e $root/$f ]] || fail "missing after install under $prefix: $f"
   done
+  # The completions are those the build wrote with the sbsh installed beside them.
+  cmp -s "$root/share/bash-completion/completions/sbsh" <("$root/bin/sbsh" completion bash) ||
+    fail "the installed bash completion is not what 'sbsh completion bash' prints"
+  cmp -s "$root/share/zsh/vendor-completions/_sbsh" <("$root/bin/sbsh" completion zsh) ||
+    fail "the installed zsh completion is not what 'sbsh completion zsh' prints"
   grep -qx "prefix=$prefix" "$root/$libdir/pkgconfig/sbsh.pc" || fail "sbsh.pc: prefix is not $prefix"
   grep -qx "libdir=\${prefix}/$libdir" "$root/$libdir/pkgconfig/sbsh.pc" || fail "sbsh.pc: libdir is not \${prefix}/$libdir"
   # The units start the sbshd installed beside them.

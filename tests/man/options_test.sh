@@ -3,11 +3,13 @@
 # `sbsh --help` lists (and every subcommand of one, such as session create) and every option
 # that each one's --help prints is named in sbsh.1 (in that command's section, the global
 # options in GLOBAL OPTIONS), in the bash completion (by running it: what it offers after
-# "sbsh COMMAND -") and in the zsh completion (in that command's function, _sbsh_COMMAND).
-# Usage: options_test.sh SOURCE_DIR SBSH_BINARY
+# "sbsh COMMAND -") and in the zsh completion (in that command's function, _sbsh_COMMAND),
+# both as the build wrote them with `sbsh completion` into COMPLETIONS_DIR.
+# Usage: options_test.sh SOURCE_DIR SBSH_BINARY COMPLETIONS_DIR
 set -euo pipefail
 src=$1
 sbsh=$2
+comp=$3
 fail=0
 failed() { echo "FAIL: $*"; fail=1; }
 
@@ -38,17 +40,17 @@ bash_offers() {
     _sbsh_sessions() { :; }; _sbsh_procs() { :; }   # no daemon to ask
     COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=()
     _sbsh sbsh "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
-    printf "%s\n" "${COMPREPLY[@]}"' _ "$src/dist/completions/sbsh.bash" "$@"
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$comp/sbsh.bash" "$@"
 }
 # The body of a zsh completion function.
 zsh_function() {
   # A one-line function ends on its first line; another at the first line that is "}".
   f="^$1\\(\\) \\{" awk '$0 ~ ENVIRON["f"] { on = 1; print; if (/}$/) exit; next } on { print } on && /^}/ { exit }' \
-    "$src/dist/completions/_sbsh"
+    "$comp/_sbsh"
 }
 
-bash -n "$src/dist/completions/sbsh.bash" || failed "sbsh.bash has a syntax error"
-if command -v zsh >/dev/null; then zsh -n "$src/dist/completions/_sbsh" || failed "_sbsh has a syntax error"; fi
+bash -n "$comp/sbsh.bash" || failed "sbsh.bash has a syntax error"
+if command -v zsh >/dev/null; then zsh -n "$comp/_sbsh" || failed "_sbsh has a syntax error"; fi
 
 paths=(sbsh)
 for c in $("$sbsh" --help | commands_of); do
