@@ -429,16 +429,23 @@ TEST(shell_messages, NoCommandHoldsTheLease) {
   EXPECT_EQ(read_all(out.get()), "shell\n");  // the shell holds it, and nothing it forked
 }
 
+// A shell with the builtin, ready, holding a lease with its record page.
+class shell_messages_leased : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
+    auto ready = sh.next();
+    ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
+    ASSERT_TRUE(l.page.has_value());
+    ASSERT_TRUE(take_lease(sh, l, 5, 6));
+  }
+  builtin_shell sh;
+  lease_pair l;
+};
+
 // The record page (ipc/shell_channel.h): each run on the lease is written there as it starts
 // and as it ends, so that sbshd knows it with no message; no process the shell forks has it.
-TEST(shell_messages, ALeasedRunIsRecordedInThePageThatNoCommandMaps) {
-  builtin_shell sh;
-  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
-  auto ready = sh.next();
-  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
-  lease_pair l;
-  ASSERT_TRUE(l.page.has_value());
-  ASSERT_TRUE(take_lease(sh, l, 5, 6));
+TEST_F(shell_messages_leased, ARunIsRecordedInThePageThatNoCommandMaps) {
   lease_page::run now;
   ASSERT_EQ(l.page->running(&now), lease_page::reading::ok);
   EXPECT_EQ(now.seq, 0u);
@@ -496,14 +503,7 @@ TEST(shell_messages, ALeasedRunIsRecordedInThePageThatNoCommandMaps) {
 
 // A holder running faster than sbshd reads: the builtin says so once the ring is half full
 // (once for each reading), and what it wrote over before sbshd read is counted as lost.
-TEST(shell_messages, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostIsCounted) {
-  builtin_shell sh;
-  ASSERT_GT(sh.pid(), 0) << "cannot start bash with the sbsh builtin";
-  auto ready = sh.next();
-  ASSERT_TRUE(ready && ready->type == SBSH_MSG_READY);
-  lease_pair l;
-  ASSERT_TRUE(l.page.has_value());
-  ASSERT_TRUE(take_lease(sh, l, 5, 6));
+TEST_F(shell_messages_leased, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostIsCounted) {
   auto run = [&](uint64_t from, uint64_t to) {
     for (uint64_t seq = from; seq <= to; ++seq) {
       unique_fd out = sh.send(seq, "(exit 7)", l.mine.get());
