@@ -99,7 +99,8 @@ void on_lease(server& srv, client_conn& c, ipc::envelope& env) {
   job->id = id;
   job->lease = true;
   job->session = name;
-  job->command = "(leased)";
+  // What `sbsh ps` shows while its holder runs nothing (a command it runs shows as itself).
+  job->command = fmt::format("(leased by pid {})", c.peer_pid);
   job->client = &c;
   c.add_job(id, name, 0);
   s->enqueue(std::move(job));

@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fixture.h"
 #include "ipc/frame.h"
 #include "ipc/shell_channel.h"
@@ -451,6 +453,8 @@ TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
   ASSERT_TRUE(before) << before.err().message;
   auto l = c.lease("s");
   ASSERT_TRUE(l) << l.err().message;
+  // Between its runs, the session says who holds it.
+  EXPECT_EQ(session_status("s").running, fmt::format("(leased by pid {})", ::getpid()));
   ASSERT_TRUE(l->run("true"));
   ASSERT_TRUE(l->run("echo leased; (exit 3)"));
   auto shown = other.show_session("s");
