@@ -520,6 +520,23 @@ TEST_F(lease_test, ALeasedRunsTimeoutStopsItAndItsProcesses) {
   ASSERT_TRUE(l->release().ok());
 }
 
+// A run that gives no timeout has its session's default, as an exec does.
+TEST_F(lease_test, ALeasedRunWithoutATimeoutHasItsSessionsDefault) {
+  auto made = sbsh({"session", "create", "t", "--timeout", "500ms"});
+  ASSERT_EQ(made.code, 0) << made.err;
+  client::connection c = conn();
+  auto l = c.lease("t");
+  ASSERT_TRUE(l) << l.err().message;
+  auto r = l->run("echo before; sleep 60; echo never");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->stdout_data, "before\n");
+  r = l->run("echo in time");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->stdout_data, "in time\n");
+}
+
 // A holder that dies while its command runs: sbshd hangs up on the command, as on any command
 // whose client left, and the session serves the next client.
 TEST_F(lease_test, TheHoldersDeathHangsUpOnTheCommandItRan) {
