@@ -183,6 +183,19 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
                                     "command (from pid {}, the shell is {}); the lease is dropped",
                                     sender, st.shell_pid));
     }
+    if ((m.flags & SBSH_STATUS_NOT_RUN) != 0) {
+      // The shell did not run it: the lease ended first (or the run was refused).
+      st.sock.reset();
+      if (m.err == SBSH_ERR_LEASE_ENDED)
+        return make_error(ipc::errc::eof,
+                          fmt::format("the lease ended before the shell read the command, which did not run ({}): "
+                                      "run it with exec, or on a new lease",
+                                      st.ended.empty() ? "another request was queued on the session, or it was "
+                                                         "released"
+                                                       : st.ended));
+      return make_error(ipc::errc::protocol,
+                        fmt::format("the shell refused the command (error {}); the lease is dropped", m.err));
+    }
     answered = true;
     r.exit_code = m.exit_value;
     if ((m.flags & SBSH_STATUS_SIGNALED) != 0 && m.exit_signal > 0 && m.exit_signal < 65) r.signal = m.exit_signal;

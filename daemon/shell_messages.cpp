@@ -250,6 +250,7 @@ std::string not_run_reason(int err) {
     case SBSH_ERR_BAD_MESSAGE: return "the shell could not read the command";
     case SBSH_ERR_NOT_A_DIR: return "not a directory";
     case SBSH_ERR_NO_TERMINAL: return "the shell could not take the terminal as its controlling terminal";
+    case SBSH_ERR_LEASE_ENDED: return "the lease ended before the shell read it";
     default: return std::strerror(err);
   }
 }

@@ -32,7 +32,11 @@
  *                           (lease_ended). Flags: SBSH_LEASE_MARK_PIDS.
  *                   lease_end: header only: the lease ends between two commands (a run read
  *                           from it already is served first). Answered with `lease_ended`, or
- *                           with nothing when no lease is held.
+ *                           with nothing when no lease is held. However a lease ends, the
+ *                           builtin first shuts the reading side of its socket (a run its
+ *                           holder sends after that fails at the sender, EPIPE) and answers
+ *                           each run still queued on it with a NOT_RUN status whose err is
+ *                           SBSH_ERR_LEASE_ENDED: its holder knows of every run whether it ran.
  *   bash -> sbshd   ready:  the builtin is loaded and serving (once per shell, seq 0).
  *                   status: one per run, with the run's seq and nonce.
  *                   synced: the answer to a sync, with its seq and nonce.
@@ -166,6 +170,7 @@ enum sbsh_lease_flags {
 #define SBSH_ERR_BAD_MESSAGE (-1) /* malformed run: wrong size, descriptors or version */
 #define SBSH_ERR_NOT_A_DIR (-2)   /* the directory to check exists but is not a directory */
 #define SBSH_ERR_NO_TERMINAL (-3) /* the shell could not make the terminal its controlling one */
+#define SBSH_ERR_LEASE_ENDED (-4) /* a run on a lease that ended before the shell read it */
 
 struct sbsh_run_header {
   uint32_t magic;

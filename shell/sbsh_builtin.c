@@ -459,10 +459,49 @@ static void unmap_page(void) {
   page = NULL;
 }
 
+/* The runs its holder sent on the lease that the shell has not read: each is answered there
+ * as not run (SBSH_ERR_LEASE_ENDED), once the socket's reading side is shut, so that a run
+ * sent later fails at its sender. The holder then knows of every run whether it ran. */
+static void refuse_unread_runs(void) {
+  shutdown(SBSH_LEASE_FD, SHUT_RD);
+  for (;;) {
+    struct sbsh_run_header h;
+    union {
+      struct cmsghdr align;
+      char bytes[CMSG_SPACE(12 * sizeof(int))];
+    } control;
+    struct iovec iov = {&h, sizeof h};
+    struct msghdr mh = msg_over(&iov, 1, control.bytes, sizeof control.bytes);
+    ssize_t n = recvmsg(SBSH_LEASE_FD, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          close(fd);
+        }
+    if ((size_t)n < sizeof h || h.magic != SBSH_CHANNEL_MAGIC || h.type != SBSH_MSG_RUN) continue;
+    struct sbsh_status_msg m = new_msg(SBSH_MSG_STATUS, h.seq);
+    m.exit_value = last_command_exit_value;
+    m.flags = SBSH_STATUS_NOT_RUN;
+    m.err = SBSH_ERR_LEASE_ENDED;
+    m.nonce = h.nonce;
+    struct iovec out = {&m, sizeof m};
+    struct msghdr om = msg_over(&out, 1, NULL, 0);
+    while (sendmsg(SBSH_LEASE_FD, &om, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+    }
+  }
+}
+
 /* Ends the lease held, if any, and tells sbshd. */
 static void end_lease(void) {
   if (!leased) return;
-  if (is_lease(SBSH_LEASE_FD)) close(SBSH_LEASE_FD);
+  if (is_lease(SBSH_LEASE_FD)) {
+    refuse_unread_runs();
+    close(SBSH_LEASE_FD);
+  }
   struct stat st;
   if (mark_pids && fstat(SBSH_LAST_PID_FD, &st) == 0 && st.st_ino == last_pid_ino && st.st_dev == last_pid_dev)
     close(SBSH_LAST_PID_FD);

@@ -540,4 +540,51 @@ TEST_F(shell_messages_leased, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostI
   EXPECT_EQ(ended.back().seq, 110u);
 }
 
+// A lease that ends while its holder has runs queued on it: each is answered as not run, and
+// one sent afterwards fails at its sender, so the holder knows of every run whether it ran.
+TEST_F(shell_messages_leased, RunsLeftUnreadWhenTheLeaseEndsAreAnsweredAsNotRun) {
+  char dir[] = "/tmp/sbsh-unread-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string fifo = std::string(dir) + "/go", ran = std::string(dir) + "/ran";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  unique_fd first = sh.send(1, "read -r line < " + fifo + "; echo first", l.mine.get());
+  lease_page::run now;
+  for (int i = 0; i < 1000 && now.seq != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(l.page->running(&now), lease_page::reading::ok);
+  }
+  ASSERT_EQ(now.seq, 1u);
+  unique_fd second = sh.send(2, "echo second > " + ran, l.mine.get());
+  ASSERT_TRUE(send_lease_end(sh.channel(), 0).ok());
+  {
+    unique_fd w(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(w);
+    ASSERT_EQ(::write(w.get(), "x\n", 2), 2);
+  }
+  auto st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 1u);
+  EXPECT_FALSE(st->not_run);
+  EXPECT_EQ(read_all(first.get()), "first\n");
+  st = sh.next(l.mine.get());
+  ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
+  EXPECT_EQ(st->seq, 2u);
+  EXPECT_TRUE(st->not_run);
+  EXPECT_EQ(st->err, SBSH_ERR_LEASE_ENDED);
+  EXPECT_EQ(read_all(second.get()), "");
+  auto ended = sh.next();
+  ASSERT_TRUE(ended && ended->type == SBSH_MSG_LEASE_ENDED);
+  EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the run the shell never read ran";
+  // Sent now, a run fails at once.
+  run_message m;
+  m.seq = 3;
+  m.text = "true";
+  m.out = m.err = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  text_memfd big;
+  EXPECT_FALSE(send_run(l.mine.get(), m, big).ok());
+  ::close(m.out);
+  ::unlink(fifo.c_str());
+  ::rmdir(dir);
+}
+
 }  // namespace sbsh::daemon::shell_messages_tests

@@ -370,9 +370,9 @@ struct file_list_options {
 // (its start, its deadline, its end), so sbshd's timeouts, cancels, `sbsh ps`, history and
 // counters see commands run on a lease as they see any other. The lease ends with release()
 // (the destructor releases it), when its connection closes, or when any other request is
-// queued on the session: run() then fails with code "eof" (the command was not run, unless
-// the lease ended while it ran). Its connection, which must outlive it, serves nothing else
-// while it is held.
+// queued on the session: run() then fails with code "eof", and the command did not run (the
+// shell answers a run it had not read as not run, and one sent later fails at once). Its
+// connection, which must outlive it, serves nothing else while it is held.
 class SBSH_API lease {
  public:
   lease(lease&&) noexcept;
