@@ -23,6 +23,23 @@ T load(const T& field, std::memory_order order = std::memory_order_relaxed) {
   return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
 }
 
+// A text's start as the builtin wrote it (the running run's or a record's), and whether it
+// says no more than the page holds and the whole text had.
+struct text_start {
+  char bytes[SBSH_RECORD_TEXT];
+  uint32_t len = 0;
+  uint64_t full = 0;
+  [[nodiscard]] bool fits() const { return len <= SBSH_RECORD_TEXT && len <= full; }
+};
+template <typename From>
+text_start copy_text(const From& from) {
+  text_start t;
+  t.len = load(from.text_len);
+  t.full = load(from.full_len);
+  std::memcpy(t.bytes, from.text, sizeof t.bytes);
+  return t;
+}
+
 // How often a reading tries again while the builtin writes the running run (a few
 // instructions each time): beyond, it was stopped mid-write.
 constexpr int kTries = 64;
@@ -67,10 +84,7 @@ lease_page::reading lease_page::running(run* out) const {
     r.mark.start_ticks = load(p.since_ticks);
     r.started_us = load(p.started_us);
     r.deadline_us = load(p.deadline_us);
-    uint32_t len = load(p.text_len);
-    uint64_t full = load(p.full_len);
-    char text[SBSH_RECORD_TEXT];
-    std::memcpy(text, p.text, sizeof text);
+    text_start text = copy_text(p);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (load(p.changes) != before) continue;
     // A run whose record was read already has ended (the builtin clears run_seq just after).
@@ -79,11 +93,11 @@ lease_page::reading lease_page::running(run* out) const {
       return reading::ok;
     }
     int64_t pid = load(p.since_pid);
-    if (len > SBSH_RECORD_TEXT || len > full || pid < 0 || pid > INT32_MAX || r.seq < last_seq_ ||
+    if (!text.fits() || pid < 0 || pid > INT32_MAX || r.seq < last_seq_ ||
         (r.deadline_us != 0 && r.deadline_us < r.started_us))
       return reading::bad;
-    r.text.assign(text, len);
-    r.full_len = full;
+    r.text.assign(text.bytes, text.len);
+    r.full_len = text.full;
     *out = std::move(r);
     return reading::ok;
   }
@@ -114,16 +128,12 @@ lease_page::reading lease_page::take_ended(std::vector<record>* out, uint64_t* l
     r.flags = load(e.flags);
     r.started_us = load(e.started_us);
     r.ended_us = load(e.ended_us);
-    uint32_t len = load(e.text_len);
-    uint64_t full = load(e.full_len);
-    char text[SBSH_RECORD_TEXT];
-    std::memcpy(text, e.text, sizeof text);
+    text_start text = copy_text(e);
     std::atomic_thread_fence(std::memory_order_acquire);
     bool over = seq == 0 || load(e.seq) != seq;
-    if (!over && (len > SBSH_RECORD_TEXT || len > full || r.exit_signal < 0 || r.exit_signal > 64))
-      return reading::bad;
-    r.text.assign(text, over ? 0 : len);
-    r.full_len = full;
+    if (!over && (!text.fits() || r.exit_signal < 0 || r.exit_signal > 64)) return reading::bad;
+    r.text.assign(text.bytes, over ? 0 : text.len);
+    r.full_len = text.full;
     out->push_back(std::move(r));
     torn.push_back(over);
   }
