@@ -543,6 +543,21 @@ class wrapper_loop {
     }
   }
 
+  // A lease of the shell (docs/architecture.md, "The direct path") lasts only while sbshd
+  // reads its records and enforces its commands' timeouts: with sbshd gone, the wrapper asks
+  // the shell to end it, as sbshd would (lease_end on the channel, whose sbshd end it holds),
+  // so that nothing runs in the shell unwatched until the next sbshd adopts it. The shell's
+  // answer, if it held one, waits on the channel for that sbshd, which drops it.
+  void end_lease() {
+    if (!channel_owner_) return;
+    sbsh_run_header h{};
+    h.magic = SBSH_CHANNEL_MAGIC;
+    h.version = SBSH_CHANNEL_VERSION;
+    h.type = SBSH_MSG_LEASE_END;
+    while (::send(channel_owner_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+  }
+
   // Reads what a drained pipe holds; drops it once no writer is left. splice(2) with
   // SPLICE_F_NONBLOCK does not block and leaves the descriptor's own flags alone (the pipe's
   // other ends may belong to a client that reads it blocking). A terminal's master cannot be
@@ -657,6 +672,7 @@ class wrapper_loop {
     }
     orphan_deadline_ms_ = mono_ms() + static_cast<int64_t>(opts_.adopt_timeout_ms);
     start_draining();
+    end_lease();
     log_error(session_.c_str(), fmt::format("sbshd went away; the session waits {} s for the next sbshd to adopt it",
                                             opts_.adopt_timeout_ms / 1000));
     return true;

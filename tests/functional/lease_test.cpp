@@ -537,6 +537,32 @@ TEST_F(lease_test, ALeasedRunWithoutATimeoutHasItsSessionsDefault) {
   EXPECT_EQ(r->stdout_data, "in time\n");
 }
 
+// sbshd's death ends a lease: the session's wrapper, waiting for the next sbshd, has the shell
+// end it, so that nothing runs there unwatched; the next sbshd adopts the shell as the lease
+// left it.
+TEST_F(lease_test, SbshdsDeathEndsTheLeaseAndTheNextSbshdAdoptsTheShell) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  auto r = l->run("cd /tmp; Q=kept");
+  ASSERT_TRUE(r) << r.err().message;
+  kill_daemon();
+  std::string why;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto x = l->run("true");
+        if (!x) why = x.err().code;
+        return !x;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(why, "eof");
+  start_daemon();
+  run_result e = exec("s", "echo \"$Q\"; pwd");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "kept\n/tmp\n");
+}
+
 // A holder that dies while its command runs: sbshd hangs up on the command, as on any command
 // whose client left, and the session serves the next client.
 TEST_F(lease_test, TheHoldersDeathHangsUpOnTheCommandItRan) {
