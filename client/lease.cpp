@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,10 @@ struct lease::state {
   uint64_t seq = 0;
   std::mt19937_64 nonces{std::random_device{}()};
   std::string ended;  // why it is over, once it is
+  // Pipes of earlier runs that their background jobs still hold: read into nothing while
+  // runs wait, and handed to sbshd at release, so that those jobs never meet a pipe without
+  // a reader (as an exec's never do).
+  std::vector<unique_fd> draining;
 };
 
 namespace {
@@ -42,6 +47,29 @@ error lease_over(const lease::state& st) {
   return make_error(ipc::errc::eof, fmt::format("the lease has ended ({}): ask for another, or run the command with "
                                                 "exec",
                                                 st.ended.empty() ? "its socket closed" : st.ended));
+}
+
+// The pipes a lease keeps draining at most: beyond, the oldest is let go.
+constexpr size_t kMaxDraining = 16;
+
+void keep_draining(lease::state& st, unique_fd fd) {
+  if (st.draining.size() >= kMaxDraining) st.draining.erase(st.draining.begin());
+  st.draining.push_back(std::move(fd));
+}
+
+// Reads what the drained pipes polled in `p` (as many as st.draining, in its order) hold, into
+// nothing; those at end-of-file are closed.
+void drain_ready(lease::state& st, const pollfd* p, size_t n) {
+  std::vector<int> done;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i].revents == 0) continue;
+    char buf[16384];
+    ssize_t got = ::read(p[i].fd, buf, sizeof buf);
+    if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) done.push_back(p[i].fd);
+  }
+  std::erase_if(st.draining, [&done](const unique_fd& fd) {
+    return std::find(done.begin(), done.end(), fd.get()) != done.end();
+  });
 }
 
 // A text too long for one message, in a memfd (as sbshd's text_memfd does).
@@ -125,13 +153,25 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
   auto t0 = std::chrono::steady_clock::now();
   bool answered = false;
   while (!answered || out_r || err_r) {
-    pollfd p[3] = {{answered ? -1 : st.sock.get(), POLLIN, 0},
-                   {out_r ? out_r.get() : -1, POLLIN, 0},
-                   {err_r ? err_r.get() : -1, POLLIN, 0}};
-    if (::poll(p, 3, -1) < 0) {
+    pollfd p[3 + kMaxDraining] = {{answered ? -1 : st.sock.get(), POLLIN, 0},
+                                  {out_r ? out_r.get() : -1, POLLIN, 0},
+                                  {err_r ? err_r.get() : -1, POLLIN, 0}};
+    size_t n_polled = 3;
+    for (const auto& d : st.draining) p[n_polled++] = {d.get(), POLLIN, 0};
+    // Once the status is in, the command's own output is in its pipes already (its processes
+    // have ended, the shell has let go of them): what does not come at once is a background
+    // job's, which the lease drains from now on.
+    int ready = ::poll(p, n_polled, answered ? 0 : -1);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return make_error(ipc::errc::io, fmt::format("poll: {}", std::strerror(errno)));
     }
+    if (ready == 0) {
+      for (unique_fd* fd : {&out_r, &err_r})
+        if (*fd) keep_draining(st, std::move(*fd));
+      break;
+    }
+    drain_ready(st, p + 3, n_polled - 3);
     for (int i = 1; i < 3; ++i) {
       if (p[i].revents == 0) continue;
       unique_fd& fd = i == 1 ? out_r : err_r;
@@ -214,8 +254,16 @@ sbsh::status lease::release() {
   state& st = *s_;
   connection::impl& p = *st.conn;
   st.conn = nullptr;
+  // sbshd drains what background jobs of its runs still hold, from now on: sent while the
+  // lease is still sbshd's current job (the socket's hang-up would end it first).
+  std::vector<int> fds;
+  for (const auto& d : st.draining) fds.push_back(d.get());
+  msg::release rel;
+  rel.fds = fds.size();
+  auto sent = p.ch.send(ipc::encode(rel, st.id), fds);
+  st.draining.clear();
   st.sock.reset();  // the shell sees the hang-up and ends the lease by itself too
-  if (auto s = p.ch.send(ipc::encode(msg::release{}, st.id)); !s) {
+  if (auto s = sent; !s) {
     p.lease_id = 0;
     return s.err();
   }

@@ -133,7 +133,7 @@ void on_cancel(server& srv, client_conn& c, ipc::envelope& env) {
 }
 
 void on_release(server& srv, client_conn& c, ipc::envelope& env) {
-  if (auto* s = job_session(srv, c, env.msg.id())) s->release(&c, env.msg.id());
+  if (auto* s = job_session(srv, c, env.msg.id())) s->release(&c, env.msg.id(), std::move(env.fds));
 }
 
 // A process is part of a session's running command when, following its parents up, it comes

@@ -917,7 +917,9 @@ void job_runner::client_gone(reply_port* c) {
   if (job.kill_stage == kill_stage::none) escalate(job);
 }
 
-void job_runner::release(reply_port* c, uint64_t id) {
+void job_runner::release(reply_port* c, uint64_t id, std::vector<unique_fd> drain) {
+  if (current_ && current_->lease && current_->client == c && current_->id == id)
+    for (auto& fd : drain) keep_draining(std::move(fd));
   for (auto it = unreleased_.begin(); it != unreleased_.end(); ++it) {
     if ((*it)->client == c && (*it)->id == id) {
       auto job = std::move(*it);

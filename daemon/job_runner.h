@@ -62,7 +62,9 @@ class job_runner final : public shell_events {
   // What the terminal of command `serial` (exec --tty, running) shows now; empty otherwise.
   [[nodiscard]] std::string screen_of(uint64_t serial) const;
   void stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof);
-  void release(reply_port* c, uint64_t id);
+  // The client has read its pipes (an exec's), or lets go of its lease; `drain`: with a
+  // lease, pipes its runs' background jobs still hold, read into nothing from now on.
+  void release(reply_port* c, uint64_t id, std::vector<unique_fd> drain = {});
   // The client went away: its queued jobs are dropped, its running one is hung up on.
   void client_gone(reply_port* c);
   // The client's output queue drained: resume reading command output for it.

@@ -13,6 +13,17 @@
 #include "ipc/protocol.h"
 #include "ipc/shell_channel.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SBSH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SBSH_ASAN 1
+#endif
+#endif
+#ifdef SBSH_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace sbsh::daemon {
 
 namespace {
@@ -54,6 +65,11 @@ result<std::pair<lease_page, unique_fd>> lease_page::make() {
   void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED)
     return make_error(ipc::errc::internal, fmt::format("cannot map a lease's record page: {}", std::strerror(errno)));
+#ifdef SBSH_ASAN
+  // AddressSanitizer does not clear the shadow of an address range mapped anew: a fake stack
+  // it unmapped there leaves its poison behind, and the page's reads would be reported.
+  ASAN_UNPOISON_MEMORY_REGION(m, sizeof(sbsh_record_page));
+#endif
   auto* p = static_cast<sbsh_record_page*>(m);
   p->magic = SBSH_RECORD_MAGIC;
   p->version = SBSH_CHANNEL_VERSION;

@@ -41,7 +41,9 @@ class session {
   }
   bool cancel(reply_port* c, uint64_t id, int sig, bool stop) { return jobs_.cancel(c, id, sig, stop); }
   void stdin_data(reply_port* c, uint64_t id, std::string_view data, bool eof) { jobs_.stdin_data(c, id, data, eof); }
-  void release(reply_port* c, uint64_t id) { jobs_.release(c, id); }
+  void release(reply_port* c, uint64_t id, std::vector<unique_fd> drain = {}) {
+    jobs_.release(c, id, std::move(drain));
+  }
   void client_gone(reply_port* c) { jobs_.client_gone(c); }
   void client_drained(reply_port* c) { jobs_.client_drained(c); }
 

@@ -707,7 +707,11 @@ struct cancel {
 
 struct release {
   static constexpr message_kind kind{msg_type::release, "release", client_to_daemon, true};
-  static constexpr auto fields() { return std::tuple{}; }
+  // With a lease's id: the read ends of pipes that background jobs of its runs still hold,
+  // for sbshd to read into nothing (as it does an exec's), so that they never meet a pipe
+  // without a reader.
+  uint64_t fds = 0;
+  static constexpr auto fields() { return std::tuple{field("fds", &release::fds, kOmitEmpty)}; }
 };
 
 // Asks for a lease of a session's shell (docs/architecture.md, "The direct path"): queued as

@@ -537,6 +537,28 @@ TEST_F(lease_test, ALeasedRunWithoutATimeoutHasItsSessionsDefault) {
   EXPECT_EQ(r->stdout_data, "in time\n");
 }
 
+// A run whose background job keeps its stdout returns as an exec does, at its status; the job
+// never meets a pipe without a reader, while the lease lasts nor after its release.
+TEST_F(lease_test, ABackgroundJobNeitherHoldsUpARunNorDiesOfItsPipe) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  std::string pid = dir + "/bg.pid", done = dir + "/bg.done";
+  auto r = l->run("(sleep 1; echo late; sleep 1; echo later; touch " + done + ") & echo $! > " + pid +
+                  "; echo started");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "started\n");
+  pid_t bg = read_pid_file(pid);
+  EXPECT_TRUE(bg > 0 && pid_alive(bg)) << "the run waited for its background job";
+  r = l->run("echo next");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "next\n");
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_TRUE(wait_until([&] { return ::access(done.c_str(), F_OK) == 0; }, std::chrono::seconds(20)))
+      << "the background job died writing to its stdout";
+}
+
 // sbshd's death ends a lease: the session's wrapper, waiting for the next sbshd, has the shell
 // end it, so that nothing runs there unwatched; the next sbshd adopts the shell as the lease
 // left it.
