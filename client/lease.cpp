@@ -166,12 +166,12 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
       if (errno == EINTR) continue;
       return make_error(ipc::errc::io, fmt::format("poll: {}", std::strerror(errno)));
     }
-    if (ready == 0) {
+    drain_ready(st, p + 3, n_polled - 3);
+    if (answered && p[1].revents == 0 && p[2].revents == 0) {
       for (unique_fd* fd : {&out_r, &err_r})
         if (*fd) keep_draining(st, std::move(*fd));
       break;
     }
-    drain_ready(st, p + 3, n_polled - 3);
     for (int i = 1; i < 3; ++i) {
       if (p[i].revents == 0) continue;
       unique_fd& fd = i == 1 ? out_r : err_r;

@@ -554,6 +554,14 @@ TEST_F(lease_test, ABackgroundJobNeitherHoldsUpARunNorDiesOfItsPipe) {
   r = l->run("echo next");
   ASSERT_TRUE(r) << r.err().message;
   EXPECT_EQ(r->stdout_data, "next\n");
+  // One that never stops writing holds up no later run either.
+  std::string spam = dir + "/spam.pid";
+  r = l->run("(while :; do echo spam; done) & echo $! > " + spam);
+  ASSERT_TRUE(r) << r.err().message;
+  r = l->run("echo after spam");
+  ASSERT_TRUE(r) << r.err().message;
+  EXPECT_EQ(r->stdout_data, "after spam\n");
+  if (pid_t sp = read_pid_file(spam); sp > 0) ::kill(sp, SIGKILL);
   ASSERT_TRUE(l->release().ok());
   EXPECT_TRUE(wait_until([&] { return ::access(done.c_str(), F_OK) == 0; }, std::chrono::seconds(20)))
       << "the background job died writing to its stdout";
