@@ -104,6 +104,75 @@ bool lease::held() const { return s_ && s_->sock && s_->conn != nullptr; }
 int64_t lease::shell_pid() const { return s_ ? s_->shell_pid : 0; }
 uint64_t lease::generation() const { return s_ ? s_->generation : 0; }
 
+namespace {
+
+// Reads the shell's answer to run `h` from the lease, into `r`: false when none has come yet.
+// A message that is not the shell's status of that run drops the lease.
+result<bool> take_status(lease::state& st, const sbsh_run_header& h, exec_result& r) {
+  sbsh_status_msg m{};
+  char cwd[SBSH_CHANNEL_MAX_CWD];
+  iovec in[2] = {{&m, sizeof m}, {cwd, sizeof cwd}};
+  alignas(cmsghdr) char cred[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(4 * sizeof(int))];
+  msghdr rh{};
+  rh.msg_iov = in;
+  rh.msg_iovlen = 2;
+  rh.msg_control = cred;
+  rh.msg_controllen = sizeof cred;
+  ssize_t n = ::recvmsg(st.sock.get(), &rh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
+  if (n <= 0) {
+    // The shell closed the lease while the command ran (the holder's connection closed, or
+    // the command closed the lease's descriptor): its status went to sbshd.
+    st.sock.reset();
+    return make_error(ipc::errc::eof, fmt::format("the lease ended while the command ran, before its status came "
+                                                  "back; it may have run in part ({})",
+                                                  st.ended.empty() ? "its socket closed" : st.ended));
+  }
+  pid_t sender = 0;
+  for (cmsghdr* k = CMSG_FIRSTHDR(&rh); k != nullptr; k = CMSG_NXTHDR(&rh, k)) {
+    if (k->cmsg_level != SOL_SOCKET) continue;
+    if (k->cmsg_type == SCM_CREDENTIALS) {
+      ucred u{};
+      std::memcpy(&u, CMSG_DATA(k), sizeof u);
+      sender = u.pid;
+    } else if (k->cmsg_type == SCM_RIGHTS) {  // the shell sends none: closed
+      for (size_t i = 0; i < (k->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(k) + i * sizeof(int), sizeof fd);
+        ::close(fd);
+      }
+    }
+  }
+  if (static_cast<size_t>(n) < sizeof m || m.magic != SBSH_CHANNEL_MAGIC || m.version != SBSH_CHANNEL_VERSION ||
+      m.type != SBSH_MSG_STATUS || m.seq != h.seq || m.nonce != h.nonce || sender != st.shell_pid) {
+    st.sock.reset();
+    return make_error(ipc::errc::protocol,
+                      fmt::format("the lease's socket carried a message that is not the shell's status of the "
+                                  "command (from pid {}, the shell is {}); the lease is dropped",
+                                  sender, st.shell_pid));
+  }
+  if ((m.flags & SBSH_STATUS_NOT_RUN) != 0) {
+    // The shell did not run it: the lease ended first (or the run was refused).
+    st.sock.reset();
+    if (m.err == SBSH_ERR_LEASE_ENDED)
+      return make_error(ipc::errc::eof,
+                        fmt::format("the lease ended before the shell read the command, which did not run ({}): "
+                                    "run it with exec, or on a new lease",
+                                    st.ended.empty() ? "another request was queued on the session, or it was "
+                                                       "released"
+                                                     : st.ended));
+    return make_error(ipc::errc::protocol,
+                      fmt::format("the shell refused the command (error {}); the lease is dropped", m.err));
+  }
+  r.exit_code = m.exit_value;
+  if ((m.flags & SBSH_STATUS_SIGNALED) != 0 && m.exit_signal > 0 && m.exit_signal < 65) r.signal = m.exit_signal;
+  r.timed_out = (m.flags & SBSH_STATUS_TIMED_OUT) != 0;
+  r.cancelled = (m.flags & SBSH_STATUS_CANCELLED) != 0;
+  return true;
+}
+
+}  // namespace
+
 result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
   if (!s_) return make_error(ipc::errc::invalid_argument, "a lease that was moved from");
   state& st = *s_;
@@ -181,66 +250,9 @@ result<exec_result> lease::run(std::string_view command, uint64_t timeout_ms) {
       else if (n == 0 || errno != EINTR) fd.reset();
     }
     if (p[0].revents == 0) continue;
-    sbsh_status_msg m{};
-    char cwd[SBSH_CHANNEL_MAX_CWD];
-    iovec in[2] = {{&m, sizeof m}, {cwd, sizeof cwd}};
-    alignas(cmsghdr) char cred[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(4 * sizeof(int))];
-    msghdr rh{};
-    rh.msg_iov = in;
-    rh.msg_iovlen = 2;
-    rh.msg_control = cred;
-    rh.msg_controllen = sizeof cred;
-    ssize_t n = ::recvmsg(st.sock.get(), &rh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      // The shell closed the lease while the command ran (the holder's connection closed, or
-      // the command closed the lease's descriptor): its status went to sbshd.
-      st.sock.reset();
-      return make_error(ipc::errc::eof, fmt::format("the lease ended while the command ran, before its status came "
-                                                    "back; it may have run in part ({})",
-                                                    st.ended.empty() ? "its socket closed" : st.ended));
-    }
-    pid_t sender = 0;
-    for (cmsghdr* k = CMSG_FIRSTHDR(&rh); k != nullptr; k = CMSG_NXTHDR(&rh, k)) {
-      if (k->cmsg_level != SOL_SOCKET) continue;
-      if (k->cmsg_type == SCM_CREDENTIALS) {
-        ucred u{};
-        std::memcpy(&u, CMSG_DATA(k), sizeof u);
-        sender = u.pid;
-      } else if (k->cmsg_type == SCM_RIGHTS) {  // the shell sends none: closed
-        for (size_t i = 0; i < (k->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-          int fd = -1;
-          std::memcpy(&fd, CMSG_DATA(k) + i * sizeof(int), sizeof fd);
-          ::close(fd);
-        }
-      }
-    }
-    if (static_cast<size_t>(n) < sizeof m || m.magic != SBSH_CHANNEL_MAGIC || m.version != SBSH_CHANNEL_VERSION ||
-        m.type != SBSH_MSG_STATUS || m.seq != h.seq || m.nonce != h.nonce || sender != st.shell_pid) {
-      st.sock.reset();
-      return make_error(ipc::errc::protocol,
-                        fmt::format("the lease's socket carried a message that is not the shell's status of the "
-                                    "command (from pid {}, the shell is {}); the lease is dropped",
-                                    sender, st.shell_pid));
-    }
-    if ((m.flags & SBSH_STATUS_NOT_RUN) != 0) {
-      // The shell did not run it: the lease ended first (or the run was refused).
-      st.sock.reset();
-      if (m.err == SBSH_ERR_LEASE_ENDED)
-        return make_error(ipc::errc::eof,
-                          fmt::format("the lease ended before the shell read the command, which did not run ({}): "
-                                      "run it with exec, or on a new lease",
-                                      st.ended.empty() ? "another request was queued on the session, or it was "
-                                                         "released"
-                                                       : st.ended));
-      return make_error(ipc::errc::protocol,
-                        fmt::format("the shell refused the command (error {}); the lease is dropped", m.err));
-    }
-    answered = true;
-    r.exit_code = m.exit_value;
-    if ((m.flags & SBSH_STATUS_SIGNALED) != 0 && m.exit_signal > 0 && m.exit_signal < 65) r.signal = m.exit_signal;
-    r.timed_out = (m.flags & SBSH_STATUS_TIMED_OUT) != 0;
-    r.cancelled = (m.flags & SBSH_STATUS_CANCELLED) != 0;
+    auto status = take_status(st, h, r);
+    if (!status) return status.err();
+    answered = *status;
   }
   r.duration_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -263,9 +275,9 @@ sbsh::status lease::release() {
   auto sent = p.ch.send(ipc::encode(rel, st.id), fds);
   st.draining.clear();
   st.sock.reset();  // the shell sees the hang-up and ends the lease by itself too
-  if (auto s = sent; !s) {
+  if (!sent) {
     p.lease_id = 0;
-    return s.err();
+    return sent.err();
   }
   for (;;) {
     auto env = p.ch.recv();
