@@ -625,6 +625,12 @@ class wrapper_loop {
     ipc::channel ch(std::move(fd), 1024);
     auto env = ch.recv();
     if (!env || env->msg.type() != msg_type::adopt) return;
+    // The last sbshd may have gone so recently that its end was not read yet: what it sent
+    // first, and its lease ends as it would have (orphaned()).
+    if (ctl_.open()) {
+      sbshd_gone();
+      if (orphan_deadline_ms_ == 0) end_lease();
+    }
     msg::adopted a{spare_shell_ ? std::string_view() : std::string_view(session_),
                    cwd_,
                    shell_,
@@ -679,8 +685,22 @@ class wrapper_loop {
   }
 
   void send(const std::string& frame) {
-    if (!ctl_.open()) return;
-    if (!ctl_.send(frame)) ctl_.close();
+    if (ctl_.open() && !ctl_.send(frame)) sbshd_gone();
+  }
+
+  // A send failed, or a new sbshd adopts the session: the last sbshd is gone. What it sent
+  // before it went is still to be read, and handled before the control socket is closed: the
+  // pipes of a background process it lent (protect_group) may be among it, and the next
+  // sbshd needs them.
+  void sbshd_gone() {
+    if (reading_what_is_left_) return;  // a send that failed while it is read
+    reading_what_is_left_ = true;
+    for (;;) {
+      pollfd p{ctl_.fd(), POLLIN, 0};
+      if (!ctl_.open() || (!ctl_.buffered() && ::poll(&p, 1, 0) != 1) || !on_control()) break;
+    }
+    reading_what_is_left_ = false;
+    ctl_.close();
   }
 
   int loop() {
@@ -853,7 +873,7 @@ class wrapper_loop {
           return true;
         }
         int fds[] = {channel_owner_.get()};
-        if (!ctl_.send(ipc::encode(msg::channel_lent{1}, m.id()), fds)) ctl_.close();
+        if (!ctl_.send(ipc::encode(msg::channel_lent{1}, m.id()), fds)) sbshd_gone();
         return true;
       }
       default:
@@ -868,6 +888,7 @@ class wrapper_loop {
   bool confined_spare_ = false;  // a confined spare not claimed yet: its shell is only staged
   bool trim_due_ = true;  // work other than a health check was done since release_idle_memory
   bool claim_failed_ = false;    // a confined spare's shell could not start once claimed
+  bool reading_what_is_left_ = false;  // sbshd_gone() reads the last sbshd's frames
   // A confined spare's stage and what its shell will start with (stage_bash).
   staged_shell staged_;
   std::unique_ptr<sandbox_plan> staged_plan_;

@@ -9,11 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
+#include "ipc/messages.h"
+#include "ipc/socket_io.h"
 
 namespace sbsh::test {
 
@@ -240,6 +241,45 @@ TEST_F(adopt_test, ABackgroundProcessMissingFromTheSavedTableIsFoundThroughItsWr
   auto table = json::parse(sbsh({"ps", "--json"}).out);
   ASSERT_EQ(table.at("processes").size(), 1u);
   EXPECT_EQ(table.at("processes").at(0).at("id").dump(), trim(id.out));
+  EXPECT_EQ(table.at("processes").at(0).at("state"), "running");
+  ASSERT_EQ(exec("s", "touch \"$TMPDIR/go\"").code, 0);
+  EXPECT_EQ(sbsh({"wait", trim(id.out)}).code, 6);
+  EXPECT_EQ(sbsh({"logs", trim(id.out)}).out, "hi\n");
+}
+
+// A new sbshd may reach a wrapper that has not yet read the end of the last one: what that
+// one sent it before it died (here the pipes of a background process just started) is still
+// unread. The wrapper reads it before it answers the adoption, or the process would be lost.
+// Here the wrapper is stopped from before the start until the adoption waits for it, and the
+// test is the first to adopt; the next sbshd gets the process from it all the same.
+TEST_F(adopt_test, AWrapperAdoptedBeforeItSawItsSbshdDieStillHandsOverWhatThatSbshdLentIt) {
+  ASSERT_EQ(exec("s", "true").code, 0);
+  auto wrapper = static_cast<pid_t>(session_pids("s").wrapper_pid);
+  std::string adoption = link_dir_of("s") + "/w";
+  ASSERT_EQ(::kill(wrapper, SIGSTOP), 0);
+  auto id = sbsh({"start", "-s", "s", "--", "echo hi; until [ -e \"$TMPDIR/go\" ]; do sleep 0.02; done; exit 6"});
+  ASSERT_EQ(id.code, 0) << id.err;
+  kill_daemon();
+  std::filesystem::remove(state + "/procs.msgpack");  // only the wrapper knows the process now
+  int fd = raw_connect(adoption);  // queued while the wrapper is stopped
+  ASSERT_GE(fd, 0);
+  ipc::channel ch{unique_fd(fd)};
+  ASSERT_TRUE(ch.send(ipc::encode(ipc::msg::adopt{::getpid()}, 1)));
+  ASSERT_EQ(::kill(wrapper, SIGCONT), 0);
+  auto answer = ch.recv();
+  ASSERT_TRUE(answer) << answer.err().message;
+  auto adopted = ipc::decode_as<ipc::msg::adopted>(answer->msg);
+  ASSERT_TRUE(adopted) << adopted.err().message;
+  EXPECT_EQ(adopted->procs, 1u);
+  auto lent = ch.recv();
+  ASSERT_TRUE(lent) << lent.err().message;
+  EXPECT_EQ(lent->msg.type(), ipc::msg_type::protect_group);
+  EXPECT_EQ(lent->fds.size(), 3u);  // its stdout, stderr and status
+  ch = ipc::channel{};  // this "sbshd" goes too; the next one adopts the session
+  start_daemon();
+  EXPECT_EQ(session_pids("s").wrapper_pid, static_cast<uint64_t>(wrapper));
+  auto table = json::parse(sbsh({"ps", "--json"}).out);
+  ASSERT_EQ(table.at("processes").size(), 1u) << table.dump();
   EXPECT_EQ(table.at("processes").at(0).at("state"), "running");
   ASSERT_EQ(exec("s", "touch \"$TMPDIR/go\"").code, 0);
   EXPECT_EQ(sbsh({"wait", trim(id.out)}).code, 6);
