@@ -20,6 +20,13 @@ struct counters : daemon_counters {
     if (!o.exit_code || *o.exit_code != 0) ++failed;
     if (o.timed_out) ++timed_out;
   }
+  // `n` commands ended, `failed_n` of them other than with 0 and `timed_out_n` stopped for
+  // their timeout (those run on a lease, counted from its record page).
+  void commands_ended(uint64_t n, uint64_t failed_n, uint64_t timed_out_n) {
+    commands += n;
+    failed += failed_n;
+    timed_out += timed_out_n;
+  }
   void shell_restarted() { ++shell_restarts; }
   void streamed(size_t bytes) { bytes_streamed += bytes; }
 };

@@ -396,8 +396,8 @@ void job_runner::read_lease() {
   if (!current_ || !current_->lease || !current_->page) return;
   exec_job& job = *current_;
   std::vector<lease_page::record> ended;
-  uint64_t lost = 0;
-  auto took = job.page->take_ended(&ended, &lost);
+  lease_page::tally sum;
+  auto took = job.page->take_ended(&ended, &sum);
   lease_page::run now;
   auto saw = took == lease_page::reading::bad ? took : job.page->running(&now);
   if (took == lease_page::reading::bad || saw == lease_page::reading::bad) {
@@ -409,13 +409,14 @@ void job_runner::read_lease() {
     return;
   }
   for (const auto& r : ended) leased_run_ended(r);
-  if (lost > 0) {
+  ctx_.counters->commands_ended(sum.ended, sum.failed, sum.timed_out);
+  if (sum.lost > 0) {
     // Its holder ran them faster than sbshd read: counted, not in the history.
-    commands_ += lost;
-    sent_ += lost;
-    spdlog::info("session {}: {} commands run on a lease ended unseen (the record ring was full)", name_, lost);
+    commands_ += sum.lost;
+    sent_ += sum.lost;
+    spdlog::info("session {}: {} commands run on a lease ended unseen (the record ring was full)", name_, sum.lost);
   }
-  if (!ended.empty() || lost > 0) activity_();
+  if (sum.ended > 0) activity_();
   if (saw == lease_page::reading::unsettled || now.seq == job.leased.seq) return;
   // Another run, or none: what sbshd did to stop the last one is over.
   job.leased = std::move(now);
@@ -440,18 +441,12 @@ void job_runner::read_lease() {
 }
 
 void job_runner::leased_run_ended(const lease_page::record& r) {
-  exec_outcome o;
-  o.exit_code = r.exit_value;
-  if ((r.flags & SBSH_STATUS_SIGNALED) != 0 && r.exit_signal > 0) o.signal = r.exit_signal;
-  o.timed_out = (r.flags & SBSH_STATUS_TIMED_OUT) != 0;
-  o.cancelled = (r.flags & SBSH_STATUS_CANCELLED) != 0;
   ++commands_;
-  ++sent_;
-  ctx_.counters->command_ended(o);
+  ++sent_;  // (sbshd's counters take the page's totals: read_lease)
   uint64_t now = mono_us();
   uint64_t started = r.started_us != 0 && r.started_us <= now ? r.started_us : now;
   uint64_t took = r.ended_us >= started ? r.ended_us - started : 0;
-  history_.push_back({shown_command(r.text, r.full_len), o.exit_code, o.timed_out, false,
+  history_.push_back({shown_command(r.text, r.full_len), r.exit_value, (r.flags & SBSH_STATUS_TIMED_OUT) != 0, false,
                       wall_ms() - static_cast<int64_t>((now - started) / 1000), took / 1000});
   if (history_.size() > kHistory) history_.pop_front();
 }

@@ -81,6 +81,9 @@ lease_page& lease_page::operator=(lease_page&& o) noexcept {
     if (p_ != nullptr) ::munmap(p_, sizeof *p_);
     p_ = std::exchange(o.p_, nullptr);
     last_seq_ = o.last_seq_;
+    failed_ = o.failed_;
+    timed_out_ = o.timed_out_;
+    counted_ = o.counted_;
   }
   return *this;
 }
@@ -120,14 +123,15 @@ lease_page::reading lease_page::running(run* out) const {
   return reading::unsettled;
 }
 
-lease_page::reading lease_page::take_ended(std::vector<record>* out, uint64_t* lost) {
+lease_page::reading lease_page::take_ended(std::vector<record>* out, tally* sum) {
   sbsh_record_page& p = *p_;
-  *lost = 0;
+  *sum = {};
   uint64_t read = load(p.read);
   uint64_t ended = load(p.ended, std::memory_order_acquire);
   if (ended < read) return reading::bad;
+  sum->ended = ended - read;
   if (ended - read > SBSH_RECORD_RING) {
-    *lost = ended - read - SBSH_RECORD_RING;
+    sum->lost = ended - read - SBSH_RECORD_RING;
     read = ended - SBSH_RECORD_RING;
   }
   size_t first = out->size();
@@ -144,6 +148,8 @@ lease_page::reading lease_page::take_ended(std::vector<record>* out, uint64_t* l
     r.flags = load(e.flags);
     r.started_us = load(e.started_us);
     r.ended_us = load(e.ended_us);
+    r.failed_total = load(e.failed_total);
+    r.timed_out_total = load(e.timed_out_total);
     text_start text = copy_text(e);
     std::atomic_thread_fence(std::memory_order_acquire);
     bool over = seq == 0 || load(e.seq) != seq;
@@ -160,21 +166,32 @@ lease_page::reading lease_page::take_ended(std::vector<record>* out, uint64_t* l
   for (uint64_t i = read; i < ended; ++i) {
     size_t at = first + static_cast<size_t>(i - read);
     if (torn[static_cast<size_t>(i - read)] || now > i + SBSH_RECORD_RING) {
-      ++*lost;
+      ++sum->lost;
       continue;
     }
+    // Each run's number is its holder's, and grows: one that does not was not written by the
+    // builtin.
+    if ((*out)[at].seq <= last_seq_ || !add_totals((*out)[at], i, sum)) return reading::bad;
+    last_seq_ = (*out)[at].seq;
     if (kept != at) (*out)[kept] = std::move((*out)[at]);
     ++kept;
   }
   out->resize(kept);
-  for (size_t i = first; i < out->size(); ++i) {
-    // Each run's number is its holder's, and grows: one that does not was not written by the
-    // builtin.
-    if ((*out)[i].seq <= last_seq_) return reading::bad;
-    last_seq_ = (*out)[i].seq;
-  }
   std::atomic_ref<uint64_t>(p.read).store(ended, std::memory_order_release);
   return reading::ok;
+}
+
+bool lease_page::add_totals(const record& r, uint64_t index, tally* sum) {
+  uint64_t runs = index + 1 - counted_;  // since the last record whose totals were taken
+  if (index < counted_ || r.failed_total < failed_ || r.failed_total - failed_ > runs ||
+      r.timed_out_total < timed_out_ || r.timed_out_total - timed_out_ > runs)
+    return false;
+  sum->failed += r.failed_total - failed_;
+  sum->timed_out += r.timed_out_total - timed_out_;
+  failed_ = r.failed_total;
+  timed_out_ = r.timed_out_total;
+  counted_ = index + 1;
+  return true;
 }
 
 void lease_page::stop(uint64_t seq, uint32_t why) {

@@ -24,7 +24,7 @@ class lease_page {
   // A new page, and the memfd to hand the builtin (sealed at its size, so that nothing can
   // shrink it under sbshd's mapping; close it once sent).
   static result<std::pair<lease_page, unique_fd>> make();
-  lease_page(lease_page&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  lease_page(lease_page&& o) noexcept { *this = std::move(o); }
   lease_page& operator=(lease_page&& o) noexcept;
   lease_page(const lease_page&) = delete;
   lease_page& operator=(const lease_page&) = delete;
@@ -49,6 +49,18 @@ class lease_page {
     uint64_t ended_us = 0;
     std::string text;  // its start
     uint64_t full_len = 0;
+    uint64_t failed_total = 0;  // of the lease's runs up to this one, how many exited other than 0
+    uint64_t timed_out_total = 0;
+  };
+  // What the runs that ended since the last reading add up to: all of them, those the builtin
+  // wrote over before they were read too (its holder ran more than the ring holds between two
+  // readings). Failures and timeouts are counted up to the newest record read; those of the
+  // runs after it come with the next.
+  struct tally {
+    uint64_t ended = 0;
+    uint64_t lost = 0;  // of `ended`, not read
+    uint64_t failed = 0;
+    uint64_t timed_out = 0;
   };
   enum class reading {
     ok,
@@ -57,18 +69,24 @@ class lease_page {
   };
   // What runs now, into *out.
   reading running(run* out) const;
-  // The runs that ended since the last call, oldest first, appended to *out; `lost` counts
-  // those the builtin wrote over before they were read (its holder ran more than the ring
-  // holds between two readings).
-  reading take_ended(std::vector<record>* out, uint64_t* lost);
+  // The runs that ended since the last call, oldest first, appended to *out, and what they
+  // all add up to.
+  reading take_ended(std::vector<record>* out, tally* sum);
   // Says to the builtin that sbshd stops run `seq`, and why (SBSH_STATUS_TIMED_OUT or
   // SBSH_STATUS_CANCELLED): its status then carries that flag to the holder.
   void stop(uint64_t seq, uint32_t why);
 
  private:
   explicit lease_page(sbsh_record_page* p) : p_(p) {}
-  sbsh_record_page* p_;
+  // Adds record `r`, the lease's `index`th run, to *sum: its totals only grow, and by no more
+  // than one a run. False when they do not.
+  bool add_totals(const record& r, uint64_t index, tally* sum);
+  sbsh_record_page* p_ = nullptr;
   uint64_t last_seq_ = 0;  // of the last record read: each is later
+  // The totals of the last record read, and how many runs they cover.
+  uint64_t failed_ = 0;
+  uint64_t timed_out_ = 0;
+  uint64_t counted_ = 0;
 };
 
 }  // namespace sbsh::daemon

@@ -224,6 +224,11 @@ struct sbsh_record {
   uint64_t full_len;   /* the whole text's length */
   uint64_t started_us; /* CLOCK_MONOTONIC */
   uint64_t ended_us;
+  /* Of the lease's runs up to and including this one, how many exited other than 0, and how
+   * many sbshd stopped for their timeout: sbshd counts exactly what it did not read too (runs
+   * written over before it read them). */
+  uint64_t failed_total;
+  uint64_t timed_out_total;
   char text[SBSH_RECORD_TEXT]; /* the text's start */
 };
 

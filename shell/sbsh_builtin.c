@@ -411,12 +411,17 @@ static uint32_t record_end(uint64_t seq, int value, int sig, uint32_t flags) {
   stopped &= SBSH_STATUS_TIMED_OUT | SBSH_STATUS_CANCELLED;
   uint64_t n = p->ended;
   struct sbsh_record *e = &p->ring[n % SBSH_RECORD_RING];
+  const struct sbsh_record *before = n > 0 ? &p->ring[(n - 1) % SBSH_RECORD_RING] : NULL;
+  uint64_t failed = before != NULL ? before->failed_total : 0;
+  uint64_t timed_out = before != NULL ? before->timed_out_total : 0;
   /* 0 while the slot is written: sbshd drops a record whose seq changed as it copied it. */
   __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
   e->exit_value = value;
   e->exit_signal = sig;
   e->flags = flags | stopped;
+  e->failed_total = failed + (value != 0);
+  e->timed_out_total = timed_out + ((e->flags & SBSH_STATUS_TIMED_OUT) != 0);
   e->started_us = p->run_seq == seq ? p->started_us : 0;
   e->ended_us = monotonic_us();
   e->full_len = p->run_seq == seq ? p->full_len : 0;

@@ -468,8 +468,8 @@ TEST_F(shell_messages_leased, ARunIsRecordedInThePageThatNoCommandMaps) {
   EXPECT_GT(now.mark.start_ticks, 0u);
   EXPECT_GT(now.mark.last_pid, 0);
   std::vector<lease_page::record> ended;
-  uint64_t lost = 0;
-  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  lease_page::tally sum;
+  ASSERT_EQ(l.page->take_ended(&ended, &sum), lease_page::reading::ok);
   EXPECT_TRUE(ended.empty());
   {
     unique_fd w(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
@@ -479,8 +479,10 @@ TEST_F(shell_messages_leased, ARunIsRecordedInThePageThatNoCommandMaps) {
   auto st = sh.next(l.mine.get());
   ASSERT_TRUE(st && st->type == SBSH_MSG_STATUS);
   EXPECT_EQ(read_all(out.get()), "got x\n");
-  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  ASSERT_EQ(l.page->take_ended(&ended, &sum), lease_page::reading::ok);
   ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(sum.ended, 1u);
+  EXPECT_EQ(sum.failed, 0u);
   EXPECT_EQ(ended[0].seq, 1u);
   EXPECT_EQ(ended[0].exit_value, 0);
   EXPECT_EQ(ended[0].text, text);
@@ -502,7 +504,8 @@ TEST_F(shell_messages_leased, ARunIsRecordedInThePageThatNoCommandMaps) {
 }
 
 // A holder running faster than sbshd reads: the builtin says so once the ring is half full
-// (once for each reading), and what it wrote over before sbshd read is counted as lost.
+// (once for each reading), and what it wrote over before sbshd read is counted as lost, and
+// counted all the same.
 TEST_F(shell_messages_leased, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostIsCounted) {
   auto run = [&](uint64_t from, uint64_t to) {
     for (uint64_t seq = from; seq <= to; ++seq) {
@@ -518,10 +521,11 @@ TEST_F(shell_messages_leased, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostI
   EXPECT_EQ(nudge->type, SBSH_MSG_RECORDS);
   EXPECT_EQ(nudge->seq, SBSH_RECORD_RING / 2);
   std::vector<lease_page::record> ended;
-  uint64_t lost = 0;
-  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
+  lease_page::tally sum;
+  ASSERT_EQ(l.page->take_ended(&ended, &sum), lease_page::reading::ok);
   ASSERT_EQ(ended.size(), 40u);
-  EXPECT_EQ(lost, 0u);
+  EXPECT_EQ(sum.lost, 0u);
+  EXPECT_EQ(sum.failed, 40u);
   for (uint64_t i = 0; i < 40; ++i) {
     EXPECT_EQ(ended[i].seq, i + 1);
     EXPECT_EQ(ended[i].exit_value, 7);
@@ -533,8 +537,11 @@ TEST_F(shell_messages_leased, TheBuiltinSaysWhenThePagesRingFillsAndWhatWasLostI
   EXPECT_EQ(nudge->type, SBSH_MSG_RECORDS);
   EXPECT_EQ(nudge->seq, 40u + SBSH_RECORD_RING / 2);
   ended.clear();
-  ASSERT_EQ(l.page->take_ended(&ended, &lost), lease_page::reading::ok);
-  EXPECT_EQ(lost, 70u - SBSH_RECORD_RING);
+  ASSERT_EQ(l.page->take_ended(&ended, &sum), lease_page::reading::ok);
+  // Those written over count too, their failures with them (the totals each record carries).
+  EXPECT_EQ(sum.ended, 70u);
+  EXPECT_EQ(sum.lost, 70u - SBSH_RECORD_RING);
+  EXPECT_EQ(sum.failed, 70u);
   ASSERT_EQ(ended.size(), size_t{SBSH_RECORD_RING});
   EXPECT_EQ(ended.front().seq, 110u - SBSH_RECORD_RING + 1);
   EXPECT_EQ(ended.back().seq, 110u);
