@@ -113,33 +113,19 @@ TEST_F(channel_test, NoCommandCanTakeOrTraceTheShell) {
 // the undumpable shell, still shows where it is.
 TEST_F(channel_test, AnotherUsersShellIsOutOfItsCommandsReachToo) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run an sbshd as another user";
-  std::string home = dir + "/nobody", run_dir = home + "/run";
-  ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);
-  ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
-  ASSERT_EQ(::mkdir(run_dir.c_str(), 0700), 0);
-  ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
-  ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);
-  std::string programs = programs_for_others(dir);
-  auto as_nobody = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534",        "--regid", "65534",
-                                  "--clear-groups",   "--",      "/usr/bin/env", "-i"};
-    argv.insert(argv.end(), {"--chdir=" + home, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir, "HOME=" + home,
-                             "SBSH_STATE_DIR=" + home + "/state", programs + "/sbsh"});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return run(argv);
-  };
-  auto r = as_nobody({"exec", "-s", "u", "--", "python3 -c '" + reach_in_probe() + "'"});
+  nobodys_sbsh nobody(dir);
+  auto r = nobody.sbsh({"exec", "-s", "u", "--", "python3 -c '" + reach_in_probe() + "'"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "getfd EPERM\nptrace EPERM\nvm EPERM\nmem EACCES\n");
-  EXPECT_EQ(as_nobody({"exec", "-s", "u", "cd /tmp && id -u"}).out, "65534\n");
-  auto ls = as_nobody({"session", "ls", "--json"});
+  EXPECT_EQ(nobody.sbsh({"exec", "-s", "u", "cd /tmp && id -u"}).out, "65534\n");
+  auto ls = nobody.sbsh({"session", "ls", "--json"});
   EXPECT_NE(ls.out.find("\"cwd\":\"/tmp\""), std::string::npos) << ls.out << ls.err;
   std::string text;
   for (uint64_t seq = 1; seq <= 40; ++seq) text += forged_status(seq) + "; ";
-  auto forged = as_nobody({"exec", "-s", "u", "--json", "--", text + "exit 1"});
+  auto forged = nobody.sbsh({"exec", "-s", "u", "--json", "--", text + "exit 1"});
   EXPECT_NE(forged.out.find("\"shell_restarted\":true"), std::string::npos) << forged.out;
   EXPECT_EQ(forged.out.find("\"exit_code\":0"), std::string::npos) << forged.out;
-  EXPECT_EQ(as_nobody({"shutdown"}).code, 0);
+  EXPECT_EQ(nobody.sbsh({"shutdown"}).code, 0);
 }
 
 }  // namespace sbsh::test::channel_tests

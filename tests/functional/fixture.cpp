@@ -20,7 +20,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "ipc/fd.h"
 
@@ -490,6 +493,24 @@ std::string programs_for_others(const std::string& under) {
     fs::permissions(d, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                            fs::perms::others_exec);
   return fs::weakly_canonical(copy).string();
+}
+
+nobodys_sbsh::nobodys_sbsh(const std::string& under)
+    : home(under + "/nobody"), run_dir(home + "/run"), programs(programs_for_others(under)) {
+  for (const std::string& d : {home, run_dir}) {
+    if (::mkdir(d.c_str(), 0700) != 0 || ::chown(d.c_str(), 65534, 65534) != 0)
+      throw std::runtime_error(fmt::format("cannot make {} for uid 65534: {}", d, std::strerror(errno)));
+  }
+  if (::chmod(under.c_str(), 0711) != 0) throw std::runtime_error("cannot let others through " + under);
+}
+
+run_result nobodys_sbsh::sbsh(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv{"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                                "--",               "/usr/bin/env", "-i"};
+  argv.insert(argv.end(), {"--chdir=" + home, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run_dir, "HOME=" + home,
+                           "SBSH_STATE_DIR=" + home + "/state", programs + "/sbsh"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
 }
 
 run_result make_demo_wheel(const std::string& path) {

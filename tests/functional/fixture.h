@@ -57,6 +57,14 @@ std::string shell_quote(const std::string& s);
 // it), where another user may run them: the build's own when every directory above it lets
 // others through, else copies made beneath `under` (which others may enter).
 std::string programs_for_others(const std::string& under);
+// The sbsh of uid 65534 (nobody), which root's tests run as another user would: its HOME and
+// XDG_RUNTIME_DIR beneath `under` (made enterable by others), its own autostarted sbshd.
+struct nobodys_sbsh {
+  explicit nobodys_sbsh(const std::string& under);
+  std::string home, run_dir, programs;
+  run_result sbsh(const std::vector<std::string>& args) const;  // the CLI, as nobody
+  [[nodiscard]] std::string socket() const { return run_dir + "/sbsh/sbshd.sock"; }
+};
 // Writes at `path` the wheel of a pure-Python package "demo" 1.0 (what pip installs offline).
 run_result make_demo_wheel(const std::string& path);
 // execv's and posix_spawn's argument array: the words of `argv`, which must outlive it, then

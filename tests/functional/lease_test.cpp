@@ -4,6 +4,7 @@
 // ends when its holder releases it, when its holder goes, or when anything else is queued on
 // the session, which then serves it as always, with the shell's state kept.
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -491,6 +492,98 @@ TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
   runner.join();
   EXPECT_TRUE(wait_until([&] { return session_status("s").commands == 3; }, std::chrono::seconds(20)));
   ASSERT_TRUE(l->release().ok());
+}
+
+// A holder that runs more than the page's ring holds while sbshd does not read it (stopped
+// here): the runs written over are missing from the history, but sbshd's counters have every
+// one of them, its failures too.
+TEST_F(lease_test, RunsSbshdDidNotReadInTimeAreStillCountedWithTheirFailures) {
+  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
+  client::connection c = conn();
+  client::connection other = conn();
+  auto before = other.status();
+  ASSERT_TRUE(before) << before.err().message;
+  auto l = c.lease("s");
+  ASSERT_TRUE(l) << l.err().message;
+  constexpr uint64_t kRuns = 3 * SBSH_RECORD_RING;
+  uint64_t failing = 0;
+  ASSERT_EQ(::kill(daemon_pid, SIGSTOP), 0);
+  for (uint64_t i = 1; i <= kRuns; ++i) {
+    bool fails = i % 4 == 0;
+    failing += fails ? 1 : 0;
+    auto r = l->run(fails ? "false" : "true");
+    ASSERT_TRUE(r) << r.err().message;
+    EXPECT_EQ(r->exit_code, fails ? 1 : 0);
+  }
+  ASSERT_EQ(::kill(daemon_pid, SIGCONT), 0);
+  auto after = other.status();
+  ASSERT_TRUE(after) << after.err().message;
+  EXPECT_EQ(after->counters.commands, before->counters.commands + kRuns);
+  EXPECT_EQ(after->counters.failed, before->counters.failed + failing);
+  EXPECT_EQ(session_status("s").commands, kRuns);
+  auto shown = other.show_session("s");
+  ASSERT_TRUE(shown) << shown.err().message;
+  // The newest were read: the last run, which failed, is the history's last.
+  ASSERT_FALSE(shown->history.empty());
+  EXPECT_EQ(shown->history.back().command, "false");
+  EXPECT_EQ(shown->history.back().exit_code, 1);
+  ASSERT_TRUE(l->release().ok());
+}
+
+// What a command run on a lease can find of the lease's record page, printed by a python3
+// run by the shell: the shell's mappings, mapped files, memory and descriptors (the page's
+// memfd is closed, its mapping in the shell alone), and whether its own mappings hold it.
+std::string page_probe() {
+  return R"PY(
+import errno, os
+shell = os.getppid()
+print(open("/proc/%d/comm" % shell).read().strip())
+def probe(name, reach):
+    try:
+        reach(); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+probe("maps", lambda: open("/proc/%d/maps" % shell).read())
+probe("map_files", lambda: os.listdir("/proc/%d/map_files" % shell))
+probe("mem", lambda: open("/proc/%d/mem" % shell, "rb").close())
+probe("fd", lambda: os.listdir("/proc/%d/fd" % shell))
+print("own", "page" if "sbsh-lease-records" in open("/proc/self/maps").read() else "none")
+)PY";
+}
+
+// As a user other than root (sbshd, the holder and so the shell all that user's), nothing a
+// leased command starts can reach the page: the shell is undumpable, so its /proc entries are
+// refused (map_files would need CAP_SYS_ADMIN besides), and no fork keeps the page mapped.
+TEST_F(lease_test, AUsersLeasedCommandCannotReachTheRecordPage) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run an sbshd as another user";
+  nobodys_sbsh nobody(dir);
+  ASSERT_EQ(nobody.sbsh({"session", "create", "u"}).code, 0);
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  unique_fd from_holder(out[0]), to_test(out[1]);
+  pid_t holder_pid = ::fork();
+  ASSERT_GE(holder_pid, 0);
+  if (holder_pid == 0) {
+    std::string said = "cannot become uid 65534";
+    if (::setgroups(0, nullptr) == 0 && ::setresgid(65534, 65534, 65534) == 0 &&
+        ::setresuid(65534, 65534, 65534) == 0) {
+      client::connect_options o;
+      o.socket_path = nobody.socket();
+      o.autostart = false;
+      auto c = client::connection::connect(o);
+      auto l = c ? c->lease("u") : result<client::lease>(c.err());
+      auto r = l ? l->run("python3 -c '" + page_probe() + "'") : result<client::exec_result>(l.err());
+      said = r ? r->stdout_data + r->stderr_data : r.err().message;
+    }
+    (void)!::write(to_test.get(), said.data(), said.size());
+    ::_exit(0);
+  }
+  to_test.reset();
+  std::string said = read_all(from_holder.get());
+  int st = 0;
+  ASSERT_EQ(::waitpid(holder_pid, &st, 0), holder_pid);
+  EXPECT_EQ(said, "bash\nmaps EACCES\nmap_files EACCES\nmem EACCES\nfd EACCES\nown none\n");
+  EXPECT_EQ(nobody.sbsh({"shutdown"}).code, 0);
 }
 
 // A run's timeout holds on a lease: sbshd reads its deadline in the page and stops it, its
