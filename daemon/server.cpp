@@ -67,7 +67,6 @@ server::~server() {
   listen_watch_.reset();
   spare_timer_.reset();
   watchdog_timer_.reset();
-  shutdown_timer_.reset();
   upkeep_.stop();
   activity_save_timer_.reset();
   signals_.clear();
@@ -105,6 +104,7 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     ::unlink(opts_.socket_path.c_str());
     bound_ = false;
   }
+  std::deque<session*> order;  // the sessions to end, in that order
   if (keep_sessions) {
     for (auto& [name, s] : sessions_) s->abandon();
   } else {
@@ -113,8 +113,8 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
     for (auto& [name, s] : sessions_) {
       bool busy = !s->jobs().idle();
       s->refuse_jobs();
-      if (busy) to_stop_.push_front(s.get());
-      else to_stop_.push_back(s.get());
+      if (busy) order.push_front(s.get());
+      else order.push_back(s.get());
     }
   }
   // Wait for the wrappers to end their sessions and for the setups stopped above to end with
@@ -122,52 +122,13 @@ void server::begin_shutdown(const std::string& why, bool keep_sessions) {
   // environments when no setup runs. A wrapper still there once its own bound for ending its
   // session has passed is stuck, and is killed; one killed sooner, on a loaded machine, would
   // leave the rest of its session running.
-  shutdown_timer_ = uv::make_handle<uv::timer>(&loop_);
-  shutdown_timer_->start(wrapper::kWrapperStopWaitMs, [this] { shutdown_overdue(); });
-  sessions_left_ = sessions_.size() + 1;
-  for (auto& [name, s] : sessions_)
-    s->when_gone([this, gone = s.get()] {
-      stopping_.erase(gone);
-      if (--sessions_left_ == 0) return finish_shutdown();
-      stop_more_sessions();
-    });
-  envs_.when_idle([this] {
-    if (--sessions_left_ == 0) finish_shutdown();
-  });
-  stop_more_sessions();
-}
-
-// Thousands of sessions ended at once make thousands of bash processes exit together, and
-// each exit takes the same kernel locks (the shared files' mappings: bash, libc): sampled,
-// 1,180 of them waited there at once, and a shutdown of 10,000 sessions took 12 s instead of
-// 4. So at most opts().stop_at_once (256) end at a time, which keeps both CPUs busy; the
-// bound on a stuck wrapper counts from the last session asked to end.
-void server::stop_more_sessions() {
-  bool asked = false;
-  while (!to_stop_.empty() && stopping_.size() < opts_.stop_at_once) {
-    session* s = to_stop_.front();
-    to_stop_.pop_front();
-    if (s->shell().stopped_and_gone()) {  // no process to end: its when_gone comes on its own
-      s->shell().stop();
-      continue;
-    }
-    stopping_.insert(s);
-    s->shell().stop();
-    asked = true;
-  }
-  if (asked && shutdown_timer_) shutdown_timer_->start(wrapper::kWrapperStopWaitMs, [this] { shutdown_overdue(); });
-}
-
-void server::shutdown_overdue() {
-  spdlog::warn("shutdown: {} session(s) not ended {} s after the last was asked to end ({} not asked yet); "
-               "their wrappers are killed",
-               stopping_.size(), wrapper::kWrapperStopWaitMs / 1000, to_stop_.size());
-  finish_shutdown();
+  stopper_.expect(std::move(order), sessions_.size(), 1);
+  for (auto& [name, s] : sessions_) s->when_gone([this, gone = s.get()] { stopper_.gone(gone); });
+  envs_.when_idle([this] { stopper_.other_done(); });
+  stopper_.stop_more();
 }
 
 void server::finish_shutdown() {
-  if (!shutdown_timer_) return;  // finished already
-  shutdown_timer_.reset();
   watchdog_timer_.reset();
   upkeep_.stop();
   activity_save_timer_.reset();

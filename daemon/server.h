@@ -30,6 +30,7 @@
 #include "daemon/files.h"
 #include "daemon/fork_server.h"
 #include "daemon/idle_upkeep.h"
+#include "daemon/session_stopper.h"
 #include "daemon/inherited.h"
 #include "daemon/options.h"
 #include "daemon/proc_table.h"
@@ -176,11 +177,8 @@ class server final : public proc_host, public session_host, public upkeep_host {
   void sweep_session(pid_t sid, std::function<void()> done, std::set<pid_t> spare = {}, std::string cgroup = {});
   void removed(session* s, std::function<void()> done);
   void on_signal(int signum);
+  // Once every session has ended (session_stopper), or the bound on it has passed.
   void finish_shutdown();
-  // Asks sessions to end, a bounded number at a time (options::stop_at_once).
-  void stop_more_sessions();
-  // The bound on ending them has passed: says so, and finishes.
-  void shutdown_overdue();
   void watchdog_tick(uint64_t interval_ms);
   void start_spares();
   void start_spares_in(uint64_t ms);
@@ -201,12 +199,8 @@ class server final : public proc_host, public session_host, public upkeep_host {
   uv::handle_ptr<uv::timer> spare_timer_;
   // Starts the wrappers (server_spares.cpp), from the first one on.
   std::unique_ptr<fork_server> forks_;
-  uv::handle_ptr<uv::timer> shutdown_timer_;  // set from the start of a shutdown until its end
   uv::handle_ptr<uv::timer> activity_save_timer_;  // set while idle times wait to be saved
-  size_t sessions_left_ = 0;          // sessions whose wrappers have not ended yet
-  // A shutdown's sessions not yet asked to end, and those asked whose wrappers have not ended.
-  std::deque<session*> to_stop_;
-  std::set<const session*> stopping_;
+  session_stopper stopper_{&loop_, opts_.stop_at_once, [this] { finish_shutdown(); }};
   // Confined spares (take_confined_spare), kept once a confined session's shell has started.
   std::deque<spare_shell> confined_spares_;
   bool confined_spares_wanted_ = false;
