@@ -505,7 +505,7 @@ TEST_F(lease_test, RunsSbshdDidNotReadInTimeAreStillCountedWithTheirFailures) {
   ASSERT_TRUE(before) << before.err().message;
   auto l = c.lease("s");
   ASSERT_TRUE(l) << l.err().message;
-  constexpr uint64_t kRuns = 3 * SBSH_RECORD_RING;
+  constexpr uint64_t kRuns = uint64_t{3} * SBSH_RECORD_RING;
   uint64_t failing = 0;
   ASSERT_EQ(::kill(daemon_pid, SIGSTOP), 0);
   for (uint64_t i = 1; i <= kRuns; ++i) {

@@ -62,6 +62,9 @@ void run(sbsh_record_page& p, uint64_t seq, const std::string& text, int value, 
 
 // A new page as sbshd reads it, and as the builtin maps it to write it.
 struct shared_page {
+  shared_page(lease_page r, sbsh_record_page* p) : reader(std::move(r)), page(p) {}
+  shared_page(const shared_page&) = delete;
+  shared_page& operator=(const shared_page&) = delete;
   lease_page reader;
   sbsh_record_page* page = nullptr;
   static std::unique_ptr<shared_page> make() {
@@ -69,7 +72,7 @@ struct shared_page {
     if (!made) return nullptr;
     void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, made->second.get(), 0);
     if (m == MAP_FAILED) return nullptr;
-    return std::unique_ptr<shared_page>(new shared_page{std::move(made->first), static_cast<sbsh_record_page*>(m)});
+    return std::make_unique<shared_page>(std::move(made->first), static_cast<sbsh_record_page*>(m));
   }
   ~shared_page() { ::munmap(page, sizeof *page); }
 };
