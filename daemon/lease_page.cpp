@@ -62,18 +62,23 @@ result<std::pair<lease_page, unique_fd>> lease_page::make() {
   if (!fd || ::ftruncate(fd.get(), sizeof(sbsh_record_page)) != 0 ||
       ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return make_error(ipc::errc::internal, fmt::format("cannot make a lease's record page: {}", std::strerror(errno)));
-  void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED)
+  auto* p = map(fd.get());
+  if (p == nullptr)
     return make_error(ipc::errc::internal, fmt::format("cannot map a lease's record page: {}", std::strerror(errno)));
+  p->magic = SBSH_RECORD_MAGIC;
+  p->version = SBSH_CHANNEL_VERSION;
+  return std::pair<lease_page, unique_fd>(lease_page(p), std::move(fd));
+}
+
+sbsh_record_page* lease_page::map(int fd) {
+  void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return nullptr;
 #ifdef SBSH_ASAN
   // AddressSanitizer does not clear the shadow of an address range mapped anew: a fake stack
   // it unmapped there leaves its poison behind, and the page's reads would be reported.
   ASAN_UNPOISON_MEMORY_REGION(m, sizeof(sbsh_record_page));
 #endif
-  auto* p = static_cast<sbsh_record_page*>(m);
-  p->magic = SBSH_RECORD_MAGIC;
-  p->version = SBSH_CHANNEL_VERSION;
-  return std::pair<lease_page, unique_fd>(lease_page(p), std::move(fd));
+  return static_cast<sbsh_record_page*>(m);
 }
 
 lease_page& lease_page::operator=(lease_page&& o) noexcept {

@@ -24,6 +24,9 @@ class lease_page {
   // A new page, and the memfd to hand the builtin (sealed at its size, so that nothing can
   // shrink it under sbshd's mapping; close it once sent).
   static result<std::pair<lease_page, unique_fd>> make();
+  // Maps the page of memfd `fd` (as make() and the builtin do; for tests that write it as the
+  // builtin would), or null with errno. munmap(2) it.
+  static sbsh_record_page* map(int fd);
   lease_page(lease_page&& o) noexcept { *this = std::move(o); }
   lease_page& operator=(lease_page&& o) noexcept;
   lease_page(const lease_page&) = delete;

@@ -70,9 +70,9 @@ struct shared_page {
   static std::unique_ptr<shared_page> make() {
     auto made = lease_page::make();
     if (!made) return nullptr;
-    void* m = ::mmap(nullptr, sizeof(sbsh_record_page), PROT_READ | PROT_WRITE, MAP_SHARED, made->second.get(), 0);
-    if (m == MAP_FAILED) return nullptr;
-    return std::make_unique<shared_page>(std::move(made->first), static_cast<sbsh_record_page*>(m));
+    auto* p = lease_page::map(made->second.get());
+    if (p == nullptr) return nullptr;
+    return std::make_unique<shared_page>(std::move(made->first), p);
   }
   ~shared_page() { ::munmap(page, sizeof *page); }
 };
