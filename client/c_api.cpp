@@ -345,15 +345,19 @@ void sbsh_canceller_free(sbsh_canceller* c) { delete c; }
 
 namespace {
 // Version 1's structure: the one without the fields version 2 added at its end; version 2's,
-// without version 3's.
+// without version 3's; version 3's, without version 4's.
 constexpr size_t kExecOptsV1Size = offsetof(sbsh_exec_opts, detach_after_ms);
 constexpr size_t kExecOptsV2Size = offsetof(sbsh_exec_opts, tty);
+constexpr size_t kExecOptsV3Size = offsetof(sbsh_exec_opts, collect_output);
 }  // namespace
 
 void sbsh_exec_opts_init_size(sbsh_exec_opts* opts, size_t size) {
   if (opts == nullptr || size < kExecOptsV1Size) return;
   sbsh_exec_opts d{};
-  d.version = size >= sizeof d ? SBSH_EXEC_OPTS_VERSION : size >= kExecOptsV2Size ? 2 : 1;
+  d.version = size >= sizeof d           ? SBSH_EXEC_OPTS_VERSION
+              : size >= kExecOptsV3Size ? 3
+              : size >= kExecOptsV2Size ? 2
+                                        : 1;
   d.stdin_fd = -1;
   d.stdout_fd = -1;
   d.stderr_fd = -1;
@@ -371,7 +375,7 @@ namespace {
 // sbsh_exec_opts as exec_options; SBSH_OK, or what was wrong (recorded on conn). `fn`
 // names the calling function in the messages.
 int exec_options_from(sbsh_conn* conn, const sbsh_exec_opts* opts, const char* fn, sbsh::client::exec_options* o) {
-  // Versions 1 and 2, the same structure without its last fields, are still taken.
+  // Earlier versions, the same structure without its last fields, are still taken.
   if (opts->version < 1 || opts->version > SBSH_EXEC_OPTS_VERSION)
     return invalid(conn, std::string(fn) + ": opts.version is " + std::to_string(opts->version) +
                              "; initialize the options with sbsh_exec_opts_init()");
@@ -409,6 +413,7 @@ int exec_options_from(sbsh_conn* conn, const sbsh_exec_opts* opts, const char* f
     o->rows = static_cast<uint16_t>(opts->rows);
     o->interactive = opts->interactive != 0;
   }
+  if (opts->version >= 4) o->collect_output = opts->collect_output != 0;
   return SBSH_OK;
 }
 

@@ -119,9 +119,9 @@ struct sink {
         if (e != EPIPE) write_errno = e;
         broken = true;
       }
-    } else if (keep != nullptr) {
-      keep->add(chunk);
+      return;
     }
+    if (keep != nullptr) keep->add(chunk);
   }
 };
 
@@ -342,7 +342,7 @@ status exec_call::state::begin(connection::impl* impl, const exec_options& o) {
     s.eof = !s.r;
     s.cb = o.on_output ? &o.on_output : nullptr;
     s.fd_out = o.on_output ? -1 : (s.which == stream::out ? o.stdout_fd : o.stderr_fd);
-    s.keep = s.which == stream::out ? &kept->out : &kept->err;
+    s.keep = o.on_output && !o.collect_output ? nullptr : s.which == stream::out ? &kept->out : &kept->err;
   }
   pending = o.stdin_data ? std::string_view(*o.stdin_data) : std::string_view();
   src_eof = o.stdin_fd < 0;

@@ -258,6 +258,13 @@ inline std::string c_structure(std::string_view c_name, std::string_view py_name
 #define SBSH_PY_MEMBER(S, m) member<decltype(S::m)>(#m, offsetof(S, m))
 #define SBSH_PY_STRUCT(S, py_name, ...) c_structure(#S, py_name, sizeof(S), alignof(S), {__VA_ARGS__}, error)
 
+// A member added at a structure's end may fit in its padding, where the layout cannot show
+// it missing: each structure's lists below are of the version named here, and a new version
+// fails the build until its members are listed.
+static_assert(SBSH_EXEC_OPTS_VERSION == 4, "sbsh_exec_opts has a new version: list its members below");
+static_assert(SBSH_SESSION_SPEC_VERSION == 4, "sbsh_session_spec has a new version: list its members below");
+static_assert(SBSH_RUN_OPTS_VERSION == 1, "sbsh_run_opts has a new version: list its members below");
+
 // The structures the package fills, as the body of the generated structures(): each class
 // in turn; "" with *error set when a list of members no longer matches its structure.
 inline std::string python_structures(std::string* error) {
@@ -273,7 +280,8 @@ inline std::string python_structures(std::string* error) {
       SBSH_PY_MEMBER(sbsh_exec_opts, output_limit), SBSH_PY_MEMBER(sbsh_exec_opts, cancel_fd),
       SBSH_PY_MEMBER(sbsh_exec_opts, session_cwd), SBSH_PY_MEMBER(sbsh_exec_opts, detach_after_ms),
       SBSH_PY_MEMBER(sbsh_exec_opts, keep), SBSH_PY_MEMBER(sbsh_exec_opts, tty), SBSH_PY_MEMBER(sbsh_exec_opts, cols),
-      SBSH_PY_MEMBER(sbsh_exec_opts, rows), SBSH_PY_MEMBER(sbsh_exec_opts, interactive));
+      SBSH_PY_MEMBER(sbsh_exec_opts, rows), SBSH_PY_MEMBER(sbsh_exec_opts, interactive),
+      SBSH_PY_MEMBER(sbsh_exec_opts, collect_output));
   out += SBSH_PY_STRUCT(
       sbsh_session_spec, "SessionSpec", SBSH_PY_MEMBER(sbsh_session_spec, version),
       SBSH_PY_MEMBER(sbsh_session_spec, name), SBSH_PY_MEMBER(sbsh_session_spec, cwd),

@@ -36,7 +36,7 @@ from typing import (Any, AsyncIterator, Callable, Dict, List, Optional, Sequence
 from . import _lib
 from ._lib import EnvLike, PathArg
 from ._requests import _AsyncRequests
-from .client import Canceller, Client, Lease, PlanLike, StdinLike, _keeping, _with_kept, check_result
+from .client import Canceller, Client, Lease, PlanLike, StdinLike, _CallbackGuard, check_result
 from .errors import ConnectionLost, LeaseEnded, Timeout
 from .types import (CommandInfo, DaemonStatus, EnvironmentInfo, ExecResult, FileEdit, FileInfo, FileLines, FileSearch,
                     Logs, OutputChunk, PlanEvent, PlanReport, ProcessInfo, SessionDetails)
@@ -187,11 +187,11 @@ class AsyncClient(_AsyncRequests):
             c, L = conn.client, conn.client._lib
             o, keep_alive = c._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace,
                                          detach_after, keep, tty=tty, cols=cols, rows=rows, interactive=interactive)
-            kept: Dict[int, Any] = {}
             guard = None
             if on_output is not None:
-                kept, guard = _keeping(on_output, output_limit, conn.canceller.cancel)
-                o.on_output = guard.c_fn
+                # Passed on, and kept in the result too (as without a callback).
+                guard = _CallbackGuard(on_output, conn.canceller.cancel)
+                o.on_output, o.collect_output = guard.c_fn, 1
             o.cancel_fd = conn.canceller.fileno()
             call = ctypes.c_void_p()
             rc = int(L.sbsh_exec_start(c._conn, ctypes.byref(o), ctypes.byref(call)))
@@ -227,7 +227,6 @@ class AsyncClient(_AsyncRequests):
                     alive.clear()
             loop.add_reader(fd, ready)
             res = await _finish(fut, conn.canceller.cancel)
-        res = _with_kept(res, kept)
         return check_result(command, res) if check else res
 
     async def exec_stream(self, command: Union[str, bytes], session: Optional[str] = None,

@@ -39,39 +39,10 @@ StdinLike = Union[bytes, bytearray, memoryview, str, int, IO[bytes], IO[str], No
 ProcRef = Union["Process", int, str]
 PlanLike = Union[Mapping[str, Any], bytes, str, "os.PathLike[str]"]
 
-DEFAULT_OUTPUT_LIMIT = 16 << 20
-
 
 def version(lib: Optional[str] = None) -> str:
     """libsbsh's version, e.g. "0.1.0"."""
     return _lib.text(_lib.load(lib).sbsh_version())
-
-
-class _Kept:
-    """Output kept beside an on_output callback, as libsbsh keeps it: up to `limit` bytes,
-    of a longer stream its first and last half, the bytes between them counted."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_cap, self.tail_cap = limit // 2, limit - limit // 2
-        self.head, self.tail = bytearray(), bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[:len(self.tail) - self.tail_cap]
-
-    def finish(self) -> Tuple[bytes, int]:
-        if len(self.tail) > self.tail_cap:
-            del self.tail[:len(self.tail) - self.tail_cap]
-        kept = bytes(self.head + self.tail)
-        return kept, self.total - len(kept)
 
 
 class _CallbackGuard:
@@ -219,29 +190,6 @@ class _Interruption:
         if self._prev is not None:
             _signal.set_wakeup_fd(self._prev)
             self._prev = None
-
-
-def _keeping(on_output: OutputCallback, output_limit: Optional[int],
-             stop: Callable[[], None]) -> Tuple[Dict[int, _Kept], _CallbackGuard]:
-    """An output callback for C that keeps the output (as libsbsh would without one) and
-    passes it to on_output."""
-    limit = output_limit or DEFAULT_OUTPUT_LIMIT
-    kept = {STDOUT: _Kept(limit), STDERR: _Kept(limit)}
-
-    def both(stream: int, data: bytes) -> None:
-        kept[STDERR if stream == STDERR else STDOUT].add(data)
-        on_output(stream, data)
-    return kept, _CallbackGuard(both, stop)
-
-
-def _with_kept(res: ExecResult, kept: Dict[int, _Kept]) -> ExecResult:
-    """The result with the output that _keeping kept."""
-    if not kept:
-        return res
-    out, out_omitted = kept[STDOUT].finish()
-    err, err_omitted = kept[STDERR].finish()
-    return dataclasses.replace(res, stdout=out, stderr=err, stdout_omitted=out_omitted, stderr_omitted=err_omitted,
-                               stdout_truncated=out_omitted > 0, stderr_truncated=err_omitted > 0)
 
 
 def _proc_ref(proc: ProcRef) -> bytes:
@@ -449,13 +397,13 @@ class Client(_Requests):
         L = self._lib
         o, keep_alive = self._exec_opts(command, session, cwd, env, timeout, stdin, output_limit, grace, detach_after,
                                         keep, tty=tty, cols=cols, rows=rows, interactive=interactive)
-        kept: Dict[int, _Kept] = {}
         with self._busy():
             stop = _Interruption(self, canceller)
             guard = None
             if on_output is not None:
-                kept, guard = _keeping(on_output, output_limit, stop.stop)
-                o.on_output = guard.c_fn
+                # Passed on, and kept in the result too (as without a callback).
+                guard = _CallbackGuard(on_output, stop.stop)
+                o.on_output, o.collect_output = guard.c_fn, 1
             o.cancel_fd = stop.fd
             r = ctypes.c_void_p()
             try:
@@ -469,7 +417,6 @@ class Client(_Requests):
             finally:
                 L.sbsh_result_free(r)
         del keep_alive
-        res = _with_kept(res, kept)
         return check_result(command, res) if check else res
 
     def _exec_opts(self, command: Union[str, bytes], session: Optional[str], cwd: Optional[PathArg], env: EnvLike,

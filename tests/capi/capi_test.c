@@ -217,6 +217,25 @@ static void test_streaming_and_stdin(sbsh_conn* c) {
     CHECK(cap.total == 300000);
     sbsh_result_free(r);
   }
+  /* collect_output (version 4): streamed and kept too, the kept copy cut as without a
+   * callback (its first and last half, the bytes between counted). */
+  memset(&cap, 0, sizeof cap);
+  o.collect_output = 1;
+  o.output_limit = 4;
+  r = run(c, &o, "printf abcdefgh; printf e1 >&2");
+  if (r != NULL) {
+    CHECK_BYTES(cap.out, cap.out_len, "abcdefgh", 8);
+    size_t n;
+    const char* kept = sbsh_result_stdout(r, &n);
+    CHECK_BYTES(kept, n, "abgh", 4);
+    CHECK(sbsh_result_stdout_omitted(r) == 4 && sbsh_result_stdout_truncated(r) == 1);
+    kept = sbsh_result_stderr(r, &n);
+    CHECK_BYTES(kept, n, "e1", 2);
+    CHECK(sbsh_result_stdout_bytes(r) == 8);
+    sbsh_result_free(r);
+  }
+  o.collect_output = 0;
+  o.output_limit = 0;
   o.on_output = NULL;
   o.user = NULL;
 

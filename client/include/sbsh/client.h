@@ -105,8 +105,12 @@ struct exec_options {
   // Input: nothing (/dev/null), the given bytes, or everything read from stdin_fd until EOF.
   std::optional<std::string> stdin_data;
   int stdin_fd = -1;
-  // When set, output chunks are passed here as they arrive and not kept in the result.
+  // When set, output chunks are passed here as they arrive and not kept in the result
+  // (unless collect_output).
   std::function<void(stream, std::string_view)> on_output;
+  // With on_output: the output is kept in the result too, as it is without on_output (up to
+  // output_limit per stream: its first and last half, the bytes between them counted).
+  bool collect_output = false;
   // When set, called once as a shell takes the command, before any of its output is passed
   // on (a command that never reaches a shell never calls it).
   std::function<void(const exec_start&)> on_started;

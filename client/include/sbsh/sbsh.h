@@ -185,7 +185,7 @@ SBSH_API void sbsh_canceller_free(sbsh_canceller* c);
  * NUL-terminated; it is valid only during the call. */
 typedef void (*sbsh_output_fn)(void* user, int stream, const char* data, size_t len);
 
-#define SBSH_EXEC_OPTS_VERSION 3
+#define SBSH_EXEC_OPTS_VERSION 4
 
 typedef struct sbsh_exec_opts {
   unsigned int version;       /* SBSH_EXEC_OPTS_VERSION (set by sbsh_exec_opts_init) */
@@ -205,7 +205,7 @@ typedef struct sbsh_exec_opts {
   size_t stdin_len;
   int stdin_fd;               /* -1 (default): none */
   /* Output: with on_output set, every chunk is passed to it as it arrives and nothing is
-   * kept in the result. Else with stdout_fd / stderr_fd >= 0, that stream is copied to the
+   * kept in the result (unless collect_output, version 4). Else with stdout_fd / stderr_fd >= 0, that stream is copied to the
    * descriptor (splice(2) where possible) and not kept. Else it is kept in the result, up
    * to output_limit bytes per stream: of a longer stream, its first and last half (cut
    * between UTF-8 characters), the bytes between them counted (sbsh_result_stdout_omitted). */
@@ -234,6 +234,9 @@ typedef struct sbsh_exec_opts {
   int tty;
   unsigned int cols, rows;
   int interactive;
+  /* Version 4. collect_output non-zero, with on_output: the output is kept in the result
+   * too, as it is without on_output (output_limit, its first and last half). */
+  int collect_output;
 } sbsh_exec_opts;
 
 /* Fills *opts with the defaults (every pointer NULL, every descriptor -1, numbers 0) and
