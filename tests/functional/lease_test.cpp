@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -203,6 +204,25 @@ struct holder {
 
 class lease_test : public daemon_test {
  protected:
+  // Session "s" leased through the library by a connection of its own; `other` asks sbshd,
+  // and `before` is sbshd's status from before the lease.
+  struct leased {
+    client::connection holder, other;
+    client::daemon_status before;
+    std::optional<client::lease> lease;
+  };
+  std::unique_ptr<leased> lease_of_s() {
+    EXPECT_EQ(sbsh({"session", "create", "s"}).code, 0);
+    auto held = std::make_unique<leased>(leased{conn(), conn(), {}, std::nullopt});
+    auto st = held->other.status();
+    EXPECT_TRUE(st) << st.err().message;
+    if (st) held->before = *st;
+    auto l = held->holder.lease("s");
+    EXPECT_TRUE(l) << l.err().message;
+    if (l) held->lease.emplace(std::move(*l));
+    return held;
+  }
+
   holder hold(const std::string& session) {
     holder h{greeted(sock)};
     EXPECT_TRUE(h.take(session)) << h.error;
@@ -447,18 +467,13 @@ pid_t read_pid_file(const std::string& path) {
 // The record page: what a holder runs on its lease, sbshd learns from memory the shell writes,
 // with no message per command, and tells as it tells of any command.
 TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
-  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
-  client::connection c = conn();
-  client::connection other = conn();
-  auto before = other.status();
-  ASSERT_TRUE(before) << before.err().message;
-  auto l = c.lease("s");
-  ASSERT_TRUE(l) << l.err().message;
+  auto held = lease_of_s();
+  ASSERT_TRUE(held->lease);
   // Between its runs, the session says who holds it.
   EXPECT_EQ(session_status("s").running, fmt::format("(leased by pid {})", ::getpid()));
-  ASSERT_TRUE(l->run("true"));
-  ASSERT_TRUE(l->run("echo leased; (exit 3)"));
-  auto shown = other.show_session("s");
+  ASSERT_TRUE(held->lease->run("true"));
+  ASSERT_TRUE(held->lease->run("echo leased; (exit 3)"));
+  auto shown = held->other.show_session("s");
   ASSERT_TRUE(shown) << shown.err().message;
   const auto& h = shown->history;
   ASSERT_GE(h.size(), 2u);
@@ -466,10 +481,10 @@ TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
   EXPECT_EQ(h[h.size() - 2].exit_code, 0);
   EXPECT_EQ(h.back().command, "echo leased; (exit 3)");
   EXPECT_EQ(h.back().exit_code, 3);
-  auto after = other.status();
+  auto after = held->other.status();
   ASSERT_TRUE(after) << after.err().message;
-  EXPECT_EQ(after->counters.commands, before->counters.commands + 2);
-  EXPECT_EQ(after->counters.failed, before->counters.failed + 1);
+  EXPECT_EQ(after->counters.commands, held->before.counters.commands + 2);
+  EXPECT_EQ(after->counters.failed, held->before.counters.failed + 1);
   EXPECT_EQ(session_status("s").commands, 2u);
 
   // A command running on the lease is what the session shows running.
@@ -479,7 +494,7 @@ TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::string text = "read -r line < " + fifo + "; echo \"$line\"";
   std::thread runner([&] {
-    auto r = l->run(text);
+    auto r = held->lease->run(text);
     EXPECT_TRUE(r && r->stdout_data == "done\n");
   });
   EXPECT_TRUE(wait_until([&] { return session_status("s").running == text; }, std::chrono::seconds(20)))
@@ -491,43 +506,38 @@ TEST_F(lease_test, SbshdSeesWhatALeaseRunsInItsStatusHistoryAndCounters) {
   }
   runner.join();
   EXPECT_TRUE(wait_until([&] { return session_status("s").commands == 3; }, std::chrono::seconds(20)));
-  ASSERT_TRUE(l->release().ok());
+  ASSERT_TRUE(held->lease->release().ok());
 }
 
 // A holder that runs more than the page's ring holds while sbshd does not read it (stopped
 // here): the runs written over are missing from the history, but sbshd's counters have every
 // one of them, its failures too.
 TEST_F(lease_test, RunsSbshdDidNotReadInTimeAreStillCountedWithTheirFailures) {
-  ASSERT_EQ(sbsh({"session", "create", "s"}).code, 0);
-  client::connection c = conn();
-  client::connection other = conn();
-  auto before = other.status();
-  ASSERT_TRUE(before) << before.err().message;
-  auto l = c.lease("s");
-  ASSERT_TRUE(l) << l.err().message;
+  auto held = lease_of_s();
+  ASSERT_TRUE(held->lease);
   constexpr uint64_t kRuns = uint64_t{3} * SBSH_RECORD_RING;
   uint64_t failing = 0;
   ASSERT_EQ(::kill(daemon_pid, SIGSTOP), 0);
   for (uint64_t i = 1; i <= kRuns; ++i) {
     bool fails = i % 4 == 0;
     failing += fails ? 1 : 0;
-    auto r = l->run(fails ? "false" : "true");
+    auto r = held->lease->run(fails ? "false" : "true");
     ASSERT_TRUE(r) << r.err().message;
     EXPECT_EQ(r->exit_code, fails ? 1 : 0);
   }
   ASSERT_EQ(::kill(daemon_pid, SIGCONT), 0);
-  auto after = other.status();
+  auto after = held->other.status();
   ASSERT_TRUE(after) << after.err().message;
-  EXPECT_EQ(after->counters.commands, before->counters.commands + kRuns);
-  EXPECT_EQ(after->counters.failed, before->counters.failed + failing);
+  EXPECT_EQ(after->counters.commands, held->before.counters.commands + kRuns);
+  EXPECT_EQ(after->counters.failed, held->before.counters.failed + failing);
   EXPECT_EQ(session_status("s").commands, kRuns);
-  auto shown = other.show_session("s");
+  auto shown = held->other.show_session("s");
   ASSERT_TRUE(shown) << shown.err().message;
   // The newest were read: the last run, which failed, is the history's last.
   ASSERT_FALSE(shown->history.empty());
   EXPECT_EQ(shown->history.back().command, "false");
   EXPECT_EQ(shown->history.back().exit_code, 1);
-  ASSERT_TRUE(l->release().ok());
+  ASSERT_TRUE(held->lease->release().ok());
 }
 
 // What a command run on a lease can find of the lease's record page, printed by a python3
