@@ -55,6 +55,7 @@ server::server(options opts)
 }
 
 server::~server() {
+  stopper_.abandon();  // before the sessions it would ask to end go
   inherited_.reset();
   procs_.reset();
   sessions_.clear();

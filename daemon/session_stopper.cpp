@@ -49,11 +49,15 @@ void session_stopper::overdue() {
   finish();
 }
 
-void session_stopper::finish() {
-  if (!timer_) return;
+void session_stopper::abandon() {
   timer_.reset();
   to_stop_.clear();
   stopping_.clear();
+}
+
+void session_stopper::finish() {
+  if (!timer_) return;
+  abandon();
   done_();
 }
 

@@ -41,6 +41,8 @@ class session_stopper {
   void gone(const session* s);
   // One of the other parts is done.
   void other_done();
+  // Stops waiting, without calling `done` (sbshd goes away without finishing the shutdown).
+  void abandon();
 
  private:
   void overdue();
